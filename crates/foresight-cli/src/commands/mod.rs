@@ -1,0 +1,2 @@
+//! One module per noun.
+pub mod sim;

@@ -1,0 +1,346 @@
+//! `foresight sim …`: trace-driven simulation.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
+use foresight_core::Policy;
+use foresight_sim::output::{write_csv, write_swf};
+use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Simulation commands.
+#[derive(Subcommand)]
+pub enum SimCommand {
+    /// Simulate one cluster running one local policy over a trace (or a synthetic workload).
+    Run(SimRunOpts),
+}
+
+/// Options of `foresight sim run`.
+#[derive(Args)]
+pub struct SimRunOpts {
+    /// SWF trace (plain or .gz). Without it, a seeded synthetic workload is simulated.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Machine size in processors (default: the trace header's MaxProcs, else MaxNodes).
+    #[arg(long)]
+    procs: Option<u32>,
+    /// Local policy: fcfs, firstfit, firstfit:CAP, easy, conservative, depth:N.
+    #[arg(long, default_value = "easy")]
+    policy: String,
+    /// Which waiting job fills a hole (Maui BACKFILLPOLICY).
+    #[arg(long, value_enum)]
+    backfill: Option<BackfillOpt>,
+    /// What "best" means for bestfit and greedy (Maui BACKFILLMETRIC).
+    #[arg(long, value_enum, default_value = "procseconds")]
+    metric: MetricOpt,
+    /// Queue order.
+    #[arg(long, value_enum, default_value = "fcfs")]
+    order: OrderOpt,
+    /// How trace fields become jobs and how events at one instant are handled.
+    #[arg(long, value_enum, default_value = "default")]
+    semantics: SemanticsOpt,
+    /// Skip and count malformed trace lines instead of failing.
+    #[arg(long)]
+    lenient: bool,
+    /// Write the per-job schedule to FILE.csv or FILE.swf.
+    #[arg(long, value_name = "FILE")]
+    jobs_out: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: OutputOpt,
+    /// Synthetic workload: number of jobs.
+    #[arg(long, default_value_t = 10_000)]
+    jobs: usize,
+    /// Synthetic workload: offered load (0..1+).
+    #[arg(long, default_value_t = 0.85)]
+    load: f64,
+    /// Synthetic workload: random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackfillOpt {
+    None,
+    Firstfit,
+    Bestfit,
+    Greedy,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum MetricOpt {
+    Procs,
+    Walltime,
+    Procseconds,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderOpt {
+    Fcfs,
+    Sjf,
+    Ljf,
+    Priority,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SemanticsOpt {
+    Default,
+    Pyss,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OutputOpt {
+    Table,
+    Json,
+}
+
+/// Runs a `sim` subcommand.
+pub fn run(cmd: SimCommand) -> Result<()> {
+    match cmd {
+        SimCommand::Run(opts) => sim_run(opts),
+    }
+}
+
+/// Parses `fcfs`, `firstfit[:CAP]`, `easy`, `conservative`, `depth:N`.
+fn parse_policy(text: &str) -> Result<Policy> {
+    let (name, arg) = match text.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (text, None),
+    };
+    let number = |what: &str| -> Result<u32> {
+        let a = arg.with_context(|| format!("--policy {name}: give {what}, e.g. {name}:4"))?;
+        a.parse::<u32>()
+            .with_context(|| format!("--policy {text}: {a:?} is not a whole number"))
+    };
+    Ok(match name {
+        "fcfs" if arg.is_none() => Policy::fcfs(),
+        "firstfit" => Policy::first_fit(if arg.is_some() { Some(number("a cap")?) } else { None }),
+        "easy" if arg.is_none() => Policy::easy(),
+        "conservative" if arg.is_none() => Policy::conservative(),
+        "depth" => Policy::depth(number("a reservation depth")?),
+        _ => bail!(
+            "--policy {text:?} is not a policy: use fcfs, firstfit, firstfit:CAP, easy, conservative or depth:N"
+        ),
+    })
+}
+
+fn sim_run(opts: SimRunOpts) -> Result<()> {
+    let mut policy = parse_policy(&opts.policy)?;
+    if let Some(b) = opts.backfill {
+        policy.backfill = match b {
+            BackfillOpt::None => BackfillChoice::None,
+            BackfillOpt::Firstfit => BackfillChoice::FirstFit,
+            BackfillOpt::Bestfit => BackfillChoice::BestFit,
+            BackfillOpt::Greedy => BackfillChoice::Greedy,
+        };
+    }
+    policy.metric = match opts.metric {
+        MetricOpt::Procs => BackfillMetric::Procs,
+        MetricOpt::Walltime => BackfillMetric::Walltime,
+        MetricOpt::Procseconds => BackfillMetric::ProcSeconds,
+    };
+    policy.order = match opts.order {
+        OrderOpt::Fcfs => QueueOrder::Fcfs,
+        OrderOpt::Sjf => QueueOrder::Sjf,
+        OrderOpt::Ljf => QueueOrder::Ljf,
+        OrderOpt::Priority => QueueOrder::Priority,
+    };
+    let semantics = match opts.semantics {
+        SemanticsOpt::Default => Semantics::Default,
+        SemanticsOpt::Pyss => Semantics::Pyss,
+    };
+    let started = Instant::now();
+    let (trace, procs, workload, source) = match &opts.trace {
+        Some(path) => {
+            let trace = Trace::read(path, opts.lenient)?;
+            let procs = match opts.procs.or(trace.header.machine_size()) {
+                Some(p) => p,
+                None => bail!(
+                    "{}: the header has neither MaxProcs nor MaxNodes; give --procs",
+                    path.display()
+                ),
+            };
+            if procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let workload = Workload::from_trace(&trace, procs, semantics);
+            (Some(trace), procs, workload, path.display().to_string())
+        }
+        None => {
+            let procs = opts.procs.unwrap_or(256);
+            if procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
+            let name = format!(
+                "synthetic: {} jobs, load {}, seed {}",
+                opts.jobs, opts.load, opts.seed
+            );
+            (None, procs, w, name)
+        }
+    };
+    let total = workload.jobs.len();
+    let bar = (std::io::stderr().is_terminal() && total >= 20_000).then(|| {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} simulating {pos}/{len} jobs {wide_bar} {eta}")
+                .expect("invariant: the template is valid"),
+        );
+        bar
+    });
+    let mut progress = |n: usize| {
+        if let Some(b) = &bar {
+            b.set_position(n as u64);
+        }
+    };
+    let out = simulate(&workload, procs, &policy, semantics, &mut progress)
+        .with_context(|| format!("simulating {source}"))?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let elapsed = started.elapsed();
+    if let Some(path) = &opts.jobs_out {
+        write_jobs(path, &out, trace.as_ref(), &policy, semantics)?;
+    }
+    let malformed = trace.as_ref().map_or(0, |t| t.malformed);
+    match opts.output {
+        OutputOpt::Json => {
+            let m = &out.metrics;
+            let doc = json!({
+                "trace": source,
+                "procs": procs,
+                "policy": policy.name(),
+                "backfill": format!("{:?}", policy.backfill).to_lowercase(),
+                "metric": format!("{:?}", policy.metric).to_lowercase(),
+                "order": format!("{:?}", policy.order).to_lowercase(),
+                "semantics": semantics.name(),
+                "jobs": m.jobs,
+                "skipped": m.skipped,
+                "malformed": malformed,
+                "cut_at_estimate": m.cut_at_estimate,
+                "mean_wait": m.mean_wait,
+                "mean_response": m.mean_response,
+                "mean_slowdown": m.mean_slowdown,
+                "mean_bsld": m.mean_bsld,
+                "max_wait": m.max_wait,
+                "utilization": m.utilization,
+                "makespan": m.makespan,
+                "elapsed_seconds": elapsed.as_secs_f64(),
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        OutputOpt::Table => {
+            print_table(&source, procs, &policy, semantics, &out, malformed, elapsed)
+        }
+    }
+    Ok(())
+}
+
+fn write_jobs(
+    path: &PathBuf,
+    out: &SimOutput,
+    trace: Option<&Trace>,
+    policy: &Policy,
+    semantics: Semantics,
+) -> Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = BufWriter::new(file);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("csv") => write_csv(&mut w, &out.outcomes)
+            .with_context(|| format!("writing {}", path.display()))?,
+        Some("swf") => write_swf(
+            &mut w,
+            &out.outcomes,
+            trace,
+            &format!(
+                "schedule simulated by foresight, policy {}, semantics {}",
+                policy.name(),
+                semantics.name()
+            ),
+        )
+        .with_context(|| format!("writing {}", path.display()))?,
+        _ => bail!(
+            "--jobs-out {}: the name must end in .csv or .swf",
+            path.display()
+        ),
+    }
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn human_secs(s: f64) -> String {
+    if s >= 86_400.0 {
+        format!("{:.1} d", s / 86_400.0)
+    } else if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 60.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+fn print_table(
+    source: &str,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    out: &SimOutput,
+    malformed: u64,
+    elapsed: std::time::Duration,
+) {
+    let m = &out.metrics;
+    let rows: Vec<(&str, String)> = vec![
+        ("workload", source.to_string()),
+        ("processors", procs.to_string()),
+        (
+            "policy",
+            format!(
+                "{} (backfill {:?}, metric {:?}, order {:?})",
+                policy.name(),
+                policy.backfill,
+                policy.metric,
+                policy.order
+            )
+            .to_lowercase(),
+        ),
+        ("semantics", semantics.name().to_string()),
+        ("jobs simulated", m.jobs.to_string()),
+        ("jobs skipped", m.skipped.to_string()),
+        ("malformed lines", malformed.to_string()),
+        ("cut at estimate", m.cut_at_estimate.to_string()),
+        (
+            "mean wait",
+            format!("{:.1} s ({})", m.mean_wait, human_secs(m.mean_wait)),
+        ),
+        (
+            "mean response",
+            format!("{:.1} s ({})", m.mean_response, human_secs(m.mean_response)),
+        ),
+        ("mean slowdown", format!("{:.2}", m.mean_slowdown)),
+        (
+            "mean bounded slowdown",
+            format!("{:.2} (τ = 10 s)", m.mean_bsld),
+        ),
+        (
+            "max wait",
+            format!("{} s ({})", m.max_wait, human_secs(m.max_wait as f64)),
+        ),
+        ("utilization", format!("{:.2} %", m.utilization * 100.0)),
+        (
+            "makespan",
+            format!("{} s ({})", m.makespan, human_secs(m.makespan as f64)),
+        ),
+        ("simulated in", format!("{:.3} s", elapsed.as_secs_f64())),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        println!("{k:>width$}  {v}");
+    }
+}

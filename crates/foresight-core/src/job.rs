@@ -1,0 +1,86 @@
+//! Jobs as a local scheduler sees them: a rigid parallel request of `procs` processors for at
+//! most `estimate` seconds, with the credentials that priorities and reservation ACLs read.
+
+use crate::ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
+use crate::time::{Dur, Time};
+use serde::{Deserialize, Serialize};
+
+/// Who a job runs as. Priorities, fairshare and reservation ACLs are all keyed by these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Credentials {
+    /// The submitting user.
+    pub user: UserId,
+    /// The user's group.
+    pub group: GroupId,
+    /// The account charged.
+    pub account: AccountId,
+    /// The class (queue) the job was submitted to.
+    pub class: ClassId,
+    /// The quality of service requested.
+    pub qos: QosId,
+}
+
+/// A request to run: what the scheduler needs to decide when and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Unique id.
+    pub id: JobId,
+    /// When the job entered the queue; queue time and FCFS order count from here.
+    pub submit: Time,
+    /// Processors needed at once, for the whole run.
+    pub procs: u32,
+    /// The user's runtime estimate (walltime limit): the scheduler plans with it and the
+    /// resource manager kills the job when it is reached.
+    pub estimate: Dur,
+    /// Credentials for priorities and ACLs.
+    pub cred: Credentials,
+    /// An administrative reservation the job is bound to: it runs inside it.
+    pub reservation: Option<ReservationId>,
+    /// A job bound to a reservation may also start before the reservation's start, outside it,
+    /// when processors are free earlier.
+    pub may_start_early: bool,
+}
+
+impl Job {
+    /// A job with default credentials and no reservation binding.
+    pub fn new(id: JobId, submit: Time, procs: u32, estimate: Dur) -> Job {
+        Job {
+            id,
+            submit,
+            procs,
+            estimate,
+            cred: Credentials::default(),
+            reservation: None,
+            may_start_early: false,
+        }
+    }
+
+    /// Sets the user.
+    pub fn with_user(mut self, user: UserId) -> Job {
+        self.cred.user = user;
+        self
+    }
+
+    /// Sets all credentials.
+    pub fn with_cred(mut self, cred: Credentials) -> Job {
+        self.cred = cred;
+        self
+    }
+
+    /// Binds the job to an administrative reservation.
+    pub fn in_reservation(mut self, reservation: ReservationId, may_start_early: bool) -> Job {
+        self.reservation = Some(reservation);
+        self.may_start_early = may_start_early;
+        self
+    }
+
+    /// Processor-seconds the job may use at most.
+    pub fn area(&self) -> i64 {
+        i64::from(self.procs) * self.estimate.as_secs()
+    }
+
+    /// The planned end of a run starting at `start`.
+    pub fn end_if_started(&self, start: Time) -> Time {
+        start + self.estimate
+    }
+}

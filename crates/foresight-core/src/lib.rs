@@ -1,0 +1,38 @@
+//! The pure scheduling library of Foresight.
+//!
+//! Nothing in this crate reads a clock, touches a file or a socket, or draws random numbers:
+//! `now` is always a parameter and decisions come back as data. The trace simulator and the
+//! service call exactly this code, so a policy measured in simulation is the policy that runs.
+//!
+//! # Layout
+//! - [`time`]: integer seconds, [`Time`], [`Dur`], [`Interval`].
+//! - [`ids`]: typed identifiers.
+//! - [`job`]: the rigid parallel job and its credentials.
+//! - [`profile`]: the availability profile (free processors over time).
+//! - [`reservation`]: administrative advance reservations and their ACLs.
+//! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
+//!   and backfill choice; [`priority`]: Maui-style multi-factor priority and fairshare.
+//! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod error;
+pub mod ids;
+pub mod job;
+pub mod policy;
+pub mod priority;
+pub mod profile;
+mod queue;
+pub mod reservation;
+pub mod scheduler;
+pub mod time;
+
+pub use error::{CoreError, Result};
+pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
+pub use job::{Credentials, Job};
+pub use policy::{BackfillChoice, BackfillMetric, Policy, QueueOrder};
+pub use profile::Profile;
+pub use reservation::{Acl, AdminReservation};
+pub use scheduler::{Action, Domain, Event, JobStatus, LocalScheduler, Placement};
+pub use time::{Dur, Interval, Time};

@@ -1,0 +1,171 @@
+//! Local (cluster-level) scheduling policies as one parameterised algorithm.
+//!
+//! Every policy orders the queue, starts jobs that fit now, gives the first
+//! `reservation_depth` jobs that do not fit a reservation at their earliest start, and then
+//! either stops (strict order) or backfills later jobs into the holes without delaying any
+//! reservation. FCFS is depth 0 without backfill; First-Fit is depth 0 with first-fit
+//! backfill; EASY is depth 1; conservative backfilling gives every job a reservation.
+
+use crate::priority::PriorityWeights;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The order in which waiting jobs are considered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueOrder {
+    /// First come, first served (submission time, then submission order).
+    Fcfs,
+    /// Shortest estimate first.
+    Sjf,
+    /// Longest estimate first.
+    Ljf,
+    /// Maui-style multi-factor priority (see [`PriorityWeights`]).
+    Priority,
+}
+
+/// Which waiting job fills a hole once the reservations are made (Maui `BACKFILLPOLICY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackfillChoice {
+    /// No backfilling: the queue stops at the first job that can neither start nor be reserved.
+    None,
+    /// The highest-priority job that fits, repeatedly (Maui `FIRSTFIT`).
+    FirstFit,
+    /// The fitting job with the largest metric, ties by priority, repeatedly (Maui `BESTFIT`).
+    BestFit,
+    /// The set of fitting jobs with the largest total metric (Maui `GREEDY`); bounded search.
+    Greedy,
+}
+
+/// What "best" means for BESTFIT and GREEDY (Maui `BACKFILLMETRIC`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackfillMetric {
+    /// Processors used.
+    Procs,
+    /// Estimated runtime.
+    Walltime,
+    /// Processors × estimated runtime.
+    ProcSeconds,
+}
+
+/// When reserved jobs are moved to earlier starts that became possible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// At every scheduling pass.
+    EveryPass,
+    /// Only at passes after processors were released by a finished job (pyss).
+    AfterRelease,
+}
+
+/// Whether a submission triggers a scheduling pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PassOnSubmit {
+    /// Always.
+    Always,
+    /// Only when the new job's processors are free right now, ignoring reservations (pyss's
+    /// EASY does exactly this).
+    IfProcessorsFreeNow,
+}
+
+/// Unlimited reservation depth: conservative backfilling.
+pub const ALL: u32 = u32::MAX;
+
+/// A complete local policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Queue order.
+    pub order: QueueOrder,
+    /// How many waiting jobs hold a reservation at once (Maui `RESERVATIONDEPTH`):
+    /// 0 none, 1 EASY, [`ALL`] conservative. A reservation, once given, never moves later.
+    pub reservation_depth: u32,
+    /// How holes are filled after the reservations.
+    pub backfill: BackfillChoice,
+    /// Metric for BESTFIT and GREEDY.
+    pub metric: BackfillMetric,
+    /// First-Fit's starvation bound: once this many later jobs have started ahead of a
+    /// waiting job, nothing more may pass it. `None` is unbounded.
+    pub overtake_cap: Option<u32>,
+    /// GREEDY considers at most this many fitting candidates (the search is exponential).
+    pub greedy_candidates: usize,
+    /// Weights for [`QueueOrder::Priority`].
+    pub priority: PriorityWeights,
+    /// When reservations are compressed.
+    pub compression: Compression,
+    /// Whether a submission triggers a pass.
+    pub pass_on_submit: PassOnSubmit,
+}
+
+impl Policy {
+    fn base(reservation_depth: u32, backfill: BackfillChoice) -> Policy {
+        Policy {
+            order: QueueOrder::Fcfs,
+            reservation_depth,
+            backfill,
+            metric: BackfillMetric::ProcSeconds,
+            overtake_cap: None,
+            greedy_candidates: 16,
+            priority: PriorityWeights::default(),
+            compression: Compression::EveryPass,
+            pass_on_submit: PassOnSubmit::Always,
+        }
+    }
+
+    /// Strict first come, first served.
+    pub fn fcfs() -> Policy {
+        Policy::base(0, BackfillChoice::None)
+    }
+
+    /// First-Fit: any job that fits starts, optionally with a cap on overtaking.
+    pub fn first_fit(overtake_cap: Option<u32>) -> Policy {
+        Policy {
+            overtake_cap,
+            ..Policy::base(0, BackfillChoice::FirstFit)
+        }
+    }
+
+    /// EASY (aggressive) backfilling: one reservation, for the first job that does not fit.
+    pub fn easy() -> Policy {
+        Policy::base(1, BackfillChoice::FirstFit)
+    }
+
+    /// Conservative backfilling: every waiting job holds a reservation.
+    pub fn conservative() -> Policy {
+        Policy::base(ALL, BackfillChoice::FirstFit)
+    }
+
+    /// Backfilling with `depth` reservations (Maui `RESERVATIONDEPTH`).
+    pub fn depth(depth: u32) -> Policy {
+        Policy::base(depth, BackfillChoice::FirstFit)
+    }
+
+    /// The same policy with pyss's timing: reservations are compressed only after a job
+    /// released processors, and a submission triggers a pass only if its processors are free.
+    pub fn pyss_timing(mut self) -> Policy {
+        self.compression = Compression::AfterRelease;
+        if self.reservation_depth != ALL {
+            self.pass_on_submit = PassOnSubmit::IfProcessorsFreeNow;
+        }
+        self
+    }
+
+    /// A short name: `fcfs`, `firstfit`, `easy`, `conservative` or `depth:N`.
+    pub fn name(&self) -> String {
+        match (self.reservation_depth, self.backfill) {
+            (0, BackfillChoice::None) => "fcfs".into(),
+            (0, _) => "firstfit".into(),
+            (1, BackfillChoice::FirstFit) => "easy".into(),
+            (ALL, _) => "conservative".into(),
+            (n, _) => format!("depth:{n}"),
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}

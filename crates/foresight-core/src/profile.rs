@@ -1,0 +1,244 @@
+//! The availability profile: how many processors are free at every future instant.
+//!
+//! A profile is a step function kept as a sorted vector of breakpoints. Every query the
+//! policies need ("how many are free at t", "the earliest t ≥ after at which n processors stay
+//! free for d seconds") is a walk over the breakpoints from the one containing the query time,
+//! so its cost is proportional to the number of breakpoints it passes, and a profile never
+//! holds more breakpoints than twice the number of spans added to it. Adjacent steps with the
+//! same value are merged, so adding a span and removing it again restores an equal profile.
+
+use crate::time::{Dur, Time};
+
+/// One step of the function: `free` processors from `at` until the next step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Where the step begins.
+    pub at: Time,
+    /// Free processors on the step (negative only if the caller overbooked).
+    pub free: i64,
+}
+
+/// Free processors over time, for one pool of identical processors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    capacity: i64,
+    /// Sorted by `at`, strictly increasing, no two neighbours equal in `free`; never empty.
+    /// The last step extends to infinity.
+    steps: Vec<Step>,
+}
+
+impl Profile {
+    /// All `capacity` processors free forever.
+    pub fn new(capacity: u32) -> Profile {
+        Profile {
+            capacity: i64::from(capacity),
+            steps: vec![Step {
+                at: Time::MIN,
+                free: i64::from(capacity),
+            }],
+        }
+    }
+
+    /// A profile with `procs` processors free only during `[start, end)` and none elsewhere:
+    /// the capacity of an administrative reservation.
+    pub fn window(procs: u32, start: Time, end: Time) -> Profile {
+        let mut p = Profile::new(procs);
+        p.add(Time::MIN, start, -i64::from(procs));
+        p.add(end, Time::MAX, -i64::from(procs));
+        p
+    }
+
+    /// Number of processors when nothing is used.
+    pub fn capacity(&self) -> u32 {
+        u32::try_from(self.capacity).unwrap_or(u32::MAX)
+    }
+
+    /// The breakpoints, for inspection and tests.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Index of the step that contains `t`.
+    fn index_of(&self, t: Time) -> usize {
+        // steps[0].at is never after any query in practice; clamp for safety.
+        self.steps.partition_point(|s| s.at <= t).saturating_sub(1)
+    }
+
+    /// Forgets everything before `now`: the step containing `now` becomes the first. Queries
+    /// before `now` are meaningless afterwards. Keeps walks short in a long simulation.
+    pub fn advance(&mut self, now: Time) {
+        let i = self.index_of(now);
+        if i > 0 {
+            self.steps.drain(..i);
+        }
+    }
+
+    /// Free processors at instant `t`.
+    pub fn free_at(&self, t: Time) -> i64 {
+        self.steps[self.index_of(t)].free
+    }
+
+    /// The fewest free processors at any instant of `[start, end)` (the capacity if empty).
+    pub fn min_free(&self, start: Time, end: Time) -> i64 {
+        if end <= start {
+            return self.capacity;
+        }
+        let mut i = self.index_of(start);
+        let mut min = self.steps[i].free;
+        i += 1;
+        while i < self.steps.len() && self.steps[i].at < end {
+            min = min.min(self.steps[i].free);
+            i += 1;
+        }
+        min
+    }
+
+    /// True when `procs` processors stay free for `dur` from `start`.
+    pub fn fits(&self, start: Time, procs: u32, dur: Dur) -> bool {
+        self.min_free(start, start + dur) >= i64::from(procs)
+    }
+
+    /// The earliest `t ≥ after` at which `procs` processors stay free for `dur`, or `None`
+    /// when that never happens (the profile ends with fewer free processors).
+    ///
+    /// Cost: linear in the number of steps between `after` and the answer.
+    pub fn earliest(&self, after: Time, procs: u32, dur: Dur) -> Option<Time> {
+        let need = i64::from(procs);
+        let n = self.steps.len();
+        let mut j = self.index_of(after);
+        let mut start = after;
+        loop {
+            if self.steps[j].free < need {
+                j += 1;
+                if j == n {
+                    return None;
+                }
+                start = self.steps[j].at;
+                continue;
+            }
+            let end = start + dur;
+            let mut k = j + 1;
+            while k < n && self.steps[k].at < end && self.steps[k].free >= need {
+                k += 1;
+            }
+            if k == n || self.steps[k].at >= end {
+                return Some(start);
+            }
+            // steps[k] is too low and starts before the run would end: restart after it.
+            j = k;
+        }
+    }
+
+    /// Adds `delta` free processors on `[start, end)` (negative to take them).
+    pub fn add(&mut self, start: Time, end: Time, delta: i64) {
+        if end <= start || delta == 0 {
+            return;
+        }
+        let start = start.max(self.steps[0].at);
+        if end <= start {
+            return;
+        }
+        let i = self.split_at(start);
+        let j = if end >= Time::MAX {
+            self.steps.len()
+        } else {
+            self.split_at(end)
+        };
+        for s in &mut self.steps[i..j] {
+            s.free += delta;
+        }
+        // Merge around the two boundaries; the end boundary first so `i` stays valid.
+        if j < self.steps.len() && self.steps[j].free == self.steps[j - 1].free {
+            self.steps.remove(j);
+        }
+        if i > 0 && self.steps[i].free == self.steps[i - 1].free {
+            self.steps.remove(i);
+        }
+    }
+
+    /// Takes `procs` processors on `[start, end)`.
+    pub fn take(&mut self, start: Time, end: Time, procs: u32) {
+        self.add(start, end, -i64::from(procs));
+    }
+
+    /// Gives `procs` processors back on `[start, end)`.
+    pub fn give(&mut self, start: Time, end: Time, procs: u32) {
+        self.add(start, end, i64::from(procs));
+    }
+
+    /// Makes sure a step begins at `t` and returns its index.
+    fn split_at(&mut self, t: Time) -> usize {
+        let i = self.index_of(t);
+        if self.steps[i].at == t {
+            return i;
+        }
+        let free = self.steps[i].free;
+        self.steps.insert(i + 1, Step { at: t, free });
+        i + 1
+    }
+
+    /// True when no instant has negative free processors or more than the capacity.
+    pub fn is_consistent(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|s| (0..=self.capacity).contains(&s.free))
+            && self
+                .steps
+                .windows(2)
+                .all(|w| w[0].at < w[1].at && w[0].free != w[1].free)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(n: i64) -> Time {
+        Time(n)
+    }
+
+    #[test]
+    fn earliest_skips_a_dip_that_is_too_long() {
+        let mut p = Profile::new(10);
+        p.take(t(0), t(100), 8); // 2 free until 100
+        p.take(t(150), t(200), 5); // 5 free on [150, 200)
+        assert_eq!(p.earliest(t(0), 2, Dur(1000)), Some(t(0)));
+        assert_eq!(p.earliest(t(0), 3, Dur(10)), Some(t(100)));
+        assert_eq!(p.earliest(t(0), 6, Dur(50)), Some(t(100)));
+        assert_eq!(p.earliest(t(0), 6, Dur(51)), Some(t(200)));
+        assert_eq!(p.earliest(t(120), 10, Dur(1)), Some(t(120)));
+        assert_eq!(p.earliest(t(0), 11, Dur(1)), None);
+    }
+
+    #[test]
+    fn add_then_remove_restores_an_equal_profile() {
+        let mut p = Profile::new(4);
+        p.take(t(5), t(10), 1);
+        let before = p.clone();
+        p.take(t(7), t(20), 2);
+        p.give(t(7), t(20), 2);
+        assert_eq!(p, before);
+        assert!(p.is_consistent());
+    }
+
+    #[test]
+    fn windows_have_capacity_only_inside() {
+        let w = Profile::window(3, t(10), t(20));
+        assert_eq!(w.free_at(t(9)), 0);
+        assert_eq!(w.free_at(t(10)), 3);
+        assert_eq!(w.free_at(t(20)), 0);
+        assert_eq!(w.earliest(t(0), 2, Dur(10)), Some(t(10)));
+        assert_eq!(w.earliest(t(0), 2, Dur(11)), None);
+    }
+
+    #[test]
+    fn advance_keeps_the_step_that_contains_now() {
+        let mut p = Profile::new(4);
+        p.take(t(0), t(10), 1);
+        p.take(t(10), t(20), 2);
+        p.advance(t(15));
+        assert_eq!(p.free_at(t(15)), 2);
+        assert_eq!(p.free_at(t(25)), 4);
+        assert_eq!(p.steps().len(), 2);
+    }
+}

@@ -1,0 +1,955 @@
+//! The local scheduler of one cluster: the one entry point that both the trace simulator and
+//! the service drive. It keeps the waiting queue, the running jobs, the reservations and the
+//! availability profile; every call takes `now` and returns its decisions as [`Action`]s for
+//! the caller to carry out. Nothing here reads a clock or touches the world.
+//!
+//! # The pass
+//! 1. Forget the past of every profile (`advance(now)`); order the queue.
+//! 2. Compress: every job holding a reservation is taken out and put back at its earliest
+//!    start, in queue order, if that is earlier (never later).
+//! 3. Start every job whose reservation has come.
+//! 4. Walk the queue in order: a job that fits now starts; one that does not gets a
+//!    reservation at its earliest start while fewer than `reservation_depth` jobs hold one;
+//!    otherwise the backfill choice decides (stop, skip, or collect for BESTFIT/GREEDY).
+//!
+//! A job "fits now" when its processors stay free, on top of everything started and reserved,
+//! for its whole estimate, so no backfilled job can delay a reservation.
+
+use crate::error::{CoreError, Result};
+use crate::ids::{JobId, ReservationId};
+use crate::job::Job;
+use crate::policy::{
+    BackfillChoice, BackfillMetric, Compression, PassOnSubmit, Policy, QueueOrder,
+};
+use crate::priority::FairshareUsage;
+use crate::profile::Profile;
+use crate::queue::{Queue, Slot};
+use crate::reservation::AdminReservation;
+use crate::time::{Dur, Interval, Time};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Something that happened, for the scheduler to react to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A job entered the queue.
+    Submit(Job),
+    /// A running job ended (finished, failed, or was killed at its estimate).
+    Finish(JobId),
+    /// Nothing happened but time passed: a reservation may have come due.
+    Tick,
+}
+
+/// Where a job's processors come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Domain {
+    /// The cluster's general pool.
+    Pool,
+    /// The processors held by an administrative reservation.
+    Reservation(ReservationId),
+}
+
+/// A decision for the caller to carry out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Action {
+    /// Start the job now, on `procs` processors from `domain`.
+    Start {
+        /// The job.
+        job: JobId,
+        /// Processors it takes.
+        procs: u32,
+        /// Where they come from.
+        domain: Domain,
+    },
+    /// The job's reservation now begins at `start` (new, or moved earlier). The caller should
+    /// call back with [`Event::Tick`] at `start` so that the job starts on time.
+    Reserve {
+        /// The job.
+        job: JobId,
+        /// The reserved start.
+        start: Time,
+    },
+}
+
+/// Where and when a job runs or is reserved to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Processor domain.
+    pub domain: Domain,
+    /// Start of the run.
+    pub start: Time,
+    /// End of the run by the estimate.
+    pub end: Time,
+}
+
+/// A job's situation, for "why has my job not started" and for tests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobStatus {
+    /// Waiting, holding a reservation that starts at `start`.
+    Reserved {
+        /// The reserved start.
+        start: Time,
+        /// The reserved domain.
+        domain: Domain,
+    },
+    /// Waiting without a reservation.
+    Waiting {
+        /// Processors asked for.
+        procs: u32,
+        /// Processors free in the pool now.
+        free_now: i64,
+        /// The earliest start the profile allows right now (later jobs may still pass it).
+        earliest: Option<Time>,
+        /// Jobs ahead of it in the queue.
+        position: usize,
+    },
+    /// Running since `start`.
+    Running {
+        /// Where and when.
+        placement: Placement,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    job: Job,
+    state: State,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    Waiting {
+        reservation: Option<Placement>,
+        /// How many later jobs started ahead of this one (First-Fit's cap).
+        overtaken: u32,
+    },
+    Running(Placement),
+}
+
+#[derive(Clone, Debug)]
+struct AdminSlot {
+    res: AdminReservation,
+    profile: Profile,
+}
+
+/// The local scheduler of one cluster of identical processors.
+#[derive(Clone, Debug)]
+pub struct LocalScheduler {
+    capacity: u32,
+    policy: Policy,
+    /// Free processors of the general pool, net of running jobs, job reservations and
+    /// administrative reservations.
+    pool: Profile,
+    admin: BTreeMap<ReservationId, AdminSlot>,
+    jobs: FxHashMap<JobId, Entry>,
+    queue: Queue,
+    /// Jobs holding a reservation (unordered).
+    reserved: Vec<JobId>,
+    next_seq: u64,
+    /// Processors were released since the last pass (compression has work to do).
+    released: bool,
+    usage: FairshareUsage,
+    /// Scratch for the First-Fit cap, kept to avoid an allocation per pass.
+    skipped: Vec<JobId>,
+}
+
+impl LocalScheduler {
+    /// A cluster of `capacity` processors run by `policy`.
+    pub fn new(capacity: u32, policy: Policy) -> LocalScheduler {
+        LocalScheduler {
+            capacity,
+            policy,
+            pool: Profile::new(capacity),
+            admin: BTreeMap::new(),
+            jobs: FxHashMap::default(),
+            queue: Queue::default(),
+            reserved: Vec::new(),
+            next_seq: 0,
+            released: false,
+            usage: FairshareUsage::default(),
+            skipped: Vec::new(),
+        }
+    }
+
+    /// Processors of the cluster.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The general pool's availability (running jobs, reservations, held processors).
+    pub fn pool(&self) -> &Profile {
+        &self.pool
+    }
+
+    /// Jobs waiting.
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Jobs running.
+    pub fn running(&self) -> usize {
+        self.jobs.len() - self.queue.len()
+    }
+
+    /// The reservation a waiting job holds, if any.
+    pub fn reservation_of(&self, id: JobId) -> Option<Placement> {
+        match self.jobs.get(&id)?.state {
+            State::Waiting { reservation, .. } => reservation,
+            State::Running(_) => None,
+        }
+    }
+
+    /// Reacts to `event` at `now`, appending the decisions to `out`.
+    ///
+    /// Errors leave the scheduler unchanged.
+    pub fn handle(&mut self, now: Time, event: Event, out: &mut Vec<Action>) -> Result<()> {
+        match event {
+            Event::Submit(job) => {
+                let procs = i64::from(job.procs);
+                self.submit(job)?;
+                let pass = match self.policy.pass_on_submit {
+                    PassOnSubmit::Always => true,
+                    PassOnSubmit::IfProcessorsFreeNow => {
+                        procs <= self.free_ignoring_reservations(now)
+                    }
+                };
+                if pass {
+                    self.schedule(now, out);
+                }
+            }
+            Event::Finish(id) => {
+                self.finish(now, id)?;
+                self.schedule(now, out);
+            }
+            Event::Tick => self.schedule(now, out),
+        }
+        Ok(())
+    }
+
+    /// Puts a job in the queue without scheduling.
+    pub fn submit(&mut self, job: Job) -> Result<()> {
+        self.validate(&job)?;
+        let key = match self.policy.order {
+            QueueOrder::Fcfs | QueueOrder::Priority => job.submit.secs(),
+            QueueOrder::Sjf => job.estimate.as_secs(),
+            QueueOrder::Ljf => -job.estimate.as_secs(),
+        };
+        let slot = Slot {
+            id: job.id,
+            procs: job.procs,
+            estimate: job.estimate,
+            seq: self.next_seq,
+            key,
+            priority: 0.0,
+            reserved: false,
+            alive: true,
+        };
+        self.next_seq += 1;
+        self.queue.insert(slot, self.policy.order);
+        self.jobs.insert(
+            job.id,
+            Entry {
+                job,
+                state: State::Waiting {
+                    reservation: None,
+                    overtaken: 0,
+                },
+            },
+        );
+        Ok(())
+    }
+
+    fn validate(&self, job: &Job) -> Result<()> {
+        if self.jobs.contains_key(&job.id) {
+            return Err(CoreError::DuplicateJob(job.id));
+        }
+        if job.procs == 0 {
+            return Err(CoreError::InvalidJob {
+                job: job.id,
+                field: "procs",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if job.estimate.as_secs() <= 0 {
+            return Err(CoreError::InvalidJob {
+                job: job.id,
+                field: "estimate",
+                reason: format!("must be positive, got {}", job.estimate.as_secs()),
+            });
+        }
+        if job.procs > self.capacity {
+            return Err(CoreError::TooLarge {
+                job: job.id,
+                procs: job.procs,
+                capacity: self.capacity,
+            });
+        }
+        if let Some(rid) = job.reservation {
+            let slot = self
+                .admin
+                .get(&rid)
+                .ok_or(CoreError::UnknownReservation(rid))?;
+            if !slot.res.acl.admits(job) {
+                return Err(CoreError::NotAdmitted {
+                    job: job.id,
+                    reservation: rid,
+                });
+            }
+            if !job.may_start_early {
+                let window = slot.res.window;
+                if job.procs > slot.res.procs {
+                    return Err(CoreError::DoesNotFit {
+                        job: job.id,
+                        reservation: rid,
+                        reason: format!("{} processors asked, {} held", job.procs, slot.res.procs),
+                    });
+                }
+                if job.estimate > window.len() {
+                    return Err(CoreError::DoesNotFit {
+                        job: job.id,
+                        reservation: rid,
+                        reason: format!(
+                            "estimate {} is longer than the window {}",
+                            job.estimate,
+                            window.len()
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that a running job ended at `now` and frees the rest of its estimate.
+    pub fn finish(&mut self, now: Time, id: JobId) -> Result<()> {
+        let entry = self.jobs.get(&id).ok_or(CoreError::UnknownJob(id))?;
+        let State::Running(p) = entry.state else {
+            return Err(CoreError::NotRunning(id));
+        };
+        let (procs, user) = (entry.job.procs, entry.job.cred.user);
+        self.jobs.remove(&id);
+        if now < p.end {
+            self.profile_mut(p.domain).give(now, p.end, procs);
+        }
+        let used = f64::from(procs) * (now - p.start).as_secs().max(0) as f64;
+        if self.policy.priority.fairshare != 0.0 {
+            self.usage
+                .record(user, used, now, self.policy.priority.fairshare_half_life);
+        }
+        self.released = true;
+        Ok(())
+    }
+
+    /// Removes a waiting job from the queue (releasing its reservation) or ends a running one
+    /// at `now`.
+    pub fn cancel(&mut self, now: Time, id: JobId) -> Result<()> {
+        let entry = self.jobs.get(&id).ok_or(CoreError::UnknownJob(id))?;
+        match entry.state {
+            State::Running(_) => self.finish(now, id),
+            State::Waiting { reservation, .. } => {
+                let procs = entry.job.procs;
+                if let Some(p) = reservation {
+                    self.profile_mut(p.domain).give(p.start, p.end, procs);
+                    self.unmark_reserved(id);
+                    self.released = true;
+                }
+                if let Some(i) = self.queue.position(id) {
+                    self.queue.remove_at(i);
+                }
+                self.jobs.remove(&id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Holds processors for an administrative reservation. Refused when the pool cannot
+    /// give them during the whole window (running jobs and job reservations included).
+    pub fn add_reservation(&mut self, res: AdminReservation) -> Result<()> {
+        if self.admin.contains_key(&res.id) {
+            return Err(CoreError::DuplicateReservation(res.id));
+        }
+        let Interval { start, end } = res.window;
+        let free = self.pool.min_free(start, end);
+        if free < i64::from(res.procs) {
+            return Err(CoreError::ReservationConflict {
+                reservation: res.id,
+                procs: res.procs,
+                start,
+                free,
+            });
+        }
+        self.pool.take(start, end, res.procs);
+        let profile = Profile::window(res.procs, start, end);
+        self.admin.insert(res.id, AdminSlot { res, profile });
+        Ok(())
+    }
+
+    /// Releases an administrative reservation. Jobs running inside it keep running (their
+    /// processors move to the pool); jobs bound to it fall back to the pool.
+    pub fn remove_reservation(&mut self, now: Time, id: ReservationId) -> Result<()> {
+        let slot = self
+            .admin
+            .remove(&id)
+            .ok_or(CoreError::UnknownReservation(id))?;
+        let Interval { start, end } = slot.res.window;
+        self.pool.give(start.max(now), end, slot.res.procs);
+        let inside: Vec<(JobId, Placement, u32, bool)> = self
+            .jobs
+            .values()
+            .filter_map(|e| match e.state {
+                State::Running(p) if p.domain == Domain::Reservation(id) => {
+                    Some((e.job.id, p, e.job.procs, true))
+                }
+                State::Waiting {
+                    reservation: Some(p),
+                    ..
+                } if p.domain == Domain::Reservation(id) => Some((e.job.id, p, e.job.procs, false)),
+                _ => None,
+            })
+            .collect();
+        for (jid, p, procs, running) in inside {
+            let entry = self
+                .jobs
+                .get_mut(&jid)
+                .expect("invariant: collected from jobs");
+            if running {
+                self.pool.take(now, p.end, procs);
+                entry.state = State::Running(Placement {
+                    domain: Domain::Pool,
+                    ..p
+                });
+            } else {
+                entry.state = State::Waiting {
+                    reservation: None,
+                    overtaken: 0,
+                };
+                self.unmark_reserved(jid);
+            }
+        }
+        for e in self.jobs.values_mut() {
+            if e.job.reservation == Some(id) {
+                e.job.reservation = None;
+            }
+        }
+        self.released = true;
+        Ok(())
+    }
+
+    /// The administrative reservations, by id.
+    pub fn reservations(&self) -> impl Iterator<Item = &AdminReservation> {
+        self.admin.values().map(|s| &s.res)
+    }
+
+    /// Processors not used by running jobs at `now`, ignoring every reservation: what pyss's
+    /// snapshot shows.
+    fn free_ignoring_reservations(&self, now: Time) -> i64 {
+        let mut free = self.pool.free_at(now);
+        for s in self.admin.values() {
+            if s.res.window.contains(now) {
+                free += s.profile.free_at(now);
+            }
+        }
+        for id in &self.reserved {
+            if let Some(p) = self.reservation_of(*id) {
+                if p.domain == Domain::Pool && p.start <= now && now < p.end {
+                    free += i64::from(self.jobs[id].job.procs);
+                }
+            }
+        }
+        free
+    }
+
+    fn profile_mut(&mut self, domain: Domain) -> &mut Profile {
+        match domain {
+            Domain::Pool => &mut self.pool,
+            Domain::Reservation(r) => {
+                &mut self
+                    .admin
+                    .get_mut(&r)
+                    .expect("invariant: placements name existing reservations")
+                    .profile
+            }
+        }
+    }
+
+    fn profile(&self, domain: Domain) -> &Profile {
+        match domain {
+            Domain::Pool => &self.pool,
+            Domain::Reservation(r) => &self.admin[&r].profile,
+        }
+    }
+
+    /// The domains a job may use at `now`, in order of preference.
+    fn domains(&self, job: &Job, now: Time) -> Vec<Domain> {
+        if let Some(r) = job.reservation {
+            match self.admin.get(&r) {
+                Some(s) if s.res.window.end > now => {
+                    let mut d = vec![Domain::Reservation(r)];
+                    if job.may_start_early {
+                        d.push(Domain::Pool);
+                    }
+                    return d;
+                }
+                // The reservation is over (or gone): fall back to the pool.
+                _ => return vec![Domain::Pool],
+            }
+        }
+        let mut d: Vec<Domain> = self
+            .admin
+            .values()
+            .filter(|s| s.res.window.end > now && s.res.acl.admits(job))
+            .map(|s| Domain::Reservation(s.res.id))
+            .collect();
+        d.push(Domain::Pool);
+        d
+    }
+
+    /// The domain in which the job can start now, if any.
+    fn fits_now(&self, id: JobId, now: Time) -> Option<Domain> {
+        let job = &self.jobs[&id].job;
+        if self.admin.is_empty() {
+            return self
+                .pool
+                .fits(now, job.procs, job.estimate)
+                .then_some(Domain::Pool);
+        }
+        self.domains(job, now)
+            .into_iter()
+            .find(|d| self.profile(*d).fits(now, job.procs, job.estimate))
+    }
+
+    /// The earliest placement over the job's domains.
+    fn earliest(&self, id: JobId, now: Time) -> Option<Placement> {
+        let job = &self.jobs[&id].job;
+        let place = |domain: Domain| {
+            self.profile(domain)
+                .earliest(now, job.procs, job.estimate)
+                .map(|start| Placement {
+                    domain,
+                    start,
+                    end: start + job.estimate,
+                })
+        };
+        if self.admin.is_empty() {
+            return place(Domain::Pool);
+        }
+        self.domains(job, now)
+            .into_iter()
+            .filter_map(place)
+            .min_by_key(|p| p.start)
+    }
+
+    fn unmark_reserved(&mut self, id: JobId) {
+        if let Some(i) = self.reserved.iter().position(|r| *r == id) {
+            self.reserved.swap_remove(i);
+        }
+    }
+
+    /// Runs one scheduling pass at `now`, appending decisions to `out`.
+    pub fn schedule(&mut self, now: Time, out: &mut Vec<Action>) {
+        self.pool.advance(now);
+        for s in self.admin.values_mut() {
+            s.profile.advance(now);
+        }
+        if self.queue.is_empty() {
+            self.released = false;
+            return;
+        }
+        if self.policy.order == QueueOrder::Priority {
+            self.refresh_priorities(now);
+        } else {
+            self.queue.compact();
+        }
+        let compress = match self.policy.compression {
+            Compression::EveryPass => true,
+            Compression::AfterRelease => self.released,
+        };
+        self.released = false;
+        if !self.reserved.is_empty() {
+            if compress {
+                self.compress(now, out);
+            }
+            self.start_due_reservations(now, out);
+        }
+        self.walk(now, out);
+    }
+
+    fn refresh_priorities(&mut self, now: Time) {
+        let weights = &self.policy.priority;
+        for slot in self.queue.iter_alive_mut() {
+            let job = &self.jobs[&slot.id].job;
+            slot.priority = weights.priority(job, now, &self.usage);
+        }
+        self.queue.sort_by_priority();
+    }
+
+    /// Moves every reserved job, in queue order, to its earliest start if that is earlier.
+    fn compress(&mut self, now: Time, out: &mut Vec<Action>) {
+        let order: Vec<JobId> = if self.reserved.len() == 1 {
+            self.reserved.clone()
+        } else {
+            self.queue
+                .iter_alive()
+                .filter(|s| s.reserved)
+                .map(|s| s.id)
+                .collect()
+        };
+        for id in order {
+            let Some(old) = self.reservation_of(id) else {
+                continue;
+            };
+            if old.start <= now {
+                continue; // due: it starts in this pass, where it is
+            }
+            let procs = self.jobs[&id].job.procs;
+            self.profile_mut(old.domain).give(old.start, old.end, procs);
+            let new = match self.earliest(id, now) {
+                Some(p) if p.start < old.start => p,
+                _ => old,
+            };
+            self.profile_mut(new.domain).take(new.start, new.end, procs);
+            if new != old {
+                self.set_reservation(id, new);
+                out.push(Action::Reserve {
+                    job: id,
+                    start: new.start,
+                });
+            }
+        }
+    }
+
+    fn set_reservation(&mut self, id: JobId, p: Placement) {
+        if let Some(Entry {
+            state: State::Waiting { reservation, .. },
+            ..
+        }) = self.jobs.get_mut(&id)
+        {
+            *reservation = Some(p);
+        }
+    }
+
+    fn start_due_reservations(&mut self, now: Time, out: &mut Vec<Action>) {
+        let due = self
+            .reserved
+            .iter()
+            .any(|id| self.reservation_of(*id).is_some_and(|p| p.start <= now));
+        if !due {
+            return;
+        }
+        for i in self.queue.range() {
+            let slot = *self.queue.get(i);
+            if !slot.alive || !slot.reserved {
+                continue;
+            }
+            let p = self
+                .reservation_of(slot.id)
+                .expect("invariant: reserved slot has a reservation");
+            if p.start > now {
+                continue;
+            }
+            if p.start < now {
+                // Late (the caller ticked after the reserved start): run from now instead.
+                self.profile_mut(p.domain).give(p.start, p.end, slot.procs);
+                self.profile_mut(p.domain)
+                    .take(now, now + slot.estimate, slot.procs);
+            }
+            let placement = Placement {
+                domain: p.domain,
+                start: now,
+                end: now + slot.estimate,
+            };
+            self.unmark_reserved(slot.id);
+            self.mark_started(i, placement, out);
+        }
+    }
+
+    fn mark_started(&mut self, i: usize, placement: Placement, out: &mut Vec<Action>) {
+        let slot = *self.queue.get(i);
+        self.queue.remove_at(i);
+        if let Some(e) = self.jobs.get_mut(&slot.id) {
+            e.state = State::Running(placement);
+        }
+        out.push(Action::Start {
+            job: slot.id,
+            procs: slot.procs,
+            domain: placement.domain,
+        });
+    }
+
+    fn start_now(&mut self, i: usize, domain: Domain, now: Time, out: &mut Vec<Action>) {
+        let slot = *self.queue.get(i);
+        let end = now + slot.estimate;
+        self.profile_mut(domain).take(now, end, slot.procs);
+        self.mark_started(
+            i,
+            Placement {
+                domain,
+                start: now,
+                end,
+            },
+            out,
+        );
+    }
+
+    fn reserve(&mut self, i: usize, now: Time, out: &mut Vec<Action>) -> bool {
+        let slot = *self.queue.get(i);
+        let Some(p) = self.earliest(slot.id, now) else {
+            return false;
+        };
+        self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+        self.queue.get_mut(i).reserved = true;
+        self.reserved.push(slot.id);
+        self.set_reservation(slot.id, p);
+        out.push(Action::Reserve {
+            job: slot.id,
+            start: p.start,
+        });
+        true
+    }
+
+    fn walk(&mut self, now: Time, out: &mut Vec<Action>) {
+        let depth = self.policy.reservation_depth;
+        let backfill = self.policy.backfill;
+        let cap = self.policy.overtake_cap;
+        let plain = self.admin.is_empty();
+        let mut free_now = self.pool.free_at(now);
+        self.skipped.clear();
+        let mut collect_from = None;
+        for i in self.queue.range() {
+            let slot = *self.queue.get(i);
+            if !slot.alive || slot.reserved {
+                continue;
+            }
+            if plain && free_now == 0 && self.reserved.len() as u64 >= u64::from(depth) {
+                break; // nothing can start and nothing more can be reserved
+            }
+            let domain = if plain && i64::from(slot.procs) > free_now {
+                None
+            } else {
+                self.fits_now(slot.id, now)
+            };
+            if let Some(domain) = domain {
+                self.start_now(i, domain, now, out);
+                free_now = self.pool.free_at(now);
+                if let Some(cap) = cap {
+                    if self.count_overtakes(cap) {
+                        break;
+                    }
+                }
+                continue;
+            }
+            if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
+                free_now = self.pool.free_at(now);
+                continue;
+            }
+            match backfill {
+                BackfillChoice::None => break,
+                BackfillChoice::FirstFit => {
+                    if let Some(cap) = cap {
+                        if self.overtaken(slot.id) >= cap {
+                            break;
+                        }
+                        self.skipped.push(slot.id);
+                    }
+                }
+                BackfillChoice::BestFit | BackfillChoice::Greedy => {
+                    collect_from = Some(i);
+                    break;
+                }
+            }
+        }
+        if let Some(from) = collect_from {
+            self.backfill_by_metric(from, now, out);
+        }
+    }
+
+    fn overtaken(&self, id: JobId) -> u32 {
+        match self.jobs[&id].state {
+            State::Waiting { overtaken, .. } => overtaken,
+            State::Running(_) => 0,
+        }
+    }
+
+    /// Counts one overtake for every skipped job; true when one of them reached the cap.
+    fn count_overtakes(&mut self, cap: u32) -> bool {
+        let mut blocked = false;
+        for id in &self.skipped {
+            if let Some(Entry {
+                state: State::Waiting { overtaken, .. },
+                ..
+            }) = self.jobs.get_mut(id)
+            {
+                *overtaken += 1;
+                blocked |= *overtaken >= cap;
+            }
+        }
+        blocked
+    }
+
+    fn metric(&self, slot: &Slot) -> i64 {
+        match self.policy.metric {
+            BackfillMetric::Procs => i64::from(slot.procs),
+            BackfillMetric::Walltime => slot.estimate.as_secs(),
+            BackfillMetric::ProcSeconds => i64::from(slot.procs) * slot.estimate.as_secs(),
+        }
+    }
+
+    /// BESTFIT and GREEDY over the unreserved jobs from position `from` on.
+    fn backfill_by_metric(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+        // Candidates that fit now on their own; fitting only gets harder as jobs start.
+        let mut cands: Vec<usize> = (from..self.queue.range().end)
+            .filter(|&i| {
+                let s = self.queue.get(i);
+                s.alive && !s.reserved && self.fits_now(s.id, now).is_some()
+            })
+            .collect();
+        match self.policy.backfill {
+            BackfillChoice::BestFit => loop {
+                let best = cands
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, &i)| {
+                        let s = self.queue.get(i);
+                        self.fits_now(s.id, now).map(|d| (k, i, d, self.metric(s)))
+                    })
+                    // Largest metric; ties go to the earlier (higher-priority) job.
+                    .min_by_key(|&(k, _, _, m)| (std::cmp::Reverse(m), k));
+                let Some((k, i, domain, _)) = best else { break };
+                self.start_now(i, domain, now, out);
+                cands.remove(k);
+            },
+            BackfillChoice::Greedy => {
+                cands.truncate(self.policy.greedy_candidates);
+                let chosen = self.greedy_set(&cands, now);
+                for i in chosen {
+                    let id = self.queue.get(i).id;
+                    let domain = self
+                        .fits_now(id, now)
+                        .expect("invariant: the greedy set fits together");
+                    self.start_now(i, domain, now, out);
+                }
+            }
+            BackfillChoice::None | BackfillChoice::FirstFit => {}
+        }
+    }
+
+    /// The subset of `cands` (queue positions) with the largest total metric that fits at
+    /// once; ties go to the set found first, which prefers higher-priority jobs. Depth-first
+    /// with a bound and a node budget.
+    fn greedy_set(&mut self, cands: &[usize], now: Time) -> Vec<usize> {
+        let metrics: Vec<i64> = cands
+            .iter()
+            .map(|&i| self.metric(self.queue.get(i)))
+            .collect();
+        let mut suffix = vec![0i64; cands.len() + 1];
+        for k in (0..cands.len()).rev() {
+            suffix[k] = suffix[k + 1] + metrics[k];
+        }
+        struct Search {
+            best: Vec<usize>,
+            best_value: i64,
+            current: Vec<usize>,
+            budget: u32,
+        }
+        fn dfs(
+            s: &mut LocalScheduler,
+            st: &mut Search,
+            cands: &[usize],
+            metrics: &[i64],
+            suffix: &[i64],
+            k: usize,
+            value: i64,
+            now: Time,
+        ) {
+            if value > st.best_value {
+                st.best_value = value;
+                st.best = st.current.clone();
+            }
+            if k == cands.len() || st.budget == 0 || value + suffix[k] <= st.best_value {
+                return;
+            }
+            st.budget -= 1;
+            let i = cands[k];
+            let slot = *s.queue.get(i);
+            if let Some(domain) = s.fits_now(slot.id, now) {
+                let end = now + slot.estimate;
+                s.profile_mut(domain).take(now, end, slot.procs);
+                st.current.push(i);
+                dfs(
+                    s,
+                    st,
+                    cands,
+                    metrics,
+                    suffix,
+                    k + 1,
+                    value + metrics[k],
+                    now,
+                );
+                st.current.pop();
+                s.profile_mut(domain).give(now, end, slot.procs);
+            }
+            dfs(s, st, cands, metrics, suffix, k + 1, value, now);
+        }
+        let mut st = Search {
+            best: Vec::new(),
+            best_value: 0,
+            current: Vec::new(),
+            budget: 20_000,
+        };
+        dfs(self, &mut st, cands, &metrics, &suffix, 0, 0, now);
+        st.best
+    }
+
+    /// Why a job is where it is.
+    pub fn explain(&self, id: JobId, now: Time) -> Option<JobStatus> {
+        let entry = self.jobs.get(&id)?;
+        Some(match entry.state {
+            State::Running(placement) => JobStatus::Running { placement },
+            State::Waiting {
+                reservation: Some(p),
+                ..
+            } => JobStatus::Reserved {
+                start: p.start,
+                domain: p.domain,
+            },
+            State::Waiting {
+                reservation: None, ..
+            } => JobStatus::Waiting {
+                procs: entry.job.procs,
+                free_now: self.pool.free_at(now),
+                earliest: self.earliest(id, now).map(|p| p.start),
+                position: self.queue.iter_alive().take_while(|s| s.id != id).count(),
+            },
+        })
+    }
+
+    /// Every running job's placement and processors, for invariant checks.
+    pub fn running_jobs(&self) -> impl Iterator<Item = (JobId, u32, Placement)> + '_ {
+        self.jobs.values().filter_map(|e| match e.state {
+            State::Running(p) => Some((e.job.id, e.job.procs, p)),
+            State::Waiting { .. } => None,
+        })
+    }
+
+    /// Every job reservation and its processors, for invariant checks.
+    pub fn job_reservations(&self) -> impl Iterator<Item = (JobId, u32, Placement)> + '_ {
+        self.jobs.values().filter_map(|e| match e.state {
+            State::Waiting {
+                reservation: Some(p),
+                ..
+            } => Some((e.job.id, e.job.procs, p)),
+            _ => None,
+        })
+    }
+
+    /// The estimate a job was submitted with.
+    pub fn estimate_of(&self, id: JobId) -> Option<Dur> {
+        self.jobs.get(&id).map(|e| e.job.estimate)
+    }
+}

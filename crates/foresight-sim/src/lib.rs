@@ -1,0 +1,26 @@
+//! The trace simulator of Foresight.
+//!
+//! It replays a workload (an SWF trace from the Parallel Workloads Archive, or a seeded
+//! synthetic stream) through `foresight-core`'s [`LocalScheduler`](foresight_core::LocalScheduler)
+//! in virtual time, exactly as the service drives it in real time, and measures the result.
+//!
+//! # Layout
+//! - [`swf`]: streaming SWF reader (plain or gzip) with precise errors, and writer.
+//! - [`workload`]: trace records → jobs under a [`Semantics`]; synthetic workloads.
+//! - [`runner`]: the event loop, [`simulate`].
+//! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
+//! - [`output`]: the per-job schedule as CSV or SWF.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod metrics;
+pub mod output;
+pub mod runner;
+pub mod swf;
+pub mod workload;
+
+pub use metrics::Metrics;
+pub use runner::{simulate, Outcome, SimError, SimOutput};
+pub use swf::{SwfError, SwfReader, SwfRecord, Trace};
+pub use workload::{Semantics, SimJob, Workload};

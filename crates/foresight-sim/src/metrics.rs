@@ -1,0 +1,78 @@
+//! The figures a scheduling study reports (DESIGN.md "Simulation semantics"): means of wait,
+//! response, slowdown and bounded slowdown (τ = 10 s), utilization and makespan.
+
+use crate::runner::Outcome;
+use crate::workload::Workload;
+use serde::Serialize;
+
+/// Bounded-slowdown threshold τ, seconds.
+pub const BSLD_TAU: i64 = 10;
+
+/// Aggregate results of one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Jobs simulated.
+    pub jobs: u64,
+    /// Trace records not simulated.
+    pub skipped: u64,
+    /// Jobs whose runtime was cut at their estimate.
+    pub cut_at_estimate: u64,
+    /// Mean wait (start − submit), seconds.
+    pub mean_wait: f64,
+    /// Mean response (end − submit), seconds.
+    pub mean_response: f64,
+    /// Mean slowdown, response / runtime.
+    pub mean_slowdown: f64,
+    /// Mean bounded slowdown, max(1, response / max(runtime, τ)).
+    pub mean_bsld: f64,
+    /// Largest wait, seconds.
+    pub max_wait: i64,
+    /// Σ procs·runtime / (P × (last end − first submit)).
+    pub utilization: f64,
+    /// Last end − first submit, seconds.
+    pub makespan: i64,
+}
+
+impl Metrics {
+    /// Computes the figures over every simulated job.
+    pub fn compute(outcomes: &[Outcome], procs: u32, workload: &Workload) -> Metrics {
+        let n = outcomes.len();
+        let mut m = Metrics {
+            jobs: n as u64,
+            skipped: workload.skipped.total(),
+            cut_at_estimate: workload.cut_at_estimate,
+            ..Metrics::default()
+        };
+        if n == 0 {
+            return m;
+        }
+        let (mut wait, mut resp, mut sld, mut bsld, mut area) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let mut first_submit = i64::MAX;
+        let mut last_end = i64::MIN;
+        for o in outcomes {
+            let w = o.wait();
+            let run = o.runtime();
+            let r = (o.end - o.submit).as_secs() as f64;
+            wait += w as f64;
+            resp += r;
+            sld += r / run.max(1) as f64;
+            bsld += (r / run.max(BSLD_TAU) as f64).max(1.0);
+            area += f64::from(o.procs) * run as f64;
+            m.max_wait = m.max_wait.max(w);
+            first_submit = first_submit.min(o.submit.secs());
+            last_end = last_end.max(o.end.secs());
+        }
+        let nf = n as f64;
+        m.mean_wait = wait / nf;
+        m.mean_response = resp / nf;
+        m.mean_slowdown = sld / nf;
+        m.mean_bsld = bsld / nf;
+        m.makespan = last_end - first_submit;
+        m.utilization = if m.makespan > 0 {
+            area / (f64::from(procs) * m.makespan as f64)
+        } else {
+            0.0
+        };
+        m
+    }
+}

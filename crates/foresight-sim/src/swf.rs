@@ -1,0 +1,544 @@
+//! The Standard Workload Format (SWF) of the Parallel Workloads Archive: one job per line,
+//! 18 whitespace-separated fields, header comments starting with `;`.
+//!
+//! The reader streams (one reused line buffer, plain or gzip by magic number) and never
+//! panics: a malformed line is an error naming the file, the line and the field, or, in
+//! lenient mode, is skipped and counted.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
+use thiserror::Error;
+
+/// Names of the 18 SWF fields, 1-based in messages.
+pub const FIELD_NAMES: [&str; 18] = [
+    "job number",
+    "submit time",
+    "wait time",
+    "run time",
+    "allocated processors",
+    "average CPU time",
+    "used memory",
+    "requested processors",
+    "requested time",
+    "requested memory",
+    "status",
+    "user id",
+    "group id",
+    "executable",
+    "queue",
+    "partition",
+    "preceding job",
+    "think time",
+];
+
+/// One job line. Unknown values are −1 as in the format.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SwfRecord {
+    /// Field 1.
+    pub job_number: i64,
+    /// Field 2, seconds from the trace start.
+    pub submit: i64,
+    /// Field 3, seconds.
+    pub wait: i64,
+    /// Field 4, seconds.
+    pub run_time: i64,
+    /// Field 5.
+    pub allocated_procs: i64,
+    /// Field 6, seconds (may be fractional).
+    pub avg_cpu_time: f64,
+    /// Field 7, KB per processor (may be fractional).
+    pub used_memory: f64,
+    /// Field 8.
+    pub requested_procs: i64,
+    /// Field 9, seconds.
+    pub requested_time: i64,
+    /// Field 10, KB per processor (may be fractional).
+    pub requested_memory: f64,
+    /// Field 11: 1 completed, 0 failed, 5 cancelled, …
+    pub status: i64,
+    /// Field 12.
+    pub user: i64,
+    /// Field 13.
+    pub group: i64,
+    /// Field 14.
+    pub executable: i64,
+    /// Field 15.
+    pub queue: i64,
+    /// Field 16.
+    pub partition: i64,
+    /// Field 17.
+    pub preceding_job: i64,
+    /// Field 18, seconds.
+    pub think_time: i64,
+}
+
+/// What the header comments say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwfHeader {
+    /// `; MaxProcs: N`.
+    pub max_procs: Option<u32>,
+    /// `; MaxNodes: N`.
+    pub max_nodes: Option<u32>,
+    /// Every header line as read (without the newline), for writing them back.
+    pub lines: Vec<String>,
+}
+
+impl SwfHeader {
+    /// The machine size: MaxProcs, else MaxNodes.
+    pub fn machine_size(&self) -> Option<u32> {
+        self.max_procs.or(self.max_nodes)
+    }
+}
+
+/// A trace that could not be read.
+#[derive(Debug, Error)]
+pub enum SwfError {
+    /// The file could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// A job line has the wrong number of fields.
+    #[error("{path}:{line}: expected 18 fields, found {found}")]
+    FieldCount {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// Fields found.
+        found: usize,
+    },
+    /// A field is not a number.
+    #[error("{path}:{line}: field {field} ({name}): {reason}")]
+    Field {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// 1-based field number.
+        field: usize,
+        /// The field's name.
+        name: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Streams records out of an SWF source.
+pub struct SwfReader<R> {
+    src: R,
+    path: String,
+    line: u64,
+    buf: Vec<u8>,
+    header: SwfHeader,
+    lenient: bool,
+    malformed: u64,
+    first_error: Option<String>,
+}
+
+/// Opens a trace file, plain or gzip-compressed (detected by its magic number).
+pub fn open(path: &Path) -> Result<SwfReader<Box<dyn BufRead + Send>>, SwfError> {
+    let name = path.display().to_string();
+    let io_err = |source| SwfError::Io {
+        path: name.clone(),
+        source,
+    };
+    let mut file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io_err)?);
+    let gz = file.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    let src: Box<dyn BufRead + Send> = if gz {
+        Box::new(BufReader::with_capacity(
+            1 << 16,
+            flate2::bufread::MultiGzDecoder::new(file),
+        ))
+    } else {
+        Box::new(file)
+    };
+    Ok(SwfReader::new(src, name))
+}
+
+impl<R: BufRead> SwfReader<R> {
+    /// Reads from `src`; `path` names it in errors.
+    pub fn new(src: R, path: impl Into<String>) -> SwfReader<R> {
+        SwfReader {
+            src,
+            path: path.into(),
+            line: 0,
+            buf: Vec::with_capacity(256),
+            header: SwfHeader::default(),
+            lenient: false,
+            malformed: 0,
+            first_error: None,
+        }
+    }
+
+    /// In lenient mode malformed lines are skipped and counted instead of failing.
+    pub fn lenient(mut self, lenient: bool) -> Self {
+        self.lenient = lenient;
+        self
+    }
+
+    /// The header seen so far (complete once the first record has been read).
+    pub fn header(&self) -> &SwfHeader {
+        &self.header
+    }
+
+    /// Malformed lines skipped in lenient mode.
+    pub fn malformed(&self) -> u64 {
+        self.malformed
+    }
+
+    /// The first error skipped in lenient mode, for the report.
+    pub fn first_skipped_error(&self) -> Option<&str> {
+        self.first_error.as_deref()
+    }
+
+    /// The next record, `None` at the end.
+    pub fn next_record(&mut self) -> Option<Result<SwfRecord, SwfError>> {
+        loop {
+            self.buf.clear();
+            match self.src.read_until(b'\n', &mut self.buf) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(source) => {
+                    return Some(Err(SwfError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }))
+                }
+            }
+            self.line += 1;
+            let text = trim(&self.buf);
+            if text.is_empty() {
+                continue;
+            }
+            if text[0] == b';' {
+                self.read_header_line();
+                continue;
+            }
+            match parse_record(text) {
+                Ok(r) => return Some(Ok(r)),
+                Err(e) => {
+                    let err = e.into_error(&self.path, self.line);
+                    if self.lenient {
+                        self.malformed += 1;
+                        if self.first_error.is_none() {
+                            self.first_error = Some(err.to_string());
+                        }
+                        continue;
+                    }
+                    return Some(Err(err));
+                }
+            }
+        }
+    }
+
+    fn read_header_line(&mut self) {
+        let line = String::from_utf8_lossy(trim(&self.buf)).into_owned();
+        let body = line.trim_start_matches(';').trim_start();
+        let value = |key: &str| {
+            let rest = body.strip_prefix(key)?.trim_start();
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u32>().ok().filter(|n| *n > 0)
+        };
+        if let Some(n) = value("MaxProcs:") {
+            self.header.max_procs = Some(n);
+        }
+        if let Some(n) = value("MaxNodes:") {
+            self.header.max_nodes = Some(n);
+        }
+        self.header.lines.push(line);
+    }
+}
+
+impl<R: BufRead> Iterator for SwfReader<R> {
+    type Item = Result<SwfRecord, SwfError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record()
+    }
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+enum LineError {
+    Count(usize),
+    Field(usize, String),
+}
+
+impl LineError {
+    fn into_error(self, path: &str, line: u64) -> SwfError {
+        match self {
+            LineError::Count(found) => SwfError::FieldCount {
+                path: path.to_string(),
+                line,
+                found,
+            },
+            LineError::Field(i, reason) => SwfError::Field {
+                path: path.to_string(),
+                line,
+                field: i + 1,
+                name: FIELD_NAMES[i],
+                reason,
+            },
+        }
+    }
+}
+
+/// An integer field; a fractional or exponent form is rounded to the nearest integer
+/// (some archive traces write `-1.00`).
+fn int_field(tok: &[u8], i: usize) -> Result<i64, LineError> {
+    let (neg, digits) = match tok {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, tok),
+    };
+    if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+        return Ok(if neg { -v } else { v });
+    }
+    let f = float_field(tok, i)?;
+    if f.abs() > 9.0e15 {
+        return Err(LineError::Field(i, format!("{f} is out of range")));
+    }
+    Ok(f.round() as i64)
+}
+
+fn float_field(tok: &[u8], i: usize) -> Result<f64, LineError> {
+    let text = std::str::from_utf8(tok).ok();
+    match text.and_then(|t| t.parse::<f64>().ok()) {
+        Some(f) if f.is_finite() => Ok(f),
+        _ => Err(LineError::Field(
+            i,
+            format!("not a number: {:?}", String::from_utf8_lossy(tok)),
+        )),
+    }
+}
+
+fn parse_record(line: &[u8]) -> Result<SwfRecord, LineError> {
+    let mut toks: [&[u8]; 18] = [&[]; 18];
+    let mut n = 0;
+    for tok in line
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+    {
+        if n < 18 {
+            toks[n] = tok;
+        }
+        n += 1;
+    }
+    if n != 18 {
+        return Err(LineError::Count(n));
+    }
+    let int = |i: usize| int_field(toks[i], i);
+    let float = |i: usize| float_field(toks[i], i);
+    Ok(SwfRecord {
+        job_number: int(0)?,
+        submit: int(1)?,
+        wait: int(2)?,
+        run_time: int(3)?,
+        allocated_procs: int(4)?,
+        avg_cpu_time: float(5)?,
+        used_memory: float(6)?,
+        requested_procs: int(7)?,
+        requested_time: int(8)?,
+        requested_memory: float(9)?,
+        status: int(10)?,
+        user: int(11)?,
+        group: int(12)?,
+        executable: int(13)?,
+        queue: int(14)?,
+        partition: int(15)?,
+        preceding_job: int(16)?,
+        think_time: int(17)?,
+    })
+}
+
+/// A whole trace in memory.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// The header.
+    pub header: SwfHeader,
+    /// Every well-formed record, in file order.
+    pub records: Vec<SwfRecord>,
+    /// Malformed lines skipped (lenient mode only).
+    pub malformed: u64,
+    /// The first of them, as an error message.
+    pub first_malformed: Option<String>,
+}
+
+impl Trace {
+    /// Reads a whole trace file.
+    pub fn read(path: &Path, lenient: bool) -> Result<Trace, SwfError> {
+        Trace::from_reader(open(path)?.lenient(lenient))
+    }
+
+    /// Reads everything from a reader.
+    pub fn from_reader<R: BufRead>(mut reader: SwfReader<R>) -> Result<Trace, SwfError> {
+        let mut records = Vec::new();
+        while let Some(r) = reader.next_record() {
+            records.push(r?);
+        }
+        Ok(Trace {
+            header: reader.header.clone(),
+            records,
+            malformed: reader.malformed,
+            first_malformed: reader.first_error.clone(),
+        })
+    }
+
+    /// Parses SWF text held in memory (tests, embedded workloads).
+    pub fn parse(text: &str, name: &str, lenient: bool) -> Result<Trace, SwfError> {
+        Trace::from_reader(SwfReader::new(text.as_bytes(), name).lenient(lenient))
+    }
+}
+
+/// Writes records in SWF, header lines first.
+pub struct SwfWriter<W: Write> {
+    out: W,
+}
+
+impl<W: Write> SwfWriter<W> {
+    /// Writes the header lines (each must start with `;`).
+    pub fn new(mut out: W, header: &[String]) -> io::Result<SwfWriter<W>> {
+        for line in header {
+            writeln!(out, "{line}")?;
+        }
+        Ok(SwfWriter { out })
+    }
+
+    /// Writes one record.
+    pub fn write(&mut self, r: &SwfRecord) -> io::Result<()> {
+        writeln!(
+            self.out,
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            r.job_number,
+            r.submit,
+            r.wait,
+            r.run_time,
+            r.allocated_procs,
+            Num(r.avg_cpu_time),
+            Num(r.used_memory),
+            r.requested_procs,
+            r.requested_time,
+            Num(r.requested_memory),
+            r.status,
+            r.user,
+            r.group,
+            r.executable,
+            r.queue,
+            r.partition,
+            r.preceding_job,
+            r.think_time
+        )
+    }
+
+    /// Flushes and returns the sink.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// Prints integral floats without a fraction, as the archive does.
+struct Num(f64);
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.fract() == 0.0 && self.0.abs() < 1e15 {
+            write!(f, "{}", self.0 as i64)
+        } else {
+            write!(f, "{:.2}", self.0)
+        }
+    }
+}
+
+/// Reads all of `r` into a string, for small embedded traces.
+pub fn read_to_string(mut r: impl Read) -> io::Result<String> {
+    let mut s = String::new();
+    r.read_to_string(&mut s)?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "; Version: 2.2\n;MaxNodes: 64\n; MaxProcs: 128 (batch)\n\
+        1 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1\n\
+        \n   2   10 -1 50.00 8 12.5 -1 -1 -1 -1 0 4 2 -1 2 -1 -1 -1  \n";
+
+    #[test]
+    fn reads_header_and_records() {
+        let t = Trace::parse(SAMPLE, "sample.swf", false).unwrap();
+        assert_eq!(t.header.max_procs, Some(128));
+        assert_eq!(t.header.max_nodes, Some(64));
+        assert_eq!(t.header.machine_size(), Some(128));
+        assert_eq!(t.records.len(), 2);
+        assert_eq!(t.records[1].run_time, 50);
+        assert_eq!(t.records[1].avg_cpu_time, 12.5);
+        assert_eq!(t.records[0].requested_time, 200);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = "; MaxProcs: 4\n1 0 5 100 4 -1 -1 4 2x0 -1 1 3 2 -1 1 -1 -1 -1\n";
+        let err = Trace::parse(text, "bad.swf", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "bad.swf:2: field 9 (requested time): not a number: \"2x0\""
+        );
+        let short = "1 0 5 100\n";
+        let err = Trace::parse(short, "short.swf", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "short.swf:1: expected 18 fields, found 4");
+    }
+
+    #[test]
+    fn lenient_mode_skips_and_counts() {
+        let text = "1 0 5 100\n2 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1\nx\n";
+        let t = Trace::parse(text, "t.swf", true).unwrap();
+        assert_eq!(t.records.len(), 1);
+        assert_eq!(t.malformed, 2);
+        assert_eq!(
+            t.first_malformed.as_deref(),
+            Some("t.swf:1: expected 18 fields, found 4")
+        );
+    }
+
+    #[test]
+    fn writer_round_trips() {
+        let t = Trace::parse(SAMPLE, "s", false).unwrap();
+        let mut w = SwfWriter::new(Vec::new(), &t.header.lines).unwrap();
+        for r in &t.records {
+            w.write(r).unwrap();
+        }
+        let text = String::from_utf8(w.finish().unwrap()).unwrap();
+        let again = Trace::parse(&text, "again", false).unwrap();
+        assert_eq!(again.records, t.records);
+        assert_eq!(again.header, t.header);
+    }
+}
