@@ -129,6 +129,101 @@ impl Profile {
         }
     }
 
+    /// Like [`Profile::earliest`], but counts `credit` more free processors on `[from, to)`,
+    /// and gives up (returns `None`) once the answer would not be before `limit`. This asks
+    /// "could a job that holds `[from, to)` move earlier?" without taking it out first.
+    pub fn earliest_before(
+        &self,
+        after: Time,
+        procs: u32,
+        dur: Dur,
+        (from, to, credit): (Time, Time, i64),
+        limit: Time,
+    ) -> Option<Time> {
+        let need = i64::from(procs);
+        let n = self.steps.len();
+        let mut cand = after;
+        // One forward pass over the steps, each cut at `from` and `to` so that the credit
+        // applies exactly on [from, to).
+        for k in self.index_of(after)..n {
+            let at = self.steps[k].at.max(after);
+            let end = if k + 1 < n { self.steps[k + 1].at } else { Time::MAX };
+            let free = self.steps[k].free;
+            for (piece_start, piece_end, piece_free) in [
+                (at, end.min(from), free),
+                (at.max(from), end.min(to), free + credit),
+                (at.max(to), end, free),
+            ] {
+                if piece_start >= piece_end {
+                    continue;
+                }
+                if cand >= limit {
+                    return None;
+                }
+                if piece_start >= cand + dur {
+                    return Some(cand);
+                }
+                if piece_free < need {
+                    if piece_end >= Time::MAX {
+                        return None;
+                    }
+                    cand = piece_end;
+                }
+            }
+        }
+        (cand < limit).then_some(cand)
+    }
+
+    /// Fills `out[p]`, for every `p` in `0..=free_at(now)`, with the first instant at or
+    /// after `now` at which fewer than `p` processors are free (`Time::MAX` if never). A job
+    /// of `p` processors and estimate `d` then fits now iff `now + d <= out[p]`: one lookup
+    /// instead of a walk, which makes a backfill pass linear in the queue length.
+    pub fn horizons(&self, now: Time, out: &mut Vec<Time>) {
+        let i = self.index_of(now);
+        let free_now = self.steps[i].free.max(0);
+        out.clear();
+        out.resize(free_now as usize + 1, Time::MAX);
+        let mut min = free_now;
+        for s in &self.steps[i + 1..] {
+            if s.free < min {
+                let low = s.free.max(0);
+                for slot in &mut out[(low as usize + 1)..=(min as usize)] {
+                    *slot = s.at;
+                }
+                min = low;
+                if min == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Fills `out[p]`, for every `p` in `0..=capacity`, with the first instant at or after
+    /// `now` at which at least `p` processors are free (`Time::MAX` if never). No job of `p`
+    /// processors can start before `out[p]`, which lets compression skip most reserved jobs
+    /// with one lookup.
+    pub fn first_free(&self, now: Time, out: &mut Vec<Time>) {
+        out.clear();
+        out.resize(self.capacity.max(0) as usize + 1, Time::MAX);
+        let mut max = -1i64;
+        for s in &self.steps[self.index_of(now)..] {
+            if s.free > max {
+                let at = s.at.max(now);
+                let from = (max + 1).max(0) as usize;
+                let to = s.free.min(self.capacity) as usize;
+                if from <= to {
+                    for slot in &mut out[from..=to] {
+                        *slot = at;
+                    }
+                }
+                max = s.free;
+                if max >= self.capacity {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Adds `delta` free processors on `[start, end)` (negative to take them).
     pub fn add(&mut self, start: Time, end: Time, delta: i64) {
         if end <= start || delta == 0 {
@@ -229,6 +324,38 @@ mod tests {
         assert_eq!(w.free_at(t(20)), 0);
         assert_eq!(w.earliest(t(0), 2, Dur(10)), Some(t(10)));
         assert_eq!(w.earliest(t(0), 2, Dur(11)), None);
+    }
+
+    #[test]
+    fn horizons_say_when_each_size_stops_fitting() {
+        let mut p = Profile::new(10);
+        p.take(t(0), t(100), 4); // 6 free until 100
+        p.take(t(50), t(80), 3); // 3 free on [50, 80)
+        p.take(t(200), t(300), 9); // 1 free on [200, 300)
+        let mut h = Vec::new();
+        p.horizons(t(10), &mut h);
+        assert_eq!(h, vec![Time::MAX, Time::MAX, t(200), t(200), t(50), t(50), t(50)]);
+    }
+
+    #[test]
+    fn earliest_before_counts_the_credit_and_stops_at_the_limit() {
+        let mut p = Profile::new(4);
+        p.take(t(0), t(100), 2);
+        p.take(t(100), t(150), 4); // a job of 4 reserved at [100, 150)
+        // Without its own span the job could start at 0 if 2 processors sufficed.
+        assert_eq!(p.earliest_before(t(0), 2, Dur(50), (t(100), t(150), 4), t(100)), Some(t(0)));
+        // 4 processors: not before 100 even with the credit.
+        assert_eq!(p.earliest_before(t(0), 4, Dur(50), (t(100), t(150), 4), t(100)), None);
+    }
+
+    #[test]
+    fn first_free_says_when_each_size_can_start() {
+        let mut p = Profile::new(4);
+        p.take(t(0), t(100), 3); // 1 free until 100
+        p.take(t(100), t(200), 1); // 3 free on [100, 200)
+        let mut f = Vec::new();
+        p.first_free(t(10), &mut f);
+        assert_eq!(f, vec![t(10), t(10), t(100), t(100), t(200)]);
     }
 
     #[test]

@@ -152,6 +152,11 @@ pub struct LocalScheduler {
     usage: FairshareUsage,
     /// Scratch for the First-Fit cap, kept to avoid an allocation per pass.
     skipped: Vec<JobId>,
+    /// Scratch for [`Profile::horizons`].
+    horizon: Vec<Time>,
+    /// How many waiting jobs without a reservation ask for each processor count: when the
+    /// smallest does not fit in the free processors, a pass can stop without walking.
+    unreserved_by_procs: BTreeMap<u32, u32>,
 }
 
 impl LocalScheduler {
@@ -169,6 +174,8 @@ impl LocalScheduler {
             released: false,
             usage: FairshareUsage::default(),
             skipped: Vec::new(),
+            horizon: Vec::new(),
+            unreserved_by_procs: BTreeMap::new(),
         }
     }
 
@@ -251,6 +258,7 @@ impl LocalScheduler {
             alive: true,
         };
         self.next_seq += 1;
+        self.count_unreserved(slot.procs, 1);
         self.queue.insert(slot, self.policy.order);
         self.jobs.insert(
             job.id,
@@ -358,6 +366,8 @@ impl LocalScheduler {
                     self.profile_mut(p.domain).give(p.start, p.end, procs);
                     self.unmark_reserved(id);
                     self.released = true;
+                } else {
+                    self.count_unreserved(procs, -1);
                 }
                 if let Some(i) = self.queue.position(id) {
                     self.queue.remove_at(i);
@@ -430,6 +440,10 @@ impl LocalScheduler {
                     overtaken: 0,
                 };
                 self.unmark_reserved(jid);
+                if let Some(i) = self.queue.position(jid) {
+                    self.queue.get_mut(i).reserved = false;
+                }
+                self.count_unreserved(procs, 1);
             }
         }
         for e in self.jobs.values_mut() {
@@ -545,6 +559,21 @@ impl LocalScheduler {
             .min_by_key(|p| p.start)
     }
 
+    fn count_unreserved(&mut self, procs: u32, delta: i32) {
+        let n = self.unreserved_by_procs.entry(procs).or_insert(0);
+        *n = n.checked_add_signed(delta).expect("invariant: counts match the queue");
+        if *n == 0 {
+            self.unreserved_by_procs.remove(&procs);
+        }
+    }
+
+    /// True when no unreserved waiting job is small enough for `free` processors.
+    fn nothing_fits(&self, free: i64) -> bool {
+        self.unreserved_by_procs
+            .first_key_value()
+            .is_none_or(|(&p, _)| i64::from(p) > free)
+    }
+
     fn unmark_reserved(&mut self, id: JobId) {
         if let Some(i) = self.reserved.iter().position(|r| *r == id) {
             self.reserved.swap_remove(i);
@@ -600,6 +629,11 @@ impl LocalScheduler {
                 .map(|s| s.id)
                 .collect()
         };
+        let plain = self.admin.is_empty();
+        let mut first_free = std::mem::take(&mut self.horizon);
+        if plain {
+            self.pool.first_free(now, &mut first_free);
+        }
         for id in order {
             let Some(old) = self.reservation_of(id) else {
                 continue;
@@ -607,7 +641,25 @@ impl LocalScheduler {
             if old.start <= now {
                 continue; // due: it starts in this pass, where it is
             }
-            let procs = self.jobs[&id].job.procs;
+            let job = &self.jobs[&id].job;
+            let procs = job.procs;
+            if plain {
+                // Fast path: ask whether an earlier start exists before touching the profile.
+                // Before `first_free[procs]` too few processors are free at every instant
+                // (the job's own span lies later, so its credit does not help there).
+                let from = first_free[procs as usize];
+                if from >= old.start {
+                    continue;
+                }
+                let credit = (old.start, old.end, i64::from(procs));
+                if self
+                    .pool
+                    .earliest_before(from, procs, job.estimate, credit, old.start)
+                    .is_none()
+                {
+                    continue;
+                }
+            }
             self.profile_mut(old.domain).give(old.start, old.end, procs);
             let new = match self.earliest(id, now) {
                 Some(p) if p.start < old.start => p,
@@ -620,8 +672,12 @@ impl LocalScheduler {
                     job: id,
                     start: new.start,
                 });
+                if plain {
+                    self.pool.first_free(now, &mut first_free);
+                }
             }
         }
+        self.horizon = first_free;
     }
 
     fn set_reservation(&mut self, id: JobId, p: Placement) {
@@ -672,6 +728,9 @@ impl LocalScheduler {
     fn mark_started(&mut self, i: usize, placement: Placement, out: &mut Vec<Action>) {
         let slot = *self.queue.get(i);
         self.queue.remove_at(i);
+        if !slot.reserved {
+            self.count_unreserved(slot.procs, -1);
+        }
         if let Some(e) = self.jobs.get_mut(&slot.id) {
             e.state = State::Running(placement);
         }
@@ -704,6 +763,7 @@ impl LocalScheduler {
         };
         self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
         self.queue.get_mut(i).reserved = true;
+        self.count_unreserved(slot.procs, -1);
         self.reserved.push(slot.id);
         self.set_reservation(slot.id, p);
         out.push(Action::Reserve {
@@ -719,6 +779,10 @@ impl LocalScheduler {
         let cap = self.policy.overtake_cap;
         let plain = self.admin.is_empty();
         let mut free_now = self.pool.free_at(now);
+        // Computed on first need and after every change of the pool: most passes never need
+        // it because no waiting job is small enough.
+        let mut horizon = std::mem::take(&mut self.horizon);
+        let mut horizon_valid = false;
         self.skipped.clear();
         let mut collect_from = None;
         for i in self.queue.range() {
@@ -726,17 +790,28 @@ impl LocalScheduler {
             if !slot.alive || slot.reserved {
                 continue;
             }
-            if plain && free_now == 0 && self.reserved.len() as u64 >= u64::from(depth) {
+            if plain
+                && self.reserved.len() as u64 >= u64::from(depth)
+                && self.nothing_fits(free_now)
+            {
                 break; // nothing can start and nothing more can be reserved
             }
-            let domain = if plain && i64::from(slot.procs) > free_now {
-                None
+            let domain = if plain {
+                let fits = i64::from(slot.procs) <= free_now && {
+                    if !horizon_valid {
+                        self.pool.horizons(now, &mut horizon);
+                        horizon_valid = true;
+                    }
+                    now + slot.estimate <= horizon[slot.procs as usize]
+                };
+                fits.then_some(Domain::Pool)
             } else {
                 self.fits_now(slot.id, now)
             };
             if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
                 free_now = self.pool.free_at(now);
+                horizon_valid = false;
                 if let Some(cap) = cap {
                     if self.count_overtakes(cap) {
                         break;
@@ -746,6 +821,7 @@ impl LocalScheduler {
             }
             if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
                 free_now = self.pool.free_at(now);
+                horizon_valid = false;
                 continue;
             }
             match backfill {
@@ -764,6 +840,7 @@ impl LocalScheduler {
                 }
             }
         }
+        self.horizon = horizon;
         if let Some(from) = collect_from {
             self.backfill_by_metric(from, now, out);
         }

@@ -150,14 +150,78 @@ pub fn open(path: &Path) -> Result<SwfReader<Box<dyn BufRead + Send>>, SwfError>
     let mut file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io_err)?);
     let gz = file.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
     let src: Box<dyn BufRead + Send> = if gz {
-        Box::new(BufReader::with_capacity(
-            1 << 16,
-            flate2::bufread::MultiGzDecoder::new(file),
-        ))
+        Box::new(BufReader::with_capacity(1 << 16, inflate_in_background(file)))
     } else {
         Box::new(file)
     };
     Ok(SwfReader::new(src, name))
+}
+
+/// Decompresses on a second thread so that inflating and parsing overlap: on a two-core
+/// machine this hides most of the decompression time of a large trace.
+fn inflate_in_background(file: BufReader<File>) -> ChannelReader {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(8);
+    std::thread::spawn(move || {
+        let mut gz = flate2::bufread::MultiGzDecoder::new(file);
+        loop {
+            let mut chunk = vec![0u8; 1 << 18];
+            let mut filled = 0;
+            let result = loop {
+                match gz.read(&mut chunk[filled..]) {
+                    Ok(0) => break Ok(()),
+                    Ok(k) => {
+                        filled += k;
+                        if filled == chunk.len() {
+                            break Ok(());
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => break Err(e),
+                }
+            };
+            chunk.truncate(filled);
+            let done = filled == 0 || result.is_err();
+            let msg = match result {
+                Ok(()) if filled == 0 => break,
+                Ok(()) => Ok(chunk),
+                Err(e) => Err(e),
+            };
+            if tx.send(msg).is_err() || done {
+                break;
+            }
+        }
+    });
+    ChannelReader {
+        rx,
+        chunk: Vec::new(),
+        pos: 0,
+    }
+}
+
+/// The reading end of [`inflate_in_background`].
+pub struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.chunk.len() {
+            match self.rx.recv() {
+                Ok(Ok(chunk)) => {
+                    self.chunk = chunk;
+                    self.pos = 0;
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(0), // the sender finished
+            }
+        }
+        let k = buf.len().min(self.chunk.len() - self.pos);
+        buf[..k].copy_from_slice(&self.chunk[self.pos..self.pos + k]);
+        self.pos += k;
+        Ok(k)
+    }
 }
 
 impl<R: BufRead> SwfReader<R> {
@@ -303,19 +367,27 @@ impl LineError {
     }
 }
 
-/// An integer field; a fractional or exponent form is rounded to the nearest integer
-/// (some archive traces write `-1.00`).
-fn int_field(tok: &[u8], i: usize) -> Result<i64, LineError> {
+/// A plain decimal integer (the common case), without going through `str::parse`.
+fn plain_int(tok: &[u8]) -> Option<i64> {
     let (neg, digits) = match tok {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] => (false, rest),
         _ => (false, tok),
     };
-    if !digits.is_empty() && digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit) {
-        let v = digits
-            .iter()
-            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
-        return Ok(if neg { -v } else { v });
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let v = digits
+        .iter()
+        .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0'));
+    Some(if neg { -v } else { v })
+}
+
+/// An integer field; a fractional or exponent form is rounded to the nearest integer
+/// (some archive traces write `-1.00`).
+fn int_field(tok: &[u8], i: usize) -> Result<i64, LineError> {
+    if let Some(v) = plain_int(tok) {
+        return Ok(v);
     }
     let f = float_field(tok, i)?;
     if f.abs() > 9.0e15 {
@@ -325,6 +397,9 @@ fn int_field(tok: &[u8], i: usize) -> Result<i64, LineError> {
 }
 
 fn float_field(tok: &[u8], i: usize) -> Result<f64, LineError> {
+    if let Some(v) = plain_int(tok) {
+        return Ok(v as f64);
+    }
     let text = std::str::from_utf8(tok).ok();
     match text.and_then(|t| t.parse::<f64>().ok()) {
         Some(f) if f.is_finite() => Ok(f),
@@ -337,21 +412,59 @@ fn float_field(tok: &[u8], i: usize) -> Result<f64, LineError> {
 
 fn parse_record(line: &[u8]) -> Result<SwfRecord, LineError> {
     let mut toks: [&[u8]; 18] = [&[]; 18];
+    let mut ints = [0i64; 18];
+    let mut plain = [false; 18];
     let mut n = 0;
-    for tok in line
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|t| !t.is_empty())
-    {
+    let mut i = 0;
+    let len = line.len();
+    // One pass: cut tokens and parse plain integers on the fly; anything else (fractions,
+    // exponents, junk) is parsed again below, where errors are made.
+    while i < len {
+        while i < len && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == len {
+            break;
+        }
+        let start = i;
+        let neg = line[i] == b'-';
+        if neg || line[i] == b'+' {
+            i += 1;
+        }
+        let digits_start = i;
+        let mut v: i64 = 0;
+        while i < len && line[i].is_ascii_digit() {
+            v = v.wrapping_mul(10).wrapping_add(i64::from(line[i] - b'0'));
+            i += 1;
+        }
+        let digits = i - digits_start;
+        while i < len && !line[i].is_ascii_whitespace() {
+            i += 1;
+        }
         if n < 18 {
-            toks[n] = tok;
+            toks[n] = &line[start..i];
+            plain[n] = digits > 0 && digits <= 18 && digits_start + digits == i;
+            ints[n] = if neg { -v } else { v };
         }
         n += 1;
     }
     if n != 18 {
         return Err(LineError::Count(n));
     }
-    let int = |i: usize| int_field(toks[i], i);
-    let float = |i: usize| float_field(toks[i], i);
+    let int = |k: usize| {
+        if plain[k] {
+            Ok(ints[k])
+        } else {
+            int_field(toks[k], k)
+        }
+    };
+    let float = |k: usize| {
+        if plain[k] {
+            Ok(ints[k] as f64)
+        } else {
+            float_field(toks[k], k)
+        }
+    };
     Ok(SwfRecord {
         job_number: int(0)?,
         submit: int(1)?,

@@ -184,6 +184,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
             (None, procs, w, name)
         }
     };
+    let read_elapsed = started.elapsed();
     let total = workload.jobs.len();
     let bar = (std::io::stderr().is_terminal() && total >= 20_000).then(|| {
         let bar = ProgressBar::new(total as u64);
@@ -230,6 +231,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "max_wait": m.max_wait,
                 "utilization": m.utilization,
                 "makespan": m.makespan,
+                "read_seconds": read_elapsed.as_secs_f64(),
                 "elapsed_seconds": elapsed.as_secs_f64(),
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
