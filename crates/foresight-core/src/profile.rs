@@ -147,7 +147,11 @@ impl Profile {
         // applies exactly on [from, to).
         for k in self.index_of(after)..n {
             let at = self.steps[k].at.max(after);
-            let end = if k + 1 < n { self.steps[k + 1].at } else { Time::MAX };
+            let end = if k + 1 < n {
+                self.steps[k + 1].at
+            } else {
+                Time::MAX
+            };
             let free = self.steps[k].free;
             for (piece_start, piece_end, piece_free) in [
                 (at, end.min(from), free),
@@ -334,7 +338,10 @@ mod tests {
         p.take(t(200), t(300), 9); // 1 free on [200, 300)
         let mut h = Vec::new();
         p.horizons(t(10), &mut h);
-        assert_eq!(h, vec![Time::MAX, Time::MAX, t(200), t(200), t(50), t(50), t(50)]);
+        assert_eq!(
+            h,
+            vec![Time::MAX, Time::MAX, t(200), t(200), t(50), t(50), t(50)]
+        );
     }
 
     #[test]
@@ -342,10 +349,16 @@ mod tests {
         let mut p = Profile::new(4);
         p.take(t(0), t(100), 2);
         p.take(t(100), t(150), 4); // a job of 4 reserved at [100, 150)
-        // Without its own span the job could start at 0 if 2 processors sufficed.
-        assert_eq!(p.earliest_before(t(0), 2, Dur(50), (t(100), t(150), 4), t(100)), Some(t(0)));
+                                   // Without its own span the job could start at 0 if 2 processors sufficed.
+        assert_eq!(
+            p.earliest_before(t(0), 2, Dur(50), (t(100), t(150), 4), t(100)),
+            Some(t(0))
+        );
         // 4 processors: not before 100 even with the credit.
-        assert_eq!(p.earliest_before(t(0), 4, Dur(50), (t(100), t(150), 4), t(100)), None);
+        assert_eq!(
+            p.earliest_before(t(0), 4, Dur(50), (t(100), t(150), 4), t(100)),
+            None
+        );
     }
 
     #[test]

@@ -561,7 +561,9 @@ impl LocalScheduler {
 
     fn count_unreserved(&mut self, procs: u32, delta: i32) {
         let n = self.unreserved_by_procs.entry(procs).or_insert(0);
-        *n = n.checked_add_signed(delta).expect("invariant: counts match the queue");
+        *n = n
+            .checked_add_signed(delta)
+            .expect("invariant: counts match the queue");
         if *n == 0 {
             self.unreserved_by_procs.remove(&procs);
         }
@@ -928,59 +930,18 @@ impl LocalScheduler {
         for k in (0..cands.len()).rev() {
             suffix[k] = suffix[k + 1] + metrics[k];
         }
-        struct Search {
-            best: Vec<usize>,
-            best_value: i64,
-            current: Vec<usize>,
-            budget: u32,
-        }
-        fn dfs(
-            s: &mut LocalScheduler,
-            st: &mut Search,
-            cands: &[usize],
-            metrics: &[i64],
-            suffix: &[i64],
-            k: usize,
-            value: i64,
-            now: Time,
-        ) {
-            if value > st.best_value {
-                st.best_value = value;
-                st.best = st.current.clone();
-            }
-            if k == cands.len() || st.budget == 0 || value + suffix[k] <= st.best_value {
-                return;
-            }
-            st.budget -= 1;
-            let i = cands[k];
-            let slot = *s.queue.get(i);
-            if let Some(domain) = s.fits_now(slot.id, now) {
-                let end = now + slot.estimate;
-                s.profile_mut(domain).take(now, end, slot.procs);
-                st.current.push(i);
-                dfs(
-                    s,
-                    st,
-                    cands,
-                    metrics,
-                    suffix,
-                    k + 1,
-                    value + metrics[k],
-                    now,
-                );
-                st.current.pop();
-                s.profile_mut(domain).give(now, end, slot.procs);
-            }
-            dfs(s, st, cands, metrics, suffix, k + 1, value, now);
-        }
-        let mut st = Search {
+        let mut search = GreedySearch {
+            cands,
+            metrics: &metrics,
+            suffix: &suffix,
+            now,
             best: Vec::new(),
             best_value: 0,
             current: Vec::new(),
             budget: 20_000,
         };
-        dfs(self, &mut st, cands, &metrics, &suffix, 0, 0, now);
-        st.best
+        search.dfs(self, 0, 0);
+        search.best
     }
 
     /// Why a job is where it is.
@@ -1028,5 +989,43 @@ impl LocalScheduler {
     /// The estimate a job was submitted with.
     pub fn estimate_of(&self, id: JobId) -> Option<Dur> {
         self.jobs.get(&id).map(|e| e.job.estimate)
+    }
+}
+
+/// Depth-first search state of GREEDY backfill.
+struct GreedySearch<'a> {
+    cands: &'a [usize],
+    metrics: &'a [i64],
+    /// `suffix[k]` = total metric of candidates `k..`: the bound.
+    suffix: &'a [i64],
+    now: Time,
+    best: Vec<usize>,
+    best_value: i64,
+    current: Vec<usize>,
+    /// Nodes left to visit; the search returns the best set found when it runs out.
+    budget: u32,
+}
+
+impl GreedySearch<'_> {
+    fn dfs(&mut self, s: &mut LocalScheduler, k: usize, value: i64) {
+        if value > self.best_value {
+            self.best_value = value;
+            self.best = self.current.clone();
+        }
+        if k == self.cands.len() || self.budget == 0 || value + self.suffix[k] <= self.best_value {
+            return;
+        }
+        self.budget -= 1;
+        let i = self.cands[k];
+        let slot = *s.queue.get(i);
+        if let Some(domain) = s.fits_now(slot.id, self.now) {
+            let end = self.now + slot.estimate;
+            s.profile_mut(domain).take(self.now, end, slot.procs);
+            self.current.push(i);
+            self.dfs(s, k + 1, value + self.metrics[k]);
+            self.current.pop();
+            s.profile_mut(domain).give(self.now, end, slot.procs);
+        }
+        self.dfs(s, k + 1, value);
     }
 }

@@ -150,7 +150,10 @@ pub fn open(path: &Path) -> Result<SwfReader<Box<dyn BufRead + Send>>, SwfError>
     let mut file = BufReader::with_capacity(1 << 16, File::open(path).map_err(io_err)?);
     let gz = file.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
     let src: Box<dyn BufRead + Send> = if gz {
-        Box::new(BufReader::with_capacity(1 << 16, inflate_in_background(file)))
+        Box::new(BufReader::with_capacity(
+            1 << 16,
+            inflate_in_background(file),
+        ))
     } else {
         Box::new(file)
     };

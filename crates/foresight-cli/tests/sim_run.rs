@@ -1,0 +1,222 @@
+//! End-to-end: the real `foresight` binary on small traces.
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The hand-checked trace of the simulator tests: EASY backfills job 3 at 10, FCFS does not.
+const TINY: &str = "; MaxProcs: 4
+1   0 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1
+2   0 -1  50 4 -1 -1 4  50 -1 1 2 1 -1 1 -1 -1 -1
+3  10 -1  20 2 -1 -1 2  20 -1 1 3 1 -1 1 -1 -1 -1
+";
+
+fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn foresight() -> Command {
+    Command::cargo_bin("foresight").unwrap()
+}
+
+fn json_run(args: &[&str]) -> Value {
+    let out = foresight()
+        .args(args)
+        .arg("-o")
+        .arg("json")
+        .assert()
+        .success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+#[test]
+fn json_output_has_the_documented_keys_and_exact_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(&dir, "tiny.swf", TINY);
+    let t = trace.to_str().unwrap();
+    let easy = json_run(&["sim", "run", "--trace", t, "--policy", "easy"]);
+    for key in [
+        "jobs",
+        "skipped",
+        "mean_wait",
+        "mean_response",
+        "mean_slowdown",
+        "mean_bsld",
+        "utilization",
+        "makespan",
+        "policy",
+        "semantics",
+    ] {
+        assert!(easy.get(key).is_some(), "missing {key}: {easy}");
+    }
+    assert_eq!(easy["jobs"], 3);
+    assert_eq!(easy["skipped"], 0);
+    assert_eq!(easy["policy"], "easy");
+    assert_eq!(easy["semantics"], "default");
+    assert!((easy["mean_wait"].as_f64().unwrap() - 100.0 / 3.0).abs() < 1e-9);
+    assert_eq!(easy["makespan"], 150);
+    let fcfs = json_run(&[
+        "sim",
+        "run",
+        "--trace",
+        t,
+        "--policy",
+        "fcfs",
+        "--semantics",
+        "pyss",
+    ]);
+    assert_eq!(fcfs["mean_wait"], 80.0);
+    assert_eq!(fcfs["makespan"], 170);
+    assert_eq!(fcfs["semantics"], "pyss");
+    let depth = json_run(&[
+        "sim",
+        "run",
+        "--trace",
+        t,
+        "--policy",
+        "depth:2",
+        "--backfill",
+        "bestfit",
+        "--metric",
+        "procs",
+    ]);
+    assert_eq!(depth["policy"], "depth:2");
+}
+
+#[test]
+fn gzip_traces_read_like_plain_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.swf.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::default(),
+    );
+    gz.write_all(TINY.as_bytes()).unwrap();
+    gz.finish().unwrap();
+    let out = json_run(&["sim", "run", "--trace", path.to_str().unwrap()]);
+    assert_eq!(out["jobs"], 3);
+    assert!((out["mean_wait"].as_f64().unwrap() - 100.0 / 3.0).abs() < 1e-9);
+}
+
+#[test]
+fn table_output_is_for_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(&dir, "tiny.swf", TINY);
+    foresight()
+        .args(["sim", "run", "--trace", trace.to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(contains("mean wait  33.3 s"))
+        .stdout(contains("utilization  73.33 %"))
+        .stdout(contains("jobs simulated  3"));
+}
+
+#[test]
+fn jobs_out_writes_csv_and_swf() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(&dir, "tiny.swf", TINY);
+    let csv = dir.path().join("s.csv");
+    let swf = dir.path().join("s.swf");
+    for out in [&csv, &swf] {
+        foresight()
+            .args([
+                "sim",
+                "run",
+                "--trace",
+                trace.to_str().unwrap(),
+                "--jobs-out",
+                out.to_str().unwrap(),
+            ])
+            .assert()
+            .success();
+    }
+    let csv = std::fs::read_to_string(csv).unwrap();
+    assert_eq!(csv.lines().count(), 4);
+    let swf = std::fs::read_to_string(swf).unwrap();
+    assert!(swf.contains("; MaxProcs: 4"));
+    assert!(swf.contains("\n3 10 0 20 2 "), "{swf}");
+    foresight()
+        .args([
+            "sim",
+            "run",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--jobs-out",
+            "x.txt",
+        ])
+        .assert()
+        .failure()
+        .stderr(contains("must end in .csv or .swf"));
+}
+
+#[test]
+fn malformed_traces_name_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        &dir,
+        "bad.swf",
+        &TINY.replace("3  10 -1  20", "3  1O -1  20"),
+    );
+    let b = bad.to_str().unwrap();
+    foresight()
+        .args(["sim", "run", "--trace", b])
+        .assert()
+        .code(1)
+        .stderr(contains(format!(
+            "{b}:4: field 2 (submit time): not a number: \"1O\""
+        )));
+    let out = json_run(&["sim", "run", "--trace", b, "--lenient"]);
+    assert_eq!(out["jobs"], 2);
+    assert_eq!(out["malformed"], 1);
+    foresight()
+        .args([
+            "sim",
+            "run",
+            "--trace",
+            dir.path().join("missing.swf").to_str().unwrap(),
+        ])
+        .assert()
+        .code(1)
+        .stderr(contains("missing.swf: No such file"));
+    let headless = write(
+        &dir,
+        "headless.swf",
+        "1 0 -1 10 1 -1 -1 1 10 -1 1 1 1 -1 1 -1 -1 -1\n",
+    );
+    foresight()
+        .args(["sim", "run", "--trace", headless.to_str().unwrap()])
+        .assert()
+        .code(1)
+        .stderr(contains("neither MaxProcs nor MaxNodes; give --procs"));
+}
+
+#[test]
+fn bad_options_are_refused_clearly() {
+    foresight()
+        .args(["sim", "run", "--policy", "backfill"])
+        .assert()
+        .code(1)
+        .stderr(contains("is not a policy"));
+    foresight()
+        .args(["sim", "run", "--policy", "depth:x"])
+        .assert()
+        .code(1)
+        .stderr(contains("not a whole number"));
+    foresight()
+        .args(["sim", "run", "--order", "random"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn embedded_default_workload_runs() {
+    let out = json_run(&["sim", "run", "--jobs", "2000"]);
+    assert_eq!(out["jobs"], 2000);
+    assert_eq!(out["policy"], "easy");
+    let u = out["utilization"].as_f64().unwrap();
+    assert!(u > 0.3 && u <= 1.0, "{u}");
+}
