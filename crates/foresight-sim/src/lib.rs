@@ -20,7 +20,7 @@ pub mod runner;
 pub mod swf;
 pub mod workload;
 
-pub use metrics::Metrics;
+pub use metrics::{ClassMetrics, Metrics};
 pub use runner::{simulate, Outcome, SimError, SimOutput};
 pub use swf::{SwfError, SwfReader, SwfRecord, Trace};
 pub use workload::{Semantics, SimJob, Workload};

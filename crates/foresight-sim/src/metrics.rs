@@ -4,6 +4,7 @@
 use crate::runner::Outcome;
 use crate::workload::Workload;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Bounded-slowdown threshold τ, seconds.
 pub const BSLD_TAU: i64 = 10;
@@ -31,10 +32,26 @@ pub struct Metrics {
     pub utilization: f64,
     /// Last end − first submit, seconds.
     pub makespan: i64,
+    /// The same means per class (SWF queue, field 15), where the workload has more than one.
+    pub by_class: BTreeMap<u32, ClassMetrics>,
+}
+
+/// Means over the jobs of one class.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassMetrics {
+    /// Jobs of the class.
+    pub jobs: u64,
+    /// Mean wait, seconds.
+    pub mean_wait: f64,
+    /// Mean response, seconds.
+    pub mean_response: f64,
+    /// Mean bounded slowdown.
+    pub mean_bsld: f64,
 }
 
 impl Metrics {
     /// Computes the figures over every simulated job.
+    /// `outcomes` are in workload order (as [`crate::simulate`] returns them).
     pub fn compute(outcomes: &[Outcome], procs: u32, workload: &Workload) -> Metrics {
         let n = outcomes.len();
         let mut m = Metrics {
@@ -61,6 +78,24 @@ impl Metrics {
             m.max_wait = m.max_wait.max(w);
             first_submit = first_submit.min(o.submit.secs());
             last_end = last_end.max(o.end.secs());
+        }
+        let mut by_class: BTreeMap<u32, ClassMetrics> = BTreeMap::new();
+        for (o, sim) in outcomes.iter().zip(&workload.jobs) {
+            let c = by_class.entry(sim.job.cred.class.as_num()).or_default();
+            let r = (o.end - o.submit).as_secs() as f64;
+            c.jobs += 1;
+            c.mean_wait += o.wait() as f64;
+            c.mean_response += r;
+            c.mean_bsld += (r / o.runtime().max(BSLD_TAU) as f64).max(1.0);
+        }
+        if by_class.len() > 1 {
+            for c in by_class.values_mut() {
+                let k = c.jobs as f64;
+                c.mean_wait /= k;
+                c.mean_response /= k;
+                c.mean_bsld /= k;
+            }
+            m.by_class = by_class;
         }
         let nf = n as f64;
         m.mean_wait = wait / nf;

@@ -231,6 +231,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "max_wait": m.max_wait,
                 "utilization": m.utilization,
                 "makespan": m.makespan,
+                "by_class": m.by_class,
                 "read_seconds": read_elapsed.as_secs_f64(),
                 "elapsed_seconds": elapsed.as_secs_f64(),
             });
@@ -344,5 +345,15 @@ fn print_table(
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         println!("{k:>width$}  {v}");
+    }
+    if !m.by_class.is_empty() {
+        println!();
+        println!("{:>7}  {:>8}  {:>14}  {:>14}  {:>10}", "class", "jobs", "mean wait (s)", "response (s)", "mean bsld");
+        for (class, c) in &m.by_class {
+            println!(
+                "{class:>7}  {:>8}  {:>14.1}  {:>14.1}  {:>10.2}",
+                c.jobs, c.mean_wait, c.mean_response, c.mean_bsld
+            );
+        }
     }
 }
