@@ -1,5 +1,7 @@
 //! End-to-end: the real `foresight` binary on small traces.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use serde_json::Value;

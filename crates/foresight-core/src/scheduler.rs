@@ -37,7 +37,9 @@ pub enum Event {
     Submit(Job),
     /// A running job ended (finished, failed, or was killed at its estimate).
     Finish(JobId),
-    /// Nothing happened but time passed: a reservation may have come due.
+    /// Nothing happened but time passed: a reservation may have come due. Callers tick at
+    /// every [`Action::Reserve`] start and at every [`LocalScheduler::next_boundary`], since
+    /// waiting jobs are reconsidered only when the scheduler hears of something.
     Tick,
 }
 
@@ -453,6 +455,16 @@ impl LocalScheduler {
         }
         self.released = true;
         Ok(())
+    }
+
+    /// The next start or end of an administrative reservation after `now`: a moment at which
+    /// jobs may become able to start with no other event, so the caller must tick then.
+    pub fn next_boundary(&self, now: Time) -> Option<Time> {
+        self.admin
+            .values()
+            .flat_map(|s| [s.res.window.start, s.res.window.end])
+            .filter(|t| *t > now)
+            .min()
     }
 
     /// The administrative reservations, by id.

@@ -8,17 +8,21 @@
 //! - a reservation never moves later, and a reserved job starts exactly at its (last)
 //!   reserved start; under EASY (depth 1) the head job therefore never starts after the first
 //!   start it was promised; no more than `reservation_depth` jobs hold a reservation at once;
-//! - the same input gives the same schedule;
+//! - the same input gives the same schedule, and a world without administrative
+//!   reservations gets the same schedule from the scheduler's fast paths as from the general
+//!   ones;
 //! - after every event the pool profile is consistent and equals the one rebuilt from the
-//!   running jobs, the job reservations and the administrative reservations.
+//!   running jobs, the job reservations and the administrative reservations;
+//! - all of the above that still applies holds when jobs are cancelled (waiting or running)
+//!   and administrative reservations are removed during the run.
 
 mod common;
 
-use common::{run, run_checked, Outcome, Spec, World};
+use common::{run, run_checked, run_disrupted, Disruptions, Outcome, Spec, World};
 use foresight_core::policy::ALL;
 use foresight_core::{
-    Acl, AdminReservation, BackfillChoice, BackfillMetric, Domain, Dur, Interval, Job, JobId,
-    LocalScheduler, Policy, QueueOrder, ReservationId, Time, UserId,
+    Acl, AdminReservation, BackfillChoice, BackfillMetric, CoreError, Domain, Dur, Interval, Job,
+    JobId, LocalScheduler, Policy, QueueOrder, ReservationId, Time, UserId,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -82,7 +86,9 @@ fn workload() -> impl Strategy<Value = World> {
     (
         1u32..=16,
         proptest::collection::vec(job_gen(), 1..40),
-        proptest::collection::vec(res_gen(), 0..4),
+        // Half the worlds have no administrative reservation: the scheduler's fast paths
+        // (horizon lookups, compression pre-check) only run then.
+        prop_oneof![Just(Vec::new()), proptest::collection::vec(res_gen(), 1..4)],
     )
         .prop_map(|(capacity, jobs, res)| build(capacity, &jobs, &res))
 }
@@ -159,7 +165,11 @@ fn build(capacity: u32, jobs: &[JobGen], res: &[ResGen]) -> World {
 /// Checks run after every event.
 fn check_state(s: &LocalScheduler, now: Time, admin: &[AdminReservation]) {
     let pool = s.pool();
-    assert!(pool.is_consistent(), "pool inconsistent at {now}: {:?}", pool.steps());
+    assert!(
+        pool.is_consistent(),
+        "pool inconsistent at {now}: {:?}",
+        pool.steps()
+    );
     let depth = s.policy().reservation_depth;
     let held = s.job_reservations().count();
     assert!(
@@ -220,17 +230,35 @@ fn check_policy(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
     });
     let name = world.policy.name();
     prop_assert!(out.errors.is_empty(), "{}: errors {:?}", name, out.errors);
-    prop_assert!(out.refused.is_empty(), "{}: refused {:?}", name, out.refused);
-    prop_assert_eq!(last, (0, 0), "{}: the scheduler is not empty at the end", name);
+    prop_assert!(
+        out.refused.is_empty(),
+        "{}: refused {:?}",
+        name,
+        out.refused
+    );
+    prop_assert_eq!(
+        last,
+        (0, 0),
+        "{}: the scheduler is not empty at the end",
+        name
+    );
 
     // Every job starts after its submission and finishes within its estimate.
     let mut points: BTreeSet<Time> = BTreeSet::new();
     for s in &world.jobs {
         let r = out.record(s.job.id.0);
         let (Some(start), Some(end)) = (r.start, r.end) else {
-            return Err(TestCaseError::fail(format!("{name}: job {} never ran: {r:?}", s.job.id)));
+            return Err(TestCaseError::fail(format!(
+                "{name}: job {} never ran: {r:?}",
+                s.job.id
+            )));
         };
-        prop_assert!(start >= s.job.submit, "{}: job {} starts before submission", name, s.job.id);
+        prop_assert!(
+            start >= s.job.submit,
+            "{}: job {} starts before submission",
+            name,
+            s.job.id
+        );
         prop_assert_eq!(end, start + Dur(s.runtime.min(s.job.estimate.as_secs())));
         points.insert(start);
 
@@ -244,16 +272,35 @@ fn check_policy(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
             r.reserves
         );
         if let (Some(first), Some(last)) = (starts.first(), starts.last()) {
-            prop_assert!(start <= *first, "{}: job {} after its first reservation", name, s.job.id);
-            prop_assert_eq!(start, *last, "{}: job {} not at its reservation", name, s.job.id);
+            prop_assert!(
+                start <= *first,
+                "{}: job {} after its first reservation",
+                name,
+                s.job.id
+            );
+            prop_assert_eq!(
+                start,
+                *last,
+                "{}: job {} not at its reservation",
+                name,
+                s.job.id
+            );
         }
         if world.policy.reservation_depth == 0 {
-            prop_assert!(starts.is_empty(), "{}: depth 0 reserved job {}", name, s.job.id);
+            prop_assert!(
+                starts.is_empty(),
+                "{}: depth 0 reserved job {}",
+                name,
+                s.job.id
+            );
         }
 
         // Inside an administrative reservation: admitted, within its window and processors.
         if let Some(Domain::Reservation(rid)) = r.domain {
-            let res = admin.iter().find(|a| a.id == rid).expect("known reservation");
+            let res = admin
+                .iter()
+                .find(|a| a.id == rid)
+                .expect("known reservation");
             prop_assert!(
                 res.acl.admits(&s.job) || s.job.reservation == Some(rid),
                 "{}: job {} not admitted by {}",
@@ -277,7 +324,13 @@ fn check_policy(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
     for &t in &points {
         // Capacity.
         let used = used_at(&world, &out, t, |_, _| true);
-        prop_assert!(used <= i64::from(world.capacity), "{}: {} used at {}", name, used, t);
+        prop_assert!(
+            used <= i64::from(world.capacity),
+            "{}: {} used at {}",
+            name,
+            used,
+            t
+        );
         // Administrative reservations.
         let mut held = 0;
         for r in admin.iter().filter(|r| r.window.contains(t)) {
@@ -292,7 +345,13 @@ fn check_policy(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
                 others
             );
             let inside = used_at(&world, &out, t, |_, d| d == Domain::Reservation(r.id));
-            prop_assert!(inside <= i64::from(r.procs), "{}: {} over-used at {}", name, r.id, t);
+            prop_assert!(
+                inside <= i64::from(r.procs),
+                "{}: {} over-used at {}",
+                name,
+                r.id,
+                t
+            );
         }
         let in_pool = used_at(&world, &out, t, |_, d| d == Domain::Pool);
         prop_assert!(
@@ -307,7 +366,33 @@ fn check_policy(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
 
     // Determinism.
     let again = run(&world);
-    prop_assert!(again == out, "{}: the same input gave another schedule", name);
+    prop_assert!(
+        again == out,
+        "{}: the same input gave another schedule",
+        name
+    );
+
+    // The fast paths taken without administrative reservations agree with the general
+    // ones: a reservation of no processors that admits nobody, after the end of the run,
+    // changes nothing but forces the general paths.
+    if admin.is_empty() {
+        let mut slow = world.clone();
+        slow.reservations.push(AdminReservation {
+            id: ReservationId(99),
+            procs: 0,
+            window: Interval::new(Time(1_000_000), Time(1_000_001)),
+            acl: Acl::nobody(),
+        });
+        let general = run(&slow);
+        prop_assert!(general.errors.is_empty() && general.refused.is_empty());
+        prop_assert!(
+            general.log == out.log,
+            "{}: general and fast paths differ:\n{:?}\n{:?}",
+            name,
+            general.log,
+            out.log
+        );
+    }
     Ok(())
 }
 
@@ -378,4 +463,139 @@ policy_props! {
     conservative_priority => multi_factor(Policy::conservative());
     fcfs_ljf => ordered(Policy::fcfs(), QueueOrder::Ljf);
     firstfit_priority => multi_factor(Policy::first_fit(Some(2)));
+}
+
+/// Cancellations `(job index, delay after submission)` and removals `(reservation index,
+/// time)`, applied to a world.
+fn disruptions(world: &World, cancels: &[(usize, i64)], removals: &[(usize, i64)]) -> Disruptions {
+    let mut d = Disruptions::default();
+    for &(k, delay) in cancels {
+        let job = &world.jobs[k % world.jobs.len()].job;
+        d.cancels.push((job.submit.0 + delay, job.id));
+    }
+    if !world.reservations.is_empty() {
+        let mut removed = BTreeSet::new();
+        for &(k, at) in removals {
+            let id = world.reservations[k % world.reservations.len()].id;
+            if removed.insert(id) {
+                d.removals.push((at, id));
+            }
+        }
+    }
+    d
+}
+
+fn check_disrupted(
+    mut world: World,
+    policy: Policy,
+    cancels: &[(usize, i64)],
+    removals: &[(usize, i64)],
+) -> Result<(), TestCaseError> {
+    world.policy = policy;
+    let d = disruptions(&world, cancels, removals);
+    let mut last = (usize::MAX, usize::MAX);
+    let out = run_disrupted(&world, &d, |s, now| {
+        let admin: Vec<AdminReservation> = s.reservations().cloned().collect();
+        check_state(s, now, &admin);
+        last = (s.waiting(), s.running());
+    });
+    let name = world.policy.name();
+    // The only refusal expected: a job submitted bound to a reservation removed before.
+    let mut refused = BTreeSet::new();
+    for (at, id, e) in &out.errors {
+        let job = &world.jobs[(id.0 - 1) as usize].job;
+        let removed_before = |rid| d.removals.iter().any(|&(t, r)| r == rid && Time(t) <= *at);
+        prop_assert!(
+            matches!(e, CoreError::UnknownReservation(rid)
+                if job.reservation == Some(*rid) && removed_before(*rid) && job.submit == *at),
+            "{}: error {:?} at {} for job {}",
+            name,
+            e,
+            at,
+            id
+        );
+        refused.insert(*id);
+    }
+    prop_assert!(
+        out.refused.is_empty(),
+        "{}: refused {:?}",
+        name,
+        out.refused
+    );
+    prop_assert_eq!(
+        last,
+        (0, 0),
+        "{}: the scheduler is not empty at the end",
+        name
+    );
+    let mut points = BTreeSet::new();
+    for s in world.jobs.iter().filter(|s| !refused.contains(&s.job.id)) {
+        let r = out.record(s.job.id.0);
+        match (r.start, r.end, r.cancelled) {
+            (None, None, Some(_)) => {} // cancelled while waiting
+            (Some(start), Some(end), cancelled) => {
+                prop_assert!(start >= s.job.submit, "{}: job {} early", name, s.job.id);
+                let natural = start + Dur(s.runtime.min(s.job.estimate.as_secs()));
+                match cancelled {
+                    Some(at) => prop_assert!(end == at && at <= natural),
+                    None => prop_assert_eq!(end, natural),
+                }
+                points.insert(start);
+            }
+            other => {
+                return Err(TestCaseError::fail(format!(
+                    "{name}: job {} ended as {other:?}",
+                    s.job.id
+                )))
+            }
+        }
+    }
+    for &t in &points {
+        let used = used_at(&world, &out, t, |_, _| true);
+        prop_assert!(
+            used <= i64::from(world.capacity),
+            "{}: {} used at {}",
+            name,
+            used,
+            t
+        );
+    }
+    let again = run_disrupted(&world, &d, |_, _| {});
+    prop_assert!(
+        again == out,
+        "{}: the same input gave another schedule",
+        name
+    );
+    Ok(())
+}
+
+macro_rules! disrupted_props {
+    ($($name:ident => $policy:expr;)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(CASES))]
+            $(
+                #[test]
+                fn $name(
+                    world in workload(),
+                    cancels in proptest::collection::vec((0usize..40, 1i64..80), 0..6),
+                    removals in proptest::collection::vec((0usize..4, 0i64..300), 0..3),
+                ) {
+                    check_disrupted(world, $policy, &cancels, &removals)?;
+                }
+            )*
+        }
+    };
+}
+
+disrupted_props! {
+    disrupted_fcfs => Policy::fcfs();
+    disrupted_firstfit_cap_2 => Policy::first_fit(Some(2));
+    disrupted_easy => Policy::easy();
+    disrupted_easy_pyss => Policy::easy().pyss_timing();
+    disrupted_conservative => Policy::conservative();
+    disrupted_conservative_pyss => Policy::conservative().pyss_timing();
+    disrupted_depth_3 => Policy::depth(3);
+    disrupted_bestfit => backfill(BackfillChoice::BestFit, BackfillMetric::ProcSeconds);
+    disrupted_greedy => backfill(BackfillChoice::Greedy, BackfillMetric::Procs);
+    disrupted_priority => multi_factor(Policy::easy());
 }

@@ -32,7 +32,12 @@ fn check_cases(capacity: u32, reservations: &[AdminReservation], jobs: &[Spec], 
         };
         let out = run(&world);
         assert!(out.errors.is_empty(), "{}: errors {:?}", c.name, out.errors);
-        assert!(out.refused.is_empty(), "{}: refused {:?}", c.name, out.refused);
+        assert!(
+            out.refused.is_empty(),
+            "{}: refused {:?}",
+            c.name,
+            out.refused
+        );
         assert_eq!(out.starts(), c.want, "{}: starts (job, time)", c.name);
         for (id, r) in &out.records {
             assert!(r.end.is_some(), "{}: job {id} never finished", c.name);
@@ -244,7 +249,11 @@ fn reservations_are_announced_and_never_move_later() {
     };
     // (when, job, reserved start)
     let easy = run(&world(Policy::easy()));
-    assert_eq!(easy.reserves(), vec![(1, 2, 10), (10, 3, 25), (25, 4, 50)], "easy");
+    assert_eq!(
+        easy.reserves(),
+        vec![(1, 2, 10), (10, 3, 25), (25, 4, 50)],
+        "easy"
+    );
     let depth2 = run(&world(Policy::depth(2)));
     assert_eq!(
         depth2.reserves(),
@@ -257,7 +266,10 @@ fn reservations_are_announced_and_never_move_later() {
         vec![(1, 2, 10), (2, 3, 20), (3, 4, 30), (4, 5, 40), (5, 6, 40)],
         "conservative"
     );
-    assert!(run(&world(Policy::fcfs())).reserves().is_empty(), "fcfs reserves nothing");
+    assert!(
+        run(&world(Policy::fcfs())).reserves().is_empty(),
+        "fcfs reserves nothing"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -319,25 +331,47 @@ fn backfill_choice_and_metric_pick_different_jobs_for_the_hole() {
         v.extend([(5, p), (6, q), (7, r), (8, s)]);
         v
     };
-    let cases: Vec<(&str, BackfillChoice, BackfillMetric, Vec<(u64, i64)>)> = vec![
-        ("firstfit", FirstFit, ProcSeconds, want(10, 55, 10, 160)),
-        ("bestfit procs", BestFit, Procs, want(150, 10, 10, 30)),
-        ("bestfit walltime", BestFit, Walltime, want(150, 60, 10, 10)),
-        ("bestfit procseconds", BestFit, ProcSeconds, want(10, 60, 150, 10)),
-        ("greedy procs", Greedy, Procs, want(10, 60, 150, 10)),
-        ("greedy walltime", Greedy, Walltime, want(150, 60, 10, 10)),
-        ("greedy procseconds", Greedy, ProcSeconds, want(10, 60, 150, 10)),
+    struct MetricCase {
+        name: &'static str,
+        choice: BackfillChoice,
+        metric: BackfillMetric,
+        want: Vec<(u64, i64)>,
+    }
+    let case = |name, choice, metric, want| MetricCase {
+        name,
+        choice,
+        metric,
+        want,
+    };
+    let cases = vec![
+        case("firstfit", FirstFit, ProcSeconds, want(10, 55, 10, 160)),
+        case("bestfit procs", BestFit, Procs, want(150, 10, 10, 30)),
+        case("bestfit walltime", BestFit, Walltime, want(150, 60, 10, 10)),
+        case(
+            "bestfit procseconds",
+            BestFit,
+            ProcSeconds,
+            want(10, 60, 150, 10),
+        ),
+        case("greedy procs", Greedy, Procs, want(10, 60, 150, 10)),
+        case("greedy walltime", Greedy, Walltime, want(150, 60, 10, 10)),
+        case(
+            "greedy procseconds",
+            Greedy,
+            ProcSeconds,
+            want(10, 60, 150, 10),
+        ),
     ];
-    for (name, choice, metric, want) in cases {
+    for c in cases {
         let world = World {
             capacity: 10,
-            policy: easy_with(choice, metric),
+            policy: easy_with(c.choice, c.metric),
             reservations: vec![],
             jobs: backfill_jobs(),
         };
         let out = run(&world);
-        assert!(out.errors.is_empty(), "{name}: {:?}", out.errors);
-        assert_eq!(out.starts(), want, "{name}: starts (job, time)");
+        assert!(out.errors.is_empty(), "{}: {:?}", c.name, out.errors);
+        assert_eq!(out.starts(), c.want, "{}: starts (job, time)", c.name);
     }
     // FirstFit ignores the metric.
     for metric in [Procs, Walltime] {
@@ -347,7 +381,11 @@ fn backfill_choice_and_metric_pick_different_jobs_for_the_hole() {
             reservations: vec![],
             jobs: backfill_jobs(),
         };
-        assert_eq!(run(&world).starts(), want(10, 55, 10, 160), "firstfit {metric:?}");
+        assert_eq!(
+            run(&world).starts(),
+            want(10, 55, 10, 160),
+            "firstfit {metric:?}"
+        );
     }
 }
 
@@ -429,10 +467,10 @@ fn queue_orders() {
 }
 
 #[test]
-fn sjf_with_easy_reserves_for_the_shortest_job() {
+fn sjf_with_easy_keeps_a_reservation_once_given() {
     // capacity 4: A 4p [0,10); at 1 J2 (4p, 30 s) is reserved @10 (alone in the queue);
     // J3 (4p, 10 s) at 2 is shorter but the reservation already belongs to J2.
-    //   A ##  J2 ..######  J3 ........##
+    // (1 column = 5 s)   A ##   J2 ..######   J3 ........##
     let mut p = Policy::easy();
     p.order = QueueOrder::Sjf;
     let jobs = vec![
@@ -463,18 +501,19 @@ fn sjf_with_easy_reserves_for_the_shortest_job() {
 //   4 J4                  13     2   15  15     0
 //   5 J5                  14     2   10  10     7
 //
-// scale: 1 column = 5 s        0    25   50
-//   res 1 (user 7)           ....
+// scale: 1 column = 5 s; R1 is the reservation's window [10,30).
 // EASY: J2 cannot use the machine idle from 5 to 30 (the window takes 2 of 4): r@30.
 // J3 (user 7) runs inside the reservation at 12; J4 (not admitted) in the other 2 pool
 // processors [13,28), ending before J2's reservation; J5 finds both full, and at 27/28 its 10 s
 // no longer fit the window nor before J2, so it runs after J2.
+//   R1   ====
 //   J1 #
 //   J2 ......##
 //   J3   ###          (in the reservation)
 //   J4   ###
 //   J5   ......##
 // FCFS: J2 blocks the queue until 30; the window is over at 40 so J3 runs in the pool.
+//   R1   ====
 //   J2 ......##
 //   J3   ......###
 //   J4   ......###
@@ -516,9 +555,17 @@ fn administrative_reservation_blocks_others_and_admits_its_acl() {
     };
     let out = run(&world);
     let inside = Domain::Reservation(ReservationId(1));
-    assert_eq!(out.record(3).domain, Some(inside), "J3 runs inside the reservation");
+    assert_eq!(
+        out.record(3).domain,
+        Some(inside),
+        "J3 runs inside the reservation"
+    );
     for id in [1, 2, 4, 5] {
-        assert_eq!(out.record(id).domain, Some(Domain::Pool), "J{id} runs in the pool");
+        assert_eq!(
+            out.record(id).domain,
+            Some(Domain::Pool),
+            "J{id} runs in the pool"
+        );
     }
 }
 
@@ -592,14 +639,14 @@ fn acl_admits_by_any_credential_or_by_job() {
 // capacity 4; reservation 1 holds 2 processors on [20,40) for job 2 only.
 //   1 J1: submit 0, `j1` processors, est 10        2 J2: submit 1, 2p, est 10, bound to 1
 //
-// scale: 1 column = 5 s          0    20   40
-//   res 1                        ....
+// scale: 1 column = 5 s; R1 is the reservation's window [20,40).
+//   R1 ....====
 // not early, J1 2p or 4p: J2 starts exactly at 20 inside the reservation.
-//   J2  ...##
+//   J2 ....##
 // early, J1 2p: the other 2 pool processors are free at 1: J2 [1,11) in the pool.
-//   J2  ##
+//   J2 ##
 // early, J1 4p: the pool is free at 10 (J1's end), before 20: J2 [10,20) in the pool.
-//   J2  .##
+//   J2 ..##
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -760,7 +807,11 @@ fn compression_moves_reservations_earlier_in_queue_order() {
     );
     let cons_pyss = run(&world(Policy::conservative().pyss_timing()));
     assert_eq!(cons_pyss.starts(), want, "conservative pyss");
-    assert_eq!(cons_pyss.reserves(), cons.reserves(), "conservative pyss reserves");
+    assert_eq!(
+        cons_pyss.reserves(),
+        cons.reserves(),
+        "conservative pyss reserves"
+    );
     let fcfs = run(&world(Policy::fcfs().pyss_timing()));
     assert_eq!(fcfs.starts(), want, "fcfs pyss");
 }
@@ -771,7 +822,8 @@ fn compression_moves_reservations_earlier_in_queue_order() {
 
 fn submit(s: &mut LocalScheduler, now: i64, job: Job) -> Result<Vec<Action>, CoreError> {
     let mut out = Vec::new();
-    s.handle(Time(now), Event::Submit(job), &mut out).map(|()| out)
+    s.handle(Time(now), Event::Submit(job), &mut out)
+        .map(|()| out)
 }
 
 #[test]
@@ -819,7 +871,11 @@ fn invalid_jobs_are_refused_and_leave_the_scheduler_unchanged() {
                 reason: "must be at least 1".into(),
             },
         ),
-        ("duplicate of a running job", job(1, 1, 10), CoreError::DuplicateJob(JobId(1))),
+        (
+            "duplicate of a running job",
+            job(1, 1, 10),
+            CoreError::DuplicateJob(JobId(1)),
+        ),
         (
             "unknown reservation",
             job(6, 1, 10).in_reservation(ReservationId(9), false),
@@ -837,7 +893,11 @@ fn invalid_jobs_are_refused_and_leave_the_scheduler_unchanged() {
     for (name, job, want) in cases {
         let err = submit(&mut s, 1, job).expect_err(name);
         assert_eq!(err, want, "{name}");
-        assert_eq!((s.waiting(), s.running()), (0, 1), "{name}: queue unchanged");
+        assert_eq!(
+            (s.waiting(), s.running()),
+            (0, 1),
+            "{name}: queue unchanged"
+        );
         assert_eq!(s.pool(), &pool, "{name}: pool unchanged");
     }
     // Too many processors for the reservation, or longer than its window.
@@ -846,12 +906,18 @@ fn invalid_jobs_are_refused_and_leave_the_scheduler_unchanged() {
             .with_user(UserId(7))
             .in_reservation(ReservationId(1), false);
         let err = submit(&mut s, 1, j.clone()).expect_err(name);
-        assert!(matches!(err, CoreError::DoesNotFit { job: JobId(8), .. }), "{name}: {err:?}");
+        assert!(
+            matches!(err, CoreError::DoesNotFit { job: JobId(8), .. }),
+            "{name}: {err:?}"
+        );
         // May start early: no fit check, since it may run in the pool.
         let mut early = j;
         early.may_start_early = true;
         early.id = JobId(if procs == 3 { 9 } else { 10 });
-        assert!(submit(&mut s, 1, early).is_ok(), "{name}: early binding accepted");
+        assert!(
+            submit(&mut s, 1, early).is_ok(),
+            "{name}: early binding accepted"
+        );
     }
 }
 
@@ -883,7 +949,8 @@ fn finishing_an_unknown_or_waiting_job_is_an_error() {
     );
     assert_eq!(s.pool(), &pool);
     // Finishing twice: the second time the job is gone.
-    s.handle(Time(5), Event::Finish(JobId(1)), &mut out).unwrap();
+    s.handle(Time(5), Event::Finish(JobId(1)), &mut out)
+        .unwrap();
     assert_eq!(
         s.handle(Time(6), Event::Finish(JobId(1)), &mut out),
         Err(CoreError::UnknownJob(JobId(1)))
@@ -916,14 +983,18 @@ fn conflicting_or_duplicate_administrative_reservations_are_refused() {
             free: 1,
         }
     );
-    s.add_reservation(admin(1, 2, 50, 60, Acl::nobody())).unwrap();
+    s.add_reservation(admin(1, 2, 50, 60, Acl::nobody()))
+        .unwrap();
     assert_eq!(
         s.add_reservation(admin(1, 1, 70, 80, Acl::nobody())),
         Err(CoreError::DuplicateReservation(ReservationId(1)))
     );
     // Two reservations may share the machine while the sum fits.
-    s.add_reservation(admin(2, 2, 55, 65, Acl::nobody())).unwrap();
-    assert!(s.add_reservation(admin(3, 1, 55, 56, Acl::nobody())).is_err());
+    s.add_reservation(admin(2, 2, 55, 65, Acl::nobody()))
+        .unwrap();
+    assert!(s
+        .add_reservation(admin(3, 1, 55, 56, Acl::nobody()))
+        .is_err());
     assert!(s.pool().is_consistent());
     assert_eq!(s.reservations().count(), 2);
 }

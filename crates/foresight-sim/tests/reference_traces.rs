@@ -5,6 +5,8 @@
 //! checkout. Where they are missing the test says so and passes, except under CI (`CI` set),
 //! where a missing trace is a failure.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use foresight_core::Policy;
 use foresight_sim::{simulate, Semantics, Trace, Workload};
 use std::path::PathBuf;

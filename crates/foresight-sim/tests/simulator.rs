@@ -1,6 +1,8 @@
 //! Simulator behaviour on small workloads: exact schedules, invariants, determinism, and the
 //! SWF reader's refusal to panic on any input.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use foresight_core::policy::BackfillChoice;
 use foresight_core::Policy;
 use foresight_sim::output::{write_csv, write_swf};

@@ -348,7 +348,10 @@ fn print_table(
     }
     if !m.by_class.is_empty() {
         println!();
-        println!("{:>7}  {:>8}  {:>14}  {:>14}  {:>10}", "class", "jobs", "mean wait (s)", "response (s)", "mean bsld");
+        println!(
+            "{:>7}  {:>8}  {:>14}  {:>14}  {:>10}",
+            "class", "jobs", "mean wait (s)", "response (s)", "mean bsld"
+        );
         for (class, c) in &m.by_class {
             println!(
                 "{class:>7}  {:>8}  {:>14.1}  {:>14.1}  {:>10.2}",

@@ -19,7 +19,7 @@ use foresight_core::{
     Action, AdminReservation, CoreError, Domain, Dur, Event, Job, JobId, LocalScheduler, Policy,
     ReservationId, Time, UserId,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A job together with how long it really runs.
 #[derive(Clone, Debug)]
@@ -70,6 +70,8 @@ pub struct Record {
     pub domain: Option<Domain>,
     /// Every reservation the job was given: (when, reserved start).
     pub reserves: Vec<(Time, Time)>,
+    /// When the job was cancelled (while waiting, or running: then `end` is the same).
+    pub cancelled: Option<Time>,
 }
 
 /// The schedule of one run.
@@ -111,11 +113,30 @@ impl Outcome {
     }
 }
 
+/// Things that happen to a run from outside, besides submissions: each is followed by a
+/// [`Event::Tick`] so that the scheduler reacts at once.
+#[derive(Clone, Debug, Default)]
+pub struct Disruptions {
+    /// `LocalScheduler::cancel(now, job)` at `now`; ignored (no error recorded) when the job
+    /// has already finished or is not yet submitted.
+    pub cancels: Vec<(i64, JobId)>,
+    /// `LocalScheduler::remove_reservation(now, id)` at `now`.
+    pub removals: Vec<(i64, ReservationId)>,
+}
+
 #[derive(Default)]
 struct Bucket {
     finishes: Vec<JobId>,
+    cancels: Vec<JobId>,
+    removals: Vec<ReservationId>,
     submits: Vec<Job>,
     tick: bool,
+}
+
+enum Step {
+    Handle(Event),
+    Cancel(JobId),
+    Remove(ReservationId),
 }
 
 /// Runs the world to completion.
@@ -124,7 +145,17 @@ pub fn run(world: &World) -> Outcome {
 }
 
 /// Runs the world to completion, calling `check(scheduler, now)` after every event.
-pub fn run_checked(world: &World, mut check: impl FnMut(&LocalScheduler, Time)) -> Outcome {
+pub fn run_checked(world: &World, check: impl FnMut(&LocalScheduler, Time)) -> Outcome {
+    run_disrupted(world, &Disruptions::default(), check)
+}
+
+/// Runs the world with cancellations and reservation removals; at one instant the order is
+/// finishes, cancellations, removals, submissions, tick.
+pub fn run_disrupted(
+    world: &World,
+    disruptions: &Disruptions,
+    mut check: impl FnMut(&LocalScheduler, Time),
+) -> Outcome {
     let mut sched = LocalScheduler::new(world.capacity, world.policy.clone());
     let mut out = Outcome::default();
     let mut events: BTreeMap<Time, Bucket> = BTreeMap::new();
@@ -139,22 +170,70 @@ pub fn run_checked(world: &World, mut check: impl FnMut(&LocalScheduler, Time)) 
     }
     let mut runtime: BTreeMap<JobId, i64> = BTreeMap::new();
     for s in &world.jobs {
-        events.entry(s.job.submit).or_default().submits.push(s.job.clone());
+        events
+            .entry(s.job.submit)
+            .or_default()
+            .submits
+            .push(s.job.clone());
         // A duplicate id keeps the first runtime: the second submission is refused anyway.
         runtime.entry(s.job.id).or_insert(s.runtime);
     }
+    for &(at, id) in &disruptions.cancels {
+        events.entry(Time(at)).or_default().cancels.push(id);
+    }
+    for &(at, id) in &disruptions.removals {
+        events.entry(Time(at)).or_default().removals.push(id);
+    }
+    // Jobs cancelled while running: their pending finish is dropped.
+    let mut gone: BTreeSet<JobId> = BTreeSet::new();
     let mut actions = Vec::new();
     let mut steps = 0u64;
     while let Some((now, bucket)) = events.pop_first() {
-        let mut batch: Vec<Event> = Vec::new();
-        batch.extend(bucket.finishes.into_iter().map(Event::Finish));
-        batch.extend(bucket.submits.into_iter().map(Event::Submit));
+        let mut batch: Vec<Step> = Vec::new();
+        batch.extend(
+            bucket
+                .finishes
+                .into_iter()
+                .filter(|id| !gone.contains(id))
+                .map(|id| Step::Handle(Event::Finish(id))),
+        );
+        batch.extend(bucket.cancels.into_iter().map(Step::Cancel));
+        batch.extend(bucket.removals.into_iter().map(Step::Remove));
+        batch.extend(
+            bucket
+                .submits
+                .into_iter()
+                .map(|j| Step::Handle(Event::Submit(j))),
+        );
         if bucket.tick {
-            batch.push(Event::Tick);
+            batch.push(Step::Handle(Event::Tick));
         }
-        for event in batch {
+        for step in batch {
             steps += 1;
             assert!(steps < 1_000_000, "the run does not terminate");
+            let event = match step {
+                Step::Handle(event) => event,
+                Step::Cancel(id) => {
+                    let running = sched.running_jobs().any(|(j, _, _)| j == id);
+                    if sched.cancel(now, id).is_ok() {
+                        let r = out.records.entry(id).or_default();
+                        r.cancelled = Some(now);
+                        if running {
+                            r.end = Some(now);
+                            gone.insert(id);
+                        }
+                    }
+                    check(&sched, now);
+                    Event::Tick
+                }
+                Step::Remove(id) => {
+                    if let Err(e) = sched.remove_reservation(now, id) {
+                        out.refused.push((id, e));
+                    }
+                    check(&sched, now);
+                    Event::Tick
+                }
+            };
             let id = match &event {
                 Event::Submit(job) => Some((job.id, job.submit, job.procs)),
                 _ => None,
@@ -200,8 +279,15 @@ pub fn run_checked(world: &World, mut check: impl FnMut(&LocalScheduler, Time)) 
                         events.entry(at).or_default().finishes.push(job);
                     }
                     Action::Reserve { job, start } => {
-                        assert!(start >= now, "job {job} reserved in the past ({start} < {now})");
-                        out.records.entry(job).or_default().reserves.push((now, start));
+                        assert!(
+                            start >= now,
+                            "job {job} reserved in the past ({start} < {now})"
+                        );
+                        out.records
+                            .entry(job)
+                            .or_default()
+                            .reserves
+                            .push((now, start));
                         events.entry(start).or_default().tick = true;
                     }
                 }
