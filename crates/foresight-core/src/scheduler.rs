@@ -723,17 +723,27 @@ impl LocalScheduler {
             if p.start > now {
                 continue;
             }
+            let mut placement = p;
             if p.start < now {
-                // Late (the caller ticked after the reserved start): run from now instead.
+                // Late (the caller ticked after the reserved start): the rest of the old span
+                // may now overlap later promises, so place the job again from now.
                 self.profile_mut(p.domain).give(p.start, p.end, slot.procs);
-                self.profile_mut(p.domain)
-                    .take(now, now + slot.estimate, slot.procs);
+                let Some(again) = self.earliest(slot.id, now) else {
+                    self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+                    continue;
+                };
+                self.profile_mut(again.domain)
+                    .take(again.start, again.end, slot.procs);
+                if again.start > now {
+                    self.set_reservation(slot.id, again);
+                    out.push(Action::Reserve {
+                        job: slot.id,
+                        start: again.start,
+                    });
+                    continue;
+                }
+                placement = again;
             }
-            let placement = Placement {
-                domain: p.domain,
-                start: now,
-                end: now + slot.estimate,
-            };
             self.unmark_reserved(slot.id);
             self.mark_started(i, placement, out);
         }
@@ -1039,5 +1049,41 @@ impl GreedySearch<'_> {
             s.profile_mut(domain).give(self.now, end, slot.procs);
         }
         self.dfs(s, k + 1, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller that ticks late must not make a reserved job overlap a later reservation:
+    /// the late job is placed again from `now`, after the promise that would be broken.
+    #[test]
+    fn a_late_tick_does_not_break_later_reservations() {
+        let mut s = LocalScheduler::new(2, Policy::conservative());
+        let mut out = Vec::new();
+        for (id, est) in [(0, 100), (1, 50), (2, 50)] {
+            s.handle(
+                Time(0),
+                Event::Submit(Job::new(JobId(id), Time(0), 2, Dur(est))),
+                &mut out,
+            )
+            .unwrap();
+        }
+        assert_eq!(s.reservation_of(JobId(1)).map(|p| p.start), Some(Time(100)));
+        assert_eq!(s.reservation_of(JobId(2)).map(|p| p.start), Some(Time(150)));
+        // Job 0 ends on time, but nobody ticks until 120.
+        s.finish(Time(100), JobId(0)).unwrap();
+        out.clear();
+        s.schedule(Time(120), &mut out);
+        // Starting job 1 at 120 would run into job 2's [150, 200): it goes after it instead.
+        assert_eq!(
+            out,
+            vec![Action::Reserve {
+                job: JobId(1),
+                start: Time(200)
+            }]
+        );
+        assert!(s.pool().is_consistent());
     }
 }
