@@ -644,8 +644,10 @@ impl LocalScheduler {
                 .collect()
         };
         let plain = self.admin.is_empty();
+        // The lookup table pays off only when many jobs are checked (conservative).
+        let use_table = plain && order.len() > 8;
         let mut first_free = std::mem::take(&mut self.horizon);
-        if plain {
+        if use_table {
             self.pool.first_free(now, &mut first_free);
         }
         for id in order {
@@ -661,7 +663,11 @@ impl LocalScheduler {
                 // Fast path: ask whether an earlier start exists before touching the profile.
                 // Before `first_free[procs]` too few processors are free at every instant
                 // (the job's own span lies later, so its credit does not help there).
-                let from = first_free[procs as usize];
+                let from = if use_table {
+                    first_free[procs as usize]
+                } else {
+                    now
+                };
                 if from >= old.start {
                     continue;
                 }
@@ -686,7 +692,7 @@ impl LocalScheduler {
                     job: id,
                     start: new.start,
                 });
-                if plain {
+                if use_table {
                     self.pool.first_free(now, &mut first_free);
                 }
             }
