@@ -581,11 +581,11 @@ impl LocalScheduler {
         }
     }
 
-    /// True when no unreserved waiting job is small enough for `free` processors.
-    fn nothing_fits(&self, free: i64) -> bool {
+    /// The fewest processors any unreserved waiting job asks for (`i64::MAX` if none).
+    fn smallest_unreserved(&self) -> i64 {
         self.unreserved_by_procs
             .first_key_value()
-            .is_none_or(|(&p, _)| i64::from(p) > free)
+            .map_or(i64::MAX, |(&p, _)| i64::from(p))
     }
 
     fn unmark_reserved(&mut self, id: JobId) {
@@ -815,16 +815,14 @@ impl LocalScheduler {
         let mut horizon_valid = false;
         self.skipped.clear();
         let mut collect_from = None;
+        let mut smallest = self.smallest_unreserved();
         for i in self.queue.range() {
+            if plain && smallest > free_now && self.reserved.len() as u64 >= u64::from(depth) {
+                break; // nothing can start and nothing more can be reserved
+            }
             let slot = *self.queue.get(i);
             if !slot.alive || slot.reserved {
                 continue;
-            }
-            if plain
-                && self.reserved.len() as u64 >= u64::from(depth)
-                && self.nothing_fits(free_now)
-            {
-                break; // nothing can start and nothing more can be reserved
             }
             let domain = if plain {
                 let fits = i64::from(slot.procs) <= free_now && {
@@ -841,6 +839,7 @@ impl LocalScheduler {
             if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
                 free_now = self.pool.free_at(now);
+                smallest = self.smallest_unreserved();
                 horizon_valid = false;
                 if let Some(cap) = cap {
                     if self.count_overtakes(cap) {
@@ -851,6 +850,7 @@ impl LocalScheduler {
             }
             if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
                 free_now = self.pool.free_at(now);
+                smallest = self.smallest_unreserved();
                 horizon_valid = false;
                 continue;
             }
