@@ -103,30 +103,7 @@ impl Profile {
     ///
     /// Cost: linear in the number of steps between `after` and the answer.
     pub fn earliest(&self, after: Time, procs: u32, dur: Dur) -> Option<Time> {
-        let need = i64::from(procs);
-        let n = self.steps.len();
-        let mut j = self.index_of(after);
-        let mut start = after;
-        loop {
-            if self.steps[j].free < need {
-                j += 1;
-                if j == n {
-                    return None;
-                }
-                start = self.steps[j].at;
-                continue;
-            }
-            let end = start + dur;
-            let mut k = j + 1;
-            while k < n && self.steps[k].at < end && self.steps[k].free >= need {
-                k += 1;
-            }
-            if k == n || self.steps[k].at >= end {
-                return Some(start);
-            }
-            // steps[k] is too low and starts before the run would end: restart after it.
-            j = k;
-        }
+        self.earliest_before(after, procs, dur, (Time::MAX, Time::MAX, 0), Time::MAX)
     }
 
     /// Like [`Profile::earliest`], but counts `credit` more free processors on `[from, to)`,

@@ -589,13 +589,6 @@ impl std::fmt::Display for Num {
     }
 }
 
-/// Reads all of `r` into a string, for small embedded traces.
-pub fn read_to_string(mut r: impl Read) -> io::Result<String> {
-    let mut s = String::new();
-    r.read_to_string(&mut s)?;
-    Ok(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
