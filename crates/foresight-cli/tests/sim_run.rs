@@ -105,6 +105,28 @@ fn gzip_traces_read_like_plain_ones() {
 }
 
 #[test]
+fn unsorted_traces_are_sorted_before_simulating() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines: Vec<&str> = TINY.lines().collect();
+    lines.swap(2, 3); // job 3 (submitted at 10) now comes before job 2 (at 0)
+    let trace = write(&dir, "unsorted.swf", &(lines.join("\n") + "\n"));
+    let t = trace.to_str().unwrap();
+    for policy in ["easy", "fcfs"] {
+        let sorted = json_run(&[
+            "sim",
+            "run",
+            "--trace",
+            write(&dir, "sorted.swf", TINY).to_str().unwrap(),
+            "--policy",
+            policy,
+        ]);
+        let unsorted = json_run(&["sim", "run", "--trace", t, "--policy", policy]);
+        assert_eq!(sorted["mean_wait"], unsorted["mean_wait"], "{policy}");
+        assert_eq!(sorted["makespan"], unsorted["makespan"], "{policy}");
+    }
+}
+
+#[test]
 fn table_output_is_for_people() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write(&dir, "tiny.swf", TINY);

@@ -30,6 +30,24 @@ pub(crate) struct Queue {
     /// Every slot before `head` is dead.
     head: usize,
     dead: usize,
+    /// Per block of [`BLOCK`] positions: the smallest processor count and the smallest
+    /// estimate among its live, unreserved slots, or `None` when it must be recomputed. A
+    /// backfill pass skips a whole block when even those minima cannot fit.
+    blocks: Vec<Option<(u32, i64)>>,
+}
+
+/// Positions per summary block.
+pub(crate) const BLOCK: usize = 32;
+
+/// A summary that admits nothing (an empty block).
+const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
+
+fn summary(s: &Slot) -> (u32, i64) {
+    if s.alive && !s.reserved {
+        (s.procs, s.estimate.as_secs())
+    } else {
+        EMPTY
+    }
 }
 
 impl Queue {
@@ -50,8 +68,31 @@ impl Queue {
         &self.slots[i]
     }
 
-    pub fn get_mut(&mut self, i: usize) -> &mut Slot {
-        &mut self.slots[i]
+    /// Marks whether the job at `i` holds a reservation.
+    pub fn set_reserved(&mut self, i: usize, reserved: bool) {
+        self.slots[i].reserved = reserved;
+        self.blocks[i / BLOCK] = None;
+    }
+
+    /// The minima of the block that holds position `i` (recomputed if stale).
+    pub fn block_minima(&mut self, i: usize) -> (u32, i64) {
+        let b = i / BLOCK;
+        if let Some(m) = self.blocks[b] {
+            return m;
+        }
+        let end = ((b + 1) * BLOCK).min(self.slots.len());
+        let m = self.slots[b * BLOCK..end]
+            .iter()
+            .map(summary)
+            .fold(EMPTY, |a, s| (a.0.min(s.0), a.1.min(s.1)));
+        self.blocks[b] = Some(m);
+        m
+    }
+
+    /// Forgets every block summary after positions moved.
+    fn reset_blocks(&mut self) {
+        self.blocks.clear();
+        self.blocks.resize(self.slots.len().div_ceil(BLOCK), None);
     }
 
     /// Inserts in static order: after every slot with a smaller or equal `(key, seq)`.
@@ -63,18 +104,28 @@ impl Queue {
                 .last()
                 .is_none_or(|last| (last.key, last.seq) <= (slot.key, slot.seq))
         {
+            let i = self.slots.len();
             self.slots.push(slot);
+            if i % BLOCK == 0 {
+                self.blocks.push(Some(EMPTY));
+            }
+            if let Some(m) = &mut self.blocks[i / BLOCK] {
+                let s = summary(&slot);
+                *m = (m.0.min(s.0), m.1.min(s.1));
+            }
             return;
         }
         let at = self.head
             + self.slots[self.head..].partition_point(|s| (s.key, s.seq) <= (slot.key, slot.seq));
         self.slots.insert(at, slot);
+        self.reset_blocks();
     }
 
     /// Marks position `i` as gone.
     pub fn remove_at(&mut self, i: usize) {
         debug_assert!(self.slots[i].alive);
         self.slots[i].alive = false;
+        self.blocks[i / BLOCK] = None;
         if i == self.head {
             self.head += 1;
             while self.head < self.slots.len() && !self.slots[self.head].alive {
@@ -98,6 +149,7 @@ impl Queue {
             self.slots.retain(|s| s.alive);
             self.head = 0;
             self.dead = 0;
+            self.reset_blocks();
         }
     }
 
@@ -108,6 +160,7 @@ impl Queue {
         self.dead = 0;
         self.slots
             .sort_by(|a, b| b.priority.total_cmp(&a.priority).then(a.seq.cmp(&b.seq)));
+        self.reset_blocks();
     }
 
     pub fn iter_alive(&self) -> impl Iterator<Item = &Slot> {

@@ -23,7 +23,7 @@ use crate::policy::{
 };
 use crate::priority::FairshareUsage;
 use crate::profile::Profile;
-use crate::queue::{Queue, Slot};
+use crate::queue::{Queue, Slot, BLOCK};
 use crate::reservation::AdminReservation;
 use crate::time::{Dur, Interval, Time};
 use rustc_hash::FxHashMap;
@@ -443,7 +443,7 @@ impl LocalScheduler {
                 };
                 self.unmark_reserved(jid);
                 if let Some(i) = self.queue.position(jid) {
-                    self.queue.get_mut(i).reserved = false;
+                    self.queue.set_reserved(i, false);
                 }
                 self.count_unreserved(procs, 1);
             }
@@ -711,14 +711,15 @@ impl LocalScheduler {
     }
 
     fn start_due_reservations(&mut self, now: Time, out: &mut Vec<Action>) {
-        let due = self
+        let mut due = self
             .reserved
             .iter()
-            .any(|id| self.reservation_of(*id).is_some_and(|p| p.start <= now));
-        if !due {
-            return;
-        }
+            .filter(|id| self.reservation_of(**id).is_some_and(|p| p.start <= now))
+            .count();
         for i in self.queue.range() {
+            if due == 0 {
+                break;
+            }
             let slot = *self.queue.get(i);
             if !slot.alive || !slot.reserved {
                 continue;
@@ -729,6 +730,7 @@ impl LocalScheduler {
             if p.start > now {
                 continue;
             }
+            due -= 1;
             let mut placement = p;
             if p.start < now {
                 // Late (the caller ticked after the reserved start): the rest of the old span
@@ -792,7 +794,7 @@ impl LocalScheduler {
             return false;
         };
         self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
-        self.queue.get_mut(i).reserved = true;
+        self.queue.set_reserved(i, true);
         self.count_unreserved(slot.procs, -1);
         self.reserved.push(slot.id);
         self.set_reservation(slot.id, p);
@@ -816,10 +818,32 @@ impl LocalScheduler {
         self.skipped.clear();
         let mut collect_from = None;
         let mut smallest = self.smallest_unreserved();
-        for i in self.queue.range() {
-            if plain && smallest > free_now && self.reserved.len() as u64 >= u64::from(depth) {
+        // Once no more reservations can be made, a plain first-fit pass looks only for jobs
+        // that fit now, so it skips every block whose minima cannot fit.
+        let can_skip = plain && backfill == BackfillChoice::FirstFit && cap.is_none();
+        let mut i = self.queue.range().start;
+        while i < self.queue.range().end {
+            let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
+            if plain && smallest > free_now && reservations_full {
                 break; // nothing can start and nothing more can be reserved
             }
+            if can_skip && reservations_full && i % BLOCK == 0 {
+                let (procs, estimate) = self.queue.block_minima(i);
+                let may_fit = i64::from(procs) <= free_now && {
+                    if !horizon_valid {
+                        self.pool.horizons(now, &mut horizon);
+                        horizon_valid = true;
+                    }
+                    now + Dur(estimate) <= horizon[procs as usize]
+                };
+                if !may_fit {
+                    i += BLOCK;
+                    continue;
+                }
+            }
+            let pos = i;
+            i += 1;
+            let i = pos;
             let slot = *self.queue.get(i);
             if !slot.alive || slot.reserved {
                 continue;

@@ -10,17 +10,19 @@
 //! - [`runner`]: the event loop, [`simulate`].
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
 //! - [`output`]: the per-job schedule as CSV or SWF.
+//! - [`replay`]: simulating a trace file while another thread is still reading it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod metrics;
 pub mod output;
+pub mod replay;
 pub mod runner;
 pub mod swf;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};
-pub use runner::{simulate, Outcome, SimError, SimOutput};
+pub use runner::{simulate, simulate_stream, Outcome, SimError, SimOutput};
 pub use swf::{SwfError, SwfReader, SwfRecord, Trace};
-pub use workload::{Semantics, SimJob, Workload};
+pub use workload::{Converter, Semantics, SimJob, Workload};

@@ -2,7 +2,6 @@
 //! response, slowdown and bounded slowdown (τ = 10 s), utilization and makespan.
 
 use crate::runner::Outcome;
-use crate::workload::Workload;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -51,13 +50,11 @@ pub struct ClassMetrics {
 
 impl Metrics {
     /// Computes the figures over every simulated job.
-    /// `outcomes` are in workload order (as [`crate::simulate`] returns them).
-    pub fn compute(outcomes: &[Outcome], procs: u32, workload: &Workload) -> Metrics {
+    /// Skipped and cut counts are the caller's to fill in.
+    pub fn compute(outcomes: &[Outcome], procs: u32) -> Metrics {
         let n = outcomes.len();
         let mut m = Metrics {
             jobs: n as u64,
-            skipped: workload.skipped.total(),
-            cut_at_estimate: workload.cut_at_estimate,
             ..Metrics::default()
         };
         if n == 0 {
@@ -80,8 +77,8 @@ impl Metrics {
             last_end = last_end.max(o.end.secs());
         }
         let mut by_class: BTreeMap<u32, ClassMetrics> = BTreeMap::new();
-        for (o, sim) in outcomes.iter().zip(&workload.jobs) {
-            let c = by_class.entry(sim.job.cred.class.as_num()).or_default();
+        for o in outcomes {
+            let c = by_class.entry(o.class).or_default();
             let r = (o.end - o.submit).as_secs() as f64;
             c.jobs += 1;
             c.mean_wait += o.wait() as f64;

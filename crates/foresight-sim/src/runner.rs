@@ -3,7 +3,7 @@
 //! actions.
 
 use crate::metrics::Metrics;
-use crate::workload::{Semantics, Workload};
+use crate::workload::{Semantics, SimJob, Workload};
 use foresight_core::{Action, CoreError, Event, JobId, LocalScheduler, Policy, Time};
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -24,6 +24,12 @@ pub enum SimError {
     /// The run stopped with jobs that never started: a scheduler defect.
     #[error("{0} jobs never started")]
     Stuck(usize),
+    /// A streamed job was submitted before the one streamed ahead of it.
+    #[error("trace job {trace_id} is submitted before the job listed ahead of it")]
+    Unsorted {
+        /// The job's id in the trace.
+        trace_id: i64,
+    },
 }
 
 /// One simulated job's life.
@@ -46,6 +52,9 @@ pub struct Outcome {
     pub procs: u32,
     /// The estimate the scheduler planned with, seconds.
     pub estimate: i64,
+    /// The job's class (SWF queue), for per-class figures.
+    #[serde(skip)]
+    pub class: u32,
 }
 
 impl Outcome {
@@ -85,6 +94,30 @@ pub fn simulate(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
+    let mut out = simulate_stream(
+        workload.jobs.iter().cloned(),
+        procs,
+        policy,
+        semantics,
+        progress,
+    )?;
+    out.metrics.skipped = workload.skipped.total();
+    out.metrics.cut_at_estimate = workload.cut_at_estimate;
+    Ok(out)
+}
+
+/// Runs jobs as they arrive from `jobs`, which must come in order of submission with ids
+/// 0, 1, 2, … (a [`crate::workload::Converter`] over a sorted trace gives exactly that), so
+/// that a trace can be simulated while it is still being read. A job submitted before its
+/// predecessor stops the run with [`SimError::Unsorted`]. The metrics count no skipped
+/// records: the caller knows them.
+pub fn simulate_stream(
+    jobs: impl Iterator<Item = SimJob>,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput, SimError> {
     let policy = match semantics {
         Semantics::Default => policy.clone(),
         Semantics::Pyss => policy.clone().pyss_timing(),
@@ -94,28 +127,32 @@ pub fn simulate(
     // instant follows start-event order.
     let start_event_at_reservation = policy.reservation_depth == foresight_core::policy::ALL;
     let mut sched = LocalScheduler::new(procs, policy);
-    let n = workload.jobs.len();
-    let mut start = vec![Time::MIN; n];
-    let mut end = vec![Time::MIN; n];
-    let mut decided = vec![0u64; n];
+    let mut jobs = jobs.peekable();
+    // Per job, indexed by id: what the simulator alone knows, and what happened.
+    let mut known: Vec<SimJob> = Vec::with_capacity(jobs.size_hint().0);
+    let mut start: Vec<Time> = Vec::with_capacity(known.capacity());
+    let mut end: Vec<Time> = Vec::with_capacity(known.capacity());
+    let mut decided: Vec<u64> = Vec::with_capacity(known.capacity());
     let mut seq = 0u64;
     let mut heap: BinaryHeap<Queued> = BinaryHeap::with_capacity(1024);
     let mut actions = Vec::with_capacity(64);
-    let mut next = 0usize;
 
+    // Carries out the scheduler's decisions: a start schedules the job's end, a reservation
+    // schedules a wake-up at its start.
     let mut apply = |now: Time,
                      actions: &mut Vec<Action>,
                      heap: &mut BinaryHeap<Queued>,
+                     known: &[SimJob],
                      start: &mut [Time],
-                     end: &mut [Time]| {
+                     end: &mut [Time],
+                     decided: &mut [u64]| {
         for a in actions.drain(..) {
             seq += 1;
             match a {
                 Action::Start { job, .. } => {
                     let k = job.0 as usize;
-                    let sim = &workload.jobs[k];
                     start[k] = now;
-                    end[k] = now + sim.runtime;
+                    end[k] = now + known[k].runtime;
                     let order = if start_event_at_reservation && decided[k] != 0 {
                         decided[k]
                     } else {
@@ -133,83 +170,110 @@ pub fn simulate(
         }
     };
 
-    let err = |k: usize, source| SimError::Rejected {
-        trace_id: workload.jobs[k].trace_id,
+    let rejected = |sim: &SimJob, source| SimError::Rejected {
+        trace_id: sim.trace_id,
         source,
     };
-    match semantics {
-        Semantics::Pyss => loop {
-            let sub_time = workload.jobs.get(next).map(|j| j.job.submit);
-            let ev_time = heap.peek().map(|Reverse(e)| e.0);
-            let take_submission = match (sub_time, ev_time) {
-                (None, None) => break,
-                (Some(s), Some(e)) => s <= e,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            if take_submission {
-                let sim = &workload.jobs[next];
-                let now = sim.job.submit;
-                sched
-                    .handle(now, Event::Submit(sim.job.clone()), &mut actions)
-                    .map_err(|e| err(next, e))?;
-                next += 1;
-                if next % 4096 == 0 {
-                    progress(next);
-                }
-                apply(now, &mut actions, &mut heap, &mut start, &mut end);
-                continue;
+    // Takes the next job off the stream into the per-job tables.
+    let mut admit = |known: &mut Vec<SimJob>,
+                     start: &mut Vec<Time>,
+                     end: &mut Vec<Time>,
+                     decided: &mut Vec<u64>,
+                     sim: SimJob|
+     -> Result<(), SimError> {
+        if let Some(prev) = known.last() {
+            if sim.job.submit < prev.job.submit {
+                return Err(SimError::Unsorted {
+                    trace_id: sim.trace_id,
+                });
             }
-            let Reverse((now, rank, _, _, job)) = heap.pop().expect("invariant: peeked");
-            if rank == TERMINATION {
-                sched
-                    .handle(now, Event::Finish(job), &mut actions)
-                    .map_err(|e| err(job.0 as usize, e))?;
-            } else if sched.reservation_of(job).is_some_and(|p| p.start == now) {
-                sched
-                    .handle(now, Event::Tick, &mut actions)
-                    .map_err(|e| err(job.0 as usize, e))?;
-            }
-            apply(now, &mut actions, &mut heap, &mut start, &mut end);
-        },
-        Semantics::Default => loop {
-            let sub_time = workload.jobs.get(next).map(|j| j.job.submit);
-            let ev_time = heap.peek().map(|Reverse(e)| e.0);
-            let now = match (sub_time, ev_time) {
-                (None, None) => break,
-                (Some(s), Some(e)) => s.min(e),
-                (Some(s), None) => s,
-                (None, Some(e)) => e,
-            };
-            while let Some(Reverse((t, rank, _, _, job))) = heap.peek().copied() {
-                if t != now {
-                    break;
+        }
+        debug_assert_eq!(
+            sim.job.id.0 as usize,
+            known.len(),
+            "ids are arrival indices"
+        );
+        known.push(sim);
+        start.push(Time::MIN);
+        end.push(Time::MIN);
+        decided.push(0);
+        if known.len() % 4096 == 0 {
+            progress(known.len());
+        }
+        Ok(())
+    };
+
+    loop {
+        let sub_time = jobs.peek().map(|j| j.job.submit);
+        let ev_time = heap.peek().map(|Reverse(e)| e.0);
+        let now = match (sub_time, ev_time) {
+            (None, None) => break,
+            (Some(s), Some(e)) => s.min(e),
+            (Some(s), None) => s,
+            (None, Some(e)) => e,
+        };
+        match semantics {
+            Semantics::Pyss => {
+                if sub_time == Some(now) {
+                    let sim = jobs.next().expect("invariant: peeked");
+                    let job = sim.job.clone();
+                    admit(&mut known, &mut start, &mut end, &mut decided, sim)?;
+                    let k = known.len() - 1;
+                    sched
+                        .handle(now, Event::Submit(job), &mut actions)
+                        .map_err(|e| rejected(&known[k], e))?;
+                } else {
+                    let Reverse((_, rank, _, _, job)) = heap.pop().expect("invariant: peeked");
+                    let k = job.0 as usize;
+                    if rank == TERMINATION {
+                        sched
+                            .handle(now, Event::Finish(job), &mut actions)
+                            .map_err(|e| rejected(&known[k], e))?;
+                    } else if sched.reservation_of(job).is_some_and(|p| p.start == now) {
+                        sched
+                            .handle(now, Event::Tick, &mut actions)
+                            .map_err(|e| rejected(&known[k], e))?;
+                    }
                 }
-                heap.pop();
-                if rank == TERMINATION {
-                    sched.finish(now, job).map_err(|e| err(job.0 as usize, e))?;
-                }
             }
-            while next < n && workload.jobs[next].job.submit == now {
-                sched
-                    .submit(workload.jobs[next].job.clone())
-                    .map_err(|e| err(next, e))?;
-                next += 1;
-                if next % 4096 == 0 {
-                    progress(next);
+            Semantics::Default => {
+                while let Some(Reverse((t, rank, _, _, job))) = heap.peek().copied() {
+                    if t != now {
+                        break;
+                    }
+                    heap.pop();
+                    if rank == TERMINATION {
+                        sched
+                            .finish(now, job)
+                            .map_err(|e| rejected(&known[job.0 as usize], e))?;
+                    }
                 }
+                while jobs.peek().is_some_and(|j| j.job.submit == now) {
+                    let sim = jobs.next().expect("invariant: peeked");
+                    let job = sim.job.clone();
+                    admit(&mut known, &mut start, &mut end, &mut decided, sim)?;
+                    let k = known.len() - 1;
+                    sched.submit(job).map_err(|e| rejected(&known[k], e))?;
+                }
+                sched.schedule(now, &mut actions);
             }
-            sched.schedule(now, &mut actions);
-            apply(now, &mut actions, &mut heap, &mut start, &mut end);
-        },
+        }
+        apply(
+            now,
+            &mut actions,
+            &mut heap,
+            &known,
+            &mut start,
+            &mut end,
+            &mut decided,
+        );
     }
-    progress(n);
+    progress(known.len());
     let never = start.iter().filter(|s| **s == Time::MIN).count();
     if never > 0 {
         return Err(SimError::Stuck(never));
     }
-    let outcomes: Vec<Outcome> = workload
-        .jobs
+    let outcomes: Vec<Outcome> = known
         .iter()
         .enumerate()
         .map(|(k, sim)| Outcome {
@@ -221,8 +285,9 @@ pub fn simulate(
             end: end[k],
             procs: sim.job.procs,
             estimate: sim.job.estimate.as_secs(),
+            class: sim.job.cred.class.as_num(),
         })
         .collect();
-    let metrics = Metrics::compute(&outcomes, procs, workload);
+    let metrics = Metrics::compute(&outcomes, procs);
     Ok(SimOutput { outcomes, metrics })
 }

@@ -87,80 +87,127 @@ fn cred(r: &SwfRecord) -> Credentials {
     }
 }
 
-impl Workload {
-    /// Converts trace records for a machine of `procs` processors.
-    pub fn from_trace(trace: &Trace, procs: u32, semantics: Semantics) -> Workload {
-        let p = i64::from(procs);
-        let mut w = Workload::default();
-        let mut jobs = Vec::with_capacity(trace.records.len());
-        for (k, r) in trace.records.iter().enumerate() {
-            let converted = match semantics {
-                Semantics::Default => {
-                    let procs = if r.requested_procs > 0 {
-                        r.requested_procs
-                    } else {
-                        r.allocated_procs
-                    };
-                    if r.run_time <= 0 {
-                        w.skipped.no_runtime += 1;
-                        continue;
-                    }
-                    if procs <= 0 {
-                        w.skipped.no_procs += 1;
-                        continue;
-                    }
-                    if procs > p {
-                        w.skipped.too_large += 1;
-                        continue;
-                    }
-                    if r.submit < 0 {
-                        w.skipped.bad_submit += 1;
-                        continue;
-                    }
+/// Turns trace records into jobs one at a time, counting what it leaves out. Ids are given
+/// in the order records are converted, so a trace sorted by submission time can be
+/// simulated while it is still being read.
+#[derive(Clone, Debug)]
+pub struct Converter {
+    procs: i64,
+    semantics: Semantics,
+    next_id: u64,
+    /// What was left out so far.
+    pub skipped: Skipped,
+    /// Jobs whose runtime was cut to their estimate so far (default semantics).
+    pub cut_at_estimate: u64,
+}
+
+impl Converter {
+    /// For a machine of `procs` processors.
+    pub fn new(procs: u32, semantics: Semantics) -> Converter {
+        Converter {
+            procs: i64::from(procs),
+            semantics,
+            next_id: 0,
+            skipped: Skipped::default(),
+            cut_at_estimate: 0,
+        }
+    }
+
+    /// The job for record number `record`, or `None` when the semantics skips it.
+    pub fn convert(&mut self, r: &SwfRecord, record: usize) -> Option<SimJob> {
+        let p = self.procs;
+        let (submit, procs, estimate, runtime) = match self.semantics {
+            Semantics::Default => {
+                let procs = if r.requested_procs > 0 {
+                    r.requested_procs
+                } else {
+                    r.allocated_procs
+                };
+                let counter = if r.run_time <= 0 {
+                    &mut self.skipped.no_runtime
+                } else if procs <= 0 {
+                    &mut self.skipped.no_procs
+                } else if procs > p {
+                    &mut self.skipped.too_large
+                } else if r.submit < 0 {
+                    &mut self.skipped.bad_submit
+                } else {
                     let estimate = if r.requested_time > 0 {
                         r.requested_time
                     } else {
                         r.run_time
                     };
                     if r.run_time > estimate {
-                        w.cut_at_estimate += 1;
+                        self.cut_at_estimate += 1;
                     }
-                    (r.submit, procs, estimate, r.run_time.min(estimate))
+                    return Some(self.job(
+                        r,
+                        record,
+                        (r.submit, procs, estimate, r.run_time.min(estimate)),
+                    ));
+                };
+                *counter += 1;
+                return None;
+            }
+            Semantics::Pyss => {
+                if r.run_time <= 0 || r.allocated_procs <= 0 || r.submit < 0 {
+                    (r.submit.max(1), r.allocated_procs.clamp(1, p), 1, 1)
+                } else {
+                    (
+                        r.submit,
+                        r.allocated_procs.clamp(1, p),
+                        r.requested_time.max(r.run_time).max(1),
+                        r.requested_time.min(r.run_time).max(1),
+                    )
                 }
-                Semantics::Pyss => {
-                    if r.run_time <= 0 || r.allocated_procs <= 0 || r.submit < 0 {
-                        (r.submit.max(1), r.allocated_procs.clamp(1, p), 1, 1)
-                    } else {
-                        (
-                            r.submit,
-                            r.allocated_procs.clamp(1, p),
-                            r.requested_time.max(r.run_time).max(1),
-                            r.requested_time.min(r.run_time).max(1),
-                        )
-                    }
-                }
-            };
-            let (submit, procs, estimate, runtime) = converted;
-            jobs.push((submit, procs, estimate, runtime, k, r));
+            }
+        };
+        Some(self.job(r, record, (submit, procs, estimate, runtime)))
+    }
+
+    fn job(
+        &mut self,
+        r: &SwfRecord,
+        record: usize,
+        (submit, procs, estimate, runtime): (i64, i64, i64, i64),
+    ) -> SimJob {
+        let id = JobId(self.next_id);
+        self.next_id += 1;
+        SimJob {
+            job: Job::new(
+                id,
+                Time(submit),
+                u32::try_from(procs).expect("invariant: procs clamped to the machine"),
+                Dur(estimate),
+            )
+            .with_cred(cred(r)),
+            runtime: Dur(runtime),
+            trace_id: r.job_number,
+            record,
         }
-        jobs.sort_by_key(|j| j.0);
-        w.jobs = jobs
-            .into_iter()
+    }
+}
+
+impl Workload {
+    /// Converts trace records for a machine of `procs` processors, sorted by submission
+    /// (stable, so trace order breaks ties) and numbered in that order.
+    pub fn from_trace(trace: &Trace, procs: u32, semantics: Semantics) -> Workload {
+        let mut conv = Converter::new(procs, semantics);
+        let mut jobs: Vec<SimJob> = trace
+            .records
+            .iter()
             .enumerate()
-            .map(|(i, (submit, procs, estimate, runtime, k, r))| SimJob {
-                job: Job::new(
-                    JobId(i as u64),
-                    Time(submit),
-                    u32::try_from(procs).expect("invariant: procs clamped to the machine"),
-                    Dur(estimate),
-                )
-                .with_cred(cred(r)),
-                runtime: Dur(runtime),
-                trace_id: r.job_number,
-                record: k,
-            })
+            .filter_map(|(k, r)| conv.convert(r, k))
             .collect();
-        w
+        jobs.sort_by_key(|j| j.job.submit);
+        for (i, j) in jobs.iter_mut().enumerate() {
+            j.job.id = JobId(i as u64);
+        }
+        Workload {
+            jobs,
+            skipped: conv.skipped,
+            cut_at_estimate: conv.cut_at_estimate,
+        }
     }
 
     /// A seeded synthetic workload: Poisson arrivals at `load` (offered utilization) on

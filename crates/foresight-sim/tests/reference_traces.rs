@@ -158,6 +158,27 @@ fn ctc_sp2_matches_pyss() {
     ]);
 }
 
+/// Replaying a file while it is read (what `foresight sim run` does) gives the same schedule
+/// as reading it whole first.
+#[test]
+fn streaming_replay_matches_whole_reads() {
+    let Some(dir) = traces_dir() else { return };
+    let path = dir.join("SDSC-SP2-1998-4.2-cln.swf.gz");
+    for semantics in [Semantics::Pyss, Semantics::Default] {
+        let policy = Policy::easy();
+        let streamed =
+            foresight_sim::replay::replay(&path, None, false, &policy, semantics, &mut |_| {})
+                .expect("replay runs");
+        let trace = Trace::read(&path, false).expect("trace reads");
+        let w = Workload::from_trace(&trace, 128, semantics);
+        let whole = simulate(&w, 128, &policy, semantics, &mut |_| {}).expect("simulation runs");
+        assert_eq!(streamed.procs, 128);
+        assert_eq!(streamed.output.outcomes, whole.outcomes);
+        assert_eq!(streamed.output.metrics, whole.metrics);
+        assert_eq!(streamed.trace.records.len(), trace.records.len());
+    }
+}
+
 /// Every trace of the archive set reads without a malformed line, and every policy runs it
 /// to the end in default semantics (every accepted job reaches a final state).
 #[test]

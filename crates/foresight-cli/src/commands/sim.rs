@@ -5,6 +5,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
 use foresight_core::Policy;
 use foresight_sim::output::{write_csv, write_swf};
+use foresight_sim::replay::replay;
 use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -155,21 +156,36 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         SemanticsOpt::Pyss => Semantics::Pyss,
     };
     let started = Instant::now();
-    let (trace, procs, workload, source) = match &opts.trace {
+    // The bar appears only on a terminal and only once the run proves long.
+    let on_terminal = std::io::stderr().is_terminal();
+    let mut bar: Option<ProgressBar> = None;
+    let mut progress = |n: usize| {
+        if !on_terminal || n < 20_000 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new_spinner();
+            b.set_style(
+                ProgressStyle::with_template("{spinner} simulated {pos} jobs ({per_sec})")
+                    .expect("invariant: the template is valid"),
+            );
+            b
+        });
+        b.set_position(n as u64);
+    };
+    let (trace, procs, out, source) = match &opts.trace {
         Some(path) => {
-            let trace = Trace::read(path, opts.lenient)?;
-            let procs = match opts.procs.or(trace.header.machine_size()) {
-                Some(p) => p,
-                None => bail!(
-                    "{}: the header has neither MaxProcs nor MaxNodes; give --procs",
-                    path.display()
-                ),
-            };
-            if procs == 0 {
-                bail!("--procs must be at least 1");
-            }
-            let workload = Workload::from_trace(&trace, procs, semantics);
-            (Some(trace), procs, workload, path.display().to_string())
+            let source = path.display().to_string();
+            let run = replay(
+                path,
+                opts.procs,
+                opts.lenient,
+                &policy,
+                semantics,
+                &mut progress,
+            )
+            .with_context(|| format!("simulating {source}"))?;
+            (Some(run.trace), run.procs, run.output, source)
         }
         None => {
             let procs = opts.procs.unwrap_or(256);
@@ -181,26 +197,11 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "synthetic: {} jobs, load {}, seed {}",
                 opts.jobs, opts.load, opts.seed
             );
-            (None, procs, w, name)
+            let out = simulate(&w, procs, &policy, semantics, &mut progress)
+                .with_context(|| format!("simulating {name}"))?;
+            (None, procs, out, name)
         }
     };
-    let read_elapsed = started.elapsed();
-    let total = workload.jobs.len();
-    let bar = (std::io::stderr().is_terminal() && total >= 20_000).then(|| {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} simulating {pos}/{len} jobs {wide_bar} {eta}")
-                .expect("invariant: the template is valid"),
-        );
-        bar
-    });
-    let mut progress = |n: usize| {
-        if let Some(b) = &bar {
-            b.set_position(n as u64);
-        }
-    };
-    let out = simulate(&workload, procs, &policy, semantics, &mut progress)
-        .with_context(|| format!("simulating {source}"))?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -232,7 +233,6 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "utilization": m.utilization,
                 "makespan": m.makespan,
                 "by_class": m.by_class,
-                "read_seconds": read_elapsed.as_secs_f64(),
                 "elapsed_seconds": elapsed.as_secs_f64(),
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
