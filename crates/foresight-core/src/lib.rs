@@ -13,6 +13,8 @@
 //! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
 //!   and backfill choice; [`priority`]: Maui-style multi-factor priority and fairshare.
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
+//! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
+//!   earliest start / finish / minimum cost).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -26,6 +28,7 @@ pub mod profile;
 mod queue;
 pub mod reservation;
 pub mod scheduler;
+pub mod select;
 pub mod time;
 
 pub use error::{CoreError, Result};

@@ -1,0 +1,936 @@
+//! Slot selection for the lookahead grid planner (seed 000 §5.1): given a plan of slots —
+//! `(processor, start, end, cost)` pieces of free or cheap-enough time on many processors of
+//! many clusters — find `procs` slots that share a window of the job's length, by a criterion
+//! (earliest start, earliest finish on heterogeneous processors, minimum cost).
+//!
+//! # The linear walk
+//! Adjacent suitable slots of one processor are merged into *runs*. Runs are visited in order
+//! of their usable start (list A; a cluster's slots become usable only after the job's input
+//! is staged there) while a second pointer moves through runs in order of end (list B). For a
+//! candidate start `t0` with end `t1 = t0 + T`, a run visited in A is *counted* when it lasts
+//! until `t1`; every counted run that B passes because it ends before `t1` is un-counted.
+//! Hence `M` = number of suitable runs covering `[t0, t1)`, and the first `t0` with `M ≥ P`
+//! is the earliest start. (The seed's pseudo-code also un-counts runs that were never counted;
+//! the `counted` flags avoid that.) Both lists come pre-sorted from the plan, so the walk is
+//! linear in the number of slots (times the number of clusters' merge, a small constant).
+//!
+//! # Choosing
+//! Among the runs covering `[t0, t1)` the `P` cheapest are taken (cost of the part used),
+//! ties to the faster processor, then to the lower processor index; the job runs for its
+//! estimate divided by the slowest chosen speed, rounded up to a whole second.
+
+use crate::time::{Dur, Time};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use thiserror::Error;
+
+/// A processor the plan can place work on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Processor {
+    /// Unique name, e.g. `c1/p0`.
+    pub id: String,
+    /// The cluster it belongs to.
+    pub cluster: String,
+    /// Speed relative to the reference processor (1.0).
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Memory, MB.
+    #[serde(default)]
+    pub memory_mb: u64,
+    /// Features (architecture, OS, installed software, …).
+    #[serde(default)]
+    pub features: BTreeSet<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A piece of time on one processor that a global job may take, at a price per
+/// processor-second.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slot {
+    /// Index of the processor in the plan.
+    pub processor: u32,
+    /// First second.
+    pub start: Time,
+    /// First second after.
+    pub end: Time,
+    /// Price per processor-second.
+    pub cost: f64,
+}
+
+/// What a plan refuses to be built from.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum PlanError {
+    /// Two processors share a name.
+    #[error("processor {0:?} is listed twice")]
+    DuplicateProcessor(String),
+    /// A processor's speed is not a positive number.
+    #[error("processor {id:?}: speed must be positive, got {speed}")]
+    BadSpeed {
+        /// The processor.
+        id: String,
+        /// Its speed.
+        speed: f64,
+    },
+    /// A slot names no known processor.
+    #[error("slot {index}: unknown processor {processor:?}")]
+    UnknownProcessor {
+        /// Position of the slot in the input.
+        index: usize,
+        /// The name it gave.
+        processor: String,
+    },
+    /// A slot ends before it starts.
+    #[error("slot {index}: end {end} is not after start {start}")]
+    EmptySlot {
+        /// Position of the slot in the input.
+        index: usize,
+        /// Its start.
+        start: Time,
+        /// Its end.
+        end: Time,
+    },
+    /// A slot's cost is negative or not a number.
+    #[error("slot {index}: cost must be a non-negative number, got {cost}")]
+    BadCost {
+        /// Position of the slot in the input.
+        index: usize,
+        /// Its cost.
+        cost: f64,
+    },
+    /// Two slots of one processor overlap.
+    #[error(
+        "processor {processor:?}: slots [{a_start}, {a_end}) and [{b_start}, {b_end}) overlap"
+    )]
+    Overlap {
+        /// The processor.
+        processor: String,
+        /// First slot's start.
+        a_start: Time,
+        /// First slot's end.
+        a_end: Time,
+        /// Second slot's start.
+        b_start: Time,
+        /// Second slot's end.
+        b_end: Time,
+    },
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Slots of many processors of many clusters, indexed for linear selection.
+#[derive(Clone, Debug)]
+pub struct SlotPlan {
+    processors: Vec<Processor>,
+    clusters: Vec<String>,
+    /// Cluster index of each processor.
+    cluster_of: Vec<u32>,
+    slots: Vec<Slot>,
+    /// The next slot of the same processor in time, or `NONE`.
+    next: Vec<u32>,
+    /// The previous slot of the same processor in time, or `NONE`.
+    prev: Vec<u32>,
+    /// Per cluster, its slots by start (ties by end, then index).
+    by_start: Vec<Vec<u32>>,
+    /// All slots by end (ties by start, then index).
+    by_end: Vec<u32>,
+}
+
+/// The job's view of a selection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// Start as early as possible.
+    EarliestStart,
+    /// Finish as early as possible (faster processors may start later yet end sooner).
+    EarliestFinish,
+    /// Pay as little as possible, starting no later than the deadline.
+    MinCost,
+}
+
+/// What a global job asks of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlotRequest {
+    /// Processors at once.
+    pub procs: u32,
+    /// Runtime on reference processors (speed 1.0), seconds.
+    pub walltime: Dur,
+    /// The most the job pays per processor-second; dearer slots are unsuitable.
+    pub max_price: f64,
+    /// Memory each processor must have, MB.
+    #[serde(default)]
+    pub min_memory_mb: u64,
+    /// Features each processor must have.
+    #[serde(default)]
+    pub features: BTreeSet<String>,
+    /// What "best" means.
+    pub criterion: Criterion,
+    /// No start before this.
+    #[serde(default)]
+    pub not_before: Time,
+    /// For [`Criterion::MinCost`]: the latest acceptable start (none: any).
+    #[serde(default)]
+    pub deadline: Option<Time>,
+    /// May the job span several clusters (one synchronous start)?
+    #[serde(default = "yes")]
+    pub co_allocate: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One used part of a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsedSlot {
+    /// Processor index in the plan.
+    pub processor: u32,
+    /// Start of the used part.
+    pub start: Time,
+    /// End of the used part.
+    pub end: Time,
+    /// Price per processor-second of the slot it was cut from.
+    pub cost: f64,
+}
+
+/// The slots chosen for a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The synchronous start.
+    pub start: Time,
+    /// When the job ends (estimate over the slowest chosen speed).
+    pub end: Time,
+    /// Total charge: Σ cost × seconds used.
+    pub cost: f64,
+    /// Processors chosen, in the order chosen.
+    pub processors: Vec<u32>,
+    /// The used parts of slots, per processor in time order.
+    pub slots: Vec<UsedSlot>,
+}
+
+/// Why nothing fits.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("{reason}")]
+pub struct NoFit {
+    /// For people.
+    pub reason: String,
+}
+
+/// Staging delay per cluster (by cluster index); `None` means unreachable.
+pub type Staging = Vec<Option<Dur>>;
+
+/// A run of adjacent suitable slots of one processor.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    processor: u32,
+    /// First piece (slot index).
+    first: u32,
+    /// Usable start: the first piece's start, no earlier than the cluster's availability.
+    start: Time,
+    end: Time,
+}
+
+/// Per-call scratch, reused across levels.
+struct Walk {
+    runs: Vec<Run>,
+    /// Run index of each slot, or NONE if the slot is unsuitable or unusable.
+    run_of: Vec<u32>,
+}
+
+impl SlotPlan {
+    /// Builds a plan; slots name processors by `id`.
+    pub fn new(
+        processors: Vec<Processor>,
+        slots: impl IntoIterator<Item = (String, Time, Time, f64)>,
+    ) -> Result<SlotPlan, PlanError> {
+        let mut index = std::collections::HashMap::new();
+        let mut clusters: Vec<String> = Vec::new();
+        let mut cluster_of = Vec::with_capacity(processors.len());
+        for (i, p) in processors.iter().enumerate() {
+            if index.insert(p.id.clone(), i as u32).is_some() {
+                return Err(PlanError::DuplicateProcessor(p.id.clone()));
+            }
+            if !(p.speed > 0.0 && p.speed.is_finite()) {
+                return Err(PlanError::BadSpeed {
+                    id: p.id.clone(),
+                    speed: p.speed,
+                });
+            }
+            let c = match clusters.iter().position(|c| *c == p.cluster) {
+                Some(c) => c,
+                None => {
+                    clusters.push(p.cluster.clone());
+                    clusters.len() - 1
+                }
+            };
+            cluster_of.push(c as u32);
+        }
+        let mut list = Vec::new();
+        for (k, (name, start, end, cost)) in slots.into_iter().enumerate() {
+            let Some(&processor) = index.get(&name) else {
+                return Err(PlanError::UnknownProcessor {
+                    index: k,
+                    processor: name,
+                });
+            };
+            if end <= start {
+                return Err(PlanError::EmptySlot {
+                    index: k,
+                    start,
+                    end,
+                });
+            }
+            if !(cost >= 0.0 && cost.is_finite()) {
+                return Err(PlanError::BadCost { index: k, cost });
+            }
+            list.push(Slot {
+                processor,
+                start,
+                end,
+                cost,
+            });
+        }
+        Self::from_slots(processors, clusters, cluster_of, list)
+    }
+
+    fn from_slots(
+        processors: Vec<Processor>,
+        clusters: Vec<String>,
+        cluster_of: Vec<u32>,
+        mut slots: Vec<Slot>,
+    ) -> Result<SlotPlan, PlanError> {
+        // Processor-major time order gives the chains; then the two global orders.
+        slots.sort_by_key(|s| (s.processor, s.start));
+        let n = slots.len();
+        let mut next = vec![NONE; n];
+        let mut prev = vec![NONE; n];
+        for i in 1..n {
+            let (a, b) = (slots[i - 1], slots[i]);
+            if a.processor == b.processor {
+                if b.start < a.end {
+                    return Err(PlanError::Overlap {
+                        processor: processors[a.processor as usize].id.clone(),
+                        a_start: a.start,
+                        a_end: a.end,
+                        b_start: b.start,
+                        b_end: b.end,
+                    });
+                }
+                next[i - 1] = i as u32;
+                prev[i] = (i - 1) as u32;
+            }
+        }
+        let mut by_start = vec![Vec::new(); clusters.len()];
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&i| (slots[i as usize].start, slots[i as usize].end, i));
+        for &i in &order {
+            by_start[cluster_of[slots[i as usize].processor as usize] as usize].push(i);
+        }
+        order.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start, i));
+        Ok(SlotPlan {
+            processors,
+            clusters,
+            cluster_of,
+            slots,
+            next,
+            prev,
+            by_start,
+            by_end: order,
+        })
+    }
+
+    /// The processors, by index.
+    pub fn processors(&self) -> &[Processor] {
+        &self.processors
+    }
+
+    /// The cluster names, by index.
+    pub fn clusters(&self) -> &[String] {
+        &self.clusters
+    }
+
+    /// The cluster index of a cluster name.
+    pub fn cluster_index(&self, name: &str) -> Option<usize> {
+        self.clusters.iter().position(|c| c == name)
+    }
+
+    /// The slots, processor-major in time order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// Selects slots for `req`. `staging[c]` delays cluster `c`'s slots by the time to stage
+    /// the job's input there (`None`: the cluster cannot be used); a missing entry is 0.
+    pub fn select(&self, req: &SlotRequest, staging: &[Option<Dur>]) -> Result<Selection, NoFit> {
+        if req.procs == 0 {
+            return Err(NoFit {
+                reason: "the job asks for no processors".into(),
+            });
+        }
+        if req.walltime.as_secs() <= 0 {
+            return Err(NoFit {
+                reason: "the walltime must be positive".into(),
+            });
+        }
+        let suitable_proc: Vec<bool> = self
+            .processors
+            .iter()
+            .map(|p| p.memory_mb >= req.min_memory_mb && req.features.is_subset(&p.features))
+            .collect();
+        let capable = suitable_proc.iter().filter(|s| **s).count();
+        if capable < req.procs as usize {
+            return Err(NoFit {
+                reason: format!(
+                    "only {capable} processors meet the memory and feature requirements, {} needed",
+                    req.procs
+                ),
+            });
+        }
+        let avail: Vec<Option<Time>> = (0..self.clusters.len())
+            .map(|c| match staging.get(c) {
+                Some(None) => None,
+                Some(Some(d)) => Some(req.not_before + *d),
+                None => Some(req.not_before),
+            })
+            .collect();
+        // Speed levels, fastest first.
+        let mut levels: Vec<f64> = self
+            .processors
+            .iter()
+            .zip(&suitable_proc)
+            .filter(|(_, ok)| **ok)
+            .map(|(p, _)| p.speed)
+            .collect();
+        levels.sort_by(|a, b| b.total_cmp(a));
+        levels.dedup();
+        // Without co-allocation, each cluster is a world of its own.
+        let masks: Vec<Option<usize>> = if req.co_allocate || self.clusters.len() <= 1 {
+            vec![None]
+        } else {
+            (0..self.clusters.len()).map(Some).collect()
+        };
+        let mut best: Option<(Key, Selection)> = None;
+        let mut walk = Walk {
+            runs: Vec::new(),
+            run_of: vec![NONE; self.slots.len()],
+        };
+        for only in &masks {
+            for &speed in &levels {
+                let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
+                self.build_runs(req, &suitable_proc, &avail, *only, speed, &mut walk);
+                let found = match req.criterion {
+                    Criterion::MinCost => self.cheapest(req, dur, &walk),
+                    _ => self.earliest(req, dur, &walk),
+                };
+                let Some(sel) = found else { continue };
+                let key = match req.criterion {
+                    Criterion::EarliestStart => {
+                        Key(sel.start.secs() as f64, sel.end.secs() as f64, sel.cost)
+                    }
+                    Criterion::EarliestFinish => {
+                        Key(sel.end.secs() as f64, sel.start.secs() as f64, sel.cost)
+                    }
+                    Criterion::MinCost => {
+                        Key(sel.cost, sel.start.secs() as f64, sel.end.secs() as f64)
+                    }
+                };
+                if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                    best = Some((key, sel));
+                }
+            }
+        }
+        best.map(|(_, s)| s).ok_or_else(|| NoFit {
+            reason: self.why_not(req, &suitable_proc, &avail),
+        })
+    }
+
+    fn why_not(&self, req: &SlotRequest, suitable_proc: &[bool], avail: &[Option<Time>]) -> String {
+        let priced = self
+            .slots
+            .iter()
+            .filter(|s| suitable_proc[s.processor as usize] && s.cost <= req.max_price)
+            .count();
+        if priced == 0 {
+            return format!(
+                "no slot of a suitable processor costs at most {} per processor-second",
+                req.max_price
+            );
+        }
+        if avail.iter().all(Option::is_none) {
+            return "no cluster is reachable for staging".into();
+        }
+        let deadline = match (&req.criterion, req.deadline) {
+            (Criterion::MinCost, Some(d)) => format!(" starting by {d}"),
+            _ => String::new(),
+        };
+        format!(
+            "no window of {} s{deadline} has {} suitable processors free together{}",
+            req.walltime.as_secs(),
+            req.procs,
+            if req.co_allocate {
+                ""
+            } else {
+                " in one cluster"
+            }
+        )
+    }
+
+    /// Groups suitable slots into runs for one level (processors at least `min_speed` fast,
+    /// of cluster `only` if given).
+    fn build_runs(
+        &self,
+        req: &SlotRequest,
+        suitable_proc: &[bool],
+        avail: &[Option<Time>],
+        only: Option<usize>,
+        min_speed: f64,
+        walk: &mut Walk,
+    ) {
+        walk.runs.clear();
+        walk.run_of.iter_mut().for_each(|r| *r = NONE);
+        let usable = |i: usize| {
+            let s = &self.slots[i];
+            let p = s.processor as usize;
+            let c = self.cluster_of[p] as usize;
+            suitable_proc[p]
+                && self.processors[p].speed >= min_speed
+                && s.cost <= req.max_price
+                && only.is_none_or(|o| o == c)
+                && avail[c].is_some()
+        };
+        for i in 0..self.slots.len() {
+            if !usable(i) {
+                continue;
+            }
+            let p = self.prev[i];
+            let continues = p != NONE
+                && usable(p as usize)
+                && self.slots[p as usize].end == self.slots[i].start;
+            if continues {
+                let r = walk.run_of[p as usize];
+                walk.run_of[i] = r;
+                walk.runs[r as usize].end = self.slots[i].end;
+            } else {
+                let s = &self.slots[i];
+                let c = self.cluster_of[s.processor as usize] as usize;
+                let from = avail[c].expect("invariant: usable slots are reachable");
+                walk.run_of[i] = walk.runs.len() as u32;
+                walk.runs.push(Run {
+                    processor: s.processor,
+                    first: i as u32,
+                    start: s.start.max(from),
+                    end: s.end,
+                });
+            }
+        }
+    }
+
+    /// Runs in order of usable start: a merge of the clusters' start-sorted lists, keeping
+    /// each run's first piece.
+    fn runs_by_start<'a>(&'a self, walk: &'a Walk) -> impl Iterator<Item = u32> + 'a {
+        let mut heads: BinaryHeap<Reverse<(Time, usize, usize)>> = BinaryHeap::new();
+        let mut pos = vec![0usize; self.by_start.len()];
+        let next_head = move |c: usize, pos: &mut [usize]| -> Option<(Time, u32)> {
+            let list = &self.by_start[c];
+            while pos[c] < list.len() {
+                let i = list[pos[c]] as usize;
+                pos[c] += 1;
+                let r = walk.run_of[i];
+                if r != NONE && walk.runs[r as usize].first == i as u32 {
+                    return Some((walk.runs[r as usize].start, r));
+                }
+            }
+            None
+        };
+        for c in 0..self.by_start.len() {
+            if let Some((t, r)) = next_head(c, &mut pos) {
+                heads.push(Reverse((t, c, r as usize)));
+            }
+        }
+        std::iter::from_fn(move || {
+            let Reverse((_, c, r)) = heads.pop()?;
+            if let Some((t, r2)) = next_head(c, &mut pos) {
+                heads.push(Reverse((t, c, r2 as usize)));
+            }
+            Some(r as u32)
+        })
+    }
+
+    /// Runs in order of end: the global end-sorted list, keeping each run's last piece.
+    fn runs_by_end<'a>(&'a self, walk: &'a Walk) -> impl Iterator<Item = u32> + 'a {
+        self.by_end.iter().filter_map(move |&i| {
+            let r = walk.run_of[i as usize];
+            if r == NONE {
+                return None;
+            }
+            let n = self.next[i as usize];
+            let last = n == NONE || walk.run_of[n as usize] != r;
+            last.then_some(r)
+        })
+    }
+
+    /// The earliest window for this level, and its cheapest choice.
+    fn earliest(&self, req: &SlotRequest, dur: Dur, walk: &Walk) -> Option<Selection> {
+        let mut windows = Windows::new(self, walk, dur, Vec::new());
+        let t0 = windows.next_feasible(req.procs as usize, None)?;
+        self.choose(req, dur, walk, t0, windows.counted_runs())
+    }
+
+    /// The cheapest window starting by the deadline, for this level.
+    fn cheapest(&self, req: &SlotRequest, dur: Dur, walk: &Walk) -> Option<Selection> {
+        // The charge changes only where a window edge crosses a slot boundary, so besides
+        // run starts the candidates are every slot start and every slot end minus the length.
+        let mut extra = Vec::new();
+        for (i, &r) in walk.run_of.iter().enumerate() {
+            if r == NONE {
+                continue;
+            }
+            let from = walk.runs[r as usize].start;
+            let s = &self.slots[i];
+            extra.push(s.start.max(from));
+            let back = s.end - dur;
+            if back >= from {
+                extra.push(back);
+            }
+        }
+        extra.sort_unstable();
+        extra.dedup();
+        let mut windows = Windows::new(self, walk, dur, extra);
+        let mut best: Option<Selection> = None;
+        while let Some(t0) = windows.next_feasible(req.procs as usize, req.deadline) {
+            if let Some(sel) = self.choose(req, dur, walk, t0, windows.counted_runs()) {
+                if best.as_ref().is_none_or(|b| sel.cost < b.cost) {
+                    best = Some(sel);
+                }
+            }
+        }
+        best
+    }
+
+    /// Cost of using run `r` on `[t0, t1)`, and the pieces used.
+    fn run_cost(
+        &self,
+        walk: &Walk,
+        r: u32,
+        t0: Time,
+        t1: Time,
+        pieces: Option<&mut Vec<UsedSlot>>,
+    ) -> f64 {
+        let mut cost = 0.0;
+        let mut i = walk.runs[r as usize].first;
+        let mut out = pieces;
+        while i != NONE && walk.run_of[i as usize] == r {
+            let s = self.slots[i as usize];
+            let (a, b) = (s.start.max(t0), s.end.min(t1));
+            if a < b {
+                cost += s.cost * (b - a).as_secs() as f64;
+                if let Some(out) = out.as_deref_mut() {
+                    out.push(UsedSlot {
+                        processor: s.processor,
+                        start: a,
+                        end: b,
+                        cost: s.cost,
+                    });
+                }
+            }
+            if s.end >= t1 {
+                break;
+            }
+            i = self.next[i as usize];
+        }
+        cost
+    }
+
+    /// Picks `procs` of the covering runs: cheapest first, then faster, then lower index.
+    fn choose(
+        &self,
+        req: &SlotRequest,
+        dur: Dur,
+        walk: &Walk,
+        t0: Time,
+        covering: &[u32],
+    ) -> Option<Selection> {
+        let t1 = t0 + dur;
+        let mut ranked: Vec<(f64, f64, u32, u32)> = covering
+            .iter()
+            .map(|&r| {
+                let p = walk.runs[r as usize].processor;
+                (
+                    self.run_cost(walk, r, t0, t1, None),
+                    -self.processors[p as usize].speed,
+                    p,
+                    r,
+                )
+            })
+            .collect();
+        if ranked.len() < req.procs as usize {
+            return None;
+        }
+        ranked.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+        });
+        ranked.truncate(req.procs as usize);
+        let slowest = ranked.iter().map(|x| -x.1).fold(f64::INFINITY, f64::min);
+        let end = t0 + Dur((req.walltime.as_secs() as f64 / slowest).ceil() as i64);
+        let mut slots = Vec::new();
+        let mut cost = 0.0;
+        let mut processors = Vec::with_capacity(ranked.len());
+        for &(_, _, p, r) in &ranked {
+            cost += self.run_cost(walk, r, t0, end, Some(&mut slots));
+            processors.push(p);
+        }
+        Some(Selection {
+            start: t0,
+            end,
+            cost,
+            processors,
+            slots,
+        })
+    }
+}
+
+/// Candidate windows of one length, in order of start, with the runs covering each.
+struct Windows<'a> {
+    walk: &'a Walk,
+    dur: Dur,
+    by_start: std::iter::Peekable<Box<dyn Iterator<Item = u32> + 'a>>,
+    by_end: std::iter::Peekable<Box<dyn Iterator<Item = u32> + 'a>>,
+    /// Position in `counted_list` of each counted run, or NONE.
+    slot_in_list: Vec<u32>,
+    counted_list: Vec<u32>,
+    /// Further candidate starts, sorted, besides run starts.
+    extra: Vec<Time>,
+    next_extra: usize,
+}
+
+impl<'a> Windows<'a> {
+    fn new(plan: &'a SlotPlan, walk: &'a Walk, dur: Dur, extra: Vec<Time>) -> Windows<'a> {
+        let a: Box<dyn Iterator<Item = u32> + 'a> = Box::new(plan.runs_by_start(walk));
+        let b: Box<dyn Iterator<Item = u32> + 'a> = Box::new(plan.runs_by_end(walk));
+        Windows {
+            walk,
+            dur,
+            by_start: a.peekable(),
+            by_end: b.peekable(),
+            slot_in_list: vec![NONE; walk.runs.len()],
+            counted_list: Vec::new(),
+            extra,
+            next_extra: 0,
+        }
+    }
+
+    fn uncount(&mut self, r: u32) {
+        let k = self.slot_in_list[r as usize];
+        if k == NONE {
+            return;
+        }
+        self.counted_list.swap_remove(k as usize);
+        if let Some(&moved) = self.counted_list.get(k as usize) {
+            self.slot_in_list[moved as usize] = k;
+        }
+        self.slot_in_list[r as usize] = NONE;
+    }
+
+    /// Advances to the next candidate start with at least `need` covering runs (no later
+    /// than `deadline`), or `None`.
+    fn next_feasible(&mut self, need: usize, deadline: Option<Time>) -> Option<Time> {
+        let runs = &self.walk.runs;
+        loop {
+            let run_start = self.by_start.peek().map(|&r| runs[r as usize].start);
+            let extra = self.extra.get(self.next_extra).copied();
+            let t0 = match (run_start, extra) {
+                (None, None) => return None,
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+            };
+            while self.extra.get(self.next_extra).is_some_and(|t| *t <= t0) {
+                self.next_extra += 1;
+            }
+            if deadline.is_some_and(|d| t0 > d) {
+                return None;
+            }
+            let t1 = t0 + self.dur;
+            // Every run starting by t0 joins before the count is read.
+            while let Some(&r) = self.by_start.peek() {
+                let run = runs[r as usize];
+                if run.start > t0 {
+                    break;
+                }
+                self.by_start.next();
+                if run.end >= t1 {
+                    self.slot_in_list[r as usize] = self.counted_list.len() as u32;
+                    self.counted_list.push(r);
+                }
+            }
+            // Runs ending before t1 no longer cover the window.
+            while let Some(&r) = self.by_end.peek() {
+                if runs[r as usize].end >= t1 {
+                    break;
+                }
+                self.by_end.next();
+                self.uncount(r);
+            }
+            if self.counted_list.len() >= need {
+                return Some(t0);
+            }
+        }
+    }
+
+    fn counted_runs(&self) -> &[u32] {
+        &self.counted_list
+    }
+}
+
+/// Lexicographic comparison key of a selection under a criterion.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+struct Key(f64, f64, f64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn procs(spec: &[(&str, &str, f64)]) -> Vec<Processor> {
+        spec.iter()
+            .map(|(id, cluster, speed)| Processor {
+                id: id.to_string(),
+                cluster: cluster.to_string(),
+                speed: *speed,
+                memory_mb: 0,
+                features: BTreeSet::new(),
+            })
+            .collect()
+    }
+
+    fn slot(p: &str, start: i64, end: i64, cost: f64) -> (String, Time, Time, f64) {
+        (p.to_string(), Time(start), Time(end), cost)
+    }
+
+    fn req(procs: u32, walltime: i64, criterion: Criterion) -> SlotRequest {
+        SlotRequest {
+            procs,
+            walltime: Dur(walltime),
+            max_price: 10.0,
+            min_memory_mb: 0,
+            features: BTreeSet::new(),
+            criterion,
+            not_before: Time(0),
+            deadline: None,
+            co_allocate: true,
+        }
+    }
+
+    /// ```text
+    /// a: [0 ---- 50)[50 ------ 200)     (two adjacent slots: one run)
+    /// b:      [30 ------------ 200)
+    /// c: [0 - 40)      [100 -- 200)
+    /// ```
+    /// Two processors for 100 s: at 0 only a; at 30 a and b cover [30, 130).
+    #[test]
+    fn earliest_start_merges_adjacent_slots() {
+        let plan = SlotPlan::new(
+            procs(&[("a", "x", 1.0), ("b", "x", 1.0), ("c", "x", 1.0)]),
+            [
+                slot("a", 0, 50, 1.0),
+                slot("a", 50, 200, 2.0),
+                slot("b", 30, 200, 1.0),
+                slot("c", 0, 40, 1.0),
+                slot("c", 100, 200, 1.0),
+            ],
+        )
+        .unwrap();
+        let sel = plan
+            .select(&req(2, 100, Criterion::EarliestStart), &[])
+            .unwrap();
+        assert_eq!((sel.start, sel.end), (Time(30), Time(130)));
+        // a costs 20×1 + 80×2 = 180, b costs 100.
+        assert_eq!(sel.cost, 280.0);
+        assert_eq!(sel.processors, vec![1, 0]);
+        assert_eq!(sel.slots.len(), 3);
+    }
+
+    #[test]
+    fn earliest_finish_prefers_fast_processors_that_start_later() {
+        // Two slow processors free at 0, two fast (speed 2) free at 40; 100 s of work.
+        let plan = SlotPlan::new(
+            procs(&[
+                ("s1", "x", 1.0),
+                ("s2", "x", 1.0),
+                ("f1", "y", 2.0),
+                ("f2", "y", 2.0),
+            ]),
+            [
+                slot("s1", 0, 1000, 1.0),
+                slot("s2", 0, 1000, 1.0),
+                slot("f1", 40, 1000, 1.0),
+                slot("f2", 40, 1000, 1.0),
+            ],
+        )
+        .unwrap();
+        let start = plan
+            .select(&req(2, 100, Criterion::EarliestStart), &[])
+            .unwrap();
+        assert_eq!((start.start, start.end), (Time(0), Time(100)));
+        let finish = plan
+            .select(&req(2, 100, Criterion::EarliestFinish), &[])
+            .unwrap();
+        assert_eq!((finish.start, finish.end), (Time(40), Time(90)));
+    }
+
+    #[test]
+    fn co_allocation_waits_for_staging_and_can_be_forbidden() {
+        let plan = SlotPlan::new(
+            procs(&[("a", "c1", 1.0), ("b", "c2", 1.0)]),
+            [slot("a", 0, 1000, 1.0), slot("b", 0, 1000, 1.0)],
+        )
+        .unwrap();
+        let staging = vec![Some(Dur(0)), Some(Dur(30))];
+        let sel = plan
+            .select(&req(2, 100, Criterion::EarliestStart), &staging)
+            .unwrap();
+        assert_eq!(sel.start, Time(30));
+        let mut alone = req(2, 100, Criterion::EarliestStart);
+        alone.co_allocate = false;
+        let err = plan.select(&alone, &staging).unwrap_err();
+        assert!(err.reason.contains("in one cluster"), "{}", err.reason);
+    }
+
+    #[test]
+    fn min_cost_trades_time_for_money_within_the_deadline() {
+        // Dear now, cheap later.
+        let plan = SlotPlan::new(
+            procs(&[("a", "x", 1.0)]),
+            [slot("a", 0, 100, 5.0), slot("a", 100, 300, 1.0)],
+        )
+        .unwrap();
+        let mut r = req(1, 100, Criterion::MinCost);
+        let sel = plan.select(&r, &[]).unwrap();
+        assert_eq!((sel.start, sel.cost), (Time(100), 100.0));
+        r.deadline = Some(Time(50));
+        let sel = plan.select(&r, &[]).unwrap();
+        assert_eq!((sel.start, sel.cost), (Time(0), 500.0));
+        r.max_price = 2.0;
+        r.deadline = None;
+        assert_eq!(plan.select(&r, &[]).unwrap().start, Time(100));
+        r.max_price = 0.5;
+        let err = plan.select(&r, &[]).unwrap_err();
+        assert!(err.reason.contains("costs at most 0.5"), "{}", err.reason);
+    }
+
+    #[test]
+    fn bad_plans_are_refused() {
+        let p = procs(&[("a", "x", 1.0)]);
+        let err =
+            SlotPlan::new(p.clone(), [slot("a", 0, 10, 1.0), slot("a", 5, 20, 1.0)]).unwrap_err();
+        assert!(matches!(err, PlanError::Overlap { .. }));
+        let err = SlotPlan::new(p.clone(), [slot("z", 0, 10, 1.0)]).unwrap_err();
+        assert_eq!(err.to_string(), "slot 0: unknown processor \"z\"");
+        let err = SlotPlan::new(p, [slot("a", 10, 10, 1.0)]).unwrap_err();
+        assert!(matches!(err, PlanError::EmptySlot { .. }));
+    }
+}
