@@ -1,4 +1,5 @@
-//! `foresight`: the one binary. Today it runs trace simulations (`foresight sim run`).
+//! `foresight`: the one binary: trace simulations (`foresight sim run`) and slot selection
+//! (`foresight plan select`).
 #![forbid(unsafe_code)]
 
 mod commands;
@@ -21,6 +22,11 @@ enum Command {
         #[command(subcommand)]
         command: commands::sim::SimCommand,
     },
+    /// Inspect the grid planner: choose slots for a request in a given plan.
+    Plan {
+        #[command(subcommand)]
+        command: commands::plan::PlanCommand,
+    },
     /// Print shell completions.
     Completion {
         /// The shell.
@@ -31,7 +37,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Sim { command } => commands::sim::run(command),
+        Command::Sim { command } => commands::sim::run(command).map(|()| ExitCode::SUCCESS),
+        Command::Plan { command } => commands::plan::run(command),
         Command::Completion { shell } => {
             clap_complete::generate(
                 shell,
@@ -39,14 +46,18 @@ fn main() -> ExitCode {
                 "foresight",
                 &mut std::io::stdout(),
             );
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<commands::plan::BadInput>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

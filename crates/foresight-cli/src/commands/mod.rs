@@ -1,2 +1,3 @@
 //! One module per noun.
+pub mod plan;
 pub mod sim;

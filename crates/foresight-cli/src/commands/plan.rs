@@ -1,0 +1,177 @@
+//! `foresight plan …`: the grid planner's slot selection, for inspection and independent
+//! checking.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use foresight_core::select::{Processor, SlotPlan, SlotRequest};
+use foresight_core::{Dur, Time};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Plan commands.
+#[derive(Subcommand)]
+pub enum PlanCommand {
+    /// Choose slots for one request in a plan given as JSON (exit 0 found, 3 no fit,
+    /// 2 malformed input).
+    Select(PlanSelectOpts),
+}
+
+/// Options of `foresight plan select`.
+#[derive(Args)]
+pub struct PlanSelectOpts {
+    /// The plan: {"processors":[…], "slots":[…], "staging":{cluster: seconds}}.
+    #[arg(long, value_name = "PLAN.json")]
+    plan: PathBuf,
+    /// The request: {"procs":…, "walltime":…, "max_price":…, "criterion":…, …}.
+    #[arg(long, value_name = "REQ.json")]
+    request: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+}
+
+/// Input that is not what the command needs: exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    processors: Vec<Processor>,
+    slots: Vec<SlotFile>,
+    #[serde(default)]
+    staging: BTreeMap<String, i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlotFile {
+    processor: String,
+    start: i64,
+    end: i64,
+    cost: f64,
+}
+
+/// Runs a `plan` subcommand.
+pub fn run(cmd: PlanCommand) -> Result<ExitCode> {
+    match cmd {
+        PlanCommand::Select(opts) => select(opts),
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
+}
+
+fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
+    let file: PlanFile = read_json(&opts.plan)?;
+    let req: SlotRequest = read_json(&opts.request)?;
+    let bad = |msg: String| BadInput(format!("{}: {msg}", opts.request.display()));
+    if req.procs == 0 {
+        return Err(bad("procs must be at least 1".into()).into());
+    }
+    if req.walltime.as_secs() <= 0 {
+        return Err(bad(format!(
+            "walltime must be positive, got {}",
+            req.walltime.as_secs()
+        ))
+        .into());
+    }
+    if !(req.max_price >= 0.0 && req.max_price.is_finite()) {
+        return Err(bad(format!(
+            "max_price must be a non-negative number, got {}",
+            req.max_price
+        ))
+        .into());
+    }
+    let plan = SlotPlan::new(
+        file.processors,
+        file.slots
+            .into_iter()
+            .map(|s| (s.processor, Time(s.start), Time(s.end), s.cost)),
+    )
+    .map_err(|e| BadInput(format!("{}: {e}", opts.plan.display())))?;
+    let mut staging = vec![Some(Dur::ZERO); plan.clusters().len()];
+    for (cluster, secs) in &file.staging {
+        let Some(c) = plan.cluster_index(cluster) else {
+            return Err(BadInput(format!(
+                "{}: staging names cluster {cluster:?}, which has no processors",
+                opts.plan.display()
+            ))
+            .into());
+        };
+        if *secs < 0 {
+            return Err(BadInput(format!(
+                "{}: staging for {cluster:?} must not be negative, got {secs}",
+                opts.plan.display()
+            ))
+            .into());
+        }
+        staging[c] = Some(Dur(*secs));
+    }
+    match plan.select(&req, &staging) {
+        Ok(sel) => {
+            let name = |p: u32| plan.processors()[p as usize].id.clone();
+            let mut slots = sel.slots.clone();
+            slots.sort_by_key(|s| (name(s.processor), s.start));
+            match opts.output {
+                Output::Json => {
+                    let doc = json!({
+                        "start": sel.start,
+                        "end": sel.end,
+                        "cost": sel.cost,
+                        "slots": slots.iter().map(|s| json!({
+                            "processor": name(s.processor),
+                            "start": s.start,
+                            "end": s.end,
+                            "cost": s.cost,
+                        })).collect::<Vec<_>>(),
+                    });
+                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                }
+                Output::Table => {
+                    println!("start {}  end {}  cost {}", sel.start, sel.end, sel.cost);
+                    let width = slots
+                        .iter()
+                        .map(|s| name(s.processor).len())
+                        .max()
+                        .unwrap_or(9)
+                        .max(9);
+                    println!(
+                        "{:<width$}  {:>10}  {:>10}  {:>8}",
+                        "processor", "start", "end", "cost"
+                    );
+                    for s in &slots {
+                        println!(
+                            "{:<width$}  {:>10}  {:>10}  {:>8}",
+                            name(s.processor),
+                            s.start,
+                            s.end,
+                            s.cost
+                        );
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(no) => {
+            match opts.output {
+                Output::Json => println!("{}", json!({"error": "no_fit", "reason": no.reason})),
+                Output::Table => println!("no fit: {}", no.reason),
+            }
+            Ok(ExitCode::from(3))
+        }
+    }
+}
