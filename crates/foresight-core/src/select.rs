@@ -137,6 +137,16 @@ pub struct SlotPlan {
     by_start: Vec<Vec<u32>>,
     /// All slots by end (ties by start, then index).
     by_end: Vec<u32>,
+    /// First slot of each processor in time, or `NONE`.
+    head: Vec<u32>,
+    /// False for slots replaced by [`SlotPlan::commit`].
+    alive: Vec<bool>,
+    /// Pieces created by commits since the last rebuild, in the same orders as `by_start`
+    /// and `by_end`; walks merge them in, so a commit costs no full re-sort.
+    extra_start: Vec<Vec<u32>>,
+    extra_end: Vec<u32>,
+    /// Slots replaced since the last rebuild.
+    dead: usize,
 }
 
 /// The job's view of a selection.
@@ -330,16 +340,126 @@ impl SlotPlan {
             by_start[cluster_of[slots[i as usize].processor as usize] as usize].push(i);
         }
         order.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start, i));
+        let mut head = vec![NONE; processors.len()];
+        for (i, s) in slots.iter().enumerate().rev() {
+            head[s.processor as usize] = i as u32;
+        }
+        let nclusters = clusters.len();
         Ok(SlotPlan {
             processors,
             clusters,
             cluster_of,
+            alive: vec![true; slots.len()],
             slots,
             next,
             prev,
             by_start,
             by_end: order,
+            head,
+            extra_start: vec![Vec::new(); nclusters],
+            extra_end: Vec::new(),
+            dead: 0,
         })
+    }
+
+    /// Takes the parts a selection used out of the plan: each slot they were cut from is
+    /// replaced by what is left before and after. Amortized cost: the pieces go to small
+    /// side lists, merged in by walks, and the plan is re-indexed once they grow large.
+    pub fn commit(&mut self, sel: &Selection) {
+        for u in &sel.slots {
+            let mut i = self.head[u.processor as usize];
+            while i != NONE {
+                let s = self.slots[i as usize];
+                if s.start <= u.start && u.end <= s.end {
+                    break;
+                }
+                i = self.next[i as usize];
+            }
+            if i == NONE {
+                debug_assert!(false, "a used part lies inside a live slot");
+                continue;
+            }
+            self.split(i, u.start, u.end);
+        }
+        let extras = self.extra_end.len();
+        if self.dead + extras > 64.max(self.slots.len() / 4) {
+            self.rebuild();
+        }
+    }
+
+    /// Replaces slot `i` by its parts outside `[from, to)`.
+    fn split(&mut self, i: u32, from: Time, to: Time) {
+        let s = self.slots[i as usize];
+        self.alive[i as usize] = false;
+        self.dead += 1;
+        let (before, after) = (self.prev[i as usize], self.next[i as usize]);
+        let mut last = before;
+        for (a, b) in [(s.start, from), (to, s.end)] {
+            if a >= b {
+                continue;
+            }
+            let k = self.slots.len() as u32;
+            self.slots.push(Slot {
+                start: a,
+                end: b,
+                ..s
+            });
+            self.alive.push(true);
+            self.prev.push(last);
+            self.next.push(NONE);
+            if last == NONE {
+                self.head[s.processor as usize] = k;
+            } else {
+                self.next[last as usize] = k;
+            }
+            last = k;
+            let c = self.cluster_of[s.processor as usize] as usize;
+            let key_start = |j: &u32| {
+                let t = &self.slots[*j as usize];
+                (t.start, t.end, *j)
+            };
+            let at = self.extra_start[c].partition_point(|j| key_start(j) < key_start(&k));
+            self.extra_start[c].insert(at, k);
+            let key_end = |j: &u32| {
+                let t = &self.slots[*j as usize];
+                (t.end, t.start, *j)
+            };
+            let at = self.extra_end.partition_point(|j| key_end(j) < key_end(&k));
+            self.extra_end.insert(at, k);
+        }
+        if last == NONE {
+            self.head[s.processor as usize] = after;
+        } else {
+            self.next[last as usize] = after;
+        }
+        if after != NONE {
+            self.prev[after as usize] = last;
+        }
+    }
+
+    /// Re-indexes the live slots from scratch.
+    fn rebuild(&mut self) {
+        let live: Vec<Slot> = self
+            .slots
+            .iter()
+            .zip(&self.alive)
+            .filter(|(_, a)| **a)
+            .map(|(s, _)| *s)
+            .collect();
+        let processors = std::mem::take(&mut self.processors);
+        let clusters = std::mem::take(&mut self.clusters);
+        let cluster_of = std::mem::take(&mut self.cluster_of);
+        *self = Self::from_slots(processors, clusters, cluster_of, live)
+            .expect("invariant: splitting never makes slots overlap");
+    }
+
+    /// The slots still in the plan, in no particular order.
+    pub fn live_slots(&self) -> impl Iterator<Item = &Slot> {
+        self.slots
+            .iter()
+            .zip(&self.alive)
+            .filter(|(_, a)| **a)
+            .map(|(s, _)| s)
     }
 
     /// The processors, by index.
@@ -357,7 +477,8 @@ impl SlotPlan {
         self.clusters.iter().position(|c| c == name)
     }
 
-    /// The slots, processor-major in time order.
+    /// Every slot ever held, including those replaced by [`SlotPlan::commit`] (see
+    /// [`SlotPlan::live_slots`]); indices of [`Slot`]s are positions here.
     pub fn slots(&self) -> &[Slot] {
         &self.slots
     }
@@ -449,8 +570,7 @@ impl SlotPlan {
 
     fn why_not(&self, req: &SlotRequest, suitable_proc: &[bool], avail: &[Option<Time>]) -> String {
         let priced = self
-            .slots
-            .iter()
+            .live_slots()
             .filter(|s| suitable_proc[s.processor as usize] && s.cost <= req.max_price)
             .count();
         if priced == 0 {
@@ -501,7 +621,14 @@ impl SlotPlan {
                 && only.is_none_or(|o| o == c)
                 && avail[c].is_some()
         };
-        for i in 0..self.slots.len() {
+        let chains = self.head.iter().flat_map(|&h| {
+            std::iter::successors((h != NONE).then_some(h), |&i| {
+                let n = self.next[i as usize];
+                (n != NONE).then_some(n)
+            })
+        });
+        for i in chains {
+            let i = i as usize;
             if !usable(i) {
                 continue;
             }
@@ -533,17 +660,37 @@ impl SlotPlan {
     fn runs_by_start<'a>(&'a self, walk: &'a Walk) -> impl Iterator<Item = u32> + 'a {
         let mut heads: BinaryHeap<Reverse<(Time, usize, usize)>> = BinaryHeap::new();
         let mut pos = vec![0usize; self.by_start.len()];
-        let next_head = move |c: usize, pos: &mut [usize]| -> Option<(Time, u32)> {
-            let list = &self.by_start[c];
-            while pos[c] < list.len() {
-                let i = list[pos[c]] as usize;
-                pos[c] += 1;
+        let key = |i: u32| {
+            let t = &self.slots[i as usize];
+            (t.start, t.end, i)
+        };
+        let mut extra_pos = vec![0usize; self.by_start.len()];
+        let mut next_head = move |c: usize, pos: &mut [usize]| -> Option<(Time, u32)> {
+            let (list, extra) = (&self.by_start[c], &self.extra_start[c]);
+            loop {
+                // The smaller of the two lists' next entries.
+                let a = list.get(pos[c]).copied();
+                let b = extra.get(extra_pos[c]).copied();
+                let i = match (a, b) {
+                    (None, None) => return None,
+                    (Some(x), Some(y)) if key(y) < key(x) => {
+                        extra_pos[c] += 1;
+                        y
+                    }
+                    (Some(x), _) => {
+                        pos[c] += 1;
+                        x
+                    }
+                    (None, Some(y)) => {
+                        extra_pos[c] += 1;
+                        y
+                    }
+                } as usize;
                 let r = walk.run_of[i];
                 if r != NONE && walk.runs[r as usize].first == i as u32 {
                     return Some((walk.runs[r as usize].start, r));
                 }
             }
-            None
         };
         for c in 0..self.by_start.len() {
             if let Some((t, r)) = next_head(c, &mut pos) {
@@ -561,7 +708,21 @@ impl SlotPlan {
 
     /// Runs in order of end: the global end-sorted list, keeping each run's last piece.
     fn runs_by_end<'a>(&'a self, walk: &'a Walk) -> impl Iterator<Item = u32> + 'a {
-        self.by_end.iter().filter_map(move |&i| {
+        let key = |i: u32| {
+            let t = &self.slots[i as usize];
+            (t.end, t.start, i)
+        };
+        let (mut a, mut b) = (
+            self.by_end.iter().copied().peekable(),
+            self.extra_end.iter().copied().peekable(),
+        );
+        let merged = std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
+            (None, None) => None,
+            (Some(x), Some(y)) if key(y) < key(x) => b.next(),
+            (Some(_), _) => a.next(),
+            (None, Some(_)) => b.next(),
+        });
+        merged.filter_map(move |i| {
             let r = walk.run_of[i as usize];
             if r == NONE {
                 return None;

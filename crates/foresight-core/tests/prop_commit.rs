@@ -1,0 +1,93 @@
+//! Committing selections into a plan: the plan that results answers every later request
+//! exactly as a plan built from scratch out of the same remaining slots.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use foresight_core::select::{Criterion, Processor, SlotPlan, SlotRequest};
+use foresight_core::{Dur, Time};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+fn processors(n: usize, clusters: usize) -> Vec<Processor> {
+    (0..n)
+        .map(|i| Processor {
+            id: format!("p{i}"),
+            cluster: format!("c{}", i % clusters),
+            speed: [1.0, 1.5, 2.0][i % 3],
+            memory_mb: 0,
+            features: BTreeSet::new(),
+        })
+        .collect()
+}
+
+/// Slots per processor from (gap, length, cost) triples laid end to end.
+fn slots(n: usize, shape: &[(i64, i64, u8)]) -> Vec<(String, Time, Time, f64)> {
+    let mut out = Vec::new();
+    for p in 0..n {
+        let mut t = 0;
+        for (k, (gap, len, cost)) in shape.iter().enumerate() {
+            if (k + p) % 3 == 0 {
+                continue; // vary processors
+            }
+            t += gap;
+            out.push((format!("p{p}"), Time(t), Time(t + len), f64::from(*cost)));
+            t += len;
+        }
+    }
+    out
+}
+
+fn rebuilt(plan: &SlotPlan, n: usize, clusters: usize) -> SlotPlan {
+    let names: Vec<String> = plan.processors().iter().map(|p| p.id.clone()).collect();
+    SlotPlan::new(
+        processors(n, clusters),
+        plan.live_slots()
+            .map(|s| (names[s.processor as usize].clone(), s.start, s.end, s.cost)),
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn committed_plans_answer_like_rebuilt_ones(
+        n in 1usize..12,
+        clusters in 1usize..3,
+        shape in proptest::collection::vec((0i64..20, 1i64..60, 1u8..4), 1..30),
+        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3), 1..80),
+    ) {
+        let mut plan = SlotPlan::new(processors(n, clusters), slots(n, &shape)).unwrap();
+        for (procs, walltime, crit) in jobs {
+            let req = SlotRequest {
+                procs,
+                walltime: Dur(walltime),
+                max_price: 3.0,
+                min_memory_mb: 0,
+                features: BTreeSet::new(),
+                criterion: [Criterion::EarliestStart, Criterion::EarliestFinish, Criterion::MinCost][crit].clone(),
+                not_before: Time(0),
+                deadline: None,
+                co_allocate: true,
+            };
+            let fresh = rebuilt(&plan, n, clusters);
+            let a = plan.select(&req, &[]);
+            let b = fresh.select(&req, &[]);
+            match (&a, &b) {
+                (Ok(x), Ok(y)) => {
+                    prop_assert_eq!((x.start, x.end), (y.start, y.end));
+                    prop_assert!((x.cost - y.cost).abs() < 1e-9);
+                }
+                (Err(_), Err(_)) => {}
+                _ => prop_assert!(false, "committed {:?} vs rebuilt {:?}", a, b),
+            }
+            if let Ok(sel) = a {
+                let before: i64 = plan.live_slots().map(|s| (s.end - s.start).as_secs()).sum();
+                plan.commit(&sel);
+                let after: i64 = plan.live_slots().map(|s| (s.end - s.start).as_secs()).sum();
+                let used: i64 = sel.slots.iter().map(|u| (u.end - u.start).as_secs()).sum();
+                prop_assert_eq!(before - after, used, "a commit removes exactly what was used");
+            }
+        }
+    }
+}
