@@ -13,6 +13,7 @@
 //! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
 //!   and backfill choice; [`priority`]: Maui-style multi-factor priority and fairshare.
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
+//! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
 //!   earliest start / finish / minimum cost).
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod error;
+pub mod forecast;
 pub mod ids;
 pub mod job;
 pub mod policy;

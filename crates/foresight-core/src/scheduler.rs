@@ -1038,6 +1038,22 @@ impl LocalScheduler {
         })
     }
 
+    /// True when the job is running here.
+    pub fn is_running(&self, id: JobId) -> bool {
+        matches!(
+            self.jobs.get(&id),
+            Some(Entry {
+                state: State::Running(_),
+                ..
+            })
+        )
+    }
+
+    /// Changes how many waiting jobs may hold a reservation (forecasts use [`crate::policy::ALL`]).
+    pub fn set_reservation_depth(&mut self, depth: u32) {
+        self.policy.reservation_depth = depth;
+    }
+
     /// The estimate a job was submitted with.
     pub fn estimate_of(&self, id: JobId) -> Option<Dur> {
         self.jobs.get(&id).map(|e| e.job.estimate)

@@ -1,0 +1,230 @@
+//! The resource agent's forecast (seed 000 §3.2, §5): what a cluster will do with its own
+//! jobs, turned into the slot plan the grid planner selects from.
+//!
+//! A cluster's future holds running jobs (until their estimated end), the local queue as the
+//! cluster's own policy would place it, and administrative reservations. Running jobs and
+//! reservations are untouchable. Time planned for a queued local job is offered at a premium
+//! that grows with the job's priority: a global job whose price covers it may take it, and
+//! the local job is then placed later by its own scheduler. Free time costs the base tariff.
+
+use crate::ids::JobId;
+use crate::policy::ALL;
+use crate::scheduler::LocalScheduler;
+use crate::select::Processor;
+use crate::time::{Interval, Time};
+use serde::{Deserialize, Serialize};
+
+/// What a cluster charges global jobs, per processor-second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tariff {
+    /// Price of free time.
+    pub base: f64,
+    /// Extra factor for time planned for a queued local job, per unit of its priority:
+    /// such a slot costs `base × (1 + local_premium × priority)`.
+    pub local_premium: f64,
+}
+
+impl Default for Tariff {
+    fn default() -> Self {
+        Tariff {
+            base: 1.0,
+            local_premium: 1.0,
+        }
+    }
+}
+
+/// One thing the cluster expects to do with some of its processors.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Occupancy {
+    /// Processors taken.
+    pub procs: u32,
+    /// When.
+    pub window: Interval,
+    /// What takes them.
+    pub kind: OccupancyKind,
+}
+
+/// Who holds processors in a forecast.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum OccupancyKind {
+    /// A running job: untouchable until its estimated end.
+    Running(JobId),
+    /// A queued local job where the local policy would place it; `priority` ≥ 0 scales the
+    /// price a global job pays to take its place.
+    Planned {
+        /// The job.
+        job: JobId,
+        /// Its priority (0 = lowest).
+        priority: f64,
+    },
+    /// Held by a reservation (administrative or a global job's): untouchable.
+    Held,
+}
+
+/// The forecast of a local scheduler at `now`: running jobs, then every waiting job at the
+/// start the cluster's policy would give it if nothing else arrived (computed by giving every
+/// waiting job a reservation on a copy: conservative placement, as `squeue --start` reports).
+pub fn forecast(
+    sched: &LocalScheduler,
+    now: Time,
+    priority: impl Fn(JobId) -> f64,
+) -> Vec<Occupancy> {
+    let mut copy = sched.clone();
+    copy.set_reservation_depth(ALL);
+    let mut actions = Vec::new();
+    copy.schedule(now, &mut actions);
+    let mut out: Vec<Occupancy> = copy
+        .running_jobs()
+        .map(|(job, procs, p)| Occupancy {
+            procs,
+            window: Interval::new(p.start.max(now), p.end),
+            kind: if !sched.is_running(job) {
+                // Started only in the copy: it is still waiting for real.
+                OccupancyKind::Planned {
+                    job,
+                    priority: priority(job),
+                }
+            } else {
+                OccupancyKind::Running(job)
+            },
+        })
+        .chain(copy.job_reservations().map(|(job, procs, p)| Occupancy {
+            procs,
+            window: Interval::new(p.start, p.end),
+            kind: OccupancyKind::Planned {
+                job,
+                priority: priority(job),
+            },
+        }))
+        .chain(copy.reservations().map(|r| Occupancy {
+            procs: r.procs,
+            window: r.window,
+            kind: OccupancyKind::Held,
+        }))
+        .filter(|o| o.window.end > now)
+        .collect();
+    out.sort_by_key(|o| (o.window.start, o.window.end));
+    out
+}
+
+/// Turns a forecast into slots `(processor id, start, end, cost)` over `[now, horizon)` for
+/// the cluster's `processors` (all of one cluster). Processors are assigned to occupancies
+/// in order of start (any processor free at an occupancy's start will do, since the forecast
+/// never uses more than the cluster has); what is left free costs the base tariff.
+pub fn slots_from_forecast(
+    processors: &[Processor],
+    occupancies: &[Occupancy],
+    now: Time,
+    horizon: Time,
+    tariff: &Tariff,
+) -> Vec<(String, Time, Time, f64)> {
+    let n = processors.len();
+    // Per processor: the occupancies assigned to it, in time order.
+    let mut busy_until = vec![now; n];
+    let mut lanes: Vec<Vec<(Interval, Option<f64>)>> = vec![Vec::new(); n];
+    let mut order: Vec<&Occupancy> = occupancies.iter().collect();
+    order.sort_by_key(|o| (o.window.start, o.window.end));
+    for o in order {
+        let start = o.window.start.max(now);
+        if start >= o.window.end || start >= horizon {
+            continue;
+        }
+        // Prefer the processor freed longest ago, then the lowest index: deterministic.
+        let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
+        free.sort_by_key(|&p| (busy_until[p], p));
+        let cost = match o.kind {
+            OccupancyKind::Planned { priority, .. } => {
+                Some(tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
+            }
+            OccupancyKind::Running(_) | OccupancyKind::Held => None,
+        };
+        for &p in free.iter().take(o.procs as usize) {
+            busy_until[p] = o.window.end;
+            lanes[p].push((Interval::new(start, o.window.end.min(horizon)), cost));
+        }
+    }
+    let mut out = Vec::new();
+    for (p, lane) in lanes.iter().enumerate() {
+        let id = &processors[p].id;
+        let mut t = now;
+        for (w, cost) in lane {
+            if w.start > t {
+                out.push((id.clone(), t, w.start, tariff.base));
+            }
+            if let Some(c) = cost {
+                out.push((id.clone(), w.start, w.end, *c));
+            }
+            t = t.max(w.end);
+        }
+        if t < horizon {
+            out.push((id.clone(), t, horizon, tariff.base));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::Job;
+    use crate::policy::Policy;
+    use crate::scheduler::Event;
+    use crate::time::Dur;
+    use std::collections::BTreeSet;
+
+    fn cluster(n: usize) -> Vec<Processor> {
+        (0..n)
+            .map(|i| Processor {
+                id: format!("c/p{i}"),
+                cluster: "c".into(),
+                speed: 1.0,
+                memory_mb: 0,
+                features: BTreeSet::new(),
+            })
+            .collect()
+    }
+
+    /// Four processors: job 0 runs on 3 until 100; job 1 (4 processors, 50 s) waits for it.
+    /// The forecast puts job 1 at [100, 150); the plan offers p3 free until 100, job 1's time
+    /// at a premium, and everything from 150 at the base price.
+    #[test]
+    fn forecast_places_the_queue_and_prices_it() {
+        let mut s = LocalScheduler::new(4, Policy::easy());
+        let mut out = Vec::new();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(0), Time(0), 3, Dur(100))),
+            &mut out,
+        )
+        .unwrap();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(1), Time(0), 4, Dur(50))),
+            &mut out,
+        )
+        .unwrap();
+        let f = forecast(&s, Time(10), |_| 1.0);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].kind, OccupancyKind::Running(JobId(0)));
+        assert_eq!(f[0].window, Interval::new(Time(10), Time(100)));
+        assert_eq!(f[1].window, Interval::new(Time(100), Time(150)));
+        let tariff = Tariff {
+            base: 1.0,
+            local_premium: 2.0,
+        };
+        let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff);
+        let of = |p: &str| -> Vec<(i64, i64, f64)> {
+            slots
+                .iter()
+                .filter(|s| s.0 == p)
+                .map(|s| (s.1.secs(), s.2.secs(), s.3))
+                .collect()
+        };
+        // p0..p2 run job 0 (no slot), then job 1 at 3.0, then free.
+        assert_eq!(of("c/p0"), vec![(100, 150, 3.0), (150, 1000, 1.0)]);
+        assert_eq!(
+            of("c/p3"),
+            vec![(10, 100, 1.0), (100, 150, 3.0), (150, 1000, 1.0)]
+        );
+    }
+}
