@@ -402,6 +402,66 @@ impl LocalScheduler {
         Ok(())
     }
 
+    /// Holds processors for a reservation that outranks the local queue (a global job that
+    /// pays at least the price of the local time it takes): it conflicts only with running
+    /// jobs and other administrative reservations. Waiting jobs whose reservations it
+    /// overlaps lose them and are placed again, later, at the next pass.
+    pub fn add_reservation_displacing(&mut self, res: AdminReservation) -> Result<()> {
+        if self.admin.contains_key(&res.id) {
+            return Err(CoreError::DuplicateReservation(res.id));
+        }
+        let Interval { start, end } = res.window;
+        let mut without_queue = self.pool.clone();
+        let held: Vec<(JobId, u32, Placement)> = self
+            .job_reservations()
+            .filter(|(_, _, p)| p.domain == Domain::Pool)
+            .collect();
+        for (_, procs, p) in &held {
+            without_queue.give(p.start, p.end, *procs);
+        }
+        let free = without_queue.min_free(start, end);
+        if free < i64::from(res.procs) {
+            return Err(CoreError::ReservationConflict {
+                reservation: res.id,
+                procs: res.procs,
+                start,
+                free,
+            });
+        }
+        // Only the overlapping ones need to go: the others do not touch [start, end).
+        for (id, _, p) in held {
+            if p.start < end && start < p.end {
+                self.drop_job_reservation(id);
+            }
+        }
+        self.pool.take(start, end, res.procs);
+        let profile = Profile::window(res.procs, start, end);
+        self.admin.insert(res.id, AdminSlot { res, profile });
+        self.released = true;
+        Ok(())
+    }
+
+    /// Takes a waiting job's reservation away; the next pass places it again.
+    fn drop_job_reservation(&mut self, id: JobId) {
+        let Some(p) = self.reservation_of(id) else {
+            return;
+        };
+        let procs = self.jobs[&id].job.procs;
+        self.profile_mut(p.domain).give(p.start, p.end, procs);
+        self.unmark_reserved(id);
+        if let Some(i) = self.queue.position(id) {
+            self.queue.set_reserved(i, false);
+        }
+        self.count_unreserved(procs, 1);
+        if let Some(Entry {
+            state: State::Waiting { reservation, .. },
+            ..
+        }) = self.jobs.get_mut(&id)
+        {
+            *reservation = None;
+        }
+    }
+
     /// Releases an administrative reservation. Jobs running inside it keep running (their
     /// processors move to the pool); jobs bound to it fall back to the pool.
     pub fn remove_reservation(&mut self, now: Time, id: ReservationId) -> Result<()> {
@@ -1100,6 +1160,55 @@ impl GreedySearch<'_> {
 
 #[cfg(test)]
 mod tests {
+    use crate::reservation::Acl;
+
+    /// A global reservation may take the time a queued local job was promised (the local job
+    /// moves later), but never a running job's.
+    #[test]
+    fn displacing_reservations_push_the_queue_not_the_running() {
+        let mut s = LocalScheduler::new(4, Policy::easy());
+        let mut out = Vec::new();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(0), Time(0), 3, Dur(100))),
+            &mut out,
+        )
+        .unwrap();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(1), Time(0), 4, Dur(50))),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(s.reservation_of(JobId(1)).map(|p| p.start), Some(Time(100)));
+        let res = |id, procs, from, to| AdminReservation {
+            id: ReservationId(id),
+            procs,
+            window: Interval::new(Time(from), Time(to)),
+            acl: Acl::nobody(),
+        };
+        assert!(matches!(
+            s.add_reservation(res(1, 4, 100, 200)),
+            Err(CoreError::ReservationConflict { .. })
+        ));
+        assert!(matches!(
+            s.add_reservation_displacing(res(2, 2, 50, 150)),
+            Err(CoreError::ReservationConflict { free: 1, .. })
+        ));
+        s.add_reservation_displacing(res(3, 4, 100, 200)).unwrap();
+        assert_eq!(s.reservation_of(JobId(1)), None);
+        out.clear();
+        s.schedule(Time(10), &mut out);
+        assert_eq!(
+            out,
+            vec![Action::Reserve {
+                job: JobId(1),
+                start: Time(200)
+            }]
+        );
+        assert!(s.pool().is_consistent());
+    }
+
     use super::*;
 
     /// A caller that ticks late must not make a reserved job overlap a later reservation:

@@ -744,7 +744,9 @@ impl SlotPlan {
     fn cheapest(&self, req: &SlotRequest, dur: Dur, walk: &Walk) -> Option<Selection> {
         // The charge changes only where a window edge crosses a slot boundary, so besides
         // run starts the candidates are every slot start and every slot end minus the length.
-        let mut extra = Vec::new();
+        // Between two candidates the cheapest sum is concave in the start, so a deadline that
+        // falls between them is a candidate too.
+        let mut extra: Vec<Time> = req.deadline.into_iter().collect();
         for (i, &r) in walk.run_of.iter().enumerate() {
             if r == NONE {
                 continue;
@@ -1072,9 +1074,10 @@ mod tests {
         let mut r = req(1, 100, Criterion::MinCost);
         let sel = plan.select(&r, &[]).unwrap();
         assert_eq!((sel.start, sel.cost), (Time(100), 100.0));
+        // By 50 the cheapest start is the deadline itself: 50 s × 5 + 50 s × 1.
         r.deadline = Some(Time(50));
         let sel = plan.select(&r, &[]).unwrap();
-        assert_eq!((sel.start, sel.cost), (Time(0), 500.0));
+        assert_eq!((sel.start, sel.cost), (Time(50), 300.0));
         r.max_price = 2.0;
         r.deadline = None;
         assert_eq!(plan.select(&r, &[]).unwrap().start, Time(100));
