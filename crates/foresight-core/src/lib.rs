@@ -14,6 +14,7 @@
 //!   and backfill choice; [`priority`]: Maui-style multi-factor priority and fairshare.
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
 //! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
+//! - [`grid`]: the metascheduler's planning cycle over all clusters.
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
 //!   earliest start / finish / minimum cost).
 #![forbid(unsafe_code)]
@@ -22,6 +23,7 @@
 
 pub mod error;
 pub mod forecast;
+pub mod grid;
 pub mod ids;
 pub mod job;
 pub mod policy;

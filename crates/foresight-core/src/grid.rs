@@ -1,0 +1,354 @@
+//! The lookahead planning cycle of the metascheduler (seed 000 §5.4): every queued global
+//! job, in priority order, is planned onto one slot plan built from all clusters' forecasts;
+//! jobs whose planned start is within the lead time are to be reserved now, the others keep
+//! their place and are planned again next cycle.
+//!
+//! The cycle is pure: it reads the clusters' local schedulers and returns decisions; the
+//! caller (simulator or service) makes the reservations, two-phase, and dispatches.
+
+use crate::forecast::{forecast, slots_from_forecast, Tariff};
+use crate::ids::{JobId, UserId};
+use crate::scheduler::LocalScheduler;
+use crate::select::{Criterion, Processor, SlotPlan, SlotRequest};
+use crate::time::{Dur, Time};
+use serde::{Deserialize, Serialize};
+
+/// A job for the grid: it may run on any cluster, or on several at once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GlobalJob {
+    /// Unique id.
+    pub id: JobId,
+    /// Who pays.
+    pub user: UserId,
+    /// When it entered the global queue.
+    pub submit: Time,
+    /// Processors at once.
+    pub procs: u32,
+    /// Runtime estimate on reference processors.
+    pub walltime: Dur,
+    /// The most it pays per processor-second.
+    pub max_price: f64,
+    /// Input to stage before the start, MB.
+    pub input_mb: f64,
+    /// The cluster holding the input (index), if any.
+    pub home: Option<usize>,
+    /// May it span clusters?
+    pub co_allocate: bool,
+    /// What "best" means for it.
+    pub criterion: Criterion,
+}
+
+impl GlobalJob {
+    /// The most the job can be charged: every processor at its price for the whole estimate.
+    pub fn worst_case_charge(&self) -> f64 {
+        self.max_price * f64::from(self.procs) * self.walltime.as_secs() as f64
+    }
+}
+
+/// What the planner reads of one cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterView<'a> {
+    /// Its processors (ids unique across the grid; `cluster` names this cluster).
+    pub processors: &'a [Processor],
+    /// Its local scheduler, for the forecast.
+    pub sched: &'a LocalScheduler,
+    /// Its prices.
+    pub tariff: &'a Tariff,
+    /// Link to the grid, MB/s, for staging.
+    pub bandwidth_mb_s: f64,
+    /// Link latency.
+    pub latency: Dur,
+}
+
+/// Knobs of the cycle.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerConfig {
+    /// How far ahead the plan reaches.
+    pub horizon: Dur,
+    /// Jobs planned to start within this are reserved now.
+    pub lead_time: Dur,
+}
+
+/// One part of a reserved job: processors on one cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// Cluster index.
+    pub cluster: usize,
+    /// Processors there.
+    pub procs: u32,
+}
+
+/// What the cycle decided for a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Decision {
+    /// Reserve now, on every part's cluster, `[start, end)`; charge `cost`.
+    Reserve {
+        /// The job.
+        job: JobId,
+        /// Synchronous start.
+        start: Time,
+        /// End by the estimate on the slowest chosen processor.
+        end: Time,
+        /// The charge.
+        cost: f64,
+        /// Processors per cluster.
+        parts: Vec<Part>,
+    },
+    /// Planned to start at `start`, beyond the lead time: planned again next cycle.
+    Wait {
+        /// The job.
+        job: JobId,
+        /// The planned start.
+        start: Time,
+    },
+    /// Nothing within the horizon now; planned again next cycle.
+    NoFit {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: String,
+    },
+    /// Can never run: larger than the whole grid.
+    Refuse {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Seconds to stage `mb` over a link (rounded up), plus its latency.
+pub fn staging_time(mb: f64, bandwidth_mb_s: f64, latency: Dur) -> Dur {
+    if mb <= 0.0 {
+        return Dur::ZERO;
+    }
+    Dur((mb / bandwidth_mb_s.max(1e-9)).ceil() as i64) + latency
+}
+
+/// Plans `jobs` (in the order given: the caller's priority order) at `now`.
+pub fn plan_cycle(
+    now: Time,
+    clusters: &[ClusterView<'_>],
+    jobs: &[GlobalJob],
+    cfg: &PlannerConfig,
+) -> Vec<Decision> {
+    let horizon = now + cfg.horizon;
+    let mut processors = Vec::new();
+    let mut slots = Vec::new();
+    for c in clusters {
+        let f = forecast(c.sched, now, |_| 1.0);
+        slots.extend(slots_from_forecast(
+            c.processors,
+            &f,
+            now,
+            horizon,
+            c.tariff,
+        ));
+        processors.extend_from_slice(c.processors);
+    }
+    let total = processors.len();
+    let mut plan = match SlotPlan::new(processors, slots) {
+        Ok(p) => p,
+        Err(e) => {
+            // Only a caller error (two processors with one name) gets here.
+            return jobs
+                .iter()
+                .map(|j| Decision::NoFit {
+                    job: j.id,
+                    reason: format!("the grid's plan is inconsistent: {e}"),
+                })
+                .collect();
+        }
+    };
+    // The plan numbers clusters in order of first appearance; map them to the caller's.
+    let order: Vec<usize> = plan
+        .clusters()
+        .iter()
+        .map(|name| {
+            clusters
+                .iter()
+                .position(|c| c.processors.first().is_some_and(|p| &p.cluster == name))
+                .expect("invariant: plan clusters come from the views")
+        })
+        .collect();
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if job.procs as usize > total {
+            out.push(Decision::Refuse {
+                job: job.id,
+                reason: format!("{} processors asked, the grid has {total}", job.procs),
+            });
+            continue;
+        }
+        let staging: Vec<Option<Dur>> = order
+            .iter()
+            .map(|&c| {
+                let view = &clusters[c];
+                Some(match job.home {
+                    Some(h) if h == c => Dur::ZERO,
+                    Some(_) => staging_time(job.input_mb, view.bandwidth_mb_s, view.latency),
+                    None => Dur::ZERO,
+                })
+            })
+            .collect();
+        let req = SlotRequest {
+            procs: job.procs,
+            walltime: job.walltime,
+            max_price: job.max_price,
+            min_memory_mb: 0,
+            features: Default::default(),
+            criterion: job.criterion.clone(),
+            not_before: now,
+            deadline: None,
+            co_allocate: job.co_allocate,
+        };
+        match plan.select(&req, &staging) {
+            Err(no) => out.push(Decision::NoFit {
+                job: job.id,
+                reason: no.reason,
+            }),
+            Ok(sel) => {
+                plan.commit(&sel);
+                if sel.start - now <= cfg.lead_time {
+                    let mut parts: Vec<Part> = Vec::new();
+                    for &p in &sel.processors {
+                        let name = &plan.processors()[p as usize].cluster;
+                        let c = clusters
+                            .iter()
+                            .position(|v| v.processors.first().is_some_and(|q| &q.cluster == name))
+                            .expect("invariant: every processor belongs to a view");
+                        match parts.iter_mut().find(|x| x.cluster == c) {
+                            Some(x) => x.procs += 1,
+                            None => parts.push(Part {
+                                cluster: c,
+                                procs: 1,
+                            }),
+                        }
+                    }
+                    parts.sort_by_key(|x| x.cluster);
+                    out.push(Decision::Reserve {
+                        job: job.id,
+                        start: sel.start,
+                        end: sel.end,
+                        cost: sel.cost,
+                        parts,
+                    });
+                } else {
+                    out.push(Decision::Wait {
+                        job: job.id,
+                        start: sel.start,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::Job;
+    use crate::policy::Policy;
+    use crate::scheduler::Event;
+    use std::collections::BTreeSet;
+
+    fn procs(cluster: &str, n: usize) -> Vec<Processor> {
+        (0..n)
+            .map(|i| Processor {
+                id: format!("{cluster}/p{i}"),
+                cluster: cluster.into(),
+                speed: 1.0,
+                memory_mb: 0,
+                features: BTreeSet::new(),
+            })
+            .collect()
+    }
+
+    fn global(id: u64, procs: u32, walltime: i64, price: f64) -> GlobalJob {
+        GlobalJob {
+            id: JobId(id),
+            user: UserId(1),
+            submit: Time(0),
+            procs,
+            walltime: Dur(walltime),
+            max_price: price,
+            input_mb: 100.0,
+            home: Some(0),
+            co_allocate: true,
+            criterion: Criterion::EarliestStart,
+        }
+    }
+
+    /// Two clusters of 4. c0 is busy with a 2-processor local job until 100. A 6-processor
+    /// global job co-allocates: 2 free on c0 + 4 on c1, once its input reaches c1 (100 MB at
+    /// 10 MB/s = 10 s). A second 4-processor job fits only after the first, at 60, and the
+    /// lead time (30 s) leaves it waiting; a 9-processor job can never run.
+    #[test]
+    fn a_cycle_co_allocates_reserves_near_starts_and_refuses_the_impossible() {
+        let mut c0 = LocalScheduler::new(4, Policy::easy());
+        let c1 = LocalScheduler::new(4, Policy::easy());
+        let mut out = Vec::new();
+        c0.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(100), Time(0), 2, Dur(100))),
+            &mut out,
+        )
+        .unwrap();
+        let (p0, p1) = (procs("c0", 4), procs("c1", 4));
+        let tariff = Tariff::default();
+        let views = [
+            ClusterView {
+                processors: &p0,
+                sched: &c0,
+                tariff: &tariff,
+                bandwidth_mb_s: 10.0,
+                latency: Dur(0),
+            },
+            ClusterView {
+                processors: &p1,
+                sched: &c1,
+                tariff: &tariff,
+                bandwidth_mb_s: 10.0,
+                latency: Dur(0),
+            },
+        ];
+        let cfg = PlannerConfig {
+            horizon: Dur(10_000),
+            lead_time: Dur(30),
+        };
+        let jobs = [
+            global(1, 6, 50, 2.0),
+            global(2, 4, 50, 2.0),
+            global(3, 9, 50, 2.0),
+        ];
+        let d = plan_cycle(Time(0), &views, &jobs, &cfg);
+        assert_eq!(
+            d[0],
+            Decision::Reserve {
+                job: JobId(1),
+                start: Time(10),
+                end: Time(60),
+                cost: 300.0,
+                parts: vec![
+                    Part {
+                        cluster: 0,
+                        procs: 2
+                    },
+                    Part {
+                        cluster: 1,
+                        procs: 4
+                    }
+                ],
+            }
+        );
+        assert_eq!(
+            d[1],
+            Decision::Wait {
+                job: JobId(2),
+                start: Time(60)
+            }
+        );
+        assert!(matches!(&d[2], Decision::Refuse { reason, .. } if reason.contains("grid has 8")));
+    }
+}
