@@ -8,6 +8,8 @@
 //! - [`swf`]: streaming SWF reader (plain or gzip) with precise errors, and writer.
 //! - [`workload`]: trace records → jobs under a [`Semantics`]; synthetic workloads.
 //! - [`runner`]: the event loop, [`simulate`].
+//! - [`grid`]: several clusters, local streams and a global stream, brokered by the lookahead
+//!   planner or a baseline.
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
 //! - [`output`]: the per-job schedule as CSV or SWF.
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
@@ -15,6 +17,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod grid;
 pub mod metrics;
 pub mod output;
 pub mod replay;

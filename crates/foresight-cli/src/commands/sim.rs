@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
 use foresight_core::Policy;
+use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::replay::replay;
 use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
@@ -19,6 +20,23 @@ use std::time::Instant;
 pub enum SimCommand {
     /// Simulate one cluster running one local policy over a trace (or a synthetic workload).
     Run(SimRunOpts),
+    /// Simulate a grid of clusters with local streams and a global stream.
+    Grid(SimGridOpts),
+}
+
+/// Options of `foresight sim grid`.
+#[derive(Args)]
+pub struct SimGridOpts {
+    /// The grid: clusters, their local streams, users, the global stream (TOML).
+    #[arg(long, value_name = "grid.toml")]
+    config: PathBuf,
+    /// How global jobs reach clusters: lookahead, queue or dedicated:FRACTION; `all` runs
+    /// the three (dedicated at 0.25) and compares them.
+    #[arg(long, default_value = "all")]
+    broker: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: OutputOpt,
 }
 
 /// Options of `foresight sim run`.
@@ -104,6 +122,7 @@ enum OutputOpt {
 pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Run(opts) => sim_run(opts),
+        SimCommand::Grid(opts) => sim_grid(opts),
     }
 }
 
@@ -359,4 +378,94 @@ fn print_table(
             );
         }
     }
+}
+
+fn sim_grid(opts: SimGridOpts) -> Result<()> {
+    let brokers: Vec<Broker> = if opts.broker == "all" {
+        vec![Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)]
+    } else {
+        vec![Broker::parse(&opts.broker).with_context(|| {
+            format!(
+                "--broker {:?} is not a broker: use lookahead, queue, dedicated:FRACTION (0 <= F < 1) or all",
+                opts.broker
+            )
+        })?]
+    };
+    let cfg = GridConfig::read(&opts.config)?;
+    let mut reports = Vec::new();
+    for b in brokers {
+        let started = Instant::now();
+        let r = simulate_grid(&cfg, b).with_context(|| {
+            format!(
+                "simulating {} with broker {}",
+                opts.config.display(),
+                b.name()
+            )
+        })?;
+        reports.push((r, started.elapsed()));
+    }
+    match opts.output {
+        OutputOpt::Json => {
+            let doc: Vec<_> = reports.iter().map(|(r, _)| r).collect();
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        OutputOpt::Table => {
+            println!(
+                "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>12} {:>6}",
+                "broker",
+                "local wt",
+                "local bsd",
+                "delay",
+                "glob wt",
+                "glob bsd",
+                "glob done",
+                "refused",
+                "co-alloc",
+                "charged",
+                "util"
+            );
+            for (r, _) in &reports {
+                let util = r.clusters.iter().map(|c| c.utilization).sum::<f64>()
+                    / r.clusters.len().max(1) as f64;
+                println!(
+                    "{:<16} {:>8.0}s {:>9.2} {:>8.0}s {:>8.0}s {:>9.2} {:>9} {:>8} {:>7.1}% {:>12.0} {:>5.1}%",
+                    r.broker,
+                    r.local.mean_wait,
+                    r.local.mean_bsld,
+                    r.local_delay,
+                    r.global.mean_wait,
+                    r.global.mean_bsld,
+                    format!("{}/{}", r.global.jobs, r.global_submitted),
+                    r.global_refused,
+                    r.coallocated_share * 100.0,
+                    r.charged,
+                    util * 100.0
+                );
+            }
+            println!();
+            println!(
+                "{:<16} {:<10} {:>9} {:>9} {:>7} {:>14}",
+                "broker", "cluster", "local wt", "local bsd", "util", "global proc-h"
+            );
+            for (r, elapsed) in &reports {
+                for c in &r.clusters {
+                    println!(
+                        "{:<16} {:<10} {:>8.0}s {:>9.2} {:>6.1}% {:>14.0}",
+                        r.broker,
+                        c.name,
+                        c.local.mean_wait,
+                        c.local.mean_bsld,
+                        c.utilization * 100.0,
+                        c.global_proc_seconds / 3600.0
+                    );
+                }
+                println!(
+                    "{:<16} simulated in {:.2} s (twice: with and without the global stream)",
+                    r.broker,
+                    elapsed.as_secs_f64()
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,1050 @@
+//! Grid simulation: several clusters, each with its own local stream and local policy, and a
+//! global stream brokered by the lookahead planner ([`foresight_core::grid::plan_cycle`]) or
+//! by a baseline, so that the planner's gain is measured, not claimed.
+//!
+//! Brokers:
+//! - `lookahead`: every cycle the planner plans the global queue on all clusters' forecasts;
+//!   jobs due within the lead time get reservations on every cluster they use (two-phase:
+//!   all or none) and start there at the reserved second, co-allocated if need be.
+//! - `queue`: each global job is sent, on arrival, to the one cluster where it would start
+//!   earliest and queued there as an ordinary job (jobs larger than every cluster cannot run).
+//! - `dedicated:F`: a fraction F of every cluster is taken from its owners for global jobs,
+//!   which are queued on the partition where they would start earliest.
+
+use crate::swf::Trace;
+use crate::workload::{Semantics, Workload};
+use foresight_core::forecast::Tariff;
+use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
+use foresight_core::policy::ALL;
+use foresight_core::reservation::{Acl, AdminReservation};
+use foresight_core::select::{Criterion, Processor};
+use foresight_core::{
+    Action, Dur, Event, Interval, Job, JobId, LocalScheduler, Policy, ReservationId, Time, UserId,
+};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// What a grid configuration or run can get wrong.
+#[derive(Debug, Error)]
+pub enum GridError {
+    /// The configuration file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration is not valid TOML for a grid.
+    #[error("{path}: {message}")]
+    Config {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// A local trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] crate::swf::SwfError),
+    /// The scheduler refused something it should not have.
+    #[error("cluster {cluster}: {source}")]
+    Core {
+        /// The cluster.
+        cluster: String,
+        /// Why.
+        source: foresight_core::CoreError,
+    },
+}
+
+/// The grid to simulate (`grid.toml`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridConfig {
+    /// Simulated span, days: local jobs submitted later are left out, global arrivals stop.
+    pub days: f64,
+    /// Planning cycle, seconds.
+    #[serde(default = "default_cycle")]
+    pub cycle_seconds: i64,
+    /// Jobs planned to start within this many seconds are reserved.
+    #[serde(default = "default_lead")]
+    pub lead_time_seconds: i64,
+    /// How far ahead the planner looks, hours.
+    #[serde(default = "default_horizon")]
+    pub horizon_hours: i64,
+    /// The clusters.
+    pub cluster: Vec<ClusterConfig>,
+    /// Users and their budgets.
+    #[serde(default)]
+    pub user: Vec<UserConfig>,
+    /// The global stream.
+    pub global: GlobalStream,
+}
+
+fn default_cycle() -> i64 {
+    300
+}
+fn default_lead() -> i64 {
+    900
+}
+fn default_horizon() -> i64 {
+    7 * 24
+}
+
+/// One cluster of the grid.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Unique name.
+    pub name: String,
+    /// Processors (of speed `speed`).
+    pub procs: u32,
+    /// Speed relative to the reference processor.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Local policy: fcfs, firstfit, easy, conservative, depth:N.
+    #[serde(default = "easy")]
+    pub policy: String,
+    /// Base price per processor-second.
+    #[serde(default = "one")]
+    pub tariff: f64,
+    /// Premium on time planned for local jobs (see `Tariff::local_premium`).
+    #[serde(default = "one")]
+    pub local_premium: f64,
+    /// Link bandwidth to the grid, MB/s.
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_mb_s: f64,
+    /// Link latency, seconds.
+    #[serde(default)]
+    pub latency_seconds: i64,
+    /// The owners' own stream.
+    pub local: LocalStream,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn easy() -> String {
+    "easy".into()
+}
+fn default_bandwidth() -> f64 {
+    100.0
+}
+
+/// A cluster's local stream: a trace (a window of it, optionally time-scaled) or synthetic.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalStream {
+    /// SWF trace (relative paths are relative to the configuration file).
+    #[serde(default)]
+    pub trace: Option<PathBuf>,
+    /// Skip this many days of the trace first.
+    #[serde(default)]
+    pub skip_days: f64,
+    /// Multiply inter-arrival times by this (< 1 loads the cluster more).
+    #[serde(default = "one")]
+    pub time_scale: f64,
+    /// Synthetic stream: offered load (used when no trace is given).
+    #[serde(default = "default_load")]
+    pub load: f64,
+    /// Synthetic stream: seed.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_load() -> f64 {
+    0.7
+}
+
+/// A user of global jobs.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// Id.
+    pub id: u32,
+    /// Budget, in the tariff's currency.
+    pub budget: f64,
+}
+
+/// The seeded synthetic global stream.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlobalStream {
+    /// Jobs per hour (Poisson).
+    pub arrivals_per_hour: f64,
+    /// Processors, uniform in this range.
+    pub procs: [u32; 2],
+    /// Runtime, seconds, log-uniform in this range.
+    pub runtime_seconds: [i64; 2],
+    /// Estimate = runtime × a factor uniform in this range.
+    #[serde(default = "default_overestimate")]
+    pub estimate_factor: [f64; 2],
+    /// Max price per processor-second, uniform in this range.
+    pub price: [f64; 2],
+    /// Input size, MB.
+    #[serde(default)]
+    pub input_mb: f64,
+    /// Share of jobs that may not span clusters.
+    #[serde(default)]
+    pub no_coallocation_share: f64,
+    /// Seed.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_overestimate() -> [f64; 2] {
+    [1.0, 3.0]
+}
+
+/// How global jobs reach clusters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Broker {
+    /// The lookahead planner with reservations and co-allocation.
+    Lookahead,
+    /// Each job queued at the cluster where it would start earliest.
+    Queue,
+    /// A fraction of every cluster set aside for global jobs.
+    Dedicated(f64),
+}
+
+impl Broker {
+    /// Parses `lookahead`, `queue`, `dedicated:F`.
+    pub fn parse(s: &str) -> Option<Broker> {
+        match s.split_once(':') {
+            None if s == "lookahead" => Some(Broker::Lookahead),
+            None if s == "queue" => Some(Broker::Queue),
+            Some(("dedicated", f)) => f
+                .parse()
+                .ok()
+                .filter(|f| (0.0..1.0).contains(f))
+                .map(Broker::Dedicated),
+            _ => None,
+        }
+    }
+
+    /// The name used on the command line.
+    pub fn name(&self) -> String {
+        match self {
+            Broker::Lookahead => "lookahead".into(),
+            Broker::Queue => "queue".into(),
+            Broker::Dedicated(f) => format!("dedicated:{f}"),
+        }
+    }
+}
+
+impl GridConfig {
+    /// Reads and checks a configuration file.
+    pub fn read(path: &Path) -> Result<GridConfig, GridError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| GridError::Io {
+            path: name.clone(),
+            source,
+        })?;
+        let mut cfg: GridConfig = toml::from_str(&text).map_err(|e| GridError::Config {
+            path: name.clone(),
+            message: e.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for c in &mut cfg.cluster {
+            if let Some(t) = &mut c.local.trace {
+                if t.is_relative() {
+                    *t = base.join(&*t);
+                }
+            }
+        }
+        cfg.check().map_err(|message| GridError::Config {
+            path: name,
+            message,
+        })?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.cluster.is_empty() {
+            return Err("at least one [[cluster]] is needed".into());
+        }
+        if !positive(self.days) {
+            return Err(format!("days must be positive, got {}", self.days));
+        }
+        if self.cycle_seconds <= 0 {
+            return Err(format!(
+                "cycle_seconds must be positive, got {}",
+                self.cycle_seconds
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for c in &self.cluster {
+            if !names.insert(&c.name) {
+                return Err(format!("cluster {:?} is defined twice", c.name));
+            }
+            if c.procs == 0 {
+                return Err(format!("cluster {:?}: procs must be at least 1", c.name));
+            }
+            if !positive(c.speed) {
+                return Err(format!("cluster {:?}: speed must be positive", c.name));
+            }
+            if !positive(c.bandwidth_mb_s) {
+                return Err(format!(
+                    "cluster {:?}: bandwidth_mb_s must be positive",
+                    c.name
+                ));
+            }
+            parse_policy(&c.policy).ok_or_else(|| {
+                format!("cluster {:?}: policy {:?} is not fcfs, firstfit, easy, conservative or depth:N", c.name, c.policy)
+            })?;
+        }
+        let g = &self.global;
+        if g.procs[0] == 0 || g.procs[0] > g.procs[1] {
+            return Err("global.procs must be [min, max] with 1 <= min <= max".into());
+        }
+        if g.runtime_seconds[0] <= 0 || g.runtime_seconds[0] > g.runtime_seconds[1] {
+            return Err("global.runtime_seconds must be [min, max] with 0 < min <= max".into());
+        }
+        if !(g.price[0] >= 0.0 && g.price[0] <= g.price[1]) {
+            return Err("global.price must be [min, max] with 0 <= min <= max".into());
+        }
+        if !(g.estimate_factor[0] >= 1.0 && g.estimate_factor[0] <= g.estimate_factor[1]) {
+            return Err("global.estimate_factor must be [min, max] with 1 <= min <= max".into());
+        }
+        Ok(())
+    }
+}
+
+/// A finite number above zero (NaN is not).
+fn positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+/// Parses a local policy name.
+pub fn parse_policy(s: &str) -> Option<Policy> {
+    match s.split_once(':') {
+        None => match s {
+            "fcfs" => Some(Policy::fcfs()),
+            "firstfit" => Some(Policy::first_fit(None)),
+            "easy" => Some(Policy::easy()),
+            "conservative" => Some(Policy::conservative()),
+            _ => None,
+        },
+        Some(("depth", n)) => n.parse().ok().map(Policy::depth),
+        Some(("firstfit", n)) => n.parse().ok().map(|n| Policy::first_fit(Some(n))),
+        _ => None,
+    }
+}
+
+/// Figures for one group of jobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GroupReport {
+    /// Jobs finished.
+    pub jobs: u64,
+    /// Mean wait, seconds.
+    pub mean_wait: f64,
+    /// Mean response, seconds.
+    pub mean_response: f64,
+    /// Mean bounded slowdown (τ = 10 s).
+    pub mean_bsld: f64,
+}
+
+/// Per-cluster figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClusterReport {
+    /// The cluster.
+    pub name: String,
+    /// Its local jobs.
+    pub local: GroupReport,
+    /// Σ procs·runtime of everything it ran / (P × simulated span).
+    pub utilization: f64,
+    /// Processor-seconds of global work it ran.
+    pub global_proc_seconds: f64,
+    /// Local jobs that could not run (larger than what the owners keep).
+    pub local_rejected: u64,
+}
+
+/// The outcome of a grid run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GridReport {
+    /// Broker used.
+    pub broker: String,
+    /// All local jobs.
+    pub local: GroupReport,
+    /// Global jobs.
+    pub global: GroupReport,
+    /// Global jobs submitted.
+    pub global_submitted: u64,
+    /// Global jobs refused (budget, or larger than anything they could use).
+    pub global_refused: u64,
+    /// Global jobs still unfinished when the run stopped.
+    pub global_unfinished: u64,
+    /// Share of finished global jobs that ran on more than one cluster.
+    pub coallocated_share: f64,
+    /// Total charged to users.
+    pub charged: f64,
+    /// Mean local wait with the global stream minus without it, seconds.
+    pub local_delay: f64,
+    /// Per cluster.
+    pub clusters: Vec<ClusterReport>,
+    /// Span simulated (first submission to last end), seconds.
+    pub span: i64,
+}
+
+const GLOBAL_PART: u64 = 1 << 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A job on a cluster ended.
+    End { cluster: usize, job: JobId },
+    /// A local job is submitted.
+    Local { cluster: usize, index: usize },
+    /// A global job arrives.
+    Global { index: usize },
+    /// The planning cycle.
+    Cycle,
+    /// A cluster should run a pass (a reservation starts or ends).
+    Tick { cluster: usize },
+}
+
+struct Cluster {
+    name: String,
+    procs: u32,
+    sched: LocalScheduler,
+    processors: Vec<Processor>,
+    tariff: Tariff,
+    bandwidth: f64,
+    latency: Dur,
+    local: Vec<(Job, Dur)>,
+    /// Work per running or finished job: start, end, procs; for the report.
+    ran: BTreeMap<JobId, (Time, Time, u32)>,
+    ticks: std::collections::BTreeSet<Time>,
+    rejected: u64,
+}
+
+struct GlobalState {
+    job: GlobalJob,
+    runtime: Dur,
+    start: Option<Time>,
+    end: Option<Time>,
+    parts_left: u32,
+    clusters: u32,
+    refused: bool,
+    /// What the user paid.
+    charged: f64,
+}
+
+/// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.
+fn local_stream(
+    c: &ClusterConfig,
+    procs: u32,
+    days: f64,
+    index: usize,
+) -> Result<(Vec<(Job, Dur)>, u64), GridError> {
+    let span = (days * 86_400.0) as i64;
+    let w = match &c.local.trace {
+        Some(path) => {
+            let trace = Trace::read(path, false)?;
+            Workload::from_trace(&trace, u32::MAX, Semantics::Default)
+        }
+        None => {
+            let mut w = Workload::synthetic(
+                100_000,
+                procs.max(1),
+                c.local.load,
+                c.local.seed.wrapping_add(index as u64),
+            );
+            // Long enough for any span: cut below.
+            w.jobs.retain(|j| j.job.submit.secs() < span);
+            w
+        }
+    };
+    let skip = (c.local.skip_days * 86_400.0) as i64;
+    let mut out = Vec::new();
+    let mut rejected = 0;
+    let first = w
+        .jobs
+        .iter()
+        .map(|j| j.job.submit.secs())
+        .find(|&s| s >= skip);
+    let Some(origin) = first else {
+        return Ok((out, 0));
+    };
+    for sim in &w.jobs {
+        let at = sim.job.submit.secs();
+        if at < origin {
+            continue;
+        }
+        let t = ((at - origin) as f64 * c.local.time_scale) as i64;
+        if t >= span {
+            break;
+        }
+        if sim.job.procs > procs {
+            rejected += 1;
+            continue;
+        }
+        let mut job = sim.job.clone();
+        job.id = JobId(out.len() as u64);
+        job.submit = Time(t);
+        let runtime = Dur(((sim.runtime.as_secs() as f64) / c.speed).ceil().max(1.0) as i64);
+        job.estimate = Dur(((job.estimate.as_secs() as f64) / c.speed).ceil().max(1.0) as i64);
+        let runtime = runtime.min(job.estimate);
+        out.push((job, runtime));
+    }
+    Ok((out, rejected))
+}
+
+fn global_stream(
+    g: &GlobalStream,
+    days: f64,
+    users: &[UserConfig],
+    clusters: usize,
+) -> Vec<(GlobalJob, Dur)> {
+    let mut rng = Pcg64::seed_from_u64(g.seed);
+    let span = days * 86_400.0;
+    let mean_gap = 3600.0 / g.arrivals_per_hour.max(1e-9);
+    let mut t = 0.0;
+    let mut out = Vec::new();
+    loop {
+        t += -mean_gap * (1.0 - rng.gen::<f64>()).ln();
+        if t >= span {
+            break;
+        }
+        let procs = rng.gen_range(g.procs[0]..=g.procs[1]);
+        let (lo, hi) = (g.runtime_seconds[0] as f64, g.runtime_seconds[1] as f64);
+        let runtime = (lo * (hi / lo).powf(rng.gen::<f64>())).round().max(1.0) as i64;
+        let factor = rng.gen_range(g.estimate_factor[0]..=g.estimate_factor[1]);
+        let estimate = ((runtime as f64) * factor).ceil() as i64;
+        let price = rng.gen_range(g.price[0]..=g.price[1]);
+        let user = if users.is_empty() {
+            0
+        } else {
+            users[rng.gen_range(0..users.len())].id
+        };
+        let id = out.len() as u64;
+        out.push((
+            GlobalJob {
+                id: JobId(id),
+                user: UserId(user),
+                submit: Time(t as i64),
+                procs,
+                walltime: Dur(estimate),
+                max_price: price,
+                input_mb: g.input_mb,
+                home: Some(rng.gen_range(0..clusters)),
+                co_allocate: rng.gen::<f64>() >= g.no_coallocation_share,
+                criterion: Criterion::EarliestFinish,
+            },
+            Dur(runtime),
+        ));
+    }
+    out
+}
+
+fn report_group(items: impl Iterator<Item = (Time, Time, Time)>) -> GroupReport {
+    let mut r = GroupReport::default();
+    for (submit, start, end) in items {
+        let wait = (start - submit).as_secs() as f64;
+        let resp = (end - submit).as_secs() as f64;
+        let run = (end - start).as_secs().max(10) as f64;
+        r.jobs += 1;
+        r.mean_wait += wait;
+        r.mean_response += resp;
+        r.mean_bsld += (resp / run).max(1.0);
+    }
+    if r.jobs > 0 {
+        let n = r.jobs as f64;
+        r.mean_wait /= n;
+        r.mean_response /= n;
+        r.mean_bsld /= n;
+    }
+    r
+}
+
+/// Runs the grid with `broker`, and once more without the global stream to measure the delay
+/// global jobs cause local ones.
+pub fn simulate_grid(cfg: &GridConfig, broker: Broker) -> Result<GridReport, GridError> {
+    let with = run(cfg, broker, true)?;
+    // Without global jobs every broker leaves the owners their whole clusters.
+    let without = run(cfg, Broker::Queue, false)?;
+    let mut report = with;
+    report.local_delay = report.local.mean_wait - without.local.mean_wait;
+    Ok(report)
+}
+
+fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport, GridError> {
+    let days = cfg.days;
+    let mut clusters = Vec::new();
+    let mut partitions: Vec<LocalScheduler> = Vec::new();
+    for (k, c) in cfg.cluster.iter().enumerate() {
+        let policy = parse_policy(&c.policy).expect("invariant: checked when read");
+        let kept = match broker {
+            Broker::Dedicated(f) => {
+                let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
+                partitions.push(LocalScheduler::new(global.max(1), Policy::easy()));
+                c.procs - global
+            }
+            _ => c.procs,
+        };
+        let (local, rejected) = local_stream(c, kept, days, k)?;
+        clusters.push(Cluster {
+            name: c.name.clone(),
+            procs: c.procs,
+            sched: LocalScheduler::new(kept, policy),
+            processors: (0..kept)
+                .map(|i| Processor {
+                    id: format!("{}/p{i}", c.name),
+                    cluster: c.name.clone(),
+                    speed: c.speed,
+                    memory_mb: 0,
+                    features: Default::default(),
+                })
+                .collect(),
+            tariff: Tariff {
+                base: c.tariff,
+                local_premium: c.local_premium,
+            },
+            bandwidth: c.bandwidth_mb_s,
+            latency: Dur(c.latency_seconds),
+            local,
+            ran: BTreeMap::new(),
+            ticks: Default::default(),
+            rejected,
+        });
+    }
+    let mut budgets: BTreeMap<UserId, f64> =
+        cfg.user.iter().map(|u| (UserId(u.id), u.budget)).collect();
+    let stream = if with_global {
+        global_stream(&cfg.global, days, &cfg.user, clusters.len())
+    } else {
+        Vec::new()
+    };
+    let mut globals: Vec<GlobalState> = stream
+        .iter()
+        .map(|(job, runtime)| GlobalState {
+            job: job.clone(),
+            runtime: *runtime,
+            start: None,
+            end: None,
+            parts_left: 0,
+            clusters: 0,
+            refused: false,
+            charged: 0.0,
+        })
+        .collect();
+    let mut queue: Vec<usize> = Vec::new();
+    let mut heap: BinaryHeap<Reverse<(Time, u64, Ev)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |heap: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>, t: Time, ev: Ev| {
+        seq += 1;
+        heap.push(Reverse((t, seq, ev)));
+    };
+    for (k, c) in clusters.iter().enumerate() {
+        for (i, (job, _)) in c.local.iter().enumerate() {
+            push(
+                &mut heap,
+                job.submit,
+                Ev::Local {
+                    cluster: k,
+                    index: i,
+                },
+            );
+        }
+    }
+    for (i, g) in globals.iter().enumerate() {
+        push(&mut heap, g.job.submit, Ev::Global { index: i });
+    }
+    let last_arrival = globals.last().map_or(Time(0), |g| g.job.submit);
+    if broker == Broker::Lookahead && !globals.is_empty() {
+        push(&mut heap, Time(0), Ev::Cycle);
+    }
+    let give_up = last_arrival + Dur(30 * 86_400);
+    let planner = PlannerConfig {
+        horizon: Dur::hours(cfg.horizon_hours),
+        lead_time: Dur(cfg.lead_time_seconds),
+    };
+    // Part jobs of global jobs on dedicated partitions / queues: (cluster or partition, job) → global index.
+    let mut part_of: BTreeMap<(usize, JobId), usize> = BTreeMap::new();
+    let mut actions = Vec::new();
+    let n_clusters = clusters.len();
+    while let Some(Reverse((now, _, ev))) = heap.pop() {
+        // Which scheduler an event concerns: clusters 0..n, dedicated partitions n..2n.
+        let mut touched: Vec<usize> = Vec::new();
+        match ev {
+            Ev::Local { cluster, index } => {
+                let job = clusters[cluster].local[index].0.clone();
+                clusters[cluster]
+                    .sched
+                    .handle(now, Event::Submit(job), &mut actions)
+                    .map_err(|source| GridError::Core {
+                        cluster: clusters[cluster].name.clone(),
+                        source,
+                    })?;
+                touched.push(cluster);
+            }
+            Ev::End { cluster, job } => {
+                let name = clusters
+                    .get(cluster % n_clusters)
+                    .map(|c| c.name.clone())
+                    .unwrap_or_default();
+                let sched = if cluster < n_clusters {
+                    &mut clusters[cluster].sched
+                } else {
+                    &mut partitions[cluster - n_clusters]
+                };
+                sched
+                    .handle(now, Event::Finish(job), &mut actions)
+                    .map_err(|source| GridError::Core {
+                        cluster: name,
+                        source,
+                    })?;
+                if let Some(&g) = part_of.get(&(cluster, job)) {
+                    let gs = &mut globals[g];
+                    gs.parts_left -= 1;
+                    if gs.parts_left == 0 {
+                        gs.end = Some(now);
+                    }
+                    if broker == Broker::Lookahead && cluster < n_clusters {
+                        let _ = clusters[cluster]
+                            .sched
+                            .remove_reservation(now, ReservationId(job.0));
+                    }
+                }
+                touched.push(cluster);
+            }
+            Ev::Tick { cluster } => {
+                clusters[cluster].ticks.remove(&now);
+                clusters[cluster]
+                    .sched
+                    .handle(now, Event::Tick, &mut actions)
+                    .map_err(|source| GridError::Core {
+                        cluster: clusters[cluster].name.clone(),
+                        source,
+                    })?;
+                touched.push(cluster);
+            }
+            Ev::Global { index } => {
+                let g = &mut globals[index];
+                let budget = budgets.get(&g.job.user).copied().unwrap_or(f64::INFINITY);
+                if g.job.worst_case_charge() > budget {
+                    g.refused = true;
+                    continue;
+                }
+                match broker {
+                    Broker::Lookahead => queue.push(index),
+                    Broker::Queue | Broker::Dedicated(_) => {
+                        // The one scheduler where it would start earliest.
+                        let targets: Vec<usize> = match broker {
+                            Broker::Queue => (0..n_clusters).collect(),
+                            _ => (n_clusters..2 * n_clusters).collect(),
+                        };
+                        let mut best: Option<(Time, usize, f64)> = None;
+                        for &t in &targets {
+                            let (sched, speed) = if t < n_clusters {
+                                (&clusters[t].sched, cfg.cluster[t].speed)
+                            } else {
+                                (
+                                    &partitions[t - n_clusters],
+                                    cfg.cluster[t - n_clusters].speed,
+                                )
+                            };
+                            if g.job.procs > sched.capacity() {
+                                continue;
+                            }
+                            let est =
+                                Dur(((g.job.walltime.as_secs() as f64) / speed).ceil() as i64);
+                            let mut copy = sched.clone();
+                            copy.set_reservation_depth(ALL);
+                            let probe = JobId(u64::MAX);
+                            if copy.submit(Job::new(probe, now, g.job.procs, est)).is_err() {
+                                continue;
+                            }
+                            let mut scratch = Vec::new();
+                            copy.schedule(now, &mut scratch);
+                            let start = if copy.is_running(probe) {
+                                now
+                            } else {
+                                copy.reservation_of(probe).map_or(Time::MAX, |p| p.start)
+                            };
+                            if best.is_none_or(|(b, _, _)| start < b) {
+                                best = Some((start, t, speed));
+                            }
+                        }
+                        let Some((_, t, speed)) = best else {
+                            g.refused = true;
+                            continue;
+                        };
+                        let est = Dur(((g.job.walltime.as_secs() as f64) / speed).ceil() as i64);
+                        let run =
+                            Dur(((g.runtime.as_secs() as f64) / speed).ceil() as i64).min(est);
+                        let id = JobId(GLOBAL_PART + index as u64);
+                        let job = Job::new(id, now, g.job.procs, est).with_user(g.job.user);
+                        let sched = if t < n_clusters {
+                            &mut clusters[t].sched
+                        } else {
+                            &mut partitions[t - n_clusters]
+                        };
+                        sched
+                            .handle(now, Event::Submit(job), &mut actions)
+                            .map_err(|source| GridError::Core {
+                                cluster: cfg.cluster[t % n_clusters].name.clone(),
+                                source,
+                            })?;
+                        g.parts_left = 1;
+                        g.clusters = 1;
+                        g.runtime = run;
+                        part_of.insert((t, id), index);
+                        touched.push(t);
+                    }
+                }
+            }
+            Ev::Cycle => {
+                queue.retain(|&i| globals[i].start.is_none() && !globals[i].refused);
+                if !queue.is_empty() {
+                    let views: Vec<ClusterView<'_>> = clusters
+                        .iter()
+                        .map(|c| ClusterView {
+                            processors: &c.processors,
+                            sched: &c.sched,
+                            tariff: &c.tariff,
+                            bandwidth_mb_s: c.bandwidth,
+                            latency: c.latency,
+                        })
+                        .collect();
+                    let jobs: Vec<GlobalJob> =
+                        queue.iter().map(|&i| globals[i].job.clone()).collect();
+                    let decisions = plan_cycle(now, &views, &jobs, &planner);
+                    drop(views);
+                    for d in decisions {
+                        match d {
+                            Decision::Reserve {
+                                job,
+                                start,
+                                end,
+                                cost,
+                                parts,
+                            } => {
+                                let index = job.0 as usize;
+                                let budget = budgets
+                                    .get(&globals[index].job.user)
+                                    .copied()
+                                    .unwrap_or(f64::INFINITY);
+                                if cost > budget {
+                                    globals[index].refused = true;
+                                    continue;
+                                }
+                                // Two-phase: hold on every cluster, or release all.
+                                let rid = ReservationId(GLOBAL_PART + index as u64);
+                                let mut held = Vec::new();
+                                for p in &parts {
+                                    let res = AdminReservation {
+                                        id: rid,
+                                        procs: p.procs,
+                                        window: Interval::new(start, end),
+                                        acl: Acl {
+                                            job: Some(JobId(rid.0)),
+                                            ..Acl::nobody()
+                                        },
+                                    };
+                                    if clusters[p.cluster]
+                                        .sched
+                                        .add_reservation_displacing(res)
+                                        .is_ok()
+                                    {
+                                        held.push(p.cluster);
+                                    } else {
+                                        break;
+                                    }
+                                }
+                                if held.len() < parts.len() {
+                                    for c in held {
+                                        let _ = clusters[c].sched.remove_reservation(now, rid);
+                                    }
+                                    continue;
+                                }
+                                if let Some(b) = budgets.get_mut(&globals[index].job.user) {
+                                    *b -= cost;
+                                }
+                                globals[index].charged = cost;
+                                let user = globals[index].job.user;
+                                let g = &mut globals[index];
+                                let slowest = parts
+                                    .iter()
+                                    .map(|p| cfg.cluster[p.cluster].speed)
+                                    .fold(f64::INFINITY, f64::min);
+                                let run =
+                                    Dur(((g.runtime.as_secs() as f64) / slowest).ceil() as i64)
+                                        .min(end - start);
+                                g.runtime = run;
+                                g.parts_left = parts.len() as u32;
+                                g.clusters = parts.len() as u32;
+                                g.start = Some(start);
+                                for p in &parts {
+                                    let id = JobId(rid.0);
+                                    let job = Job::new(id, now, p.procs, end - start)
+                                        .with_user(user)
+                                        .in_reservation(rid, false);
+                                    clusters[p.cluster]
+                                        .sched
+                                        .handle(now, Event::Submit(job), &mut actions)
+                                        .map_err(|source| GridError::Core {
+                                            cluster: cfg.cluster[p.cluster].name.clone(),
+                                            source,
+                                        })?;
+                                    part_of.insert((p.cluster, id), index);
+                                    touched.push(p.cluster);
+                                    apply_actions(
+                                        now,
+                                        p.cluster,
+                                        &mut actions,
+                                        &mut clusters,
+                                        &mut globals,
+                                        &part_of,
+                                        n_clusters,
+                                        &mut heap,
+                                        &mut push,
+                                    )?;
+                                }
+                            }
+                            Decision::Refuse { job, .. } => globals[job.0 as usize].refused = true,
+                            Decision::Wait { .. } | Decision::NoFit { .. } => {}
+                        }
+                    }
+                }
+                let pending = queue
+                    .iter()
+                    .any(|&i| globals[i].start.is_none() && !globals[i].refused);
+                let next = now + Dur(cfg.cycle_seconds);
+                if (pending || next <= last_arrival) && next <= give_up {
+                    push(&mut heap, next, Ev::Cycle);
+                }
+            }
+        }
+        for k in touched {
+            apply_actions(
+                now,
+                k,
+                &mut actions,
+                &mut clusters,
+                &mut globals,
+                &part_of,
+                n_clusters,
+                &mut heap,
+                &mut push,
+            )?;
+        }
+        actions.clear();
+    }
+    // Report.
+    let mut report = GridReport {
+        broker: broker.name(),
+        ..GridReport::default()
+    };
+    let mut first = i64::MAX;
+    let mut last = i64::MIN;
+    let mut all_local = Vec::new();
+    for c in &clusters {
+        let mut items = Vec::new();
+        let mut area = 0.0;
+        let mut global_area = 0.0;
+        for (id, &(start, end, procs)) in &c.ran {
+            first = first.min(start.secs());
+            last = last.max(end.secs());
+            let a = f64::from(procs) * (end - start).as_secs() as f64;
+            area += a;
+            if id.0 >= GLOBAL_PART {
+                global_area += a;
+            } else {
+                let submit = c.local[id.0 as usize].0.submit;
+                first = first.min(submit.secs());
+                items.push((submit, start, end));
+            }
+        }
+        all_local.extend(items.iter().copied());
+        report.clusters.push(ClusterReport {
+            name: c.name.clone(),
+            local: report_group(items.into_iter()),
+            utilization: area,
+            global_proc_seconds: global_area,
+            local_rejected: c.rejected,
+        });
+    }
+    let span = (last - first).max(1);
+    for (k, r) in report.clusters.iter_mut().enumerate() {
+        r.utilization /= f64::from(clusters[k].procs) * span as f64;
+    }
+    report.span = span;
+    report.local = report_group(all_local.into_iter());
+    report.global_submitted = globals.len() as u64;
+    report.global_refused = globals.iter().filter(|g| g.refused).count() as u64;
+    report.global_unfinished = globals
+        .iter()
+        .filter(|g| !g.refused && g.end.is_none())
+        .count() as u64;
+    let done: Vec<&GlobalState> = globals.iter().filter(|g| g.end.is_some()).collect();
+    report.global = report_group(done.iter().map(|g| {
+        (
+            g.job.submit,
+            g.start.expect("invariant: ended jobs started"),
+            g.end.expect("invariant: filtered"),
+        )
+    }));
+    report.coallocated_share = if done.is_empty() {
+        0.0
+    } else {
+        done.iter().filter(|g| g.clusters > 1).count() as f64 / done.len() as f64
+    };
+    report.charged = globals.iter().map(|g| g.charged).sum();
+    Ok(report)
+}
+
+/// Carries out a scheduler's actions: starts schedule ends, reservations and reservation
+/// boundaries schedule ticks.
+#[allow(clippy::too_many_arguments)]
+fn apply_actions(
+    now: Time,
+    k: usize,
+    actions: &mut Vec<Action>,
+    clusters: &mut [Cluster],
+    globals: &mut [GlobalState],
+    part_of: &BTreeMap<(usize, JobId), usize>,
+    n_clusters: usize,
+    heap: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    push: &mut impl FnMut(&mut BinaryHeap<Reverse<(Time, u64, Ev)>>, Time, Ev),
+) -> Result<(), GridError> {
+    let owner = k % n_clusters;
+    for a in actions.drain(..) {
+        match a {
+            Action::Start { job, procs, .. } => {
+                let runtime = match part_of.get(&(k, job)) {
+                    Some(&g) => {
+                        let gs = &mut globals[g];
+                        gs.start.get_or_insert(now);
+                        if k >= n_clusters || gs.clusters == 1 && gs.charged == 0.0 {
+                            // Queued brokers charge the base tariff for what was used.
+                            gs.charged = clusters[owner].tariff.base
+                                * f64::from(procs)
+                                * gs.runtime.as_secs() as f64;
+                        }
+                        gs.runtime
+                    }
+                    None => clusters[owner].local[job.0 as usize].1,
+                };
+                clusters[owner].ran.insert(job, (now, now + runtime, procs));
+                push(heap, now + runtime, Ev::End { cluster: k, job });
+            }
+            Action::Reserve { start, .. } => {
+                if k < n_clusters && start > now && clusters[k].ticks.insert(start) {
+                    push(heap, start, Ev::Tick { cluster: k });
+                }
+            }
+        }
+    }
+    if k < n_clusters {
+        if let Some(t) = clusters[k].sched.next_boundary(now) {
+            if clusters[k].ticks.insert(t) {
+                push(heap, t, Ev::Tick { cluster: k });
+            }
+        }
+    }
+    Ok(())
+}
