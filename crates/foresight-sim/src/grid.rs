@@ -244,10 +244,7 @@ impl GridConfig {
             path: name.clone(),
             source,
         })?;
-        let mut cfg: GridConfig = toml::from_str(&text).map_err(|e| GridError::Config {
-            path: name.clone(),
-            message: e.to_string(),
-        })?;
+        let mut cfg = GridConfig::parse(&text, &name)?;
         let base = path.parent().unwrap_or(Path::new("."));
         for c in &mut cfg.cluster {
             if let Some(t) = &mut c.local.trace {
@@ -256,8 +253,17 @@ impl GridConfig {
                 }
             }
         }
+        Ok(cfg)
+    }
+
+    /// Parses and checks configuration text; `name` names it in errors.
+    pub fn parse(text: &str, name: &str) -> Result<GridConfig, GridError> {
+        let cfg: GridConfig = toml::from_str(text).map_err(|e| GridError::Config {
+            path: name.to_string(),
+            message: e.to_string(),
+        })?;
         cfg.check().map_err(|message| GridError::Config {
-            path: name,
+            path: name.to_string(),
             message,
         })?;
         Ok(cfg)
