@@ -16,7 +16,7 @@
 //!
 //! # Choosing
 //! Among the runs covering `[t0, t1)` the `P` cheapest are taken (cost of the part used),
-//! ties to the faster processor, then to the lower processor index; the job runs for its
+//! ties to the faster processor, then to the processor id (string order); the job runs for its
 //! estimate divided by the slowest chosen speed, rounded up to a whole second.
 
 use crate::time::{Dur, Time};
@@ -832,10 +832,11 @@ impl SlotPlan {
         if ranked.len() < req.procs as usize {
             return None;
         }
+        let id = |p: u32| &self.processors[p as usize].id;
         ranked.sort_by(|a, b| {
             a.0.total_cmp(&b.0)
                 .then(a.1.total_cmp(&b.1))
-                .then(a.2.cmp(&b.2))
+                .then_with(|| id(a.2).cmp(id(b.2)))
         });
         ranked.truncate(req.procs as usize);
         let slowest = ranked.iter().map(|x| -x.1).fold(f64::INFINITY, f64::min);
