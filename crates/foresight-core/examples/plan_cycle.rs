@@ -2,6 +2,8 @@
 //! clusters of 1 000 processors, each busy with local jobs and holding a local queue, over a
 //! 7-day horizon. Run: `cargo run --release -p foresight-core --example plan_cycle`.
 
+#![allow(clippy::disallowed_methods)] // a benchmark reads the clock; the library never does
+
 use foresight_core::forecast::Tariff;
 use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
 use foresight_core::select::{Criterion, Processor};
