@@ -26,7 +26,10 @@ impl Lcg {
 fn main() {
     let clusters = 10;
     let procs = 1000u32;
-    let queued = 10_000;
+    let queued: usize = std::env::var("QUEUED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
     let mut rng = Lcg(42);
     let mut scheds = Vec::new();
     let mut processors = Vec::new();
@@ -84,6 +87,10 @@ fn main() {
     let cfg = PlannerConfig {
         horizon: Dur::hours(7 * 24),
         lead_time: Dur(900),
+        plan_depth: std::env::var("DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(usize::MAX),
     };
     let mut best = f64::INFINITY;
     let mut decisions = Vec::new();
@@ -105,7 +112,8 @@ fn main() {
         .filter(|d| matches!(d, Decision::NoFit { .. }))
         .count();
     println!(
-        "{{\"clusters\":{clusters},\"processors\":{},\"queued\":{queued},\"seconds\":{best:.3},\"reserved\":{reserved},\"planned\":{waiting},\"no_fit\":{nofit}}}",
-        clusters * procs as usize
+        "{{\"clusters\":{clusters},\"processors\":{},\"queued\":{queued},\"plan_depth\":{},\"seconds\":{best:.3},\"reserved\":{reserved},\"planned\":{waiting},\"no_fit\":{nofit}}}",
+        clusters * procs as usize,
+        cfg.plan_depth.min(queued)
     );
 }

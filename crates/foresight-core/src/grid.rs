@@ -67,6 +67,10 @@ pub struct PlannerConfig {
     pub horizon: Dur,
     /// Jobs planned to start within this are reserved now.
     pub lead_time: Dur,
+    /// At most this many queued jobs are planned per cycle, in priority order (the grid's
+    /// reservation depth); the rest wait for a later cycle. Each planned job costs one pass
+    /// over the plan's slots, so this bounds the cycle's time.
+    pub plan_depth: usize,
 }
 
 /// One part of a reserved job: processors on one cluster.
@@ -172,7 +176,17 @@ pub fn plan_cycle(
         })
         .collect();
     let mut out = Vec::with_capacity(jobs.len());
-    for job in jobs {
+    for (k, job) in jobs.iter().enumerate() {
+        if k >= cfg.plan_depth {
+            out.push(Decision::NoFit {
+                job: job.id,
+                reason: format!(
+                    "beyond the planning depth of {} jobs this cycle",
+                    cfg.plan_depth
+                ),
+            });
+            continue;
+        }
         if job.procs as usize > total {
             out.push(Decision::Refuse {
                 job: job.id,
@@ -316,6 +330,7 @@ mod tests {
         let cfg = PlannerConfig {
             horizon: Dur(10_000),
             lead_time: Dur(30),
+            plan_depth: 100,
         };
         let jobs = [
             global(1, 6, 50, 2.0),

@@ -76,6 +76,9 @@ pub struct GridConfig {
     /// How far ahead the planner looks, hours.
     #[serde(default = "default_horizon")]
     pub horizon_hours: i64,
+    /// Queued global jobs planned per cycle, in order (the rest wait a cycle).
+    #[serde(default = "default_plan_depth")]
+    pub plan_depth: usize,
     /// The clusters.
     pub cluster: Vec<ClusterConfig>,
     /// Users and their budgets.
@@ -93,6 +96,9 @@ fn default_lead() -> i64 {
 }
 fn default_horizon() -> i64 {
     7 * 24
+}
+fn default_plan_depth() -> usize {
+    64
 }
 
 /// One cluster of the grid.
@@ -667,6 +673,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
     let planner = PlannerConfig {
         horizon: Dur::hours(cfg.horizon_hours),
         lead_time: Dur(cfg.lead_time_seconds),
+        plan_depth: cfg.plan_depth,
     };
     // Part jobs of global jobs on dedicated partitions / queues: (cluster or partition, job) → global index.
     let mut part_of: BTreeMap<(usize, JobId), usize> = BTreeMap::new();
