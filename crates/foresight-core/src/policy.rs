@@ -164,6 +164,35 @@ impl Policy {
     }
 }
 
+impl std::str::FromStr for Policy {
+    type Err = String;
+
+    /// Parses `fcfs`, `firstfit`, `firstfit:CAP`, `easy`, `conservative`, `depth:N`.
+    fn from_str(text: &str) -> Result<Policy, String> {
+        let (name, arg) = match text.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (text, None),
+        };
+        let number = |what: &str| -> Result<u32, String> {
+            let a = arg.ok_or_else(|| format!("{name}: give {what}, e.g. {name}:4"))?;
+            a.parse::<u32>()
+                .map_err(|_| format!("{text}: {a:?} is not a whole number"))
+        };
+        Ok(match name {
+            "fcfs" if arg.is_none() => Policy::fcfs(),
+            "firstfit" => Policy::first_fit(arg.map(|_| number("a cap")).transpose()?),
+            "easy" if arg.is_none() => Policy::easy(),
+            "conservative" if arg.is_none() => Policy::conservative(),
+            "depth" => Policy::depth(number("a reservation depth")?),
+            _ => {
+                return Err(format!(
+                    "{text:?} is not a policy: use fcfs, firstfit, firstfit:CAP, easy, conservative or depth:N"
+                ))
+            }
+        })
+    }
+}
+
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())

@@ -305,9 +305,9 @@ impl GridConfig {
                     c.name
                 ));
             }
-            parse_policy(&c.policy).ok_or_else(|| {
-                format!("cluster {:?}: policy {:?} is not fcfs, firstfit, easy, conservative or depth:N", c.name, c.policy)
-            })?;
+            c.policy
+                .parse::<Policy>()
+                .map_err(|e| format!("cluster {:?}: policy {e}", c.name))?;
         }
         let g = &self.global;
         if g.procs[0] == 0 || g.procs[0] > g.procs[1] {
@@ -329,22 +329,6 @@ impl GridConfig {
 /// A finite number above zero (NaN is not).
 fn positive(x: f64) -> bool {
     x.is_finite() && x > 0.0
-}
-
-/// Parses a local policy name.
-pub fn parse_policy(s: &str) -> Option<Policy> {
-    match s.split_once(':') {
-        None => match s {
-            "fcfs" => Some(Policy::fcfs()),
-            "firstfit" => Some(Policy::first_fit(None)),
-            "easy" => Some(Policy::easy()),
-            "conservative" => Some(Policy::conservative()),
-            _ => None,
-        },
-        Some(("depth", n)) => n.parse().ok().map(Policy::depth),
-        Some(("firstfit", n)) => n.parse().ok().map(|n| Policy::first_fit(Some(n))),
-        _ => None,
-    }
 }
 
 /// Figures for one group of jobs.
@@ -588,7 +572,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
     let mut clusters = Vec::new();
     let mut partitions: Vec<LocalScheduler> = Vec::new();
     for (k, c) in cfg.cluster.iter().enumerate() {
-        let policy = parse_policy(&c.policy).expect("invariant: checked when read");
+        let policy: Policy = c.policy.parse().expect("invariant: checked when read");
         let kept = match broker {
             Broker::Dedicated(f) => {
                 let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);

@@ -126,31 +126,11 @@ pub fn run(cmd: SimCommand) -> Result<()> {
     }
 }
 
-/// Parses `fcfs`, `firstfit[:CAP]`, `easy`, `conservative`, `depth:N`.
-fn parse_policy(text: &str) -> Result<Policy> {
-    let (name, arg) = match text.split_once(':') {
-        Some((n, a)) => (n, Some(a)),
-        None => (text, None),
-    };
-    let number = |what: &str| -> Result<u32> {
-        let a = arg.with_context(|| format!("--policy {name}: give {what}, e.g. {name}:4"))?;
-        a.parse::<u32>()
-            .with_context(|| format!("--policy {text}: {a:?} is not a whole number"))
-    };
-    Ok(match name {
-        "fcfs" if arg.is_none() => Policy::fcfs(),
-        "firstfit" => Policy::first_fit(if arg.is_some() { Some(number("a cap")?) } else { None }),
-        "easy" if arg.is_none() => Policy::easy(),
-        "conservative" if arg.is_none() => Policy::conservative(),
-        "depth" => Policy::depth(number("a reservation depth")?),
-        _ => bail!(
-            "--policy {text:?} is not a policy: use fcfs, firstfit, firstfit:CAP, easy, conservative or depth:N"
-        ),
-    })
-}
-
 fn sim_run(opts: SimRunOpts) -> Result<()> {
-    let mut policy = parse_policy(&opts.policy)?;
+    let mut policy: Policy = opts
+        .policy
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--policy {e}"))?;
     if let Some(b) = opts.backfill {
         policy.backfill = match b {
             BackfillOpt::None => BackfillChoice::None,
