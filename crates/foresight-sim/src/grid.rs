@@ -378,6 +378,9 @@ pub struct GridReport {
     pub coallocated_share: f64,
     /// Total charged to users.
     pub charged: f64,
+    /// Largest gap between the first and the last part of one co-allocated job to start,
+    /// seconds (0: every part started at its reserved second).
+    pub max_start_skew: i64,
     /// Mean local wait with the global stream minus without it, seconds.
     pub local_delay: f64,
     /// Per cluster.
@@ -427,6 +430,8 @@ struct GlobalState {
     refused: bool,
     /// What the user paid.
     charged: f64,
+    /// Latest start of any of its parts (the first is `start`).
+    last_part_start: Option<Time>,
 }
 
 /// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.
@@ -625,6 +630,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
             clusters: 0,
             refused: false,
             charged: 0.0,
+            last_part_start: None,
         })
         .collect();
     let mut queue: Vec<usize> = Vec::new();
@@ -991,6 +997,11 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
         done.iter().filter(|g| g.clusters > 1).count() as f64 / done.len() as f64
     };
     report.charged = globals.iter().map(|g| g.charged).sum();
+    report.max_start_skew = globals
+        .iter()
+        .filter_map(|g| Some((g.last_part_start? - g.start?).as_secs()))
+        .max()
+        .unwrap_or(0);
     Ok(report)
 }
 
@@ -1016,6 +1027,7 @@ fn apply_actions(
                     Some(&g) => {
                         let gs = &mut globals[g];
                         gs.start.get_or_insert(now);
+                        gs.last_part_start = Some(now);
                         if k >= n_clusters || gs.clusters == 1 && gs.charged == 0.0 {
                             // Queued brokers charge the base tariff for what was used.
                             gs.charged = clusters[owner].tariff.base

@@ -44,6 +44,10 @@ fn lookahead_runs_jobs_no_cluster_holds_and_queues_cannot() {
     assert_eq!(look.global_unfinished, 0);
     assert_eq!(look.global.jobs, look.global_submitted);
     assert!(look.coallocated_share > 0.0);
+    assert_eq!(
+        look.max_start_skew, 0,
+        "co-allocated parts start at the same second"
+    );
     assert_eq!(queue.coallocated_share, 0.0);
     for c in &look.clusters {
         assert!(c.utilization > 0.0 && c.utilization <= 1.0, "{c:?}");
