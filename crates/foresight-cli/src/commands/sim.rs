@@ -440,9 +440,11 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     );
                 }
                 println!(
-                    "{:<16} simulated in {:.2} s (twice: with and without the global stream)",
+                    "{:<16} simulated in {:.2} s (twice: with and without the global stream); \
+                     largest start skew of a co-allocated job: {} s",
                     r.broker,
-                    elapsed.as_secs_f64()
+                    elapsed.as_secs_f64(),
+                    r.max_start_skew
                 );
             }
         }
