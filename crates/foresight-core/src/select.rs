@@ -833,12 +833,18 @@ impl SlotPlan {
             return None;
         }
         let id = |p: u32| &self.processors[p as usize].id;
-        ranked.sort_by(|a, b| {
+        let rule = |a: &(f64, f64, u32, u32), b: &(f64, f64, u32, u32)| {
             a.0.total_cmp(&b.0)
                 .then(a.1.total_cmp(&b.1))
                 .then_with(|| id(a.2).cmp(id(b.2)))
-        });
-        ranked.truncate(req.procs as usize);
+        };
+        // Only the first P by the rule matter: partition, then order just those.
+        let p = req.procs as usize;
+        if ranked.len() > p {
+            ranked.select_nth_unstable_by(p - 1, rule);
+            ranked.truncate(p);
+        }
+        ranked.sort_by(rule);
         let slowest = ranked.iter().map(|x| -x.1).fold(f64::INFINITY, f64::min);
         let end = t0 + Dur((req.walltime.as_secs() as f64 / slowest).ceil() as i64);
         let mut slots = Vec::new();
