@@ -21,8 +21,7 @@
 
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::BTreeSet;
 use thiserror::Error;
 
 /// A processor the plan can place work on.
@@ -133,17 +132,18 @@ pub struct SlotPlan {
     next: Vec<u32>,
     /// The previous slot of the same processor in time, or `NONE`.
     prev: Vec<u32>,
-    /// Per cluster, its slots by start (ties by end, then index).
-    by_start: Vec<Vec<u32>>,
+    /// Slots `0..main` (numbered at the last re-index) are in order of start, ties by end,
+    /// then processor; later ones are pieces made by commits, listed in `extra_start`.
+    main: usize,
     /// All slots by end (ties by start, then index).
     by_end: Vec<u32>,
     /// First slot of each processor in time, or `NONE`.
     head: Vec<u32>,
     /// False for slots replaced by [`SlotPlan::commit`].
     alive: Vec<bool>,
-    /// Pieces created by commits since the last rebuild, in the same orders as `by_start`
-    /// and `by_end`; walks merge them in, so a commit costs no full re-sort.
-    extra_start: Vec<Vec<u32>>,
+    /// Pieces created by commits since the last re-index, by start and by end (ties by the
+    /// other bound, then number); walks merge them in, so a commit costs no full re-sort.
+    extra_start: Vec<u32>,
     extra_end: Vec<u32>,
     /// Slots replaced since the last rebuild.
     dead: usize,
@@ -312,39 +312,38 @@ impl SlotPlan {
         cluster_of: Vec<u32>,
         mut slots: Vec<Slot>,
     ) -> Result<SlotPlan, PlanError> {
-        // Processor-major time order gives the chains; then the two global orders.
-        slots.sort_by_key(|s| (s.processor, s.start));
+        // Slots are numbered in order of start, so that walks in that order read memory in
+        // sequence and a processor's earlier slot always has a smaller number.
+        slots.sort_by_key(|s| (s.start, s.end, s.processor));
         let n = slots.len();
         let mut next = vec![NONE; n];
         let mut prev = vec![NONE; n];
-        for i in 1..n {
-            let (a, b) = (slots[i - 1], slots[i]);
-            if a.processor == b.processor {
+        let mut head = vec![NONE; processors.len()];
+        let mut last = vec![NONE; processors.len()];
+        for i in 0..n {
+            let b = slots[i];
+            let p = b.processor as usize;
+            let l = last[p];
+            if l == NONE {
+                head[p] = i as u32;
+            } else {
+                let a = slots[l as usize];
                 if b.start < a.end {
                     return Err(PlanError::Overlap {
-                        processor: processors[a.processor as usize].id.clone(),
+                        processor: processors[p].id.clone(),
                         a_start: a.start,
                         a_end: a.end,
                         b_start: b.start,
                         b_end: b.end,
                     });
                 }
-                next[i - 1] = i as u32;
-                prev[i] = (i - 1) as u32;
+                next[l as usize] = i as u32;
+                prev[i] = l;
             }
+            last[p] = i as u32;
         }
-        let mut by_start = vec![Vec::new(); clusters.len()];
         let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&i| (slots[i as usize].start, slots[i as usize].end, i));
-        for &i in &order {
-            by_start[cluster_of[slots[i as usize].processor as usize] as usize].push(i);
-        }
         order.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start, i));
-        let mut head = vec![NONE; processors.len()];
-        for (i, s) in slots.iter().enumerate().rev() {
-            head[s.processor as usize] = i as u32;
-        }
-        let nclusters = clusters.len();
         Ok(SlotPlan {
             processors,
             clusters,
@@ -353,10 +352,10 @@ impl SlotPlan {
             slots,
             next,
             prev,
-            by_start,
+            main: n,
             by_end: order,
             head,
-            extra_start: vec![Vec::new(); nclusters],
+            extra_start: Vec::new(),
             extra_end: Vec::new(),
             dead: 0,
         })
@@ -413,13 +412,14 @@ impl SlotPlan {
                 self.next[last as usize] = k;
             }
             last = k;
-            let c = self.cluster_of[s.processor as usize] as usize;
             let key_start = |j: &u32| {
                 let t = &self.slots[*j as usize];
                 (t.start, t.end, *j)
             };
-            let at = self.extra_start[c].partition_point(|j| key_start(j) < key_start(&k));
-            self.extra_start[c].insert(at, k);
+            let at = self
+                .extra_start
+                .partition_point(|j| key_start(j) < key_start(&k));
+            self.extra_start.insert(at, k);
             let key_end = |j: &u32| {
                 let t = &self.slots[*j as usize];
                 (t.end, t.start, *j)
@@ -543,8 +543,8 @@ impl SlotPlan {
                 let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
                 self.build_runs(req, &suitable_proc, &avail, *only, speed, &mut walk);
                 let found = match req.criterion {
-                    Criterion::MinCost => self.cheapest(req, dur, &walk),
-                    _ => self.earliest(req, dur, &walk),
+                    Criterion::MinCost => self.cheapest(req, dur, &walk, &avail),
+                    _ => self.earliest(req, dur, &walk, &avail),
                 };
                 let Some(sel) = found else { continue };
                 let key = match req.criterion {
@@ -621,13 +621,8 @@ impl SlotPlan {
                 && only.is_none_or(|o| o == c)
                 && avail[c].is_some()
         };
-        let chains = self.head.iter().flat_map(|&h| {
-            std::iter::successors((h != NONE).then_some(h), |&i| {
-                let n = self.next[i as usize];
-                (n != NONE).then_some(n)
-            })
-        });
-        for i in chains {
+        // In order of start a processor's earlier slot is always seen first.
+        for i in self.in_start_order() {
             let i = i as usize;
             if !usable(i) {
                 continue;
@@ -657,52 +652,80 @@ impl SlotPlan {
 
     /// Runs in order of usable start: a merge of the clusters' start-sorted lists, keeping
     /// each run's first piece.
-    fn runs_by_start<'a>(&'a self, walk: &'a Walk) -> impl Iterator<Item = u32> + 'a {
-        let mut heads: BinaryHeap<Reverse<(Time, usize, usize)>> = BinaryHeap::new();
-        let mut pos = vec![0usize; self.by_start.len()];
+    /// Live slots in order of start (ties by end, then number): the numbered slots merged
+    /// with the pieces commits made since.
+    fn in_start_order(&self) -> impl Iterator<Item = u32> + '_ {
         let key = |i: u32| {
             let t = &self.slots[i as usize];
             (t.start, t.end, i)
         };
-        let mut extra_pos = vec![0usize; self.by_start.len()];
-        let mut next_head = move |c: usize, pos: &mut [usize]| -> Option<(Time, u32)> {
-            let (list, extra) = (&self.by_start[c], &self.extra_start[c]);
-            loop {
-                // The smaller of the two lists' next entries.
-                let a = list.get(pos[c]).copied();
-                let b = extra.get(extra_pos[c]).copied();
-                let i = match (a, b) {
-                    (None, None) => return None,
-                    (Some(x), Some(y)) if key(y) < key(x) => {
-                        extra_pos[c] += 1;
-                        y
-                    }
-                    (Some(x), _) => {
-                        pos[c] += 1;
-                        x
-                    }
-                    (None, Some(y)) => {
-                        extra_pos[c] += 1;
-                        y
-                    }
-                } as usize;
-                let r = walk.run_of[i];
-                if r != NONE && walk.runs[r as usize].first == i as u32 {
-                    return Some((walk.runs[r as usize].start, r));
+        let mut a = (0..self.main as u32)
+            .filter(|&i| self.alive[i as usize])
+            .peekable();
+        let mut b = self
+            .extra_start
+            .iter()
+            .copied()
+            .filter(|&i| self.alive[i as usize])
+            .peekable();
+        std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
+            (None, None) => None,
+            (Some(x), Some(y)) if key(y) < key(x) => b.next(),
+            (Some(_), _) => a.next(),
+            (None, Some(_)) => b.next(),
+        })
+    }
+
+    /// Runs in order of usable start: one pass in start order, with
+    /// the runs that begin before their cluster is usable held back in one bucket per
+    /// cluster and released when the pass reaches that cluster's usable time.
+    fn runs_by_start<'a>(
+        &'a self,
+        walk: &'a Walk,
+        avail: &'a [Option<Time>],
+    ) -> impl Iterator<Item = u32> + 'a {
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); self.clusters.len()];
+        // Clusters by usable time, for releasing buckets in order.
+        let mut release: Vec<(Time, usize)> = avail
+            .iter()
+            .enumerate()
+            .filter_map(|(c, a)| a.map(|t| (t, c)))
+            .collect();
+        release.sort();
+        let mut next_release = 0usize;
+        let mut order = self.in_start_order();
+        let mut out: std::collections::VecDeque<u32> = std::collections::VecDeque::new();
+        std::iter::from_fn(move || loop {
+            if let Some(r) = out.pop_front() {
+                return Some(r);
+            }
+            // The next run head in start order, if any.
+            let found = order.by_ref().find_map(|k| {
+                let r = walk.run_of[k as usize];
+                (r != NONE && walk.runs[r as usize].first == k).then_some(r)
+            });
+            let Some(r) = found else {
+                // Flush what is held back, in order of release.
+                while next_release < release.len() {
+                    let c = release[next_release].1;
+                    next_release += 1;
+                    out.extend(buckets[c].drain(..));
                 }
+                return out.pop_front();
+            };
+            let run = walk.runs[r as usize];
+            if self.slots[run.first as usize].start < run.start {
+                // Usable only from its cluster's time: held back. (Once a bucket is released,
+                // the pass is past that time, so no run joins it later.)
+                buckets[self.cluster_of[run.processor as usize] as usize].push(r);
+                continue;
             }
-        };
-        for c in 0..self.by_start.len() {
-            if let Some((t, r)) = next_head(c, &mut pos) {
-                heads.push(Reverse((t, c, r as usize)));
+            while next_release < release.len() && release[next_release].0 <= run.start {
+                let b = release[next_release].1;
+                next_release += 1;
+                out.extend(buckets[b].drain(..));
             }
-        }
-        std::iter::from_fn(move || {
-            let Reverse((_, c, r)) = heads.pop()?;
-            if let Some((t, r2)) = next_head(c, &mut pos) {
-                heads.push(Reverse((t, c, r2 as usize)));
-            }
-            Some(r as u32)
+            out.push_back(r);
         })
     }
 
@@ -734,14 +757,26 @@ impl SlotPlan {
     }
 
     /// The earliest window for this level, and its cheapest choice.
-    fn earliest(&self, req: &SlotRequest, dur: Dur, walk: &Walk) -> Option<Selection> {
-        let mut windows = Windows::new(self, walk, dur, Vec::new());
+    fn earliest(
+        &self,
+        req: &SlotRequest,
+        dur: Dur,
+        walk: &Walk,
+        avail: &[Option<Time>],
+    ) -> Option<Selection> {
+        let mut windows = Windows::new(self, walk, avail, dur, Vec::new());
         let t0 = windows.next_feasible(req.procs as usize, None)?;
         self.choose(req, dur, walk, t0, windows.counted_runs())
     }
 
     /// The cheapest window starting by the deadline, for this level.
-    fn cheapest(&self, req: &SlotRequest, dur: Dur, walk: &Walk) -> Option<Selection> {
+    fn cheapest(
+        &self,
+        req: &SlotRequest,
+        dur: Dur,
+        walk: &Walk,
+        avail: &[Option<Time>],
+    ) -> Option<Selection> {
         // The charge changes only where a window edge crosses a slot boundary, so besides
         // run starts the candidates are every slot start and every slot end minus the length.
         // Between two candidates the cheapest sum is concave in the start, so a deadline that
@@ -761,7 +796,7 @@ impl SlotPlan {
         }
         extra.sort_unstable();
         extra.dedup();
-        let mut windows = Windows::new(self, walk, dur, extra);
+        let mut windows = Windows::new(self, walk, avail, dur, extra);
         let mut best: Option<Selection> = None;
         while let Some(t0) = windows.next_feasible(req.procs as usize, req.deadline) {
             if let Some(sel) = self.choose(req, dur, walk, t0, windows.counted_runs()) {
@@ -879,8 +914,14 @@ struct Windows<'a> {
 }
 
 impl<'a> Windows<'a> {
-    fn new(plan: &'a SlotPlan, walk: &'a Walk, dur: Dur, extra: Vec<Time>) -> Windows<'a> {
-        let a: Box<dyn Iterator<Item = u32> + 'a> = Box::new(plan.runs_by_start(walk));
+    fn new(
+        plan: &'a SlotPlan,
+        walk: &'a Walk,
+        avail: &'a [Option<Time>],
+        dur: Dur,
+        extra: Vec<Time>,
+    ) -> Windows<'a> {
+        let a: Box<dyn Iterator<Item = u32> + 'a> = Box::new(plan.runs_by_start(walk, avail));
         let b: Box<dyn Iterator<Item = u32> + 'a> = Box::new(plan.runs_by_end(walk));
         Windows {
             walk,
