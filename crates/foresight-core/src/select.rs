@@ -248,6 +248,8 @@ struct Walk {
     runs: Vec<Run>,
     /// Run index of each slot, or NONE if the slot is unsuitable or unusable.
     run_of: Vec<u32>,
+    /// Processors usable at this level.
+    proc_ok: Vec<bool>,
 }
 
 impl SlotPlan {
@@ -537,6 +539,7 @@ impl SlotPlan {
         let mut walk = Walk {
             runs: Vec::new(),
             run_of: vec![NONE; self.slots.len()],
+            proc_ok: Vec::new(),
         };
         for only in &masks {
             for &speed in &levels {
@@ -611,15 +614,19 @@ impl SlotPlan {
     ) {
         walk.runs.clear();
         walk.run_of.iter_mut().for_each(|r| *r = NONE);
-        let usable = |i: usize| {
-            let s = &self.slots[i];
-            let p = s.processor as usize;
+        // Per processor once, so that the pass over slots reads one flag, not a record.
+        walk.proc_ok.clear();
+        walk.proc_ok.extend(self.processors.iter().enumerate().map(|(p, proc)| {
             let c = self.cluster_of[p] as usize;
             suitable_proc[p]
-                && self.processors[p].speed >= min_speed
-                && s.cost <= req.max_price
+                && proc.speed >= min_speed
                 && only.is_none_or(|o| o == c)
                 && avail[c].is_some()
+        }));
+        let proc_ok = &walk.proc_ok;
+        let usable = |i: usize| {
+            let s = &self.slots[i];
+            proc_ok[s.processor as usize] && s.cost <= req.max_price
         };
         // In order of start a processor's earlier slot is always seen first.
         for i in self.in_start_order() {
