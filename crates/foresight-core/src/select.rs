@@ -616,13 +616,14 @@ impl SlotPlan {
         walk.run_of.iter_mut().for_each(|r| *r = NONE);
         // Per processor once, so that the pass over slots reads one flag, not a record.
         walk.proc_ok.clear();
-        walk.proc_ok.extend(self.processors.iter().enumerate().map(|(p, proc)| {
-            let c = self.cluster_of[p] as usize;
-            suitable_proc[p]
-                && proc.speed >= min_speed
-                && only.is_none_or(|o| o == c)
-                && avail[c].is_some()
-        }));
+        walk.proc_ok
+            .extend(self.processors.iter().enumerate().map(|(p, proc)| {
+                let c = self.cluster_of[p] as usize;
+                suitable_proc[p]
+                    && proc.speed >= min_speed
+                    && only.is_none_or(|o| o == c)
+                    && avail[c].is_some()
+            }));
         let proc_ok = &walk.proc_ok;
         let usable = |i: usize| {
             let s = &self.slots[i];

@@ -176,17 +176,31 @@ pub struct UserConfig {
     pub budget: f64,
 }
 
-/// The seeded synthetic global stream.
+/// The global stream: a window of an SWF trace, or seeded synthetic arrivals. Prices, input
+/// sizes, homes and the co-allocation switch are drawn (seeded) either way.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GlobalStream {
-    /// Jobs per hour (Poisson).
+    /// SWF trace of global jobs (relative to the configuration file); without it the
+    /// arrivals are synthetic.
+    #[serde(default)]
+    pub trace: Option<PathBuf>,
+    /// With a trace: skip this many days of it first.
+    #[serde(default)]
+    pub skip_days: f64,
+    /// With a trace: multiply inter-arrival times by this.
+    #[serde(default = "one")]
+    pub time_scale: f64,
+    /// Synthetic: jobs per hour (Poisson).
+    #[serde(default = "one")]
     pub arrivals_per_hour: f64,
-    /// Processors, uniform in this range.
+    /// Synthetic: processors, uniform in this range.
+    #[serde(default = "default_global_procs")]
     pub procs: [u32; 2],
-    /// Runtime, seconds, log-uniform in this range.
+    /// Synthetic: runtime, seconds, log-uniform in this range.
+    #[serde(default = "default_global_runtime")]
     pub runtime_seconds: [i64; 2],
-    /// Estimate = runtime × a factor uniform in this range.
+    /// Synthetic: estimate = runtime × a factor uniform in this range.
     #[serde(default = "default_overestimate")]
     pub estimate_factor: [f64; 2],
     /// Max price per processor-second, uniform in this range.
@@ -202,6 +216,12 @@ pub struct GlobalStream {
     pub seed: u64,
 }
 
+fn default_global_procs() -> [u32; 2] {
+    [1, 64]
+}
+fn default_global_runtime() -> [i64; 2] {
+    [60, 3600]
+}
 fn default_overestimate() -> [f64; 2] {
     [1.0, 3.0]
 }
@@ -252,11 +272,14 @@ impl GridConfig {
         })?;
         let mut cfg = GridConfig::parse(&text, &name)?;
         let base = path.parent().unwrap_or(Path::new("."));
-        for c in &mut cfg.cluster {
-            if let Some(t) = &mut c.local.trace {
-                if t.is_relative() {
-                    *t = base.join(&*t);
-                }
+        let traces = cfg
+            .cluster
+            .iter_mut()
+            .filter_map(|c| c.local.trace.as_mut())
+            .chain(cfg.global.trace.as_mut());
+        for t in traces {
+            if t.is_relative() {
+                *t = base.join(&*t);
             }
         }
         Ok(cfg)
@@ -310,10 +333,13 @@ impl GridConfig {
                 .map_err(|e| format!("cluster {:?}: policy {e}", c.name))?;
         }
         let g = &self.global;
-        if g.procs[0] == 0 || g.procs[0] > g.procs[1] {
+        if g.trace.is_some() {
+            if !(positive(g.time_scale)) {
+                return Err("global.time_scale must be positive".into());
+            }
+        } else if g.procs[0] == 0 || g.procs[0] > g.procs[1] {
             return Err("global.procs must be [min, max] with 1 <= min <= max".into());
-        }
-        if g.runtime_seconds[0] <= 0 || g.runtime_seconds[0] > g.runtime_seconds[1] {
+        } else if g.runtime_seconds[0] <= 0 || g.runtime_seconds[0] > g.runtime_seconds[1] {
             return Err("global.runtime_seconds must be [min, max] with 0 < min <= max".into());
         }
         if !(g.price[0] >= 0.0 && g.price[0] <= g.price[1]) {
@@ -499,22 +525,57 @@ fn global_stream(
     days: f64,
     users: &[UserConfig],
     clusters: usize,
-) -> Vec<(GlobalJob, Dur)> {
+) -> Result<Vec<(GlobalJob, Dur)>, GridError> {
     let mut rng = Pcg64::seed_from_u64(g.seed);
     let span = days * 86_400.0;
-    let mean_gap = 3600.0 / g.arrivals_per_hour.max(1e-9);
-    let mut t = 0.0;
-    let mut out = Vec::new();
-    loop {
-        t += -mean_gap * (1.0 - rng.gen::<f64>()).ln();
-        if t >= span {
-            break;
+    // (submit, procs, estimate, runtime) of every arrival.
+    let arrivals: Vec<(i64, u32, i64, i64)> = match &g.trace {
+        Some(path) => {
+            let trace = Trace::read(path, false)?;
+            let w = Workload::from_trace(&trace, u32::MAX, Semantics::Default);
+            let skip = (g.skip_days * 86_400.0) as i64;
+            let origin = w
+                .jobs
+                .iter()
+                .map(|j| j.job.submit.secs())
+                .find(|&s| s >= skip);
+            w.jobs
+                .iter()
+                .filter(|j| origin.is_some_and(|o| j.job.submit.secs() >= o))
+                .map(|j| {
+                    let t =
+                        ((j.job.submit.secs() - origin.unwrap_or(0)) as f64 * g.time_scale) as i64;
+                    (
+                        t,
+                        j.job.procs,
+                        j.job.estimate.as_secs(),
+                        j.runtime.as_secs(),
+                    )
+                })
+                .take_while(|a| (a.0 as f64) < span)
+                .collect()
         }
-        let procs = rng.gen_range(g.procs[0]..=g.procs[1]);
-        let (lo, hi) = (g.runtime_seconds[0] as f64, g.runtime_seconds[1] as f64);
-        let runtime = (lo * (hi / lo).powf(rng.gen::<f64>())).round().max(1.0) as i64;
-        let factor = rng.gen_range(g.estimate_factor[0]..=g.estimate_factor[1]);
-        let estimate = ((runtime as f64) * factor).ceil() as i64;
+        None => {
+            let mean_gap = 3600.0 / g.arrivals_per_hour.max(1e-9);
+            let mut t = 0.0;
+            let mut out = Vec::new();
+            loop {
+                t += -mean_gap * (1.0 - rng.gen::<f64>()).ln();
+                if t >= span {
+                    break;
+                }
+                let procs = rng.gen_range(g.procs[0]..=g.procs[1]);
+                let (lo, hi) = (g.runtime_seconds[0] as f64, g.runtime_seconds[1] as f64);
+                let runtime = (lo * (hi / lo).powf(rng.gen::<f64>())).round().max(1.0) as i64;
+                let factor = rng.gen_range(g.estimate_factor[0]..=g.estimate_factor[1]);
+                let estimate = ((runtime as f64) * factor).ceil() as i64;
+                out.push((t as i64, procs, estimate, runtime));
+            }
+            out
+        }
+    };
+    let mut out = Vec::new();
+    for (t, procs, estimate, runtime) in arrivals {
         let price = rng.gen_range(g.price[0]..=g.price[1]);
         let user = if users.is_empty() {
             0
@@ -526,7 +587,7 @@ fn global_stream(
             GlobalJob {
                 id: JobId(id),
                 user: UserId(user),
-                submit: Time(t as i64),
+                submit: Time(t),
                 procs,
                 walltime: Dur(estimate),
                 max_price: price,
@@ -538,7 +599,7 @@ fn global_stream(
             Dur(runtime),
         ));
     }
-    out
+    Ok(out)
 }
 
 fn report_group(items: impl Iterator<Item = (Time, Time, Time)>) -> GroupReport {
@@ -615,7 +676,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
     let mut budgets: BTreeMap<UserId, f64> =
         cfg.user.iter().map(|u| (UserId(u.id), u.budget)).collect();
     let stream = if with_global {
-        global_stream(&cfg.global, days, &cfg.user, clusters.len())
+        global_stream(&cfg.global, days, &cfg.user, clusters.len())?
     } else {
         Vec::new()
     };
@@ -917,7 +978,8 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                     .iter()
                     .any(|&i| globals[i].start.is_none() && !globals[i].refused);
                 let next = now + Dur(cfg.cycle_seconds);
-                if (pending || next <= last_arrival) && next <= give_up {
+                // Keep cycling while jobs wait or more are still to arrive.
+                if (pending || now < last_arrival) && next <= give_up {
                     push(&mut heap, next, Ev::Cycle);
                 }
             }

@@ -120,3 +120,35 @@ fn bad_configurations_name_the_problem() {
         Some(Broker::Dedicated(0.25))
     );
 }
+
+#[test]
+fn the_global_stream_can_replay_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let swf = dir.path().join("global.swf");
+    // Three jobs: 10, 100 (more than either cluster) and 20 processors.
+    std::fs::write(
+        &swf,
+        "; MaxProcs: 128\n\
+         1 0 -1 600 10 -1 -1 10 900 -1 1 1 1 -1 1 -1 -1 -1\n\
+         2 60 -1 1200 100 -1 -1 100 1800 -1 1 1 1 -1 1 -1 -1 -1\n\
+         3 120 -1 300 20 -1 -1 20 600 -1 1 1 1 -1 1 -1 -1 -1\n",
+    )
+    .unwrap();
+    let text = GRID.replace(
+        "[global]\narrivals_per_hour = 2\nprocs = [8, 100]\nruntime_seconds = [600, 7200]\n",
+        &format!("[global]\ntrace = {:?}\n", swf.to_str().unwrap()),
+    );
+    assert!(text.contains("trace = "), "{text}");
+    let cfg_path = dir.path().join("grid.toml");
+    std::fs::write(&cfg_path, &text).unwrap();
+    let cfg = GridConfig::read(&cfg_path).unwrap();
+    let look = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    assert_eq!(look.global_submitted, 3);
+    assert_eq!(look.global.jobs, 3);
+    assert!(
+        look.coallocated_share > 0.0,
+        "the 100-processor job spans both clusters"
+    );
+    let queue = simulate_grid(&cfg, Broker::Queue).unwrap();
+    assert_eq!(queue.global_refused, 1);
+}
