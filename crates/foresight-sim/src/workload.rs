@@ -211,22 +211,26 @@ impl Workload {
     }
 
     /// A seeded synthetic workload: Poisson arrivals at `load` (offered utilization) on
-    /// `procs` processors; sizes mostly powers of two; runtimes log-uniform from 10 s to
-    /// 36 h; estimates 1–5× the runtime, as users over-estimate.
+    /// `procs` processors; 30 % serial, the rest mostly powers of two up to half the machine;
+    /// runtimes log-uniform from 10 s to 12 h; estimates 1–5× the runtime, as users
+    /// over-estimate.
     pub fn synthetic(jobs: usize, procs: u32, load: f64, seed: u64) -> Workload {
         let mut rng = Pcg64::seed_from_u64(seed);
-        let max_log2 = (procs.max(1) as f64).log2().floor() as u32;
+        // Sizes as archive logs show them: many serial jobs, mostly powers of two, rarely
+        // more than half the machine.
+        let half = (procs / 2).max(1);
+        let max_log2 = (half as f64).log2().floor() as u32;
         let mut specs = Vec::with_capacity(jobs);
         let mut area = 0.0;
         for _ in 0..jobs {
-            let p = if rng.gen_bool(0.25) {
+            let p = if rng.gen_bool(0.3) {
                 1
-            } else if rng.gen_bool(0.75) {
+            } else if rng.gen_bool(0.85) {
                 1u32 << rng.gen_range(0..=max_log2)
             } else {
-                rng.gen_range(1..=procs.max(1))
+                rng.gen_range(1..=half)
             };
-            let runtime = (10f64 * (36.0 * 3600.0 / 10.0f64).powf(rng.gen::<f64>())).round() as i64;
+            let runtime = (10f64 * (12.0 * 3600.0 / 10.0f64).powf(rng.gen::<f64>())).round() as i64;
             let estimate = ((runtime as f64) * rng.gen_range(1.0..5.0)).ceil() as i64;
             area += f64::from(p) * runtime as f64;
             specs.push((p, runtime, estimate));
