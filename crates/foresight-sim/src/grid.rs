@@ -14,7 +14,7 @@
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
 use foresight_core::forecast::Tariff;
-use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
+use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, Part, PlannerConfig};
 use foresight_core::policy::ALL;
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::select::{Criterion, Processor};
@@ -796,44 +796,13 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                 match broker {
                     Broker::Lookahead => queue.push(index),
                     Broker::Queue | Broker::Dedicated(_) => {
-                        // The one scheduler where it would start earliest.
-                        let targets: Vec<usize> = match broker {
-                            Broker::Queue => (0..n_clusters).collect(),
-                            _ => (n_clusters..2 * n_clusters).collect(),
+                        let targets = match broker {
+                            Broker::Queue => 0..n_clusters,
+                            _ => n_clusters..2 * n_clusters,
                         };
-                        let mut best: Option<(Time, usize, f64)> = None;
-                        for &t in &targets {
-                            let (sched, speed) = if t < n_clusters {
-                                (&clusters[t].sched, cfg.cluster[t].speed)
-                            } else {
-                                (
-                                    &partitions[t - n_clusters],
-                                    cfg.cluster[t - n_clusters].speed,
-                                )
-                            };
-                            if g.job.procs > sched.capacity() {
-                                continue;
-                            }
-                            let est =
-                                Dur(((g.job.walltime.as_secs() as f64) / speed).ceil() as i64);
-                            let mut copy = sched.clone();
-                            copy.set_reservation_depth(ALL);
-                            let probe = JobId(u64::MAX);
-                            if copy.submit(Job::new(probe, now, g.job.procs, est)).is_err() {
-                                continue;
-                            }
-                            let mut scratch = Vec::new();
-                            copy.schedule(now, &mut scratch);
-                            let start = if copy.is_running(probe) {
-                                now
-                            } else {
-                                copy.reservation_of(probe).map_or(Time::MAX, |p| p.start)
-                            };
-                            if best.is_none_or(|(b, _, _)| start < b) {
-                                best = Some((start, t, speed));
-                            }
-                        }
-                        let Some((_, t, speed)) = best else {
+                        let best =
+                            earliest_target(targets, &clusters, &partitions, cfg, &g.job, now);
+                        let Some((t, speed)) = best else {
                             g.refused = true;
                             continue;
                         };
@@ -896,34 +865,10 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                                     globals[index].refused = true;
                                     continue;
                                 }
-                                // Two-phase: hold on every cluster, or release all.
                                 let rid = ReservationId(GLOBAL_PART + index as u64);
-                                let mut held = Vec::new();
-                                for p in &parts {
-                                    let res = AdminReservation {
-                                        id: rid,
-                                        procs: p.procs,
-                                        window: Interval::new(start, end),
-                                        acl: Acl {
-                                            job: Some(JobId(rid.0)),
-                                            ..Acl::nobody()
-                                        },
-                                    };
-                                    if clusters[p.cluster]
-                                        .sched
-                                        .add_reservation_displacing(res)
-                                        .is_ok()
-                                    {
-                                        held.push(p.cluster);
-                                    } else {
-                                        break;
-                                    }
-                                }
-                                if held.len() < parts.len() {
-                                    for c in held {
-                                        let _ = clusters[c].sched.remove_reservation(now, rid);
-                                    }
-                                    continue;
+                                let window = Interval::new(start, end);
+                                if !reserve_everywhere(&mut clusters, rid, &parts, window, now) {
+                                    continue; // planned again next cycle
                                 }
                                 if let Some(b) = budgets.get_mut(&globals[index].job.user) {
                                     *b -= cost;
@@ -999,7 +944,11 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
         }
         actions.clear();
     }
-    // Report.
+    Ok(report(broker, &clusters, &globals))
+}
+
+/// The figures of a finished run.
+fn report(broker: Broker, clusters: &[Cluster], globals: &[GlobalState]) -> GridReport {
     let mut report = GridReport {
         broker: broker.name(),
         ..GridReport::default()
@@ -1007,7 +956,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
     let mut first = i64::MAX;
     let mut last = i64::MIN;
     let mut all_local = Vec::new();
-    for c in &clusters {
+    for c in clusters {
         let mut items = Vec::new();
         let mut area = 0.0;
         let mut global_area = 0.0;
@@ -1064,7 +1013,86 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
         .filter_map(|g| Some((g.last_part_start? - g.start?).as_secs()))
         .max()
         .unwrap_or(0);
-    Ok(report)
+    report
+}
+
+/// Two-phase reservation for a global job: hold its processors on every cluster of `parts`
+/// for `window`, or, if any cluster refuses, release what was held and report failure.
+fn reserve_everywhere(
+    clusters: &mut [Cluster],
+    rid: ReservationId,
+    parts: &[Part],
+    window: Interval,
+    now: Time,
+) -> bool {
+    let mut held: Vec<usize> = Vec::new();
+    for p in parts {
+        let res = AdminReservation {
+            id: rid,
+            procs: p.procs,
+            window,
+            acl: Acl {
+                job: Some(JobId(rid.0)),
+                ..Acl::nobody()
+            },
+        };
+        if clusters[p.cluster]
+            .sched
+            .add_reservation_displacing(res)
+            .is_err()
+        {
+            for c in held {
+                let _ = clusters[c].sched.remove_reservation(now, rid);
+            }
+            return false;
+        }
+        held.push(p.cluster);
+    }
+    true
+}
+
+/// The scheduler among `targets` (clusters `0..n`, dedicated partitions `n..2n`) where `job`
+/// would start earliest if queued now, by the placement each one's own policy would give it
+/// (conservatively, on a copy); with that cluster's speed.
+fn earliest_target(
+    targets: std::ops::Range<usize>,
+    clusters: &[Cluster],
+    partitions: &[LocalScheduler],
+    cfg: &GridConfig,
+    job: &GlobalJob,
+    now: Time,
+) -> Option<(usize, f64)> {
+    let n = clusters.len();
+    let mut best: Option<(Time, usize, f64)> = None;
+    for t in targets {
+        let sched = if t < n {
+            &clusters[t].sched
+        } else {
+            &partitions[t - n]
+        };
+        let speed = cfg.cluster[t % n].speed;
+        if job.procs > sched.capacity() {
+            continue;
+        }
+        let est = Dur(((job.walltime.as_secs() as f64) / speed).ceil() as i64);
+        let mut copy = sched.clone();
+        copy.set_reservation_depth(ALL);
+        let probe = JobId(u64::MAX);
+        if copy.submit(Job::new(probe, now, job.procs, est)).is_err() {
+            continue;
+        }
+        let mut scratch = Vec::new();
+        copy.schedule(now, &mut scratch);
+        let start = if copy.is_running(probe) {
+            now
+        } else {
+            copy.reservation_of(probe).map_or(Time::MAX, |p| p.start)
+        };
+        if best.is_none_or(|(b, _, _)| start < b) {
+            best = Some((start, t, speed));
+        }
+    }
+    best.map(|(_, t, speed)| (t, speed))
 }
 
 /// Carries out a scheduler's actions: starts schedule ends, reservations and reservation
