@@ -1,0 +1,547 @@
+//! The REST API's data (`/api/v1`): what the daemon sends and the CLI reads. Times are
+//! seconds since the Unix epoch; absent times are `null`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod duration;
+
+pub use duration::{format_duration, parse_duration};
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// The API version this crate describes.
+pub const API_PREFIX: &str = "/api/v1";
+
+/// Where a job stands. `pending`: waiting to be planned (or held); `planned`: the planner
+/// has a start for it beyond the lead time; `reserved`: its processors are reserved;
+/// `running`; then one of the final states.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for the planner (or held).
+    Pending,
+    /// Planned to start later than the lead time.
+    Planned,
+    /// Processors reserved; starts at the reserved start.
+    Reserved,
+    /// Running.
+    Running,
+    /// Exited with code 0.
+    Completed,
+    /// Exited non-zero, was killed by a signal, or could not start.
+    Failed,
+    /// Cancelled by its owner or an administrator.
+    Cancelled,
+    /// Killed at its walltime.
+    Timeout,
+}
+
+impl JobState {
+    /// Final states never change again.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Timeout
+        )
+    }
+
+    /// The name used on the wire and in tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Planned => "planned",
+            JobState::Reserved => "reserved",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
+        }
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "pending" => JobState::Pending,
+            "planned" => JobState::Planned,
+            "reserved" => JobState::Reserved,
+            "running" => JobState::Running,
+            "completed" => JobState::Completed,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            "timeout" => JobState::Timeout,
+            other => return Err(format!("unknown job state {other:?}")),
+        })
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A walltime: seconds, or text such as `90`, `1h30m`, `2d`, `01:30:00`, `1-12:00:00`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Walltime {
+    /// Whole seconds.
+    Seconds(i64),
+    /// Text to parse.
+    Text(String),
+}
+
+impl Walltime {
+    /// Seconds, or why the text is not a walltime.
+    pub fn seconds(&self) -> Result<i64, String> {
+        match self {
+            Walltime::Seconds(s) => Ok(*s),
+            Walltime::Text(t) => parse_duration(t),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A job to run. Without `cluster` it is a global job, planned over the whole grid; with
+/// `cluster` it is a local job of that cluster, queued by the cluster's own policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SubmitJob {
+    /// A name for people.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Processors at once.
+    #[serde(default = "one")]
+    pub procs: u32,
+    /// The run-time limit, on reference processors.
+    pub walltime: Walltime,
+    /// The most paid per processor-second; unlimited when absent.
+    #[serde(default)]
+    pub price: Option<f64>,
+    /// Run as a local job of this cluster instead of planning it over the grid.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Run inside this advance reservation.
+    #[serde(default)]
+    pub reservation: Option<u64>,
+    /// May a job bound to a reservation start earlier, outside it, if processors are free?
+    #[serde(default)]
+    pub allow_early_start: bool,
+    /// May the planner split it over several clusters at one synchronous start?
+    #[serde(default = "yes")]
+    pub co_allocate: bool,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory (absolute); the job's own directory when absent.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Hold the job: it is not planned until released.
+    #[serde(default)]
+    pub hold: bool,
+}
+
+/// Many jobs in one request: accepted all together or not at all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SubmitBatch {
+    /// The jobs.
+    pub jobs: Vec<SubmitJob>,
+}
+
+/// The id of an accepted job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Submitted {
+    /// The job's id.
+    pub id: u64,
+}
+
+/// The ids of an accepted batch, in request order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SubmittedBatch {
+    /// The jobs' ids.
+    pub ids: Vec<u64>,
+}
+
+/// Processors of one cluster given to a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PartView {
+    /// The cluster.
+    pub cluster: String,
+    /// How many processors.
+    pub procs: u32,
+    /// Which (once started).
+    #[serde(default)]
+    pub processors: Vec<u32>,
+}
+
+/// A job as users see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: Option<String>,
+    /// Owner.
+    pub user: String,
+    /// State.
+    pub state: JobState,
+    /// Held: not planned until released.
+    pub held: bool,
+    /// Stopped by `suspend`.
+    pub suspended: bool,
+    /// Exit code, once exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal that ended it, if any.
+    pub signal: Option<i32>,
+    /// Processors.
+    pub procs: u32,
+    /// Walltime in seconds.
+    pub walltime: i64,
+    /// Max price per processor-second, if any.
+    pub price: Option<f64>,
+    /// The cluster it runs on (the first, when co-allocated), or asked for.
+    pub cluster: Option<String>,
+    /// Processors per cluster, once reserved.
+    pub parts: Vec<PartView>,
+    /// Advance reservation it is bound to.
+    pub reservation: Option<u64>,
+    /// Submitted.
+    pub submitted_at: i64,
+    /// The start the planner gives it now (or gave it, once started).
+    pub planned_start: Option<i64>,
+    /// The first start the planner gave it, kept to measure estimate accuracy.
+    pub first_planned_start: Option<i64>,
+    /// Started.
+    pub started_at: Option<i64>,
+    /// Ended.
+    pub ended_at: Option<i64>,
+    /// Charged to the owner's budget.
+    pub charged: f64,
+    /// Why it is where it is (planner's reason, failure reason).
+    pub reason: Option<String>,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Standard output file.
+    pub stdout: Option<String>,
+    /// Standard error file.
+    pub stderr: Option<String>,
+}
+
+/// Why a job has not started, with the facts behind it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Explanation {
+    /// The job.
+    pub id: u64,
+    /// Its state.
+    pub state: JobState,
+    /// One line per reason, most important first.
+    pub reasons: Vec<String>,
+    /// The planned start, if any.
+    pub planned_start: Option<i64>,
+}
+
+/// A start-time question: when could such a job start, without submitting it?
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EstimateRequest {
+    /// Processors.
+    #[serde(default = "one")]
+    pub procs: u32,
+    /// Walltime.
+    pub walltime: Walltime,
+    /// Max price per processor-second.
+    #[serde(default)]
+    pub price: Option<f64>,
+    /// May it be split over clusters?
+    #[serde(default = "yes")]
+    pub co_allocate: bool,
+}
+
+/// The earliest start on one cluster alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClusterEstimate {
+    /// The cluster.
+    pub cluster: String,
+    /// Earliest start there, or null when it cannot run there within the horizon.
+    pub start: Option<i64>,
+    /// Why not, when `start` is null.
+    pub reason: Option<String>,
+}
+
+/// The answer to an [`EstimateRequest`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Estimate {
+    /// Per cluster.
+    pub clusters: Vec<ClusterEstimate>,
+    /// Over the whole grid (co-allocation allowed when asked): start, end and parts.
+    pub earliest: Option<i64>,
+    /// The end by the walltime on the chosen processors.
+    pub end: Option<i64>,
+    /// Where.
+    pub parts: Vec<PartView>,
+    /// Cost at the chosen slots' prices.
+    pub cost: Option<f64>,
+}
+
+/// Who may use a reservation. Names, not ids.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AclSpec {
+    /// Users admitted.
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// Groups admitted.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Accounts admitted.
+    #[serde(default)]
+    pub accounts: Vec<String>,
+    /// Classes admitted.
+    #[serde(default)]
+    pub classes: Vec<String>,
+    /// QoS levels admitted.
+    #[serde(default)]
+    pub qos: Vec<String>,
+    /// The one job admitted.
+    #[serde(default)]
+    pub job: Option<u64>,
+}
+
+/// A reservation to make.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreateReservation {
+    /// The cluster.
+    pub cluster: String,
+    /// Processors held.
+    pub procs: u32,
+    /// Start (seconds since the epoch); now when absent.
+    #[serde(default)]
+    pub start: Option<i64>,
+    /// End; or give `duration`.
+    #[serde(default)]
+    pub end: Option<i64>,
+    /// Length, when `end` is absent.
+    #[serde(default)]
+    pub duration: Option<Walltime>,
+    /// Who may use it.
+    #[serde(default)]
+    pub acl: AclSpec,
+    /// Make it tentative, expiring after this many seconds unless committed (two-phase).
+    #[serde(default)]
+    pub ttl: Option<i64>,
+}
+
+/// A reservation's life: `tentative` (expires after its TTL) → `committed` → `active` →
+/// `finished`; or `released` (by request) or `expired` (TTL passed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationState {
+    /// Held for its TTL, awaiting commit.
+    Tentative,
+    /// Held.
+    Committed,
+    /// Its window has begun.
+    Active,
+    /// Its window is over.
+    Finished,
+    /// Given back before its end.
+    Released,
+    /// Not committed in time.
+    Expired,
+}
+
+impl ReservationState {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservationState::Tentative => "tentative",
+            ReservationState::Committed => "committed",
+            ReservationState::Active => "active",
+            ReservationState::Finished => "finished",
+            ReservationState::Released => "released",
+            ReservationState::Expired => "expired",
+        }
+    }
+
+    /// Still holding processors?
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            ReservationState::Tentative | ReservationState::Committed | ReservationState::Active
+        )
+    }
+}
+
+impl std::str::FromStr for ReservationState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "tentative" => ReservationState::Tentative,
+            "committed" => ReservationState::Committed,
+            "active" => ReservationState::Active,
+            "finished" => ReservationState::Finished,
+            "released" => ReservationState::Released,
+            "expired" => ReservationState::Expired,
+            other => return Err(format!("unknown reservation state {other:?}")),
+        })
+    }
+}
+
+/// A reservation as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReservationView {
+    /// Id.
+    pub id: u64,
+    /// `admin` (made through the API) or `job` (made by the planner for a global job).
+    pub kind: String,
+    /// Cluster.
+    pub cluster: String,
+    /// Processors held.
+    pub procs: u32,
+    /// Start.
+    pub start: i64,
+    /// End.
+    pub end: i64,
+    /// Who may use it.
+    pub acl: AclSpec,
+    /// State.
+    pub state: ReservationState,
+    /// When a tentative reservation expires.
+    pub expires_at: Option<i64>,
+    /// Who made it.
+    pub owner: String,
+}
+
+/// A cluster as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClusterInfo {
+    /// Name.
+    pub name: String,
+    /// Resource manager kind (`local`).
+    pub kind: String,
+    /// `up` or `down`.
+    pub state: String,
+    /// Processors.
+    pub procs: u32,
+    /// Processors busy now.
+    pub busy: u32,
+    /// Jobs running.
+    pub running: usize,
+    /// Jobs queued in its local policy.
+    pub queued: usize,
+    /// Base price per processor-second.
+    pub tariff: f64,
+    /// Its local policy.
+    pub policy: String,
+}
+
+/// One slot of the plan: a processor busy or free over `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SlotView {
+    /// Processor index within its cluster.
+    pub processor: u32,
+    /// Start.
+    pub start: i64,
+    /// End.
+    pub end: i64,
+    /// `free`, `running`, `planned` (a queued local job's forecast) or `held`.
+    pub occupant: String,
+    /// The job or reservation there, if any.
+    pub id: Option<u64>,
+    /// Price per processor-second.
+    pub cost: f64,
+}
+
+/// The plan of one cluster over a window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ClusterPlan {
+    /// Cluster.
+    pub cluster: String,
+    /// Processors.
+    pub procs: u32,
+    /// Window start.
+    pub from: i64,
+    /// Window end.
+    pub to: i64,
+    /// Slots, by processor then start.
+    pub slots: Vec<SlotView>,
+}
+
+/// A user as administrators see it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UserView {
+    /// Name.
+    pub name: String,
+    /// Administrator?
+    pub admin: bool,
+    /// Budget left, or null for unlimited.
+    pub budget: Option<f64>,
+    /// Charged so far.
+    pub spent: f64,
+}
+
+/// A user to create.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreateUser {
+    /// Name.
+    pub name: String,
+    /// Administrator?
+    #[serde(default)]
+    pub admin: bool,
+    /// Budget, or unlimited when absent.
+    #[serde(default)]
+    pub budget: Option<f64>,
+}
+
+/// A created user and the token to give them (shown once).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CreatedUser {
+    /// The user.
+    pub user: UserView,
+    /// Their bearer token.
+    pub token: String,
+}
+
+/// A budget change: set it, or add to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BudgetChange {
+    /// New budget (null: unlimited) when `set` is given.
+    #[serde(default)]
+    pub set: Option<Option<f64>>,
+    /// Amount to add.
+    #[serde(default)]
+    pub add: Option<f64>,
+}
+
+/// Every error body: what went wrong, and which request field, if one is to blame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ApiError {
+    /// Machine-readable kind: `bad_request`, `unauthorized`, `forbidden`, `not_found`,
+    /// `conflict`, `budget_exceeded`, `internal`.
+    pub code: String,
+    /// The request field at fault.
+    pub field: Option<String>,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{}: {}", field, self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Durable state of the service: jobs, reservations and users. Every write is one
+//! transaction that is on disk when the call returns; the plan is not stored, it is derived
+//! from these on start-up.
+//!
+//! # Layout
+//! - [`Store`]: the trait the daemon writes through.
+//! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
+//!   migrations under `migrations/sqlite/`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
+use foresight_api::{JobState, ReservationState};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database refused or failed.
+    #[error("database {path}: {source}")]
+    Database {
+        /// The database file or URL.
+        path: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A schema migration failed.
+    #[error("migrating database {path}: {source}")]
+    Migrate {
+        /// The database file or URL.
+        path: String,
+        /// The migrator's error.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A stored record does not decode (written by a newer version, or damaged).
+    #[error("{table} row {id}: stored record does not decode: {source}")]
+    Decode {
+        /// The table.
+        table: &'static str,
+        /// The row.
+        id: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A user name or token is taken.
+    #[error("user {0:?} already exists")]
+    UserExists(String),
+}
+
+/// Shorthand.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Processors of one cluster held or used by a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PartRecord {
+    /// Cluster name.
+    pub cluster: String,
+    /// How many.
+    pub procs: u32,
+    /// Which, once started.
+    #[serde(default)]
+    pub processors: Vec<u32>,
+    /// The reservation holding them, for global jobs.
+    #[serde(default)]
+    pub reservation: Option<u64>,
+    /// Set when this part's process has ended.
+    #[serde(default)]
+    pub ended: bool,
+}
+
+/// A job as stored: the request plus everything that happened to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Id (assigned by the store).
+    #[serde(skip)]
+    pub id: u64,
+    /// Owner.
+    pub user: String,
+    /// Name.
+    pub name: Option<String>,
+    /// Processors.
+    pub procs: u32,
+    /// Walltime, seconds.
+    pub walltime: i64,
+    /// Max price per processor-second.
+    pub price: Option<f64>,
+    /// Local job of this cluster, if asked.
+    pub cluster: Option<String>,
+    /// Bound to this advance reservation.
+    pub reservation: Option<u64>,
+    /// May start before its reservation.
+    pub allow_early_start: bool,
+    /// May be split over clusters.
+    pub co_allocate: bool,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// State.
+    pub state: JobState,
+    /// Held.
+    pub held: bool,
+    /// Suspended.
+    pub suspended: bool,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// Fatal signal.
+    pub signal: Option<i32>,
+    /// Why it is where it is.
+    pub reason: Option<String>,
+    /// Submitted.
+    pub submitted_at: i64,
+    /// First planned start.
+    pub first_planned_start: Option<i64>,
+    /// Latest planned start.
+    pub planned_start: Option<i64>,
+    /// Started.
+    pub started_at: Option<i64>,
+    /// Ended.
+    pub ended_at: Option<i64>,
+    /// Charged.
+    pub charged: f64,
+    /// Where it runs.
+    pub parts: Vec<PartRecord>,
+    /// Run attempt (requeues add one).
+    pub attempt: u32,
+    /// Standard output file.
+    pub stdout: Option<String>,
+    /// Standard error file.
+    pub stderr: Option<String>,
+}
+
+/// A reservation as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReservationRecord {
+    /// Id (assigned by the store).
+    #[serde(skip)]
+    pub id: u64,
+    /// `admin` or `job`.
+    pub kind: String,
+    /// Cluster.
+    pub cluster: String,
+    /// Processors.
+    pub procs: u32,
+    /// Start.
+    pub start: i64,
+    /// End.
+    pub end: i64,
+    /// Who may use it.
+    pub acl: foresight_api::AclSpec,
+    /// State.
+    pub state: ReservationState,
+    /// Expiry of a tentative reservation.
+    pub expires_at: Option<i64>,
+    /// Who made it.
+    pub owner: String,
+}
+
+/// A user as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserRecord {
+    /// Name (unique).
+    #[serde(skip)]
+    pub name: String,
+    /// SHA-256 of the bearer token, hex.
+    #[serde(skip)]
+    pub token_hash: String,
+    /// Administrator.
+    pub admin: bool,
+    /// Budget left; `None` = unlimited.
+    pub budget: Option<f64>,
+    /// Charged so far.
+    pub spent: f64,
+}
+
+/// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend
+/// are interchangeable.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync {
+    /// Stores new jobs in one transaction; returns their ids in order. The jobs are durable
+    /// when this returns.
+    async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>>;
+    /// Writes the current state of jobs, all in one transaction.
+    async fn update_jobs(&self, jobs: &[JobRecord]) -> Result<()>;
+    /// Every job (or only those not yet final), by id.
+    async fn load_jobs(&self, unfinished_only: bool) -> Result<Vec<JobRecord>>;
+    /// Stores a new reservation; returns its id.
+    async fn insert_reservation(&self, r: &ReservationRecord) -> Result<u64>;
+    /// Writes reservations' current state, in one transaction.
+    async fn update_reservations(&self, rs: &[ReservationRecord]) -> Result<()>;
+    /// Every reservation, by id.
+    async fn load_reservations(&self) -> Result<Vec<ReservationRecord>>;
+    /// Stores a new user; refuses a taken name.
+    async fn insert_user(&self, u: &UserRecord) -> Result<()>;
+    /// Writes users' budgets and roles, in one transaction.
+    async fn update_users(&self, us: &[UserRecord]) -> Result<()>;
+    /// Every user.
+    async fn load_users(&self) -> Result<Vec<UserRecord>>;
+}
+
+fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {
+    serde_json::from_str(data).map_err(|source| StoreError::Decode { table, id, source })
+}
+
+fn encode<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("invariant: records serialize")
+}

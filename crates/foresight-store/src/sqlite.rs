@@ -1,0 +1,310 @@
+//! The embedded SQLite store: one file, write-ahead log, every commit synced.
+
+use crate::{decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+use std::path::Path;
+use std::time::Duration;
+
+/// SQLite behind the [`Store`] trait. One connection: SQLite serializes writers anyway, and
+/// one connection never meets `SQLITE_BUSY`.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    path: String,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub async fn open(path: &Path) -> Result<SqliteStore> {
+        let name = path.display().to_string();
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Database {
+                path: name.clone(),
+                source,
+            })?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                path: name.clone(),
+                source,
+            })?;
+        Ok(SqliteStore { pool, path: name })
+    }
+
+    fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        move |source| StoreError::Database {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Closes the connection, flushing the log.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut ids = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES (?, ?, ?, ?) \
+                 RETURNING id",
+            )
+            .bind(&j.user)
+            .bind(j.state.as_str())
+            .bind(j.submitted_at)
+            .bind(encode(j))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db())?;
+            ids.push(id as u64);
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(ids)
+    }
+
+    async fn update_jobs(&self, jobs: &[JobRecord]) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for j in jobs {
+            sqlx::query("UPDATE jobs SET state = ?, data = ? WHERE id = ?")
+                .bind(j.state.as_str())
+                .bind(encode(j))
+                .bind(j.id as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_jobs(&self, unfinished_only: bool) -> Result<Vec<JobRecord>> {
+        let sql = if unfinished_only {
+            "SELECT id, data FROM jobs WHERE state NOT IN \
+             ('completed', 'failed', 'cancelled', 'timeout') ORDER BY id"
+        } else {
+            "SELECT id, data FROM jobs ORDER BY id"
+        };
+        let rows = sqlx::query(sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut j: JobRecord = decode("jobs", id.to_string(), &data)?;
+                j.id = id as u64;
+                Ok(j)
+            })
+            .collect()
+    }
+
+    async fn insert_reservation(&self, r: &ReservationRecord) -> Result<u64> {
+        let id: i64 =
+            sqlx::query_scalar("INSERT INTO reservations (state, data) VALUES (?, ?) RETURNING id")
+                .bind(r.state.as_str())
+                .bind(encode(r))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(self.db())?;
+        Ok(id as u64)
+    }
+
+    async fn update_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
+        if rs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for r in rs {
+            sqlx::query("UPDATE reservations SET state = ?, data = ? WHERE id = ?")
+                .bind(r.state.as_str())
+                .bind(encode(r))
+                .bind(r.id as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_reservations(&self) -> Result<Vec<ReservationRecord>> {
+        let rows = sqlx::query("SELECT id, data FROM reservations ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut r: ReservationRecord = decode("reservations", id.to_string(), &data)?;
+                r.id = id as u64;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    async fn insert_user(&self, u: &UserRecord) -> Result<()> {
+        let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES (?, ?, ?)")
+            .bind(&u.name)
+            .bind(&u.token_hash)
+            .bind(encode(u))
+            .execute(&self.pool)
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                Err(StoreError::UserExists(u.name.clone()))
+            }
+            Err(source) => Err(self.db()(source)),
+        }
+    }
+
+    async fn update_users(&self, us: &[UserRecord]) -> Result<()> {
+        if us.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for u in us {
+            sqlx::query("UPDATE users SET data = ? WHERE name = ?")
+                .bind(encode(u))
+                .bind(&u.name)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_users(&self) -> Result<Vec<UserRecord>> {
+        let rows = sqlx::query("SELECT name, token_hash, data FROM users ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let name: String = row.get(0);
+                let hash: String = row.get(1);
+                let data: String = row.get(2);
+                let mut u: UserRecord = decode("users", name.clone(), &data)?;
+                u.name = name;
+                u.token_hash = hash;
+                Ok(u)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use foresight_api::{JobState, ReservationState};
+
+    fn job(user: &str) -> JobRecord {
+        JobRecord {
+            id: 0,
+            user: user.into(),
+            name: Some("j".into()),
+            procs: 2,
+            walltime: 60,
+            price: None,
+            cluster: None,
+            reservation: None,
+            allow_early_start: false,
+            co_allocate: true,
+            command: vec!["true".into()],
+            env: Default::default(),
+            cwd: None,
+            state: JobState::Pending,
+            held: false,
+            suspended: false,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            submitted_at: 1_000,
+            first_planned_start: None,
+            planned_start: None,
+            started_at: None,
+            ended_at: None,
+            charged: 0.0,
+            parts: vec![],
+            attempt: 0,
+            stdout: None,
+            stderr: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn records_survive_reopening_and_updates_replace_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let ids = store
+            .insert_jobs(&[job("ann"), job("bob"), job("ann")])
+            .await
+            .unwrap();
+        assert_eq!(ids, vec![1, 2, 3]);
+        let mut j = job("bob");
+        j.id = 2;
+        j.state = JobState::Completed;
+        j.exit_code = Some(0);
+        store.update_jobs(&[j.clone()]).await.unwrap();
+        let r = ReservationRecord {
+            id: 0,
+            kind: "admin".into(),
+            cluster: "local".into(),
+            procs: 1,
+            start: 10,
+            end: 20,
+            acl: Default::default(),
+            state: ReservationState::Tentative,
+            expires_at: Some(15),
+            owner: "admin".into(),
+        };
+        assert_eq!(store.insert_reservation(&r).await.unwrap(), 1);
+        let u = UserRecord {
+            name: "ann".into(),
+            token_hash: "h1".into(),
+            admin: false,
+            budget: Some(5.0),
+            spent: 0.0,
+        };
+        store.insert_user(&u).await.unwrap();
+        assert!(matches!(
+            store.insert_user(&u).await,
+            Err(StoreError::UserExists(_))
+        ));
+        store.close().await;
+
+        let store = SqliteStore::open(&path).await.unwrap();
+        let all = store.load_jobs(false).await.unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[1], j);
+        let open = store.load_jobs(true).await.unwrap();
+        assert_eq!(open.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 3]);
+        let rs = store.load_reservations().await.unwrap();
+        assert_eq!(rs[0].id, 1);
+        assert_eq!(rs[0].expires_at, Some(15));
+        assert_eq!(store.load_users().await.unwrap(), vec![u]);
+        // A fourth job continues the numbering: ids are never reused.
+        assert_eq!(store.insert_jobs(&[job("cy")]).await.unwrap(), vec![4]);
+    }
+}
