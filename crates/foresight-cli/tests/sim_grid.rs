@@ -119,3 +119,111 @@ fn bad_grids_and_brokers_are_named() {
         .code(1)
         .stderr(contains("is not a broker"));
 }
+
+/// The example grid with a cluster of two speed groups and a user on a small budget: every
+/// broker reports per user, the books balance, the small budget refuses jobs and stays above
+/// zero, and the table lists the users after the clusters.
+#[test]
+fn the_mixed_example_reports_per_user() {
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/grid-mixed.toml");
+    let out = Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            example.to_str().unwrap(),
+            "-o",
+            "json",
+        ])
+        .assert()
+        .success();
+    let reports: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(reports.as_array().unwrap().len(), 3);
+    for r in reports.as_array().unwrap() {
+        let users = r["users"].as_array().unwrap();
+        let ids: Vec<u64> = users.iter().map(|u| u["user"].as_u64().unwrap()).collect();
+        assert_eq!(ids, [1, 2], "{}", r["broker"]);
+        for key in [
+            "submitted",
+            "refused",
+            "finished",
+            "mean_wait",
+            "mean_bsld",
+            "charged",
+            "budget",
+            "remaining",
+        ] {
+            assert!(users[0].get(key).is_some(), "missing users[].{key}");
+        }
+        let charged: f64 = users.iter().map(|u| u["charged"].as_f64().unwrap()).sum();
+        let total = r["charged"].as_f64().unwrap();
+        assert!((charged - total).abs() <= 1e-9 * total.max(1.0), "{r}");
+        let submitted: u64 = users.iter().map(|u| u["submitted"].as_u64().unwrap()).sum();
+        assert_eq!(submitted, r["global_submitted"].as_u64().unwrap());
+        for u in users {
+            assert!(u["remaining"].as_f64().unwrap() >= 0.0, "{u}");
+        }
+        let small = &users[1];
+        assert_eq!(small["budget"].as_f64(), Some(5e5));
+        assert!(small["refused"].as_u64().unwrap() > 0, "{small}");
+        assert!(small["charged"].as_f64().unwrap() <= 5e5, "{small}");
+    }
+    // The planner gives the lookahead broker the fast group; it runs every job it takes.
+    assert_eq!(reports[0]["global_unfinished"], 0);
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            example.to_str().unwrap(),
+            "--broker",
+            "queue",
+        ])
+        .assert()
+        .success()
+        .stdout(contains("remaining"))
+        .stdout(contains("500000"));
+}
+
+#[test]
+fn users_without_an_entry_have_no_budget_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("grid.toml");
+    std::fs::write(&cfg, GRID).unwrap();
+    let out = Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--broker",
+            "lookahead",
+            "-o",
+            "json",
+        ])
+        .assert()
+        .success();
+    let reports: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let users = reports[0]["users"].as_array().unwrap();
+    assert_eq!(users.len(), 1);
+    assert_eq!(users[0]["user"], 0);
+    assert!(users[0]["budget"].is_null());
+    assert!(users[0]["remaining"].is_null());
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--broker",
+            "lookahead",
+        ])
+        .assert()
+        .success()
+        .stdout(contains("unlimited"));
+}

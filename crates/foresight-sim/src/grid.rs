@@ -10,6 +10,14 @@
 //!   earliest and queued there as an ordinary job (jobs larger than every cluster cannot run).
 //! - `dedicated:F`: a fraction F of every cluster is taken from its owners for global jobs,
 //!   which are queued on the partition where they would start earliest.
+//!
+//! Budgets (`[[user]]`; users without an entry have none): a job whose worst-case charge
+//! exceeds what is left of its user's budget is refused on arrival. `lookahead` charges the
+//! planned cost of the slots, taken from the budget when the job is reserved. `queue` and
+//! `dedicated` hold the most the job can cost where it is queued (base tariff × processors ×
+//! estimate there) from its queuing — refusing it if that is more than is left — and at its
+//! start charge the base tariff for what it uses and return the rest. No budget goes below
+//! zero; the report gives each user's charge and what is left.
 
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
@@ -107,11 +115,35 @@ fn default_plan_depth() -> usize {
 pub struct ClusterConfig {
     /// Unique name.
     pub name: String,
-    /// Processors (of speed `speed`).
+    /// Processors (of speed `speed`, or as many as its `groups` hold together).
     pub procs: u32,
-    /// Speed relative to the reference processor.
-    #[serde(default = "one")]
-    pub speed: f64,
+    /// Speed of every processor relative to the reference processor; 1.0 when neither this
+    /// nor `groups` is given. Give `speed` or `groups`, not both.
+    ///
+    /// A cluster of one speed is that fast throughout: its local jobs run their trace runtime
+    /// (and estimate) divided by it, as do the global jobs placed on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
+    /// Speed groups, for a cluster whose processors are not all equally fast, e.g.
+    /// `groups = [ { procs = 64, speed = 1.0 }, { procs = 32, speed = 2.0 } ]`; their `procs`
+    /// must add up to the cluster's `procs`, every speed must be positive. Give `speed` or
+    /// `groups`, not both.
+    ///
+    /// - The lookahead planner sees every processor at its group's speed, so earliest finish
+    ///   (or start) is sought over the groups of one cluster as over clusters: a global job's
+    ///   part runs its runtime divided by the slowest speed among the processors chosen for
+    ///   the job (rounded up). Processors are numbered fastest group first; the forecast lays
+    ///   running and reserved work on the lowest-numbered processors, so work already there
+    ///   (a running global part, say) is seen on the fast processors rather than leaving them
+    ///   to be offered twice. (The local scheduler counts processors only, so which processors
+    ///   the work holds is the planner's assumption, rebuilt every cycle.)
+    /// - The local scheduler counts processors only and cannot say which group a job lands
+    ///   on: local jobs run at reference speed, their runtimes as the trace recorded them.
+    /// - The `queue` and `dedicated` baselines queue global jobs at the local scheduler too,
+    ///   which promises no group: their jobs run at the cluster's slowest group speed
+    ///   (conservative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<SpeedGroup>>,
     /// Local policy: fcfs, firstfit, easy, conservative, depth:N.
     #[serde(default = "easy")]
     pub policy: String,
@@ -129,6 +161,116 @@ pub struct ClusterConfig {
     pub latency_seconds: i64,
     /// The owners' own stream.
     pub local: LocalStream,
+}
+
+/// Processors of one speed inside a cluster (see [`ClusterConfig::groups`]).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedGroup {
+    /// Processors in the group.
+    pub procs: u32,
+    /// Their speed relative to the reference processor.
+    pub speed: f64,
+}
+
+impl ClusterConfig {
+    /// The cluster's processors by speed: its `groups`, or all `procs` at `speed` (1.0 by
+    /// default), in the order given.
+    pub fn speed_groups(&self) -> Vec<SpeedGroup> {
+        match &self.groups {
+            Some(g) => g.clone(),
+            None => vec![SpeedGroup {
+                procs: self.procs,
+                speed: self.speed.unwrap_or(1.0),
+            }],
+        }
+    }
+
+    /// The speed of the slowest processor: what a job placed by the local scheduler, which
+    /// promises no particular processors, can count on.
+    pub fn slowest_speed(&self) -> f64 {
+        self.speed_groups()
+            .iter()
+            .map(|g| g.speed)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The speed local jobs run at: `speed` on a cluster of one speed, the reference speed on
+    /// one of speed groups (see [`ClusterConfig::groups`]).
+    pub fn local_speed(&self) -> f64 {
+        match self.groups {
+            Some(_) => 1.0,
+            None => self.speed.unwrap_or(1.0),
+        }
+    }
+
+    /// The planner's processors: the first `n` of the cluster's, fastest group first,
+    /// named `<cluster>/p<i>`.
+    fn processors(&self, n: u32) -> Vec<Processor> {
+        let mut groups = self.speed_groups();
+        groups.sort_by(|a, b| b.speed.total_cmp(&a.speed));
+        groups
+            .iter()
+            .flat_map(|g| std::iter::repeat_n(g.speed, g.procs as usize))
+            .take(n as usize)
+            .enumerate()
+            .map(|(i, speed)| Processor {
+                id: format!("{}/p{i}", self.name),
+                cluster: self.name.clone(),
+                speed,
+                memory_mb: 0,
+                features: Default::default(),
+            })
+            .collect()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let name = &self.name;
+        if self.procs == 0 {
+            return Err(format!("cluster {name:?}: procs must be at least 1"));
+        }
+        if let Some(speed) = self.speed {
+            if !positive(speed) {
+                return Err(format!(
+                    "cluster {name:?}: speed must be positive, got {speed}"
+                ));
+            }
+        }
+        let Some(groups) = &self.groups else {
+            return Ok(());
+        };
+        if self.speed.is_some() {
+            return Err(format!(
+                "cluster {name:?}: give either speed or groups, not both"
+            ));
+        }
+        if groups.is_empty() {
+            return Err(format!(
+                "cluster {name:?}: groups must list at least one group"
+            ));
+        }
+        for (i, g) in groups.iter().enumerate() {
+            if g.procs == 0 {
+                return Err(format!(
+                    "cluster {name:?}: groups[{i}].procs must be at least 1"
+                ));
+            }
+            if !positive(g.speed) {
+                return Err(format!(
+                    "cluster {name:?}: groups[{i}].speed must be positive, got {}",
+                    g.speed
+                ));
+            }
+        }
+        let sum: u64 = groups.iter().map(|g| u64::from(g.procs)).sum();
+        if sum != u64::from(self.procs) {
+            return Err(format!(
+                "cluster {name:?}: the procs of groups add up to {sum}, procs is {}",
+                self.procs
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn one() -> f64 {
@@ -166,13 +308,14 @@ fn default_load() -> f64 {
     0.7
 }
 
-/// A user of global jobs.
+/// A user of global jobs. Users of the global stream without an entry have an unlimited
+/// budget.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
-    /// Id.
+    /// Id (unique).
     pub id: u32,
-    /// Budget, in the tariff's currency.
+    /// Budget, in the tariff's currency (>= 0).
     pub budget: f64,
 }
 
@@ -316,12 +459,7 @@ impl GridConfig {
             if !names.insert(&c.name) {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
-            if c.procs == 0 {
-                return Err(format!("cluster {:?}: procs must be at least 1", c.name));
-            }
-            if !positive(c.speed) {
-                return Err(format!("cluster {:?}: speed must be positive", c.name));
-            }
+            c.check()?;
             if !positive(c.bandwidth_mb_s) {
                 return Err(format!(
                     "cluster {:?}: bandwidth_mb_s must be positive",
@@ -331,6 +469,18 @@ impl GridConfig {
             c.policy
                 .parse::<Policy>()
                 .map_err(|e| format!("cluster {:?}: policy {e}", c.name))?;
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for u in &self.user {
+            if !ids.insert(u.id) {
+                return Err(format!("user {} is defined twice", u.id));
+            }
+            if u.budget.is_nan() || u.budget < 0.0 {
+                return Err(format!(
+                    "user {}: budget must be a number >= 0, got {}",
+                    u.id, u.budget
+                ));
+            }
         }
         let g = &self.global;
         if g.trace.is_some() {
@@ -385,6 +535,29 @@ pub struct ClusterReport {
     pub local_rejected: u64,
 }
 
+/// Per-user figures of the global stream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UserReport {
+    /// The user.
+    pub user: u32,
+    /// Global jobs submitted.
+    pub submitted: u64,
+    /// Of them, refused (budget, or larger than anything they could use).
+    pub refused: u64,
+    /// Of them, finished.
+    pub finished: u64,
+    /// Mean wait of the finished ones, seconds.
+    pub mean_wait: f64,
+    /// Mean bounded slowdown (τ = 10 s) of the finished ones.
+    pub mean_bsld: f64,
+    /// Total charged.
+    pub charged: f64,
+    /// Budget at the start; none: unlimited (no `[[user]]` entry).
+    pub budget: Option<f64>,
+    /// Budget left at the end (never below zero); none: unlimited.
+    pub remaining: Option<f64>,
+}
+
 /// The outcome of a grid run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GridReport {
@@ -411,6 +584,8 @@ pub struct GridReport {
     pub local_delay: f64,
     /// Per cluster.
     pub clusters: Vec<ClusterReport>,
+    /// Per user of the global stream (every `[[user]]` and every user who submitted), by id.
+    pub users: Vec<UserReport>,
     /// Span simulated (first submission to last end), seconds.
     pub span: i64,
 }
@@ -456,6 +631,11 @@ struct GlobalState {
     refused: bool,
     /// What the user paid.
     charged: f64,
+    /// Queued by a baseline broker (charged the base tariff for what it used, at its start).
+    queued: bool,
+    /// What a queued job holds of its user's budget until it starts (the most it can be
+    /// charged where it was queued); the difference to the charge is returned at the start.
+    held: f64,
     /// Latest start of any of its parts (the first is `start`).
     last_part_start: Option<Time>,
 }
@@ -486,6 +666,7 @@ fn local_stream(
         }
     };
     let skip = (c.local.skip_days * 86_400.0) as i64;
+    let speed = c.local_speed();
     let mut out = Vec::new();
     let mut rejected = 0;
     let first = w
@@ -512,8 +693,8 @@ fn local_stream(
         let mut job = sim.job.clone();
         job.id = JobId(out.len() as u64);
         job.submit = Time(t);
-        let runtime = Dur(((sim.runtime.as_secs() as f64) / c.speed).ceil().max(1.0) as i64);
-        job.estimate = Dur(((job.estimate.as_secs() as f64) / c.speed).ceil().max(1.0) as i64);
+        let runtime = Dur(((sim.runtime.as_secs() as f64) / speed).ceil().max(1.0) as i64);
+        job.estimate = Dur(((job.estimate.as_secs() as f64) / speed).ceil().max(1.0) as i64);
         let runtime = runtime.min(job.estimate);
         out.push((job, runtime));
     }
@@ -652,15 +833,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
             name: c.name.clone(),
             procs: c.procs,
             sched: LocalScheduler::new(kept, policy),
-            processors: (0..kept)
-                .map(|i| Processor {
-                    id: format!("{}/p{i}", c.name),
-                    cluster: c.name.clone(),
-                    speed: c.speed,
-                    memory_mb: 0,
-                    features: Default::default(),
-                })
-                .collect(),
+            processors: c.processors(kept),
             tariff: Tariff {
                 base: c.tariff,
                 local_premium: c.local_premium,
@@ -691,6 +864,8 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
             clusters: 0,
             refused: false,
             charged: 0.0,
+            queued: false,
+            held: 0.0,
             last_part_start: None,
         })
         .collect();
@@ -809,6 +984,19 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                         let est = Dur(((g.job.walltime.as_secs() as f64) / speed).ceil() as i64);
                         let run =
                             Dur(((g.runtime.as_secs() as f64) / speed).ceil() as i64).min(est);
+                        // Hold the most it can be charged there until it starts.
+                        let held = clusters[t % n_clusters].tariff.base
+                            * f64::from(g.job.procs)
+                            * est.as_secs() as f64;
+                        if let Some(b) = budgets.get_mut(&g.job.user) {
+                            if held > *b {
+                                g.refused = true;
+                                continue;
+                            }
+                            *b -= held;
+                        }
+                        g.queued = true;
+                        g.held = held;
                         let id = JobId(GLOBAL_PART + index as u64);
                         let job = Job::new(id, now, g.job.procs, est).with_user(g.job.user);
                         let sched = if t < n_clusters {
@@ -876,10 +1064,8 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                                 globals[index].charged = cost;
                                 let user = globals[index].job.user;
                                 let g = &mut globals[index];
-                                let slowest = parts
-                                    .iter()
-                                    .map(|p| cfg.cluster[p.cluster].speed)
-                                    .fold(f64::INFINITY, f64::min);
+                                let slowest =
+                                    slowest_chosen(cfg, &parts, g.job.walltime, end - start);
                                 let run =
                                     Dur(((g.runtime.as_secs() as f64) / slowest).ceil() as i64)
                                         .min(end - start);
@@ -907,6 +1093,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                                         &mut actions,
                                         &mut clusters,
                                         &mut globals,
+                                        &mut budgets,
                                         &part_of,
                                         n_clusters,
                                         &mut heap,
@@ -936,6 +1123,7 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
                 &mut actions,
                 &mut clusters,
                 &mut globals,
+                &mut budgets,
                 &part_of,
                 n_clusters,
                 &mut heap,
@@ -944,11 +1132,17 @@ fn run(cfg: &GridConfig, broker: Broker, with_global: bool) -> Result<GridReport
         }
         actions.clear();
     }
-    Ok(report(broker, &clusters, &globals))
+    Ok(report(broker, &clusters, &globals, &cfg.user, &budgets))
 }
 
-/// The figures of a finished run.
-fn report(broker: Broker, clusters: &[Cluster], globals: &[GlobalState]) -> GridReport {
+/// The figures of a finished run; `users` as configured, `budgets` what is left of theirs.
+fn report(
+    broker: Broker,
+    clusters: &[Cluster],
+    globals: &[GlobalState],
+    users: &[UserConfig],
+    budgets: &BTreeMap<UserId, f64>,
+) -> GridReport {
     let mut report = GridReport {
         broker: broker.name(),
         ..GridReport::default()
@@ -1013,7 +1207,57 @@ fn report(broker: Broker, clusters: &[Cluster], globals: &[GlobalState]) -> Grid
         .filter_map(|g| Some((g.last_part_start? - g.start?).as_secs()))
         .max()
         .unwrap_or(0);
+    report.users = report_users(globals, users, budgets);
     report
+}
+
+/// Per-user figures: every configured user and every user who submitted, by id.
+fn report_users(
+    globals: &[GlobalState],
+    users: &[UserConfig],
+    budgets: &BTreeMap<UserId, f64>,
+) -> Vec<UserReport> {
+    let mut by_user: BTreeMap<u32, (UserReport, Vec<&GlobalState>)> = BTreeMap::new();
+    for u in users {
+        let r = UserReport {
+            user: u.id,
+            budget: Some(u.budget),
+            remaining: budgets.get(&UserId(u.id)).copied(),
+            ..UserReport::default()
+        };
+        by_user.insert(u.id, (r, Vec::new()));
+    }
+    for g in globals {
+        let id = g.job.user.0;
+        let (r, done) = by_user.entry(id).or_insert_with(|| {
+            (
+                UserReport {
+                    user: id,
+                    ..UserReport::default()
+                },
+                Vec::new(),
+            )
+        });
+        r.submitted += 1;
+        r.refused += u64::from(g.refused);
+        r.charged += g.charged;
+        if g.end.is_some() {
+            done.push(g);
+        }
+    }
+    by_user
+        .into_values()
+        .map(|(mut r, done)| {
+            let group = report_group(
+                done.iter()
+                    .filter_map(|g| Some((g.job.submit, g.start?, g.end?))),
+            );
+            r.finished = group.jobs;
+            r.mean_wait = group.mean_wait;
+            r.mean_bsld = group.mean_bsld;
+            r
+        })
+        .collect()
 }
 
 /// Two-phase reservation for a global job: hold its processors on every cluster of `parts`
@@ -1070,7 +1314,7 @@ fn earliest_target(
         } else {
             &partitions[t - n]
         };
-        let speed = cfg.cluster[t % n].speed;
+        let speed = cfg.cluster[t % n].slowest_speed();
         if job.procs > sched.capacity() {
             continue;
         }
@@ -1095,6 +1339,37 @@ fn earliest_target(
     best.map(|(_, t, speed)| (t, speed))
 }
 
+/// The speed of the slowest processor the planner chose for a job reserved on `parts` for
+/// `window` seconds: the planner runs a job for `ceil(walltime / slowest chosen speed)`, and
+/// its decision names clusters and counts, not processors, so the speed is the one among
+/// those clusters' groups that gives the window (the slowest such, should two round alike).
+/// On clusters of one speed each, this is the slowest of their speeds.
+fn slowest_chosen(cfg: &GridConfig, parts: &[Part], walltime: Dur, window: Dur) -> f64 {
+    // Every part has a processor of its cluster: none slower than its slowest, and the
+    // slowest chosen is no faster than the fastest of any part's cluster.
+    let groups: Vec<Vec<SpeedGroup>> = parts
+        .iter()
+        .map(|p| cfg.cluster[p.cluster].speed_groups())
+        .collect();
+    let cap = groups
+        .iter()
+        .map(|g| g.iter().map(|x| x.speed).fold(0.0, f64::max))
+        .fold(f64::INFINITY, f64::min);
+    let floor = groups
+        .iter()
+        .flatten()
+        .map(|x| x.speed)
+        .fold(f64::INFINITY, f64::min);
+    groups
+        .iter()
+        .flatten()
+        .map(|x| x.speed)
+        .filter(|&s| s <= cap)
+        .filter(|&s| Dur((walltime.as_secs() as f64 / s).ceil() as i64) == window)
+        .fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.min(s))))
+        .unwrap_or(floor)
+}
+
 /// Carries out a scheduler's actions: starts schedule ends, reservations and reservation
 /// boundaries schedule ticks.
 #[allow(clippy::too_many_arguments)]
@@ -1104,6 +1379,7 @@ fn apply_actions(
     actions: &mut Vec<Action>,
     clusters: &mut [Cluster],
     globals: &mut [GlobalState],
+    budgets: &mut BTreeMap<UserId, f64>,
     part_of: &BTreeMap<(usize, JobId), usize>,
     n_clusters: usize,
     heap: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>,
@@ -1118,11 +1394,15 @@ fn apply_actions(
                         let gs = &mut globals[g];
                         gs.start.get_or_insert(now);
                         gs.last_part_start = Some(now);
-                        if k >= n_clusters || gs.clusters == 1 && gs.charged == 0.0 {
-                            // Queued brokers charge the base tariff for what was used.
+                        if gs.queued {
+                            // Queued brokers charge the base tariff for what was used and
+                            // return the rest of what they held.
                             gs.charged = clusters[owner].tariff.base
                                 * f64::from(procs)
                                 * gs.runtime.as_secs() as f64;
+                            if let Some(b) = budgets.get_mut(&gs.job.user) {
+                                *b += (gs.held - gs.charged).max(0.0);
+                            }
                         }
                         gs.runtime
                     }

@@ -447,6 +447,39 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     r.max_start_skew
                 );
             }
+            println!();
+            println!(
+                "{:<16} {:>6} {:>9} {:>8} {:>9} {:>9} {:>9} {:>14} {:>14} {:>14}",
+                "broker",
+                "user",
+                "submitted",
+                "refused",
+                "finished",
+                "glob wt",
+                "glob bsd",
+                "charged",
+                "budget",
+                "remaining"
+            );
+            let money =
+                |x: Option<f64>| x.map_or_else(|| "unlimited".to_string(), |x| format!("{x:.0}"));
+            for (r, _) in &reports {
+                for u in &r.users {
+                    println!(
+                        "{:<16} {:>6} {:>9} {:>8} {:>9} {:>8.0}s {:>9.2} {:>14.0} {:>14} {:>14}",
+                        r.broker,
+                        u.user,
+                        u.submitted,
+                        u.refused,
+                        u.finished,
+                        u.mean_wait,
+                        u.mean_bsld,
+                        u.charged,
+                        money(u.budget),
+                        money(u.remaining)
+                    );
+                }
+            }
         }
     }
     Ok(())
