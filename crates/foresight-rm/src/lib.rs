@@ -1,0 +1,30 @@
+//! Adapters to local resource managers. Today: the local process executor, which runs each
+//! job as a real process group under a small detached supervisor, so jobs outlive the daemon.
+//!
+//! # Layout
+//! - `executor`: [`LocalExecutor`], the daemon's side: launch, cancel, suspend/resume, outcome,
+//!   adoption after a restart, and the channel of [`Finished`] events.
+//! - `supervisor`: [`supervise`], the body of the hidden `foresight supervise DIR` command that
+//!   runs and polices one attempt, whether or not the daemon is alive.
+//! - `layout`: the attempt directory `root/<job>.<attempt>/`, the only contract between the two.
+//! - `spec`: the data exchanged: [`LaunchSpec`], [`Outcome`], [`Finished`], [`Adoption`].
+//! - `error`: [`ExecError`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod error;
+mod executor;
+mod layout;
+mod spec;
+mod supervisor;
+
+pub use error::ExecError;
+pub use executor::LocalExecutor;
+pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
+pub use supervisor::supervise;
+
+/// The tokio this crate is built against, re-exported so that callers without their own tokio
+/// dependency (the CLI's integration tests) can run the executor's async API.
+#[doc(hidden)]
+pub use tokio;

@@ -1,0 +1,443 @@
+//! The supervisor: `foresight supervise DIR`, one small process per attempt, started detached
+//! by the executor. It spawns the job in its own process group, tells the executor (one JSON
+//! line on stdout, read only at launch) whether that worked, then polices the job until it
+//! ends: walltime (suspended time excluded), cancel requests, the final SIGKILL after the
+//! grace period, and the exit status, which it writes to `status.json` before exiting.
+//!
+//! It keeps working when the daemon is gone, because the daemon talks to it only through files
+//! in the attempt directory, plus signals that merely say "re-read them": SIGUSR1 (cancel) and
+//! SIGUSR2 (suspend state changed). A 1 s tick re-reads them anyway, so a lost signal delays
+//! an action by at most a second. SIGTERM to the supervisor ends the job like a cancel would
+//! (but the outcome is not marked cancelled); SIGHUP is ignored.
+//!
+//! When the job's leader exits, whatever remains of its process group is SIGKILLed before the
+//! leader is reaped (as Slurm ends a step when its batch script ends): the group id cannot
+//! be recycled while the leader is a zombie, so that kill cannot hit a stranger.
+
+use crate::layout::{
+    parse_attempt_dir_name, proc_stat, unix_now, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID,
+    SUSPENDED,
+};
+use crate::spec::{LaunchSpec, Outcome};
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{signal, SignalKind};
+
+/// How often the supervisor re-reads the control files even without a signal.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The one line the supervisor writes on its stdout, for the executor's `launch` to return.
+/// Not persisted; supervisor and executor come from the same binary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Handshake {
+    /// The job process is running.
+    Started { pgid: i32, started_at: i64 },
+    /// The job could not be started; `status.json` holds the same error when it could be written.
+    Failed { error: String },
+}
+
+/// Runs one attempt under supervision: reads `DIR/spec.json`, starts the job, enforces its
+/// walltime and cancel requests, and writes `DIR/status.json`. This is the body of the hidden
+/// `foresight supervise DIR` command, which the local executor starts detached.
+///
+/// Returns 0 once an outcome is recorded, including for a job that could not start (that is the
+/// job's failure, recorded in the outcome), and 1 when no outcome could be recorded.
+pub fn supervise(dir: &Path) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            fail_before_start(&format!("cannot build the supervisor runtime: {e}"));
+            return 1;
+        }
+    };
+    runtime.block_on(run(dir))
+}
+
+async fn run(path: &Path) -> u8 {
+    // Handlers first: the executor may signal us as soon as supervisor.pid exists, and the
+    // default action of SIGUSR1/SIGUSR2 is to die.
+    let mut signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(e) => {
+            fail_before_start(&format!("cannot install signal handlers: {e}"));
+            return 1;
+        }
+    };
+    let (job, attempt) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_attempt_dir_name)
+        .unwrap_or((0, 0));
+    let mut dir = AttemptDir {
+        job,
+        attempt,
+        path: path.to_path_buf(),
+    };
+    if let Err(e) = dir.write(
+        SUPERVISOR_PID,
+        format!("{}\n", std::process::id()).as_bytes(),
+        false,
+    ) {
+        fail_before_start(&e.to_string());
+        return 1;
+    }
+    let spec = match dir.read_spec() {
+        Ok(spec) => spec,
+        Err(e) => {
+            fail_before_start(&e.to_string());
+            return 1;
+        }
+    };
+    dir.job = spec.job;
+    dir.attempt = spec.attempt;
+
+    let mut child = match start_job(&spec) {
+        Ok(child) => child,
+        Err(error) => {
+            let now = unix_now();
+            let recorded = dir.write_status(&Outcome::failed(now, now, error.clone()));
+            handshake(&Handshake::Failed { error });
+            return match recorded {
+                Ok(()) => 0,
+                Err(e) => {
+                    complain(&e.to_string());
+                    1
+                }
+            };
+        }
+    };
+    let started_at = unix_now();
+    let Ok(pgid) = i32::try_from(child.id()) else {
+        // Cannot happen on Linux (pid_max < 2^22); without a group id we cannot police the job.
+        let _ = child.kill();
+        let _ = child.wait();
+        let error = format!("job pid {} does not fit a pid_t", child.id());
+        let _ = dir.write_status(&Outcome::failed(started_at, unix_now(), error.clone()));
+        handshake(&Handshake::Failed { error });
+        return 1;
+    };
+    let process = JobProcess {
+        pgid,
+        start_ticks: proc_stat(pgid).map(|s| s.start_ticks),
+        started_at,
+    };
+    if let Err(e) = dir.write_job(process) {
+        // The job runs and will be policed; only suspend/resume from the daemon will fail.
+        complain(&e.to_string());
+    }
+    handshake(&Handshake::Started { pgid, started_at });
+
+    let outcome = police(&dir, &spec, &mut child, pgid, started_at, &mut signals).await;
+    match dir.write_status(&outcome) {
+        Ok(()) => 0,
+        Err(e) => {
+            complain(&e.to_string());
+            1
+        }
+    }
+}
+
+/// Spawns the job in its own process group; the error is the text that goes into the outcome.
+fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
+    let Some((program, args)) = spec.command.split_first() else {
+        return Err("empty command".into());
+    };
+    match std::fs::metadata(&spec.cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(format!(
+                "bad working directory {}: not a directory",
+                spec.cwd.display()
+            ))
+        }
+        Err(e) => return Err(format!("bad working directory {}: {e}", spec.cwd.display())),
+    }
+    let stdout_path = spec.cwd.join(&spec.stdout);
+    let stderr_path = spec.cwd.join(&spec.stderr);
+    let stdout = open_output(&stdout_path, spec.attempt)
+        .map_err(|e| format!("cannot open stdout file {}: {e}", stdout_path.display()))?;
+    let stderr = if stderr_path == stdout_path {
+        stdout.try_clone()
+    } else {
+        open_output(&stderr_path, spec.attempt)
+    }
+    .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
+
+    let processors: Vec<String> = spec.processors.iter().map(u32::to_string).collect();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .env("FORESIGHT_JOB_ID", spec.job.to_string())
+        .env("FORESIGHT_ATTEMPT", spec.attempt.to_string())
+        .env("FORESIGHT_PROCS", spec.processors.len().to_string())
+        .env("FORESIGHT_PROCESSORS", processors.join(","))
+        .env("FORESIGHT_CLUSTER", &spec.cluster);
+    command.spawn().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => format!("no such program: {program}"),
+        io::ErrorKind::PermissionDenied => format!("cannot execute {program}: permission denied"),
+        _ => format!("cannot start {program}: {e}"),
+    })
+}
+
+/// The first attempt starts a fresh file; a requeued attempt appends to what earlier ones wrote.
+fn open_output(path: &Path, attempt: u32) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true);
+    if attempt == 0 {
+        options.write(true).truncate(true);
+    } else {
+        options.append(true);
+    }
+    options.open(path)
+}
+
+/// Waits for the job to end while enforcing walltime, cancel and suspension; returns the outcome.
+async fn police(
+    dir: &AttemptDir,
+    spec: &LaunchSpec,
+    child: &mut Child,
+    pgid: i32,
+    started_at: i64,
+    signals: &mut Signals,
+) -> Outcome {
+    let group = Pid::from_raw(pgid);
+    let grace = Duration::from_secs(spec.grace_secs);
+    let mut clock = WallClock::new(spec.walltime_secs, Instant::now());
+    let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
+    let mut cancelled = false;
+    // Far enough never to fire; stands in for a disabled timer in `select!`.
+    let never = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+    let terminate = |kill_at: &mut Option<Instant>| {
+        if kill_at.is_none() {
+            // TERM first, then CONT: a stopped process only acts on TERM once continued.
+            let _ = killpg(group, Signal::SIGTERM);
+            let _ = killpg(group, Signal::SIGCONT);
+            *kill_at = Some(Instant::now() + grace);
+        }
+    };
+    loop {
+        if leader_exited(group) {
+            break;
+        }
+        let now = Instant::now();
+        if !cancelled && dir.has(CANCEL) {
+            cancelled = true;
+            terminate(&mut kill_at);
+        }
+        clock.set_running(!dir.has(SUSPENDED), now);
+        let deadline = if kill_at.is_none() {
+            clock.deadline()
+        } else {
+            None
+        };
+        tokio::select! {
+            _ = signals.child.recv() => {}
+            _ = signals.cancel.recv() => {}
+            _ = signals.suspend.recv() => {}
+            _ = signals.hangup.recv() => {}
+            _ = signals.terminate.recv() => terminate(&mut kill_at),
+            _ = tokio::time::sleep_until(deadline.unwrap_or(never).into()), if deadline.is_some() => {
+                timed_out = true;
+                terminate(&mut kill_at);
+            }
+            _ = tokio::time::sleep_until(kill_at.unwrap_or(never).into()), if kill_at.is_some() => {
+                let _ = killpg(group, Signal::SIGKILL);
+                kill_at = Some(never);
+            }
+            _ = tokio::time::sleep(TICK) => {}
+        }
+    }
+    // The leader is a zombie, so the group id is still ours: clear out what it left behind.
+    let _ = killpg(group, Signal::SIGKILL);
+    let (exit_code, signal, error) = match child.wait() {
+        Ok(status) => (status.code(), status.signal(), None),
+        Err(e) => (
+            None,
+            None,
+            Some(format!("cannot reap job process {pgid}: {e}")),
+        ),
+    };
+    Outcome {
+        exit_code,
+        signal,
+        timed_out,
+        cancelled,
+        started_at,
+        ended_at: unix_now(),
+        error,
+    }
+}
+
+/// Whether the leader has exited, without reaping it (so its pid stays reserved).
+fn leader_exited(leader: Pid) -> bool {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(leader), flags) {
+        Ok(WaitStatus::StillAlive) => false,
+        Ok(_) => true,
+        Err(nix::errno::Errno::EINTR) => false,
+        // ECHILD: it is not our child any more (already reaped); nothing left to wait for.
+        Err(_) => true,
+    }
+}
+
+/// Running time against the walltime: it runs only while the job is not suspended.
+#[derive(Clone, Debug)]
+pub(crate) struct WallClock {
+    limit: Option<Duration>,
+    used: Duration,
+    running_since: Option<Instant>,
+}
+
+impl WallClock {
+    /// A running clock; `limit_secs == 0` means no limit.
+    pub(crate) fn new(limit_secs: u64, now: Instant) -> WallClock {
+        WallClock {
+            limit: (limit_secs > 0).then(|| Duration::from_secs(limit_secs)),
+            used: Duration::ZERO,
+            running_since: Some(now),
+        }
+    }
+
+    /// Stops or restarts the clock; idempotent.
+    pub(crate) fn set_running(&mut self, running: bool, now: Instant) {
+        match (running, self.running_since) {
+            (false, Some(since)) => {
+                self.used += now.saturating_duration_since(since);
+                self.running_since = None;
+            }
+            (true, None) => self.running_since = Some(now),
+            _ => {}
+        }
+    }
+
+    /// When the walltime runs out if the job keeps running; None without a limit or while stopped.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        let since = self.running_since?;
+        Some(since + self.limit?.saturating_sub(self.used))
+    }
+}
+
+/// The signals the supervisor listens to; see the module docs for their meaning.
+struct Signals {
+    child: tokio::signal::unix::Signal,
+    cancel: tokio::signal::unix::Signal,
+    suspend: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> io::Result<Signals> {
+        Ok(Signals {
+            child: signal(SignalKind::child())?,
+            cancel: signal(SignalKind::user_defined1())?,
+            suspend: signal(SignalKind::user_defined2())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// Tells the launching executor; if it is gone (EPIPE, Rust ignores SIGPIPE) nobody listens.
+fn handshake(message: &Handshake) {
+    let Ok(mut line) = serde_json::to_vec(message) else {
+        return;
+    };
+    line.push(b'\n');
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(&line).and_then(|()| out.flush());
+}
+
+fn fail_before_start(error: &str) {
+    complain(error);
+    handshake(&Handshake::Failed {
+        error: error.to_string(),
+    });
+}
+
+/// The supervisor's stderr is `supervisor.log` in the attempt directory.
+fn complain(message: &str) {
+    let _ = writeln!(io::stderr(), "foresight supervise: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_clock_excludes_suspended_time() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut clock = WallClock::new(10, t0);
+        assert_eq!(clock.deadline(), Some(t0 + s(10)));
+        clock.set_running(false, t0 + s(4));
+        clock.set_running(false, t0 + s(5)); // idempotent
+        assert_eq!(clock.deadline(), None);
+        clock.set_running(true, t0 + s(100));
+        clock.set_running(true, t0 + s(101)); // idempotent
+        assert_eq!(clock.deadline(), Some(t0 + s(106)));
+    }
+
+    #[test]
+    fn zero_walltime_means_no_limit() {
+        let clock = WallClock::new(0, Instant::now());
+        assert_eq!(clock.deadline(), None);
+    }
+
+    #[test]
+    fn handshake_is_one_json_line() {
+        let cases = [
+            Handshake::Started {
+                pgid: 12,
+                started_at: 34,
+            },
+            Handshake::Failed {
+                error: "no such program: foo".into(),
+            },
+        ];
+        for case in cases {
+            let text = serde_json::to_string(&case).expect("serialise");
+            assert!(!text.contains('\n'));
+            assert_eq!(
+                serde_json::from_str::<Handshake>(&text).expect("parse"),
+                case
+            );
+        }
+    }
+
+    #[test]
+    fn missing_program_and_bad_cwd_are_named() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut spec = crate::spec::tests::sample_spec();
+        spec.cwd = tmp.path().to_path_buf();
+        spec.command = vec!["foresight-no-such-program-xyz".into()];
+        let err = start_job(&spec).expect_err("missing program");
+        assert_eq!(err, "no such program: foresight-no-such-program-xyz");
+
+        spec.cwd = tmp.path().join("missing");
+        let err = start_job(&spec).expect_err("missing cwd");
+        assert!(
+            err.starts_with("bad working directory") && err.contains("missing"),
+            "{err}"
+        );
+    }
+}
