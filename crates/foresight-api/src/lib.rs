@@ -153,6 +153,18 @@ pub struct SubmitJob {
     /// Hold the job: it is not planned until released.
     #[serde(default)]
     pub hold: bool,
+    /// Credentials that reservation ACLs read: group, account, class (queue), QoS.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// The account charged.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// The class (queue).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// The quality of service.
+    #[serde(default)]
+    pub qos: Option<String>,
 }
 
 /// Many jobs in one request: accepted all together or not at all.

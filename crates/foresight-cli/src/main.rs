@@ -27,6 +27,12 @@ enum Command {
         #[command(subcommand)]
         command: commands::plan::PlanCommand,
     },
+    /// Run one job under supervision (started by the local executor, not by people).
+    #[command(hide = true)]
+    Supervise {
+        /// The job's directory, holding its launch spec.
+        dir: std::path::PathBuf,
+    },
     /// Print shell completions.
     Completion {
         /// The shell.
@@ -39,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim { command } => commands::sim::run(command).map(|()| ExitCode::SUCCESS),
         Command::Plan { command } => commands::plan::run(command),
+        Command::Supervise { dir } => Ok(ExitCode::from(foresight_rm::supervise(&dir))),
         Command::Completion { shell } => {
             clap_complete::generate(
                 shell,

@@ -336,6 +336,48 @@ impl LocalScheduler {
         Ok(())
     }
 
+    /// Puts back a job that was already running when the caller lost its state (a service
+    /// restart): it holds `job.procs` processors of `domain` from `start` to the end of its
+    /// estimate, as if it had been started then. Refused when those processors are not free
+    /// from `now` on.
+    pub fn restore_running(
+        &mut self,
+        now: Time,
+        job: Job,
+        start: Time,
+        domain: Domain,
+    ) -> Result<()> {
+        self.validate(&job)?;
+        if let Domain::Reservation(r) = domain {
+            if !self.admin.contains_key(&r) {
+                return Err(CoreError::UnknownReservation(r));
+            }
+        }
+        let end = job.end_if_started(start);
+        let from = now.min(end);
+        let free = self.profile_mut(domain).min_free(from, end.max(from + Dur(1)));
+        if end > from && free < i64::from(job.procs) {
+            return Err(CoreError::ReservationConflict {
+                reservation: ReservationId(0),
+                procs: job.procs,
+                start: from,
+                free,
+            });
+        }
+        if end > from {
+            self.profile_mut(domain).take(from, end, job.procs);
+        }
+        let placement = Placement { domain, start, end };
+        self.jobs.insert(
+            job.id,
+            Entry {
+                job,
+                state: State::Running(placement),
+            },
+        );
+        Ok(())
+    }
+
     /// Records that a running job ended at `now` and frees the rest of its estimate.
     pub fn finish(&mut self, now: Time, id: JobId) -> Result<()> {
         let entry = self.jobs.get(&id).ok_or(CoreError::UnknownJob(id))?;

@@ -105,8 +105,15 @@ pub struct JobRecord {
     pub env: BTreeMap<String, String>,
     /// Working directory.
     pub cwd: Option<String>,
+    /// Group, account, class and QoS names, for reservation ACLs.
+    #[serde(default)]
+    pub cred: [Option<String>; 4],
     /// State.
     pub state: JobState,
+    /// The final state already decided while parts are still stopping (cancel, timeout, a
+    /// failed part).
+    #[serde(default)]
+    pub state_after: Option<JobState>,
     /// Held.
     pub held: bool,
     /// Suspended.
@@ -142,7 +149,7 @@ pub struct JobRecord {
 /// A reservation as stored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReservationRecord {
-    /// Id (assigned by the store).
+    /// Id (assigned by the caller, unique).
     #[serde(skip)]
     pub id: u64,
     /// `admin` or `job`.
@@ -193,10 +200,8 @@ pub trait Store: Send + Sync {
     async fn update_jobs(&self, jobs: &[JobRecord]) -> Result<()>;
     /// Every job (or only those not yet final), by id.
     async fn load_jobs(&self, unfinished_only: bool) -> Result<Vec<JobRecord>>;
-    /// Stores a new reservation; returns its id.
-    async fn insert_reservation(&self, r: &ReservationRecord) -> Result<u64>;
-    /// Writes reservations' current state, in one transaction.
-    async fn update_reservations(&self, rs: &[ReservationRecord]) -> Result<()>;
+    /// Writes reservations (new or changed; ids are the caller's), in one transaction.
+    async fn put_reservations(&self, rs: &[ReservationRecord]) -> Result<()>;
     /// Every reservation, by id.
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>>;
     /// Stores a new user; refuses a taken name.

@@ -117,27 +117,16 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn insert_reservation(&self, r: &ReservationRecord) -> Result<u64> {
-        let id: i64 =
-            sqlx::query_scalar("INSERT INTO reservations (state, data) VALUES (?, ?) RETURNING id")
-                .bind(r.state.as_str())
-                .bind(encode(r))
-                .fetch_one(&self.pool)
-                .await
-                .map_err(self.db())?;
-        Ok(id as u64)
-    }
-
-    async fn update_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
+    async fn put_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
         if rs.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for r in rs {
-            sqlx::query("UPDATE reservations SET state = ?, data = ? WHERE id = ?")
+            sqlx::query("INSERT OR REPLACE INTO reservations (id, state, data) VALUES (?, ?, ?)")
+                .bind(r.id as i64)
                 .bind(r.state.as_str())
                 .bind(encode(r))
-                .bind(r.id as i64)
                 .execute(&mut *tx)
                 .await
                 .map_err(self.db())?;
@@ -233,7 +222,9 @@ mod tests {
             command: vec!["true".into()],
             env: Default::default(),
             cwd: None,
+            cred: Default::default(),
             state: JobState::Pending,
+            state_after: None,
             held: false,
             suspended: false,
             exit_code: None,
@@ -268,7 +259,7 @@ mod tests {
         j.exit_code = Some(0);
         store.update_jobs(&[j.clone()]).await.unwrap();
         let r = ReservationRecord {
-            id: 0,
+            id: 1,
             kind: "admin".into(),
             cluster: "local".into(),
             procs: 1,
@@ -279,7 +270,8 @@ mod tests {
             expires_at: Some(15),
             owner: "admin".into(),
         };
-        assert_eq!(store.insert_reservation(&r).await.unwrap(), 1);
+        store.put_reservations(&[r.clone()]).await.unwrap();
+        store.put_reservations(&[r]).await.unwrap();
         let u = UserRecord {
             name: "ann".into(),
             token_hash: "h1".into(),
