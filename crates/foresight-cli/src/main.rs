@@ -13,6 +13,8 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    conn: commands::client::Connection,
 }
 
 #[derive(Subcommand)]
@@ -22,7 +24,34 @@ enum Command {
         #[command(subcommand)]
         command: commands::sim::SimCommand,
     },
-    /// Inspect the grid planner: choose slots for a request in a given plan.
+    /// Run the service.
+    Server {
+        #[command(subcommand)]
+        command: commands::server::ServerCommand,
+    },
+    /// Submit, list, show, cancel, hold, release and explain jobs.
+    Job {
+        #[command(subcommand)]
+        command: commands::client::JobCommand,
+    },
+    /// When could a job start? Asks the planner without submitting.
+    Estimate(commands::client::EstimateOpts),
+    /// Advance reservations.
+    Reservation {
+        #[command(subcommand)]
+        command: commands::client::ReservationCommand,
+    },
+    /// The grid's clusters.
+    Cluster {
+        #[command(subcommand)]
+        command: commands::client::ClusterCommand,
+    },
+    /// Users and budgets (administrators).
+    User {
+        #[command(subcommand)]
+        command: commands::client::UserCommand,
+    },
+    /// The plan: show the service's plan, or choose slots in a plan given as JSON.
     Plan {
         #[command(subcommand)]
         command: commands::plan::PlanCommand,
@@ -44,7 +73,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim { command } => commands::sim::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Plan { command } => commands::plan::run(command),
+        Command::Plan { command } => commands::plan::run(command, &cli.conn),
+        Command::Server { command } => commands::server::run(command).map(|()| ExitCode::SUCCESS),
+        Command::Job { command } => {
+            commands::client::job(&cli.conn, command).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Estimate(o) => {
+            commands::client::estimate(&cli.conn, o).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Reservation { command } => {
+            commands::client::reservation(&cli.conn, command).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Cluster { command } => match command {
+            commands::client::ClusterCommand::List(o) => {
+                commands::client::cluster_list(&cli.conn, o).map(|()| ExitCode::SUCCESS)
+            }
+        },
+        Command::User { command } => {
+            commands::client::user(&cli.conn, command).map(|()| ExitCode::SUCCESS)
+        }
         Command::Supervise { dir } => Ok(ExitCode::from(foresight_rm::supervise(&dir))),
         Command::Completion { shell } => {
             clap_complete::generate(
@@ -62,6 +109,9 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<commands::plan::BadInput>().is_some() {
                 ExitCode::from(2)
+            } else if let Some(r) = e.downcast_ref::<commands::client::ServerRefused>() {
+                // 4xx: the request was wrong (2); 5xx: the server failed (1).
+                ExitCode::from(if r.status < 500 { 2 } else { 1 })
             } else {
                 ExitCode::FAILURE
             }

@@ -9,7 +9,7 @@
 
 use crate::ids::JobId;
 use crate::policy::ALL;
-use crate::scheduler::LocalScheduler;
+use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::Processor;
 use crate::time::{Interval, Time};
 use serde::{Deserialize, Serialize};
@@ -73,8 +73,11 @@ pub fn forecast(
     copy.set_reservation_depth(ALL);
     let mut actions = Vec::new();
     copy.schedule(now, &mut actions);
+    // Jobs inside a reservation are covered by its `Held` occupancy: counting them too
+    // would book their processors twice.
     let mut out: Vec<Occupancy> = copy
         .running_jobs()
+        .filter(|(_, _, p)| p.domain == Domain::Pool)
         .map(|(job, procs, p)| Occupancy {
             procs,
             window: Interval::new(p.start.max(now), p.end),
@@ -88,14 +91,18 @@ pub fn forecast(
                 OccupancyKind::Running(job)
             },
         })
-        .chain(copy.job_reservations().map(|(job, procs, p)| Occupancy {
-            procs,
-            window: Interval::new(p.start, p.end),
-            kind: OccupancyKind::Planned {
-                job,
-                priority: priority(job),
-            },
-        }))
+        .chain(
+            copy.job_reservations()
+                .filter(|(_, _, p)| p.domain == Domain::Pool)
+                .map(|(job, procs, p)| Occupancy {
+                    procs,
+                    window: Interval::new(p.start, p.end),
+                    kind: OccupancyKind::Planned {
+                        job,
+                        priority: priority(job),
+                    },
+                }),
+        )
         .chain(copy.reservations().map(|r| Occupancy {
             procs: r.procs,
             window: r.window,
@@ -226,5 +233,41 @@ mod tests {
             of("c/p3"),
             vec![(10, 100, 1.0), (100, 150, 3.0), (150, 1000, 1.0)]
         );
+    }
+
+    /// A job running (or waiting) inside a reservation is covered by the reservation's
+    /// `Held` time: the forecast books its processors once, not twice. Four processors, a
+    /// 2-processor reservation over [0, 100) with its job running: two processors stay free.
+    #[test]
+    fn jobs_inside_reservations_are_not_booked_twice() {
+        use crate::ids::ReservationId;
+        use crate::reservation::{Acl, AdminReservation};
+        let mut s = LocalScheduler::new(4, Policy::easy());
+        s.add_reservation(AdminReservation {
+            id: ReservationId(7),
+            procs: 2,
+            window: Interval::new(Time(0), Time(100)),
+            acl: Acl {
+                job: Some(JobId(1)),
+                ..Acl::nobody()
+            },
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        s.handle(
+            Time(0),
+            Event::Submit(
+                Job::new(JobId(1), Time(0), 2, Dur(100)).in_reservation(ReservationId(7), false),
+            ),
+            &mut out,
+        )
+        .unwrap();
+        assert!(s.is_running(JobId(1)));
+        let f = forecast(&s, Time(0), |_| 0.0);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, OccupancyKind::Held);
+        let slots = slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default());
+        let free_now = slots.iter().filter(|s| s.1 == Time(0)).count();
+        assert_eq!(free_now, 2);
     }
 }

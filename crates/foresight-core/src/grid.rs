@@ -151,6 +151,11 @@ pub fn plan_cycle(
         processors.extend_from_slice(c.processors);
     }
     let total = processors.len();
+    let largest = clusters
+        .iter()
+        .map(|c| c.processors.len())
+        .max()
+        .unwrap_or(0);
     let mut plan = match SlotPlan::new(processors, slots) {
         Ok(p) => p,
         Err(e) => {
@@ -191,6 +196,16 @@ pub fn plan_cycle(
             out.push(Decision::Refuse {
                 job: job.id,
                 reason: format!("{} processors asked, the grid has {total}", job.procs),
+            });
+            continue;
+        }
+        if !job.co_allocate && job.procs as usize > largest {
+            out.push(Decision::Refuse {
+                job: job.id,
+                reason: format!(
+                    "{} processors asked without co-allocation, the largest cluster has {largest}",
+                    job.procs
+                ),
             });
             continue;
         }
@@ -365,5 +380,14 @@ mod tests {
             }
         );
         assert!(matches!(&d[2], Decision::Refuse { reason, .. } if reason.contains("grid has 8")));
+        let alone = GlobalJob {
+            co_allocate: false,
+            ..global(4, 5, 50, 2.0)
+        };
+        let d = plan_cycle(Time(0), &views, &[alone], &cfg);
+        assert!(
+            matches!(&d[0], Decision::Refuse { reason, .. } if reason.contains("largest cluster has 4")),
+            "{d:?}"
+        );
     }
 }

@@ -355,7 +355,9 @@ impl LocalScheduler {
         }
         let end = job.end_if_started(start);
         let from = now.min(end);
-        let free = self.profile_mut(domain).min_free(from, end.max(from + Dur(1)));
+        let free = self
+            .profile_mut(domain)
+            .min_free(from, end.max(from + Dur(1)));
         if end > from && free < i64::from(job.procs) {
             return Err(CoreError::ReservationConflict {
                 reservation: ReservationId(0),

@@ -1,1 +1,75 @@
-//! placeholder
+//! The Foresight service: a REST API over the grid planner, a scheduling cycle that reserves
+//! and dispatches, a durable store, and local executors that run jobs as real processes.
+//!
+//! # Layout
+//! - [`config`]: the TOML configuration and its embedded defaults.
+//! - `world`: the state and every change to it, under one lock, without I/O.
+//! - [`service`]: the running service: store writes, effects, the cycle task.
+//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod error;
+pub mod http;
+mod metrics;
+pub mod service;
+mod world;
+
+pub use config::Config;
+pub use error::ApiError;
+
+use std::sync::Arc;
+
+/// Starts the service and serves until SIGTERM or Ctrl-C; then finishes the requests in
+/// flight and writes everything. Jobs keep running under their supervisors and are
+/// re-adopted by the next start.
+pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let data_dir = cfg.data_dir.clone();
+    let (service, token) = service::Service::open(cfg).await?;
+    let url = format!("http://{addr}");
+    std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
+    if let Some(t) = token {
+        println!(
+            "admin token (shown once; also in {}): {t}",
+            data_dir.join("admin.token").display()
+        );
+    }
+    println!(
+        "foresight listening on {url} (data in {})",
+        data_dir.display()
+    );
+    tracing::info!("listening on {url}");
+    let app = http::router(service.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    service.shutdown().await;
+    let _ = std::fs::remove_file(data_dir.join("server.url"));
+    println!("foresight stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// The service handle for tests and embedding.
+pub type Handle = Arc<service::Service>;

@@ -210,6 +210,8 @@ pub trait Store: Send + Sync {
     async fn update_users(&self, us: &[UserRecord]) -> Result<()>;
     /// Every user.
     async fn load_users(&self) -> Result<Vec<UserRecord>>;
+    /// Finishes writing and closes (graceful shutdown).
+    async fn close(&self);
 }
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {

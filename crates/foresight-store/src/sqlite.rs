@@ -48,11 +48,6 @@ impl SqliteStore {
             source,
         }
     }
-
-    /// Closes the connection, flushing the log.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
 }
 
 #[async_trait::async_trait]
@@ -182,6 +177,10 @@ impl Store for SqliteStore {
         tx.commit().await.map_err(self.db())
     }
 
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+
     async fn load_users(&self) -> Result<Vec<UserRecord>> {
         let rows = sqlx::query("SELECT name, token_hash, data FROM users ORDER BY name")
             .fetch_all(&self.pool)
@@ -257,7 +256,7 @@ mod tests {
         j.id = 2;
         j.state = JobState::Completed;
         j.exit_code = Some(0);
-        store.update_jobs(&[j.clone()]).await.unwrap();
+        store.update_jobs(std::slice::from_ref(&j)).await.unwrap();
         let r = ReservationRecord {
             id: 1,
             kind: "admin".into(),
@@ -270,7 +269,7 @@ mod tests {
             expires_at: Some(15),
             owner: "admin".into(),
         };
-        store.put_reservations(&[r.clone()]).await.unwrap();
+        store.put_reservations(std::slice::from_ref(&r)).await.unwrap();
         store.put_reservations(&[r]).await.unwrap();
         let u = UserRecord {
             name: "ann".into(),

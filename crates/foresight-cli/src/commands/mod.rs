@@ -1,3 +1,5 @@
 //! One module per noun.
+pub mod client;
 pub mod plan;
+pub mod server;
 pub mod sim;

@@ -17,6 +17,8 @@ pub enum PlanCommand {
     /// Choose slots for one request in a plan given as JSON (exit 0 found, 3 no fit,
     /// 2 malformed input).
     Select(PlanSelectOpts),
+    /// Show the service's plan as a text Gantt chart (or JSON).
+    Show(super::client::PlanShowOpts),
 }
 
 /// Options of `foresight plan select`.
@@ -63,9 +65,10 @@ struct SlotFile {
 }
 
 /// Runs a `plan` subcommand.
-pub fn run(cmd: PlanCommand) -> Result<ExitCode> {
+pub fn run(cmd: PlanCommand, conn: &super::client::Connection) -> Result<ExitCode> {
     match cmd {
         PlanCommand::Select(opts) => select(opts),
+        PlanCommand::Show(opts) => super::client::plan_show(conn, opts).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -1,0 +1,77 @@
+//! `foresight server start|config`.
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use foresight_daemon::Config;
+use std::path::PathBuf;
+
+/// Server commands.
+#[derive(Subcommand)]
+pub enum ServerCommand {
+    /// Run the service in the foreground until SIGTERM or Ctrl-C.
+    Start(ServerOpts),
+    /// Print the effective configuration (defaults filled in) as TOML.
+    Config(ServerOpts),
+}
+
+/// Where the configuration comes from, and overrides.
+#[derive(Args)]
+pub struct ServerOpts {
+    /// Configuration file [default: embedded defaults].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Data directory (database, tokens, job output).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Processors of the default local cluster (when no config file names clusters).
+    #[arg(long)]
+    procs: Option<u32>,
+}
+
+fn effective(o: &ServerOpts) -> Result<Config> {
+    let mut cfg = match &o.config {
+        Some(p) => Config::read(p)?,
+        None => Config::default(),
+    };
+    if let Some(d) = &o.data_dir {
+        cfg.data_dir = d.clone();
+    }
+    if let Some(l) = &o.listen {
+        cfg.listen = l.clone();
+    }
+    if let Some(n) = o.procs {
+        if o.config.is_some() {
+            anyhow::bail!("--procs applies to the default cluster; set procs in the config file");
+        }
+        cfg.cluster[0].procs = n;
+    }
+    cfg.check()?;
+    Ok(cfg)
+}
+
+/// Runs a server command.
+pub fn run(cmd: ServerCommand) -> Result<()> {
+    match cmd {
+        ServerCommand::Config(o) => {
+            print!("{}", toml::to_string_pretty(&effective(&o)?)?);
+            Ok(())
+        }
+        ServerCommand::Start(o) => {
+            let cfg = effective(&o)?;
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_env("FORESIGHT_LOG")
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(foresight_daemon::serve(cfg))
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The daemon's configuration: a TOML file, or embedded defaults (one local cluster with as
+//! many processors as the machine has cores).
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Everything the daemon can be told.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on; port 0 picks a free port (written to `DATA_DIR/server.url`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Where the database, tokens and job directories live.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
+    #[serde(default = "default_cycle_ms")]
+    pub cycle_ms: u64,
+    /// How far ahead the planner looks, seconds.
+    #[serde(default = "default_horizon")]
+    pub horizon_seconds: i64,
+    /// Global jobs planned to start within this many seconds are reserved now.
+    #[serde(default = "default_lead")]
+    pub lead_time_seconds: i64,
+    /// At most this many queued global jobs are planned per cycle, in priority order.
+    #[serde(default = "default_plan_depth")]
+    pub plan_depth: usize,
+    /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
+    #[serde(default = "default_grace")]
+    pub grace_seconds: u64,
+    /// The clusters of the grid.
+    #[serde(default = "default_clusters")]
+    pub cluster: Vec<ClusterConfig>,
+    /// Users known from the start (more can be added through the API).
+    #[serde(default)]
+    pub user: Vec<UserConfig>,
+}
+
+/// One cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Unique name.
+    pub name: String,
+    /// Resource manager: `local` (processes on this machine).
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    /// Processors (virtual processors for `local`).
+    pub procs: u32,
+    /// Speed relative to the reference processor.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Base price per processor-second of free time.
+    #[serde(default = "one")]
+    pub tariff: f64,
+    /// Extra price factor per unit of priority of a queued local job.
+    #[serde(default = "one")]
+    pub local_premium: f64,
+    /// Local policy: fcfs, firstfit[:CAP], easy, conservative, depth:N.
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Link bandwidth for staging, MB/s.
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_mb_s: f64,
+    /// Link latency, seconds.
+    #[serde(default)]
+    pub latency_seconds: i64,
+}
+
+/// A user configured up front.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// Name.
+    pub name: String,
+    /// SHA-256 of the bearer token, hex (`printf %s TOKEN | sha256sum`).
+    pub token_sha256: String,
+    /// Administrator?
+    #[serde(default)]
+    pub admin: bool,
+    /// Budget; unlimited when absent.
+    #[serde(default)]
+    pub budget: Option<f64>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8642".into()
+}
+/// The data directory used when none is given: `$FORESIGHT_DATA_DIR`, else
+/// `$XDG_DATA_HOME/foresight`, else `~/.local/share/foresight`.
+pub fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("FORESIGHT_DATA_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME") {
+        return PathBuf::from(d).join("foresight");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/share/foresight"),
+        None => PathBuf::from("foresight-data"),
+    }
+}
+fn default_cycle_ms() -> u64 {
+    200
+}
+fn default_horizon() -> i64 {
+    7 * 86_400
+}
+fn default_lead() -> i64 {
+    60
+}
+fn default_plan_depth() -> usize {
+    256
+}
+fn default_grace() -> u64 {
+    5
+}
+fn default_kind() -> String {
+    "local".into()
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_policy() -> String {
+    "easy".into()
+}
+fn default_bandwidth() -> f64 {
+    1_000.0
+}
+fn default_clusters() -> Vec<ClusterConfig> {
+    let procs = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    vec![ClusterConfig {
+        name: "local".into(),
+        kind: default_kind(),
+        procs,
+        speed: 1.0,
+        tariff: 1.0,
+        local_premium: 1.0,
+        policy: default_policy(),
+        bandwidth_mb_s: default_bandwidth(),
+        latency_seconds: 0,
+    }]
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: default_listen(),
+            data_dir: default_data_dir(),
+            cycle_ms: default_cycle_ms(),
+            horizon_seconds: default_horizon(),
+            lead_time_seconds: default_lead(),
+            plan_depth: default_plan_depth(),
+            grace_seconds: default_grace(),
+            cluster: default_clusters(),
+            user: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn read(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let cfg: Config =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        cfg.check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        Ok(cfg)
+    }
+
+    /// Refuses what cannot run, naming the field.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.cluster.is_empty() {
+            anyhow::bail!("cluster: at least one cluster is needed");
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, c) in self.cluster.iter().enumerate() {
+            let at = format!("cluster[{i}] ({})", c.name);
+            if c.name.is_empty() || c.name.contains(['/', ' ']) {
+                anyhow::bail!("{at}: name must be non-empty, without '/' or spaces");
+            }
+            if !names.insert(&c.name) {
+                anyhow::bail!("{at}: name used twice");
+            }
+            if c.kind != "local" {
+                anyhow::bail!(
+                    "{at}: kind {:?} is not supported (supported: local)",
+                    c.kind
+                );
+            }
+            if c.procs == 0 {
+                anyhow::bail!("{at}: procs must be at least 1");
+            }
+            if c.speed.is_nan() || c.speed <= 0.0 {
+                anyhow::bail!("{at}: speed must be > 0");
+            }
+            if c.tariff.is_nan() || c.tariff < 0.0 {
+                anyhow::bail!("{at}: tariff must be >= 0");
+            }
+            if c.bandwidth_mb_s.is_nan() || c.bandwidth_mb_s <= 0.0 {
+                anyhow::bail!("{at}: bandwidth_mb_s must be > 0");
+            }
+            c.policy
+                .parse::<foresight_core::policy::Policy>()
+                .map_err(|e| anyhow::anyhow!("{at}: policy: {e}"))?;
+        }
+        if self.cycle_ms == 0 {
+            anyhow::bail!("cycle_ms must be at least 1");
+        }
+        if self.horizon_seconds <= 0 || self.lead_time_seconds < 0 {
+            anyhow::bail!("horizon_seconds must be > 0 and lead_time_seconds >= 0");
+        }
+        for u in &self.user {
+            if u.token_sha256.len() != 64 || !u.token_sha256.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                anyhow::bail!("user {}: token_sha256 must be 64 hex digits", u.name);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,517 @@
+//! The REST API (`/api/v1`), `/healthz`, `/metrics` and the OpenAPI document.
+
+use crate::error::ApiError;
+use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use foresight_api::*;
+use foresight_store::UserRecord;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::sync::Arc;
+use utoipa::OpenApi;
+
+type AppState = Arc<Service>;
+
+/// The authenticated caller.
+pub struct Caller(pub UserRecord);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer <token>'"))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::unauthorized("Authorization must be 'Bearer <token>'"))?;
+        state.authenticate(token.trim()).map(Caller)
+    }
+}
+
+impl Caller {
+    fn admin(&self) -> Result<(), ApiError> {
+        if self.0.admin {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                "user",
+                format!("{} is not an administrator", self.0.name),
+            ))
+        }
+    }
+}
+
+/// A JSON body whose errors are JSON too, naming what is wrong.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(e) => Err(ApiError::bad("body", e.body_text())),
+        }
+    }
+}
+
+/// Query parameters whose errors are JSON.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(Params(v)),
+            Err(e) => Err(ApiError::bad("query", e.body_text())),
+        }
+    }
+}
+
+/// The router.
+pub fn router(service: Arc<Service>) -> Router {
+    let api = Router::new()
+        .route("/jobs", post(submit_job).get(list_jobs))
+        .route("/jobs/batch", post(submit_batch))
+        .route("/jobs/{id}", get(show_job))
+        .route("/jobs/{id}/cancel", post(cancel_job))
+        .route("/jobs/{id}/hold", post(hold_job))
+        .route("/jobs/{id}/release", post(release_job))
+        .route("/jobs/{id}/suspend", post(suspend_job))
+        .route("/jobs/{id}/resume", post(resume_job))
+        .route("/jobs/{id}/requeue", post(requeue_job))
+        .route("/jobs/{id}/explain", get(explain_job))
+        .route("/estimate", post(estimate))
+        .route(
+            "/reservations",
+            post(create_reservation).get(list_reservations),
+        )
+        .route("/reservations/{id}", get(show_reservation))
+        .route("/reservations/{id}/commit", post(commit_reservation))
+        .route("/reservations/{id}/release", post(release_reservation))
+        .route("/clusters", get(list_clusters))
+        .route("/plan", get(show_plan))
+        .route("/users", get(list_users).post(create_user))
+        .route("/users/{name}/budget", post(change_budget))
+        .route("/whoami", get(whoami))
+        .route("/openapi.json", get(openapi));
+    Router::new()
+        .nest(API_PREFIX, api)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .with_state(service)
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Foresight", description = "Lookahead metascheduler for grids of HPC clusters"),
+    paths(
+        submit_job, submit_batch, list_jobs, show_job, cancel_job, hold_job, release_job,
+        suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
+        list_reservations, show_reservation, commit_reservation, release_reservation,
+        list_clusters, show_plan, list_users, create_user, change_budget, whoami, healthz
+    ),
+    components(schemas(
+        SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
+        Explanation, EstimateRequest, Estimate, ClusterEstimate, CreateReservation,
+        ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan, SlotView,
+        UserView, CreateUser, CreatedUser, BudgetChange, foresight_api::ApiError, Walltime
+    )),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI document of this API.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+async fn openapi() -> impl IntoResponse {
+    Json(openapi_document())
+}
+
+/// Liveness, without authentication.
+#[utoipa::path(get, path = "/healthz", security(()), responses((status = 200, description = "ok")))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics_text(),
+    )
+}
+
+/// Submits one job.
+#[utoipa::path(post, path = "/api/v1/jobs", request_body = SubmitJob,
+    responses((status = 201, body = Submitted), (status = 400, body = foresight_api::ApiError),
+              (status = 402, body = foresight_api::ApiError)))]
+async fn submit_job(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(job): Body<SubmitJob>,
+) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+    let ids = s.submit(&caller.0, vec![job], false).await?;
+    Ok((StatusCode::CREATED, Json(Submitted { id: ids[0] })))
+}
+
+/// Submits many jobs at once: all are accepted or none.
+#[utoipa::path(post, path = "/api/v1/jobs/batch", request_body = SubmitBatch,
+    responses((status = 201, body = SubmittedBatch), (status = 400, body = foresight_api::ApiError)))]
+async fn submit_batch(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(batch): Body<SubmitBatch>,
+) -> Result<(StatusCode, Json<SubmittedBatch>), ApiError> {
+    let ids = s.submit(&caller.0, batch.jobs, true).await?;
+    Ok((StatusCode::CREATED, Json(SubmittedBatch { ids })))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+struct JobFilter {
+    /// Only jobs in this state.
+    state: Option<String>,
+    /// Only this user's jobs (administrators).
+    user: Option<String>,
+    /// At most this many, the newest (default 1000).
+    limit: Option<usize>,
+}
+
+/// Lists jobs: the caller's own, or everyone's for administrators.
+#[utoipa::path(get, path = "/api/v1/jobs", params(JobFilter),
+    responses((status = 200, body = [JobView])))]
+async fn list_jobs(
+    State(s): State<AppState>,
+    caller: Caller,
+    Params(f): Params<JobFilter>,
+) -> Result<Json<Vec<JobView>>, ApiError> {
+    let state = f
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(|e| ApiError::bad("state", e))?;
+    Ok(Json(s.jobs(
+        &caller.0,
+        state,
+        f.user.as_deref(),
+        f.limit.unwrap_or(1000),
+    )))
+}
+
+/// One job.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = u64, Path, description = "Job id")),
+    responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError)))]
+async fn show_job(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<JobView>, ApiError> {
+    s.job(&caller.0, id).map(Json)
+}
+
+macro_rules! job_action {
+    ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
+        #[doc = $doc]
+        #[utoipa::path(post, path = $path, params(("id" = u64, Path, description = "Job id")),
+            responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
+                      (status = 409, body = foresight_api::ApiError)))]
+        async fn $name(
+            State(s): State<AppState>,
+            caller: Caller,
+            Path($id): Path<u64>,
+        ) -> Result<Json<JobView>, ApiError> {
+            s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
+        }
+    };
+}
+
+job_action!(
+    cancel_job,
+    "/api/v1/jobs/{id}/cancel",
+    "Cancels a job.",
+    |w, now, id| w.cancel(now, id)
+);
+job_action!(
+    hold_job,
+    "/api/v1/jobs/{id}/hold",
+    "Holds a job that has not started.",
+    |w, now, id| w.hold(now, id)
+);
+job_action!(
+    release_job,
+    "/api/v1/jobs/{id}/release",
+    "Releases a held job.",
+    |w, now, id| w.release(now, id)
+);
+job_action!(
+    suspend_job,
+    "/api/v1/jobs/{id}/suspend",
+    "Stops a running job (SIGSTOP).",
+    |w, _now, id| w.pause(id, true)
+);
+job_action!(
+    resume_job,
+    "/api/v1/jobs/{id}/resume",
+    "Continues a suspended job (SIGCONT).",
+    |w, _now, id| w.pause(id, false)
+);
+job_action!(
+    requeue_job,
+    "/api/v1/jobs/{id}/requeue",
+    "Puts a job back in the queue.",
+    |w, now, id| w.requeue(now, id)
+);
+
+/// Why a job has not started yet.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = u64, Path, description = "Job id")),
+    responses((status = 200, body = Explanation)))]
+async fn explain_job(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<Explanation>, ApiError> {
+    s.explain(&caller.0, id).map(Json)
+}
+
+/// When could such a job start? Nothing is submitted.
+#[utoipa::path(post, path = "/api/v1/estimate", request_body = EstimateRequest,
+    responses((status = 200, body = Estimate)))]
+async fn estimate(
+    State(s): State<AppState>,
+    _caller: Caller,
+    Body(req): Body<EstimateRequest>,
+) -> Result<Json<Estimate>, ApiError> {
+    s.estimate(&req).map(Json)
+}
+
+/// Makes an advance reservation (administrators).
+#[utoipa::path(post, path = "/api/v1/reservations", request_body = CreateReservation,
+    responses((status = 201, body = ReservationView), (status = 409, body = foresight_api::ApiError)))]
+async fn create_reservation(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(r): Body<CreateReservation>,
+) -> Result<(StatusCode, Json<ReservationView>), ApiError> {
+    caller.admin()?;
+    let owner = caller.0.name.clone();
+    let view = s
+        .mutate(move |w, now| {
+            let start = r.start.unwrap_or(now);
+            let end = match (r.end, &r.duration) {
+                (Some(e), _) => e,
+                (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
+                (None, None) => return Err(ApiError::bad("end", "give end or duration")),
+            };
+            let id =
+                w.create_reservation(now, &owner, &r.cluster, r.procs, start, end, r.acl, r.ttl)?;
+            Ok(reservation_view(&w.reservations[&id]))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Reservations the caller may see.
+#[utoipa::path(get, path = "/api/v1/reservations", responses((status = 200, body = [ReservationView])))]
+async fn list_reservations(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> Json<Vec<ReservationView>> {
+    Json(s.reservations(&caller.0))
+}
+
+/// One reservation.
+#[utoipa::path(get, path = "/api/v1/reservations/{id}", params(("id" = u64, Path, description = "Reservation id")),
+    responses((status = 200, body = ReservationView), (status = 404, body = foresight_api::ApiError)))]
+async fn show_reservation(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<ReservationView>, ApiError> {
+    s.reservations(&caller.0)
+        .into_iter()
+        .find(|r| r.id == id)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no reservation {id}")))
+}
+
+/// Commits a tentative reservation (administrators).
+#[utoipa::path(post, path = "/api/v1/reservations/{id}/commit", params(("id" = u64, Path, description = "Reservation id")),
+    responses((status = 200, body = ReservationView)))]
+async fn commit_reservation(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<ReservationView>, ApiError> {
+    caller.admin()?;
+    s.mutate(move |w, _| {
+        w.commit_reservation(id)?;
+        Ok(reservation_view(&w.reservations[&id]))
+    })
+    .await
+    .map(Json)
+}
+
+/// Releases a reservation (administrators).
+#[utoipa::path(post, path = "/api/v1/reservations/{id}/release", params(("id" = u64, Path, description = "Reservation id")),
+    responses((status = 200, body = ReservationView)))]
+async fn release_reservation(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<ReservationView>, ApiError> {
+    caller.admin()?;
+    s.mutate(move |w, now| {
+        w.release_reservation(now, id)?;
+        Ok(reservation_view(&w.reservations[&id]))
+    })
+    .await
+    .map(Json)
+}
+
+/// The clusters.
+#[utoipa::path(get, path = "/api/v1/clusters", responses((status = 200, body = [ClusterInfo])))]
+async fn list_clusters(State(s): State<AppState>, _caller: Caller) -> Json<Vec<ClusterInfo>> {
+    Json(s.clusters())
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+struct PlanWindow {
+    /// One cluster only.
+    cluster: Option<String>,
+    /// Window start (default now).
+    from: Option<i64>,
+    /// Window end (default an hour after `from`).
+    to: Option<i64>,
+}
+
+/// The plan: slots per processor over a window.
+#[utoipa::path(get, path = "/api/v1/plan", params(PlanWindow), responses((status = 200, body = [ClusterPlan])))]
+async fn show_plan(
+    State(s): State<AppState>,
+    _caller: Caller,
+    Params(q): Params<PlanWindow>,
+) -> Result<Json<Vec<ClusterPlan>>, ApiError> {
+    s.plan(q.cluster.as_deref(), q.from, q.to).map(Json)
+}
+
+/// Users and budgets (administrators).
+#[utoipa::path(get, path = "/api/v1/users", responses((status = 200, body = [UserView])))]
+async fn list_users(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<UserView>>, ApiError> {
+    caller.admin()?;
+    Ok(Json(s.users()))
+}
+
+/// Creates a user and returns their token, once (administrators).
+#[utoipa::path(post, path = "/api/v1/users", request_body = CreateUser,
+    responses((status = 201, body = CreatedUser), (status = 409, body = foresight_api::ApiError)))]
+async fn create_user(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(u): Body<CreateUser>,
+) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
+    caller.admin()?;
+    if let Some(b) = u.budget {
+        if b.is_nan() || b < 0.0 {
+            return Err(ApiError::bad("budget", "must be a number >= 0"));
+        }
+    }
+    let token = new_token();
+    let rec = UserRecord {
+        name: u.name,
+        token_hash: token_hash(&token),
+        admin: u.admin,
+        budget: u.budget,
+        spent: 0.0,
+    };
+    s.add_user(rec.clone()).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedUser {
+            user: user_view(&rec),
+            token,
+        }),
+    ))
+}
+
+/// Sets or tops up a budget (administrators).
+#[utoipa::path(post, path = "/api/v1/users/{name}/budget", request_body = BudgetChange,
+    params(("name" = String, Path, description = "User name")),
+    responses((status = 200, body = UserView)))]
+async fn change_budget(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Body(change): Body<BudgetChange>,
+) -> Result<Json<UserView>, ApiError> {
+    caller.admin()?;
+    s.mutate(move |w, _| {
+        let u = w
+            .users
+            .get_mut(&name)
+            .ok_or_else(|| ApiError::not_found(format!("no user {name:?}")))?;
+        if let Some(set) = change.set {
+            if set.is_some_and(|b| b.is_nan() || b < 0.0) {
+                return Err(ApiError::bad("set", "must be a number >= 0 or null"));
+            }
+            u.budget = set;
+        }
+        if let Some(add) = change.add {
+            if add.is_nan() {
+                return Err(ApiError::bad("add", "must be a number"));
+            }
+            if let Some(b) = u.budget.as_mut() {
+                if *b + add < 0.0 {
+                    return Err(ApiError::bad(
+                        "add",
+                        format!("would make the budget negative ({:.2} + {add:.2})", *b),
+                    ));
+                }
+                *b += add;
+            }
+        }
+        let view = user_view(u);
+        w.dirty_users.insert(name.clone());
+        Ok(view)
+    })
+    .await
+    .map(Json)
+}
+
+/// The caller.
+#[utoipa::path(get, path = "/api/v1/whoami", responses((status = 200, body = UserView)))]
+async fn whoami(caller: Caller) -> Json<UserView> {
+    Json(user_view(&caller.0))
+}

@@ -1,0 +1,98 @@
+//! Prometheus metrics, computed from the state at each scrape.
+
+use crate::service::Service;
+use foresight_api::JobState;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuantileLabel {
+    quantile: String,
+}
+
+/// The exposition text.
+pub fn render(service: &Service) -> String {
+    let mut registry = Registry::with_prefix("foresight");
+    let jobs = Family::<StateLabel, Gauge>::default();
+    let queue = Gauge::<i64>::default();
+    let cycles = Counter::<u64>::default();
+    let cycle_seconds = Gauge::<f64, AtomicU64>::default();
+    let estimate_error = Gauge::<f64, AtomicU64>::default();
+    let submitted = Counter::<u64>::default();
+    let submit_latency = Family::<QuantileLabel, Gauge<f64, AtomicU64>>::default();
+    {
+        let w = service.world();
+        let mut counts = std::collections::BTreeMap::new();
+        for j in w.jobs.values() {
+            *counts.entry(j.state).or_insert(0i64) += 1;
+        }
+        for s in [
+            JobState::Pending,
+            JobState::Planned,
+            JobState::Reserved,
+            JobState::Running,
+            JobState::Completed,
+            JobState::Failed,
+            JobState::Cancelled,
+            JobState::Timeout,
+        ] {
+            jobs.get_or_create(&StateLabel {
+                state: s.as_str().into(),
+            })
+            .set(counts.get(&s).copied().unwrap_or(0));
+        }
+        queue.set(w.queue.len() as i64);
+        cycles.inc_by(w.stats.cycles);
+        cycle_seconds.set(w.stats.last_cycle_seconds);
+        if w.stats.estimate_error_count > 0 {
+            estimate_error.set(w.stats.estimate_error_sum / w.stats.estimate_error_count as f64);
+        }
+    }
+    {
+        let t = service.timings.lock().unwrap_or_else(|p| p.into_inner());
+        submitted.inc_by(t.submitted);
+        let mut sorted = t.submit.clone();
+        sorted.sort_by(f64::total_cmp);
+        for q in [0.5, 0.99] {
+            if let Some(&v) = sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize) {
+                submit_latency
+                    .get_or_create(&QuantileLabel {
+                        quantile: q.to_string(),
+                    })
+                    .set(v);
+            }
+        }
+    }
+    registry.register("jobs", "Jobs by state", jobs);
+    registry.register("queue_length", "Global jobs waiting for the planner", queue);
+    registry.register("cycles", "Scheduling cycles run", cycles);
+    registry.register(
+        "cycle_duration_seconds",
+        "Duration of the last scheduling cycle",
+        cycle_seconds,
+    );
+    registry.register(
+        "estimate_error_seconds",
+        "Mean |first planned start - actual start| of started jobs",
+        estimate_error,
+    );
+    registry.register("submitted_jobs", "Jobs accepted", submitted);
+    registry.register(
+        "submit_latency_seconds",
+        "Submit request handling time over the last 4096 requests",
+        submit_latency,
+    );
+    let mut out = String::new();
+    let _ = encode(&mut out, &registry);
+    out
+}

@@ -1,0 +1,979 @@
+//! The running service: the world under its lock, the store, the executors, and the tasks
+//! that drive them (scheduling cycle, process reports).
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::world::{Effect, World};
+use foresight_api::{
+    ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
+    JobView, PartView, ReservationView, SlotView, SubmitJob, UserView,
+};
+use foresight_core::forecast::{forecast, OccupancyKind};
+use foresight_core::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
+use foresight_core::scheduler::JobStatus;
+use foresight_core::select::Criterion;
+use foresight_core::time::{Dur, Time};
+use foresight_core::{JobId, UserId};
+use foresight_rm::{Adoption, LocalExecutor, Outcome};
+use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+/// Seconds since the Unix epoch: the service's `now`.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// SHA-256 of a token, hex: what the store keeps instead of the token.
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// A fresh random token.
+pub fn new_token() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 24];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// Latency samples for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Timings {
+    /// Submit handling, seconds (last 4096).
+    pub submit: Vec<f64>,
+    /// Submissions accepted.
+    pub submitted: u64,
+}
+
+/// The service.
+pub struct Service {
+    world: Mutex<World>,
+    store: Arc<dyn Store>,
+    executors: Vec<LocalExecutor>,
+    wake: Notify,
+    flush_lock: tokio::sync::Mutex<()>,
+    /// Its configuration.
+    pub cfg: Config,
+    /// For `/metrics`.
+    pub timings: Mutex<Timings>,
+}
+
+impl Service {
+    /// Opens the store, restores the state, re-adopts running jobs. Returns the service and
+    /// the admin token when one was just created.
+    pub async fn open(cfg: Config) -> anyhow::Result<(Arc<Service>, Option<String>)> {
+        let dir = &cfg.data_dir;
+        std::fs::create_dir_all(dir.join("output"))
+            .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
+        let store = SqliteStore::open(&dir.join("foresight.db")).await?;
+        let exe = std::env::current_exe()?;
+        let mut executors = Vec::new();
+        let mut receivers = Vec::new();
+        for c in &cfg.cluster {
+            let (exec, rx) = LocalExecutor::new(
+                dir.join("clusters").join(&c.name),
+                vec![exe.clone().into_os_string(), "supervise".into()],
+            )?;
+            executors.push(exec);
+            receivers.push(rx);
+        }
+        let now = unix_now();
+        let mut world = World::new(&cfg);
+        let mut users = store.load_users().await?;
+        let mut created = None;
+        for u in &cfg.user {
+            if !users.iter().any(|x| x.name == u.name) {
+                let rec = UserRecord {
+                    name: u.name.clone(),
+                    token_hash: u.token_sha256.to_lowercase(),
+                    admin: u.admin,
+                    budget: u.budget,
+                    spent: 0.0,
+                };
+                store.insert_user(&rec).await?;
+                users.push(rec);
+            }
+        }
+        if !users.iter().any(|u| u.admin) {
+            let token = new_token();
+            let rec = UserRecord {
+                name: "admin".into(),
+                token_hash: token_hash(&token),
+                admin: true,
+                budget: None,
+                spent: 0.0,
+            };
+            store.insert_user(&rec).await?;
+            users.push(rec);
+            write_secret(&dir.join("admin.token"), &token)?;
+            created = Some(token);
+        }
+        let jobs = store.load_jobs(false).await?;
+        let reservations = store.load_reservations().await?;
+        let adopt = world.restore(now, jobs, reservations, users);
+        for (k, job, attempt) in adopt {
+            match executors[k].adopt(job, attempt) {
+                Ok(Adoption::Running) => {}
+                Ok(Adoption::Finished(outcome)) => {
+                    world.on_finished(now, k, job, attempt, &outcome)
+                }
+                Ok(Adoption::Lost) | Err(_) => {
+                    // Never started, or its supervisor died with the machine: run it again.
+                    world.mark_lost(now, k, job, attempt);
+                }
+            }
+        }
+        let service = Arc::new(Service {
+            world: Mutex::new(world),
+            store: Arc::new(store),
+            executors,
+            wake: Notify::new(),
+            flush_lock: tokio::sync::Mutex::new(()),
+            cfg,
+            timings: Mutex::new(Timings::default()),
+        });
+        service.flush().await;
+        for (k, mut rx) in receivers.into_iter().enumerate() {
+            let s = service.clone();
+            tokio::spawn(async move {
+                while let Some(f) = rx.recv().await {
+                    s.world()
+                        .on_finished(unix_now(), k, f.job, f.attempt, &f.outcome);
+                    s.wake.notify_one();
+                    s.flush().await;
+                }
+            });
+        }
+        let s = service.clone();
+        tokio::spawn(async move { s.cycle_loop().await });
+        Ok((service, created))
+    }
+
+    /// The state, locked. Never held across an await.
+    pub fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn cycle_loop(self: Arc<Self>) {
+        loop {
+            let now = unix_now();
+            let wait = {
+                let w = self.world();
+                let due = w
+                    .next_due(now)
+                    .map(|t| Duration::from_secs((t - now).max(0) as u64));
+                let periodic = w
+                    .has_global_work()
+                    .then(|| Duration::from_millis(self.cfg.cycle_ms.max(1000)));
+                match (due, periodic) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => Duration::from_secs(60),
+                }
+            };
+            // Wake at the second boundary so that reserved starts are on time.
+            let wait = if wait.is_zero() {
+                Duration::ZERO
+            } else {
+                wait.saturating_sub(subsecond())
+            };
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+            let started = Instant::now();
+            {
+                let mut w = self.world();
+                w.cycle(unix_now());
+                w.stats.last_cycle_seconds = started.elapsed().as_secs_f64();
+            }
+            self.flush().await;
+        }
+    }
+
+    /// Writes what changed and then carries out the effects, in that order: a job is
+    /// recorded as running before its process starts.
+    pub async fn flush(self: &Arc<Self>) {
+        let _order = self.flush_lock.lock().await;
+        let (jobs, reservations, users, effects) = {
+            let mut w = self.world();
+            let jobs: Vec<JobRecord> = std::mem::take(&mut w.dirty_jobs)
+                .into_iter()
+                .filter_map(|id| w.jobs.get(&id).cloned())
+                .collect();
+            let rs: Vec<_> = std::mem::take(&mut w.dirty_reservations)
+                .into_iter()
+                .filter_map(|id| w.reservations.get(&id).cloned())
+                .collect();
+            let us: Vec<_> = std::mem::take(&mut w.dirty_users)
+                .into_iter()
+                .filter_map(|n| w.users.get(&n).cloned())
+                .collect();
+            (jobs, rs, us, std::mem::take(&mut w.effects))
+        };
+        let mut failed = None;
+        if let Err(e) = self.store.put_reservations(&reservations).await {
+            failed = Some(e);
+        } else if let Err(e) = self.store.update_users(&users).await {
+            failed = Some(e);
+        } else if let Err(e) = self.store.update_jobs(&jobs).await {
+            failed = Some(e);
+        }
+        if let Some(e) = failed {
+            // Keep the records dirty so the next flush retries; do not start processes whose
+            // state is not on disk.
+            tracing::error!("store write failed: {e}");
+            let mut w = self.world();
+            w.dirty_jobs.extend(jobs.iter().map(|j| j.id));
+            w.dirty_reservations
+                .extend(reservations.iter().map(|r| r.id));
+            w.dirty_users.extend(users.iter().map(|u| u.name.clone()));
+            w.effects.splice(0..0, effects);
+            return;
+        }
+        for e in effects {
+            self.run_effect(e);
+        }
+    }
+
+    fn run_effect(self: &Arc<Self>, e: Effect) {
+        match e {
+            Effect::Launch { cluster, spec } => {
+                let exec = self.executors[cluster].clone();
+                let (job, attempt) = (spec.job, spec.attempt);
+                let service = Some(self.clone());
+                tokio::spawn(async move {
+                    if let Some(dir) = spec.stdout.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    match exec.launch(&spec).await {
+                        Ok(_) => {
+                            // Cancelled while starting: stop it now.
+                            let cancelled = service.as_ref().is_some_and(|s| {
+                                s.world().jobs.get(&job).is_some_and(|j| {
+                                    j.attempt != attempt
+                                        || j.state_after == Some(JobState::Cancelled)
+                                })
+                            });
+                            if cancelled {
+                                let _ = exec.cancel(job, attempt);
+                            }
+                        }
+                        Err(err) => {
+                            if let Some(s) = service {
+                                let now = unix_now();
+                                let outcome = Outcome {
+                                    exit_code: None,
+                                    signal: None,
+                                    timed_out: false,
+                                    cancelled: false,
+                                    started_at: now,
+                                    ended_at: now,
+                                    error: Some(format!("could not start: {err}")),
+                                };
+                                s.world().on_finished(now, cluster, job, attempt, &outcome);
+                                s.wake.notify_one();
+                                s.flush().await;
+                            }
+                        }
+                    }
+                });
+            }
+            Effect::Kill {
+                cluster,
+                job,
+                attempt,
+            } => {
+                if let Err(e) = self.executors[cluster].cancel(job, attempt) {
+                    tracing::warn!("cancelling job {job}: {e}");
+                }
+            }
+            Effect::Pause {
+                cluster,
+                job,
+                attempt,
+                stop,
+            } => {
+                let r = if stop {
+                    self.executors[cluster].suspend(job, attempt)
+                } else {
+                    self.executors[cluster].resume(job, attempt)
+                };
+                if let Err(e) = r {
+                    tracing::warn!("signalling job {job}: {e}");
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ operations
+
+    /// Authenticates a bearer token.
+    pub fn authenticate(&self, token: &str) -> Result<UserRecord, ApiError> {
+        self.world()
+            .user_by_token(&token_hash(token))
+            .cloned()
+            .ok_or_else(|| ApiError::unauthorized("unknown token"))
+    }
+
+    /// Accepts jobs: checked, made durable, then queued. All or none.
+    pub async fn submit(
+        self: &Arc<Self>,
+        user: &UserRecord,
+        requests: Vec<SubmitJob>,
+        batch: bool,
+    ) -> Result<Vec<u64>, ApiError> {
+        let started = Instant::now();
+        let now = unix_now();
+        let mut records = Vec::with_capacity(requests.len());
+        {
+            let w = self.world();
+            for (i, r) in requests.into_iter().enumerate() {
+                let at = |e: ApiError| if batch { e.at(i) } else { e };
+                let walltime = r
+                    .walltime
+                    .seconds()
+                    .map_err(|m| at(ApiError::bad("walltime", m)))?;
+                let rec = JobRecord {
+                    id: 0,
+                    user: user.name.clone(),
+                    name: r.name,
+                    procs: r.procs,
+                    walltime,
+                    price: r.price,
+                    cluster: r.cluster,
+                    reservation: r.reservation,
+                    allow_early_start: r.allow_early_start,
+                    co_allocate: r.co_allocate,
+                    command: r.command,
+                    env: r.env,
+                    cwd: r.cwd,
+                    cred: [r.group, r.account, r.class, r.qos],
+                    state: JobState::Pending,
+                    state_after: None,
+                    held: r.hold,
+                    suspended: false,
+                    exit_code: None,
+                    signal: None,
+                    reason: r.hold.then(|| "held".to_string()),
+                    submitted_at: now,
+                    first_planned_start: None,
+                    planned_start: None,
+                    started_at: None,
+                    ended_at: None,
+                    charged: 0.0,
+                    parts: vec![],
+                    attempt: 0,
+                    stdout: None,
+                    stderr: None,
+                };
+                w.admit(&rec).map_err(at)?;
+                records.push(rec);
+            }
+        }
+        if records.is_empty() {
+            return Err(ApiError::bad("jobs", "no jobs given"));
+        }
+        let ids = self
+            .store
+            .insert_jobs(&records)
+            .await
+            .map_err(|e| ApiError::internal(format!("storing the jobs: {e}")))?;
+        for (r, id) in records.iter_mut().zip(&ids) {
+            r.id = *id;
+        }
+        self.world().accept(now, records);
+        self.wake.notify_one();
+        self.flush().await;
+        let mut t = self.timings.lock().unwrap_or_else(|p| p.into_inner());
+        t.submitted += ids.len() as u64;
+        if t.submit.len() >= 4096 {
+            t.submit.remove(0);
+        }
+        t.submit.push(started.elapsed().as_secs_f64());
+        Ok(ids)
+    }
+
+    /// Runs `op` on a job the user may touch, then persists and acts.
+    pub async fn job_op(
+        self: &Arc<Self>,
+        user: &UserRecord,
+        id: u64,
+        op: impl FnOnce(&mut World, i64) -> Result<(), ApiError>,
+    ) -> Result<JobView, ApiError> {
+        let view = {
+            let mut w = self.world();
+            check_owner(&w, user, id)?;
+            op(&mut w, unix_now())?;
+            view_of(&w, id)
+        };
+        self.wake.notify_one();
+        self.flush().await;
+        view.ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+    }
+
+    /// A job, if the user may see it.
+    pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, ApiError> {
+        let w = self.world();
+        check_owner(&w, user, id)?;
+        view_of(&w, id).ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+    }
+
+    /// Jobs the user may see, filtered.
+    pub fn jobs(
+        &self,
+        user: &UserRecord,
+        state: Option<JobState>,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Vec<JobView> {
+        let w = self.world();
+        w.jobs
+            .values()
+            .rev()
+            .filter(|j| user.admin || j.user == user.name)
+            .filter(|j| owner.is_none_or(|o| j.user == o))
+            .filter(|j| state.is_none_or(|s| j.state == s))
+            .take(limit)
+            .filter_map(|j| view_of(&w, j.id))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect()
+    }
+
+    /// Why a job has not started (or what it is doing).
+    pub fn explain(&self, user: &UserRecord, id: u64) -> Result<Explanation, ApiError> {
+        let w = self.world();
+        check_owner(&w, user, id)?;
+        let j = &w.jobs[&id];
+        let now = unix_now();
+        let mut reasons = Vec::new();
+        if j.held {
+            reasons.push("held: released with `foresight job release`".to_string());
+        }
+        match j.state {
+            JobState::Pending | JobState::Planned | JobState::Reserved => {
+                if let Some(r) = &j.reason {
+                    reasons.push(r.clone());
+                }
+                for p in &j.parts {
+                    if let Some(k) = w.cluster_index(&p.cluster) {
+                        match w.clusters[k].sched.explain(JobId(id), Time(now)) {
+                            Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
+                                "reserved on {} from {} ({} s from now)",
+                                p.cluster,
+                                start.secs(),
+                                start.secs() - now
+                            )),
+                            Some(JobStatus::Waiting {
+                                procs,
+                                free_now,
+                                earliest,
+                                position,
+                            }) => reasons.push(format!(
+                                "waiting in {}'s local queue: {procs} processors asked, {free_now} \
+                                 free now, {position} jobs ahead{}",
+                                p.cluster,
+                                earliest.map_or(String::new(), |t| format!(
+                                    ", earliest possible start {}",
+                                    t.secs()
+                                ))
+                            )),
+                            _ => {}
+                        }
+                    }
+                }
+                if j.cluster.is_none() && j.reservation.is_none() && !j.held && j.parts.is_empty() {
+                    let pos = w.queue.iter().position(|&q| q == id);
+                    if let Some(p) = pos {
+                        reasons.push(format!(
+                            "in the global queue, {p} jobs ahead; planned each cycle"
+                        ));
+                    } else {
+                        reasons.push("arrived; planned at the next cycle".into());
+                    }
+                }
+            }
+            JobState::Running => reasons.push(format!(
+                "running since {} on {}",
+                j.started_at.unwrap_or(now),
+                j.parts
+                    .iter()
+                    .map(|p| format!("{} ({} processors)", p.cluster, p.procs))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            )),
+            s => reasons.push(format!(
+                "{s}{}",
+                j.reason
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(": {r}"))
+            )),
+        }
+        Ok(Explanation {
+            id,
+            state: j.state,
+            reasons,
+            planned_start: j.planned_start,
+        })
+    }
+
+    /// Earliest starts without submitting: per cluster (as if next in line there) and over
+    /// the grid behind the global queue, exactly as the next cycle would plan it.
+    pub fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, ApiError> {
+        let walltime = req
+            .walltime
+            .seconds()
+            .map_err(|m| ApiError::bad("walltime", m))?;
+        if walltime <= 0 {
+            return Err(ApiError::bad("walltime", "must be positive"));
+        }
+        if req.procs == 0 {
+            return Err(ApiError::bad("procs", "must be at least 1"));
+        }
+        let w = self.world();
+        let total = if req.co_allocate {
+            w.total_procs()
+        } else {
+            w.clusters.iter().map(|c| c.cfg.procs).max().unwrap_or(0)
+        };
+        if req.procs > total {
+            return Err(ApiError::bad(
+                "procs",
+                format!(
+                    "{} processors asked; the largest possible is {total}",
+                    req.procs
+                ),
+            ));
+        }
+        let now = unix_now();
+        let probe = GlobalJob {
+            id: JobId(u64::MAX),
+            user: UserId(0),
+            submit: Time(now),
+            procs: req.procs,
+            walltime: Dur(walltime),
+            max_price: req.price.unwrap_or_else(|| w.default_price()),
+            input_mb: 0.0,
+            home: None,
+            co_allocate: req.co_allocate,
+            criterion: Criterion::EarliestStart,
+        };
+        let planner = PlannerConfig {
+            horizon: Dur(self.cfg.horizon_seconds),
+            lead_time: Dur(self.cfg.horizon_seconds),
+            plan_depth: self.cfg.plan_depth + 1,
+        };
+        let mut jobs: Vec<GlobalJob> = w
+            .queue
+            .iter()
+            .filter_map(|id| w.jobs.get(id))
+            .filter(|j| !j.held)
+            .take(self.cfg.plan_depth)
+            .map(|j| GlobalJob {
+                id: JobId(j.id),
+                user: UserId(0),
+                submit: Time(j.submitted_at),
+                procs: j.procs,
+                walltime: Dur(j.walltime),
+                max_price: j.price.unwrap_or_else(|| w.default_price()),
+                input_mb: 0.0,
+                home: None,
+                co_allocate: j.co_allocate,
+                criterion: Criterion::EarliestStart,
+            })
+            .collect();
+        jobs.push(probe.clone());
+        let views = w.views();
+        let mut out = Estimate {
+            clusters: Vec::new(),
+            earliest: None,
+            end: None,
+            parts: Vec::new(),
+            cost: None,
+        };
+        if let Some(Decision::Reserve {
+            start,
+            end,
+            cost,
+            parts,
+            ..
+        }) = plan_cycle(Time(now), &views, &jobs, &planner).pop()
+        {
+            out.earliest = Some(start.secs());
+            out.end = Some(end.secs());
+            out.cost = Some(cost);
+            out.parts = parts
+                .iter()
+                .map(|p| PartView {
+                    cluster: w.clusters[p.cluster].cfg.name.clone(),
+                    procs: p.procs,
+                    processors: vec![],
+                })
+                .collect();
+        }
+        let alone = GlobalJob {
+            co_allocate: false,
+            ..probe
+        };
+        for (k, v) in views.iter().enumerate() {
+            let name = w.clusters[k].cfg.name.clone();
+            if req.procs > w.clusters[k].cfg.procs {
+                out.clusters.push(ClusterEstimate {
+                    cluster: name,
+                    start: None,
+                    reason: Some(format!("has only {} processors", w.clusters[k].cfg.procs)),
+                });
+                continue;
+            }
+            let d = plan_cycle(
+                Time(now),
+                std::slice::from_ref(v),
+                std::slice::from_ref(&alone),
+                &planner,
+            );
+            out.clusters.push(match d.into_iter().next() {
+                Some(Decision::Reserve { start, .. }) | Some(Decision::Wait { start, .. }) => {
+                    ClusterEstimate {
+                        cluster: name,
+                        start: Some(start.secs()),
+                        reason: None,
+                    }
+                }
+                Some(Decision::NoFit { reason, .. }) | Some(Decision::Refuse { reason, .. }) => {
+                    ClusterEstimate {
+                        cluster: name,
+                        start: None,
+                        reason: Some(reason),
+                    }
+                }
+                None => ClusterEstimate {
+                    cluster: name,
+                    start: None,
+                    reason: Some("no answer".into()),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Runs `op` on the world, then persists and acts.
+    pub async fn mutate<T>(
+        self: &Arc<Self>,
+        op: impl FnOnce(&mut World, i64) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let out = {
+            let mut w = self.world();
+            op(&mut w, unix_now())?
+        };
+        self.wake.notify_one();
+        self.flush().await;
+        Ok(out)
+    }
+
+    /// Stores a new user (admin operation).
+    pub async fn add_user(&self, rec: UserRecord) -> Result<(), ApiError> {
+        if rec.name.is_empty() || rec.name.contains(char::is_whitespace) {
+            return Err(ApiError::bad("name", "must be non-empty, without spaces"));
+        }
+        if self.world().users.contains_key(&rec.name) {
+            return Err(ApiError::conflict(format!(
+                "user {:?} already exists",
+                rec.name
+            )));
+        }
+        self.store.insert_user(&rec).await.map_err(|e| match e {
+            foresight_store::StoreError::UserExists(n) => {
+                ApiError::conflict(format!("user {n:?} already exists"))
+            }
+            e => ApiError::internal(e.to_string()),
+        })?;
+        self.world().add_user(rec);
+        Ok(())
+    }
+
+    /// Clusters with their load.
+    pub fn clusters(&self) -> Vec<ClusterInfo> {
+        let w = self.world();
+        w.clusters
+            .iter()
+            .map(|c| ClusterInfo {
+                name: c.cfg.name.clone(),
+                kind: c.cfg.kind.clone(),
+                state: "up".into(),
+                procs: c.cfg.procs,
+                busy: c.cfg.procs - c.free.len() as u32,
+                running: c.sched.running(),
+                queued: c.sched.waiting(),
+                tariff: c.tariff.base,
+                policy: c.cfg.policy.clone(),
+            })
+            .collect()
+    }
+
+    /// The plan of each cluster (or one) over `[from, to)`: running jobs on their
+    /// processors, then the forecast of the local queue and the reservations, then free time.
+    pub fn plan(
+        &self,
+        cluster: Option<&str>,
+        from: Option<i64>,
+        to: Option<i64>,
+    ) -> Result<Vec<ClusterPlan>, ApiError> {
+        let w = self.world();
+        let now = unix_now();
+        let from = from.unwrap_or(now).max(now);
+        let to = to.unwrap_or(from + 3_600);
+        if to <= from {
+            return Err(ApiError::bad("to", "must be after from"));
+        }
+        if let Some(c) = cluster {
+            if w.cluster_index(c).is_none() {
+                return Err(ApiError::bad("cluster", format!("unknown cluster {c:?}")));
+            }
+        }
+        let mut out = Vec::new();
+        for c in &w.clusters {
+            if cluster.is_some_and(|n| n != c.cfg.name) {
+                continue;
+            }
+            let n = c.cfg.procs as usize;
+            let mut busy_until = vec![from; n];
+            let mut slots: Vec<SlotView> = Vec::new();
+            let occ = forecast(&c.sched, Time(now), |_| 0.0);
+            // Running jobs sit on the processors they really have.
+            for o in &occ {
+                if let OccupancyKind::Running(job) = o.kind {
+                    let procs: Vec<u32> = w
+                        .jobs
+                        .get(&job.0)
+                        .and_then(|j| j.parts.iter().find(|p| p.cluster == c.cfg.name))
+                        .map(|p| p.processors.clone())
+                        .unwrap_or_default();
+                    for p in procs {
+                        let end = o.window.end.secs().min(to);
+                        if end > from && (p as usize) < n {
+                            slots.push(SlotView {
+                                processor: p,
+                                start: from,
+                                end,
+                                occupant: "running".into(),
+                                id: Some(job.0),
+                                cost: f64::INFINITY,
+                            });
+                            busy_until[p as usize] = end;
+                        }
+                    }
+                }
+            }
+            for o in &occ {
+                let (occupant, id, cost) = match o.kind {
+                    OccupancyKind::Running(_) => continue,
+                    OccupancyKind::Planned { job, .. } => (
+                        "planned",
+                        Some(job.0),
+                        c.tariff.base * (1.0 + c.tariff.local_premium),
+                    ),
+                    OccupancyKind::Held => ("held", None, f64::INFINITY),
+                };
+                let start = o.window.start.secs().max(from);
+                let end = o.window.end.secs().min(to);
+                if start >= end {
+                    continue;
+                }
+                let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
+                free.sort_by_key(|&p| (busy_until[p], p));
+                for &p in free.iter().take(o.procs as usize) {
+                    busy_until[p] = end;
+                    slots.push(SlotView {
+                        processor: p as u32,
+                        start,
+                        end,
+                        occupant: occupant.into(),
+                        id,
+                        cost,
+                    });
+                }
+            }
+            // Free time between.
+            slots.sort_by_key(|s| (s.processor, s.start));
+            let mut with_free = Vec::new();
+            for p in 0..n as u32 {
+                let mut t = from;
+                for s in slots.iter().filter(|s| s.processor == p) {
+                    if s.start > t {
+                        with_free.push(free_slot(p, t, s.start, c.tariff.base));
+                    }
+                    t = t.max(s.end);
+                    with_free.push(s.clone());
+                }
+                if t < to {
+                    with_free.push(free_slot(p, t, to, c.tariff.base));
+                }
+            }
+            for s in &mut with_free {
+                if !s.cost.is_finite() {
+                    s.cost = -1.0;
+                }
+            }
+            out.push(ClusterPlan {
+                cluster: c.cfg.name.clone(),
+                procs: c.cfg.procs,
+                from,
+                to,
+                slots: with_free,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Users (admin).
+    pub fn users(&self) -> Vec<UserView> {
+        self.world().users.values().map(user_view).collect()
+    }
+
+    /// Reservations the user may see: all for admins, else those whose ACL names them.
+    pub fn reservations(&self, user: &UserRecord) -> Vec<ReservationView> {
+        let w = self.world();
+        w.reservations
+            .values()
+            .filter(|r| {
+                user.admin
+                    || r.owner == user.name
+                    || World::acl_admits(&r.acl, &user.name, None)
+                    || r.acl
+                        .job
+                        .is_some_and(|j| w.jobs.get(&j).is_some_and(|j| j.user == user.name))
+            })
+            .map(reservation_view)
+            .collect()
+    }
+
+    /// For `/metrics`.
+    pub fn metrics_text(&self) -> String {
+        crate::metrics::render(self)
+    }
+
+    /// Writes everything and stops the store (graceful shutdown). Running jobs keep running
+    /// under their supervisors and are re-adopted at the next start.
+    pub async fn shutdown(self: &Arc<Self>) {
+        self.flush().await;
+        self.store.close().await;
+    }
+}
+
+fn subsecond() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(Duration::ZERO, |d| {
+            Duration::from_nanos(u64::from(d.subsec_nanos()))
+        })
+}
+
+fn free_slot(p: u32, start: i64, end: i64, cost: f64) -> SlotView {
+    SlotView {
+        processor: p,
+        start,
+        end,
+        occupant: "free".into(),
+        id: None,
+        cost,
+    }
+}
+
+fn write_secret(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    writeln!(f, "{token}")?;
+    f.sync_all()?;
+    Ok(())
+}
+
+fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), ApiError> {
+    match w.jobs.get(&id) {
+        Some(j) if user.admin || j.user == user.name => Ok(()),
+        // Someone else's job looks like no job at all: ids leak nothing.
+        _ => Err(ApiError::not_found(format!("no job {id}"))),
+    }
+}
+
+/// A job as the API shows it.
+pub fn view_of(w: &World, id: u64) -> Option<JobView> {
+    let j = w.jobs.get(&id)?;
+    Some(JobView {
+        id: j.id,
+        name: j.name.clone(),
+        user: j.user.clone(),
+        state: j.state,
+        held: j.held,
+        suspended: j.suspended,
+        exit_code: j.exit_code,
+        signal: j.signal,
+        procs: j.procs,
+        walltime: j.walltime,
+        price: j.price,
+        cluster: j
+            .parts
+            .first()
+            .map(|p| p.cluster.clone())
+            .or_else(|| j.cluster.clone()),
+        parts: j
+            .parts
+            .iter()
+            .map(|p| PartView {
+                cluster: p.cluster.clone(),
+                procs: p.procs,
+                processors: p.processors.clone(),
+            })
+            .collect(),
+        reservation: j.reservation,
+        submitted_at: j.submitted_at,
+        planned_start: j.planned_start,
+        first_planned_start: j.first_planned_start,
+        started_at: j.started_at,
+        ended_at: j.ended_at,
+        charged: j.charged,
+        reason: j.reason.clone(),
+        command: j.command.clone(),
+        stdout: j.stdout.clone(),
+        stderr: j.stderr.clone(),
+    })
+}
+
+/// A user as the API shows it.
+pub fn user_view(u: &UserRecord) -> UserView {
+    UserView {
+        name: u.name.clone(),
+        admin: u.admin,
+        budget: u.budget,
+        spent: u.spent,
+    }
+}
+
+/// A reservation as the API shows it.
+pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationView {
+    ReservationView {
+        id: r.id,
+        kind: r.kind.clone(),
+        cluster: r.cluster.clone(),
+        procs: r.procs,
+        start: r.start,
+        end: r.end,
+        acl: r.acl.clone(),
+        state: r.state,
+        expires_at: r.expires_at,
+        owner: r.owner.clone(),
+    }
+}
