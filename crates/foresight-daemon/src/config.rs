@@ -48,7 +48,10 @@ pub struct ClusterConfig {
     pub kind: String,
     /// Processors (virtual processors for `local`).
     pub procs: u32,
-    /// Speed relative to the reference processor.
+    /// Speed relative to the reference processor: a global job planned here is given its
+    /// walltime divided by this speed (rounded up) as its limit. Processes of the `local`
+    /// kind run at this machine's speed, so leave it at 1 unless the machine is faster or
+    /// slower than the reference.
     #[serde(default = "one")]
     pub speed: f64,
     /// Base price per processor-second of free time.

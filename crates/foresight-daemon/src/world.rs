@@ -528,7 +528,14 @@ impl World {
                 .map_or_else(|| self.output_dir.clone(), PathBuf::from),
             stdout,
             stderr,
-            walltime_secs: j.walltime.max(1) as u64,
+            // A global job runs for its reservation: its walltime at the speed of the
+            // processors the planner chose.
+            walltime_secs: j.parts[index]
+                .reservation
+                .and_then(|r| self.reservations.get(&r))
+                .filter(|r| r.kind == "job")
+                .map_or(j.walltime, |r| r.end - r.start)
+                .max(1) as u64,
             grace_secs: self.grace,
         };
         self.dirty_jobs.insert(id);
