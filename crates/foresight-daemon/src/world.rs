@@ -1461,3 +1461,7 @@ impl World {
         adopt
     }
 }
+
+#[cfg(test)]
+#[path = "world_tests.rs"]
+mod tests;

@@ -1,0 +1,328 @@
+//! The service's state transitions on hand-checked cases: no processes, no store; effects
+//! and records are inspected as data.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::config::{ClusterConfig, Config};
+
+fn cluster(name: &str, procs: u32) -> ClusterConfig {
+    ClusterConfig {
+        name: name.into(),
+        kind: "local".into(),
+        procs,
+        speed: 1.0,
+        tariff: 1.0,
+        local_premium: 1.0,
+        policy: "easy".into(),
+        bandwidth_mb_s: 1000.0,
+        latency_seconds: 0,
+    }
+}
+
+fn world(clusters: Vec<ClusterConfig>) -> World {
+    let cfg = Config {
+        cluster: clusters,
+        data_dir: "/nonexistent".into(),
+        ..Config::default()
+    };
+    let mut w = World::new(&cfg);
+    for (name, budget) in [("ann", None), ("bob", Some(1_000.0))] {
+        w.add_user(UserRecord {
+            name: name.into(),
+            token_hash: format!("hash-{name}"),
+            admin: false,
+            budget,
+            spent: 0.0,
+        });
+    }
+    w
+}
+
+fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
+    JobRecord {
+        id,
+        user: user.into(),
+        name: None,
+        procs,
+        walltime,
+        price: None,
+        cluster: None,
+        reservation: None,
+        allow_early_start: false,
+        co_allocate: true,
+        command: vec!["true".into()],
+        env: Default::default(),
+        cwd: None,
+        cred: Default::default(),
+        state: JobState::Pending,
+        state_after: None,
+        held: false,
+        suspended: false,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        submitted_at: 1_000,
+        first_planned_start: None,
+        planned_start: None,
+        started_at: None,
+        ended_at: None,
+        charged: 0.0,
+        parts: vec![],
+        attempt: 0,
+        stdout: None,
+        stderr: None,
+    }
+}
+
+fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
+    std::mem::take(&mut w.effects)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Launch { cluster, spec } => Some((cluster, spec.job, spec.processors)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exit(code: i32) -> Outcome {
+    Outcome {
+        exit_code: Some(code),
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+        started_at: 0,
+        ended_at: 0,
+        error: None,
+    }
+}
+
+/// Two clusters of 2 processors; a 3-processor global job is co-allocated: one reservation
+/// per cluster, both committed, both parts launched in the same cycle, on disjoint
+/// processors, charged 3 × 60 s × 1.0.
+#[test]
+fn a_job_larger_than_any_cluster_is_co_allocated_with_one_start() {
+    let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
+    w.accept(1_000, vec![job(1, "ann", 3, 60)]);
+    w.cycle(1_000);
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.started_at, Some(1_000));
+    assert_eq!(j.charged, 180.0);
+    assert_eq!(j.parts.iter().map(|p| p.procs).sum::<u32>(), 3);
+    let l = launches(&mut w);
+    assert_eq!(l.len(), 2, "{l:?}");
+    assert_ne!(l[0].0, l[1].0);
+    let res: Vec<_> = w.reservations.values().collect();
+    assert_eq!(res.len(), 2);
+    assert!(res
+        .iter()
+        .all(|r| r.state == ReservationState::Committed && r.kind == "job"));
+    // Both parts end: the job is completed, its reservations finished, processors free.
+    w.on_finished(1_030, 0, 1, 0, &exit(0));
+    assert_eq!(w.jobs[&1].state, JobState::Running);
+    w.on_finished(1_031, 1, 1, 0, &exit(0));
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Completed);
+    assert_eq!(j.ended_at, Some(1_031));
+    // 31 of 60 s used: the rest of the charge goes back.
+    assert!(
+        (j.charged - 180.0 * 31.0 / 60.0).abs() < 1e-9,
+        "{}",
+        j.charged
+    );
+    assert!(w
+        .reservations
+        .values()
+        .all(|r| r.state == ReservationState::Finished));
+    assert_eq!(w.clusters[0].free.len() + w.clusters[1].free.len(), 4);
+}
+
+/// A failing part stops its siblings; the job's fate is the failure.
+#[test]
+fn a_failed_part_stops_the_others_and_names_the_fate() {
+    let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
+    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
+    w.cycle(1_000);
+    launches(&mut w);
+    w.on_finished(1_005, 0, 1, 0, &exit(3));
+    let kills: Vec<_> = w
+        .effects
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Effect::Kill {
+                    cluster: 1,
+                    job: 1,
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(kills.len(), 1);
+    let killed = Outcome {
+        exit_code: None,
+        signal: Some(15),
+        cancelled: true,
+        ..exit(0)
+    };
+    w.on_finished(1_006, 1, 1, 0, &killed);
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.exit_code, Some(3));
+}
+
+/// A blocker holds the only cluster for 100 s; the next job is reserved at 1100 exactly,
+/// and cancelling it gives back its reservation and its whole charge.
+#[test]
+fn a_reserved_job_waits_for_its_start_and_cancelling_refunds_it() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(1_000, vec![job(1, "ann", 2, 100)]);
+    w.cycle(1_000);
+    launches(&mut w);
+    w.accept(1_001, vec![job(2, "bob", 2, 50)]);
+    w.cycle(1_001);
+    // Planned at 1100, beyond the 60 s lead time: planned, not yet reserved.
+    assert_eq!(w.jobs[&2].state, JobState::Planned);
+    assert_eq!(w.jobs[&2].planned_start, Some(1_100));
+    w.cycle(1_050);
+    let j = &w.jobs[&2];
+    assert_eq!(j.state, JobState::Reserved);
+    assert_eq!(j.charged, 100.0);
+    assert_eq!(w.users["bob"].budget, Some(900.0));
+    assert!(launches(&mut w).is_empty());
+    w.cancel(1_060, 2).unwrap();
+    assert_eq!(w.jobs[&2].state, JobState::Cancelled);
+    assert_eq!(w.users["bob"].budget, Some(1_000.0));
+    assert_eq!(w.users["bob"].spent, 0.0);
+    assert!(w
+        .reservations
+        .values()
+        .filter(|r| r.acl.job == Some(2))
+        .all(|r| r.state == ReservationState::Released));
+    assert!(
+        w.cancel(1_061, 2).is_err(),
+        "a final job cannot be cancelled"
+    );
+}
+
+/// The job starts at its reserved second, not before, when the blocker ends early.
+#[test]
+fn a_reserved_start_is_kept_to_the_second() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(1_000, vec![job(1, "ann", 2, 100)]);
+    w.cycle(1_000);
+    w.accept(1_060, vec![job(2, "ann", 2, 50)]);
+    w.cycle(1_060);
+    assert_eq!(w.jobs[&2].state, JobState::Reserved);
+    launches(&mut w);
+    // The blocker ends early, at 1070: the reservation still starts at 1100.
+    w.on_finished(1_070, 0, 1, 0, &exit(0));
+    assert!(launches(&mut w).is_empty());
+    assert_eq!(w.next_due(1_070), Some(1_100));
+    w.cycle(1_099);
+    assert!(launches(&mut w).is_empty());
+    w.cycle(1_100);
+    assert_eq!(launches(&mut w).len(), 1);
+    assert_eq!(w.jobs[&2].started_at, Some(1_100));
+}
+
+#[test]
+fn budgets_refuse_the_worst_case_with_both_numbers() {
+    let w = world(vec![cluster("a", 4)]);
+    let e = w.admit(&job(1, "bob", 4, 300)).unwrap_err();
+    assert_eq!(e.status, axum::http::StatusCode::PAYMENT_REQUIRED);
+    assert!(e.body.message.contains("1200.00"), "{}", e.body.message);
+    assert!(e.body.message.contains("1000.00"), "{}", e.body.message);
+    assert!(w.admit(&job(2, "bob", 4, 250)).is_ok());
+    let e = w.admit(&job(3, "ann", 5, 10)).unwrap_err();
+    assert!(
+        e.body.message.contains("largest possible is 4"),
+        "{}",
+        e.body.message
+    );
+    let mut local = job(4, "ann", 1, 10);
+    local.cluster = Some("zzz".into());
+    let e = w.admit(&local).unwrap_err();
+    assert_eq!(e.body.field.as_deref(), Some("cluster"));
+    assert!(e.body.message.contains("known: a"), "{}", e.body.message);
+}
+
+/// Hold takes a planned job out of planning; release puts it back.
+#[test]
+fn hold_and_release() {
+    let mut w = world(vec![cluster("a", 1)]);
+    w.accept(1_000, vec![job(1, "ann", 1, 1_000), job(2, "ann", 1, 10)]);
+    w.cycle(1_000);
+    assert_eq!(w.jobs[&2].state, JobState::Planned);
+    w.hold(1_001, 2).unwrap();
+    w.cycle(1_002);
+    assert!(w.jobs[&2].held);
+    assert_eq!(w.jobs[&2].state, JobState::Pending);
+    assert_eq!(w.jobs[&2].planned_start, None);
+    w.release(1_003, 2).unwrap();
+    w.cycle(1_003);
+    assert_eq!(w.jobs[&2].state, JobState::Planned);
+    assert!(w.release(1_004, 2).is_err());
+}
+
+/// Administrative reservations: overlaps beyond capacity are refused naming the one in the
+/// way; tentative ones expire; the ACL decides who may bind to them.
+#[test]
+fn reservations_conflict_expire_and_admit() {
+    let mut w = world(vec![cluster("a", 4)]);
+    let acl = AclSpec {
+        users: vec!["ann".into()],
+        ..AclSpec::default()
+    };
+    let r1 = w
+        .create_reservation(1_000, "admin", "a", 3, 2_000, 3_000, acl.clone(), None)
+        .unwrap();
+    let e = w
+        .create_reservation(1_000, "admin", "a", 2, 2_500, 3_500, acl.clone(), None)
+        .unwrap_err();
+    assert_eq!(e.status, axum::http::StatusCode::CONFLICT);
+    assert!(
+        e.body.message.contains(&format!("reservation {r1}")),
+        "{}",
+        e.body.message
+    );
+    let r2 = w
+        .create_reservation(1_000, "admin", "a", 1, 2_500, 3_500, acl, Some(10))
+        .unwrap();
+    assert_eq!(w.reservations[&r2].state, ReservationState::Tentative);
+    w.cycle(1_011);
+    assert_eq!(w.reservations[&r2].state, ReservationState::Expired);
+    let mut bound = job(1, "bob", 1, 60);
+    bound.reservation = Some(r1);
+    assert_eq!(
+        w.admit(&bound).unwrap_err().status,
+        axum::http::StatusCode::FORBIDDEN
+    );
+    bound.user = "ann".into();
+    assert!(w.admit(&bound).is_ok());
+}
+
+/// After a restart the running job is back in its cluster's scheduler on its processors,
+/// and is returned for re-adoption; the reserved job keeps its reservation.
+#[test]
+fn restore_rebuilds_the_schedulers() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(1_000, vec![job(1, "ann", 1, 100), job(2, "ann", 2, 100)]);
+    w.cycle(1_000);
+    w.cycle(1_045);
+    assert_eq!(w.jobs[&2].state, JobState::Reserved);
+    let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
+    let res: Vec<ReservationRecord> = w.reservations.values().cloned().collect();
+    let users: Vec<UserRecord> = w.users.values().cloned().collect();
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(1_050, jobs, res, users);
+    assert_eq!(adopt, vec![(0, 1, 0)]);
+    assert!(again.clusters[0].sched.is_running(JobId(1)));
+    assert_eq!(again.clusters[0].free.len(), 1);
+    again.cycle(1_050);
+    assert_eq!(again.jobs[&2].state, JobState::Reserved);
+    again.on_finished(1_060, 0, 1, 0, &exit(0));
+    again.cycle(1_100);
+    assert_eq!(again.jobs[&2].started_at, Some(1_100));
+}
