@@ -7,7 +7,7 @@
 //! that grows with the job's priority: a global job whose price covers it may take it, and
 //! the local job is then placed later by its own scheduler. Free time costs the base tariff.
 
-use crate::ids::JobId;
+use crate::ids::{JobId, ReservationId};
 use crate::policy::ALL;
 use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::Processor;
@@ -58,7 +58,7 @@ pub enum OccupancyKind {
         priority: f64,
     },
     /// Held by a reservation (administrative or a global job's): untouchable.
-    Held,
+    Held(ReservationId),
 }
 
 /// The forecast of a local scheduler at `now`: running jobs, then every waiting job at the
@@ -106,7 +106,7 @@ pub fn forecast(
         .chain(copy.reservations().map(|r| Occupancy {
             procs: r.procs,
             window: r.window,
-            kind: OccupancyKind::Held,
+            kind: OccupancyKind::Held(r.id),
         }))
         .filter(|o| o.window.end > now)
         .collect();
@@ -143,7 +143,7 @@ pub fn slots_from_forecast(
             OccupancyKind::Planned { priority, .. } => {
                 Some(tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
             }
-            OccupancyKind::Running(_) | OccupancyKind::Held => None,
+            OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
         };
         for &p in free.iter().take(o.procs as usize) {
             busy_until[p] = o.window.end;
@@ -240,7 +240,6 @@ mod tests {
     /// 2-processor reservation over [0, 100) with its job running: two processors stay free.
     #[test]
     fn jobs_inside_reservations_are_not_booked_twice() {
-        use crate::ids::ReservationId;
         use crate::reservation::{Acl, AdminReservation};
         let mut s = LocalScheduler::new(4, Policy::easy());
         s.add_reservation(AdminReservation {
@@ -265,7 +264,7 @@ mod tests {
         assert!(s.is_running(JobId(1)));
         let f = forecast(&s, Time(0), |_| 0.0);
         assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].kind, OccupancyKind::Held);
+        assert_eq!(f[0].kind, OccupancyKind::Held(ReservationId(7)));
         let slots = slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default());
         let free_now = slots.iter().filter(|s| s.1 == Time(0)).count();
         assert_eq!(free_now, 2);

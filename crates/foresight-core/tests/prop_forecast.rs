@@ -55,7 +55,7 @@ proptest! {
                 if o.window.start.max(now) <= t && t < o.window.end {
                     match o.kind {
                         OccupancyKind::Planned { .. } => planned += o.procs,
-                        OccupancyKind::Running(_) | OccupancyKind::Held => fixed += o.procs,
+                        OccupancyKind::Running(_) | OccupancyKind::Held(_) => fixed += o.procs,
                     }
                 }
             }

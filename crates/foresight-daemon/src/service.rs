@@ -779,7 +779,41 @@ impl Service {
                         Some(job.0),
                         c.tariff.base * (1.0 + c.tariff.local_premium),
                     ),
-                    OccupancyKind::Held => ("held", None, f64::INFINITY),
+                    OccupancyKind::Held(r) => {
+                        // A global job's reservation shows the job once it runs, on its
+                        // own processors.
+                        let running = w
+                            .reservations
+                            .get(&r.0)
+                            .filter(|r| r.kind == "job")
+                            .and_then(|r| r.acl.job)
+                            .and_then(|j| w.jobs.get(&j))
+                            .filter(|j| j.state == JobState::Running)
+                            .and_then(|j| {
+                                j.parts
+                                    .iter()
+                                    .find(|p| p.reservation == Some(r.0))
+                                    .map(|p| (j.id, p.processors.clone()))
+                            });
+                        if let Some((job, procs)) = running {
+                            let end = o.window.end.secs().min(to);
+                            for p in procs.into_iter().filter(|&p| (p as usize) < n) {
+                                if end > from {
+                                    slots.push(SlotView {
+                                        processor: p,
+                                        start: from,
+                                        end,
+                                        occupant: "running".into(),
+                                        id: Some(job),
+                                        cost: f64::INFINITY,
+                                    });
+                                    busy_until[p as usize] = end;
+                                }
+                            }
+                            continue;
+                        }
+                        ("held", Some(r.0), f64::INFINITY)
+                    }
                 };
                 let start = o.window.start.secs().max(from);
                 let end = o.window.end.secs().min(to);
@@ -940,7 +974,15 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
             .collect(),
         reservation: j.reservation,
         submitted_at: j.submitted_at,
-        planned_start: j.planned_start,
+        // A queued local job's planned start is where its cluster's policy holds it.
+        planned_start: j.planned_start.or_else(|| {
+            (j.state == JobState::Pending && !j.held)
+                .then(|| j.parts.first())
+                .flatten()
+                .and_then(|p| w.cluster_index(&p.cluster))
+                .and_then(|k| w.clusters[k].sched.reservation_of(JobId(j.id)))
+                .map(|p| p.start.secs())
+        }),
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
