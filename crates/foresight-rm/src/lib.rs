@@ -9,6 +9,8 @@
 //! - `layout`: the attempt directory `root/<job>.<attempt>/`, the only contract between the two.
 //! - `spec`: the data exchanged: [`LaunchSpec`], [`Outcome`], [`Finished`], [`Adoption`].
 //! - `error`: [`ExecError`].
+//! - [`slurm`]: the Slurm-facing layer of the Slurm adapter ([`SlurmClient`]): Slurm's commands
+//!   run per cluster, their command lines built from typed requests, their outputs parsed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -16,11 +18,13 @@
 mod error;
 mod executor;
 mod layout;
+pub mod slurm;
 mod spec;
 mod supervisor;
 
 pub use error::ExecError;
 pub use executor::LocalExecutor;
+pub use slurm::{SlurmClient, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
 pub use supervisor::supervise;
 
