@@ -13,7 +13,8 @@ mod error;
 pub mod http;
 mod metrics;
 pub mod service;
-mod world;
+#[doc(hidden)]
+pub mod world;
 
 pub use config::Config;
 pub use error::ApiError;
