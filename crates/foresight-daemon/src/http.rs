@@ -361,7 +361,7 @@ async fn show_reservation(
         .into_iter()
         .find(|r| r.id == id)
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("no reservation {id}")))
+        .ok_or_else(|| crate::world::not_found_at("id", format!("no reservation {id}")))
 }
 
 /// Commits a tentative reservation (administrators).
@@ -481,7 +481,7 @@ async fn change_budget(
         let u = w
             .users
             .get_mut(&name)
-            .ok_or_else(|| ApiError::not_found(format!("no user {name:?}")))?;
+            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
         if let Some(set) = change.set {
             if set.is_some_and(|b| b.is_nan() || b < 0.0) {
                 return Err(ApiError::bad("set", "must be a number >= 0 or null"));

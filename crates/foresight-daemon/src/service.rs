@@ -3,7 +3,7 @@
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::world::{Effect, World};
+use crate::world::{not_found_at, Effect, World};
 use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SlotView, SubmitJob, UserView,
@@ -414,14 +414,14 @@ impl Service {
         };
         self.wake.notify_one();
         self.flush().await;
-        view.ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+        view.ok_or_else(|| not_found_at("id", format!("no job {id}")))
     }
 
     /// A job, if the user may see it.
     pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, ApiError> {
         let w = self.world();
         check_owner(&w, user, id)?;
-        view_of(&w, id).ok_or_else(|| ApiError::not_found(format!("no job {id}")))
+        view_of(&w, id).ok_or_else(|| not_found_at("id", format!("no job {id}")))
     }
 
     /// Jobs the user may see, filtered.
@@ -734,7 +734,7 @@ impl Service {
         }
         if let Some(c) = cluster {
             if w.cluster_index(c).is_none() {
-                return Err(ApiError::bad("cluster", format!("unknown cluster {c:?}")));
+                return Err(w.unknown_cluster(c));
             }
         }
         let mut out = Vec::new();
@@ -939,7 +939,7 @@ fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), ApiError> {
     match w.jobs.get(&id) {
         Some(j) if user.admin || j.user == user.name => Ok(()),
         // Someone else's job looks like no job at all: ids leak nothing.
-        _ => Err(ApiError::not_found(format!("no job {id}"))),
+        _ => Err(not_found_at("id", format!("no job {id}"))),
     }
 }
 

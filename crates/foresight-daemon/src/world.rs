@@ -102,6 +102,11 @@ pub struct World {
     requeue: BTreeSet<u64>,
     /// Running jobs whose parts are being stopped because one part failed or on cancel.
     stopping: BTreeSet<u64>,
+    /// Parts a local policy started while too few of the cluster's processors were really
+    /// free: (cluster, job, procs), launched in this order as processors come free. A policy
+    /// counts a job's processors free at the end of its walltime, but the supervisor counts
+    /// the walltime from the process's own start and may give it a grace period to die.
+    deferred: Vec<(usize, u64, u32)>,
     /// Changed since last written.
     pub dirty_jobs: BTreeSet<u64>,
     /// Changed since last written.
@@ -115,6 +120,13 @@ pub struct World {
     output_dir: PathBuf,
     /// For `/metrics`.
     pub stats: Stats,
+}
+
+/// A 404 naming the request field at fault (the path's `id` or `name`).
+pub fn not_found_at(field: &str, message: String) -> ApiError {
+    let mut e = ApiError::not_found(message);
+    e.body.field = Some(field.into());
+    e
 }
 
 fn now_time(now: i64) -> Time {
@@ -161,6 +173,7 @@ impl World {
             next_reservation: 1,
             requeue: BTreeSet::new(),
             stopping: BTreeSet::new(),
+            deferred: Vec::new(),
             dirty_jobs: BTreeSet::new(),
             dirty_reservations: BTreeSet::new(),
             dirty_users: BTreeSet::new(),
@@ -255,6 +268,21 @@ impl World {
         self.clusters.iter().position(|c| c.cfg.name == name)
     }
 
+    /// 400 for a cluster name that is not one of ours, listing ours.
+    pub fn unknown_cluster(&self, name: &str) -> ApiError {
+        ApiError::bad(
+            "cluster",
+            format!(
+                "unknown cluster {name:?} (known: {})",
+                self.clusters
+                    .iter()
+                    .map(|c| c.cfg.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    }
+
     /// All processors of the grid.
     pub fn total_procs(&self) -> u32 {
         self.clusters.iter().map(|c| c.cfg.procs).sum()
@@ -331,19 +359,9 @@ impl World {
         }
         match &j.cluster {
             Some(c) => {
-                let k = self.cluster_index(c).ok_or_else(|| {
-                    ApiError::bad(
-                        "cluster",
-                        format!(
-                            "unknown cluster {c:?} (known: {})",
-                            self.clusters
-                                .iter()
-                                .map(|c| c.cfg.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })?;
+                let k = self
+                    .cluster_index(c)
+                    .ok_or_else(|| self.unknown_cluster(c))?;
                 let max = self.clusters[k].cfg.procs;
                 if j.procs > max {
                     return Err(ApiError::bad(
@@ -478,7 +496,36 @@ impl World {
         }
     }
 
+    /// Starts a part on processors that are really free, or defers it (in order) until
+    /// jobs that overran their walltime have let go of enough of them.
     fn start_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
+        let behind = self.deferred.iter().any(|d| d.0 == k);
+        if behind || (self.clusters[k].free.len() as u32) < procs {
+            self.deferred.push((k, id, procs));
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.reason = Some(
+                    "starting: waiting for processors held by a job stopped at its walltime".into(),
+                );
+                self.dirty_jobs.insert(id);
+            }
+            return;
+        }
+        self.launch_part(now, k, id, procs);
+    }
+
+    /// Launches the deferred parts of cluster `k` that now fit, in order.
+    fn start_deferred(&mut self, now: i64, k: usize) {
+        while let Some(i) = self.deferred.iter().position(|d| d.0 == k) {
+            let (_, id, procs) = self.deferred[i];
+            if (self.clusters[k].free.len() as u32) < procs {
+                break;
+            }
+            self.deferred.remove(i);
+            self.launch_part(now, k, id, procs);
+        }
+    }
+
+    fn launch_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
         let cluster = &mut self.clusters[k];
         let taken: Vec<u32> = cluster.free.iter().take(procs as usize).copied().collect();
         for p in &taken {
@@ -559,6 +606,10 @@ impl World {
         for p in &part.processors {
             self.clusters[k].free.insert(*p);
         }
+        self.start_deferred(now, k);
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         let failed = outcome.error.is_some()
             || outcome.timed_out
             || outcome.cancelled
@@ -697,7 +748,7 @@ impl World {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
         if j.state.is_final() {
             return Err(ApiError::conflict(format!(
                 "job {id} is already {}",
@@ -741,6 +792,7 @@ impl World {
     fn unqueue(&mut self, now: i64, id: u64) {
         self.queue.remove(&id);
         self.arrivals.retain(|&a| a != id);
+        self.deferred.retain(|d| d.1 != id);
         let Some(j) = self.jobs.get(&id) else { return };
         let parts = j.parts.clone();
         for p in &parts {
@@ -774,7 +826,7 @@ impl World {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
         if !matches!(
             j.state,
             JobState::Pending | JobState::Planned | JobState::Reserved
@@ -800,7 +852,7 @@ impl World {
         let j = self
             .jobs
             .get_mut(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
         if !j.held {
             return Err(ApiError::conflict(format!("job {id} is not held")));
         }
@@ -821,7 +873,7 @@ impl World {
         let j = self
             .jobs
             .get_mut(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
         if j.state != JobState::Running {
             return Err(ApiError::conflict(format!(
                 "job {id} is {}: only running jobs can be {}",
@@ -857,7 +909,7 @@ impl World {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
         match j.state {
             JobState::Running => {
                 self.requeue.insert(id);
@@ -912,7 +964,7 @@ impl World {
     ) -> Result<u64, ApiError> {
         let k = self
             .cluster_index(cluster)
-            .ok_or_else(|| ApiError::bad("cluster", format!("unknown cluster {cluster:?}")))?;
+            .ok_or_else(|| self.unknown_cluster(cluster))?;
         let max = self.clusters[k].cfg.procs;
         if procs == 0 || procs > max {
             return Err(ApiError::bad(
@@ -953,7 +1005,7 @@ impl World {
                 })
                 .collect();
             let running = self.clusters[k].sched.running();
-            return Err(ApiError::conflict(format!(
+            let mut conflict = ApiError::conflict(format!(
                 "{procs} processors of {cluster} are not free during [{start}, {end}): {e}; \
                  in the way: {}",
                 if others.is_empty() {
@@ -961,7 +1013,10 @@ impl World {
                 } else {
                     others.join(", ")
                 }
-            )));
+            ));
+            // The window is what to move.
+            conflict.body.field = Some("start".into());
+            return Err(conflict);
         }
         self.next_reservation += 1;
         let rec = ReservationRecord {
@@ -991,7 +1046,7 @@ impl World {
         let r = self
             .reservations
             .get_mut(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no reservation {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no reservation {id}")))?;
         if r.state != ReservationState::Tentative {
             return Err(ApiError::conflict(format!(
                 "reservation {id} is {}, not tentative",
@@ -1009,7 +1064,7 @@ impl World {
         let r = self
             .reservations
             .get(&id)
-            .ok_or_else(|| ApiError::not_found(format!("no reservation {id}")))?;
+            .ok_or_else(|| not_found_at("id", format!("no reservation {id}")))?;
         if !r.state.is_live() {
             return Err(ApiError::conflict(format!(
                 "reservation {id} is already {}",

@@ -2,7 +2,7 @@
 //! They talk to the server's REST API; without `--server` they find the server of the
 //! default data directory (its `server.url`) and its admin token.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_api::*;
 use serde::de::DeserializeOwned;
@@ -239,7 +239,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
             for kv in &o.env {
                 let (k, v) = kv
                     .split_once('=')
-                    .ok_or_else(|| anyhow!("--env {kv:?}: expected KEY=VALUE"))?;
+                    .ok_or_else(|| bad(format!("--env {kv:?}: expected KEY=VALUE")))?;
                 env.insert(k.to_string(), v.to_string());
             }
             let cwd = match o.chdir {
@@ -314,10 +314,15 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
     Ok(())
 }
 
+/// Input refused before asking the server: exit code 2, like a refusal by the server.
+fn bad(message: String) -> anyhow::Error {
+    super::plan::BadInput(message).into()
+}
+
 fn walltime_ok(text: &str) -> Result<()> {
-    let secs = parse_duration(text).map_err(|e| anyhow!("-t/--time: {e}"))?;
+    let secs = parse_duration(text).map_err(|e| bad(format!("-t/--time: {e}")))?;
     if secs <= 0 {
-        bail!("-t/--time: must be positive, got {text:?}");
+        return Err(bad(format!("-t/--time: must be positive, got {text:?}")));
     }
     Ok(())
 }
@@ -615,16 +620,18 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
             let start = match o.start.as_deref() {
                 None => None,
                 Some(s) if s.starts_with('+') => {
-                    Some(now + parse_duration(&s[1..]).map_err(|e| anyhow!("--start: {e}"))?)
+                    Some(now + parse_duration(&s[1..]).map_err(|e| bad(format!("--start: {e}")))?)
                 }
                 Some(s) => Some(s.parse::<i64>().map_err(|_| {
-                    anyhow!("--start: {s:?} is neither epoch seconds nor +DURATION")
+                    bad(format!(
+                        "--start: {s:?} is neither epoch seconds nor +DURATION"
+                    ))
                 })?),
             };
             let ttl = o
                 .ttl
                 .as_deref()
-                .map(|t| parse_duration(t).map_err(|e| anyhow!("--ttl: {e}")))
+                .map(|t| parse_duration(t).map_err(|e| bad(format!("--ttl: {e}"))))
                 .transpose()?;
             let r: ReservationView = c.post(
                 "/reservations",
@@ -785,10 +792,12 @@ pub struct PlanShowOpts {
 
 fn moment(s: &str, now: i64, what: &str) -> Result<i64> {
     match s.strip_prefix('+') {
-        Some(d) => Ok(now + parse_duration(d).map_err(|e| anyhow!("--{what}: {e}"))?),
-        None => s
-            .parse()
-            .map_err(|_| anyhow!("--{what}: {s:?} is neither epoch seconds nor +DURATION")),
+        Some(d) => Ok(now + parse_duration(d).map_err(|e| bad(format!("--{what}: {e}")))?),
+        None => s.parse().map_err(|_| {
+            bad(format!(
+                "--{what}: {s:?} is neither epoch seconds nor +DURATION"
+            ))
+        }),
     }
 }
 
@@ -946,11 +955,11 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 None => None,
                 Some("unlimited") => Some(None),
                 Some(s) => Some(Some(s.parse::<f64>().map_err(|_| {
-                    anyhow!("--set {s:?}: expected a number or 'unlimited'")
+                    bad(format!("--set {s:?}: expected a number or 'unlimited'"))
                 })?)),
             };
             if set.is_none() && o.add.is_none() {
-                bail!("give --set or --add");
+                return Err(bad("give --set or --add".into()));
             }
             let u: UserView = c.post(
                 &format!("/users/{}/budget", o.name),

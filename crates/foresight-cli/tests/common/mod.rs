@@ -1,0 +1,453 @@
+//! The real `foresight` daemon on a free loopback port with a temporary data directory, the
+//! CLI pointed at it, and a small blocking HTTP client for what the CLI does not show.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tempfile::TempDir;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_foresight");
+
+/// Seconds since the epoch, as the service counts.
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Waits until a fraction of a second at most `max_subsec` past a whole second, so that a
+/// process started now and killed after N whole seconds ends in the same second as its
+/// start + N (the service's clock has whole seconds).
+pub fn align_to_second(max_subsec: f64) {
+    loop {
+        let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let sub = d.subsec_nanos() as f64 / 1e9;
+        if sub <= max_subsec {
+            return;
+        }
+        std::thread::sleep(Duration::from_secs_f64(1.0 - sub + 0.005));
+    }
+}
+
+/// Polls `f` every 50 ms until it gives a value; panics naming `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running daemon (or one that was stopped and can be started again on the same data).
+pub struct Server {
+    tmp: TempDir,
+    /// The data directory.
+    pub dir: PathBuf,
+    config: Option<PathBuf>,
+    procs: Option<u32>,
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT` of the current run.
+    pub url: String,
+    /// The admin token.
+    pub token: String,
+    starts: u32,
+}
+
+impl Server {
+    /// The default single local cluster named `local` with `procs` virtual processors.
+    pub fn start(procs: u32) -> Server {
+        Server::new(None, Some(procs))
+    }
+
+    /// A server with this configuration file text.
+    pub fn with_config(toml: &str) -> Server {
+        Server::new(Some(toml), None)
+    }
+
+    fn new(toml: Option<&str>, procs: Option<u32>) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(tmp.path()).unwrap().join("data");
+        let config = toml.map(|t| {
+            let path = tmp.path().join("foresight.toml");
+            std::fs::write(&path, t).unwrap();
+            path
+        });
+        let mut s = Server {
+            tmp,
+            dir,
+            config,
+            procs,
+            child: None,
+            url: String::new(),
+            token: String::new(),
+            starts: 0,
+        };
+        s.launch();
+        s
+    }
+
+    /// A scratch directory next to the data directory (for files jobs write).
+    pub fn scratch(&self) -> PathBuf {
+        let p = std::fs::canonicalize(self.tmp.path())
+            .unwrap()
+            .join("scratch");
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// Starts the daemon (again) on the same data directory and waits for its `server.url`.
+    pub fn launch(&mut self) {
+        assert!(self.child.is_none(), "the server is already running");
+        let url_file = self.dir.join("server.url");
+        // A SIGKILLed daemon leaves its old address behind.
+        let _ = std::fs::remove_file(&url_file);
+        std::fs::create_dir_all(&self.dir).unwrap();
+        self.starts += 1;
+        let log = |name: &str| {
+            std::fs::File::create(self.tmp.path().join(format!("{name}.{}.log", self.starts)))
+                .unwrap()
+        };
+        let mut cmd = Command::new(BIN);
+        cmd.args(["server", "start", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&self.dir)
+            .env("FORESIGHT_LOG", "warn")
+            .env_remove("FORESIGHT_SERVER")
+            .env_remove("FORESIGHT_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(log("stdout"))
+            .stderr(log("stderr"));
+        if let Some(c) = &self.config {
+            cmd.arg("--config").arg(c);
+        }
+        if let Some(n) = self.procs {
+            cmd.arg("--procs").arg(n.to_string());
+        }
+        let mut child = cmd.spawn().unwrap();
+        let url = wait_for("server.url", Duration::from_secs(30), || {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the server exited at start with {status}: {}", self.logs());
+            }
+            std::fs::read_to_string(&url_file)
+                .ok()
+                .filter(|s| s.ends_with('\n'))
+        });
+        self.url = url.trim().to_string();
+        self.token = std::fs::read_to_string(self.dir.join("admin.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        self.child = Some(child);
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// SIGKILL, and reap it.
+    pub fn sigkill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM; the exit status once it has exited, or None if it is still running after
+    /// `timeout` (then it is killed).
+    pub fn sigterm(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take().expect("running");
+        let ok = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the daemon printed, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for n in 1..=self.starts {
+            for name in ["stdout", "stderr"] {
+                let p = self.tmp.path().join(format!("{name}.{n}.log"));
+                if let Ok(text) = std::fs::read_to_string(p) {
+                    out.push_str(&format!("--- server {name} (run {n}) ---\n{text}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The CLI as the administrator, through the default data directory (its `server.url`
+    /// and `admin.token`), as on the machine that runs the server.
+    pub fn cli(&self) -> assert_cmd::Command {
+        let mut c = assert_cmd::Command::new(BIN);
+        c.env("FORESIGHT_DATA_DIR", &self.dir)
+            .env_remove("FORESIGHT_SERVER")
+            .env_remove("FORESIGHT_TOKEN")
+            .env_remove("XDG_DATA_HOME")
+            .current_dir(self.scratch())
+            .timeout(Duration::from_secs(60));
+        c
+    }
+
+    /// The CLI as the owner of `token`, with the server given by `FORESIGHT_SERVER`.
+    pub fn cli_as(&self, token: &str) -> assert_cmd::Command {
+        let mut c = assert_cmd::Command::new(BIN);
+        c.env("FORESIGHT_SERVER", &self.url)
+            .env("FORESIGHT_TOKEN", token)
+            .env("FORESIGHT_DATA_DIR", self.tmp.path().join("nowhere"))
+            .current_dir(self.scratch())
+            .timeout(Duration::from_secs(60));
+        c
+    }
+
+    /// Runs the admin CLI; its stdout, panicking with stderr on failure.
+    pub fn run(&self, args: &[&str]) -> String {
+        run_ok(self.cli(), args)
+    }
+
+    /// Runs the CLI as `token`; its stdout, panicking with stderr on failure.
+    pub fn run_as(&self, token: &str, args: &[&str]) -> String {
+        run_ok(self.cli_as(token), args)
+    }
+
+    /// Submits through the admin CLI; the job id.
+    pub fn submit(&self, args: &[&str]) -> u64 {
+        let mut a = vec!["job", "submit"];
+        a.extend_from_slice(args);
+        self.run(&a).trim().parse().unwrap()
+    }
+
+    /// `job show ID -o json` through the CLI.
+    pub fn show(&self, id: u64) -> Value {
+        serde_json::from_str(&self.run(&["job", "show", &id.to_string(), "-o", "json"])).unwrap()
+    }
+
+    /// A direct HTTP client as the administrator.
+    pub fn http(&self) -> Http {
+        Http::new(&self.url, &self.token)
+    }
+
+    /// A direct HTTP client as the owner of `token`.
+    pub fn http_as(&self, token: &str) -> Http {
+        Http::new(&self.url, token)
+    }
+
+    /// Creates a user through the CLI; their token.
+    pub fn add_user(&self, name: &str, budget: Option<f64>) -> String {
+        let mut args = vec!["user".to_string(), "add".into(), name.into()];
+        if let Some(b) = budget {
+            args.push("--budget".into());
+            args.push(b.to_string());
+        }
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let token = self.run(&a).trim().to_string();
+        assert_eq!(token.len(), 48, "a token: {token:?}");
+        token
+    }
+
+    /// Polls a job (HTTP) until `pred` holds; the job then.
+    pub fn wait_job(
+        &self,
+        id: u64,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let http = self.http();
+        wait_for(&format!("job {id} {what}"), timeout, || {
+            let (status, j) = http.get(&format!("/jobs/{id}"));
+            assert_eq!(status, 200, "{j}");
+            pred(&j).then_some(j)
+        })
+    }
+
+    /// Polls a job until it is in a final state.
+    pub fn wait_final(&self, id: u64, timeout: Duration) -> Value {
+        self.wait_job(id, "final", timeout, is_final)
+    }
+
+    /// Stops every job process still running under this data directory (sleepers left over
+    /// by a test): SIGKILL to the process group each supervisor recorded, when the attempt
+    /// has no outcome yet.
+    fn kill_leftover_jobs(&self) {
+        let Ok(clusters) = std::fs::read_dir(self.dir.join("clusters")) else {
+            return;
+        };
+        for cluster in clusters.flatten() {
+            let Ok(attempts) = std::fs::read_dir(cluster.path()) else {
+                continue;
+            };
+            for attempt in attempts.flatten() {
+                let p = attempt.path();
+                if p.join("status.json").exists() {
+                    continue;
+                }
+                let pgid = std::fs::read_to_string(p.join("job.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .and_then(|v| v["job"]["pgid"].as_i64());
+                if let Some(pgid) = pgid.filter(|&g| g > 1) {
+                    let _ = Command::new("kill")
+                        .args(["-KILL", "--", &format!("-{pgid}")])
+                        .stderr(Stdio::null())
+                        .status();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.sigterm(Duration::from_secs(10));
+        }
+        self.kill_leftover_jobs();
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+fn run_ok(mut c: assert_cmd::Command, args: &[&str]) -> String {
+    let out = c.args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "foresight {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Is this job (JSON) in a final state?
+pub fn is_final(j: &Value) -> bool {
+    matches!(
+        j["state"].as_str(),
+        Some("completed" | "failed" | "cancelled" | "timeout")
+    )
+}
+
+/// A job field as i64 (panics when absent or null).
+pub fn int(j: &Value, field: &str) -> i64 {
+    j[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("job field {field} is not a number: {j}"))
+}
+
+/// A minimal blocking JSON client of the REST API.
+pub struct Http {
+    client: reqwest::blocking::Client,
+    base: String,
+    token: String,
+}
+
+impl Http {
+    /// A client of `base` with this bearer token.
+    pub fn new(base: &str, token: &str) -> Http {
+        Http {
+            client: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            base: base.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        if path.starts_with('/') && !path.starts_with("/api/") && !path.starts_with("/healthz") {
+            format!("{}/api/v1{path}", self.base)
+        } else {
+            format!("{}{path}", self.base)
+        }
+    }
+
+    fn answer(resp: reqwest::blocking::Response) -> (u16, Value) {
+        let status = resp.status().as_u16();
+        let text = resp.text().unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, body)
+    }
+
+    /// GET `/api/v1{path}`: status and JSON body.
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        Http::answer(
+            self.client
+                .get(self.url(path))
+                .bearer_auth(&self.token)
+                .send()
+                .unwrap(),
+        )
+    }
+
+    /// POST `/api/v1{path}` with a JSON body: status and JSON body.
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        Http::answer(self.try_post(path, body).unwrap())
+    }
+
+    /// POST that may fail to reach the server.
+    pub fn try_post(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<reqwest::blocking::Response, reqwest::Error> {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(&self.token)
+            .json(body)
+            .send()
+    }
+
+    /// Every job the caller can see.
+    pub fn jobs(&self) -> Vec<Value> {
+        let (status, v) = self.get("/jobs?limit=100000");
+        assert_eq!(status, 200, "{v}");
+        v.as_array().unwrap().clone()
+    }
+
+    /// Submits one job; the id (panics unless 201).
+    pub fn submit(&self, job: Value) -> u64 {
+        let (status, v) = self.post("/jobs", &job);
+        assert_eq!(status, 201, "{v}");
+        v["id"].as_u64().unwrap()
+    }
+}
+
+/// A job request body for the API.
+pub fn job_body(procs: u32, walltime: i64, command: &[&str]) -> Value {
+    json!({ "procs": procs, "walltime": walltime, "command": command })
+}
+
+/// `path`'s lines.
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
