@@ -780,6 +780,7 @@ impl World {
         self.unqueue(now, id);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Cancelled;
+            j.held = false;
             j.ended_at = Some(now);
             j.reason = Some("cancelled".into());
         }
