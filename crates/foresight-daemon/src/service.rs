@@ -17,6 +17,7 @@ use foresight_core::{JobId, UserId};
 use foresight_rm::{Adoption, LocalExecutor, Outcome};
 use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
 use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
@@ -61,7 +62,57 @@ pub struct Service {
     pub cfg: Config,
     /// For `/metrics`.
     pub timings: Mutex<Timings>,
+    closing: AtomicBool,
+    inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
 }
+
+type InsertRequest = (
+    Vec<JobRecord>,
+    tokio::sync::oneshot::Sender<Result<Vec<u64>, String>>,
+);
+
+/// Group commit: every submission waiting while a transaction is on its way to disk goes
+/// into the next one, so one fsync acknowledges many jobs; each is still durable before its
+/// caller hears of it.
+async fn insert_writer(
+    store: Arc<dyn Store>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<InsertRequest>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut pending = vec![first];
+        let mut count = pending[0].0.len();
+        while count < 20_000 {
+            match rx.try_recv() {
+                Ok(more) => {
+                    count += more.0.len();
+                    pending.push(more);
+                }
+                Err(_) => break,
+            }
+        }
+        let all: Vec<JobRecord> = pending
+            .iter()
+            .flat_map(|(r, _)| r.iter().cloned())
+            .collect();
+        match store.insert_jobs(&all).await {
+            Ok(ids) => {
+                let mut ids = ids.into_iter();
+                for (records, reply) in pending {
+                    let mine: Vec<u64> = ids.by_ref().take(records.len()).collect();
+                    let _ = reply.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                for (_, reply) in pending {
+                    let _ = reply.send(Err(e.to_string()));
+                }
+            }
+        }
+    }
+}
+
+/// The shortest time between two scheduling cycles.
+const MIN_CYCLE_GAP: Duration = Duration::from_millis(20);
 
 impl Service {
     /// Opens the store, restores the state, re-adopts running jobs. Returns the service and
@@ -128,14 +179,19 @@ impl Service {
                 }
             }
         }
+        let store: Arc<dyn Store> = Arc::new(store);
+        let (inserts, insert_rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(insert_writer(store.clone(), insert_rx));
         let service = Arc::new(Service {
             world: Mutex::new(world),
-            store: Arc::new(store),
+            inserts,
+            store,
             executors,
             wake: Notify::new(),
             flush_lock: tokio::sync::Mutex::new(()),
             cfg,
             timings: Mutex::new(Timings::default()),
+            closing: AtomicBool::new(false),
         });
         service.flush().await;
         for (k, mut rx) in receivers.into_iter().enumerate() {
@@ -160,6 +216,7 @@ impl Service {
     }
 
     async fn cycle_loop(self: Arc<Self>) {
+        let mut last_cycle: Option<Instant> = None;
         loop {
             let now = unix_now();
             let wait = {
@@ -186,7 +243,19 @@ impl Service {
                 () = self.wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
             }
+            // Arrivals during a cycle are buffered for the next: under a stream of
+            // submissions cycles run at most every MIN_CYCLE_GAP, not once per request.
+            if let Some(last) = last_cycle {
+                let since = Instant::now().duration_since(last);
+                if since < MIN_CYCLE_GAP {
+                    tokio::time::sleep(MIN_CYCLE_GAP - since).await;
+                }
+            }
+            if self.closing.load(Ordering::Relaxed) {
+                return;
+            }
             let started = Instant::now();
+            last_cycle = Some(started);
             {
                 let mut w = self.world();
                 w.cycle(unix_now());
@@ -200,6 +269,11 @@ impl Service {
     /// recorded as running before its process starts.
     pub async fn flush(self: &Arc<Self>) {
         let _order = self.flush_lock.lock().await;
+        if self.closing.load(Ordering::Relaxed) {
+            // After shutdown's last write: what happens now is re-read from the jobs'
+            // status files at the next start.
+            return;
+        }
         let (jobs, reservations, users, effects) = {
             let mut w = self.world();
             let jobs: Vec<JobRecord> = std::mem::take(&mut w.dirty_jobs)
@@ -379,16 +453,24 @@ impl Service {
         if records.is_empty() {
             return Err(ApiError::bad("jobs", "no jobs given"));
         }
-        let ids = self
-            .store
-            .insert_jobs(&records)
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.inserts
+            .send((records.clone(), reply))
+            .map_err(|_| ApiError::internal("the store writer has stopped"))?;
+        let ids = answer
             .await
+            .map_err(|_| ApiError::internal("the store writer has stopped"))?
             .map_err(|e| ApiError::internal(format!("storing the jobs: {e}")))?;
         for (r, id) in records.iter_mut().zip(&ids) {
             r.id = *id;
         }
+        let plan_now = records
+            .iter()
+            .any(|r| !r.held && r.cluster.is_none() && r.reservation.is_none());
         self.world().accept(now, records);
-        self.wake.notify_one();
+        if plan_now {
+            self.wake.notify_one();
+        }
         self.flush().await;
         let mut t = self.timings.lock().unwrap_or_else(|p| p.into_inner());
         t.submitted += ids.len() as u64;
@@ -492,9 +574,15 @@ impl Service {
                 if j.cluster.is_none() && j.reservation.is_none() && !j.held && j.parts.is_empty() {
                     let pos = w.queue.iter().position(|&q| q == id);
                     if let Some(p) = pos {
-                        reasons.push(format!(
-                            "in the global queue, {p} jobs ahead; planned each cycle"
-                        ));
+                        let depth = w.plan_depth();
+                        reasons.push(if p < depth {
+                            format!("in the global queue, {p} jobs ahead; planned each cycle")
+                        } else {
+                            format!(
+                                "in the global queue, {p} jobs ahead: beyond the {depth} \
+                                 planned per cycle, it is planned once it moves up"
+                            )
+                        });
                     } else {
                         reasons.push("arrived; planned at the next cycle".into());
                     }
@@ -897,6 +985,8 @@ impl Service {
     /// under their supervisors and are re-adopted at the next start.
     pub async fn shutdown(self: &Arc<Self>) {
         self.flush().await;
+        let _order = self.flush_lock.lock().await;
+        self.closing.store(true, Ordering::Relaxed);
         self.store.close().await;
     }
 }

@@ -1123,6 +1123,11 @@ impl World {
         bounds.chain(expiries).filter(|&x| x > now).min()
     }
 
+    /// How many queued global jobs one cycle plans.
+    pub fn plan_depth(&self) -> usize {
+        self.planner.plan_depth
+    }
+
     /// Global jobs queued or arrived.
     pub fn has_global_work(&self) -> bool {
         !self.queue.is_empty() || !self.arrivals.is_empty()
@@ -1182,6 +1187,9 @@ impl World {
             .iter()
             .copied()
             .filter(|id| self.jobs.get(id).is_some_and(|j| !j.held))
+            // Jobs beyond the planning depth wait for a later cycle: the cycle costs
+            // O(plan_depth), not O(queue).
+            .take(self.planner.plan_depth)
             .collect();
         if ids.is_empty() {
             return;

@@ -269,7 +269,10 @@ mod tests {
             expires_at: Some(15),
             owner: "admin".into(),
         };
-        store.put_reservations(std::slice::from_ref(&r)).await.unwrap();
+        store
+            .put_reservations(std::slice::from_ref(&r))
+            .await
+            .unwrap();
         store.put_reservations(&[r]).await.unwrap();
         let u = UserRecord {
             name: "ann".into(),
