@@ -616,28 +616,29 @@ impl LocalScheduler {
     }
 
     /// The domains a job may use at `now`, in order of preference.
-    fn domains(&self, job: &Job, now: Time) -> Vec<Domain> {
-        if let Some(r) = job.reservation {
-            match self.admin.get(&r) {
+    fn domains<'a>(&'a self, job: &'a Job, now: Time) -> impl Iterator<Item = Domain> + 'a {
+        // A bound job: its reservation while it lasts (then the pool if it may start
+        // early), or the pool once the reservation is over or gone. Any other job: every
+        // live reservation admitting it, then the pool. No allocation: this runs for every
+        // waiting job at every pass.
+        let (bound, pool, scan) = match job.reservation {
+            Some(r) => match self.admin.get(&r) {
                 Some(s) if s.res.window.end > now => {
-                    let mut d = vec![Domain::Reservation(r)];
-                    if job.may_start_early {
-                        d.push(Domain::Pool);
-                    }
-                    return d;
+                    (Some(Domain::Reservation(r)), job.may_start_early, false)
                 }
-                // The reservation is over (or gone): fall back to the pool.
-                _ => return vec![Domain::Pool],
-            }
-        }
-        let mut d: Vec<Domain> = self
+                _ => (None, true, false),
+            },
+            None => (None, true, true),
+        };
+        let admitting = self
             .admin
             .values()
-            .filter(|s| s.res.window.end > now && s.res.acl.admits(job))
-            .map(|s| Domain::Reservation(s.res.id))
-            .collect();
-        d.push(Domain::Pool);
-        d
+            .filter(move |s| scan && s.res.window.end > now && s.res.acl.admits(job))
+            .map(|s| Domain::Reservation(s.res.id));
+        bound
+            .into_iter()
+            .chain(admitting)
+            .chain(pool.then_some(Domain::Pool))
     }
 
     /// The domain in which the job can start now, if any.
@@ -650,7 +651,6 @@ impl LocalScheduler {
                 .then_some(Domain::Pool);
         }
         self.domains(job, now)
-            .into_iter()
             .find(|d| self.profile(*d).fits(now, job.procs, job.estimate))
     }
 
@@ -670,7 +670,6 @@ impl LocalScheduler {
             return place(Domain::Pool);
         }
         self.domains(job, now)
-            .into_iter()
             .filter_map(place)
             .min_by_key(|p| p.start)
     }
@@ -915,6 +914,15 @@ impl LocalScheduler {
         let cap = self.policy.overtake_cap;
         let plain = self.admin.is_empty();
         let mut free_now = self.pool.free_at(now);
+        // The most processors free now in any one domain: no waiting job larger than this
+        // can start, wherever it may run.
+        let free_anywhere = |s: &Self| {
+            s.admin
+                .values()
+                .map(|a| a.profile.free_at(now))
+                .fold(s.pool.free_at(now), i64::max)
+        };
+        let mut free_any = if plain { free_now } else { free_anywhere(self) };
         // Computed on first need and after every change of the pool: most passes never need
         // it because no waiting job is small enough.
         let mut horizon = std::mem::take(&mut self.horizon);
@@ -928,7 +936,7 @@ impl LocalScheduler {
         let mut i = self.queue.range().start;
         while i < self.queue.range().end {
             let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
-            if plain && smallest > free_now && reservations_full {
+            if smallest > free_any && reservations_full {
                 break; // nothing can start and nothing more can be reserved
             }
             if can_skip && reservations_full && i % BLOCK == 0 {
@@ -967,6 +975,7 @@ impl LocalScheduler {
             if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
                 free_now = self.pool.free_at(now);
+                free_any = if plain { free_now } else { free_anywhere(self) };
                 smallest = self.smallest_unreserved();
                 horizon_valid = false;
                 if let Some(cap) = cap {
@@ -978,6 +987,7 @@ impl LocalScheduler {
             }
             if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
                 free_now = self.pool.free_at(now);
+                free_any = if plain { free_now } else { free_anywhere(self) };
                 smallest = self.smallest_unreserved();
                 horizon_valid = false;
                 continue;
