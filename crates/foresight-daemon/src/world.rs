@@ -1438,8 +1438,23 @@ impl World {
         for j in jobs {
             self.jobs.insert(j.id, j);
         }
-        let ids: Vec<u64> = self.jobs.keys().copied().collect();
-        for id in ids {
+        // Running jobs first, so that their processors are taken before any queued job is
+        // placed (a backfilled running job may have a later id than a waiting one); then
+        // reserved jobs, then the queues in id order.
+        let mut ids: Vec<(u8, u64)> = self
+            .jobs
+            .values()
+            .map(|j| {
+                let phase = match j.state {
+                    JobState::Running => 0,
+                    JobState::Reserved => 1,
+                    _ => 2,
+                };
+                (phase, j.id)
+            })
+            .collect();
+        ids.sort_unstable();
+        for (_, id) in ids {
             let j = self.jobs[&id].clone();
             if j.state.is_final() {
                 continue;

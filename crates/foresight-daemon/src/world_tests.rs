@@ -326,3 +326,38 @@ fn restore_rebuilds_the_schedulers() {
     again.cycle(1_100);
     assert_eq!(again.jobs[&2].started_at, Some(1_100));
 }
+
+/// After a restart, a running job with a later id (it was backfilled) keeps its processors:
+/// the waiting job with an earlier id must not be started on them.
+#[test]
+fn restore_puts_running_jobs_back_before_placing_the_queue() {
+    let mut waiting = job(1, "ann", 2, 100);
+    waiting.cluster = Some("a".into());
+    waiting.parts = vec![PartRecord {
+        cluster: "a".into(),
+        procs: 2,
+        ..PartRecord::default()
+    }];
+    let mut running = job(2, "ann", 2, 100);
+    running.cluster = Some("a".into());
+    running.state = JobState::Running;
+    running.started_at = Some(1_000);
+    running.parts = vec![PartRecord {
+        cluster: "a".into(),
+        procs: 2,
+        processors: vec![0, 1],
+        ..PartRecord::default()
+    }];
+    let mut w = world(vec![cluster("a", 2)]);
+    let adopt = w.restore(1_010, vec![waiting, running], vec![], vec![]);
+    assert_eq!(adopt, vec![(0, 2, 0)]);
+    assert!(
+        launches(&mut w).is_empty(),
+        "job 1 started on job 2's processors"
+    );
+    assert_eq!(w.jobs[&1].state, JobState::Pending);
+    assert!(w.clusters[0].sched.is_running(JobId(2)));
+    w.on_finished(1_050, 0, 2, 0, &exit(0));
+    let l = launches(&mut w);
+    assert_eq!(l, vec![(0, 1, vec![0, 1])]);
+}
