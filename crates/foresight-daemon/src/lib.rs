@@ -12,6 +12,7 @@ pub mod config;
 mod error;
 pub mod http;
 mod metrics;
+mod moment;
 pub mod service;
 #[doc(hidden)]
 pub mod world;

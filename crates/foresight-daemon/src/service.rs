@@ -550,7 +550,7 @@ impl Service {
                             Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
                                 "reserved on {} from {} ({} s from now)",
                                 p.cluster,
-                                start.secs(),
+                                crate::moment::utc(start.secs()),
                                 start.secs() - now
                             )),
                             Some(JobStatus::Waiting {
@@ -564,7 +564,7 @@ impl Service {
                                 p.cluster,
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
-                                    t.secs()
+                                    crate::moment::utc(t.secs())
                                 ))
                             )),
                             _ => {}
@@ -590,7 +590,7 @@ impl Service {
             }
             JobState::Running => reasons.push(format!(
                 "running since {} on {}",
-                j.started_at.unwrap_or(now),
+                crate::moment::utc(j.started_at.unwrap_or(now)),
                 j.parts
                     .iter()
                     .map(|p| format!("{} ({} processors)", p.cluster, p.procs))

@@ -1217,7 +1217,7 @@ impl World {
                         j.first_planned_start.get_or_insert(start.secs());
                         j.reason = Some(format!(
                             "planned to start at {}, beyond the lead time",
-                            start.secs()
+                            crate::moment::utc(start.secs())
                         ));
                         if j.state != JobState::Planned {
                             j.state = JobState::Planned;
