@@ -651,15 +651,7 @@ impl World {
         }
         self.apply(now, k, actions);
         if failed && !siblings.is_empty() && self.stopping.insert(id) {
-            for (c, attempt) in siblings {
-                if let Some(ck) = self.cluster_index(&c) {
-                    self.effects.push(Effect::Kill {
-                        cluster: ck,
-                        job: id,
-                        attempt,
-                    });
-                }
-            }
+            self.kill_unended_parts(id);
         }
         if all_ended {
             self.stopping.remove(&id);
@@ -700,14 +692,12 @@ impl World {
             let share = (used as f64 / j.walltime as f64).min(1.0);
             let refund = j.charged * (1.0 - share);
             j.charged -= refund;
-            if let Some(u) = self.users.get_mut(&j.user) {
-                u.spent -= refund;
-                if let Some(b) = u.budget.as_mut() {
-                    *b += refund;
-                }
-                self.dirty_users.insert(u.name.clone());
-            }
+            let user = j.user.clone();
+            self.refund(&user, refund);
         }
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         if requeue {
             j.attempt += 1;
             j.state = JobState::Pending;
@@ -756,25 +746,11 @@ impl World {
             )));
         }
         if j.state == JobState::Running {
-            let parts: Vec<(String, bool)> = j
-                .parts
-                .iter()
-                .map(|p| (p.cluster.clone(), p.ended))
-                .collect();
-            let attempt = j.attempt;
             self.requeue.remove(&id);
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.state_after = Some(JobState::Cancelled);
             }
-            for (c, ended) in parts {
-                if let (false, Some(k)) = (ended, self.cluster_index(&c)) {
-                    self.effects.push(Effect::Kill {
-                        cluster: k,
-                        job: id,
-                        attempt,
-                    });
-                }
-            }
+            self.kill_unended_parts(id);
             return Ok(());
         }
         self.unqueue(now, id);
@@ -807,18 +783,43 @@ impl World {
             }
         }
         if let Some(j) = self.jobs.get_mut(&id) {
-            let refund = j.charged;
-            j.charged = 0.0;
+            let refund = std::mem::take(&mut j.charged);
             j.parts.clear();
-            if refund > 0.0 {
-                if let Some(u) = self.users.get_mut(&j.user) {
-                    u.spent -= refund;
-                    if let Some(b) = u.budget.as_mut() {
-                        *b += refund;
-                    }
-                    self.dirty_users.insert(u.name.clone());
-                }
+            let user = j.user.clone();
+            self.refund(&user, refund);
+        }
+    }
+
+    /// Gives back part of a charge.
+    fn refund(&mut self, user: &str, amount: f64) {
+        if amount <= 0.0 {
+            return;
+        }
+        if let Some(u) = self.users.get_mut(user) {
+            u.spent -= amount;
+            if let Some(b) = u.budget.as_mut() {
+                *b += amount;
             }
+            self.dirty_users.insert(u.name.clone());
+        }
+    }
+
+    /// Stops every part of a running job whose process has not ended yet.
+    fn kill_unended_parts(&mut self, id: u64) {
+        let Some(j) = self.jobs.get(&id) else { return };
+        let attempt = j.attempt;
+        let clusters: Vec<usize> = j
+            .parts
+            .iter()
+            .filter(|p| !p.ended)
+            .filter_map(|p| self.cluster_index(&p.cluster))
+            .collect();
+        for cluster in clusters {
+            self.effects.push(Effect::Kill {
+                cluster,
+                job: id,
+                attempt,
+            });
         }
     }
 
@@ -914,22 +915,7 @@ impl World {
         match j.state {
             JobState::Running => {
                 self.requeue.insert(id);
-                let attempt = j.attempt;
-                let parts: Vec<String> = j
-                    .parts
-                    .iter()
-                    .filter(|p| !p.ended)
-                    .map(|p| p.cluster.clone())
-                    .collect();
-                for c in parts {
-                    if let Some(k) = self.cluster_index(&c) {
-                        self.effects.push(Effect::Kill {
-                            cluster: k,
-                            job: id,
-                            attempt,
-                        });
-                    }
-                }
+                self.kill_unended_parts(id);
                 Ok(())
             }
             JobState::Reserved | JobState::Planned => {
