@@ -9,6 +9,8 @@
 //! - `layout`: the attempt directory `root/<job>.<attempt>/`, the only contract between the two.
 //! - `spec`: the data exchanged: [`LaunchSpec`], [`Outcome`], [`Finished`], [`Adoption`].
 //! - `error`: [`ExecError`].
+//! - `manager`: [`ResourceManager`], the one interface the service has to any cluster, and
+//!   the data it exchanges ([`ClusterState`], [`Submission`], [`PartHandle`], ...).
 //! - [`slurm`]: the Slurm-facing layer of the Slurm adapter ([`SlurmClient`]): Slurm's commands
 //!   run per cluster, their command lines built from typed requests, their outputs parsed.
 #![forbid(unsafe_code)]
@@ -18,12 +20,17 @@
 mod error;
 mod executor;
 mod layout;
+mod manager;
 pub mod slurm;
 mod spec;
 mod supervisor;
 
 pub use error::ExecError;
 pub use executor::LocalExecutor;
+pub use manager::{
+    ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, RmJob, RmJobState,
+    RmReservation, Submission,
+};
 pub use slurm::{SlurmClient, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
 pub use supervisor::supervise;
