@@ -43,11 +43,30 @@ pub struct Config {
 pub struct ClusterConfig {
     /// Unique name.
     pub name: String,
-    /// Resource manager: `local` (processes on this machine).
+    /// Resource manager: `local` (processes on this machine, scheduled by Foresight) or
+    /// `slurm` (a Slurm cluster, reached through its commands).
     #[serde(default = "default_kind")]
     pub kind: String,
-    /// Processors (virtual processors for `local`).
+    /// Processors (virtual processors for `local`). For `slurm` the count is read from Slurm
+    /// (CPUs of the nodes that accept jobs); a value here is only used until Slurm answers.
+    #[serde(default)]
     pub procs: u32,
+    /// `slurm`: the cluster's `slurm.conf` (passed as `SLURM_CONF` to every command).
+    #[serde(default)]
+    pub slurm_conf: Option<PathBuf>,
+    /// `slurm`: the partition global jobs and reservations use (else Slurm's default).
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// `slurm`: the account global jobs are charged to.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// `slurm`: the user Foresight acts as (reservations are made for this user and jobs run
+    /// as this user; acting as another user needs root). Default: the daemon's own user.
+    #[serde(default)]
+    pub slurm_user: Option<String>,
+    /// `slurm`: how often the cluster is read (jobs, nodes, reservations), milliseconds.
+    #[serde(default = "default_sync_ms")]
+    pub sync_ms: u64,
     /// Speed relative to the reference processor: a global job planned here is given its
     /// walltime divided by this speed (rounded up) as its limit. Processes of the `local`
     /// kind run at this machine's speed, so leave it at 1 unless the machine is faster or
@@ -119,6 +138,9 @@ fn default_plan_depth() -> usize {
 fn default_grace() -> u64 {
     5
 }
+fn default_sync_ms() -> u64 {
+    1_000
+}
 fn default_kind() -> String {
     "local".into()
 }
@@ -133,17 +155,34 @@ fn default_bandwidth() -> f64 {
 }
 fn default_clusters() -> Vec<ClusterConfig> {
     let procs = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    vec![ClusterConfig {
-        name: "local".into(),
-        kind: default_kind(),
-        procs,
-        speed: 1.0,
-        tariff: 1.0,
-        local_premium: 1.0,
-        policy: default_policy(),
-        bandwidth_mb_s: default_bandwidth(),
-        latency_seconds: 0,
-    }]
+    vec![ClusterConfig::local("local", procs)]
+}
+
+impl ClusterConfig {
+    /// A `local` cluster of `procs` processors with every other setting at its default.
+    pub fn local(name: &str, procs: u32) -> ClusterConfig {
+        ClusterConfig {
+            name: name.into(),
+            kind: default_kind(),
+            procs,
+            slurm_conf: None,
+            partition: None,
+            account: None,
+            slurm_user: None,
+            sync_ms: default_sync_ms(),
+            speed: 1.0,
+            tariff: 1.0,
+            local_premium: 1.0,
+            policy: default_policy(),
+            bandwidth_mb_s: default_bandwidth(),
+            latency_seconds: 0,
+        }
+    }
+
+    /// True when Slurm, not Foresight, schedules this cluster.
+    pub fn is_slurm(&self) -> bool {
+        self.kind == "slurm"
+    }
 }
 
 impl Default for Config {
@@ -188,14 +227,34 @@ impl Config {
             if !names.insert(&c.name) {
                 anyhow::bail!("{at}: name used twice");
             }
-            if c.kind != "local" {
-                anyhow::bail!(
-                    "{at}: kind {:?} is not supported (supported: local)",
-                    c.kind
-                );
-            }
-            if c.procs == 0 {
-                anyhow::bail!("{at}: procs must be at least 1");
+            match c.kind.as_str() {
+                "local" => {
+                    if c.procs == 0 {
+                        anyhow::bail!("{at}: procs must be at least 1");
+                    }
+                    if c.slurm_conf.is_some() {
+                        anyhow::bail!("{at}: slurm_conf is for kind = \"slurm\" clusters");
+                    }
+                }
+                "slurm" => {
+                    let Some(conf) = &c.slurm_conf else {
+                        anyhow::bail!(
+                            "{at}: kind = \"slurm\" needs slurm_conf (the path of its slurm.conf)"
+                        );
+                    };
+                    if !conf.is_absolute() {
+                        anyhow::bail!(
+                            "{at}: slurm_conf must be an absolute path, not {}",
+                            conf.display()
+                        );
+                    }
+                    if c.sync_ms == 0 {
+                        anyhow::bail!("{at}: sync_ms must be at least 1");
+                    }
+                }
+                other => {
+                    anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
+                }
             }
             if c.speed.is_nan() || c.speed <= 0.0 {
                 anyhow::bail!("{at}: speed must be > 0");

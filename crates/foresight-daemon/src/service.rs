@@ -14,10 +14,14 @@ use foresight_core::scheduler::JobStatus;
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, UserId};
-use foresight_rm::{Adoption, LocalExecutor, Outcome};
+use foresight_rm::slurm::{CommandOutput, CommandRunner, Invocation, SystemRunner};
+use foresight_rm::{
+    Adoption, LocalCluster, LocalExecutor, Outcome, ResourceManager, SlurmClient, SlurmCluster,
+    SlurmError, Submission,
+};
 use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
 use sha2::{Digest, Sha256};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
@@ -51,11 +55,30 @@ pub struct Timings {
     pub submitted: u64,
 }
 
+/// Counts the commands run against Slurm, for `/metrics`: the cost of following a cluster
+/// must stay bounded (a fixed number per snapshot, a few per reserved job).
+#[derive(Debug)]
+struct CountingRunner {
+    inner: SystemRunner,
+    count: Arc<AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl CommandRunner for CountingRunner {
+    async fn run(&self, inv: &Invocation) -> Result<CommandOutput, SlurmError> {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.inner.run(inv).await
+    }
+}
+
 /// The service.
 pub struct Service {
     world: Mutex<World>,
     store: Arc<dyn Store>,
-    executors: Vec<LocalExecutor>,
+    /// Each cluster's resource manager, in configuration order.
+    managers: Vec<Arc<dyn ResourceManager>>,
+    /// Commands run against Slurm clusters so far.
+    pub slurm_commands: Arc<AtomicU64>,
     wake: Notify,
     flush_lock: tokio::sync::Mutex<()>,
     /// Its configuration.
@@ -111,6 +134,9 @@ async fn insert_writer(
     }
 }
 
+type ManagerCall =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), foresight_rm::RmError>> + Send>>;
+
 /// The shortest time between two scheduling cycles.
 const MIN_CYCLE_GAP: Duration = Duration::from_millis(20);
 
@@ -125,13 +151,36 @@ impl Service {
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
+        let mut managers: Vec<Arc<dyn ResourceManager>> = Vec::new();
+        let slurm_commands = Arc::new(AtomicU64::new(0));
         for c in &cfg.cluster {
+            if c.is_slurm() {
+                let conf = c.slurm_conf.clone().unwrap_or_default();
+                let runner = CountingRunner {
+                    inner: SystemRunner::default(),
+                    count: slurm_commands.clone(),
+                };
+                let mut client = SlurmClient::new(conf, Arc::new(runner));
+                if let Some(u) = &c.slurm_user {
+                    client = client.acting_as(u.clone());
+                }
+                let cluster = SlurmCluster::new(client, c.partition.clone(), c.account.clone())
+                    .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.name))?;
+                managers.push(Arc::new(cluster));
+                executors.push(None);
+                continue;
+            }
             let (exec, rx) = LocalExecutor::new(
                 dir.join("clusters").join(&c.name),
                 vec![exe.clone().into_os_string(), "supervise".into()],
             )?;
-            executors.push(exec);
-            receivers.push(rx);
+            managers.push(Arc::new(LocalCluster::new(
+                c.name.clone(),
+                c.procs,
+                exec.clone(),
+            )));
+            executors.push(Some(exec));
+            receivers.push((managers.len() - 1, rx));
         }
         let now = unix_now();
         let mut world = World::new(&cfg);
@@ -168,7 +217,8 @@ impl Service {
         let reservations = store.load_reservations().await?;
         let adopt = world.restore(now, jobs, reservations, users);
         for (k, job, attempt) in adopt {
-            match executors[k].adopt(job, attempt) {
+            let Some(exec) = &executors[k] else { continue };
+            match exec.adopt(job, attempt) {
                 Ok(Adoption::Running) => {}
                 Ok(Adoption::Finished(outcome)) => {
                     world.on_finished(now, k, job, attempt, &outcome)
@@ -186,7 +236,8 @@ impl Service {
             world: Mutex::new(world),
             inserts,
             store,
-            executors,
+            managers,
+            slurm_commands,
             wake: Notify::new(),
             flush_lock: tokio::sync::Mutex::new(()),
             cfg,
@@ -194,7 +245,13 @@ impl Service {
             closing: AtomicBool::new(false),
         });
         service.flush().await;
-        for (k, mut rx) in receivers.into_iter().enumerate() {
+        for k in 0..service.cfg.cluster.len() {
+            if service.cfg.cluster[k].is_slurm() {
+                let s = service.clone();
+                tokio::spawn(async move { s.sync_loop(k).await });
+            }
+        }
+        for (k, mut rx) in receivers {
             let s = service.clone();
             tokio::spawn(async move {
                 while let Some(f) = rx.recv().await {
@@ -213,6 +270,23 @@ impl Service {
     /// The state, locked. Never held across an await.
     pub fn world(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads remote cluster `k` every `sync_ms`: the snapshot feeds its mirror and the
+    /// reconciliation of our parts and reservations there.
+    async fn sync_loop(self: Arc<Self>, k: usize) {
+        let every = Duration::from_millis(self.cfg.cluster[k].sync_ms.max(1));
+        let manager = self.managers[k].clone();
+        loop {
+            if self.closing.load(Ordering::Relaxed) {
+                return;
+            }
+            let snapshot = manager.snapshot().await.map_err(|e| e.to_string());
+            self.world().sync_remote(unix_now(), k, snapshot);
+            self.wake.notify_one();
+            self.flush().await;
+            tokio::time::sleep(every).await;
+        }
     }
 
     async fn cycle_loop(self: Arc<Self>) {
@@ -316,44 +390,44 @@ impl Service {
     }
 
     fn run_effect(self: &Arc<Self>, e: Effect) {
+        let s = self.clone();
         match e {
             Effect::Launch { cluster, spec } => {
-                let exec = self.executors[cluster].clone();
+                let manager = self.managers[cluster].clone();
                 let (job, attempt) = (spec.job, spec.attempt);
-                let service = Some(self.clone());
                 tokio::spawn(async move {
                     if let Some(dir) = spec.stdout.parent() {
                         let _ = std::fs::create_dir_all(dir);
                     }
-                    match exec.launch(&spec).await {
-                        Ok(_) => {
+                    let submission = Submission {
+                        spec,
+                        reservation: None,
+                        begin: None,
+                    };
+                    match manager.submit(&submission).await {
+                        Ok(handle) => {
                             // Cancelled while starting: stop it now.
-                            let cancelled = service.as_ref().is_some_and(|s| {
-                                s.world().jobs.get(&job).is_some_and(|j| {
-                                    j.attempt != attempt
-                                        || j.state_after == Some(JobState::Cancelled)
-                                })
+                            let cancelled = s.world().jobs.get(&job).is_some_and(|j| {
+                                j.attempt != attempt || j.state_after == Some(JobState::Cancelled)
                             });
                             if cancelled {
-                                let _ = exec.cancel(job, attempt);
+                                let _ = manager.cancel(&handle).await;
                             }
                         }
                         Err(err) => {
-                            if let Some(s) = service {
-                                let now = unix_now();
-                                let outcome = Outcome {
-                                    exit_code: None,
-                                    signal: None,
-                                    timed_out: false,
-                                    cancelled: false,
-                                    started_at: now,
-                                    ended_at: now,
-                                    error: Some(format!("could not start: {err}")),
-                                };
-                                s.world().on_finished(now, cluster, job, attempt, &outcome);
-                                s.wake.notify_one();
-                                s.flush().await;
-                            }
+                            let now = unix_now();
+                            let outcome = Outcome {
+                                exit_code: None,
+                                signal: None,
+                                timed_out: false,
+                                cancelled: false,
+                                started_at: now,
+                                ended_at: now,
+                                error: Some(format!("could not start: {err}")),
+                            };
+                            s.world().on_finished(now, cluster, job, attempt, &outcome);
+                            s.wake.notify_one();
+                            s.flush().await;
                         }
                     }
                 });
@@ -363,9 +437,14 @@ impl Service {
                 job,
                 attempt,
             } => {
-                if let Err(e) = self.executors[cluster].cancel(job, attempt) {
-                    tracing::warn!("cancelling job {job}: {e}");
-                }
+                let part = foresight_rm::PartHandle {
+                    job,
+                    attempt,
+                    external: None,
+                };
+                self.spawn_call(cluster, "cancelling", part, |m, p| {
+                    Box::pin(async move { m.cancel(&p).await })
+                });
             }
             Effect::Pause {
                 cluster,
@@ -373,16 +452,103 @@ impl Service {
                 attempt,
                 stop,
             } => {
-                let r = if stop {
-                    self.executors[cluster].suspend(job, attempt)
-                } else {
-                    self.executors[cluster].resume(job, attempt)
+                let part = foresight_rm::PartHandle {
+                    job,
+                    attempt,
+                    external: None,
                 };
-                if let Err(e) = r {
-                    tracing::warn!("signalling job {job}: {e}");
-                }
+                self.pause_part(cluster, part, stop);
+            }
+            Effect::Control {
+                cluster,
+                part,
+                stop,
+            } => self.pause_part(cluster, part, stop),
+            Effect::Cancel { cluster, part } => {
+                self.spawn_call(cluster, "cancelling", part, |m, p| {
+                    Box::pin(async move { m.cancel(&p).await })
+                });
+            }
+            Effect::Reserve { cluster, request } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    let answer = manager.reserve(&request).await.map_err(|e| e.to_string());
+                    if let Err(e) = &answer {
+                        tracing::warn!("reservation {} refused: {e}", request.id);
+                    }
+                    s.world()
+                        .reservation_answered(unix_now(), request.id, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
+            Effect::Release {
+                cluster,
+                reservation,
+            } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    if let Err(e) = manager.release(reservation).await {
+                        // Released again when the cluster is next reconciled.
+                        tracing::warn!("releasing reservation {reservation}: {e}");
+                    }
+                });
+            }
+            Effect::Submit {
+                cluster,
+                submission,
+            } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    if let Some(dir) = submission.spec.stdout.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    let (job, attempt) = (submission.spec.job, submission.spec.attempt);
+                    let answer = manager
+                        .submit(&submission)
+                        .await
+                        .map_err(|e| (e.to_string(), e.is_unreachable()));
+                    if let Err((e, _)) = &answer {
+                        tracing::warn!("submitting job {job} to cluster {cluster}: {e}");
+                    }
+                    s.world()
+                        .part_submitted(unix_now(), cluster, job, attempt, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
             }
         }
+    }
+
+    fn pause_part(self: &Arc<Self>, cluster: usize, part: foresight_rm::PartHandle, stop: bool) {
+        if stop {
+            self.spawn_call(cluster, "suspending", part, |m, p| {
+                Box::pin(async move { m.suspend(&p).await })
+            });
+        } else {
+            self.spawn_call(cluster, "resuming", part, |m, p| {
+                Box::pin(async move { m.resume(&p).await })
+            });
+        }
+    }
+
+    /// Runs one call on a cluster's resource manager in the background, logging a failure.
+    fn spawn_call(
+        self: &Arc<Self>,
+        cluster: usize,
+        what: &'static str,
+        part: foresight_rm::PartHandle,
+        call: impl FnOnce(Arc<dyn ResourceManager>, foresight_rm::PartHandle) -> ManagerCall
+            + Send
+            + 'static,
+    ) {
+        let manager = self.managers[cluster].clone();
+        tokio::spawn(async move {
+            let job = part.job;
+            if let Err(e) = call(manager, part).await {
+                tracing::warn!("{what} job {job}: {e}");
+            }
+        });
     }
 
     // ------------------------------------------------------------------ operations
@@ -629,7 +795,7 @@ impl Service {
         let total = if req.co_allocate {
             w.total_procs()
         } else {
-            w.clusters.iter().map(|c| c.cfg.procs).max().unwrap_or(0)
+            w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
         };
         if req.procs > total {
             return Err(ApiError::bad(
@@ -712,11 +878,11 @@ impl Service {
         };
         for (k, v) in views.iter().enumerate() {
             let name = w.clusters[k].cfg.name.clone();
-            if req.procs > w.clusters[k].cfg.procs {
+            if req.procs > w.clusters[k].procs() {
                 out.clusters.push(ClusterEstimate {
                     cluster: name,
                     start: None,
-                    reason: Some(format!("has only {} processors", w.clusters[k].cfg.procs)),
+                    reason: Some(format!("has only {} processors", w.clusters[k].procs())),
                 });
                 continue;
             }
@@ -795,8 +961,8 @@ impl Service {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
                 state: "up".into(),
-                procs: c.cfg.procs,
-                busy: c.cfg.procs - c.free.len() as u32,
+                procs: c.procs(),
+                busy: c.procs() - c.free.len() as u32,
                 running: c.sched.running(),
                 queued: c.sched.waiting(),
                 tariff: c.tariff.base,
@@ -830,7 +996,7 @@ impl Service {
             if cluster.is_some_and(|n| n != c.cfg.name) {
                 continue;
             }
-            let n = c.cfg.procs as usize;
+            let n = c.procs() as usize;
             let mut busy_until = vec![from; n];
             let mut slots: Vec<SlotView> = Vec::new();
             let occ = forecast(&c.sched, Time(now), |_| 0.0);
@@ -945,7 +1111,7 @@ impl Service {
             }
             out.push(ClusterPlan {
                 cluster: c.cfg.name.clone(),
-                procs: c.cfg.procs,
+                procs: c.procs(),
                 from,
                 to,
                 slots: with_free,

@@ -15,7 +15,7 @@ use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{
     AccountId, ClassId, Credentials, GroupId, Job, JobId, QosId, ReservationId, UserId,
 };
-use foresight_rm::{LaunchSpec, Outcome};
+use foresight_rm::{ClusterState, LaunchSpec, Outcome, PartHandle, ReserveRequest, Submission};
 use foresight_store::{JobRecord, PartRecord, ReservationRecord, UserRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -50,6 +50,45 @@ pub enum Effect {
         /// Stop (true) or continue (false).
         stop: bool,
     },
+    /// Phase one on a cluster that schedules itself (Slurm): hold a reservation there; the
+    /// answer goes to [`World::reservation_answered`].
+    Reserve {
+        /// Cluster index.
+        cluster: usize,
+        /// What to hold.
+        request: ReserveRequest,
+    },
+    /// Give a reservation back to a cluster that schedules itself.
+    Release {
+        /// Cluster index.
+        cluster: usize,
+        /// Foresight's reservation id.
+        reservation: u64,
+    },
+    /// Submit a part to a cluster that schedules itself; the answer goes to
+    /// [`World::part_submitted`].
+    Submit {
+        /// Cluster index.
+        cluster: usize,
+        /// What to submit.
+        submission: Submission,
+    },
+    /// Cancel a part on a cluster that schedules itself.
+    Cancel {
+        /// Cluster index.
+        cluster: usize,
+        /// The part.
+        part: PartHandle,
+    },
+    /// Suspend (true) or resume (false) a part on a cluster that schedules itself.
+    Control {
+        /// Cluster index.
+        cluster: usize,
+        /// The part.
+        part: PartHandle,
+        /// Suspend (true) or resume (false).
+        stop: bool,
+    },
 }
 
 /// One cluster of the grid as the service runs it.
@@ -65,6 +104,36 @@ pub struct Cluster {
     pub tariff: Tariff,
     /// Processor indices not running anything now.
     pub free: BTreeSet<u32>,
+    /// Scheduled by its own resource manager (Slurm): `sched` is then a mirror rebuilt from
+    /// every snapshot, whose decisions are never carried out.
+    pub remote: bool,
+    /// False while its resource manager cannot be reached (and, for a remote cluster, until
+    /// its first snapshot): the planner gives it nothing.
+    pub available: bool,
+    /// Why it is unavailable.
+    pub unavailable_reason: Option<String>,
+    /// The last snapshot of a remote cluster.
+    pub snapshot: Option<ClusterState>,
+}
+
+impl Cluster {
+    /// Its processors as best known: configured, or for a remote cluster as last read.
+    pub fn procs(&self) -> u32 {
+        match &self.snapshot {
+            Some(s) if self.remote => s.processors,
+            _ => self.cfg.procs,
+        }
+    }
+
+    /// The most processors a job may ask of it: unbounded for a remote cluster whose size is
+    /// not known yet (its resource manager judges when it answers).
+    fn admission_limit(&self) -> u32 {
+        if self.remote && self.snapshot.is_none() && self.cfg.procs == 0 {
+            u32::MAX
+        } else {
+            self.procs()
+        }
+    }
 }
 
 /// Counters for `/metrics`.
@@ -78,6 +147,14 @@ pub struct Stats {
     pub estimate_error_sum: f64,
     /// How many started jobs had a planned start.
     pub estimate_error_count: u64,
+    /// Co-allocated jobs on remote clusters whose every part has started.
+    pub skew_count: u64,
+    /// Sum of their start skews (latest part start − earliest), seconds.
+    pub skew_sum: f64,
+    /// The largest start skew seen, seconds.
+    pub skew_max: f64,
+    /// Snapshots of remote clusters taken.
+    pub snapshots: u64,
 }
 
 /// The whole state.
@@ -120,6 +197,17 @@ pub struct World {
     output_dir: PathBuf,
     /// For `/metrics`.
     pub stats: Stats,
+    /// Global jobs in two-phase reservation, waiting for remote clusters' answers.
+    reserving: BTreeMap<u64, remote::Reserving>,
+    /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
+    submitting: BTreeSet<(u64, u32, usize)>,
+    /// When parts were submitted to a remote cluster (this run of the service only): a
+    /// snapshot older than that may not show them yet.
+    submitted_at: HashMap<(u64, u32, usize), i64>,
+    /// When remote reservations were confirmed (this run only), for the same reason.
+    confirmed_at: HashMap<u64, i64>,
+    /// Cancels and releases already sent to remote clusters and not yet seen through.
+    sent: BTreeSet<(usize, String)>,
 }
 
 /// A 404 naming the request field at fault (the path's `id` or `name`).
@@ -158,6 +246,10 @@ impl World {
                         local_premium: c.local_premium,
                     },
                     free: (0..c.procs).collect(),
+                    remote: c.is_slurm(),
+                    available: !c.is_slurm(),
+                    unavailable_reason: c.is_slurm().then(|| "not read from Slurm yet".to_string()),
+                    snapshot: None,
                 }
             })
             .collect();
@@ -186,6 +278,11 @@ impl World {
             grace: cfg.grace_seconds,
             output_dir: cfg.data_dir.join("output"),
             stats: Stats::default(),
+            reserving: BTreeMap::new(),
+            submitting: BTreeSet::new(),
+            submitted_at: HashMap::new(),
+            confirmed_at: HashMap::new(),
+            sent: BTreeSet::new(),
         }
     }
 
@@ -285,7 +382,10 @@ impl World {
 
     /// All processors of the grid.
     pub fn total_procs(&self) -> u32 {
-        self.clusters.iter().map(|c| c.cfg.procs).sum()
+        self.clusters
+            .iter()
+            .map(|c| c.admission_limit())
+            .fold(0u32, u32::saturating_add)
     }
 
     /// The price a global job without a price pays at most: the dearest base tariff, so it
@@ -362,7 +462,7 @@ impl World {
                 let k = self
                     .cluster_index(c)
                     .ok_or_else(|| self.unknown_cluster(c))?;
-                let max = self.clusters[k].cfg.procs;
+                let max = self.clusters[k].admission_limit();
                 if j.procs > max {
                     return Err(ApiError::bad(
                         "procs",
@@ -377,7 +477,11 @@ impl World {
                 let max = if j.co_allocate {
                     self.total_procs()
                 } else {
-                    self.clusters.iter().map(|c| c.cfg.procs).max().unwrap_or(0)
+                    self.clusters
+                        .iter()
+                        .map(|c| c.admission_limit())
+                        .max()
+                        .unwrap_or(0)
                 };
                 if j.procs > max {
                     return Err(ApiError::bad(
@@ -451,6 +555,21 @@ impl World {
             j.allow_early_start,
             j.submitted_at,
         );
+        if self.clusters[k].remote {
+            // The cluster's own scheduler queues it; Foresight follows it from snapshots.
+            let name = self.clusters[k].cfg.name.clone();
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.parts = vec![PartRecord {
+                    cluster: name.clone(),
+                    procs,
+                    ..PartRecord::default()
+                }];
+                j.reason = Some(format!("submitted to {name}"));
+                self.dirty_jobs.insert(id);
+            }
+            self.submit_remote_parts(id);
+            return;
+        }
         let cred = self.cred(&user, &credn);
         let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime)).with_cred(cred);
         if let Some(r) = reservation {
@@ -466,9 +585,8 @@ impl World {
                     j.parts = vec![PartRecord {
                         cluster: self.clusters[k].cfg.name.clone(),
                         procs,
-                        processors: vec![],
                         reservation,
-                        ended: false,
+                        ..PartRecord::default()
                     }];
                 }
                 self.apply(now, k, actions);
@@ -489,6 +607,10 @@ impl World {
 
     /// Carries out a local scheduler's decisions on cluster `k`.
     fn apply(&mut self, now: i64, k: usize, actions: Vec<Action>) {
+        if self.clusters[k].remote {
+            // A mirror of a cluster that schedules itself: its starts are forecasts only.
+            return;
+        }
         for a in actions {
             if let Action::Start { job, procs, .. } = a {
                 self.start_part(now, k, job.0, procs);
@@ -767,6 +889,7 @@ impl World {
     /// Takes a not-yet-running job out of every queue and gives back its reservations and
     /// its charge.
     fn unqueue(&mut self, now: i64, id: u64) {
+        self.abort_reserving(now, id);
         self.queue.remove(&id);
         self.arrivals.retain(|&a| a != id);
         self.deferred.retain(|d| d.1 != id);
@@ -808,18 +931,30 @@ impl World {
     fn kill_unended_parts(&mut self, id: u64) {
         let Some(j) = self.jobs.get(&id) else { return };
         let attempt = j.attempt;
-        let clusters: Vec<usize> = j
+        let parts: Vec<(usize, Option<String>)> = j
             .parts
             .iter()
             .filter(|p| !p.ended)
-            .filter_map(|p| self.cluster_index(&p.cluster))
+            .filter_map(|p| Some((self.cluster_index(&p.cluster)?, p.external.clone())))
             .collect();
-        for cluster in clusters {
-            self.effects.push(Effect::Kill {
-                cluster,
-                job: id,
-                attempt,
-            });
+        for (cluster, external) in parts {
+            if !self.clusters[cluster].remote {
+                self.effects.push(Effect::Kill {
+                    cluster,
+                    job: id,
+                    attempt,
+                });
+            } else if external.is_some() {
+                self.effects.push(Effect::Cancel {
+                    cluster,
+                    part: PartHandle {
+                        job: id,
+                        attempt,
+                        external,
+                    },
+                });
+            }
+            // A remote part still being submitted is cancelled when its id comes back.
         }
     }
 
@@ -885,22 +1020,35 @@ impl World {
         }
         j.suspended = stop;
         let attempt = j.attempt;
-        let parts: Vec<String> = j
+        let parts: Vec<(String, Option<String>)> = j
             .parts
             .iter()
             .filter(|p| !p.ended)
-            .map(|p| p.cluster.clone())
+            .map(|p| (p.cluster.clone(), p.external.clone()))
             .collect();
         self.dirty_jobs.insert(id);
-        for c in parts {
-            if let Some(k) = self.cluster_index(&c) {
-                self.effects.push(Effect::Pause {
+        for (c, external) in parts {
+            let Some(k) = self.cluster_index(&c) else {
+                continue;
+            };
+            self.effects.push(if self.clusters[k].remote {
+                Effect::Control {
+                    cluster: k,
+                    part: PartHandle {
+                        job: id,
+                        attempt,
+                        external,
+                    },
+                    stop,
+                }
+            } else {
+                Effect::Pause {
                     cluster: k,
                     job: id,
                     attempt,
                     stop,
-                });
-            }
+                }
+            });
         }
         Ok(())
     }
@@ -952,6 +1100,15 @@ impl World {
         let k = self
             .cluster_index(cluster)
             .ok_or_else(|| self.unknown_cluster(cluster))?;
+        if self.clusters[k].remote {
+            return Err(ApiError::bad(
+                "cluster",
+                format!(
+                    "cluster {cluster} is run by Slurm: make administrative reservations there \
+                     (scontrol create reservation); Foresight reads them and plans around them"
+                ),
+            ));
+        }
         let max = self.clusters[k].cfg.procs;
         if procs == 0 || procs > max {
             return Err(ApiError::bad(
@@ -1073,7 +1230,14 @@ impl World {
         r.expires_at = None;
         let cluster = r.cluster.clone();
         self.dirty_reservations.insert(id);
+        self.confirmed_at.remove(&id);
         if let Some(k) = self.cluster_index(&cluster) {
+            if self.clusters[k].remote {
+                self.effects.push(Effect::Release {
+                    cluster: k,
+                    reservation: id,
+                });
+            }
             let _ = self.clusters[k]
                 .sched
                 .remove_reservation(now_time(now), ReservationId(id));
@@ -1221,7 +1385,24 @@ impl World {
                         }
                     }
                 }
-                Decision::Refuse { job, reason } => self.fail(now, job.0, reason),
+                Decision::Refuse { job, reason } => {
+                    let away: Vec<&str> = self
+                        .clusters
+                        .iter()
+                        .filter(|c| !c.available)
+                        .map(|c| c.cfg.name.as_str())
+                        .collect();
+                    if away.is_empty() {
+                        self.fail(now, job.0, reason);
+                    } else if let Some(j) = self.jobs.get_mut(&job.0) {
+                        // Too large for what is reachable now, not for the grid.
+                        j.reason = Some(format!(
+                            "{reason} while {} unavailable; waiting for it",
+                            away.join(", ")
+                        ));
+                        j.planned_start = None;
+                    }
+                }
             }
         }
     }
@@ -1231,7 +1412,8 @@ impl World {
         self.clusters
             .iter()
             .map(|c| ClusterView {
-                processors: &c.processors,
+                // An unavailable cluster offers nothing.
+                processors: if c.available { &c.processors } else { &[] },
                 sched: &c.sched,
                 tariff: &c.tariff,
                 bandwidth_mb_s: c.cfg.bandwidth_mb_s,
@@ -1263,16 +1445,25 @@ impl World {
                 return;
             }
         }
-        // Phase one: tentative everywhere.
+        // Phase one: tentative everywhere. A local cluster answers at once; a remote one
+        // (Slurm) answers later, through `reservation_answered`.
         let mut held: Vec<(usize, u64, u32)> = Vec::new();
+        let mut asked: BTreeSet<u64> = BTreeSet::new();
         let mut refusal = None;
         for p in parts {
             let rid = self.next_reservation;
             self.next_reservation += 1;
+            let remote = self.clusters[p.cluster].remote;
+            // Slurm reserves and limits jobs in whole minutes.
+            let part_end = if remote {
+                start + 60 * (end - start + 59).div_euclid(60)
+            } else {
+                end
+            };
             let res = AdminReservation {
                 id: ReservationId(rid),
                 procs: p.procs,
-                window: Interval::new(Time(start), Time(end)),
+                window: Interval::new(Time(start), Time(part_end)),
                 acl: Acl {
                     job: Some(JobId(id)),
                     ..Acl::nobody()
@@ -1285,7 +1476,7 @@ impl World {
                 cluster: cluster_name.clone(),
                 procs: p.procs,
                 start,
-                end,
+                end: part_end,
                 acl: AclSpec {
                     job: Some(id),
                     ..AclSpec::default()
@@ -1300,7 +1491,20 @@ impl World {
             {
                 Ok(()) => {
                     self.reservations.insert(rid, rec);
+                    self.dirty_reservations.insert(rid);
                     held.push((p.cluster, rid, p.procs));
+                    if remote {
+                        asked.insert(rid);
+                        self.effects.push(Effect::Reserve {
+                            cluster: p.cluster,
+                            request: ReserveRequest {
+                                id: rid,
+                                start,
+                                end: part_end,
+                                procs: p.procs,
+                            },
+                        });
+                    }
                 }
                 Err(e) => {
                     refusal = Some(format!(
@@ -1319,7 +1523,55 @@ impl World {
             }
             return;
         }
-        // Phase two: commit all, bind the job's parts.
+        if asked.is_empty() {
+            self.commit_global(now, id, start, end, cost, held);
+            return;
+        }
+        // Out of the queue until every cluster has answered.
+        self.queue.remove(&id);
+        let names: Vec<String> = asked
+            .iter()
+            .filter_map(|r| self.reservations.get(r))
+            .map(|r| r.cluster.clone())
+            .collect();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.state = JobState::Planned;
+            j.planned_start = Some(start);
+            j.first_planned_start.get_or_insert(start);
+            j.reason = Some(format!(
+                "reserving {} from {} (phase one: tentative)",
+                names.join(" and "),
+                crate::moment::utc(start)
+            ));
+            self.dirty_jobs.insert(id);
+        }
+        self.reserving.insert(
+            id,
+            remote::Reserving {
+                start,
+                end,
+                cost,
+                held,
+                awaiting: asked,
+                refusal: None,
+            },
+        );
+    }
+
+    /// Phase two: every cluster holds its tentative reservation; commit them all, charge the
+    /// user, bind the job's parts.
+    fn commit_global(
+        &mut self,
+        now: i64,
+        id: u64,
+        start: i64,
+        end: i64,
+        cost: f64,
+        held: Vec<(usize, u64, u32)>,
+    ) {
+        let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
+            return;
+        };
         for &(_, rid, _) in &held {
             if let Some(r) = self.reservations.get_mut(&rid) {
                 r.state = ReservationState::Committed;
@@ -1348,9 +1600,8 @@ impl World {
             .map(|&(k, rid, procs)| PartRecord {
                 cluster: self.clusters[k].cfg.name.clone(),
                 procs,
-                processors: vec![],
                 reservation: Some(rid),
-                ended: false,
+                ..PartRecord::default()
             })
             .collect();
         self.dirty_jobs.insert(id);
@@ -1358,6 +1609,9 @@ impl World {
         let (user_name, credn) = (j.user.clone(), j.cred.clone());
         let cred = self.cred(&user_name, &credn);
         for (k, rid, procs) in held {
+            if self.clusters[k].remote {
+                continue;
+            }
             let job = Job::new(JobId(id), Time(submitted), procs, Dur(end - start))
                 .with_cred(cred)
                 .in_reservation(ReservationId(rid), false);
@@ -1372,6 +1626,7 @@ impl World {
             }
             self.apply(now, k, actions);
         }
+        self.submit_remote_parts(id);
     }
 
     // ---------------------------------------------------------------- restart
@@ -1396,8 +1651,14 @@ impl World {
                 let expired = r.end <= now
                     || r.state == ReservationState::Tentative
                         && r.expires_at.is_some_and(|e| e <= now);
+                let remote = k.is_some_and(|k| self.clusters[k].remote);
+                // A remote reservation is mirrored at the cluster's first snapshot; one still
+                // tentative lost its phase one with the service, and is released there.
                 let added = !expired
                     && k.is_some_and(|k| {
+                        if remote {
+                            return r.state != ReservationState::Tentative;
+                        }
                         let acl = self.acl(&r.acl);
                         self.clusters[k]
                             .sched
@@ -1453,6 +1714,9 @@ impl World {
                         let Some(k) = self.cluster_index(&p.cluster) else {
                             continue;
                         };
+                        if self.clusters[k].remote {
+                            continue; // followed from the cluster's snapshots
+                        }
                         let domain = match p.reservation {
                             Some(r)
                                 if self.reservations.get(&r).is_some_and(|r| r.state.is_live()) =>
@@ -1506,6 +1770,9 @@ impl World {
                         else {
                             continue;
                         };
+                        if self.clusters[k].remote {
+                            continue;
+                        }
                         let res = &self.reservations[&r];
                         let job = Job::new(
                             JobId(id),
@@ -1520,12 +1787,20 @@ impl World {
                 }
                 _ if j.held => {}
                 _ if global => self.arrivals.push(id),
+                // Queued in a cluster that schedules itself: reconciled at its snapshot.
+                _ if j.parts.iter().any(|p| {
+                    self.cluster_index(&p.cluster)
+                        .is_some_and(|k| self.clusters[k].remote)
+                }) => {}
                 _ => self.submit_local(now, id),
             }
         }
         adopt
     }
 }
+
+#[path = "world_remote.rs"]
+mod remote;
 
 #[cfg(test)]
 #[path = "world_tests.rs"]

@@ -6,17 +6,7 @@ use super::*;
 use crate::config::{ClusterConfig, Config};
 
 fn cluster(name: &str, procs: u32) -> ClusterConfig {
-    ClusterConfig {
-        name: name.into(),
-        kind: "local".into(),
-        procs,
-        speed: 1.0,
-        tariff: 1.0,
-        local_premium: 1.0,
-        policy: "easy".into(),
-        bandwidth_mb_s: 1000.0,
-        latency_seconds: 0,
-    }
+    ClusterConfig::local(name, procs)
 }
 
 fn world(clusters: Vec<ClusterConfig>) -> World {

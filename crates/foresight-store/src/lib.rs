@@ -73,6 +73,12 @@ pub struct PartRecord {
     /// Set when this part's process has ended.
     #[serde(default)]
     pub ended: bool,
+    /// The resource manager's id of the part (a Slurm job id), once submitted there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<String>,
+    /// When this part started, as its resource manager reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
 }
 
 /// A job as stored: the request plus everything that happened to it.

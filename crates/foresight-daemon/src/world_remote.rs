@@ -1,0 +1,726 @@
+//! Clusters that schedule themselves (Slurm): the service mirrors each from its snapshots,
+//! reserves and submits there through effects whose answers come back here, and reconciles
+//! its records with what the cluster reports — after its own restarts and the cluster's.
+//!
+//! The rules, applied at every snapshot:
+//! - a part of ours the cluster runs, or ended, moves its job along (the cluster's own start
+//!   and end times are the truth);
+//! - a part the cluster has never heard of is submitted (again) — unless its submission is on
+//!   its way; a part it has forgotten after being submitted fails with that reason;
+//! - a job or reservation of ours that no live record wants is cancelled or released there;
+//! - an unreachable cluster offers nothing to the planner, and the global jobs reserved there
+//!   that have not started are planned again elsewhere.
+//!
+//! Nothing here does I/O: effects go to the caller, answers come back as calls.
+
+use super::{now_time, Effect, World};
+use foresight_api::{JobState, ReservationState};
+use foresight_core::reservation::{Acl, AdminReservation};
+use foresight_core::scheduler::{Domain, LocalScheduler};
+use foresight_core::select::Processor;
+use foresight_core::time::{Dur, Interval, Time};
+use foresight_core::{Job, JobId, ReservationId};
+use foresight_rm::{ClusterState, LaunchSpec, Outcome, PartHandle, RmJobState, Submission};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+/// Ids of the mirror's stand-ins for the cluster's own jobs and reservations, apart from
+/// Foresight's.
+const FOREIGN: u64 = 1 << 62;
+
+/// A part of ours on a remote cluster: (job, attempt, its id there, its reservation, the
+/// job's state).
+type OurPart = (u64, u32, Option<String>, Option<u64>, JobState);
+
+/// A global job in phase one of its two-phase reservation.
+#[derive(Clone, Debug)]
+pub(super) struct Reserving {
+    pub(super) start: i64,
+    pub(super) end: i64,
+    pub(super) cost: f64,
+    /// (cluster, reservation, processors) of every part.
+    pub(super) held: Vec<(usize, u64, u32)>,
+    /// Remote reservations not answered yet.
+    pub(super) awaiting: BTreeSet<u64>,
+    /// The first refusal.
+    pub(super) refusal: Option<String>,
+}
+
+impl World {
+    /// A remote cluster answered phase one for reservation `rid`: held, or refused (why).
+    pub fn reservation_answered(&mut self, now: i64, rid: u64, answer: Result<(), String>) {
+        let Some((&id, _)) = self
+            .reserving
+            .iter()
+            .find(|(_, r)| r.awaiting.contains(&rid))
+        else {
+            // The job was cancelled, held or withdrawn meanwhile: give it back.
+            if answer.is_ok()
+                && !self
+                    .reservations
+                    .get(&rid)
+                    .is_some_and(|r| r.state.is_live())
+            {
+                if let Some(k) = self.reservation_cluster(rid) {
+                    self.effects.push(Effect::Release {
+                        cluster: k,
+                        reservation: rid,
+                    });
+                }
+            }
+            return;
+        };
+        let live = self
+            .reservations
+            .get(&rid)
+            .is_some_and(|r| r.state.is_live());
+        let cluster = self
+            .reservations
+            .get(&rid)
+            .map(|r| r.cluster.clone())
+            .unwrap_or_default();
+        let Some(pending) = self.reserving.get_mut(&id) else {
+            return;
+        };
+        pending.awaiting.remove(&rid);
+        match answer {
+            Ok(()) if live => {
+                self.confirmed_at.insert(rid, now);
+            }
+            Ok(()) => {
+                pending.refusal.get_or_insert_with(|| {
+                    format!("the tentative reservation on {cluster} expired before it was held")
+                });
+            }
+            Err(why) => {
+                pending.refusal.get_or_insert_with(|| {
+                    format!("cluster {cluster} refused the reservation: {why}")
+                });
+            }
+        }
+        if !pending.awaiting.is_empty() {
+            return;
+        }
+        let Some(done) = self.reserving.remove(&id) else {
+            return;
+        };
+        match done.refusal {
+            None => self.commit_global(now, id, done.start, done.end, done.cost, done.held),
+            Some(reason) => {
+                for &(_, r, _) in &done.held {
+                    self.end_reservation(now, r, ReservationState::Released);
+                }
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    j.state = JobState::Pending;
+                    j.planned_start = None;
+                    j.reason = Some(format!("{reason}; all parts released, planned again"));
+                    self.dirty_jobs.insert(id);
+                    self.arrivals.push(id);
+                }
+            }
+        }
+    }
+
+    fn reservation_cluster(&self, rid: u64) -> Option<usize> {
+        self.reservations
+            .get(&rid)
+            .and_then(|r| self.cluster_index(&r.cluster))
+    }
+
+    /// Aborts phase one of a job (cancelled, held, or its cluster went away): its tentative
+    /// reservations are released; answers still on their way are released when they come.
+    pub(super) fn abort_reserving(&mut self, now: i64, id: u64) {
+        if let Some(pending) = self.reserving.remove(&id) {
+            for (_, r, _) in pending.held {
+                self.end_reservation(now, r, ReservationState::Released);
+            }
+        }
+    }
+
+    /// Submits the parts of job `id` on remote clusters that are not there yet.
+    pub(super) fn submit_remote_parts(&mut self, id: u64) {
+        let Some(j) = self.jobs.get(&id) else { return };
+        let attempt = j.attempt;
+        let nparts = j.parts.len();
+        let mut subs = Vec::new();
+        for (index, p) in j.parts.iter().enumerate() {
+            let Some(k) = self.cluster_index(&p.cluster) else {
+                continue;
+            };
+            if !self.clusters[k].remote
+                || p.ended
+                || p.external.is_some()
+                || self.submitting.contains(&(id, attempt, k))
+            {
+                continue;
+            }
+            let out = |ext: &str| {
+                if nparts == 1 {
+                    format!("{id}.{ext}")
+                } else {
+                    format!("{id}.{index}.{ext}")
+                }
+            };
+            let reservation = p
+                .reservation
+                .and_then(|r| self.reservations.get(&r))
+                .filter(|r| r.kind == "job");
+            let spec = LaunchSpec {
+                job: id,
+                attempt,
+                cluster: p.cluster.clone(),
+                processors: (0..p.procs).collect(),
+                command: j.command.clone(),
+                env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                cwd: j
+                    .cwd
+                    .clone()
+                    .map_or_else(|| self.output_dir.clone(), PathBuf::from),
+                stdout: self.output_dir.join(out("out")),
+                stderr: self.output_dir.join(out("err")),
+                // A global job's limit is its reservation (its walltime at the speed the
+                // planner chose).
+                walltime_secs: reservation.map_or(j.walltime, |r| r.end - r.start).max(1) as u64,
+                grace_secs: self.grace,
+            };
+            subs.push((
+                k,
+                Submission {
+                    spec,
+                    reservation: p.reservation,
+                    begin: reservation.map(|r| r.start),
+                },
+            ));
+        }
+        for (k, submission) in subs {
+            self.submitting.insert((id, attempt, k));
+            self.effects.push(Effect::Submit {
+                cluster: k,
+                submission,
+            });
+        }
+    }
+
+    /// A remote cluster answered a submission: the part's id there, or why not
+    /// (`unreachable`: the cluster could not be asked; the part is submitted again once it
+    /// answers).
+    pub fn part_submitted(
+        &mut self,
+        now: i64,
+        k: usize,
+        id: u64,
+        attempt: u32,
+        answer: Result<PartHandle, (String, bool)>,
+    ) {
+        self.submitting.remove(&(id, attempt, k));
+        let name = self.clusters[k].cfg.name.clone();
+        let wanted = self.jobs.get(&id).is_some_and(|j| {
+            j.attempt == attempt
+                && !j.state.is_final()
+                && j.state_after.is_none()
+                && j.parts.iter().any(|p| p.cluster == name && !p.ended)
+        });
+        match answer {
+            Ok(handle) if wanted => {
+                self.submitted_at.insert((id, attempt, k), now);
+                if let Some(j) = self.jobs.get_mut(&id) {
+                    if let Some(p) = j.parts.iter_mut().find(|p| p.cluster == name && !p.ended) {
+                        p.external = handle.external;
+                    }
+                    self.dirty_jobs.insert(id);
+                }
+            }
+            Ok(handle) => {
+                // Cancelled or requeued while it was being submitted.
+                self.effects.push(Effect::Cancel {
+                    cluster: k,
+                    part: handle,
+                });
+            }
+            Err((_, true)) => {}
+            Err((why, false)) if wanted => {
+                let Some(j) = self.jobs.get(&id) else { return };
+                if j.state == JobState::Running {
+                    let outcome = failed_outcome(now, format!("{name} refused the job: {why}"));
+                    self.finish_remote_part(now, k, id, attempt, &outcome);
+                } else {
+                    self.unqueue(now, id);
+                    self.fail(now, id, format!("cluster {name} refused the job: {why}"));
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A remote part ended (or never could start): the job moves on as for a local part.
+    fn finish_remote_part(&mut self, now: i64, k: usize, id: u64, attempt: u32, o: &Outcome) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if j.attempt == attempt && !j.state.is_final() && j.state != JobState::Running {
+                // Ended before it was seen running (cancelled while pending, refused at
+                // start): nothing was used.
+                j.state = JobState::Running;
+            }
+        }
+        self.on_finished(now, k, id, attempt, o);
+    }
+
+    /// A snapshot of remote cluster `k`, or why none could be taken (the cluster is then
+    /// unavailable).
+    pub fn sync_remote(&mut self, now: i64, k: usize, snapshot: Result<ClusterState, String>) {
+        self.stats.snapshots += 1;
+        match snapshot {
+            Err(why) => self.mark_unavailable(now, k, why),
+            Ok(state) => {
+                let c = &mut self.clusters[k];
+                c.available = true;
+                c.unavailable_reason = None;
+                self.reconcile(now, k, &state);
+                self.rebuild_mirror(now, k, &state);
+                self.clusters[k].snapshot = Some(state);
+            }
+        }
+    }
+
+    fn mark_unavailable(&mut self, now: i64, k: usize, why: String) {
+        let c = &mut self.clusters[k];
+        let name = c.cfg.name.clone();
+        if c.available {
+            tracing::warn!("cluster {name} is unavailable: {why}");
+        }
+        c.available = false;
+        c.unavailable_reason = Some(why.clone());
+        // Global jobs reserved there that have not started go elsewhere.
+        let mut withdraw: Vec<u64> = self
+            .reserving
+            .iter()
+            .filter(|(_, r)| r.held.iter().any(|h| h.0 == k))
+            .map(|(&id, _)| id)
+            .collect();
+        withdraw.extend(self.jobs.values().filter_map(|j| {
+            let global = j.cluster.is_none() && j.reservation.is_none();
+            (global && j.state == JobState::Reserved && j.parts.iter().any(|p| p.cluster == name))
+                .then_some(j.id)
+        }));
+        for id in withdraw {
+            self.withdraw(
+                now,
+                id,
+                format!("cluster {name} became unavailable ({why}); planned again"),
+            );
+        }
+    }
+
+    /// Takes a global job that has not started off its clusters and plans it again. Parts
+    /// already submitted to a remote cluster are cancelled there (now if it answers, else at
+    /// reconciliation), and the job runs as a new attempt so the two can never be confused.
+    pub(super) fn withdraw(&mut self, now: i64, id: u64, reason: String) {
+        let submitted = self.jobs.get(&id).is_some_and(|j| {
+            j.parts.iter().any(|p| p.external.is_some())
+                || self
+                    .submitting
+                    .iter()
+                    .any(|s| s.0 == id && s.1 == j.attempt)
+        });
+        self.kill_unended_parts(id);
+        self.unqueue(now, id);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if submitted {
+                j.attempt += 1;
+            }
+            j.state = JobState::Pending;
+            j.planned_start = None;
+            j.reason = Some(reason);
+            self.dirty_jobs.insert(id);
+            self.arrivals.push(id);
+        }
+    }
+
+    /// Brings our records in line with what cluster `k` reports.
+    fn reconcile(&mut self, now: i64, k: usize, state: &ClusterState) {
+        let name = self.clusters[k].cfg.name.clone();
+        // Our parts there, by (job, attempt); the newest Slurm job when there are several.
+        let mut theirs: HashMap<(u64, u32), &foresight_rm::RmJob> = HashMap::new();
+        for j in &state.jobs {
+            if let Some(key) = j.foresight {
+                let newer = theirs
+                    .get(&key)
+                    .is_none_or(|o| o.submitted_at <= j.submitted_at);
+                if newer {
+                    theirs.insert(key, j);
+                }
+            }
+        }
+        // Jobs of ours there that nothing wants: cancel.
+        let mut seen: BTreeSet<(usize, String)> = BTreeSet::new();
+        for j in &state.jobs {
+            let Some((id, attempt)) = j.foresight else {
+                continue;
+            };
+            if matches!(j.state, RmJobState::Ended(_)) {
+                continue;
+            }
+            let wanted = self.jobs.get(&id).is_some_and(|r| {
+                r.attempt == attempt
+                    && !r.state.is_final()
+                    && r.parts.iter().any(|p| {
+                        p.cluster == name
+                            && !p.ended
+                            && p.external.as_ref().is_none_or(|e| *e == j.external)
+                    })
+            });
+            let key = (k, format!("job {}", j.external));
+            if !wanted && !self.submitting.contains(&(id, attempt, k)) {
+                seen.insert(key.clone());
+                if self.sent.insert(key) {
+                    tracing::info!(
+                        "cluster {name}: cancelling job {} (part of job {id} attempt {attempt}), \
+                         which no record wants",
+                        j.external
+                    );
+                    self.effects.push(Effect::Cancel {
+                        cluster: k,
+                        part: PartHandle {
+                            job: id,
+                            attempt,
+                            external: Some(j.external.clone()),
+                        },
+                    });
+                }
+            }
+        }
+        // Reservations of ours there that no live record wants: release.
+        for r in &state.reservations {
+            let Some(rid) = r.foresight else { continue };
+            let live = self
+                .reservations
+                .get(&rid)
+                .is_some_and(|x| x.state.is_live());
+            if !live {
+                let key = (k, format!("reservation {rid}"));
+                seen.insert(key.clone());
+                if self.sent.insert(key) {
+                    self.effects.push(Effect::Release {
+                        cluster: k,
+                        reservation: rid,
+                    });
+                }
+            }
+        }
+        // Forget sent requests that are seen through, so a failed one is sent again.
+        self.sent.retain(|s| s.0 != k || seen.contains(s));
+
+        // Our parts: follow them.
+        let parts: Vec<OurPart> = self
+            .jobs
+            .values()
+            .filter(|j| {
+                matches!(
+                    j.state,
+                    JobState::Pending | JobState::Reserved | JobState::Running
+                )
+            })
+            .flat_map(|j| {
+                j.parts
+                    .iter()
+                    .filter(|p| p.cluster == name && !p.ended)
+                    .map(move |p| (j.id, j.attempt, p.external.clone(), p.reservation, j.state))
+            })
+            .collect();
+        let mut resubmit = BTreeSet::new();
+        for (id, attempt, external, reservation, job_state) in parts {
+            match theirs.get(&(id, attempt)) {
+                Some(t) => {
+                    if external.as_deref() != Some(t.external.as_str()) {
+                        // Adopted: submitted before a restart, or its answer was lost.
+                        self.set_part(id, &name, |p| p.external = Some(t.external.clone()));
+                    }
+                    match &t.state {
+                        RmJobState::Pending => {
+                            if job_state == JobState::Pending {
+                                self.set_reason(id, format!("queued in {name}"));
+                            }
+                        }
+                        RmJobState::Running | RmJobState::Suspended => {
+                            self.remote_part_started(now, id, &name, t.start.unwrap_or(now));
+                        }
+                        RmJobState::Ended(outcome) => {
+                            if outcome.started_at > 0 && outcome.error.is_none() {
+                                self.remote_part_started(now, id, &name, outcome.started_at);
+                            }
+                            self.finish_remote_part(now, k, id, attempt, outcome);
+                        }
+                    }
+                }
+                None if self.submitting.contains(&(id, attempt, k)) => {}
+                None if external.is_some() => {
+                    let recent = self
+                        .submitted_at
+                        .get(&(id, attempt, k))
+                        .is_some_and(|&at| state.taken_at <= at + 1);
+                    if !recent {
+                        let outcome = failed_outcome(
+                            now,
+                            format!(
+                                "cluster {name} no longer knows its job {}",
+                                external.unwrap_or_default()
+                            ),
+                        );
+                        self.finish_remote_part(now, k, id, attempt, &outcome);
+                    }
+                }
+                None => {
+                    // Never submitted (the service stopped before it could): submit now,
+                    // if its reservation still stands.
+                    let ok = reservation.is_none_or(|r| {
+                        self.reservations.get(&r).is_some_and(|r| r.state.is_live())
+                    });
+                    if ok {
+                        resubmit.insert(id);
+                    }
+                }
+            }
+        }
+        for id in resubmit {
+            self.submit_remote_parts(id);
+        }
+
+        // Reserved global jobs whose reservation vanished from the cluster: plan again.
+        let present: BTreeSet<u64> = state
+            .reservations
+            .iter()
+            .filter_map(|r| r.foresight)
+            .collect();
+        let vanished: Vec<(u64, u64)> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Reserved)
+            .flat_map(|j| {
+                j.parts
+                    .iter()
+                    .filter(|p| p.cluster == name)
+                    .filter_map(move |p| Some((j.id, p.reservation?)))
+            })
+            .filter(|&(_, r)| {
+                !present.contains(&r)
+                    && self
+                        .confirmed_at
+                        .get(&r)
+                        .is_none_or(|&at| state.taken_at > at + 1)
+                    && self.reservations.get(&r).is_some_and(|x| x.end > now + 5)
+            })
+            .collect();
+        for (id, r) in vanished {
+            self.withdraw(
+                now,
+                id,
+                format!("its reservation {r} vanished from cluster {name}; planned again"),
+            );
+        }
+    }
+
+    fn set_part(
+        &mut self,
+        id: u64,
+        cluster: &str,
+        f: impl FnOnce(&mut foresight_store::PartRecord),
+    ) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if let Some(p) = j
+                .parts
+                .iter_mut()
+                .find(|p| p.cluster == cluster && !p.ended)
+            {
+                f(p);
+                self.dirty_jobs.insert(id);
+            }
+        }
+    }
+
+    fn set_reason(&mut self, id: u64, reason: String) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if j.reason.as_deref() != Some(reason.as_str()) {
+                j.reason = Some(reason);
+                self.dirty_jobs.insert(id);
+            }
+        }
+    }
+
+    /// A remote part is running since `start` (the cluster's clock).
+    fn remote_part_started(&mut self, _now: i64, id: u64, cluster: &str, start: i64) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let Some(p) = j
+            .parts
+            .iter_mut()
+            .find(|p| p.cluster == cluster && !p.ended)
+        else {
+            return;
+        };
+        if p.started_at.is_some() {
+            return;
+        }
+        p.started_at = Some(start);
+        if j.started_at.is_none_or(|s| start < s) {
+            if j.started_at.is_none() {
+                if let Some(planned) = j.first_planned_start {
+                    self.stats.estimate_error_sum += (start - planned).abs() as f64;
+                    self.stats.estimate_error_count += 1;
+                }
+            }
+            j.started_at = Some(start);
+        }
+        if j.stdout.is_none() {
+            let n = j.parts.len();
+            let ext = |e: &str| {
+                if n == 1 {
+                    format!("{id}.{e}")
+                } else {
+                    format!("{id}.0.{e}")
+                }
+            };
+            j.stdout = Some(self.output_dir.join(ext("out")).display().to_string());
+            j.stderr = Some(self.output_dir.join(ext("err")).display().to_string());
+        }
+        j.state = JobState::Running;
+        j.reason = None;
+        let starts: Vec<i64> = j.parts.iter().filter_map(|p| p.started_at).collect();
+        if j.parts.len() > 1 && starts.len() == j.parts.len() {
+            let skew =
+                (starts.iter().max().unwrap_or(&0) - starts.iter().min().unwrap_or(&0)) as f64;
+            self.stats.skew_count += 1;
+            self.stats.skew_sum += skew;
+            self.stats.skew_max = self.stats.skew_max.max(skew);
+            j.reason = Some(format!("co-allocated parts started within {skew} s"));
+        }
+        self.dirty_jobs.insert(id);
+    }
+
+    /// Rebuilds the mirror of remote cluster `k`: its processors, running jobs until their
+    /// limits, its own reservations and ours, and its waiting jobs in its own order (by its
+    /// expected start, then priority), which the mirror's policy forecasts forward.
+    fn rebuild_mirror(&mut self, now: i64, k: usize, state: &ClusterState) {
+        let name = self.clusters[k].cfg.name.clone();
+        let procs = state.processors;
+        let policy = self.clusters[k].sched.policy().clone();
+        let mut mirror = LocalScheduler::new(procs, policy);
+        let t = now_time(now);
+        // Ours first (they are the planner's commitments), then the cluster's own.
+        let ours: Vec<(u64, u32, i64, i64)> = self
+            .reservations
+            .values()
+            .filter(|r| r.cluster == name && r.state.is_live() && r.end > now)
+            .map(|r| (r.id, r.procs, r.start, r.end))
+            .collect();
+        let mut in_mirror = BTreeSet::new();
+        for (id, p, start, end) in ours {
+            let res = AdminReservation {
+                id: ReservationId(id),
+                procs: p.min(procs),
+                window: Interval::new(Time(start), Time(end)),
+                acl: Acl {
+                    job: None,
+                    ..Acl::nobody()
+                },
+            };
+            if mirror.add_reservation(res).is_ok() {
+                in_mirror.insert(id);
+            }
+        }
+        let mut foreign_res = BTreeMap::new();
+        for (n, r) in state.reservations.iter().enumerate() {
+            if r.foresight.is_some() || r.end <= now {
+                continue;
+            }
+            let id = ReservationId(FOREIGN | n as u64);
+            let res = AdminReservation {
+                id,
+                procs: r.procs.min(procs),
+                window: Interval::new(Time(r.start), Time(r.end)),
+                acl: Acl::nobody(),
+            };
+            if mirror.add_reservation(res).is_ok() {
+                foreign_res.insert(r.name.clone(), id);
+            }
+        }
+        let horizon = self.planner.horizon.0;
+        let mut waiting = Vec::new();
+        for (n, j) in state.jobs.iter().enumerate() {
+            let jid = JobId(FOREIGN | j.external.parse::<u64>().unwrap_or(n as u64));
+            let limit = j.time_limit.unwrap_or(horizon).max(1);
+            let procs_asked = j.procs.clamp(1, procs.max(1));
+            match (&j.state, j.foresight) {
+                (RmJobState::Running | RmJobState::Suspended, None) => {
+                    if j.reservation
+                        .as_ref()
+                        .is_some_and(|r| foreign_res.contains_key(r))
+                    {
+                        continue; // inside a reservation, which already holds its processors
+                    }
+                    let start = j.start.unwrap_or(now);
+                    let estimate = Dur(limit.max(now + 1 - start));
+                    let job = Job::new(jid, Time(j.submitted_at.min(start)), procs_asked, estimate);
+                    let _ = mirror.restore_running(t, job, Time(start), Domain::Pool);
+                }
+                (RmJobState::Running | RmJobState::Suspended, Some((id, _))) => {
+                    let r = self.jobs.get(&id).and_then(|x| {
+                        x.parts
+                            .iter()
+                            .find(|p| p.cluster == name && !p.ended)
+                            .and_then(|p| p.reservation)
+                    });
+                    let domain = match r {
+                        Some(r) if in_mirror.contains(&r) => Domain::Reservation(ReservationId(r)),
+                        _ => Domain::Pool,
+                    };
+                    let start = j.start.unwrap_or(now);
+                    let estimate = Dur(limit.max(now + 1 - start));
+                    let job = Job::new(JobId(id), Time(start), procs_asked, estimate);
+                    let _ = mirror.restore_running(t, job, Time(start), domain);
+                }
+                (RmJobState::Pending, None) if j.reservation.is_none() => {
+                    waiting.push((
+                        j.start.unwrap_or(i64::MAX),
+                        std::cmp::Reverse(j.priority),
+                        jid,
+                        procs_asked,
+                        limit,
+                    ));
+                }
+                _ => {}
+            }
+        }
+        // The cluster's own order: its expected start, then its priority.
+        waiting.sort_unstable();
+        let n = waiting.len() as i64;
+        for (rank, (_, _, jid, p, limit)) in waiting.into_iter().enumerate() {
+            let job = Job::new(jid, Time(now - n + rank as i64), p, Dur(limit));
+            let _ = mirror.submit(job);
+        }
+        let c = &mut self.clusters[k];
+        c.sched = mirror;
+        if c.processors.len() != procs as usize {
+            c.processors = (0..procs)
+                .map(|i| Processor {
+                    id: format!("{name}/p{i}"),
+                    cluster: name.clone(),
+                    speed: c.cfg.speed,
+                    memory_mb: 0,
+                    features: Default::default(),
+                })
+                .collect();
+        }
+    }
+}
+
+fn failed_outcome(now: i64, why: String) -> Outcome {
+    Outcome {
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+        started_at: 0,
+        ended_at: now,
+        error: Some(why),
+    }
+}
