@@ -11,8 +11,10 @@
 //! - `error`: [`ExecError`].
 //! - `manager`: [`ResourceManager`], the one interface the service has to any cluster, and
 //!   the data it exchanges ([`ClusterState`], [`Submission`], [`PartHandle`], ...).
-//! - [`slurm`]: the Slurm-facing layer of the Slurm adapter ([`SlurmClient`]): Slurm's commands
-//!   run per cluster, their command lines built from typed requests, their outputs parsed.
+//! - `local`: [`LocalCluster`], the [`ResourceManager`] of a cluster run by the local executor.
+//! - [`slurm`]: the Slurm adapter: [`SlurmCluster`], the [`ResourceManager`] of a Slurm
+//!   cluster, over [`SlurmClient`] (Slurm's commands run per cluster, their command lines built
+//!   from typed requests, their outputs parsed).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -20,6 +22,7 @@
 mod error;
 mod executor;
 mod layout;
+mod local;
 mod manager;
 pub mod slurm;
 mod spec;
@@ -27,11 +30,12 @@ mod supervisor;
 
 pub use error::ExecError;
 pub use executor::LocalExecutor;
+pub use local::LocalCluster;
 pub use manager::{
     ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, RmJob, RmJobState,
     RmReservation, Submission,
 };
-pub use slurm::{SlurmClient, SlurmError};
+pub use slurm::{SlurmClient, SlurmCluster, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
 pub use supervisor::supervise;
 

@@ -13,7 +13,7 @@ use super::time::format_timestamp;
 use std::path::PathBuf;
 
 /// The prefix of the names of everything Foresight creates in Slurm: reservations
-/// `foresight-<reservation id>`, so that reconciliation after a restart can find its own.
+/// `foresight-<reservation id>` and parts (jobs) `foresight-<job>.<attempt>`, so that reconciliation after a restart can find its own.
 pub const FORESIGHT_PREFIX: &str = "foresight-";
 
 /// The Slurm name of Foresight's reservation `id`: `foresight-<id>`.
@@ -32,6 +32,49 @@ pub fn foresight_reservation_id(name: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// The Slurm job name of one part of a Foresight job: `foresight-<job>.<attempt>`, the one
+/// definition both submission (`sbatch -J`) and recognition in `squeue` use.
+pub fn part_name(job: u64, attempt: u32) -> String {
+    format!("{FORESIGHT_PREFIX}{job}.{attempt}")
+}
+
+/// The `(job, attempt)` in a Slurm job name made by [`part_name`]; `None` for any other name
+/// (the site's own jobs, or a name that only looks like ours: leading zeros, signs, spaces).
+pub fn parse_part_name(name: &str) -> Option<(u64, u32)> {
+    let (job, attempt) = name.strip_prefix(FORESIGHT_PREFIX)?.split_once('.')?;
+    let canonical = |s: &str| {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
+    };
+    if !canonical(job) || !canonical(attempt) {
+        return None;
+    }
+    Some((job.parse().ok()?, attempt.parse().ok()?))
+}
+
+/// One word for a POSIX shell: as is when it holds only characters no shell treats specially,
+/// else in single quotes with each `'` written `'\''`. Inside single quotes nothing is special
+/// (`$`, backquotes, `\`, `"`, newlines), so the shell reads back exactly `word`.
+pub fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:,+@%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A shell command line that runs `argv` exactly (each element [`shell_quote`]d, joined by
+/// spaces): what goes into `sbatch --wrap`.
+pub fn shell_command<S: AsRef<str>>(argv: &[S]) -> String {
+    argv.iter()
+        .map(|w| shell_quote(w.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whole minutes for a duration in seconds, rounded up, at least 1: Slurm's time limits and
@@ -77,7 +120,8 @@ pub struct SbatchRequest {
     pub name: String,
     /// `-n`: tasks, one CPU each.
     pub processors: u32,
-    /// `--time`: minutes (see [`minutes_ceil`]).
+    /// `--time`: minutes (see [`minutes_ceil`]); [`SbatchRequest::DEFAULT_TIME_LIMIT`] for no
+    /// `--time` at all (the partition's default).
     pub time_limit_minutes: u32,
     /// `--reservation`: run inside this reservation only.
     pub reservation: Option<String>,
@@ -107,6 +151,11 @@ pub struct SbatchRequest {
 }
 
 impl SbatchRequest {
+    /// The `time_limit_minutes` that passes no `--time`, leaving the job Slurm's default (the
+    /// partition's `DefaultTime`, else its `MaxTime`). `u32::MAX` is Slurm's own `INFINITE`, so
+    /// no real limit in minutes collides with it.
+    pub const DEFAULT_TIME_LIMIT: u32 = u32::MAX;
+
     /// A request for `processors` × `time_limit_minutes` running `script`, with nothing else set.
     pub fn new(name: &str, processors: u32, time_limit_minutes: u32, script: JobScript) -> Self {
         SbatchRequest {
@@ -147,7 +196,9 @@ impl SbatchRequest {
         .to_owned()];
         a.push(format!("--job-name={}", self.name));
         a.push(format!("--ntasks={}", self.processors));
-        a.push(format!("--time={}", self.time_limit_minutes));
+        if self.time_limit_minutes != Self::DEFAULT_TIME_LIMIT {
+            a.push(format!("--time={}", self.time_limit_minutes));
+        }
         if let Some(r) = &self.reservation {
             check_name("reservation", r)?;
             a.push(format!("--reservation={r}"));
@@ -432,3 +483,104 @@ pub const SHOW_PARTITIONS: (&str, &[&str]) = ("scontrol", &["show", "partition",
 pub const SHOW_RESERVATIONS: (&str, &[&str]) = ("scontrol", &["show", "reservation", "-o"]);
 /// Is the controller up.
 pub const PING: (&str, &[&str]) = ("scontrol", &["ping"]);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names_round_trip() {
+        for (job, attempt) in [(0, 0), (42, 1), (u64::MAX, u32::MAX)] {
+            let name = part_name(job, attempt);
+            assert_eq!(parse_part_name(&name), Some((job, attempt)), "{name}");
+        }
+        assert_eq!(part_name(42, 1), "foresight-42.1");
+        for other in [
+            "foresight-42",
+            "foresight-42.",
+            "foresight-.1",
+            "foresight-042.1",
+            "foresight-42.01",
+            "foresight-+42.1",
+            "foresight-42.1.2",
+            "foresight-4 2.1",
+            "foresight-18446744073709551616.0",
+            "foresight-1.4294967296",
+            "Foresight-42.1",
+            "foresight-job-1",
+            "ok",
+            "",
+        ] {
+            assert_eq!(parse_part_name(other), None, "{other}");
+        }
+        // Part names and reservation names never mistake each other.
+        assert_eq!(foresight_reservation_id(&part_name(4, 2)), None);
+        assert_eq!(parse_part_name(&reservation_name(4)), None);
+    }
+
+    #[test]
+    fn shell_quoting_is_exact() {
+        let cases = [
+            ("plain", "plain"),
+            ("/usr/bin/x-1.2_a:b,c+d@e%f", "/usr/bin/x-1.2_a:b,c+d@e%f"),
+            ("", "''"),
+            ("a b", "'a b'"),
+            ("it's", r"'it'\''s'"),
+            ("$HOME", "'$HOME'"),
+            ("A=1", "'A=1'"),
+            ("~", "'~'"),
+            ("\"q\" `x` \\ *", "'\"q\" `x` \\ *'"),
+        ];
+        for (word, want) in cases {
+            assert_eq!(shell_quote(word), want, "{word:?}");
+        }
+        assert_eq!(shell_command(&["echo", "a b", "$x"]), "echo 'a b' '$x'");
+    }
+
+    /// A real shell reads the quoted words back exactly.
+    #[test]
+    fn a_shell_reads_the_words_back() {
+        let words = [
+            "a b",
+            "it's",
+            "$HOME ${X} $(id) `id`",
+            "\"double\" 'single'",
+            "back\\slash",
+            "new\nline\ttab",
+            "",
+            "*?[a]",
+            "; exit 3",
+            "ünï©ødé",
+        ];
+        let line = format!("printf '%s\\0' {}", shell_command(&words));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .output()
+            .expect("sh");
+        assert!(out.status.success(), "{out:?}");
+        let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .split_terminator('\0')
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(got, words);
+    }
+
+    #[test]
+    fn the_default_time_limit_passes_no_time() {
+        let r = SbatchRequest::new(
+            "j",
+            1,
+            SbatchRequest::DEFAULT_TIME_LIMIT,
+            JobScript::Wrap("true".into()),
+        );
+        let (args, _) = r.args(false).expect("args");
+        assert!(args.iter().all(|a| !a.starts_with("--time")), "{args:?}");
+        let r = SbatchRequest::new("j", 1, 5, JobScript::Wrap("true".into()));
+        assert!(r
+            .args(false)
+            .expect("args")
+            .0
+            .contains(&"--time=5".to_owned()));
+    }
+}

@@ -11,6 +11,8 @@
 //! - `model`: [`Node`], [`Partition`], [`Job`], [`Reservation`], [`Submitted`], [`TestOnly`],
 //!   [`Snapshot`].
 //! - `client`: [`SlurmClient`], which ties them together for one cluster.
+//! - `cluster`: [`SlurmCluster`], the [`crate::ResourceManager`] of a Slurm cluster, built on
+//!   the client.
 //! - `error`: [`SlurmError`], [`FailureKind`].
 //!
 //! # Interface: the CLI, and which output format where
@@ -45,6 +47,7 @@
 //! `SQUEUE_FORMAT`, `SBATCH_*` or `SLURM_*` variable of the daemon changes what runs.
 
 mod client;
+mod cluster;
 mod commands;
 mod error;
 mod model;
@@ -53,11 +56,13 @@ mod runner;
 mod time;
 
 pub use client::SlurmClient;
+pub(crate) use cluster::effective_user_name;
+pub use cluster::SlurmCluster;
 pub use commands::{
-    delete_reservation_args, foresight_reservation_id, minutes_ceil, reservation_name,
-    scancel_args, update_begin_args, JobControl, JobScript, ReservationRequest, ReservationSize,
-    SbatchRequest, StartTime, FORESIGHT_PREFIX, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS,
-    SINFO_JSON, SQUEUE_JSON,
+    delete_reservation_args, foresight_reservation_id, minutes_ceil, parse_part_name, part_name,
+    reservation_name, scancel_args, shell_command, shell_quote, update_begin_args, JobControl,
+    JobScript, ReservationRequest, ReservationSize, SbatchRequest, StartTime, FORESIGHT_PREFIX,
+    PING, SHOW_PARTITIONS, SHOW_RESERVATIONS, SINFO_JSON, SQUEUE_JSON,
 };
 pub use error::{FailureKind, SlurmError};
 pub use model::{
