@@ -441,10 +441,13 @@ pub struct ReservationView {
 pub struct ClusterInfo {
     /// Name.
     pub name: String,
-    /// Resource manager kind (`local`).
+    /// Resource manager kind (`local` or `slurm`).
     pub kind: String,
-    /// `up` or `down`.
+    /// `up` or `down` (its resource manager does not answer; the planner gives it nothing).
     pub state: String,
+    /// Why it is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Processors.
     pub procs: u32,
     /// Processors busy now.

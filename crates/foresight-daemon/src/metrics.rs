@@ -20,6 +20,11 @@ struct QuantileLabel {
     quantile: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabel {
+    cluster: String,
+}
+
 /// The exposition text.
 pub fn render(service: &Service) -> String {
     let mut registry = Registry::with_prefix("foresight");
@@ -30,6 +35,17 @@ pub fn render(service: &Service) -> String {
     let estimate_error = Gauge::<f64, AtomicU64>::default();
     let submitted = Counter::<u64>::default();
     let submit_latency = Family::<QuantileLabel, Gauge<f64, AtomicU64>>::default();
+    let available = Family::<ClusterLabel, Gauge>::default();
+    let skew_mean = Gauge::<f64, AtomicU64>::default();
+    let skew_max = Gauge::<f64, AtomicU64>::default();
+    let coallocated_started = Counter::<u64>::default();
+    let snapshots = Counter::<u64>::default();
+    let slurm_commands = Counter::<u64>::default();
+    slurm_commands.inc_by(
+        service
+            .slurm_commands
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
     {
         let w = service.world();
         let mut counts = std::collections::BTreeMap::new();
@@ -54,6 +70,19 @@ pub fn render(service: &Service) -> String {
         queue.set(w.queue.len() as i64);
         cycles.inc_by(w.stats.cycles);
         cycle_seconds.set(w.stats.last_cycle_seconds);
+        for c in &w.clusters {
+            available
+                .get_or_create(&ClusterLabel {
+                    cluster: c.cfg.name.clone(),
+                })
+                .set(i64::from(c.available));
+        }
+        if w.stats.skew_count > 0 {
+            skew_mean.set(w.stats.skew_sum / w.stats.skew_count as f64);
+        }
+        skew_max.set(w.stats.skew_max);
+        coallocated_started.inc_by(w.stats.skew_count);
+        snapshots.inc_by(w.stats.snapshots);
         if w.stats.estimate_error_count > 0 {
             estimate_error.set(w.stats.estimate_error_sum / w.stats.estimate_error_count as f64);
         }
@@ -91,6 +120,36 @@ pub fn render(service: &Service) -> String {
         "submit_latency_seconds",
         "Submit request handling time over the last 4096 requests",
         submit_latency,
+    );
+    registry.register(
+        "cluster_available",
+        "1 while a cluster's resource manager answers",
+        available,
+    );
+    registry.register(
+        "coallocation_skew_seconds_mean",
+        "Mean start skew (latest part start - earliest) of co-allocated jobs on Slurm clusters",
+        skew_mean,
+    );
+    registry.register(
+        "coallocation_skew_seconds_max",
+        "Largest start skew of a co-allocated job on Slurm clusters",
+        skew_max,
+    );
+    registry.register(
+        "coallocated_started",
+        "Co-allocated jobs on Slurm clusters whose every part started",
+        coallocated_started,
+    );
+    registry.register(
+        "cluster_snapshots",
+        "Snapshots of Slurm clusters read",
+        snapshots,
+    );
+    registry.register(
+        "slurm_commands",
+        "Commands run against Slurm clusters",
+        slurm_commands,
     );
     let mut out = String::new();
     let _ = encode(&mut out, &registry);

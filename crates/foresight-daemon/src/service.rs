@@ -960,9 +960,10 @@ impl Service {
             .map(|c| ClusterInfo {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
-                state: "up".into(),
+                state: if c.available { "up" } else { "down" }.into(),
+                reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
-                busy: c.procs() - c.free.len() as u32,
+                busy: c.busy(),
                 running: c.sched.running(),
                 queued: c.sched.waiting(),
                 tariff: c.tariff.base,

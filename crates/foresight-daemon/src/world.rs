@@ -125,6 +125,25 @@ impl Cluster {
         }
     }
 
+    /// Processors busy now: as the remote cluster last reported, or not free here.
+    pub fn busy(&self) -> u32 {
+        match &self.snapshot {
+            Some(s) if self.remote => s
+                .jobs
+                .iter()
+                .filter(|j| {
+                    matches!(
+                        j.state,
+                        foresight_rm::RmJobState::Running | foresight_rm::RmJobState::Suspended
+                    )
+                })
+                .map(|j| j.procs)
+                .sum::<u32>()
+                .min(s.processors),
+            _ => self.procs().saturating_sub(self.free.len() as u32),
+        }
+    }
+
     /// The most processors a job may ask of it: unbounded for a remote cluster whose size is
     /// not known yet (its resource manager judges when it answers).
     fn admission_limit(&self) -> u32 {

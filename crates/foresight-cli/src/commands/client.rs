@@ -759,6 +759,14 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
                     &rows
                 )
             );
+            for c in cs.iter().filter(|c| c.reason.is_some()) {
+                println!(
+                    "{} is {}: {}",
+                    c.name,
+                    c.state,
+                    c.reason.as_deref().unwrap_or("")
+                );
+            }
         }
     }
     Ok(())
