@@ -18,7 +18,7 @@
 //! Exercised: snapshot (processors), estimate, a refused reservation, a reservation seen in the
 //! snapshot and made again after a "crash", a part bound to it with `--begin` at its start
 //! (not started before, started within seconds after, by Slurm's own record) that sees the
-//! `FORESIGHT_*` variables, cancel of a running part, and release of a reservation that still
+//! `FORESIGHT_*` variables, suspend, resume, requeue and cancel of a part, and release of a reservation that still
 //! has a pending part bound to it.
 
 use foresight_rm::slurm::{reservation_name, CommandRunner, SlurmClient, SystemRunner};
@@ -253,7 +253,7 @@ async fn exercise(index: usize, name: String, conf: String) {
     std::fs::remove_file(&out).unwrap();
     sc.release(resv_bound).await.unwrap();
 
-    // Cancel reaches Slurm.
+    // Suspend, resume, requeue and cancel reach Slurm.
     let running = Submission {
         spec: part_spec(&name, job_cancel, &jobs_dir, "sleep 60"),
         reservation: None,
@@ -268,6 +268,36 @@ async fn exercise(index: usize, name: String, conf: String) {
         30,
         |_| {},
         |j| j.state == RmJobState::Running,
+    )
+    .await;
+    sc.suspend(&h).await.unwrap();
+    wait_part(
+        &sc,
+        &ext,
+        "suspended",
+        10,
+        |_| {},
+        |j| j.state == RmJobState::Suspended,
+    )
+    .await;
+    sc.resume(&h).await.unwrap();
+    wait_part(
+        &sc,
+        &ext,
+        "running again",
+        10,
+        |_| {},
+        |j| j.state == RmJobState::Running,
+    )
+    .await;
+    sc.requeue(&h).await.unwrap();
+    wait_part(
+        &sc,
+        &ext,
+        "pending after requeue",
+        20,
+        |_| {},
+        |j| j.state == RmJobState::Pending,
     )
     .await;
     sc.cancel(&h).await.unwrap();
