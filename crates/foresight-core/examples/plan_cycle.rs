@@ -111,8 +111,14 @@ fn main() {
         .iter()
         .filter(|d| matches!(d, Decision::NoFit { .. }))
         .count();
+    // A digest of every decision, to compare versions of the planner: same digest, same plan.
+    let digest = decisions.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, d| {
+        format!("{d:?}")
+            .bytes()
+            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    });
     println!(
-        "{{\"clusters\":{clusters},\"processors\":{},\"queued\":{queued},\"plan_depth\":{},\"seconds\":{best:.3},\"reserved\":{reserved},\"planned\":{waiting},\"no_fit\":{nofit}}}",
+        "{{\"clusters\":{clusters},\"processors\":{},\"queued\":{queued},\"plan_depth\":{},\"seconds\":{best:.3},\"reserved\":{reserved},\"planned\":{waiting},\"no_fit\":{nofit},\"digest\":\"{digest:016x}\"}}",
         clusters * procs as usize,
         cfg.plan_depth.min(queued)
     );

@@ -147,6 +147,44 @@ pub struct SlotPlan {
     extra_end: Vec<u32>,
     /// Slots replaced since the last rebuild.
     dead: usize,
+    /// Distinct slot costs, ascending: a request's price becomes a rank limit once, so the
+    /// walks compare small integers instead of reading costs.
+    costs: Vec<f64>,
+    /// Per slot, what the earliest-window walk reads (see [`Hot`]), in slot order.
+    hot: Vec<Hot>,
+    /// End of each slot of `by_end`, in the same order: the walk in order of end reads
+    /// this array in sequence.
+    by_end_time: Vec<Time>,
+    /// Processor of each slot of `by_end`, in the same order.
+    by_end_proc: Vec<u32>,
+    /// Per slot: the end of the chain of adjacent slots it begins (its processor's free
+    /// time from it without a break, whatever the price) and the highest rank in that chain.
+    /// A run can last no longer than its chain, and lasts exactly as long when the whole
+    /// chain is suitable: the walk learns most runs' ends without following them.
+    chain: Vec<(Time, u32)>,
+}
+
+/// Rank of a replaced slot, and of a missing neighbour: above every request's limit.
+const NEVER: u32 = u32::MAX;
+
+/// What the earliest-window walk needs of one slot, packed so that a pass over slots in
+/// order of start reads one record per slot in sequence. A slot is *suitable* for a request
+/// when `rank` is below the request's rank limit and its processor is usable; it heads a run
+/// when its adjacent predecessor is not suitable (`prev_rank` at or above the limit), and
+/// ends one when its adjacent successor is not (`next_rank`).
+#[derive(Clone, Copy, Debug)]
+struct Hot {
+    start: Time,
+    end: Time,
+    processor: u32,
+    /// Rank of the slot's cost in `costs`; `NEVER` once replaced by a commit.
+    rank: u32,
+    /// Rank of the live slot of the same processor that ends exactly at this one's start,
+    /// `NEVER` if there is none.
+    prev_rank: u32,
+    /// Rank of the live slot of the same processor that starts exactly at this one's end,
+    /// `NEVER` if there is none.
+    next_rank: u32,
 }
 
 /// The job's view of a selection.
@@ -346,6 +384,39 @@ impl SlotPlan {
         }
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start, i));
+        let mut costs: Vec<f64> = slots.iter().map(|s| s.cost).collect();
+        costs.sort_unstable_by(f64::total_cmp);
+        costs.dedup();
+        let rank_of = |c: f64| costs.partition_point(|&x| x < c) as u32;
+        let mut hot: Vec<Hot> = slots
+            .iter()
+            .map(|s| Hot {
+                start: s.start,
+                end: s.end,
+                processor: s.processor,
+                rank: rank_of(s.cost),
+                prev_rank: NEVER,
+                next_rank: NEVER,
+            })
+            .collect();
+        for i in 0..n {
+            let p = prev[i];
+            if p != NONE && slots[p as usize].end == slots[i].start {
+                hot[i].prev_rank = hot[p as usize].rank;
+                hot[p as usize].next_rank = hot[i].rank;
+            }
+        }
+        let by_end_time = order.iter().map(|&i| slots[i as usize].end).collect();
+        let by_end_proc = order.iter().map(|&i| slots[i as usize].processor).collect();
+        let mut chain: Vec<(Time, u32)> = hot.iter().map(|h| (h.end, h.rank)).collect();
+        // A processor's later slot has a larger number: suffixes first.
+        for i in (0..n).rev() {
+            let j = next[i];
+            if j != NONE && slots[j as usize].start == slots[i].end {
+                let (end, max) = chain[j as usize];
+                chain[i] = (end, max.max(hot[i].rank));
+            }
+        }
         Ok(SlotPlan {
             processors,
             clusters,
@@ -360,6 +431,11 @@ impl SlotPlan {
             extra_start: Vec::new(),
             extra_end: Vec::new(),
             dead: 0,
+            costs,
+            hot,
+            by_end_time,
+            by_end_proc,
+            chain,
         })
     }
 
@@ -391,9 +467,36 @@ impl SlotPlan {
     /// Replaces slot `i` by its parts outside `[from, to)`.
     fn split(&mut self, i: u32, from: Time, to: Time) {
         let s = self.slots[i as usize];
+        let h = self.hot[i as usize];
         self.alive[i as usize] = false;
+        self.set_hot(i, |h| h.rank = NEVER);
         self.dead += 1;
         let (before, after) = (self.prev[i as usize], self.next[i as usize]);
+        // The neighbours that touched the slot now touch a piece of the same cost, or the
+        // used part (nothing free).
+        if before != NONE && self.slots[before as usize].end == s.start && from <= s.start {
+            self.set_hot(before, |h| h.next_rank = NEVER);
+        }
+        if after != NONE && self.slots[after as usize].start == s.end && to >= s.end {
+            self.set_hot(after, |h| h.prev_rank = NEVER);
+        }
+        // The chain through the slot now ends at the used part.
+        let (end, mut max) = if from > s.start {
+            (from, Some(h.rank))
+        } else {
+            (s.start, None)
+        };
+        let mut j = before;
+        let mut touching = s.start;
+        while j != NONE && self.slots[j as usize].end == touching {
+            let r = self.hot[j as usize].rank;
+            let m = max.map_or(r, |m| m.max(r));
+            max = Some(m);
+            self.chain[j as usize] = (end, m);
+            touching = self.slots[j as usize].start;
+            j = self.prev[j as usize];
+        }
+        let tail = self.chain[i as usize];
         let mut last = before;
         for (a, b) in [(s.start, from), (to, s.end)] {
             if a >= b {
@@ -405,6 +508,15 @@ impl SlotPlan {
                 end: b,
                 ..s
             });
+            self.hot.push(Hot {
+                start: a,
+                end: b,
+                processor: s.processor,
+                rank: h.rank,
+                prev_rank: if a == s.start { h.prev_rank } else { NEVER },
+                next_rank: if b == s.end { h.next_rank } else { NEVER },
+            });
+            self.chain.push(if b == s.end { tail } else { (b, h.rank) });
             self.alive.push(true);
             self.prev.push(last);
             self.next.push(NONE);
@@ -437,6 +549,11 @@ impl SlotPlan {
         if after != NONE {
             self.prev[after as usize] = last;
         }
+    }
+
+    /// Changes slot `i`'s walk data.
+    fn set_hot(&mut self, i: u32, f: impl Fn(&mut Hot)) {
+        f(&mut self.hot[i as usize]);
     }
 
     /// Re-indexes the live slots from scratch.
@@ -538,16 +655,34 @@ impl SlotPlan {
         let mut best: Option<(Key, Selection)> = None;
         let mut walk = Walk {
             runs: Vec::new(),
-            run_of: vec![NONE; self.slots.len()],
+            run_of: match req.criterion {
+                Criterion::MinCost => vec![NONE; self.slots.len()],
+                _ => Vec::new(),
+            },
             proc_ok: Vec::new(),
         };
+        // Every set of processors runs the job at least this long.
+        let shortest = levels.first().map_or(Dur::ZERO, |&v| {
+            Dur((req.walltime.as_secs() as f64 / v).ceil() as i64)
+        });
         for only in &masks {
             for &speed in &levels {
                 let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
-                self.build_runs(req, &suitable_proc, &avail, *only, speed, &mut walk);
                 let found = match req.criterion {
-                    Criterion::MinCost => self.cheapest(req, dur, &walk, &avail),
-                    _ => self.earliest(req, dur, &walk, &avail),
+                    Criterion::MinCost => {
+                        self.build_runs(req, &suitable_proc, &avail, *only, speed, &mut walk);
+                        self.cheapest(req, dur, &walk, &avail)
+                    }
+                    _ => {
+                        // A window starting later than this cannot beat the best so far.
+                        let limit = match (&req.criterion, &best) {
+                            (_, None) => Time::MAX,
+                            (Criterion::EarliestStart, Some((_, b))) => b.start,
+                            (_, Some((_, b))) => b.end - shortest,
+                        };
+                        self.usable_processors(&suitable_proc, &avail, *only, speed, &mut walk);
+                        self.earliest(req, dur, &walk.proc_ok, &avail, limit)
+                    }
                 };
                 let Some(sel) = found else { continue };
                 let key = match req.criterion {
@@ -601,6 +736,27 @@ impl SlotPlan {
         )
     }
 
+    /// Per processor once, so that a pass over slots reads one flag, not a record: is it
+    /// usable at this level (at least `min_speed` fast, of cluster `only` if given)?
+    fn usable_processors(
+        &self,
+        suitable_proc: &[bool],
+        avail: &[Option<Time>],
+        only: Option<usize>,
+        min_speed: f64,
+        walk: &mut Walk,
+    ) {
+        walk.proc_ok.clear();
+        walk.proc_ok
+            .extend(self.processors.iter().enumerate().map(|(p, proc)| {
+                let c = self.cluster_of[p] as usize;
+                suitable_proc[p]
+                    && proc.speed >= min_speed
+                    && only.is_none_or(|o| o == c)
+                    && avail[c].is_some()
+            }));
+    }
+
     /// Groups suitable slots into runs for one level (processors at least `min_speed` fast,
     /// of cluster `only` if given).
     fn build_runs(
@@ -614,16 +770,7 @@ impl SlotPlan {
     ) {
         walk.runs.clear();
         walk.run_of.iter_mut().for_each(|r| *r = NONE);
-        // Per processor once, so that the pass over slots reads one flag, not a record.
-        walk.proc_ok.clear();
-        walk.proc_ok
-            .extend(self.processors.iter().enumerate().map(|(p, proc)| {
-                let c = self.cluster_of[p] as usize;
-                suitable_proc[p]
-                    && proc.speed >= min_speed
-                    && only.is_none_or(|o| o == c)
-                    && avail[c].is_some()
-            }));
+        self.usable_processors(suitable_proc, avail, only, min_speed, walk);
         let proc_ok = &walk.proc_ok;
         let usable = |i: usize| {
             let s = &self.slots[i];
@@ -764,17 +911,131 @@ impl SlotPlan {
         })
     }
 
-    /// The earliest window for this level, and its cheapest choice.
+    /// The earliest window for this level that starts no later than `limit`, and its
+    /// cheapest choice.
+    ///
+    /// This is the linear walk of the module docs, fused into one pass. List A is the slots
+    /// in order of start: a suitable slot whose adjacent predecessor is not suitable heads a
+    /// run, whose end is found by following its adjacent suitable successors (each slot is
+    /// followed at most once, as part of one run); the run is counted when it lasts until
+    /// `t1 = t0 + T`. List B is the slots in order of end: a counted run is un-counted when B
+    /// passes its end. Only counted runs matter to B, and a processor has at most one
+    /// counted run at a time, so B compares each slot's end with its processor's counted run
+    /// and moves only when a count is about to be read. The walk stops at the first `t0` with
+    /// `M ≥ P`: it reads the plan only up to `t0` (A) and `t1` (B).
     fn earliest(
         &self,
         req: &SlotRequest,
         dur: Dur,
-        walk: &Walk,
+        proc_ok: &[bool],
         avail: &[Option<Time>],
+        limit: Time,
     ) -> Option<Selection> {
-        let mut windows = Windows::new(self, walk, avail, dur, Vec::new());
-        let t0 = windows.next_feasible(req.procs as usize, None)?;
-        self.choose(req, dur, walk, t0, windows.counted_runs())
+        let lim = self.costs.partition_point(|&c| c <= req.max_price) as u32;
+        let need = req.procs as usize;
+        let mut walk = EarliestWalk {
+            plan: self,
+            dur,
+            need,
+            counted_end: vec![Time::MIN; self.processors.len()],
+            counted_at: vec![NONE; self.processors.len()],
+            counted: Vec::new(),
+            pending: Vec::new(),
+            lim,
+            bi: 0,
+            be: 0,
+            cur: Time::MIN,
+            grew: false,
+            limit,
+        };
+        // List A: heads in order of usable start. Runs starting before their cluster is
+        // usable wait in one bucket per cluster until the pass reaches that time.
+        let mut release: Vec<(Time, usize)> = avail
+            .iter()
+            .enumerate()
+            .filter_map(|(c, a)| a.map(|t| (t, c)))
+            .collect();
+        release.sort_unstable();
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); self.clusters.len()];
+        let mut next_release = 0usize;
+        let is_head =
+            |h: &Hot| (h.rank < lim) & (h.prev_rank >= lim) & proc_ok[h.processor as usize];
+        // Heads among the numbered slots, found a block at a time without branching.
+        const BLOCK: usize = 256;
+        let mut heads = [0u32; BLOCK];
+        let (mut n_heads, mut at_head, mut scanned) = (0usize, 0usize, 0usize);
+        let mut ae = 0usize;
+        let mut next_extra = || {
+            while ae < self.extra_start.len() {
+                ae += 1;
+                let k = self.extra_start[ae - 1];
+                if is_head(&self.hot[k as usize]) {
+                    return Some(k);
+                }
+            }
+            None
+        };
+        let mut pe = next_extra();
+        let mut pm: Option<u32> = None;
+        let outcome = loop {
+            if pm.is_none() {
+                if at_head == n_heads && scanned < self.main {
+                    let to = (scanned + BLOCK).min(self.main);
+                    n_heads = 0;
+                    for (k, h) in self.hot[scanned..to].iter().enumerate() {
+                        heads[n_heads] = (scanned + k) as u32;
+                        n_heads += usize::from(is_head(h));
+                    }
+                    at_head = 0;
+                    scanned = to;
+                    continue;
+                }
+                if at_head < n_heads {
+                    pm = Some(heads[at_head]);
+                    at_head += 1;
+                }
+            }
+            let start = |k: Option<u32>| k.map_or(Time::MAX, |k| self.hot[k as usize].start);
+            let (sm, se) = (start(pm), start(pe));
+            let (k, st) = if sm <= se { (pm, sm) } else { (pe, se) };
+            let mut stop = None;
+            while stop.is_none()
+                && next_release < release.len()
+                && (k.is_none() || release[next_release].0 <= st)
+            {
+                let (t, c) = release[next_release];
+                next_release += 1;
+                for j in std::mem::take(&mut buckets[c]) {
+                    if let Some(out) = walk.join(t, j, lim) {
+                        stop = Some(out);
+                        break;
+                    }
+                }
+            }
+            if let Some(out) = stop {
+                break out;
+            }
+            let Some(k) = k else {
+                break walk.finish();
+            };
+            if sm <= se {
+                pm = None;
+            } else {
+                pe = next_extra();
+            }
+            let c = self.cluster_of[self.hot[k as usize].processor as usize] as usize;
+            let from = avail[c].expect("invariant: usable slots are reachable");
+            if st < from {
+                buckets[c].push(k);
+                continue;
+            }
+            if let Some(out) = walk.join(st, k, lim) {
+                break out;
+            }
+        };
+        let t0 = outcome?;
+        let covering: Vec<(u32, u32)> = walk.counted.iter().map(|&(p, first)| (p, first)).collect();
+        self.choose(req, dur, t0, &covering)
     }
 
     /// The cheapest window starting by the deadline, for this level.
@@ -807,7 +1068,12 @@ impl SlotPlan {
         let mut windows = Windows::new(self, walk, avail, dur, extra);
         let mut best: Option<Selection> = None;
         while let Some(t0) = windows.next_feasible(req.procs as usize, req.deadline) {
-            if let Some(sel) = self.choose(req, dur, walk, t0, windows.counted_runs()) {
+            let covering: Vec<(u32, u32)> = windows
+                .counted_runs()
+                .iter()
+                .map(|&r| (walk.runs[r as usize].processor, walk.runs[r as usize].first))
+                .collect();
+            if let Some(sel) = self.choose(req, dur, t0, &covering) {
                 if best.as_ref().is_none_or(|b| sel.cost < b.cost) {
                     best = Some(sel);
                 }
@@ -816,19 +1082,13 @@ impl SlotPlan {
         best
     }
 
-    /// Cost of using run `r` on `[t0, t1)`, and the pieces used.
-    fn run_cost(
-        &self,
-        walk: &Walk,
-        r: u32,
-        t0: Time,
-        t1: Time,
-        pieces: Option<&mut Vec<UsedSlot>>,
-    ) -> f64 {
+    /// Cost of using the run that begins with slot `first` on `[t0, t1)` (the run covers
+    /// it), and the pieces used.
+    fn run_cost(&self, first: u32, t0: Time, t1: Time, pieces: Option<&mut Vec<UsedSlot>>) -> f64 {
         let mut cost = 0.0;
-        let mut i = walk.runs[r as usize].first;
+        let mut i = first;
         let mut out = pieces;
-        while i != NONE && walk.run_of[i as usize] == r {
+        while i != NONE {
             let s = self.slots[i as usize];
             let (a, b) = (s.start.max(t0), s.end.min(t1));
             if a < b {
@@ -850,25 +1110,24 @@ impl SlotPlan {
         cost
     }
 
-    /// Picks `procs` of the covering runs: cheapest first, then faster, then lower index.
+    /// Picks `procs` of the covering runs, given as `(processor, first slot)`: cheapest
+    /// first, then faster, then lower index.
     fn choose(
         &self,
         req: &SlotRequest,
         dur: Dur,
-        walk: &Walk,
         t0: Time,
-        covering: &[u32],
+        covering: &[(u32, u32)],
     ) -> Option<Selection> {
         let t1 = t0 + dur;
         let mut ranked: Vec<(f64, f64, u32, u32)> = covering
             .iter()
-            .map(|&r| {
-                let p = walk.runs[r as usize].processor;
+            .map(|&(p, first)| {
                 (
-                    self.run_cost(walk, r, t0, t1, None),
+                    self.run_cost(first, t0, t1, None),
                     -self.processors[p as usize].speed,
                     p,
-                    r,
+                    first,
                 )
             })
             .collect();
@@ -893,8 +1152,8 @@ impl SlotPlan {
         let mut slots = Vec::new();
         let mut cost = 0.0;
         let mut processors = Vec::with_capacity(ranked.len());
-        for &(_, _, p, r) in &ranked {
-            cost += self.run_cost(walk, r, t0, end, Some(&mut slots));
+        for &(_, _, p, first) in &ranked {
+            cost += self.run_cost(first, t0, end, Some(&mut slots));
             processors.push(p);
         }
         Some(Selection {
@@ -904,6 +1163,150 @@ impl SlotPlan {
             processors,
             slots,
         })
+    }
+}
+
+/// State of [`SlotPlan::earliest`]'s walk.
+struct EarliestWalk<'a> {
+    plan: &'a SlotPlan,
+    dur: Dur,
+    need: usize,
+    /// Per processor: end of its counted run (meaningful while `counted_at` is set).
+    counted_end: Vec<Time>,
+    /// Per processor: position of its counted run in `counted`, or NONE.
+    counted_at: Vec<u32>,
+    /// Counted runs: (processor, first slot).
+    counted: Vec<(u32, u32)>,
+    /// Runs of several slots that joined since the last count was read, (processor, first
+    /// slot): their end is found only when a count is read, as following a run's slots
+    /// reads memory far ahead of the pass.
+    pending: Vec<(u32, u32)>,
+    /// The request's rank limit.
+    lim: u32,
+    /// Positions in list B: numbered slots, pieces of later commits.
+    bi: usize,
+    be: usize,
+    /// The candidate start being filled, and whether a run was counted at it.
+    cur: Time,
+    grew: bool,
+    /// No window starts later.
+    limit: Time,
+}
+
+impl EarliestWalk<'_> {
+    fn uncount(&mut self, p: u32) {
+        let at = self.counted_at[p as usize];
+        self.counted_at[p as usize] = NONE;
+        self.counted.swap_remove(at as usize);
+        if let Some(&(moved, _)) = self.counted.get(at as usize) {
+            self.counted_at[moved as usize] = at;
+        }
+    }
+
+    /// Moves list B to `t1`: every counted run ending before it no longer covers.
+    fn advance_b(&mut self, t1: Time) {
+        let plan = self.plan;
+        loop {
+            let main = plan.by_end_time.get(self.bi).copied().unwrap_or(Time::MAX);
+            let extra = plan
+                .extra_end
+                .get(self.be)
+                .map_or(Time::MAX, |&k| plan.hot[k as usize].end);
+            let (p, end) = if main <= extra {
+                if main >= t1 {
+                    return;
+                }
+                self.bi += 1;
+                (plan.by_end_proc[self.bi - 1], main)
+            } else {
+                if extra >= t1 {
+                    return;
+                }
+                let k = plan.extra_end[self.be];
+                self.be += 1;
+                (plan.hot[k as usize].processor, extra)
+            };
+            if self.counted_end[p as usize] == end && self.counted_at[p as usize] != NONE {
+                self.uncount(p);
+            }
+        }
+    }
+
+    /// Counts run `(p, k)`, which lasts until `end`, past the current window's end.
+    fn count(&mut self, p: u32, k: u32, end: Time) {
+        if self.counted_at[p as usize] != NONE {
+            // An earlier run of the processor, which ended by the current start: B has not
+            // been moved past it yet.
+            self.uncount(p);
+        }
+        self.counted_at[p as usize] = self.counted.len() as u32;
+        self.counted_end[p as usize] = end;
+        self.counted.push((p, k));
+    }
+
+    /// Is the candidate being filled a window? Reads the count after moving B and placing
+    /// the pending runs.
+    fn check(&mut self) -> bool {
+        if !self.grew || self.counted.len() + self.pending.len() < self.need {
+            return false;
+        }
+        let t1 = self.cur + self.dur;
+        self.advance_b(t1);
+        let hot = &self.plan.hot;
+        for (p, k) in std::mem::take(&mut self.pending) {
+            let mut last = k;
+            while hot[last as usize].next_rank < self.lim {
+                last = self.plan.next[last as usize];
+            }
+            // It joined no later than `cur`; it covers the window iff it lasts until t1.
+            let end = hot[last as usize].end;
+            if end >= t1 {
+                self.count(p, k, end);
+            }
+        }
+        self.counted.len() >= self.need
+    }
+
+    /// The run headed by slot `k` joins at its usable start `t` (nondecreasing from call to
+    /// call). `Some(outcome)` ends the walk.
+    fn join(&mut self, t: Time, k: u32, lim: u32) -> Option<Option<Time>> {
+        if t != self.cur {
+            if self.check() {
+                return Some(Some(self.cur));
+            }
+            if t > self.limit {
+                return Some(None);
+            }
+            self.grew = false;
+            self.cur = t;
+        }
+        let h = self.plan.hot[k as usize];
+        let t1 = t + self.dur;
+        if h.next_rank >= lim {
+            // A run of one slot.
+            if h.end >= t1 {
+                self.count(h.processor, k, h.end);
+                self.grew = true;
+            }
+        } else {
+            let (end, max) = self.plan.chain[k as usize];
+            if end < t1 {
+                // Not even its chain lasts long enough.
+            } else if max < lim {
+                // The whole chain is the run.
+                self.count(h.processor, k, end);
+                self.grew = true;
+            } else {
+                self.pending.push((h.processor, k));
+                self.grew = true;
+            }
+        }
+        None
+    }
+
+    /// The end of list A.
+    fn finish(&mut self) -> Option<Time> {
+        self.check().then_some(self.cur)
     }
 }
 

@@ -55,14 +55,17 @@ proptest! {
         n in 1usize..12,
         clusters in 1usize..3,
         shape in proptest::collection::vec((0i64..20, 1i64..60, 1u8..4), 1..30),
-        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3), 1..80),
+        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3, 1u8..4, 0i64..3), 1..80),
     ) {
         let mut plan = SlotPlan::new(processors(n, clusters), slots(n, &shape)).unwrap();
-        for (procs, walltime, crit) in jobs {
+        // Prices below the dearest slot split chains of adjacent slots into several runs,
+        // and staging delays the second cluster: the pieces commits make must keep both.
+        for (procs, walltime, crit, price, stage) in jobs {
+            let staging = [Some(Dur(0)), Some(Dur(stage * 7))];
             let req = SlotRequest {
                 procs,
                 walltime: Dur(walltime),
-                max_price: 3.0,
+                max_price: f64::from(price),
                 min_memory_mb: 0,
                 features: BTreeSet::new(),
                 criterion: [Criterion::EarliestStart, Criterion::EarliestFinish, Criterion::MinCost][crit].clone(),
@@ -71,8 +74,8 @@ proptest! {
                 co_allocate: true,
             };
             let fresh = rebuilt(&plan, n, clusters);
-            let a = plan.select(&req, &[]);
-            let b = fresh.select(&req, &[]);
+            let a = plan.select(&req, &staging);
+            let b = fresh.select(&req, &staging);
             match (&a, &b) {
                 (Ok(x), Ok(y)) => {
                     prop_assert_eq!((x.start, x.end), (y.start, y.end));
