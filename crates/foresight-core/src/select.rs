@@ -157,11 +157,6 @@ pub struct SlotPlan {
     by_end_time: Vec<Time>,
     /// Processor of each slot of `by_end`, in the same order.
     by_end_proc: Vec<u32>,
-    /// Per slot: the end of the chain of adjacent slots it begins (its processor's free
-    /// time from it without a break, whatever the price) and the highest rank in that chain.
-    /// A run can last no longer than its chain, and lasts exactly as long when the whole
-    /// chain is suitable: the walk learns most runs' ends without following them.
-    chain: Vec<(Time, u32)>,
 }
 
 /// Rank of a replaced slot, and of a missing neighbour: above every request's limit.
@@ -176,6 +171,13 @@ const NEVER: u32 = u32::MAX;
 struct Hot {
     start: Time,
     end: Time,
+    /// End of the chain of adjacent slots this one begins (its processor's time from here
+    /// without a break, whatever the price); `chain_max` is the highest rank in it. A run
+    /// can last no longer than its chain, and lasts exactly as long when the whole chain is
+    /// suitable: the walk learns most runs' ends without following them, and passes over
+    /// runs too short for the job without looking at them.
+    chain_end: Time,
+    chain_max: u32,
     processor: u32,
     /// Rank of the slot's cost in `costs`; `NEVER` once replaced by a commit.
     rank: u32,
@@ -393,6 +395,8 @@ impl SlotPlan {
             .map(|s| Hot {
                 start: s.start,
                 end: s.end,
+                chain_end: s.end,
+                chain_max: 0,
                 processor: s.processor,
                 rank: rank_of(s.cost),
                 prev_rank: NEVER,
@@ -408,14 +412,17 @@ impl SlotPlan {
         }
         let by_end_time = order.iter().map(|&i| slots[i as usize].end).collect();
         let by_end_proc = order.iter().map(|&i| slots[i as usize].processor).collect();
-        let mut chain: Vec<(Time, u32)> = hot.iter().map(|h| (h.end, h.rank)).collect();
         // A processor's later slot has a larger number: suffixes first.
         for i in (0..n).rev() {
             let j = next[i];
-            if j != NONE && slots[j as usize].start == slots[i].end {
-                let (end, max) = chain[j as usize];
-                chain[i] = (end, max.max(hot[i].rank));
-            }
+            let (end, max) = if j != NONE && slots[j as usize].start == slots[i].end {
+                let h = &hot[j as usize];
+                (h.chain_end, h.chain_max.max(hot[i].rank))
+            } else {
+                (hot[i].end, hot[i].rank)
+            };
+            hot[i].chain_end = end;
+            hot[i].chain_max = max;
         }
         Ok(SlotPlan {
             processors,
@@ -435,7 +442,6 @@ impl SlotPlan {
             hot,
             by_end_time,
             by_end_proc,
-            chain,
         })
     }
 
@@ -492,11 +498,12 @@ impl SlotPlan {
             let r = self.hot[j as usize].rank;
             let m = max.map_or(r, |m| m.max(r));
             max = Some(m);
-            self.chain[j as usize] = (end, m);
+            self.hot[j as usize].chain_end = end;
+            self.hot[j as usize].chain_max = m;
             touching = self.slots[j as usize].start;
             j = self.prev[j as usize];
         }
-        let tail = self.chain[i as usize];
+        let tail = (h.chain_end, h.chain_max);
         let mut last = before;
         for (a, b) in [(s.start, from), (to, s.end)] {
             if a >= b {
@@ -515,8 +522,9 @@ impl SlotPlan {
                 rank: h.rank,
                 prev_rank: if a == s.start { h.prev_rank } else { NEVER },
                 next_rank: if b == s.end { h.next_rank } else { NEVER },
+                chain_end: if b == s.end { tail.0 } else { b },
+                chain_max: if b == s.end { tail.1 } else { h.rank },
             });
-            self.chain.push(if b == s.end { tail } else { (b, h.rank) });
             self.alive.push(true);
             self.prev.push(last);
             self.next.push(NONE);
@@ -960,6 +968,11 @@ impl SlotPlan {
         let mut next_release = 0usize;
         let is_head =
             |h: &Hot| (h.rank < lim) & (h.prev_rank >= lim) & proc_ok[h.processor as usize];
+        // Heads of runs that could last `dur`: no other run is ever counted, and a start
+        // at which none is counted is never the first window.
+        let may_fit = |h: &Hot| {
+            is_head(h) & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
+        };
         // Heads among the numbered slots, found a block at a time without branching.
         const BLOCK: usize = 256;
         let mut heads = [0u32; BLOCK];
@@ -969,7 +982,7 @@ impl SlotPlan {
             while ae < self.extra_start.len() {
                 ae += 1;
                 let k = self.extra_start[ae - 1];
-                if is_head(&self.hot[k as usize]) {
+                if may_fit(&self.hot[k as usize]) {
                     return Some(k);
                 }
             }
@@ -984,7 +997,7 @@ impl SlotPlan {
                     n_heads = 0;
                     for (k, h) in self.hot[scanned..to].iter().enumerate() {
                         heads[n_heads] = (scanned + k) as u32;
-                        n_heads += usize::from(is_head(h));
+                        n_heads += usize::from(may_fit(h));
                     }
                     at_head = 0;
                     scanned = to;
@@ -1289,7 +1302,7 @@ impl EarliestWalk<'_> {
                 self.grew = true;
             }
         } else {
-            let (end, max) = self.plan.chain[k as usize];
+            let (end, max) = (h.chain_end, h.chain_max);
             if end < t1 {
                 // Not even its chain lasts long enough.
             } else if max < lim {
