@@ -336,8 +336,14 @@ pub struct AclSpec {
 pub struct CreateReservation {
     /// The cluster.
     pub cluster: String,
-    /// Processors held.
+    /// Processors held: a count (the cluster's scheduler keeps that many free), or 0 with
+    /// `processors`.
+    #[serde(default)]
     pub procs: u32,
+    /// These processors (indices within the cluster), instead of any `procs` of them: for
+    /// maintenance of given nodes, or a job that must have the same processors.
+    #[serde(default)]
+    pub processors: Vec<u32>,
     /// Start (seconds since the epoch); now when absent.
     #[serde(default)]
     pub start: Option<i64>,
@@ -422,6 +428,9 @@ pub struct ReservationView {
     pub cluster: String,
     /// Processors held.
     pub procs: u32,
+    /// Which processors, when it names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processors: Vec<u32>,
     /// Start.
     pub start: i64,
     /// End.

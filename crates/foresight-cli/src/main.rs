@@ -118,3 +118,17 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every command's definition is consistent (argument types, conflicts, requirements):
+    /// clap checks this only when a command is used, so a bad one would panic in a user's
+    /// hands.
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -255,7 +255,7 @@ fn bench(c: &mut Criterion) {
                                 NOW,
                                 "bench",
                                 "local",
-                                1,
+                                foresight_daemon::world::Held::Count(1),
                                 NOW + 86_400,
                                 NOW + 90_000,
                                 acl,

@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// This instance's name: what it creates in Slurm is named `<instance>-<id>`
+    /// (reservations) and `<instance>-<job>.<attempt>` (jobs), and it reconciles only those,
+    /// so several instances may share a Slurm cluster. Letters, digits and `_`.
+    #[serde(default = "default_instance")]
+    pub instance: String,
     /// Address to listen on; port 0 picks a free port (written to `DATA_DIR/server.url`).
     #[serde(default = "default_listen")]
     pub listen: String,
@@ -106,6 +111,9 @@ pub struct UserConfig {
     pub budget: Option<f64>,
 }
 
+fn default_instance() -> String {
+    "foresight".into()
+}
 fn default_listen() -> String {
     "127.0.0.1:8642".into()
 }
@@ -188,6 +196,7 @@ impl ClusterConfig {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            instance: default_instance(),
             listen: default_listen(),
             data_dir: default_data_dir(),
             cycle_ms: default_cycle_ms(),
@@ -215,6 +224,8 @@ impl Config {
 
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
+        foresight_rm::slurm::Naming::instance(&self.instance)
+            .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
         if self.cluster.is_empty() {
             anyhow::bail!("cluster: at least one cluster is needed");
         }

@@ -332,8 +332,22 @@ async fn create_reservation(
                 (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
                 (None, None) => return Err(ApiError::bad("end", "give end or duration")),
             };
+            let held = if r.processors.is_empty() {
+                crate::world::Held::Count(r.procs)
+            } else if r.procs != 0 && r.procs as usize != r.processors.len() {
+                return Err(ApiError::bad(
+                    "procs",
+                    format!(
+                        "{} processors asked but {} listed in processors; give one or the other",
+                        r.procs,
+                        r.processors.len()
+                    ),
+                ));
+            } else {
+                crate::world::Held::These(r.processors)
+            };
             let id =
-                w.create_reservation(now, &owner, &r.cluster, r.procs, start, end, r.acl, r.ttl)?;
+                w.create_reservation(now, &owner, &r.cluster, held, start, end, r.acl, r.ttl)?;
             Ok(reservation_view(&w.reservations[&id]))
         })
         .await?;

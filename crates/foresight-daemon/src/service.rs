@@ -164,8 +164,11 @@ impl Service {
                 if let Some(u) = &c.slurm_user {
                     client = client.acting_as(u.clone());
                 }
+                let naming = foresight_rm::slurm::Naming::instance(&cfg.instance)
+                    .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
                 let cluster = SlurmCluster::new(client, c.partition.clone(), c.account.clone())
-                    .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.name))?;
+                    .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.name))?
+                    .with_naming(naming);
                 managers.push(Arc::new(cluster));
                 executors.push(None);
                 continue;
@@ -1001,7 +1004,8 @@ impl Service {
             let mut busy_until = vec![from; n];
             let mut slots: Vec<SlotView> = Vec::new();
             let occ = forecast(&c.sched, Time(now), |_| 0.0);
-            // Running jobs sit on the processors they really have.
+            // Running jobs sit on the processors they really have (a remote cluster does
+            // not say which: there they are drawn on the lowest free ones, below).
             for o in &occ {
                 if let OccupancyKind::Running(job) = o.kind {
                     let procs: Vec<u32> = w
@@ -1010,6 +1014,9 @@ impl Service {
                         .and_then(|j| j.parts.iter().find(|p| p.cluster == c.cfg.name))
                         .map(|p| p.processors.clone())
                         .unwrap_or_default();
+                    if procs.is_empty() {
+                        continue;
+                    }
                     for p in procs {
                         let end = o.window.end.secs().min(to);
                         if end > from && (p as usize) < n {
@@ -1028,7 +1035,19 @@ impl Service {
             }
             for o in &occ {
                 let (occupant, id, cost) = match o.kind {
-                    OccupancyKind::Running(_) => continue,
+                    OccupancyKind::Running(job) => {
+                        let known = w
+                            .jobs
+                            .get(&job.0)
+                            .and_then(|j| j.parts.iter().find(|p| p.cluster == c.cfg.name))
+                            .is_some_and(|p| !p.processors.is_empty());
+                        if known {
+                            continue;
+                        }
+                        // A job of the cluster's own users (or ours on a remote cluster).
+                        let id = (job.0 < 1 << 62).then_some(job.0);
+                        ("running", id, f64::INFINITY)
+                    }
                     OccupancyKind::Planned { job, .. } => (
                         "planned",
                         Some(job.0),
@@ -1050,7 +1069,10 @@ impl Service {
                                     .find(|p| p.reservation == Some(r.0))
                                     .map(|p| (j.id, p.processors.clone()))
                             });
-                        if let Some((job, procs)) = running {
+                        if let Some((job, _)) = running.as_ref().filter(|(_, p)| p.is_empty()) {
+                            // On a remote cluster: which processors is not known.
+                            ("running", Some(*job), f64::INFINITY)
+                        } else if let Some((job, procs)) = running {
                             let end = o.window.end.secs().min(to);
                             for p in procs.into_iter().filter(|&p| (p as usize) < n) {
                                 if end > from {
@@ -1066,8 +1088,9 @@ impl Service {
                                 }
                             }
                             continue;
+                        } else {
+                            ("held", Some(r.0), f64::INFINITY)
                         }
-                        ("held", Some(r.0), f64::INFINITY)
                     }
                 };
                 let start = o.window.start.secs().max(from);
@@ -1268,6 +1291,7 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
         kind: r.kind.clone(),
         cluster: r.cluster.clone(),
         procs: r.procs,
+        processors: r.processors.clone(),
         start: r.start,
         end: r.end,
         acl: r.acl.clone(),

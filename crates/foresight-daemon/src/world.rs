@@ -155,6 +155,15 @@ impl Cluster {
     }
 }
 
+/// What an administrative reservation holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// Any this many processors: the cluster's scheduler keeps that many free.
+    Count(u32),
+    /// These processors (indices within the cluster).
+    These(Vec<u32>),
+}
+
 /// Counters for `/metrics`.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -667,8 +676,8 @@ impl World {
     }
 
     fn launch_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
+        let taken = self.choose_processors(now, k, id, procs);
         let cluster = &mut self.clusters[k];
-        let taken: Vec<u32> = cluster.free.iter().take(procs as usize).copied().collect();
         for p in &taken {
             cluster.free.remove(p);
         }
@@ -728,6 +737,38 @@ impl World {
         };
         self.dirty_jobs.insert(id);
         self.effects.push(Effect::Launch { cluster: k, spec });
+    }
+
+    /// Which free processors a part gets: those its reservation names first; then those no
+    /// other reservation names during its run; then the lowest ids. The scheduler's counts
+    /// guarantee enough free processors; this keeps named ones for their reservations.
+    fn choose_processors(&self, now: i64, k: usize, id: u64, procs: u32) -> Vec<u32> {
+        let c = &self.clusters[k];
+        let Some(j) = self.jobs.get(&id) else {
+            return c.free.iter().take(procs as usize).copied().collect();
+        };
+        let own = j
+            .parts
+            .iter()
+            .find(|p| p.cluster == c.cfg.name)
+            .and_then(|p| p.reservation);
+        let until = now + j.walltime + self.grace as i64;
+        let mut mine = BTreeSet::new();
+        let mut others = BTreeSet::new();
+        for r in self.reservations.values() {
+            if !r.state.is_live() || r.cluster != c.cfg.name || r.processors.is_empty() {
+                continue;
+            }
+            if Some(r.id) == own {
+                mine.extend(r.processors.iter().copied());
+            } else if r.start < until && now < r.end {
+                others.extend(r.processors.iter().copied());
+            }
+        }
+        let mut free: Vec<u32> = c.free.iter().copied().collect();
+        free.sort_by_key(|p| (!mine.contains(p), others.contains(p), *p));
+        free.truncate(procs as usize);
+        free
     }
 
     /// A part's process ended (or could not start).
@@ -1110,12 +1151,20 @@ impl World {
         now: i64,
         owner: &str,
         cluster: &str,
-        procs: u32,
+        held: Held,
         start: i64,
         end: i64,
         acl: AclSpec,
         ttl: Option<i64>,
     ) -> Result<u64, ApiError> {
+        let (procs, processors) = match held {
+            Held::Count(n) => (n, Vec::new()),
+            Held::These(mut list) => {
+                list.sort_unstable();
+                list.dedup();
+                (list.len() as u32, list)
+            }
+        };
         let k = self
             .cluster_index(cluster)
             .ok_or_else(|| self.unknown_cluster(cluster))?;
@@ -1146,6 +1195,13 @@ impl World {
                 return Err(ApiError::bad("ttl", "must be positive"));
             }
         }
+        if let Some(&p) = processors.iter().find(|&&p| p >= max) {
+            return Err(ApiError::bad(
+                "processors",
+                format!("processor {p} does not exist (cluster {cluster} has 0..{max})"),
+            ));
+        }
+        self.check_processors_free(k, &processors, start, end, &acl)?;
         let id = self.next_reservation;
         let res = AdminReservation {
             id: ReservationId(id),
@@ -1187,6 +1243,7 @@ impl World {
             kind: "admin".into(),
             cluster: cluster.into(),
             procs,
+            processors,
             start,
             end,
             acl,
@@ -1202,6 +1259,61 @@ impl World {
         self.dirty_reservations.insert(id);
         self.tick_cluster(now, k);
         Ok(id)
+    }
+
+    /// Refuses a reservation of these processors over `[start, end)` when another live
+    /// reservation names one of them in an overlapping window (unless both admit only the
+    /// same job), or a running job holds one past `start`.
+    fn check_processors_free(
+        &self,
+        k: usize,
+        processors: &[u32],
+        start: i64,
+        end: i64,
+        acl: &AclSpec,
+    ) -> Result<(), ApiError> {
+        if processors.is_empty() {
+            return Ok(());
+        }
+        let name = &self.clusters[k].cfg.name;
+        let mine: BTreeSet<u32> = processors.iter().copied().collect();
+        for r in self.reservations.values() {
+            if !r.state.is_live() || r.cluster != *name || r.end <= start || end <= r.start {
+                continue;
+            }
+            let same_job = acl.job.is_some() && acl.job == r.acl.job;
+            if let Some(p) = r.processors.iter().find(|p| mine.contains(p)) {
+                if !same_job {
+                    let mut e = ApiError::conflict(format!(
+                        "processor {p} of {name} is held by reservation {} from {} to {}",
+                        r.id,
+                        crate::moment::utc(r.start),
+                        crate::moment::utc(r.end)
+                    ));
+                    e.body.field = Some("processors".into());
+                    return Err(e);
+                }
+            }
+        }
+        for j in self.jobs.values().filter(|j| j.state == JobState::Running) {
+            for part in j.parts.iter().filter(|p| p.cluster == *name && !p.ended) {
+                let until = j.started_at.unwrap_or(start) + j.walltime + self.grace as i64;
+                if until <= start {
+                    continue;
+                }
+                if let Some(p) = part.processors.iter().find(|p| mine.contains(p)) {
+                    let mut e = ApiError::conflict(format!(
+                        "processor {p} of {name} runs job {} until up to {}, past the start {}",
+                        j.id,
+                        crate::moment::utc(until),
+                        crate::moment::utc(start)
+                    ));
+                    e.body.field = Some("processors".into());
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Commits a tentative reservation.
@@ -1494,6 +1606,7 @@ impl World {
                 kind: "job".into(),
                 cluster: cluster_name.clone(),
                 procs: p.procs,
+                processors: vec![],
                 start,
                 end: part_end,
                 acl: AclSpec {

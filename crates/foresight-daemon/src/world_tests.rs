@@ -266,10 +266,28 @@ fn reservations_conflict_expire_and_admit() {
         ..AclSpec::default()
     };
     let r1 = w
-        .create_reservation(1_000, "admin", "a", 3, 2_000, 3_000, acl.clone(), None)
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::Count(3),
+            2_000,
+            3_000,
+            acl.clone(),
+            None,
+        )
         .unwrap();
     let e = w
-        .create_reservation(1_000, "admin", "a", 2, 2_500, 3_500, acl.clone(), None)
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::Count(2),
+            2_500,
+            3_500,
+            acl.clone(),
+            None,
+        )
         .unwrap_err();
     assert_eq!(e.status, axum::http::StatusCode::CONFLICT);
     assert!(
@@ -278,7 +296,16 @@ fn reservations_conflict_expire_and_admit() {
         e.body.message
     );
     let r2 = w
-        .create_reservation(1_000, "admin", "a", 1, 2_500, 3_500, acl, Some(10))
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::Count(1),
+            2_500,
+            3_500,
+            acl,
+            Some(10),
+        )
         .unwrap();
     assert_eq!(w.reservations[&r2].state, ReservationState::Tentative);
     w.cycle(1_011);
@@ -350,4 +377,89 @@ fn restore_puts_running_jobs_back_before_placing_the_queue() {
     w.on_finished(1_050, 0, 2, 0, &exit(0));
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 1, vec![0, 1])]);
+}
+
+/// Reservations of named processors: two that name one processor over overlapping windows
+/// are refused (naming the processor and the reservation), disjoint ones coexist, and a job
+/// bound to one runs on exactly its processors while a job started beside it keeps off them.
+#[test]
+fn reservations_of_named_processors_never_share_one() {
+    let mut w = world(vec![cluster("a", 4)]);
+    let ann = AclSpec {
+        users: vec!["ann".into()],
+        ..AclSpec::default()
+    };
+    let r1 = w
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::These(vec![2, 3]),
+            1_000,
+            2_000,
+            ann.clone(),
+            None,
+        )
+        .unwrap();
+    let e = w
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::These(vec![1, 3]),
+            1_500,
+            2_500,
+            ann.clone(),
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e.status, axum::http::StatusCode::CONFLICT);
+    assert_eq!(e.body.field.as_deref(), Some("processors"));
+    assert!(
+        e.body.message.contains("processor 3")
+            && e.body.message.contains(&format!("reservation {r1}")),
+        "{}",
+        e.body.message
+    );
+    let e = w
+        .create_reservation(
+            1_000,
+            "admin",
+            "a",
+            Held::These(vec![9]),
+            1_500,
+            2_500,
+            ann.clone(),
+            None,
+        )
+        .unwrap_err();
+    assert_eq!(e.body.field.as_deref(), Some("processors"));
+    // After r1's window the same processor is free to name.
+    w.create_reservation(
+        1_000,
+        "admin",
+        "a",
+        Held::These(vec![3]),
+        2_000,
+        2_500,
+        ann,
+        None,
+    )
+    .unwrap();
+    assert_eq!(w.reservations[&r1].processors, vec![2, 3]);
+
+    // A local job started now, beside r1: it keeps off processors 2 and 3.
+    let mut beside = job(1, "bob", 2, 600);
+    beside.cluster = Some("a".into());
+    w.accept(1_000, vec![beside]);
+    w.cycle(1_000);
+    let l = launches(&mut w);
+    assert_eq!(l, vec![(0, 1, vec![0, 1])]);
+    // Ann's job bound to r1 runs on exactly 2 and 3.
+    let mut bound = job(2, "ann", 2, 600);
+    bound.reservation = Some(r1);
+    w.accept(1_000, vec![bound]);
+    w.cycle(1_000);
+    let l = launches(&mut w);
+    assert_eq!(l, vec![(0, 2, vec![2, 3])]);
 }

@@ -164,6 +164,9 @@ pub struct ReservationRecord {
     pub cluster: String,
     /// Processors.
     pub procs: u32,
+    /// Which processors, when it names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processors: Vec<u32>,
     /// Start.
     pub start: i64,
     /// End.

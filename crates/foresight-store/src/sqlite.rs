@@ -262,6 +262,7 @@ mod tests {
             kind: "admin".into(),
             cluster: "local".into(),
             procs: 1,
+            processors: vec![],
             start: 10,
             end: 20,
             acl: Default::default(),

@@ -541,6 +541,8 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
 
 /// Reservation commands.
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum ReservationCommand {
     /// Reserve processors of a cluster for a window (administrators).
     Create(CreateResOpts),
@@ -567,9 +569,12 @@ pub struct CreateResOpts {
     /// Cluster.
     #[arg(long)]
     cluster: String,
-    /// Processors.
-    #[arg(short = 'n', long)]
-    procs: u32,
+    /// How many processors (any of them).
+    #[arg(short = 'n', long, required_unless_present = "processors")]
+    procs: Option<u32>,
+    /// These processors instead (indices within the cluster, e.g. `0,1,6-7`).
+    #[arg(long, value_parser = parse_processor_list, conflicts_with = "procs")]
+    processors: Option<ProcessorList>,
     /// Start: seconds since the epoch, or `+DURATION` from now (e.g. +10m) [default: now].
     #[arg(long)]
     start: Option<String>,
@@ -593,6 +598,32 @@ pub struct CreateResOpts {
     ttl: Option<String>,
     #[command(flatten)]
     out: OutputOpt,
+}
+
+/// Processor indices given as `0,1,6-7`.
+#[derive(Clone, Debug)]
+pub struct ProcessorList(Vec<u32>);
+
+/// `0,1,6-7` → [0, 1, 6, 7].
+fn parse_processor_list(s: &str) -> std::result::Result<ProcessorList, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let number = |x: &str| {
+            x.parse::<u32>()
+                .map_err(|_| format!("{x:?} is not a processor index (use e.g. 0,1,6-7)"))
+        };
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if b < a {
+                    return Err(format!("range {item:?} runs backwards"));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(number(item)?),
+        }
+    }
+    Ok(ProcessorList(out))
 }
 
 /// Runs a reservation command.
@@ -637,7 +668,8 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
                 "/reservations",
                 &CreateReservation {
                     cluster: o.cluster,
-                    procs: o.procs,
+                    procs: o.procs.unwrap_or(0),
+                    processors: o.processors.map(|p| p.0).unwrap_or_default(),
                     start,
                     end: None,
                     duration: Some(Walltime::Text(o.duration)),
@@ -704,7 +736,19 @@ fn reservations_table(rs: &[ReservationView]) -> String {
                 r.id.to_string(),
                 r.kind.clone(),
                 r.cluster.clone(),
-                r.procs.to_string(),
+                if r.processors.is_empty() {
+                    r.procs.to_string()
+                } else {
+                    format!(
+                        "{} ({})",
+                        r.procs,
+                        r.processors
+                            .iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    )
+                },
                 when(Some(r.start)),
                 when(Some(r.end)),
                 r.state.as_str().to_string(),

@@ -11,9 +11,8 @@
 
 use super::client::SlurmClient;
 use super::commands::{
-    foresight_reservation_id, minutes_ceil, parse_part_name, part_name, reservation_name,
-    shell_command, shell_quote, JobControl, JobScript, ReservationRequest, SbatchRequest,
-    StartTime,
+    minutes_ceil, shell_command, shell_quote, JobControl, JobScript, Naming, ReservationRequest,
+    SbatchRequest, StartTime,
 };
 use super::error::{FailureKind, SlurmError};
 use super::model::{Job, JobState, Node, Reservation, SlurmJobId, Snapshot};
@@ -53,6 +52,8 @@ pub struct SlurmCluster {
     /// The `PATH` parts run with: the daemon's, so that a part finds the same programs the
     /// local executor would.
     path: String,
+    /// How this instance names its reservations and parts.
+    naming: Naming,
 }
 
 impl SlurmCluster {
@@ -80,7 +81,14 @@ impl SlurmCluster {
             account,
             user,
             path,
+            naming: Naming::default(),
         })
+    }
+
+    /// Names reservations and parts as instance `naming` does (see [`Naming`]).
+    pub fn with_naming(mut self, naming: Naming) -> SlurmCluster {
+        self.naming = naming;
+        self
     }
 
     /// The Slurm client.
@@ -125,12 +133,12 @@ impl SlurmCluster {
             )));
         }
         let mut req = SbatchRequest::new(
-            &part_name(job, spec.attempt),
+            &self.naming.part(job, spec.attempt),
             procs,
             time_limit_minutes(spec.walltime_secs),
             JobScript::Wrap(self.wrap_line(sub)?),
         );
-        req.reservation = sub.reservation.map(reservation_name);
+        req.reservation = sub.reservation.map(|r| self.naming.reservation(r));
         req.begin = sub.begin;
         req.partition.clone_from(&self.partition);
         req.account.clone_from(&self.account);
@@ -182,7 +190,7 @@ impl SlurmCluster {
         if req.end <= req.start {
             return Err(RmError::Invalid(format!(
                 "reservation {}: ends ({}) at or before its start ({})",
-                reservation_name(req.id),
+                self.naming.reservation(req.id),
                 req.end,
                 req.start
             )));
@@ -195,6 +203,7 @@ impl SlurmCluster {
             req.procs,
             &self.user,
         );
+        r.name = self.naming.reservation(req.id);
         r.partition.clone_from(&self.partition);
         Ok(r)
     }
@@ -228,7 +237,7 @@ impl SlurmCluster {
         req: &ReserveRequest,
         duplicate: SlurmError,
     ) -> Result<(), RmError> {
-        let name = reservation_name(req.id);
+        let name = self.naming.reservation(req.id);
         let found = self
             .client
             .reservations()
@@ -263,7 +272,11 @@ impl ResourceManager for SlurmCluster {
     /// too (`MinJobAge`), whatever their partition; reservations are all of them.
     async fn snapshot(&self) -> Result<ClusterState, RmError> {
         let snap = self.client.snapshot().await?;
-        Ok(cluster_state(&snap, self.partition.as_deref()))
+        Ok(cluster_state(
+            &snap,
+            self.partition.as_deref(),
+            &self.naming,
+        ))
     }
 
     /// `sbatch --test-only -n PROCS --time=MINUTES --wrap=true` (with the partition and
@@ -312,7 +325,7 @@ impl ResourceManager for SlurmCluster {
     /// cancelled (one `squeue --json`, one `scancel`) and the delete is retried for a few
     /// seconds; other jobs bound to it are left alone, and the error is then reported.
     async fn release(&self, reservation: u64) -> Result<(), RmError> {
-        let name = reservation_name(reservation);
+        let name = self.naming.reservation(reservation);
         let mut cancelled = false;
         let mut tries = 0;
         loop {
@@ -336,7 +349,7 @@ impl ResourceManager for SlurmCluster {
                     .filter(|j| {
                         j.state.is_active()
                             && j.reservation.as_deref() == Some(name.as_str())
-                            && parse_part_name(&j.name).is_some()
+                            && self.naming.parse_part(&j.name).is_some()
                     })
                     .map(|j| j.id)
                     .collect();
@@ -438,7 +451,11 @@ pub(crate) fn effective_user_name() -> Result<String, RmError> {
 }
 
 /// The service's view of a Slurm snapshot; `partition` restricts the processors counted.
-pub(crate) fn cluster_state(snap: &Snapshot, partition: Option<&str>) -> ClusterState {
+pub(crate) fn cluster_state(
+    snap: &Snapshot,
+    partition: Option<&str>,
+    naming: &Naming,
+) -> ClusterState {
     let part_hosts: Option<Vec<String>> = partition.map(|p| {
         snap.partitions
             .iter()
@@ -468,16 +485,20 @@ pub(crate) fn cluster_state(snap: &Snapshot, partition: Option<&str>) -> Cluster
     ClusterState {
         taken_at: snap.taken_at,
         processors,
-        jobs: snap.jobs.iter().map(|j| rm_job(j, snap.taken_at)).collect(),
+        jobs: snap
+            .jobs
+            .iter()
+            .map(|j| rm_job(j, snap.taken_at, naming))
+            .collect(),
         reservations: snap
             .reservations
             .iter()
-            .map(|r| rm_reservation(r, &cpus))
+            .map(|r| rm_reservation(r, &cpus, naming))
             .collect(),
     }
 }
 
-fn rm_job(j: &Job, taken_at: i64) -> RmJob {
+fn rm_job(j: &Job, taken_at: i64, naming: &Naming) -> RmJob {
     let state = match &j.state {
         JobState::Pending | JobState::Requeued => RmJobState::Pending,
         JobState::Running | JobState::Completing | JobState::Configuring => RmJobState::Running,
@@ -486,7 +507,7 @@ fn rm_job(j: &Job, taken_at: i64) -> RmJob {
     };
     RmJob {
         external: j.id.to_string(),
-        foresight: parse_part_name(&j.name),
+        foresight: naming.parse_part(&j.name),
         user: j.user.clone(),
         state,
         procs: j.cpus,
@@ -532,7 +553,7 @@ fn outcome(j: &Job, state: &JobState, taken_at: i64) -> Outcome {
     }
 }
 
-fn rm_reservation(r: &Reservation, cpus: &HashMap<&str, u32>) -> RmReservation {
+fn rm_reservation(r: &Reservation, cpus: &HashMap<&str, u32>, naming: &Naming) -> RmReservation {
     let procs = if r.core_count > 0 {
         r.core_count
     } else {
@@ -551,7 +572,7 @@ fn rm_reservation(r: &Reservation, cpus: &HashMap<&str, u32>) -> RmReservation {
     };
     RmReservation {
         name: r.name.clone(),
-        foresight: foresight_reservation_id(&r.name),
+        foresight: naming.reservation_id(&r.name),
         start: r.start,
         end: r.end,
         procs,
@@ -876,7 +897,7 @@ mod tests {
                 reason: None,
                 ..base.clone()
             };
-            let RmJobState::Ended(o) = rm_job(&j, 5).state else {
+            let RmJobState::Ended(o) = rm_job(&j, 5, &Naming::default()).state else {
                 panic!("{state:?}")
             };
             assert_eq!(o.timed_out, timed_out, "{state:?}");
@@ -894,7 +915,7 @@ mod tests {
             reason: Some("NodeDown".into()),
             ..base
         };
-        let RmJobState::Ended(o) = rm_job(&j, 5).state else {
+        let RmJobState::Ended(o) = rm_job(&j, 5, &Naming::default()).state else {
             panic!()
         };
         assert_eq!(o.error.as_deref(), Some("Slurm: NODE_FAIL (NodeDown)"));
@@ -917,14 +938,17 @@ mod tests {
             state: "INACTIVE".into(),
             cores: vec![],
         };
-        let got = rm_reservation(&r, &cpus);
+        let got = rm_reservation(&r, &cpus, &Naming::default());
         assert_eq!((got.procs, got.foresight), (6, None));
         let unknown = Reservation {
             nodes: Some("x[1-3]".into()),
             node_count: 3,
             ..r
         };
-        assert_eq!(rm_reservation(&unknown, &cpus).procs, 12);
+        assert_eq!(
+            rm_reservation(&unknown, &cpus, &Naming::default()).procs,
+            12
+        );
     }
 
     #[test]

@@ -16,41 +16,97 @@ use std::path::PathBuf;
 /// `foresight-<reservation id>` and parts (jobs) `foresight-<job>.<attempt>`, so that reconciliation after a restart can find its own.
 pub const FORESIGHT_PREFIX: &str = "foresight-";
 
-/// The Slurm name of Foresight's reservation `id`: `foresight-<id>`.
+/// How one Foresight instance names what it creates in Slurm: `<prefix><reservation id>`
+/// and `<prefix><job>.<attempt>`. Each instance sharing a Slurm cluster with others (peer
+/// dispatchers, test daemons) has its own prefix, so reconciliation touches only its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Naming {
+    prefix: String,
+}
+
+impl Default for Naming {
+    fn default() -> Self {
+        Naming {
+            prefix: FORESIGHT_PREFIX.to_owned(),
+        }
+    }
+}
+
+impl Naming {
+    /// Names of instance `instance`: `foresight-` for `foresight` (the default), else
+    /// `<instance>-`. An instance name holds letters, digits and `_`, 1–40 of them, so that no
+    /// prefix is a prefix of another's names.
+    pub fn instance(instance: &str) -> Result<Naming, SlurmError> {
+        let ok = !instance.is_empty()
+            && instance.len() <= 40
+            && instance
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(SlurmError::invalid(format!(
+                "instance name {instance:?}: use 1-40 letters, digits or _"
+            )));
+        }
+        Ok(Naming {
+            prefix: format!("{instance}-"),
+        })
+    }
+
+    /// The Slurm name of reservation `id`.
+    pub fn reservation(&self, id: u64) -> String {
+        format!("{}{id}", self.prefix)
+    }
+
+    /// The reservation id in a name made by [`reservation`](Self::reservation); `None` for
+    /// any other name (the site's own reservations, other instances').
+    pub fn reservation_id(&self, name: &str) -> Option<u64> {
+        let digits = name.strip_prefix(&self.prefix)?;
+        if !canonical(digits) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+
+    /// The Slurm job name of one part: the one definition both submission (`sbatch -J`) and
+    /// recognition in `squeue` use.
+    pub fn part(&self, job: u64, attempt: u32) -> String {
+        format!("{}{job}.{attempt}", self.prefix)
+    }
+
+    /// The `(job, attempt)` in a name made by [`part`](Self::part); `None` for any other name
+    /// (the site's own jobs, other instances', or a name that only looks like ours: leading
+    /// zeros, signs, spaces).
+    pub fn parse_part(&self, name: &str) -> Option<(u64, u32)> {
+        let (job, attempt) = name.strip_prefix(&self.prefix)?.split_once('.')?;
+        if !canonical(job) || !canonical(attempt) {
+            return None;
+        }
+        Some((job.parse().ok()?, attempt.parse().ok()?))
+    }
+}
+
+fn canonical(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
+}
+
+/// The Slurm name of reservation `id` under the default naming: `foresight-<id>`.
 pub fn reservation_name(id: u64) -> String {
-    format!("{FORESIGHT_PREFIX}{id}")
+    Naming::default().reservation(id)
 }
 
-/// The Foresight reservation id in a Slurm reservation name made by [`reservation_name`];
-/// `None` for any other name (the site's own reservations).
+/// The reservation id in a name made by [`reservation_name`].
 pub fn foresight_reservation_id(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix(FORESIGHT_PREFIX)?;
-    if digits.is_empty()
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || digits.starts_with('0') && digits.len() > 1
-    {
-        return None;
-    }
-    digits.parse().ok()
+    Naming::default().reservation_id(name)
 }
 
-/// The Slurm job name of one part of a Foresight job: `foresight-<job>.<attempt>`, the one
-/// definition both submission (`sbatch -J`) and recognition in `squeue` use.
+/// The Slurm job name of a part under the default naming: `foresight-<job>.<attempt>`.
 pub fn part_name(job: u64, attempt: u32) -> String {
-    format!("{FORESIGHT_PREFIX}{job}.{attempt}")
+    Naming::default().part(job, attempt)
 }
 
-/// The `(job, attempt)` in a Slurm job name made by [`part_name`]; `None` for any other name
-/// (the site's own jobs, or a name that only looks like ours: leading zeros, signs, spaces).
+/// The `(job, attempt)` in a name made by [`part_name`].
 pub fn parse_part_name(name: &str) -> Option<(u64, u32)> {
-    let (job, attempt) = name.strip_prefix(FORESIGHT_PREFIX)?.split_once('.')?;
-    let canonical = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
-    };
-    if !canonical(job) || !canonical(attempt) {
-        return None;
-    }
-    Some((job.parse().ok()?, attempt.parse().ok()?))
+    Naming::default().parse_part(name)
 }
 
 /// One word for a POSIX shell: as is when it holds only characters no shell treats specially,
@@ -487,6 +543,26 @@ pub const PING: (&str, &[&str]) = ("scontrol", &["ping"]);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two instances on one cluster never read each other's names as their own.
+    #[test]
+    fn instances_keep_to_their_own_names() {
+        let default = Naming::default();
+        let test = Naming::instance("t42").unwrap();
+        assert_eq!(test.part(7, 1), "t42-7.1");
+        assert_eq!(test.reservation(7), "t42-7");
+        assert_eq!(test.parse_part("t42-7.1"), Some((7, 1)));
+        assert_eq!(test.reservation_id("t42-7"), Some(7));
+        assert_eq!(default.parse_part("t42-7.1"), None);
+        assert_eq!(test.parse_part("foresight-7.1"), None);
+        let nested = Naming::instance("foresight_b").unwrap();
+        assert_eq!(default.parse_part(&nested.part(7, 1)), None);
+        assert_eq!(default.reservation_id(&nested.reservation(7)), None);
+        assert_eq!(Naming::instance("foresight").unwrap(), default);
+        for bad in ["", "a-b", "a b", "é", &"x".repeat(41)] {
+            assert!(Naming::instance(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn part_names_round_trip() {
