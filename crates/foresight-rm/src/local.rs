@@ -1,7 +1,7 @@
 //! [`LocalCluster`]: a cluster run by the local executor, as a [`ResourceManager`]. Here
 //! Foresight itself is the resource manager: the service's own local scheduler decides when
 //! each part starts and holds the cluster's reservations, and this manager only runs,
-//! signals and reports processes (`schedules_itself() == true`).
+//! signals and reports processes (`scheduled_by_foresight() == true`).
 
 use crate::executor::LocalExecutor;
 use crate::layout::{unix_now, AttemptDir, SPEC, SUPERVISOR_PID, SUSPENDED};
@@ -55,7 +55,7 @@ impl ResourceManager for LocalCluster {
         "local"
     }
 
-    fn schedules_itself(&self) -> bool {
+    fn scheduled_by_foresight(&self) -> bool {
         true
     }
 
@@ -249,7 +249,7 @@ mod tests {
         let root = executor.root().to_owned();
         let cluster = LocalCluster::new("alpha", 16, executor);
         assert_eq!(
-            (cluster.kind(), cluster.schedules_itself()),
+            (cluster.kind(), cluster.scheduled_by_foresight()),
             ("local", true)
         );
         assert_eq!(cluster.name(), "alpha");

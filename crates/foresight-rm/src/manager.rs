@@ -156,7 +156,7 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
     /// executor): reservations and starts are then decided by the service, and this manager
     /// only runs processes. False when the resource manager schedules by itself (Slurm): the
     /// service mirrors it from [`snapshot`](Self::snapshot)s and talks to it for everything.
-    fn schedules_itself(&self) -> bool;
+    fn scheduled_by_foresight(&self) -> bool;
 
     /// The cluster now.
     async fn snapshot(&self) -> Result<ClusterState, RmError>;

@@ -263,7 +263,7 @@ impl ResourceManager for SlurmCluster {
         "slurm"
     }
 
-    fn schedules_itself(&self) -> bool {
+    fn scheduled_by_foresight(&self) -> bool {
         false
     }
 
@@ -1368,7 +1368,7 @@ mod tests {
         let fake = FakeRunner::new();
         let c = cluster(&fake, None, None);
         assert_eq!(
-            (c.kind(), c.schedules_itself(), c.user()),
+            (c.kind(), c.scheduled_by_foresight(), c.user()),
             ("slurm", false, "fs")
         );
         let own = SlurmCluster::new(
