@@ -157,7 +157,17 @@ pub struct SlotPlan {
     by_end_time: Vec<Time>,
     /// Processor of each slot of `by_end`, in the same order.
     by_end_proc: Vec<u32>,
+    /// The processors' distinct speeds, fastest first.
+    speeds: Vec<f64>,
+    /// Per block of [`BLOCK`] numbered slots: the longest chain any of them begins,
+    /// seconds. Commits only shorten chains, so this stays an upper bound until the next
+    /// re-index, and the walk passes over a block whose chains are all shorter than the job
+    /// without reading it.
+    block_reach: Vec<i64>,
 }
+
+/// Numbered slots per block of the walk's skip index (and per batch of its head search).
+const BLOCK: usize = 256;
 
 /// Rank of a replaced slot, and of a missing neighbour: above every request's limit.
 const NEVER: u32 = u32::MAX;
@@ -424,6 +434,18 @@ impl SlotPlan {
             hot[i].chain_end = end;
             hot[i].chain_max = max;
         }
+        let mut speeds: Vec<f64> = processors.iter().map(|p| p.speed).collect();
+        speeds.sort_by(|a, b| b.total_cmp(a));
+        speeds.dedup();
+        let block_reach = hot
+            .chunks(BLOCK)
+            .map(|b| {
+                b.iter()
+                    .map(|h| h.chain_end.secs().saturating_sub(h.start.secs()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
         Ok(SlotPlan {
             processors,
             clusters,
@@ -442,6 +464,8 @@ impl SlotPlan {
             hot,
             by_end_time,
             by_end_proc,
+            block_reach,
+            speeds,
         })
     }
 
@@ -645,15 +669,20 @@ impl SlotPlan {
             })
             .collect();
         // Speed levels, fastest first.
-        let mut levels: Vec<f64> = self
-            .processors
-            .iter()
-            .zip(&suitable_proc)
-            .filter(|(_, ok)| **ok)
-            .map(|(p, _)| p.speed)
-            .collect();
-        levels.sort_by(|a, b| b.total_cmp(a));
-        levels.dedup();
+        let levels: Vec<f64> = if capable == self.processors.len() {
+            self.speeds.clone()
+        } else {
+            let mut levels: Vec<f64> = self
+                .processors
+                .iter()
+                .zip(&suitable_proc)
+                .filter(|(_, ok)| **ok)
+                .map(|(p, _)| p.speed)
+                .collect();
+            levels.sort_by(|a, b| b.total_cmp(a));
+            levels.dedup();
+            levels
+        };
         // Without co-allocation, each cluster is a world of its own.
         let masks: Vec<Option<usize>> = if req.co_allocate || self.clusters.len() <= 1 {
             vec![None]
@@ -974,7 +1003,6 @@ impl SlotPlan {
             is_head(h) & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
         };
         // Heads among the numbered slots, found a block at a time without branching.
-        const BLOCK: usize = 256;
         let mut heads = [0u32; BLOCK];
         let (mut n_heads, mut at_head, mut scanned) = (0usize, 0usize, 0usize);
         let mut ae = 0usize;
@@ -995,6 +1023,12 @@ impl SlotPlan {
                 if at_head == n_heads && scanned < self.main {
                     let to = (scanned + BLOCK).min(self.main);
                     n_heads = 0;
+                    if self.block_reach[scanned / BLOCK] < dur.as_secs() {
+                        // No run that starts in this block lasts the job.
+                        at_head = 0;
+                        scanned = to;
+                        continue;
+                    }
                     for (k, h) in self.hot[scanned..to].iter().enumerate() {
                         heads[n_heads] = (scanned + k) as u32;
                         n_heads += usize::from(may_fit(h));

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::config::{ClusterConfig, Config};
+use foresight_rm::{RmJob, RmJobState};
 
 fn cluster(name: &str, procs: u32) -> ClusterConfig {
     ClusterConfig::local(name, procs)
@@ -462,4 +463,386 @@ fn reservations_of_named_processors_never_share_one() {
     w.cycle(1_000);
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 2, vec![2, 3])]);
+}
+
+// ------------------------------------------------------------------ remote (Slurm) clusters
+
+fn slurm(name: &str) -> ClusterConfig {
+    ClusterConfig {
+        kind: "slurm".into(),
+        slurm_conf: Some(format!("/etc/{name}/slurm.conf").into()),
+        procs: 0,
+        ..ClusterConfig::local(name, 0)
+    }
+}
+
+fn empty_state(at: i64, procs: u32) -> ClusterState {
+    ClusterState {
+        taken_at: at,
+        processors: procs,
+        jobs: vec![],
+        reservations: vec![],
+    }
+}
+
+fn ours(external: &str, job: u64, attempt: u32, procs: u32, state: RmJobState) -> RmJob {
+    RmJob {
+        external: external.into(),
+        foresight: Some((job, attempt)),
+        user: "root".into(),
+        state,
+        procs,
+        time_limit: Some(120),
+        submitted_at: 1_000,
+        start: None,
+        priority: 0,
+        reservation: None,
+    }
+}
+
+fn theirs_running(external: &str, procs: u32, start: i64, limit: i64) -> RmJob {
+    RmJob {
+        external: external.into(),
+        foresight: None,
+        user: "owner".into(),
+        state: RmJobState::Running,
+        procs,
+        time_limit: Some(limit),
+        submitted_at: start,
+        start: Some(start),
+        priority: 100,
+        reservation: None,
+    }
+}
+
+fn take_effects(w: &mut World) -> Vec<Effect> {
+    std::mem::take(&mut w.effects)
+}
+
+/// A job larger than either Slurm cluster: phase one asks both for a reservation; nothing is
+/// submitted until both hold; then each part goes to its cluster bound to its reservation and
+/// not before the common start; Slurm's start times give the skew; the ends complete it.
+#[test]
+fn slurm_co_allocation_is_two_phase_and_synchronous() {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(1_000, 1, Ok(empty_state(1_000, 8)));
+    w.accept(1_000, vec![job(1, "ann", 12, 90)]);
+    w.cycle(1_000);
+    let asked: Vec<(usize, ReserveRequest)> = take_effects(&mut w)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Reserve { cluster, request } => Some((cluster, request)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(asked.iter().map(|a| a.1.procs).sum::<u32>(), 12);
+    // Slurm reserves whole minutes: 90 s becomes 120 s on both.
+    assert!(asked.iter().all(|a| a.1.start == 1_000 && a.1.end == 1_120));
+    assert_eq!(w.jobs[&1].state, JobState::Planned);
+    assert!(!w.queue.contains(&1));
+
+    w.reservation_answered(1_001, asked[0].1.id, Ok(()));
+    assert!(
+        take_effects(&mut w).is_empty(),
+        "nothing submitted before both hold"
+    );
+    w.reservation_answered(1_001, asked[1].1.id, Ok(()));
+    let subs: Vec<(usize, Submission)> = take_effects(&mut w)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Submit {
+                cluster,
+                submission,
+            } => Some((cluster, submission)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(subs.len(), 2);
+    for (k, s) in &subs {
+        let rid = asked.iter().find(|a| a.0 == *k).unwrap().1.id;
+        assert_eq!(s.reservation, Some(rid));
+        assert_eq!(s.begin, Some(1_000));
+        assert_eq!(s.spec.walltime_secs, 120);
+    }
+    assert_eq!(w.jobs[&1].state, JobState::Reserved);
+    assert!(w
+        .reservations
+        .values()
+        .all(|r| r.state == ReservationState::Committed));
+
+    w.part_submitted(
+        1_001,
+        subs[0].0,
+        1,
+        0,
+        Ok(PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some("11".into()),
+        }),
+    );
+    w.part_submitted(
+        1_001,
+        subs[1].0,
+        1,
+        0,
+        Ok(PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some("21".into()),
+        }),
+    );
+    let procs_on = |k: usize| {
+        subs.iter()
+            .find(|s| s.0 == k)
+            .unwrap()
+            .1
+            .spec
+            .processors
+            .len() as u32
+    };
+    let running = |ext: &str, k: usize, start: i64| {
+        let mut j = ours(ext, 1, 0, procs_on(k), RmJobState::Running);
+        j.start = Some(start);
+        j
+    };
+    let mut s0 = empty_state(1_003, 8);
+    s0.jobs.push(running("11", 0, 1_000));
+    let mut s1 = empty_state(1_003, 8);
+    s1.jobs.push(running("21", 1, 1_001));
+    w.sync_remote(1_003, 0, Ok(s0));
+    w.sync_remote(1_003, 1, Ok(s1));
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Running);
+    assert_eq!(j.started_at, Some(1_000));
+    assert_eq!(w.stats.skew_count, 1);
+    assert_eq!(w.stats.skew_max, 1.0);
+
+    let ended = |ext: &str, k: usize| {
+        let mut j = ours(ext, 1, 0, procs_on(k), RmJobState::Ended(exit(0)));
+        j.start = Some(1_000);
+        j
+    };
+    let mut s0 = empty_state(1_050, 8);
+    s0.jobs.push(ended("11", 0));
+    let mut s1 = empty_state(1_050, 8);
+    s1.jobs.push(ended("21", 1));
+    w.sync_remote(1_050, 0, Ok(s0));
+    assert_eq!(w.jobs[&1].state, JobState::Running);
+    w.sync_remote(1_050, 1, Ok(s1));
+    assert_eq!(w.jobs[&1].state, JobState::Completed);
+    assert!(w
+        .reservations
+        .values()
+        .all(|r| r.state == ReservationState::Finished));
+}
+
+/// One cluster refuses its reservation: the other's is released too, nothing is submitted,
+/// and the job is planned again with the reason kept.
+#[test]
+fn a_slurm_refusal_releases_every_part() {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(1_000, 1, Ok(empty_state(1_000, 8)));
+    w.accept(1_000, vec![job(1, "ann", 12, 60)]);
+    w.cycle(1_000);
+    let ids: Vec<u64> = take_effects(&mut w)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Reserve { request, .. } => Some(request.id),
+            _ => None,
+        })
+        .collect();
+    w.reservation_answered(1_001, ids[0], Ok(()));
+    w.reservation_answered(1_001, ids[1], Err("Requested nodes are busy".into()));
+    let effects = take_effects(&mut w);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Submit { .. })));
+    let released: BTreeSet<u64> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Release { reservation, .. } => Some(*reservation),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(released, ids.iter().copied().collect());
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Pending);
+    assert!(
+        j.reason
+            .as_deref()
+            .unwrap()
+            .contains("Requested nodes are busy"),
+        "{:?}",
+        j.reason
+    );
+    w.cycle(1_002);
+    assert!(w.queue.contains(&1) || w.reserving.contains_key(&1));
+}
+
+/// A controller that stops answering: the cluster offers nothing, a reserved job there that
+/// has not started is cancelled there and planned again as a new attempt (so the old Slurm
+/// job can never be taken for it); once the cluster is back, the old job still queued there
+/// is cancelled and the stale reservation released.
+#[test]
+fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
+    let mut w = world(vec![slurm("c1"), cluster("local", 4)]);
+    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
+    // Busy local cluster: the job goes to c1.
+    let mut filler = job(9, "bob", 4, 10_000);
+    filler.cluster = Some("local".into());
+    w.accept(1_000, vec![filler]);
+    w.accept(1_000, vec![job(1, "ann", 6, 60)]);
+    w.cycle(1_000);
+    let rid = take_effects(&mut w)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reserve { request, .. } => Some(request.id),
+            _ => None,
+        })
+        .unwrap();
+    w.reservation_answered(1_001, rid, Ok(()));
+    take_effects(&mut w);
+    w.part_submitted(
+        1_001,
+        0,
+        1,
+        0,
+        Ok(PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some("5".into()),
+        }),
+    );
+    assert_eq!(w.jobs[&1].state, JobState::Reserved);
+
+    w.sync_remote(
+        1_010,
+        0,
+        Err("slurm_load_jobs error: Unable to contact slurm controller".into()),
+    );
+    assert!(!w.clusters[0].available);
+    assert!(w.views()[0].processors.is_empty());
+    let effects = take_effects(&mut w);
+    assert!(effects.iter().any(|e| matches!(e, Effect::Cancel { cluster: 0, part } if part.external.as_deref() == Some("5"))));
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::Release { cluster: 0, reservation } if *reservation == rid)));
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Pending);
+    assert_eq!(j.attempt, 1);
+    assert!(
+        j.reason.as_deref().unwrap().contains("unavailable"),
+        "{:?}",
+        j.reason
+    );
+    assert_eq!(w.reservations[&rid].state, ReservationState::Released);
+    // Not failed for being larger than what is reachable: it waits.
+    w.cycle(1_011);
+    assert_ne!(w.jobs[&1].state, JobState::Failed);
+
+    // Back: the old part (attempt 0) and its reservation are still there; both go.
+    let mut back = empty_state(1_020, 8);
+    let mut old = ours("5", 1, 0, 6, RmJobState::Pending);
+    old.reservation = Some(format!("foresight-{rid}"));
+    back.jobs.push(old);
+    back.reservations.push(foresight_rm::RmReservation {
+        name: format!("foresight-{rid}"),
+        foresight: Some(rid),
+        start: 1_000,
+        end: 1_060,
+        procs: 6,
+    });
+    w.sync_remote(1_020, 0, Ok(back));
+    assert!(w.clusters[0].available);
+    let effects = take_effects(&mut w);
+    assert!(
+        effects.iter().any(
+            |e| matches!(e, Effect::Cancel { part, .. } if part.external.as_deref() == Some("5"))
+        ),
+        "{effects:?}"
+    );
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::Release { reservation, .. } if *reservation == rid)));
+}
+
+/// After a restart of the service, a reserved part Slurm already has (found by its name) is
+/// adopted and not submitted again; one Slurm never got is submitted.
+#[test]
+fn restart_adopts_what_slurm_has_and_submits_what_it_lacks() {
+    let mut w = world(vec![slurm("c1")]);
+    let reservation = |id: u64| ReservationRecord {
+        id,
+        kind: "job".into(),
+        cluster: "c1".into(),
+        procs: 2,
+        processors: vec![],
+        start: 2_000,
+        end: 2_060,
+        acl: AclSpec {
+            job: Some(id),
+            ..AclSpec::default()
+        },
+        state: ReservationState::Committed,
+        expires_at: None,
+        owner: "ann".into(),
+    };
+    let reserved = |id: u64| {
+        let mut j = job(id, "ann", 2, 60);
+        j.state = JobState::Reserved;
+        j.parts = vec![PartRecord {
+            cluster: "c1".into(),
+            procs: 2,
+            reservation: Some(id),
+            ..PartRecord::default()
+        }];
+        j
+    };
+    let adopt = w.restore(
+        1_500,
+        vec![reserved(1), reserved(2)],
+        vec![reservation(1), reservation(2)],
+        vec![],
+    );
+    assert!(adopt.is_empty());
+    let mut state = empty_state(1_501, 8);
+    let mut has = ours("77", 1, 0, 2, RmJobState::Pending);
+    has.reservation = Some("foresight-1".into());
+    state.jobs.push(has);
+    for id in [1, 2] {
+        state.reservations.push(foresight_rm::RmReservation {
+            name: format!("foresight-{id}"),
+            foresight: Some(id),
+            start: 2_000,
+            end: 2_060,
+            procs: 2,
+        });
+    }
+    w.sync_remote(1_501, 0, Ok(state));
+    assert_eq!(w.jobs[&1].parts[0].external.as_deref(), Some("77"));
+    let submitted: Vec<u64> = take_effects(&mut w)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Submit { submission, .. } => Some(submission.spec.job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(submitted, vec![2]);
+}
+
+/// The mirror of a Slurm cluster holds the site's running jobs until their limits: a global
+/// job is planned after them, not on top of them.
+#[test]
+fn the_mirror_plans_around_the_sites_own_jobs() {
+    let mut w = world(vec![slurm("c1")]);
+    let mut state = empty_state(1_000, 8);
+    state.jobs.push(theirs_running("3", 6, 900, 600));
+    w.sync_remote(1_000, 0, Ok(state));
+    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
+    w.cycle(1_000);
+    let j = &w.jobs[&1];
+    assert_eq!(j.state, JobState::Planned);
+    assert_eq!(j.planned_start, Some(1_500), "{:?}", j.reason);
 }
