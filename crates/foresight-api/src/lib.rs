@@ -291,6 +291,11 @@ pub struct ClusterEstimate {
     pub start: Option<i64>,
     /// Why not, when `start` is null.
     pub reason: Option<String>,
+    /// The cluster's own resource manager's answer for such a job submitted there now, as a
+    /// local job (Slurm: `sbatch --test-only`); absent for clusters Foresight schedules
+    /// itself, or when it did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_manager_start: Option<i64>,
 }
 
 /// The answer to an [`EstimateRequest`].

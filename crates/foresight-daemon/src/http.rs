@@ -311,7 +311,9 @@ async fn estimate(
     _caller: Caller,
     Body(req): Body<EstimateRequest>,
 ) -> Result<Json<Estimate>, ApiError> {
-    s.estimate(&req).map(Json)
+    let mut est = s.estimate(&req)?;
+    s.add_resource_manager_estimates(&req, &mut est).await;
+    Ok(Json(est))
 }
 
 /// Makes an advance reservation (administrators).

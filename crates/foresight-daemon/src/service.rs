@@ -564,6 +564,35 @@ impl Service {
             .ok_or_else(|| ApiError::unauthorized("unknown token"))
     }
 
+    /// Adds each remote cluster's own answer (`sbatch --test-only`) to an estimate, asked
+    /// concurrently, each given at most a few seconds.
+    pub async fn add_resource_manager_estimates(&self, req: &EstimateRequest, est: &mut Estimate) {
+        let Ok(walltime) = req.walltime.seconds() else {
+            return;
+        };
+        let asks = self
+            .managers
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.scheduled_by_foresight())
+            .map(|(k, m)| {
+                let m = m.clone();
+                async move {
+                    let answer = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        m.estimate_start(req.procs, walltime),
+                    )
+                    .await;
+                    (k, answer)
+                }
+            });
+        for (k, answer) in futures::future::join_all(asks).await {
+            if let (Some(c), Ok(Ok(Some(t)))) = (est.clusters.get_mut(k), answer) {
+                c.resource_manager_start = Some(t);
+            }
+        }
+    }
+
     /// Accepts jobs: checked, made durable, then queued. All or none.
     pub async fn submit(
         self: &Arc<Self>,
@@ -886,6 +915,7 @@ impl Service {
                     cluster: name,
                     start: None,
                     reason: Some(format!("has only {} processors", w.clusters[k].procs())),
+                    resource_manager_start: None,
                 });
                 continue;
             }
@@ -901,6 +931,7 @@ impl Service {
                         cluster: name,
                         start: Some(start.secs()),
                         reason: None,
+                        resource_manager_start: None,
                     }
                 }
                 Some(Decision::NoFit { reason, .. }) | Some(Decision::Refuse { reason, .. }) => {
@@ -908,12 +939,14 @@ impl Service {
                         cluster: name,
                         start: None,
                         reason: Some(reason),
+                        resource_manager_start: None,
                     }
                 }
                 None => ClusterEstimate {
                     cluster: name,
                     start: None,
                     reason: Some("no answer".into()),
+                    resource_manager_start: None,
                 },
             });
         }

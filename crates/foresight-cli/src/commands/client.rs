@@ -511,11 +511,12 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
                 .clusters
                 .iter()
                 .map(|c| {
-                    vec![
-                        c.cluster.clone(),
-                        when(c.start),
-                        c.reason.clone().unwrap_or_default(),
-                    ]
+                    let note = match (&c.reason, c.resource_manager_start) {
+                        (Some(r), _) => r.clone(),
+                        (None, Some(t)) => format!("its resource manager says {}", when(Some(t))),
+                        (None, None) => String::new(),
+                    };
+                    vec![c.cluster.clone(), when(c.start), note]
                 })
                 .collect();
             print!("{}", table(&["CLUSTER", "EARLIEST START", "NOTE"], &rows));
