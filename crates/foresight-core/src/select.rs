@@ -157,6 +157,9 @@ pub struct SlotPlan {
     by_end_time: Vec<Time>,
     /// Processor of each slot of `by_end`, in the same order.
     by_end_proc: Vec<u32>,
+    /// What the search for heads reads of each numbered slot (kept in step with `hot` by
+    /// commits), a quarter of a [`Hot`].
+    scan: Vec<Scan>,
     /// The processors' distinct speeds, fastest first.
     speeds: Vec<f64>,
     /// Per block of [`BLOCK`] numbered slots: the longest chain any of them begins,
@@ -168,6 +171,27 @@ pub struct SlotPlan {
 
 /// Numbered slots per block of the walk's skip index (and per batch of its head search).
 const BLOCK: usize = 256;
+
+/// The part of a numbered slot's [`Hot`] that the search for heads reads.
+#[derive(Clone, Copy, Debug)]
+struct Scan {
+    /// Seconds from the slot's start to its chain's end, at most `u32::MAX` (meaning "at
+    /// least that"); commits may leave it longer than the chain now is, never shorter.
+    reach: u32,
+    processor: u32,
+    rank: u32,
+    prev_rank: u32,
+}
+
+impl Scan {
+    /// Could this slot head a run of at least `dur` seconds?
+    fn may_fit(&self, lim: u32, dur: i64, proc_ok: &[bool]) -> bool {
+        (self.rank < lim)
+            & (self.prev_rank >= lim)
+            & ((self.reach == u32::MAX) | (i64::from(self.reach) >= dur))
+            & proc_ok[self.processor as usize]
+    }
+}
 
 /// Rank of a replaced slot, and of a missing neighbour: above every request's limit.
 const NEVER: u32 = u32::MAX;
@@ -434,6 +458,16 @@ impl SlotPlan {
             hot[i].chain_end = end;
             hot[i].chain_max = max;
         }
+        let scan = hot
+            .iter()
+            .map(|h| Scan {
+                reach: u32::try_from(h.chain_end.secs().saturating_sub(h.start.secs()))
+                    .unwrap_or(u32::MAX),
+                processor: h.processor,
+                rank: h.rank,
+                prev_rank: h.prev_rank,
+            })
+            .collect();
         let mut speeds: Vec<f64> = processors.iter().map(|p| p.speed).collect();
         speeds.sort_by(|a, b| b.total_cmp(a));
         speeds.dedup();
@@ -466,6 +500,7 @@ impl SlotPlan {
             by_end_proc,
             block_reach,
             speeds,
+            scan,
         })
     }
 
@@ -585,7 +620,12 @@ impl SlotPlan {
 
     /// Changes slot `i`'s walk data.
     fn set_hot(&mut self, i: u32, f: impl Fn(&mut Hot)) {
-        f(&mut self.hot[i as usize]);
+        let h = &mut self.hot[i as usize];
+        f(h);
+        if let Some(s) = self.scan.get_mut(i as usize) {
+            s.rank = h.rank;
+            s.prev_rank = h.prev_rank;
+        }
     }
 
     /// Re-indexes the live slots from scratch.
@@ -1029,10 +1069,15 @@ impl SlotPlan {
                         scanned = to;
                         continue;
                     }
-                    for (k, h) in self.hot[scanned..to].iter().enumerate() {
-                        heads[n_heads] = (scanned + k) as u32;
-                        n_heads += usize::from(may_fit(h));
+                    // Locals, so that the loop keeps them in registers.
+                    let (lim, secs, ok, base) = (lim, dur.as_secs(), proc_ok, scanned as u32);
+                    let mut n = 0usize;
+                    for (k, h) in self.scan[scanned..to].iter().enumerate() {
+                        // n <= k < BLOCK: the mask only spares a bounds check.
+                        heads[n & (BLOCK - 1)] = base + k as u32;
+                        n += usize::from(h.may_fit(lim, secs, ok));
                     }
+                    n_heads = n;
                     at_head = 0;
                     scanned = to;
                     continue;
