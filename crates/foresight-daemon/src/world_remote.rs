@@ -32,6 +32,15 @@ const FOREIGN: u64 = 1 << 62;
 /// job's state).
 type OurPart = (u64, u32, Option<String>, Option<u64>, JobState);
 
+/// Seconds Slurm's clock may lag ours when comparing its submit times with our records.
+const CLOCK_SLACK_SECS: i64 = 5;
+
+/// Slurm holds a running job's processors through the second its limit ends (a reservation
+/// starting exactly at `start + limit` is refused: "Requested nodes are busy", checked on
+/// Slurm 22.05), so in the half-open mirror running jobs, and our reservations they run in,
+/// end this much later.
+const SLURM_END_PAD_SECS: i64 = 1;
+
 /// A global job in phase one of its two-phase reservation.
 #[derive(Clone, Debug)]
 pub(super) struct Reserving {
@@ -261,7 +270,16 @@ impl World {
                 j.state = JobState::Running;
             }
         }
+        let was_final = self.jobs.get(&id).is_none_or(|j| j.state.is_final());
         self.on_finished(now, k, id, attempt, o);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if !was_final && j.state.is_final() && (1..now).contains(&o.ended_at) {
+                // The cluster's own end time is the truth, as for starts (not when this
+                // snapshot saw it).
+                j.ended_at = Some(o.ended_at.max(j.started_at.unwrap_or(0)));
+                self.dirty_jobs.insert(id);
+            }
+        }
     }
 
     /// A snapshot of remote cluster `k`, or why none could be taken (the cluster is then
@@ -342,6 +360,17 @@ impl World {
         let mut theirs: HashMap<(u64, u32), &foresight_rm::RmJob> = HashMap::new();
         for j in &state.jobs {
             if let Some(key) = j.foresight {
+                // A Slurm job submitted before our job was accepted is not ours: it is a
+                // namesake left by another Foresight (an earlier data directory, whose ids
+                // started at 1 too) that Slurm still shows for MinJobAge. Adopting it would
+                // end our job with its outcome.
+                let namesake = self
+                    .jobs
+                    .get(&key.0)
+                    .is_some_and(|r| j.submitted_at + CLOCK_SLACK_SECS < r.submitted_at);
+                if namesake {
+                    continue;
+                }
                 let newer = theirs
                     .get(&key)
                     .is_none_or(|o| o.submitted_at <= j.submitted_at);
@@ -613,18 +642,44 @@ impl World {
             .map(|r| (r.id, r.procs, r.start, r.end))
             .collect();
         let mut in_mirror = BTreeSet::new();
+        // Where a part of ours runs past its reservation (it started late), the reservation
+        // holds its processors until the part's limit.
+        let mut part_end: HashMap<u64, i64> = HashMap::new();
+        for j in &state.jobs {
+            if j.foresight.is_none()
+                || !matches!(j.state, RmJobState::Running | RmJobState::Suspended)
+            {
+                continue;
+            }
+            let rid = j
+                .reservation
+                .as_deref()
+                .and_then(|r| r.strip_prefix("foresight-"))
+                .and_then(|r| r.parse::<u64>().ok());
+            if let (Some(rid), Some(limit)) = (rid, j.time_limit) {
+                let end = j.start.unwrap_or(now) + limit;
+                let e = part_end.entry(rid).or_insert(end);
+                *e = (*e).max(end);
+            }
+        }
         for (id, p, start, end) in ours {
-            let res = AdminReservation {
-                id: ReservationId(id),
-                procs: p.min(procs),
-                window: Interval::new(Time(start), Time(end)),
-                acl: Acl {
-                    job: None,
-                    ..Acl::nobody()
-                },
-            };
-            if mirror.add_reservation(res).is_ok() {
-                in_mirror.insert(id);
+            let held = part_end.get(&id).map_or(end, |&e| e.max(end));
+            // Padded for Slurm's closed end; without the pad when that collides with a
+            // reservation of ours that follows it directly (made before this rule).
+            for end in [held + SLURM_END_PAD_SECS, end] {
+                let res = AdminReservation {
+                    id: ReservationId(id),
+                    procs: p.min(procs),
+                    window: Interval::new(Time(start), Time(end)),
+                    acl: Acl {
+                        job: None,
+                        ..Acl::nobody()
+                    },
+                };
+                if mirror.add_reservation(res).is_ok() {
+                    in_mirror.insert(id);
+                    break;
+                }
             }
         }
         let mut foreign_res = BTreeMap::new();
@@ -658,7 +713,7 @@ impl World {
                         continue; // inside a reservation, which already holds its processors
                     }
                     let start = j.start.unwrap_or(now);
-                    let estimate = Dur(limit.max(now + 1 - start));
+                    let estimate = Dur(limit.max(now - start) + SLURM_END_PAD_SECS);
                     let job = Job::new(jid, Time(j.submitted_at.min(start)), procs_asked, estimate);
                     let _ = mirror.restore_running(t, job, Time(start), Domain::Pool);
                 }
@@ -674,7 +729,7 @@ impl World {
                         _ => Domain::Pool,
                     };
                     let start = j.start.unwrap_or(now);
-                    let estimate = Dur(limit.max(now + 1 - start));
+                    let estimate = Dur(limit.max(now - start) + SLURM_END_PAD_SECS);
                     let job = Job::new(JobId(id), Time(start), procs_asked, estimate);
                     let _ = mirror.restore_running(t, job, Time(start), domain);
                 }
