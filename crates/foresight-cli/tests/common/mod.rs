@@ -62,6 +62,8 @@ pub struct Server {
     /// The admin token.
     pub token: String,
     starts: u32,
+    /// `FORESIGHT_LOG` of the daemon.
+    log: String,
 }
 
 impl Server {
@@ -75,7 +77,16 @@ impl Server {
         Server::new(Some(toml), None)
     }
 
+    /// A server with this configuration file text logging at `level` (`FORESIGHT_LOG`).
+    pub fn with_config_logging(toml: &str, level: &str) -> Server {
+        Server::build(Some(toml), None, level)
+    }
+
     fn new(toml: Option<&str>, procs: Option<u32>) -> Server {
+        Server::build(toml, procs, "warn")
+    }
+
+    fn build(toml: Option<&str>, procs: Option<u32>, level: &str) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(tmp.path()).unwrap().join("data");
         let config = toml.map(|t| {
@@ -92,6 +103,7 @@ impl Server {
             url: String::new(),
             token: String::new(),
             starts: 0,
+            log: level.to_string(),
         };
         s.launch();
         s
@@ -104,6 +116,16 @@ impl Server {
             .join("scratch");
         std::fs::create_dir_all(&p).unwrap();
         p
+    }
+
+    /// The (canonical) temporary directory holding the data and scratch directories.
+    pub fn root(&self) -> PathBuf {
+        std::fs::canonicalize(self.tmp.path()).unwrap()
+    }
+
+    /// The daemon's stderr log of its current (or last) run.
+    pub fn stderr_path(&self) -> PathBuf {
+        self.tmp.path().join(format!("stderr.{}.log", self.starts))
     }
 
     /// Starts the daemon (again) on the same data directory and waits for its `server.url`.
@@ -121,7 +143,7 @@ impl Server {
         let mut cmd = Command::new(BIN);
         cmd.args(["server", "start", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&self.dir)
-            .env("FORESIGHT_LOG", "warn")
+            .env("FORESIGHT_LOG", &self.log)
             .env_remove("FORESIGHT_SERVER")
             .env_remove("FORESIGHT_TOKEN")
             .stdin(Stdio::null())
