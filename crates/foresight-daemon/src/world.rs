@@ -953,6 +953,21 @@ impl World {
         self.queue.remove(&id);
         self.arrivals.retain(|&a| a != id);
         self.deferred.retain(|d| d.1 != id);
+        // Parts already handed to a cluster that schedules itself are cancelled there, and
+        // the job's next run is a new attempt, so the old one can never be taken for it.
+        let handed = self.jobs.get(&id).is_some_and(|j| {
+            j.parts.iter().any(|p| p.external.is_some())
+                || self
+                    .submitting
+                    .iter()
+                    .any(|s| s.0 == id && s.1 == j.attempt)
+        });
+        if handed {
+            self.kill_unended_parts(id);
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.attempt += 1;
+            }
+        }
         let Some(j) = self.jobs.get(&id) else { return };
         let parts = j.parts.clone();
         for p in &parts {

@@ -332,19 +332,8 @@ impl World {
     /// already submitted to a remote cluster are cancelled there (now if it answers, else at
     /// reconciliation), and the job runs as a new attempt so the two can never be confused.
     pub(super) fn withdraw(&mut self, now: i64, id: u64, reason: String) {
-        let submitted = self.jobs.get(&id).is_some_and(|j| {
-            j.parts.iter().any(|p| p.external.is_some())
-                || self
-                    .submitting
-                    .iter()
-                    .any(|s| s.0 == id && s.1 == j.attempt)
-        });
-        self.kill_unended_parts(id);
         self.unqueue(now, id);
         if let Some(j) = self.jobs.get_mut(&id) {
-            if submitted {
-                j.attempt += 1;
-            }
             j.state = JobState::Pending;
             j.planned_start = None;
             j.reason = Some(reason);
