@@ -236,6 +236,9 @@ pub struct World {
     confirmed_at: HashMap<u64, i64>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
+    /// Jobs whose reservation a remote cluster refused: (not planned before, refusals in a
+    /// row).
+    backoff: HashMap<u64, (i64, u32)>,
 }
 
 /// A 404 naming the request field at fault (the path's `id` or `name`).
@@ -311,6 +314,7 @@ impl World {
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
             sent: BTreeSet::new(),
+            backoff: HashMap::new(),
         }
     }
 
@@ -1483,6 +1487,7 @@ impl World {
             .iter()
             .copied()
             .filter(|id| self.jobs.get(id).is_some_and(|j| !j.held))
+            .filter(|id| self.backoff.get(id).is_none_or(|b| b.0 <= now))
             // Jobs beyond the planning depth wait for a later cycle: the cycle costs
             // O(plan_depth), not O(queue).
             .take(self.planner.plan_depth)
@@ -1719,6 +1724,7 @@ impl World {
         let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
             return;
         };
+        self.backoff.remove(&id);
         for &(_, rid, _) in &held {
             if let Some(r) = self.reservations.get_mut(&rid) {
                 r.state = ReservationState::Committed;

@@ -119,10 +119,18 @@ impl World {
                 for &(_, r, _) in &done.held {
                     self.end_reservation(now, r, ReservationState::Released);
                 }
+                // Planned again after a pause that doubles with each refusal in a row (1 s
+                // to 64 s): a cluster that keeps refusing what its snapshot shows free costs
+                // a bounded number of commands.
+                let refusals = self.backoff.get(&id).map_or(0, |b| b.1) + 1;
+                let pause = 1i64 << (refusals - 1).min(6);
+                self.backoff.insert(id, (now + pause, refusals));
                 if let Some(j) = self.jobs.get_mut(&id) {
                     j.state = JobState::Pending;
                     j.planned_start = None;
-                    j.reason = Some(format!("{reason}; all parts released, planned again"));
+                    j.reason = Some(format!(
+                        "{reason}; all parts released, planned again in {pause} s"
+                    ));
                     self.dirty_jobs.insert(id);
                     self.arrivals.push(id);
                 }
