@@ -178,6 +178,9 @@ struct Scan {
     /// Seconds from the slot's start to its chain's end, at most `u32::MAX` (meaning "at
     /// least that"); commits may leave it longer than the chain now is, never shorter.
     reach: u32,
+    /// Likewise to the end of the adjacent slots no dearer than this one: the run it heads
+    /// under the lowest price that admits it (rank limit `rank + 1`).
+    reach_low: u32,
     processor: u32,
     rank: u32,
     prev_rank: u32,
@@ -186,9 +189,14 @@ struct Scan {
 impl Scan {
     /// Could this slot head a run of at least `dur` seconds?
     fn may_fit(&self, lim: u32, dur: i64, proc_ok: &[bool]) -> bool {
+        let reach = if self.rank.wrapping_add(1) == lim {
+            self.reach_low
+        } else {
+            self.reach
+        };
         (self.rank < lim)
             & (self.prev_rank >= lim)
-            & ((self.reach == u32::MAX) | (i64::from(self.reach) >= dur))
+            & ((reach == u32::MAX) | (i64::from(reach) >= dur))
             & proc_ok[self.processor as usize]
     }
 }
@@ -458,11 +466,32 @@ impl SlotPlan {
             hot[i].chain_end = end;
             hot[i].chain_max = max;
         }
+        // The end of the adjacent slots no dearer than each slot: the start of the next
+        // dearer one in its chain (one stack of candidates per processor, right to left).
+        let mut low_end = vec![Time::MAX; n];
+        let mut stacks: Vec<Vec<(u32, Time)>> = vec![Vec::new(); processors.len()];
+        for i in (0..n).rev() {
+            let stack = &mut stacks[slots[i].processor as usize];
+            let j = next[i];
+            if j == NONE || slots[j as usize].start != slots[i].end {
+                stack.clear();
+            }
+            while stack.last().is_some_and(|&(r, _)| r <= hot[i].rank) {
+                stack.pop();
+            }
+            low_end[i] = stack.last().map_or(hot[i].chain_end, |&(_, t)| t);
+            stack.push((hot[i].rank, slots[i].start));
+        }
+        drop(stacks);
+        let secs = |from: Time, to: Time| {
+            u32::try_from(to.secs().saturating_sub(from.secs())).unwrap_or(u32::MAX)
+        };
         let scan = hot
             .iter()
-            .map(|h| Scan {
-                reach: u32::try_from(h.chain_end.secs().saturating_sub(h.start.secs()))
-                    .unwrap_or(u32::MAX),
+            .zip(&low_end)
+            .map(|(h, &low)| Scan {
+                reach: secs(h.start, h.chain_end),
+                reach_low: secs(h.start, low),
                 processor: h.processor,
                 rank: h.rank,
                 prev_rank: h.prev_rank,
