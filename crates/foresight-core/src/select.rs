@@ -1327,6 +1327,26 @@ impl EarliestWalk<'_> {
     /// Moves list B to `t1`: every counted run ending before it no longer covers.
     fn advance_b(&mut self, t1: Time) {
         let plan = self.plan;
+        // What B would pass is found by bisection; when fewer runs are counted than B would
+        // pass, looking at the counted runs themselves un-counts the same ones.
+        let main_to = self.bi + plan.by_end_time[self.bi..].partition_point(|&e| e < t1);
+        let extra_to =
+            self.be + plan.extra_end[self.be..].partition_point(|&k| plan.hot[k as usize].end < t1);
+        if self.counted.len() < (main_to - self.bi) + (extra_to - self.be) {
+            let mut i = 0;
+            while i < self.counted.len() {
+                let p = self.counted[i].0;
+                if self.counted_end[p as usize] < t1 {
+                    // The last counted run moves into place `i`.
+                    self.uncount(p);
+                } else {
+                    i += 1;
+                }
+            }
+            self.bi = main_to;
+            self.be = extra_to;
+            return;
+        }
         loop {
             let main = plan.by_end_time.get(self.bi).copied().unwrap_or(Time::MAX);
             let extra = plan
