@@ -767,6 +767,8 @@ impl SlotPlan {
             },
             proc_ok: Vec::new(),
         };
+        // Per-processor state of the earliest-window walks, shared by the levels.
+        let mut scratch = (Vec::new(), Vec::new());
         // Every set of processors runs the job at least this long.
         let shortest = levels.first().map_or(Dur::ZERO, |&v| {
             Dur((req.walltime.as_secs() as f64 / v).ceil() as i64)
@@ -787,7 +789,7 @@ impl SlotPlan {
                             (_, Some((_, b))) => b.end - shortest,
                         };
                         self.usable_processors(&suitable_proc, &avail, *only, speed, &mut walk);
-                        self.earliest(req, dur, &walk.proc_ok, &avail, limit)
+                        self.earliest(req, dur, &walk.proc_ok, &avail, limit, &mut scratch)
                     }
                 };
                 let Some(sel) = found else { continue };
@@ -1036,15 +1038,21 @@ impl SlotPlan {
         proc_ok: &[bool],
         avail: &[Option<Time>],
         limit: Time,
+        scratch: &mut (Vec<Time>, Vec<u32>),
     ) -> Option<Selection> {
         let lim = self.costs.partition_point(|&c| c <= req.max_price) as u32;
         let need = req.procs as usize;
+        let (counted_end, counted_at) = scratch;
+        if counted_at.len() != self.processors.len() {
+            *counted_end = vec![Time::MIN; self.processors.len()];
+            *counted_at = vec![NONE; self.processors.len()];
+        }
         let mut walk = EarliestWalk {
             plan: self,
             dur,
             need,
-            counted_end: vec![Time::MIN; self.processors.len()],
-            counted_at: vec![NONE; self.processors.len()],
+            counted_end,
+            counted_at,
             counted: Vec::new(),
             pending: Vec::new(),
             lim,
@@ -1154,9 +1162,12 @@ impl SlotPlan {
                 break out;
             }
         };
-        let t0 = outcome?;
-        let covering: Vec<(u32, u32)> = walk.counted.iter().map(|&(p, first)| (p, first)).collect();
-        self.choose(req, dur, t0, &covering)
+        let covering = std::mem::take(&mut walk.counted);
+        // Leave the shared state as found: no processor counted.
+        for &(p, _) in &covering {
+            walk.counted_at[p as usize] = NONE;
+        }
+        self.choose(req, dur, outcome?, &covering)
     }
 
     /// The cheapest window starting by the deadline, for this level.
@@ -1293,9 +1304,10 @@ struct EarliestWalk<'a> {
     dur: Dur,
     need: usize,
     /// Per processor: end of its counted run (meaningful while `counted_at` is set).
-    counted_end: Vec<Time>,
-    /// Per processor: position of its counted run in `counted`, or NONE.
-    counted_at: Vec<u32>,
+    counted_end: &'a mut Vec<Time>,
+    /// Per processor: position of its counted run in `counted`, or NONE (all NONE between
+    /// walks).
+    counted_at: &'a mut Vec<u32>,
     /// Counted runs: (processor, first slot).
     counted: Vec<(u32, u32)>,
     /// Runs of several slots that joined since the last count was read, (processor, first
