@@ -162,6 +162,8 @@ pub struct SlotPlan {
     scan: Vec<Scan>,
     /// The processors' distinct speeds, fastest first.
     speeds: Vec<f64>,
+    /// Speed of each processor, by index (read once per speed level of every selection).
+    speed_of: Vec<f64>,
     /// Per block of [`BLOCK`] numbered slots: the longest chain any of them begins,
     /// seconds. Commits only shorten chains, so this stays an upper bound until the next
     /// re-index, and the walk passes over a block whose chains are all shorter than the job
@@ -497,7 +499,8 @@ impl SlotPlan {
                 prev_rank: h.prev_rank,
             })
             .collect();
-        let mut speeds: Vec<f64> = processors.iter().map(|p| p.speed).collect();
+        let speed_of: Vec<f64> = processors.iter().map(|p| p.speed).collect();
+        let mut speeds = speed_of.clone();
         speeds.sort_by(|a, b| b.total_cmp(a));
         speeds.dedup();
         let block_reach = hot
@@ -529,6 +532,7 @@ impl SlotPlan {
             by_end_proc,
             block_reach,
             speeds,
+            speed_of,
             scan,
         })
     }
@@ -716,11 +720,14 @@ impl SlotPlan {
                 reason: "the walltime must be positive".into(),
             });
         }
-        let suitable_proc: Vec<bool> = self
-            .processors
-            .iter()
-            .map(|p| p.memory_mb >= req.min_memory_mb && req.features.is_subset(&p.features))
-            .collect();
+        let suitable_proc: Vec<bool> = if req.min_memory_mb == 0 && req.features.is_empty() {
+            vec![true; self.processors.len()]
+        } else {
+            self.processors
+                .iter()
+                .map(|p| p.memory_mb >= req.min_memory_mb && req.features.is_subset(&p.features))
+                .collect()
+        };
         let capable = suitable_proc.iter().filter(|s| **s).count();
         if capable < req.procs as usize {
             return Err(NoFit {
@@ -854,15 +861,17 @@ impl SlotPlan {
         min_speed: f64,
         walk: &mut Walk,
     ) {
+        let cluster_ok: Vec<bool> = (0..self.clusters.len())
+            .map(|c| only.is_none_or(|o| o == c) && avail[c].is_some())
+            .collect();
         walk.proc_ok.clear();
-        walk.proc_ok
-            .extend(self.processors.iter().enumerate().map(|(p, proc)| {
-                let c = self.cluster_of[p] as usize;
-                suitable_proc[p]
-                    && proc.speed >= min_speed
-                    && only.is_none_or(|o| o == c)
-                    && avail[c].is_some()
-            }));
+        walk.proc_ok.extend(
+            self.speed_of
+                .iter()
+                .zip(&self.cluster_of)
+                .zip(suitable_proc)
+                .map(|((&speed, &c), &ok)| ok & (speed >= min_speed) & cluster_ok[c as usize]),
+        );
     }
 
     /// Groups suitable slots into runs for one level (processors at least `min_speed` fast,
