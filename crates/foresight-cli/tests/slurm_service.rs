@@ -753,7 +753,8 @@ fn a_job_larger_than_either_cluster_runs_coallocated_with_a_synchronous_start() 
 fn a_global_job_does_not_start_before_its_reservation() {
     scenario("reservation_start", |clusters| {
         let s = Scenario::start("reservation start", clusters, 300);
-        let first = s.submit(16, "1m", "sleep 50");
+        // Well inside its minute: a part still running when its reservation ends is cancelled.
+        let first = s.submit(16, "1m", "sleep 30");
         s.wait_job(first, "started", secs(60), |j| j["started_at"].is_i64());
         let second = s.submit(4, "1m", "echo second; sleep 3");
         let j = s.server().wait_job(second, "reserved", secs(30), |j| {
