@@ -1379,10 +1379,13 @@ impl World {
         r.state = state;
         r.expires_at = None;
         let cluster = r.cluster.clone();
+        // At its end a remote cluster ends it itself; releasing it there would cancel a part
+        // still finishing inside it (one that started a second or two late).
+        let ends_by_itself = state == ReservationState::Finished && r.end <= now;
         self.dirty_reservations.insert(id);
         self.confirmed_at.remove(&id);
         if let Some(k) = self.cluster_index(&cluster) {
-            if self.clusters[k].remote {
+            if self.clusters[k].remote && !ends_by_itself {
                 self.effects.push(Effect::Release {
                     cluster: k,
                     reservation: id,

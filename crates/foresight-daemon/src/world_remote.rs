@@ -414,14 +414,15 @@ impl World {
                 }
             }
         }
-        // Reservations of ours there that no live record wants: release.
+        // Reservations of ours there that no live record wants: release. One that finished at
+        // its end is left to the cluster, which ends it itself: releasing it would cancel a
+        // part still finishing inside it.
         for r in &state.reservations {
             let Some(rid) = r.foresight else { continue };
-            let live = self
-                .reservations
-                .get(&rid)
-                .is_some_and(|x| x.state.is_live());
-            if !live {
+            let wanted = self.reservations.get(&rid).is_some_and(|x| {
+                x.state.is_live() || x.state == ReservationState::Finished && x.end <= now
+            });
+            if !wanted {
                 let key = (k, format!("reservation {rid}"));
                 seen.insert(key.clone());
                 if self.sent.insert(key) {

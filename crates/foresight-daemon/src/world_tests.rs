@@ -852,3 +852,62 @@ fn the_mirror_plans_around_the_sites_own_jobs() {
     // limit ends, and refuses a reservation starting then.
     assert_eq!(j.planned_start, Some(1_501), "{:?}", j.reason);
 }
+
+/// A part that started a second late is still running when its reservation ends: the
+/// reservation is left for Slurm to end (releasing it would cancel the part), and a
+/// snapshot still showing it does not release it either.
+#[test]
+fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
+    let mut w = world(vec![slurm("c1")]);
+    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
+    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
+    w.cycle(1_000);
+    let rid = take_effects(&mut w)
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Reserve { request, .. } => Some(request.id),
+            _ => None,
+        })
+        .unwrap();
+    w.reservation_answered(1_000, rid, Ok(()));
+    w.part_submitted(
+        1_000,
+        0,
+        1,
+        0,
+        Ok(PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some("8".into()),
+        }),
+    );
+    take_effects(&mut w);
+    let mut running = ours("8", 1, 0, 4, RmJobState::Running);
+    running.start = Some(1_002);
+    running.reservation = Some(format!("foresight-{rid}"));
+    let snapshot = |at: i64| {
+        let mut s = empty_state(at, 8);
+        s.jobs.push(running.clone());
+        s.reservations.push(foresight_rm::RmReservation {
+            name: format!("foresight-{rid}"),
+            foresight: Some(rid),
+            start: 1_000,
+            end: 1_060,
+            procs: 4,
+        });
+        s
+    };
+    w.sync_remote(1_010, 0, Ok(snapshot(1_010)));
+    assert_eq!(w.jobs[&1].state, JobState::Running);
+    w.cycle(1_060);
+    assert_eq!(w.reservations[&rid].state, ReservationState::Finished);
+    w.sync_remote(1_061, 0, Ok(snapshot(1_061)));
+    let effects = take_effects(&mut w);
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Release { .. } | Effect::Cancel { .. })),
+        "{effects:?}"
+    );
+    assert_eq!(w.jobs[&1].state, JobState::Running);
+}
