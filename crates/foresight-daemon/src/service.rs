@@ -419,15 +419,8 @@ impl Service {
                         }
                         Err(err) => {
                             let now = unix_now();
-                            let outcome = Outcome {
-                                exit_code: None,
-                                signal: None,
-                                timed_out: false,
-                                cancelled: false,
-                                started_at: now,
-                                ended_at: now,
-                                error: Some(format!("could not start: {err}")),
-                            };
+                            let outcome =
+                                Outcome::failed(now, now, format!("could not start: {err}"));
                             s.world().on_finished(now, cluster, job, attempt, &outcome);
                             s.wake.notify_one();
                             s.flush().await;

@@ -689,7 +689,6 @@ impl World {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
-        let nparts = j.parts.len();
         let Some(index) = j.parts.iter().position(|p| p.cluster == name) else {
             return;
         };
@@ -703,44 +702,59 @@ impl World {
         }
         j.state = JobState::Running;
         j.reason = None;
+        let Some(spec) = self.part_spec(id, index, taken) else {
+            return;
+        };
+        if index == 0 {
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.stdout = Some(spec.stdout.display().to_string());
+                j.stderr = Some(spec.stderr.display().to_string());
+            }
+        }
+        self.dirty_jobs.insert(id);
+        self.effects.push(Effect::Launch { cluster: k, spec });
+    }
+
+    /// What part `index` of job `id` runs, on `processors`: its command, environment and
+    /// working directory, output files `ID.out|err` (`ID.INDEX.out|err` for a job of several
+    /// parts), and its limit — for a global job its reservation (its walltime at the speed
+    /// of the processors the planner chose), else its walltime.
+    pub(super) fn part_spec(
+        &self,
+        id: u64,
+        index: usize,
+        processors: Vec<u32>,
+    ) -> Option<LaunchSpec> {
+        let j = self.jobs.get(&id)?;
+        let part = j.parts.get(index)?;
         let out = |ext: &str| {
-            if nparts == 1 {
+            if j.parts.len() == 1 {
                 format!("{id}.{ext}")
             } else {
                 format!("{id}.{index}.{ext}")
             }
         };
-        let stdout = self.output_dir.join(out("out"));
-        let stderr = self.output_dir.join(out("err"));
-        if index == 0 {
-            j.stdout = Some(stdout.display().to_string());
-            j.stderr = Some(stderr.display().to_string());
-        }
-        let spec = LaunchSpec {
+        Some(LaunchSpec {
             job: id,
             attempt: j.attempt,
-            cluster: name,
-            processors: taken,
+            cluster: part.cluster.clone(),
+            processors,
             command: j.command.clone(),
             env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cwd: j
                 .cwd
                 .clone()
                 .map_or_else(|| self.output_dir.clone(), PathBuf::from),
-            stdout,
-            stderr,
-            // A global job runs for its reservation: its walltime at the speed of the
-            // processors the planner chose.
-            walltime_secs: j.parts[index]
+            stdout: self.output_dir.join(out("out")),
+            stderr: self.output_dir.join(out("err")),
+            walltime_secs: part
                 .reservation
                 .and_then(|r| self.reservations.get(&r))
                 .filter(|r| r.kind == "job")
                 .map_or(j.walltime, |r| r.end - r.start)
                 .max(1) as u64,
             grace_secs: self.grace,
-        };
-        self.dirty_jobs.insert(id);
-        self.effects.push(Effect::Launch { cluster: k, spec });
+        })
     }
 
     /// Which free processors a part gets: those its reservation names first; then those no
@@ -850,15 +864,7 @@ impl World {
     /// job runs again as a new attempt.
     pub fn mark_lost(&mut self, now: i64, k: usize, id: u64, attempt: u32) {
         self.requeue.insert(id);
-        let outcome = Outcome {
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            cancelled: false,
-            started_at: now,
-            ended_at: now,
-            error: Some("lost while the service was down".into()),
-        };
+        let outcome = Outcome::failed(now, now, "lost while the service was down".into());
         self.on_finished(now, k, id, attempt, &outcome);
     }
 

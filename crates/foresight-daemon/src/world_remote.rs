@@ -20,9 +20,8 @@ use foresight_core::scheduler::{Domain, LocalScheduler};
 use foresight_core::select::Processor;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId};
-use foresight_rm::{ClusterState, LaunchSpec, Outcome, PartHandle, RmJobState, Submission};
+use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState, Submission};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
 
 /// Ids of the mirror's stand-ins for the cluster's own jobs and reservations, apart from
 /// Foresight's.
@@ -158,7 +157,6 @@ impl World {
     pub(super) fn submit_remote_parts(&mut self, id: u64) {
         let Some(j) = self.jobs.get(&id) else { return };
         let attempt = j.attempt;
-        let nparts = j.parts.len();
         let mut subs = Vec::new();
         for (index, p) in j.parts.iter().enumerate() {
             let Some(k) = self.cluster_index(&p.cluster) else {
@@ -171,34 +169,13 @@ impl World {
             {
                 continue;
             }
-            let out = |ext: &str| {
-                if nparts == 1 {
-                    format!("{id}.{ext}")
-                } else {
-                    format!("{id}.{index}.{ext}")
-                }
-            };
             let reservation = p
                 .reservation
                 .and_then(|r| self.reservations.get(&r))
                 .filter(|r| r.kind == "job");
-            let spec = LaunchSpec {
-                job: id,
-                attempt,
-                cluster: p.cluster.clone(),
-                processors: (0..p.procs).collect(),
-                command: j.command.clone(),
-                env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                cwd: j
-                    .cwd
-                    .clone()
-                    .map_or_else(|| self.output_dir.clone(), PathBuf::from),
-                stdout: self.output_dir.join(out("out")),
-                stderr: self.output_dir.join(out("err")),
-                // A global job's limit is its reservation (its walltime at the speed the
-                // planner chose).
-                walltime_secs: reservation.map_or(j.walltime, |r| r.end - r.start).max(1) as u64,
-                grace_secs: self.grace,
+            // Slurm picks the processors: the spec only says how many.
+            let Some(spec) = self.part_spec(id, index, (0..p.procs).collect()) else {
+                continue;
             };
             subs.push((
                 k,
@@ -766,14 +743,7 @@ impl World {
     }
 }
 
+/// An end without a run: `started_at` 0 says it never started.
 fn failed_outcome(now: i64, why: String) -> Outcome {
-    Outcome {
-        exit_code: None,
-        signal: None,
-        timed_out: false,
-        cancelled: false,
-        started_at: 0,
-        ended_at: now,
-        error: Some(why),
-    }
+    Outcome::failed(0, now, why)
 }

@@ -65,7 +65,7 @@ impl Outcome {
     }
 
     /// An outcome for an attempt that never ran or whose supervisor vanished.
-    pub(crate) fn failed(started_at: i64, ended_at: i64, error: String) -> Outcome {
+    pub fn failed(started_at: i64, ended_at: i64, error: String) -> Outcome {
         Outcome {
             exit_code: None,
             signal: None,

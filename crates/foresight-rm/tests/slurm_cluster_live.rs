@@ -21,6 +21,8 @@
 //! `FORESIGHT_*` variables, suspend, resume, requeue and cancel of a part, and release of a reservation that still
 //! has a pending part bound to it.
 
+mod common;
+use common::{clusters, now};
 use foresight_rm::slurm::{reservation_name, CommandRunner, SlurmClient, SystemRunner};
 use foresight_rm::SlurmCluster;
 use foresight_rm::{
@@ -28,34 +30,11 @@ use foresight_rm::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How late after its reservation's start Slurm may start a bound part and still count as "at
 /// the start" (the clusters run `bf_interval=1`, `sched_min_interval=0`).
 const START_SLACK_SECS: i64 = 5;
-
-fn clusters() -> Option<Vec<(String, String)>> {
-    let spec = std::env::var("FORESIGHT_SLURM_CONFS")
-        .ok()
-        .filter(|s| !s.trim().is_empty())?;
-    let list = spec
-        .split(',')
-        .map(|item| {
-            let (name, conf) = item.split_once('=').unwrap_or_else(|| {
-                panic!("FORESIGHT_SLURM_CONFS: expected NAME=PATH, got {item:?}")
-            });
-            (name.trim().to_owned(), conf.trim().to_owned())
-        })
-        .collect();
-    Some(list)
-}
-
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
 
 /// Ids no other run (or other test) uses: the time, the pid and the cluster's index.
 fn unique_base(index: usize) -> u64 {

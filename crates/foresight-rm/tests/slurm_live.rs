@@ -15,32 +15,11 @@
 //! and resume, hold and release, an estimate, a reservation created, a job bound to it,
 //! deleted, and scancel.
 
+mod common;
+use common::{clusters, now};
 use foresight_rm::slurm::*;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn clusters() -> Option<Vec<(String, String)>> {
-    let spec = std::env::var("FORESIGHT_SLURM_CONFS")
-        .ok()
-        .filter(|s| !s.trim().is_empty())?;
-    let list = spec
-        .split(',')
-        .map(|item| {
-            let (name, conf) = item.split_once('=').unwrap_or_else(|| {
-                panic!("FORESIGHT_SLURM_CONFS: expected NAME=PATH, got {item:?}")
-            });
-            (name.trim().to_owned(), conf.trim().to_owned())
-        })
-        .collect();
-    Some(list)
-}
-
-fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
+use std::time::{Duration, Instant};
 
 /// Polls the cluster's jobs until `job` satisfies `ok`, for at most 20 s.
 async fn wait_job(c: &SlurmClient, job: SlurmJobId, what: &str, ok: impl Fn(&Job) -> bool) -> Job {
