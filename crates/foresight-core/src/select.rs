@@ -169,6 +169,95 @@ pub struct SlotPlan {
     /// re-index, and the walk passes over a block whose chains are all shorter than the job
     /// without reading it.
     block_reach: Vec<i64>,
+    /// Marks in time: mark `c` is at `mark_base + c × mark_step`, and `marks[c × P + p]`
+    /// is the live slot of processor `p` that contains that second, or `NONE`. A walk
+    /// that knows no window starts before a mark begins there: the runs that contain the
+    /// mark are counted at once, and the pass over heads starts at the mark.
+    marks: Vec<u32>,
+    mark_base: Time,
+    mark_step: i64,
+    n_marks: usize,
+    /// Earliest starts found by past selections: a lower bound for later ones.
+    bounds: Bounds,
+}
+
+/// The most marks a plan keeps.
+const MAX_MARKS: i64 = 256;
+
+/// What a level's earliest window depends on besides the job: the clusters' usable times,
+/// the cluster mask, and the level's speed (every processor meets the requirements).
+#[derive(Clone, Debug, PartialEq)]
+struct BoundKey {
+    avail: Vec<Option<Time>>,
+    only: Option<usize>,
+    speed: u64,
+}
+
+/// One past result: no window of `dur` on `procs` processors at price `max_price` starts
+/// before `start`.
+#[derive(Clone, Copy, Debug)]
+struct BoundEntry {
+    procs: u32,
+    dur: i64,
+    max_price: f64,
+    start: Time,
+}
+
+/// Earliest starts of past selections. Commits only take time out of the plan, and a
+/// window for more processors, a longer time or a lower price is also a window for fewer,
+/// shorter or dearer, so a past earliest start of a job that asked no more than this one
+/// bounds this one's from below.
+#[derive(Debug, Default)]
+struct Bounds(std::sync::Mutex<Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>>);
+
+/// Past results kept per key, and keys kept.
+const BOUND_ENTRIES: usize = 512;
+const BOUND_KEYS: usize = 64;
+
+impl Clone for Bounds {
+    fn clone(&self) -> Bounds {
+        Bounds(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl Bounds {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The latest start known to come no later than the earliest window of this request.
+    fn lower(&self, key: &BoundKey, procs: u32, dur: i64, max_price: f64) -> Time {
+        let all = self.lock();
+        let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
+            return Time::MIN;
+        };
+        list.iter()
+            .filter(|e| e.procs <= procs && e.dur <= dur && e.max_price >= max_price)
+            .map(|e| e.start)
+            .max()
+            .unwrap_or(Time::MIN)
+    }
+
+    fn record(&self, key: &BoundKey, entry: BoundEntry) {
+        let mut all = self.lock();
+        let at = match all.iter().position(|(k, _)| k == key) {
+            Some(at) => at,
+            None => {
+                if all.len() >= BOUND_KEYS {
+                    all.remove(0);
+                }
+                all.push((key.clone(), Default::default()));
+                all.len() - 1
+            }
+        };
+        let list = &mut all[at].1;
+        if list.len() >= BOUND_ENTRIES {
+            list.pop_front();
+        }
+        list.push_back(entry);
+    }
 }
 
 /// Numbered slots per block of the walk's skip index (and per batch of its head search).
@@ -201,6 +290,19 @@ impl Scan {
             & ((reach == u32::MAX) | (i64::from(reach) >= dur))
             & proc_ok[self.processor as usize]
     }
+}
+
+/// The marks inside `[start, end)`.
+fn mark_range(base: Time, step: i64, n: usize, start: Time, end: Time) -> (usize, usize) {
+    let first = |t: Time| {
+        let d = t.secs() - base.secs();
+        if d <= 0 {
+            0
+        } else {
+            (((d + step - 1) / step) as usize).min(n)
+        }
+    };
+    (first(start), first(end).max(first(start)))
 }
 
 /// Rank of a replaced slot, and of a missing neighbour: above every request's limit.
@@ -512,7 +614,29 @@ impl SlotPlan {
                     .unwrap_or(0)
             })
             .collect();
+        let np = processors.len();
+        let mark_base = slots.iter().map(|s| s.start).min().unwrap_or(Time(0));
+        let last_end = slots.iter().map(|s| s.end).max().unwrap_or(Time(0));
+        let span = (last_end.secs() - mark_base.secs()).max(1);
+        let mark_step = (span + MAX_MARKS - 1) / MAX_MARKS;
+        let n_marks = if np == 0 {
+            0
+        } else {
+            ((span + mark_step - 1) / mark_step) as usize
+        };
+        let mut marks = vec![NONE; n_marks * np];
+        for (i, s) in slots.iter().enumerate() {
+            let (lo, hi) = mark_range(mark_base, mark_step, n_marks, s.start, s.end);
+            for c in lo..hi {
+                marks[c * np + s.processor as usize] = i as u32;
+            }
+        }
         Ok(SlotPlan {
+            marks,
+            mark_base,
+            mark_step,
+            n_marks,
+            bounds: Bounds::default(),
             processors,
             clusters,
             cluster_of,
@@ -596,12 +720,14 @@ impl SlotPlan {
             j = self.prev[j as usize];
         }
         let tail = (h.chain_end, h.chain_max);
+        let mut pieces = [NONE; 2];
         let mut last = before;
-        for (a, b) in [(s.start, from), (to, s.end)] {
+        for (piece, (a, b)) in [(s.start, from), (to, s.end)].into_iter().enumerate() {
             if a >= b {
                 continue;
             }
             let k = self.slots.len() as u32;
+            pieces[piece] = k;
             self.slots.push(Slot {
                 start: a,
                 end: b,
@@ -649,6 +775,18 @@ impl SlotPlan {
         if after != NONE {
             self.prev[after as usize] = last;
         }
+        let np = self.processors.len();
+        let (lo, hi) = mark_range(self.mark_base, self.mark_step, self.n_marks, s.start, s.end);
+        for c in lo..hi {
+            let x = self.mark_base + Dur(c as i64 * self.mark_step);
+            self.marks[c * np + s.processor as usize] = if x < from {
+                pieces[0]
+            } else if x >= to {
+                pieces[1]
+            } else {
+                NONE
+            };
+        }
     }
 
     /// Changes slot `i`'s walk data.
@@ -673,8 +811,10 @@ impl SlotPlan {
         let processors = std::mem::take(&mut self.processors);
         let clusters = std::mem::take(&mut self.clusters);
         let cluster_of = std::mem::take(&mut self.cluster_of);
+        let bounds = std::mem::take(&mut self.bounds);
         *self = Self::from_slots(processors, clusters, cluster_of, live)
             .expect("invariant: splitting never makes slots overlap");
+        self.bounds = bounds;
     }
 
     /// The slots still in the plan, in no particular order.
@@ -795,8 +935,46 @@ impl SlotPlan {
                             (Criterion::EarliestStart, Some((_, b))) => b.start,
                             (_, Some((_, b))) => b.end - shortest,
                         };
-                        self.usable_processors(&suitable_proc, &avail, *only, speed, &mut walk);
-                        self.earliest(req, dur, &walk.proc_ok, &avail, limit, &mut scratch)
+                        // Past results bound this level's earliest start from below.
+                        let key = (capable == self.processors.len()).then(|| BoundKey {
+                            avail: avail.clone(),
+                            only: *only,
+                            speed: speed.to_bits(),
+                        });
+                        let lower = key.as_ref().map_or(Time::MIN, |k| {
+                            self.bounds
+                                .lower(k, req.procs, dur.as_secs(), req.max_price)
+                        });
+                        if lower > limit || lower == Time::MAX {
+                            None
+                        } else {
+                            self.usable_processors(&suitable_proc, &avail, *only, speed, &mut walk);
+                            let found = self.earliest(
+                                req,
+                                dur,
+                                &walk.proc_ok,
+                                &avail,
+                                (lower, limit),
+                                &mut scratch,
+                            );
+                            let start = match &found {
+                                Some(sel) => sel.start,
+                                None if limit == Time::MAX => Time::MAX,
+                                None => limit + Dur(1),
+                            };
+                            if let Some(k) = key.filter(|_| start > lower) {
+                                self.bounds.record(
+                                    &k,
+                                    BoundEntry {
+                                        procs: req.procs,
+                                        dur: dur.as_secs(),
+                                        max_price: req.max_price,
+                                        start,
+                                    },
+                                );
+                            }
+                            found
+                        }
                     }
                 };
                 let Some(sel) = found else { continue };
@@ -1040,13 +1218,16 @@ impl SlotPlan {
     /// counted run at a time, so B compares each slot's end with its processor's counted run
     /// and moves only when a count is about to be read. The walk stops at the first `t0` with
     /// `M ≥ P`: it reads the plan only up to `t0` (A) and `t1` (B).
+    ///
+    /// No window starts before `lower` (a bound from past selections) nor is one wanted
+    /// after `limit`.
     fn earliest(
         &self,
         req: &SlotRequest,
         dur: Dur,
         proc_ok: &[bool],
         avail: &[Option<Time>],
-        limit: Time,
+        (lower, limit): (Time, Time),
         scratch: &mut (Vec<Time>, Vec<u32>),
     ) -> Option<Selection> {
         let lim = self.costs.partition_point(|&c| c <= req.max_price) as u32;
@@ -1092,6 +1273,50 @@ impl SlotPlan {
         let mut heads = [0u32; BLOCK];
         let (mut n_heads, mut at_head, mut scanned) = (0usize, 0usize, 0usize);
         let mut ae = 0usize;
+        // No window starts before `lower`: begin at the last mark before it, once every
+        // cluster is usable there, with the runs that contain the mark counted.
+        let np = self.processors.len();
+        let usable_from = avail.iter().flatten().max().copied().unwrap_or(Time::MIN);
+        let mark = (self.n_marks > 0 && lower.secs() > self.mark_base.secs())
+            .then(|| {
+                (((lower.secs() - 1 - self.mark_base.secs()) / self.mark_step) as usize)
+                    .min(self.n_marks - 1)
+            })
+            .filter(|&c| c > 0)
+            .map(|c| (c, self.mark_base + Dur(c as i64 * self.mark_step)))
+            .filter(|&(_, x)| x >= usable_from);
+        if let Some((c, x)) = mark {
+            walk.cur = x;
+            let t1 = x + Dur(1) + dur;
+            for (p, &j) in self.marks[c * np..(c + 1) * np].iter().enumerate() {
+                if j == NONE || !proc_ok[p] {
+                    continue;
+                }
+                let h = &self.hot[j as usize];
+                if h.rank >= lim {
+                    continue;
+                }
+                let end = if h.chain_max < lim {
+                    h.chain_end
+                } else {
+                    let mut last = j;
+                    while self.hot[last as usize].next_rank < lim {
+                        last = self.next[last as usize];
+                    }
+                    self.hot[last as usize].end
+                };
+                if end >= t1 {
+                    walk.count(p as u32, j, end);
+                }
+            }
+            // Heads from the second after the mark.
+            scanned = self.hot[..self.main].partition_point(|h| h.start <= x);
+            at_head = 0;
+            n_heads = 0;
+            ae = self
+                .extra_start
+                .partition_point(|&k| self.hot[k as usize].start <= x);
+        }
         let mut next_extra = || {
             while ae < self.extra_start.len() {
                 ae += 1;
@@ -1107,7 +1332,7 @@ impl SlotPlan {
         let outcome = loop {
             if pm.is_none() {
                 if at_head == n_heads && scanned < self.main {
-                    let to = (scanned + BLOCK).min(self.main);
+                    let to = ((scanned / BLOCK + 1) * BLOCK).min(self.main);
                     n_heads = 0;
                     if self.block_reach[scanned / BLOCK] < dur.as_secs() {
                         // No run that starts in this block lasts the job.
