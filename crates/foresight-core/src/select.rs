@@ -22,6 +22,7 @@
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// A processor the plan can place work on.
@@ -127,15 +128,19 @@ pub struct SlotPlan {
     clusters: Vec<String>,
     /// Cluster index of each processor.
     cluster_of: Vec<u32>,
+    /// Every slot ever held, by number: commits add pieces at the end and only mark the
+    /// slots they replace, so numbers stay valid until a full rebuild.
     slots: Vec<Slot>,
     /// The next slot of the same processor in time, or `NONE`.
     next: Vec<u32>,
     /// The previous slot of the same processor in time, or `NONE`.
     prev: Vec<u32>,
-    /// Slots `0..main` (numbered at the last re-index) are in order of start, ties by end,
-    /// then processor; later ones are pieces made by commits, listed in `extra_start`.
-    main: usize,
-    /// All slots by end (ties by start, then index).
+    /// The slots live at the last re-index, in order of start (then end): the walks' list
+    /// A. Pieces made by commits since are listed in `extra_start`.
+    order: Vec<u32>,
+    /// Position of each slot in `order`, or `NONE`.
+    position: Vec<u32>,
+    /// The same slots in order of end (then start): list B.
     by_end: Vec<u32>,
     /// First slot of each processor in time, or `NONE`.
     head: Vec<u32>,
@@ -143,28 +148,33 @@ pub struct SlotPlan {
     alive: Vec<bool>,
     /// Pieces created by commits since the last re-index, by start and by end (ties by the
     /// other bound, then number); walks merge them in, so a commit costs no full re-sort.
-    extra_start: Vec<u32>,
-    extra_end: Vec<u32>,
-    /// Slots replaced since the last rebuild.
+    extra_start: BTreeSet<(Time, Time, u32)>,
+    extra_end: BTreeSet<(Time, Time, u32)>,
+    /// Slots replaced since the last re-index.
     dead: usize,
+    /// Slots live now.
+    live: usize,
     /// Distinct slot costs, ascending: a request's price becomes a rank limit once, so the
     /// walks compare small integers instead of reading costs.
     costs: Vec<f64>,
-    /// Per slot, what the earliest-window walk reads (see [`Hot`]), in slot order.
+    /// Per slot, what the earliest-window walk reads (see [`Hot`]).
     hot: Vec<Hot>,
+    /// Per slot, the end of the adjacent slots from it no dearer than it, or earlier (see
+    /// [`Scan::reach_low`]).
+    low_end: Vec<Time>,
     /// End of each slot of `by_end`, in the same order: the walk in order of end reads
     /// this array in sequence.
     by_end_time: Vec<Time>,
     /// Processor of each slot of `by_end`, in the same order.
     by_end_proc: Vec<u32>,
-    /// What the search for heads reads of each numbered slot (kept in step with `hot` by
-    /// commits), a quarter of a [`Hot`].
+    /// What the search for heads reads of each slot of `order`, in that order (kept in step
+    /// with `hot` by commits), a quarter of a [`Hot`].
     scan: Vec<Scan>,
     /// The processors' distinct speeds, fastest first.
     speeds: Vec<f64>,
     /// Speed of each processor, by index (read once per speed level of every selection).
     speed_of: Vec<f64>,
-    /// Per block of [`BLOCK`] numbered slots: the longest chain any of them begins,
+    /// Per block of [`BLOCK`] slots of `order`: the longest chain any of them begins,
     /// seconds. Commits only shorten chains, so this stays an upper bound until the next
     /// re-index, and the walk passes over a block whose chains are all shorter than the job
     /// without reading it.
@@ -174,11 +184,64 @@ pub struct SlotPlan {
     /// that knows no window starts before a mark begins there: the runs that contain the
     /// mark are counted at once, and the pass over heads starts at the mark.
     marks: Vec<u32>,
+    /// In the same layout, seconds from the mark to the end of the chain of adjacent slots
+    /// through it (at most `u32::MAX`; 0 without a slot): a walk reads it to pass over the
+    /// processors that cannot last the job from the mark without reading their slots.
+    mark_reach: Vec<u32>,
+    /// Per mark and speed class (index in `speeds`), how many processors have a reach in
+    /// each band of `mark_step` seconds (`reach / mark_step`, the last band open-ended);
+    /// processors with no slot at the mark are left out. Kept exact under commits. Any
+    /// window of at least `mark_step` seconds contains a mark, and its processors reach
+    /// from there to the window's end: marks where too few could are passed over at once.
+    mark_bands: Vec<u32>,
+    /// Speed class of each processor.
+    speed_class: Vec<u32>,
     mark_base: Time,
     mark_step: i64,
     n_marks: usize,
     /// Earliest starts found by past selections: a lower bound for later ones.
     bounds: Bounds,
+    /// Usable processors per set of usable clusters and speed level, for requests any
+    /// processor meets.
+    usable: UsableCache,
+}
+
+/// One set of usable processors: `(usable clusters, speed level's bits, flags)`.
+type UsableEntry = (Vec<bool>, u64, Arc<[bool]>);
+
+/// Usable-processor flags already computed. Commits do not change which processors exist,
+/// so entries stay valid for the plan's life.
+#[derive(Debug, Default)]
+struct UsableCache(std::sync::Mutex<Vec<UsableEntry>>);
+
+/// Sets of usable processors a plan keeps.
+const USABLE_KEPT: usize = 64;
+
+impl Clone for UsableCache {
+    fn clone(&self) -> UsableCache {
+        UsableCache(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl UsableCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<UsableEntry>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn find(&self, clusters: &[bool], speed: f64) -> Option<Arc<[bool]>> {
+        self.lock()
+            .iter()
+            .find(|(c, s, _)| c == clusters && *s == speed.to_bits())
+            .map(|(_, _, flags)| flags.clone())
+    }
+
+    fn keep(&self, clusters: Vec<bool>, speed: f64, flags: Arc<[bool]>) {
+        let mut all = self.lock();
+        if all.len() >= USABLE_KEPT {
+            all.remove(0);
+        }
+        all.push((clusters, speed.to_bits(), flags));
+    }
 }
 
 /// The most marks a plan keeps.
@@ -290,6 +353,27 @@ impl Scan {
             & ((reach == u32::MAX) | (i64::from(reach) >= dur))
             & proc_ok[self.processor as usize]
     }
+}
+
+/// Per block of [`BLOCK`] slots of `order`, the longest chain any of them begins, seconds.
+fn block_reach(order: &[u32], hot: &[Hot]) -> Vec<i64> {
+    order
+        .chunks(BLOCK)
+        .map(|b| {
+            b.iter()
+                .map(|&i| {
+                    let h = &hot[i as usize];
+                    h.chain_end.secs().saturating_sub(h.start.secs())
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Seconds from `from` to `to`, at most `u32::MAX` (meaning "at least that").
+fn seconds_between(from: Time, to: Time) -> u32 {
+    u32::try_from(to.secs().saturating_sub(from.secs())).unwrap_or(u32::MAX)
 }
 
 /// The marks inside `[start, end)`.
@@ -405,6 +489,10 @@ pub struct Selection {
     pub processors: Vec<u32>,
     /// The used parts of slots, per processor in time order.
     pub slots: Vec<UsedSlot>,
+    /// For each used part, the number of the plan's slot it was cut from, so that
+    /// [`SlotPlan::commit`] finds it at once (checked, and searched for if it does not hold).
+    #[serde(skip)]
+    cut_from: Vec<u32>,
 }
 
 /// Why nothing fits.
@@ -435,7 +523,7 @@ struct Walk {
     /// Run index of each slot, or NONE if the slot is unsuitable or unusable.
     run_of: Vec<u32>,
     /// Processors usable at this level.
-    proc_ok: Vec<bool>,
+    proc_ok: Arc<[bool]>,
 }
 
 impl SlotPlan {
@@ -491,18 +579,29 @@ impl SlotPlan {
                 cost,
             });
         }
-        Self::from_slots(processors, clusters, cluster_of, list)
+        list.sort_by_key(|s| (s.start, s.end, s.processor));
+        Self::from_slots(processors, clusters, cluster_of, list, None)
     }
 
+    /// Indexes `slots`, given in order of start or nearly so (ties keep their order);
+    /// `end_order`, if given, lists the same slots by position, in order of end or nearly so:
+    /// a re-index passes the orders it already has, so that both sorts merge a few runs.
     fn from_slots(
         processors: Vec<Processor>,
         clusters: Vec<String>,
         cluster_of: Vec<u32>,
-        mut slots: Vec<Slot>,
+        slots: Vec<Slot>,
+        end_order: Option<Vec<u32>>,
     ) -> Result<SlotPlan, PlanError> {
         // Slots are numbered in order of start, so that walks in that order read memory in
         // sequence and a processor's earlier slot always has a smaller number.
-        slots.sort_by_key(|s| (s.start, s.end, s.processor));
+        let mut by_start: Vec<u32> = (0..slots.len() as u32).collect();
+        by_start.sort_by_key(|&q| (slots[q as usize].start, slots[q as usize].end));
+        let mut number = vec![0u32; slots.len()];
+        for (i, &q) in by_start.iter().enumerate() {
+            number[q as usize] = i as u32;
+        }
+        let slots: Vec<Slot> = by_start.iter().map(|&q| slots[q as usize]).collect();
         let n = slots.len();
         let mut next = vec![NONE; n];
         let mut prev = vec![NONE; n];
@@ -530,8 +629,11 @@ impl SlotPlan {
             }
             last[p] = i as u32;
         }
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start, i));
+        let mut by_end: Vec<u32> = match end_order {
+            Some(q) => q.into_iter().map(|q| number[q as usize]).collect(),
+            None => (0..n as u32).collect(),
+        };
+        by_end.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start));
         let mut costs: Vec<f64> = slots.iter().map(|s| s.cost).collect();
         costs.sort_unstable_by(f64::total_cmp);
         costs.dedup();
@@ -556,8 +658,11 @@ impl SlotPlan {
                 hot[p as usize].next_rank = hot[i].rank;
             }
         }
-        let by_end_time = order.iter().map(|&i| slots[i as usize].end).collect();
-        let by_end_proc = order.iter().map(|&i| slots[i as usize].processor).collect();
+        let by_end_time = by_end.iter().map(|&i| slots[i as usize].end).collect();
+        let by_end_proc = by_end
+            .iter()
+            .map(|&i| slots[i as usize].processor)
+            .collect();
         // A processor's later slot has a larger number: suffixes first.
         for i in (0..n).rev() {
             let j = next[i];
@@ -587,9 +692,7 @@ impl SlotPlan {
             stack.push((hot[i].rank, slots[i].start));
         }
         drop(stacks);
-        let secs = |from: Time, to: Time| {
-            u32::try_from(to.secs().saturating_sub(from.secs())).unwrap_or(u32::MAX)
-        };
+        let secs = seconds_between;
         let scan = hot
             .iter()
             .zip(&low_end)
@@ -605,15 +708,7 @@ impl SlotPlan {
         let mut speeds = speed_of.clone();
         speeds.sort_by(|a, b| b.total_cmp(a));
         speeds.dedup();
-        let block_reach = hot
-            .chunks(BLOCK)
-            .map(|b| {
-                b.iter()
-                    .map(|h| h.chain_end.secs().saturating_sub(h.start.secs()))
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
+        let block_reach = block_reach(&(0..n as u32).collect::<Vec<_>>(), &hot);
         let np = processors.len();
         let mark_base = slots.iter().map(|s| s.start).min().unwrap_or(Time(0));
         let last_end = slots.iter().map(|s| s.end).max().unwrap_or(Time(0));
@@ -625,18 +720,46 @@ impl SlotPlan {
             ((span + mark_step - 1) / mark_step) as usize
         };
         let mut marks = vec![NONE; n_marks * np];
-        for (i, s) in slots.iter().enumerate() {
-            let (lo, hi) = mark_range(mark_base, mark_step, n_marks, s.start, s.end);
-            for c in lo..hi {
-                marks[c * np + s.processor as usize] = i as u32;
+        let mut mark_reach = vec![0u32; n_marks * np];
+        let speed_class: Vec<u32> = speed_of
+            .iter()
+            .map(|v| speeds.iter().position(|s| s == v).unwrap_or(0) as u32)
+            .collect();
+        let bands = n_marks + 1;
+        let mut mark_bands = vec![0u32; n_marks * speeds.len() * bands];
+        // Mark by mark, so that each row is written in sequence, with a cursor per
+        // processor moving along its slots.
+        let mut cursor = head.clone();
+        for c in 0..n_marks {
+            let x = mark_base + Dur(c as i64 * mark_step);
+            let row = c * np;
+            let band_row = c * speeds.len();
+            for p in 0..np {
+                let mut i = cursor[p];
+                while i != NONE && slots[i as usize].end <= x {
+                    i = next[i as usize];
+                }
+                cursor[p] = i;
+                if i == NONE || slots[i as usize].start > x {
+                    continue;
+                }
+                let reach = secs(x, hot[i as usize].chain_end);
+                marks[row + p] = i;
+                mark_reach[row + p] = reach;
+                let band = (reach as usize / mark_step as usize).min(bands - 1);
+                mark_bands[(band_row + speed_class[p] as usize) * bands + band] += 1;
             }
         }
         Ok(SlotPlan {
             marks,
+            mark_reach,
+            mark_bands,
+            speed_class,
             mark_base,
             mark_step,
             n_marks,
             bounds: Bounds::default(),
+            usable: UsableCache::default(),
             processors,
             clusters,
             cluster_of,
@@ -644,14 +767,17 @@ impl SlotPlan {
             slots,
             next,
             prev,
-            main: n,
-            by_end: order,
+            order: (0..n as u32).collect(),
+            position: (0..n as u32).collect(),
+            by_end,
             head,
-            extra_start: Vec::new(),
-            extra_end: Vec::new(),
+            extra_start: BTreeSet::new(),
+            extra_end: BTreeSet::new(),
             dead: 0,
+            live: n,
             costs,
             hot,
+            low_end,
             by_end_time,
             by_end_proc,
             block_reach,
@@ -665,8 +791,18 @@ impl SlotPlan {
     /// replaced by what is left before and after. Amortized cost: the pieces go to small
     /// side lists, merged in by walks, and the plan is re-indexed once they grow large.
     pub fn commit(&mut self, sel: &Selection) {
-        for u in &sel.slots {
-            let mut i = self.head[u.processor as usize];
+        for (k, u) in sel.slots.iter().enumerate() {
+            let holds = |i: u32| {
+                let s = self.slots.get(i as usize);
+                self.alive.get(i as usize) == Some(&true)
+                    && s.is_some_and(|s| {
+                        s.processor == u.processor && s.start <= u.start && u.end <= s.end
+                    })
+            };
+            let mut i = match sel.cut_from.get(k) {
+                Some(&i) if holds(i) => i,
+                _ => self.head[u.processor as usize],
+            };
             while i != NONE {
                 let s = self.slots[i as usize];
                 if s.start <= u.start && u.end <= s.end {
@@ -680,9 +816,12 @@ impl SlotPlan {
             }
             self.split(i, u.start, u.end);
         }
-        let extras = self.extra_end.len();
-        if self.dead + extras > 64.max(self.slots.len() / 4) {
-            self.rebuild();
+        if self.dead + self.extra_end.len() > 64.max(self.order.len() / 4) {
+            if self.slots.len() > 3 * self.live {
+                self.rebuild();
+            } else {
+                self.reindex();
+            }
         }
     }
 
@@ -693,6 +832,7 @@ impl SlotPlan {
         self.alive[i as usize] = false;
         self.set_hot(i, |h| h.rank = NEVER);
         self.dead += 1;
+        self.live -= 1;
         let (before, after) = (self.prev[i as usize], self.next[i as usize]);
         // The neighbours that touched the slot now touch a piece of the same cost, or the
         // used part (nothing free).
@@ -714,8 +854,16 @@ impl SlotPlan {
             let r = self.hot[j as usize].rank;
             let m = max.map_or(r, |m| m.max(r));
             max = Some(m);
-            self.hot[j as usize].chain_end = end;
-            self.hot[j as usize].chain_max = m;
+            let low = self.low_end[j as usize].min(end);
+            self.low_end[j as usize] = low;
+            let h = &mut self.hot[j as usize];
+            h.chain_end = end;
+            h.chain_max = m;
+            let start = h.start;
+            if let Some(scan) = self.scan.get_mut(self.position[j as usize] as usize) {
+                scan.reach = seconds_between(start, end);
+                scan.reach_low = seconds_between(start, low);
+            }
             touching = self.slots[j as usize].start;
             j = self.prev[j as usize];
         }
@@ -743,7 +891,17 @@ impl SlotPlan {
                 chain_end: if b == s.end { tail.0 } else { b },
                 chain_max: if b == s.end { tail.1 } else { h.rank },
             });
+            // The no-dearer slots from the piece before the used part end where it does;
+            // the piece after it continues as the slot did.
+            let low = if b == s.end {
+                self.low_end[i as usize]
+            } else {
+                b
+            };
+            self.low_end.push(low);
             self.alive.push(true);
+            self.live += 1;
+            self.position.push(NONE);
             self.prev.push(last);
             self.next.push(NONE);
             if last == NONE {
@@ -752,20 +910,8 @@ impl SlotPlan {
                 self.next[last as usize] = k;
             }
             last = k;
-            let key_start = |j: &u32| {
-                let t = &self.slots[*j as usize];
-                (t.start, t.end, *j)
-            };
-            let at = self
-                .extra_start
-                .partition_point(|j| key_start(j) < key_start(&k));
-            self.extra_start.insert(at, k);
-            let key_end = |j: &u32| {
-                let t = &self.slots[*j as usize];
-                (t.end, t.start, *j)
-            };
-            let at = self.extra_end.partition_point(|j| key_end(j) < key_end(&k));
-            self.extra_end.insert(at, k);
+            self.extra_start.insert((a, b, k));
+            self.extra_end.insert((b, a, k));
         }
         if last == NONE {
             self.head[s.processor as usize] = after;
@@ -775,46 +921,186 @@ impl SlotPlan {
         if after != NONE {
             self.prev[after as usize] = last;
         }
+        // Marks from the chain's start to the slot's end: the chain through them now ends
+        // at the used part, they fall inside it, or a piece now holds them.
         let np = self.processors.len();
-        let (lo, hi) = mark_range(self.mark_base, self.mark_step, self.n_marks, s.start, s.end);
+        let p = s.processor as usize;
+        let (lo, hi) = mark_range(
+            self.mark_base,
+            self.mark_step,
+            self.n_marks,
+            touching,
+            s.end,
+        );
         for c in lo..hi {
             let x = self.mark_base + Dur(c as i64 * self.mark_step);
-            self.marks[c * np + s.processor as usize] = if x < from {
-                pieces[0]
-            } else if x >= to {
-                pieces[1]
+            if x >= s.start {
+                self.marks[c * np + p] = if x < from {
+                    pieces[0]
+                } else if x >= to {
+                    pieces[1]
+                } else {
+                    NONE
+                };
+            }
+            if x >= to {
+                continue;
+            }
+            let old = self.mark_reach[c * np + s.processor as usize];
+            let new = if x < from {
+                old.min(seconds_between(x, from))
             } else {
-                NONE
+                0
             };
+            if new != old {
+                self.mark_reach[c * np + s.processor as usize] = new;
+                let row = (c * self.speeds.len() + self.speed_class[s.processor as usize] as usize)
+                    * (self.n_marks + 1);
+                let band = |r: u32| (r as usize / self.mark_step as usize).min(self.n_marks);
+                if old > 0 {
+                    self.mark_bands[row + band(old)] -= 1;
+                }
+                if new > 0 {
+                    self.mark_bands[row + band(new)] += 1;
+                }
+            }
         }
+    }
+
+    /// A later lower bound on the start of a window of `dur` on `procs` processors at least
+    /// `min_speed` fast, none of which starts before `lower`: windows of at least
+    /// `mark_step` seconds start no later than their first mark, and need `procs` processors
+    /// whose chains reach `dur - mark_step + 1` past it. `Time::MAX`: no such window.
+    fn lower_by_marks(&self, lower: Time, dur: Dur, procs: u32, min_speed: f64) -> Time {
+        let step = self.mark_step;
+        if self.n_marks == 0 || dur.as_secs() < step {
+            return lower;
+        }
+        let bands = self.n_marks + 1;
+        let least = ((dur.as_secs() - step + 1) / step) as usize;
+        let classes = self.speeds.iter().take_while(|&&v| v >= min_speed).count();
+        // The first mark at or after `lower`.
+        let first = if lower.secs() <= self.mark_base.secs() {
+            0
+        } else {
+            ((lower.secs() - self.mark_base.secs() + step - 1) / step) as usize
+        };
+        for c in first..self.n_marks {
+            let row = c * self.speeds.len() * bands;
+            let able: u32 = (0..classes)
+                .map(|k| {
+                    let at = row + k * bands;
+                    self.mark_bands[at + least.min(bands - 1)..at + bands]
+                        .iter()
+                        .sum::<u32>()
+                })
+                .sum();
+            if able >= procs {
+                if c == first {
+                    return lower;
+                }
+                return (self.mark_base + Dur((c as i64 - 1) * step) + Dur(1)).max(lower);
+            }
+        }
+        Time::MAX
     }
 
     /// Changes slot `i`'s walk data.
     fn set_hot(&mut self, i: u32, f: impl Fn(&mut Hot)) {
         let h = &mut self.hot[i as usize];
         f(h);
-        if let Some(s) = self.scan.get_mut(i as usize) {
+        if let Some(s) = self.scan.get_mut(self.position[i as usize] as usize) {
             s.rank = h.rank;
             s.prev_rank = h.prev_rank;
         }
     }
 
-    /// Re-indexes the live slots from scratch.
-    fn rebuild(&mut self) {
-        let live: Vec<Slot> = self
-            .slots
+    /// Folds the pieces of commits into lists A and B, leaving slot numbers (and so the
+    /// marks) as they are: two merges of sorted lists.
+    fn reindex(&mut self) {
+        let alive = &self.alive;
+        let slots = &self.slots;
+        let mut order: Vec<(Time, Time, u32)> = self
+            .order
             .iter()
-            .zip(&self.alive)
-            .filter(|(_, a)| **a)
-            .map(|(s, _)| *s)
+            .map(|&i| (slots[i as usize].start, slots[i as usize].end, i))
+            .chain(self.extra_start.iter().copied())
+            .filter(|&(_, _, i)| alive[i as usize])
+            .collect();
+        order.sort_by_key(|&(start, end, _)| (start, end));
+        let mut by_end: Vec<(Time, Time, u32)> = self
+            .by_end
+            .iter()
+            .map(|&i| (slots[i as usize].end, slots[i as usize].start, i))
+            .chain(self.extra_end.iter().copied())
+            .filter(|&(_, _, i)| alive[i as usize])
+            .collect();
+        by_end.sort_by_key(|&(end, start, _)| (end, start));
+        for &i in &self.order {
+            self.position[i as usize] = NONE;
+        }
+        self.order = order.into_iter().map(|(_, _, i)| i).collect();
+        for (at, &i) in self.order.iter().enumerate() {
+            self.position[i as usize] = at as u32;
+        }
+        self.scan = self
+            .order
+            .iter()
+            .map(|&i| {
+                let h = &self.hot[i as usize];
+                Scan {
+                    reach: seconds_between(h.start, h.chain_end),
+                    reach_low: seconds_between(h.start, self.low_end[i as usize]),
+                    processor: h.processor,
+                    rank: h.rank,
+                    prev_rank: h.prev_rank,
+                }
+            })
+            .collect();
+        self.block_reach = block_reach(&self.order, &self.hot);
+        self.by_end = by_end.iter().map(|&(_, _, i)| i).collect();
+        self.by_end_time = by_end.iter().map(|&(end, _, _)| end).collect();
+        self.by_end_proc = by_end
+            .iter()
+            .map(|&(_, _, i)| self.slots[i as usize].processor)
+            .collect();
+        self.extra_start.clear();
+        self.extra_end.clear();
+        self.dead = 0;
+    }
+
+    /// Re-indexes and renumbers the live slots from scratch, dropping the replaced ones.
+    fn rebuild(&mut self) {
+        // The live slots by start and by end, as merges of the numbered ones and the pieces.
+        let mut position = vec![NONE; self.slots.len()];
+        let mut live: Vec<Slot> = Vec::with_capacity(self.live);
+        let numbered = self
+            .order
+            .iter()
+            .copied()
+            .filter(|&i| self.alive[i as usize]);
+        let pieces = self.extra_start.iter().map(|&(_, _, k)| k);
+        for i in numbered.chain(pieces.filter(|&k| self.alive[k as usize])) {
+            position[i as usize] = live.len() as u32;
+            live.push(self.slots[i as usize]);
+        }
+        let end_order: Vec<u32> = self
+            .by_end
+            .iter()
+            .copied()
+            .chain(self.extra_end.iter().map(|&(_, _, k)| k))
+            .map(|i| position[i as usize])
+            .filter(|&q| q != NONE)
             .collect();
         let processors = std::mem::take(&mut self.processors);
         let clusters = std::mem::take(&mut self.clusters);
         let cluster_of = std::mem::take(&mut self.cluster_of);
         let bounds = std::mem::take(&mut self.bounds);
-        *self = Self::from_slots(processors, clusters, cluster_of, live)
+        let usable = std::mem::take(&mut self.usable);
+        *self = Self::from_slots(processors, clusters, cluster_of, live, Some(end_order))
             .expect("invariant: splitting never makes slots overlap");
         self.bounds = bounds;
+        self.usable = usable;
     }
 
     /// The slots still in the plan, in no particular order.
@@ -860,15 +1146,20 @@ impl SlotPlan {
                 reason: "the walltime must be positive".into(),
             });
         }
-        let suitable_proc: Vec<bool> = if req.min_memory_mb == 0 && req.features.is_empty() {
-            vec![true; self.processors.len()]
-        } else {
-            self.processors
-                .iter()
-                .map(|p| p.memory_mb >= req.min_memory_mb && req.features.is_subset(&p.features))
-                .collect()
-        };
-        let capable = suitable_proc.iter().filter(|s| **s).count();
+        // Which processors meet the requirements; `None`: all of them.
+        let suitable_proc: Option<Vec<bool>> = (req.min_memory_mb != 0 || !req.features.is_empty())
+            .then(|| {
+                self.processors
+                    .iter()
+                    .map(|p| {
+                        p.memory_mb >= req.min_memory_mb && req.features.is_subset(&p.features)
+                    })
+                    .collect()
+            });
+        let suitable_proc = suitable_proc.as_deref();
+        let capable = suitable_proc.map_or(self.processors.len(), |s| {
+            s.iter().filter(|ok| **ok).count()
+        });
         if capable < req.procs as usize {
             return Err(NoFit {
                 reason: format!(
@@ -885,19 +1176,19 @@ impl SlotPlan {
             })
             .collect();
         // Speed levels, fastest first.
-        let levels: Vec<f64> = if capable == self.processors.len() {
-            self.speeds.clone()
-        } else {
+        let levels: Vec<f64> = if let Some(suitable_proc) = suitable_proc {
             let mut levels: Vec<f64> = self
                 .processors
                 .iter()
-                .zip(&suitable_proc)
+                .zip(suitable_proc)
                 .filter(|(_, ok)| **ok)
                 .map(|(p, _)| p.speed)
                 .collect();
             levels.sort_by(|a, b| b.total_cmp(a));
             levels.dedup();
             levels
+        } else {
+            self.speeds.clone()
         };
         // Without co-allocation, each cluster is a world of its own.
         let masks: Vec<Option<usize>> = if req.co_allocate || self.clusters.len() <= 1 {
@@ -912,7 +1203,7 @@ impl SlotPlan {
                 Criterion::MinCost => vec![NONE; self.slots.len()],
                 _ => Vec::new(),
             },
-            proc_ok: Vec::new(),
+            proc_ok: Arc::from(Vec::new()),
         };
         // Per-processor state of the earliest-window walks, shared by the levels.
         let mut scratch = (Vec::new(), Vec::new());
@@ -925,7 +1216,7 @@ impl SlotPlan {
                 let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
                 let found = match req.criterion {
                     Criterion::MinCost => {
-                        self.build_runs(req, &suitable_proc, &avail, *only, speed, &mut walk);
+                        self.build_runs(req, suitable_proc, &avail, *only, speed, &mut walk);
                         self.cheapest(req, dur, &walk, &avail)
                     }
                     _ => {
@@ -945,10 +1236,11 @@ impl SlotPlan {
                             self.bounds
                                 .lower(k, req.procs, dur.as_secs(), req.max_price)
                         });
+                        let lower = self.lower_by_marks(lower, dur, req.procs, speed);
                         if lower > limit || lower == Time::MAX {
                             None
                         } else {
-                            self.usable_processors(&suitable_proc, &avail, *only, speed, &mut walk);
+                            self.usable_processors(suitable_proc, &avail, *only, speed, &mut walk);
                             let found = self.earliest(
                                 req,
                                 dur,
@@ -995,14 +1287,21 @@ impl SlotPlan {
             }
         }
         best.map(|(_, s)| s).ok_or_else(|| NoFit {
-            reason: self.why_not(req, &suitable_proc, &avail),
+            reason: self.why_not(req, suitable_proc, &avail),
         })
     }
 
-    fn why_not(&self, req: &SlotRequest, suitable_proc: &[bool], avail: &[Option<Time>]) -> String {
+    fn why_not(
+        &self,
+        req: &SlotRequest,
+        suitable_proc: Option<&[bool]>,
+        avail: &[Option<Time>],
+    ) -> String {
         let priced = self
             .live_slots()
-            .filter(|s| suitable_proc[s.processor as usize] && s.cost <= req.max_price)
+            .filter(|s| {
+                suitable_proc.is_none_or(|ok| ok[s.processor as usize]) && s.cost <= req.max_price
+            })
             .count();
         if priced == 0 {
             return format!(
@@ -1030,10 +1329,12 @@ impl SlotPlan {
     }
 
     /// Per processor once, so that a pass over slots reads one flag, not a record: is it
-    /// usable at this level (at least `min_speed` fast, of cluster `only` if given)?
+    /// usable at this level (at least `min_speed` fast, of cluster `only` if given)? When
+    /// every processor meets the request's requirements the answer depends only on the
+    /// usable clusters and the speed, and is kept for later requests.
     fn usable_processors(
         &self,
-        suitable_proc: &[bool],
+        suitable_proc: Option<&[bool]>,
         avail: &[Option<Time>],
         only: Option<usize>,
         min_speed: f64,
@@ -1042,14 +1343,25 @@ impl SlotPlan {
         let cluster_ok: Vec<bool> = (0..self.clusters.len())
             .map(|c| only.is_none_or(|o| o == c) && avail[c].is_some())
             .collect();
-        walk.proc_ok.clear();
-        walk.proc_ok.extend(
-            self.speed_of
-                .iter()
-                .zip(&self.cluster_of)
-                .zip(suitable_proc)
-                .map(|((&speed, &c), &ok)| ok & (speed >= min_speed) & cluster_ok[c as usize]),
-        );
+        if suitable_proc.is_none() {
+            if let Some(kept) = self.usable.find(&cluster_ok, min_speed) {
+                walk.proc_ok = kept;
+                return;
+            }
+        }
+        let proc_ok: Arc<[bool]> = self
+            .speed_of
+            .iter()
+            .zip(&self.cluster_of)
+            .enumerate()
+            .map(|(p, (&speed, &c))| {
+                suitable_proc.is_none_or(|ok| ok[p]) & (speed >= min_speed) & cluster_ok[c as usize]
+            })
+            .collect();
+        if suitable_proc.is_none() {
+            self.usable.keep(cluster_ok, min_speed, proc_ok.clone());
+        }
+        walk.proc_ok = proc_ok;
     }
 
     /// Groups suitable slots into runs for one level (processors at least `min_speed` fast,
@@ -1057,7 +1369,7 @@ impl SlotPlan {
     fn build_runs(
         &self,
         req: &SlotRequest,
-        suitable_proc: &[bool],
+        suitable_proc: Option<&[bool]>,
         avail: &[Option<Time>],
         only: Option<usize>,
         min_speed: f64,
@@ -1109,13 +1421,16 @@ impl SlotPlan {
             let t = &self.slots[i as usize];
             (t.start, t.end, i)
         };
-        let mut a = (0..self.main as u32)
+        let mut a = self
+            .order
+            .iter()
+            .copied()
             .filter(|&i| self.alive[i as usize])
             .peekable();
         let mut b = self
             .extra_start
             .iter()
-            .copied()
+            .map(|&(_, _, i)| i)
             .filter(|&i| self.alive[i as usize])
             .peekable();
         std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
@@ -1187,7 +1502,7 @@ impl SlotPlan {
         };
         let (mut a, mut b) = (
             self.by_end.iter().copied().peekable(),
-            self.extra_end.iter().copied().peekable(),
+            self.extra_end.iter().map(|&(_, _, i)| i).peekable(),
         );
         let merged = std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
             (None, None) => None,
@@ -1247,7 +1562,7 @@ impl SlotPlan {
             pending: Vec::new(),
             lim,
             bi: 0,
-            be: 0,
+            extras_end: self.extra_end.range(..).peekable(),
             cur: Time::MIN,
             grew: false,
             limit,
@@ -1272,7 +1587,7 @@ impl SlotPlan {
         // Heads among the numbered slots, found a block at a time without branching.
         let mut heads = [0u32; BLOCK];
         let (mut n_heads, mut at_head, mut scanned) = (0usize, 0usize, 0usize);
-        let mut ae = 0usize;
+        let mut extras = self.extra_start.range(..);
         // No window starts before `lower`: begin at the last mark before it, once every
         // cluster is usable there, with the runs that contain the mark counted.
         let np = self.processors.len();
@@ -1288,8 +1603,22 @@ impl SlotPlan {
         if let Some((c, x)) = mark {
             walk.cur = x;
             let t1 = x + Dur(1) + dur;
-            for (p, &j) in self.marks[c * np..(c + 1) * np].iter().enumerate() {
-                if j == NONE || !proc_ok[p] {
+            // Processors whose chain through the mark may last until t1, found without
+            // branching.
+            let least = u32::try_from(dur.as_secs() + 1).unwrap_or(u32::MAX);
+            let mut lasting = vec![0u32; np];
+            let mut n = 0usize;
+            for (p, &reach) in self.mark_reach[c * np..(c + 1) * np].iter().enumerate() {
+                lasting[n] = p as u32;
+                n += usize::from(reach >= least);
+            }
+            for &p in &lasting[..n] {
+                let p = p as usize;
+                if !proc_ok[p] {
+                    continue;
+                }
+                let j = self.marks[c * np + p];
+                if j == NONE {
                     continue;
                 }
                 let h = &self.hot[j as usize];
@@ -1310,29 +1639,25 @@ impl SlotPlan {
                 }
             }
             // Heads from the second after the mark.
-            scanned = self.hot[..self.main].partition_point(|h| h.start <= x);
+            scanned = self
+                .order
+                .partition_point(|&i| self.hot[i as usize].start <= x);
             at_head = 0;
             n_heads = 0;
-            ae = self
-                .extra_start
-                .partition_point(|&k| self.hot[k as usize].start <= x);
+            extras = self.extra_start.range((x + Dur(1), Time::MIN, 0)..);
         }
         let mut next_extra = || {
-            while ae < self.extra_start.len() {
-                ae += 1;
-                let k = self.extra_start[ae - 1];
-                if may_fit(&self.hot[k as usize]) {
-                    return Some(k);
-                }
-            }
-            None
+            extras
+                .by_ref()
+                .map(|&(_, _, k)| k)
+                .find(|&k| may_fit(&self.hot[k as usize]))
         };
         let mut pe = next_extra();
         let mut pm: Option<u32> = None;
         let outcome = loop {
             if pm.is_none() {
-                if at_head == n_heads && scanned < self.main {
-                    let to = ((scanned / BLOCK + 1) * BLOCK).min(self.main);
+                if at_head == n_heads && scanned < self.order.len() {
+                    let to = ((scanned / BLOCK + 1) * BLOCK).min(self.order.len());
                     n_heads = 0;
                     if self.block_reach[scanned / BLOCK] < dur.as_secs() {
                         // No run that starts in this block lasts the job.
@@ -1354,7 +1679,7 @@ impl SlotPlan {
                     continue;
                 }
                 if at_head < n_heads {
-                    pm = Some(heads[at_head]);
+                    pm = Some(self.order[heads[at_head] as usize]);
                     at_head += 1;
                 }
             }
@@ -1450,7 +1775,13 @@ impl SlotPlan {
 
     /// Cost of using the run that begins with slot `first` on `[t0, t1)` (the run covers
     /// it), and the pieces used.
-    fn run_cost(&self, first: u32, t0: Time, t1: Time, pieces: Option<&mut Vec<UsedSlot>>) -> f64 {
+    fn run_cost(
+        &self,
+        first: u32,
+        t0: Time,
+        t1: Time,
+        pieces: Option<(&mut Vec<UsedSlot>, &mut Vec<u32>)>,
+    ) -> f64 {
         let mut cost = 0.0;
         let mut i = first;
         let mut out = pieces;
@@ -1459,13 +1790,14 @@ impl SlotPlan {
             let (a, b) = (s.start.max(t0), s.end.min(t1));
             if a < b {
                 cost += s.cost * (b - a).as_secs() as f64;
-                if let Some(out) = out.as_deref_mut() {
-                    out.push(UsedSlot {
+                if let Some((used, cut_from)) = out.as_mut() {
+                    used.push(UsedSlot {
                         processor: s.processor,
                         start: a,
                         end: b,
                         cost: s.cost,
                     });
+                    cut_from.push(i);
                 }
             }
             if s.end >= t1 {
@@ -1516,10 +1848,11 @@ impl SlotPlan {
         let slowest = ranked.iter().map(|x| -x.1).fold(f64::INFINITY, f64::min);
         let end = t0 + Dur((req.walltime.as_secs() as f64 / slowest).ceil() as i64);
         let mut slots = Vec::new();
+        let mut cut_from = Vec::new();
         let mut cost = 0.0;
         let mut processors = Vec::with_capacity(ranked.len());
         for &(_, _, p, first) in &ranked {
-            cost += self.run_cost(first, t0, end, Some(&mut slots));
+            cost += self.run_cost(first, t0, end, Some((&mut slots, &mut cut_from)));
             processors.push(p);
         }
         Some(Selection {
@@ -1528,6 +1861,7 @@ impl SlotPlan {
             cost,
             processors,
             slots,
+            cut_from,
         })
     }
 }
@@ -1552,7 +1886,7 @@ struct EarliestWalk<'a> {
     lim: u32,
     /// Positions in list B: numbered slots, pieces of later commits.
     bi: usize,
-    be: usize,
+    extras_end: std::iter::Peekable<std::collections::btree_set::Range<'a, (Time, Time, u32)>>,
     /// The candidate start being filled, and whether a run was counted at it.
     cur: Time,
     grew: bool,
@@ -1576,9 +1910,10 @@ impl EarliestWalk<'_> {
         // What B would pass is found by bisection; when fewer runs are counted than B would
         // pass, looking at the counted runs themselves un-counts the same ones.
         let main_to = self.bi + plan.by_end_time[self.bi..].partition_point(|&e| e < t1);
-        let extra_to =
-            self.be + plan.extra_end[self.be..].partition_point(|&k| plan.hot[k as usize].end < t1);
-        if self.counted.len() < (main_to - self.bi) + (extra_to - self.be) {
+        // The pieces of commits are assumed spread over time like the numbered slots.
+        let main_passed = main_to - self.bi;
+        let passed = main_passed + main_passed * plan.extra_end.len() / plan.order.len().max(1);
+        if self.counted.len() < passed {
             let mut i = 0;
             while i < self.counted.len() {
                 let p = self.counted[i].0;
@@ -1590,15 +1925,15 @@ impl EarliestWalk<'_> {
                 }
             }
             self.bi = main_to;
-            self.be = extra_to;
+            self.extras_end = plan.extra_end.range((t1, Time::MIN, 0)..).peekable();
             return;
         }
         loop {
             let main = plan.by_end_time.get(self.bi).copied().unwrap_or(Time::MAX);
-            let extra = plan
-                .extra_end
-                .get(self.be)
-                .map_or(Time::MAX, |&k| plan.hot[k as usize].end);
+            let extra = self
+                .extras_end
+                .peek()
+                .map_or(Time::MAX, |&&(end, _, _)| end);
             let (p, end) = if main <= extra {
                 if main >= t1 {
                     return;
@@ -1609,8 +1944,9 @@ impl EarliestWalk<'_> {
                 if extra >= t1 {
                     return;
                 }
-                let k = plan.extra_end[self.be];
-                self.be += 1;
+                let Some(&(_, _, k)) = self.extras_end.next() else {
+                    return;
+                };
                 (plan.hot[k as usize].processor, extra)
             };
             if self.counted_end[p as usize] == end && self.counted_at[p as usize] != NONE {
