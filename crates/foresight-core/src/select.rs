@@ -138,7 +138,10 @@ pub struct SlotPlan {
     /// The slots live at the last re-index, in order of start (then end): the walks' list
     /// A. Pieces made by commits since are listed in `extra_start`.
     order: Vec<u32>,
-    /// Position of each slot in `order`, or `NONE`.
+    /// Start of each slot of `order` when it was placed there.
+    order_start: Vec<Time>,
+    /// Position of each slot in `order`, or `NONE` if it is not there (any more): a slot
+    /// a commit shortened at its start or replaced leaves its old place.
     position: Vec<u32>,
     /// The same slots in order of end (then start): list B.
     by_end: Vec<u32>,
@@ -750,6 +753,7 @@ impl SlotPlan {
                 mark_bands[(band_row + speed_class[p] as usize) * bands + band] += 1;
             }
         }
+        let order_start = slots.iter().map(|s| s.start).collect();
         Ok(SlotPlan {
             marks,
             mark_reach,
@@ -768,6 +772,7 @@ impl SlotPlan {
             next,
             prev,
             order: (0..n as u32).collect(),
+            order_start,
             position: (0..n as u32).collect(),
             by_end,
             head,
@@ -817,7 +822,7 @@ impl SlotPlan {
             self.split(i, u.start, u.end);
         }
         if self.dead + self.extra_end.len() > 64.max(self.order.len() / 4) {
-            if self.slots.len() > 3 * self.live {
+            if self.slots.len() > 2 * self.live {
                 self.rebuild();
             } else {
                 self.reindex();
@@ -825,14 +830,30 @@ impl SlotPlan {
         }
     }
 
-    /// Replaces slot `i` by its parts outside `[from, to)`.
+    /// Replaces slot `i` by its parts outside `[from, to)`. The part after keeps the slot's
+    /// number (its end, and so its place in list B and the marks after the used part, do
+    /// not change; it moves in list A); the part before gets a new one.
     fn split(&mut self, i: u32, from: Time, to: Time) {
         let s = self.slots[i as usize];
         let h = self.hot[i as usize];
-        self.alive[i as usize] = false;
-        self.set_hot(i, |h| h.rank = NEVER);
+        let p = s.processor as usize;
+        let kept = to < s.end;
+        // The slot leaves list A where it stands: its start changes, or it is gone.
+        match self.position[i as usize] {
+            NONE => {
+                self.extra_start.remove(&(s.start, s.end, i));
+            }
+            at => {
+                self.scan[at as usize].rank = NEVER;
+                self.position[i as usize] = NONE;
+            }
+        }
         self.dead += 1;
-        self.live -= 1;
+        if !kept {
+            self.alive[i as usize] = false;
+            self.hot[i as usize].rank = NEVER;
+            self.live -= 1;
+        }
         let (before, after) = (self.prev[i as usize], self.next[i as usize]);
         // The neighbours that touched the slot now touch a piece of the same cost, or the
         // used part (nothing free).
@@ -867,95 +888,72 @@ impl SlotPlan {
             touching = self.slots[j as usize].start;
             j = self.prev[j as usize];
         }
-        let tail = (h.chain_end, h.chain_max);
-        let mut pieces = [NONE; 2];
         let mut last = before;
-        for (piece, (a, b)) in [(s.start, from), (to, s.end)].into_iter().enumerate() {
-            if a >= b {
-                continue;
-            }
+        let mut piece_before = NONE;
+        if from > s.start {
             let k = self.slots.len() as u32;
-            pieces[piece] = k;
-            self.slots.push(Slot {
-                start: a,
-                end: b,
-                ..s
-            });
+            piece_before = k;
+            self.slots.push(Slot { end: from, ..s });
             self.hot.push(Hot {
-                start: a,
-                end: b,
+                start: s.start,
+                end: from,
                 processor: s.processor,
                 rank: h.rank,
-                prev_rank: if a == s.start { h.prev_rank } else { NEVER },
-                next_rank: if b == s.end { h.next_rank } else { NEVER },
-                chain_end: if b == s.end { tail.0 } else { b },
-                chain_max: if b == s.end { tail.1 } else { h.rank },
+                prev_rank: h.prev_rank,
+                next_rank: NEVER,
+                chain_end: from,
+                chain_max: h.rank,
             });
-            // The no-dearer slots from the piece before the used part end where it does;
-            // the piece after it continues as the slot did.
-            let low = if b == s.end {
-                self.low_end[i as usize]
-            } else {
-                b
-            };
-            self.low_end.push(low);
+            // Its no-dearer slots end where it does.
+            self.low_end.push(from);
             self.alive.push(true);
             self.live += 1;
             self.position.push(NONE);
             self.prev.push(last);
             self.next.push(NONE);
-            if last == NONE {
-                self.head[s.processor as usize] = k;
-            } else {
-                self.next[last as usize] = k;
-            }
+            self.link_after(last, k, p);
             last = k;
-            self.extra_start.insert((a, b, k));
-            self.extra_end.insert((b, a, k));
+            self.extra_start.insert((s.start, from, k));
+            self.extra_end.insert((from, s.start, k));
         }
-        if last == NONE {
-            self.head[s.processor as usize] = after;
+        if kept {
+            // The part after continues as the slot did.
+            self.slots[i as usize].start = to;
+            let h = &mut self.hot[i as usize];
+            h.start = to;
+            h.prev_rank = NEVER;
+            self.prev[i as usize] = last;
+            self.link_after(last, i, p);
+            self.extra_start.insert((to, s.end, i));
         } else {
-            self.next[last as usize] = after;
+            if last == NONE {
+                self.head[p] = after;
+            } else {
+                self.next[last as usize] = after;
+            }
+            if after != NONE {
+                self.prev[after as usize] = last;
+            }
         }
-        if after != NONE {
-            self.prev[after as usize] = last;
-        }
-        // Marks from the chain's start to the slot's end: the chain through them now ends
-        // at the used part, they fall inside it, or a piece now holds them.
+        // Marks from the chain's start to the used part's end: the chain through them now
+        // ends at the used part, they fall inside it, or the piece before now holds them.
         let np = self.processors.len();
-        let p = s.processor as usize;
-        let (lo, hi) = mark_range(
-            self.mark_base,
-            self.mark_step,
-            self.n_marks,
-            touching,
-            s.end,
-        );
+        let (lo, hi) = mark_range(self.mark_base, self.mark_step, self.n_marks, touching, to);
         for c in lo..hi {
             let x = self.mark_base + Dur(c as i64 * self.mark_step);
             if x >= s.start {
-                self.marks[c * np + p] = if x < from {
-                    pieces[0]
-                } else if x >= to {
-                    pieces[1]
-                } else {
-                    NONE
-                };
+                self.marks[c * np + p] = if x < from { piece_before } else { NONE };
             }
-            if x >= to {
-                continue;
-            }
-            let old = self.mark_reach[c * np + s.processor as usize];
+            let old = self.mark_reach[c * np + p];
             let new = if x < from {
                 old.min(seconds_between(x, from))
             } else {
                 0
             };
             if new != old {
-                self.mark_reach[c * np + s.processor as usize] = new;
-                let row = (c * self.speeds.len() + self.speed_class[s.processor as usize] as usize)
-                    * (self.n_marks + 1);
+                self.mark_reach[c * np + p] = new;
+                let row =
+                    (c * self.speeds.len() + self.speed_class[p] as usize) * (self.n_marks + 1);
                 let band = |r: u32| (r as usize / self.mark_step as usize).min(self.n_marks);
                 if old > 0 {
                     self.mark_bands[row + band(old)] -= 1;
@@ -964,6 +962,15 @@ impl SlotPlan {
                     self.mark_bands[row + band(new)] += 1;
                 }
             }
+        }
+    }
+
+    /// Makes `k` follow `last` in processor `p`'s list (or head it).
+    fn link_after(&mut self, last: u32, k: u32, p: usize) {
+        if last == NONE {
+            self.head[p] = k;
+        } else {
+            self.next[last as usize] = k;
         }
     }
 
@@ -1020,12 +1027,14 @@ impl SlotPlan {
     fn reindex(&mut self) {
         let alive = &self.alive;
         let slots = &self.slots;
+        let position = &self.position;
         let mut order: Vec<(Time, Time, u32)> = self
             .order
             .iter()
-            .map(|&i| (slots[i as usize].start, slots[i as usize].end, i))
+            .enumerate()
+            .filter(|&(at, &i)| position[i as usize] == at as u32)
+            .map(|(_, &i)| (slots[i as usize].start, slots[i as usize].end, i))
             .chain(self.extra_start.iter().copied())
-            .filter(|&(_, _, i)| alive[i as usize])
             .collect();
         order.sort_by_key(|&(start, end, _)| (start, end));
         let mut by_end: Vec<(Time, Time, u32)> = self
@@ -1039,6 +1048,7 @@ impl SlotPlan {
         for &i in &self.order {
             self.position[i as usize] = NONE;
         }
+        self.order_start = order.iter().map(|&(start, _, _)| start).collect();
         self.order = order.into_iter().map(|(_, _, i)| i).collect();
         for (at, &i) in self.order.iter().enumerate() {
             self.position[i as usize] = at as u32;
@@ -1074,11 +1084,7 @@ impl SlotPlan {
         // The live slots by start and by end, as merges of the numbered ones and the pieces.
         let mut position = vec![NONE; self.slots.len()];
         let mut live: Vec<Slot> = Vec::with_capacity(self.live);
-        let numbered = self
-            .order
-            .iter()
-            .copied()
-            .filter(|&i| self.alive[i as usize]);
+        let numbered = self.in_order();
         let pieces = self.extra_start.iter().map(|&(_, _, k)| k);
         for i in numbered.chain(pieces.filter(|&k| self.alive[k as usize])) {
             position[i as usize] = live.len() as u32;
@@ -1412,6 +1418,15 @@ impl SlotPlan {
         }
     }
 
+    /// The slots still in their place in list A, in order.
+    fn in_order(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order
+            .iter()
+            .enumerate()
+            .filter(|&(at, &i)| self.position[i as usize] == at as u32)
+            .map(|(_, &i)| i)
+    }
+
     /// Runs in order of usable start: a merge of the clusters' start-sorted lists, keeping
     /// each run's first piece.
     /// Live slots in order of start (ties by end, then number): the numbered slots merged
@@ -1421,12 +1436,7 @@ impl SlotPlan {
             let t = &self.slots[i as usize];
             (t.start, t.end, i)
         };
-        let mut a = self
-            .order
-            .iter()
-            .copied()
-            .filter(|&i| self.alive[i as usize])
-            .peekable();
+        let mut a = self.in_order().peekable();
         let mut b = self
             .extra_start
             .iter()
@@ -1639,9 +1649,7 @@ impl SlotPlan {
                 }
             }
             // Heads from the second after the mark.
-            scanned = self
-                .order
-                .partition_point(|&i| self.hot[i as usize].start <= x);
+            scanned = self.order_start.partition_point(|&t| t <= x);
             at_head = 0;
             n_heads = 0;
             extras = self.extra_start.range((x + Dur(1), Time::MIN, 0)..);
@@ -2278,5 +2286,82 @@ mod tests {
         assert_eq!(err.to_string(), "slot 0: unknown processor \"z\"");
         let err = SlotPlan::new(p, [slot("a", 10, 10, 1.0)]).unwrap_err();
         assert!(matches!(err, PlanError::EmptySlot { .. }));
+    }
+    /// Many commits in a row go through both kinds of re-indexing (folding the pieces into
+    /// lists A and B, and renumbering from scratch); after every commit the plan answers
+    /// every criterion exactly as a plan built afresh from its live slots.
+    #[test]
+    fn commits_and_re_indexing_keep_answers_those_of_a_fresh_plan() {
+        let spec: Vec<(String, String, f64)> = (0..8)
+            .map(|i| (format!("p{i}"), format!("c{}", i % 2), [1.0, 1.5][i % 2]))
+            .collect();
+        let names: Vec<(&str, &str, f64)> = spec
+            .iter()
+            .map(|(a, b, v)| (a.as_str(), b.as_str(), *v))
+            .collect();
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut raw = Vec::new();
+        for (id, _, _) in &names {
+            let mut t = 0;
+            for _ in 0..40 {
+                t += next(5) as i64;
+                let len = 5 + next(40) as i64;
+                raw.push(slot(id, t, t + len, 1.0 + next(3) as f64));
+                t += len;
+            }
+        }
+        let mut plan = SlotPlan::new(procs(&names), raw).unwrap();
+        let (mut folded, mut renumbered) = (false, false);
+        for k in 0..1000 {
+            let criterion = [
+                Criterion::EarliestStart,
+                Criterion::EarliestFinish,
+                Criterion::MinCost,
+            ][k % 3]
+                .clone();
+            let mut r = req(1 + next(3) as u32, 1 + next(30) as i64, criterion);
+            r.max_price = 1.0 + next(3) as f64;
+            let staging = [Some(Dur(0)), Some(Dur(next(4) as i64))];
+            let fresh = SlotPlan::new(
+                procs(&names),
+                plan.live_slots().map(|s| {
+                    (
+                        names[s.processor as usize].0.to_string(),
+                        s.start,
+                        s.end,
+                        s.cost,
+                    )
+                }),
+            )
+            .unwrap();
+            let (a, b) = (plan.select(&r, &staging), fresh.select(&r, &staging));
+            match (&a, &b) {
+                (Ok(x), Ok(y)) => assert_eq!(
+                    (x.start, x.end, x.cost, &x.slots),
+                    (y.start, y.end, y.cost, &y.slots),
+                    "request {k}"
+                ),
+                (Err(_), Err(_)) => {}
+                _ => panic!("request {k}: committed {a:?}, fresh {b:?}"),
+            }
+            let Ok(sel) = a else { continue };
+            let (pieces, numbered) = (plan.extra_start.len(), plan.slots.len());
+            plan.commit(&sel);
+            folded |= pieces > 0 && plan.extra_start.is_empty() && plan.slots.len() >= numbered;
+            renumbered |= plan.slots.len() < numbered;
+        }
+        assert!(folded, "no commit folded the pieces into the lists");
+        assert!(
+            renumbered,
+            "no commit renumbered the slots: {} numbered, {} live",
+            plan.slots.len(),
+            plan.live
+        );
     }
 }
