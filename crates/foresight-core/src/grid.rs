@@ -11,6 +11,7 @@ use crate::ids::{JobId, UserId};
 use crate::scheduler::LocalScheduler;
 use crate::select::{Criterion, Processor, SlotPlan, SlotRequest};
 use crate::time::{Dur, Time};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// A job for the grid: it may run on any cluster, or on several at once.
@@ -137,19 +138,19 @@ pub fn plan_cycle(
     cfg: &PlannerConfig,
 ) -> Vec<Decision> {
     let horizon = now + cfg.horizon;
-    let mut processors = Vec::new();
-    let mut slots = Vec::new();
-    for c in clusters {
-        let f = forecast(c.sched, now, |_| 1.0);
-        slots.extend(slots_from_forecast(
-            c.processors,
-            &f,
-            now,
-            horizon,
-            c.tariff,
-        ));
-        processors.extend_from_slice(c.processors);
-    }
+    // The clusters' forecasts are independent: they are made side by side.
+    let per_cluster: Vec<_> = clusters
+        .par_iter()
+        .map(|c| {
+            let f = forecast(c.sched, now, |_| 1.0);
+            slots_from_forecast(c.processors, &f, now, horizon, c.tariff)
+        })
+        .collect();
+    let slots: Vec<_> = per_cluster.into_iter().flatten().collect();
+    let processors: Vec<Processor> = clusters
+        .iter()
+        .flat_map(|c| c.processors.iter().cloned())
+        .collect();
     let total = processors.len();
     let largest = clusters
         .iter()

@@ -20,6 +20,7 @@
 //! estimate divided by the slowest chosen speed, rounded up to a whole second.
 
 use crate::time::{Dur, Time};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -314,7 +315,10 @@ impl Bounds {
                 if all.len() >= BOUND_KEYS {
                     all.remove(0);
                 }
-                all.push((key.clone(), Default::default()));
+                all.push((
+                    key.clone(),
+                    std::collections::VecDeque::with_capacity(BOUND_ENTRIES),
+                ));
                 all.len() - 1
             }
         };
@@ -518,6 +522,15 @@ struct Run {
     /// Usable start: the first piece's start, no earlier than the cluster's availability.
     start: Time,
     end: Time,
+}
+
+/// What every level of one request shares.
+struct Level<'a> {
+    req: &'a SlotRequest,
+    suitable_proc: Option<&'a [bool]>,
+    avail: &'a [Option<Time>],
+    /// Every processor meets the request's requirements (past results then apply).
+    all_suitable: bool,
 }
 
 /// Per-call scratch, reused across levels.
@@ -754,7 +767,7 @@ impl SlotPlan {
             }
         }
         let order_start = slots.iter().map(|s| s.start).collect();
-        Ok(SlotPlan {
+        let mut plan = SlotPlan {
             marks,
             mark_reach,
             mark_bands,
@@ -789,7 +802,17 @@ impl SlotPlan {
             speeds,
             speed_of,
             scan,
-        })
+        };
+        // Room for the pieces of commits up to the next full rebuild (at twice the live
+        // slots), so that growing never copies the per-slot arrays.
+        plan.slots.reserve(n);
+        plan.next.reserve(n);
+        plan.prev.reserve(n);
+        plan.alive.reserve(n);
+        plan.hot.reserve(n);
+        plan.low_end.reserve(n);
+        plan.position.reserve(n);
+        Ok(plan)
     }
 
     /// Takes the parts a selection used out of the plan: each slot they were cut from is
@@ -1203,6 +1226,21 @@ impl SlotPlan {
             (0..self.clusters.len()).map(Some).collect()
         };
         let mut best: Option<(Key, Selection)> = None;
+        let keep = |sel: Selection, best: &mut Option<(Key, Selection)>| {
+            let key = match req.criterion {
+                Criterion::EarliestStart => {
+                    Key(sel.start.secs() as f64, sel.end.secs() as f64, sel.cost)
+                }
+                Criterion::EarliestFinish => {
+                    Key(sel.end.secs() as f64, sel.start.secs() as f64, sel.cost)
+                }
+                Criterion::MinCost => Key(sel.cost, sel.start.secs() as f64, sel.end.secs() as f64),
+            };
+            // Ties go to the earlier mask and level.
+            if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                *best = Some((key, sel));
+            }
+        };
         let mut walk = Walk {
             runs: Vec::new(),
             run_of: match req.criterion {
@@ -1211,90 +1249,111 @@ impl SlotPlan {
             },
             proc_ok: Arc::from(Vec::new()),
         };
-        // Per-processor state of the earliest-window walks, shared by the levels.
-        let mut scratch = (Vec::new(), Vec::new());
         // Every set of processors runs the job at least this long.
         let shortest = levels.first().map_or(Dur::ZERO, |&v| {
             Dur((req.walltime.as_secs() as f64 / v).ceil() as i64)
         });
+        let level = Level {
+            req,
+            suitable_proc,
+            avail: &avail,
+            all_suitable: capable == self.processors.len(),
+        };
         for only in &masks {
-            for &speed in &levels {
-                let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
-                let found = match req.criterion {
-                    Criterion::MinCost => {
-                        self.build_runs(req, suitable_proc, &avail, *only, speed, &mut walk);
-                        self.cheapest(req, dur, &walk, &avail)
+            if req.criterion == Criterion::MinCost {
+                for &speed in &levels {
+                    let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
+                    self.build_runs(req, suitable_proc, &avail, *only, speed, &mut walk);
+                    if let Some(sel) = self.cheapest(req, dur, &walk, &avail) {
+                        keep(sel, &mut best);
                     }
-                    _ => {
-                        // A window starting later than this cannot beat the best so far.
-                        let limit = match (&req.criterion, &best) {
-                            (_, None) => Time::MAX,
-                            (Criterion::EarliestStart, Some((_, b))) => b.start,
-                            (_, Some((_, b))) => b.end - shortest,
-                        };
-                        // Past results bound this level's earliest start from below.
-                        let key = (capable == self.processors.len()).then(|| BoundKey {
-                            avail: avail.clone(),
-                            only: *only,
-                            speed: speed.to_bits(),
-                        });
-                        let lower = key.as_ref().map_or(Time::MIN, |k| {
-                            self.bounds
-                                .lower(k, req.procs, dur.as_secs(), req.max_price)
-                        });
-                        let lower = self.lower_by_marks(lower, dur, req.procs, speed);
-                        if lower > limit || lower == Time::MAX {
-                            None
-                        } else {
-                            self.usable_processors(suitable_proc, &avail, *only, speed, &mut walk);
-                            let found = self.earliest(
-                                req,
-                                dur,
-                                &walk.proc_ok,
-                                &avail,
-                                (lower, limit),
-                                &mut scratch,
-                            );
-                            let start = match &found {
-                                Some(sel) => sel.start,
-                                None if limit == Time::MAX => Time::MAX,
-                                None => limit + Dur(1),
-                            };
-                            if let Some(k) = key.filter(|_| start > lower) {
-                                self.bounds.record(
-                                    &k,
-                                    BoundEntry {
-                                        procs: req.procs,
-                                        dur: dur.as_secs(),
-                                        max_price: req.max_price,
-                                        start,
-                                    },
-                                );
-                            }
-                            found
-                        }
+                }
+            } else if best.is_none() && levels.len() > 1 {
+                // The levels' walks are independent: they run side by side. (Each finds
+                // its earliest window; one a later level would have been spared cannot
+                // beat the earlier level's, and loses the comparison.)
+                let found: Vec<Option<Selection>> = levels
+                    .par_iter()
+                    .map(|&speed| self.earliest_level(&level, *only, speed, Time::MAX))
+                    .collect();
+                for sel in found.into_iter().flatten() {
+                    keep(sel, &mut best);
+                }
+            } else {
+                for &speed in &levels {
+                    // A window starting later than this cannot beat the best so far.
+                    let limit = match (&req.criterion, &best) {
+                        (_, None) => Time::MAX,
+                        (Criterion::EarliestStart, Some((_, b))) => b.start,
+                        (_, Some((_, b))) => b.end - shortest,
+                    };
+                    if let Some(sel) = self.earliest_level(&level, *only, speed, limit) {
+                        keep(sel, &mut best);
                     }
-                };
-                let Some(sel) = found else { continue };
-                let key = match req.criterion {
-                    Criterion::EarliestStart => {
-                        Key(sel.start.secs() as f64, sel.end.secs() as f64, sel.cost)
-                    }
-                    Criterion::EarliestFinish => {
-                        Key(sel.end.secs() as f64, sel.start.secs() as f64, sel.cost)
-                    }
-                    Criterion::MinCost => {
-                        Key(sel.cost, sel.start.secs() as f64, sel.end.secs() as f64)
-                    }
-                };
-                if best.as_ref().is_none_or(|(k, _)| key < *k) {
-                    best = Some((key, sel));
                 }
             }
         }
         best.map(|(_, s)| s).ok_or_else(|| NoFit {
             reason: self.why_not(req, suitable_proc, &avail),
         })
+    }
+
+    /// The earliest window (and its choice) of one level: processors at least `speed` fast,
+    /// of cluster `only` if given, starting no later than `limit`.
+    fn earliest_level(
+        &self,
+        level: &Level<'_>,
+        only: Option<usize>,
+        speed: f64,
+        limit: Time,
+    ) -> Option<Selection> {
+        let req = level.req;
+        let dur = Dur((req.walltime.as_secs() as f64 / speed).ceil() as i64);
+        // Past results bound this level's earliest start from below.
+        let key = level.all_suitable.then(|| BoundKey {
+            avail: level.avail.to_vec(),
+            only,
+            speed: speed.to_bits(),
+        });
+        let lower = key.as_ref().map_or(Time::MIN, |k| {
+            self.bounds
+                .lower(k, req.procs, dur.as_secs(), req.max_price)
+        });
+        let lower = self.lower_by_marks(lower, dur, req.procs, speed);
+        if lower > limit || lower == Time::MAX {
+            return None;
+        }
+        let mut walk = Walk {
+            runs: Vec::new(),
+            run_of: Vec::new(),
+            proc_ok: Arc::from(Vec::new()),
+        };
+        self.usable_processors(level.suitable_proc, level.avail, only, speed, &mut walk);
+        let found = self.earliest(
+            req,
+            dur,
+            &walk.proc_ok,
+            level.avail,
+            (lower, limit),
+            &mut (Vec::new(), Vec::new()),
+        );
+        let start = match &found {
+            Some(sel) => sel.start,
+            None if limit == Time::MAX => Time::MAX,
+            None => limit + Dur(1),
+        };
+        if let Some(k) = key.filter(|_| start > lower) {
+            self.bounds.record(
+                &k,
+                BoundEntry {
+                    procs: req.procs,
+                    dur: dur.as_secs(),
+                    max_price: req.max_price,
+                    start,
+                },
+            );
+        }
+        found
     }
 
     fn why_not(
