@@ -14,6 +14,25 @@
 //! the `counted` flags avoid that.) Both lists come pre-sorted from the plan, so the walk is
 //! linear in the number of slots (times the number of clusters' merge, a small constant).
 //!
+//! # Indexes, and what a commit costs
+//! A planning cycle selects and commits thousands of jobs on one plan, so the plan keeps
+//! indexes that let a walk start close to its answer and a commit stay local:
+//! - slots keep their numbers until a full rebuild; a commit marks the slot it cuts, gives
+//!   the part before the used time a new number and lets the part after keep the old one
+//!   (its end, so its place in the order by end, is unchanged);
+//! - the pieces of commits wait in ordered sets that walks merge in, until they are folded
+//!   into the sorted lists (two merges) once they grow past a quarter of them;
+//! - marks every `1/256` of the plan's span hold, per processor, the slot containing the
+//!   mark and the reach of its chain, and per speed class a histogram of those reaches:
+//!   a walk starts at the last mark before a lower bound on its answer (from past answers
+//!   of requests asking no more, and from marks where too few processors reach far
+//!   enough), with the runs through the mark counted at once;
+//! - a skip index over blocks of 256 slots passes over blocks of chains too short for the
+//!   job.
+//!
+//! The speed levels of one request are walked side by side (rayon); the decisions are the
+//! same as one after the other.
+//!
 //! # Choosing
 //! Among the runs covering `[t0, t1)` the `P` cheapest are taken (cost of the part used),
 //! ties to the faster processor, then to the processor id (string order); the job runs for its
@@ -1675,14 +1694,22 @@ impl SlotPlan {
             // Processors whose chain through the mark may last until t1, found without
             // branching.
             let least = u32::try_from(dur.as_secs() + 1).unwrap_or(u32::MAX);
-            let mut lasting = vec![0u32; np];
-            let mut n = 0usize;
-            for (p, &reach) in self.mark_reach[c * np..(c + 1) * np].iter().enumerate() {
-                lasting[n] = p as u32;
-                n += usize::from(reach >= least);
-            }
-            for &p in &lasting[..n] {
-                let p = p as usize;
+            let row = &self.mark_reach[c * np..(c + 1) * np];
+            let lasting = row.chunks(64).enumerate().flat_map(|(k, chunk)| {
+                // One bit per processor, 64 at a time, then the set bits.
+                let mut bits = chunk
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |m, (i, &reach)| m | (u64::from(reach >= least) << i));
+                std::iter::from_fn(move || {
+                    (bits != 0).then(|| {
+                        let i = bits.trailing_zeros() as usize;
+                        bits &= bits - 1;
+                        k * 64 + i
+                    })
+                })
+            });
+            for p in lasting {
                 if !proc_ok[p] {
                     continue;
                 }
