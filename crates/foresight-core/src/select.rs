@@ -1673,8 +1673,11 @@ impl SlotPlan {
             is_head(h) & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
         };
         // Heads among the numbered slots, found a block at a time without branching.
-        let mut heads = [0u32; BLOCK];
-        let (mut n_heads, mut at_head, mut scanned) = (0usize, 0usize, 0usize);
+        // One bit per slot of the block being read, set for heads; `word` is the first
+        // word that may still hold one.
+        const WORDS: usize = BLOCK / 64;
+        let (mut heads, mut word, mut block) = ([0u64; WORDS], WORDS, 0usize);
+        let mut scanned = 0usize;
         let mut extras = self.extra_start.range(..);
         // No window starts before `lower`: begin at the last mark before it, once every
         // cluster is usable there, with the runs that contain the mark counted.
@@ -1736,8 +1739,7 @@ impl SlotPlan {
             }
             // Heads from the second after the mark.
             scanned = self.order_start.partition_point(|&t| t <= x);
-            at_head = 0;
-            n_heads = 0;
+            word = WORDS;
             extras = self.extra_start.range((x + Dur(1), Time::MIN, 0)..);
         }
         let mut next_extra = || {
@@ -1750,31 +1752,32 @@ impl SlotPlan {
         let mut pm: Option<u32> = None;
         let outcome = loop {
             if pm.is_none() {
-                if at_head == n_heads && scanned < self.order.len() {
+                while word < WORDS && heads[word] == 0 {
+                    word += 1;
+                }
+                if word == WORDS && scanned < self.order.len() {
                     let to = ((scanned / BLOCK + 1) * BLOCK).min(self.order.len());
-                    n_heads = 0;
                     if self.block_reach[scanned / BLOCK] < dur.as_secs() {
                         // No run that starts in this block lasts the job.
-                        at_head = 0;
                         scanned = to;
                         continue;
                     }
                     // Locals, so that the loop keeps them in registers.
-                    let (lim, secs, ok, base) = (lim, dur.as_secs(), proc_ok, scanned as u32);
-                    let mut n = 0usize;
-                    for (k, h) in self.scan[scanned..to].iter().enumerate() {
-                        // n <= k < BLOCK: the mask only spares a bounds check.
-                        heads[n & (BLOCK - 1)] = base + k as u32;
-                        n += usize::from(h.may_fit(lim, secs, ok));
+                    let (lim, secs, ok) = (lim, dur.as_secs(), proc_ok);
+                    heads = [0; WORDS];
+                    for (w, chunk) in self.scan[scanned..to].chunks(64).enumerate() {
+                        heads[w] = chunk.iter().enumerate().fold(0u64, |m, (i, h)| {
+                            m | (u64::from(h.may_fit(lim, secs, ok)) << i)
+                        });
                     }
-                    n_heads = n;
-                    at_head = 0;
+                    (word, block) = (0, scanned);
                     scanned = to;
                     continue;
                 }
-                if at_head < n_heads {
-                    pm = Some(self.order[heads[at_head] as usize]);
-                    at_head += 1;
+                if word < WORDS {
+                    let i = heads[word].trailing_zeros() as usize;
+                    heads[word] &= heads[word] - 1;
+                    pm = Some(self.order[block + word * 64 + i]);
                 }
             }
             let start = |k: Option<u32>| k.map_or(Time::MAX, |k| self.hot[k as usize].start);
