@@ -181,98 +181,104 @@ pub fn plan_cycle(
                 .expect("invariant: plan clusters come from the views")
         })
         .collect();
-    let mut out = Vec::with_capacity(jobs.len());
-    for (k, job) in jobs.iter().enumerate() {
-        if k >= cfg.plan_depth {
-            out.push(Decision::NoFit {
-                job: job.id,
-                reason: format!(
-                    "beyond the planning depth of {} jobs this cycle",
-                    cfg.plan_depth
-                ),
-            });
-            continue;
-        }
-        if job.procs as usize > total {
-            out.push(Decision::Refuse {
-                job: job.id,
-                reason: format!("{} processors asked, the grid has {total}", job.procs),
-            });
-            continue;
-        }
-        if !job.co_allocate && job.procs as usize > largest {
-            out.push(Decision::Refuse {
-                job: job.id,
-                reason: format!(
+    // The loop runs on a worker of the thread pool, so that the walks a selection runs
+    // side by side are shared with the other workers without waking this thread.
+    rayon::scope(|_| {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (k, job) in jobs.iter().enumerate() {
+            if k >= cfg.plan_depth {
+                out.push(Decision::NoFit {
+                    job: job.id,
+                    reason: format!(
+                        "beyond the planning depth of {} jobs this cycle",
+                        cfg.plan_depth
+                    ),
+                });
+                continue;
+            }
+            if job.procs as usize > total {
+                out.push(Decision::Refuse {
+                    job: job.id,
+                    reason: format!("{} processors asked, the grid has {total}", job.procs),
+                });
+                continue;
+            }
+            if !job.co_allocate && job.procs as usize > largest {
+                out.push(Decision::Refuse {
+                    job: job.id,
+                    reason: format!(
                     "{} processors asked without co-allocation, the largest cluster has {largest}",
                     job.procs
                 ),
-            });
-            continue;
-        }
-        let staging: Vec<Option<Dur>> = order
-            .iter()
-            .map(|&c| {
-                let view = &clusters[c];
-                Some(match job.home {
-                    Some(h) if h == c => Dur::ZERO,
-                    Some(_) => staging_time(job.input_mb, view.bandwidth_mb_s, view.latency),
-                    None => Dur::ZERO,
+                });
+                continue;
+            }
+            let staging: Vec<Option<Dur>> = order
+                .iter()
+                .map(|&c| {
+                    let view = &clusters[c];
+                    Some(match job.home {
+                        Some(h) if h == c => Dur::ZERO,
+                        Some(_) => staging_time(job.input_mb, view.bandwidth_mb_s, view.latency),
+                        None => Dur::ZERO,
+                    })
                 })
-            })
-            .collect();
-        let req = SlotRequest {
-            procs: job.procs,
-            walltime: job.walltime,
-            max_price: job.max_price,
-            min_memory_mb: 0,
-            features: Default::default(),
-            criterion: job.criterion.clone(),
-            not_before: now,
-            deadline: None,
-            co_allocate: job.co_allocate,
-        };
-        match plan.select(&req, &staging) {
-            Err(no) => out.push(Decision::NoFit {
-                job: job.id,
-                reason: no.reason,
-            }),
-            Ok(sel) => {
-                plan.commit(&sel);
-                if sel.start - now <= cfg.lead_time {
-                    let mut parts: Vec<Part> = Vec::new();
-                    for &p in &sel.processors {
-                        let name = &plan.processors()[p as usize].cluster;
-                        let c = clusters
-                            .iter()
-                            .position(|v| v.processors.first().is_some_and(|q| &q.cluster == name))
-                            .expect("invariant: every processor belongs to a view");
-                        match parts.iter_mut().find(|x| x.cluster == c) {
-                            Some(x) => x.procs += 1,
-                            None => parts.push(Part {
-                                cluster: c,
-                                procs: 1,
-                            }),
+                .collect();
+            let req = SlotRequest {
+                procs: job.procs,
+                walltime: job.walltime,
+                max_price: job.max_price,
+                min_memory_mb: 0,
+                features: Default::default(),
+                criterion: job.criterion.clone(),
+                not_before: now,
+                deadline: None,
+                co_allocate: job.co_allocate,
+            };
+            match plan.select(&req, &staging) {
+                Err(no) => out.push(Decision::NoFit {
+                    job: job.id,
+                    reason: no.reason,
+                }),
+                Ok(sel) => {
+                    plan.commit(&sel);
+                    if sel.start - now <= cfg.lead_time {
+                        let mut parts: Vec<Part> = Vec::new();
+                        for &p in &sel.processors {
+                            let name = &plan.processors()[p as usize].cluster;
+                            let c = clusters
+                                .iter()
+                                .position(|v| {
+                                    v.processors.first().is_some_and(|q| &q.cluster == name)
+                                })
+                                .expect("invariant: every processor belongs to a view");
+                            match parts.iter_mut().find(|x| x.cluster == c) {
+                                Some(x) => x.procs += 1,
+                                None => parts.push(Part {
+                                    cluster: c,
+                                    procs: 1,
+                                }),
+                            }
                         }
+                        parts.sort_by_key(|x| x.cluster);
+                        out.push(Decision::Reserve {
+                            job: job.id,
+                            start: sel.start,
+                            end: sel.end,
+                            cost: sel.cost,
+                            parts,
+                        });
+                    } else {
+                        out.push(Decision::Wait {
+                            job: job.id,
+                            start: sel.start,
+                        });
                     }
-                    parts.sort_by_key(|x| x.cluster);
-                    out.push(Decision::Reserve {
-                        job: job.id,
-                        start: sel.start,
-                        end: sel.end,
-                        cost: sel.cost,
-                        parts,
-                    });
-                } else {
-                    out.push(Decision::Wait {
-                        job: job.id,
-                        start: sel.start,
-                    });
                 }
             }
         }
-    }
-    out
+        out
+    })
 }
 
 #[cfg(test)]

@@ -1070,52 +1070,66 @@ impl SlotPlan {
         let alive = &self.alive;
         let slots = &self.slots;
         let position = &self.position;
-        let mut order: Vec<(Time, Time, u32)> = self
-            .order
-            .iter()
-            .enumerate()
-            .filter(|&(at, &i)| position[i as usize] == at as u32)
-            .map(|(_, &i)| (slots[i as usize].start, slots[i as usize].end, i))
-            .chain(self.extra_start.iter().copied())
-            .collect();
-        order.sort_by_key(|&(start, end, _)| (start, end));
-        let mut by_end: Vec<(Time, Time, u32)> = self
-            .by_end
-            .iter()
-            .map(|&i| (slots[i as usize].end, slots[i as usize].start, i))
-            .chain(self.extra_end.iter().copied())
-            .filter(|&(_, _, i)| alive[i as usize])
-            .collect();
-        by_end.sort_by_key(|&(end, start, _)| (end, start));
+        let hot = &self.hot;
+        let low_end = &self.low_end;
+        // List A (with what the walks read of it) and list B are independent: both are
+        // built side by side.
+        let list_a = || {
+            let mut order: Vec<(Time, Time, u32)> = self
+                .order
+                .iter()
+                .enumerate()
+                .filter(|&(at, &i)| position[i as usize] == at as u32)
+                .map(|(_, &i)| (slots[i as usize].start, slots[i as usize].end, i))
+                .chain(self.extra_start.iter().copied())
+                .collect();
+            order.sort_by_key(|&(start, end, _)| (start, end));
+            let starts: Vec<Time> = order.iter().map(|&(start, _, _)| start).collect();
+            let order: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
+            let scan: Vec<Scan> = order
+                .iter()
+                .map(|&i| {
+                    let h = &hot[i as usize];
+                    Scan {
+                        reach: seconds_between(h.start, h.chain_end),
+                        reach_low: seconds_between(h.start, low_end[i as usize]),
+                        processor: h.processor,
+                        rank: h.rank,
+                        prev_rank: h.prev_rank,
+                    }
+                })
+                .collect();
+            let reach = block_reach(&order, hot);
+            (order, starts, scan, reach)
+        };
+        let list_b = || {
+            let mut by_end: Vec<(Time, Time, u32)> = self
+                .by_end
+                .iter()
+                .map(|&i| (slots[i as usize].end, slots[i as usize].start, i))
+                .chain(self.extra_end.iter().copied())
+                .filter(|&(_, _, i)| alive[i as usize])
+                .collect();
+            by_end.sort_by_key(|&(end, start, _)| (end, start));
+            let ids: Vec<u32> = by_end.iter().map(|&(_, _, i)| i).collect();
+            let ends: Vec<Time> = by_end.iter().map(|&(end, _, _)| end).collect();
+            let procs: Vec<u32> = ids.iter().map(|&i| slots[i as usize].processor).collect();
+            (ids, ends, procs)
+        };
+        let ((order, starts, scan, reach), (by_end, ends, procs)) = rayon::join(list_a, list_b);
         for &i in &self.order {
             self.position[i as usize] = NONE;
         }
-        self.order_start = order.iter().map(|&(start, _, _)| start).collect();
-        self.order = order.into_iter().map(|(_, _, i)| i).collect();
-        for (at, &i) in self.order.iter().enumerate() {
+        for (at, &i) in order.iter().enumerate() {
             self.position[i as usize] = at as u32;
         }
-        self.scan = self
-            .order
-            .iter()
-            .map(|&i| {
-                let h = &self.hot[i as usize];
-                Scan {
-                    reach: seconds_between(h.start, h.chain_end),
-                    reach_low: seconds_between(h.start, self.low_end[i as usize]),
-                    processor: h.processor,
-                    rank: h.rank,
-                    prev_rank: h.prev_rank,
-                }
-            })
-            .collect();
-        self.block_reach = block_reach(&self.order, &self.hot);
-        self.by_end = by_end.iter().map(|&(_, _, i)| i).collect();
-        self.by_end_time = by_end.iter().map(|&(end, _, _)| end).collect();
-        self.by_end_proc = by_end
-            .iter()
-            .map(|&(_, _, i)| self.slots[i as usize].processor)
-            .collect();
+        self.order = order;
+        self.order_start = starts;
+        self.scan = scan;
+        self.block_reach = reach;
+        self.by_end = by_end;
+        self.by_end_time = ends;
+        self.by_end_proc = procs;
         self.extra_start.clear();
         self.extra_end.clear();
         self.dead = 0;
