@@ -1895,6 +1895,17 @@ impl SlotPlan {
     ) -> f64 {
         let mut cost = 0.0;
         let mut i = first;
+        // The run is contiguous from its first slot past t1, so the slot at the last mark
+        // before t0, if the run holds it, is a nearer place to start.
+        if self.n_marks > 0 && t0 > self.mark_base {
+            let c = (((t0.secs() - self.mark_base.secs()) / self.mark_step) as usize)
+                .min(self.n_marks - 1);
+            let p = self.slots[first as usize].processor as usize;
+            let j = self.marks[c * self.processors.len() + p];
+            if j != NONE && self.slots[j as usize].start >= self.slots[first as usize].start {
+                i = j;
+            }
+        }
         let mut out = pieces;
         while i != NONE {
             let s = self.slots[i as usize];
