@@ -352,7 +352,7 @@ impl Bounds {
 /// Numbered slots per block of the walk's skip index (and per batch of its head search).
 const BLOCK: usize = 256;
 
-/// The part of a numbered slot's [`Hot`] that the search for heads reads.
+/// The part of the [`Hot`] of a slot of list A that the search for heads reads.
 #[derive(Clone, Copy, Debug)]
 struct Scan {
     /// Seconds from the slot's start to its chain's end, at most `u32::MAX` (meaning "at
@@ -1137,12 +1137,12 @@ impl SlotPlan {
 
     /// Re-indexes and renumbers the live slots from scratch, dropping the replaced ones.
     fn rebuild(&mut self) {
-        // The live slots by start and by end, as merges of the numbered ones and the pieces.
+        // The live slots by start and by end, as merges of list A and the pieces.
         let mut position = vec![NONE; self.slots.len()];
         let mut live: Vec<Slot> = Vec::with_capacity(self.live);
-        let numbered = self.in_order();
+        let listed = self.in_order();
         let pieces = self.extra_start.iter().map(|&(_, _, k)| k);
-        for i in numbered.chain(pieces.filter(|&k| self.alive[k as usize])) {
+        for i in listed.chain(pieces.filter(|&k| self.alive[k as usize])) {
             position[i as usize] = live.len() as u32;
             live.push(self.slots[i as usize]);
         }
@@ -1519,9 +1519,7 @@ impl SlotPlan {
             .map(|(_, &i)| i)
     }
 
-    /// Runs in order of usable start: a merge of the clusters' start-sorted lists, keeping
-    /// each run's first piece.
-    /// Live slots in order of start (ties by end, then number): the numbered slots merged
+    /// Live slots in order of start (ties by end, then number): the slots of list A merged
     /// with the pieces commits made since.
     fn in_start_order(&self) -> impl Iterator<Item = u32> + '_ {
         let key = |i: u32| {
@@ -1686,7 +1684,7 @@ impl SlotPlan {
         let may_fit = |h: &Hot| {
             is_head(h) & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
         };
-        // Heads among the numbered slots, found a block at a time without branching.
+        // Heads among the slots of list A, found a block at a time without branching.
         // One bit per slot of the block being read, set for heads; `word` is the first
         // word that may still hold one.
         const WORDS: usize = BLOCK / 64;
@@ -2006,7 +2004,7 @@ struct EarliestWalk<'a> {
     pending: Vec<(u32, u32)>,
     /// The request's rank limit.
     lim: u32,
-    /// Positions in list B: numbered slots, pieces of later commits.
+    /// Positions in list B: slots of list B, pieces of later commits.
     bi: usize,
     extras_end: std::iter::Peekable<std::collections::btree_set::Range<'a, (Time, Time, u32)>>,
     /// The candidate start being filled, and whether a run was counted at it.
@@ -2032,7 +2030,7 @@ impl EarliestWalk<'_> {
         // What B would pass is found by bisection; when fewer runs are counted than B would
         // pass, looking at the counted runs themselves un-counts the same ones.
         let main_to = self.bi + plan.by_end_time[self.bi..].partition_point(|&e| e < t1);
-        // The pieces of commits are assumed spread over time like the numbered slots.
+        // The pieces of commits are assumed spread over time like those of list B.
         let main_passed = main_to - self.bi;
         let passed = main_passed + main_passed * plan.extra_end.len() / plan.order.len().max(1);
         if self.counted.len() < passed {
