@@ -196,20 +196,23 @@ pub fn plan_cycle(
                 });
                 continue;
             }
-            if job.procs as usize > total {
-                out.push(Decision::Refuse {
-                    job: job.id,
-                    reason: format!("{} processors asked, the grid has {total}", job.procs),
-                });
-                continue;
-            }
-            if !job.co_allocate && job.procs as usize > largest {
-                out.push(Decision::Refuse {
-                    job: job.id,
-                    reason: format!(
+            let refusal = if job.procs as usize > total {
+                Some(format!(
+                    "{} processors asked, the grid has {total}",
+                    job.procs
+                ))
+            } else if !job.co_allocate && job.procs as usize > largest {
+                Some(format!(
                     "{} processors asked without co-allocation, the largest cluster has {largest}",
                     job.procs
-                ),
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = refusal {
+                out.push(Decision::Refuse {
+                    job: job.id,
+                    reason,
                 });
                 continue;
             }
