@@ -234,32 +234,41 @@ type UsableEntry = (Vec<bool>, u64, Arc<[bool]>);
 
 /// Usable-processor flags already computed. Commits do not change which processors exist,
 /// so entries stay valid for the plan's life.
+#[derive(Clone, Debug, Default)]
+struct UsableCache(Memo<Vec<UsableEntry>>);
+
+/// What selections learn and later ones reuse: selections take the plan by shared
+/// reference (the speed levels run side by side), so it sits behind a lock; a cloned plan
+/// starts from a copy.
 #[derive(Debug, Default)]
-struct UsableCache(std::sync::Mutex<Vec<UsableEntry>>);
+struct Memo<T>(std::sync::Mutex<T>);
+
+impl<T: Clone> Clone for Memo<T> {
+    fn clone(&self) -> Memo<T> {
+        Memo(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl<T> Memo<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// Sets of usable processors a plan keeps.
 const USABLE_KEPT: usize = 64;
 
-impl Clone for UsableCache {
-    fn clone(&self) -> UsableCache {
-        UsableCache(std::sync::Mutex::new(self.lock().clone()))
-    }
-}
-
 impl UsableCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<UsableEntry>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn find(&self, clusters: &[bool], speed: f64) -> Option<Arc<[bool]>> {
-        self.lock()
+        self.0
+            .lock()
             .iter()
             .find(|(c, s, _)| c == clusters && *s == speed.to_bits())
             .map(|(_, _, flags)| flags.clone())
     }
 
     fn keep(&self, clusters: Vec<bool>, speed: f64, flags: Arc<[bool]>) {
-        let mut all = self.lock();
+        let mut all = self.0.lock();
         if all.len() >= USABLE_KEPT {
             all.remove(0);
         }
@@ -293,29 +302,17 @@ struct BoundEntry {
 /// window for more processors, a longer time or a lower price is also a window for fewer,
 /// shorter or dearer, so a past earliest start of a job that asked no more than this one
 /// bounds this one's from below.
-#[derive(Debug, Default)]
-struct Bounds(std::sync::Mutex<Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>>);
+#[derive(Clone, Debug, Default)]
+struct Bounds(Memo<Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>>);
 
 /// Past results kept per key, and keys kept.
 const BOUND_ENTRIES: usize = 512;
 const BOUND_KEYS: usize = 64;
 
-impl Clone for Bounds {
-    fn clone(&self) -> Bounds {
-        Bounds(std::sync::Mutex::new(self.lock().clone()))
-    }
-}
-
 impl Bounds {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The latest start known to come no later than the earliest window of this request.
     fn lower(&self, key: &BoundKey, procs: u32, dur: i64, max_price: f64) -> Time {
-        let all = self.lock();
+        let all = self.0.lock();
         let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
             return Time::MIN;
         };
@@ -327,7 +324,7 @@ impl Bounds {
     }
 
     fn record(&self, key: &BoundKey, entry: BoundEntry) {
-        let mut all = self.lock();
+        let mut all = self.0.lock();
         let at = match all.iter().position(|(k, _)| k == key) {
             Some(at) => at,
             None => {
@@ -1356,16 +1353,11 @@ impl SlotPlan {
         if lower > limit || lower == Time::MAX {
             return None;
         }
-        let mut walk = Walk {
-            runs: Vec::new(),
-            run_of: Vec::new(),
-            proc_ok: Arc::from(Vec::new()),
-        };
-        self.usable_processors(level.suitable_proc, level.avail, only, speed, &mut walk);
+        let proc_ok = self.usable_processors(level.suitable_proc, level.avail, only, speed);
         let found = self.earliest(
             req,
             dur,
-            &walk.proc_ok,
+            &proc_ok,
             level.avail,
             (lower, limit),
             &mut (Vec::new(), Vec::new()),
@@ -1436,15 +1428,13 @@ impl SlotPlan {
         avail: &[Option<Time>],
         only: Option<usize>,
         min_speed: f64,
-        walk: &mut Walk,
-    ) {
+    ) -> Arc<[bool]> {
         let cluster_ok: Vec<bool> = (0..self.clusters.len())
             .map(|c| only.is_none_or(|o| o == c) && avail[c].is_some())
             .collect();
         if suitable_proc.is_none() {
             if let Some(kept) = self.usable.find(&cluster_ok, min_speed) {
-                walk.proc_ok = kept;
-                return;
+                return kept;
             }
         }
         let proc_ok: Arc<[bool]> = self
@@ -1459,7 +1449,7 @@ impl SlotPlan {
         if suitable_proc.is_none() {
             self.usable.keep(cluster_ok, min_speed, proc_ok.clone());
         }
-        walk.proc_ok = proc_ok;
+        proc_ok
     }
 
     /// Groups suitable slots into runs for one level (processors at least `min_speed` fast,
@@ -1475,7 +1465,7 @@ impl SlotPlan {
     ) {
         walk.runs.clear();
         walk.run_of.iter_mut().for_each(|r| *r = NONE);
-        self.usable_processors(suitable_proc, avail, only, min_speed, walk);
+        walk.proc_ok = self.usable_processors(suitable_proc, avail, only, min_speed);
         let proc_ok = &walk.proc_ok;
         let usable = |i: usize| {
             let s = &self.slots[i];
