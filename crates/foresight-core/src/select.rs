@@ -219,6 +219,9 @@ pub struct SlotPlan {
     mark_bands: Vec<u32>,
     /// Speed class of each processor.
     speed_class: Vec<u32>,
+    /// Place of each processor in order of id: the last tie-break of the choice, compared
+    /// as a number rather than as a string.
+    id_rank: Vec<u32>,
     mark_base: Time,
     mark_step: i64,
     n_marks: usize,
@@ -753,6 +756,12 @@ impl SlotPlan {
         };
         let mut marks = vec![NONE; n_marks * np];
         let mut mark_reach = vec![0u32; n_marks * np];
+        let mut by_id: Vec<u32> = (0..np as u32).collect();
+        by_id.sort_unstable_by(|&a, &b| processors[a as usize].id.cmp(&processors[b as usize].id));
+        let mut id_rank = vec![0u32; np];
+        for (k, &p) in by_id.iter().enumerate() {
+            id_rank[p as usize] = k as u32;
+        }
         let speed_class: Vec<u32> = speed_of
             .iter()
             .map(|v| speeds.iter().position(|s| s == v).unwrap_or(0) as u32)
@@ -788,6 +797,7 @@ impl SlotPlan {
             mark_reach,
             mark_bands,
             speed_class,
+            id_rank,
             mark_base,
             mark_step,
             n_marks,
@@ -1942,11 +1952,11 @@ impl SlotPlan {
         if ranked.len() < req.procs as usize {
             return None;
         }
-        let id = |p: u32| &self.processors[p as usize].id;
+        let id = |p: u32| self.id_rank[p as usize];
         let rule = |a: &(f64, f64, u32, u32), b: &(f64, f64, u32, u32)| {
             a.0.total_cmp(&b.0)
                 .then(a.1.total_cmp(&b.1))
-                .then_with(|| id(a.2).cmp(id(b.2)))
+                .then_with(|| id(a.2).cmp(&id(b.2)))
         };
         // Only the first P by the rule matter: partition, then order just those.
         let p = req.procs as usize;
