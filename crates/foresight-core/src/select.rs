@@ -155,9 +155,15 @@ pub struct SlotPlan {
     next: Vec<u32>,
     /// The previous slot of the same processor in time, or `NONE`.
     prev: Vec<u32>,
-    /// The slots live at the last re-index, in order of start (then end): the walks' list
-    /// A. Pieces made by commits since are listed in `extra_start`.
+    /// The slots live at the last re-index, by tier (see `tier_of`), then in order of start
+    /// (then end): the walks' list A. Pieces made by commits since are listed in
+    /// `extra_start`.
     order: Vec<u32>,
+    /// Where each tier's part of `order` begins, and (last) where the last one ends.
+    tier_at: Vec<usize>,
+    /// Tier of each price rank. A walk reads only the tiers holding ranks it can afford,
+    /// so a job with a low price passes over the dearer slots without reading them.
+    tier_of: Vec<u32>,
     /// Start of each slot of `order` when it was placed there.
     order_start: Vec<Time>,
     /// Position of each slot in `order`, or `NONE` if it is not there (any more): a slot
@@ -169,9 +175,10 @@ pub struct SlotPlan {
     head: Vec<u32>,
     /// False for slots replaced by [`SlotPlan::commit`].
     alive: Vec<bool>,
-    /// Pieces created by commits since the last re-index, by start and by end (ties by the
-    /// other bound, then number); walks merge them in, so a commit costs no full re-sort.
-    extra_start: BTreeSet<(Time, Time, u32)>,
+    /// Pieces created by commits since the last re-index, by tier then start and by end
+    /// (ties by the other bound, then number); walks merge them in, so a commit costs no
+    /// full re-sort.
+    extra_start: BTreeSet<(u32, Time, Time, u32)>,
     extra_end: BTreeSet<(Time, Time, u32)>,
     /// Slots replaced since the last re-index.
     dead: usize,
@@ -230,7 +237,14 @@ pub struct SlotPlan {
     /// Usable processors per set of usable clusters and speed level, for requests any
     /// processor meets.
     usable: UsableCache,
+    /// Per-processor state of earliest-window walks, kept for the next ones rather than
+    /// allocated and cleared for each: a walk takes one, leaves it as it found it (no
+    /// processor counted) and gives it back.
+    walk_states: Memo<Vec<WalkState>>,
 }
+
+/// Per processor: the end of its counted run, and its place among the counted runs.
+type WalkState = (Vec<Time>, Vec<u32>);
 
 /// One set of usable processors: `(usable clusters, speed level's bits, flags)`.
 type UsableEntry = (Vec<bool>, u64, Arc<[bool]>);
@@ -367,6 +381,17 @@ struct Scan {
 }
 
 impl Scan {
+    /// What the search for heads reads of slot `h`, whose no-dearer slots end at `low_end`.
+    fn of(h: &Hot, low_end: Time) -> Scan {
+        Scan {
+            reach: seconds_between(h.start, h.chain_end),
+            reach_low: seconds_between(h.start, low_end),
+            processor: h.processor,
+            rank: h.rank,
+            prev_rank: h.prev_rank,
+        }
+    }
+
     /// Could this slot head a run of at least `dur` seconds?
     fn may_fit(&self, lim: u32, dur: i64, proc_ok: &[bool]) -> bool {
         let reach = if self.rank.wrapping_add(1) == lim {
@@ -379,6 +404,127 @@ impl Scan {
             & ((reach == u32::MAX) | (i64::from(reach) >= dur))
             & proc_ok[self.processor as usize]
     }
+}
+
+/// Words of one bit per slot of a block.
+const WORDS: usize = BLOCK / 64;
+
+/// Most tiers of list A (see [`SlotPlan::tier_of`]).
+const MAX_TIERS: usize = 4;
+
+/// Groups price ranks, cheapest first, into at most [`MAX_TIERS`] tiers of consecutive
+/// ranks holding about equal numbers of slots (`per_rank`); a rank is never split. With
+/// few distinct prices each has a tier of its own.
+fn tiers(per_rank: &[usize]) -> Vec<u32> {
+    if per_rank.len() <= MAX_TIERS {
+        return (0..per_rank.len() as u32).collect();
+    }
+    let total: usize = per_rank.iter().sum();
+    let (mut tier, mut seen) = (0usize, 0usize);
+    let mut tier_of = Vec::with_capacity(per_rank.len());
+    for &count in per_rank {
+        tier_of.push(tier as u32);
+        seen += count;
+        if tier + 1 < MAX_TIERS && seen * MAX_TIERS >= (tier + 1) * total {
+            tier += 1;
+        }
+    }
+    tier_of
+}
+
+/// One tier's share of a walk's pass over heads in order of start: its part of list A,
+/// read a block at a time without branching, and its pieces of commits.
+struct TierHeads<'a> {
+    /// One bit per slot of the block being read, set for heads; `word` is the first word
+    /// that may still hold one, and `block` the block's first position.
+    heads: [u64; WORDS],
+    word: usize,
+    block: usize,
+    /// Next position to read, and the end of the tier's part.
+    scanned: usize,
+    end: usize,
+    pieces: std::collections::btree_set::Range<'a, (u32, Time, Time, u32)>,
+    /// The next head of list A and of the pieces, with its start.
+    listed: Option<(Time, u32)>,
+    piece: Option<(Time, u32)>,
+}
+
+impl<'a> TierHeads<'a> {
+    /// The heads of tier `t` that start at `from` or later (all of them without).
+    fn new(plan: &'a SlotPlan, t: usize, from: Option<Time>) -> TierHeads<'a> {
+        let (first, end) = (plan.tier_at[t], plan.tier_at[t + 1]);
+        let (scanned, lowest) = match from {
+            Some(x) => (
+                first + plan.order_start[first..end].partition_point(|&s| s < x),
+                x,
+            ),
+            None => (first, Time::MIN),
+        };
+        let t = t as u32;
+        TierHeads {
+            heads: [0; WORDS],
+            word: WORDS,
+            block: 0,
+            scanned,
+            end,
+            pieces: plan
+                .extra_start
+                .range((t, lowest, Time::MIN, 0)..(t + 1, Time::MIN, Time::MIN, 0)),
+            listed: None,
+            piece: None,
+        }
+    }
+
+    /// Finds the next head of list A that may last `secs` under rank limit `lim`.
+    fn next_listed(&mut self, plan: &SlotPlan, lim: u32, secs: i64, ok: &[bool]) {
+        self.listed = loop {
+            while self.word < WORDS && self.heads[self.word] == 0 {
+                self.word += 1;
+            }
+            if self.word < WORDS {
+                let i = self.heads[self.word].trailing_zeros() as usize;
+                self.heads[self.word] &= self.heads[self.word] - 1;
+                let k = plan.order[self.block + self.word * 64 + i];
+                break Some((plan.hot[k as usize].start, k));
+            }
+            if self.scanned >= self.end {
+                break None;
+            }
+            let to = ((self.scanned / BLOCK + 1) * BLOCK).min(self.end);
+            if plan.block_reach[self.scanned / BLOCK] < secs {
+                // No run that starts in this block lasts the job.
+                self.scanned = to;
+                continue;
+            }
+            self.heads = [0; WORDS];
+            for (w, chunk) in plan.scan[self.scanned..to].chunks(64).enumerate() {
+                self.heads[w] = chunk.iter().enumerate().fold(0u64, |m, (i, h)| {
+                    m | (u64::from(h.may_fit(lim, secs, ok)) << i)
+                });
+            }
+            (self.word, self.block) = (0, self.scanned);
+            self.scanned = to;
+        };
+    }
+
+    /// Finds the next piece of commits that `may_fit`.
+    fn next_piece(&mut self, plan: &SlotPlan, may_fit: &impl Fn(&Hot) -> bool) {
+        self.piece = self
+            .pieces
+            .by_ref()
+            .map(|&(_, start, _, k)| (start, k))
+            .find(|&(_, k)| may_fit(&plan.hot[k as usize]));
+    }
+}
+
+/// Where each of `tiers` tiers' part of `order` (sorted by tier) begins, and where the
+/// last ends.
+fn tier_bounds(order: &[u32], tiers: usize, tier: impl Fn(u32) -> u32) -> Vec<usize> {
+    let mut at: Vec<usize> = (0..tiers)
+        .map(|t| order.partition_point(|&i| (tier(i) as usize) < t))
+        .collect();
+    at.push(order.len());
+    at
 }
 
 /// Per block of [`BLOCK`] slots of `order`, the longest chain any of them begins, seconds.
@@ -727,23 +873,30 @@ impl SlotPlan {
             stack.push((hot[i].rank, slots[i].start));
         }
         drop(stacks);
-        let secs = seconds_between;
-        let scan = hot
+        let mut per_rank = vec![0usize; costs.len()];
+        for h in &hot {
+            per_rank[h.rank as usize] += 1;
+        }
+        let tier_of = tiers(&per_rank);
+        // Slot numbers follow start (then end): a stable sort by tier keeps that order in
+        // each tier.
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&i| tier_of[hot[i as usize].rank as usize]);
+        let tiers = tier_of.last().map_or(1, |&t| t as usize + 1);
+        let tier_at = tier_bounds(&order, tiers, |i| tier_of[hot[i as usize].rank as usize]);
+        let mut position = vec![0u32; n];
+        for (at, &i) in order.iter().enumerate() {
+            position[i as usize] = at as u32;
+        }
+        let scan = order
             .iter()
-            .zip(&low_end)
-            .map(|(h, &low)| Scan {
-                reach: secs(h.start, h.chain_end),
-                reach_low: secs(h.start, low),
-                processor: h.processor,
-                rank: h.rank,
-                prev_rank: h.prev_rank,
-            })
+            .map(|&i| Scan::of(&hot[i as usize], low_end[i as usize]))
             .collect();
         let speed_of: Vec<f64> = processors.iter().map(|p| p.speed).collect();
         let mut speeds = speed_of.clone();
         speeds.sort_by(|a, b| b.total_cmp(a));
         speeds.dedup();
-        let block_reach = block_reach(&(0..n as u32).collect::<Vec<_>>(), &hot);
+        let block_reach = block_reach(&order, &hot);
         let np = processors.len();
         let mark_base = slots.iter().map(|s| s.start).min().unwrap_or(Time(0));
         let last_end = slots.iter().map(|s| s.end).max().unwrap_or(Time(0));
@@ -784,14 +937,14 @@ impl SlotPlan {
                 if i == NONE || slots[i as usize].start > x {
                     continue;
                 }
-                let reach = secs(x, hot[i as usize].chain_end);
+                let reach = seconds_between(x, hot[i as usize].chain_end);
                 marks[row + p] = i;
                 mark_reach[row + p] = reach;
                 let band = (reach as usize / mark_step as usize).min(bands - 1);
                 mark_bands[(band_row + speed_class[p] as usize) * bands + band] += 1;
             }
         }
-        let order_start = slots.iter().map(|s| s.start).collect();
+        let order_start = order.iter().map(|&i| slots[i as usize].start).collect();
         let mut plan = SlotPlan {
             marks,
             mark_reach,
@@ -803,6 +956,7 @@ impl SlotPlan {
             n_marks,
             bounds: Bounds::default(),
             usable: UsableCache::default(),
+            walk_states: Memo::default(),
             processors,
             clusters,
             cluster_of,
@@ -810,9 +964,11 @@ impl SlotPlan {
             slots,
             next,
             prev,
-            order: (0..n as u32).collect(),
+            order,
+            tier_at,
+            tier_of,
             order_start,
-            position: (0..n as u32).collect(),
+            position,
             by_end,
             head,
             extra_start: BTreeSet::new(),
@@ -887,10 +1043,11 @@ impl SlotPlan {
         let h = self.hot[i as usize];
         let p = s.processor as usize;
         let kept = to < s.end;
+        let tier = self.tier_of[h.rank as usize];
         // The slot leaves list A where it stands: its start changes, or it is gone.
         match self.position[i as usize] {
             NONE => {
-                self.extra_start.remove(&(s.start, s.end, i));
+                self.extra_start.remove(&(tier, s.start, s.end, i));
             }
             at => {
                 self.scan[at as usize].rank = NEVER;
@@ -962,7 +1119,7 @@ impl SlotPlan {
             self.next.push(NONE);
             self.link_after(last, k, p);
             last = k;
-            self.extra_start.insert((s.start, from, k));
+            self.extra_start.insert((tier, s.start, from, k));
             self.extra_end.insert((from, s.start, k));
         }
         if kept {
@@ -973,7 +1130,7 @@ impl SlotPlan {
             h.prev_rank = NEVER;
             self.prev[i as usize] = last;
             self.link_after(last, i, p);
-            self.extra_start.insert((to, s.end, i));
+            self.extra_start.insert((tier, to, s.end, i));
         } else {
             if last == NONE {
                 self.head[p] = after;
@@ -1079,35 +1236,30 @@ impl SlotPlan {
         let position = &self.position;
         let hot = &self.hot;
         let low_end = &self.low_end;
+        let tier_of = &self.tier_of;
+        let tier_at_len = self.tier_at.len();
         // List A (with what the walks read of it) and list B are independent: both are
         // built side by side.
         let list_a = || {
-            let mut order: Vec<(Time, Time, u32)> = self
+            let tier = |i: u32| tier_of[hot[i as usize].rank as usize];
+            let mut order: Vec<(u32, Time, Time, u32)> = self
                 .order
                 .iter()
                 .enumerate()
                 .filter(|&(at, &i)| position[i as usize] == at as u32)
-                .map(|(_, &i)| (slots[i as usize].start, slots[i as usize].end, i))
+                .map(|(_, &i)| (tier(i), slots[i as usize].start, slots[i as usize].end, i))
                 .chain(self.extra_start.iter().copied())
                 .collect();
-            order.sort_by_key(|&(start, end, _)| (start, end));
-            let starts: Vec<Time> = order.iter().map(|&(start, _, _)| start).collect();
-            let order: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
+            order.sort_by_key(|&(tier, start, end, _)| (tier, start, end));
+            let starts: Vec<Time> = order.iter().map(|&(_, start, _, _)| start).collect();
+            let order: Vec<u32> = order.into_iter().map(|(_, _, _, i)| i).collect();
             let scan: Vec<Scan> = order
                 .iter()
-                .map(|&i| {
-                    let h = &hot[i as usize];
-                    Scan {
-                        reach: seconds_between(h.start, h.chain_end),
-                        reach_low: seconds_between(h.start, low_end[i as usize]),
-                        processor: h.processor,
-                        rank: h.rank,
-                        prev_rank: h.prev_rank,
-                    }
-                })
+                .map(|&i| Scan::of(&hot[i as usize], low_end[i as usize]))
                 .collect();
             let reach = block_reach(&order, hot);
-            (order, starts, scan, reach)
+            let at = tier_bounds(&order, tier_at_len - 1, tier);
+            (order, starts, scan, reach, at)
         };
         let list_b = || {
             let mut by_end: Vec<(Time, Time, u32)> = self
@@ -1123,7 +1275,7 @@ impl SlotPlan {
             let procs: Vec<u32> = ids.iter().map(|&i| slots[i as usize].processor).collect();
             (ids, ends, procs)
         };
-        let ((order, starts, scan, reach), (by_end, ends, procs)) = rayon::join(list_a, list_b);
+        let ((order, starts, scan, reach, at), (by_end, ends, procs)) = rayon::join(list_a, list_b);
         for &i in &self.order {
             self.position[i as usize] = NONE;
         }
@@ -1131,6 +1283,7 @@ impl SlotPlan {
             self.position[i as usize] = at as u32;
         }
         self.order = order;
+        self.tier_at = at;
         self.order_start = starts;
         self.scan = scan;
         self.block_reach = reach;
@@ -1148,7 +1301,7 @@ impl SlotPlan {
         let mut position = vec![NONE; self.slots.len()];
         let mut live: Vec<Slot> = Vec::with_capacity(self.live);
         let listed = self.in_order();
-        let pieces = self.extra_start.iter().map(|&(_, _, k)| k);
+        let pieces = self.extra_start.iter().map(|&(_, _, _, k)| k);
         for i in listed.chain(pieces.filter(|&k| self.alive[k as usize])) {
             position[i as usize] = live.len() as u32;
             live.push(self.slots[i as usize]);
@@ -1166,10 +1319,12 @@ impl SlotPlan {
         let cluster_of = std::mem::take(&mut self.cluster_of);
         let bounds = std::mem::take(&mut self.bounds);
         let usable = std::mem::take(&mut self.usable);
+        let walk_states = std::mem::take(&mut self.walk_states);
         *self = Self::from_slots(processors, clusters, cluster_of, live, Some(end_order))
             .expect("invariant: splitting never makes slots overlap");
         self.bounds = bounds;
         self.usable = usable;
+        self.walk_states = walk_states;
     }
 
     /// The slots still in the plan, in no particular order.
@@ -1364,14 +1519,9 @@ impl SlotPlan {
             return None;
         }
         let proc_ok = self.usable_processors(level.suitable_proc, level.avail, only, speed);
-        let found = self.earliest(
-            req,
-            dur,
-            &proc_ok,
-            level.avail,
-            (lower, limit),
-            &mut (Vec::new(), Vec::new()),
-        );
+        let mut state = self.walk_states.lock().pop().unwrap_or_default();
+        let found = self.earliest(req, dur, &proc_ok, level.avail, (lower, limit), &mut state);
+        self.walk_states.lock().push(state);
         let start = match &found {
             Some(sel) => sel.start,
             None if limit == Time::MAX => Time::MAX,
@@ -1526,18 +1676,29 @@ impl SlotPlan {
             let t = &self.slots[i as usize];
             (t.start, t.end, i)
         };
-        let mut a = self.in_order().peekable();
-        let mut b = self
-            .extra_start
-            .iter()
-            .map(|&(_, _, i)| i)
-            .filter(|&i| self.alive[i as usize])
-            .peekable();
-        std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
-            (None, None) => None,
-            (Some(x), Some(y)) if key(y) < key(x) => b.next(),
-            (Some(_), _) => a.next(),
-            (None, Some(_)) => b.next(),
+        // Each tier's part of list A, and its pieces, is in that order: merge them.
+        type Source<'a> = std::iter::Peekable<Box<dyn Iterator<Item = u32> + 'a>>;
+        let mut sources: Vec<Source<'_>> = Vec::new();
+        for t in 0..self.tier_at.len() - 1 {
+            let listed = (self.tier_at[t]..self.tier_at[t + 1])
+                .filter(|&at| self.position[self.order[at] as usize] == at as u32)
+                .map(|at| self.order[at]);
+            let tier = t as u32;
+            let pieces = self
+                .extra_start
+                .range((tier, Time::MIN, Time::MIN, 0)..(tier + 1, Time::MIN, Time::MIN, 0))
+                .map(|&(_, _, _, i)| i)
+                .filter(|&i| self.alive[i as usize]);
+            sources.push((Box::new(listed) as Box<dyn Iterator<Item = u32>>).peekable());
+            sources.push((Box::new(pieces) as Box<dyn Iterator<Item = u32>>).peekable());
+        }
+        std::iter::from_fn(move || {
+            let (_, s) = sources
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(s, it)| it.peek().map(|&i| (key(i), s)))
+                .min()?;
+            sources[s].next()
         })
     }
 
@@ -1643,7 +1804,7 @@ impl SlotPlan {
         proc_ok: &[bool],
         avail: &[Option<Time>],
         (lower, limit): (Time, Time),
-        scratch: &mut (Vec<Time>, Vec<u32>),
+        scratch: &mut WalkState,
     ) -> Option<Selection> {
         let lim = self.costs.partition_point(|&c| c <= req.max_price) as u32;
         let need = req.procs as usize;
@@ -1677,20 +1838,14 @@ impl SlotPlan {
         release.sort_unstable();
         let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); self.clusters.len()];
         let mut next_release = 0usize;
-        let is_head =
-            |h: &Hot| (h.rank < lim) & (h.prev_rank >= lim) & proc_ok[h.processor as usize];
         // Heads of runs that could last `dur`: no other run is ever counted, and a start
         // at which none is counted is never the first window.
         let may_fit = |h: &Hot| {
-            is_head(h) & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
+            (h.rank < lim)
+                & (h.prev_rank >= lim)
+                & proc_ok[h.processor as usize]
+                & (h.chain_end.secs().saturating_sub(h.start.secs()) >= dur.as_secs())
         };
-        // Heads among the slots of list A, found a block at a time without branching.
-        // One bit per slot of the block being read, set for heads; `word` is the first
-        // word that may still hold one.
-        const WORDS: usize = BLOCK / 64;
-        let (mut heads, mut word, mut block) = ([0u64; WORDS], WORDS, 0usize);
-        let mut scanned = 0usize;
-        let mut extras = self.extra_start.range(..);
         // No window starts before `lower`: begin at the last mark before it, once every
         // cluster is usable there, with the runs that contain the mark counted.
         let np = self.processors.len();
@@ -1711,11 +1866,24 @@ impl SlotPlan {
             let least = u32::try_from(dur.as_secs() + 1).unwrap_or(u32::MAX);
             let row = &self.mark_reach[c * np..(c + 1) * np];
             let lasting = row.chunks(64).enumerate().flat_map(|(k, chunk)| {
-                // One bit per processor, 64 at a time, then the set bits.
-                let mut bits = chunk
-                    .iter()
-                    .enumerate()
-                    .fold(0u64, |m, (i, &reach)| m | (u64::from(reach >= least) << i));
+                // One bit per processor, 64 at a time (8 bytes of 8, which compiles to
+                // vector compares), then the set bits.
+                let mut bits = match <&[u32; 64]>::try_from(chunk) {
+                    Ok(chunk) => chunk
+                        .chunks_exact(8)
+                        .enumerate()
+                        .fold(0u64, |m, (b, byte)| {
+                            let byte = byte
+                                .iter()
+                                .enumerate()
+                                .fold(0u8, |m, (i, &reach)| m | (u8::from(reach >= least) << i));
+                            m | (u64::from(byte) << (8 * b))
+                        }),
+                    Err(_) => chunk
+                        .iter()
+                        .enumerate()
+                        .fold(0u64, |m, (i, &reach)| m | (u64::from(reach >= least) << i)),
+                };
                 std::iter::from_fn(move || {
                     (bits != 0).then(|| {
                         let i = bits.trailing_zeros() as usize;
@@ -1749,52 +1917,29 @@ impl SlotPlan {
                     walk.count(p as u32, j, end);
                 }
             }
-            // Heads from the second after the mark.
-            scanned = self.order_start.partition_point(|&t| t <= x);
-            word = WORDS;
-            extras = self.extra_start.range((x + Dur(1), Time::MIN, 0)..);
         }
-        let mut next_extra = || {
-            extras
-                .by_ref()
-                .map(|&(_, _, k)| k)
-                .find(|&k| may_fit(&self.hot[k as usize]))
+        // Heads in order of start, from the second after the mark: one source per tier of
+        // list A that holds a slot the job can afford.
+        let from = mark.map(|(_, x)| x + Dur(1));
+        let tiers = match lim {
+            0 => 0,
+            l => self.tier_of[l as usize - 1] as usize + 1,
         };
-        let mut pe = next_extra();
-        let mut pm: Option<u32> = None;
+        let mut sources: Vec<TierHeads<'_>> =
+            (0..tiers).map(|t| TierHeads::new(self, t, from)).collect();
+        for s in &mut sources {
+            s.next_listed(self, lim, dur.as_secs(), proc_ok);
+            s.next_piece(self, &may_fit);
+        }
         let outcome = loop {
-            if pm.is_none() {
-                while word < WORDS && heads[word] == 0 {
-                    word += 1;
-                }
-                if word == WORDS && scanned < self.order.len() {
-                    let to = ((scanned / BLOCK + 1) * BLOCK).min(self.order.len());
-                    if self.block_reach[scanned / BLOCK] < dur.as_secs() {
-                        // No run that starts in this block lasts the job.
-                        scanned = to;
-                        continue;
-                    }
-                    // Locals, so that the loop keeps them in registers.
-                    let (lim, secs, ok) = (lim, dur.as_secs(), proc_ok);
-                    heads = [0; WORDS];
-                    for (w, chunk) in self.scan[scanned..to].chunks(64).enumerate() {
-                        heads[w] = chunk.iter().enumerate().fold(0u64, |m, (i, h)| {
-                            m | (u64::from(h.may_fit(lim, secs, ok)) << i)
-                        });
-                    }
-                    (word, block) = (0, scanned);
-                    scanned = to;
-                    continue;
-                }
-                if word < WORDS {
-                    let i = heads[word].trailing_zeros() as usize;
-                    heads[word] &= heads[word] - 1;
-                    pm = Some(self.order[block + word * 64 + i]);
-                }
-            }
-            let start = |k: Option<u32>| k.map_or(Time::MAX, |k| self.hot[k as usize].start);
-            let (sm, se) = (start(pm), start(pe));
-            let (k, st) = if sm <= se { (pm, sm) } else { (pe, se) };
+            // The next head: the earliest of the sources' next ones.
+            let next = sources
+                .iter()
+                .enumerate()
+                .flat_map(|(t, s)| [(s.listed, 0, t), (s.piece, 1, t)])
+                .filter_map(|(head, piece, t)| head.map(|(st, k)| (st, piece, t, k)))
+                .min();
+            let (k, st) = next.map_or((None, Time::MAX), |(st, _, _, k)| (Some(k), st));
             let mut stop = None;
             while stop.is_none()
                 && next_release < release.len()
@@ -1812,13 +1957,13 @@ impl SlotPlan {
             if let Some(out) = stop {
                 break out;
             }
-            let Some(k) = k else {
+            let Some((_, piece, t, k)) = next else {
                 break walk.finish();
             };
-            if sm <= se {
-                pm = None;
+            if piece == 0 {
+                sources[t].next_listed(self, lim, dur.as_secs(), proc_ok);
             } else {
-                pe = next_extra();
+                sources[t].next_piece(self, &may_fit);
             }
             let c = self.cluster_of[self.hot[k as usize].processor as usize] as usize;
             let from = avail[c].expect("invariant: usable slots are reachable");
@@ -2403,6 +2548,19 @@ mod tests {
     /// lists A and B, and renumbering from scratch); after every commit the plan answers
     /// every criterion exactly as a plan built afresh from its live slots.
     #[test]
+    fn tiers_give_few_prices_one_each_and_group_many_by_slot_count() {
+        assert_eq!(tiers(&[]), Vec::<u32>::new());
+        assert_eq!(tiers(&[7, 1, 30]), vec![0, 1, 2]);
+        // 100 slots: tiers close once they hold a quarter, a half, three quarters.
+        assert_eq!(
+            tiers(&[10, 10, 10, 10, 10, 10, 10, 10, 10, 10]),
+            vec![0, 0, 0, 1, 1, 2, 2, 2, 3, 3]
+        );
+        // One price holding most slots fills its tier; the rest share the last ones.
+        assert_eq!(tiers(&[1, 90, 1, 1, 1, 6]), vec![0, 0, 1, 2, 3, 3]);
+    }
+
+    #[test]
     fn commits_and_re_indexing_keep_answers_those_of_a_fresh_plan() {
         let spec: Vec<(String, String, f64)> = (0..8)
             .map(|i| (format!("p{i}"), format!("c{}", i % 2), [1.0, 1.5][i % 2]))
@@ -2424,7 +2582,8 @@ mod tests {
             for _ in 0..40 {
                 t += next(5) as i64;
                 let len = 5 + next(40) as i64;
-                raw.push(slot(id, t, t + len, 1.0 + next(3) as f64));
+                // Seven prices: the tiers of list A group several.
+                raw.push(slot(id, t, t + len, 1.0 + next(7) as f64));
                 t += len;
             }
         }
@@ -2438,7 +2597,7 @@ mod tests {
             ][k % 3]
                 .clone();
             let mut r = req(1 + next(3) as u32, 1 + next(30) as i64, criterion);
-            r.max_price = 1.0 + next(3) as f64;
+            r.max_price = 1.0 + next(7) as f64;
             let staging = [Some(Dur(0)), Some(Dur(next(4) as i64))];
             let fresh = SlotPlan::new(
                 procs(&names),

@@ -54,12 +54,13 @@ proptest! {
     fn committed_plans_answer_like_rebuilt_ones(
         n in 1usize..12,
         clusters in 1usize..3,
-        shape in proptest::collection::vec((0i64..20, 1i64..60, 1u8..4), 1..30),
-        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3, 1u8..4, 0i64..3), 1..80),
+        shape in proptest::collection::vec((0i64..20, 1i64..60, 1u8..8), 1..30),
+        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3, 1u8..8, 0i64..3), 1..80),
     ) {
         let mut plan = SlotPlan::new(processors(n, clusters), slots(n, &shape)).unwrap();
         // Prices below the dearest slot split chains of adjacent slots into several runs,
         // and staging delays the second cluster: the pieces commits make must keep both.
+        // Seven prices make the walks' tiers of list A group several prices.
         for (procs, walltime, crit, price, stage) in jobs {
             let staging = [Some(Dur(0)), Some(Dur(stage * 7))];
             let req = SlotRequest {
