@@ -39,6 +39,7 @@
 //! estimate divided by the slowest chosen speed, rounded up to a whole second.
 
 use crate::time::{Dur, Time};
+use itertools::{Either, Itertools};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -169,7 +170,8 @@ pub struct SlotPlan {
     /// Position of each slot in `order`, or `NONE` if it is not there (any more): a slot
     /// a commit shortened at its start or replaced leaves its old place.
     position: Vec<u32>,
-    /// The same slots in order of end (then start): list B.
+    /// The same slots in order of end: list B (ties by start when it was built; a commit
+    /// may move a slot's start, never its end).
     by_end: Vec<u32>,
     /// First slot of each processor in time, or `NONE`.
     head: Vec<u32>,
@@ -1242,15 +1244,17 @@ impl SlotPlan {
         // built side by side.
         let list_a = || {
             let tier = |i: u32| tier_of[hot[i as usize].rank as usize];
-            let mut order: Vec<(u32, Time, Time, u32)> = self
+            // Both are in order of (tier, start, end): merge them, list A first on ties.
+            let kept = self
                 .order
                 .iter()
                 .enumerate()
                 .filter(|&(at, &i)| position[i as usize] == at as u32)
-                .map(|(_, &i)| (tier(i), slots[i as usize].start, slots[i as usize].end, i))
-                .chain(self.extra_start.iter().copied())
-                .collect();
-            order.sort_by_key(|&(tier, start, end, _)| (tier, start, end));
+                .map(|(_, &i)| (tier(i), slots[i as usize].start, slots[i as usize].end, i));
+            let mut order = Vec::with_capacity(self.order.len() + self.extra_start.len());
+            order.extend(kept.merge_by(self.extra_start.iter().copied(), |a, b| {
+                (a.0, a.1, a.2) <= (b.0, b.1, b.2)
+            }));
             let starts: Vec<Time> = order.iter().map(|&(_, start, _, _)| start).collect();
             let order: Vec<u32> = order.into_iter().map(|(_, _, _, i)| i).collect();
             let scan: Vec<Scan> = order
@@ -1262,14 +1266,17 @@ impl SlotPlan {
             (order, starts, scan, reach, at)
         };
         let list_b = || {
-            let mut by_end: Vec<(Time, Time, u32)> = self
+            // Both are in order of end (a commit may change the start of a slot of list B,
+            // never its end): merge them, list B first on ties.
+            let kept = self
                 .by_end
                 .iter()
-                .map(|&i| (slots[i as usize].end, slots[i as usize].start, i))
-                .chain(self.extra_end.iter().copied())
-                .filter(|&(_, _, i)| alive[i as usize])
-                .collect();
-            by_end.sort_by_key(|&(end, start, _)| (end, start));
+                .map(|&i| (slots[i as usize].end, slots[i as usize].start, i));
+            let mut by_end = Vec::with_capacity(self.by_end.len() + self.extra_end.len());
+            by_end.extend(
+                kept.merge_by(self.extra_end.iter().copied(), |a, b| a.0 <= b.0)
+                    .filter(|&(_, _, i)| alive[i as usize]),
+            );
             let ids: Vec<u32> = by_end.iter().map(|&(_, _, i)| i).collect();
             let ends: Vec<Time> = by_end.iter().map(|&(end, _, _)| end).collect();
             let procs: Vec<u32> = ids.iter().map(|&i| slots[i as usize].processor).collect();
@@ -1677,29 +1684,21 @@ impl SlotPlan {
             (t.start, t.end, i)
         };
         // Each tier's part of list A, and its pieces, is in that order: merge them.
-        type Source<'a> = std::iter::Peekable<Box<dyn Iterator<Item = u32> + 'a>>;
-        let mut sources: Vec<Source<'_>> = Vec::new();
-        for t in 0..self.tier_at.len() - 1 {
-            let listed = (self.tier_at[t]..self.tier_at[t + 1])
+        let listed = self.tier_at.windows(2).map(|w| {
+            (w[0]..w[1])
                 .filter(|&at| self.position[self.order[at] as usize] == at as u32)
-                .map(|at| self.order[at]);
-            let tier = t as u32;
-            let pieces = self
-                .extra_start
-                .range((tier, Time::MIN, Time::MIN, 0)..(tier + 1, Time::MIN, Time::MIN, 0))
+                .map(|at| self.order[at])
+        });
+        let pieces = (0..self.tier_at.len() as u32 - 1).map(|t| {
+            self.extra_start
+                .range((t, Time::MIN, Time::MIN, 0)..(t + 1, Time::MIN, Time::MIN, 0))
                 .map(|&(_, _, _, i)| i)
-                .filter(|&i| self.alive[i as usize]);
-            sources.push((Box::new(listed) as Box<dyn Iterator<Item = u32>>).peekable());
-            sources.push((Box::new(pieces) as Box<dyn Iterator<Item = u32>>).peekable());
-        }
-        std::iter::from_fn(move || {
-            let (_, s) = sources
-                .iter_mut()
-                .enumerate()
-                .filter_map(|(s, it)| it.peek().map(|&i| (key(i), s)))
-                .min()?;
-            sources[s].next()
-        })
+                .filter(|&i| self.alive[i as usize])
+        });
+        listed
+            .map(Either::Left)
+            .chain(pieces.map(Either::Right))
+            .kmerge_by(move |&a, &b| key(a) < key(b))
     }
 
     /// Runs in order of usable start: one pass in start order, with
