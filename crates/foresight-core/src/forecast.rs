@@ -10,7 +10,7 @@
 use crate::ids::{JobId, ReservationId};
 use crate::policy::ALL;
 use crate::scheduler::{Domain, LocalScheduler};
-use crate::select::Processor;
+use crate::select::{Processor, Slot};
 use crate::time::{Interval, Time};
 use serde::{Deserialize, Serialize};
 
@@ -114,8 +114,8 @@ pub fn forecast(
     out
 }
 
-/// Turns a forecast into slots `(processor id, start, end, cost)` over `[now, horizon)` for
-/// the cluster's `processors` (all of one cluster). Processors are assigned to occupancies
+/// Turns a forecast into slots over `[now, horizon)` for the cluster's `processors` (all of
+/// one cluster), each naming its processor by index in `processors`. Processors are assigned to occupancies
 /// in order of start (any processor free at an occupancy's start will do, since the forecast
 /// never uses more than the cluster has); what is left free costs the base tariff.
 pub fn slots_from_forecast(
@@ -124,7 +124,7 @@ pub fn slots_from_forecast(
     now: Time,
     horizon: Time,
     tariff: &Tariff,
-) -> Vec<(String, Time, Time, f64)> {
+) -> Vec<Slot> {
     let n = processors.len();
     // Per processor: the occupancies assigned to it, in time order.
     let mut busy_until = vec![now; n];
@@ -152,19 +152,24 @@ pub fn slots_from_forecast(
     }
     let mut out = Vec::new();
     for (p, lane) in lanes.iter().enumerate() {
-        let id = &processors[p].id;
+        let slot = |start, end, cost| Slot {
+            processor: p as u32,
+            start,
+            end,
+            cost,
+        };
         let mut t = now;
         for (w, cost) in lane {
             if w.start > t {
-                out.push((id.clone(), t, w.start, tariff.base));
+                out.push(slot(t, w.start, tariff.base));
             }
             if let Some(c) = cost {
-                out.push((id.clone(), w.start, w.end, *c));
+                out.push(slot(w.start, w.end, *c));
             }
             t = t.max(w.end);
         }
         if t < horizon {
-            out.push((id.clone(), t, horizon, tariff.base));
+            out.push(slot(t, horizon, tariff.base));
         }
     }
     out
@@ -220,17 +225,17 @@ mod tests {
             local_premium: 2.0,
         };
         let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff);
-        let of = |p: &str| -> Vec<(i64, i64, f64)> {
+        let of = |p: u32| -> Vec<(i64, i64, f64)> {
             slots
                 .iter()
-                .filter(|s| s.0 == p)
-                .map(|s| (s.1.secs(), s.2.secs(), s.3))
+                .filter(|s| s.processor == p)
+                .map(|s| (s.start.secs(), s.end.secs(), s.cost))
                 .collect()
         };
         // p0..p2 run job 0 (no slot), then job 1 at 3.0, then free.
-        assert_eq!(of("c/p0"), vec![(100, 150, 3.0), (150, 1000, 1.0)]);
+        assert_eq!(of(0), vec![(100, 150, 3.0), (150, 1000, 1.0)]);
         assert_eq!(
-            of("c/p3"),
+            of(3),
             vec![(10, 100, 1.0), (100, 150, 3.0), (150, 1000, 1.0)]
         );
     }
@@ -266,7 +271,7 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, OccupancyKind::Held(ReservationId(7)));
         let slots = slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default());
-        let free_now = slots.iter().filter(|s| s.1 == Time(0)).count();
+        let free_now = slots.iter().filter(|s| s.start == Time(0)).count();
         assert_eq!(free_now, 2);
     }
 }

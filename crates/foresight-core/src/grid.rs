@@ -9,7 +9,7 @@
 use crate::forecast::{forecast, slots_from_forecast, Tariff};
 use crate::ids::{JobId, UserId};
 use crate::scheduler::LocalScheduler;
-use crate::select::{Criterion, Processor, SlotPlan, SlotRequest};
+use crate::select::{Criterion, Processor, Slot, SlotPlan, SlotRequest};
 use crate::time::{Dur, Time};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -146,7 +146,16 @@ pub fn plan_cycle(
             slots_from_forecast(c.processors, &f, now, horizon, c.tariff)
         })
         .collect();
-    let slots: Vec<_> = per_cluster.into_iter().flatten().collect();
+    // Each cluster's slots number its processors from 0: offset them to the grid's.
+    let mut slots = Vec::with_capacity(per_cluster.iter().map(Vec::len).sum());
+    let mut first = 0u32;
+    for (c, cluster_slots) in clusters.iter().zip(per_cluster) {
+        slots.extend(cluster_slots.into_iter().map(|s| Slot {
+            processor: first + s.processor,
+            ..s
+        }));
+        first += c.processors.len() as u32;
+    }
     let processors: Vec<Processor> = clusters
         .iter()
         .flat_map(|c| c.processors.iter().cloned())
@@ -157,7 +166,7 @@ pub fn plan_cycle(
         .map(|c| c.processors.len())
         .max()
         .unwrap_or(0);
-    let mut plan = match SlotPlan::new(processors, slots) {
+    let mut plan = match SlotPlan::from_indexed(processors, slots) {
         Ok(p) => p,
         Err(e) => {
             // Only a caller error (two processors with one name) gets here.

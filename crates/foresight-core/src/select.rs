@@ -142,6 +142,58 @@ pub enum PlanError {
 
 const NONE: u32 = u32::MAX;
 
+/// Checks the processors (unique names, positive speeds) and numbers their clusters in
+/// order of first appearance: `(cluster names, cluster of each processor)`.
+fn index_processors(processors: &[Processor]) -> Result<(Vec<String>, Vec<u32>), PlanError> {
+    let mut names = std::collections::HashSet::with_capacity(processors.len());
+    let mut clusters: Vec<String> = Vec::new();
+    let mut cluster_of = Vec::with_capacity(processors.len());
+    for p in processors {
+        if !names.insert(p.id.as_str()) {
+            return Err(PlanError::DuplicateProcessor(p.id.clone()));
+        }
+        if !(p.speed > 0.0 && p.speed.is_finite()) {
+            return Err(PlanError::BadSpeed {
+                id: p.id.clone(),
+                speed: p.speed,
+            });
+        }
+        let c = match clusters.iter().position(|c| *c == p.cluster) {
+            Some(c) => c,
+            None => {
+                clusters.push(p.cluster.clone());
+                clusters.len() - 1
+            }
+        };
+        cluster_of.push(c as u32);
+    }
+    Ok((clusters, cluster_of))
+}
+
+/// Checks slot `k` of the input on its own: a known processor, not empty, a usable cost.
+fn check_slot(k: usize, slot: &Slot, processors: usize) -> Result<(), PlanError> {
+    if slot.processor as usize >= processors {
+        return Err(PlanError::UnknownProcessor {
+            index: k,
+            processor: format!("#{}", slot.processor),
+        });
+    }
+    if slot.end <= slot.start {
+        return Err(PlanError::EmptySlot {
+            index: k,
+            start: slot.start,
+            end: slot.end,
+        });
+    }
+    if !(slot.cost >= 0.0 && slot.cost.is_finite()) {
+        return Err(PlanError::BadCost {
+            index: k,
+            cost: slot.cost,
+        });
+    }
+    Ok(())
+}
+
 /// Slots of many processors of many clusters, indexed for linear selection.
 #[derive(Clone, Debug)]
 pub struct SlotPlan {
@@ -715,55 +767,55 @@ impl SlotPlan {
         processors: Vec<Processor>,
         slots: impl IntoIterator<Item = (String, Time, Time, f64)>,
     ) -> Result<SlotPlan, PlanError> {
-        let mut index = std::collections::HashMap::new();
-        let mut clusters: Vec<String> = Vec::new();
-        let mut cluster_of = Vec::with_capacity(processors.len());
-        for (i, p) in processors.iter().enumerate() {
-            if index.insert(p.id.clone(), i as u32).is_some() {
-                return Err(PlanError::DuplicateProcessor(p.id.clone()));
-            }
-            if !(p.speed > 0.0 && p.speed.is_finite()) {
-                return Err(PlanError::BadSpeed {
-                    id: p.id.clone(),
-                    speed: p.speed,
-                });
-            }
-            let c = match clusters.iter().position(|c| *c == p.cluster) {
-                Some(c) => c,
-                None => {
-                    clusters.push(p.cluster.clone());
-                    clusters.len() - 1
-                }
-            };
-            cluster_of.push(c as u32);
-        }
+        let (clusters, cluster_of) = index_processors(&processors)?;
+        let index: std::collections::HashMap<&str, u32> = processors
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id.as_str(), i as u32))
+            .collect();
         let mut list = Vec::new();
         for (k, (name, start, end, cost)) in slots.into_iter().enumerate() {
-            let Some(&processor) = index.get(&name) else {
+            let Some(&processor) = index.get(name.as_str()) else {
                 return Err(PlanError::UnknownProcessor {
                     index: k,
                     processor: name,
                 });
             };
-            if end <= start {
-                return Err(PlanError::EmptySlot {
-                    index: k,
-                    start,
-                    end,
-                });
-            }
-            if !(cost >= 0.0 && cost.is_finite()) {
-                return Err(PlanError::BadCost { index: k, cost });
-            }
-            list.push(Slot {
+            let slot = Slot {
                 processor,
                 start,
                 end,
                 cost,
-            });
+            };
+            check_slot(k, &slot, processors.len())?;
+            list.push(slot);
         }
-        list.sort_by_key(|s| (s.start, s.end, s.processor));
-        Self::from_slots(processors, clusters, cluster_of, list, None)
+        drop(index);
+        Self::from_checked(processors, clusters, cluster_of, list)
+    }
+
+    /// Like [`SlotPlan::new`], with each slot's processor given by its index in
+    /// `processors`: what a caller that builds the slots itself (the planning cycle, from
+    /// the clusters' forecasts) passes, rather than naming every slot's processor.
+    pub fn from_indexed(
+        processors: Vec<Processor>,
+        slots: Vec<Slot>,
+    ) -> Result<SlotPlan, PlanError> {
+        let (clusters, cluster_of) = index_processors(&processors)?;
+        for (k, slot) in slots.iter().enumerate() {
+            check_slot(k, slot, processors.len())?;
+        }
+        Self::from_checked(processors, clusters, cluster_of, slots)
+    }
+
+    fn from_checked(
+        processors: Vec<Processor>,
+        clusters: Vec<String>,
+        cluster_of: Vec<u32>,
+        mut slots: Vec<Slot>,
+    ) -> Result<SlotPlan, PlanError> {
+        slots.par_sort_unstable_by_key(|s| (s.start, s.end, s.processor));
+        Self::from_slots(processors, clusters, cluster_of, slots, None)
     }
 
     /// Indexes `slots`, given in order of start or nearly so (ties keep their order);
@@ -779,7 +831,7 @@ impl SlotPlan {
         // Slots are numbered in order of start, so that walks in that order read memory in
         // sequence and a processor's earlier slot always has a smaller number.
         let mut by_start: Vec<u32> = (0..slots.len() as u32).collect();
-        by_start.sort_by_key(|&q| (slots[q as usize].start, slots[q as usize].end));
+        by_start.par_sort_by_key(|&q| (slots[q as usize].start, slots[q as usize].end));
         let mut number = vec![0u32; slots.len()];
         for (i, &q) in by_start.iter().enumerate() {
             number[q as usize] = i as u32;
@@ -816,7 +868,7 @@ impl SlotPlan {
             Some(q) => q.into_iter().map(|q| number[q as usize]).collect(),
             None => (0..n as u32).collect(),
         };
-        by_end.sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start));
+        by_end.par_sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start));
         let mut costs: Vec<f64> = slots.iter().map(|s| s.cost).collect();
         costs.sort_unstable_by(f64::total_cmp);
         costs.dedup();
@@ -924,28 +976,37 @@ impl SlotPlan {
         let bands = n_marks + 1;
         let mut mark_bands = vec![0u32; n_marks * speeds.len() * bands];
         // Mark by mark, so that each row is written in sequence, with a cursor per
-        // processor moving along its slots.
-        let mut cursor = head.clone();
-        for c in 0..n_marks {
-            let x = mark_base + Dur(c as i64 * mark_step);
-            let row = c * np;
-            let band_row = c * speeds.len();
-            for p in 0..np {
-                let mut i = cursor[p];
-                while i != NONE && slots[i as usize].end <= x {
-                    i = next[i as usize];
+        // processor moving along its slots; the rows in one group per thread, side by side.
+        let group = n_marks.div_ceil(rayon::current_num_threads()).max(1);
+        let classes = speeds.len();
+        marks
+            .par_chunks_mut(group * np.max(1))
+            .zip(mark_reach.par_chunks_mut(group * np.max(1)))
+            .zip(mark_bands.par_chunks_mut((group * classes * bands).max(1)))
+            .enumerate()
+            .for_each(|(g, ((marks, mark_reach), mark_bands))| {
+                let mut cursor = head.clone();
+                for (r, c) in (g * group..((g + 1) * group).min(n_marks)).enumerate() {
+                    let x = mark_base + Dur(c as i64 * mark_step);
+                    let row = r * np;
+                    let band_row = r * classes;
+                    for p in 0..np {
+                        let mut i = cursor[p];
+                        while i != NONE && slots[i as usize].end <= x {
+                            i = next[i as usize];
+                        }
+                        cursor[p] = i;
+                        if i == NONE || slots[i as usize].start > x {
+                            continue;
+                        }
+                        let reach = seconds_between(x, hot[i as usize].chain_end);
+                        marks[row + p] = i;
+                        mark_reach[row + p] = reach;
+                        let band = (reach as usize / mark_step as usize).min(bands - 1);
+                        mark_bands[(band_row + speed_class[p] as usize) * bands + band] += 1;
+                    }
                 }
-                cursor[p] = i;
-                if i == NONE || slots[i as usize].start > x {
-                    continue;
-                }
-                let reach = seconds_between(x, hot[i as usize].chain_end);
-                marks[row + p] = i;
-                mark_reach[row + p] = reach;
-                let band = (reach as usize / mark_step as usize).min(bands - 1);
-                mark_bands[(band_row + speed_class[p] as usize) * bands + band] += 1;
-            }
-        }
+            });
         let order_start = order.iter().map(|&i| slots[i as usize].start).collect();
         let mut plan = SlotPlan {
             marks,
@@ -2540,8 +2601,25 @@ mod tests {
         assert!(matches!(err, PlanError::Overlap { .. }));
         let err = SlotPlan::new(p.clone(), [slot("z", 0, 10, 1.0)]).unwrap_err();
         assert_eq!(err.to_string(), "slot 0: unknown processor \"z\"");
-        let err = SlotPlan::new(p, [slot("a", 10, 10, 1.0)]).unwrap_err();
+        let err = SlotPlan::new(p.clone(), [slot("a", 10, 10, 1.0)]).unwrap_err();
         assert!(matches!(err, PlanError::EmptySlot { .. }));
+        // By index: the same checks, and an index past the processors is named.
+        let at = |processor, start, end, cost| Slot {
+            processor,
+            start: Time(start),
+            end: Time(end),
+            cost,
+        };
+        let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 0, 10, 1.0), at(1, 0, 10, 1.0)])
+            .unwrap_err();
+        assert_eq!(err.to_string(), "slot 1: unknown processor \"#1\"");
+        let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 0, 10, f64::NAN)]).unwrap_err();
+        assert!(matches!(err, PlanError::BadCost { index: 0, .. }));
+        let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 5, 20, 1.0), at(0, 0, 10, 1.0)])
+            .unwrap_err();
+        assert!(matches!(err, PlanError::Overlap { .. }));
+        let plan = SlotPlan::from_indexed(p, vec![at(0, 20, 30, 2.0), at(0, 0, 10, 1.0)]).unwrap();
+        assert_eq!(plan.live_slots().count(), 2);
     }
     /// Many commits in a row go through both kinds of re-indexing (folding the pieces into
     /// lists A and B, and renumbering from scratch); after every commit the plan answers

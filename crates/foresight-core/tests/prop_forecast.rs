@@ -43,13 +43,13 @@ proptest! {
         let horizon = Time(5000);
         let slots = slots_from_forecast(&processors, &f, now, horizon, &tariff);
         // Every breakpoint: offered-at-premium = planned, not offered = running + held.
-        let mut points: Vec<Time> = slots.iter().flat_map(|s| [s.1, s.2]).collect();
+        let mut points: Vec<Time> = slots.iter().flat_map(|s| [s.start, s.end]).collect();
         points.extend(f.iter().flat_map(|o| [o.window.start.max(now), o.window.end]));
         points.retain(|t| *t >= now && *t < horizon);
         points.sort();
         points.dedup();
         for t in points {
-            let covering = |want: f64| slots.iter().filter(|s| s.1 <= t && t < s.2 && s.3 == want).count() as u32;
+            let covering = |want: f64| slots.iter().filter(|s| s.start <= t && t < s.end && s.cost == want).count() as u32;
             let (mut planned, mut fixed) = (0, 0);
             for o in &f {
                 if o.window.start.max(now) <= t && t < o.window.end {
@@ -62,7 +62,7 @@ proptest! {
             prop_assert_eq!(covering(2.0), planned, "premium slots at {}", t);
             prop_assert_eq!(covering(1.0) + planned + fixed, capacity, "all processors at {}", t);
         }
-        let plan = SlotPlan::new(processors, slots).unwrap();
+        let plan = SlotPlan::from_indexed(processors, slots).unwrap();
         let req = SlotRequest {
             procs: procs.min(capacity),
             walltime: Dur(walltime),
