@@ -581,15 +581,15 @@ fn tier_bounds(order: &[u32], tiers: usize, tier: impl Fn(u32) -> u32) -> Vec<us
     at
 }
 
-/// Per block of [`BLOCK`] slots of `order`, the longest chain any of them begins, seconds.
-fn block_reach(order: &[u32], hot: &[Hot]) -> Vec<i64> {
-    order
-        .chunks(BLOCK)
+/// Per block of [`BLOCK`] slots of list A, the longest chain any of them begins, seconds
+/// (`i64::MAX`: too long to say).
+fn block_reach(scan: &[Scan]) -> Vec<i64> {
+    scan.chunks(BLOCK)
         .map(|b| {
             b.iter()
-                .map(|&i| {
-                    let h = &hot[i as usize];
-                    h.chain_end.secs().saturating_sub(h.start.secs())
+                .map(|s| match s.reach {
+                    u32::MAX => i64::MAX,
+                    r => i64::from(r),
                 })
                 .max()
                 .unwrap_or(0)
@@ -942,7 +942,7 @@ impl SlotPlan {
         for (at, &i) in order.iter().enumerate() {
             position[i as usize] = at as u32;
         }
-        let scan = order
+        let scan: Vec<Scan> = order
             .iter()
             .map(|&i| Scan::of(&hot[i as usize], low_end[i as usize]))
             .collect();
@@ -950,7 +950,7 @@ impl SlotPlan {
         let mut speeds = speed_of.clone();
         speeds.sort_by(|a, b| b.total_cmp(a));
         speeds.dedup();
-        let block_reach = block_reach(&order, &hot);
+        let block_reach = block_reach(&scan);
         let np = processors.len();
         let mark_base = slots.iter().map(|s| s.start).min().unwrap_or(Time(0));
         let last_end = slots.iter().map(|s| s.end).max().unwrap_or(Time(0));
@@ -1299,31 +1299,51 @@ impl SlotPlan {
         let position = &self.position;
         let hot = &self.hot;
         let low_end = &self.low_end;
-        let tier_of = &self.tier_of;
-        let tier_at_len = self.tier_at.len();
+        let tiers = self.tier_at.len() - 1;
+        let (old_order, old_starts, old_scan) = (&self.order, &self.order_start, &self.scan);
         // List A (with what the walks read of it) and list B are independent: both are
-        // built side by side.
+        // built side by side. The slots that keep their place are read in sequence from
+        // the lists as they stand (their start, end and walk data are current there).
         let list_a = || {
-            let tier = |i: u32| tier_of[hot[i as usize].rank as usize];
-            // Both are in order of (tier, start, end): merge them, list A first on ties.
-            let kept = self
-                .order
+            // (tier, start, number, old position or NONE), in order of tier, start and
+            // end, for list A and for the pieces: merge them, list A first on ties.
+            let kept = self.tier_at.windows(2).enumerate().flat_map(|(t, w)| {
+                (w[0]..w[1])
+                    .filter(|&at| position[old_order[at] as usize] == at as u32)
+                    .map(move |at| (t as u32, old_starts[at], old_order[at], at as u32))
+            });
+            let pieces = self
+                .extra_start
                 .iter()
-                .enumerate()
-                .filter(|&(at, &i)| position[i as usize] == at as u32)
-                .map(|(_, &i)| (tier(i), slots[i as usize].start, slots[i as usize].end, i));
-            let mut order = Vec::with_capacity(self.order.len() + self.extra_start.len());
-            order.extend(kept.merge_by(self.extra_start.iter().copied(), |a, b| {
-                (a.0, a.1, a.2) <= (b.0, b.1, b.2)
-            }));
-            let starts: Vec<Time> = order.iter().map(|&(_, start, _, _)| start).collect();
-            let order: Vec<u32> = order.into_iter().map(|(_, _, _, i)| i).collect();
-            let scan: Vec<Scan> = order
-                .iter()
-                .map(|&i| Scan::of(&hot[i as usize], low_end[i as usize]))
-                .collect();
-            let reach = block_reach(&order, hot);
-            let at = tier_bounds(&order, tier_at_len - 1, tier);
+                .map(|&(t, start, _, i)| (t, start, i, NONE));
+            let end = |i: u32| slots[i as usize].end;
+            let merged = kept.merge_by(pieces, |a, b| {
+                (a.0, a.1)
+                    .cmp(&(b.0, b.1))
+                    .then_with(|| end(a.2).cmp(&end(b.2)))
+                    .is_le()
+            });
+            let len = self.order.len() + self.extra_start.len();
+            let (mut order, mut starts, mut scan) = (
+                Vec::with_capacity(len),
+                Vec::with_capacity(len),
+                Vec::with_capacity(len),
+            );
+            let mut at = vec![0; tiers + 1];
+            for (t, start, i, was) in merged {
+                order.push(i);
+                starts.push(start);
+                scan.push(match was {
+                    NONE => Scan::of(&hot[i as usize], low_end[i as usize]),
+                    was => old_scan[was as usize],
+                });
+                at[t as usize + 1] = order.len();
+            }
+            // Tiers left empty begin where the one before ends.
+            for t in 1..=tiers {
+                at[t] = at[t].max(at[t - 1]);
+            }
+            let reach = block_reach(&scan);
             (order, starts, scan, reach, at)
         };
         let list_b = || {
@@ -1332,21 +1352,31 @@ impl SlotPlan {
             let kept = self
                 .by_end
                 .iter()
-                .map(|&i| (slots[i as usize].end, slots[i as usize].start, i));
-            let mut by_end = Vec::with_capacity(self.by_end.len() + self.extra_end.len());
-            by_end.extend(
-                kept.merge_by(self.extra_end.iter().copied(), |a, b| a.0 <= b.0)
-                    .filter(|&(_, _, i)| alive[i as usize]),
+                .zip(&self.by_end_time)
+                .zip(&self.by_end_proc)
+                .map(|((&i, &end), &p)| (end, i, p));
+            let pieces = self
+                .extra_end
+                .iter()
+                .map(|&(end, _, i)| (end, i, slots[i as usize].processor));
+            let len = self.by_end.len() + self.extra_end.len();
+            let (mut ids, mut ends, mut procs) = (
+                Vec::with_capacity(len),
+                Vec::with_capacity(len),
+                Vec::with_capacity(len),
             );
-            let ids: Vec<u32> = by_end.iter().map(|&(_, _, i)| i).collect();
-            let ends: Vec<Time> = by_end.iter().map(|&(end, _, _)| end).collect();
-            let procs: Vec<u32> = ids.iter().map(|&i| slots[i as usize].processor).collect();
+            for (end, i, p) in kept.merge_by(pieces, |a, b| a.0 <= b.0) {
+                if alive[i as usize] {
+                    ids.push(i);
+                    ends.push(end);
+                    procs.push(p);
+                }
+            }
             (ids, ends, procs)
         };
         let ((order, starts, scan, reach, at), (by_end, ends, procs)) = rayon::join(list_a, list_b);
-        for &i in &self.order {
-            self.position[i as usize] = NONE;
-        }
+        // Every slot placed in the old list A is placed in the new one: only the new places
+        // are written.
         for (at, &i) in order.iter().enumerate() {
             self.position[i as usize] = at as u32;
         }
