@@ -115,9 +115,10 @@ pub fn forecast(
 }
 
 /// Turns a forecast into slots over `[now, horizon)` for the cluster's `processors` (all of
-/// one cluster), each naming its processor by index in `processors`. Processors are assigned to occupancies
-/// in order of start (any processor free at an occupancy's start will do, since the forecast
-/// never uses more than the cluster has); what is left free costs the base tariff.
+/// one cluster), each naming its processor by index in `processors`. Processors are assigned
+/// to occupancies in order of start (any processor free at an occupancy's start will do,
+/// since the forecast never uses more than the cluster has); what is left free costs the
+/// base tariff.
 pub fn slots_from_forecast(
     processors: &[Processor],
     occupancies: &[Occupancy],

@@ -169,7 +169,8 @@ pub fn plan_cycle(
     let mut plan = match SlotPlan::from_indexed(processors, slots) {
         Ok(p) => p,
         Err(e) => {
-            // Only a caller error (two processors with one name) gets here.
+            // Only a caller error (two processors with one name, a speed that is not
+            // positive, a tariff that is not a price) gets here.
             return jobs
                 .iter()
                 .map(|j| Decision::NoFit {

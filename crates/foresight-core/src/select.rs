@@ -28,7 +28,9 @@
 //!   of requests asking no more, and from marks where too few processors reach far
 //!   enough), with the runs through the mark counted at once;
 //! - a skip index over blocks of 256 slots passes over blocks of chains too short for the
-//!   job.
+//!   job;
+//! - list A is kept in up to four tiers of price (each in order of start, merged by the
+//!   walk), so a job that cannot afford the dearer slots never reads them.
 //!
 //! The speed levels of one request are walked side by side (rayon); the decisions are the
 //! same as one after the other.
@@ -104,6 +106,16 @@ pub enum PlanError {
         /// The name it gave.
         processor: String,
     },
+    /// A slot names a processor by an index past the processors.
+    #[error("slot {index}: processor index {processor} is out of range ({processors} processors)")]
+    ProcessorOutOfRange {
+        /// Position of the slot in the input.
+        index: usize,
+        /// The index it gave.
+        processor: u32,
+        /// How many processors there are.
+        processors: usize,
+    },
     /// A slot ends before it starts.
     #[error("slot {index}: end {end} is not after start {start}")]
     EmptySlot {
@@ -142,14 +154,22 @@ pub enum PlanError {
 
 const NONE: u32 = u32::MAX;
 
-/// Checks the processors (unique names, positive speeds) and numbers their clusters in
-/// order of first appearance: `(cluster names, cluster of each processor)`.
-fn index_processors(processors: &[Processor]) -> Result<(Vec<String>, Vec<u32>), PlanError> {
-    let mut names = std::collections::HashSet::with_capacity(processors.len());
+/// The processors' clusters, numbered in order of first appearance.
+struct ProcessorIndex<'a> {
+    /// Processor index by name.
+    by_name: std::collections::HashMap<&'a str, u32>,
+    clusters: Vec<String>,
+    /// Cluster of each processor.
+    cluster_of: Vec<u32>,
+}
+
+/// Checks the processors (unique names, positive speeds) and indexes them.
+fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, PlanError> {
+    let mut by_name = std::collections::HashMap::with_capacity(processors.len());
     let mut clusters: Vec<String> = Vec::new();
     let mut cluster_of = Vec::with_capacity(processors.len());
-    for p in processors {
-        if !names.insert(p.id.as_str()) {
+    for (i, p) in processors.iter().enumerate() {
+        if by_name.insert(p.id.as_str(), i as u32).is_some() {
             return Err(PlanError::DuplicateProcessor(p.id.clone()));
         }
         if !(p.speed > 0.0 && p.speed.is_finite()) {
@@ -167,15 +187,20 @@ fn index_processors(processors: &[Processor]) -> Result<(Vec<String>, Vec<u32>),
         };
         cluster_of.push(c as u32);
     }
-    Ok((clusters, cluster_of))
+    Ok(ProcessorIndex {
+        by_name,
+        clusters,
+        cluster_of,
+    })
 }
 
 /// Checks slot `k` of the input on its own: a known processor, not empty, a usable cost.
 fn check_slot(k: usize, slot: &Slot, processors: usize) -> Result<(), PlanError> {
     if slot.processor as usize >= processors {
-        return Err(PlanError::UnknownProcessor {
+        return Err(PlanError::ProcessorOutOfRange {
             index: k,
-            processor: format!("#{}", slot.processor),
+            processor: slot.processor,
+            processors,
         });
     }
     if slot.end <= slot.start {
@@ -294,7 +319,17 @@ pub struct SlotPlan {
     /// Per-processor state of earliest-window walks, kept for the next ones rather than
     /// allocated and cleared for each: a walk takes one, leaves it as it found it (no
     /// processor counted) and gives it back.
-    walk_states: Memo<Vec<WalkState>>,
+    walk_states: WalkStates,
+}
+
+/// Walk states kept for reuse; a cloned plan starts without any.
+#[derive(Debug, Default)]
+struct WalkStates(Memo<Vec<WalkState>>);
+
+impl Clone for WalkStates {
+    fn clone(&self) -> WalkStates {
+        WalkStates::default()
+    }
 }
 
 /// Per processor: the end of its counted run, and its place among the counted runs.
@@ -460,6 +495,15 @@ impl Scan {
     }
 }
 
+/// One bit per item of `items` (at most 64) that passes `test`, the first item lowest:
+/// written without branches, so that it compiles to vector compares.
+fn mask<T>(items: &[T], test: impl Fn(&T) -> bool) -> u64 {
+    items
+        .iter()
+        .enumerate()
+        .fold(0u64, |m, (i, item)| m | (u64::from(test(item)) << i))
+}
+
 /// Words of one bit per slot of a block.
 const WORDS: usize = BLOCK / 64;
 
@@ -514,16 +558,13 @@ impl<'a> TierHeads<'a> {
             ),
             None => (first, Time::MIN),
         };
-        let t = t as u32;
         TierHeads {
             heads: [0; WORDS],
             word: WORDS,
             block: 0,
             scanned,
             end,
-            pieces: plan
-                .extra_start
-                .range((t, lowest, Time::MIN, 0)..(t + 1, Time::MIN, Time::MIN, 0)),
+            pieces: plan.tier_pieces(t, lowest),
             listed: None,
             piece: None,
         }
@@ -552,9 +593,7 @@ impl<'a> TierHeads<'a> {
             }
             self.heads = [0; WORDS];
             for (w, chunk) in plan.scan[self.scanned..to].chunks(64).enumerate() {
-                self.heads[w] = chunk.iter().enumerate().fold(0u64, |m, (i, h)| {
-                    m | (u64::from(h.may_fit(lim, secs, ok)) << i)
-                });
+                self.heads[w] = mask(chunk, |h| h.may_fit(lim, secs, ok));
             }
             (self.word, self.block) = (0, self.scanned);
             self.scanned = to;
@@ -767,15 +806,10 @@ impl SlotPlan {
         processors: Vec<Processor>,
         slots: impl IntoIterator<Item = (String, Time, Time, f64)>,
     ) -> Result<SlotPlan, PlanError> {
-        let (clusters, cluster_of) = index_processors(&processors)?;
-        let index: std::collections::HashMap<&str, u32> = processors
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.id.as_str(), i as u32))
-            .collect();
+        let index = index_processors(&processors)?;
         let mut list = Vec::new();
         for (k, (name, start, end, cost)) in slots.into_iter().enumerate() {
-            let Some(&processor) = index.get(name.as_str()) else {
+            let Some(&processor) = index.by_name.get(name.as_str()) else {
                 return Err(PlanError::UnknownProcessor {
                     index: k,
                     processor: name,
@@ -790,7 +824,11 @@ impl SlotPlan {
             check_slot(k, &slot, processors.len())?;
             list.push(slot);
         }
-        drop(index);
+        let ProcessorIndex {
+            clusters,
+            cluster_of,
+            ..
+        } = index;
         Self::from_checked(processors, clusters, cluster_of, list)
     }
 
@@ -801,7 +839,11 @@ impl SlotPlan {
         processors: Vec<Processor>,
         slots: Vec<Slot>,
     ) -> Result<SlotPlan, PlanError> {
-        let (clusters, cluster_of) = index_processors(&processors)?;
+        let ProcessorIndex {
+            clusters,
+            cluster_of,
+            ..
+        } = index_processors(&processors)?;
         for (k, slot) in slots.iter().enumerate() {
             check_slot(k, slot, processors.len())?;
         }
@@ -1019,7 +1061,7 @@ impl SlotPlan {
             n_marks,
             bounds: Bounds::default(),
             usable: UsableCache::default(),
-            walk_states: Memo::default(),
+            walk_states: WalkStates::default(),
             processors,
             clusters,
             cluster_of,
@@ -1110,7 +1152,8 @@ impl SlotPlan {
         // The slot leaves list A where it stands: its start changes, or it is gone.
         match self.position[i as usize] {
             NONE => {
-                self.extra_start.remove(&(tier, s.start, s.end, i));
+                let listed = self.extra_start.remove(&(tier, s.start, s.end, i));
+                debug_assert!(listed, "invariant: a live slot out of list A is a piece");
             }
             at => {
                 self.scan[at as usize].rank = NEVER;
@@ -1296,7 +1339,6 @@ impl SlotPlan {
     fn reindex(&mut self) {
         let alive = &self.alive;
         let slots = &self.slots;
-        let position = &self.position;
         let hot = &self.hot;
         let low_end = &self.low_end;
         let tiers = self.tier_at.len() - 1;
@@ -1308,8 +1350,7 @@ impl SlotPlan {
             // (tier, start, number, old position or NONE), in order of tier, start and
             // end, for list A and for the pieces: merge them, list A first on ties.
             let kept = self.tier_at.windows(2).enumerate().flat_map(|(t, w)| {
-                (w[0]..w[1])
-                    .filter(|&at| position[old_order[at] as usize] == at as u32)
+                self.placed(w[0]..w[1])
                     .map(move |at| (t as u32, old_starts[at], old_order[at], at as u32))
             });
             let pieces = self
@@ -1395,12 +1436,10 @@ impl SlotPlan {
 
     /// Re-indexes and renumbers the live slots from scratch, dropping the replaced ones.
     fn rebuild(&mut self) {
-        // The live slots by start and by end, as merges of list A and the pieces.
+        // The live slots in order of start, and by end (list B and its pieces).
         let mut position = vec![NONE; self.slots.len()];
         let mut live: Vec<Slot> = Vec::with_capacity(self.live);
-        let listed = self.in_order();
-        let pieces = self.extra_start.iter().map(|&(_, _, _, k)| k);
-        for i in listed.chain(pieces.filter(|&k| self.alive[k as usize])) {
+        for i in self.in_start_order() {
             position[i as usize] = live.len() as u32;
             live.push(self.slots[i as usize]);
         }
@@ -1617,9 +1656,9 @@ impl SlotPlan {
             return None;
         }
         let proc_ok = self.usable_processors(level.suitable_proc, level.avail, only, speed);
-        let mut state = self.walk_states.lock().pop().unwrap_or_default();
+        let mut state = self.walk_states.0.lock().pop().unwrap_or_default();
         let found = self.earliest(req, dur, &proc_ok, level.avail, (lower, limit), &mut state);
-        self.walk_states.lock().push(state);
+        self.walk_states.0.lock().push(state);
         let start = match &found {
             Some(sel) => sel.start,
             None if limit == Time::MAX => Time::MAX,
@@ -1758,31 +1797,35 @@ impl SlotPlan {
         }
     }
 
-    /// The slots still in their place in list A, in order.
-    fn in_order(&self) -> impl Iterator<Item = u32> + '_ {
-        self.order
-            .iter()
-            .enumerate()
-            .filter(|&(at, &i)| self.position[i as usize] == at as u32)
-            .map(|(_, &i)| i)
+    /// The places of `places` in list A whose slot is still there.
+    fn placed(&self, places: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
+        places.filter(|&at| self.position[self.order[at] as usize] == at as u32)
     }
 
-    /// Live slots in order of start (ties by end, then number): the slots of list A merged
-    /// with the pieces commits made since.
+    /// The pieces of commits of tier `t` that start at `from` or later, in order.
+    fn tier_pieces(
+        &self,
+        t: usize,
+        from: Time,
+    ) -> std::collections::btree_set::Range<'_, (u32, Time, Time, u32)> {
+        let t = t as u32;
+        self.extra_start
+            .range((t, from, Time::MIN, 0)..(t + 1, Time::MIN, Time::MIN, 0))
+    }
+
+    /// Live slots in order of start, then end: each tier's part of list A and its pieces
+    /// of commits, merged.
     fn in_start_order(&self) -> impl Iterator<Item = u32> + '_ {
         let key = |i: u32| {
             let t = &self.slots[i as usize];
             (t.start, t.end, i)
         };
-        // Each tier's part of list A, and its pieces, is in that order: merge them.
-        let listed = self.tier_at.windows(2).map(|w| {
-            (w[0]..w[1])
-                .filter(|&at| self.position[self.order[at] as usize] == at as u32)
-                .map(|at| self.order[at])
-        });
-        let pieces = (0..self.tier_at.len() as u32 - 1).map(|t| {
-            self.extra_start
-                .range((t, Time::MIN, Time::MIN, 0)..(t + 1, Time::MIN, Time::MIN, 0))
+        let listed = self
+            .tier_at
+            .windows(2)
+            .map(|w| self.placed(w[0]..w[1]).map(|at| self.order[at]));
+        let pieces = (0..self.tier_at.len() - 1).map(|t| {
+            self.tier_pieces(t, Time::MIN)
                 .map(|&(_, _, _, i)| i)
                 .filter(|&i| self.alive[i as usize])
         });
@@ -1851,16 +1894,12 @@ impl SlotPlan {
             let t = &self.slots[i as usize];
             (t.end, t.start, i)
         };
-        let (mut a, mut b) = (
-            self.by_end.iter().copied().peekable(),
-            self.extra_end.iter().map(|&(_, _, i)| i).peekable(),
-        );
-        let merged = std::iter::from_fn(move || match (a.peek().copied(), b.peek().copied()) {
-            (None, None) => None,
-            (Some(x), Some(y)) if key(y) < key(x) => b.next(),
-            (Some(_), _) => a.next(),
-            (None, Some(_)) => b.next(),
-        });
+        let pieces = self.extra_end.iter().map(|&(_, _, i)| i);
+        let merged = self
+            .by_end
+            .iter()
+            .copied()
+            .merge_by(pieces, move |&a, &b| key(a) <= key(b));
         merged.filter_map(move |i| {
             let r = walk.run_of[i as usize];
             if r == NONE {
@@ -1875,8 +1914,9 @@ impl SlotPlan {
     /// The earliest window for this level that starts no later than `limit`, and its
     /// cheapest choice.
     ///
-    /// This is the linear walk of the module docs, fused into one pass. List A is the slots
-    /// in order of start: a suitable slot whose adjacent predecessor is not suitable heads a
+    /// This is the linear walk of the module docs, fused into one pass. List A gives the
+    /// slots in order of start (the tiers the job can afford, and their pieces, merged as
+    /// the walk goes): a suitable slot whose adjacent predecessor is not suitable heads a
     /// run, whose end is found by following its adjacent suitable successors (each slot is
     /// followed at most once, as part of one run); the run is counted when it lasts until
     /// `t1 = t0 + T`. List B is the slots in order of end: a counted run is un-counted when B
@@ -1958,21 +1998,13 @@ impl SlotPlan {
             let lasting = row.chunks(64).enumerate().flat_map(|(k, chunk)| {
                 // One bit per processor, 64 at a time (8 bytes of 8, which compiles to
                 // vector compares), then the set bits.
+                let lasts = |&reach: &u32| reach >= least;
                 let mut bits = match <&[u32; 64]>::try_from(chunk) {
                     Ok(chunk) => chunk
                         .chunks_exact(8)
                         .enumerate()
-                        .fold(0u64, |m, (b, byte)| {
-                            let byte = byte
-                                .iter()
-                                .enumerate()
-                                .fold(0u8, |m, (i, &reach)| m | (u8::from(reach >= least) << i));
-                            m | (u64::from(byte) << (8 * b))
-                        }),
-                    Err(_) => chunk
-                        .iter()
-                        .enumerate()
-                        .fold(0u64, |m, (i, &reach)| m | (u64::from(reach >= least) << i)),
+                        .fold(0u64, |m, (b, byte)| m | (mask(byte, lasts) << (8 * b))),
+                    Err(_) => mask(chunk, lasts),
                 };
                 std::iter::from_fn(move || {
                     (bits != 0).then(|| {
@@ -2164,7 +2196,7 @@ impl SlotPlan {
     }
 
     /// Picks `procs` of the covering runs, given as `(processor, first slot)`: cheapest
-    /// first, then faster, then lower index.
+    /// first, then faster, then by processor id.
     fn choose(
         &self,
         req: &SlotRequest,
@@ -2642,7 +2674,10 @@ mod tests {
         };
         let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 0, 10, 1.0), at(1, 0, 10, 1.0)])
             .unwrap_err();
-        assert_eq!(err.to_string(), "slot 1: unknown processor \"#1\"");
+        assert_eq!(
+            err.to_string(),
+            "slot 1: processor index 1 is out of range (1 processors)"
+        );
         let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 0, 10, f64::NAN)]).unwrap_err();
         assert!(matches!(err, PlanError::BadCost { index: 0, .. }));
         let err = SlotPlan::from_indexed(p.clone(), vec![at(0, 5, 20, 1.0), at(0, 0, 10, 1.0)])
@@ -2651,9 +2686,7 @@ mod tests {
         let plan = SlotPlan::from_indexed(p, vec![at(0, 20, 30, 2.0), at(0, 0, 10, 1.0)]).unwrap();
         assert_eq!(plan.live_slots().count(), 2);
     }
-    /// Many commits in a row go through both kinds of re-indexing (folding the pieces into
-    /// lists A and B, and renumbering from scratch); after every commit the plan answers
-    /// every criterion exactly as a plan built afresh from its live slots.
+
     #[test]
     fn tiers_give_few_prices_one_each_and_group_many_by_slot_count() {
         assert_eq!(tiers(&[]), Vec::<u32>::new());
@@ -2667,6 +2700,9 @@ mod tests {
         assert_eq!(tiers(&[1, 90, 1, 1, 1, 6]), vec![0, 0, 1, 2, 3, 3]);
     }
 
+    /// Many commits in a row go through both kinds of re-indexing (folding the pieces into
+    /// lists A and B, and renumbering from scratch); after every commit the plan answers
+    /// every criterion exactly as a plan built afresh from its live slots.
     #[test]
     fn commits_and_re_indexing_keep_answers_those_of_a_fresh_plan() {
         let spec: Vec<(String, String, f64)> = (0..8)

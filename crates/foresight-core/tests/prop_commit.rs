@@ -1,9 +1,10 @@
 //! Committing selections into a plan: the plan that results answers every later request
-//! exactly as a plan built from scratch out of the same remaining slots.
+//! exactly as a plan built from scratch out of the same remaining slots. And a plan built
+//! from slots naming processors by index answers as one built from the same slots by name.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_core::select::{Criterion, Processor, SlotPlan, SlotRequest};
+use foresight_core::select::{Criterion, Processor, Slot, SlotPlan, SlotRequest};
 use foresight_core::{Dur, Time};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -92,6 +93,43 @@ proptest! {
                 let used: i64 = sel.slots.iter().map(|u| (u.end - u.start).as_secs()).sum();
                 prop_assert_eq!(before - after, used, "a commit removes exactly what was used");
             }
+        }
+    }
+
+    #[test]
+    fn plans_by_index_answer_as_plans_by_name(
+        n in 1usize..12,
+        clusters in 1usize..3,
+        shape in proptest::collection::vec((0i64..20, 1i64..60, 1u8..8), 1..30),
+        jobs in proptest::collection::vec((1u32..5, 1i64..50, 0usize..3, 1u8..8), 1..20),
+    ) {
+        let named = slots(n, &shape);
+        let indexed: Vec<Slot> = named
+            .iter()
+            .map(|(name, start, end, cost)| Slot {
+                processor: name[1..].parse().unwrap(),
+                start: *start,
+                end: *end,
+                cost: *cost,
+            })
+            .collect();
+        // The same slots in reverse: the plan sorts them.
+        let by_name = SlotPlan::new(processors(n, clusters), named.into_iter().rev()).unwrap();
+        let by_index = SlotPlan::from_indexed(processors(n, clusters), indexed).unwrap();
+        let staging = [Some(Dur(0)), Some(Dur(5))];
+        for (procs, walltime, crit, price) in jobs {
+            let req = SlotRequest {
+                procs,
+                walltime: Dur(walltime),
+                max_price: f64::from(price),
+                min_memory_mb: 0,
+                features: BTreeSet::new(),
+                criterion: [Criterion::EarliestStart, Criterion::EarliestFinish, Criterion::MinCost][crit].clone(),
+                not_before: Time(0),
+                deadline: None,
+                co_allocate: true,
+            };
+            prop_assert_eq!(by_name.select(&req, &staging), by_index.select(&req, &staging));
         }
     }
 }
