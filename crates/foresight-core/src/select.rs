@@ -911,9 +911,12 @@ impl SlotPlan {
             None => (0..n as u32).collect(),
         };
         by_end.par_sort_by_key(|&i| (slots[i as usize].end, slots[i as usize].start));
-        let mut costs: Vec<f64> = slots.iter().map(|s| s.cost).collect();
+        // The distinct costs (few, however many slots), then in order. Adding 0.0 makes -0.0
+        // the same cost as 0.0.
+        let distinct: rustc_hash::FxHashSet<u64> =
+            slots.iter().map(|s| (s.cost + 0.0).to_bits()).collect();
+        let mut costs: Vec<f64> = distinct.into_iter().map(f64::from_bits).collect();
         costs.sort_unstable_by(f64::total_cmp);
-        costs.dedup();
         let rank_of = |c: f64| costs.partition_point(|&x| x < c) as u32;
         let mut hot: Vec<Hot> = slots
             .iter()
