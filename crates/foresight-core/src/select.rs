@@ -1255,7 +1255,7 @@ impl SlotPlan {
         let np = self.processors.len();
         let (lo, hi) = mark_range(self.mark_base, self.mark_step, self.n_marks, touching, to);
         for c in lo..hi {
-            let x = self.mark_base + Dur(c as i64 * self.mark_step);
+            let x = self.mark_time(c);
             if x >= s.start {
                 self.marks[c * np + p] = if x < from { piece_before } else { NONE };
             }
@@ -1278,6 +1278,11 @@ impl SlotPlan {
                 }
             }
         }
+    }
+
+    /// The second mark `c` stands at.
+    fn mark_time(&self, c: usize) -> Time {
+        self.mark_base + Dur(c as i64 * self.mark_step)
     }
 
     /// Makes `k` follow `last` in processor `p`'s list (or head it).
@@ -1321,7 +1326,7 @@ impl SlotPlan {
                 if c == first {
                     return lower;
                 }
-                return (self.mark_base + Dur((c as i64 - 1) * step) + Dur(1)).max(lower);
+                return (self.mark_time(c - 1) + Dur(1)).max(lower);
             }
         }
         Time::MAX
@@ -1989,7 +1994,7 @@ impl SlotPlan {
                     .min(self.n_marks - 1)
             })
             .filter(|&c| c > 0)
-            .map(|c| (c, self.mark_base + Dur(c as i64 * self.mark_step)))
+            .map(|c| (c, self.mark_time(c)))
             .filter(|&(_, x)| x >= usable_from);
         if let Some((c, x)) = mark {
             walk.cur = x;
