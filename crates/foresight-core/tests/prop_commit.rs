@@ -38,6 +38,27 @@ fn slots(n: usize, shape: &[(i64, i64, u8)]) -> Vec<(String, Time, Time, f64)> {
     out
 }
 
+/// A request for `procs` processors over `walltime` seconds at `price`, by criterion
+/// `crit` (0: earliest start, 1: earliest finish, 2: minimum cost).
+fn request(procs: u32, walltime: i64, crit: usize, price: u8) -> SlotRequest {
+    SlotRequest {
+        procs,
+        walltime: Dur(walltime),
+        max_price: f64::from(price),
+        min_memory_mb: 0,
+        features: BTreeSet::new(),
+        criterion: [
+            Criterion::EarliestStart,
+            Criterion::EarliestFinish,
+            Criterion::MinCost,
+        ][crit]
+            .clone(),
+        not_before: Time(0),
+        deadline: None,
+        co_allocate: true,
+    }
+}
+
 fn rebuilt(plan: &SlotPlan, n: usize, clusters: usize) -> SlotPlan {
     let names: Vec<String> = plan.processors().iter().map(|p| p.id.clone()).collect();
     SlotPlan::new(
@@ -64,17 +85,7 @@ proptest! {
         // Seven prices make the walks' tiers of list A group several prices.
         for (procs, walltime, crit, price, stage) in jobs {
             let staging = [Some(Dur(0)), Some(Dur(stage * 7))];
-            let req = SlotRequest {
-                procs,
-                walltime: Dur(walltime),
-                max_price: f64::from(price),
-                min_memory_mb: 0,
-                features: BTreeSet::new(),
-                criterion: [Criterion::EarliestStart, Criterion::EarliestFinish, Criterion::MinCost][crit].clone(),
-                not_before: Time(0),
-                deadline: None,
-                co_allocate: true,
-            };
+            let req = request(procs, walltime, crit, price);
             let fresh = rebuilt(&plan, n, clusters);
             let a = plan.select(&req, &staging);
             let b = fresh.select(&req, &staging);
@@ -118,17 +129,7 @@ proptest! {
         let by_index = SlotPlan::from_indexed(processors(n, clusters), indexed).unwrap();
         let staging = [Some(Dur(0)), Some(Dur(5))];
         for (procs, walltime, crit, price) in jobs {
-            let req = SlotRequest {
-                procs,
-                walltime: Dur(walltime),
-                max_price: f64::from(price),
-                min_memory_mb: 0,
-                features: BTreeSet::new(),
-                criterion: [Criterion::EarliestStart, Criterion::EarliestFinish, Criterion::MinCost][crit].clone(),
-                not_before: Time(0),
-                deadline: None,
-                co_allocate: true,
-            };
+            let req = request(procs, walltime, crit, price);
             prop_assert_eq!(by_name.select(&req, &staging), by_index.select(&req, &staging));
         }
     }
