@@ -98,6 +98,11 @@ pub enum Decision {
         cost: f64,
         /// Processors per cluster.
         parts: Vec<Part>,
+        /// The processors chosen, as indices into the grid's processors (the clusters'
+        /// processors in the order of the views), ascending.
+        processors: Vec<u32>,
+        /// Speed of the slowest chosen processor: the job runs its walltime divided by it.
+        speed: f64,
     },
     /// Planned to start at `start`, beyond the lead time: planned again next cycle.
     Wait {
@@ -161,6 +166,7 @@ pub fn plan_cycle(
         .flat_map(|c| c.processors.iter().cloned())
         .collect();
     let total = processors.len();
+
     let largest = clusters
         .iter()
         .map(|c| c.processors.len())
@@ -257,14 +263,20 @@ pub fn plan_cycle(
                     plan.commit(&sel);
                     if sel.start - now <= cfg.lead_time {
                         let mut parts: Vec<Part> = Vec::new();
+                        let mut chosen: Vec<u32> = Vec::with_capacity(sel.processors.len());
+                        let mut speed = f64::INFINITY;
                         for &p in &sel.processors {
-                            let name = &plan.processors()[p as usize].cluster;
+                            let processor = &plan.processors()[p as usize];
+                            speed = speed.min(processor.speed);
+                            let name = &processor.cluster;
                             let c = clusters
                                 .iter()
                                 .position(|v| {
                                     v.processors.first().is_some_and(|q| &q.cluster == name)
                                 })
                                 .expect("invariant: every processor belongs to a view");
+                            // The plan keeps the processors in the order it was given.
+                            chosen.push(p);
                             match parts.iter_mut().find(|x| x.cluster == c) {
                                 Some(x) => x.procs += 1,
                                 None => parts.push(Part {
@@ -274,12 +286,15 @@ pub fn plan_cycle(
                             }
                         }
                         parts.sort_by_key(|x| x.cluster);
+                        chosen.sort_unstable();
                         out.push(Decision::Reserve {
                             job: job.id,
                             start: sel.start,
                             end: sel.end,
                             cost: sel.cost,
                             parts,
+                            processors: chosen,
+                            speed,
                         });
                     } else {
                         out.push(Decision::Wait {
@@ -380,6 +395,8 @@ mod tests {
                 start: Time(10),
                 end: Time(60),
                 cost: 300.0,
+                processors: vec![2, 3, 4, 5, 6, 7],
+                speed: 1.0,
                 parts: vec![
                     Part {
                         cluster: 0,

@@ -15,12 +15,15 @@
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
 //! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
 //! - [`grid`]: the metascheduler's planning cycle over all clusters.
+//! - [`broker`]: the lifecycle of global jobs around the planning cycle, one state machine
+//!   for the service and the simulator (two-phase reservation, charging, work conservation).
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
 //!   earliest start / finish / minimum cost).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod broker;
 pub mod error;
 pub mod forecast;
 pub mod grid;

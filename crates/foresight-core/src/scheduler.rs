@@ -576,6 +576,12 @@ impl LocalScheduler {
         self.admin.values().map(|s| &s.res)
     }
 
+    /// Processors no running job uses at `now`, whatever reservations hold them: what sits
+    /// idle, for the grid broker's idle-time figure.
+    pub fn idle_at(&self, now: Time) -> i64 {
+        self.free_ignoring_reservations(now)
+    }
+
     /// Processors not used by running jobs at `now`, ignoring every reservation: what pyss's
     /// snapshot shows.
     fn free_ignoring_reservations(&self, now: Time) -> i64 {

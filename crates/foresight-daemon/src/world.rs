@@ -1520,6 +1520,7 @@ impl World {
                     end,
                     cost,
                     parts,
+                    ..
                 } => self.reserve_global(now, job.0, start.secs(), end.secs(), cost, &parts),
                 Decision::Wait { job, start } => {
                     if let Some(j) = self.jobs.get_mut(&job.0) {

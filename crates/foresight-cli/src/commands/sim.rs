@@ -446,6 +446,15 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     elapsed.as_secs_f64(),
                     r.max_start_skew
                 );
+                if let Some(idle) = r.idle_while_waiting {
+                    println!(
+                        "{:<16} idle while global jobs waited: {:.0} processor-hours; \
+                         reserved jobs moved earlier: {}",
+                        r.broker,
+                        idle / 3600.0,
+                        r.moved_earlier
+                    );
+                }
             }
             println!();
             println!(

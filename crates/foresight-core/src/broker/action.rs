@@ -1,0 +1,215 @@
+//! What the broker asks its caller to do, and why jobs wait: typed, so that the service and
+//! the simulator act on the same decisions and only the words are the caller's.
+
+use crate::ids::{JobId, ReservationId, UserId};
+use crate::scheduler::Domain;
+use crate::time::{Interval, Time};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One part of a global job: processors on one cluster, held by one reservation there.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReservedPart {
+    /// Cluster index.
+    pub cluster: usize,
+    /// The job reservation holding them.
+    pub reservation: ReservationId,
+    /// How many.
+    pub procs: u32,
+    /// The processors the planner chose (indices within the cluster); the local scheduler
+    /// counts processors only, so a caller that places work by name keeps these for it.
+    pub processors: Vec<u32>,
+    /// The reservation's window (on a cluster of coarse granularity, rounded up).
+    pub window: Interval,
+}
+
+/// Why a global job has not started yet (it stays queued and is planned again).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WaitReason {
+    /// The planner found no window within the horizon now (its words).
+    NoWindow(String),
+    /// Beyond the number of queued jobs planned per cycle.
+    BeyondDepth(usize),
+    /// The planned cost is more than the user has left; planned again when the budget grows.
+    OverBudget {
+        /// The planned cost.
+        cost: f64,
+        /// What is left.
+        left: f64,
+    },
+    /// A cluster refused the reservation; planned again after `until`.
+    ReservationRefused {
+        /// Cluster index.
+        cluster: usize,
+        /// What it said.
+        detail: String,
+        /// Not planned before this.
+        until: Time,
+    },
+    /// Larger than what is reachable while some clusters are down.
+    ClustersDown {
+        /// Processors asked.
+        procs: u32,
+        /// The clusters down.
+        down: Vec<usize>,
+    },
+    /// A cluster of its reservation went down before it started.
+    LostCluster(usize),
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitReason::NoWindow(why) => write!(f, "{why}"),
+            WaitReason::BeyondDepth(n) => {
+                write!(f, "beyond the planning depth of {n} jobs this cycle")
+            }
+            WaitReason::OverBudget { cost, left } => write!(
+                f,
+                "budget: the planned cost {cost:.2} exceeds the remaining {left:.2}"
+            ),
+            WaitReason::ReservationRefused { detail, .. } => {
+                write!(f, "{detail}; planned again")
+            }
+            WaitReason::ClustersDown { procs, down } => write!(
+                f,
+                "{procs} processors are more than the clusters up have ({} of them down); \
+                 waiting for them",
+                down.len()
+            ),
+            WaitReason::LostCluster(_) => {
+                write!(f, "a cluster of its reservation went down; planned again")
+            }
+        }
+    }
+}
+
+/// Why a global job can never run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// More processors than the grid (or, without co-allocation, its largest cluster) has.
+    TooLarge(String),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::TooLarge(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// How a job reservation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReservationEnd {
+    /// Given back before its end (cancel, hold, a sibling refused, a move of a remote one).
+    Released,
+    /// Its part ended.
+    Finished,
+}
+
+/// A decision for the caller to carry out (or record).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum BrokerAction {
+    /// A cluster's local scheduler starts a job now: a local job, or a global job's part.
+    Start {
+        /// Cluster index.
+        cluster: usize,
+        /// The job.
+        job: JobId,
+        /// Processors.
+        procs: u32,
+        /// Where they come from.
+        domain: Domain,
+    },
+    /// The cluster must be ticked at `at` (a reservation starts then).
+    Wake {
+        /// Cluster index.
+        cluster: usize,
+        /// When.
+        at: Time,
+    },
+    /// A global job is planned to start at `start`, beyond the lead time.
+    Planned {
+        /// The job.
+        job: JobId,
+        /// The planned start.
+        start: Time,
+    },
+    /// A global job waits.
+    Waiting {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: WaitReason,
+    },
+    /// Phase one on a cluster that schedules itself: hold this reservation there, then
+    /// answer with [`crate::broker::Broker::on_reservation_answered`].
+    Ask {
+        /// The job.
+        job: JobId,
+        /// The part to hold.
+        part: ReservedPart,
+    },
+    /// Every part of a global job is held (two-phase done): it is reserved and charged.
+    Reserved {
+        /// The job.
+        job: JobId,
+        /// Synchronous start.
+        start: Time,
+        /// End by the estimate on the slowest chosen processor.
+        end: Time,
+        /// The charge.
+        cost: f64,
+        /// Its parts.
+        parts: Vec<ReservedPart>,
+    },
+    /// A reserved global job moved earlier (processors freed up before planned).
+    Moved {
+        /// The job.
+        job: JobId,
+        /// The new start.
+        start: Time,
+        /// The new end.
+        end: Time,
+        /// Its parts with their new windows.
+        parts: Vec<ReservedPart>,
+    },
+    /// A job reservation ended; one on a cluster that schedules itself must be given back
+    /// there when released.
+    ReservationEnded {
+        /// Cluster index.
+        cluster: usize,
+        /// The reservation.
+        reservation: ReservationId,
+        /// The job it was for.
+        job: JobId,
+        /// How.
+        how: ReservationEnd,
+    },
+    /// A global job can never run.
+    Refused {
+        /// The job.
+        job: JobId,
+        /// Why.
+        reason: Refusal,
+    },
+    /// Money moves: positive takes from the user's budget, negative gives back.
+    Charge {
+        /// The job.
+        job: JobId,
+        /// Its user.
+        user: UserId,
+        /// Amount.
+        amount: f64,
+    },
+    /// Every part of a global job has ended.
+    Ended {
+        /// The job.
+        job: JobId,
+        /// When its first part started.
+        start: Time,
+        /// When its last part ended.
+        end: Time,
+    },
+}

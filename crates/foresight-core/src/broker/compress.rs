@@ -1,0 +1,196 @@
+//! Work conservation: reserved global jobs move earlier when processors free up, as
+//! conservative backfilling compresses its reservations.
+//!
+//! A reservation is made at the start the planner found, on forecasts that count every
+//! running job until its walltime. Jobs end early (the archive traces overestimate 3–5×),
+//! so processors free up before the reserved start. In priority order, each reserved job
+//! that has not started tries the earliest start among `now` and the moments running jobs
+//! of its clusters are due to end before its start; it moves there only when on every one
+//! of its clusters (all or nothing, co-allocated parts together)
+//! - its processors are free for the whole new window without displacing anything (no
+//!   other reservation, running job or local job's reservation is touched), and
+//! - no queued local job's forecast start gets later.
+//!
+//! Clusters that schedule themselves are left out: their reservations are moved by their
+//! own resource manager's commands, which this does not issue yet.
+
+use super::{bound_part, Broker, BrokerAction, Phase, ReservedPart};
+use crate::forecast::{forecast, OccupancyKind};
+use crate::ids::JobId;
+use crate::job::Job;
+use crate::reservation::{Acl, AdminReservation};
+use crate::scheduler::{Event, LocalScheduler};
+use crate::time::{Interval, Time};
+use std::collections::HashMap;
+
+/// Candidate starts tried per job and event, earliest first.
+const MAX_CANDIDATES: usize = 8;
+
+impl Broker {
+    /// Moves every reserved job that can start earlier, in priority order.
+    pub(super) fn compress(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        let movable: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| match &e.phase {
+                Phase::Reserved { start, parts, .. } => {
+                    *start > now
+                        && parts.iter().all(|p| {
+                            let c = &self.clusters[p.cluster];
+                            c.available && !c.self_scheduled
+                        })
+                }
+                _ => false,
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in movable {
+            self.move_earlier(now, id, out);
+        }
+    }
+
+    /// Tries the candidate starts of one reserved job; true when it moved.
+    fn move_earlier(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+        let Some(Phase::Reserved {
+            start,
+            end,
+            cost,
+            parts,
+        }) = self.jobs.get(&id).map(|e| e.phase.clone())
+        else {
+            return false;
+        };
+        let mut candidates: Vec<Time> = vec![now];
+        for p in &parts {
+            candidates.extend(
+                self.clusters[p.cluster]
+                    .sched
+                    .running_jobs()
+                    .map(|(_, _, placement)| placement.end)
+                    .filter(|&t| now < t && t < start),
+            );
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates.truncate(MAX_CANDIDATES);
+        let job = self.jobs[&id].job.clone();
+        // The forecast starts of local jobs as they stand: no move may make one later.
+        let before: Vec<HashMap<JobId, Time>> = parts
+            .iter()
+            .map(|p| local_starts(&self.clusters[p.cluster].sched, now))
+            .collect();
+        for t in candidates {
+            let mut moved: Vec<LocalScheduler> = Vec::with_capacity(parts.len());
+            for (p, before) in parts.iter().zip(&before) {
+                match moved_to(
+                    &self.clusters[p.cluster].sched,
+                    now,
+                    &bound_part(&job, p),
+                    p,
+                    t,
+                ) {
+                    Some(s) if no_local_job_later(&s, now, before) => moved.push(s),
+                    _ => break,
+                }
+            }
+            if moved.len() < parts.len() {
+                continue;
+            }
+            let shift = start - t;
+            let parts: Vec<ReservedPart> = parts
+                .iter()
+                .map(|p| ReservedPart {
+                    window: Interval::new(p.window.start - shift, p.window.end - shift),
+                    ..p.clone()
+                })
+                .collect();
+            for (p, s) in parts.iter().zip(moved) {
+                self.clusters[p.cluster].sched = s;
+            }
+            let (start, end) = (t, end - shift);
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.phase = Phase::Reserved {
+                    start,
+                    end,
+                    cost,
+                    parts: parts.clone(),
+                };
+            }
+            self.stats.moves += 1;
+            out.push(BrokerAction::Moved {
+                job: id,
+                start,
+                end,
+                parts: parts.clone(),
+            });
+            for p in &parts {
+                let mut actions = Vec::new();
+                let _ = self.clusters[p.cluster]
+                    .sched
+                    .handle(now, Event::Tick, &mut actions);
+                self.carry_out(now, p.cluster, actions, out);
+            }
+            return true;
+        }
+        false
+    }
+}
+
+/// A copy of `sched` with part `p`'s reservation (and the part bound to it) moved to start
+/// at `t`, or `None` when the processors are not free for the whole new window without
+/// displacing anything.
+fn moved_to(
+    sched: &LocalScheduler,
+    now: Time,
+    part: &Job,
+    p: &ReservedPart,
+    t: Time,
+) -> Option<LocalScheduler> {
+    let mut s = sched.clone();
+    s.cancel(now, part.id).ok()?;
+    s.remove_reservation(now, p.reservation).ok()?;
+    s.add_reservation(AdminReservation {
+        id: p.reservation,
+        procs: p.procs,
+        window: Interval::new(t, t + p.window.len()),
+        acl: Acl {
+            job: Some(part.id),
+            ..Acl::nobody()
+        },
+    })
+    .ok()?;
+    s.submit(part.clone()).ok()?;
+    Some(s)
+}
+
+/// Where the cluster's policy would start each queued local job if nothing else arrived.
+fn local_starts(sched: &LocalScheduler, now: Time) -> HashMap<JobId, Time> {
+    forecast(sched, now, |_| 0.0)
+        .into_iter()
+        .filter_map(|o| match o.kind {
+            OccupancyKind::Planned { job, .. } => Some((job, o.window.start)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn no_local_job_later(sched: &LocalScheduler, now: Time, before: &HashMap<JobId, Time>) -> bool {
+    if before.is_empty() {
+        return true;
+    }
+    let after = local_starts(sched, now);
+    before
+        .iter()
+        .all(|(job, &was)| after.get(job).is_none_or(|&is| is <= was))
+}
+
+/// Helpers for the broker's unit tests.
+#[cfg(test)]
+pub(super) mod tests_support {
+    use super::*;
+
+    /// The forecast start of a queued local job.
+    pub fn local_start(sched: &LocalScheduler, now: Time, job: JobId) -> Option<Time> {
+        local_starts(sched, now).get(&job).copied()
+    }
+}

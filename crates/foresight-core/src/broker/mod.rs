@@ -1,0 +1,1093 @@
+//! The grid broker: the whole lifecycle of global jobs as one pure state machine, driven
+//! alike by the service (wall clock, real processes, Slurm) and by the grid simulator
+//! (virtual clock), so that a decision measured in simulation is the decision the service
+//! makes.
+//!
+//! Events come in (`submit`, `on_cycle`, `on_reservation_answered`, `on_part_started`,
+//! `on_part_ended`, `on_cluster_down`/`up`, `withdraw`, local submissions and ticks) and
+//! decisions go out as [`BrokerAction`]s: start a job, ask a cluster for a reservation,
+//! record a plan, move money. The broker owns the clusters' local schedulers, so every
+//! decision about processors, local or global, is taken here.
+//!
+//! A global job goes `queued → planned → (reserving →) reserved → running → ended`:
+//! - every cycle plans the queued jobs in priority (id) order with
+//!   [`crate::grid::plan_cycle`] over all available clusters' forecasts; the horizon grows
+//!   by the longest walltime planned, so a job longer than the configured horizon is still
+//!   planned (and an idle grid large enough for a job always starts it);
+//! - a job planned within the lead time is reserved on every cluster it uses, two-phase:
+//!   tentative everywhere (a cluster that schedules itself answers later), then committed
+//!   and charged its planned cost, or all released and planned again (after a pause that
+//!   doubles with each refusal in a row, 1–64 s, when a cluster refused);
+//! - a planned cost above what the user has left keeps the job queued (a budget may grow);
+//! - the job's parts start at the reservation's first second, or earlier: the broker is
+//!   **work-conserving** ([`compress`]) — whenever processors free up, reserved jobs move
+//!   earlier in priority order when no other reservation and no local job's forecast start
+//!   gets later;
+//! - when its last part ends, the unused share of the reserved time is refunded.
+
+mod action;
+mod cluster;
+mod compress;
+
+pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
+pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
+
+use crate::error::CoreError;
+use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
+use crate::ids::{JobId, ReservationId, UserId};
+use crate::job::Job;
+use crate::reservation::{Acl, AdminReservation};
+use crate::scheduler::{Action, Event};
+use crate::time::{Dur, Interval, Time};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Where a global job is in its lifecycle.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Phase {
+    /// Waiting to be planned (or planned with no window yet).
+    Queued,
+    /// Planned to start then, beyond the lead time.
+    Planned(Time),
+    /// Phase one of a two-phase reservation: some clusters have not answered yet.
+    Reserving {
+        /// The planned start.
+        start: Time,
+        /// The planned end.
+        end: Time,
+        /// The planned cost.
+        cost: f64,
+        /// Every part, held or asked for.
+        parts: Vec<ReservedPart>,
+        /// Reservations not answered yet.
+        awaiting: BTreeSet<ReservationId>,
+        /// The first refusal heard: (cluster, what it said).
+        refusal: Option<(usize, String)>,
+    },
+    /// Held on every cluster and charged; starts at `start` (or earlier, if it can move).
+    Reserved {
+        /// The reserved start.
+        start: Time,
+        /// The reserved end.
+        end: Time,
+        /// The charge.
+        cost: f64,
+        /// Its parts.
+        parts: Vec<ReservedPart>,
+    },
+    /// At least one part started.
+    Running {
+        /// When the first part started.
+        start: Time,
+        /// The reserved end.
+        end: Time,
+        /// The charge.
+        cost: f64,
+        /// Its parts.
+        parts: Vec<ReservedPart>,
+        /// The clusters whose part has ended.
+        ended: BTreeSet<usize>,
+    },
+}
+
+/// A global job and where it is.
+#[derive(Clone, Debug, Serialize)]
+pub struct Entry {
+    /// The job.
+    pub job: GlobalJob,
+    /// Its phase.
+    pub phase: Phase,
+    /// Not planned before this (after a refused reservation).
+    pub not_before: Time,
+    /// Refusals in a row.
+    pub refusals: u32,
+    /// Why it waits, if it does.
+    pub reason: Option<WaitReason>,
+}
+
+/// Figures the broker keeps for `/metrics` and the simulator's report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BrokerStats {
+    /// Processor-seconds left idle while a global job that could have used them waited: at
+    /// every moment, the idle processors of the clusters the broker schedules, up to the
+    /// processors asked by the waiting global jobs that would fit in them.
+    pub idle_while_waiting: f64,
+    /// Reserved jobs moved earlier.
+    pub moves: u64,
+    /// Cycles run.
+    pub cycles: u64,
+}
+
+/// The grid broker (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Broker {
+    /// The clusters, in the caller's order (indices name them everywhere).
+    pub clusters: Vec<GridCluster>,
+    planner: PlannerConfig,
+    jobs: BTreeMap<JobId, Entry>,
+    /// Jobs to plan, in priority order.
+    queue: BTreeSet<JobId>,
+    /// Jobs submitted since the last cycle.
+    arrivals: Vec<JobId>,
+    /// What each user has left; a user without an entry has no limit.
+    budgets: HashMap<UserId, f64>,
+    next_reservation: u64,
+    stats: BrokerStats,
+    /// The last moment observed, and the idle processors waiting jobs could use since.
+    idle_since: Option<(Time, f64)>,
+}
+
+/// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
+const MAX_BACKOFF_DOUBLINGS: u32 = 6;
+
+impl Broker {
+    /// A broker over `clusters`; job reservations are numbered from `first_reservation`.
+    pub fn new(
+        clusters: Vec<GridCluster>,
+        planner: PlannerConfig,
+        first_reservation: u64,
+    ) -> Broker {
+        Broker {
+            clusters,
+            planner,
+            jobs: BTreeMap::new(),
+            queue: BTreeSet::new(),
+            arrivals: Vec::new(),
+            budgets: HashMap::new(),
+            next_reservation: first_reservation.max(1),
+            stats: BrokerStats::default(),
+            idle_since: None,
+        }
+    }
+
+    /// The planner's settings.
+    pub fn planner(&self) -> &PlannerConfig {
+        &self.planner
+    }
+
+    /// A fresh reservation id, for the caller's own reservations too (one id space).
+    pub fn allocate_reservation(&mut self) -> ReservationId {
+        let id = ReservationId(self.next_reservation);
+        self.next_reservation += 1;
+        id
+    }
+
+    /// Ids below this are taken (after a restart the caller raises it past its records).
+    pub fn reserve_ids_below(&mut self, next: u64) {
+        self.next_reservation = self.next_reservation.max(next);
+    }
+
+    /// Sets what a user has left (`None`: no limit).
+    pub fn set_budget(&mut self, user: UserId, left: Option<f64>) {
+        match left {
+            Some(b) => {
+                self.budgets.insert(user, b);
+            }
+            None => {
+                self.budgets.remove(&user);
+            }
+        }
+    }
+
+    /// What a user has left (`None`: no limit).
+    pub fn budget(&self, user: UserId) -> Option<f64> {
+        self.budgets.get(&user).copied()
+    }
+
+    /// A global job the broker knows.
+    pub fn entry(&self, id: JobId) -> Option<&Entry> {
+        self.jobs.get(&id)
+    }
+
+    /// Every global job the broker knows, by id.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.jobs.values()
+    }
+
+    /// Global jobs queued or just submitted, in priority order.
+    pub fn queued(&self) -> impl Iterator<Item = &Entry> {
+        self.queue
+            .iter()
+            .chain(self.arrivals.iter().filter(|a| !self.queue.contains(a)))
+            .filter_map(|id| self.jobs.get(id))
+    }
+
+    /// True while global jobs wait to be planned.
+    pub fn has_queued(&self) -> bool {
+        !self.queue.is_empty() || !self.arrivals.is_empty()
+    }
+
+    /// Its figures so far.
+    pub fn stats(&self) -> &BrokerStats {
+        &self.stats
+    }
+
+    /// The speed of the slowest processor of the grid (1.0 for an empty grid).
+    fn slowest_speed(&self) -> f64 {
+        let s = self
+            .clusters
+            .iter()
+            .map(GridCluster::slowest_speed)
+            .fold(f64::INFINITY, f64::min);
+        if s.is_finite() {
+            s
+        } else {
+            1.0
+        }
+    }
+
+    /// The planner's settings for planning `jobs`: the horizon grows by the longest
+    /// walltime among them (on the slowest processor), so that every job has room to be
+    /// planned beyond anything the configured horizon can hold.
+    pub fn planner_for(&self, jobs: &[GlobalJob]) -> PlannerConfig {
+        let slowest = self.slowest_speed();
+        let longest = jobs
+            .iter()
+            .map(|j| Dur((j.walltime.as_secs() as f64 / slowest).ceil() as i64))
+            .max()
+            .unwrap_or(Dur::ZERO);
+        PlannerConfig {
+            horizon: self.planner.horizon + longest,
+            ..self.planner.clone()
+        }
+    }
+
+    // ------------------------------------------------------------------ events
+
+    /// A global job enters the grid; it is planned from the next cycle on. A job the broker
+    /// already knows and that has not ended is left as it is.
+    pub fn submit(&mut self, now: Time, job: GlobalJob) {
+        self.observe(now);
+        let id = job.id;
+        if self.jobs.contains_key(&id) {
+            return;
+        }
+        self.jobs.insert(
+            id,
+            Entry {
+                job,
+                phase: Phase::Queued,
+                not_before: Time::MIN,
+                refusals: 0,
+                reason: None,
+            },
+        );
+        self.arrivals.push(id);
+        self.settle(now);
+    }
+
+    /// Takes a global job that has not started out of the broker: its reservations are
+    /// released and its charge refunded. False (and nothing done) for a job with a running
+    /// part — the caller stops its parts, which then end — or one the broker does not know.
+    pub fn withdraw(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+        self.observe(now);
+        let Some(entry) = self.jobs.get(&id) else {
+            return false;
+        };
+        if matches!(entry.phase, Phase::Running { .. }) {
+            return false;
+        }
+        self.unreserve(now, id, out);
+        self.jobs.remove(&id);
+        self.queue.remove(&id);
+        self.arrivals.retain(|&a| a != id);
+        self.compress(now, out);
+        self.settle(now);
+        true
+    }
+
+    /// A local job (or a job bound to an administrative reservation) for cluster `k`.
+    pub fn submit_local(
+        &mut self,
+        now: Time,
+        k: usize,
+        job: Job,
+        out: &mut Vec<BrokerAction>,
+    ) -> Result<(), CoreError> {
+        self.observe(now);
+        let mut actions = Vec::new();
+        self.clusters[k]
+            .sched
+            .handle(now, Event::Submit(job), &mut actions)?;
+        self.carry_out(now, k, actions, out);
+        self.settle(now);
+        Ok(())
+    }
+
+    /// Time passed on cluster `k` (a reservation starts or ends): its scheduler runs a pass.
+    pub fn tick(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+        self.observe(now);
+        let mut actions = Vec::new();
+        let _ = self.clusters[k]
+            .sched
+            .handle(now, Event::Tick, &mut actions);
+        self.carry_out(now, k, actions, out);
+        self.settle(now);
+    }
+
+    /// A job on cluster `k` (local, or a global job's part) ended at `now`: its processors
+    /// are free, a global job's reservation there ends, and when a global job's last part
+    /// ends the unused share of its charge is refunded. Freed processors go to waiting
+    /// work at once: the cluster's own queue first, then reserved global jobs that can move
+    /// earlier.
+    pub fn on_part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+        self.observe(now);
+        let mut actions = Vec::new();
+        if !self.clusters[k].self_scheduled {
+            let _ = self.clusters[k]
+                .sched
+                .handle(now, Event::Finish(id), &mut actions);
+        }
+        self.part_ended(now, k, id, out);
+        self.carry_out(now, k, actions, out);
+        self.compress(now, out);
+        self.settle(now);
+    }
+
+    fn part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+        let Some(entry) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let user = entry.job.user;
+        let (first, reserved_end, cost, parts, ended) = match &mut entry.phase {
+            Phase::Running {
+                start,
+                end,
+                cost,
+                parts,
+                ended,
+            } => (*start, *end, *cost, parts.clone(), ended),
+            // A part of a job that never started here (a cluster that schedules itself
+            // reported the end of a part the broker had not seen start).
+            Phase::Reserved {
+                start,
+                end,
+                cost,
+                parts,
+            } => {
+                let (start, end, cost, parts) = (*start, *end, *cost, parts.clone());
+                entry.phase = Phase::Running {
+                    start: now.min(start),
+                    end,
+                    cost,
+                    parts,
+                    ended: BTreeSet::new(),
+                };
+                let Phase::Running {
+                    start,
+                    end,
+                    cost,
+                    parts,
+                    ended,
+                } = &mut entry.phase
+                else {
+                    unreachable!("just set")
+                };
+                (*start, *end, *cost, parts.clone(), ended)
+            }
+            _ => return,
+        };
+        if !ended.insert(k) {
+            return;
+        }
+        let all_ended = parts.iter().all(|p| ended.contains(&p.cluster));
+        for p in parts.iter().filter(|p| p.cluster == k) {
+            if !self.clusters[k].self_scheduled {
+                let _ = self.clusters[k]
+                    .sched
+                    .remove_reservation(now, p.reservation);
+            }
+            out.push(BrokerAction::ReservationEnded {
+                cluster: k,
+                reservation: p.reservation,
+                job: id,
+                how: ReservationEnd::Finished,
+            });
+        }
+        if !all_ended {
+            return;
+        }
+        // Charge what was used of what was reserved; give back the rest.
+        let reserved = (reserved_end - first).as_secs().max(1) as f64;
+        let used = (now - first).as_secs().max(0) as f64;
+        let refund = cost * (1.0 - (used / reserved).min(1.0));
+        if refund > 0.0 {
+            if let Some(b) = self.budgets.get_mut(&user) {
+                *b += refund;
+            }
+            out.push(BrokerAction::Charge {
+                job: id,
+                user,
+                amount: -refund,
+            });
+        }
+        self.jobs.remove(&id);
+        out.push(BrokerAction::Ended {
+            job: id,
+            start: first,
+            end: now,
+        });
+    }
+
+    /// A cluster that schedules itself reports that a global job's part started there.
+    pub fn on_part_started(&mut self, now: Time, id: JobId) {
+        self.observe(now);
+        self.started(now, id);
+        self.settle(now);
+    }
+
+    fn started(&mut self, now: Time, id: JobId) {
+        let Some(entry) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if let Phase::Reserved {
+            end, cost, parts, ..
+        } = &entry.phase
+        {
+            entry.phase = Phase::Running {
+                start: now,
+                end: *end,
+                cost: *cost,
+                parts: parts.clone(),
+                ended: BTreeSet::new(),
+            };
+            entry.reason = None;
+        }
+    }
+
+    /// A cluster that schedules itself answered phase one for `reservation`.
+    pub fn on_reservation_answered(
+        &mut self,
+        now: Time,
+        reservation: ReservationId,
+        answer: Result<(), String>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        let found = self.jobs.iter_mut().find_map(|(id, e)| match &mut e.phase {
+            Phase::Reserving {
+                awaiting,
+                refusal,
+                parts,
+                ..
+            } if awaiting.contains(&reservation) => {
+                awaiting.remove(&reservation);
+                if let Err(why) = answer.as_ref() {
+                    let cluster = parts
+                        .iter()
+                        .find(|p| p.reservation == reservation)
+                        .map_or(0, |p| p.cluster);
+                    refusal.get_or_insert((cluster, why.clone()));
+                }
+                Some((*id, awaiting.is_empty()))
+            }
+            _ => None,
+        });
+        let Some((id, true)) = found else {
+            self.settle(now);
+            return;
+        };
+        let entry = self.jobs.get_mut(&id).expect("invariant: found above");
+        let Phase::Reserving {
+            start,
+            end,
+            cost,
+            parts,
+            refusal,
+            ..
+        } = std::mem::replace(&mut entry.phase, Phase::Queued)
+        else {
+            unreachable!("matched above")
+        };
+        match refusal {
+            None => self.commit(now, id, start, end, cost, parts, out),
+            Some((cluster, why)) => {
+                self.release_parts(now, id, &parts, out);
+                let name = self.clusters[cluster].name.clone();
+                self.refused(
+                    now,
+                    id,
+                    cluster,
+                    format!("cluster {name} refused the reservation: {why}"),
+                    true,
+                    out,
+                );
+            }
+        }
+        self.settle(now);
+    }
+
+    /// Cluster `k` cannot be reached: the planner gives it nothing, and global jobs reserved
+    /// there that have not started are planned again (their charge refunded).
+    pub fn on_cluster_down(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+        self.observe(now);
+        self.clusters[k].available = false;
+        let hit: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| match &e.phase {
+                Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
+                    parts.iter().any(|p| p.cluster == k)
+                }
+                _ => false,
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in hit {
+            self.unreserve(now, id, out);
+            self.requeue_entry(id);
+            let reason = WaitReason::LostCluster(k);
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.reason = Some(reason.clone());
+            }
+            out.push(BrokerAction::Waiting { job: id, reason });
+        }
+        self.settle(now);
+    }
+
+    /// Cluster `k` is reachable again.
+    pub fn on_cluster_up(&mut self, now: Time, k: usize) {
+        self.observe(now);
+        self.clusters[k].available = true;
+        self.settle(now);
+    }
+
+    /// Puts back a global job that was reserved or running when the caller lost its state
+    /// (a restart); the caller restores the clusters' schedulers itself.
+    pub fn adopt(&mut self, job: GlobalJob, phase: Phase) {
+        let id = job.id;
+        for p in match &phase {
+            Phase::Reserved { parts, .. } | Phase::Running { parts, .. } => parts.as_slice(),
+            _ => &[],
+        } {
+            self.next_reservation = self.next_reservation.max(p.reservation.0 + 1);
+        }
+        let queued = matches!(phase, Phase::Queued | Phase::Planned(_));
+        self.jobs.insert(
+            id,
+            Entry {
+                job,
+                phase,
+                not_before: Time::MIN,
+                refusals: 0,
+                reason: None,
+            },
+        );
+        if queued {
+            self.arrivals.push(id);
+        }
+    }
+
+    /// One planning cycle at `now` (seed 000 §5.4): arrivals join the queue, every cluster
+    /// runs a pass, reserved jobs move earlier where they can, then the queue is planned.
+    pub fn on_cycle(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        self.observe(now);
+        self.stats.cycles += 1;
+        for id in std::mem::take(&mut self.arrivals) {
+            if self
+                .jobs
+                .get(&id)
+                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+            {
+                self.queue.insert(id);
+            }
+        }
+        for k in 0..self.clusters.len() {
+            if self.clusters[k].self_scheduled {
+                continue;
+            }
+            let mut actions = Vec::new();
+            let _ = self.clusters[k]
+                .sched
+                .handle(now, Event::Tick, &mut actions);
+            self.carry_out(now, k, actions, out);
+        }
+        self.compress(now, out);
+        let (jobs, cfg) = self.cycle_input(now);
+        if !jobs.is_empty() {
+            let decisions = {
+                let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
+                plan_cycle(now, &views, &jobs, &cfg)
+            };
+            self.apply_decisions(now, decisions, out);
+        }
+        self.settle(now);
+    }
+
+    /// The jobs a cycle at `now` plans, in order, and the planner's settings for them.
+    pub fn cycle_input(&self, now: Time) -> (Vec<GlobalJob>, PlannerConfig) {
+        let jobs: Vec<GlobalJob> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+            .filter(|e| e.not_before <= now)
+            // Jobs beyond the planning depth wait for a later cycle: the cycle costs
+            // O(plan_depth), not O(queue).
+            .take(self.planner.plan_depth)
+            .map(|e| e.job.clone())
+            .collect();
+        let cfg = self.planner_for(&jobs);
+        (jobs, cfg)
+    }
+
+    /// Carries out a cycle's decisions, made by [`plan_cycle`] on [`Broker::cycle_input`]
+    /// (possibly on a snapshot, off the caller's lock): jobs that changed meanwhile are
+    /// skipped, and a reservation that no longer fits is refused and planned again.
+    pub fn apply_decisions(
+        &mut self,
+        now: Time,
+        decisions: Vec<Decision>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        // Where each cluster's processors begin among the planner's (an unavailable
+        // cluster offers none).
+        let mut offsets = Vec::with_capacity(self.clusters.len());
+        let mut first = 0u32;
+        for c in &self.clusters {
+            offsets.push(first);
+            if c.available {
+                first += c.processors.len() as u32;
+            }
+        }
+        for d in decisions {
+            let id = match &d {
+                Decision::Reserve { job, .. }
+                | Decision::Wait { job, .. }
+                | Decision::NoFit { job, .. }
+                | Decision::Refuse { job, .. } => *job,
+            };
+            let plannable = self
+                .jobs
+                .get(&id)
+                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+                && self.queue.contains(&id);
+            if !plannable {
+                continue;
+            }
+            match d {
+                Decision::Reserve {
+                    job,
+                    start,
+                    end,
+                    cost,
+                    parts,
+                    processors,
+                    ..
+                } => {
+                    let mut chosen: Vec<ReservedPart> = Vec::new();
+                    for p in parts {
+                        let lo = offsets[p.cluster];
+                        let hi = lo + self.clusters[p.cluster].processors.len() as u32;
+                        let g = self.clusters[p.cluster].granularity.as_secs().max(1);
+                        let len = (end - start).as_secs();
+                        chosen.push(ReservedPart {
+                            cluster: p.cluster,
+                            reservation: ReservationId(0),
+                            procs: p.procs,
+                            processors: processors
+                                .iter()
+                                .filter(|&&q| lo <= q && q < hi)
+                                .map(|q| q - lo)
+                                .collect(),
+                            window: Interval::new(start, start + Dur(g * ((len + g - 1) / g))),
+                        });
+                    }
+                    self.reserve(now, job, start, end, cost, chosen, out);
+                }
+                Decision::Wait { job, start } => {
+                    let e = self.jobs.get_mut(&job).expect("invariant: plannable");
+                    e.reason = None;
+                    if e.phase != Phase::Planned(start) {
+                        e.phase = Phase::Planned(start);
+                        out.push(BrokerAction::Planned { job, start });
+                    }
+                }
+                Decision::NoFit { job, reason } => {
+                    let reason = WaitReason::NoWindow(reason);
+                    self.wait(job, reason, out);
+                }
+                Decision::Refuse { job, reason } => {
+                    let down: Vec<usize> = (0..self.clusters.len())
+                        .filter(|&k| !self.clusters[k].available)
+                        .collect();
+                    if down.is_empty() {
+                        self.jobs.remove(&job);
+                        self.queue.remove(&job);
+                        out.push(BrokerAction::Refused {
+                            job,
+                            reason: Refusal::TooLarge(reason),
+                        });
+                    } else {
+                        let procs = self.jobs[&job].job.procs;
+                        self.wait(job, WaitReason::ClustersDown { procs, down }, out);
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ two-phase
+
+    /// Phase one for a planned job: a tentative reservation on every cluster of its plan
+    /// (held at once in the local schedulers, asked of the clusters that schedule
+    /// themselves); all committed when every cluster holds its part.
+    #[allow(clippy::too_many_arguments)]
+    fn reserve(
+        &mut self,
+        now: Time,
+        id: JobId,
+        start: Time,
+        end: Time,
+        cost: f64,
+        mut parts: Vec<ReservedPart>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let user = self.jobs[&id].job.user;
+        if let Some(&left) = self.budgets.get(&user) {
+            if cost > left {
+                self.wait(id, WaitReason::OverBudget { cost, left }, out);
+                return;
+            }
+        }
+        let mut held: Vec<usize> = Vec::new();
+        for i in 0..parts.len() {
+            let rid = self.allocate_reservation();
+            parts[i].reservation = rid;
+            let p = &parts[i];
+            let res = AdminReservation {
+                id: rid,
+                procs: p.procs,
+                window: p.window,
+                acl: Acl {
+                    job: Some(id),
+                    ..Acl::nobody()
+                },
+            };
+            if let Err(e) = self.clusters[p.cluster]
+                .sched
+                .add_reservation_displacing(res)
+            {
+                let cluster = p.cluster;
+                for &j in &held {
+                    let q = &parts[j];
+                    let _ = self.clusters[q.cluster]
+                        .sched
+                        .remove_reservation(now, q.reservation);
+                }
+                let name = self.clusters[cluster].name.clone();
+                self.refused(
+                    now,
+                    id,
+                    cluster,
+                    format!("cluster {name} refused the reservation: {e}"),
+                    false,
+                    out,
+                );
+                return;
+            }
+            held.push(i);
+        }
+        let awaiting: BTreeSet<ReservationId> = parts
+            .iter()
+            .filter(|p| self.clusters[p.cluster].self_scheduled)
+            .map(|p| p.reservation)
+            .collect();
+        if awaiting.is_empty() {
+            self.commit(now, id, start, end, cost, parts, out);
+            return;
+        }
+        for p in parts
+            .iter()
+            .filter(|p| self.clusters[p.cluster].self_scheduled)
+        {
+            out.push(BrokerAction::Ask {
+                job: id,
+                part: p.clone(),
+            });
+        }
+        self.queue.remove(&id);
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: planned jobs exist");
+        e.reason = None;
+        e.phase = Phase::Reserving {
+            start,
+            end,
+            cost,
+            parts,
+            awaiting,
+            refusal: None,
+        };
+    }
+
+    /// Phase two: every part is held; charge the user, bind the parts to their
+    /// reservations in the local schedulers.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        now: Time,
+        id: JobId,
+        start: Time,
+        end: Time,
+        cost: f64,
+        parts: Vec<ReservedPart>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.queue.remove(&id);
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: reserved jobs exist");
+        e.refusals = 0;
+        e.not_before = Time::MIN;
+        e.reason = None;
+        e.phase = Phase::Reserved {
+            start,
+            end,
+            cost,
+            parts: parts.clone(),
+        };
+        let user = e.job.user;
+        if let Some(b) = self.budgets.get_mut(&user) {
+            *b -= cost;
+        }
+        out.push(BrokerAction::Charge {
+            job: id,
+            user,
+            amount: cost,
+        });
+        out.push(BrokerAction::Reserved {
+            job: id,
+            start,
+            end,
+            cost,
+            parts: parts.clone(),
+        });
+        for p in &parts {
+            if self.clusters[p.cluster].self_scheduled {
+                continue;
+            }
+            let job = bound_part(&self.jobs[&id].job, p);
+            let mut actions = Vec::new();
+            if let Err(e) =
+                self.clusters[p.cluster]
+                    .sched
+                    .handle(now, Event::Submit(job), &mut actions)
+            {
+                // Cannot happen for a reservation just held for this very job; planned
+                // again rather than lost.
+                let _ = e;
+                self.unreserve(now, id, out);
+                self.requeue_entry(id);
+                return;
+            }
+            self.carry_out(now, p.cluster, actions, out);
+        }
+    }
+
+    /// A reservation was refused: planned again, after a pause when a cluster that
+    /// schedules itself refused (each refusal in a row doubles it, 1–64 s).
+    fn refused(
+        &mut self,
+        now: Time,
+        id: JobId,
+        cluster: usize,
+        detail: String,
+        pause: bool,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: refused jobs exist");
+        let until = if pause {
+            e.refusals += 1;
+            now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS))
+        } else {
+            now
+        };
+        e.not_before = until;
+        e.phase = Phase::Queued;
+        self.queue.insert(id);
+        self.wait(
+            id,
+            WaitReason::ReservationRefused {
+                cluster,
+                detail,
+                until,
+            },
+            out,
+        );
+    }
+
+    fn wait(&mut self, id: JobId, reason: WaitReason, out: &mut Vec<BrokerAction>) {
+        let e = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: waiting jobs exist");
+        e.phase = Phase::Queued;
+        if e.reason.as_ref() != Some(&reason) {
+            e.reason = Some(reason.clone());
+            out.push(BrokerAction::Waiting { job: id, reason });
+        }
+    }
+
+    /// Releases every reservation of a job that has not started and refunds its charge.
+    fn unreserve(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) {
+        let Some(e) = self.jobs.get(&id) else { return };
+        let user = e.job.user;
+        let (parts, cost) = match &e.phase {
+            Phase::Reserving { parts, .. } => (parts.clone(), 0.0),
+            Phase::Reserved { parts, cost, .. } => (parts.clone(), *cost),
+            _ => return,
+        };
+        for p in &parts {
+            if !self.clusters[p.cluster].self_scheduled {
+                let _ = self.clusters[p.cluster].sched.cancel(now, id);
+            }
+        }
+        self.release_parts(now, id, &parts, out);
+        if cost > 0.0 {
+            if let Some(b) = self.budgets.get_mut(&user) {
+                *b += cost;
+            }
+            out.push(BrokerAction::Charge {
+                job: id,
+                user,
+                amount: -cost,
+            });
+        }
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.phase = Phase::Queued;
+        }
+    }
+
+    fn release_parts(
+        &mut self,
+        now: Time,
+        id: JobId,
+        parts: &[ReservedPart],
+        out: &mut Vec<BrokerAction>,
+    ) {
+        for p in parts {
+            let _ = self.clusters[p.cluster]
+                .sched
+                .remove_reservation(now, p.reservation);
+            out.push(BrokerAction::ReservationEnded {
+                cluster: p.cluster,
+                reservation: p.reservation,
+                job: id,
+                how: ReservationEnd::Released,
+            });
+        }
+    }
+
+    fn requeue_entry(&mut self, id: JobId) {
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.phase = Phase::Queued;
+            self.queue.insert(id);
+        }
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    /// Turns a local scheduler's actions on cluster `k` into the broker's: starts of a
+    /// cluster that schedules itself are forecasts only and are dropped.
+    fn carry_out(
+        &mut self,
+        now: Time,
+        k: usize,
+        actions: Vec<Action>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        if self.clusters[k].self_scheduled {
+            return;
+        }
+        for a in actions {
+            match a {
+                Action::Start { job, procs, domain } => {
+                    self.started(now, job);
+                    out.push(BrokerAction::Start {
+                        cluster: k,
+                        job,
+                        procs,
+                        domain,
+                    });
+                }
+                Action::Reserve { start, .. } => {
+                    if start > now {
+                        out.push(BrokerAction::Wake {
+                            cluster: k,
+                            at: start,
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(at) = self.clusters[k].sched.next_boundary(now) {
+            out.push(BrokerAction::Wake { cluster: k, at });
+        }
+    }
+
+    /// Adds the idle time since the last event to the figures.
+    fn observe(&mut self, now: Time) {
+        if let Some((since, rate)) = self.idle_since {
+            if now > since {
+                self.stats.idle_while_waiting += rate * (now - since).as_secs() as f64;
+                self.idle_since = Some((now, rate));
+            }
+        }
+    }
+
+    /// After an event: how many idle processors waiting global jobs could use from now on.
+    fn settle(&mut self, now: Time) {
+        let idle: Vec<i64> = self
+            .clusters
+            .iter()
+            .map(|c| {
+                if c.available && !c.self_scheduled {
+                    c.sched.idle_at(now).max(0)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let total: i64 = idle.iter().sum();
+        let largest = idle.iter().copied().max().unwrap_or(0);
+        let mut wanted = 0i64;
+        if total > 0 {
+            let waiting = self
+                .queue
+                .iter()
+                .chain(self.arrivals.iter())
+                .filter_map(|id| self.jobs.get(id))
+                .chain(self.jobs.values().filter(|e| {
+                    matches!(e.phase, Phase::Reserved { .. } | Phase::Reserving { .. })
+                }))
+                .take(self.planner.plan_depth.max(1) * 2);
+            for e in waiting {
+                let p = i64::from(e.job.procs);
+                if p <= largest || (e.job.co_allocate && p <= total) {
+                    wanted += p;
+                }
+                if wanted >= total {
+                    break;
+                }
+            }
+        }
+        self.idle_since = Some((now, wanted.min(total) as f64));
+    }
+}
+
+/// What a global job's part is to the local scheduler of its cluster: a job of the part's
+/// processors for the reservation's length, bound to that reservation.
+fn bound_part(job: &GlobalJob, p: &ReservedPart) -> Job {
+    Job::new(job.id, job.submit, p.procs, p.window.len())
+        .with_user(job.user)
+        .in_reservation(p.reservation, false)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,285 @@
+use super::*;
+use crate::policy::Policy;
+use crate::scheduler::LocalScheduler;
+use crate::select::Criterion;
+
+fn cluster(name: &str, procs: u32) -> GridCluster {
+    GridCluster::new(
+        name,
+        processors_of(name, &[SpeedGroup { procs, speed: 1.0 }]),
+        LocalScheduler::new(procs, Policy::easy()),
+    )
+}
+
+fn planner(lead: i64) -> PlannerConfig {
+    PlannerConfig {
+        horizon: Dur(7 * 86_400),
+        lead_time: Dur(lead),
+        plan_depth: 64,
+    }
+}
+
+fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
+    GlobalJob {
+        id: JobId(id),
+        user: UserId(1),
+        submit: Time(0),
+        procs,
+        walltime: Dur(walltime),
+        max_price: 1.0,
+        input_mb: 0.0,
+        home: None,
+        co_allocate: true,
+        criterion: Criterion::EarliestFinish,
+    }
+}
+
+/// Starts of each job, from a run's actions.
+fn starts(actions: &[BrokerAction]) -> Vec<(JobId, usize)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Start { job, cluster, .. } => Some((*job, *cluster)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The issue's first observation: 8 one-processor jobs of walltime 60 s that run 1 s on two
+/// processors. Without work conservation jobs 3–4 wait for their reservation at +60 s.
+/// With it, each pair starts the second the previous pair ends.
+#[test]
+fn reserved_jobs_start_as_soon_as_processors_free_up() {
+    let mut b = Broker::new(vec![cluster("c", 2)], planner(60), 1);
+    let mut out = Vec::new();
+    for id in 1..=8 {
+        b.submit(Time(0), global(id, 1, 60));
+    }
+    b.on_cycle(Time(0), &mut out);
+    let mut running: Vec<JobId> = starts(&out).into_iter().map(|(j, _)| j).collect();
+    assert_eq!(running, vec![JobId(1), JobId(2)]);
+    let mut now = Time(0);
+    let mut started_at = BTreeMap::new();
+    for j in &running {
+        started_at.insert(*j, now);
+    }
+    let mut ended = 0;
+    while ended < 8 {
+        now += Dur(1);
+        let mut out = Vec::new();
+        for j in std::mem::take(&mut running) {
+            b.on_part_ended(now, 0, j, &mut out);
+            ended += 1;
+        }
+        b.on_cycle(now, &mut out);
+        for (j, _) in starts(&out) {
+            started_at.insert(j, now);
+            running.push(j);
+        }
+        assert!(now < Time(10), "still running at {now}: {started_at:?}");
+    }
+    assert_eq!(started_at[&JobId(3)], Time(1));
+    assert_eq!(started_at[&JobId(8)], Time(3));
+    assert!(b.stats().moves >= 2);
+}
+
+/// A job longer than the configured horizon is planned on a horizon grown for it, and
+/// starts at once on an idle grid.
+#[test]
+fn a_job_longer_than_the_horizon_starts_on_an_idle_grid() {
+    let mut b = Broker::new(vec![cluster("c", 4)], planner(60), 1);
+    b.submit(Time(0), global(1, 2, 8 * 86_400));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    assert_eq!(starts(&out), vec![(JobId(1), 0)]);
+}
+
+/// A reserved co-allocated job moves earlier on both clusters together, and only when
+/// both have the processors.
+#[test]
+fn co_allocated_parts_move_together() {
+    let mut b = Broker::new(vec![cluster("a", 2), cluster("b", 2)], planner(600), 1);
+    let mut out = Vec::new();
+    // Local jobs hold a (until 100) and b (until 50).
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(100)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit_local(
+        Time(0),
+        1,
+        Job::new(JobId(101), Time(0), 2, Dur(50)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(Time(0), global(1, 4, 30));
+    b.on_cycle(Time(0), &mut out);
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            ..
+        }
+    ));
+    // b frees early: a is still busy, so nothing moves.
+    let mut out = Vec::new();
+    b.on_part_ended(Time(10), 1, JobId(101), &mut out);
+    assert!(starts(&out).is_empty(), "{out:?}");
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            ..
+        }
+    ));
+    // a frees early too: both parts start now.
+    let mut out = Vec::new();
+    b.on_part_ended(Time(20), 0, JobId(100), &mut out);
+    let mut s = starts(&out);
+    s.sort();
+    assert_eq!(s, vec![(JobId(1), 0), (JobId(1), 1)]);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        BrokerAction::Moved {
+            start: Time(20),
+            end: Time(50),
+            ..
+        }
+    )));
+}
+
+/// A move that would make a queued local job's forecast start later is not made.
+#[test]
+fn a_move_never_delays_a_local_job() {
+    let mut b = Broker::new(vec![cluster("c", 4)], planner(600), 1);
+    let mut out = Vec::new();
+    // 4 processors busy until 100 (two jobs of 2).
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(100)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(101), Time(0), 2, Dur(100)),
+        &mut out,
+    )
+    .unwrap();
+    // The global job is reserved at 100 on 2 processors for 100 s.
+    b.submit(Time(0), global(1, 2, 100));
+    b.on_cycle(Time(0), &mut out);
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            ..
+        }
+    ));
+    // A local job of 4 processors queues: its forecast start is 200 (after the global job).
+    b.submit_local(
+        Time(1),
+        0,
+        Job::new(JobId(102), Time(1), 4, Dur(50)),
+        &mut out,
+    )
+    .unwrap();
+    let before =
+        super::compress::tests_support::local_start(&b.clusters[0].sched, Time(1), JobId(102));
+    // Job 100 ends early: moving the global job to 10 would end it at 110, before 200 —
+    // allowed; its local neighbour is not delayed.
+    let mut out = Vec::new();
+    b.on_part_ended(Time(10), 0, JobId(100), &mut out);
+    let after =
+        super::compress::tests_support::local_start(&b.clusters[0].sched, Time(10), JobId(102));
+    assert!(
+        after <= before,
+        "local job moved from {before:?} to {after:?}"
+    );
+}
+
+/// A planned cost above the budget keeps the job queued, with the reason, until the budget
+/// grows.
+#[test]
+fn over_budget_waits_and_resumes_when_the_budget_grows() {
+    let mut b = Broker::new(vec![cluster("c", 2)], planner(60), 1);
+    b.set_budget(UserId(1), Some(10.0));
+    b.submit(Time(0), global(1, 1, 60));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        BrokerAction::Waiting {
+            reason: WaitReason::OverBudget { .. },
+            ..
+        }
+    )));
+    b.set_budget(UserId(1), Some(100.0));
+    let mut out = Vec::new();
+    b.on_cycle(Time(1), &mut out);
+    assert_eq!(starts(&out), vec![(JobId(1), 0)]);
+    assert_eq!(b.budget(UserId(1)), Some(40.0));
+    // It ends after 30 of its 60 s: half the charge comes back.
+    let mut out = Vec::new();
+    b.on_part_ended(Time(31), 0, JobId(1), &mut out);
+    assert_eq!(b.budget(UserId(1)), Some(70.0));
+    assert!(b.entry(JobId(1)).is_none());
+}
+
+/// Phase one on a cluster that schedules itself: the job is reserved only when it answers;
+/// a refusal releases every part and pauses the job, doubling per refusal.
+#[test]
+fn two_phase_waits_for_every_answer_and_backs_off_on_refusal() {
+    let mut remote = cluster("r", 2);
+    remote.self_scheduled = true;
+    remote.granularity = Dur(60);
+    let mut b = Broker::new(vec![cluster("c", 2), remote], planner(600), 1);
+    b.submit(Time(0), global(1, 4, 30));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    let asked: Vec<ReservedPart> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { part, .. } => Some(part.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].window.len(), Dur(60));
+    assert!(starts(&out).is_empty());
+    let mut out = Vec::new();
+    b.on_reservation_answered(Time(1), asked[0].reservation, Err("busy".into()), &mut out);
+    assert_eq!(
+        out.iter()
+            .filter(|a| matches!(a, BrokerAction::ReservationEnded { .. }))
+            .count(),
+        2
+    );
+    let until = match &b.entry(JobId(1)).unwrap().reason {
+        Some(WaitReason::ReservationRefused { until, .. }) => *until,
+        r => panic!("{r:?}"),
+    };
+    assert_eq!(until, Time(2));
+    // Not planned before the pause is over.
+    let mut out = Vec::new();
+    b.on_cycle(Time(1), &mut out);
+    assert!(!out.iter().any(|a| matches!(a, BrokerAction::Ask { .. })));
+    b.on_cycle(Time(2), &mut out);
+    let part = out
+        .iter()
+        .find_map(|a| match a {
+            BrokerAction::Ask { part, .. } => Some(part.clone()),
+            _ => None,
+        })
+        .expect("asked again");
+    let mut out = Vec::new();
+    b.on_reservation_answered(Time(3), part.reservation, Ok(()), &mut out);
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, BrokerAction::Reserved { .. })));
+}

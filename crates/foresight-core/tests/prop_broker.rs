@@ -1,0 +1,265 @@
+//! The grid broker on random event sequences: local and global arrivals, early endings,
+//! withdrawals and cycles, driven as the simulator drives it. Invariants checked after every
+//! event: no cluster runs more processors than it has; budgets never go negative and every
+//! charge is returned in full or in the unused share only; a move only ever makes a start
+//! earlier; and once arrivals stop, every global job that fits the grid ends.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, SpeedGroup};
+use foresight_core::grid::{GlobalJob, PlannerConfig};
+use foresight_core::select::Criterion;
+use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Global {
+        procs: u32,
+        walltime: i64,
+        used: f64,
+    },
+    Local {
+        cluster: usize,
+        procs: u32,
+        walltime: i64,
+        used: f64,
+    },
+    Withdraw(usize),
+    Wait(i64),
+}
+
+fn op(sizes: &[u32]) -> impl Strategy<Value = Op> {
+    let total: u32 = sizes.iter().sum();
+    let n = sizes.len();
+    let largest = *sizes.iter().max().unwrap();
+    prop_oneof![
+        3 => (1..=total, 10i64..300, 0.05f64..1.0)
+            .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
+        2 => (0..n, 1..=largest, 10i64..300, 0.05f64..1.0).prop_map(
+            move |(cluster, procs, walltime, used)| Op::Local {
+                cluster,
+                procs,
+                walltime,
+                used
+            }
+        ),
+        1 => (0usize..64).prop_map(Op::Withdraw),
+        3 => (1i64..120).prop_map(Op::Wait),
+    ]
+}
+
+const GLOBAL: u64 = 1 << 40;
+
+struct Driver {
+    broker: Broker,
+    sizes: Vec<u32>,
+    now: Time,
+    /// (end, cluster, job) of everything running.
+    running: BTreeSet<(Time, usize, JobId)>,
+    busy: Vec<u32>,
+    procs_of: BTreeMap<(usize, JobId), u32>,
+    runtime: BTreeMap<JobId, f64>,
+    wakes: BTreeSet<(Time, usize)>,
+    reserved_start: BTreeMap<JobId, Time>,
+    submitted: Vec<JobId>,
+    ended: BTreeSet<JobId>,
+    refused: BTreeSet<JobId>,
+    charged: BTreeMap<JobId, f64>,
+    budget0: f64,
+}
+
+impl Driver {
+    fn carry_out(&mut self, out: Vec<BrokerAction>) -> Result<(), TestCaseError> {
+        for a in out {
+            match a {
+                BrokerAction::Start {
+                    cluster,
+                    job,
+                    procs,
+                    ..
+                } => {
+                    self.busy[cluster] += procs;
+                    prop_assert!(
+                        self.busy[cluster] <= self.sizes[cluster],
+                        "cluster {cluster} runs {} of {} processors",
+                        self.busy[cluster],
+                        self.sizes[cluster]
+                    );
+                    self.procs_of.insert((cluster, job), procs);
+                    let run = self.runtime[&job].max(1.0) as i64;
+                    self.running.insert((self.now + Dur(run), cluster, job));
+                }
+                BrokerAction::Wake { cluster, at } => {
+                    self.wakes.insert((at, cluster));
+                }
+                BrokerAction::Reserved { job, start, .. } => {
+                    self.reserved_start.insert(job, start);
+                }
+                BrokerAction::Moved { job, start, .. } => {
+                    let was = self.reserved_start.insert(job, start);
+                    prop_assert!(
+                        was.is_some_and(|w| start < w),
+                        "{job} moved from {was:?} to {start}"
+                    );
+                    prop_assert!(start >= self.now);
+                }
+                BrokerAction::Charge { job, amount, .. } => {
+                    let c = self.charged.entry(job).or_default();
+                    *c += amount;
+                    prop_assert!(*c >= -1e-6, "{job} refunded more than it paid");
+                }
+                BrokerAction::Ended { job, .. } => {
+                    self.ended.insert(job);
+                }
+                BrokerAction::Refused { job, .. } => {
+                    self.refused.insert(job);
+                }
+                _ => {}
+            }
+        }
+        let left = self.broker.budget(UserId(1)).unwrap();
+        prop_assert!(left >= -1e-6, "budget went negative: {left}");
+        let spent: f64 = self.charged.values().sum();
+        prop_assert!((self.budget0 - spent - left).abs() < 1e-6 * self.budget0.max(1.0));
+        Ok(())
+    }
+
+    /// Advances to `until`, ending jobs and ticking clusters on the way; cycles every 30 s.
+    fn advance(&mut self, until: Time) -> Result<(), TestCaseError> {
+        loop {
+            let next_end = self.running.first().map(|r| r.0);
+            let next_wake = self.wakes.first().map(|w| w.0);
+            let next_cycle = Time((self.now.secs() / 30 + 1) * 30);
+            let t = [next_end, next_wake, Some(next_cycle)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap();
+            if t > until {
+                self.now = until;
+                return Ok(());
+            }
+            self.now = t;
+            let mut out = Vec::new();
+            while let Some(&(end, k, job)) = self.running.first() {
+                if end > t {
+                    break;
+                }
+                self.running.pop_first();
+                self.busy[k] -= self.procs_of[&(k, job)];
+                self.broker.on_part_ended(t, k, job, &mut out);
+            }
+            while let Some(&(at, k)) = self.wakes.first() {
+                if at > t {
+                    break;
+                }
+                self.wakes.pop_first();
+                self.broker.tick(t, k, &mut out);
+            }
+            if t == next_cycle {
+                self.broker.on_cycle(t, &mut out);
+            }
+            self.carry_out(out)?;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_broker_keeps_its_invariants(
+        (sizes, ops) in prop::collection::vec(1u32..6, 1..4)
+            .prop_flat_map(|sizes| (Just(sizes.clone()), prop::collection::vec(op(&sizes), 1..40)))
+    ) {
+        let clusters = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                let name = format!("c{k}");
+                GridCluster::new(
+                    &name,
+                    processors_of(&name, &[SpeedGroup { procs: n, speed: 1.0 }]),
+                    LocalScheduler::new(n, Policy::easy()),
+                )
+            })
+            .collect();
+        let planner = PlannerConfig { horizon: Dur(3600), lead_time: Dur(60), plan_depth: 64 };
+        let mut broker = Broker::new(clusters, planner, 1);
+        let budget0 = 1e7;
+        broker.set_budget(UserId(1), Some(budget0));
+        let mut d = Driver {
+            broker,
+            busy: vec![0; sizes.len()],
+            sizes: sizes.clone(),
+            now: Time(0),
+            running: BTreeSet::new(),
+            procs_of: BTreeMap::new(),
+            runtime: BTreeMap::new(),
+            wakes: BTreeSet::new(),
+            reserved_start: BTreeMap::new(),
+            submitted: Vec::new(),
+            ended: BTreeSet::new(),
+            refused: BTreeSet::new(),
+            charged: BTreeMap::new(),
+            budget0,
+        };
+        let mut withdrawn = BTreeSet::new();
+        let mut next = 0u64;
+        for op in ops {
+            next += 1;
+            let now = d.now;
+            let mut out = Vec::new();
+            match op {
+                Op::Global { procs, walltime, used } => {
+                    let id = JobId(GLOBAL + next);
+                    d.runtime.insert(id, walltime as f64 * used);
+                    d.submitted.push(id);
+                    d.broker.submit(now, GlobalJob {
+                        id,
+                        user: UserId(1),
+                        submit: now,
+                        procs,
+                        walltime: Dur(walltime),
+                        max_price: 1.0,
+                        input_mb: 0.0,
+                        home: None,
+                        co_allocate: true,
+                        criterion: Criterion::EarliestFinish,
+                    });
+                }
+                Op::Local { cluster, procs, walltime, used } => {
+                    let id = JobId(next);
+                    d.runtime.insert(id, walltime as f64 * used);
+                    let procs = procs.min(sizes[cluster]);
+                    d.broker
+                        .submit_local(now, cluster, Job::new(id, now, procs, Dur(walltime)), &mut out)
+                        .unwrap();
+                }
+                Op::Withdraw(i) => {
+                    if let Some(&id) = d.submitted.get(i) {
+                        if d.broker.withdraw(now, id, &mut out) {
+                            withdrawn.insert(id);
+                        }
+                    }
+                }
+                Op::Wait(dt) => d.advance(now + Dur(dt))?,
+            }
+            d.carry_out(out)?;
+        }
+        // Arrivals stop: everything that fits the grid ends.
+        let limit = d.now + Dur(200_000);
+        while d.ended.len() + d.refused.len() + withdrawn.len() < d.submitted.len() && d.now < limit {
+            let to = d.now + Dur(600);
+            d.advance(to)?;
+        }
+        for id in &d.submitted {
+            prop_assert!(
+                d.ended.contains(id) || withdrawn.contains(id),
+                "global job {id} never ended (refused: {})", d.refused.contains(id)
+            );
+        }
+        prop_assert!(d.refused.is_empty());
+    }
+}

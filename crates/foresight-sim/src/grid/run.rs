@@ -1,0 +1,600 @@
+//! The grid simulation's event loop: one handler per event, over the same broker the
+//! service runs ([`foresight_core::broker::Broker`]). The simulator keeps only its own
+//! bookkeeping: the virtual clock, the streams, what ran where, and the baselines.
+
+use super::{
+    global_stream, local_stream, report_group, Broker, ClusterReport, GridConfig, GridError,
+    GridReport, UserConfig, UserReport,
+};
+use foresight_core::broker::{self, processors_of, BrokerAction, GridCluster, Phase};
+use foresight_core::forecast::Tariff;
+use foresight_core::grid::{GlobalJob, PlannerConfig};
+use foresight_core::policy::ALL;
+use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+/// Global jobs' ids start here, above every local job's id, since a global job's parts
+/// share the clusters' schedulers with the local jobs.
+pub(super) const GLOBAL_PART: u64 = 1 << 40;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A job on a cluster (`0..n`) or a dedicated partition (`n..2n`) ended.
+    End { cluster: usize, job: JobId },
+    /// A local job is submitted.
+    Local { cluster: usize, index: usize },
+    /// A global job arrives.
+    Global { index: usize },
+    /// The planning cycle.
+    Cycle,
+    /// A cluster should run a pass (a reservation starts or ends).
+    Tick { cluster: usize },
+}
+
+/// What the simulator keeps of a cluster besides what the broker holds.
+struct SimCluster {
+    name: String,
+    procs: u32,
+    local: Vec<(Job, Dur)>,
+    /// Work per running or finished job: start, end, procs; for the report.
+    ran: BTreeMap<JobId, (Time, Time, u32)>,
+    ticks: BTreeSet<Time>,
+    rejected: u64,
+}
+
+struct GlobalState {
+    job: GlobalJob,
+    runtime: Dur,
+    start: Option<Time>,
+    end: Option<Time>,
+    parts_left: u32,
+    clusters: u32,
+    refused: bool,
+    /// What the user paid.
+    charged: f64,
+    /// Queued by a baseline broker (charged the base tariff for what it used, at its start).
+    queued: bool,
+    /// What a queued job holds of its user's budget until it starts (the most it can be
+    /// charged where it was queued); the difference to the charge is returned at the start.
+    held: f64,
+    /// Latest start of any of its parts (the first is `start`).
+    last_part_start: Option<Time>,
+}
+
+/// One run of the grid.
+struct GridRun<'a> {
+    cfg: &'a GridConfig,
+    kind: Broker,
+    /// The clusters' schedulers and, for `lookahead`, the global jobs.
+    broker: broker::Broker,
+    clusters: Vec<SimCluster>,
+    /// Dedicated partitions (`dedicated:F` only), numbered `n..2n` in events.
+    partitions: Vec<LocalScheduler>,
+    globals: Vec<GlobalState>,
+    /// What users have left; a user without an entry has no limit.
+    budgets: BTreeMap<UserId, f64>,
+    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    last_arrival: Time,
+    give_up: Time,
+}
+
+impl GridRun<'_> {
+    fn push(&mut self, t: Time, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn n(&self) -> usize {
+        self.clusters.len()
+    }
+
+    fn core(&self, k: usize) -> impl FnOnce(foresight_core::CoreError) -> GridError + '_ {
+        move |source| GridError::Core {
+            cluster: self.cfg.cluster[k % self.cfg.cluster.len()].name.clone(),
+            source,
+        }
+    }
+
+    fn on_local(&mut self, now: Time, cluster: usize, index: usize) -> Result<(), GridError> {
+        let job = self.clusters[cluster].local[index].0.clone();
+        let mut out = Vec::new();
+        let r = self.broker.submit_local(now, cluster, job, &mut out);
+        r.map_err(self.core(cluster))?;
+        self.carry_out(now, &out);
+        Ok(())
+    }
+
+    fn on_end(&mut self, now: Time, cluster: usize, job: JobId) -> Result<(), GridError> {
+        let n = self.n();
+        if job.0 >= GLOBAL_PART {
+            let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
+            gs.parts_left = gs.parts_left.saturating_sub(1);
+            if gs.parts_left == 0 {
+                gs.end = Some(now);
+            }
+        }
+        if cluster < n {
+            let mut out = Vec::new();
+            self.broker.on_part_ended(now, cluster, job, &mut out);
+            self.carry_out(now, &out);
+        } else {
+            let mut actions = Vec::new();
+            let r = self.partitions[cluster - n].handle(now, Event::Finish(job), &mut actions);
+            r.map_err(self.core(cluster))?;
+            self.carry_out_partition(now, cluster, actions);
+        }
+        Ok(())
+    }
+
+    fn on_tick(&mut self, now: Time, cluster: usize) {
+        self.clusters[cluster].ticks.remove(&now);
+        let mut out = Vec::new();
+        self.broker.tick(now, cluster, &mut out);
+        self.carry_out(now, &out);
+    }
+
+    fn on_global(&mut self, now: Time, index: usize) -> Result<(), GridError> {
+        let n = self.n();
+        let g = &mut self.globals[index];
+        let budget = self
+            .budgets
+            .get(&g.job.user)
+            .copied()
+            .unwrap_or(f64::INFINITY);
+        if g.job.worst_case_charge() > budget {
+            g.refused = true;
+            return Ok(());
+        }
+        if self.kind == Broker::Lookahead {
+            self.broker.submit(now, g.job.clone());
+            return Ok(());
+        }
+        let targets = match self.kind {
+            Broker::Queue => 0..n,
+            _ => n..2 * n,
+        };
+        let best = earliest_target(
+            targets,
+            &self.broker,
+            &self.partitions,
+            self.cfg,
+            &g.job,
+            now,
+        );
+        let Some((t, speed)) = best else {
+            g.refused = true;
+            return Ok(());
+        };
+        let est = Dur(((g.job.walltime.as_secs() as f64) / speed).ceil() as i64);
+        let run = Dur(((g.runtime.as_secs() as f64) / speed).ceil() as i64).min(est);
+        // Hold the most it can be charged there until it starts.
+        let held =
+            self.broker.clusters[t % n].tariff.base * f64::from(g.job.procs) * est.as_secs() as f64;
+        if let Some(b) = self.budgets.get_mut(&g.job.user) {
+            if held > *b {
+                g.refused = true;
+                return Ok(());
+            }
+            *b -= held;
+        }
+        g.queued = true;
+        g.held = held;
+        g.parts_left = 1;
+        g.clusters = 1;
+        g.runtime = run;
+        let job = Job::new(g.job.id, now, g.job.procs, est).with_user(g.job.user);
+        if t < n {
+            let mut out = Vec::new();
+            let r = self.broker.submit_local(now, t, job, &mut out);
+            r.map_err(self.core(t))?;
+            self.carry_out(now, &out);
+        } else {
+            let mut actions = Vec::new();
+            let r = self.partitions[t - n].handle(now, Event::Submit(job), &mut actions);
+            r.map_err(self.core(t))?;
+            self.carry_out_partition(now, t, actions);
+        }
+        Ok(())
+    }
+
+    fn on_cycle(&mut self, now: Time) {
+        let mut out = Vec::new();
+        self.broker.on_cycle(now, &mut out);
+        self.carry_out(now, &out);
+        let pending = self.broker.has_queued()
+            || self.broker.entries().any(|e| {
+                matches!(
+                    e.phase,
+                    Phase::Queued | Phase::Planned(_) | Phase::Reserving { .. }
+                )
+            });
+        let next = now + Dur(self.cfg.cycle_seconds);
+        // Keep cycling while jobs wait or more are still to arrive.
+        if (pending || now < self.last_arrival) && next <= self.give_up {
+            self.push(next, Ev::Cycle);
+        }
+    }
+
+    /// Carries out the broker's decisions: starts schedule ends, wakes schedule ticks, and
+    /// the global jobs' records follow their reservations and charges.
+    fn carry_out(&mut self, now: Time, out: &[BrokerAction]) {
+        for a in out {
+            match a {
+                BrokerAction::Start {
+                    cluster,
+                    job,
+                    procs,
+                    ..
+                } => self.started(now, *cluster, *job, *procs),
+                BrokerAction::Wake { cluster, at } => self.wake(*cluster, *at),
+                BrokerAction::Reserved {
+                    job,
+                    start,
+                    end,
+                    parts,
+                    ..
+                } => {
+                    // The part runs its runtime at the slowest chosen processor's speed.
+                    let slowest = parts
+                        .iter()
+                        .flat_map(|p| {
+                            let procs = &self.broker.clusters[p.cluster].processors;
+                            p.processors.iter().map(move |&i| procs[i as usize].speed)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
+                    let slowest = if slowest.is_finite() { slowest } else { 1.0 };
+                    gs.runtime = Dur(((gs.runtime.as_secs() as f64) / slowest).ceil() as i64)
+                        .min(*end - *start);
+                    gs.parts_left = parts.len() as u32;
+                    gs.clusters = parts.len() as u32;
+                }
+                BrokerAction::Charge { job, user, amount } => {
+                    self.globals[(job.0 - GLOBAL_PART) as usize].charged += amount;
+                    if let Some(b) = self.budgets.get_mut(user) {
+                        *b -= amount;
+                    }
+                }
+                BrokerAction::Refused { job, .. } => {
+                    self.globals[(job.0 - GLOBAL_PART) as usize].refused = true;
+                }
+                BrokerAction::Planned { .. }
+                | BrokerAction::Waiting { .. }
+                | BrokerAction::Ask { .. }
+                | BrokerAction::Moved { .. }
+                | BrokerAction::ReservationEnded { .. }
+                | BrokerAction::Ended { .. } => {}
+            }
+        }
+    }
+
+    /// A dedicated partition's decisions.
+    fn carry_out_partition(&mut self, now: Time, k: usize, actions: Vec<Action>) {
+        for a in actions {
+            if let Action::Start { job, procs, .. } = a {
+                self.started(now, k, job, procs);
+            }
+        }
+    }
+
+    fn wake(&mut self, k: usize, at: Time) {
+        if self.clusters[k].ticks.insert(at) {
+            self.push(at, Ev::Tick { cluster: k });
+        }
+    }
+
+    fn started(&mut self, now: Time, k: usize, job: JobId, procs: u32) {
+        let owner = k % self.n();
+        let runtime = if job.0 >= GLOBAL_PART {
+            let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
+            gs.start.get_or_insert(now);
+            gs.last_part_start = Some(now);
+            if gs.queued {
+                // Queued brokers charge the base tariff for what was used and return the
+                // rest of what they held.
+                gs.charged = self.broker.clusters[owner].tariff.base
+                    * f64::from(procs)
+                    * gs.runtime.as_secs() as f64;
+                if let Some(b) = self.budgets.get_mut(&gs.job.user) {
+                    *b += (gs.held - gs.charged).max(0.0);
+                }
+            }
+            gs.runtime
+        } else {
+            self.clusters[owner].local[job.0 as usize].1
+        };
+        self.clusters[owner]
+            .ran
+            .insert(job, (now, now + runtime, procs));
+        self.push(now + runtime, Ev::End { cluster: k, job });
+    }
+}
+
+pub(super) fn run(
+    cfg: &GridConfig,
+    kind: Broker,
+    with_global: bool,
+) -> Result<GridReport, GridError> {
+    let days = cfg.days;
+    let mut clusters = Vec::new();
+    let mut grid = Vec::new();
+    let mut partitions: Vec<LocalScheduler> = Vec::new();
+    for (k, c) in cfg.cluster.iter().enumerate() {
+        let policy: Policy = c.policy.parse().expect("invariant: checked when read");
+        let kept = match kind {
+            Broker::Dedicated(f) => {
+                let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
+                partitions.push(LocalScheduler::new(global.max(1), Policy::easy()));
+                c.procs - global
+            }
+            _ => c.procs,
+        };
+        let (local, rejected) = local_stream(c, kept, days, k)?;
+        let mut processors = processors_of(&c.name, &c.speed_groups());
+        processors.truncate(kept as usize);
+        grid.push(GridCluster {
+            tariff: Tariff {
+                base: c.tariff,
+                local_premium: c.local_premium,
+            },
+            bandwidth_mb_s: c.bandwidth_mb_s,
+            latency: Dur(c.latency_seconds),
+            ..GridCluster::new(&c.name, processors, LocalScheduler::new(kept, policy))
+        });
+        clusters.push(SimCluster {
+            name: c.name.clone(),
+            procs: c.procs,
+            local,
+            ran: BTreeMap::new(),
+            ticks: BTreeSet::new(),
+            rejected,
+        });
+    }
+    let budgets: BTreeMap<UserId, f64> =
+        cfg.user.iter().map(|u| (UserId(u.id), u.budget)).collect();
+    let stream = if with_global {
+        global_stream(&cfg.global, days, &cfg.user, clusters.len())?
+    } else {
+        Vec::new()
+    };
+    let globals: Vec<GlobalState> = stream
+        .into_iter()
+        .map(|(mut job, runtime)| {
+            job.id = JobId(GLOBAL_PART + job.id.0);
+            GlobalState {
+                job,
+                runtime,
+                start: None,
+                end: None,
+                parts_left: 0,
+                clusters: 0,
+                refused: false,
+                charged: 0.0,
+                queued: false,
+                held: 0.0,
+                last_part_start: None,
+            }
+        })
+        .collect();
+    let planner = PlannerConfig {
+        horizon: Dur::hours(cfg.horizon_hours),
+        lead_time: Dur(cfg.lead_time_seconds),
+        plan_depth: cfg.plan_depth,
+    };
+    let mut core = broker::Broker::new(grid, planner, GLOBAL_PART);
+    for (&user, &b) in &budgets {
+        core.set_budget(user, Some(b));
+    }
+    let last_arrival = globals.last().map_or(Time(0), |g| g.job.submit);
+    let mut r = GridRun {
+        cfg,
+        kind,
+        broker: core,
+        clusters,
+        partitions,
+        globals,
+        budgets,
+        heap: BinaryHeap::new(),
+        seq: 0,
+        last_arrival,
+        give_up: last_arrival + Dur(30 * 86_400),
+    };
+    for k in 0..r.n() {
+        for i in 0..r.clusters[k].local.len() {
+            let at = r.clusters[k].local[i].0.submit;
+            r.push(
+                at,
+                Ev::Local {
+                    cluster: k,
+                    index: i,
+                },
+            );
+        }
+    }
+    for i in 0..r.globals.len() {
+        let at = r.globals[i].job.submit;
+        r.push(at, Ev::Global { index: i });
+    }
+    if kind == Broker::Lookahead && !r.globals.is_empty() {
+        r.push(Time(0), Ev::Cycle);
+    }
+    while let Some(Reverse((now, _, ev))) = r.heap.pop() {
+        match ev {
+            Ev::Local { cluster, index } => r.on_local(now, cluster, index)?,
+            Ev::End { cluster, job } => r.on_end(now, cluster, job)?,
+            Ev::Tick { cluster } => r.on_tick(now, cluster),
+            Ev::Global { index } => r.on_global(now, index)?,
+            Ev::Cycle => r.on_cycle(now),
+        }
+    }
+    Ok(report(&r, &cfg.user))
+}
+
+/// The figures of a finished run; `users` as configured.
+fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
+    let mut report = GridReport {
+        broker: r.kind.name(),
+        ..GridReport::default()
+    };
+    let mut first = i64::MAX;
+    let mut last = i64::MIN;
+    let mut all_local = Vec::new();
+    for c in &r.clusters {
+        let mut items = Vec::new();
+        let mut area = 0.0;
+        let mut global_area = 0.0;
+        for (id, &(start, end, procs)) in &c.ran {
+            first = first.min(start.secs());
+            last = last.max(end.secs());
+            let a = f64::from(procs) * (end - start).as_secs() as f64;
+            area += a;
+            if id.0 >= GLOBAL_PART {
+                global_area += a;
+            } else {
+                let submit = c.local[id.0 as usize].0.submit;
+                first = first.min(submit.secs());
+                items.push((submit, start, end));
+            }
+        }
+        all_local.extend(items.iter().copied());
+        report.clusters.push(ClusterReport {
+            name: c.name.clone(),
+            local: report_group(items.into_iter()),
+            utilization: area,
+            global_proc_seconds: global_area,
+            local_rejected: c.rejected,
+        });
+    }
+    let span = last.saturating_sub(first).max(1);
+    for (k, c) in report.clusters.iter_mut().enumerate() {
+        c.utilization /= f64::from(r.clusters[k].procs) * span as f64;
+    }
+    let globals = &r.globals;
+    report.span = span;
+    report.local = report_group(all_local.into_iter());
+    report.global_submitted = globals.len() as u64;
+    report.global_refused = globals.iter().filter(|g| g.refused).count() as u64;
+    report.global_unfinished = globals
+        .iter()
+        .filter(|g| !g.refused && g.end.is_none())
+        .count() as u64;
+    let done: Vec<&GlobalState> = globals.iter().filter(|g| g.end.is_some()).collect();
+    report.global = report_group(done.iter().map(|g| {
+        (
+            g.job.submit,
+            g.start.expect("invariant: ended jobs started"),
+            g.end.expect("invariant: filtered"),
+        )
+    }));
+    report.coallocated_share = if done.is_empty() {
+        0.0
+    } else {
+        done.iter().filter(|g| g.clusters > 1).count() as f64 / done.len() as f64
+    };
+    report.charged = globals.iter().map(|g| g.charged).sum();
+    report.max_start_skew = globals
+        .iter()
+        .filter_map(|g| Some((g.last_part_start? - g.start?).as_secs()))
+        .max()
+        .unwrap_or(0);
+    report.idle_while_waiting =
+        (r.kind == Broker::Lookahead).then(|| r.broker.stats().idle_while_waiting);
+    report.moved_earlier = r.broker.stats().moves;
+    report.users = report_users(globals, users, &r.budgets);
+    report
+}
+
+/// Per-user figures: every configured user and every user who submitted, by id.
+fn report_users(
+    globals: &[GlobalState],
+    users: &[UserConfig],
+    budgets: &BTreeMap<UserId, f64>,
+) -> Vec<UserReport> {
+    let mut by_user: BTreeMap<u32, (UserReport, Vec<&GlobalState>)> = BTreeMap::new();
+    for u in users {
+        let r = UserReport {
+            user: u.id,
+            budget: Some(u.budget),
+            remaining: budgets.get(&UserId(u.id)).copied(),
+            ..UserReport::default()
+        };
+        by_user.insert(u.id, (r, Vec::new()));
+    }
+    for g in globals {
+        let id = g.job.user.0;
+        let (r, done) = by_user.entry(id).or_insert_with(|| {
+            (
+                UserReport {
+                    user: id,
+                    ..UserReport::default()
+                },
+                Vec::new(),
+            )
+        });
+        r.submitted += 1;
+        r.refused += u64::from(g.refused);
+        r.charged += g.charged;
+        if g.end.is_some() {
+            done.push(g);
+        }
+    }
+    by_user
+        .into_values()
+        .map(|(mut r, done)| {
+            let group = report_group(
+                done.iter()
+                    .filter_map(|g| Some((g.job.submit, g.start?, g.end?))),
+            );
+            r.finished = group.jobs;
+            r.mean_wait = group.mean_wait;
+            r.mean_bsld = group.mean_bsld;
+            r
+        })
+        .collect()
+}
+
+/// The scheduler among `targets` (clusters `0..n`, dedicated partitions `n..2n`) where `job`
+/// would start earliest if queued now, by the placement each one's own policy would give it
+/// (conservatively, on a copy); with that cluster's speed.
+fn earliest_target(
+    targets: std::ops::Range<usize>,
+    grid: &broker::Broker,
+    partitions: &[LocalScheduler],
+    cfg: &GridConfig,
+    job: &GlobalJob,
+    now: Time,
+) -> Option<(usize, f64)> {
+    let n = grid.clusters.len();
+    let mut best: Option<(Time, usize, f64)> = None;
+    for t in targets {
+        let sched = if t < n {
+            &grid.clusters[t].sched
+        } else {
+            &partitions[t - n]
+        };
+        let speed = cfg.cluster[t % n].slowest_speed();
+        if job.procs > sched.capacity() {
+            continue;
+        }
+        let est = Dur(((job.walltime.as_secs() as f64) / speed).ceil() as i64);
+        let mut copy = sched.clone();
+        copy.set_reservation_depth(ALL);
+        let probe = JobId(u64::MAX);
+        if copy.submit(Job::new(probe, now, job.procs, est)).is_err() {
+            continue;
+        }
+        let mut scratch = Vec::new();
+        copy.schedule(now, &mut scratch);
+        let start = if copy.is_running(probe) {
+            now
+        } else {
+            copy.reservation_of(probe).map_or(Time::MAX, |p| p.start)
+        };
+        if best.is_none_or(|(b, _, _)| start < b) {
+            best = Some((start, t, speed));
+        }
+    }
+    best.map(|(_, t, speed)| (t, speed))
+}
