@@ -1,0 +1,72 @@
+//! Marks in time: per processor, the slot containing each mark and the reach of its chain,
+//! and per speed class a histogram of those reaches, which bound a window's start from below.
+
+use super::SlotPlan;
+use crate::time::{Dur, Time};
+
+/// The most marks a plan keeps.
+pub(super) const MAX_MARKS: i64 = 256;
+
+/// The marks inside `[start, end)`.
+pub(super) fn mark_range(
+    base: Time,
+    step: i64,
+    n: usize,
+    start: Time,
+    end: Time,
+) -> (usize, usize) {
+    let first = |t: Time| {
+        let d = t.secs() - base.secs();
+        if d <= 0 {
+            0
+        } else {
+            (((d + step - 1) / step) as usize).min(n)
+        }
+    };
+    (first(start), first(end).max(first(start)))
+}
+
+impl SlotPlan {
+    /// The second mark `c` stands at.
+    pub(super) fn mark_time(&self, c: usize) -> Time {
+        self.mark_base + Dur(c as i64 * self.mark_step)
+    }
+
+    /// A later lower bound on the start of a window of `dur` on `procs` processors at least
+    /// `min_speed` fast, none of which starts before `lower`: windows of at least
+    /// `mark_step` seconds start no later than their first mark, and need `procs` processors
+    /// whose chains reach `dur - mark_step + 1` past it. `Time::MAX`: no such window.
+    pub(super) fn lower_by_marks(&self, lower: Time, dur: Dur, procs: u32, min_speed: f64) -> Time {
+        let step = self.mark_step;
+        if self.n_marks == 0 || dur.as_secs() < step {
+            return lower;
+        }
+        let bands = self.n_marks + 1;
+        let least = ((dur.as_secs() - step + 1) / step) as usize;
+        let classes = self.speeds.iter().take_while(|&&v| v >= min_speed).count();
+        // The first mark at or after `lower`.
+        let first = if lower.secs() <= self.mark_base.secs() {
+            0
+        } else {
+            ((lower.secs() - self.mark_base.secs() + step - 1) / step) as usize
+        };
+        for c in first..self.n_marks {
+            let row = c * self.speeds.len() * bands;
+            let able: u32 = (0..classes)
+                .map(|k| {
+                    let at = row + k * bands;
+                    self.mark_bands[at + least.min(bands - 1)..at + bands]
+                        .iter()
+                        .sum::<u32>()
+                })
+                .sum();
+            if able >= procs {
+                if c == first {
+                    return lower;
+                }
+                return (self.mark_time(c - 1) + Dur(1)).max(lower);
+            }
+        }
+        Time::MAX
+    }
+}

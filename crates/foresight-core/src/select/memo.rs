@@ -1,0 +1,132 @@
+//! Memos kept between selections: lower bounds on earliest starts from past ones, sets of
+//! usable processors, and the walks' per-processor state.
+
+use crate::time::Time;
+use std::sync::Arc;
+
+/// What selections learn and later ones reuse: selections take the plan by shared
+/// reference (the speed levels run side by side), so it sits behind a lock; a cloned plan
+/// starts from a copy.
+#[derive(Debug, Default)]
+pub(super) struct Memo<T>(std::sync::Mutex<T>);
+
+impl<T: Clone> Clone for Memo<T> {
+    fn clone(&self) -> Memo<T> {
+        Memo(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl<T> Memo<T> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Walk states kept for reuse; a cloned plan starts without any.
+#[derive(Debug, Default)]
+pub(super) struct WalkStates(pub(super) Memo<Vec<WalkState>>);
+
+impl Clone for WalkStates {
+    fn clone(&self) -> WalkStates {
+        WalkStates::default()
+    }
+}
+
+/// Per processor: the end of its counted run, and its place among the counted runs.
+pub(super) type WalkState = (Vec<Time>, Vec<u32>);
+
+/// One set of usable processors: `(usable clusters, speed level's bits, flags)`.
+type UsableEntry = (Vec<bool>, u64, Arc<[bool]>);
+
+/// Usable-processor flags already computed. Commits do not change which processors exist,
+/// so entries stay valid for the plan's life.
+#[derive(Clone, Debug, Default)]
+pub(super) struct UsableCache(Memo<Vec<UsableEntry>>);
+
+/// Sets of usable processors a plan keeps.
+const USABLE_KEPT: usize = 64;
+
+impl UsableCache {
+    pub(super) fn find(&self, clusters: &[bool], speed: f64) -> Option<Arc<[bool]>> {
+        self.0
+            .lock()
+            .iter()
+            .find(|(c, s, _)| c == clusters && *s == speed.to_bits())
+            .map(|(_, _, flags)| flags.clone())
+    }
+
+    pub(super) fn keep(&self, clusters: Vec<bool>, speed: f64, flags: Arc<[bool]>) {
+        let mut all = self.0.lock();
+        if all.len() >= USABLE_KEPT {
+            all.remove(0);
+        }
+        all.push((clusters, speed.to_bits(), flags));
+    }
+}
+
+/// What a level's earliest window depends on besides the job: the clusters' usable times,
+/// the cluster mask, and the level's speed (every processor meets the requirements).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct BoundKey {
+    pub(super) avail: Vec<Option<Time>>,
+    pub(super) only: Option<usize>,
+    pub(super) speed: u64,
+}
+
+/// One past result: no window of `dur` on `procs` processors at price `max_price` starts
+/// before `start`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BoundEntry {
+    pub(super) procs: u32,
+    pub(super) dur: i64,
+    pub(super) max_price: f64,
+    pub(super) start: Time,
+}
+
+/// Earliest starts of past selections. Commits only take time out of the plan, and a
+/// window for more processors, a longer time or a lower price is also a window for fewer,
+/// shorter or dearer, so a past earliest start of a job that asked no more than this one
+/// bounds this one's from below.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Bounds(Memo<Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>>);
+
+/// Past results kept per key, and keys kept.
+const BOUND_ENTRIES: usize = 512;
+const BOUND_KEYS: usize = 64;
+
+impl Bounds {
+    /// The latest start known to come no later than the earliest window of this request.
+    pub(super) fn lower(&self, key: &BoundKey, procs: u32, dur: i64, max_price: f64) -> Time {
+        let all = self.0.lock();
+        let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
+            return Time::MIN;
+        };
+        list.iter()
+            .filter(|e| e.procs <= procs && e.dur <= dur && e.max_price >= max_price)
+            .map(|e| e.start)
+            .max()
+            .unwrap_or(Time::MIN)
+    }
+
+    pub(super) fn record(&self, key: &BoundKey, entry: BoundEntry) {
+        let mut all = self.0.lock();
+        let at = match all.iter().position(|(k, _)| k == key) {
+            Some(at) => at,
+            None => {
+                if all.len() >= BOUND_KEYS {
+                    all.remove(0);
+                }
+                all.push((
+                    key.clone(),
+                    std::collections::VecDeque::with_capacity(BOUND_ENTRIES),
+                ));
+                all.len() - 1
+            }
+        };
+        let list = &mut all[at].1;
+        if list.len() >= BOUND_ENTRIES {
+            list.pop_front();
+        }
+        list.push_back(entry);
+    }
+}
