@@ -15,6 +15,9 @@
 //! - [`slurm`]: the Slurm adapter: [`SlurmCluster`], the [`ResourceManager`] of a Slurm
 //!   cluster, over [`SlurmClient`] (Slurm's commands run per cluster, their command lines built
 //!   from typed requests, their outputs parsed).
+//! - [`wiki`]: Maui's WIKI interface both ways: a server through which Maui or Moab schedules
+//!   a cluster ([`wiki::serve`] over a [`wiki::WikiBackend`]), and [`wiki::WikiClient`] to
+//!   drive any WIKI resource manager; framing, checksum and message syntax as Maui 3.x has them.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -27,6 +30,7 @@ mod manager;
 pub mod slurm;
 mod spec;
 mod supervisor;
+pub mod wiki;
 
 pub use error::ExecError;
 pub use executor::LocalExecutor;
