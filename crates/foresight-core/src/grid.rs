@@ -127,6 +127,18 @@ pub enum Decision {
     },
 }
 
+impl Decision {
+    /// The job it is about.
+    pub fn job(&self) -> JobId {
+        match self {
+            Decision::Reserve { job, .. }
+            | Decision::Wait { job, .. }
+            | Decision::NoFit { job, .. }
+            | Decision::Refuse { job, .. } => *job,
+        }
+    }
+}
+
 /// Seconds to stage `mb` over a link (rounded up), plus its latency.
 pub fn staging_time(mb: f64, bandwidth_mb_s: f64, latency: Dur) -> Dur {
     if mb <= 0.0 {

@@ -74,24 +74,21 @@ impl Broker {
         candidates.dedup();
         candidates.truncate(MAX_CANDIDATES);
         let job = self.jobs[&id].job.clone();
-        // The forecast starts of local jobs as they stand: no move may make one later.
-        let before: Vec<HashMap<JobId, Time>> = parts
-            .iter()
-            .map(|p| local_starts(&self.clusters[p.cluster].sched, now))
-            .collect();
+        // The forecast starts of local jobs as they stand (no move may make one later),
+        // made only once a candidate fits on that cluster: forecasts are the dear part.
+        let mut before: Vec<Option<HashMap<JobId, Time>>> = vec![None; parts.len()];
         for t in candidates {
             let mut moved: Vec<LocalScheduler> = Vec::with_capacity(parts.len());
-            for (p, before) in parts.iter().zip(&before) {
-                match moved_to(
-                    &self.clusters[p.cluster].sched,
-                    now,
-                    &bound_part(&job, p),
-                    p,
-                    t,
-                ) {
-                    Some(s) if no_local_job_later(&s, now, before) => moved.push(s),
-                    _ => break,
+            for (p, before) in parts.iter().zip(&mut before) {
+                let sched = &self.clusters[p.cluster].sched;
+                let Some(s) = moved_to(sched, now, &bound_part(&job, p), p, t) else {
+                    break;
+                };
+                let before = before.get_or_insert_with(|| local_starts(sched, now));
+                if !no_local_job_later(&s, now, before) {
+                    break;
                 }
+                moved.push(s);
             }
             if moved.len() < parts.len() {
                 continue;

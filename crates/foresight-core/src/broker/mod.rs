@@ -345,48 +345,27 @@ impl Broker {
     }
 
     fn part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+        // A part of a job that never started here: a cluster that schedules itself reported
+        // the end of a part the broker had not seen start.
+        if let Some(Phase::Reserved { start, .. }) = self.jobs.get(&id).map(|e| &e.phase) {
+            let at = now.min(*start);
+            self.started(at, id);
+        }
         let Some(entry) = self.jobs.get_mut(&id) else {
             return;
         };
         let user = entry.job.user;
-        let (first, reserved_end, cost, parts, ended) = match &mut entry.phase {
-            Phase::Running {
-                start,
-                end,
-                cost,
-                parts,
-                ended,
-            } => (*start, *end, *cost, parts.clone(), ended),
-            // A part of a job that never started here (a cluster that schedules itself
-            // reported the end of a part the broker had not seen start).
-            Phase::Reserved {
-                start,
-                end,
-                cost,
-                parts,
-            } => {
-                let (start, end, cost, parts) = (*start, *end, *cost, parts.clone());
-                entry.phase = Phase::Running {
-                    start: now.min(start),
-                    end,
-                    cost,
-                    parts,
-                    ended: BTreeSet::new(),
-                };
-                let Phase::Running {
-                    start,
-                    end,
-                    cost,
-                    parts,
-                    ended,
-                } = &mut entry.phase
-                else {
-                    unreachable!("just set")
-                };
-                (*start, *end, *cost, parts.clone(), ended)
-            }
-            _ => return,
+        let Phase::Running {
+            start: first,
+            end: reserved_end,
+            cost,
+            parts,
+            ended,
+        } = &mut entry.phase
+        else {
+            return;
         };
+        let (first, reserved_end, cost, parts) = (*first, *reserved_end, *cost, parts.clone());
         if !ended.insert(k) {
             return;
         }
@@ -410,17 +389,7 @@ impl Broker {
         // Charge what was used of what was reserved; give back the rest.
         let reserved = (reserved_end - first).as_secs().max(1) as f64;
         let used = (now - first).as_secs().max(0) as f64;
-        let refund = cost * (1.0 - (used / reserved).min(1.0));
-        if refund > 0.0 {
-            if let Some(b) = self.budgets.get_mut(&user) {
-                *b += refund;
-            }
-            out.push(BrokerAction::Charge {
-                job: id,
-                user,
-                amount: -refund,
-            });
-        }
+        self.charge(id, user, -cost * (1.0 - (used / reserved).min(1.0)), out);
         self.jobs.remove(&id);
         out.push(BrokerAction::Ended {
             job: id,
@@ -651,12 +620,7 @@ impl Broker {
             }
         }
         for d in decisions {
-            let id = match &d {
-                Decision::Reserve { job, .. }
-                | Decision::Wait { job, .. }
-                | Decision::NoFit { job, .. }
-                | Decision::Refuse { job, .. } => *job,
-            };
+            let id = d.job();
             let plannable = self
                 .jobs
                 .get(&id)
@@ -850,14 +814,7 @@ impl Broker {
             parts: parts.clone(),
         };
         let user = e.job.user;
-        if let Some(b) = self.budgets.get_mut(&user) {
-            *b -= cost;
-        }
-        out.push(BrokerAction::Charge {
-            job: id,
-            user,
-            amount: cost,
-        });
+        self.charge(id, user, cost, out);
         out.push(BrokerAction::Reserved {
             job: id,
             start,
@@ -871,14 +828,13 @@ impl Broker {
             }
             let job = bound_part(&self.jobs[&id].job, p);
             let mut actions = Vec::new();
-            if let Err(e) =
+            let submitted =
                 self.clusters[p.cluster]
                     .sched
-                    .handle(now, Event::Submit(job), &mut actions)
-            {
+                    .handle(now, Event::Submit(job), &mut actions);
+            if submitted.is_err() {
                 // Cannot happen for a reservation just held for this very job; planned
                 // again rather than lost.
-                let _ = e;
                 self.unreserve(now, id, out);
                 self.requeue_entry(id);
                 return;
@@ -922,6 +878,18 @@ impl Broker {
         );
     }
 
+    /// Takes `amount` from the user's budget (a negative amount gives back); nothing for
+    /// a zero amount.
+    fn charge(&mut self, job: JobId, user: UserId, amount: f64, out: &mut Vec<BrokerAction>) {
+        if amount == 0.0 {
+            return;
+        }
+        if let Some(b) = self.budgets.get_mut(&user) {
+            *b -= amount;
+        }
+        out.push(BrokerAction::Charge { job, user, amount });
+    }
+
     fn wait(&mut self, id: JobId, reason: WaitReason, out: &mut Vec<BrokerAction>) {
         let e = self
             .jobs
@@ -949,16 +917,7 @@ impl Broker {
             }
         }
         self.release_parts(now, id, &parts, out);
-        if cost > 0.0 {
-            if let Some(b) = self.budgets.get_mut(&user) {
-                *b += cost;
-            }
-            out.push(BrokerAction::Charge {
-                job: id,
-                user,
-                amount: -cost,
-            });
-        }
+        self.charge(id, user, -cost, out);
         if let Some(e) = self.jobs.get_mut(&id) {
             e.phase = Phase::Queued;
         }
@@ -1059,10 +1018,7 @@ impl Broker {
         let mut wanted = 0i64;
         if total > 0 {
             let waiting = self
-                .queue
-                .iter()
-                .chain(self.arrivals.iter())
-                .filter_map(|id| self.jobs.get(id))
+                .queued()
                 .chain(self.jobs.values().filter(|e| {
                     matches!(e.phase, Phase::Reserved { .. } | Phase::Reserving { .. })
                 }))
