@@ -1962,9 +1962,7 @@ impl World {
     }
 }
 
-#[path = "world_remote.rs"]
 mod remote;
 
 #[cfg(test)]
-#[path = "world_tests.rs"]
 mod tests;
