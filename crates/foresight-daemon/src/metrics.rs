@@ -67,13 +67,13 @@ pub fn render(service: &Service) -> String {
             })
             .set(counts.get(&s).copied().unwrap_or(0));
         }
-        queue.set(w.queue.len() as i64);
+        queue.set(w.broker.queued().count() as i64);
         cycles.inc_by(w.stats.cycles);
         cycle_seconds.set(w.stats.last_cycle_seconds);
-        for c in &w.clusters {
+        for c in &w.broker.clusters {
             available
                 .get_or_create(&ClusterLabel {
-                    cluster: c.cfg.name.clone(),
+                    cluster: c.name.clone(),
                 })
                 .set(i64::from(c.available));
         }

@@ -737,7 +737,7 @@ impl Service {
                 }
                 for p in &j.parts {
                     if let Some(k) = w.cluster_index(&p.cluster) {
-                        match w.clusters[k].sched.explain(JobId(id), Time(now)) {
+                        match w.broker.clusters[k].sched.explain(JobId(id), Time(now)) {
                             Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
                                 "reserved on {} from {} ({} s from now)",
                                 p.cluster,
@@ -763,7 +763,7 @@ impl Service {
                     }
                 }
                 if j.cluster.is_none() && j.reservation.is_none() && !j.held && j.parts.is_empty() {
-                    let pos = w.queue.iter().position(|&q| q == id);
+                    let pos = w.broker.queued().position(|e| e.job.id == JobId(id));
                     if let Some(p) = pos {
                         let depth = w.plan_depth();
                         reasons.push(if p < depth {
@@ -842,33 +842,21 @@ impl Service {
             input_mb: 0.0,
             home: None,
             co_allocate: req.co_allocate,
-            criterion: Criterion::EarliestStart,
+            criterion: Criterion::EarliestFinish,
         };
-        let planner = PlannerConfig {
-            horizon: Dur(self.cfg.horizon_seconds),
-            lead_time: Dur(self.cfg.horizon_seconds),
-            plan_depth: self.cfg.plan_depth + 1,
-        };
+        // The queue as the broker plans it, then the probe.
         let mut jobs: Vec<GlobalJob> = w
-            .queue
-            .iter()
-            .filter_map(|id| w.jobs.get(id))
-            .filter(|j| !j.held)
+            .broker
+            .queued()
             .take(self.cfg.plan_depth)
-            .map(|j| GlobalJob {
-                id: JobId(j.id),
-                user: UserId(0),
-                submit: Time(j.submitted_at),
-                procs: j.procs,
-                walltime: Dur(j.walltime),
-                max_price: j.price.unwrap_or_else(|| w.default_price()),
-                input_mb: 0.0,
-                home: None,
-                co_allocate: j.co_allocate,
-                criterion: Criterion::EarliestStart,
-            })
+            .map(|e| e.job.clone())
             .collect();
         jobs.push(probe.clone());
+        let planner = PlannerConfig {
+            lead_time: Dur(self.cfg.horizon_seconds),
+            plan_depth: self.cfg.plan_depth + 1,
+            ..w.broker.planner_for(&jobs)
+        };
         let views = w.views();
         let mut out = Estimate {
             clusters: Vec::new(),
@@ -986,16 +974,17 @@ impl Service {
         let w = self.world();
         w.clusters
             .iter()
-            .map(|c| ClusterInfo {
+            .zip(&w.broker.clusters)
+            .map(|(c, g)| ClusterInfo {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
-                state: if c.available { "up" } else { "down" }.into(),
+                state: if g.available { "up" } else { "down" }.into(),
                 reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
                 busy: c.busy(),
-                running: c.sched.running(),
-                queued: c.sched.waiting(),
-                tariff: c.tariff.base,
+                running: g.sched.running(),
+                queued: g.sched.waiting(),
+                tariff: g.tariff.base,
                 policy: c.cfg.policy.clone(),
             })
             .collect()
@@ -1022,14 +1011,14 @@ impl Service {
             }
         }
         let mut out = Vec::new();
-        for c in &w.clusters {
+        for (c, g) in w.clusters.iter().zip(&w.broker.clusters) {
             if cluster.is_some_and(|n| n != c.cfg.name) {
                 continue;
             }
             let n = c.procs() as usize;
             let mut busy_until = vec![from; n];
             let mut slots: Vec<SlotView> = Vec::new();
-            let occ = forecast(&c.sched, Time(now), |_| 0.0);
+            let occ = forecast(&g.sched, Time(now), |_| 0.0);
             // Running jobs sit on the processors they really have (a remote cluster does
             // not say which: there they are drawn on the lowest free ones, below).
             for o in &occ {
@@ -1077,7 +1066,7 @@ impl Service {
                     OccupancyKind::Planned { job, .. } => (
                         "planned",
                         Some(job.0),
-                        c.tariff.base * (1.0 + c.tariff.local_premium),
+                        g.tariff.base * (1.0 + g.tariff.local_premium),
                     ),
                     OccupancyKind::Held(r) => {
                         // A global job's reservation shows the job once it runs, on its
@@ -1145,13 +1134,13 @@ impl Service {
                 let mut t = from;
                 for s in slots.iter().filter(|s| s.processor == p) {
                     if s.start > t {
-                        with_free.push(free_slot(p, t, s.start, c.tariff.base));
+                        with_free.push(free_slot(p, t, s.start, g.tariff.base));
                     }
                     t = t.max(s.end);
                     with_free.push(s.clone());
                 }
                 if t < to {
-                    with_free.push(free_slot(p, t, to, c.tariff.base));
+                    with_free.push(free_slot(p, t, to, g.tariff.base));
                 }
             }
             for s in &mut with_free {
@@ -1286,7 +1275,7 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
                 .then(|| j.parts.first())
                 .flatten()
                 .and_then(|p| w.cluster_index(&p.cluster))
-                .and_then(|k| w.clusters[k].sched.reservation_of(JobId(j.id)))
+                .and_then(|k| w.broker.clusters[k].sched.reservation_of(JobId(j.id)))
                 .map(|p| p.start.secs())
         }),
         first_planned_start: j.first_planned_start,

@@ -172,6 +172,11 @@ impl Broker {
         id
     }
 
+    /// The id [`Broker::allocate_reservation`] would give next, without taking it.
+    pub fn next_reservation(&self) -> ReservationId {
+        ReservationId(self.next_reservation)
+    }
+
     /// Ids below this are taken (after a restart the caller raises it past its records).
     pub fn reserve_ids_below(&mut self, next: u64) {
         self.next_reservation = self.next_reservation.max(next);

@@ -5,12 +5,16 @@
 use crate::config::{ClusterConfig, Config};
 use crate::error::ApiError;
 use foresight_api::{AclSpec, JobState, ReservationState};
+use foresight_core::broker::{
+    processors_of, Broker, BrokerAction, GridCluster, Phase, ReservationEnd, ReservedPart,
+    SpeedGroup, WaitReason,
+};
 use foresight_core::forecast::Tariff;
-use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
+use foresight_core::grid::{ClusterView, GlobalJob, PlannerConfig};
 use foresight_core::policy::Policy;
 use foresight_core::reservation::{Acl, AdminReservation};
-use foresight_core::scheduler::{Action, Domain, Event, LocalScheduler};
-use foresight_core::select::{Criterion, Processor};
+use foresight_core::scheduler::{Domain, LocalScheduler};
+use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{
     AccountId, ClassId, Credentials, GroupId, Job, JobId, QosId, ReservationId, UserId,
@@ -94,23 +98,15 @@ pub enum Effect {
 /// One cluster of the grid as the service runs it.
 #[derive(Clone, Debug)]
 pub struct Cluster {
-    /// Its configuration.
+    /// Its configuration. Its scheduler, processors and prices are the broker's
+    /// ([`World::broker`], same index).
     pub cfg: ClusterConfig,
-    /// Its local policy: the owner's queue and the reservations.
-    pub sched: LocalScheduler,
-    /// Its processors, for the planner.
-    pub processors: Vec<Processor>,
-    /// Its prices.
-    pub tariff: Tariff,
     /// Processor indices not running anything now.
     pub free: BTreeSet<u32>,
-    /// Scheduled by its own resource manager (Slurm): `sched` is then a mirror rebuilt from
-    /// every snapshot, whose decisions are never carried out.
+    /// Scheduled by its own resource manager (Slurm): its scheduler in the broker is then a
+    /// mirror rebuilt from every snapshot, whose decisions are never carried out.
     pub remote: bool,
-    /// False while its resource manager cannot be reached (and, for a remote cluster, until
-    /// its first snapshot): the planner gives it nothing.
-    pub available: bool,
-    /// Why it is unavailable.
+    /// Why it is unavailable (the broker's cluster says whether it is).
     pub unavailable_reason: Option<String>,
     /// The last snapshot of a remote cluster.
     pub snapshot: Option<ClusterState>,
@@ -197,12 +193,10 @@ pub struct World {
     /// Users by name.
     pub users: BTreeMap<String, UserRecord>,
     tokens: HashMap<String, String>,
-    /// Global jobs waiting for the planner, in priority (id) order.
-    pub queue: BTreeSet<u64>,
-    /// Global jobs that arrived since the last cycle.
-    arrivals: Vec<u64>,
+    /// The grid broker: the clusters' schedulers and the lifecycle of global jobs, the same
+    /// state machine the grid simulator runs.
+    pub broker: Broker,
     names: HashMap<(u8, String), u32>,
-    next_reservation: u64,
     /// Running jobs to put back in the queue once their processes are gone.
     requeue: BTreeSet<u64>,
     /// Running jobs whose parts are being stopped because one part failed or on cancel.
@@ -220,13 +214,10 @@ pub struct World {
     pub dirty_users: BTreeSet<String>,
     /// To do outside the lock.
     pub effects: Vec<Effect>,
-    planner: PlannerConfig,
     grace: u64,
     output_dir: PathBuf,
     /// For `/metrics`.
     pub stats: Stats,
-    /// Global jobs in two-phase reservation, waiting for remote clusters' answers.
-    reserving: BTreeMap<u64, remote::Reserving>,
     /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
     submitting: BTreeSet<(u64, u32, usize)>,
     /// When parts were submitted to a remote cluster (this run of the service only): a
@@ -236,9 +227,6 @@ pub struct World {
     confirmed_at: HashMap<u64, i64>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
-    /// Jobs whose reservation a remote cluster refused: (not planned before, refusals in a
-    /// row).
-    backoff: HashMap<u64, (i64, u32)>,
 }
 
 /// A 404 naming the request field at fault (the path's `id` or `name`).
@@ -255,45 +243,55 @@ fn now_time(now: i64) -> Time {
 impl World {
     /// A world with the configured clusters and nothing else.
     pub fn new(cfg: &Config) -> World {
+        let mut grid = Vec::new();
         let clusters = cfg
             .cluster
             .iter()
             .map(|c| {
                 let policy: Policy = c.policy.parse().unwrap_or_else(|_| Policy::easy());
-                Cluster {
-                    cfg: c.clone(),
-                    sched: LocalScheduler::new(c.procs, policy),
-                    processors: (0..c.procs)
-                        .map(|i| Processor {
-                            id: format!("{}/p{i}", c.name),
-                            cluster: c.name.clone(),
-                            speed: c.speed,
-                            memory_mb: 0,
-                            features: Default::default(),
-                        })
-                        .collect(),
+                let groups = [SpeedGroup {
+                    procs: c.procs,
+                    speed: c.speed,
+                }];
+                grid.push(GridCluster {
                     tariff: Tariff {
                         base: c.tariff,
                         local_premium: c.local_premium,
                     },
+                    bandwidth_mb_s: c.bandwidth_mb_s,
+                    latency: Dur(c.latency_seconds),
+                    available: !c.is_slurm(),
+                    self_scheduled: c.is_slurm(),
+                    // Slurm reserves and limits jobs in whole minutes.
+                    granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
+                    ..GridCluster::new(
+                        &c.name,
+                        processors_of(&c.name, &groups),
+                        LocalScheduler::new(c.procs, policy),
+                    )
+                });
+                Cluster {
+                    cfg: c.clone(),
                     free: (0..c.procs).collect(),
                     remote: c.is_slurm(),
-                    available: !c.is_slurm(),
                     unavailable_reason: c.is_slurm().then(|| "not read from Slurm yet".to_string()),
                     snapshot: None,
                 }
             })
             .collect();
+        let planner = PlannerConfig {
+            horizon: Dur(cfg.horizon_seconds),
+            lead_time: Dur(cfg.lead_time_seconds),
+            plan_depth: cfg.plan_depth,
+        };
         World {
             clusters,
             jobs: BTreeMap::new(),
             reservations: BTreeMap::new(),
             users: BTreeMap::new(),
             tokens: HashMap::new(),
-            queue: BTreeSet::new(),
-            arrivals: Vec::new(),
+            broker: Broker::new(grid, planner, 1),
             names: HashMap::new(),
-            next_reservation: 1,
             requeue: BTreeSet::new(),
             stopping: BTreeSet::new(),
             deferred: Vec::new(),
@@ -301,20 +299,13 @@ impl World {
             dirty_reservations: BTreeSet::new(),
             dirty_users: BTreeSet::new(),
             effects: Vec::new(),
-            planner: PlannerConfig {
-                horizon: Dur(cfg.horizon_seconds),
-                lead_time: Dur(cfg.lead_time_seconds),
-                plan_depth: cfg.plan_depth,
-            },
             grace: cfg.grace_seconds,
             output_dir: cfg.data_dir.join("output"),
             stats: Stats::default(),
-            reserving: BTreeMap::new(),
             submitting: BTreeSet::new(),
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
             sent: BTreeSet::new(),
-            backoff: HashMap::new(),
         }
     }
 
@@ -423,7 +414,8 @@ impl World {
     /// The price a global job without a price pays at most: the dearest base tariff, so it
     /// takes free time anywhere but never displaces a queued local job.
     pub fn default_price(&self) -> f64 {
-        self.clusters
+        self.broker
+            .clusters
             .iter()
             .map(|c| c.tariff.base)
             .fold(0.0, f64::max)
@@ -556,11 +548,95 @@ impl World {
                 continue;
             }
             if global {
-                self.arrivals.push(id);
+                self.enqueue_global(now, id);
             } else {
                 self.submit_local(now, id);
             }
         }
+    }
+
+    /// Hands a global job to the broker: planned from the next cycle on.
+    fn enqueue_global(&mut self, now: i64, id: u64) {
+        if let Some(job) = self.global_job(id) {
+            self.broker.submit(now_time(now), job);
+        }
+    }
+
+    /// Puts back into the broker a global job that was reserved or running when the service
+    /// stopped (its reservations and parts are already back in the clusters' schedulers).
+    fn adopt_global(&mut self, id: u64) {
+        let Some(job) = self.global_job(id) else {
+            return;
+        };
+        let j = &self.jobs[&id];
+        let mut parts = Vec::new();
+        let mut ended = BTreeSet::new();
+        for p in &j.parts {
+            let (Some(k), Some(r)) = (self.cluster_index(&p.cluster), p.reservation) else {
+                continue;
+            };
+            let Some(res) = self.reservations.get(&r) else {
+                continue;
+            };
+            if p.ended {
+                ended.insert(k);
+            }
+            parts.push(ReservedPart {
+                cluster: k,
+                reservation: ReservationId(r),
+                procs: p.procs,
+                processors: p.processors.clone(),
+                window: Interval::new(Time(res.start), Time(res.end)),
+            });
+        }
+        let start = parts
+            .iter()
+            .map(|p| p.window.start)
+            .min()
+            .unwrap_or(Time(0));
+        let end = parts.iter().map(|p| p.window.end).max().unwrap_or(start);
+        let phase = match (j.state, j.started_at) {
+            (JobState::Running, Some(s)) => Phase::Running {
+                start: Time(s),
+                end,
+                cost: j.charged,
+                parts,
+                ended,
+            },
+            _ => Phase::Reserved {
+                start,
+                end,
+                cost: j.charged,
+                parts,
+            },
+        };
+        self.broker.adopt(job, phase);
+    }
+
+    /// A global job's record as the broker plans it.
+    fn global_job(&mut self, id: u64) -> Option<GlobalJob> {
+        let j = self.jobs.get(&id)?;
+        let (user, submitted, procs, walltime, price, co_allocate) = (
+            j.user.clone(),
+            j.submitted_at,
+            j.procs,
+            j.walltime,
+            j.price,
+            j.co_allocate,
+        );
+        let job = GlobalJob {
+            id: JobId(id),
+            user: UserId(self.intern(0, &user)),
+            submit: Time(submitted),
+            procs,
+            walltime: Dur(walltime),
+            max_price: price.unwrap_or_else(|| self.default_price()),
+            input_mb: 0.0,
+            home: None,
+            co_allocate,
+            criterion: Criterion::EarliestFinish,
+        };
+        Some(job)
     }
 
     /// Queues a local (or reservation-bound) job at its cluster's local policy.
@@ -607,46 +683,36 @@ impl World {
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }
-        let mut actions = Vec::new();
-        match self.clusters[k]
-            .sched
-            .handle(now_time(now), Event::Submit(job), &mut actions)
-        {
-            Ok(()) => {
+        // The part is recorded before the scheduler may start it.
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.parts = vec![PartRecord {
+                cluster: self.clusters[k].cfg.name.clone(),
+                procs,
+                reservation,
+                ..PartRecord::default()
+            }];
+        }
+        let mut out = Vec::new();
+        match self.broker.submit_local(now_time(now), k, job, &mut out) {
+            Ok(()) => self.carry_out(now, out),
+            Err(e) => {
                 if let Some(j) = self.jobs.get_mut(&id) {
-                    j.parts = vec![PartRecord {
-                        cluster: self.clusters[k].cfg.name.clone(),
-                        procs,
-                        reservation,
-                        ..PartRecord::default()
-                    }];
+                    j.parts.clear();
                 }
-                self.apply(now, k, actions);
+                self.fail(now, id, format!("refused by cluster: {e}"));
             }
-            Err(e) => self.fail(now, id, format!("refused by cluster: {e}")),
         }
     }
 
     fn fail(&mut self, now: i64, id: u64, reason: String) {
+        let mut out = Vec::new();
+        self.broker.withdraw(now_time(now), JobId(id), &mut out);
+        self.carry_out(now, out);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Failed;
             j.reason = Some(reason);
             j.ended_at = Some(now);
             self.dirty_jobs.insert(id);
-        }
-        self.queue.remove(&id);
-    }
-
-    /// Carries out a local scheduler's decisions on cluster `k`.
-    fn apply(&mut self, now: i64, k: usize, actions: Vec<Action>) {
-        if self.clusters[k].remote {
-            // A mirror of a cluster that schedules itself: its starts are forecasts only.
-            return;
-        }
-        for a in actions {
-            if let Action::Start { job, procs, .. } = a {
-                self.start_part(now, k, job.0, procs);
-            }
         }
     }
 
@@ -838,18 +904,11 @@ impl World {
             .filter(|p| !p.ended)
             .map(|p| (p.cluster.clone(), attempt))
             .collect();
-        let mut actions = Vec::new();
-        let _ =
-            self.clusters[k]
-                .sched
-                .handle(now_time(now), Event::Finish(JobId(id)), &mut actions);
-        if let Some(r) = part
-            .reservation
-            .filter(|_| self.is_job_reservation(part.reservation))
-        {
-            self.end_reservation(now, r, ReservationState::Finished);
-        }
-        self.apply(now, k, actions);
+        let _ = part;
+        let mut out = Vec::new();
+        self.broker
+            .on_part_ended(now_time(now), k, JobId(id), &mut out);
+        self.carry_out(now, out);
         if failed && !siblings.is_empty() && self.stopping.insert(id) {
             self.kill_unended_parts(id);
         }
@@ -875,18 +934,7 @@ impl World {
 
     fn job_ended(&mut self, now: i64, id: u64, last: &Outcome) {
         let requeue = self.requeue.remove(&id);
-        let Some(j) = self.jobs.get_mut(&id) else {
-            return;
-        };
-        let used = (now - j.started_at.unwrap_or(now)).max(0);
-        // Charge what was used of what was reserved; give back the rest.
-        if j.charged > 0.0 && j.walltime > 0 {
-            let share = (used as f64 / j.walltime as f64).min(1.0);
-            let refund = j.charged * (1.0 - share);
-            j.charged -= refund;
-            let user = j.user.clone();
-            self.refund(&user, refund);
-        }
+        // The broker has charged what was used of what was reserved.
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -901,7 +949,7 @@ impl World {
             j.parts.clear();
             let global = j.cluster.is_none() && j.reservation.is_none();
             if global {
-                self.arrivals.push(id);
+                self.enqueue_global(now, id);
             } else {
                 self.submit_local(now, id);
             }
@@ -959,9 +1007,10 @@ impl World {
     /// Takes a not-yet-running job out of every queue and gives back its reservations and
     /// its charge.
     fn unqueue(&mut self, now: i64, id: u64) {
-        self.abort_reserving(now, id);
-        self.queue.remove(&id);
-        self.arrivals.retain(|&a| a != id);
+        // Its reservations end and its charge comes back through the broker's actions.
+        let mut out = Vec::new();
+        self.broker.withdraw(now_time(now), JobId(id), &mut out);
+        self.carry_out(now, out);
         self.deferred.retain(|d| d.1 != id);
         // Parts already handed to a cluster that schedules itself are cancelled there, and
         // the job's next run is a new attempt, so the old one can never be taken for it.
@@ -982,7 +1031,9 @@ impl World {
         let parts = j.parts.clone();
         for p in &parts {
             if let Some(k) = self.cluster_index(&p.cluster) {
-                let _ = self.clusters[k].sched.cancel(now_time(now), JobId(id));
+                let _ = self.broker.clusters[k]
+                    .sched
+                    .cancel(now_time(now), JobId(id));
             }
             if self.is_job_reservation(p.reservation) {
                 if let Some(r) = p.reservation {
@@ -991,24 +1042,7 @@ impl World {
             }
         }
         if let Some(j) = self.jobs.get_mut(&id) {
-            let refund = std::mem::take(&mut j.charged);
             j.parts.clear();
-            let user = j.user.clone();
-            self.refund(&user, refund);
-        }
-    }
-
-    /// Gives back part of a charge.
-    fn refund(&mut self, user: &str, amount: f64) {
-        if amount <= 0.0 {
-            return;
-        }
-        if let Some(u) = self.users.get_mut(user) {
-            u.spent -= amount;
-            if let Some(b) = u.budget.as_mut() {
-                *b += amount;
-            }
-            self.dirty_users.insert(u.name.clone());
         }
     }
 
@@ -1083,7 +1117,7 @@ impl World {
         let global = j.cluster.is_none() && j.reservation.is_none();
         self.dirty_jobs.insert(id);
         if global {
-            self.arrivals.push(id);
+            self.enqueue_global(now, id);
         } else {
             self.submit_local(now, id);
         }
@@ -1158,7 +1192,7 @@ impl World {
                     j.planned_start = None;
                 }
                 self.dirty_jobs.insert(id);
-                self.arrivals.push(id);
+                self.enqueue_global(now, id);
                 Ok(())
             }
             s => Err(ApiError::conflict(format!(
@@ -1227,14 +1261,17 @@ impl World {
             ));
         }
         self.check_processors_free(k, &processors, start, end, &acl)?;
-        let id = self.next_reservation;
+        let id = self.broker.next_reservation().0;
         let res = AdminReservation {
             id: ReservationId(id),
             procs,
             window: Interval::new(Time(start), Time(end)),
             acl: self.acl(&acl),
         };
-        if let Err(e) = self.clusters[k].sched.add_reservation_displacing(res) {
+        if let Err(e) = self.broker.clusters[k]
+            .sched
+            .add_reservation_displacing(res)
+        {
             let others: Vec<String> = self
                 .reservations
                 .values()
@@ -1248,7 +1285,7 @@ impl World {
                     )
                 })
                 .collect();
-            let running = self.clusters[k].sched.running();
+            let running = self.broker.clusters[k].sched.running();
             let mut conflict = ApiError::conflict(format!(
                 "{procs} processors of {cluster} are not free during [{start}, {end}): {e}; \
                  in the way: {}",
@@ -1262,7 +1299,7 @@ impl World {
             conflict.body.field = Some("start".into());
             return Err(conflict);
         }
-        self.next_reservation += 1;
+        self.broker.reserve_ids_below(id + 1);
         let rec = ReservationRecord {
             id,
             kind: "admin".into(),
@@ -1397,7 +1434,7 @@ impl World {
                     reservation: id,
                 });
             }
-            let _ = self.clusters[k]
+            let _ = self.broker.clusters[k]
                 .sched
                 .remove_reservation(now_time(now), ReservationId(id));
             self.tick_cluster(now, k);
@@ -1405,11 +1442,9 @@ impl World {
     }
 
     fn tick_cluster(&mut self, now: i64, k: usize) {
-        let mut actions = Vec::new();
-        let _ = self.clusters[k]
-            .sched
-            .handle(now_time(now), Event::Tick, &mut actions);
-        self.apply(now, k, actions);
+        let mut out = Vec::new();
+        self.broker.tick(now_time(now), k, &mut out);
+        self.carry_out(now, out);
     }
 
     // ---------------------------------------------------------------- the cycle
@@ -1419,6 +1454,7 @@ impl World {
     pub fn next_due(&self, now: i64) -> Option<i64> {
         let t = Time(now);
         let bounds = self
+            .broker
             .clusters
             .iter()
             .filter_map(|c| c.sched.next_boundary(t))
@@ -1434,12 +1470,12 @@ impl World {
 
     /// How many queued global jobs one cycle plans.
     pub fn plan_depth(&self) -> usize {
-        self.planner.plan_depth
+        self.broker.planner().plan_depth
     }
 
     /// Global jobs queued or arrived.
     pub fn has_global_work(&self) -> bool {
-        !self.queue.is_empty() || !self.arrivals.is_empty()
+        self.broker.has_queued()
     }
 
     /// One scheduling cycle at `now` (seed 000 §5.4): reservation life cycle, arrivals into
@@ -1464,65 +1500,41 @@ impl World {
                 }
             }
         }
-        for id in std::mem::take(&mut self.arrivals) {
-            if self.jobs.get(&id).is_some_and(|j| !j.state.is_final()) {
-                self.queue.insert(id);
-            }
+        // Budgets may have changed (an administrator, a restart): the broker plans with
+        // what each user has left.
+        let budgets: Vec<(String, Option<f64>)> = self
+            .users
+            .values()
+            .map(|u| (u.name.clone(), u.budget))
+            .collect();
+        for (name, left) in budgets {
+            let user = UserId(self.intern(0, &name));
+            self.broker.set_budget(user, left);
         }
-        for k in 0..self.clusters.len() {
-            self.tick_cluster(now, k);
-        }
-        self.plan(now);
+        let mut out = Vec::new();
+        self.broker.on_cycle(now_time(now), &mut out);
+        self.carry_out(now, out);
     }
 
-    fn global_job(&self, j: &JobRecord, user: u32) -> GlobalJob {
-        GlobalJob {
-            id: JobId(j.id),
-            user: UserId(user),
-            submit: Time(j.submitted_at),
-            procs: j.procs,
-            walltime: Dur(j.walltime),
-            max_price: j.price.unwrap_or_else(|| self.default_price()),
-            input_mb: 0.0,
-            home: None,
-            co_allocate: j.co_allocate,
-            criterion: Criterion::EarliestStart,
-        }
+    /// The planner's views of the clusters.
+    pub fn views(&self) -> Vec<ClusterView<'_>> {
+        self.broker.clusters.iter().map(GridCluster::view).collect()
     }
 
-    fn plan(&mut self, now: i64) {
-        let ids: Vec<u64> = self
-            .queue
-            .iter()
-            .copied()
-            .filter(|id| self.jobs.get(id).is_some_and(|j| !j.held))
-            .filter(|id| self.backoff.get(id).is_none_or(|b| b.0 <= now))
-            // Jobs beyond the planning depth wait for a later cycle: the cycle costs
-            // O(plan_depth), not O(queue).
-            .take(self.planner.plan_depth)
-            .collect();
-        if ids.is_empty() {
-            return;
-        }
-        let jobs: Vec<GlobalJob> = ids
-            .iter()
-            .map(|id| self.global_job(&self.jobs[id], 0))
-            .collect();
-        let decisions = {
-            let views: Vec<ClusterView<'_>> = self.views();
-            plan_cycle(Time(now), &views, &jobs, &self.planner)
-        };
-        for d in decisions {
-            match d {
-                Decision::Reserve {
+    /// Carries out the broker's decisions: starts launch, reservations and plans become
+    /// records, charges move budgets, and clusters that schedule themselves are asked.
+    fn carry_out(&mut self, now: i64, out: Vec<BrokerAction>) {
+        for a in out {
+            match a {
+                BrokerAction::Start {
+                    cluster,
                     job,
-                    start,
-                    end,
-                    cost,
-                    parts,
+                    procs,
                     ..
-                } => self.reserve_global(now, job.0, start.secs(), end.secs(), cost, &parts),
-                Decision::Wait { job, start } => {
+                } => self.start_part(now, cluster, job.0, procs),
+                // Reservation boundaries are due through `next_due`.
+                BrokerAction::Wake { .. } | BrokerAction::Ended { .. } => {}
+                BrokerAction::Planned { job, start } => {
                     if let Some(j) = self.jobs.get_mut(&job.0) {
                         j.planned_start = Some(start.secs());
                         j.first_planned_start.get_or_insert(start.secs());
@@ -1530,265 +1542,196 @@ impl World {
                             "planned to start at {}, beyond the lead time",
                             crate::moment::utc(start.secs())
                         ));
-                        if j.state != JobState::Planned {
-                            j.state = JobState::Planned;
-                            self.dirty_jobs.insert(job.0);
-                        }
+                        j.state = JobState::Planned;
+                        self.dirty_jobs.insert(job.0);
                     }
                 }
-                Decision::NoFit { job, reason } => {
+                BrokerAction::Waiting { job, reason } => {
+                    let text = self.wait_reason(now, &reason);
                     if let Some(j) = self.jobs.get_mut(&job.0) {
-                        j.reason = Some(reason);
+                        j.reason = Some(text);
                         j.planned_start = None;
-                        if j.state != JobState::Pending {
-                            j.state = JobState::Pending;
-                            self.dirty_jobs.insert(job.0);
-                        }
+                        j.state = JobState::Pending;
+                        self.dirty_jobs.insert(job.0);
                     }
                 }
-                Decision::Refuse { job, reason } => {
-                    let away: Vec<&str> = self
-                        .clusters
-                        .iter()
-                        .filter(|c| !c.available)
-                        .map(|c| c.cfg.name.as_str())
-                        .collect();
-                    if away.is_empty() {
-                        self.fail(now, job.0, reason);
-                    } else if let Some(j) = self.jobs.get_mut(&job.0) {
-                        // Too large for what is reachable now, not for the grid.
-                        j.reason = Some(format!(
-                            "{reason} while {} unavailable; waiting for it",
-                            away.join(", ")
-                        ));
-                        j.planned_start = None;
+                BrokerAction::Ask { job, part } => self.ask(now, job.0, &part),
+                BrokerAction::Reserved {
+                    job, start, parts, ..
+                } => self.reserved(now, job.0, start.secs(), &parts),
+                BrokerAction::Moved {
+                    job, start, parts, ..
+                } => {
+                    for p in &parts {
+                        if let Some(r) = self.reservations.get_mut(&p.reservation.0) {
+                            r.start = p.window.start.secs();
+                            r.end = p.window.end.secs();
+                            self.dirty_reservations.insert(r.id);
+                        }
+                    }
+                    if let Some(j) = self.jobs.get_mut(&job.0) {
+                        j.planned_start = Some(start.secs());
+                        self.dirty_jobs.insert(job.0);
+                    }
+                }
+                BrokerAction::ReservationEnded {
+                    reservation, how, ..
+                } => self.end_reservation(
+                    now,
+                    reservation.0,
+                    match how {
+                        ReservationEnd::Released => ReservationState::Released,
+                        ReservationEnd::Finished => ReservationState::Finished,
+                    },
+                ),
+                BrokerAction::Refused { job, reason } => {
+                    self.fail(now, job.0, reason.to_string());
+                }
+                BrokerAction::Charge { job, amount, .. } => {
+                    let Some(j) = self.jobs.get_mut(&job.0) else {
+                        continue;
+                    };
+                    j.charged += amount;
+                    self.dirty_jobs.insert(job.0);
+                    let user = j.user.clone();
+                    if let Some(u) = self.users.get_mut(&user) {
+                        u.spent += amount;
+                        if let Some(b) = u.budget.as_mut() {
+                            *b -= amount;
+                        }
+                        self.dirty_users.insert(user);
                     }
                 }
             }
         }
     }
 
-    /// The planner's views of the clusters.
-    pub fn views(&self) -> Vec<ClusterView<'_>> {
-        self.clusters
-            .iter()
-            .map(|c| ClusterView {
-                // An unavailable cluster offers nothing.
-                processors: if c.available { &c.processors } else { &[] },
-                sched: &c.sched,
-                tariff: &c.tariff,
-                bandwidth_mb_s: c.cfg.bandwidth_mb_s,
-                latency: Dur(c.cfg.latency_seconds),
-            })
-            .collect()
+    /// A wait reason in the service's words.
+    fn wait_reason(&self, now: i64, reason: &WaitReason) -> String {
+        match reason {
+            WaitReason::ReservationRefused { detail, until, .. } => format!(
+                "{detail}; all parts released, planned again in {} s",
+                (until.secs() - now).max(0)
+            ),
+            WaitReason::ClustersDown { procs, down } => format!(
+                "{procs} processors asked, more than the clusters up have while {} unavailable; \
+                 waiting for it",
+                down.iter()
+                    .map(|&k| self.clusters[k].cfg.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            WaitReason::LostCluster(k) => format!(
+                "cluster {} became unavailable ({}); planned again",
+                self.clusters[*k].cfg.name,
+                self.clusters[*k]
+                    .unavailable_reason
+                    .as_deref()
+                    .unwrap_or("unreachable")
+            ),
+            other => other.to_string(),
+        }
     }
 
-    /// Two-phase reservation of a planned global job: a tentative reservation on every
-    /// cluster of the plan, then all committed, or all released when one cluster refuses.
-    fn reserve_global(
-        &mut self,
-        now: i64,
-        id: u64,
-        start: i64,
-        end: i64,
-        cost: f64,
-        parts: &[foresight_core::grid::Part],
-    ) {
+    /// Phase one on a cluster that schedules itself: a tentative reservation record, and
+    /// the request to the cluster (its answer goes to [`World::reservation_answered`]).
+    fn ask(&mut self, now: i64, id: u64, part: &ReservedPart) {
         let Some(j) = self.jobs.get(&id) else { return };
         let user = j.user.clone();
-        if let Some(b) = self.users.get(&user).and_then(|u| u.budget) {
-            if cost > b {
-                if let Some(j) = self.jobs.get_mut(&id) {
-                    j.reason = Some(format!(
-                        "budget: the planned cost {cost:.2} exceeds the remaining {b:.2}"
-                    ));
-                }
-                return;
-            }
-        }
-        // Phase one: tentative everywhere. A local cluster answers at once; a remote one
-        // (Slurm) answers later, through `reservation_answered`.
-        let mut held: Vec<(usize, u64, u32)> = Vec::new();
-        let mut asked: BTreeSet<u64> = BTreeSet::new();
-        let mut refusal = None;
-        for p in parts {
-            let rid = self.next_reservation;
-            self.next_reservation += 1;
-            let remote = self.clusters[p.cluster].remote;
-            // Slurm reserves and limits jobs in whole minutes.
-            let part_end = if remote {
-                start + 60 * (end - start + 59).div_euclid(60)
-            } else {
-                end
-            };
-            let res = AdminReservation {
-                id: ReservationId(rid),
-                procs: p.procs,
-                window: Interval::new(Time(start), Time(part_end)),
-                acl: Acl {
-                    job: Some(JobId(id)),
-                    ..Acl::nobody()
-                },
-            };
-            let cluster_name = self.clusters[p.cluster].cfg.name.clone();
-            let rec = ReservationRecord {
+        let k = part.cluster;
+        let (start, end) = (part.window.start.secs(), part.window.end.secs());
+        let rid = part.reservation.0;
+        let cluster = self.clusters[k].cfg.name.clone();
+        self.reservations.insert(
+            rid,
+            ReservationRecord {
                 id: rid,
                 kind: "job".into(),
-                cluster: cluster_name.clone(),
-                procs: p.procs,
+                cluster: cluster.clone(),
+                procs: part.procs,
                 processors: vec![],
                 start,
-                end: part_end,
+                end,
                 acl: AclSpec {
                     job: Some(id),
                     ..AclSpec::default()
                 },
                 state: ReservationState::Tentative,
                 expires_at: Some(now + 60),
-                owner: user.clone(),
-            };
-            match self.clusters[p.cluster]
-                .sched
-                .add_reservation_displacing(res)
-            {
-                Ok(()) => {
-                    self.reservations.insert(rid, rec);
-                    self.dirty_reservations.insert(rid);
-                    held.push((p.cluster, rid, p.procs));
-                    if remote {
-                        asked.insert(rid);
-                        self.effects.push(Effect::Reserve {
-                            cluster: p.cluster,
-                            request: ReserveRequest {
-                                id: rid,
-                                start,
-                                end: part_end,
-                                procs: p.procs,
-                            },
-                        });
-                    }
-                }
-                Err(e) => {
-                    refusal = Some(format!(
-                        "cluster {cluster_name} refused the reservation: {e}"
-                    ));
-                    break;
-                }
-            }
-        }
-        if let Some(reason) = refusal {
-            for &(_, rid, _) in &held {
-                self.end_reservation(now, rid, ReservationState::Released);
-            }
-            if let Some(j) = self.jobs.get_mut(&id) {
-                j.reason = Some(format!("{reason}; planned again next cycle"));
-            }
-            return;
-        }
-        if asked.is_empty() {
-            self.commit_global(now, id, start, end, cost, held);
-            return;
-        }
-        // Out of the queue until every cluster has answered.
-        self.queue.remove(&id);
-        let names: Vec<String> = asked
-            .iter()
-            .filter_map(|r| self.reservations.get(r))
-            .map(|r| r.cluster.clone())
-            .collect();
+                owner: user,
+            },
+        );
+        self.dirty_reservations.insert(rid);
+        self.effects.push(Effect::Reserve {
+            cluster: k,
+            request: ReserveRequest {
+                id: rid,
+                start,
+                end,
+                procs: part.procs,
+            },
+        });
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Planned;
             j.planned_start = Some(start);
             j.first_planned_start.get_or_insert(start);
             j.reason = Some(format!(
-                "reserving {} from {} (phase one: tentative)",
-                names.join(" and "),
+                "reserving {cluster} from {} (phase one: tentative)",
                 crate::moment::utc(start)
             ));
             self.dirty_jobs.insert(id);
         }
-        self.reserving.insert(
-            id,
-            remote::Reserving {
-                start,
-                end,
-                cost,
-                held,
-                awaiting: asked,
-                refusal: None,
-            },
-        );
     }
 
-    /// Phase two: every cluster holds its tentative reservation; commit them all, charge the
-    /// user, bind the job's parts.
-    fn commit_global(
-        &mut self,
-        now: i64,
-        id: u64,
-        start: i64,
-        end: i64,
-        cost: f64,
-        held: Vec<(usize, u64, u32)>,
-    ) {
+    /// Phase two done: every part of a global job is held. Its reservations are committed,
+    /// its parts bound to them, and parts on clusters that schedule themselves submitted.
+    fn reserved(&mut self, now: i64, id: u64, start: i64, parts: &[ReservedPart]) {
         let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
             return;
         };
-        self.backoff.remove(&id);
-        for &(_, rid, _) in &held {
-            if let Some(r) = self.reservations.get_mut(&rid) {
-                r.state = ReservationState::Committed;
-                r.expires_at = None;
-            }
+        for p in parts {
+            let rid = p.reservation.0;
+            let rec = self
+                .reservations
+                .entry(rid)
+                .or_insert_with(|| ReservationRecord {
+                    id: rid,
+                    kind: "job".into(),
+                    cluster: self.clusters[p.cluster].cfg.name.clone(),
+                    procs: p.procs,
+                    processors: vec![],
+                    start: p.window.start.secs(),
+                    end: p.window.end.secs(),
+                    acl: AclSpec {
+                        job: Some(id),
+                        ..AclSpec::default()
+                    },
+                    state: ReservationState::Committed,
+                    expires_at: None,
+                    owner: user.clone(),
+                });
+            rec.state = ReservationState::Committed;
+            rec.expires_at = None;
             self.dirty_reservations.insert(rid);
         }
-        self.queue.remove(&id);
-        if let Some(u) = self.users.get_mut(&user) {
-            u.spent += cost;
-            if let Some(b) = u.budget.as_mut() {
-                *b -= cost;
-            }
-            self.dirty_users.insert(user.clone());
-        }
+        let _ = now;
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
         j.state = JobState::Reserved;
         j.planned_start = Some(start);
         j.first_planned_start.get_or_insert(start);
-        j.charged = cost;
         j.reason = None;
-        j.parts = held
+        j.parts = parts
             .iter()
-            .map(|&(k, rid, procs)| PartRecord {
-                cluster: self.clusters[k].cfg.name.clone(),
-                procs,
-                reservation: Some(rid),
+            .map(|p| PartRecord {
+                cluster: self.clusters[p.cluster].cfg.name.clone(),
+                procs: p.procs,
+                reservation: Some(p.reservation.0),
                 ..PartRecord::default()
             })
             .collect();
         self.dirty_jobs.insert(id);
-        let submitted = j.submitted_at;
-        let (user_name, credn) = (j.user.clone(), j.cred.clone());
-        let cred = self.cred(&user_name, &credn);
-        for (k, rid, procs) in held {
-            if self.clusters[k].remote {
-                continue;
-            }
-            let job = Job::new(JobId(id), Time(submitted), procs, Dur(end - start))
-                .with_cred(cred)
-                .in_reservation(ReservationId(rid), false);
-            let mut actions = Vec::new();
-            if let Err(e) =
-                self.clusters[k]
-                    .sched
-                    .handle(Time(now), Event::Submit(job), &mut actions)
-            {
-                self.fail(now, id, format!("cluster refused the reserved job: {e}"));
-                return;
-            }
-            self.apply(now, k, actions);
-        }
         self.submit_remote_parts(id);
     }
 
@@ -1808,7 +1751,7 @@ impl World {
             self.add_user(u);
         }
         for mut r in reservations {
-            self.next_reservation = self.next_reservation.max(r.id + 1);
+            self.broker.reserve_ids_below(r.id + 1);
             if r.state.is_live() {
                 let k = self.cluster_index(&r.cluster);
                 let expired = r.end <= now
@@ -1823,7 +1766,7 @@ impl World {
                             return r.state != ReservationState::Tentative;
                         }
                         let acl = self.acl(&r.acl);
-                        self.clusters[k]
+                        self.broker.clusters[k]
                             .sched
                             .add_reservation(AdminReservation {
                                 id: ReservationId(r.id),
@@ -1898,14 +1841,19 @@ impl World {
                         let job = Job::new(JobId(id), Time(j.submitted_at), p.procs, Dur(walltime))
                             .with_cred(cred);
                         let start = Time(j.started_at.unwrap_or(now));
-                        let _ =
-                            self.clusters[k]
-                                .sched
-                                .restore_running(Time(now), job, start, domain);
+                        let _ = self.broker.clusters[k].sched.restore_running(
+                            Time(now),
+                            job,
+                            start,
+                            domain,
+                        );
                         for q in &p.processors {
                             self.clusters[k].free.remove(q);
                         }
                         adopt.push((k, id, j.attempt));
+                    }
+                    if global {
+                        self.adopt_global(id);
                     }
                 }
                 JobState::Reserved => {
@@ -1924,7 +1872,7 @@ impl World {
                             );
                         }
                         self.dirty_jobs.insert(id);
-                        self.arrivals.push(id);
+                        self.enqueue_global(now, id);
                         continue;
                     }
                     let cred = self.cred(&j.user, &j.cred);
@@ -1945,11 +1893,14 @@ impl World {
                         )
                         .with_cred(cred)
                         .in_reservation(ReservationId(r), false);
-                        let _ = self.clusters[k].sched.submit(job);
+                        let _ = self.broker.clusters[k].sched.submit(job);
+                    }
+                    if global {
+                        self.adopt_global(id);
                     }
                 }
                 _ if j.held => {}
-                _ if global => self.arrivals.push(id),
+                _ if global => self.enqueue_global(now, id),
                 // Queued in a cluster that schedules itself: reconciled at its snapshot.
                 _ if j.parts.iter().any(|p| {
                     self.cluster_index(&p.cluster)

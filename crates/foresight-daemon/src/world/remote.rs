@@ -15,9 +15,9 @@
 
 use super::{now_time, Effect, World};
 use foresight_api::{JobState, ReservationState};
+use foresight_core::broker::{processors_of, Phase, SpeedGroup};
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
-use foresight_core::select::Processor;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId};
 use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState, Submission};
@@ -40,35 +40,20 @@ const CLOCK_SLACK_SECS: i64 = 5;
 /// end this much later.
 const SLURM_END_PAD_SECS: i64 = 1;
 
-/// A global job in phase one of its two-phase reservation.
-#[derive(Clone, Debug)]
-pub(super) struct Reserving {
-    pub(super) start: i64,
-    pub(super) end: i64,
-    pub(super) cost: f64,
-    /// (cluster, reservation, processors) of every part.
-    pub(super) held: Vec<(usize, u64, u32)>,
-    /// Remote reservations not answered yet.
-    pub(super) awaiting: BTreeSet<u64>,
-    /// The first refusal.
-    pub(super) refusal: Option<String>,
-}
-
 impl World {
     /// A remote cluster answered phase one for reservation `rid`: held, or refused (why).
     pub fn reservation_answered(&mut self, now: i64, rid: u64, answer: Result<(), String>) {
-        let Some((&id, _)) = self
-            .reserving
-            .iter()
-            .find(|(_, r)| r.awaiting.contains(&rid))
-        else {
+        let awaited = self.broker.entries().any(|e| match &e.phase {
+            Phase::Reserving { awaiting, .. } => awaiting.contains(&ReservationId(rid)),
+            _ => false,
+        });
+        let live = self
+            .reservations
+            .get(&rid)
+            .is_some_and(|r| r.state.is_live());
+        if !awaited {
             // The job was cancelled, held or withdrawn meanwhile: give it back.
-            if answer.is_ok()
-                && !self
-                    .reservations
-                    .get(&rid)
-                    .is_some_and(|r| r.state.is_live())
-            {
+            if answer.is_ok() && !live {
                 if let Some(k) = self.reservation_cluster(rid) {
                     self.effects.push(Effect::Release {
                         cluster: k,
@@ -77,80 +62,32 @@ impl World {
                 }
             }
             return;
-        };
-        let live = self
-            .reservations
-            .get(&rid)
-            .is_some_and(|r| r.state.is_live());
+        }
         let cluster = self
             .reservations
             .get(&rid)
             .map(|r| r.cluster.clone())
             .unwrap_or_default();
-        let Some(pending) = self.reserving.get_mut(&id) else {
-            return;
-        };
-        pending.awaiting.remove(&rid);
-        match answer {
+        let answer = match answer {
             Ok(()) if live => {
                 self.confirmed_at.insert(rid, now);
+                Ok(())
             }
-            Ok(()) => {
-                pending.refusal.get_or_insert_with(|| {
-                    format!("the tentative reservation on {cluster} expired before it was held")
-                });
-            }
-            Err(why) => {
-                pending.refusal.get_or_insert_with(|| {
-                    format!("cluster {cluster} refused the reservation: {why}")
-                });
-            }
-        }
-        if !pending.awaiting.is_empty() {
-            return;
-        }
-        let Some(done) = self.reserving.remove(&id) else {
-            return;
+            Ok(()) => Err(format!(
+                "the tentative reservation on {cluster} expired before it was held"
+            )),
+            Err(why) => Err(why),
         };
-        match done.refusal {
-            None => self.commit_global(now, id, done.start, done.end, done.cost, done.held),
-            Some(reason) => {
-                for &(_, r, _) in &done.held {
-                    self.end_reservation(now, r, ReservationState::Released);
-                }
-                // Planned again after a pause that doubles with each refusal in a row (1 s
-                // to 64 s): a cluster that keeps refusing what its snapshot shows free costs
-                // a bounded number of commands.
-                let refusals = self.backoff.get(&id).map_or(0, |b| b.1) + 1;
-                let pause = 1i64 << (refusals - 1).min(6);
-                self.backoff.insert(id, (now + pause, refusals));
-                if let Some(j) = self.jobs.get_mut(&id) {
-                    j.state = JobState::Pending;
-                    j.planned_start = None;
-                    j.reason = Some(format!(
-                        "{reason}; all parts released, planned again in {pause} s"
-                    ));
-                    self.dirty_jobs.insert(id);
-                    self.arrivals.push(id);
-                }
-            }
-        }
+        let mut out = Vec::new();
+        self.broker
+            .on_reservation_answered(Time(now), ReservationId(rid), answer, &mut out);
+        self.carry_out(now, out);
     }
 
     fn reservation_cluster(&self, rid: u64) -> Option<usize> {
         self.reservations
             .get(&rid)
             .and_then(|r| self.cluster_index(&r.cluster))
-    }
-
-    /// Aborts phase one of a job (cancelled, held, or its cluster went away): its tentative
-    /// reservations are released; answers still on their way are released when they come.
-    pub(super) fn abort_reserving(&mut self, now: i64, id: u64) {
-        if let Some(pending) = self.reserving.remove(&id) {
-            for (_, r, _) in pending.held {
-                self.end_reservation(now, r, ReservationState::Released);
-            }
-        }
     }
 
     /// Submits the parts of job `id` on remote clusters that are not there yet.
@@ -274,9 +211,8 @@ impl World {
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
             Ok(state) => {
-                let c = &mut self.clusters[k];
-                c.available = true;
-                c.unavailable_reason = None;
+                self.broker.on_cluster_up(Time(now), k);
+                self.clusters[k].unavailable_reason = None;
                 self.reconcile(now, k, &state);
                 self.rebuild_mirror(now, k, &state);
                 self.clusters[k].snapshot = Some(state);
@@ -285,25 +221,23 @@ impl World {
     }
 
     fn mark_unavailable(&mut self, now: i64, k: usize, why: String) {
-        let c = &mut self.clusters[k];
-        let name = c.cfg.name.clone();
-        if c.available {
+        let name = self.clusters[k].cfg.name.clone();
+        if self.broker.clusters[k].available {
             tracing::warn!("cluster {name} is unavailable: {why}");
         }
-        c.available = false;
-        c.unavailable_reason = Some(why.clone());
+        self.clusters[k].unavailable_reason = Some(why.clone());
         // Global jobs reserved there that have not started go elsewhere.
-        let mut withdraw: Vec<u64> = self
-            .reserving
-            .iter()
-            .filter(|(_, r)| r.held.iter().any(|h| h.0 == k))
-            .map(|(&id, _)| id)
+        let withdraw: Vec<u64> = self
+            .broker
+            .entries()
+            .filter(|e| match &e.phase {
+                Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
+                    parts.iter().any(|p| p.cluster == k)
+                }
+                _ => false,
+            })
+            .map(|e| e.job.id.0)
             .collect();
-        withdraw.extend(self.jobs.values().filter_map(|j| {
-            let global = j.cluster.is_none() && j.reservation.is_none();
-            (global && j.state == JobState::Reserved && j.parts.iter().any(|p| p.cluster == name))
-                .then_some(j.id)
-        }));
         for id in withdraw {
             self.withdraw(
                 now,
@@ -311,6 +245,9 @@ impl World {
                 format!("cluster {name} became unavailable ({why}); planned again"),
             );
         }
+        let mut out = Vec::new();
+        self.broker.on_cluster_down(Time(now), k, &mut out);
+        self.carry_out(now, out);
     }
 
     /// Takes a global job that has not started off its clusters and plans it again. Parts
@@ -323,8 +260,8 @@ impl World {
             j.planned_start = None;
             j.reason = Some(reason);
             self.dirty_jobs.insert(id);
-            self.arrivals.push(id);
         }
+        self.enqueue_global(now, id);
     }
 
     /// Brings our records in line with what cluster `k` reports.
@@ -588,6 +525,10 @@ impl World {
         }
         j.state = JobState::Running;
         j.reason = None;
+        self.broker.on_part_started(Time(start), JobId(id));
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         let starts: Vec<i64> = j.parts.iter().filter_map(|p| p.started_at).collect();
         if j.parts.len() > 1 && starts.len() == j.parts.len() {
             let skew =
@@ -606,7 +547,7 @@ impl World {
     fn rebuild_mirror(&mut self, now: i64, k: usize, state: &ClusterState) {
         let name = self.clusters[k].cfg.name.clone();
         let procs = state.processors;
-        let policy = self.clusters[k].sched.policy().clone();
+        let policy = self.broker.clusters[k].sched.policy().clone();
         let mut mirror = LocalScheduler::new(procs, policy);
         let t = now_time(now);
         // Ours first (they are the planner's commitments), then the cluster's own.
@@ -673,7 +614,7 @@ impl World {
                 foreign_res.insert(r.name.clone(), id);
             }
         }
-        let horizon = self.planner.horizon.0;
+        let horizon = self.broker.planner().horizon.0;
         let mut waiting = Vec::new();
         for (n, j) in state.jobs.iter().enumerate() {
             let jid = JobId(FOREIGN | j.external.parse::<u64>().unwrap_or(n as u64));
@@ -727,18 +668,11 @@ impl World {
             let job = Job::new(jid, Time(now - n + rank as i64), p, Dur(limit));
             let _ = mirror.submit(job);
         }
-        let c = &mut self.clusters[k];
+        let speed = self.clusters[k].cfg.speed;
+        let c = &mut self.broker.clusters[k];
         c.sched = mirror;
         if c.processors.len() != procs as usize {
-            c.processors = (0..procs)
-                .map(|i| Processor {
-                    id: format!("{name}/p{i}"),
-                    cluster: name.clone(),
-                    speed: c.cfg.speed,
-                    memory_mb: 0,
-                    features: Default::default(),
-                })
-                .collect();
+            c.processors = processors_of(&name, &[SpeedGroup { procs, speed }]);
         }
     }
 }

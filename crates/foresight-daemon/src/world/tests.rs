@@ -197,9 +197,10 @@ fn a_reserved_job_waits_for_its_start_and_cancelling_refunds_it() {
     );
 }
 
-/// The job starts at its reserved second, not before, when the blocker ends early.
+/// The reserved job starts at its reserved second when nothing ends early, and at once
+/// when the blocker ends early and the move delays no one (work conservation).
 #[test]
-fn a_reserved_start_is_kept_to_the_second() {
+fn a_reserved_job_starts_as_soon_as_its_processors_free_up() {
     let mut w = world(vec![cluster("a", 2)]);
     w.accept(1_000, vec![job(1, "ann", 2, 100)]);
     w.cycle(1_000);
@@ -207,15 +208,19 @@ fn a_reserved_start_is_kept_to_the_second() {
     w.cycle(1_060);
     assert_eq!(w.jobs[&2].state, JobState::Reserved);
     launches(&mut w);
-    // The blocker ends early, at 1070: the reservation still starts at 1100.
+    assert_eq!(w.jobs[&2].planned_start, Some(1_100));
+    w.cycle(1_065);
+    assert!(launches(&mut w).is_empty(), "the blocker still runs");
+    // The blocker ends early, at 1070: the reservation moves to 1070 and the job starts.
     w.on_finished(1_070, 0, 1, 0, &exit(0));
-    assert!(launches(&mut w).is_empty());
-    assert_eq!(w.next_due(1_070), Some(1_100));
-    w.cycle(1_099);
-    assert!(launches(&mut w).is_empty());
-    w.cycle(1_100);
     assert_eq!(launches(&mut w).len(), 1);
-    assert_eq!(w.jobs[&2].started_at, Some(1_100));
+    assert_eq!(w.jobs[&2].started_at, Some(1_070));
+    let r = w
+        .reservations
+        .values()
+        .find(|r| r.acl.job == Some(2))
+        .unwrap();
+    assert_eq!((r.start, r.end), (1_070, 1_120));
 }
 
 #[test]
@@ -336,13 +341,14 @@ fn restore_rebuilds_the_schedulers() {
     let mut again = world(vec![cluster("a", 2)]);
     let adopt = again.restore(1_050, jobs, res, users);
     assert_eq!(adopt, vec![(0, 1, 0)]);
-    assert!(again.clusters[0].sched.is_running(JobId(1)));
+    assert!(again.broker.clusters[0].sched.is_running(JobId(1)));
     assert_eq!(again.clusters[0].free.len(), 1);
     again.cycle(1_050);
     assert_eq!(again.jobs[&2].state, JobState::Reserved);
+    // The adopted reservation is the broker's: it moves earlier when job 1 ends early.
     again.on_finished(1_060, 0, 1, 0, &exit(0));
     again.cycle(1_100);
-    assert_eq!(again.jobs[&2].started_at, Some(1_100));
+    assert_eq!(again.jobs[&2].started_at, Some(1_060));
 }
 
 /// After a restart, a running job with a later id (it was backfilled) keeps its processors:
@@ -374,7 +380,7 @@ fn restore_puts_running_jobs_back_before_placing_the_queue() {
         "job 1 started on job 2's processors"
     );
     assert_eq!(w.jobs[&1].state, JobState::Pending);
-    assert!(w.clusters[0].sched.is_running(JobId(2)));
+    assert!(w.broker.clusters[0].sched.is_running(JobId(2)));
     w.on_finished(1_050, 0, 2, 0, &exit(0));
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 1, vec![0, 1])]);
@@ -541,7 +547,7 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
     // Slurm reserves whole minutes: 90 s becomes 120 s on both.
     assert!(asked.iter().all(|a| a.1.start == 1_000 && a.1.end == 1_120));
     assert_eq!(w.jobs[&1].state, JobState::Planned);
-    assert!(!w.queue.contains(&1));
+    assert!(!w.broker.queued().any(|e| e.job.id == JobId(1)));
 
     w.reservation_answered(1_001, asked[0].1.id, Ok(()));
     assert!(
@@ -679,10 +685,10 @@ fn a_slurm_refusal_releases_every_part() {
     );
     // Planned again after a pause (1 s, then 2 s, ...), not at every cycle.
     w.cycle(1_001);
-    assert!(!w.reserving.contains_key(&1));
+    assert!(!reserving(&w, 1));
     assert!(take_effects(&mut w).is_empty());
     w.cycle(1_002);
-    assert!(w.reserving.contains_key(&1), "{:?}", w.jobs[&1].reason);
+    assert!(reserving(&w, 1), "{:?}", w.jobs[&1].reason);
 }
 
 /// A controller that stops answering: the cluster offers nothing, a reserved job there that
@@ -726,7 +732,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
         0,
         Err("slurm_load_jobs error: Unable to contact slurm controller".into()),
     );
-    assert!(!w.clusters[0].available);
+    assert!(!w.broker.clusters[0].available);
     assert!(w.views()[0].processors.is_empty());
     let effects = take_effects(&mut w);
     assert!(effects.iter().any(|e| matches!(e, Effect::Cancel { cluster: 0, part } if part.external.as_deref() == Some("5"))));
@@ -759,7 +765,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
         procs: 6,
     });
     w.sync_remote(1_020, 0, Ok(back));
-    assert!(w.clusters[0].available);
+    assert!(w.broker.clusters[0].available);
     let effects = take_effects(&mut w);
     assert!(
         effects.iter().any(
@@ -910,4 +916,11 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
         "{effects:?}"
     );
     assert_eq!(w.jobs[&1].state, JobState::Running);
+}
+
+/// Is global job `id` in phase one of its reservation?
+fn reserving(w: &World, id: u64) -> bool {
+    w.broker
+        .entry(JobId(id))
+        .is_some_and(|e| matches!(e.phase, foresight_core::broker::Phase::Reserving { .. }))
 }
