@@ -740,6 +740,41 @@ fn the_estimate_is_the_start() {
     assert_no_double_booking(&[b, j], &BTreeMap::from([("local", 2)]));
 }
 
+/// `estimate` answers per cluster and over the grid from one plan that holds the queued
+/// global jobs: with a blocker until T (beyond the reservation lead time, so the queued
+/// 2-processor job is only planned at T for 10 s, not yet reserved on the cluster), a
+/// 1-processor request starts at T + 10 on the cluster and on the grid alike.
+#[test]
+fn the_estimate_counts_the_queued_global_jobs() {
+    let s = Server::start(2);
+    align_to_second(0.3);
+    let blocker = s.submit(&[
+        "--cluster",
+        "local",
+        "-n",
+        "2",
+        "-t",
+        "2m",
+        "--",
+        "sleep",
+        "1000",
+    ]);
+    let b = s.show(blocker);
+    assert_eq!(b["state"], "running", "{b}");
+    let t = int(&b, "started_at") + 120;
+    let queued = s.submit(&["-n", "2", "-t", "10s", "--", "true"]);
+    let q = s.wait_job(queued, "planned", Duration::from_secs(5), |j| {
+        !j["planned_start"].is_null()
+    });
+    assert_eq!(int(&q, "planned_start"), t, "{q}");
+
+    let est = parse(&s.run(&["estimate", "-n", "1", "-t", "1h", "-o", "json"]));
+    assert_eq!(int(&est, "earliest"), t + 10, "{est}");
+    assert_eq!(est["clusters"][0]["start"].as_i64(), Some(t + 10), "{est}");
+    s.run(&["job", "cancel", &blocker.to_string()]);
+    s.run(&["job", "cancel", &queued.to_string()]);
+}
+
 /// Submission `i` of the storm: appends its id to `runs`, exits with `i % 4`; every tenth
 /// sleeps a second first; every twentieth is global, at a price that outbids the local queue
 /// (else it would be planned behind the walltimes of all the local jobs queued before it).

@@ -9,7 +9,7 @@
 use crate::forecast::{forecast, slots_from_forecast, Tariff};
 use crate::ids::{JobId, UserId};
 use crate::scheduler::LocalScheduler;
-use crate::select::{Criterion, Processor, Slot, SlotPlan, SlotRequest};
+use crate::select::{Criterion, Processor, Selection, Slot, SlotPlan, SlotRequest};
 use crate::time::{Dur, Time};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -154,171 +154,281 @@ pub fn plan_cycle(
     jobs: &[GlobalJob],
     cfg: &PlannerConfig,
 ) -> Vec<Decision> {
-    let horizon = now + cfg.horizon;
-    // The clusters' forecasts are independent: they are made side by side.
-    let per_cluster: Vec<_> = clusters
-        .par_iter()
-        .map(|c| {
-            let f = forecast(c.sched, now, |_| 1.0);
-            slots_from_forecast(c.processors, &f, now, horizon, c.tariff)
-        })
-        .collect();
-    // Each cluster's slots number its processors from 0: offset them to the grid's.
-    let mut slots = Vec::with_capacity(per_cluster.iter().map(Vec::len).sum());
-    let mut first = 0u32;
-    for (c, cluster_slots) in clusters.iter().zip(per_cluster) {
-        slots.extend(cluster_slots.into_iter().map(|s| Slot {
-            processor: first + s.processor,
-            ..s
-        }));
-        first += c.processors.len() as u32;
-    }
-    let processors: Vec<Processor> = clusters
-        .iter()
-        .flat_map(|c| c.processors.iter().cloned())
-        .collect();
-    let total = processors.len();
-
-    let largest = clusters
-        .iter()
-        .map(|c| c.processors.len())
-        .max()
-        .unwrap_or(0);
-    let mut plan = match SlotPlan::from_indexed(processors, slots) {
+    let mut plan = match GridPlan::new(now, clusters, cfg) {
         Ok(p) => p,
-        Err(e) => {
-            // Only a caller error (two processors with one name, a speed that is not
-            // positive, a tariff that is not a price) gets here.
+        Err(reason) => {
             return jobs
                 .iter()
                 .map(|j| Decision::NoFit {
                     job: j.id,
-                    reason: format!("the grid's plan is inconsistent: {e}"),
+                    reason: reason.clone(),
                 })
                 .collect();
         }
     };
-    // The plan numbers clusters in order of first appearance; map them to the caller's.
-    let order: Vec<usize> = plan
-        .clusters()
-        .iter()
-        .map(|name| {
-            clusters
-                .iter()
-                .position(|c| c.processors.first().is_some_and(|p| &p.cluster == name))
-                .expect("invariant: plan clusters come from the views")
-        })
-        .collect();
     // The loop runs on a worker of the thread pool, so that the walks a selection runs
     // side by side are shared with the other workers without waking this thread.
     rayon::scope(|_| {
-        let mut out = Vec::with_capacity(jobs.len());
-        for (k, job) in jobs.iter().enumerate() {
-            if k >= cfg.plan_depth {
-                out.push(Decision::NoFit {
-                    job: job.id,
-                    reason: format!(
-                        "beyond the planning depth of {} jobs this cycle",
-                        cfg.plan_depth
-                    ),
-                });
-                continue;
-            }
-            let refusal = if job.procs as usize > total {
-                Some(format!(
-                    "{} processors asked, the grid has {total}",
-                    job.procs
-                ))
-            } else if !job.co_allocate && job.procs as usize > largest {
-                Some(format!(
-                    "{} processors asked without co-allocation, the largest cluster has {largest}",
-                    job.procs
-                ))
-            } else {
-                None
-            };
-            if let Some(reason) = refusal {
-                out.push(Decision::Refuse {
+        jobs.iter()
+            .enumerate()
+            .map(|(k, job)| {
+                if k >= cfg.plan_depth {
+                    Decision::NoFit {
+                        job: job.id,
+                        reason: format!(
+                            "beyond the planning depth of {} jobs this cycle",
+                            cfg.plan_depth
+                        ),
+                    }
+                } else {
+                    plan.place(job).decision
+                }
+            })
+            .collect()
+    })
+}
+
+/// The grid's plan at one instant: every cluster's forecast as one slot plan, onto which
+/// global jobs are placed one after another. A cycle places the queue ([`plan_cycle`]);
+/// an estimate places the queue and then asks where one more job would go, on the grid or
+/// on one cluster, so that all its answers come from the same plan.
+pub struct GridPlan {
+    now: Time,
+    cfg: PlannerConfig,
+    plan: SlotPlan,
+    /// The view index of each of the plan's clusters (the plan numbers them in order of
+    /// first appearance).
+    order: Vec<usize>,
+    /// The view index of each of the plan's processors.
+    cluster_of: Vec<usize>,
+    /// Each view's link to the grid: bandwidth (MB/s) and latency.
+    links: Vec<(f64, Dur)>,
+    total: usize,
+    largest: usize,
+}
+
+/// Where [`GridPlan::place`] put a job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Placed {
+    /// What the cycle does with it.
+    pub decision: Decision,
+    /// The window and the processors it holds in the plan (grid indices, ascending), when
+    /// it fits: also for a job planned beyond the lead time, which the decision does not
+    /// describe in full.
+    pub window: Option<(Time, Time, Vec<u32>)>,
+}
+
+impl GridPlan {
+    /// The plan of `clusters` at `now`; an error only for an inconsistent caller (two
+    /// processors with one name, a speed that is not positive, a tariff that is not a price).
+    pub fn new(
+        now: Time,
+        clusters: &[ClusterView<'_>],
+        cfg: &PlannerConfig,
+    ) -> Result<GridPlan, String> {
+        let horizon = now + cfg.horizon;
+        // The clusters' forecasts are independent: they are made side by side.
+        let per_cluster: Vec<_> = clusters
+            .par_iter()
+            .map(|c| {
+                let f = forecast(c.sched, now, |_| 1.0);
+                slots_from_forecast(c.processors, &f, now, horizon, c.tariff)
+            })
+            .collect();
+        // Each cluster's slots number its processors from 0: offset them to the grid's.
+        let mut slots = Vec::with_capacity(per_cluster.iter().map(Vec::len).sum());
+        let mut first = 0u32;
+        for (c, cluster_slots) in clusters.iter().zip(per_cluster) {
+            slots.extend(cluster_slots.into_iter().map(|s| Slot {
+                processor: first + s.processor,
+                ..s
+            }));
+            first += c.processors.len() as u32;
+        }
+        let processors: Vec<Processor> = clusters
+            .iter()
+            .flat_map(|c| c.processors.iter().cloned())
+            .collect();
+        let cluster_of: Vec<usize> = clusters
+            .iter()
+            .enumerate()
+            .flat_map(|(k, c)| std::iter::repeat_n(k, c.processors.len()))
+            .collect();
+        let total = processors.len();
+        let largest = clusters
+            .iter()
+            .map(|c| c.processors.len())
+            .max()
+            .unwrap_or(0);
+        let plan = SlotPlan::from_indexed(processors, slots)
+            .map_err(|e| format!("the grid's plan is inconsistent: {e}"))?;
+        let order: Vec<usize> = plan
+            .clusters()
+            .iter()
+            .map(|name| {
+                clusters
+                    .iter()
+                    .position(|c| c.processors.first().is_some_and(|p| &p.cluster == name))
+                    .expect("invariant: plan clusters come from the views")
+            })
+            .collect();
+        Ok(GridPlan {
+            now,
+            cfg: cfg.clone(),
+            plan,
+            order,
+            cluster_of,
+            links: clusters
+                .iter()
+                .map(|c| (c.bandwidth_mb_s, c.latency))
+                .collect(),
+            total,
+            largest,
+        })
+    }
+
+    /// Why `job` can never run on this grid, if it cannot.
+    fn refusal(&self, job: &GlobalJob) -> Option<String> {
+        if job.procs as usize > self.total {
+            Some(format!(
+                "{} processors asked, the grid has {}",
+                job.procs, self.total
+            ))
+        } else if !job.co_allocate && job.procs as usize > self.largest {
+            Some(format!(
+                "{} processors asked without co-allocation, the largest cluster has {}",
+                job.procs, self.largest
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// The best window for `job`, on the clusters `only` allows (all when `None`).
+    fn select(&self, job: &GlobalJob, only: Option<usize>) -> Result<Selection, String> {
+        let staging: Vec<Option<Dur>> = self
+            .order
+            .iter()
+            .map(|&c| {
+                if only.is_some_and(|o| o != c) {
+                    return None;
+                }
+                let (bandwidth, latency) = self.links[c];
+                Some(match job.home {
+                    Some(h) if h == c => Dur::ZERO,
+                    Some(_) => staging_time(job.input_mb, bandwidth, latency),
+                    None => Dur::ZERO,
+                })
+            })
+            .collect();
+        let req = SlotRequest {
+            procs: job.procs,
+            walltime: job.walltime,
+            max_price: job.max_price,
+            min_memory_mb: 0,
+            features: Default::default(),
+            criterion: job.criterion.clone(),
+            not_before: self.now,
+            deadline: None,
+            co_allocate: job.co_allocate && only.is_none(),
+        };
+        self.plan.select(&req, &staging).map_err(|no| no.reason)
+    }
+
+    /// Places `job` where the cycle would: its window is taken from the plan for the jobs
+    /// placed after it.
+    pub fn place(&mut self, job: &GlobalJob) -> Placed {
+        if let Some(reason) = self.refusal(job) {
+            return Placed {
+                decision: Decision::Refuse {
                     job: job.id,
                     reason,
-                });
-                continue;
-            }
-            let staging: Vec<Option<Dur>> = order
-                .iter()
-                .map(|&c| {
-                    let view = &clusters[c];
-                    Some(match job.home {
-                        Some(h) if h == c => Dur::ZERO,
-                        Some(_) => staging_time(job.input_mb, view.bandwidth_mb_s, view.latency),
-                        None => Dur::ZERO,
-                    })
-                })
-                .collect();
-            let req = SlotRequest {
-                procs: job.procs,
-                walltime: job.walltime,
-                max_price: job.max_price,
-                min_memory_mb: 0,
-                features: Default::default(),
-                criterion: job.criterion.clone(),
-                not_before: now,
-                deadline: None,
-                co_allocate: job.co_allocate,
+                },
+                window: None,
             };
-            match plan.select(&req, &staging) {
-                Err(no) => out.push(Decision::NoFit {
+        }
+        let sel = match self.select(job, None) {
+            Err(reason) => {
+                return Placed {
+                    decision: Decision::NoFit {
+                        job: job.id,
+                        reason,
+                    },
+                    window: None,
+                }
+            }
+            Ok(sel) => sel,
+        };
+        self.plan.commit(&sel);
+        let mut chosen = sel.processors.clone();
+        chosen.sort_unstable();
+        let window = Some((sel.start, sel.end, chosen.clone()));
+        if sel.start - self.now > self.cfg.lead_time {
+            return Placed {
+                decision: Decision::Wait {
                     job: job.id,
-                    reason: no.reason,
+                    start: sel.start,
+                },
+                window,
+            };
+        }
+        let mut parts: Vec<Part> = Vec::new();
+        let mut speed = f64::INFINITY;
+        for &p in &sel.processors {
+            speed = speed.min(self.plan.processors()[p as usize].speed);
+            let c = self.cluster_of[p as usize];
+            match parts.iter_mut().find(|x| x.cluster == c) {
+                Some(x) => x.procs += 1,
+                None => parts.push(Part {
+                    cluster: c,
+                    procs: 1,
                 }),
-                Ok(sel) => {
-                    plan.commit(&sel);
-                    if sel.start - now <= cfg.lead_time {
-                        let mut parts: Vec<Part> = Vec::new();
-                        let mut chosen: Vec<u32> = Vec::with_capacity(sel.processors.len());
-                        let mut speed = f64::INFINITY;
-                        for &p in &sel.processors {
-                            let processor = &plan.processors()[p as usize];
-                            speed = speed.min(processor.speed);
-                            let name = &processor.cluster;
-                            let c = clusters
-                                .iter()
-                                .position(|v| {
-                                    v.processors.first().is_some_and(|q| &q.cluster == name)
-                                })
-                                .expect("invariant: every processor belongs to a view");
-                            // The plan keeps the processors in the order it was given.
-                            chosen.push(p);
-                            match parts.iter_mut().find(|x| x.cluster == c) {
-                                Some(x) => x.procs += 1,
-                                None => parts.push(Part {
-                                    cluster: c,
-                                    procs: 1,
-                                }),
-                            }
-                        }
-                        parts.sort_by_key(|x| x.cluster);
-                        chosen.sort_unstable();
-                        out.push(Decision::Reserve {
-                            job: job.id,
-                            start: sel.start,
-                            end: sel.end,
-                            cost: sel.cost,
-                            parts,
-                            processors: chosen,
-                            speed,
-                        });
-                    } else {
-                        out.push(Decision::Wait {
-                            job: job.id,
-                            start: sel.start,
-                        });
-                    }
+            }
+        }
+        parts.sort_by_key(|x| x.cluster);
+        Placed {
+            decision: Decision::Reserve {
+                job: job.id,
+                start: sel.start,
+                end: sel.end,
+                cost: sel.cost,
+                parts,
+                processors: chosen,
+                speed,
+            },
+            window,
+        }
+    }
+
+    /// Where `job` would go now, without taking it from the plan: over the whole grid
+    /// (`only` = `None`) or on cluster `only` alone. `Err` says why it fits nowhere.
+    pub fn probe(&self, job: &GlobalJob, only: Option<usize>) -> Result<Selection, String> {
+        match only {
+            None => {
+                if let Some(reason) = self.refusal(job) {
+                    return Err(reason);
+                }
+            }
+            Some(c) => {
+                let here = self.cluster_of.iter().filter(|&&k| k == c).count();
+                if job.procs as usize > here {
+                    return Err(format!("has only {here} processors"));
                 }
             }
         }
-        out
-    })
+        self.select(job, only)
+    }
+
+    /// The view index of the plan's processor `p`.
+    pub fn cluster_of(&self, p: u32) -> usize {
+        self.cluster_of[p as usize]
+    }
+
+    /// The index, within its own cluster, of the plan's processor `p`.
+    pub fn local_index(&self, p: u32) -> u32 {
+        let c = self.cluster_of[p as usize];
+        p - self.cluster_of.partition_point(|&k| k < c) as u32
+    }
 }
 
 #[cfg(test)]

@@ -311,7 +311,7 @@ async fn estimate(
     _caller: Caller,
     Body(req): Body<EstimateRequest>,
 ) -> Result<Json<Estimate>, ApiError> {
-    let mut est = s.estimate(&req)?;
+    let mut est = s.estimate(&req).await?;
     s.add_resource_manager_estimates(&req, &mut est).await;
     Ok(Json(est))
 }

@@ -8,8 +8,9 @@ use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SlotView, SubmitJob, UserView,
 };
+use foresight_core::broker::GridCluster;
 use foresight_core::forecast::{forecast, OccupancyKind};
-use foresight_core::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
+use foresight_core::grid::{GlobalJob, GridPlan, PlannerConfig};
 use foresight_core::scheduler::JobStatus;
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Time};
@@ -21,6 +22,7 @@ use foresight_rm::{
 };
 use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -74,6 +76,9 @@ impl CommandRunner for CountingRunner {
 /// The service.
 pub struct Service {
     world: Mutex<World>,
+    /// Users by token hash, for authentication without the state's lock: refreshed from
+    /// the users each write to the store carries, so it is as current as what is on disk.
+    tokens: std::sync::RwLock<HashMap<String, UserRecord>>,
     store: Arc<dyn Store>,
     /// Each cluster's resource manager, in configuration order.
     managers: Vec<Arc<dyn ResourceManager>>,
@@ -235,8 +240,14 @@ impl Service {
         let store: Arc<dyn Store> = Arc::new(store);
         let (inserts, insert_rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(insert_writer(store.clone(), insert_rx));
+        let tokens = world
+            .users
+            .values()
+            .map(|u| (u.token_hash.clone(), u.clone()))
+            .collect();
         let service = Arc::new(Service {
             world: Mutex::new(world),
+            tokens: std::sync::RwLock::new(tokens),
             inserts,
             store,
             managers,
@@ -333,10 +344,27 @@ impl Service {
             }
             let started = Instant::now();
             last_cycle = Some(started);
-            {
-                let mut w = self.world();
-                w.cycle(unix_now());
-                w.stats.last_cycle_seconds = started.elapsed().as_secs_f64();
+            let plan = self.world().begin_cycle(unix_now());
+            // What the cycle decided before planning (starts, moves) is carried out at once;
+            // the planning runs off the lock and off the async workers, so that requests
+            // are answered meanwhile.
+            self.flush().await;
+            let decided = if plan.is_empty() {
+                Ok((plan, Vec::new()))
+            } else {
+                tokio::task::spawn_blocking(move || {
+                    let decisions = plan.decide();
+                    (plan, decisions)
+                })
+                .await
+            };
+            match decided {
+                Ok((plan, decisions)) => {
+                    let mut w = self.world();
+                    w.finish_cycle(plan, decisions);
+                    w.stats.last_cycle_seconds = started.elapsed().as_secs_f64();
+                }
+                Err(e) => tracing::error!("the planning cycle failed: {e}"),
             }
             self.flush().await;
         }
@@ -387,6 +415,7 @@ impl Service {
             w.effects.splice(0..0, effects);
             return;
         }
+        self.remember_users(&users);
         for e in effects {
             self.run_effect(e);
         }
@@ -551,10 +580,24 @@ impl Service {
 
     /// Authenticates a bearer token.
     pub fn authenticate(&self, token: &str) -> Result<UserRecord, ApiError> {
-        self.world()
-            .user_by_token(&token_hash(token))
+        self.tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&token_hash(token))
             .cloned()
             .ok_or_else(|| ApiError::unauthorized("unknown token"))
+    }
+
+    /// Brings the authentication index up to date with these user records.
+    fn remember_users(&self, users: &[UserRecord]) {
+        if users.is_empty() {
+            return;
+        }
+        let mut tokens = self.tokens.write().unwrap_or_else(|p| p.into_inner());
+        for u in users {
+            tokens.retain(|_, known| known.name != u.name);
+            tokens.insert(u.token_hash.clone(), u.clone());
+        }
     }
 
     /// Adds each remote cluster's own answer (`sbatch --test-only`) to an estimate, asked
@@ -803,9 +846,10 @@ impl Service {
         })
     }
 
-    /// Earliest starts without submitting: per cluster (as if next in line there) and over
-    /// the grid behind the global queue, exactly as the next cycle would plan it.
-    pub fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, ApiError> {
+    /// Earliest starts without submitting, all from one plan: the queued global jobs placed
+    /// as the next cycle would place them, then the job over the grid and on each cluster
+    /// alone. Planned on a copy of the clusters, off the state's lock.
+    pub async fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, ApiError> {
         let walltime = req
             .walltime
             .seconds()
@@ -816,122 +860,54 @@ impl Service {
         if req.procs == 0 {
             return Err(ApiError::bad("procs", "must be at least 1"));
         }
-        let w = self.world();
-        let total = if req.co_allocate {
-            w.total_procs()
-        } else {
-            w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
-        };
-        if req.procs > total {
-            return Err(ApiError::bad(
-                "procs",
-                format!(
-                    "{} processors asked; the largest possible is {total}",
-                    req.procs
-                ),
-            ));
-        }
         let now = unix_now();
-        let probe = GlobalJob {
-            id: JobId(u64::MAX),
-            user: UserId(0),
-            submit: Time(now),
-            procs: req.procs,
-            walltime: Dur(walltime),
-            max_price: req.price.unwrap_or_else(|| w.default_price()),
-            input_mb: 0.0,
-            home: None,
-            co_allocate: req.co_allocate,
-            criterion: Criterion::EarliestFinish,
-        };
-        // The queue as the broker plans it, then the probe.
-        let mut jobs: Vec<GlobalJob> = w
-            .broker
-            .queued()
-            .take(self.cfg.plan_depth)
-            .map(|e| e.job.clone())
-            .collect();
-        jobs.push(probe.clone());
-        let planner = PlannerConfig {
-            lead_time: Dur(self.cfg.horizon_seconds),
-            plan_depth: self.cfg.plan_depth + 1,
-            ..w.broker.planner_for(&jobs)
-        };
-        let views = w.views();
-        let mut out = Estimate {
-            clusters: Vec::new(),
-            earliest: None,
-            end: None,
-            parts: Vec::new(),
-            cost: None,
-        };
-        if let Some(Decision::Reserve {
-            start,
-            end,
-            cost,
-            parts,
-            ..
-        }) = plan_cycle(Time(now), &views, &jobs, &planner).pop()
-        {
-            out.earliest = Some(start.secs());
-            out.end = Some(end.secs());
-            out.cost = Some(cost);
-            out.parts = parts
-                .iter()
-                .map(|p| PartView {
-                    cluster: w.clusters[p.cluster].cfg.name.clone(),
-                    procs: p.procs,
-                    processors: vec![],
-                })
-                .collect();
-        }
-        let alone = GlobalJob {
-            co_allocate: false,
-            ..probe
-        };
-        for (k, v) in views.iter().enumerate() {
-            let name = w.clusters[k].cfg.name.clone();
-            if req.procs > w.clusters[k].procs() {
-                out.clusters.push(ClusterEstimate {
-                    cluster: name,
-                    start: None,
-                    reason: Some(format!("has only {} processors", w.clusters[k].procs())),
-                    resource_manager_start: None,
-                });
-                continue;
+        let input = {
+            let w = self.world();
+            let total = if req.co_allocate {
+                w.total_procs()
+            } else {
+                w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
+            };
+            if req.procs > total {
+                return Err(ApiError::bad(
+                    "procs",
+                    format!(
+                        "{} processors asked; the largest possible is {total}",
+                        req.procs
+                    ),
+                ));
             }
-            let d = plan_cycle(
-                Time(now),
-                std::slice::from_ref(v),
-                std::slice::from_ref(&alone),
-                &planner,
-            );
-            out.clusters.push(match d.into_iter().next() {
-                Some(Decision::Reserve { start, .. }) | Some(Decision::Wait { start, .. }) => {
-                    ClusterEstimate {
-                        cluster: name,
-                        start: Some(start.secs()),
-                        reason: None,
-                        resource_manager_start: None,
-                    }
-                }
-                Some(Decision::NoFit { reason, .. }) | Some(Decision::Refuse { reason, .. }) => {
-                    ClusterEstimate {
-                        cluster: name,
-                        start: None,
-                        reason: Some(reason),
-                        resource_manager_start: None,
-                    }
-                }
-                None => ClusterEstimate {
-                    cluster: name,
-                    start: None,
-                    reason: Some("no answer".into()),
-                    resource_manager_start: None,
-                },
-            });
-        }
-        Ok(out)
+            let probe = GlobalJob {
+                id: JobId(u64::MAX),
+                user: UserId(0),
+                submit: Time(now),
+                procs: req.procs,
+                walltime: Dur(walltime),
+                max_price: req.price.unwrap_or_else(|| w.default_price()),
+                input_mb: 0.0,
+                home: None,
+                co_allocate: req.co_allocate,
+                criterion: Criterion::EarliestFinish,
+            };
+            let queue: Vec<GlobalJob> = w
+                .broker
+                .queued()
+                .take(self.cfg.plan_depth)
+                .map(|e| e.job.clone())
+                .collect();
+            let mut jobs = queue.clone();
+            jobs.push(probe.clone());
+            EstimateInput {
+                now,
+                planner: w.broker.planner_for(&jobs),
+                clusters: w.broker.clusters.clone(),
+                queue,
+                probe,
+            }
+        };
+        tokio::task::spawn_blocking(move || input.answer())
+            .await
+            .map_err(|e| ApiError::internal(format!("the estimate failed: {e}")))
     }
 
     /// Runs `op` on the world, then persists and acts.
@@ -965,6 +941,7 @@ impl Service {
             }
             e => ApiError::internal(e.to_string()),
         })?;
+        self.remember_users(std::slice::from_ref(&rec));
         self.world().add_user(rec);
         Ok(())
     }
@@ -1193,6 +1170,88 @@ impl Service {
         let _order = self.flush_lock.lock().await;
         self.closing.store(true, Ordering::Relaxed);
         self.store.close().await;
+    }
+}
+
+/// What an estimate plans, copied out of the state.
+struct EstimateInput {
+    now: i64,
+    planner: PlannerConfig,
+    clusters: Vec<GridCluster>,
+    queue: Vec<GlobalJob>,
+    probe: GlobalJob,
+}
+
+impl EstimateInput {
+    fn answer(&self) -> Estimate {
+        let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
+        let mut out = Estimate {
+            clusters: Vec::new(),
+            earliest: None,
+            end: None,
+            parts: Vec::new(),
+            cost: None,
+        };
+        let mut plan = match GridPlan::new(Time(self.now), &views, &self.planner) {
+            Ok(plan) => plan,
+            Err(reason) => {
+                out.clusters = self
+                    .clusters
+                    .iter()
+                    .map(|c| ClusterEstimate {
+                        cluster: c.name.clone(),
+                        start: None,
+                        reason: Some(reason.clone()),
+                        resource_manager_start: None,
+                    })
+                    .collect();
+                return out;
+            }
+        };
+        for job in &self.queue {
+            plan.place(job);
+        }
+        if let Ok(sel) = plan.probe(&self.probe, None) {
+            out.earliest = Some(sel.start.secs());
+            out.end = Some(sel.end.secs());
+            out.cost = Some(sel.cost);
+            let mut parts: Vec<PartView> = Vec::new();
+            let mut processors = sel.processors.clone();
+            processors.sort_unstable();
+            for p in processors {
+                let name = &self.clusters[plan.cluster_of(p)].name;
+                let local = plan.local_index(p);
+                match parts.iter_mut().find(|x| &x.cluster == name) {
+                    Some(x) => {
+                        x.procs += 1;
+                        x.processors.push(local);
+                    }
+                    None => parts.push(PartView {
+                        cluster: name.clone(),
+                        procs: 1,
+                        processors: vec![local],
+                    }),
+                }
+            }
+            out.parts = parts;
+        }
+        for (k, c) in self.clusters.iter().enumerate() {
+            let (start, reason) = if !c.available {
+                (None, Some("the cluster is down".to_string()))
+            } else {
+                match plan.probe(&self.probe, Some(k)) {
+                    Ok(sel) => (Some(sel.start.secs()), None),
+                    Err(reason) => (None, Some(reason)),
+                }
+            };
+            out.clusters.push(ClusterEstimate {
+                cluster: c.name.clone(),
+                start,
+                reason,
+                resource_manager_start: None,
+            });
+        }
+        out
     }
 }
 

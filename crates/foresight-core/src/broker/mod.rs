@@ -42,6 +42,43 @@ use crate::time::{Dur, Interval, Time};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// A cycle's planning, detached from the broker ([`Broker::begin_cycle`]): the jobs to plan,
+/// the settings and a copy of the clusters, so that it runs without the broker (on another
+/// thread, off the caller's lock) and the broker meanwhile goes on answering events.
+#[derive(Clone, Debug)]
+pub struct CyclePlan {
+    now: Time,
+    jobs: Vec<GlobalJob>,
+    cfg: PlannerConfig,
+    clusters: Vec<GridCluster>,
+}
+
+impl CyclePlan {
+    /// The cycle's decisions: [`plan_cycle`] over the copy.
+    pub fn decide(&self) -> Vec<Decision> {
+        if self.jobs.is_empty() {
+            return Vec::new();
+        }
+        let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
+        plan_cycle(self.now, &views, &self.jobs, &self.cfg)
+    }
+
+    /// The cycle's instant.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// How many jobs it plans.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// True when there is nothing to plan.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}
+
 /// Where a global job is in its lifecycle.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Phase {
@@ -555,6 +592,43 @@ impl Broker {
     /// One planning cycle at `now` (seed 000 §5.4): arrivals join the queue, every cluster
     /// runs a pass, reserved jobs move earlier where they can, then the queue is planned.
     pub fn on_cycle(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        let (jobs, cfg) = self.prepare_cycle(now, out);
+        if !jobs.is_empty() {
+            let decisions = {
+                let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
+                plan_cycle(now, &views, &jobs, &cfg)
+            };
+            self.apply_decisions(now, decisions, out);
+        }
+        self.settle(now);
+    }
+
+    /// The first half of [`Broker::on_cycle`]: everything up to the planning itself, which
+    /// the returned [`CyclePlan`] carries out on its own copy of the clusters, so that a
+    /// caller can plan off its lock and hand the decisions to [`Broker::finish_cycle`].
+    /// Both halves together decide exactly what [`Broker::on_cycle`] decides.
+    pub fn begin_cycle(&mut self, now: Time, out: &mut Vec<BrokerAction>) -> CyclePlan {
+        let (jobs, cfg) = self.prepare_cycle(now, out);
+        let clusters = if jobs.is_empty() {
+            Vec::new()
+        } else {
+            self.clusters.clone()
+        };
+        CyclePlan {
+            now,
+            jobs,
+            cfg,
+            clusters,
+        }
+    }
+
+    /// Arrivals join the queue, every cluster runs a pass, reserved jobs move earlier: what
+    /// a cycle does before it plans.
+    fn prepare_cycle(
+        &mut self,
+        now: Time,
+        out: &mut Vec<BrokerAction>,
+    ) -> (Vec<GlobalJob>, PlannerConfig) {
         self.observe(now);
         self.stats.cycles += 1;
         for id in std::mem::take(&mut self.arrivals) {
@@ -577,13 +651,20 @@ impl Broker {
             self.carry_out(now, k, actions, out);
         }
         self.compress(now, out);
-        let (jobs, cfg) = self.cycle_input(now);
-        if !jobs.is_empty() {
-            let decisions = {
-                let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
-                plan_cycle(now, &views, &jobs, &cfg)
-            };
-            self.apply_decisions(now, decisions, out);
+        self.cycle_input(now)
+    }
+
+    /// The second half of [`Broker::on_cycle`]: carries out the decisions `plan` made.
+    pub fn finish_cycle(
+        &mut self,
+        plan: CyclePlan,
+        decisions: Vec<Decision>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let now = plan.now;
+        if !decisions.is_empty() {
+            let available: Vec<bool> = plan.clusters.iter().map(|c| c.available).collect();
+            self.apply_planned(now, decisions, &available, out);
         }
         self.settle(now);
     }
@@ -606,21 +687,35 @@ impl Broker {
     }
 
     /// Carries out a cycle's decisions, made by [`plan_cycle`] on [`Broker::cycle_input`]
-    /// (possibly on a snapshot, off the caller's lock): jobs that changed meanwhile are
-    /// skipped, and a reservation that no longer fits is refused and planned again.
+    /// and the clusters as they are now.
     pub fn apply_decisions(
         &mut self,
         now: Time,
         decisions: Vec<Decision>,
         out: &mut Vec<BrokerAction>,
     ) {
-        // Where each cluster's processors begin among the planner's (an unavailable
-        // cluster offers none).
+        let available: Vec<bool> = self.clusters.iter().map(|c| c.available).collect();
+        self.apply_planned(now, decisions, &available, out);
+    }
+
+    /// Carries out decisions made on clusters whose availability was `available` (possibly
+    /// on a snapshot, off the caller's lock): jobs that changed meanwhile are skipped, a
+    /// decision on a cluster that went down meanwhile is planned again, and a reservation
+    /// that no longer fits is refused and planned again.
+    fn apply_planned(
+        &mut self,
+        now: Time,
+        decisions: Vec<Decision>,
+        available: &[bool],
+        out: &mut Vec<BrokerAction>,
+    ) {
+        // Where each cluster's processors began among the planner's (an unavailable
+        // cluster offered none).
         let mut offsets = Vec::with_capacity(self.clusters.len());
         let mut first = 0u32;
-        for c in &self.clusters {
+        for (c, &up) in self.clusters.iter().zip(available) {
             offsets.push(first);
-            if c.available {
+            if up {
                 first += c.processors.len() as u32;
             }
         }
@@ -631,7 +726,16 @@ impl Broker {
                 .get(&id)
                 .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
                 && self.queue.contains(&id);
-            if !plannable {
+            let gone_down = match &d {
+                Decision::Reserve { parts, .. } => {
+                    parts.iter().any(|p| !self.clusters[p.cluster].available)
+                }
+                _ => available
+                    .iter()
+                    .zip(&self.clusters)
+                    .any(|(&a, c)| a != c.available),
+            };
+            if !plannable || gone_down {
                 continue;
             }
             match d {

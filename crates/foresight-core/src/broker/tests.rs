@@ -283,3 +283,66 @@ fn two_phase_waits_for_every_answer_and_backs_off_on_refusal() {
         .iter()
         .any(|a| matches!(a, BrokerAction::Reserved { .. })));
 }
+
+/// The broker as the same submissions leave it: two clusters, jobs that fit at once, jobs
+/// that are reserved later and one planned beyond the lead time.
+fn busy_broker() -> Broker {
+    let mut b = Broker::new(vec![cluster("a", 4), cluster("b", 2)], planner(60), 1);
+    for (id, procs, walltime) in [(1, 4, 100), (2, 2, 30), (3, 3, 50), (4, 5, 20), (5, 1, 500)] {
+        b.submit(Time(0), global(id, procs, walltime));
+    }
+    b
+}
+
+/// A cycle split in two — begin, plan on the copy, finish — decides exactly what one
+/// `on_cycle` decides, cycle after cycle.
+#[test]
+fn a_split_cycle_decides_as_one_cycle() {
+    let (mut whole, mut split) = (busy_broker(), busy_broker());
+    for now in [0, 30, 100, 150] {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        whole.on_cycle(Time(now), &mut a);
+        let plan = split.begin_cycle(Time(now), &mut b);
+        let decisions = plan.decide();
+        split.finish_cycle(plan, decisions, &mut b);
+        assert_eq!(a, b, "at {now}");
+        let phases = |x: &Broker| x.entries().map(|e| e.phase.clone()).collect::<Vec<_>>();
+        assert_eq!(phases(&whole), phases(&split), "at {now}");
+    }
+}
+
+/// What happens while a cycle plans off the lock wins over the plan: a job withdrawn
+/// meanwhile gets nothing, and nothing is placed on a cluster that went down meanwhile.
+#[test]
+fn events_during_planning_win_over_the_plan() {
+    let mut b = busy_broker();
+    let mut out = Vec::new();
+    let plan = b.begin_cycle(Time(0), &mut out);
+    let decisions = plan.decide();
+    assert!(!decisions.is_empty());
+    let mut meanwhile = Vec::new();
+    assert!(b.withdraw(Time(0), JobId(1), &mut meanwhile));
+    b.on_cluster_down(Time(0), 1, &mut meanwhile);
+    let mut out = Vec::new();
+    b.finish_cycle(plan, decisions, &mut out);
+    for a in &out {
+        match a {
+            BrokerAction::Start { job, cluster, .. } => {
+                assert_ne!(*job, JobId(1), "{out:?}");
+                assert_ne!(*cluster, 1, "{out:?}");
+            }
+            BrokerAction::Planned { job, .. } => assert_ne!(*job, JobId(1), "{out:?}"),
+            _ => {}
+        }
+    }
+    assert!(b.entry(JobId(1)).is_none());
+    for e in b.entries() {
+        if let Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } = &e.phase {
+            assert!(parts.iter().all(|p| p.cluster != 1), "{e:?}");
+        }
+    }
+    // The next cycle plans the rest on cluster a alone.
+    let mut out = Vec::new();
+    b.on_cycle(Time(1), &mut out);
+    assert!(starts(&out).iter().all(|&(_, k)| k == 0), "{out:?}");
+}

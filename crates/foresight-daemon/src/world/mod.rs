@@ -6,11 +6,11 @@ use crate::config::{ClusterConfig, Config};
 use crate::error::ApiError;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::{
-    processors_of, Broker, BrokerAction, GridCluster, Phase, ReservationEnd, ReservedPart,
-    SpeedGroup, WaitReason,
+    processors_of, Broker, BrokerAction, CyclePlan, GridCluster, Phase, ReservationEnd,
+    ReservedPart, SpeedGroup, WaitReason,
 };
 use foresight_core::forecast::Tariff;
-use foresight_core::grid::{ClusterView, GlobalJob, PlannerConfig};
+use foresight_core::grid::{ClusterView, Decision, GlobalJob, PlannerConfig};
 use foresight_core::policy::Policy;
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
@@ -192,7 +192,6 @@ pub struct World {
     pub reservations: BTreeMap<u64, ReservationRecord>,
     /// Users by name.
     pub users: BTreeMap<String, UserRecord>,
-    tokens: HashMap<String, String>,
     /// The grid broker: the clusters' schedulers and the lifecycle of global jobs, the same
     /// state machine the grid simulator runs.
     pub broker: Broker,
@@ -289,7 +288,6 @@ impl World {
             jobs: BTreeMap::new(),
             reservations: BTreeMap::new(),
             users: BTreeMap::new(),
-            tokens: HashMap::new(),
             broker: Broker::new(grid, planner, 1),
             names: HashMap::new(),
             requeue: BTreeSet::new(),
@@ -313,13 +311,7 @@ impl World {
 
     /// Adds a user (from the store or the API).
     pub fn add_user(&mut self, u: UserRecord) {
-        self.tokens.insert(u.token_hash.clone(), u.name.clone());
         self.users.insert(u.name.clone(), u);
-    }
-
-    /// The user a token hash belongs to.
-    pub fn user_by_token(&self, hash: &str) -> Option<&UserRecord> {
-        self.users.get(self.tokens.get(hash)?)
     }
 
     fn intern(&mut self, kind: u8, name: &str) -> u32 {
@@ -1481,6 +1473,15 @@ impl World {
     /// One scheduling cycle at `now` (seed 000 §5.4): reservation life cycle, arrivals into
     /// the queue, local ticks, then the planner over every queued global job.
     pub fn cycle(&mut self, now: i64) {
+        let plan = self.begin_cycle(now);
+        let decisions = plan.decide();
+        self.finish_cycle(plan, decisions);
+    }
+
+    /// The first half of [`World::cycle`]: reservations expire or activate, budgets reach
+    /// the broker, and the broker prepares its planning, which the caller runs off the lock
+    /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
+    pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
         self.stats.cycles += 1;
         let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
             .reservations
@@ -1512,7 +1513,16 @@ impl World {
             self.broker.set_budget(user, left);
         }
         let mut out = Vec::new();
-        self.broker.on_cycle(now_time(now), &mut out);
+        let plan = self.broker.begin_cycle(now_time(now), &mut out);
+        self.carry_out(now, out);
+        plan
+    }
+
+    /// The second half of [`World::cycle`]: the decisions made on `plan` carried out.
+    pub fn finish_cycle(&mut self, plan: CyclePlan, decisions: Vec<Decision>) {
+        let now = plan.now().secs();
+        let mut out = Vec::new();
+        self.broker.finish_cycle(plan, decisions, &mut out);
         self.carry_out(now, out);
     }
 
