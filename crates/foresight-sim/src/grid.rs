@@ -20,6 +20,7 @@
 //! zero; the report gives each user's charge and what is left.
 
 mod run;
+pub use run::lookahead_trace;
 
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
@@ -30,6 +31,7 @@ use foresight_core::{Dur, Job, JobId, Policy, Time, UserId};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -559,6 +561,27 @@ pub struct GridReport {
     pub moved_earlier: u64,
     /// Span simulated (first submission to last end), seconds.
     pub span: i64,
+}
+
+/// A job of a [`LookaheadTrace`]: local jobs are numbered per cluster, global ones over the
+/// grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TracedJob {
+    /// A cluster's local job, by its index in that cluster's stream.
+    Local(u64),
+    /// A global job, by its index in the global stream.
+    Global(u64),
+}
+
+/// What a `lookahead` run ([`lookahead_trace`]) generated and started.
+#[derive(Clone, Debug)]
+pub struct LookaheadTrace {
+    /// Per cluster, its local jobs (submission, processors, walltime) and their runtimes.
+    pub local: Vec<Vec<(Job, Dur)>>,
+    /// The global jobs and their runtimes (at speed 1).
+    pub global: Vec<(GlobalJob, Dur)>,
+    /// Per cluster, when each job or part that ran there started.
+    pub starts: Vec<BTreeMap<TracedJob, Time>>,
 }
 
 /// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.

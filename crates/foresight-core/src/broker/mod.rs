@@ -380,13 +380,18 @@ impl Broker {
                 .sched
                 .handle(now, Event::Finish(id), &mut actions);
         }
-        self.part_ended(now, k, id, out);
+        let released = self.part_ended(now, k, id, out);
         self.carry_out(now, k, actions, out);
+        if released {
+            // The rest of its reservation's window is free too.
+            self.pass(now, k, out);
+        }
         self.compress(now, out);
         self.settle(now);
     }
 
-    fn part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+    /// The broker's side of a part's end; true when it released a reservation on `k`.
+    fn part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
         // A part of a job that never started here: a cluster that schedules itself reported
         // the end of a part the broker had not seen start.
         if let Some(Phase::Reserved { start, .. }) = self.jobs.get(&id).map(|e| &e.phase) {
@@ -394,7 +399,7 @@ impl Broker {
             self.started(at, id);
         }
         let Some(entry) = self.jobs.get_mut(&id) else {
-            return;
+            return false;
         };
         let user = entry.job.user;
         let Phase::Running {
@@ -405,12 +410,13 @@ impl Broker {
             ended,
         } = &mut entry.phase
         else {
-            return;
+            return false;
         };
         let (first, reserved_end, cost, parts) = (*first, *reserved_end, *cost, parts.clone());
         if !ended.insert(k) {
-            return;
+            return false;
         }
+        let released = !self.clusters[k].self_scheduled;
         let all_ended = parts.iter().all(|p| ended.contains(&p.cluster));
         for p in parts.iter().filter(|p| p.cluster == k) {
             if !self.clusters[k].self_scheduled {
@@ -426,7 +432,7 @@ impl Broker {
             });
         }
         if !all_ended {
-            return;
+            return released;
         }
         // Charge what was used of what was reserved; give back the rest.
         let reserved = (reserved_end - first).as_secs().max(1) as f64;
@@ -438,6 +444,7 @@ impl Broker {
             start: first,
             end: now,
         });
+        released
     }
 
     /// A cluster that schedules itself reports that a global job's part started there.
@@ -1049,7 +1056,21 @@ impl Broker {
                 job: id,
                 how: ReservationEnd::Released,
             });
+            self.pass(now, p.cluster, out);
         }
+    }
+
+    /// A pass of cluster `k`'s local scheduler, so that processors a reservation gave back
+    /// go to waiting local work at once.
+    fn pass(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+        if self.clusters[k].self_scheduled {
+            return;
+        }
+        let mut actions = Vec::new();
+        let _ = self.clusters[k]
+            .sched
+            .handle(now, Event::Tick, &mut actions);
+        self.carry_out(now, k, actions, out);
     }
 
     fn requeue_entry(&mut self, id: JobId) {

@@ -226,6 +226,9 @@ pub struct World {
     confirmed_at: HashMap<u64, i64>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
+    /// Every broker action carried out, in order (tests compare them with the simulator's).
+    #[cfg(test)]
+    actions: Vec<BrokerAction>,
 }
 
 /// A 404 naming the request field at fault (the path's `id` or `name`).
@@ -304,6 +307,8 @@ impl World {
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
             sent: BTreeSet::new(),
+            #[cfg(test)]
+            actions: Vec::new(),
         }
     }
 
@@ -1405,11 +1410,20 @@ impl World {
     }
 
     fn end_reservation(&mut self, now: i64, id: u64, state: ReservationState) {
-        let Some(r) = self.reservations.get_mut(&id) else {
-            return;
-        };
+        if let Some(k) = self.close_reservation(now, id, state) {
+            let _ = self.broker.clusters[k]
+                .sched
+                .remove_reservation(now_time(now), ReservationId(id));
+            self.tick_cluster(now, k);
+        }
+    }
+
+    /// Records a reservation's end (and releases it on a cluster that schedules itself);
+    /// its cluster's index, for the caller to take it out of the local scheduler.
+    fn close_reservation(&mut self, now: i64, id: u64, state: ReservationState) -> Option<usize> {
+        let r = self.reservations.get_mut(&id)?;
         if !r.state.is_live() {
-            return;
+            return None;
         }
         r.state = state;
         r.expires_at = None;
@@ -1419,18 +1433,14 @@ impl World {
         let ends_by_itself = state == ReservationState::Finished && r.end <= now;
         self.dirty_reservations.insert(id);
         self.confirmed_at.remove(&id);
-        if let Some(k) = self.cluster_index(&cluster) {
-            if self.clusters[k].remote && !ends_by_itself {
-                self.effects.push(Effect::Release {
-                    cluster: k,
-                    reservation: id,
-                });
-            }
-            let _ = self.broker.clusters[k]
-                .sched
-                .remove_reservation(now_time(now), ReservationId(id));
-            self.tick_cluster(now, k);
+        let k = self.cluster_index(&cluster)?;
+        if self.clusters[k].remote && !ends_by_itself {
+            self.effects.push(Effect::Release {
+                cluster: k,
+                reservation: id,
+            });
         }
+        Some(k)
     }
 
     fn tick_cluster(&mut self, now: i64, k: usize) {
@@ -1534,6 +1544,8 @@ impl World {
     /// Carries out the broker's decisions: starts launch, reservations and plans become
     /// records, charges move budgets, and clusters that schedule themselves are asked.
     fn carry_out(&mut self, now: i64, out: Vec<BrokerAction>) {
+        #[cfg(test)]
+        self.actions.extend(out.iter().cloned());
         for a in out {
             match a {
                 BrokerAction::Start {
@@ -1584,16 +1596,19 @@ impl World {
                         self.dirty_jobs.insert(job.0);
                     }
                 }
+                // The broker has taken it out of the local scheduler and run a pass.
                 BrokerAction::ReservationEnded {
                     reservation, how, ..
-                } => self.end_reservation(
-                    now,
-                    reservation.0,
-                    match how {
-                        ReservationEnd::Released => ReservationState::Released,
-                        ReservationEnd::Finished => ReservationState::Finished,
-                    },
-                ),
+                } => {
+                    self.close_reservation(
+                        now,
+                        reservation.0,
+                        match how {
+                            ReservationEnd::Released => ReservationState::Released,
+                            ReservationEnd::Finished => ReservationState::Finished,
+                        },
+                    );
+                }
                 BrokerAction::Refused { job, reason } => {
                     self.fail(now, job.0, reason.to_string());
                 }
@@ -1925,5 +1940,7 @@ impl World {
 
 mod remote;
 
+#[cfg(test)]
+mod same_decisions;
 #[cfg(test)]
 mod tests;

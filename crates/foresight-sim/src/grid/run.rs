@@ -317,119 +317,169 @@ pub(super) fn run(
     kind: Broker,
     with_global: bool,
 ) -> Result<GridReport, GridError> {
-    let days = cfg.days;
-    let mut clusters = Vec::new();
-    let mut grid = Vec::new();
-    let mut partitions: Vec<LocalScheduler> = Vec::new();
-    for (k, c) in cfg.cluster.iter().enumerate() {
-        let policy: Policy = c.policy.parse().expect("invariant: checked when read");
-        let kept = match kind {
-            Broker::Dedicated(f) => {
-                let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
-                partitions.push(LocalScheduler::new(global.max(1), Policy::easy()));
-                c.procs - global
-            }
-            _ => c.procs,
-        };
-        let (local, rejected) = local_stream(c, kept, days, k)?;
-        let mut processors = processors_of(&c.name, &c.speed_groups());
-        processors.truncate(kept as usize);
-        grid.push(GridCluster {
-            tariff: Tariff {
-                base: c.tariff,
-                local_premium: c.local_premium,
-            },
-            bandwidth_mb_s: c.bandwidth_mb_s,
-            latency: Dur(c.latency_seconds),
-            ..GridCluster::new(&c.name, processors, LocalScheduler::new(kept, policy))
-        });
-        clusters.push(SimCluster {
-            name: c.name.clone(),
-            procs: c.procs,
-            local,
-            ran: BTreeMap::new(),
-            ticks: BTreeSet::new(),
-            rejected,
-        });
-    }
-    let budgets: BTreeMap<UserId, f64> =
-        cfg.user.iter().map(|u| (UserId(u.id), u.budget)).collect();
-    let stream = if with_global {
-        global_stream(&cfg.global, days, &cfg.user, clusters.len())?
-    } else {
-        Vec::new()
-    };
-    let globals: Vec<GlobalState> = stream
-        .into_iter()
-        .map(|(mut job, runtime)| {
-            job.id = JobId(GLOBAL_PART + job.id.0);
-            GlobalState {
-                job,
-                runtime,
-                start: None,
-                end: None,
-                parts_left: 0,
-                clusters: 0,
-                refused: false,
-                charged: 0.0,
-                queued: false,
-                held: 0.0,
-                last_part_start: None,
-            }
-        })
-        .collect();
-    let planner = PlannerConfig {
-        horizon: Dur::hours(cfg.horizon_hours),
-        lead_time: Dur(cfg.lead_time_seconds),
-        plan_depth: cfg.plan_depth,
-    };
-    let mut core = broker::Broker::new(grid, planner, GLOBAL_PART);
-    for (&user, &b) in &budgets {
-        core.set_budget(user, Some(b));
-    }
-    let last_arrival = globals.last().map_or(Time(0), |g| g.job.submit);
-    let mut r = GridRun {
-        cfg,
-        kind,
-        broker: core,
-        clusters,
-        partitions,
-        globals,
-        budgets,
-        heap: BinaryHeap::new(),
-        seq: 0,
-        last_arrival,
-        give_up: last_arrival + Dur(30 * 86_400),
-    };
-    for k in 0..r.n() {
-        for i in 0..r.clusters[k].local.len() {
-            let at = r.clusters[k].local[i].0.submit;
-            r.push(
-                at,
-                Ev::Local {
-                    cluster: k,
-                    index: i,
-                },
-            );
-        }
-    }
-    for i in 0..r.globals.len() {
-        let at = r.globals[i].job.submit;
-        r.push(at, Ev::Global { index: i });
-    }
-    if kind == Broker::Lookahead && !r.globals.is_empty() {
-        r.push(Time(0), Ev::Cycle);
-    }
-    while let Some(Reverse((now, _, ev))) = r.heap.pop() {
-        match ev {
-            Ev::Local { cluster, index } => r.on_local(now, cluster, index)?,
-            Ev::End { cluster, job } => r.on_end(now, cluster, job)?,
-            Ev::Tick { cluster } => r.on_tick(now, cluster),
-            Ev::Global { index } => r.on_global(now, index)?,
-            Ev::Cycle => r.on_cycle(now),
-        }
-    }
+    let mut r = GridRun::new(cfg, kind, with_global)?;
+    r.drive()?;
     Ok(report(&r, &cfg.user))
+}
+
+/// A `lookahead` run with what it started: the streams it generated and, per cluster, the
+/// start of every job or part that ran there. For comparing another driver of the same
+/// broker (the service's) with the simulator, decision by decision.
+pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridError> {
+    let mut r = GridRun::new(cfg, Broker::Lookahead, true)?;
+    r.drive()?;
+    Ok(super::LookaheadTrace {
+        local: r.clusters.iter().map(|c| c.local.clone()).collect(),
+        global: r
+            .globals
+            .iter()
+            .map(|g| {
+                let mut job = g.job.clone();
+                job.id = JobId(job.id.0 - GLOBAL_PART);
+                (job, g.runtime)
+            })
+            .collect(),
+        starts: r
+            .clusters
+            .iter()
+            .map(|c| {
+                c.ran
+                    .iter()
+                    .map(|(&id, &(start, _, _))| {
+                        let job = if id.0 >= GLOBAL_PART {
+                            super::TracedJob::Global(id.0 - GLOBAL_PART)
+                        } else {
+                            super::TracedJob::Local(id.0)
+                        };
+                        (job, start)
+                    })
+                    .collect()
+            })
+            .collect(),
+    })
+}
+
+impl<'a> GridRun<'a> {
+    fn new(cfg: &'a GridConfig, kind: Broker, with_global: bool) -> Result<Self, GridError> {
+        let days = cfg.days;
+        let mut clusters = Vec::new();
+        let mut grid = Vec::new();
+        let mut partitions: Vec<LocalScheduler> = Vec::new();
+        for (k, c) in cfg.cluster.iter().enumerate() {
+            let policy: Policy = c.policy.parse().expect("invariant: checked when read");
+            let kept = match kind {
+                Broker::Dedicated(f) => {
+                    let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
+                    partitions.push(LocalScheduler::new(global.max(1), Policy::easy()));
+                    c.procs - global
+                }
+                _ => c.procs,
+            };
+            let (local, rejected) = local_stream(c, kept, days, k)?;
+            let mut processors = processors_of(&c.name, &c.speed_groups());
+            processors.truncate(kept as usize);
+            grid.push(GridCluster {
+                tariff: Tariff {
+                    base: c.tariff,
+                    local_premium: c.local_premium,
+                },
+                bandwidth_mb_s: c.bandwidth_mb_s,
+                latency: Dur(c.latency_seconds),
+                ..GridCluster::new(&c.name, processors, LocalScheduler::new(kept, policy))
+            });
+            clusters.push(SimCluster {
+                name: c.name.clone(),
+                procs: c.procs,
+                local,
+                ran: BTreeMap::new(),
+                ticks: BTreeSet::new(),
+                rejected,
+            });
+        }
+        let budgets: BTreeMap<UserId, f64> =
+            cfg.user.iter().map(|u| (UserId(u.id), u.budget)).collect();
+        let stream = if with_global {
+            global_stream(&cfg.global, days, &cfg.user, clusters.len())?
+        } else {
+            Vec::new()
+        };
+        let globals: Vec<GlobalState> = stream
+            .into_iter()
+            .map(|(mut job, runtime)| {
+                job.id = JobId(GLOBAL_PART + job.id.0);
+                GlobalState {
+                    job,
+                    runtime,
+                    start: None,
+                    end: None,
+                    parts_left: 0,
+                    clusters: 0,
+                    refused: false,
+                    charged: 0.0,
+                    queued: false,
+                    held: 0.0,
+                    last_part_start: None,
+                }
+            })
+            .collect();
+        let planner = PlannerConfig {
+            horizon: Dur::hours(cfg.horizon_hours),
+            lead_time: Dur(cfg.lead_time_seconds),
+            plan_depth: cfg.plan_depth,
+        };
+        let mut core = broker::Broker::new(grid, planner, GLOBAL_PART);
+        for (&user, &b) in &budgets {
+            core.set_budget(user, Some(b));
+        }
+        let last_arrival = globals.last().map_or(Time(0), |g| g.job.submit);
+        let mut r = GridRun {
+            cfg,
+            kind,
+            broker: core,
+            clusters,
+            partitions,
+            globals,
+            budgets,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            last_arrival,
+            give_up: last_arrival + Dur(30 * 86_400),
+        };
+        for k in 0..r.n() {
+            for i in 0..r.clusters[k].local.len() {
+                let at = r.clusters[k].local[i].0.submit;
+                r.push(
+                    at,
+                    Ev::Local {
+                        cluster: k,
+                        index: i,
+                    },
+                );
+            }
+        }
+        for i in 0..r.globals.len() {
+            let at = r.globals[i].job.submit;
+            r.push(at, Ev::Global { index: i });
+        }
+        if kind == Broker::Lookahead && !r.globals.is_empty() {
+            r.push(Time(0), Ev::Cycle);
+        }
+        Ok(r)
+    }
+
+    /// Runs every event to the end.
+    fn drive(&mut self) -> Result<(), GridError> {
+        while let Some(Reverse((now, _, ev))) = self.heap.pop() {
+            match ev {
+                Ev::Local { cluster, index } => self.on_local(now, cluster, index)?,
+                Ev::End { cluster, job } => self.on_end(now, cluster, job)?,
+                Ev::Tick { cluster } => self.on_tick(now, cluster),
+                Ev::Global { index } => self.on_global(now, index)?,
+                Ev::Cycle => self.on_cycle(now),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The figures of a finished run; `users` as configured.
