@@ -148,10 +148,8 @@ impl Driver<'_> {
                         },
                     );
                 }
-                BrokerAction::Wake { cluster, at } => {
-                    if self.ticks[cluster].insert(at.secs()) {
-                        self.push(at.secs(), Ev::Tick { cluster });
-                    }
+                BrokerAction::Wake { cluster, at } if self.ticks[cluster].insert(at.secs()) => {
+                    self.push(at.secs(), Ev::Tick { cluster });
                 }
                 BrokerAction::Reserved {
                     job, start, end, ..
