@@ -485,12 +485,14 @@ pub struct SlotView {
     pub start: i64,
     /// End.
     pub end: i64,
-    /// `free`, `running`, `planned` (a queued local job's forecast) or `held`.
+    /// `free`; `running`; `reserved` (a global job's reservation); `planned` (a global job
+    /// planned beyond the lead time, nothing held yet); `forecast` (a queued local job where
+    /// its cluster's policy would start it); `held` (an administrative reservation).
     pub occupant: String,
-    /// The job or reservation there, if any.
+    /// The job or reservation there, if any (other users' jobs are not named).
     pub id: Option<u64>,
-    /// Price per processor-second.
-    pub cost: f64,
+    /// Price per processor-second of free time.
+    pub cost: Option<f64>,
 }
 
 /// The plan of one cluster over a window.

@@ -740,6 +740,83 @@ fn the_estimate_is_the_start() {
     assert_no_double_booking(&[b, j], &BTreeMap::from([("local", 2)]));
 }
 
+/// `GET /plan` draws each thing on the processors that hold it: the running job on the
+/// processor it runs on, the planned global job on both processors from the blocker's end
+/// for its walltime; free time is priced, busy time is not; another user sees no job ids.
+#[test]
+fn the_plan_shows_running_and_planned_jobs_on_their_processors() {
+    let s = Server::start(2);
+    let blocker = s.submit(&[
+        "--cluster",
+        "local",
+        "-n",
+        "1",
+        "-t",
+        "2m",
+        "--",
+        "sleep",
+        "1000",
+    ]);
+    let b = s.show(blocker);
+    assert_eq!(b["state"], "running", "{b}");
+    let on = b["parts"][0]["processors"][0].as_u64().unwrap();
+    let t = int(&b, "started_at") + 120;
+    let queued = s.submit(&["-n", "2", "-t", "10s", "--", "true"]);
+    let q = s.wait_job(queued, "planned", Duration::from_secs(5), |j| {
+        !j["planned_start"].is_null()
+    });
+    assert_eq!(int(&q, "planned_start"), t, "{q}");
+
+    let (status, plans) = s.http().get(&format!("/plan?to={}", t + 60));
+    assert_eq!(status, 200, "{plans}");
+    let slots = plans[0]["slots"].as_array().unwrap();
+    let of = |occupant: &str| -> Vec<(u64, i64, i64, Value)> {
+        slots
+            .iter()
+            .filter(|x| x["occupant"] == occupant)
+            .map(|x| {
+                (
+                    x["processor"].as_u64().unwrap(),
+                    x["start"].as_i64().unwrap(),
+                    x["end"].as_i64().unwrap(),
+                    x["id"].clone(),
+                )
+            })
+            .collect()
+    };
+    let running = of("running");
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!((running[0].0, running[0].2), (on, t), "{running:?}");
+    assert_eq!(running[0].3, json!(blocker));
+    let planned = of("planned");
+    assert_eq!(
+        planned,
+        vec![(0, t, t + 10, json!(queued)), (1, t, t + 10, json!(queued))],
+        "{slots:?}"
+    );
+    for x in slots {
+        let free = x["occupant"] == "free";
+        assert_eq!(x["cost"].is_number(), free, "{x}");
+        assert!(x["cost"].as_f64().is_none_or(|c| c >= 0.0), "{x}");
+    }
+    let chart = s.run(&["plan", "show", "--to", "+3m"]);
+    assert!(chart.contains('#') && chart.contains('P'), "{chart}");
+
+    let dave = s.add_user("dave", None);
+    let (status, theirs) = s.http_as(&dave).get("/plan");
+    assert_eq!(status, 200, "{theirs}");
+    let ids: Vec<&Value> = theirs[0]["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| &x["id"])
+        .filter(|id| !id.is_null())
+        .collect();
+    assert!(ids.is_empty(), "{theirs}");
+    s.run(&["job", "cancel", &blocker.to_string()]);
+    s.run(&["job", "cancel", &queued.to_string()]);
+}
+
 /// `estimate` answers per cluster and over the grid from one plan that holds the queued
 /// global jobs: with a blocker until T (beyond the reservation lead time, so the queued
 /// 2-processor job is only planned at T for 10 s, not yet reserved on the cluster), a

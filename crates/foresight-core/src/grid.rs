@@ -110,6 +110,10 @@ pub enum Decision {
         job: JobId,
         /// The planned start.
         start: Time,
+        /// The planned end.
+        end: Time,
+        /// The processors it is planned on, as in [`Decision::Reserve`].
+        processors: Vec<u32>,
     },
     /// Nothing within the horizon now; planned again next cycle.
     NoFit {
@@ -368,6 +372,8 @@ impl GridPlan {
                 decision: Decision::Wait {
                     job: job.id,
                     start: sel.start,
+                    end: sel.end,
+                    processors: chosen,
                 },
                 window,
             };
@@ -535,7 +541,9 @@ mod tests {
             d[1],
             Decision::Wait {
                 job: JobId(2),
-                start: Time(60)
+                start: Time(60),
+                end: Time(110),
+                processors: vec![2, 3, 4, 5],
             }
         );
         assert!(matches!(&d[2], Decision::Refuse { reason, .. } if reason.contains("grid has 8")));

@@ -434,10 +434,12 @@ struct PlanWindow {
 #[utoipa::path(get, path = "/api/v1/plan", params(PlanWindow), responses((status = 200, body = [ClusterPlan])))]
 async fn show_plan(
     State(s): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Params(q): Params<PlanWindow>,
 ) -> Result<Json<Vec<ClusterPlan>>, ApiError> {
-    s.plan(q.cluster.as_deref(), q.from, q.to).map(Json)
+    s.plan(q.cluster.as_deref(), q.from, q.to, &caller.0)
+        .await
+        .map(Json)
 }
 
 /// Users and budgets (administrators).

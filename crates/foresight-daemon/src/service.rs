@@ -3,13 +3,13 @@
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::plan_view::{self, Visible};
 use crate::world::{not_found_at, Effect, World};
 use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
-    JobView, PartView, ReservationView, SlotView, SubmitJob, UserView,
+    JobView, PartView, ReservationView, SubmitJob, UserView,
 };
-use foresight_core::broker::GridCluster;
-use foresight_core::forecast::{forecast, OccupancyKind};
+use foresight_core::broker::{GridCluster, Phase};
 use foresight_core::grid::{GlobalJob, GridPlan, PlannerConfig};
 use foresight_core::scheduler::JobStatus;
 use foresight_core::select::Criterion;
@@ -967,173 +967,48 @@ impl Service {
             .collect()
     }
 
-    /// The plan of each cluster (or one) over `[from, to)`: running jobs on their
-    /// processors, then the forecast of the local queue and the reservations, then free time.
-    pub fn plan(
+    /// The plan of each cluster (or one) over `[from, to)` as `viewer` may see it (see
+    /// [`plan_view`]): copied under the lock, drawn off it.
+    pub async fn plan(
         &self,
         cluster: Option<&str>,
         from: Option<i64>,
         to: Option<i64>,
+        viewer: &UserRecord,
     ) -> Result<Vec<ClusterPlan>, ApiError> {
-        let w = self.world();
         let now = unix_now();
         let from = from.unwrap_or(now).max(now);
         let to = to.unwrap_or(from + 3_600);
         if to <= from {
             return Err(ApiError::bad("to", "must be after from"));
         }
-        if let Some(c) = cluster {
-            if w.cluster_index(c).is_none() {
-                return Err(w.unknown_cluster(c));
-            }
-        }
-        let mut out = Vec::new();
-        for (c, g) in w.clusters.iter().zip(&w.broker.clusters) {
-            if cluster.is_some_and(|n| n != c.cfg.name) {
-                continue;
-            }
-            let n = c.procs() as usize;
-            let mut busy_until = vec![from; n];
-            let mut slots: Vec<SlotView> = Vec::new();
-            let occ = forecast(&g.sched, Time(now), |_| 0.0);
-            // Running jobs sit on the processors they really have (a remote cluster does
-            // not say which: there they are drawn on the lowest free ones, below).
-            for o in &occ {
-                if let OccupancyKind::Running(job) = o.kind {
-                    let procs: Vec<u32> = w
-                        .jobs
-                        .get(&job.0)
-                        .and_then(|j| j.parts.iter().find(|p| p.cluster == c.cfg.name))
-                        .map(|p| p.processors.clone())
-                        .unwrap_or_default();
-                    if procs.is_empty() {
-                        continue;
-                    }
-                    for p in procs {
-                        let end = o.window.end.secs().min(to);
-                        if end > from && (p as usize) < n {
-                            slots.push(SlotView {
-                                processor: p,
-                                start: from,
-                                end,
-                                occupant: "running".into(),
-                                id: Some(job.0),
-                                cost: f64::INFINITY,
-                            });
-                            busy_until[p as usize] = end;
-                        }
-                    }
+        let (inputs, visible) = {
+            let w = self.world();
+            if let Some(c) = cluster {
+                if w.cluster_index(c).is_none() {
+                    return Err(w.unknown_cluster(c));
                 }
             }
-            for o in &occ {
-                let (occupant, id, cost) = match o.kind {
-                    OccupancyKind::Running(job) => {
-                        let known = w
-                            .jobs
-                            .get(&job.0)
-                            .and_then(|j| j.parts.iter().find(|p| p.cluster == c.cfg.name))
-                            .is_some_and(|p| !p.processors.is_empty());
-                        if known {
-                            continue;
-                        }
-                        // A job of the cluster's own users (or ours on a remote cluster).
-                        let id = (job.0 < 1 << 62).then_some(job.0);
-                        ("running", id, f64::INFINITY)
-                    }
-                    OccupancyKind::Planned { job, .. } => (
-                        "planned",
-                        Some(job.0),
-                        g.tariff.base * (1.0 + g.tariff.local_premium),
-                    ),
-                    OccupancyKind::Held(r) => {
-                        // A global job's reservation shows the job once it runs, on its
-                        // own processors.
-                        let running = w
-                            .reservations
-                            .get(&r.0)
-                            .filter(|r| r.kind == "job")
-                            .and_then(|r| r.acl.job)
-                            .and_then(|j| w.jobs.get(&j))
-                            .filter(|j| j.state == JobState::Running)
-                            .and_then(|j| {
-                                j.parts
-                                    .iter()
-                                    .find(|p| p.reservation == Some(r.0))
-                                    .map(|p| (j.id, p.processors.clone()))
-                            });
-                        if let Some((job, _)) = running.as_ref().filter(|(_, p)| p.is_empty()) {
-                            // On a remote cluster: which processors is not known.
-                            ("running", Some(*job), f64::INFINITY)
-                        } else if let Some((job, procs)) = running {
-                            let end = o.window.end.secs().min(to);
-                            for p in procs.into_iter().filter(|&p| (p as usize) < n) {
-                                if end > from {
-                                    slots.push(SlotView {
-                                        processor: p,
-                                        start: from,
-                                        end,
-                                        occupant: "running".into(),
-                                        id: Some(job),
-                                        cost: f64::INFINITY,
-                                    });
-                                    busy_until[p as usize] = end;
-                                }
-                            }
-                            continue;
-                        } else {
-                            ("held", Some(r.0), f64::INFINITY)
-                        }
-                    }
-                };
-                let start = o.window.start.secs().max(from);
-                let end = o.window.end.secs().min(to);
-                if start >= end {
-                    continue;
-                }
-                let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
-                free.sort_by_key(|&p| (busy_until[p], p));
-                for &p in free.iter().take(o.procs as usize) {
-                    busy_until[p] = end;
-                    slots.push(SlotView {
-                        processor: p as u32,
-                        start,
-                        end,
-                        occupant: occupant.into(),
-                        id,
-                        cost,
-                    });
-                }
-            }
-            // Free time between.
-            slots.sort_by_key(|s| (s.processor, s.start));
-            let mut with_free = Vec::new();
-            for p in 0..n as u32 {
-                let mut t = from;
-                for s in slots.iter().filter(|s| s.processor == p) {
-                    if s.start > t {
-                        with_free.push(free_slot(p, t, s.start, g.tariff.base));
-                    }
-                    t = t.max(s.end);
-                    with_free.push(s.clone());
-                }
-                if t < to {
-                    with_free.push(free_slot(p, t, to, g.tariff.base));
-                }
-            }
-            for s in &mut with_free {
-                if !s.cost.is_finite() {
-                    s.cost = -1.0;
-                }
-            }
-            out.push(ClusterPlan {
-                cluster: c.cfg.name.clone(),
-                procs: c.procs(),
-                from,
-                to,
-                slots: with_free,
-            });
-        }
-        Ok(out)
+            let visible = if viewer.admin {
+                Visible::All
+            } else {
+                Visible::Own(
+                    w.jobs
+                        .values()
+                        .filter(|j| j.user == viewer.name)
+                        .map(|j| j.id)
+                        .collect(),
+                )
+            };
+            let inputs: Vec<plan_view::ClusterInput> = (0..w.clusters.len())
+                .filter(|&k| cluster.is_none_or(|n| n == w.clusters[k].cfg.name))
+                .map(|k| plan_input(&w, k))
+                .collect();
+            (inputs, visible)
+        };
+        tokio::task::spawn_blocking(move || plan_view::draw(inputs, now, from, to, &visible))
+            .await
+            .map_err(|e| ApiError::internal(format!("drawing the plan failed: {e}")))
     }
 
     /// Users (admin).
@@ -1263,14 +1138,81 @@ fn subsecond() -> Duration {
         })
 }
 
-fn free_slot(p: u32, start: i64, end: i64, cost: f64) -> SlotView {
-    SlotView {
-        processor: p,
-        start,
-        end,
-        occupant: "free".into(),
-        id: None,
-        cost,
+/// What cluster `k`'s plan is drawn from: its running parts on their processors, the
+/// broker's reserved and planned global jobs, and its administrative reservations.
+fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
+    let c = &w.clusters[k];
+    let g = &w.broker.clusters[k];
+    let name = &c.cfg.name;
+    let mut placed = Vec::new();
+    for (job, _, at) in g.sched.running_jobs() {
+        let (job, start, end) = (job.0, at.start.secs(), at.end.secs());
+        let procs = w
+            .jobs
+            .get(&job)
+            .and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended))
+            .map(|p| p.processors.clone())
+            .unwrap_or_default();
+        if !procs.is_empty() {
+            placed.push(plan_view::Placed {
+                occupant: "running",
+                job,
+                start,
+                end,
+                processors: procs,
+            });
+        }
+    }
+    let mut job_reservations = std::collections::HashSet::new();
+    for e in w.broker.entries() {
+        match &e.phase {
+            Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
+                for p in parts.iter().filter(|p| p.cluster == k) {
+                    job_reservations.insert(p.reservation.0);
+                    placed.push(plan_view::Placed {
+                        occupant: "reserved",
+                        job: e.job.id.0,
+                        start: p.window.start.secs(),
+                        end: p.window.end.secs(),
+                        processors: p.processors.clone(),
+                    });
+                }
+            }
+            Phase::Running { parts, .. } => {
+                job_reservations.extend(parts.iter().map(|p| p.reservation.0));
+            }
+            Phase::Planned { start, end, parts } => {
+                for p in parts.iter().filter(|p| p.cluster == k) {
+                    placed.push(plan_view::Placed {
+                        occupant: "planned",
+                        job: e.job.id.0,
+                        start: start.secs(),
+                        end: end.secs(),
+                        processors: p.processors.clone(),
+                    });
+                }
+            }
+            Phase::Queued => {}
+        }
+    }
+    // A reserved job's part waits in the local queue for its reservation: drawn as reserved
+    // (a running part whose processors are not known is drawn from the forecast).
+    let placed_jobs = placed.iter().map(|p| p.job).collect();
+    let admin_reservations = w
+        .reservations
+        .values()
+        .filter(|r| &r.cluster == name && r.kind != "job")
+        .map(|r| (r.id, r.processors.clone()))
+        .collect();
+    plan_view::ClusterInput {
+        name: name.clone(),
+        procs: c.procs(),
+        tariff: g.tariff.base,
+        sched: g.sched.clone(),
+        placed,
+        placed_jobs,
+        job_reservations,
+        admin_reservations,
     }
 }
 

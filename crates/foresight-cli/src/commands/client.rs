@@ -883,7 +883,8 @@ pub fn plan_show(conn: &Connection, o: PlanShowOpts) -> Result<()> {
 }
 
 /// The chart of one cluster's plan: one row per processor, one column per time step;
-/// `.` free, `#` running, `p` a queued local job's forecast, `R` reserved.
+/// `.` free, `#` running, `R` a global job's reservation, `P` a global job planned beyond the
+/// lead time, `f` a queued local job's forecast, `H` an administrative reservation.
 pub fn gantt(p: &ClusterPlan, width: usize) -> String {
     let span = (p.to - p.from).max(1);
     let step = (span as f64 / width as f64).max(1.0);
@@ -900,8 +901,10 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
         for s in p.slots.iter().filter(|s| s.processor == proc) {
             let mark = match s.occupant.as_str() {
                 "running" => '#',
-                "planned" => 'p',
-                "held" => 'R',
+                "reserved" => 'R',
+                "planned" => 'P',
+                "forecast" => 'f',
+                "held" => 'H',
                 _ => continue,
             };
             let a = ((s.start - p.from) as f64 / step).floor() as usize;
@@ -915,7 +918,10 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
             row.into_iter().collect::<String>()
         ));
     }
-    out.push_str("      . free   # running   p queued local job (forecast)   R reserved\n");
+    out.push_str(
+        "      . free  # running  R reserved global job  P planned global job  \
+         f queued local job (forecast)  H administrative reservation\n",
+    );
     out
 }
 

@@ -84,8 +84,15 @@ impl CyclePlan {
 pub enum Phase {
     /// Waiting to be planned (or planned with no window yet).
     Queued,
-    /// Planned to start then, beyond the lead time.
-    Planned(Time),
+    /// Planned beyond the lead time: where the last cycle placed it (nothing is held).
+    Planned {
+        /// The planned start.
+        start: Time,
+        /// The planned end.
+        end: Time,
+        /// Where, per cluster.
+        parts: Vec<PlannedPart>,
+    },
     /// Phase one of a two-phase reservation: some clusters have not answered yet.
     Reserving {
         /// The planned start.
@@ -125,6 +132,16 @@ pub enum Phase {
         /// The clusters whose part has ended.
         ended: BTreeSet<usize>,
     },
+}
+
+/// One cluster's share of a planned job: the processors the plan puts it on (indices within
+/// the cluster), for plan views; nothing is held there until it is reserved.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlannedPart {
+    /// Cluster index.
+    pub cluster: usize,
+    /// Processors.
+    pub processors: Vec<u32>,
 }
 
 /// A global job and where it is.
@@ -580,7 +597,7 @@ impl Broker {
         } {
             self.next_reservation = self.next_reservation.max(p.reservation.0 + 1);
         }
-        let queued = matches!(phase, Phase::Queued | Phase::Planned(_));
+        let queued = matches!(phase, Phase::Queued | Phase::Planned { .. });
         self.jobs.insert(
             id,
             Entry {
@@ -642,7 +659,7 @@ impl Broker {
             if self
                 .jobs
                 .get(&id)
-                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
             {
                 self.queue.insert(id);
             }
@@ -682,7 +699,7 @@ impl Broker {
             .queue
             .iter()
             .filter_map(|id| self.jobs.get(id))
-            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
             .filter(|e| e.not_before <= now)
             // Jobs beyond the planning depth wait for a later cycle: the cycle costs
             // O(plan_depth), not O(queue).
@@ -731,7 +748,7 @@ impl Broker {
             let plannable = self
                 .jobs
                 .get(&id)
-                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned(_)))
+                .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
                 && self.queue.contains(&id);
             let gone_down = match &d {
                 Decision::Reserve { parts, .. } => {
@@ -775,11 +792,35 @@ impl Broker {
                     }
                     self.reserve(now, job, start, end, cost, chosen, out);
                 }
-                Decision::Wait { job, start } => {
+                Decision::Wait {
+                    job,
+                    start,
+                    end,
+                    processors,
+                } => {
+                    let parts = self
+                        .clusters
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(k, c)| {
+                            let lo = offsets[k];
+                            let hi = lo + c.processors.len() as u32;
+                            let mine: Vec<u32> = processors
+                                .iter()
+                                .filter(|&&q| available[k] && lo <= q && q < hi)
+                                .map(|q| q - lo)
+                                .collect();
+                            (!mine.is_empty()).then_some(PlannedPart {
+                                cluster: k,
+                                processors: mine,
+                            })
+                        })
+                        .collect();
                     let e = self.jobs.get_mut(&job).expect("invariant: plannable");
                     e.reason = None;
-                    if e.phase != Phase::Planned(start) {
-                        e.phase = Phase::Planned(start);
+                    let moved = !matches!(e.phase, Phase::Planned { start: s, .. } if s == start);
+                    e.phase = Phase::Planned { start, end, parts };
+                    if moved {
                         out.push(BrokerAction::Planned { job, start });
                     }
                 }

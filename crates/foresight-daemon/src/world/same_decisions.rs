@@ -216,7 +216,7 @@ impl Driver<'_> {
                     || b.entries().any(|e| {
                         matches!(
                             e.phase,
-                            Phase::Queued | Phase::Planned(_) | Phase::Reserving { .. }
+                            Phase::Queued | Phase::Planned { .. } | Phase::Reserving { .. }
                         )
                     });
                 if pending || now < self.last_arrival {

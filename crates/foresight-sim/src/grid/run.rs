@@ -207,7 +207,7 @@ impl GridRun<'_> {
             || self.broker.entries().any(|e| {
                 matches!(
                     e.phase,
-                    Phase::Queued | Phase::Planned(_) | Phase::Reserving { .. }
+                    Phase::Queued | Phase::Planned { .. } | Phase::Reserving { .. }
                 )
             });
         let next = now + Dur(self.cfg.cycle_seconds);
