@@ -322,9 +322,19 @@ pub struct GlobalStream {
     /// Share of jobs that may not span clusters.
     #[serde(default)]
     pub no_coallocation_share: f64,
+    /// Share of global jobs their users cancel, if they have not started by then (0: none).
+    #[serde(default)]
+    pub cancel_share: f64,
+    /// When a job is cancelled: seconds after its submission, uniform in this range.
+    #[serde(default = "default_cancel_after")]
+    pub cancel_after_seconds: [i64; 2],
     /// Seed.
     #[serde(default)]
     pub seed: u64,
+}
+
+fn default_cancel_after() -> [i64; 2] {
+    [60, 3600]
 }
 
 fn default_global_procs() -> [u32; 2] {
@@ -466,6 +476,18 @@ impl GridConfig {
         if !(g.estimate_factor[0] >= 1.0 && g.estimate_factor[0] <= g.estimate_factor[1]) {
             return Err("global.estimate_factor must be [min, max] with 1 <= min <= max".into());
         }
+        if !(0.0..=1.0).contains(&g.cancel_share) {
+            return Err(format!(
+                "global.cancel_share must be within [0, 1], got {}",
+                g.cancel_share
+            ));
+        }
+        let [lo, hi] = g.cancel_after_seconds;
+        if lo < 0 || lo > hi {
+            return Err(
+                "global.cancel_after_seconds must be [min, max] with 0 <= min <= max".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -541,6 +563,8 @@ pub struct GridReport {
     pub global_refused: u64,
     /// Global jobs still unfinished when the run stopped.
     pub global_unfinished: u64,
+    /// Global jobs their users cancelled before they started (`cancel_share`).
+    pub global_cancelled: u64,
     /// Share of finished global jobs that ran on more than one cluster.
     pub coallocated_share: f64,
     /// Total charged to users.
@@ -580,6 +604,8 @@ pub struct LookaheadTrace {
     pub local: Vec<Vec<(Job, Dur)>>,
     /// The global jobs and their runtimes (at speed 1).
     pub global: Vec<(GlobalJob, Dur)>,
+    /// When each global job's user cancels it after its submission, if at all.
+    pub cancel_after: Vec<Option<Dur>>,
     /// Per cluster, when each job or part that ran there started.
     pub starts: Vec<BTreeMap<TracedJob, Time>>,
 }
@@ -725,6 +751,23 @@ pub(crate) fn global_stream(
         ));
     }
     Ok(out)
+}
+
+/// When each of `n` global jobs is cancelled after its submission, if at all: drawn from a
+/// generator of its own, so that the stream itself is the same with or without cancels.
+pub(crate) fn cancellations(g: &GlobalStream, n: usize) -> Vec<Option<Dur>> {
+    if g.cancel_share <= 0.0 {
+        return vec![None; n];
+    }
+    let mut rng = Pcg64::seed_from_u64(g.seed ^ 0x6361_6e63_656c);
+    let [lo, hi] = g.cancel_after_seconds;
+    (0..n)
+        .map(|_| {
+            let cancel = rng.gen::<f64>() < g.cancel_share;
+            let after = rng.gen_range(lo.min(hi)..=hi.max(lo)).max(0);
+            cancel.then_some(Dur(after))
+        })
+        .collect()
 }
 
 pub(crate) fn report_group(items: impl Iterator<Item = (Time, Time, Time)>) -> GroupReport {

@@ -399,3 +399,38 @@ fn per_user_reports_balance_and_tiny_budgets_refuse() {
     assert_eq!(r.users[0].refused, 0);
     assert_eq!(r.users[0].submitted, r.global_submitted);
 }
+
+/// Users cancel a share of the global jobs: every broker accounts for each job once
+/// (finished, refused, cancelled before it started, or unfinished), refunds what it held,
+/// and the rest of the stream is the one drawn without cancels.
+#[test]
+fn cancelled_jobs_are_withdrawn_by_every_broker() {
+    let text = GRID.replace(
+        "seed = 3\n",
+        "seed = 3\ncancel_share = 0.3\ncancel_after_seconds = [60, 1200]\n",
+    );
+    let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
+    let plain = GridConfig::parse(GRID, "grid.toml").unwrap();
+    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+        let r = simulate_grid(&cfg, broker).unwrap();
+        let without = simulate_grid(&plain, broker).unwrap();
+        assert_eq!(r.global_submitted, without.global_submitted, "{broker:?}");
+        // (Dedicated partitions refuse most of these jobs at once: nothing left to cancel.)
+        if broker != Broker::Dedicated(0.25) {
+            assert!(r.global_cancelled > 0, "{broker:?}: {r:?}");
+        }
+        assert_eq!(
+            r.global.jobs + r.global_refused + r.global_cancelled + r.global_unfinished,
+            r.global_submitted,
+            "{broker:?}: {r:?}"
+        );
+        for u in &r.users {
+            assert!(u.remaining.is_none_or(|left| left >= 0.0), "{u:?}");
+        }
+    }
+    let bad = GRID.replace("seed = 3\n", "seed = 3\ncancel_share = 1.5\n");
+    let e = GridConfig::parse(&bad, "grid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cancel_share"), "{e}");
+}

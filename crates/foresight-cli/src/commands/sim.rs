@@ -422,6 +422,12 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     util * 100.0
                 );
             }
+            for (r, _) in reports.iter().filter(|(r, _)| r.global_cancelled > 0) {
+                println!(
+                    "{}: {} global jobs cancelled by their users before they started",
+                    r.broker, r.global_cancelled
+                );
+            }
             println!();
             println!(
                 "{:<16} {:<10} {:>9} {:>9} {:>7} {:>14}",

@@ -1,5 +1,6 @@
 //! Same decisions: one seeded workload (local and global streams on two clusters,
-//! co-allocation, jobs ending long before their walltimes) run by `sim grid` and by the
+//! co-allocation, jobs ending long before their walltimes, users cancelling jobs that have
+//! not started) run by `sim grid` and by the
 //! service's [`World`] driven by the simulator's virtual clock and event order starts every
 //! job and every part at the same second on the same cluster.
 //!
@@ -50,6 +51,8 @@ estimate_factor = [1.0, 3.0]
 price = [1.5, 3.0]
 input_mb = 0
 no_coallocation_share = 0.3
+cancel_share = 0.2
+cancel_after_seconds = [60, 1800]
 seed = 11
 "#;
 
@@ -75,6 +78,7 @@ enum Ev {
     Global { index: usize },
     Cycle,
     Tick { cluster: usize },
+    Cancel { index: usize },
 }
 
 struct Driver<'a> {
@@ -173,7 +177,17 @@ impl Driver<'_> {
                 r.cluster = Some(self.grid.cluster[cluster].name.clone());
                 self.world.accept(now, vec![r]);
             }
+            Ev::Cancel { index } => {
+                let id = GLOBAL + index as u64;
+                let j = self.world.jobs.get(&id);
+                if j.is_some_and(|j| j.started_at.is_none() && !j.state.is_final()) {
+                    self.world.cancel(now, id).unwrap();
+                }
+            }
             Ev::Global { index } => {
+                if let Some(after) = self.trace.cancel_after[index] {
+                    self.push(now + after.as_secs(), Ev::Cancel { index });
+                }
                 let (job, runtime) = &self.trace.global[index];
                 let id = GLOBAL + index as u64;
                 self.runtimes.insert(id, runtime.as_secs());
@@ -241,6 +255,8 @@ fn the_service_decides_what_the_simulator_decides() {
         .count();
     assert!(globals >= 30, "{globals} global jobs");
     assert!(coallocated >= 2, "{coallocated} co-allocated");
+    let cancelled = trace.cancel_after.iter().flatten().count();
+    assert!(cancelled >= 3, "{cancelled} cancels");
 
     let cfg = Config {
         cluster: grid
@@ -321,6 +337,13 @@ fn the_service_decides_what_the_simulator_decides() {
         }
         assert_eq!(sim.len(), service.len(), "jobs started on {name}");
     }
+    let withdrawn = d
+        .world
+        .jobs
+        .values()
+        .filter(|j| j.state == JobState::Cancelled)
+        .count();
+    assert!(withdrawn >= 1, "no job was cancelled before it started");
     // The records say the same as the broker's starts.
     for (&id, j) in &d.world.jobs {
         let first = d
@@ -335,6 +358,11 @@ fn the_service_decides_what_the_simulator_decides() {
         if j.state == JobState::Failed {
             continue; // refused by the broker (the simulator refused it as well: no start)
         }
-        assert_eq!(j.state, JobState::Completed, "job {id}");
+        let done = if j.started_at.is_some() {
+            JobState::Completed
+        } else {
+            JobState::Cancelled
+        };
+        assert_eq!(j.state, done, "job {id}");
     }
 }

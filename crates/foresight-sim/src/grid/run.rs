@@ -3,8 +3,8 @@
 //! bookkeeping: the virtual clock, the streams, what ran where, and the baselines.
 
 use super::{
-    global_stream, local_stream, report_group, Broker, ClusterReport, GridConfig, GridError,
-    GridReport, UserConfig, UserReport,
+    cancellations, global_stream, local_stream, report_group, Broker, ClusterReport, GridConfig,
+    GridError, GridReport, UserConfig, UserReport,
 };
 use foresight_core::broker::{self, processors_of, BrokerAction, GridCluster, Phase};
 use foresight_core::forecast::Tariff;
@@ -30,6 +30,8 @@ enum Ev {
     Cycle,
     /// A cluster should run a pass (a reservation starts or ends).
     Tick { cluster: usize },
+    /// A global job's user cancels it (if it has not started).
+    Cancel { index: usize },
 }
 
 /// What the simulator keeps of a cluster besides what the broker holds.
@@ -60,6 +62,12 @@ struct GlobalState {
     held: f64,
     /// Latest start of any of its parts (the first is `start`).
     last_part_start: Option<Time>,
+    /// Its user cancels it this long after its submission, if it has not started.
+    cancel_after: Option<Dur>,
+    /// Cancelled before it started.
+    cancelled: bool,
+    /// Where a baseline broker queued it (clusters `0..n`, dedicated partitions `n..2n`).
+    queued_at: Option<usize>,
 }
 
 /// One run of the grid.
@@ -136,6 +144,9 @@ impl GridRun<'_> {
     }
 
     fn on_global(&mut self, now: Time, index: usize) -> Result<(), GridError> {
+        if let Some(after) = self.globals[index].cancel_after {
+            self.push(now + after, Ev::Cancel { index });
+        }
         let n = self.n();
         let g = &mut self.globals[index];
         let budget = self
@@ -180,6 +191,7 @@ impl GridRun<'_> {
             *b -= held;
         }
         g.queued = true;
+        g.queued_at = Some(t);
         g.held = held;
         g.parts_left = 1;
         g.clusters = 1;
@@ -197,6 +209,45 @@ impl GridRun<'_> {
             self.carry_out_partition(now, t, actions);
         }
         Ok(())
+    }
+
+    /// The user cancels a global job that has not started: out of the broker (its
+    /// reservations released, its charge refunded) or out of the queue a baseline put it in.
+    fn on_cancel(&mut self, now: Time, index: usize) {
+        let n = self.n();
+        let g = &self.globals[index];
+        if g.start.is_some() || g.refused {
+            return;
+        }
+        let id = g.job.id;
+        match g.queued_at {
+            None => {
+                let mut out = Vec::new();
+                if !self.broker.withdraw(now, id, &mut out) {
+                    return;
+                }
+                self.carry_out(now, &out);
+            }
+            Some(t) => {
+                let (user, held) = (g.job.user, g.held);
+                if t < n {
+                    let _ = self.broker.clusters[t].sched.cancel(now, id);
+                    let mut out = Vec::new();
+                    self.broker.tick(now, t, &mut out);
+                    self.carry_out(now, &out);
+                } else {
+                    let mut actions = Vec::new();
+                    let p = &mut self.partitions[t - n];
+                    let _ = p.cancel(now, id);
+                    let _ = p.handle(now, Event::Tick, &mut actions);
+                    self.carry_out_partition(now, t, actions);
+                }
+                if let Some(b) = self.budgets.get_mut(&user) {
+                    *b += held;
+                }
+            }
+        }
+        self.globals[index].cancelled = true;
     }
 
     fn on_cycle(&mut self, now: Time) {
@@ -339,6 +390,7 @@ pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridEr
                 (job, g.runtime)
             })
             .collect(),
+        cancel_after: r.globals.iter().map(|g| g.cancel_after).collect(),
         starts: r
             .clusters
             .iter()
@@ -403,9 +455,11 @@ impl<'a> GridRun<'a> {
         } else {
             Vec::new()
         };
+        let cancels = cancellations(&cfg.global, stream.len());
         let globals: Vec<GlobalState> = stream
             .into_iter()
-            .map(|(mut job, runtime)| {
+            .zip(cancels)
+            .map(|((mut job, runtime), cancel_after)| {
                 job.id = JobId(GLOBAL_PART + job.id.0);
                 GlobalState {
                     job,
@@ -419,6 +473,9 @@ impl<'a> GridRun<'a> {
                     queued: false,
                     held: 0.0,
                     last_part_start: None,
+                    cancel_after,
+                    cancelled: false,
+                    queued_at: None,
                 }
             })
             .collect();
@@ -476,6 +533,7 @@ impl<'a> GridRun<'a> {
                 Ev::Tick { cluster } => self.on_tick(now, cluster),
                 Ev::Global { index } => self.on_global(now, index)?,
                 Ev::Cycle => self.on_cycle(now),
+                Ev::Cancel { index } => self.on_cancel(now, index),
             }
         }
         Ok(())
@@ -528,8 +586,9 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
     report.global_refused = globals.iter().filter(|g| g.refused).count() as u64;
     report.global_unfinished = globals
         .iter()
-        .filter(|g| !g.refused && g.end.is_none())
+        .filter(|g| !g.refused && !g.cancelled && g.end.is_none())
         .count() as u64;
+    report.global_cancelled = globals.iter().filter(|g| g.cancelled).count() as u64;
     let done: Vec<&GlobalState> = globals.iter().filter(|g| g.end.is_some()).collect();
     report.global = report_group(done.iter().map(|g| {
         (
