@@ -2,10 +2,11 @@
 //! withdrawals and cycles, driven as the simulator drives it. Invariants checked after every
 //! event: no cluster runs more processors than it has; budgets never go negative and every
 //! charge is returned in full or in the unused share only; a move only ever makes a start
-//! earlier; and once arrivals stop, every global job that fits the grid ends.
+//! earlier; after a cycle no reserved job waits on idle processors nobody else wants; and
+//! once arrivals stop, every global job that fits the grid ends.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, SpeedGroup};
+use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::select::Criterion;
 use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
@@ -125,6 +126,44 @@ impl Driver {
         Ok(())
     }
 
+    /// After a cycle: a reserved job whose processors are free now on every cluster of its,
+    /// where nothing else waits (no queued local job, no other global job's reservation),
+    /// delays no one by starting, so it has started.
+    fn nothing_left_idle(&self, now: Time) -> Result<(), TestCaseError> {
+        let reserved: Vec<(JobId, Vec<(usize, u32)>)> = self
+            .broker
+            .entries()
+            .filter_map(|e| match &e.phase {
+                Phase::Reserved { start, parts, .. } if *start > now => Some((
+                    e.job.id,
+                    parts.iter().map(|p| (p.cluster, p.procs)).collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let mut held = vec![0usize; self.sizes.len()];
+        for e in self.broker.entries() {
+            if let Phase::Reserved { parts, .. } | Phase::Reserving { parts, .. } = &e.phase {
+                for p in parts {
+                    held[p.cluster] += 1;
+                }
+            }
+        }
+        for (job, parts) in reserved {
+            let idle = parts.iter().all(|&(k, procs)| {
+                // Its own part waits in the local queue for its reservation.
+                held[k] == 1
+                    && self.broker.clusters[k].sched.waiting() == 1
+                    && self.sizes[k] - self.busy[k] >= procs
+            });
+            prop_assert!(
+                !idle,
+                "{job} waits for its reservation at {now} on idle processors: {parts:?}"
+            );
+        }
+        Ok(())
+    }
+
     /// Advances to `until`, ending jobs and ticking clusters on the way; cycles every 30 s.
     fn advance(&mut self, until: Time) -> Result<(), TestCaseError> {
         loop {
@@ -157,10 +196,14 @@ impl Driver {
                 self.wakes.pop_first();
                 self.broker.tick(t, k, &mut out);
             }
-            if t == next_cycle {
+            let cycle = t == next_cycle;
+            if cycle {
                 self.broker.on_cycle(t, &mut out);
             }
             self.carry_out(out)?;
+            if cycle {
+                self.nothing_left_idle(t)?;
+            }
         }
     }
 }
