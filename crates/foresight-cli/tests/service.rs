@@ -1566,4 +1566,20 @@ fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
         submitted.elapsed()
     );
     assert_no_double_booking(&jobs, &BTreeMap::from([("local", 2)]));
+    // The moves and the idle time are counted for Prometheus.
+    let text = reqwest::blocking::Client::new()
+        .get(format!("{}/metrics", s.url))
+        .bearer_auth(&s.token)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let metric = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing: {text}"))
+    };
+    assert!(metric("foresight_moved_earlier_total") >= 1.0, "{text}");
+    assert!(metric("foresight_idle_while_waiting_processor_seconds_total") >= 0.0);
 }

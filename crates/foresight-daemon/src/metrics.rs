@@ -39,6 +39,8 @@ pub fn render(service: &Service) -> String {
     let skew_mean = Gauge::<f64, AtomicU64>::default();
     let skew_max = Gauge::<f64, AtomicU64>::default();
     let coallocated_started = Counter::<u64>::default();
+    let idle_while_waiting = Counter::<f64, AtomicU64>::default();
+    let moved_earlier = Counter::<u64>::default();
     let snapshots = Counter::<u64>::default();
     let slurm_commands = Counter::<u64>::default();
     slurm_commands.inc_by(
@@ -83,6 +85,9 @@ pub fn render(service: &Service) -> String {
         skew_max.set(w.stats.skew_max);
         coallocated_started.inc_by(w.stats.skew_count);
         snapshots.inc_by(w.stats.snapshots);
+        let broker = w.broker.stats();
+        idle_while_waiting.inc_by(broker.idle_while_waiting);
+        moved_earlier.inc_by(broker.moves);
         if w.stats.estimate_error_count > 0 {
             estimate_error.set(w.stats.estimate_error_sum / w.stats.estimate_error_count as f64);
         }
@@ -116,6 +121,16 @@ pub fn render(service: &Service) -> String {
         estimate_error,
     );
     registry.register("submitted_jobs", "Jobs accepted", submitted);
+    registry.register(
+        "idle_while_waiting_processor_seconds",
+        "Processor-seconds left idle while a global job that could have used them waited",
+        idle_while_waiting,
+    );
+    registry.register(
+        "moved_earlier",
+        "Reserved global jobs moved earlier because processors freed up before planned",
+        moved_earlier,
+    );
     registry.register(
         "submit_latency_seconds",
         "Submit request handling time over the last 4096 requests",
