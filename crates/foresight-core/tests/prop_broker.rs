@@ -3,7 +3,8 @@
 //! event: no cluster runs more processors than it has; budgets never go negative and every
 //! charge is returned in full or in the unused share only; a move only ever makes a start
 //! earlier; after a cycle no reserved job waits on idle processors nobody else wants; and
-//! once arrivals stop, every global job that fits the grid ends.
+//! once arrivals stop, every global job that fits the grid ends — also those longer than the
+//! planning horizon.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
@@ -36,6 +37,9 @@ fn op(sizes: &[u32]) -> impl Strategy<Value = Op> {
     let largest = *sizes.iter().max().unwrap();
     prop_oneof![
         3 => (1..=total, 10i64..300, 0.05f64..1.0)
+            .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
+        // Longer than the planning horizon (3600 s): the horizon grows for it.
+        1 => (1..=total, 3_000i64..9_000, 0.05f64..1.0)
             .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
         2 => (0..n, 1..=largest, 10i64..300, 0.05f64..1.0).prop_map(
             move |(cluster, procs, walltime, used)| Op::Local {
