@@ -751,8 +751,9 @@ impl Service {
                                 position,
                             }) => reasons.push(format!(
                                 "waiting in {}'s local queue: {procs} processors asked, {free_now} \
-                                 free now, {position} jobs ahead{}",
+                                 free now, {position} job{} ahead{}",
                                 p.cluster,
+                                if position == 1 { "" } else { "s" },
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
                                     crate::moment::utc(t.secs())
@@ -767,11 +768,15 @@ impl Service {
                     if let Some(p) = pos {
                         let depth = w.plan_depth();
                         reasons.push(if p < depth {
-                            format!("in the global queue, {p} jobs ahead; planned each cycle")
+                            format!(
+                                "in the global queue, {p} job{} ahead; planned each cycle",
+                                if p == 1 { "" } else { "s" }
+                            )
                         } else {
                             format!(
-                                "in the global queue, {p} jobs ahead: beyond the {depth} \
-                                 planned per cycle, it is planned once it moves up"
+                                "in the global queue, {p} job{} ahead: beyond the {depth} \
+                                 planned per cycle, it is planned once it moves up",
+                                if p == 1 { "" } else { "s" }
                             )
                         });
                     } else {
