@@ -90,9 +90,7 @@ fn main() -> ExitCode {
         Command::Sim { command } => commands::sim::run(command).map(|()| ExitCode::SUCCESS),
         Command::Plan { command } => commands::plan::run(command),
         Command::Server { command } => commands::server::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Job { command, conn } => {
-            commands::client::job(&conn, command).map(|()| ExitCode::SUCCESS)
-        }
+        Command::Job { command, conn } => commands::client::job(&conn, command),
         Command::Estimate { opts, conn } => {
             commands::client::estimate(&conn, opts).map(|()| ExitCode::SUCCESS)
         }

@@ -214,3 +214,116 @@ fn a_server_is_found_by_its_data_dir() {
         "{err}"
     );
 }
+
+/// `job wait` ends when the jobs do, with the exit code of the first that did not complete.
+#[test]
+fn job_wait_exits_with_the_jobs_code() {
+    let s = Server::start(2);
+    let local =
+        |script: &str| s.submit(&["--cluster", "local", "-t", "1m", "--", "sh", "-c", script]);
+    let ok = local("sleep 1");
+    let three = local("sleep 1; exit 3");
+    let code = |ids: &[u64]| {
+        let mut a = vec!["job".to_string(), "wait".to_string()];
+        a.extend(ids.iter().map(u64::to_string));
+        let out = s.cli().args(&a).output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+        )
+    };
+    let (c, out) = code(&[ok]);
+    assert_eq!(c, 0, "{out}");
+    assert_eq!(out, format!("job {ok}: completed, exit code 0\n"));
+    let (c, out) = code(&[ok, three]);
+    assert_eq!(c, 3, "{out}");
+    assert!(
+        out.contains(&format!("job {three}: failed, exit code 3")),
+        "{out}"
+    );
+    let killed = local("kill -TERM $$");
+    let (c, out) = code(&[killed]);
+    assert_eq!(c, 128 + 15, "{out}");
+    let cancelled = s.submit(&["--hold", "--", "true"]);
+    s.run(&["job", "cancel", &cancelled.to_string()]);
+    assert_eq!(code(&[ok, cancelled]).0, 1);
+    let e = s.cli().args(["job", "wait", "999"]).output().unwrap();
+    assert_eq!(e.status.code(), Some(2));
+}
+
+/// `job cat` reads a job's output through the API, as its owner, from anywhere.
+#[test]
+fn job_cat_prints_the_output_to_its_owner() {
+    const TWO: &str =
+        "[[cluster]]\nname = \"a\"\nprocs = 1\n\n[[cluster]]\nname = \"b\"\nprocs = 1\n";
+    let s = Server::with_config(TWO);
+    let alice = s.add_user("alice", None);
+    let bob = s.add_user("bob", None);
+    let id = parse(&s.run_as(
+        &alice,
+        &[
+            "job",
+            "submit",
+            "--cluster",
+            "a",
+            "-t",
+            "1m",
+            "-o",
+            "json",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2",
+        ],
+    ))["id"]
+        .as_u64()
+        .unwrap();
+    s.wait_final(id, Duration::from_secs(30));
+    let cat = |token: &str, args: &[&str]| {
+        let mut a = vec!["job", "cat"];
+        a.extend(args);
+        s.cli_as(token).args(&a).output().unwrap()
+    };
+    let out = cat(&alice, &[&id.to_string()]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "out\n");
+    let out = cat(&alice, &[&id.to_string(), "--stderr"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "err\n");
+    let out = cat(&bob, &[&id.to_string()]);
+    assert_eq!(out.status.code(), Some(2), "bob may not read alice's job");
+    let out = cat(&alice, &[&id.to_string(), "--part", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr).unwrap().contains("part"));
+    // A co-allocated job: one file per part.
+    let wide = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        "echo $FORESIGHT_CLUSTER",
+    ]);
+    s.wait_final(wide, Duration::from_secs(60));
+    let parts: Vec<String> = (0..2)
+        .map(|p| {
+            let out = s
+                .cli()
+                .args(["job", "cat", &wide.to_string(), "--part", &p.to_string()])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap()
+        })
+        .collect();
+    let mut sorted = parts.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["a\n", "b\n"], "{parts:?}");
+    let pending = s.submit(&["--hold", "--", "true"]);
+    let out = s
+        .cli()
+        .args(["job", "cat", &pending.to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("has not started"), "{err}");
+}

@@ -13,6 +13,7 @@ mod error;
 pub mod http;
 mod metrics;
 mod moment;
+mod output;
 pub mod service;
 #[doc(hidden)]
 pub mod world;

@@ -108,14 +108,16 @@ impl Client {
         format!("{}{}{}", self.base, API_PREFIX, path)
     }
 
-    fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
+    /// The answer's body, or the server's refusal as the error.
+    fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
         let resp = req
             .bearer_auth(&self.token)
             .send()
             .with_context(|| format!("cannot reach the server at {}", self.base))?;
         let status = resp.status();
-        let text = resp.text()?;
+        let bytes = resp.bytes()?.to_vec();
         if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
             let body: ApiError = serde_json::from_str(&text).unwrap_or(ApiError {
                 code: "http".into(),
                 field: None,
@@ -127,7 +129,13 @@ impl Client {
             }
             .into());
         }
-        serde_json::from_str(&text).with_context(|| format!("unexpected answer: {text}"))
+        Ok(bytes)
+    }
+
+    fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
+        let bytes = self.send_raw(req)?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("unexpected answer: {}", String::from_utf8_lossy(&bytes)))
     }
 
     fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
@@ -164,6 +172,34 @@ pub enum JobCommand {
     Requeue(IdOpts),
     /// Why has a job not started yet?
     Explain(IdOpts),
+    /// Print a job's output (standard output, or --stderr), from the server.
+    Cat(CatOpts),
+    /// Wait until jobs end; the exit code is the job's (of the first that did not complete:
+    /// its exit code, 128 + its signal, else 1), as `hq job wait`.
+    Wait(WaitOpts),
+}
+
+/// Options of `job cat`.
+#[derive(Args)]
+pub struct CatOpts {
+    /// The job.
+    id: u64,
+    /// Standard error instead of standard output.
+    #[arg(long)]
+    stderr: bool,
+    /// The part of a co-allocated job (0, 1, …).
+    #[arg(long, default_value_t = 0)]
+    part: usize,
+}
+
+/// Options of `job wait`.
+#[derive(Args)]
+pub struct WaitOpts {
+    /// The jobs.
+    #[arg(required = true, value_name = "ID")]
+    ids: Vec<u64>,
+    #[command(flatten)]
+    out: OutputOpt,
 }
 
 /// Options of `job submit`.
@@ -244,8 +280,8 @@ pub struct IdOpts {
     out: OutputOpt,
 }
 
-/// Runs a job command.
-pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
+/// Runs a job command; the process exit code (the job's, for `job wait`).
+pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode> {
     // Input is checked before looking for a server.
     if let JobCommand::Submit(o) = &cmd {
         walltime_ok(&o.time)?;
@@ -322,8 +358,77 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
         JobCommand::Suspend(o) => act(&c, o, "suspend")?,
         JobCommand::Resume(o) => act(&c, o, "resume")?,
         JobCommand::Requeue(o) => act(&c, o, "requeue")?,
+        JobCommand::Wait(o) => return wait(&c, o),
+        JobCommand::Cat(o) => {
+            let mut q = vec![("part", o.part.to_string())];
+            if o.stderr {
+                q.push(("stderr", "true".into()));
+            }
+            let bytes = c.send_raw(
+                c.http
+                    .get(c.url(&format!("/jobs/{}/output", o.id)))
+                    .query(&q),
+            )?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
+        }
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// How often `job wait` looks.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The exit code a finished job gives `job wait`: 0 completed, its own exit code, 128 + the
+/// signal that killed it, else 1 (cancelled, or failed without starting).
+fn exit_code_of(j: &JobView) -> u8 {
+    match (j.state, j.exit_code, j.signal) {
+        (JobState::Completed, _, _) => 0,
+        (_, _, Some(sig)) => u8::try_from(128 + sig.clamp(0, 127)).unwrap_or(1),
+        (_, Some(c), None) if c != 0 => u8::try_from(c.rem_euclid(256)).unwrap_or(1).max(1),
+        _ => 1,
+    }
+}
+
+fn wait(c: &Client, o: WaitOpts) -> Result<std::process::ExitCode> {
+    let mut done: BTreeMap<u64, JobView> = BTreeMap::new();
+    loop {
+        for &id in &o.ids {
+            if done.contains_key(&id) {
+                continue;
+            }
+            let j: JobView = c.get(&format!("/jobs/{id}"), &[])?;
+            if j.state.is_final() {
+                if o.out.output == Output::Table {
+                    let how = match (j.exit_code, j.signal) {
+                        (_, Some(sig)) => format!(", signal {sig}"),
+                        (Some(code), None) => format!(", exit code {code}"),
+                        (None, None) => String::new(),
+                    };
+                    println!("job {id}: {}{how}", j.state);
+                }
+                done.insert(id, j);
+            }
+        }
+        if done.len()
+            == o.ids
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        {
+            break;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    let ended: Vec<&JobView> = o.ids.iter().map(|id| &done[id]).collect();
+    if o.out.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&ended)?);
+    }
+    let code = ended
+        .iter()
+        .map(|j| exit_code_of(j))
+        .find(|&c| c != 0)
+        .unwrap_or(0);
+    Ok(std::process::ExitCode::from(code))
 }
 
 /// A `--state` of `job list`: a job state, or `suspended` (running, stopped by `suspend`).
