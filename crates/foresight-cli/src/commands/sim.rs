@@ -133,16 +133,15 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--policy {e}"))?;
     if let Some(b) = opts.backfill {
-        if policy.reservation_depth == 0 && policy.backfill == BackfillChoice::None {
-            if !matches!(b, BackfillOpt::None) {
-                bail!(
-                    "--policy fcfs never backfills, so --backfill {} does not apply; for \
-                     backfilling choose --policy firstfit, easy, conservative or depth:N",
-                    b.to_possible_value()
-                        .expect("invariant: no variant is skipped")
-                        .get_name()
-                );
-            }
+        let fcfs = policy.reservation_depth == 0 && policy.backfill == BackfillChoice::None;
+        if fcfs && !matches!(b, BackfillOpt::None) {
+            bail!(
+                "--policy fcfs never backfills, so --backfill {} does not apply; for \
+                 backfilling choose --policy firstfit, easy, conservative or depth:N",
+                b.to_possible_value()
+                    .expect("invariant: no variant is skipped")
+                    .get_name()
+            );
         }
         policy.backfill = match b {
             BackfillOpt::None => BackfillChoice::None,
@@ -181,37 +180,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
             b.set_position(n as u64);
         }
     };
-    let simulated = (|| -> Result<_> {
-        Ok(match &opts.trace {
-            Some(path) => {
-                let source = path.display().to_string();
-                let run = replay(
-                    path,
-                    opts.procs,
-                    opts.lenient,
-                    &policy,
-                    semantics,
-                    &mut progress,
-                )
-                .with_context(|| format!("simulating {source}"))?;
-                (Some(run.trace), run.procs, run.output, source)
-            }
-            None => {
-                let procs = opts.procs.unwrap_or(256);
-                if procs == 0 {
-                    bail!("--procs must be at least 1");
-                }
-                let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
-                let name = format!(
-                    "synthetic: {} jobs, load {}, seed {}",
-                    opts.jobs, opts.load, opts.seed
-                );
-                let out = simulate(&w, procs, &policy, semantics, &mut progress)
-                    .with_context(|| format!("simulating {name}"))?;
-                (None, procs, out, name)
-            }
-        })
-    })();
+    let simulated = simulate_workload(&opts, &policy, semantics, &mut progress);
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -281,6 +250,38 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `sim run` simulates: the trace, else the synthetic workload; with the trace read,
+/// the machine size and the workload's name.
+fn simulate_workload(
+    opts: &SimRunOpts,
+    policy: &Policy,
+    semantics: Semantics,
+    progress: &mut dyn FnMut(usize),
+) -> Result<(Option<Trace>, u32, SimOutput, String)> {
+    Ok(match &opts.trace {
+        Some(path) => {
+            let source = path.display().to_string();
+            let run = replay(path, opts.procs, opts.lenient, policy, semantics, progress)
+                .with_context(|| format!("simulating {source}"))?;
+            (Some(run.trace), run.procs, run.output, source)
+        }
+        None => {
+            let procs = opts.procs.unwrap_or(256);
+            if procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
+            let name = format!(
+                "synthetic: {} jobs, load {}, seed {}",
+                opts.jobs, opts.load, opts.seed
+            );
+            let out = simulate(&w, procs, policy, semantics, progress)
+                .with_context(|| format!("simulating {name}"))?;
+            (None, procs, out, name)
+        }
+    })
 }
 
 /// A bar of `total` jobs with percentage and ETA, or a spinner counting jobs when the total
