@@ -48,8 +48,39 @@ pub fn when(t: Option<i64>) -> String {
 }
 
 /// Rewrites every UTC RFC 3339 time (`2026-11-22T19:33:00Z`) in a server's message into
-/// the local format.
+/// the local format, and `(N s from now)` into `(in 1h2m)`.
 pub fn localize(text: &str, tz: &TimeZone) -> String {
+    relative(&local_times(text, tz))
+}
+
+/// `(N s from now)` → `(in DURATION)`.
+fn relative(text: &str) -> String {
+    const TAIL: &str = " s from now)";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(end) = rest.find(TAIL) {
+        let head = &rest[..end];
+        let open = head.rfind('(');
+        let number = open.map(|o| &head[o + 1..]).filter(|n| {
+            !n.is_empty()
+                && n.bytes()
+                    .enumerate()
+                    .all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-'))
+        });
+        match (open, number.and_then(|n| n.parse::<i64>().ok())) {
+            (Some(o), Some(secs)) if secs >= 0 => {
+                out.push_str(&head[..o]);
+                out.push_str(&format!("(in {})", foresight_api::format_duration(secs)));
+            }
+            _ => out.push_str(&rest[..end + TAIL.len()]),
+        }
+        rest = &rest[end + TAIL.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn local_times(text: &str, tz: &TimeZone) -> String {
     const LEN: usize = "2026-11-22T19:33:00Z".len();
     let shape = |w: &[u8]| {
         w.iter().enumerate().all(|(i, &b)| match i {
@@ -213,9 +244,16 @@ mod tests {
                 "reserved on a from 2026-11-23T14:30:00Z (60 s from now), Z 2026-11-23T14:30Z",
                 &berlin()
             ),
-            "reserved on a from 2026-11-23 15:30:00 CET (60 s from now), Z 2026-11-23T14:30Z"
+            "reserved on a from 2026-11-23 15:30:00 CET (in 1m), Z 2026-11-23T14:30Z"
         );
         assert_eq!(localize("héllo 2026", &berlin()), "héllo 2026");
+        assert_eq!(
+            localize(
+                "(0 s from now) (-5 s from now) (x s from now) 3 s from now)",
+                &berlin()
+            ),
+            "(in 0s) (-5 s from now) (x s from now) 3 s from now)"
+        );
     }
 
     #[test]

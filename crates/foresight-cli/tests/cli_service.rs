@@ -327,3 +327,37 @@ fn job_cat_prints_the_output_to_its_owner() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("has not started"), "{err}");
 }
+
+/// `explain` and `show` speak the local zone too, and a job cancelled before it started
+/// shows no planned start.
+#[test]
+fn explain_shows_local_times_and_no_plan_after_cancelling() {
+    let s = Server::start(1);
+    let busy = s.submit(&["--cluster", "local", "-t", "10m", "--", "sleep", "60"]);
+    s.wait_job(busy, "running", Duration::from_secs(30), |j| {
+        j["state"] == "running"
+    });
+    let waiting = s.submit(&["-t", "5m", "--", "true"]);
+    let j = s.wait_job(waiting, "planned", Duration::from_secs(10), |j| {
+        !j["planned_start"].is_null()
+    });
+    assert!(!j["planned_start"].is_null());
+    let rfc3339_utc = |t: &str| {
+        t.as_bytes().windows(20).any(|w| {
+            w[4] == b'-' && w[10] == b'T' && w[19] == b'Z' && w[..4].iter().all(u8::is_ascii_digit)
+        })
+    };
+    for id in [busy, waiting] {
+        let e = s.run(&["job", "explain", &id.to_string()]);
+        assert!(!rfc3339_utc(&e), "{e}");
+        assert!(!e.contains(" s from now"), "{e}");
+    }
+    let e = s.run(&["job", "explain", &busy.to_string()]);
+    assert!(e.contains(" UTC on local"), "{e}");
+    s.run(&["job", "cancel", &waiting.to_string()]);
+    let e = s.run(&["job", "explain", &waiting.to_string()]);
+    assert!(!e.contains("planned start"), "{e}");
+    let show = s.run(&["job", "show", &waiting.to_string()]);
+    assert!(show.contains("planned       -\n"), "{show}");
+    s.run(&["job", "cancel", &busy.to_string()]);
+}

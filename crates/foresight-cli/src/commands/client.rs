@@ -346,7 +346,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                     for r in &e.reasons {
                         println!("  - {}", crate::moment::localize(r, &tz));
                     }
-                    if let Some(p) = e.planned_start {
+                    if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {
                         println!("  planned start: {}", when(Some(p)));
                     }
                 }
@@ -716,7 +716,12 @@ pub fn job_details(j: &JobView) -> String {
         },
     );
     kv("submitted", when(Some(j.submitted_at)));
-    kv("planned", when(j.planned_start));
+    // A job that ended without starting has no plan left.
+    let ended_unstarted = j.state.is_final() && j.started_at.is_none();
+    kv(
+        "planned",
+        when(j.planned_start.filter(|_| !ended_unstarted)),
+    );
     kv("started", when(j.started_at));
     kv("ended", when(j.ended_at));
     kv(
