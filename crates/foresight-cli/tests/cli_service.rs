@@ -353,7 +353,7 @@ fn explain_shows_local_times_and_no_plan_after_cancelling() {
         assert!(!e.contains(" s from now"), "{e}");
     }
     let e = s.run(&["job", "explain", &busy.to_string()]);
-    assert!(e.contains(" UTC on local"), "{e}");
+    assert!(e.contains(" UTC on local (1 processor)\n"), "{e}");
     s.run(&["job", "cancel", &waiting.to_string()]);
     let e = s.run(&["job", "explain", &waiting.to_string()]);
     assert!(!e.contains("planned start"), "{e}");

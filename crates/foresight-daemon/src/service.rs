@@ -789,7 +789,10 @@ impl Service {
                 crate::moment::utc(j.started_at.unwrap_or(now)),
                 j.parts
                     .iter()
-                    .map(|p| format!("{} ({} processors)", p.cluster, p.procs))
+                    .map(|p| {
+                        let s = if p.procs == 1 { "" } else { "s" };
+                        format!("{} ({} processor{s})", p.cluster, p.procs)
+                    })
                     .collect::<Vec<_>>()
                     .join(" + ")
             )),
