@@ -87,13 +87,15 @@ impl std::fmt::Display for JobState {
     }
 }
 
-/// A walltime: seconds, or text such as `90`, `1h30m`, `2d`, `01:30:00`, `1-12:00:00`.
+/// A walltime or duration: a JSON number is **seconds**; a string is read as `sbatch --time`
+/// reads it, so `"90"` is 90 minutes (also `"10:30"`, `"01:30:00"`, `"2-12"`, `"1-12:00:00"`,
+/// `"90s"`, `"1h30m"`, `"2d"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum Walltime {
     /// Whole seconds.
     Seconds(i64),
-    /// Text to parse.
+    /// Text in `sbatch --time` forms (a bare number is minutes) or with units.
     Text(String),
 }
 

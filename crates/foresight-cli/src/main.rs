@@ -1,8 +1,12 @@
-//! `foresight`: the one binary: trace simulations (`foresight sim run`) and slot selection
-//! (`foresight plan select`).
+//! `foresight`: the one binary: the service (`foresight server start`), its client (`job`,
+//! `estimate`, `reservation`, `cluster`, `user`, `plan show`), trace simulations
+//! (`foresight sim run|grid`) and slot selection (`foresight plan select`).
 #![forbid(unsafe_code)]
 
 mod commands;
+mod moment;
+
+use commands::client::Connection;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
@@ -13,8 +17,6 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    #[command(flatten)]
-    conn: commands::client::Connection,
 }
 
 #[derive(Subcommand)]
@@ -33,23 +35,36 @@ enum Command {
     Job {
         #[command(subcommand)]
         command: commands::client::JobCommand,
+        #[command(flatten)]
+        conn: Connection,
     },
     /// When could a job start? Asks the planner without submitting.
-    Estimate(commands::client::EstimateOpts),
+    Estimate {
+        #[command(flatten)]
+        opts: commands::client::EstimateOpts,
+        #[command(flatten)]
+        conn: Connection,
+    },
     /// Advance reservations.
     Reservation {
         #[command(subcommand)]
         command: commands::client::ReservationCommand,
+        #[command(flatten)]
+        conn: Connection,
     },
     /// The grid's clusters.
     Cluster {
         #[command(subcommand)]
         command: commands::client::ClusterCommand,
+        #[command(flatten)]
+        conn: Connection,
     },
     /// Users and budgets (administrators).
     User {
         #[command(subcommand)]
         command: commands::client::UserCommand,
+        #[command(flatten)]
+        conn: Connection,
     },
     /// The plan: show the service's plan, or choose slots in a plan given as JSON.
     Plan {
@@ -73,24 +88,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim { command } => commands::sim::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Plan { command } => commands::plan::run(command, &cli.conn),
+        Command::Plan { command } => commands::plan::run(command),
         Command::Server { command } => commands::server::run(command).map(|()| ExitCode::SUCCESS),
-        Command::Job { command } => {
-            commands::client::job(&cli.conn, command).map(|()| ExitCode::SUCCESS)
+        Command::Job { command, conn } => commands::client::job(&conn, command),
+        Command::Estimate { opts, conn } => {
+            commands::client::estimate(&conn, opts).map(|()| ExitCode::SUCCESS)
         }
-        Command::Estimate(o) => {
-            commands::client::estimate(&cli.conn, o).map(|()| ExitCode::SUCCESS)
+        Command::Reservation { command, conn } => {
+            commands::client::reservation(&conn, command).map(|()| ExitCode::SUCCESS)
         }
-        Command::Reservation { command } => {
-            commands::client::reservation(&cli.conn, command).map(|()| ExitCode::SUCCESS)
-        }
-        Command::Cluster { command } => match command {
+        Command::Cluster { command, conn } => match command {
             commands::client::ClusterCommand::List(o) => {
-                commands::client::cluster_list(&cli.conn, o).map(|()| ExitCode::SUCCESS)
+                commands::client::cluster_list(&conn, o).map(|()| ExitCode::SUCCESS)
             }
         },
-        Command::User { command } => {
-            commands::client::user(&cli.conn, command).map(|()| ExitCode::SUCCESS)
+        Command::User { command, conn } => {
+            commands::client::user(&conn, command).map(|()| ExitCode::SUCCESS)
         }
         Command::Supervise { dir } => Ok(ExitCode::from(foresight_rm::supervise(&dir))),
         Command::Completion { shell } => {
@@ -106,7 +119,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             if e.downcast_ref::<commands::plan::BadInput>().is_some() {
                 ExitCode::from(2)
             } else if let Some(r) = e.downcast_ref::<commands::client::ServerRefused>() {
@@ -119,10 +132,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// The error and its causes, `: `-separated, each said once: a cause whose text its
+/// context already ends with (`reading x: No such file…` then `No such file…`) is skipped.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Cli;
+    use super::{error_chain, Cli};
     use clap::CommandFactory;
+
+    #[test]
+    fn an_error_says_its_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading x.swf: {0}")]
+        struct Wrapping(#[source] std::io::Error);
+        let e = anyhow::Error::new(Wrapping(io())).context("simulating x.swf");
+        assert_eq!(
+            error_chain(&e),
+            "simulating x.swf: reading x.swf: No such file"
+        );
+        let e = anyhow::Error::new(io()).context("creating out.csv");
+        assert_eq!(error_chain(&e), "creating out.csv: No such file");
+    }
 
     /// Every command's definition is consistent (argument types, conflicts, requirements):
     /// clap checks this only when a command is used, so a bad one would panic in a user's

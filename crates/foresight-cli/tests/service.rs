@@ -127,17 +127,17 @@ fn hundred_real_jobs_end_right_and_never_share_a_processor() {
         let procs = (1 + (i * 7) % 3).to_string();
         // (command, walltime, final state, exit code)
         let (command, time, state, code): (&[&str], &str, &str, Option<i64>) = match i % 10 {
-            0..=3 => (&["sleep", "0.2"], "3", "completed", Some(0)),
-            4 | 5 => (&["true"], "3", "completed", Some(0)),
-            6 => (&["false"], "3", "failed", Some(1)),
-            7 => (&["sh", "-c", "exit 3"], "3", "failed", Some(3)),
+            0..=3 => (&["sleep", "0.2"], "3s", "completed", Some(0)),
+            4 | 5 => (&["true"], "3s", "completed", Some(0)),
+            6 => (&["false"], "3s", "failed", Some(1)),
+            7 => (&["sh", "-c", "exit 3"], "3s", "failed", Some(3)),
             8 => (
                 &["sh", "-c", "sleep 0.1; exit 0"],
-                "3",
+                "3s",
                 "completed",
                 Some(0),
             ),
-            _ => (&["sleep", "30"], "1", "timeout", None),
+            _ => (&["sleep", "30"], "1s", "timeout", None),
         };
         let name = format!("j{i}");
         let mut args = vec!["-n", &procs, "-t", time, "--name", &name];
@@ -153,7 +153,7 @@ fn hundred_real_jobs_end_right_and_never_share_a_processor() {
         let jobs = http.jobs();
         jobs.iter().all(is_final).then_some(())
     });
-    let jobs = parse(&s.run(&["job", "list", "-o", "json"]));
+    let jobs = parse(&s.run(&["job", "list", "--all", "-o", "json"]));
     let jobs = jobs.as_array().unwrap();
     assert_eq!(jobs.len(), 100);
     let by_id: HashMap<u64, &Value> = jobs
@@ -174,7 +174,7 @@ fn hundred_real_jobs_end_right_and_never_share_a_processor() {
                 let ran = int(j, "ended_at") - int(j, "started_at");
                 assert!(
                     (1..=3).contains(&ran),
-                    "job {id} ran {ran} s with -t 1: {j}"
+                    "job {id} ran {ran} s with -t 1s: {j}"
                 );
             }
             "failed" => {
@@ -235,7 +235,7 @@ fn a_reservation_is_honoured_to_the_second() {
                 "-n",
                 "2",
                 "-t",
-                "10",
+                "10s",
                 "--",
                 "sh",
                 "-c",
@@ -301,7 +301,7 @@ fn a_reservation_is_honoured_to_the_second() {
                 "-n",
                 "2",
                 "-t",
-                "10",
+                "10s",
                 "--",
                 "true",
             ],
@@ -354,12 +354,12 @@ fn an_uncommitted_tentative_reservation_expires_and_a_committed_one_stays() {
         "-n",
         "2",
         "-t",
-        "30",
+        "30s",
         "--",
         "sleep",
         "0.3",
     ]);
-    let large = s.submit(&["--cluster", "local", "-n", "3", "-t", "30", "--", "true"]);
+    let large = s.submit(&["--cluster", "local", "-n", "3", "-t", "30s", "--", "true"]);
     for id in [small, large] {
         assert_eq!(s.show(id)["started_at"], Value::Null);
     }
@@ -411,14 +411,14 @@ fn a_co_allocated_job_is_reserved_on_both_clusters_and_starts_once() {
     let s = Server::with_config(TWO_CLUSTERS);
     let scratch = s.scratch();
     // Cluster a is busy for a while, so the job is reserved ahead of its start.
-    let blocker = s.submit(&["--cluster", "a", "-n", "2", "-t", "4", "--", "sleep", "2"]);
+    let blocker = s.submit(&["--cluster", "a", "-n", "2", "-t", "4s", "--", "sleep", "2"]);
     assert_eq!(s.show(blocker)["state"], "running");
     let log = scratch.join("parts.log");
     let id = s.submit(&[
         "-n",
         "3",
         "-t",
-        "5",
+        "5s",
         "--",
         "sh",
         "-c",
@@ -544,7 +544,7 @@ fn acls_budgets_and_user_isolation() {
     assert_eq!(body["code"], "not_found");
     assert_eq!(s.show(hers.parse().unwrap())["state"], "pending");
     let ids = |token: &str| -> Vec<String> {
-        parse(&s.run_as(token, &["job", "list", "-o", "json"]))
+        parse(&s.run_as(token, &["job", "list", "--all", "-o", "json"]))
             .as_array()
             .unwrap()
             .iter()
@@ -670,7 +670,7 @@ fn acls_budgets_and_user_isolation() {
     let ok = s
         .run_as(
             &carol,
-            &["job", "submit", "-n", "1", "-t", "40", "--", "true"],
+            &["job", "submit", "-n", "1", "-t", "40s", "--", "true"],
         )
         .trim()
         .parse::<u64>()
@@ -988,7 +988,7 @@ fn sigkill_during_a_thousand_submissions_loses_nothing() {
         },
     );
     // The CLI's view, as the administrator.
-    let listed = parse(&s.run(&["job", "list", "--limit", "100000", "-o", "json"]));
+    let listed = parse(&s.run(&["job", "list", "--all", "--limit", "100000", "-o", "json"]));
     let listed = listed.as_array().unwrap();
     assert_eq!(listed.len(), jobs.len());
     let mut by_id: HashMap<u64, &Value> = HashMap::new();
@@ -1060,7 +1060,7 @@ fn graceful_shutdown_keeps_state_and_jobs() {
         "--cluster",
         "local",
         "-t",
-        "4",
+        "4s",
         "--",
         "sh",
         "-c",
@@ -1086,7 +1086,7 @@ fn graceful_shutdown_keeps_state_and_jobs() {
     ]);
     let held = s.submit(&["--hold", "-n", "2", "--", "true"]);
     // Planned behind the short job's walltime: reserved, not started, at the shutdown.
-    let reserved = s.submit(&["-n", "3", "-t", "30", "--", "true"]);
+    let reserved = s.submit(&["-n", "3", "-t", "30s", "--", "true"]);
     for id in [short, long] {
         s.wait_job(id, "running", Duration::from_secs(10), |j| {
             j["state"] == "running"
@@ -1095,7 +1095,7 @@ fn graceful_shutdown_keeps_state_and_jobs() {
     s.wait_job(reserved, "planned", Duration::from_secs(10), |j| {
         j["state"] == "reserved"
     });
-    let before = parse(&s.run(&["job", "list", "-o", "json"]));
+    let before = parse(&s.run(&["job", "list", "--all", "-o", "json"]));
 
     let status = s
         .sigterm(Duration::from_secs(10))
@@ -1114,7 +1114,7 @@ fn graceful_shutdown_keeps_state_and_jobs() {
         .unwrap()
         .as_secs() as i64;
     s.launch();
-    let after = parse(&s.run(&["job", "list", "-o", "json"]));
+    let after = parse(&s.run(&["job", "list", "--all", "-o", "json"]));
     let key = |v: &Value| -> Vec<(u64, Value, Value, Value)> {
         v.as_array()
             .unwrap()
@@ -1506,7 +1506,7 @@ fn cli_output_snapshots() {
             "--name",
             "oops",
             "-t",
-            "90",
+            "90s",
             "--",
             "sh",
             "-c",
@@ -1532,8 +1532,17 @@ fn cli_output_snapshots() {
         redact_json(&mut v, &s.dir);
         v
     };
-    insta::assert_snapshot!("job_list_table", text(&["job", "list"]));
-    insta::assert_json_snapshot!("job_list_json", json(&["job", "list", "-o", "json"]));
+    insta::assert_snapshot!("job_list_table", text(&["job", "list", "--all"]));
+    insta::assert_json_snapshot!(
+        "job_list_json",
+        json(&["job", "list", "--all", "-o", "json"])
+    );
+    // As squeue: active jobs by default; several states, any case.
+    insta::assert_snapshot!("job_list_active_table", text(&["job", "list"]));
+    insta::assert_snapshot!(
+        "job_list_states_table",
+        text(&["job", "list", "--state", "Completed,FAILED"])
+    );
     insta::assert_snapshot!("job_show_table", text(&["job", "show", "2"]));
     insta::assert_json_snapshot!("job_show_json", json(&["job", "show", "2", "-o", "json"]));
 }
@@ -1552,7 +1561,7 @@ fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
     let s = Server::with_config(TWO_PROCESSORS);
     let submitted = std::time::Instant::now();
     let ids: Vec<u64> = (0..8)
-        .map(|_| s.submit(&["-n", "1", "-t", "60", "--", "sleep", "1"]))
+        .map(|_| s.submit(&["-n", "1", "-t", "60s", "--", "sleep", "1"]))
         .collect();
     let mut jobs = Vec::new();
     for id in ids {

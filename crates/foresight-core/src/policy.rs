@@ -152,12 +152,17 @@ impl Policy {
         self
     }
 
-    /// A short name: `fcfs`, `firstfit`, `easy`, `conservative` or `depth:N`.
+    /// A short name by reservation depth, as `--policy` reads it: `fcfs`, `firstfit`,
+    /// `firstfit:CAP`, `easy`, `conservative` or `depth:N`. The backfill choice is named
+    /// apart (`easy` with GREEDY backfill is still `easy`).
     pub fn name(&self) -> String {
         match (self.reservation_depth, self.backfill) {
             (0, BackfillChoice::None) => "fcfs".into(),
-            (0, _) => "firstfit".into(),
-            (1, BackfillChoice::FirstFit) => "easy".into(),
+            (0, _) => match self.overtake_cap {
+                Some(cap) => format!("firstfit:{cap}"),
+                None => "firstfit".into(),
+            },
+            (1, _) => "easy".into(),
             (ALL, _) => "conservative".into(),
             (n, _) => format!("depth:{n}"),
         }
@@ -196,5 +201,41 @@ impl std::str::FromStr for Policy {
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_reads_back_as_the_same_policy() {
+        for text in [
+            "fcfs",
+            "firstfit",
+            "firstfit:3",
+            "easy",
+            "conservative",
+            "depth:4",
+        ] {
+            let p: Policy = text.parse().expect("a policy");
+            assert_eq!(p.name(), text);
+            assert_eq!(p.name().parse::<Policy>(), Ok(p), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_backfill_choice_does_not_rename_the_policy() {
+        for choice in [
+            BackfillChoice::None,
+            BackfillChoice::BestFit,
+            BackfillChoice::Greedy,
+        ] {
+            let p = Policy {
+                backfill: choice,
+                ..Policy::easy()
+            };
+            assert_eq!(p.name(), "easy", "{choice:?}");
+        }
     }
 }

@@ -91,6 +91,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/jobs/{id}/resume", post(resume_job))
         .route("/jobs/{id}/requeue", post(requeue_job))
         .route("/jobs/{id}/explain", get(explain_job))
+        .route("/jobs/{id}/output", get(crate::output::job_output))
         .route("/estimate", post(estimate))
         .route(
             "/reservations",
@@ -120,7 +121,8 @@ pub fn router(service: Arc<Service>) -> Router {
         submit_job, submit_batch, list_jobs, show_job, cancel_job, hold_job, release_job,
         suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
         list_reservations, show_reservation, commit_reservation, release_reservation,
-        list_clusters, show_plan, list_users, create_user, change_budget, whoami, healthz
+        list_clusters, show_plan, list_users, create_user, change_budget, whoami, healthz,
+        crate::output::job_output
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,

@@ -13,6 +13,7 @@ mod error;
 pub mod http;
 mod metrics;
 mod moment;
+mod output;
 mod plan_view;
 pub mod service;
 #[doc(hidden)]

@@ -794,8 +794,9 @@ impl Service {
                                 position,
                             }) => reasons.push(format!(
                                 "waiting in {}'s local queue: {procs} processors asked, {free_now} \
-                                 free now, {position} jobs ahead{}",
+                                 free now, {position} job{} ahead{}",
                                 p.cluster,
+                                if position == 1 { "" } else { "s" },
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
                                     crate::moment::utc(t.secs())
@@ -810,11 +811,15 @@ impl Service {
                     if let Some(p) = pos {
                         let depth = w.plan_depth();
                         reasons.push(if p < depth {
-                            format!("in the global queue, {p} jobs ahead; planned each cycle")
+                            format!(
+                                "in the global queue, {p} job{} ahead; planned each cycle",
+                                if p == 1 { "" } else { "s" }
+                            )
                         } else {
                             format!(
-                                "in the global queue, {p} jobs ahead: beyond the {depth} \
-                                 planned per cycle, it is planned once it moves up"
+                                "in the global queue, {p} job{} ahead: beyond the {depth} \
+                                 planned per cycle, it is planned once it moves up",
+                                if p == 1 { "" } else { "s" }
                             )
                         });
                     } else {
@@ -827,7 +832,10 @@ impl Service {
                 crate::moment::utc(j.started_at.unwrap_or(now)),
                 j.parts
                     .iter()
-                    .map(|p| format!("{} ({} processors)", p.cluster, p.procs))
+                    .map(|p| {
+                        let s = if p.procs == 1 { "" } else { "s" };
+                        format!("{} ({} processor{s})", p.cluster, p.procs)
+                    })
                     .collect::<Vec<_>>()
                     .join(" + ")
             )),

@@ -1,6 +1,7 @@
 //! The service's commands: `job`, `estimate`, `reservation`, `cluster`, `plan show`, `user`.
-//! They talk to the server's REST API; without `--server` they find the server of the
-//! default data directory (its `server.url`) and its admin token.
+//! They talk to the server's REST API; without `--server` they find the server of a data
+//! directory (`--data-dir`, `FORESIGHT_DATA_DIR`, else the default one) by its
+//! `server.url`, and its admin token.
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -10,15 +11,19 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// Where the server is and who we are.
+/// Where the server is and who we are: on the commands that talk to a server only.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Connection {
-    /// Server URL [default: the server of the default data directory].
+    /// Server URL [default: the server of the data directory].
     #[arg(long, global = true, env = "FORESIGHT_SERVER", value_name = "URL")]
     pub server: Option<String>,
-    /// Bearer token [default: the admin token in the default data directory].
+    /// Bearer token [default: the admin token of the data directory].
     #[arg(long, global = true, env = "FORESIGHT_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// The data directory of a server on this machine (as given to `server start
+    /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
+    #[arg(long, global = true, env = "FORESIGHT_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Output format.
@@ -55,36 +60,39 @@ struct Client {
     token: String,
 }
 
-fn data_dir() -> PathBuf {
-    foresight_daemon::config::default_data_dir()
-}
-
 impl Client {
     fn new(conn: &Connection) -> Result<Client> {
+        let data_dir = conn
+            .data_dir
+            .clone()
+            .unwrap_or_else(foresight_daemon::config::default_data_dir);
         let base = match &conn.server {
             Some(s) => s.trim_end_matches('/').to_string(),
             None => {
-                let path = data_dir().join("server.url");
-                std::fs::read_to_string(&path)
-                    .map(|s| s.trim().to_string())
-                    .with_context(|| {
-                        format!(
-                            "no --server given and no running server found ({} is missing); \
-                             start one with `foresight server start` or set FORESIGHT_SERVER",
-                            path.display()
-                        )
-                    })?
+                let path = data_dir.join("server.url");
+                match std::fs::read_to_string(&path) {
+                    Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+                    _ => anyhow::bail!(
+                        "no server found: {} does not name one. Give --server URL (or set \
+                         FORESIGHT_SERVER) for a server anywhere; give --data-dir DIR (or set \
+                         FORESIGHT_DATA_DIR) for a server on this machine started with \
+                         `foresight server start --data-dir DIR`; or start one here with \
+                         `foresight server start`",
+                        path.display()
+                    ),
+                }
             }
         };
         let token = match &conn.token {
             Some(t) => t.clone(),
             None => {
-                let path = data_dir().join("admin.token");
+                let path = data_dir.join("admin.token");
                 std::fs::read_to_string(&path)
                     .map(|s| s.trim().to_string())
                     .with_context(|| {
                         format!(
-                            "no --token given and {} is not readable; set FORESIGHT_TOKEN",
+                            "no --token given and {} is not readable: give --token (or set \
+                             FORESIGHT_TOKEN)",
                             path.display()
                         )
                     })?
@@ -100,14 +108,16 @@ impl Client {
         format!("{}{}{}", self.base, API_PREFIX, path)
     }
 
-    fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
+    /// The answer's body, or the server's refusal as the error.
+    fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
         let resp = req
             .bearer_auth(&self.token)
             .send()
             .with_context(|| format!("cannot reach the server at {}", self.base))?;
         let status = resp.status();
-        let text = resp.text()?;
+        let bytes = resp.bytes()?.to_vec();
         if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
             let body: ApiError = serde_json::from_str(&text).unwrap_or(ApiError {
                 code: "http".into(),
                 field: None,
@@ -119,7 +129,13 @@ impl Client {
             }
             .into());
         }
-        serde_json::from_str(&text).with_context(|| format!("unexpected answer: {text}"))
+        Ok(bytes)
+    }
+
+    fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
+        let bytes = self.send_raw(req)?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("unexpected answer: {}", String::from_utf8_lossy(&bytes)))
     }
 
     fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
@@ -156,6 +172,34 @@ pub enum JobCommand {
     Requeue(IdOpts),
     /// Why has a job not started yet?
     Explain(IdOpts),
+    /// Print a job's output (standard output, or --stderr), from the server.
+    Cat(CatOpts),
+    /// Wait until jobs end; the exit code is the job's (of the first that did not complete:
+    /// its exit code, 128 + its signal, else 1), as `hq job wait`.
+    Wait(WaitOpts),
+}
+
+/// Options of `job cat`.
+#[derive(Args)]
+pub struct CatOpts {
+    /// The job.
+    id: u64,
+    /// Standard error instead of standard output.
+    #[arg(long)]
+    stderr: bool,
+    /// The part of a co-allocated job (0, 1, …).
+    #[arg(long, default_value_t = 0)]
+    part: usize,
+}
+
+/// Options of `job wait`.
+#[derive(Args)]
+pub struct WaitOpts {
+    /// The jobs.
+    #[arg(required = true, value_name = "ID")]
+    ids: Vec<u64>,
+    #[command(flatten)]
+    out: OutputOpt,
 }
 
 /// Options of `job submit`.
@@ -164,11 +208,12 @@ pub struct SubmitOpts {
     /// Processors.
     #[arg(short = 'n', long, default_value_t = 1)]
     procs: u32,
-    /// Walltime: 90, 15m, 1h30m, 2d, 01:30:00, 1-12:00:00.
-    #[arg(short = 't', long, default_value = "1h")]
+    /// Walltime, as `sbatch --time`: M (a bare number is minutes), M:S, H:M:S, D-H, D-H:M,
+    /// D-H:M:S; or with units: 90s, 15m, 1h30m, 2d.
+    #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
     /// Max price per processor-second.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     price: Option<f64>,
     /// Run as a local job of this cluster instead of planning it over the grid.
     #[arg(long)]
@@ -207,9 +252,15 @@ pub struct SubmitOpts {
 /// Options of `job list`.
 #[derive(Args)]
 pub struct ListOpts {
-    /// Only jobs in this state.
-    #[arg(long)]
-    state: Option<String>,
+    /// Only jobs in these states, comma-separated, any case: pending, planned, reserved,
+    /// running, suspended, completed, failed, cancelled, timeout [default: the active ones,
+    /// pending to suspended].
+    #[arg(long, short = 't', value_delimiter = ',', value_parser = parse_state_filter,
+        conflicts_with = "all", value_name = "STATE")]
+    state: Vec<StateFilter>,
+    /// Every job, finished ones too (the history).
+    #[arg(long, short = 'a')]
+    all: bool,
     /// Only this user's jobs (administrators).
     #[arg(long)]
     user: Option<String>,
@@ -229,12 +280,15 @@ pub struct IdOpts {
     out: OutputOpt,
 }
 
-/// Runs a job command.
-pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
+/// Runs a job command; the process exit code (the job's, for `job wait`).
+pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode> {
+    // Input is checked before looking for a server.
+    if let JobCommand::Submit(o) = &cmd {
+        walltime_ok(&o.time)?;
+    }
     let c = Client::new(conn)?;
     match cmd {
         JobCommand::Submit(o) => {
-            walltime_ok(&o.time)?;
             let mut env = BTreeMap::new();
             for kv in &o.env {
                 let (k, v) = kv
@@ -272,17 +326,10 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
             }
         }
         JobCommand::List(o) => {
-            let mut q = vec![("limit", o.limit.to_string())];
-            if let Some(s) = o.state {
-                q.push(("state", s));
-            }
-            if let Some(u) = o.user {
-                q.push(("user", u));
-            }
-            let jobs: Vec<JobView> = c.get("/jobs", &q)?;
+            let jobs = list_jobs(&c, &o)?;
             match o.out.output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&jobs)?),
-                Output::Table => print!("{}", jobs_table(&jobs)),
+                Output::Table => print!("{}", jobs_table(&jobs, crate::moment::now())),
             }
         }
         JobCommand::Show(o) => {
@@ -295,10 +342,11 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&e)?),
                 Output::Table => {
                     println!("job {}: {}", e.id, e.state);
+                    let tz = crate::moment::local_zone();
                     for r in &e.reasons {
-                        println!("  - {r}");
+                        println!("  - {}", crate::moment::localize(r, &tz));
                     }
-                    if let Some(p) = e.planned_start {
+                    if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {
                         println!("  planned start: {}", when(Some(p)));
                     }
                 }
@@ -310,8 +358,154 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<()> {
         JobCommand::Suspend(o) => act(&c, o, "suspend")?,
         JobCommand::Resume(o) => act(&c, o, "resume")?,
         JobCommand::Requeue(o) => act(&c, o, "requeue")?,
+        JobCommand::Wait(o) => return wait(&c, o),
+        JobCommand::Cat(o) => {
+            let mut q = vec![("part", o.part.to_string())];
+            if o.stderr {
+                q.push(("stderr", "true".into()));
+            }
+            let bytes = c.send_raw(
+                c.http
+                    .get(c.url(&format!("/jobs/{}/output", o.id)))
+                    .query(&q),
+            )?;
+            std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
+        }
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// How often `job wait` looks.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The exit code a finished job gives `job wait`: 0 completed, its own exit code, 128 + the
+/// signal that killed it, else 1 (cancelled, or failed without starting).
+fn exit_code_of(j: &JobView) -> u8 {
+    match (j.state, j.exit_code, j.signal) {
+        (JobState::Completed, _, _) => 0,
+        (_, _, Some(sig)) => u8::try_from(128 + sig.clamp(0, 127)).unwrap_or(1),
+        (_, Some(c), None) if c != 0 => u8::try_from(c.rem_euclid(256)).unwrap_or(1).max(1),
+        _ => 1,
+    }
+}
+
+fn wait(c: &Client, o: WaitOpts) -> Result<std::process::ExitCode> {
+    let mut done: BTreeMap<u64, JobView> = BTreeMap::new();
+    loop {
+        for &id in &o.ids {
+            if done.contains_key(&id) {
+                continue;
+            }
+            let j: JobView = c.get(&format!("/jobs/{id}"), &[])?;
+            if j.state.is_final() {
+                if o.out.output == Output::Table {
+                    let how = match (j.exit_code, j.signal) {
+                        (_, Some(sig)) => format!(", signal {sig}"),
+                        (Some(code), None) => format!(", exit code {code}"),
+                        (None, None) => String::new(),
+                    };
+                    println!("job {id}: {}{how}", j.state);
+                }
+                done.insert(id, j);
+            }
+        }
+        if done.len()
+            == o.ids
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+        {
+            break;
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+    let ended: Vec<&JobView> = o.ids.iter().map(|id| &done[id]).collect();
+    if o.out.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&ended)?);
+    }
+    let code = ended
+        .iter()
+        .map(|j| exit_code_of(j))
+        .find(|&c| c != 0)
+        .unwrap_or(0);
+    Ok(std::process::ExitCode::from(code))
+}
+
+/// A `--state` of `job list`: a job state, or `suspended` (running, stopped by `suspend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateFilter {
+    /// Jobs in this state.
+    State(JobState),
+    /// Running jobs that are suspended.
+    Suspended,
+}
+
+/// The states `job list` shows without `--state` or `--all`, as squeue does.
+const ACTIVE: [StateFilter; 5] = [
+    StateFilter::State(JobState::Pending),
+    StateFilter::State(JobState::Planned),
+    StateFilter::State(JobState::Reserved),
+    StateFilter::State(JobState::Running),
+    StateFilter::Suspended,
+];
+
+fn parse_state_filter(s: &str) -> std::result::Result<StateFilter, String> {
+    let s = s.trim().to_ascii_lowercase();
+    if s == "suspended" {
+        return Ok(StateFilter::Suspended);
+    }
+    s.parse::<JobState>().map(StateFilter::State).map_err(|_| {
+        format!(
+            "{s:?} is not a job state: use pending, planned, reserved, running, suspended, \
+             completed, failed, cancelled or timeout"
+        )
+    })
+}
+
+/// The jobs `job list` shows: one request per state asked (the API filters on one state),
+/// merged, the newest `limit`, oldest first.
+fn list_jobs(c: &Client, o: &ListOpts) -> Result<Vec<JobView>> {
+    let filters: Vec<StateFilter> = match (o.all, o.state.is_empty()) {
+        (true, _) => Vec::new(),
+        (false, true) => ACTIVE.to_vec(),
+        (false, false) => o.state.clone(),
+    };
+    let mut asked: Vec<Option<JobState>> = filters
+        .iter()
+        .map(|f| match f {
+            StateFilter::State(s) => Some(*s),
+            StateFilter::Suspended => Some(JobState::Running),
+        })
+        .collect();
+    if asked.is_empty() {
+        asked.push(None);
+    }
+    asked.sort();
+    asked.dedup();
+    let mut jobs: BTreeMap<u64, JobView> = BTreeMap::new();
+    for state in asked {
+        let mut q = vec![("limit", o.limit.to_string())];
+        if let Some(s) = state {
+            q.push(("state", s.as_str().to_string()));
+        }
+        if let Some(u) = &o.user {
+            q.push(("user", u.clone()));
+        }
+        let got: Vec<JobView> = c.get("/jobs", &q)?;
+        jobs.extend(got.into_iter().map(|j| (j.id, j)));
+    }
+    let keep = |j: &JobView| {
+        filters.is_empty()
+            || filters.iter().any(|f| match f {
+                StateFilter::State(JobState::Running) => j.state == JobState::Running,
+                StateFilter::State(s) => j.state == *s,
+                StateFilter::Suspended => j.state == JobState::Running && j.suspended,
+            })
+    };
+    let mut jobs: Vec<JobView> = jobs.into_values().filter(keep).collect();
+    let extra = jobs.len().saturating_sub(o.limit);
+    jobs.drain(..extra);
+    Ok(jobs)
 }
 
 /// Input refused before asking the server: exit code 2, like a refusal by the server.
@@ -327,10 +521,43 @@ fn walltime_ok(text: &str) -> Result<()> {
     Ok(())
 }
 
+/// How long `cancel` and `requeue` wait for a running job's processes to end, so that they
+/// can print the state it ends in rather than `running`.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn act(c: &Client, o: IdOpts, verb: &str) -> Result<()> {
-    let j: JobView = c.post(&format!("/jobs/{}/{verb}", o.id), &serde_json::json!({}))?;
+    // A running job is stopped by signals: its new state comes once its processes are gone
+    // (a requeued one may be running again by then, as a new attempt with a new start).
+    let path = format!("/jobs/{}", o.id);
+    let stops = matches!(verb, "cancel" | "requeue");
+    let before: Option<JobView> = if stops {
+        Some(c.get(&path, &[])?)
+    } else {
+        None
+    };
+    let asked = crate::moment::now();
+    let mut j: JobView = c.post(&format!("{path}/{verb}"), &serde_json::json!({}))?;
+    // Starts are whole seconds: a run that started in the second of the request is taken
+    // for the new attempt.
+    let same_run = |j: &JobView| {
+        before.as_ref().is_some_and(|b| {
+            b.state == JobState::Running
+                && j.state == JobState::Running
+                && j.started_at == b.started_at
+                && j.started_at.is_some_and(|s| s < asked)
+        })
+    };
+    let deadline = std::time::Instant::now() + STOP_WAIT;
+    while same_run(&j) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        j = c.get(&path, &[])?;
+    }
     match o.out.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&j)?),
+        Output::Table if same_run(&j) => println!(
+            "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
+            j.id
+        ),
         Output::Table => println!("job {}: {}", j.id, describe_state(&j)),
     }
     Ok(())
@@ -347,23 +574,22 @@ fn describe_state(j: &JobView) -> String {
     s
 }
 
-/// A time for people: UTC, to the second; `-` when absent.
-pub fn when(t: Option<i64>) -> String {
-    match t {
-        Some(t) if t >= 0 => humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + std::time::Duration::from_secs(t as u64),
-        )
-        .to_string()
-        .replace('T', " ")
-        .trim_end_matches('Z')
-        .to_string(),
-        _ => "-".into(),
-    }
+pub use crate::moment::when;
+
+/// `text` followed by spaces up to `width` characters (never truncated).
+pub fn pad(text: &str, width: usize) -> String {
+    let mut s = text.to_string();
+    s.extend(std::iter::repeat_n(
+        ' ',
+        width.saturating_sub(text.chars().count()),
+    ));
+    s
 }
 
-/// Rows under a header, columns padded to their widest cell.
+/// Rows under a header, columns padded to their widest cell. Padding is done by hand:
+/// `format!`'s width panics from 65536 on, and a name may be that long.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, cell) in r.iter().enumerate() {
             width[i] = width[i].max(cell.chars().count());
@@ -372,10 +598,10 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let line = |cells: Vec<String>| {
         let mut s = String::new();
         for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
+            if i + 1 < cells.len() {
+                s.push_str(&pad(c, width[i] + 2));
             } else {
-                s.push_str(&format!("{c:<w$}  ", w = width[i]));
+                s.push_str(c);
             }
         }
         s.trim_end().to_string() + "\n"
@@ -387,31 +613,75 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The `job list` table.
-pub fn jobs_table(jobs: &[JobView]) -> String {
+/// Elapsed time as squeue shows it: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
+pub fn squeue_time(secs: i64) -> String {
+    let s = secs.max(0);
+    let (d, h, m, s) = (s / 86_400, s / 3_600 % 24, s / 60 % 60, s % 60);
+    match (d, h) {
+        (0, 0) => format!("{m}:{s:02}"),
+        (0, _) => format!("{h}:{m:02}:{s:02}"),
+        _ => format!("{d}-{h:02}:{m:02}:{s:02}"),
+    }
+}
+
+/// Where a job runs: `a`, or every cluster of a co-allocated job with its processors
+/// (`a:8+b:4`); the cluster asked for before it is placed.
+fn placement(j: &JobView) -> String {
+    match j.parts.as_slice() {
+        [] => j.cluster.clone().unwrap_or_else(|| "-".into()),
+        [p] => p.cluster.clone(),
+        parts => parts
+            .iter()
+            .map(|p| format!("{}:{}", p.cluster, p.procs))
+            .collect::<Vec<_>>()
+            .join("+"),
+    }
+}
+
+/// The `job list` table, as squeue: TIME is the time it has run (until `now`, or until it
+/// ended), LIMIT its walltime, START when it started or is planned to; EXIT appears when
+/// finished jobs are listed.
+pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
+    let history = jobs.iter().any(|j| j.state.is_final());
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            vec![
+            let elapsed = j
+                .started_at
+                .map_or(0, |s| j.ended_at.unwrap_or(now).saturating_sub(s));
+            let start = match (j.started_at, j.state.is_final()) {
+                (Some(s), _) => Some(s),
+                (None, false) => j.planned_start,
+                (None, true) => None,
+            };
+            let mut row = vec![
                 j.id.to_string(),
                 j.user.clone(),
                 j.name.clone().unwrap_or_else(|| "-".into()),
                 describe_state(j),
-                j.procs.to_string(),
+                squeue_time(elapsed),
                 format_duration(j.walltime),
-                j.cluster.clone().unwrap_or_else(|| "-".into()),
-                when(j.planned_start),
-                when(j.started_at),
-                j.exit_code.map_or("-".into(), |c| c.to_string()),
-            ]
+                j.procs.to_string(),
+                placement(j),
+                when(start),
+            ];
+            if history {
+                row.push(match (j.exit_code, j.signal) {
+                    (_, Some(sig)) => format!("signal {sig}"),
+                    (Some(c), None) => c.to_string(),
+                    (None, None) => "-".into(),
+                });
+            }
+            row
         })
         .collect();
-    table(
-        &[
-            "ID", "USER", "NAME", "STATE", "PROCS", "TIME", "CLUSTER", "PLANNED", "STARTED", "EXIT",
-        ],
-        &rows,
-    )
+    let mut header = vec![
+        "ID", "USER", "NAME", "STATE", "TIME", "LIMIT", "PROCS", "CLUSTER", "START",
+    ];
+    if history {
+        header.push("EXIT");
+    }
+    table(&header, &rows)
 }
 
 fn show_job(j: &JobView, out: Output) -> Result<()> {
@@ -446,7 +716,12 @@ pub fn job_details(j: &JobView) -> String {
         },
     );
     kv("submitted", when(Some(j.submitted_at)));
-    kv("planned", when(j.planned_start));
+    // A job that ended without starting has no plan left.
+    let ended_unstarted = j.state.is_final() && j.started_at.is_none();
+    kv(
+        "planned",
+        when(j.planned_start.filter(|_| !ended_unstarted)),
+    );
     kv("started", when(j.started_at));
     kv("ended", when(j.ended_at));
     kv(
@@ -478,11 +753,12 @@ pub struct EstimateOpts {
     /// Processors.
     #[arg(short = 'n', long, default_value_t = 1)]
     procs: u32,
-    /// Walltime.
-    #[arg(short = 't', long, default_value = "1h")]
+    /// Walltime, as `sbatch --time`: M (a bare number is minutes), M:S, H:M:S, D-H, D-H:M,
+    /// D-H:M:S; or with units: 90s, 15m, 1h30m, 2d.
+    #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
     /// Max price per processor-second.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     price: Option<f64>,
     /// Never split over several clusters.
     #[arg(long)]
@@ -576,11 +852,14 @@ pub struct CreateResOpts {
     /// These processors instead (indices within the cluster, e.g. `0,1,6-7`).
     #[arg(long, value_parser = parse_processor_list, conflicts_with = "procs")]
     processors: Option<ProcessorList>,
-    /// Start: seconds since the epoch, or `+DURATION` from now (e.g. +10m) [default: now].
-    #[arg(long)]
+    /// Start [default: now]: what `sbatch --begin` reads (16:00, now+1hour, now+90 = 90 s,
+    /// 2026-11-23, 2026-11-23T16:00[:00], local time; or with a zone, 2026-11-23T16:00:00Z),
+    /// +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
+    #[arg(long, value_name = "TIME")]
     start: Option<String>,
-    /// Length.
-    #[arg(short = 't', long)]
+    /// Length, as `sbatch --time`: M (a bare number is minutes), M:S, H:M:S, D-H, D-H:M,
+    /// D-H:M:S; or with units: 90s, 15m, 1h30m, 2d.
+    #[arg(short = 't', long, value_name = "TIME")]
     duration: String,
     /// Users admitted (repeatable).
     #[arg(long = "user")]
@@ -594,7 +873,8 @@ pub struct CreateResOpts {
     /// The one job admitted.
     #[arg(long)]
     job: Option<u64>,
-    /// Make it tentative for this long (two-phase); commit it with `reservation commit`.
+    /// Make it tentative for this long (two-phase; same forms as -t, e.g. 5m); commit it with
+    /// `reservation commit`.
     #[arg(long)]
     ttl: Option<String>,
     #[command(flatten)]
@@ -646,20 +926,12 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
     };
     match cmd {
         ReservationCommand::Create(o) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)?
-                .as_secs() as i64;
-            let start = match o.start.as_deref() {
-                None => None,
-                Some(s) if s.starts_with('+') => {
-                    Some(now + parse_duration(&s[1..]).map_err(|e| bad(format!("--start: {e}")))?)
-                }
-                Some(s) => Some(s.parse::<i64>().map_err(|_| {
-                    bad(format!(
-                        "--start: {s:?} is neither epoch seconds nor +DURATION"
-                    ))
-                })?),
-            };
+            let now = crate::moment::now();
+            let start = o
+                .start
+                .as_deref()
+                .map(|s| moment(s, now, "start"))
+                .transpose()?;
             let ttl = o
                 .ttl
                 .as_deref()
@@ -830,36 +1102,32 @@ pub struct PlanShowOpts {
     /// One cluster only.
     #[arg(long)]
     cluster: Option<String>,
-    /// Window start: epoch seconds or +DURATION [default: now].
-    #[arg(long)]
+    /// Window start [default: now]: the forms of `reservation create --start` (16:00,
+    /// now+1hour, 2026-11-23T16:00, +30m, …).
+    #[arg(long, value_name = "TIME")]
     from: Option<String>,
-    /// Window end: epoch seconds or +DURATION from now [default: one hour after --from].
-    #[arg(long)]
+    /// Window end [default: one hour after --from]: the same forms (+DURATION counts from
+    /// now).
+    #[arg(long, value_name = "TIME")]
     to: Option<String>,
     /// Chart width in characters.
     #[arg(long, default_value_t = 72)]
     width: usize,
     #[command(flatten)]
     out: OutputOpt,
+    #[command(flatten)]
+    conn: Connection,
 }
 
+/// A time given on the command line (`--start`, `--from`, `--to`), in the local zone.
 fn moment(s: &str, now: i64, what: &str) -> Result<i64> {
-    match s.strip_prefix('+') {
-        Some(d) => Ok(now + parse_duration(d).map_err(|e| bad(format!("--{what}: {e}")))?),
-        None => s.parse().map_err(|_| {
-            bad(format!(
-                "--{what}: {s:?} is neither epoch seconds nor +DURATION"
-            ))
-        }),
-    }
+    crate::moment::parse_moment(s, now, &crate::moment::local_zone())
+        .map_err(|e| bad(format!("--{what}: {e}")))
 }
 
 /// Runs `plan show`: a text Gantt chart per cluster.
-pub fn plan_show(conn: &Connection, o: PlanShowOpts) -> Result<()> {
-    let c = Client::new(conn)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as i64;
+pub fn plan_show(o: PlanShowOpts) -> Result<()> {
+    let now = crate::moment::now();
     let mut q = Vec::new();
     if let Some(cl) = &o.cluster {
         q.push(("cluster", cl.clone()));
@@ -870,6 +1138,7 @@ pub fn plan_show(conn: &Connection, o: PlanShowOpts) -> Result<()> {
     if let Some(t) = &o.to {
         q.push(("to", moment(t, now, "to")?.to_string()));
     }
+    let c = Client::new(&o.conn)?;
     let plans: Vec<ClusterPlan> = c.get("/plan", &q)?;
     match o.out.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&plans)?),

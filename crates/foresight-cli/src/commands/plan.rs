@@ -65,10 +65,10 @@ struct SlotFile {
 }
 
 /// Runs a `plan` subcommand.
-pub fn run(cmd: PlanCommand, conn: &super::client::Connection) -> Result<ExitCode> {
+pub fn run(cmd: PlanCommand) -> Result<ExitCode> {
     match cmd {
         PlanCommand::Select(opts) => select(opts),
-        PlanCommand::Show(opts) => super::client::plan_show(conn, opts).map(|()| ExitCode::SUCCESS),
+        PlanCommand::Show(opts) => super::client::plan_show(opts).map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -148,18 +148,23 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                     println!("start {}  end {}  cost {}", sel.start, sel.end, sel.cost);
                     let width = slots
                         .iter()
-                        .map(|s| name(s.processor).len())
+                        .map(|s| name(s.processor).chars().count())
                         .max()
                         .unwrap_or(9)
                         .max(9);
+                    // Padded by hand: `format!`'s width panics from 65536 on.
+                    let pad = super::client::pad;
                     println!(
-                        "{:<width$}  {:>10}  {:>10}  {:>8}",
-                        "processor", "start", "end", "cost"
+                        "{}  {:>10}  {:>10}  {:>8}",
+                        pad("processor", width),
+                        "start",
+                        "end",
+                        "cost"
                     );
                     for s in &slots {
                         println!(
-                            "{:<width$}  {:>10}  {:>10}  {:>8}",
-                            name(s.processor),
+                            "{}  {:>10}  {:>10}  {:>8}",
+                            pad(&name(s.processor), width),
                             s.start,
                             s.end,
                             s.cost

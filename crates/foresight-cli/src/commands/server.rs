@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use foresight_daemon::Config;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Server commands.
@@ -67,6 +68,8 @@ pub fn run(cmd: ServerCommand) -> Result<()> {
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
                 )
                 .with_writer(std::io::stderr)
+                // Colour only for people: log files get plain text.
+                .with_ansi(std::io::stderr().is_terminal())
                 .init();
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -7,12 +7,13 @@ use foresight_core::Policy;
 use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::replay::replay;
+use foresight_sim::swf::SwfHeader;
 use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Simulation commands.
@@ -132,6 +133,16 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--policy {e}"))?;
     if let Some(b) = opts.backfill {
+        let fcfs = policy.reservation_depth == 0 && policy.backfill == BackfillChoice::None;
+        if fcfs && !matches!(b, BackfillOpt::None) {
+            bail!(
+                "--policy fcfs never backfills, so --backfill {} does not apply; for \
+                 backfilling choose --policy firstfit, easy, conservative or depth:N",
+                b.to_possible_value()
+                    .expect("invariant: no variant is skipped")
+                    .get_name()
+            );
+        }
         policy.backfill = match b {
             BackfillOpt::None => BackfillChoice::None,
             BackfillOpt::Firstfit => BackfillChoice::FirstFit,
@@ -154,59 +165,57 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         SemanticsOpt::Default => Semantics::Default,
         SemanticsOpt::Pyss => Semantics::Pyss,
     };
+    // Checked before simulating, so that a bad name or an unwritable place fails at once.
+    let jobs_out = opts.jobs_out.as_deref().map(JobsOut::open).transpose()?;
     let started = Instant::now();
-    // The bar appears only on a terminal and only once the run proves long.
-    let on_terminal = std::io::stderr().is_terminal();
-    let mut bar: Option<ProgressBar> = None;
+    // Progress on a terminal only: jobs that have arrived in the simulation, out of the
+    // synthetic count or the trace header's MaxJobs/MaxRecords (a spinner without them).
+    let total = match &opts.trace {
+        Some(path) => trace_size(path),
+        None => Some(opts.jobs as u64),
+    };
+    let bar = std::io::stderr().is_terminal().then(|| jobs_bar(total));
     let mut progress = |n: usize| {
-        if !on_terminal || n < 20_000 {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| {
-            let b = ProgressBar::new_spinner();
-            b.set_style(
-                ProgressStyle::with_template("{spinner} simulated {pos} jobs ({per_sec})")
-                    .expect("invariant: the template is valid"),
-            );
-            b
-        });
-        b.set_position(n as u64);
-    };
-    let (trace, procs, out, source) = match &opts.trace {
-        Some(path) => {
-            let source = path.display().to_string();
-            let run = replay(
-                path,
-                opts.procs,
-                opts.lenient,
-                &policy,
-                semantics,
-                &mut progress,
-            )
-            .with_context(|| format!("simulating {source}"))?;
-            (Some(run.trace), run.procs, run.output, source)
-        }
-        None => {
-            let procs = opts.procs.unwrap_or(256);
-            if procs == 0 {
-                bail!("--procs must be at least 1");
-            }
-            let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
-            let name = format!(
-                "synthetic: {} jobs, load {}, seed {}",
-                opts.jobs, opts.load, opts.seed
-            );
-            let out = simulate(&w, procs, &policy, semantics, &mut progress)
-                .with_context(|| format!("simulating {name}"))?;
-            (None, procs, out, name)
+        if let Some(b) = &bar {
+            b.set_position(n as u64);
         }
     };
-    if let Some(b) = bar {
+    let simulated = simulate_workload(&opts, &policy, semantics, &mut progress);
+    if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    let (trace, procs, out, source) = match simulated {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(j) = jobs_out {
+                j.discard();
+            }
+            return Err(e);
+        }
+    };
     let elapsed = started.elapsed();
-    if let Some(path) = &opts.jobs_out {
-        write_jobs(path, &out, trace.as_ref(), &policy, semantics)?;
+    if let Some(j) = jobs_out {
+        // A synthetic workload has no trace header: give the schedule one, so that it can
+        // be read back (`--trace`) on a machine of the same size.
+        let synthetic = trace.is_none().then(|| Trace {
+            header: SwfHeader {
+                max_procs: Some(procs),
+                max_nodes: None,
+                lines: vec![
+                    format!("; MaxJobs: {}", out.outcomes.len()),
+                    format!("; MaxProcs: {procs}"),
+                ],
+            },
+            records: Vec::new(),
+            malformed: 0,
+            first_malformed: None,
+        });
+        j.write(
+            &out,
+            trace.as_ref().or(synthetic.as_ref()),
+            &policy,
+            semantics,
+        )?;
     }
     let malformed = trace.as_ref().map_or(0, |t| t.malformed);
     match opts.output {
@@ -243,37 +252,131 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
     Ok(())
 }
 
-fn write_jobs(
-    path: &PathBuf,
-    out: &SimOutput,
-    trace: Option<&Trace>,
+/// What `sim run` simulates: the trace, else the synthetic workload; with the trace read,
+/// the machine size and the workload's name.
+fn simulate_workload(
+    opts: &SimRunOpts,
     policy: &Policy,
     semantics: Semantics,
-) -> Result<()> {
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = BufWriter::new(file);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("csv") => write_csv(&mut w, &out.outcomes)
-            .with_context(|| format!("writing {}", path.display()))?,
-        Some("swf") => write_swf(
-            &mut w,
-            &out.outcomes,
-            trace,
-            &format!(
-                "schedule simulated by foresight, policy {}, semantics {}",
-                policy.name(),
-                semantics.name()
-            ),
-        )
-        .with_context(|| format!("writing {}", path.display()))?,
-        _ => bail!(
-            "--jobs-out {}: the name must end in .csv or .swf",
-            path.display()
+    progress: &mut dyn FnMut(usize),
+) -> Result<(Option<Trace>, u32, SimOutput, String)> {
+    Ok(match &opts.trace {
+        Some(path) => {
+            let source = path.display().to_string();
+            let run = replay(path, opts.procs, opts.lenient, policy, semantics, progress)
+                .with_context(|| format!("simulating {source}"))?;
+            (Some(run.trace), run.procs, run.output, source)
+        }
+        None => {
+            let procs = opts.procs.unwrap_or(256);
+            if procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
+            let name = format!(
+                "synthetic: {} jobs, load {}, seed {}",
+                opts.jobs, opts.load, opts.seed
+            );
+            let out = simulate(&w, procs, policy, semantics, progress)
+                .with_context(|| format!("simulating {name}"))?;
+            (None, procs, out, name)
+        }
+    })
+}
+
+/// A bar of `total` jobs with percentage and ETA, or a spinner counting jobs when the total
+/// is unknown. Created before the first job so that the rate it estimates is true.
+fn jobs_bar(total: Option<u64>) -> ProgressBar {
+    let (bar, template) = match total {
+        Some(n) => (
+            ProgressBar::new(n),
+            "{elapsed_precise} [{wide_bar}] {human_pos}/{human_len} jobs {percent}% ETA {eta}",
         ),
+        None => (
+            ProgressBar::new_spinner(),
+            "{spinner} {elapsed_precise} simulated {human_pos} jobs",
+        ),
+    };
+    bar.set_style(
+        ProgressStyle::with_template(template).expect("invariant: the template is valid"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// The number of jobs a trace's header announces (`; MaxJobs:` or `; MaxRecords:`).
+fn trace_size(path: &Path) -> Option<u64> {
+    let mut r = foresight_sim::swf::open(path).ok()?;
+    let _ = r.next_record();
+    r.header().lines.iter().find_map(|l| {
+        let l = l.trim_start_matches(';').trim();
+        let (k, v) = l.split_once(':')?;
+        matches!(k.trim(), "MaxJobs" | "MaxRecords")
+            .then(|| v.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// The `--jobs-out` file, created before the simulation.
+struct JobsOut {
+    path: PathBuf,
+    swf: bool,
+    file: File,
+}
+
+impl JobsOut {
+    fn open(path: &Path) -> Result<JobsOut> {
+        let swf = match path.extension().and_then(|e| e.to_str()) {
+            Some("csv") => false,
+            Some("swf") => true,
+            _ => bail!(
+                "--jobs-out {}: the name must end in .csv or .swf",
+                path.display()
+            ),
+        };
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(JobsOut {
+            path: path.to_path_buf(),
+            swf,
+            file,
+        })
     }
-    w.flush()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+
+    /// Removes the file: the simulation failed.
+    fn discard(self) {
+        drop(self.file);
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    fn write(
+        self,
+        out: &SimOutput,
+        trace: Option<&Trace>,
+        policy: &Policy,
+        semantics: Semantics,
+    ) -> Result<()> {
+        let path = &self.path;
+        let mut w = BufWriter::new(self.file);
+        if !self.swf {
+            write_csv(&mut w, &out.outcomes)
+                .with_context(|| format!("writing {}", path.display()))?;
+        } else {
+            write_swf(
+                &mut w,
+                &out.outcomes,
+                trace,
+                &format!(
+                    "schedule simulated by foresight, policy {}, semantics {}",
+                    policy.name(),
+                    semantics.name()
+                ),
+            )
+            .with_context(|| format!("writing {}", path.display()))?;
+        }
+        w.flush()
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
 }
 
 fn human_secs(s: f64) -> String {
@@ -373,7 +476,22 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
     };
     let cfg = GridConfig::read(&opts.config)?;
     let mut reports = Vec::new();
+    // On a terminal: which broker is being simulated, of how many, for how long.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(brokers.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} [{bar:20}] {pos}/{len} brokers: simulating {msg}",
+            )
+            .expect("invariant: the template is valid"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        bar
+    });
     for b in brokers {
+        if let Some(bar) = &bar {
+            bar.set_message(b.name());
+        }
         let started = Instant::now();
         let r = simulate_grid(&cfg, b).with_context(|| {
             format!(
@@ -383,6 +501,12 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             )
         })?;
         reports.push((r, started.elapsed()));
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
     match opts.output {
         OutputOpt::Json => {

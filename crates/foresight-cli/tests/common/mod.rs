@@ -226,6 +226,7 @@ impl Server {
     pub fn cli(&self) -> assert_cmd::Command {
         let mut c = assert_cmd::Command::new(BIN);
         c.env("FORESIGHT_DATA_DIR", &self.dir)
+            .env("TZ", "UTC")
             .env_remove("FORESIGHT_SERVER")
             .env_remove("FORESIGHT_TOKEN")
             .env_remove("XDG_DATA_HOME")
@@ -238,6 +239,7 @@ impl Server {
     pub fn cli_as(&self, token: &str) -> assert_cmd::Command {
         let mut c = assert_cmd::Command::new(BIN);
         c.env("FORESIGHT_SERVER", &self.url)
+            .env("TZ", "UTC")
             .env("FORESIGHT_TOKEN", token)
             .env("FORESIGHT_DATA_DIR", self.tmp.path().join("nowhere"))
             .current_dir(self.scratch())

@@ -1,0 +1,68 @@
+//! `GET /api/v1/jobs/{id}/output`: a job's output file, to its owner or an administrator,
+//! so that `foresight job cat` works from anywhere.
+
+use crate::error::ApiError;
+use crate::http::{Caller, Params};
+use crate::service::Service;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// Which output.
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct OutputQuery {
+    /// Standard error instead of standard output.
+    #[serde(default)]
+    stderr: bool,
+    /// The part of a co-allocated job (0, 1, …) [default: 0].
+    #[serde(default)]
+    part: usize,
+}
+
+/// A job's standard output (or error) as plain text.
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/output",
+    params(("id" = u64, Path, description = "Job id"), OutputQuery),
+    responses((status = 200, body = String, content_type = "text/plain"),
+              (status = 404, body = foresight_api::ApiError)))]
+pub async fn job_output(
+    State(s): State<Arc<Service>>,
+    caller: Caller,
+    Path(id): Path<u64>,
+    Params(q): Params<OutputQuery>,
+) -> Result<impl IntoResponse, ApiError> {
+    let j = s.job(&caller.0, id)?;
+    let parts = j.parts.len().max(1);
+    if q.part >= parts {
+        return Err(ApiError::bad(
+            "part",
+            format!("job {id} has {parts} part(s): 0 to {}", parts - 1),
+        ));
+    }
+    let which = if q.stderr { "stderr" } else { "stdout" };
+    let first = if q.stderr { &j.stderr } else { &j.stdout };
+    let Some(first) = first else {
+        return Err(ApiError::not_found(format!(
+            "job {id} has no {which} yet: it has not started"
+        )));
+    };
+    // The first part's file names the others: `ID.0.out` → `ID.N.out`.
+    let path = std::path::PathBuf::from(first);
+    let path = if parts == 1 {
+        path
+    } else {
+        let ext = if q.stderr { "err" } else { "out" };
+        path.with_file_name(format!("{id}.{}.{ext}", q.part))
+    };
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiError::not_found(format!(
+            "job {id}: its {which} (part {}) is not on this server",
+            q.part
+        ))),
+        Err(e) => Err(ApiError::internal(format!(
+            "job {id}: reading its {which}: {e}"
+        ))),
+    }
+}
