@@ -52,6 +52,7 @@ fn spec(job: u64, work: &Path, command: &[&str]) -> LaunchSpec {
         stderr: format!("{job}.err").into(),
         walltime_secs: 60,
         grace_secs: 1,
+        unix_user: None,
     }
 }
 

@@ -3,11 +3,13 @@
 //!
 //! # Layout
 //! - [`config`]: the TOML configuration and its embedded defaults.
+//! - `accounts`: the Unix account each user's jobs run as, and the data directory's modes.
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
 #![forbid(unsafe_code)]
 
+mod accounts;
 pub mod config;
 mod error;
 pub mod http;
@@ -31,6 +33,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let data_dir = cfg.data_dir.clone();
+    accounts::prepare_data_dir(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
     let url = format!("http://{addr}");
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;

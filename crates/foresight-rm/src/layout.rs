@@ -264,7 +264,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Resu
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = fs::File::create(&tmp)?;
+    // 0600 whatever the umask: spec.json holds the job's environment.
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?
+    };
     file.write_all(bytes)?;
     if durable {
         file.sync_all()?;

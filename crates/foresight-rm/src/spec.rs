@@ -36,6 +36,11 @@ pub struct LaunchSpec {
     pub walltime_secs: u64,
     /// Seconds between the SIGTERM that ends a job (walltime or cancel) and the SIGKILL.
     pub grace_secs: u64,
+    /// The Unix account the job runs as when the supervisor is root (it then refuses to start
+    /// the job if the account does not exist); ignored otherwise. `None`: the supervisor's
+    /// own account. Absent in specs written before accounts existed.
+    #[serde(default)]
+    pub unix_user: Option<String>,
 }
 
 /// How an attempt ended, as recorded by its supervisor in `status.json`.
@@ -118,6 +123,7 @@ pub(crate) mod tests {
             stderr: "/var/tmp/err.txt".into(),
             walltime_secs: 3600,
             grace_secs: 10,
+            unix_user: Some("alice".into()),
         }
     }
 

@@ -164,14 +164,25 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
         }
         Err(e) => return Err(format!("bad working directory {}: {e}", spec.cwd.display())),
     }
+    // As root the job runs as its account, which must exist; otherwise as ourselves.
+    let account = match &spec.unix_user {
+        Some(name) if crate::account::running_as_root() => {
+            match crate::account::lookup(name)? {
+                Some(account) => Some(account),
+                None => return Err(format!("no Unix account {name:?} on this host")),
+            }
+        }
+        _ => None,
+    };
+    let owner = account.as_ref().map(|a| (a.uid, a.gid));
     let stdout_path = spec.cwd.join(&spec.stdout);
     let stderr_path = spec.cwd.join(&spec.stderr);
-    let stdout = open_output(&stdout_path, spec.attempt)
+    let stdout = open_output(&stdout_path, spec.attempt, owner)
         .map_err(|e| format!("cannot open stdout file {}: {e}", stdout_path.display()))?;
     let stderr = if stderr_path == stdout_path {
         stdout.try_clone()
     } else {
-        open_output(&stderr_path, spec.attempt)
+        open_output(&stderr_path, spec.attempt, owner)
     }
     .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
 
@@ -190,6 +201,16 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
         .env("FORESIGHT_PROCS", spec.processors.len().to_string())
         .env("FORESIGHT_PROCESSORS", processors.join(","))
         .env("FORESIGHT_CLUSTER", &spec.cluster);
+    if let Some(a) = &account {
+        // std drops the supplementary groups, then sets the gid, then the uid, before exec.
+        command
+            .uid(a.uid)
+            .gid(a.gid)
+            .env("USER", &a.name)
+            .env("LOGNAME", &a.name)
+            .env("HOME", &a.home);
+    }
+    crate::account::job_umask();
     command.spawn().map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => format!("no such program: {program}"),
         io::ErrorKind::PermissionDenied => format!("cannot execute {program}: permission denied"),
@@ -198,15 +219,23 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
 }
 
 /// The first attempt starts a fresh file; a requeued attempt appends to what earlier ones wrote.
-fn open_output(path: &Path, attempt: u32) -> io::Result<File> {
+/// The file is private (0600) and, when the job runs as another account, belongs to it, so
+/// that only the job's user (and root) can read it.
+fn open_output(path: &Path, attempt: u32, owner: Option<(u32, u32)>) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut options = OpenOptions::new();
-    options.create(true);
+    options.create(true).mode(0o600);
     if attempt == 0 {
         options.write(true).truncate(true);
     } else {
         options.append(true);
     }
-    options.open(path)
+    let file = options.open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+    }
+    Ok(file)
 }
 
 /// Waits for the job to end while enforcing walltime, cancel and suspension; returns the outcome.
@@ -425,9 +454,28 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_account_is_named_and_nothing_runs_as_root() {
+        if !crate::account::running_as_root() {
+            eprintln!("not root: accounts are not used; skipped");
+            return;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut spec = crate::spec::tests::sample_spec();
+        spec.cwd = tmp.path().to_path_buf();
+        spec.unix_user = Some("foresight-no-such-account".into());
+        let err = start_job(&spec).expect_err("missing account");
+        assert_eq!(
+            err,
+            "no Unix account \"foresight-no-such-account\" on this host"
+        );
+        assert!(!tmp.path().join("out.txt").exists(), "no output file made");
+    }
+
+    #[test]
     fn missing_program_and_bad_cwd_are_named() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut spec = crate::spec::tests::sample_spec();
+        spec.unix_user = None;
         spec.cwd = tmp.path().to_path_buf();
         spec.command = vec!["foresight-no-such-program-xyz".into()];
         let err = start_job(&spec).expect_err("missing program");

@@ -711,6 +711,7 @@ mod tests {
             stderr: "/var/tmp/err.txt".into(),
             walltime_secs: 61,
             grace_secs: 10,
+            unix_user: None,
         }
     }
 
