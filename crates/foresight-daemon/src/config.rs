@@ -34,6 +34,11 @@ pub struct Config {
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
+    /// At most this many bytes in each output file of a local job (earlier attempts'
+    /// output included); what a job writes beyond is dropped and the file ends with a line
+    /// saying so, so that a runaway job cannot fill the data directory's disk. Unset: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
     /// The clusters of the grid.
     #[serde(default = "default_clusters")]
     pub cluster: Vec<ClusterConfig>,
@@ -214,6 +219,7 @@ impl Default for Config {
             lead_time_seconds: default_lead(),
             plan_depth: default_plan_depth(),
             grace_seconds: default_grace(),
+            max_output_bytes: None,
             cluster: default_clusters(),
             user: Vec::new(),
             unix_user: std::collections::BTreeMap::new(),

@@ -290,6 +290,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Resu
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ProcStat {
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
     pub start_ticks: u64,
 }
@@ -299,9 +300,10 @@ pub(crate) struct ProcStat {
 pub(crate) fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3 of the man page, pgrp field 5, starttime field 22.
+    // After the name: state is field 3 of the man page, ppid 4, pgrp 5, starttime 22.
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
     })
@@ -437,6 +439,7 @@ mod tests {
             parse_proc_stat(line),
             Some(ProcStat {
                 state: 'S',
+                ppid: 1,
                 pgrp: 4242,
                 start_ticks: 98765
             })

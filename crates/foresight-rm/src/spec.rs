@@ -41,6 +41,10 @@ pub struct LaunchSpec {
     /// own account. Absent in specs written before accounts existed.
     #[serde(default)]
     pub unix_user: Option<String>,
+    /// At most this many bytes per output file (counting earlier attempts'); the job's
+    /// output beyond is dropped and the file ends with a line saying so. `None`: no cap.
+    #[serde(default)]
+    pub max_output_bytes: Option<u64>,
 }
 
 /// How an attempt ended, as recorded by its supervisor in `status.json`.
@@ -124,6 +128,7 @@ pub(crate) mod tests {
             walltime_secs: 3600,
             grace_secs: 10,
             unix_user: Some("alice".into()),
+            max_output_bytes: Some(1 << 20),
         }
     }
 

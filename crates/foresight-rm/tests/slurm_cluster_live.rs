@@ -88,6 +88,7 @@ fn part_spec(cluster: &str, job: u64, jobs_dir: &Path, command: &str) -> LaunchS
         walltime_secs: 90,
         grace_secs: 5,
         unix_user: None,
+        max_output_bytes: None,
     }
 }
 

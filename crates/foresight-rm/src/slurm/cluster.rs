@@ -712,6 +712,7 @@ mod tests {
             walltime_secs: 61,
             grace_secs: 10,
             unix_user: None,
+            max_output_bytes: None,
         }
     }
 
