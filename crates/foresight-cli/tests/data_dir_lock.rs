@@ -37,10 +37,18 @@ fn a_second_server_on_the_same_data_dir_refuses_naming_the_holder() {
 
 fn assert_command(data: &std::path::Path) -> assert_cmd::Command {
     let mut c = assert_cmd::Command::new(BIN);
-    c.args(["server", "start", "--listen", "127.0.0.1:0", "--procs", "1", "--data-dir"])
-        .arg(data)
-        .env("FORESIGHT_UNIX_USER", "*=root")
-        .env("FORESIGHT_LOG", "warn")
-        .timeout(Duration::from_secs(30));
+    c.args([
+        "server",
+        "start",
+        "--listen",
+        "127.0.0.1:0",
+        "--procs",
+        "1",
+        "--data-dir",
+    ])
+    .arg(data)
+    .env("FORESIGHT_UNIX_USER", "*=root")
+    .env("FORESIGHT_LOG", "warn")
+    .timeout(Duration::from_secs(30));
     c
 }

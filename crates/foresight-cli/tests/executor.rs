@@ -567,12 +567,25 @@ async fn setsid_escapees_are_killed_when_the_job_ends() {
     let s = scratch();
     let (executor, mut events) = executor(&s.jobs);
     let script = "setsid sleep 100 & echo $! > child.pid; sleep 0.3";
-    let outcome = run(&executor, &mut events, &spec(60, &s.work, &["sh", "-c", script])).await;
+    let outcome = run(
+        &executor,
+        &mut events,
+        &spec(60, &s.work, &["sh", "-c", script]),
+    )
+    .await;
     assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
     let child = wait_for_line(&s.work.join("child.pid")).await;
     assert!(is_dead(&child), "the setsid sleep outlived its job");
 
-    let mut timed = spec(61, &s.work, &["sh", "-c", "setsid sleep 100 & echo $! > child2.pid; sleep 100"]);
+    let mut timed = spec(
+        61,
+        &s.work,
+        &[
+            "sh",
+            "-c",
+            "setsid sleep 100 & echo $! > child2.pid; sleep 100",
+        ],
+    );
     timed.walltime_secs = 1;
     let outcome = run(&executor, &mut events, &timed).await;
     assert!(outcome.timed_out, "{outcome:?}");
@@ -634,7 +647,11 @@ async fn output_files_are_capped() {
     let mut capped = spec(
         63,
         &s.work,
-        &["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; echo short >&2"],
+        &[
+            "sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\0' a; echo short >&2",
+        ],
     );
     capped.max_output_bytes = Some(1000);
     let outcome = run(&executor, &mut events, &capped).await;
@@ -647,5 +664,8 @@ async fn output_files_are_capped() {
             "a".repeat(1000)
         )
     );
-    assert_eq!(fs::read_to_string(s.work.join("63.err")).unwrap(), "short\n");
+    assert_eq!(
+        fs::read_to_string(s.work.join("63.err")).unwrap(),
+        "short\n"
+    );
 }

@@ -118,8 +118,14 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     assert!(out.starts_with(&format!("{}\n", bob_unix.0)), "{out}");
     assert_eq!(out.matches("denied ").count(), 3, "{out}\n{err}");
     assert!(!out.contains(&s.token), "bob read the admin token");
-    assert!(!out.contains("alice-output-secret"), "bob read alice's output");
-    assert!(!out.contains("alice-env-secret"), "bob read alice's environment");
+    assert!(
+        !out.contains("alice-output-secret"),
+        "bob read alice's output"
+    );
+    assert!(
+        !out.contains("alice-env-secret"),
+        "bob read alice's environment"
+    );
     assert_eq!(err.matches("Permission denied").count(), 3, "{err}");
 
     // A user whose account does not exist cannot run local jobs, and is told why.

@@ -238,7 +238,10 @@ fn bad_machine_size_headers_name_the_line_and_the_value() {
         let bad = write(
             &dir,
             "bad.swf",
-            &format!("; Version: 2.2\n{}", TINY.replace("MaxProcs: 4", &format!("MaxProcs: {value}"))),
+            &format!(
+                "; Version: 2.2\n{}",
+                TINY.replace("MaxProcs: 4", &format!("MaxProcs: {value}"))
+            ),
         );
         let b = bad.to_str().unwrap();
         foresight()

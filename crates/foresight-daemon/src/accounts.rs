@@ -20,7 +20,11 @@ impl World {
         if let Some(a) = self.users.get(user).and_then(|u| u.unix_user.clone()) {
             return (a, true);
         }
-        match self.unix_users.get(user).or_else(|| self.unix_users.get("*")) {
+        match self
+            .unix_users
+            .get(user)
+            .or_else(|| self.unix_users.get("*"))
+        {
             Some(a) => (a.clone(), true),
             None => (user.to_string(), false),
         }
@@ -31,8 +35,7 @@ impl World {
 /// run as a proper account. Only checked when the daemon is root and has a local cluster:
 /// otherwise every job runs as the daemon's own user and the account is not used.
 pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
-    if !foresight_rm::account::running_as_root() || w.clusters.iter().all(|c| c.cfg.is_slurm())
-    {
+    if !foresight_rm::account::running_as_root() || w.clusters.iter().all(|c| c.cfg.is_slurm()) {
         return Ok(());
     }
     let (account, chosen) = w.unix_account(user);

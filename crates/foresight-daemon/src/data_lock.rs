@@ -64,7 +64,9 @@ mod tests {
     fn a_second_lock_names_the_holders_pid_and_a_dropped_lock_frees_the_directory() {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = DataDirLock::acquire(dir.path()).expect("first");
-        let err = DataDirLock::acquire(dir.path()).expect_err("second").to_string();
+        let err = DataDirLock::acquire(dir.path())
+            .expect_err("second")
+            .to_string();
         assert!(
             err.contains(&format!("the server with PID {}", std::process::id())),
             "{err}"

@@ -198,12 +198,10 @@ fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> 
     }
     // As root the job runs as its account, which must exist; otherwise as ourselves.
     let account = match &spec.unix_user {
-        Some(name) if crate::account::running_as_root() => {
-            match crate::account::lookup(name)? {
-                Some(account) => Some(account),
-                None => return Err(format!("no Unix account {name:?} on this host")),
-            }
-        }
+        Some(name) if crate::account::running_as_root() => match crate::account::lookup(name)? {
+            Some(account) => Some(account),
+            None => return Err(format!("no Unix account {name:?} on this host")),
+        },
         _ => None,
     };
     let owner = account.as_ref().map(|a| (a.uid, a.gid));
@@ -472,11 +470,18 @@ fn descendants(root: i32) -> Vec<i32> {
     let mut children: std::collections::HashMap<i32, Vec<(i32, char)>> =
         std::collections::HashMap::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         if let Some(stat) = proc_stat(pid) {
-            children.entry(stat.ppid).or_default().push((pid, stat.state));
+            children
+                .entry(stat.ppid)
+                .or_default()
+                .push((pid, stat.state));
         }
     }
     let mut out = Vec::new();

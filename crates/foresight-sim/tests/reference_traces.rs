@@ -42,7 +42,12 @@ fn check(cases: &[Case]) {
     let Some(dir) = traces_dir() else { return };
     for c in cases {
         let trace = Trace::read(&dir.join(c.trace), false).expect("trace reads");
-        assert_eq!(trace.header.machine_size(), Ok(Some(c.procs)), "{}", c.trace);
+        assert_eq!(
+            trace.header.machine_size(),
+            Ok(Some(c.procs)),
+            "{}",
+            c.trace
+        );
         let workload = Workload::from_trace(&trace, c.procs, Semantics::Pyss);
         let policy = (c.policy)();
         let out = simulate(&workload, c.procs, &policy, Semantics::Pyss, &mut |_| {})
