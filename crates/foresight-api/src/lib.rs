@@ -487,7 +487,8 @@ pub struct SlotView {
     pub end: i64,
     /// `free`, `running`, `planned` (a queued local job's forecast) or `held`.
     pub occupant: String,
-    /// The job or reservation there, if any.
+    /// The job or reservation there, if any (for other users' jobs, shown to administrators
+    /// only).
     pub id: Option<u64>,
     /// Price per processor-second.
     pub cost: f64,

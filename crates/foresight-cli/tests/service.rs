@@ -1220,6 +1220,20 @@ fn bad_input_is_refused_naming_the_field() {
         "procs",
         &["cluster a has 4"],
     );
+    // A job ACL names an existing job: `{"job": 0}` used to admit every user (a new job's id
+    // is 0 while it is checked).
+    for job in [0, 999] {
+        assert_refusal(
+            http.post(
+                "/reservations",
+                &json!({"cluster": "a", "procs": 1, "start": start + 7200, "duration": 60,
+                        "acl": {"job": job}}),
+            ),
+            400,
+            "acl.job",
+            &[&format!("no job {job}")],
+        );
+    }
 
     assert_refusal(
         http.get("/reservations/999"),
@@ -1454,4 +1468,52 @@ fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
         submitted.elapsed()
     );
     assert_no_double_booking(&jobs, &BTreeMap::from([("local", 2)]));
+}
+
+/// `/metrics` needs an administrator's token (it counts every user's jobs), and the plan
+/// shows a user only their own jobs' ids.
+#[test]
+fn metrics_need_an_admin_and_the_plan_hides_other_users_jobs() {
+    let s = Server::start(2);
+    let ann = s.add_user("ann", None);
+    let url = format!("{}/metrics", s.url);
+    let client = reqwest::blocking::Client::new();
+    let status = |token: Option<&str>| {
+        let mut r = client.get(&url);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send().unwrap().status().as_u16()
+    };
+    assert_eq!(status(None), 401);
+    assert_eq!(status(Some(&ann)), 403);
+    assert_eq!(status(Some(&s.token)), 200);
+
+    let body = json!({"walltime": 60, "cluster": "local", "command": ["sleep", "30"]});
+    let (code, mine) = s.http().post("/jobs", &body);
+    assert_eq!(code, 201, "{mine}");
+    let (code, theirs) = s.http_as(&ann).post("/jobs", &body);
+    assert_eq!(code, 201, "{theirs}");
+    let (admin_job, ann_job) = (int(&mine, "id") as u64, int(&theirs, "id") as u64);
+    for id in [admin_job, ann_job] {
+        s.wait_job(id, "running", Duration::from_secs(20), |j| {
+            j["state"] == "running"
+        });
+    }
+    let running_ids = |token: &str| -> BTreeSet<Option<u64>> {
+        let (code, plan) = s.http_as(token).get("/plan");
+        assert_eq!(code, 200, "{plan}");
+        plan.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["slots"].as_array().unwrap().clone())
+            .filter(|slot| slot["occupant"] == "running")
+            .map(|slot| slot["id"].as_u64())
+            .collect()
+    };
+    assert_eq!(running_ids(&ann), BTreeSet::from([None, Some(ann_job)]));
+    assert_eq!(
+        running_ids(&s.token),
+        BTreeSet::from([Some(admin_job), Some(ann_job)])
+    );
 }

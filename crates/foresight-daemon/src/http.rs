@@ -163,14 +163,17 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    (
+/// Prometheus metrics (administrators: a scrape config sends the admin token as its
+/// `bearer_token`). They count every user's jobs, so they are not public.
+async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+    caller.admin()?;
+    Ok((
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         s.metrics_text(),
-    )
+    ))
 }
 
 /// Submits one job.
@@ -339,6 +342,16 @@ async fn create_reservation(
                 (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
                 (None, None) => return Err(ApiError::bad("end", "give end or duration")),
             };
+            // A job ACL names a job that exists: compared with a job not yet submitted (id 0)
+            // or not yet numbered, it would admit whoever submits next.
+            if let Some(job) = r.acl.job {
+                if !w.jobs.contains_key(&job) {
+                    return Err(ApiError::bad(
+                        "acl.job",
+                        format!("no job {job}: a job ACL must name an existing job"),
+                    ));
+                }
+            }
             let held = if r.processors.is_empty() {
                 crate::world::Held::Count(r.procs)
             } else if r.procs != 0 && r.procs as usize != r.processors.len() {
@@ -439,10 +452,22 @@ struct PlanWindow {
 #[utoipa::path(get, path = "/api/v1/plan", params(PlanWindow), responses((status = 200, body = [ClusterPlan])))]
 async fn show_plan(
     State(s): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Params(q): Params<PlanWindow>,
 ) -> Result<Json<Vec<ClusterPlan>>, ApiError> {
-    s.plan(q.cluster.as_deref(), q.from, q.to).map(Json)
+    let mut plans = s.plan(q.cluster.as_deref(), q.from, q.to)?;
+    if !caller.0.admin {
+        // Users see when processors are busy, but only their own jobs' ids.
+        let w = s.world();
+        for slot in plans.iter_mut().flat_map(|p| p.slots.iter_mut()) {
+            let job = matches!(slot.occupant.as_str(), "running" | "planned");
+            let theirs = |id: &u64| w.jobs.get(id).is_some_and(|j| j.user == caller.0.name);
+            if job && !slot.id.as_ref().is_some_and(theirs) {
+                slot.id = None;
+            }
+        }
+    }
+    Ok(Json(plans))
 }
 
 /// Users and budgets (administrators).
@@ -540,8 +565,7 @@ async fn change_budget(
 fn check_account_name(a: &str) -> Result<(), ApiError> {
     let ok = !a.is_empty()
         && a.len() <= 32
-        && a
-            .bytes()
+        && a.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
     if ok {
         Ok(())
