@@ -523,6 +523,10 @@ pub struct UserView {
     pub budget: Option<f64>,
     /// Charged so far.
     pub spent: f64,
+    /// The Unix account set for the user by an administrator; null: the server's
+    /// `[unix_user]` table, else the account of the user's own name.
+    #[serde(default)]
+    pub unix_user: Option<String>,
 }
 
 /// A user to create.
@@ -536,6 +540,18 @@ pub struct CreateUser {
     /// Budget, or unlimited when absent.
     #[serde(default)]
     pub budget: Option<f64>,
+    /// The Unix account the user's local jobs run as when the server is root (default: the
+    /// server's `[unix_user]` table, else the account of the user's own name). Only an
+    /// account set here or in the table may be root.
+    #[serde(default)]
+    pub unix_user: Option<String>,
+}
+
+/// A change of the Unix account a user's local jobs run as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UnixUserChange {
+    /// The account, or null to go back to the default.
+    pub unix_user: Option<String>,
 }
 
 /// A created user and the token to give them (shown once).

@@ -41,6 +41,8 @@ impl Server {
             .arg("--config")
             .arg(&cfg)
             .env("FORESIGHT_LOG", "warn")
+            // Run as root, jobs run as root on purpose (no throwaway accounts here).
+            .env("FORESIGHT_UNIX_USER", "*=root")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

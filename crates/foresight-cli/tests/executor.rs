@@ -52,6 +52,8 @@ fn spec(job: u64, work: &Path, command: &[&str]) -> LaunchSpec {
         stderr: format!("{job}.err").into(),
         walltime_secs: 60,
         grace_secs: 1,
+        unix_user: None,
+        max_output_bytes: None,
     }
 }
 
@@ -556,4 +558,114 @@ async fn a_killed_supervisor_takes_its_job_down_and_says_so() {
     );
     wait_until("the unsupervised job is dead", || is_dead(&job)).await;
     assert_eq!(executor.outcome(40, 0).unwrap(), Some(outcome));
+}
+
+/// A process that left the job's process group and session (`setsid`) dies with the job: the
+/// supervisor is a child subreaper and sweeps its descendants.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn setsid_escapees_are_killed_when_the_job_ends() {
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let script = "setsid sleep 100 & echo $! > child.pid; sleep 0.3";
+    let outcome = run(
+        &executor,
+        &mut events,
+        &spec(60, &s.work, &["sh", "-c", script]),
+    )
+    .await;
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    let child = wait_for_line(&s.work.join("child.pid")).await;
+    assert!(is_dead(&child), "the setsid sleep outlived its job");
+
+    let mut timed = spec(
+        61,
+        &s.work,
+        &[
+            "sh",
+            "-c",
+            "setsid sleep 100 & echo $! > child2.pid; sleep 100",
+        ],
+    );
+    timed.walltime_secs = 1;
+    let outcome = run(&executor, &mut events, &timed).await;
+    assert!(outcome.timed_out, "{outcome:?}");
+    let child = wait_for_line(&s.work.join("child2.pid")).await;
+    assert!(is_dead(&child), "the setsid sleep outlived its walltime");
+}
+
+/// When the daemon and a job's supervisor both die, the restarted daemon's adoption kills the
+/// orphaned job before the attempt is launched again (it used to run twice).
+#[test]
+fn an_orphaned_job_is_killed_before_it_is_lost() {
+    let s = scratch();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    first.block_on(async {
+        let (executor, _events) = executor(&s.jobs);
+        let script = "echo $PPID > sup.pid; echo $$ > job.pid; exec sleep 100";
+        executor
+            .launch(&spec(62, &s.work, &["sh", "-c", script]))
+            .await
+            .unwrap();
+    });
+    drop(first);
+    let job = line_of(&s.work.join("job.pid"));
+    let supervisor = line_of(&s.work.join("sup.pid"));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &supervisor])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!is_dead(&job), "the job runs on without its supervisor");
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let (executor, _events) = executor(&s.jobs);
+        assert_eq!(executor.adopt(62, 0).unwrap(), Adoption::Lost);
+        wait_until("the orphaned job is dead", || is_dead(&job)).await;
+    });
+}
+
+/// The first line of a file a job writes, waiting for it.
+fn line_of(path: &Path) -> String {
+    for _ in 0..200 {
+        if let Ok(text) = fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text.trim().to_string();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("{} was not written", path.display());
+}
+
+/// With `max_output_bytes` each output file stops at the cap and says so; the job itself
+/// writes on undisturbed (no SIGPIPE, no block) and exits normally.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn output_files_are_capped() {
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let mut capped = spec(
+        63,
+        &s.work,
+        &[
+            "sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\0' a; echo short >&2",
+        ],
+    );
+    capped.max_output_bytes = Some(1000);
+    let outcome = run(&executor, &mut events, &capped).await;
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    let out = fs::read_to_string(s.work.join("63.out")).unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "{}\n[foresight: output truncated at 1000 bytes (max_output_bytes)]\n",
+            "a".repeat(1000)
+        )
+    );
+    assert_eq!(
+        fs::read_to_string(s.work.join("63.err")).unwrap(),
+        "short\n"
+    );
 }

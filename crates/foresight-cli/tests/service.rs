@@ -479,7 +479,10 @@ fn a_co_allocated_job_is_reserved_on_both_clusters_and_starts_once() {
         // `date` runs a moment after the launch: in the same second, or the next on a
         // loaded machine.
         let at = f[1].parse::<i64>().unwrap();
-        assert!((started..=started + 1).contains(&at), "{ran:?} vs {started}");
+        assert!(
+            (started..=started + 1).contains(&at),
+            "{ran:?} vs {started}"
+        );
         assert_eq!(f[2].split(',').count() as u64, parts[f[0]], "{ran:?}");
     }
     assert_eq!(clusters.into_iter().collect::<Vec<_>>(), ["a", "b"]);
@@ -1335,6 +1338,20 @@ fn bad_input_is_refused_naming_the_field() {
         "procs",
         &["cluster a has 4"],
     );
+    // A job ACL names an existing job: `{"job": 0}` used to admit every user (a new job's id
+    // is 0 while it is checked).
+    for job in [0, 999] {
+        assert_refusal(
+            http.post(
+                "/reservations",
+                &json!({"cluster": "a", "procs": 1, "start": start + 7200, "duration": 60,
+                        "acl": {"job": job}}),
+            ),
+            400,
+            "acl.job",
+            &[&format!("no job {job}")],
+        );
+    }
 
     assert_refusal(
         http.get("/reservations/999"),
@@ -1594,4 +1611,52 @@ fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
     };
     assert!(metric("foresight_moved_earlier_total") >= 1.0, "{text}");
     assert!(metric("foresight_idle_while_waiting_processor_seconds_total") >= 0.0);
+}
+
+/// `/metrics` needs an administrator's token (it counts every user's jobs), and the plan
+/// shows a user only their own jobs' ids.
+#[test]
+fn metrics_need_an_admin_and_the_plan_hides_other_users_jobs() {
+    let s = Server::start(2);
+    let ann = s.add_user("ann", None);
+    let url = format!("{}/metrics", s.url);
+    let client = reqwest::blocking::Client::new();
+    let status = |token: Option<&str>| {
+        let mut r = client.get(&url);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send().unwrap().status().as_u16()
+    };
+    assert_eq!(status(None), 401);
+    assert_eq!(status(Some(&ann)), 403);
+    assert_eq!(status(Some(&s.token)), 200);
+
+    let body = json!({"walltime": 60, "cluster": "local", "command": ["sleep", "30"]});
+    let (code, mine) = s.http().post("/jobs", &body);
+    assert_eq!(code, 201, "{mine}");
+    let (code, theirs) = s.http_as(&ann).post("/jobs", &body);
+    assert_eq!(code, 201, "{theirs}");
+    let (admin_job, ann_job) = (int(&mine, "id") as u64, int(&theirs, "id") as u64);
+    for id in [admin_job, ann_job] {
+        s.wait_job(id, "running", Duration::from_secs(20), |j| {
+            j["state"] == "running"
+        });
+    }
+    let running_ids = |token: &str| -> BTreeSet<Option<u64>> {
+        let (code, plan) = s.http_as(token).get("/plan");
+        assert_eq!(code, 200, "{plan}");
+        plan.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c["slots"].as_array().unwrap().clone())
+            .filter(|slot| slot["occupant"] == "running")
+            .map(|slot| slot["id"].as_u64())
+            .collect()
+    };
+    assert_eq!(running_ids(&ann), BTreeSet::from([None, Some(ann_job)]));
+    assert_eq!(
+        running_ids(&s.token),
+        BTreeSet::from([Some(admin_job), Some(ann_job)])
+    );
 }

@@ -196,6 +196,16 @@ fn malformed_traces_name_file_line_and_field() {
     let out = json_run(&["sim", "run", "--trace", b, "--lenient"]);
     assert_eq!(out["jobs"], 2);
     assert_eq!(out["malformed"], 1);
+    let first = format!("{b}:4: field 2 (submit time): not a number: \"1O\"");
+    assert_eq!(out["first_malformed"], first.as_str());
+    foresight()
+        .args(["sim", "run", "--trace", b, "--lenient"])
+        .assert()
+        .success()
+        .stderr(contains(format!(
+            "skipped 1 malformed line(s); the first: {first}"
+        )))
+        .stdout(contains(format!("1 (first: {first})")));
     foresight()
         .args([
             "sim",
@@ -216,6 +226,58 @@ fn malformed_traces_name_file_line_and_field() {
         .assert()
         .code(1)
         .stderr(contains("neither MaxProcs nor MaxNodes; give --procs"));
+}
+
+/// A machine size that is not a whole positive number is an error naming the line and the
+/// value (`1e2` used to be read as 1 and skip every larger job; `0` said "neither MaxProcs
+/// nor MaxNodes").
+#[test]
+fn bad_machine_size_headers_name_the_line_and_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    for value in ["1e2", "0", "lots"] {
+        let bad = write(
+            &dir,
+            "bad.swf",
+            &format!(
+                "; Version: 2.2\n{}",
+                TINY.replace("MaxProcs: 4", &format!("MaxProcs: {value}"))
+            ),
+        );
+        let b = bad.to_str().unwrap();
+        foresight()
+            .args(["sim", "run", "--trace", b])
+            .assert()
+            .code(1)
+            .stderr(contains(format!(
+                "{b}:2: header `; MaxProcs:` has \"{value}\", which is not a whole number"
+            )));
+        // --procs makes the header's size irrelevant.
+        let out = json_run(&["sim", "run", "--trace", b, "--procs", "4"]);
+        assert_eq!(out["jobs"], 3, "{value}");
+    }
+}
+
+/// Skipped records are reported by reason.
+#[test]
+fn skipped_records_are_reported_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(
+        &dir,
+        "skips.swf",
+        &format!("{TINY}4  20 -1   0 2 -1 -1 2  20 -1 1 3 1 -1 1 -1 -1 -1\n5  20 -1  10 8 -1 -1 8  20 -1 1 3 1 -1 1 -1 -1 -1\n"),
+    );
+    let t = trace.to_str().unwrap();
+    let out = json_run(&["sim", "run", "--trace", t]);
+    assert_eq!(out["skipped"], 2);
+    assert_eq!(out["skipped_by_reason"]["no_runtime"], 1);
+    assert_eq!(out["skipped_by_reason"]["too_large"], 1);
+    foresight()
+        .args(["sim", "run", "--trace", t])
+        .assert()
+        .success()
+        .stdout(contains(
+            "2 (1 runtime ≤ 0, 1 more processors than the machine)",
+        ));
 }
 
 #[test]

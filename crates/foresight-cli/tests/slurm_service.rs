@@ -443,7 +443,10 @@ impl Scenario {
 
     /// A metric from `/metrics` (the first sample whose line starts with `name`).
     fn metric(&self, name: &str) -> Option<f64> {
-        let text = reqwest::blocking::get(format!("{}/metrics", self.server().url))
+        let text = reqwest::blocking::Client::new()
+            .get(format!("{}/metrics", self.server().url))
+            .bearer_auth(&self.server().token)
+            .send()
             .ok()?
             .text()
             .ok()?;

@@ -14,7 +14,9 @@
 //! Run with `cargo bench -p foresight-core`; filter with e.g. `-- earliest`.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode};
-use foresight_core::{Action, Dur, Job, JobId, LocalScheduler, Policy, Profile, Time};
+use foresight_core::{
+    Action, Dur, FirstFree, Horizons, Job, JobId, LocalScheduler, Policy, Profile, Time,
+};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -153,23 +155,24 @@ fn bench_profile(c: &mut Criterion) {
 
         // (c) the per-pass lookup tables, from random instants (at the profile's start the
         // machine is idle and both walks would stop at once).
-        let mut out = Vec::with_capacity(CAPACITY as usize + 1);
+        let mut out = Horizons::default();
         let mut k = 0usize;
         group.bench_function(format!("horizons/{n}"), |b| {
             b.iter(|| {
                 let q = random[k & (QUERIES - 1)];
                 k = k.wrapping_add(1);
                 profile.horizons(black_box(q.start), &mut out);
-                black_box(out.len())
+                black_box(out.get(q.procs))
             });
         });
+        let mut out = FirstFree::default();
         let mut k = 0usize;
         group.bench_function(format!("first_free/{n}"), |b| {
             b.iter(|| {
                 let q = random[k & (QUERIES - 1)];
                 k = k.wrapping_add(1);
                 profile.first_free(black_box(q.start), &mut out);
-                black_box(out.len())
+                black_box(out.get(q.procs))
             });
         });
     }

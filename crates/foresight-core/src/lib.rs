@@ -42,7 +42,7 @@ pub use error::{CoreError, Result};
 pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
 pub use job::{Credentials, Job};
 pub use policy::{BackfillChoice, BackfillMetric, Policy, QueueOrder};
-pub use profile::Profile;
+pub use profile::{FirstFree, Horizons, Profile};
 pub use reservation::{Acl, AdminReservation};
 pub use scheduler::{Action, Domain, Event, JobStatus, LocalScheduler, Placement};
 pub use time::{Dur, Interval, Time};

@@ -27,6 +27,53 @@ pub struct Profile {
     steps: Vec<Step>,
 }
 
+/// For every processor count `p`, the first instant at or after a given `now` at which fewer
+/// than `p` processors are free: see [`Profile::horizons`].
+///
+/// Kept as the descending staircase of the answer (one entry per drop of the minimum), so a
+/// machine of 2³² − 1 processors costs no more than one of 128.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Horizons {
+    now: Time,
+    free_now: i64,
+    /// `(low, at)` with `low` strictly decreasing: counts in `(low, previous low]` (the first
+    /// previous low being `free_now`) stop fitting at `at`.
+    levels: Vec<(i64, Time)>,
+}
+
+impl Horizons {
+    /// The first instant at or after `now` at which fewer than `procs` processors are free
+    /// (`now` itself when fewer are free already, `Time::MAX` if never).
+    pub fn get(&self, procs: u32) -> Time {
+        let p = i64::from(procs);
+        if p > self.free_now {
+            return self.now;
+        }
+        let k = self.levels.partition_point(|&(low, _)| low >= p);
+        self.levels.get(k).map_or(Time::MAX, |&(_, at)| at)
+    }
+}
+
+/// For every processor count `p`, the first instant at or after a given `now` at which at
+/// least `p` processors are free: see [`Profile::first_free`]. Kept as the ascending
+/// staircase of the answer, one entry per rise of the running maximum.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FirstFree {
+    /// `(to, at)` with `to` strictly increasing: counts in `(previous to, to]` are free from
+    /// `at` on.
+    levels: Vec<(i64, Time)>,
+}
+
+impl FirstFree {
+    /// The first instant at which at least `procs` processors are free (`Time::MAX` if
+    /// never).
+    pub fn get(&self, procs: u32) -> Time {
+        let p = i64::from(procs);
+        let k = self.levels.partition_point(|&(to, _)| to < p);
+        self.levels.get(k).map_or(Time::MAX, |&(_, at)| at)
+    }
+}
+
 impl Profile {
     /// All `capacity` processors free forever.
     pub fn new(capacity: u32) -> Profile {
@@ -155,22 +202,23 @@ impl Profile {
         (cand < limit).then_some(cand)
     }
 
-    /// Fills `out[p]`, for every `p` in `0..=free_at(now)`, with the first instant at or
-    /// after `now` at which fewer than `p` processors are free (`Time::MAX` if never). A job
-    /// of `p` processors and estimate `d` then fits now iff `now + d <= out[p]`: one lookup
-    /// instead of a walk, which makes a backfill pass linear in the queue length.
-    pub fn horizons(&self, now: Time, out: &mut Vec<Time>) {
+    /// Fills `out` so that `out.get(p)`, for every `p` in `0..=free_at(now)`, is the first
+    /// instant at or after `now` at which fewer than `p` processors are free (`Time::MAX` if
+    /// never). A job of `p` processors and estimate `d` then fits now iff `now + d <=
+    /// out.get(p)`: one lookup instead of a walk, which makes a backfill pass linear in the
+    /// queue length. The table holds one entry per step where the answer changes, so its
+    /// cost follows the profile, not the number of processors.
+    pub fn horizons(&self, now: Time, out: &mut Horizons) {
         let i = self.index_of(now);
         let free_now = self.steps[i].free.max(0);
-        out.clear();
-        out.resize(free_now as usize + 1, Time::MAX);
+        out.now = now;
+        out.free_now = free_now;
+        out.levels.clear();
         let mut min = free_now;
         for s in &self.steps[i + 1..] {
             if s.free < min {
                 let low = s.free.max(0);
-                for slot in &mut out[(low as usize + 1)..=(min as usize)] {
-                    *slot = s.at;
-                }
+                out.levels.push((low, s.at));
                 min = low;
                 if min == 0 {
                     break;
@@ -179,23 +227,21 @@ impl Profile {
         }
     }
 
-    /// Fills `out[p]`, for every `p` in `0..=capacity`, with the first instant at or after
-    /// `now` at which at least `p` processors are free (`Time::MAX` if never). No job of `p`
-    /// processors can start before `out[p]`, which lets compression skip most reserved jobs
-    /// with one lookup.
-    pub fn first_free(&self, now: Time, out: &mut Vec<Time>) {
-        out.clear();
-        out.resize(self.capacity.max(0) as usize + 1, Time::MAX);
+    /// Fills `out` so that `out.get(p)`, for every `p` in `0..=capacity`, is the first
+    /// instant at or after `now` at which at least `p` processors are free (`Time::MAX` if
+    /// never). No job of `p` processors can start before it, which lets compression skip
+    /// most reserved jobs with one lookup. Like [`Horizons`], the table's size follows the
+    /// profile's steps, not the number of processors.
+    pub fn first_free(&self, now: Time, out: &mut FirstFree) {
+        out.levels.clear();
         let mut max = -1i64;
         for s in &self.steps[self.index_of(now)..] {
             if s.free > max {
                 let at = s.at.max(now);
-                let from = (max + 1).max(0) as usize;
-                let to = s.free.min(self.capacity) as usize;
+                let from = (max + 1).max(0);
+                let to = s.free.min(self.capacity);
                 if from <= to {
-                    for slot in &mut out[from..=to] {
-                        *slot = at;
-                    }
+                    out.levels.push((to, at));
                 }
                 max = s.free;
                 if max >= self.capacity {
@@ -313,12 +359,14 @@ mod tests {
         p.take(t(0), t(100), 4); // 6 free until 100
         p.take(t(50), t(80), 3); // 3 free on [50, 80)
         p.take(t(200), t(300), 9); // 1 free on [200, 300)
-        let mut h = Vec::new();
+        let mut h = Horizons::default();
         p.horizons(t(10), &mut h);
+        let got: Vec<Time> = (0..=6).map(|k| h.get(k)).collect();
         assert_eq!(
-            h,
+            got,
             vec![Time::MAX, Time::MAX, t(200), t(200), t(50), t(50), t(50)]
         );
+        assert_eq!(h.get(7), t(10), "7 processors are not free now");
     }
 
     #[test]
@@ -343,9 +391,28 @@ mod tests {
         let mut p = Profile::new(4);
         p.take(t(0), t(100), 3); // 1 free until 100
         p.take(t(100), t(200), 1); // 3 free on [100, 200)
-        let mut f = Vec::new();
+        let mut f = FirstFree::default();
         p.first_free(t(10), &mut f);
-        assert_eq!(f, vec![t(10), t(10), t(100), t(100), t(200)]);
+        let got: Vec<Time> = (0..=4).map(|k| f.get(k)).collect();
+        assert_eq!(got, vec![t(10), t(10), t(100), t(100), t(200)]);
+    }
+
+    #[test]
+    fn lookup_tables_of_a_huge_machine_stay_small() {
+        let mut p = Profile::new(u32::MAX);
+        p.take(t(0), t(100), u32::MAX - 5);
+        p.take(t(100), t(200), 1);
+        let mut h = Horizons::default();
+        p.horizons(t(10), &mut h);
+        assert_eq!(h.get(5), Time::MAX);
+        assert_eq!(h.get(6), t(10));
+        let mut f = FirstFree::default();
+        p.first_free(t(10), &mut f);
+        assert_eq!(f.get(5), t(10));
+        assert_eq!(f.get(6), t(100));
+        assert_eq!(f.get(u32::MAX - 1), t(100));
+        assert_eq!(f.get(u32::MAX), t(200));
+        assert!(f.levels.len() <= 3 && h.levels.len() <= 3);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::policy::{
     BackfillChoice, BackfillMetric, Compression, PassOnSubmit, Policy, QueueOrder,
 };
 use crate::priority::FairshareUsage;
-use crate::profile::Profile;
+use crate::profile::{FirstFree, Horizons, Profile};
 use crate::queue::{Queue, Slot, BLOCK};
 use crate::reservation::AdminReservation;
 use crate::time::{Dur, Interval, Time};
@@ -155,7 +155,9 @@ pub struct LocalScheduler {
     /// Scratch for the First-Fit cap, kept to avoid an allocation per pass.
     skipped: Vec<JobId>,
     /// Scratch for [`Profile::horizons`].
-    horizon: Vec<Time>,
+    horizon: Horizons,
+    /// Scratch for [`Profile::first_free`].
+    first_free: FirstFree,
     /// How many waiting jobs without a reservation ask for each processor count: when the
     /// smallest does not fit in the free processors, a pass can stop without walking.
     unreserved_by_procs: BTreeMap<u32, u32>,
@@ -176,7 +178,8 @@ impl LocalScheduler {
             released: false,
             usage: FairshareUsage::default(),
             skipped: Vec::new(),
-            horizon: Vec::new(),
+            horizon: Horizons::default(),
+            first_free: FirstFree::default(),
             unreserved_by_procs: BTreeMap::new(),
         }
     }
@@ -755,7 +758,7 @@ impl LocalScheduler {
         let plain = self.admin.is_empty();
         // The lookup table pays off only when many jobs are checked (conservative).
         let use_table = plain && order.len() > 8;
-        let mut first_free = std::mem::take(&mut self.horizon);
+        let mut first_free = std::mem::take(&mut self.first_free);
         if use_table {
             self.pool.first_free(now, &mut first_free);
         }
@@ -773,7 +776,7 @@ impl LocalScheduler {
                 // Before `first_free[procs]` too few processors are free at every instant
                 // (the job's own span lies later, so its credit does not help there).
                 let from = if use_table {
-                    first_free[procs as usize]
+                    first_free.get(procs)
                 } else {
                     now
                 };
@@ -806,7 +809,7 @@ impl LocalScheduler {
                 }
             }
         }
-        self.horizon = first_free;
+        self.first_free = first_free;
     }
 
     fn set_reservation(&mut self, id: JobId, p: Placement) {
@@ -952,7 +955,7 @@ impl LocalScheduler {
                         self.pool.horizons(now, &mut horizon);
                         horizon_valid = true;
                     }
-                    now + Dur(estimate) <= horizon[procs as usize]
+                    now + Dur(estimate) <= horizon.get(procs)
                 };
                 if !may_fit {
                     i += BLOCK;
@@ -972,7 +975,7 @@ impl LocalScheduler {
                         self.pool.horizons(now, &mut horizon);
                         horizon_valid = true;
                     }
-                    now + slot.estimate <= horizon[slot.procs as usize]
+                    now + slot.estimate <= horizon.get(slot.procs)
                 };
                 fits.then_some(Domain::Pool)
             } else {

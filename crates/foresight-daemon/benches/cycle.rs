@@ -129,6 +129,7 @@ fn empty_world(procs: u32) -> World {
         admin: false,
         budget: None,
         spent: 0.0,
+        unix_user: None,
     });
     w
 }

@@ -34,12 +34,24 @@ pub struct Config {
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
+    /// At most this many bytes in each output file of a local job (earlier attempts'
+    /// output included); what a job writes beyond is dropped and the file ends with a line
+    /// saying so, so that a runaway job cannot fill the data directory's disk. Unset: no cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_bytes: Option<u64>,
     /// The clusters of the grid.
     #[serde(default = "default_clusters")]
     pub cluster: Vec<ClusterConfig>,
     /// Users known from the start (more can be added through the API).
     #[serde(default)]
     pub user: Vec<UserConfig>,
+    /// The `[unix_user]` table: Foresight user name → the Unix account their local jobs run
+    /// as when the daemon is root. The key `"*"` maps every user without an entry of their
+    /// own (e.g. `"*" = "nobody"`, or root on a single-user test machine). Unmapped users run
+    /// as the account of their own name; an account set on the user record (`user add
+    /// --unix-user`) wins over this table. Also `FORESIGHT_UNIX_USER="NAME=ACCOUNT,..."`.
+    #[serde(default)]
+    pub unix_user: std::collections::BTreeMap<String, String>,
 }
 
 /// One cluster.
@@ -109,6 +121,9 @@ pub struct UserConfig {
     /// Budget; unlimited when absent.
     #[serde(default)]
     pub budget: Option<f64>,
+    /// The Unix account the user's local jobs run as (see `[unix_user]`).
+    #[serde(default)]
+    pub unix_user: Option<String>,
 }
 
 fn default_instance() -> String {
@@ -204,13 +219,28 @@ impl Default for Config {
             lead_time_seconds: default_lead(),
             plan_depth: default_plan_depth(),
             grace_seconds: default_grace(),
+            max_output_bytes: None,
             cluster: default_clusters(),
             user: Vec::new(),
+            unix_user: std::collections::BTreeMap::new(),
         }
     }
 }
 
 impl Config {
+    /// Adds the `NAME=ACCOUNT,...` entries of `FORESIGHT_UNIX_USER` to `[unix_user]` (they
+    /// win over the file's).
+    pub fn unix_users_from_env(&mut self, value: &str) -> anyhow::Result<()> {
+        for entry in value.split(',').filter(|e| !e.trim().is_empty()) {
+            let Some((name, account)) = entry.split_once('=') else {
+                anyhow::bail!("FORESIGHT_UNIX_USER: {entry:?} is not NAME=ACCOUNT");
+            };
+            self.unix_user
+                .insert(name.trim().to_string(), account.trim().to_string());
+        }
+        Ok(())
+    }
+
     /// Reads and checks a configuration file.
     pub fn read(path: &Path) -> anyhow::Result<Config> {
         let text = std::fs::read_to_string(path)
@@ -224,6 +254,11 @@ impl Config {
 
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
+        for (name, account) in &self.unix_user {
+            if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {
+                anyhow::bail!("unix_user.{name}: {account:?} is not a Unix account name");
+            }
+        }
         foresight_rm::slurm::Naming::instance(&self.instance)
             .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
         if self.cluster.is_empty() {

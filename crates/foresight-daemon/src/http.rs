@@ -104,6 +104,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/plan", get(show_plan))
         .route("/users", get(list_users).post(create_user))
         .route("/users/{name}/budget", post(change_budget))
+        .route("/users/{name}/unix-user", post(change_unix_user))
         .route("/whoami", get(whoami))
         .route("/openapi.json", get(openapi));
     Router::new()
@@ -121,14 +122,15 @@ pub fn router(service: Arc<Service>) -> Router {
         submit_job, submit_batch, list_jobs, show_job, cancel_job, hold_job, release_job,
         suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
         list_reservations, show_reservation, commit_reservation, release_reservation,
-        list_clusters, show_plan, list_users, create_user, change_budget, whoami, healthz,
-        crate::output::job_output
+        list_clusters, show_plan, list_users, create_user, change_budget, change_unix_user, whoami,
+        healthz, crate::output::job_output
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
         Explanation, EstimateRequest, Estimate, ClusterEstimate, CreateReservation,
         ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan, SlotView,
-        UserView, CreateUser, CreatedUser, BudgetChange, foresight_api::ApiError, Walltime
+        UserView, CreateUser, CreatedUser, BudgetChange, UnixUserChange, foresight_api::ApiError,
+        Walltime
     )),
     modifiers(&BearerAuth),
     security(("bearer" = []))
@@ -163,25 +165,30 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    (
+/// Prometheus metrics (administrators: a scrape config sends the admin token as its
+/// `bearer_token`). They count every user's jobs, so they are not public.
+async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+    caller.admin()?;
+    Ok((
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
         s.metrics_text(),
-    )
+    ))
 }
 
 /// Submits one job.
 #[utoipa::path(post, path = "/api/v1/jobs", request_body = SubmitJob,
     responses((status = 201, body = Submitted), (status = 400, body = foresight_api::ApiError),
-              (status = 402, body = foresight_api::ApiError)))]
+              (status = 402, body = foresight_api::ApiError),
+              (status = 403, body = foresight_api::ApiError)))]
 async fn submit_job(
     State(s): State<AppState>,
     caller: Caller,
     Body(job): Body<SubmitJob>,
 ) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, vec![job], false).await?;
     Ok((StatusCode::CREATED, Json(Submitted { id: ids[0] })))
 }
@@ -194,6 +201,7 @@ async fn submit_batch(
     caller: Caller,
     Body(batch): Body<SubmitBatch>,
 ) -> Result<(StatusCode, Json<SubmittedBatch>), ApiError> {
+    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, batch.jobs, true).await?;
     Ok((StatusCode::CREATED, Json(SubmittedBatch { ids })))
 }
@@ -336,6 +344,16 @@ async fn create_reservation(
                 (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
                 (None, None) => return Err(ApiError::bad("end", "give end or duration")),
             };
+            // A job ACL names a job that exists: compared with a job not yet submitted (id 0)
+            // or not yet numbered, it would admit whoever submits next.
+            if let Some(job) = r.acl.job {
+                if !w.jobs.contains_key(&job) {
+                    return Err(ApiError::bad(
+                        "acl.job",
+                        format!("no job {job}: a job ACL must name an existing job"),
+                    ));
+                }
+            }
             let held = if r.processors.is_empty() {
                 crate::world::Held::Count(r.procs)
             } else if r.procs != 0 && r.procs as usize != r.processors.len() {
@@ -468,6 +486,9 @@ async fn create_user(
             return Err(ApiError::bad("budget", "must be a number >= 0"));
         }
     }
+    if let Some(a) = &u.unix_user {
+        check_account_name(a)?;
+    }
     let token = new_token();
     let rec = UserRecord {
         name: u.name,
@@ -475,6 +496,7 @@ async fn create_user(
         admin: u.admin,
         budget: u.budget,
         spent: 0.0,
+        unix_user: u.unix_user,
     };
     s.add_user(rec.clone()).await?;
     Ok((
@@ -522,6 +544,52 @@ async fn change_budget(
                 *b += add;
             }
         }
+        let view = user_view(u);
+        w.dirty_users.insert(name.clone());
+        Ok(view)
+    })
+    .await
+    .map(Json)
+}
+
+/// An account name as `useradd` would accept it, so that a mapping cannot smuggle anything
+/// into a lookup.
+fn check_account_name(a: &str) -> Result<(), ApiError> {
+    let ok = !a.is_empty()
+        && a.len() <= 32
+        && a.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            "unix_user",
+            "must be a Unix account name: 1 to 32 letters, digits, '_', '-' or '.'",
+        ))
+    }
+}
+
+/// Sets (or, with null, clears) the Unix account a user's local jobs run as
+/// (administrators).
+#[utoipa::path(post, path = "/api/v1/users/{name}/unix-user", request_body = UnixUserChange,
+    params(("name" = String, Path, description = "User name")),
+    responses((status = 200, body = UserView)))]
+async fn change_unix_user(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(name): Path<String>,
+    Body(change): Body<UnixUserChange>,
+) -> Result<Json<UserView>, ApiError> {
+    caller.admin()?;
+    if let Some(a) = &change.unix_user {
+        check_account_name(a)?;
+    }
+    s.mutate(move |w, _| {
+        let u = w
+            .users
+            .get_mut(&name)
+            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
+        u.unix_user = change.unix_user;
         let view = user_view(u);
         w.dirty_users.insert(name.clone());
         Ok(view)

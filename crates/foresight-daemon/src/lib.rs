@@ -3,12 +3,16 @@
 //!
 //! # Layout
 //! - [`config`]: the TOML configuration and its embedded defaults.
+//! - `accounts`: the Unix account each user's jobs run as, and the data directory's modes.
+//! - `data_lock`: one server per data directory (`server.lock`).
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
 #![forbid(unsafe_code)]
 
+mod accounts;
 pub mod config;
+mod data_lock;
 mod error;
 pub mod http;
 mod metrics;
@@ -33,6 +37,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
     let data_dir = cfg.data_dir.clone();
+    accounts::prepare_data_dir(&data_dir)?;
+    // Held until the server exits; a second server on this directory refuses here.
+    let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
     let url = format!("http://{addr}");
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;

@@ -202,6 +202,7 @@ impl Service {
                     admin: u.admin,
                     budget: u.budget,
                     spent: 0.0,
+                    unix_user: u.unix_user.clone(),
                 };
                 store.insert_user(&rec).await?;
                 users.push(rec);
@@ -215,6 +216,7 @@ impl Service {
                 admin: true,
                 budget: None,
                 spent: 0.0,
+                unix_user: None,
             };
             store.insert_user(&rec).await?;
             users.push(rec);
@@ -1305,6 +1307,7 @@ pub fn user_view(u: &UserRecord) -> UserView {
         admin: u.admin,
         budget: u.budget,
         spent: u.spent,
+        unix_user: u.unix_user.clone(),
     }
 }
 

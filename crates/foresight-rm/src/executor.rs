@@ -295,7 +295,13 @@ impl LocalExecutor {
             // It may have recorded its outcome between our two looks.
             return Ok(match dir.read_status()? {
                 Some(outcome) => Adoption::Finished(outcome),
-                None => Adoption::Lost,
+                None => {
+                    // The supervisor died with the daemon: its job may still run, unpoliced.
+                    // Kill it before the daemon launches the attempt again, or it would run
+                    // twice.
+                    self.inner.kill_orphaned_job(&dir);
+                    Adoption::Lost
+                }
             });
         };
         if self.inner.watch(key) {
@@ -451,6 +457,22 @@ impl Inner {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .contains(&key)
+    }
+
+    /// Kills the process group of an attempt whose supervisor is gone, if its leader is still
+    /// the process the supervisor started (so the group id cannot be a stranger's).
+    fn kill_orphaned_job(&self, dir: &AttemptDir) {
+        if let Some(process) = dir.read_job().ok().flatten() {
+            if dir.job_leader_alive(&process) {
+                tracing::warn!(
+                    job = dir.job,
+                    attempt = dir.attempt,
+                    pgid = process.pgid,
+                    "killing the orphaned process group of an unsupervised attempt"
+                );
+                let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
+            }
+        }
     }
 
     /// The attempt's outcome once its supervisor is gone. If the supervisor died without

@@ -264,7 +264,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Resu
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = fs::File::create(&tmp)?;
+    // 0600 whatever the umask: spec.json holds the job's environment.
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?
+    };
     file.write_all(bytes)?;
     if durable {
         file.sync_all()?;
@@ -281,6 +290,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> io::Resu
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ProcStat {
     pub state: char,
+    pub ppid: i32,
     pub pgrp: i32,
     pub start_ticks: u64,
 }
@@ -290,9 +300,10 @@ pub(crate) struct ProcStat {
 pub(crate) fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3 of the man page, pgrp field 5, starttime field 22.
+    // After the name: state is field 3 of the man page, ppid 4, pgrp 5, starttime 22.
     Some(ProcStat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
     })
@@ -428,6 +439,7 @@ mod tests {
             parse_proc_stat(line),
             Some(ProcStat {
                 state: 'S',
+                ppid: 1,
                 pgrp: 4242,
                 start_ticks: 98765
             })

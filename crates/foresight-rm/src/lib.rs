@@ -8,6 +8,7 @@
 //!   runs and polices one attempt, whether or not the daemon is alive.
 //! - `layout`: the attempt directory `root/<job>.<attempt>/`, the only contract between the two.
 //! - `spec`: the data exchanged: [`LaunchSpec`], [`Outcome`], [`Finished`], [`Adoption`].
+//! - [`account`]: the Unix accounts jobs run as, when the daemon is root.
 //! - `error`: [`ExecError`].
 //! - `manager`: [`ResourceManager`], the one interface the service has to any cluster, and
 //!   the data it exchanges ([`ClusterState`], [`Submission`], [`PartHandle`], ...).
@@ -22,6 +23,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod account;
 mod error;
 mod executor;
 mod layout;

@@ -36,6 +36,15 @@ pub struct LaunchSpec {
     pub walltime_secs: u64,
     /// Seconds between the SIGTERM that ends a job (walltime or cancel) and the SIGKILL.
     pub grace_secs: u64,
+    /// The Unix account the job runs as when the supervisor is root (it then refuses to start
+    /// the job if the account does not exist); ignored otherwise. `None`: the supervisor's
+    /// own account. Absent in specs written before accounts existed.
+    #[serde(default)]
+    pub unix_user: Option<String>,
+    /// At most this many bytes per output file (counting earlier attempts'); the job's
+    /// output beyond is dropped and the file ends with a line saying so. `None`: no cap.
+    #[serde(default)]
+    pub max_output_bytes: Option<u64>,
 }
 
 /// How an attempt ended, as recorded by its supervisor in `status.json`.
@@ -118,6 +127,8 @@ pub(crate) mod tests {
             stderr: "/var/tmp/err.txt".into(),
             walltime_secs: 3600,
             grace_secs: 10,
+            unix_user: Some("alice".into()),
+            max_output_bytes: Some(1 << 20),
         }
     }
 

@@ -13,6 +13,16 @@
 //! When the job's leader exits, whatever remains of its process group is SIGKILLed before the
 //! leader is reaped (as Slurm ends a step when its batch script ends): the group id cannot
 //! be recycled while the leader is a zombie, so that kill cannot hit a stranger.
+//!
+//! Processes that left the group (`setsid`, `setpgid`) are caught too: the supervisor is a
+//! child subreaper (`PR_SET_CHILD_SUBREAPER`), so every orphan the job leaves behind becomes
+//! the supervisor's child instead of init's, and once the leader is reaped the supervisor
+//! kills and reaps all its remaining descendants (repeating while any is left, since a dying
+//! process may fork). If the supervisor itself is SIGKILLed, the executor kills the job's
+//! group instead (its descendants outside the group then escape).
+//! cgroups are not used: they need a writable, delegated cgroup v2 tree, which neither
+//! containers nor unprivileged daemons can count on, while the subreaper works everywhere
+//! on Linux ≥ 3.4.
 
 use crate::layout::{
     parse_attempt_dir_name, proc_stat, unix_now, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID,
@@ -103,8 +113,13 @@ async fn run(path: &Path) -> u8 {
     dir.job = spec.job;
     dir.attempt = spec.attempt;
 
-    let mut child = match start_job(&spec) {
-        Ok(child) => child,
+    // Orphans of the job (even those that left its process group) become our children, so
+    // that the sweep after the job ends finds them.
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        complain(&format!("cannot become a child subreaper: {e}"));
+    }
+    let (mut child, piped) = match start_job(&spec) {
+        Ok(started) => started,
         Err(error) => {
             let now = unix_now();
             let recorded = dir.write_status(&Outcome::failed(now, now, error.clone()));
@@ -139,7 +154,19 @@ async fn run(path: &Path) -> u8 {
     }
     handshake(&Handshake::Started { pgid, started_at });
 
+    let copies = match (piped, spec.max_output_bytes) {
+        (Some(files), Some(cap)) => Some(copy_capped_output(&mut child, files, cap)),
+        _ => None,
+    };
     let outcome = police(&dir, &spec, &mut child, pgid, started_at, &mut signals).await;
+    if let Some(copies) = copies {
+        // The job and its descendants are gone, so the pipes are closed; wait for the copies
+        // to finish (bounded, should a stray process still hold a pipe open).
+        let until = Instant::now() + Duration::from_secs(5);
+        while copies.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
     match dir.write_status(&outcome) {
         Ok(()) => 0,
         Err(e) => {
@@ -149,8 +176,13 @@ async fn run(path: &Path) -> u8 {
     }
 }
 
+/// The output files of a job whose streams go through pipes (capped output): the stdout
+/// file and, unless both streams share it, the stderr file.
+type PipedOutput = (File, Option<File>);
+
 /// Spawns the job in its own process group; the error is the text that goes into the outcome.
-fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
+/// With an output cap, also the files its piped streams are to be copied to.
+fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> {
     let Some((program, args)) = spec.command.split_first() else {
         return Err("empty command".into());
     };
@@ -164,14 +196,23 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
         }
         Err(e) => return Err(format!("bad working directory {}: {e}", spec.cwd.display())),
     }
+    // As root the job runs as its account, which must exist; otherwise as ourselves.
+    let account = match &spec.unix_user {
+        Some(name) if crate::account::running_as_root() => match crate::account::lookup(name)? {
+            Some(account) => Some(account),
+            None => return Err(format!("no Unix account {name:?} on this host")),
+        },
+        _ => None,
+    };
+    let owner = account.as_ref().map(|a| (a.uid, a.gid));
     let stdout_path = spec.cwd.join(&spec.stdout);
     let stderr_path = spec.cwd.join(&spec.stderr);
-    let stdout = open_output(&stdout_path, spec.attempt)
+    let stdout = open_output(&stdout_path, spec.attempt, owner)
         .map_err(|e| format!("cannot open stdout file {}: {e}", stdout_path.display()))?;
     let stderr = if stderr_path == stdout_path {
         stdout.try_clone()
     } else {
-        open_output(&stderr_path, spec.attempt)
+        open_output(&stderr_path, spec.attempt, owner)
     }
     .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
 
@@ -181,8 +222,6 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
         .args(args)
         .current_dir(&spec.cwd)
         .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
         .process_group(0)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env("FORESIGHT_JOB_ID", spec.job.to_string())
@@ -190,23 +229,126 @@ fn start_job(spec: &LaunchSpec) -> Result<Child, String> {
         .env("FORESIGHT_PROCS", spec.processors.len().to_string())
         .env("FORESIGHT_PROCESSORS", processors.join(","))
         .env("FORESIGHT_CLUSTER", &spec.cluster);
-    command.spawn().map_err(|e| match e.kind() {
+    let piped = if spec.max_output_bytes.is_some() {
+        // Through pipes that the supervisor copies to the files, up to the cap.
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let both = stderr_path == stdout_path;
+        Some((stdout, (!both).then_some(stderr)))
+    } else {
+        command.stdout(stdout).stderr(stderr);
+        None
+    };
+    if let Some(a) = &account {
+        // std drops the supplementary groups, then sets the gid, then the uid, before exec.
+        command
+            .uid(a.uid)
+            .gid(a.gid)
+            .env("USER", &a.name)
+            .env("LOGNAME", &a.name)
+            .env("HOME", &a.home);
+    }
+    crate::account::job_umask();
+    let child = command.spawn().map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => format!("no such program: {program}"),
         io::ErrorKind::PermissionDenied => format!("cannot execute {program}: permission denied"),
         _ => format!("cannot start {program}: {e}"),
-    })
+    })?;
+    Ok((child, piped))
+}
+
+/// An output file that takes at most `cap` bytes (counting what earlier attempts wrote), then
+/// one line saying it was truncated.
+struct Capped {
+    file: File,
+    written: u64,
+    cap: u64,
+    truncated: bool,
+}
+
+impl Capped {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.truncated {
+            return;
+        }
+        let room = self.cap.saturating_sub(self.written);
+        let take = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let _ = self.file.write_all(&bytes[..take]);
+        self.written += take as u64;
+        if take < bytes.len() {
+            self.truncated = true;
+            let _ = writeln!(
+                self.file,
+                "\n[foresight: output truncated at {} bytes (max_output_bytes)]",
+                self.cap
+            );
+        }
+    }
+}
+
+/// Starts one thread per output pipe of a capped job, copying it into its file up to the
+/// cap and draining (dropping) the rest, so the job never blocks or dies of SIGPIPE.
+fn copy_capped_output(
+    child: &mut Child,
+    (stdout, stderr): PipedOutput,
+    cap: u64,
+) -> Vec<std::thread::JoinHandle<()>> {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let capped = |file: File| {
+        let written = file.metadata().map_or(0, |m| m.len());
+        Arc::new(Mutex::new(Capped {
+            file,
+            written,
+            cap,
+            truncated: false,
+        }))
+    };
+    let out = capped(stdout);
+    let err = stderr.map_or_else(|| Arc::clone(&out), capped);
+    let copy = |mut from: Box<dyn Read + Send>, to: Arc<Mutex<Capped>>| {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match from.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => to
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .write(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => return,
+                }
+            }
+        })
+    };
+    let mut handles = Vec::new();
+    if let Some(p) = child.stdout.take() {
+        handles.push(copy(Box::new(p), out));
+    }
+    if let Some(p) = child.stderr.take() {
+        handles.push(copy(Box::new(p), err));
+    }
+    handles
 }
 
 /// The first attempt starts a fresh file; a requeued attempt appends to what earlier ones wrote.
-fn open_output(path: &Path, attempt: u32) -> io::Result<File> {
+/// The file is private (0600) and, when the job runs as another account, belongs to it, so
+/// that only the job's user (and root) can read it.
+fn open_output(path: &Path, attempt: u32, owner: Option<(u32, u32)>) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut options = OpenOptions::new();
-    options.create(true);
+    options.create(true).mode(0o600);
     if attempt == 0 {
         options.write(true).truncate(true);
     } else {
         options.append(true);
     }
-    options.open(path)
+    let file = options.open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+    }
+    Ok(file)
 }
 
 /// Waits for the job to end while enforcing walltime, cancel and suspension; returns the outcome.
@@ -276,6 +418,8 @@ async fn police(
             Some(format!("cannot reap job process {pgid}: {e}")),
         ),
     };
+    // Then whatever escaped the group (setsid) and was handed to us as a subreaper.
+    sweep_descendants();
     Outcome {
         exit_code,
         signal,
@@ -285,6 +429,72 @@ async fn police(
         ended_at: unix_now(),
         error,
     }
+}
+
+/// Kills and reaps every remaining descendant of this process, repeating while any is left
+/// (a dying process may have forked). Bounded, so a fork bomb cannot keep the outcome from
+/// being recorded.
+fn sweep_descendants() {
+    use nix::sys::signal::kill;
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    for _ in 0..200 {
+        reap_zombies();
+        let alive = descendants(me);
+        if alive.is_empty() {
+            return;
+        }
+        for pid in alive {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    reap_zombies();
+}
+
+/// Reaps every child that has exited (the orphans the sweep killed), without blocking.
+fn reap_zombies() {
+    use nix::sys::wait::waitpid;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Live (not zombie) descendants of `root`, from the parent links in `/proc`.
+fn descendants(root: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: std::collections::HashMap<i32, Vec<(i32, char)>> =
+        std::collections::HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = proc_stat(pid) {
+            children
+                .entry(stat.ppid)
+                .or_default()
+                .push((pid, stat.state));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for &(child, state) in children.get(&p).map_or(&[][..], Vec::as_slice) {
+            if state != 'Z' {
+                out.push(child);
+            }
+            todo.push(child);
+        }
+    }
+    out
 }
 
 /// Whether the leader has exited, without reaping it (so its pid stays reserved).
@@ -425,9 +635,27 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_account_is_named_and_nothing_runs_as_root() {
+        if !crate::account::running_as_root() {
+            return; // accounts are used only by a root supervisor
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut spec = crate::spec::tests::sample_spec();
+        spec.cwd = tmp.path().to_path_buf();
+        spec.unix_user = Some("foresight-no-such-account".into());
+        let err = start_job(&spec).expect_err("missing account");
+        assert_eq!(
+            err,
+            "no Unix account \"foresight-no-such-account\" on this host"
+        );
+        assert!(!tmp.path().join("out.txt").exists(), "no output file made");
+    }
+
+    #[test]
     fn missing_program_and_bad_cwd_are_named() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut spec = crate::spec::tests::sample_spec();
+        spec.unix_user = None;
         spec.cwd = tmp.path().to_path_buf();
         spec.command = vec!["foresight-no-such-program-xyz".into()];
         let err = start_job(&spec).expect_err("missing program");

@@ -87,6 +87,8 @@ fn part_spec(cluster: &str, job: u64, jobs_dir: &Path, command: &str) -> LaunchS
         stderr: format!("foresight-live-{job}.out").into(),
         walltime_secs: 90,
         grace_secs: 5,
+        unix_user: None,
+        max_output_bytes: None,
     }
 }
 

@@ -36,6 +36,8 @@ pub struct Replay {
     pub trace: Trace,
     /// Processors simulated.
     pub procs: u32,
+    /// Records left out, by reason (their total is `output.metrics.skipped`).
+    pub skipped: Skipped,
 }
 
 enum Message {
@@ -65,7 +67,11 @@ pub fn replay(
         let mut reader = swf::open(&owned)?.lenient(lenient);
         let name = owned.display().to_string();
         let size = |header: &swf::SwfHeader| -> Result<u32, ReplayError> {
-            match procs.or(header.machine_size()) {
+            let from_header = match procs {
+                Some(_) => None,
+                None => header.machine_size().map_err(SwfError::from)?,
+            };
+            match procs.or(from_header) {
                 Some(0) => Err(ReplayError::NoProcessors),
                 Some(p) => Ok(p),
                 None => Err(ReplayError::NoMachineSize(name.clone())),
@@ -145,6 +151,7 @@ pub fn replay(
         output,
         trace: read.trace,
         procs,
+        skipped: read.skipped,
     })
 }
 

@@ -80,15 +80,48 @@ pub struct SwfHeader {
     pub max_procs: Option<u32>,
     /// `; MaxNodes: N`.
     pub max_nodes: Option<u32>,
+    /// A `MaxProcs` line whose value is not a machine size. Kept rather than raised at once
+    /// because `--procs` makes the header's size irrelevant; raised when the size is needed.
+    pub bad_max_procs: Option<BadHeader>,
+    /// Likewise for `MaxNodes`.
+    pub bad_max_nodes: Option<BadHeader>,
     /// Every header line as read (without the newline), for writing them back.
     pub lines: Vec<String>,
 }
 
 impl SwfHeader {
-    /// The machine size: MaxProcs, else MaxNodes.
-    pub fn machine_size(&self) -> Option<u32> {
-        self.max_procs.or(self.max_nodes)
+    /// The machine size: MaxProcs, else MaxNodes; `Ok(None)` when the header has neither.
+    /// A size line that does not hold a whole number from 1 to 2³² − 1 is an error naming
+    /// the line and the value, never a guess (`1e2` is not 1, `0` is not "missing").
+    pub fn machine_size(&self) -> Result<Option<u32>, BadHeader> {
+        if let Some(bad) = &self.bad_max_procs {
+            return Err(bad.clone());
+        }
+        if let Some(n) = self.max_procs {
+            return Ok(Some(n));
+        }
+        if let Some(bad) = &self.bad_max_nodes {
+            return Err(bad.clone());
+        }
+        Ok(self.max_nodes)
     }
+}
+
+/// A machine-size header line with a value that is not a machine size.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error(
+    "{path}:{line}: header `; {key}:` has {value:?}, which is not a whole number of processors \
+     from 1 to 4294967295; fix the header or give --procs"
+)]
+pub struct BadHeader {
+    /// The file.
+    pub path: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// `MaxProcs` or `MaxNodes`.
+    pub key: &'static str,
+    /// The value as written (its first word).
+    pub value: String,
 }
 
 /// A trace that could not be read.
@@ -126,6 +159,9 @@ pub enum SwfError {
         /// What is wrong.
         reason: String,
     },
+    /// A machine-size header line is not a machine size.
+    #[error(transparent)]
+    Header(#[from] BadHeader),
 }
 
 /// Streams records out of an SWF source.
@@ -306,16 +342,35 @@ impl<R: BufRead> SwfReader<R> {
     fn read_header_line(&mut self) {
         let line = String::from_utf8_lossy(trim(&self.buf)).into_owned();
         let body = line.trim_start_matches(';').trim_start();
-        let value = |key: &str| {
-            let rest = body.strip_prefix(key)?.trim_start();
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<u32>().ok().filter(|n| *n > 0)
-        };
-        if let Some(n) = value("MaxProcs:") {
-            self.header.max_procs = Some(n);
-        }
-        if let Some(n) = value("MaxNodes:") {
-            self.header.max_nodes = Some(n);
+        for key in ["MaxProcs", "MaxNodes"] {
+            let Some(rest) = body
+                .strip_prefix(key)
+                .and_then(|r| r.trim_start().strip_prefix(':'))
+            else {
+                continue;
+            };
+            // The first word is the value; archive traces comment after it ("338 (batch)").
+            let word = rest.split_whitespace().next().unwrap_or("");
+            let parsed = (!word.is_empty() && word.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| word.parse::<u32>().ok())
+                .flatten()
+                .filter(|n| *n > 0);
+            let bad = match parsed {
+                Some(_) => None,
+                None => Some(BadHeader {
+                    path: self.path.clone(),
+                    line: self.line,
+                    key,
+                    value: word.to_string(),
+                }),
+            };
+            let (good_slot, bad_slot) = if key == "MaxProcs" {
+                (&mut self.header.max_procs, &mut self.header.bad_max_procs)
+            } else {
+                (&mut self.header.max_nodes, &mut self.header.bad_max_nodes)
+            };
+            *good_slot = parsed;
+            *bad_slot = bad;
         }
         self.header.lines.push(line);
     }
@@ -602,7 +657,7 @@ mod tests {
         let t = Trace::parse(SAMPLE, "sample.swf", false).unwrap();
         assert_eq!(t.header.max_procs, Some(128));
         assert_eq!(t.header.max_nodes, Some(64));
-        assert_eq!(t.header.machine_size(), Some(128));
+        assert_eq!(t.header.machine_size(), Ok(Some(128)));
         assert_eq!(t.records.len(), 2);
         assert_eq!(t.records[1].run_time, 50);
         assert_eq!(t.records[1].avg_cpu_time, 12.5);
@@ -636,6 +691,75 @@ mod tests {
             t.first_malformed.as_deref(),
             Some("t.swf:1: expected 18 fields, found 4")
         );
+    }
+
+    #[test]
+    fn machine_size_headers_are_read_exactly() {
+        struct Case {
+            name: &'static str,
+            header: &'static str,
+            want: Result<Option<u32>, (u64, &'static str, &'static str)>,
+        }
+        let cases = [
+            Case {
+                name: "plain",
+                header: "; MaxProcs: 338 (batch)\n",
+                want: Ok(Some(338)),
+            },
+            Case {
+                name: "largest",
+                header: "; MaxProcs: 4294967295\n",
+                want: Ok(Some(u32::MAX)),
+            },
+            Case {
+                name: "exponent",
+                header: "; Version: 2\n; MaxProcs: 1e2\n",
+                want: Err((2, "MaxProcs", "1e2")),
+            },
+            Case {
+                name: "zero",
+                header: "; MaxProcs: 0\n",
+                want: Err((1, "MaxProcs", "0")),
+            },
+            Case {
+                name: "too large",
+                header: "; MaxProcs: 4294967296\n",
+                want: Err((1, "MaxProcs", "4294967296")),
+            },
+            Case {
+                name: "empty",
+                header: "; MaxNodes:\n",
+                want: Err((1, "MaxNodes", "")),
+            },
+            Case {
+                name: "nodes when procs is absent",
+                header: "; MaxNodes: 64\n",
+                want: Ok(Some(64)),
+            },
+            Case {
+                name: "a good MaxProcs wins over a bad MaxNodes",
+                header: "; MaxNodes: -1\n; MaxProcs: 8\n",
+                want: Ok(Some(8)),
+            },
+            Case {
+                name: "neither",
+                header: "; MaxJobs: 5\n",
+                want: Ok(None),
+            },
+        ];
+        for c in cases {
+            let t = Trace::parse(c.header, "h.swf", false).unwrap();
+            let got = t.header.machine_size().map_err(|e| {
+                assert!(
+                    e.to_string().starts_with(&format!("h.swf:{}: ", e.line)),
+                    "{}: {e}",
+                    c.name
+                );
+                (e.line, e.key, e.value.clone())
+            });
+            let want = c.want.map_err(|(l, k, v)| (l, k, v.to_string()));
+            assert_eq!(got, want, "{}", c.name);
+        }
     }
 
     #[test]

@@ -42,7 +42,12 @@ fn check(cases: &[Case]) {
     let Some(dir) = traces_dir() else { return };
     for c in cases {
         let trace = Trace::read(&dir.join(c.trace), false).expect("trace reads");
-        assert_eq!(trace.header.machine_size(), Some(c.procs), "{}", c.trace);
+        assert_eq!(
+            trace.header.machine_size(),
+            Ok(Some(c.procs)),
+            "{}",
+            c.trace
+        );
         let workload = Workload::from_trace(&trace, c.procs, Semantics::Pyss);
         let policy = (c.policy)();
         let out = simulate(&workload, c.procs, &policy, Semantics::Pyss, &mut |_| {})
@@ -190,7 +195,12 @@ fn every_trace_runs_under_default_semantics() {
         "KTH-SP2-1996-2.1-cln.swf.gz",
     ] {
         let trace = Trace::read(&dir.join(name), false).expect("trace reads");
-        let procs = trace.header.machine_size().expect("header has the size");
+        let procs = trace
+            .header
+            .machine_size()
+            .ok()
+            .flatten()
+            .expect("header has the size");
         let w = Workload::from_trace(&trace, procs, Semantics::Default);
         assert_eq!(
             w.jobs.len() as u64 + w.skipped.total(),

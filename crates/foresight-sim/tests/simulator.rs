@@ -26,7 +26,7 @@ const TINY: &str = "; MaxProcs: 4
 
 fn run(text: &str, policy: Policy, semantics: Semantics) -> SimOutput {
     let trace = Trace::parse(text, "tiny.swf", false).unwrap();
-    let procs = trace.header.machine_size().unwrap();
+    let procs = trace.header.machine_size().unwrap().unwrap();
     let w = Workload::from_trace(&trace, procs, semantics);
     simulate(&w, procs, &policy, semantics, &mut |_| {}).unwrap()
 }
@@ -54,6 +54,28 @@ fn tiny_trace_exact_starts() {
     assert_eq!(out.metrics.makespan, 170);
     // Σ procs·runtime = 200 + 200 + 40 over 4 × 170.
     assert!((out.metrics.utilization - 440.0 / 680.0).abs() < 1e-12);
+}
+
+/// TINY on a machine of 2³² − 1 processors, every job scaled: the same decisions, and no
+/// state sized by the machine (it used to abort on a 34 GB allocation).
+#[test]
+fn a_machine_of_u32_max_processors_runs_like_a_small_one() {
+    let huge = "; MaxProcs: 4294967295
+1   0 -1 100 2147483648 -1 -1 2147483648 100 -1 1 1 1 -1 1 -1 -1 -1
+2   0 -1  50 4294967295 -1 -1 4294967295  50 -1 1 2 1 -1 1 -1 -1 -1
+3  10 -1  20 2147483647 -1 -1 2147483647  20 -1 1 3 1 -1 1 -1 -1 -1
+";
+    for semantics in [Semantics::Default, Semantics::Pyss] {
+        for (policy, want) in [
+            (Policy::easy(), [0, 100, 10]),
+            (Policy::conservative(), [0, 100, 10]),
+            (Policy::fcfs(), [0, 100, 150]),
+            (Policy::first_fit(None), [0, 100, 10]),
+        ] {
+            let name = policy.name();
+            assert_eq!(starts(&run(huge, policy, semantics)), want, "{name}");
+        }
+    }
 }
 
 #[test]

@@ -196,6 +196,10 @@ pub struct UserRecord {
     pub budget: Option<f64>,
     /// Charged so far.
     pub spent: f64,
+    /// The Unix account set by an administrator (`None`: the `[unix_user]` table, else the
+    /// user's own name). Set explicitly, it may be root; by default it never is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_user: Option<String>,
 }
 
 /// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend

@@ -281,6 +281,7 @@ mod tests {
             admin: false,
             budget: Some(5.0),
             spent: 0.0,
+            unix_user: Some("ann_unix".into()),
         };
         store.insert_user(&u).await.unwrap();
         assert!(matches!(

@@ -1205,6 +1205,9 @@ pub enum UserCommand {
     List(OutOnly),
     /// Set or top up a budget: `--set 1000`, `--set unlimited`, `--add 50`.
     Budget(BudgetOpts),
+    /// Change a user: `--unix-user ACCOUNT` (the Unix account their local jobs run as when
+    /// the server is root), `--default-unix-user` (back to the server's default).
+    Modify(ModifyUserOpts),
     /// Who am I?
     Whoami(OutOnly),
 }
@@ -1220,6 +1223,26 @@ pub struct AddUserOpts {
     /// Make an administrator.
     #[arg(long)]
     admin: bool,
+    /// The Unix account their local jobs run as when the server is root [default: the
+    /// server's `[unix_user]` table, else the account of the same name]. Only an account
+    /// chosen here or in the table may be root.
+    #[arg(long, value_name = "ACCOUNT")]
+    unix_user: Option<String>,
+    #[command(flatten)]
+    out: OutputOpt,
+}
+
+/// Options of `user modify`.
+#[derive(Args)]
+pub struct ModifyUserOpts {
+    /// Name.
+    name: String,
+    /// The Unix account their local jobs run as when the server is root.
+    #[arg(long, value_name = "ACCOUNT", conflicts_with = "default_unix_user")]
+    unix_user: Option<String>,
+    /// Forget the account set with `--unix-user`: the server's default applies again.
+    #[arg(long)]
+    default_unix_user: bool,
     #[command(flatten)]
     out: OutputOpt,
 }
@@ -1264,6 +1287,7 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                     name: o.name,
                     admin: o.admin,
                     budget: o.budget,
+                    unix_user: o.unix_user,
                 },
             )?;
             match o.out.output {
@@ -1292,6 +1316,21 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
             let u: UserView = c.post(
                 &format!("/users/{}/budget", o.name),
                 &BudgetChange { set, add: o.add },
+            )?;
+            match o.out.output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => print!("{}", users_table(&[u])),
+            }
+        }
+        UserCommand::Modify(o) => {
+            if o.unix_user.is_none() && !o.default_unix_user {
+                return Err(bad("give --unix-user or --default-unix-user".into()));
+            }
+            let u: UserView = c.post(
+                &format!("/users/{}/unix-user", o.name),
+                &UnixUserChange {
+                    unix_user: o.unix_user,
+                },
             )?;
             match o.out.output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),

@@ -49,6 +49,9 @@ fn effective(o: &ServerOpts) -> Result<Config> {
         }
         cfg.cluster[0].procs = n;
     }
+    if let Ok(v) = std::env::var("FORESIGHT_UNIX_USER") {
+        cfg.unix_users_from_env(&v)?;
+    }
     cfg.check()?;
     Ok(cfg)
 }

@@ -8,6 +8,7 @@ use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::replay::replay;
 use foresight_sim::swf::SwfHeader;
+use foresight_sim::workload::Skipped;
 use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -184,7 +185,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let (trace, procs, out, source) = match simulated {
+    let (trace, procs, out, source, skipped) = match simulated {
         Ok(x) => x,
         Err(e) => {
             if let Some(j) = jobs_out {
@@ -201,6 +202,8 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
             header: SwfHeader {
                 max_procs: Some(procs),
                 max_nodes: None,
+                bad_max_procs: None,
+                bad_max_nodes: None,
                 lines: vec![
                     format!("; MaxJobs: {}", out.outcomes.len()),
                     format!("; MaxProcs: {procs}"),
@@ -218,6 +221,11 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         )?;
     }
     let malformed = trace.as_ref().map_or(0, |t| t.malformed);
+    let first_malformed = trace.as_ref().and_then(|t| t.first_malformed.clone());
+    if let Some(first) = &first_malformed {
+        // Lenient runs say what they skipped, so a wrong format is not mistaken for noise.
+        eprintln!("skipped {malformed} malformed line(s); the first: {first}");
+    }
     match opts.output {
         OutputOpt::Json => {
             let m = &out.metrics;
@@ -231,7 +239,14 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "semantics": semantics.name(),
                 "jobs": m.jobs,
                 "skipped": m.skipped,
+                "skipped_by_reason": {
+                    "no_runtime": skipped.no_runtime,
+                    "no_procs": skipped.no_procs,
+                    "too_large": skipped.too_large,
+                    "bad_submit": skipped.bad_submit,
+                },
                 "malformed": malformed,
+                "first_malformed": first_malformed,
                 "cut_at_estimate": m.cut_at_estimate,
                 "mean_wait": m.mean_wait,
                 "mean_response": m.mean_response,
@@ -246,7 +261,12 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputOpt::Table => {
-            print_table(&source, procs, &policy, semantics, &out, malformed, elapsed)
+            let skipped = Skips {
+                reasons: skipped,
+                malformed,
+                first_malformed,
+            };
+            print_table(&source, procs, &policy, semantics, &out, &skipped, elapsed)
         }
     }
     Ok(())
@@ -259,13 +279,13 @@ fn simulate_workload(
     policy: &Policy,
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
-) -> Result<(Option<Trace>, u32, SimOutput, String)> {
+) -> Result<(Option<Trace>, u32, SimOutput, String, Skipped)> {
     Ok(match &opts.trace {
         Some(path) => {
             let source = path.display().to_string();
             let run = replay(path, opts.procs, opts.lenient, policy, semantics, progress)
                 .with_context(|| format!("simulating {source}"))?;
-            (Some(run.trace), run.procs, run.output, source)
+            (Some(run.trace), run.procs, run.output, source, run.skipped)
         }
         None => {
             let procs = opts.procs.unwrap_or(256);
@@ -279,7 +299,7 @@ fn simulate_workload(
             );
             let out = simulate(&w, procs, policy, semantics, progress)
                 .with_context(|| format!("simulating {name}"))?;
-            (None, procs, out, name)
+            (None, procs, out, name, Skipped::default())
         }
     })
 }
@@ -391,13 +411,49 @@ fn human_secs(s: f64) -> String {
     }
 }
 
+/// What a run left out of the trace, for the table.
+struct Skips {
+    reasons: Skipped,
+    malformed: u64,
+    first_malformed: Option<String>,
+}
+
+impl Skips {
+    /// "0", or the total with each non-zero reason.
+    fn jobs(&self) -> String {
+        let r = &self.reasons;
+        let parts: Vec<String> = [
+            (r.no_runtime, "runtime ≤ 0"),
+            (r.no_procs, "processors ≤ 0"),
+            (r.too_large, "more processors than the machine"),
+            (r.bad_submit, "submit time < 0"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} {why}"))
+        .collect();
+        if parts.is_empty() {
+            r.total().to_string()
+        } else {
+            format!("{} ({})", r.total(), parts.join(", "))
+        }
+    }
+
+    fn malformed(&self) -> String {
+        match &self.first_malformed {
+            Some(first) => format!("{} (first: {first})", self.malformed),
+            None => self.malformed.to_string(),
+        }
+    }
+}
+
 fn print_table(
     source: &str,
     procs: u32,
     policy: &Policy,
     semantics: Semantics,
     out: &SimOutput,
-    malformed: u64,
+    skips: &Skips,
     elapsed: std::time::Duration,
 ) {
     let m = &out.metrics;
@@ -417,8 +473,8 @@ fn print_table(
         ),
         ("semantics", semantics.name().to_string()),
         ("jobs simulated", m.jobs.to_string()),
-        ("jobs skipped", m.skipped.to_string()),
-        ("malformed lines", malformed.to_string()),
+        ("jobs skipped", skips.jobs()),
+        ("malformed lines", skips.malformed()),
         ("cut at estimate", m.cut_at_estimate.to_string()),
         (
             "mean wait",

@@ -144,6 +144,9 @@ impl Server {
         cmd.args(["server", "start", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&self.dir)
             .env("FORESIGHT_LOG", &self.log)
+            // Tests run as root in CI: their users' jobs run as root on purpose (the
+            // isolation test maps its own users to throwaway accounts).
+            .env("FORESIGHT_UNIX_USER", "*=root")
             .env_remove("FORESIGHT_SERVER")
             .env_remove("FORESIGHT_TOKEN")
             .stdin(Stdio::null())

@@ -215,6 +215,10 @@ pub struct World {
     pub effects: Vec<Effect>,
     grace: u64,
     output_dir: PathBuf,
+    /// The `[unix_user]` table (see `accounts`).
+    pub(crate) unix_users: BTreeMap<String, String>,
+    /// Cap of each output file of a local job.
+    max_output_bytes: Option<u64>,
     /// For `/metrics`.
     pub stats: Stats,
     /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
@@ -302,6 +306,8 @@ impl World {
             effects: Vec::new(),
             grace: cfg.grace_seconds,
             output_dir: cfg.data_dir.join("output"),
+            unix_users: cfg.unix_user.clone(),
+            max_output_bytes: cfg.max_output_bytes,
             stats: Stats::default(),
             submitting: BTreeSet::new(),
             submitted_at: HashMap::new(),
@@ -817,6 +823,8 @@ impl World {
                 .map_or(j.walltime, |r| r.end - r.start)
                 .max(1) as u64,
             grace_secs: self.grace,
+            unix_user: Some(self.unix_account(&j.user).0),
+            max_output_bytes: self.max_output_bytes,
         })
     }
 

@@ -284,6 +284,7 @@ fn the_service_decides_what_the_simulator_decides() {
         admin: false,
         budget: None,
         spent: 0.0,
+        unix_user: None,
     });
     for (job, _) in &trace.global {
         world.add_user(UserRecord {
@@ -292,6 +293,7 @@ fn the_service_decides_what_the_simulator_decides() {
             admin: false,
             budget: None,
             spent: 0.0,
+            unix_user: None,
         });
     }
     let mut d = Driver {

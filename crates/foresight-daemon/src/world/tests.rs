@@ -24,6 +24,7 @@ fn world(clusters: Vec<ClusterConfig>) -> World {
             admin: false,
             budget,
             spent: 0.0,
+            unix_user: None,
         });
     }
     w

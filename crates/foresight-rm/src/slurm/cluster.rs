@@ -711,6 +711,8 @@ mod tests {
             stderr: "/var/tmp/err.txt".into(),
             walltime_secs: 61,
             grace_secs: 10,
+            unix_user: None,
+            max_output_bytes: None,
         }
     }
 

@@ -1,0 +1,77 @@
+//! One server per data directory: `DATA_DIR/server.lock`, held with an exclusive `flock` for
+//! the server's whole life and holding its PID. Two servers on one directory would both
+//! launch the same jobs and delete each other's `server.url`; the second one refuses instead,
+//! naming the PID that holds the lock. The kernel drops the lock when the holder exits, even
+//! on SIGKILL, so a stale file never blocks a restart; the file is never deleted (deleting it
+//! would let a third server lock a new file while the second holds the old one).
+
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+/// The held lock; dropping it (at the server's exit) releases it.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: Flock<File>,
+}
+
+impl DataDirLock {
+    /// Takes the lock on `dir` and writes our PID into it, or says who holds it.
+    pub fn acquire(dir: &Path) -> anyhow::Result<DataDirLock> {
+        let path = dir.join("server.lock");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
+        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => locked,
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let holder = match text.trim() {
+                    "" => "another process".to_string(),
+                    pid => format!("the server with PID {pid}"),
+                };
+                anyhow::bail!(
+                    "data directory {} is in use by {holder} (it holds {}); stop that server \
+                     first or give another --data-dir",
+                    dir.display(),
+                    path.display()
+                );
+            }
+            Err((_, e)) => anyhow::bail!("locking {}: {e}", path.display()),
+        };
+        let write = |f: &mut File| -> std::io::Result<()> {
+            f.set_len(0)?;
+            f.rewind()?;
+            writeln!(f, "{}", std::process::id())?;
+            f.sync_all()
+        };
+        write(&mut file).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        Ok(DataDirLock { _file: file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_names_the_holders_pid_and_a_dropped_lock_frees_the_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = DataDirLock::acquire(dir.path()).expect("first");
+        let err = DataDirLock::acquire(dir.path())
+            .expect_err("second")
+            .to_string();
+        assert!(
+            err.contains(&format!("the server with PID {}", std::process::id())),
+            "{err}"
+        );
+        drop(first);
+        DataDirLock::acquire(dir.path()).expect("free again");
+    }
+}
