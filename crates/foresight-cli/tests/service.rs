@@ -684,6 +684,25 @@ fn acls_budgets_and_user_isolation() {
     assert_eq!(s.wait_final(ok, MINUTE)["state"], "completed");
 }
 
+/// A local job on cluster `local` of `procs` processors that runs (`sleep 1000`) until its
+/// `walltime`: its id and record, running.
+fn running_blocker(s: &Server, procs: &str, walltime: &str) -> (u64, Value) {
+    let id = s.submit(&[
+        "--cluster",
+        "local",
+        "-n",
+        procs,
+        "-t",
+        walltime,
+        "--",
+        "sleep",
+        "1000",
+    ]);
+    let b = s.show(id);
+    assert_eq!(b["state"], "running", "{b}");
+    (id, b)
+}
+
 /// 5. With a blocker running to its walltime on the whole cluster, `estimate` gives T; the
 ///    same request submitted is planned at T and starts at T.
 #[test]
@@ -693,19 +712,7 @@ fn the_estimate_is_the_start() {
     // The blocker is killed at its walltime: start + 5 s, in the same second as planned
     // when it starts early in a second (the service counts whole seconds).
     align_to_second(0.3);
-    let blocker = s.submit(&[
-        "--cluster",
-        "local",
-        "-n",
-        "2",
-        "-t",
-        "5s",
-        "--",
-        "sleep",
-        "1000",
-    ]);
-    let b = s.show(blocker);
-    assert_eq!(b["state"], "running", "{b}");
+    let (blocker, b) = running_blocker(&s, "2", "5s");
     let blocked_from = int(&b, "started_at");
 
     let est = parse(&s.run(&["estimate", "-n", "2", "-t", "10s", "-o", "json"]));
@@ -752,19 +759,7 @@ fn the_estimate_is_the_start() {
 #[test]
 fn the_plan_shows_running_and_planned_jobs_on_their_processors() {
     let s = Server::start(2);
-    let blocker = s.submit(&[
-        "--cluster",
-        "local",
-        "-n",
-        "1",
-        "-t",
-        "2m",
-        "--",
-        "sleep",
-        "1000",
-    ]);
-    let b = s.show(blocker);
-    assert_eq!(b["state"], "running", "{b}");
+    let (blocker, b) = running_blocker(&s, "1", "2m");
     let on = b["parts"][0]["processors"][0].as_u64().unwrap();
     let t = int(&b, "started_at") + 120;
     let queued = s.submit(&["-n", "2", "-t", "10s", "--", "true"]);
@@ -831,19 +826,7 @@ fn the_plan_shows_running_and_planned_jobs_on_their_processors() {
 fn the_estimate_counts_the_queued_global_jobs() {
     let s = Server::start(2);
     align_to_second(0.3);
-    let blocker = s.submit(&[
-        "--cluster",
-        "local",
-        "-n",
-        "2",
-        "-t",
-        "2m",
-        "--",
-        "sleep",
-        "1000",
-    ]);
-    let b = s.show(blocker);
-    assert_eq!(b["state"], "running", "{b}");
+    let (blocker, b) = running_blocker(&s, "2", "2m");
     let t = int(&b, "started_at") + 120;
     let queued = s.submit(&["-n", "2", "-t", "10s", "--", "true"]);
     let q = s.wait_job(queued, "planned", Duration::from_secs(5), |j| {

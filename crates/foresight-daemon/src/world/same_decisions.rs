@@ -102,37 +102,8 @@ impl Driver<'_> {
 
     fn record(&self, id: u64, user: String, procs: u32, walltime: i64, now: i64) -> JobRecord {
         JobRecord {
-            id,
-            user,
-            name: None,
-            procs,
-            walltime,
-            price: None,
-            cluster: None,
-            reservation: None,
-            allow_early_start: false,
-            co_allocate: true,
-            command: vec!["true".into()],
-            env: Default::default(),
-            cwd: None,
-            cred: Default::default(),
-            state: JobState::Pending,
-            state_after: None,
-            held: false,
-            suspended: false,
-            exit_code: None,
-            signal: None,
-            reason: None,
             submitted_at: now,
-            first_planned_start: None,
-            planned_start: None,
-            started_at: None,
-            ended_at: None,
-            charged: 0.0,
-            parts: vec![],
-            attempt: 0,
-            stdout: None,
-            stderr: None,
+            ..super::tests::job(id, &user, procs, walltime)
         }
     }
 

@@ -30,7 +30,8 @@ fn world(clusters: Vec<ClusterConfig>) -> World {
     w
 }
 
-fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
+/// A global job's record as submitted at 1 000.
+pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
     JobRecord {
         id,
         user: user.into(),
