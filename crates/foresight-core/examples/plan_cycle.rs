@@ -112,8 +112,8 @@ fn main() {
         .filter(|d| matches!(d, Decision::NoFit { .. }))
         .count();
     // A digest of every decision, to compare versions of the planner: same digest, same plan.
-    // The chosen processors and their speed are left out, so that digests compare with those
-    // taken before decisions carried them.
+    // The chosen processors and their speed (and a planned job's end and processors) are left
+    // out, so that digests compare with those taken before decisions carried them.
     let digest = decisions.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, d| {
         let text = match d {
             Decision::Reserve {
@@ -126,6 +126,9 @@ fn main() {
             } => format!(
                 "Reserve {{ job: {job:?}, start: {start:?}, end: {end:?}, cost: {cost:?}, parts: {parts:?} }}"
             ),
+            Decision::Wait { job, start, .. } => {
+                format!("Wait {{ job: {job:?}, start: {start:?} }}")
+            }
             other => format!("{other:?}"),
         };
         text
