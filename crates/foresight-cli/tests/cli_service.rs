@@ -5,23 +5,13 @@
 
 mod common;
 
-use common::{int, now, Server};
+use common::{int, now, Server, TWO_CLUSTERS};
 use serde_json::Value;
 use std::time::Duration;
 
 fn parse(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
-
-const TWO_CLUSTERS: &str = r#"
-[[cluster]]
-name = "a"
-procs = 2
-
-[[cluster]]
-name = "b"
-procs = 2
-"#;
 
 /// `-t 90` is 90 minutes, `-t 1-12` a day and a half; JSON strings read alike, JSON numbers
 /// are seconds.

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{align_to_second, int, is_final, job_body, lines, now, wait_for, Server};
+use common::{
+    align_to_second, int, is_final, job_body, lines, now, wait_for, Server, TWO_CLUSTERS,
+};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -393,16 +395,6 @@ fn an_uncommitted_tentative_reservation_expires_and_a_committed_one_stays() {
     assert_eq!(j["state"], "completed", "{j}");
     assert!(int(&j, "started_at") >= released_at);
 }
-
-const TWO_CLUSTERS: &str = r#"
-[[cluster]]
-name = "a"
-procs = 2
-
-[[cluster]]
-name = "b"
-procs = 2
-"#;
 
 /// 3b. A global job larger than any cluster is co-allocated over two: a committed job
 ///     reservation on each, and one synchronous start of both parts.

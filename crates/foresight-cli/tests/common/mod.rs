@@ -9,6 +9,17 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tempfile::TempDir;
 
+/// Two local clusters `a` and `b` of 2 processors each.
+pub const TWO_CLUSTERS: &str = r#"
+[[cluster]]
+name = "a"
+procs = 2
+
+[[cluster]]
+name = "b"
+procs = 2
+"#;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_foresight");
 

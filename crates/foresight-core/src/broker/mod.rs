@@ -56,11 +56,7 @@ pub struct CyclePlan {
 impl CyclePlan {
     /// The cycle's decisions: [`plan_cycle`] over the copy.
     pub fn decide(&self) -> Vec<Decision> {
-        if self.jobs.is_empty() {
-            return Vec::new();
-        }
-        let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
-        plan_cycle(self.now, &views, &self.jobs, &self.cfg)
+        plan_on(self.now, &self.clusters, &self.jobs, &self.cfg)
     }
 
     /// The cycle's instant.
@@ -77,6 +73,20 @@ impl CyclePlan {
     pub fn is_empty(&self) -> bool {
         self.jobs.is_empty()
     }
+}
+
+/// [`plan_cycle`] of `jobs` over `clusters` (nothing to do for no jobs).
+fn plan_on(
+    now: Time,
+    clusters: &[GridCluster],
+    jobs: &[GlobalJob],
+    cfg: &PlannerConfig,
+) -> Vec<Decision> {
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    let views: Vec<_> = clusters.iter().map(GridCluster::view).collect();
+    plan_cycle(now, &views, jobs, cfg)
 }
 
 /// Where a global job is in its lifecycle.
@@ -617,12 +627,10 @@ impl Broker {
     /// runs a pass, reserved jobs move earlier where they can, then the queue is planned.
     pub fn on_cycle(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
         let (jobs, cfg) = self.prepare_cycle(now, out);
-        if !jobs.is_empty() {
-            let decisions = {
-                let views: Vec<_> = self.clusters.iter().map(GridCluster::view).collect();
-                plan_cycle(now, &views, &jobs, &cfg)
-            };
-            self.apply_decisions(now, decisions, out);
+        let decisions = plan_on(now, &self.clusters, &jobs, &cfg);
+        if !decisions.is_empty() {
+            let available: Vec<bool> = self.clusters.iter().map(|c| c.available).collect();
+            self.apply_planned(now, decisions, &available, out);
         }
         self.settle(now);
     }
@@ -694,7 +702,7 @@ impl Broker {
     }
 
     /// The jobs a cycle at `now` plans, in order, and the planner's settings for them.
-    pub fn cycle_input(&self, now: Time) -> (Vec<GlobalJob>, PlannerConfig) {
+    fn cycle_input(&self, now: Time) -> (Vec<GlobalJob>, PlannerConfig) {
         let jobs: Vec<GlobalJob> = self
             .queue
             .iter()
@@ -708,18 +716,6 @@ impl Broker {
             .collect();
         let cfg = self.planner_for(&jobs);
         (jobs, cfg)
-    }
-
-    /// Carries out a cycle's decisions, made by [`plan_cycle`] on [`Broker::cycle_input`]
-    /// and the clusters as they are now.
-    pub fn apply_decisions(
-        &mut self,
-        now: Time,
-        decisions: Vec<Decision>,
-        out: &mut Vec<BrokerAction>,
-    ) {
-        let available: Vec<bool> = self.clusters.iter().map(|c| c.available).collect();
-        self.apply_planned(now, decisions, &available, out);
     }
 
     /// Carries out decisions made on clusters whose availability was `available` (possibly
