@@ -509,6 +509,15 @@ impl Service {
                     s.flush().await;
                 });
             }
+            Effect::Move { job, steps } => {
+                let managers = self.managers.clone();
+                tokio::spawn(async move {
+                    let answer = move_all(&managers, &steps).await;
+                    s.world().move_answered(unix_now(), job, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
             Effect::Release {
                 cluster,
                 reservation,
@@ -1326,4 +1335,35 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
         expires_at: r.expires_at,
         owner: r.owner.clone(),
     }
+}
+
+/// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it
+/// are moved back (a cluster's own step undoes itself), so that the job's reservations move
+/// together or stay where they were.
+async fn move_all(
+    managers: &[Arc<dyn ResourceManager>],
+    steps: &[crate::world::MoveStep],
+) -> Result<(), String> {
+    for (i, step) in steps.iter().enumerate() {
+        let Err(e) = managers[step.cluster]
+            .move_reservation(&step.to, step.part.as_ref())
+            .await
+        else {
+            continue;
+        };
+        for done in steps[..i].iter().rev() {
+            if let Err(undo) = managers[done.cluster]
+                .move_reservation(&done.back, done.part.as_ref())
+                .await
+            {
+                tracing::warn!(
+                    "putting back reservation {} on cluster {}: {undo}",
+                    done.back.id,
+                    done.cluster
+                );
+            }
+        }
+        return Err(format!("reservation {}: {e}", step.to.id));
+    }
+    Ok(())
 }

@@ -30,6 +30,7 @@ mod cluster;
 mod compress;
 
 pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
+pub use compress::MOVE_RETRY_SECS;
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 
 use crate::error::CoreError;
@@ -199,6 +200,10 @@ pub struct Broker {
     stats: BrokerStats,
     /// The last moment observed, and the idle processors waiting jobs could use since.
     idle_since: Option<(Time, f64)>,
+    /// Moves asked of clusters that schedule themselves, not answered yet.
+    moving: BTreeMap<JobId, compress::PendingMove>,
+    /// Jobs whose move a cluster refused: not moved again before then.
+    move_not_before: HashMap<JobId, Time>,
 }
 
 /// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
@@ -221,6 +226,8 @@ impl Broker {
             next_reservation: first_reservation.max(1),
             stats: BrokerStats::default(),
             idle_since: None,
+            moving: BTreeMap::new(),
+            move_not_before: HashMap::new(),
         }
     }
 
@@ -558,6 +565,55 @@ impl Broker {
                     out,
                 );
             }
+        }
+        self.settle(now);
+    }
+
+    /// The clusters that schedule themselves answered a move asked by
+    /// [`BrokerAction::MoveAsked`]: all parts moved (the job now starts at the new time), or
+    /// none did (the caller put back any that had; the job keeps its reservation and is not
+    /// moved again for [`MOVE_RETRY_SECS`]). An answer for a job that has meanwhile started,
+    /// ended, or lost its reservation changes nothing.
+    pub fn on_move_answered(
+        &mut self,
+        now: Time,
+        job: JobId,
+        answer: Result<(), String>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        let Some(m) = self.moving.remove(&job) else {
+            self.settle(now);
+            return;
+        };
+        let current = self.jobs.get(&job).and_then(|e| match &e.phase {
+            Phase::Reserved { start, cost, .. } if *start == m.from => Some(*cost),
+            _ => None,
+        });
+        match (answer, current) {
+            (Ok(()), Some(cost)) => {
+                if let Some(e) = self.jobs.get_mut(&job) {
+                    e.phase = Phase::Reserved {
+                        start: m.start,
+                        end: m.end,
+                        cost,
+                        parts: m.parts.clone(),
+                    };
+                }
+                self.move_not_before.remove(&job);
+                self.stats.moves += 1;
+                out.push(BrokerAction::Moved {
+                    job,
+                    start: m.start,
+                    end: m.end,
+                    parts: m.parts,
+                });
+            }
+            (Err(_), Some(_)) => {
+                self.move_not_before
+                    .insert(job, now + Dur(MOVE_RETRY_SECS));
+            }
+            (_, None) => {}
         }
         self.settle(now);
     }
