@@ -101,7 +101,9 @@ impl Broker {
         candidates.dedup();
         candidates.truncate(MAX_CANDIDATES);
         let job = self.jobs[&id].job.clone();
-        let remote = parts.iter().all(|p| self.clusters[p.cluster].self_scheduled);
+        let remote = parts
+            .iter()
+            .all(|p| self.clusters[p.cluster].self_scheduled);
         // The forecast starts of local jobs as they stand (no move may make one later),
         // made only once a candidate fits on that cluster: forecasts are the dear part.
         let mut before: Vec<Option<HashMap<JobId, Time>>> = vec![None; parts.len()];

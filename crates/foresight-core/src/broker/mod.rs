@@ -3,8 +3,9 @@
 //! (virtual clock), so that a decision measured in simulation is the decision the service
 //! makes.
 //!
-//! Events come in (`submit`, `on_cycle`, `on_reservation_answered`, `on_part_started`,
-//! `on_part_ended`, `on_cluster_down`/`up`, `withdraw`, local submissions and ticks) and
+//! Events come in (`submit`, `on_cycle`, `on_reservation_answered`, `on_move_answered`,
+//! `on_part_started`, `on_part_ended`, `on_cluster_down`/`up`, `withdraw`, local submissions
+//! and ticks) and
 //! decisions go out as [`BrokerAction`]s: start a job, ask a cluster for a reservation,
 //! record a plan, move money. The broker owns the clusters' local schedulers, so every
 //! decision about processors, local or global, is taken here.
@@ -22,7 +23,8 @@
 //! - the job's parts start at the reservation's first second, or earlier: the broker is
 //!   **work-conserving** ([`compress`]) — whenever processors free up, reserved jobs move
 //!   earlier in priority order when no other reservation and no local job's forecast start
-//!   gets later;
+//!   gets later (on clusters that schedule themselves the move is asked of them, all parts or
+//!   none, [`BrokerAction::MoveAsked`]);
 //! - when its last part ends, the unused share of the reserved time is refunded.
 
 mod action;
@@ -30,8 +32,8 @@ mod cluster;
 mod compress;
 
 pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
-pub use compress::MOVE_RETRY_SECS;
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
+pub use compress::MOVE_RETRY_SECS;
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
@@ -610,8 +612,7 @@ impl Broker {
                 });
             }
             (Err(_), Some(_)) => {
-                self.move_not_before
-                    .insert(job, now + Dur(MOVE_RETRY_SECS));
+                self.move_not_before.insert(job, now + Dur(MOVE_RETRY_SECS));
             }
             (_, None) => {}
         }

@@ -417,7 +417,10 @@ fn remote_moves_are_asked_and_applied_only_when_answered() {
     assert_eq!(m.len(), 1, "{out:?}");
     assert_eq!((m[0].0, m[0].1), (JobId(1), Time(10)));
     assert_eq!(m[0].2.len(), 2);
-    assert!(m[0].2.iter().all(|p| p.window == Interval::new(Time(10), Time(40))));
+    assert!(m[0]
+        .2
+        .iter()
+        .all(|p| p.window == Interval::new(Time(10), Time(40))));
     // Nothing moved before the answer, and the move is not asked twice meanwhile.
     assert!(!out.iter().any(|a| matches!(a, BrokerAction::Moved { .. })));
     let mut out = Vec::new();

@@ -3,8 +3,8 @@
 
 use super::commands::{
     delete_reservation_args, scancel_args, update_begin_args, update_reservation_args, JobControl,
-    ReservationRequest,
-    SbatchRequest, StartTime, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS, SINFO_JSON, SQUEUE_JSON,
+    ReservationRequest, SbatchRequest, StartTime, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS,
+    SINFO_JSON, SQUEUE_JSON,
 };
 use super::error::SlurmError;
 use super::model::{Job, Node, Partition, Reservation, SlurmJobId, Snapshot, Submitted, TestOnly};
