@@ -314,6 +314,7 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     // Login: a wrong token is refused and said so; alice's opens her view (no admin pages).
     b.goto("");
     b.find("#token");
+    assert!(!b.displayed("#nav"), "no navigation before login");
     b.screenshot("login");
     b.login("not-a-token");
     let refused = b.text_until("#login-error", "a refusal", |t| !t.is_empty());
@@ -409,6 +410,22 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     assert!(out.contains("line-1\nline-2\nthe-last-line"), "{out}");
     b.screenshot("job");
 
+    // Cancelling it from its page frees the grid: the planned job moves earlier (the
+    // broker is work-conserving), and the Accuracy page shows it started before its plan.
+    b.click("#cancel-job");
+    b.rt.block_on(b.c().accept_alert()).unwrap();
+    s.wait_job(wide, "cancelled", Duration::from_secs(20), |j| {
+        j["state"] == "cancelled"
+    });
+    b.find("h1 .badge.cancelled");
+    let l = s.wait_job(later, "started", Duration::from_secs(30), |j| {
+        !j["started_at"].is_null()
+    });
+    assert!(
+        int(&l, "started_at") < int(&l, "first_planned_start"),
+        "moved earlier: {l}"
+    );
+
     // Reservations: the administrative one whose ACL names alice.
     b.goto("#/reservations");
     b.find(&format!("#reservations tr[data-reservation='{rid}']"));
@@ -420,10 +437,13 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     // Accuracy: the finished and the running job, planned against actual start.
     b.goto("#/accuracy");
     b.find("#accuracy-svg");
-    for id in [quick, wide] {
+    for id in [quick, wide, later] {
         assert_eq!(b.count(&format!("#accuracy tr[data-job='{id}']")), 1);
         assert_eq!(b.count(&format!("g.acc-row[data-job='{id}'] circle")), 2);
     }
+    let early = b.text(&format!("#accuracy tr[data-job='{later}'] td.delta"));
+    assert!(early.ends_with("early"), "{early}");
+    assert!(b.text("#accuracy-summary").contains("1 early"));
     b.screenshot("accuracy");
 
     // Log out; the administrator sees the users' page and tops up alice's budget.
@@ -437,6 +457,8 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.text_until("#whoami", "the administrator", |t| {
         t.contains("administrator")
     });
+    // (Once alice's last job has ended and its unused share is refunded.)
+    s.wait_final(later, Duration::from_secs(20));
     b.goto("#/users");
     let budget = |b: &Browser| -> f64 {
         b.text("#users tr[data-user=alice] td.budget")
@@ -465,11 +487,17 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
         .unwrap();
     assert!((api_budget - after).abs() < 0.01, "{api_budget} vs {after}");
     b.screenshot("users");
-    // The administrator sees the local job's id in the plan.
-    b.goto("#/plan");
-    b.find("#gantt-svg");
-    let local_id = local["id"].as_u64().unwrap();
-    assert!(b.count(&format!("rect.slot[data-kind=forecast][data-job='{local_id}']")) >= 1);
-    b.screenshot("plan-admin");
+    // The administrator sees every user's jobs, and filters them by user.
+    b.goto("#/jobs?state=all&user=alice");
+    b.find(&format!("#jobs tr[data-job='{quick}']"));
+    assert_eq!(b.count("#jobs tbody tr"), 3);
+    assert_eq!(
+        b.count(&format!("#jobs tr[data-job='{}']", local["id"])),
+        0,
+        "the administrator's own job is not alice's"
+    );
+    b.type_into("#filter-user", "nobody");
+    b.click("#jobs-filter button[type=submit]");
+    b.find("#no-jobs");
     eprintln!("screenshots in {}", b.shots.display());
 }

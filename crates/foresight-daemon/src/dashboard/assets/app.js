@@ -350,6 +350,18 @@ function slotDetails(b, cluster) {
   return lines.join('\n');
 }
 
+/** Round times (local clock) across [from, to]: at most about ten of them. */
+function niceTicks(from, to) {
+  const steps = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800];
+  const step = steps.find((st) => (to - from) / st <= 10) || 86400 * Math.ceil((to - from) / 864000);
+  const offset = -new Date(from * 1000).getTimezoneOffset() * 60;
+  const out = [];
+  for (let t = Math.ceil((from + offset) / step) * step - offset; t <= to; t += step) {
+    if (t - from > (to - from) * 0.03 && to - t > (to - from) * 0.03) out.push(t);
+  }
+  return out;
+}
+
 /** The Gantt chart: one band per cluster, one row per processor, time across. */
 function gantt(plans, now, tip) {
   if (!plans.length) return h('p', { class: 'muted', text: 'No clusters.' });
@@ -370,15 +382,13 @@ function gantt(plans, now, tip) {
   // Time axis.
   const axis = s('g', { class: 'axis' });
   const gridLines = s('g', { class: 'grid' });
-  const ticks = 8;
-  for (let i = 0; i <= ticks; i += 1) {
-    const t = from + ((to - from) * i) / ticks;
+  for (const t of niceTicks(from, to)) {
     const d = new Date(t * 1000);
     const label = (to - from) > 86400
       ? `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`
       : `${pad(d.getHours())}:${pad(d.getMinutes())}`;
     const xi = x(t);
-    axis.append(s('text', { x: xi, y: top - 12, 'text-anchor': i === 0 ? 'start' : i === ticks ? 'end' : 'middle', text: label }));
+    axis.append(s('text', { x: xi, y: top - 12, 'text-anchor': 'middle', text: label }));
     gridLines.append(s('line', { x1: xi, x2: xi, y1: top - 6, y2: H - 8 }));
   }
   svg.append(gridLines, axis);
@@ -570,6 +580,7 @@ async function jobPage(idText) {
   }
   page(
     h('h1', {}, `Job ${j.id}`, j.name ? ` — ${j.name}` : '', ' ', badge(j.state)),
+    h('div', { class: 'columns' }, h('div', {},
     h('dl', { class: 'facts', id: 'job-facts' },
       fact('User', j.user),
       fact('State', `${j.state}${j.held ? ', held' : ''}${j.suspended ? ', suspended' : ''}${j.exit_code !== null ? `, exit code ${j.exit_code}` : ''}${j.signal !== null ? `, signal ${j.signal}` : ''}`),
@@ -597,14 +608,17 @@ async function jobPage(idText) {
         h('tbody', {}, j.parts.map((p, i) => h('tr', { 'data-cluster': p.cluster },
           h('td', { class: 'num', text: i }), h('td', { text: p.cluster }), h('td', { class: 'num', text: p.procs }),
           h('td', { text: p.processors.length ? p.processors.join(',') : '—' }))))),
+    ), h('div', {},
     h('h2', { text: 'Explain' }),
     h('ul', { id: 'explain' }, explain.reasons.map((r) => h('li', { text: r }))),
     h('h2', { text: 'Output (last 100 lines)' }),
     h('form', { class: 'inline' }, h('label', {}, 'Part', partSelect), h('label', {}, 'Stream', streamSelect),
       h('button', { type: 'button', id: 'output-refresh', text: 'Refresh', onclick: loadOutput })),
-    out,
+    out)),
   );
   await loadOutput();
+  // Follow a job that is still going: its state, plan and output change.
+  if (actions.length) app.timer = setInterval(() => { if (!document.hidden) route(); }, 3000);
 }
 
 // ---- Reservations --------------------------------------------------------------------------
@@ -682,7 +696,7 @@ async function users() {
           h('td', { class: 'num budget', text: fmtMoney(u.budget) }),
           h('td', { class: 'num spent', text: u.spent.toFixed(2) }),
           h('td', {}, total === null ? h('span', { class: 'muted', text: 'no limit' }) : h('div', { class: 'bar' }, used)),
-          h('td', { text: u.unix_user || h('span', { class: 'muted', text: 'default' }) }));
+          h('td', {}, u.unix_user ? u.unix_user : h('span', { class: 'muted', text: 'default' })));
       }))),
     h('h2', { text: 'Top up a budget' }), form);
 }
