@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 //! The web dashboard in a real headless Chromium driven over WebDriver (chromedriver): log in
 //! with a token, walk every page of a real daemon that runs real jobs, and assert what the
 //! pages show (the DOM). A screenshot of each page is saved under
@@ -18,12 +19,16 @@ use std::time::Duration;
 /// Chromium's binary and chromedriver, if this machine has them.
 fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
     let which = |names: &[&str]| {
-        names.iter().map(PathBuf::from).find(|p| p.is_file()).or_else(|| {
-            let path = std::env::var_os("PATH")?;
-            std::env::split_paths(&path)
-                .flat_map(|d| names.iter().map(move |n| d.join(n)))
-                .find(|p| p.is_file())
-        })
+        names
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .or_else(|| {
+                let path = std::env::var_os("PATH")?;
+                std::env::split_paths(&path)
+                    .flat_map(|d| names.iter().map(move |n| d.join(n)))
+                    .find(|p| p.is_file())
+            })
     };
     // Debian's /usr/bin/chromium is a wrapper script; the browser itself is under /usr/lib.
     let chromium = which(&["/usr/lib/chromium/chromium", "chromium", "chromium-browser"])?;
@@ -363,9 +368,22 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.find("#gantt-svg");
     for c in ["a", "b"] {
         let css = format!("rect.slot[data-job='{wide}'][data-cluster={c}]");
-        assert_eq!(b.attr(&css, "data-kind").as_deref(), Some("running"), "{css}");
+        assert_eq!(
+            b.attr(&css, "data-kind").as_deref(),
+            Some("running"),
+            "{css}"
+        );
     }
     assert!(b.count(&format!("line.coalloc[data-job='{wide}']")) >= 1);
+    // Hover details: what, where, when.
+    let details = b.script(&format!(
+        "return document.querySelector(\"rect.slot[data-job='{wide}'][data-cluster=b] title\").textContent"
+    ));
+    let details = details.as_str().unwrap();
+    assert!(
+        details.contains(&format!("job {wide} · running job")) && details.contains("b: processor"),
+        "{details}"
+    );
     assert_eq!(
         b.attr(&format!("rect.slot[data-job='{later}']"), "data-kind")
             .as_deref(),
@@ -377,9 +395,15 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
         0,
         "another user's job is not named"
     );
-    assert!(b.count(&format!("rect.slot[data-kind=held][data-reservation='{rid}']")) >= 1);
+    assert!(
+        b.count(&format!(
+            "rect.slot[data-kind=held][data-reservation='{rid}']"
+        )) >= 1
+    );
     assert!(b.count("rect.slot[data-kind=free]") >= 1);
-    assert!(b.text(&format!("#coalloc tr[data-job='{wide}']")).contains("a: "));
+    assert!(b
+        .text(&format!("#coalloc tr[data-job='{wide}']"))
+        .contains("a: "));
     b.screenshot("plan");
 
     // Jobs: the active queue, then a filter for completed ones.

@@ -103,11 +103,18 @@ mod tests {
         assert!(html.contains(r#"<script src="/assets/app.js""#), "{html}");
         assert!(html.contains(r#"href="/assets/app.css""#), "{html}");
         assert_eq!(html.matches("<script").count(), 1, "one script, external");
-        assert!(!html.contains("http://") && !html.contains("https://"), "no CDN");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "no CDN"
+        );
         for a in ASSETS {
             assert!(!a.body.contains("innerHTML"), "{} writes HTML", a.path);
             assert!(!a.body.contains("eval("), "{} evaluates text", a.path);
-            assert!(!a.body.contains("document.cookie"), "{} uses cookies", a.path);
+            assert!(
+                !a.body.contains("document.cookie"),
+                "{} uses cookies",
+                a.path
+            );
         }
     }
 }

@@ -352,7 +352,7 @@ function slotDetails(b, cluster) {
 
 /** Round times (local clock) across [from, to]: at most about ten of them. */
 function niceTicks(from, to) {
-  const steps = [60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800];
+  const steps = [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800];
   const step = steps.find((st) => (to - from) / st <= 10) || 86400 * Math.ceil((to - from) / 864000);
   const offset = -new Date(from * 1000).getTimezoneOffset() * 60;
   const out = [];
@@ -727,9 +727,9 @@ async function accuracy() {
   const x = (t) => left + ((t - t0) / (t1 - t0)) * (W - left - right);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, id: 'accuracy-svg', role: 'img', 'aria-label': 'planned and actual starts' });
   const axis = s('g', { class: 'axis' }); const gridLines = s('g', { class: 'grid' });
-  for (let i = 0; i <= 6; i += 1) {
-    const t = t0 + ((t1 - t0) * i) / 6; const d = new Date(t * 1000);
-    axis.append(s('text', { x: x(t), y: 14, 'text-anchor': i === 0 ? 'start' : i === 6 ? 'end' : 'middle', text: `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}` }));
+  for (const t of niceTicks(t0, t1)) {
+    const d = new Date(t * 1000);
+    axis.append(s('text', { x: x(t), y: 14, 'text-anchor': 'middle', text: `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}` }));
     gridLines.append(s('line', { x1: x(t), x2: x(t), y1: top - 6, y2: H - 4 }));
   }
   svg.append(gridLines, axis);
