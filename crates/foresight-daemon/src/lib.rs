@@ -8,10 +8,12 @@
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
+//! - `dashboard`: the web dashboard at `/`, its assets embedded.
 #![forbid(unsafe_code)]
 
 mod accounts;
 pub mod config;
+mod dashboard;
 mod data_lock;
 mod error;
 pub mod http;

@@ -189,6 +189,8 @@ pub struct Stats {
     pub cycles: u64,
     /// Duration of the last cycle, seconds.
     pub last_cycle_seconds: f64,
+    /// When the last cycle began (seconds since the epoch), for the dashboard.
+    pub last_cycle_at: Option<i64>,
     /// Sum of |planned − actual| start over started jobs that had a plan, seconds.
     pub estimate_error_sum: f64,
     /// How many started jobs had a planned start.
@@ -1521,6 +1523,7 @@ impl World {
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
     pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
         self.stats.cycles += 1;
+        self.stats.last_cycle_at = Some(now);
         let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
             .reservations
             .values()
