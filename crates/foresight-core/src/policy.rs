@@ -69,9 +69,7 @@ impl std::str::FromStr for BackfillOrder {
         match text {
             "fcfs" => Ok(BackfillOrder::Fcfs),
             "spf" => Ok(BackfillOrder::Spf),
-            _ => Err(format!(
-                "{text:?} is not a backfill order: use fcfs or spf"
-            )),
+            _ => Err(format!("{text:?} is not a backfill order: use fcfs or spf")),
         }
     }
 }

@@ -93,9 +93,7 @@ fn main() {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
         });
     let only: Vec<String> = args.collect();
-    println!(
-        "| trace | jobs | policy | mean wait (s) | mean bsld | bsld vs EASY | corrections |"
-    );
+    println!("| trace | jobs | policy | mean wait (s) | mean bsld | bsld vs EASY | corrections |");
     println!("|---|---:|---|---:|---:|---:|---:|");
     let mut acc_rows = Vec::new();
     for name in ARCHIVE {
@@ -129,9 +127,15 @@ fn main() {
                 predictor: v.predictor,
                 overrun: false,
             };
-            let out =
-                simulate_with(&w, procs, &policy, Semantics::Default, &prediction, &mut |_| {})
-                    .unwrap();
+            let out = simulate_with(
+                &w,
+                procs,
+                &policy,
+                Semantics::Default,
+                &prediction,
+                &mut |_| {},
+            )
+            .unwrap();
             let m = &out.metrics;
             if v.name == "EASY" {
                 easy_bsld = m.mean_bsld;

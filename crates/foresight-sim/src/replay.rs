@@ -149,10 +149,7 @@ pub fn replay_with(
     });
     let first = rx.recv();
     let streamed = match first {
-        Ok(Message::Procs(p)) => Some((
-            p,
-            stream(&rx, p, policy, semantics, prediction, progress),
-        )),
+        Ok(Message::Procs(p)) => Some((p, stream(&rx, p, policy, semantics, prediction, progress))),
         _ => None,
     };
     drop(rx);

@@ -316,9 +316,16 @@ pub fn simulate_stream_with(
                             &mut heap,
                         )
                         .map_err(|e| rejected(&known[k], e))?;
-                        sched
-                            .handle(now, Event::Tick, &mut actions)
-                            .map_err(|e| rejected(&known[k], e))?;
+                        // One pass after all corrections of the instant: a pass between two
+                        // would see the second job's processors free.
+                        let more = heap
+                            .peek()
+                            .is_some_and(|Reverse(e)| e.0 == now && e.1 == CORRECTION);
+                        if !more {
+                            sched
+                                .handle(now, Event::Tick, &mut actions)
+                                .map_err(|e| rejected(&known[k], e))?;
+                        }
                     } else if rank == TERMINATION {
                         stats.record(&run_key(&known[k]), known[k].runtime);
                         sched
@@ -340,9 +347,7 @@ pub fn simulate_stream_with(
                     let k = job.0 as usize;
                     if rank == TERMINATION {
                         stats.record(&run_key(&known[k]), known[k].runtime);
-                        sched
-                            .finish(now, job)
-                            .map_err(|e| rejected(&known[k], e))?;
+                        sched.finish(now, job).map_err(|e| rejected(&known[k], e))?;
                     } else if rank == CORRECTION {
                         correct(
                             &mut sched,
