@@ -105,6 +105,49 @@ pub struct ClusterConfig {
     /// Link latency, seconds.
     #[serde(default)]
     pub latency_seconds: i64,
+    /// `local`: who starts the cluster's queued jobs. `"local"` (the default): its own
+    /// `policy`. `"wiki"`: a WIKI scheduler (Maui, Moab) through the `[cluster.wiki]` server;
+    /// jobs queued here wait for its `STARTJOB`, and global jobs are not planned here.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// `[cluster.wiki]` of a `local` cluster: the WIKI server through which a scheduler
+    /// (Maui, Moab) drives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wiki: Option<WikiConfig>,
+}
+
+/// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WikiConfig {
+    /// The address the WIKI server listens on (`host:port`, the `HOST`/`PORT` of Maui's
+    /// `RMCFG`); port 0 picks one, written to `DATA_DIR/wiki-<cluster>.addr`.
+    pub listen: String,
+    /// A file holding the shared key, a decimal number (the N of Maui's
+    /// `configure --with-key=N`). Read at start, never logged.
+    pub key_file: PathBuf,
+    /// The only addresses requests are accepted from (Maui's host).
+    #[serde(default)]
+    pub allowed_peers: Vec<std::net::IpAddr>,
+    /// `AUTH=` of the frames this end sends. Default: the daemon's user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+}
+
+impl WikiConfig {
+    /// The shared key, read from `key_file`; the error names the file, never its contents.
+    pub fn read_key(&self) -> anyhow::Result<foresight_rm::wiki::Key> {
+        let text = std::fs::read_to_string(&self.key_file).map_err(|e| {
+            anyhow::anyhow!("reading WIKI key file {}: {e}", self.key_file.display())
+        })?;
+        foresight_rm::wiki::Key::parse(&text).map_err(|_| {
+            anyhow::anyhow!(
+                "WIKI key file {}: must hold one decimal number below 2^32 (Maui's \
+                 --with-key=N)",
+                self.key_file.display()
+            )
+        })
+    }
 }
 
 /// A user configured up front.
@@ -167,6 +210,9 @@ fn default_sync_ms() -> u64 {
 fn default_kind() -> String {
     "local".into()
 }
+fn default_scheduler() -> String {
+    "local".into()
+}
 fn one() -> f64 {
     1.0
 }
@@ -199,7 +245,14 @@ impl ClusterConfig {
             policy: default_policy(),
             bandwidth_mb_s: default_bandwidth(),
             latency_seconds: 0,
+            scheduler: default_scheduler(),
+            wiki: None,
         }
+    }
+
+    /// True when a WIKI scheduler (Maui), not this cluster's own policy, starts its jobs.
+    pub fn is_wiki_scheduled(&self) -> bool {
+        self.kind == "local" && self.scheduler == "wiki"
     }
 
     /// True when Slurm, not Foresight, schedules this cluster.
@@ -281,26 +334,26 @@ impl Config {
                     if c.slurm_conf.is_some() {
                         anyhow::bail!("{at}: slurm_conf is for kind = \"slurm\" clusters");
                     }
-                }
-                "slurm" => {
-                    let Some(conf) = &c.slurm_conf else {
-                        anyhow::bail!(
-                            "{at}: kind = \"slurm\" needs slurm_conf (the path of its slurm.conf)"
-                        );
-                    };
-                    if !conf.is_absolute() {
-                        anyhow::bail!(
-                            "{at}: slurm_conf must be an absolute path, not {}",
-                            conf.display()
-                        );
-                    }
-                    if c.sync_ms == 0 {
-                        anyhow::bail!("{at}: sync_ms must be at least 1");
+                    match (c.scheduler.as_str(), &c.wiki) {
+                        ("local", _) => {}
+                        ("wiki", Some(_)) => {}
+                        ("wiki", _) => anyhow::bail!(
+                            "{at}: scheduler = \"wiki\" needs [cluster.wiki] with listen \
+                             (the address Maui connects to)"
+                        ),
+                        (other, _) => anyhow::bail!(
+                            "{at}: scheduler {other:?} is not supported (supported: local, wiki)"
+                        ),
                     }
                 }
                 other => {
                     anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
                 }
+            }
+            if c.kind != "local" && (c.scheduler != "local" || c.wiki.is_some()) {
+                anyhow::bail!(
+                    "{at}: scheduler and [cluster.wiki] are for kind = \"local\" clusters"
+                );
             }
             if c.speed.is_nan() || c.speed <= 0.0 {
                 anyhow::bail!("{at}: speed must be > 0");
