@@ -9,7 +9,7 @@ mod common;
 use common::{wait_for, Server};
 use foresight_rm::tokio;
 use foresight_rm::wiki::{
-    CancelType, Frame, JobState, Key, NodeState, Reply, ReplyKind, WikiClient, WikiError,
+    CancelType, Frame, JobState, Key, NodeState, Reply, WikiClient, WikiError,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -102,7 +102,7 @@ fn maui_drives_a_wiki_scheduled_cluster() {
 
     // A job queued on the cluster waits for STARTJOB, and says so.
     let out = s.scratch().join("procs.txt");
-    let script = format!("echo $FORESIGHT_PROCESSORS > {}; sleep 30", out.display());
+    let script = format!("echo $FORESIGHT_PROCESSORS >> {}; sleep 30", out.display());
     let id = s.submit(&[
         "--cluster",
         "maui",
@@ -232,8 +232,14 @@ fn maui_drives_a_wiki_scheduled_cluster() {
         nodes.iter().all(|n| n.state == NodeState::Idle),
         "{nodes:?}"
     );
-    // Each ran once: one attempt each.
-    assert_eq!(s.show(id)["attempt"], 1);
+    // Each ran once, through the restart: one process start, one attempt directory each.
+    assert_eq!(common::lines(&out), ["1,3"]);
+    let mut attempts: Vec<String> = std::fs::read_dir(s.dir.join("clusters/maui"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    attempts.sort();
+    assert_eq!(attempts, [format!("{id}.0"), format!("{second}.0")]);
 }
 
 #[test]
@@ -302,5 +308,4 @@ fn malformed_requests_are_refused_and_the_server_keeps_serving() {
         }))
         .unwrap();
     assert_eq!(reply, Reply::Jobs(vec![]));
-    let _ = ReplyKind::Done;
 }

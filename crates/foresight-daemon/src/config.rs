@@ -383,3 +383,75 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.check().map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn wiki_settings_are_read_and_checked() {
+        let cfg = check(
+            r#"
+[[cluster]]
+name = "maui"
+procs = 4
+scheduler = "wiki"
+[cluster.wiki]
+listen = "127.0.0.1:15004"
+key_file = "/etc/foresight/wiki.key"
+allowed_peers = ["10.0.0.5", "::1"]
+"#,
+        )
+        .unwrap();
+        let c = &cfg.cluster[0];
+        assert!(c.is_wiki_scheduled());
+        let w = c.wiki.as_ref().unwrap();
+        assert_eq!(w.allowed_peers.len(), 2);
+        assert_eq!(w.listen, "127.0.0.1:15004");
+
+        let e = check("[[cluster]]\nname = \"a\"\nprocs = 1\nscheduler = \"wiki\"\n").unwrap_err();
+        assert!(
+            e.contains("cluster[0] (a)") && e.contains("[cluster.wiki]"),
+            "{e}"
+        );
+        let e = check("[[cluster]]\nname = \"a\"\nprocs = 1\nscheduler = \"maui\"\n").unwrap_err();
+        assert!(e.contains("\"maui\" is not supported"), "{e}");
+        let e = check(
+            "[[cluster]]\nname = \"s\"\nkind = \"slurm\"\nslurm_conf = \"/x\"\nscheduler = \"wiki\"\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("kind = \"local\""), "{e}");
+        let e = check(
+            "[[cluster]]\nname = \"a\"\nprocs = 1\n[cluster.wiki]\nlisten = \"x\"\nkey_file = \"/k\"\nallowed_peers = [\"host\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("allowed_peers") || e.contains("invalid"), "{e}");
+    }
+
+    #[test]
+    fn the_key_is_read_from_its_file_and_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let wiki = |p: &Path| WikiConfig {
+            listen: "127.0.0.1:0".into(),
+            key_file: p.to_path_buf(),
+            allowed_peers: vec![],
+            auth: None,
+        };
+        std::fs::write(&path, "4418\n").unwrap();
+        let key = wiki(&path).read_key().unwrap();
+        assert_eq!(key, foresight_rm::wiki::Key::new(4418));
+        std::fs::write(&path, "secret-4418x\n").unwrap();
+        let e = wiki(&path).read_key().unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let e = wiki(&dir.path().join("missing")).read_key().unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+    }
+}

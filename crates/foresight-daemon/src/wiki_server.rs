@@ -14,6 +14,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// How the reason of a job waiting for its cluster's WIKI scheduler begins (`job list` shows
+/// such a job's start as the WIKI scheduler's).
+pub const WAITING_FOR_WIKI: &str = "waiting for the WIKI scheduler";
+
 /// One cluster of the service as a WIKI backend.
 pub struct ClusterBackend {
     service: Arc<Service>,

@@ -29,8 +29,9 @@ pub fn unavailable_reason() -> String {
 /// The reason a job queued on cluster `name` shows while it waits.
 pub fn waiting_reason(name: &str) -> String {
     format!(
-        "waiting for the WIKI scheduler (Maui) of cluster {name} to start it (STARTJOB): \
-         the cluster's own policy stands aside"
+        "{} (Maui) of cluster {name} to start it (STARTJOB): the cluster's own policy \
+         stands aside",
+        crate::wiki_server::WAITING_FOR_WIKI
     )
 }
 
@@ -282,6 +283,146 @@ fn wiki_job(j: &JobRecord, name: &str) -> WikiJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{ClusterConfig, Config, WikiConfig};
+    use crate::world::Effect;
+    use foresight_rm::Outcome;
+
+    /// A world with cluster `maui` (4 processors, scheduled through WIKI) and job 1 of 2
+    /// processors queued on it.
+    fn maui() -> World {
+        let cfg = Config {
+            cluster: vec![ClusterConfig {
+                scheduler: "wiki".into(),
+                wiki: Some(WikiConfig {
+                    listen: "127.0.0.1:0".into(),
+                    key_file: "/nonexistent".into(),
+                    allowed_peers: vec![],
+                    auth: None,
+                }),
+                ..ClusterConfig::local("maui", 4)
+            }],
+            data_dir: "/nonexistent".into(),
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        let j = JobRecord {
+            cluster: Some("maui".into()),
+            co_allocate: false,
+            ..crate::world::tests::job(1, "ann", 2, 60)
+        };
+        w.accept(1_000, vec![j]);
+        w
+    }
+
+    fn list(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_string()).collect()
+    }
+
+    #[test]
+    fn a_queued_job_waits_for_startjob_and_says_so() {
+        let mut w = maui();
+        w.cycle(1_001);
+        assert!(w
+            .effects
+            .iter()
+            .all(|e| !matches!(e, Effect::Launch { .. })));
+        let j = &w.jobs[&1];
+        assert_eq!(j.state, JobState::Pending);
+        assert!(j.reason.as_deref().unwrap().contains("WIKI scheduler"));
+        let jobs = w.wiki_jobs(1_001, 0);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].state, WikiState::Idle);
+        assert_eq!(
+            (jobs[0].user.as_str(), jobs[0].group.as_str()),
+            ("ann", "ann")
+        );
+        assert!(!w.broker.clusters[0].available);
+    }
+
+    #[test]
+    fn startjob_takes_exactly_the_named_processors_or_refuses_changing_nothing() {
+        let mut w = maui();
+        for (tasks, wanted) in [
+            (list(&["p0"]), "asks 2"),
+            (list(&["p0", "p4"]), "p4"),
+            (list(&["p0", "p0"]), "p0"),
+        ] {
+            let e = w.wiki_start(1_001, 0, "1", &tasks).unwrap_err();
+            assert!(e.to_string().contains(wanted), "{e}");
+        }
+        assert!(matches!(
+            w.wiki_start(1_001, 0, "2", &list(&["p0", "p1"])),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+        assert!(matches!(
+            w.wiki_start(1_001, 0, "01", &list(&["p0", "p1"])),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+        assert_eq!(w.jobs[&1].state, JobState::Pending);
+        assert_eq!(w.clusters[0].free.len(), 4);
+
+        w.wiki_start(1_001, 0, "1", &list(&["p3", "p1"])).unwrap();
+        let launched: Vec<Vec<u32>> = w
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Launch { spec, .. } => Some(spec.processors.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(launched, [vec![3, 1]]);
+        assert_eq!(w.jobs[&1].state, JobState::Running);
+        let busy: Vec<String> = w
+            .wiki_nodes(1_002, 0)
+            .into_iter()
+            .filter(|n| n.state == NodeState::Busy)
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(busy, ["p1", "p3"]);
+        assert_eq!(w.wiki_jobs(1_002, 0)[0].tasklist, ["p3", "p1"]);
+        // Started twice: refused as running.
+        assert!(matches!(
+            w.wiki_start(1_002, 0, "1", &list(&["p0", "p2"])),
+            Err(BackendError::WrongState { .. })
+        ));
+        // Its processors come back when it ends; then it is reported completed.
+        let ok = Outcome {
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            started_at: 1_001,
+            ended_at: 1_010,
+            error: None,
+        };
+        w.on_finished(1_010, 0, 1, 0, &ok);
+        assert_eq!(w.clusters[0].free.len(), 4);
+        assert_eq!(w.wiki_jobs(1_011, 0)[0].state, WikiState::Completed);
+        assert!(w.wiki_jobs(1_010 + ENDED_KEPT_SECS + 1, 0).is_empty());
+    }
+
+    #[test]
+    fn suspend_resume_and_cancel_follow_the_job_state() {
+        let mut w = maui();
+        assert!(matches!(
+            w.wiki_pause(0, "1", true),
+            Err(BackendError::WrongState { .. })
+        ));
+        w.wiki_start(1_001, 0, "1", &list(&["p0", "p1"])).unwrap();
+        w.wiki_pause(0, "1", true).unwrap();
+        assert_eq!(w.wiki_jobs(1_002, 0)[0].state, WikiState::Suspended);
+        assert!(w.wiki_pause(0, "1", true).is_err());
+        w.wiki_pause(0, "1", false).unwrap();
+        w.wiki_cancel(1_003, 0, "1").unwrap();
+        assert!(w
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::Kill { job: 1, .. })));
+        assert!(matches!(
+            w.wiki_cancel(1_003, 0, "7"),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+    }
 
     #[test]
     fn processor_names_round_trip_and_refuse_others() {
