@@ -346,6 +346,22 @@ impl Config {
                         ),
                     }
                 }
+                "slurm" => {
+                    let Some(conf) = &c.slurm_conf else {
+                        anyhow::bail!(
+                            "{at}: kind = \"slurm\" needs slurm_conf (the path of its slurm.conf)"
+                        );
+                    };
+                    if !conf.is_absolute() {
+                        anyhow::bail!(
+                            "{at}: slurm_conf must be an absolute path, not {}",
+                            conf.display()
+                        );
+                    }
+                    if c.sync_ms == 0 {
+                        anyhow::bail!("{at}: sync_ms must be at least 1");
+                    }
+                }
                 other => {
                     anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
                 }
