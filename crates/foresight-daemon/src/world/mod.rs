@@ -77,6 +77,15 @@ pub enum Effect {
         /// What to submit.
         submission: Submission,
     },
+    /// Move a reserved job's reservations (and its submitted parts' begin times) on
+    /// clusters that schedule themselves, in order, all or none: when a step fails, the
+    /// steps done are moved back; the answer goes to [`World::move_answered`].
+    Move {
+        /// The job.
+        job: u64,
+        /// One per part.
+        steps: Vec<MoveStep>,
+    },
     /// Cancel a part on a cluster that schedules itself.
     Cancel {
         /// Cluster index.
@@ -93,6 +102,19 @@ pub enum Effect {
         /// Suspend (true) or resume (false).
         stop: bool,
     },
+}
+
+/// One part's share of an [`Effect::Move`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoveStep {
+    /// Cluster index.
+    pub cluster: usize,
+    /// The reservation at its new window.
+    pub to: ReserveRequest,
+    /// The reservation at its old window (to undo the step).
+    pub back: ReserveRequest,
+    /// The part bound to it, once submitted there.
+    pub part: Option<PartHandle>,
 }
 
 /// One cluster of the grid as the service runs it.
@@ -1600,6 +1622,7 @@ impl World {
                     }
                 }
                 BrokerAction::Ask { job, part } => self.ask(now, job.0, &part),
+                BrokerAction::MoveAsked { job, parts, .. } => self.ask_move(now, job.0, &parts),
                 BrokerAction::Reserved {
                     job, start, parts, ..
                 } => self.reserved(now, job.0, start.secs(), &parts),
