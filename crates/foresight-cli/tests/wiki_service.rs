@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! The daemon's WIKI server, driven as Maui drives it: a real `foresight` daemon with a local
 //! cluster under `scheduler = "wiki"`, and Foresight's own WIKI client in the role of Maui.
 //! Jobs wait for STARTJOB, start as real processes on exactly the processors named, are
@@ -18,15 +19,13 @@ use std::time::Duration;
 const KEY: u32 = 4418;
 
 /// A daemon with cluster `maui` (4 processors) scheduled through WIKI, accepting requests
-/// from 127.0.0.1 only.
-fn server() -> Server {
+/// from 127.0.0.1 only; with the directory of its key file, which must outlive it.
+fn server() -> (Server, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("wiki.key");
     std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
     let key_file = std::fs::canonicalize(&key_file).unwrap();
-    // The key file outlives the tempdir handle: the daemon reads it again at each start.
-    std::mem::forget(dir);
-    Server::with_config(&format!(
+    let server = Server::with_config(&format!(
         r#"
 [[cluster]]
 name = "maui"
@@ -39,7 +38,8 @@ key_file = "{}"
 allowed_peers = ["127.0.0.1"]
 "#,
         key_file.display()
-    ))
+    ));
+    (server, dir)
 }
 
 fn wiki_addr(s: &Server) -> String {
@@ -87,7 +87,7 @@ fn raw(addr: &str, bytes: &[u8]) -> String {
 
 #[test]
 fn maui_drives_a_wiki_scheduled_cluster() {
-    let mut s = server();
+    let (mut s, _key) = server();
     let addr = wiki_addr(&s);
     let rt = rt();
     let maui = WikiClient::new(addr.clone(), Key::new(KEY), "root");
@@ -244,7 +244,7 @@ fn maui_drives_a_wiki_scheduled_cluster() {
 
 #[test]
 fn malformed_requests_are_refused_and_the_server_keeps_serving() {
-    let s = server();
+    let (s, _key) = server();
     let addr = wiki_addr(&s);
     let key = Key::new(KEY);
     let now = common::now();
