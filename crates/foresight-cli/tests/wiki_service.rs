@@ -122,6 +122,14 @@ fn maui_drives_a_wiki_scheduled_cluster() {
     assert!(explain.contains("WIKI scheduler"), "{explain}");
     let list = s.run(&["job", "list"]);
     assert!(list.contains("WIKI scheduler"), "{list}");
+    let clusters: serde_json::Value =
+        serde_json::from_str(&s.run(&["cluster", "list", "-o", "json"])).unwrap();
+    let c = &clusters[0];
+    assert_eq!(
+        (&c["state"], &c["policy"], &c["queued"]),
+        (&"up".into(), &"wiki".into(), &1.into()),
+        "{c}"
+    );
 
     let jobs = rt.block_on(maui.get_jobs()).unwrap();
     assert_eq!(jobs.len(), 1, "{jobs:?}");

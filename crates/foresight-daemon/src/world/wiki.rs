@@ -67,6 +67,18 @@ impl World {
         }
     }
 
+    /// How many jobs wait for cluster `k`'s WIKI scheduler (0 for any other cluster).
+    pub fn wiki_waiting(&self, k: usize) -> usize {
+        let c = &self.clusters[k].cfg;
+        if !c.is_wiki_scheduled() {
+            return 0;
+        }
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending && on_cluster(j, &c.name))
+            .count()
+    }
+
     /// Cluster `k`'s processors as WIKI nodes at `now`.
     pub fn wiki_nodes(&self, now: i64, k: usize) -> Vec<NodeRecord> {
         let c = &self.clusters[k];
