@@ -2,9 +2,9 @@
 //! that drive them (scheduling cycle, process reports).
 
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::plan_view::{self, Visible};
-use crate::world::{not_found_at, Effect, World};
+use crate::refusal::Refusal;
+use crate::world::{Effect, World};
 use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SubmitJob, UserView,
@@ -590,13 +590,13 @@ impl Service {
     // ------------------------------------------------------------------ operations
 
     /// Authenticates a bearer token.
-    pub fn authenticate(&self, token: &str) -> Result<UserRecord, ApiError> {
+    pub fn authenticate(&self, token: &str) -> Result<UserRecord, Refusal> {
         self.tokens
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&token_hash(token))
             .cloned()
-            .ok_or_else(|| ApiError::unauthorized("unknown token"))
+            .ok_or_else(|| Refusal::unauthenticated("unknown token"))
     }
 
     /// Brings the authentication index up to date with these user records.
@@ -646,18 +646,18 @@ impl Service {
         user: &UserRecord,
         requests: Vec<SubmitJob>,
         batch: bool,
-    ) -> Result<Vec<u64>, ApiError> {
+    ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
         let now = unix_now();
         let mut records = Vec::with_capacity(requests.len());
         {
             let w = self.world();
             for (i, r) in requests.into_iter().enumerate() {
-                let at = |e: ApiError| if batch { e.at(i) } else { e };
+                let at = |e: Refusal| if batch { e.at(i) } else { e };
                 let walltime = r
                     .walltime
                     .seconds()
-                    .map_err(|m| at(ApiError::bad("walltime", m)))?;
+                    .map_err(|m| at(Refusal::invalid("walltime", m)))?;
                 let rec = JobRecord {
                     id: 0,
                     user: user.name.clone(),
@@ -696,16 +696,16 @@ impl Service {
             }
         }
         if records.is_empty() {
-            return Err(ApiError::bad("jobs", "no jobs given"));
+            return Err(Refusal::invalid("jobs", "no jobs given"));
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.inserts
             .send((records.clone(), reply))
-            .map_err(|_| ApiError::internal("the store writer has stopped"))?;
+            .map_err(|_| Refusal::internal("the store writer has stopped"))?;
         let ids = answer
             .await
-            .map_err(|_| ApiError::internal("the store writer has stopped"))?
-            .map_err(|e| ApiError::internal(format!("storing the jobs: {e}")))?;
+            .map_err(|_| Refusal::internal("the store writer has stopped"))?
+            .map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))?;
         for (r, id) in records.iter_mut().zip(&ids) {
             r.id = *id;
         }
@@ -731,8 +731,8 @@ impl Service {
         self: &Arc<Self>,
         user: &UserRecord,
         id: u64,
-        op: impl FnOnce(&mut World, i64) -> Result<(), ApiError>,
-    ) -> Result<JobView, ApiError> {
+        op: impl FnOnce(&mut World, i64) -> Result<(), Refusal>,
+    ) -> Result<JobView, Refusal> {
         let view = {
             let mut w = self.world();
             check_owner(&w, user, id)?;
@@ -741,14 +741,14 @@ impl Service {
         };
         self.wake.notify_one();
         self.flush().await;
-        view.ok_or_else(|| not_found_at("id", format!("no job {id}")))
+        view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
     }
 
     /// A job, if the user may see it.
-    pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, ApiError> {
+    pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
-        view_of(&w, id).ok_or_else(|| not_found_at("id", format!("no job {id}")))
+        view_of(&w, id).ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
     }
 
     /// Jobs the user may see, filtered.
@@ -775,7 +775,7 @@ impl Service {
     }
 
     /// Why a job has not started (or what it is doing).
-    pub fn explain(&self, user: &UserRecord, id: u64) -> Result<Explanation, ApiError> {
+    pub fn explain(&self, user: &UserRecord, id: u64) -> Result<Explanation, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
         let j = &w.jobs[&id];
@@ -868,16 +868,16 @@ impl Service {
     /// Earliest starts without submitting, all from one plan: the queued global jobs placed
     /// as the next cycle would place them, then the job over the grid and on each cluster
     /// alone. Planned on a copy of the clusters, off the state's lock.
-    pub async fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, ApiError> {
+    pub async fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, Refusal> {
         let walltime = req
             .walltime
             .seconds()
-            .map_err(|m| ApiError::bad("walltime", m))?;
+            .map_err(|m| Refusal::invalid("walltime", m))?;
         if walltime <= 0 {
-            return Err(ApiError::bad("walltime", "must be positive"));
+            return Err(Refusal::invalid("walltime", "must be positive"));
         }
         if req.procs == 0 {
-            return Err(ApiError::bad("procs", "must be at least 1"));
+            return Err(Refusal::invalid("procs", "must be at least 1"));
         }
         let now = unix_now();
         let input = {
@@ -888,7 +888,7 @@ impl Service {
                 w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
             };
             if req.procs > total {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "procs",
                     format!(
                         "{} processors asked; the largest possible is {total}",
@@ -926,14 +926,14 @@ impl Service {
         };
         tokio::task::spawn_blocking(move || input.answer())
             .await
-            .map_err(|e| ApiError::internal(format!("the estimate failed: {e}")))
+            .map_err(|e| Refusal::internal(format!("the estimate failed: {e}")))
     }
 
     /// Runs `op` on the world, then persists and acts.
     pub async fn mutate<T>(
         self: &Arc<Self>,
-        op: impl FnOnce(&mut World, i64) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
+        op: impl FnOnce(&mut World, i64) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
         let out = {
             let mut w = self.world();
             op(&mut w, unix_now())?
@@ -944,21 +944,24 @@ impl Service {
     }
 
     /// Stores a new user (admin operation).
-    pub async fn add_user(&self, rec: UserRecord) -> Result<(), ApiError> {
+    pub async fn add_user(&self, rec: UserRecord) -> Result<(), Refusal> {
         if rec.name.is_empty() || rec.name.contains(char::is_whitespace) {
-            return Err(ApiError::bad("name", "must be non-empty, without spaces"));
+            return Err(Refusal::invalid(
+                "name",
+                "must be non-empty, without spaces",
+            ));
         }
         if self.world().users.contains_key(&rec.name) {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "user {:?} already exists",
                 rec.name
             )));
         }
         self.store.insert_user(&rec).await.map_err(|e| match e {
             foresight_store::StoreError::UserExists(n) => {
-                ApiError::conflict(format!("user {n:?} already exists"))
+                Refusal::conflict(format!("user {n:?} already exists"))
             }
-            e => ApiError::internal(e.to_string()),
+            e => Refusal::internal(e.to_string()),
         })?;
         self.remember_users(std::slice::from_ref(&rec));
         self.world().add_user(rec);
@@ -1005,12 +1008,12 @@ impl Service {
         from: Option<i64>,
         to: Option<i64>,
         viewer: &UserRecord,
-    ) -> Result<Vec<ClusterPlan>, ApiError> {
+    ) -> Result<Vec<ClusterPlan>, Refusal> {
         let now = unix_now();
         let from = from.unwrap_or(now).max(now);
         let to = to.unwrap_or(from + 3_600);
         if to <= from {
-            return Err(ApiError::bad("to", "must be after from"));
+            return Err(Refusal::invalid("to", "must be after from"));
         }
         let (inputs, visible) = {
             let w = self.world();
@@ -1038,7 +1041,7 @@ impl Service {
         };
         tokio::task::spawn_blocking(move || plan_view::draw(inputs, now, from, to, &visible))
             .await
-            .map_err(|e| ApiError::internal(format!("drawing the plan failed: {e}")))
+            .map_err(|e| Refusal::internal(format!("drawing the plan failed: {e}")))
     }
 
     /// Users (admin).
@@ -1261,11 +1264,11 @@ fn write_secret(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), ApiError> {
+fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), Refusal> {
     match w.jobs.get(&id) {
         Some(j) if user.admin || j.user == user.name => Ok(()),
         // Someone else's job looks like no job at all: ids leak nothing.
-        _ => Err(not_found_at("id", format!("no job {id}"))),
+        _ => Err(Refusal::not_found_at("id", format!("no job {id}"))),
     }
 }
 
