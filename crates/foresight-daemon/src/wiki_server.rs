@@ -39,7 +39,7 @@ impl ClusterBackend {
             .mutate(|w, now| Ok(op(w, now)))
             .await
             .map_err(|e| BackendError::Unavailable {
-                reason: e.body.message,
+                reason: e.to_string(),
             })?
     }
 }
