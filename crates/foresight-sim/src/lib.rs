@@ -13,6 +13,8 @@
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
 //! - [`output`]: the per-job schedule as CSV or SWF.
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
+//! - [`sweep`]: traces × policies × options, run in parallel.
+//! - [`plot`]: SVG figures of a run, a grid run or a sweep.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -20,9 +22,11 @@
 pub mod grid;
 pub mod metrics;
 pub mod output;
+pub mod plot;
 pub mod replay;
 pub mod runner;
 pub mod swf;
+pub mod sweep;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};
