@@ -34,14 +34,9 @@ pub enum SweepError {
         /// What is wrong, with the line where TOML says.
         message: String,
     },
-    /// A trace could not be read.
-    #[error("{path}: {source}")]
-    Trace {
-        /// The trace.
-        path: String,
-        /// Why.
-        source: SwfError,
-    },
+    /// A trace could not be read (the error names the file).
+    #[error(transparent)]
+    Trace(#[from] SwfError),
     /// A trace's header does not give the machine size.
     #[error("{0}: the header has neither MaxProcs nor MaxNodes; give it as {{ path = …, procs = N }}")]
     NoMachineSize(String),
@@ -301,19 +296,13 @@ pub fn run_sweep(
         .map(|t| {
             let path = cfg.base.join(t.path());
             let name = path.display().to_string();
-            let trace = Trace::read(&path, false).map_err(|source| SweepError::Trace {
-                path: name.clone(),
-                source,
-            })?;
+            let trace = Trace::read(&path, false)?;
             let procs = match t {
                 TraceEntry::Sized { procs, .. } => *procs,
                 TraceEntry::Path(_) => trace
                     .header
                     .machine_size()
-                    .map_err(|e| SweepError::Trace {
-                        path: name.clone(),
-                        source: SwfError::from(e),
-                    })?
+                    .map_err(SwfError::from)?
                     .filter(|p| *p > 0)
                     .ok_or_else(|| SweepError::NoMachineSize(name.clone()))?,
             };
