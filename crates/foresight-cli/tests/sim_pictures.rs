@@ -159,6 +159,24 @@ fn sweep_table_and_csv() {
             .arg(&cfg),
     );
     insta::assert_snapshot!("sweep_csv", csv);
+    // The comparison figure: a panel per figure of merit, a row per run, a bar per trace.
+    let plots = dir.path().join("figures");
+    foresight()
+        .args(["sim", "sweep", "--config"])
+        .arg(&cfg)
+        .arg("--plot")
+        .arg(&plots)
+        .assert()
+        .success();
+    let s = svg(&plots.join("sweep.svg"));
+    for panel in ["mean bounded slowdown (log)", "mean wait (s, log)", "utilization (%)"] {
+        assert!(s.texts.iter().any(|t| t == panel), "{panel}: {:?}", s.texts);
+    }
+    for run in ["fcfs none", "easy firstfit ×2", "conservative firstfit"] {
+        let n = s.texts.iter().filter(|t| *t == run).count();
+        assert_eq!(n, 3, "{run} once per panel: {:?}", s.texts);
+    }
+    assert_eq!(s.texts.iter().filter(|t| *t == "tiny.swf").count(), 3);
 }
 
 #[test]

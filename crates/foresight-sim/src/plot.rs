@@ -325,8 +325,8 @@ pub fn write_run_figures(
     Ok(written)
 }
 
-/// The sweep's comparison figure: one panel per figure of merit (mean bounded slowdown,
-/// mean wait, utilization), the runs' options along x, one bar per trace.
+/// The sweep's comparison figure: one panel per figure of merit (mean bounded slowdown and
+/// mean wait on log scales, utilization), one row per run's options, one bar per trace.
 pub fn write_sweep_figure(path: &Path, rows: &[SweepRow]) -> Result<(), PlotError> {
     let mut labels: Vec<String> = Vec::new();
     let mut traces: Vec<String> = Vec::new();
@@ -339,32 +339,108 @@ pub fn write_sweep_figure(path: &Path, rows: &[SweepRow]) -> Result<(), PlotErro
         }
     }
     type Metric = fn(&SweepRow) -> f64;
-    let metrics: [(&str, Metric); 3] = [
-        ("mean bounded slowdown", |r| r.mean_bsld),
-        ("mean wait (h)", |r| r.mean_wait / 3600.0),
-        ("utilization (%)", |r| r.utilization * 100.0),
+    let metrics: [(&str, Metric, bool); 3] = [
+        ("mean bounded slowdown (log)", |r| r.mean_bsld, true),
+        ("mean wait (s, log)", |r| r.mean_wait, true),
+        ("utilization (%)", |r| r.utilization * 100.0, false),
     ];
-    figure(path, "sweep", metrics.len(), |k, area| {
-        let (name, f) = metrics[k];
-        let bars: Vec<(String, Vec<f64>)> = traces
-            .iter()
-            .map(|t| {
-                let short = Path::new(t)
-                    .file_name()
-                    .map_or(t.clone(), |n| n.to_string_lossy().into_owned());
-                let v = labels
-                    .iter()
-                    .map(|l| {
-                        rows.iter()
-                            .find(|r| &r.trace == t && &r.label() == l)
-                            .map_or(0.0, f)
-                    })
-                    .collect();
-                (short, v)
-            })
-            .collect();
-        bar_chart(area, name, "run", name, &labels, &bars)
-    })
+    let height = 120 + 14 * (labels.len() * traces.len()).max(1) as u32 + 8 * labels.len() as u32;
+    let label_width = 20 + 7 * labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32;
+    figure_sized(
+        path,
+        "sweep",
+        metrics.len(),
+        (PANEL.0 + label_width, height.max(PANEL.1)),
+        |k, area| {
+            let (name, f, log) = metrics[k];
+            let bars: Vec<(String, Vec<f64>)> = traces
+                .iter()
+                .map(|t| {
+                    let short = Path::new(t)
+                        .file_name()
+                        .map_or(t.clone(), |n| n.to_string_lossy().into_owned());
+                    let v = labels
+                        .iter()
+                        .map(|l| {
+                            rows.iter()
+                                .find(|r| &r.trace == t && &r.label() == l)
+                                .map_or(0.0, f)
+                        })
+                        .collect();
+                    (short, v)
+                })
+                .collect();
+            hbar_chart(area, name, &labels, label_width, &bars, log)
+        },
+    )
+}
+
+/// Horizontal grouped bars: one group per label (top to bottom), one bar per series; on a
+/// log scale bars start at 1 and values below 1 are drawn at 1.
+fn hbar_chart(
+    area: &Area<'_>,
+    title: &str,
+    labels: &[String],
+    label_width: u32,
+    bars: &[(String, Vec<f64>)],
+    log: bool,
+) -> Drawn {
+    let n = labels.len().max(1);
+    let xmax = bars
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(1.0, f64::max);
+    let label = |v: &f64| {
+        let k = v.round();
+        if (v - k).abs() < 1e-6 && k >= 0.0 {
+            labels.get(n - 1 - k as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let height = 0.8 / bars.len().max(1) as f64;
+    // Group k is drawn at y = n - 1 - k, so that the first run is on top.
+    macro_rules! draw {
+        ($x:expr, $x0:expr) => {{
+            let mut chart = ChartBuilder::on(area)
+                .caption(title, (FONT, 16))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(label_width)
+                .build_cartesian_2d($x, -0.5..n as f64 - 0.5)
+                .map_err(|e| e.to_string())?;
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .y_labels(n)
+                .y_label_formatter(&label)
+                .x_desc(title)
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, (name, v)) in bars.iter().enumerate() {
+                let c = color(i);
+                chart
+                    .draw_series(v.iter().enumerate().map(|(k, &w)| {
+                        let top = (n - 1 - k) as f64 + 0.4 - i as f64 * height;
+                        Rectangle::new(
+                            [($x0, top), (w.max($x0), top - height)],
+                            c.filled(),
+                        )
+                    }))
+                    .map_err(|e| e.to_string())?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
+                    });
+            }
+            legend(&mut chart)
+        }};
+    }
+    if log {
+        draw!((1.0..xmax * 2000.0).log_scale(), 1.0)
+    } else {
+        draw!(0.0..xmax * 2.0, 0.0)
+    }
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
@@ -375,6 +451,17 @@ fn figure(
     path: &Path,
     title: &str,
     panels: usize,
+    draw: impl FnMut(usize, &Area<'_>) -> Drawn,
+) -> Result<(), PlotError> {
+    figure_sized(path, title, panels, PANEL, draw)
+}
+
+/// [`figure`] with panels of `panel` pixels.
+fn figure_sized(
+    path: &Path,
+    title: &str,
+    panels: usize,
+    panel: (u32, u32),
     mut draw: impl FnMut(usize, &Area<'_>) -> Drawn,
 ) -> Result<(), PlotError> {
     let err = |message: String| PlotError {
@@ -382,7 +469,7 @@ fn figure(
         message,
     };
     let panels = panels.max(1);
-    let size = (PANEL.0 * panels as u32, PANEL.1 + 40);
+    let size = (panel.0 * panels as u32, panel.1 + 40);
     let root = SVGBackend::new(path, size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let body = root
