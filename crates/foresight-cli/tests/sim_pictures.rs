@@ -124,7 +124,10 @@ load = [1.0, 1.5]
             "utilization",
             "makespan",
         ] {
-            assert_eq!(row[key], single[key], "{key}: sweep {row} vs sim run {single}");
+            assert_eq!(
+                row[key], single[key],
+                "{key}: sweep {row} vs sim run {single}"
+            );
         }
         assert!(row["jobs"].as_u64().unwrap() > 100, "{row}");
         seen.insert(row.to_string());
@@ -169,7 +172,11 @@ fn sweep_table_and_csv() {
         .assert()
         .success();
     let s = svg(&plots.join("sweep.svg"));
-    for panel in ["mean bounded slowdown (log)", "mean wait (s, log)", "utilization (%)"] {
+    for panel in [
+        "mean bounded slowdown (log)",
+        "mean wait (s, log)",
+        "utilization (%)",
+    ] {
         assert!(s.texts.iter().any(|t| t == panel), "{panel}: {:?}", s.texts);
     }
     for run in ["fcfs none", "easy firstfit ×2", "conservative firstfit"] {
@@ -208,8 +215,7 @@ struct Svg {
 }
 
 fn svg(path: &Path) -> Svg {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let doc = roxmltree::Document::parse(&text)
         .unwrap_or_else(|e| panic!("{} is not XML: {e}", path.display()));
     assert_eq!(doc.root_element().tag_name().name(), "svg");
@@ -258,8 +264,14 @@ fn sim_run_plot_writes_one_series_per_figure() {
     for name in FIGURES {
         let s = svg(&plots.join(name));
         assert!(s.texts.iter().any(|t| t.starts_with("sim run: ")), "{name}");
-        assert!(s.texts.iter().any(|t| t.ends_with("t.swf")), "{name}: panel title");
-        assert!(s.texts.iter().any(|t| t == "conservative"), "{name}: legend");
+        assert!(
+            s.texts.iter().any(|t| t.ends_with("t.swf")),
+            "{name}: panel title"
+        );
+        assert!(
+            s.texts.iter().any(|t| t == "conservative"),
+            "{name}: legend"
+        );
         let lines = s.polylines.iter().filter(|&&n| n > 2).count();
         if name.starts_with("bsld") {
             assert_eq!(lines, 0, "{name}");
@@ -267,7 +279,11 @@ fn sim_run_plot_writes_one_series_per_figure() {
             assert!(s.rects >= 5, "{name}: {} rects", s.rects);
         } else {
             assert_eq!(lines, 1, "{name}: {:?}", s.polylines);
-            assert!(s.polylines.iter().any(|&n| n >= 50), "{name}: {:?}", s.polylines);
+            assert!(
+                s.polylines.iter().any(|&n| n >= 50),
+                "{name}: {:?}",
+                s.polylines
+            );
         }
     }
     let size = svg(&plots.join("bsld_size.svg"));
@@ -370,7 +386,10 @@ fn sim_grid_plot_puts_clusters_side_by_side_and_brokers_in_each() {
         .success();
     for name in FIGURES {
         let s = svg(&plots.join(name));
-        assert!(s.texts.iter().any(|t| t.starts_with("sim grid: ")), "{name}");
+        assert!(
+            s.texts.iter().any(|t| t.starts_with("sim grid: ")),
+            "{name}"
+        );
         for panel in ["alpha", "beta"] {
             assert!(s.texts.iter().any(|t| t == panel), "{name}: panel {panel}");
         }

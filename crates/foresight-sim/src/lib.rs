@@ -25,8 +25,8 @@ pub mod output;
 pub mod plot;
 pub mod replay;
 pub mod runner;
-pub mod swf;
 pub mod sweep;
+pub mod swf;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};

@@ -204,6 +204,9 @@ pub fn bsld_by_class(
         .collect()
 }
 
+/// What puts a job in a class: its processors, or its runtime.
+type ClassKey = fn(&Span) -> i64;
+
 /// The files [`write_run_figures`] writes, in order.
 pub const RUN_FIGURES: [&str; 5] = [
     "utilization.svg",
@@ -247,79 +250,92 @@ pub fn write_run_figures(
             "bsld_size.svg" => "mean bounded slowdown by job size",
             _ => "mean bounded slowdown by runtime",
         };
-        figure(&path, &format!("{title}: {what}"), panels.len(), |k, area| {
-            let panel = &panels[k];
-            match name {
-                "utilization.svg" | "queue.svg" => {
-                    let util = name == "utilization.svg";
-                    let span = panel
-                        .series
-                        .iter()
-                        .flat_map(|s| s.jobs.iter().map(|j| j.end - j.submit))
-                        .max()
-                        .unwrap_or(0);
-                    let (unit, per) = if span > 3 * 86_400 {
-                        ("days", 86_400.0)
-                    } else {
-                        ("hours", 3600.0)
-                    };
-                    let lines: Vec<(String, Vec<(f64, f64)>)> = panel
-                        .series
-                        .iter()
-                        .map(|s| {
-                            let pts = over_time(&s.jobs, s.procs, 400)
-                                .into_iter()
-                                .map(|(t, u, q)| (t / per, if util { u * 100.0 } else { q }))
-                                .collect();
-                            (s.name.clone(), pts)
-                        })
-                        .collect();
-                    let y = if util {
-                        "utilization (%)"
-                    } else {
-                        "jobs waiting (mean)"
-                    };
-                    line_chart(
-                        area,
-                        &panel.title,
-                        &format!("time since the first submission ({unit})"),
-                        y,
-                        &lines,
-                    )
-                }
-                "wait_cdf.svg" => {
-                    let lines: Vec<(String, Vec<(f64, f64)>)> = panel
-                        .series
-                        .iter()
-                        .map(|s| (s.name.clone(), wait_cdf(&s.jobs, 400)))
-                        .collect();
-                    cdf_chart(area, &panel.title, &lines)
-                }
-                _ => {
-                    let (classes, key): (&[(&str, i64)], fn(&Span) -> i64) =
-                        if name == "bsld_size.svg" {
+        figure(
+            &path,
+            &format!("{title}: {what}"),
+            panels.len(),
+            |k, area| {
+                let panel = &panels[k];
+                match name {
+                    "utilization.svg" | "queue.svg" => {
+                        let util = name == "utilization.svg";
+                        let span = panel
+                            .series
+                            .iter()
+                            .flat_map(|s| s.jobs.iter().map(|j| j.end - j.submit))
+                            .max()
+                            .unwrap_or(0);
+                        let (unit, per) = if span > 3 * 86_400 {
+                            ("days", 86_400.0)
+                        } else {
+                            ("hours", 3600.0)
+                        };
+                        let lines: Vec<(String, Vec<(f64, f64)>)> = panel
+                            .series
+                            .iter()
+                            .map(|s| {
+                                let pts = over_time(&s.jobs, s.procs, 400)
+                                    .into_iter()
+                                    .map(|(t, u, q)| (t / per, if util { u * 100.0 } else { q }))
+                                    .collect();
+                                (s.name.clone(), pts)
+                            })
+                            .collect();
+                        let y = if util {
+                            "utilization (%)"
+                        } else {
+                            "jobs waiting (mean)"
+                        };
+                        line_chart(
+                            area,
+                            &panel.title,
+                            &format!("time since the first submission ({unit})"),
+                            y,
+                            &lines,
+                        )
+                    }
+                    "wait_cdf.svg" => {
+                        let lines: Vec<(String, Vec<(f64, f64)>)> = panel
+                            .series
+                            .iter()
+                            .map(|s| (s.name.clone(), wait_cdf(&s.jobs, 400)))
+                            .collect();
+                        cdf_chart(area, &panel.title, &lines)
+                    }
+                    _ => {
+                        let (classes, key): (&[(&str, i64)], ClassKey) = if name == "bsld_size.svg"
+                        {
                             (&SIZE_CLASSES, |j| i64::from(j.procs))
                         } else {
                             (&RUNTIME_CLASSES, |j| j.end - j.start)
                         };
-                    let bars: Vec<(String, Vec<f64>)> = panel
-                        .series
-                        .iter()
-                        .map(|s| {
-                            let v = bsld_by_class(&s.jobs, classes, key);
-                            (s.name.clone(), v.into_iter().map(|(b, _)| b).collect())
-                        })
-                        .collect();
-                    let labels: Vec<String> = classes.iter().map(|(l, _)| l.to_string()).collect();
-                    let x = if name == "bsld_size.svg" {
-                        "processors"
-                    } else {
-                        "runtime"
-                    };
-                    bar_chart(area, &panel.title, x, "mean bounded slowdown", &labels, &bars)
+                        let bars: Vec<(String, Vec<f64>)> = panel
+                            .series
+                            .iter()
+                            .map(|s| {
+                                let v = bsld_by_class(&s.jobs, classes, key);
+                                (s.name.clone(), v.into_iter().map(|(b, _)| b).collect())
+                            })
+                            .collect();
+                        let labels: Vec<String> =
+                            classes.iter().map(|(l, _)| l.to_string()).collect();
+                        let x = if name == "bsld_size.svg" {
+                            "processors"
+                        } else {
+                            "runtime"
+                        };
+                        bar_chart(
+                            area,
+                            &panel.title,
+                            x,
+                            "mean bounded slowdown",
+                            &labels,
+                            &bars,
+                        )
+                    }
                 }
-            }
-        })?;
+            },
+        )?;
         written.push(path);
     }
     Ok(written)
@@ -422,10 +438,7 @@ fn hbar_chart(
                 chart
                     .draw_series(v.iter().enumerate().map(|(k, &w)| {
                         let top = (n - 1 - k) as f64 + 0.4 - i as f64 * height;
-                        Rectangle::new(
-                            [($x0, top), (w.max($x0), top - height)],
-                            c.filled(),
-                        )
+                        Rectangle::new([($x0, top), (w.max($x0), top - height)], c.filled())
                     }))
                     .map_err(|e| e.to_string())?
                     .label(name.as_str())
@@ -707,11 +720,7 @@ mod tests {
     fn bounded_slowdown_falls_in_the_right_classes() {
         // 1 proc, waited 10, ran 5 (τ: bsld = 15/10); 3 procs, waited 0, ran 100 (1);
         // 3 procs, waited 100, ran 100 (2).
-        let jobs = [
-            span(0, 10, 15, 1),
-            span(0, 0, 100, 3),
-            span(0, 100, 200, 3),
-        ];
+        let jobs = [span(0, 10, 15, 1), span(0, 0, 100, 3), span(0, 100, 200, 3)];
         let by_size = bsld_by_class(&jobs, &SIZE_CLASSES, |j| i64::from(j.procs));
         assert_eq!(by_size[0], (1.5, 1));
         assert_eq!(by_size[1], (1.5, 2));

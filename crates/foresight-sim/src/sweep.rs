@@ -38,7 +38,9 @@ pub enum SweepError {
     #[error(transparent)]
     Trace(#[from] SwfError),
     /// A trace's header does not give the machine size.
-    #[error("{0}: the header has neither MaxProcs nor MaxNodes; give it as {{ path = …, procs = N }}")]
+    #[error(
+        "{0}: the header has neither MaxProcs nor MaxNodes; give it as {{ path = …, procs = N }}"
+    )]
     NoMachineSize(String),
     /// A run failed.
     #[error("{run}: {source}")]
@@ -215,7 +217,9 @@ impl SweepConfig {
             ("load", cfg.load.is_empty()),
         ] {
             if empty {
-                return Err(bad(format!("`{axis}` is empty: leave it out for the default")));
+                return Err(bad(format!(
+                    "`{axis}` is empty: leave it out for the default"
+                )));
             }
         }
         if let Some(l) = cfg.load.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
@@ -240,8 +244,7 @@ impl SweepConfig {
         let mut out = Vec::new();
         for trace in 0..self.traces.len() {
             for base in &policies {
-                let fcfs =
-                    base.reservation_depth == 0 && base.backfill == BackfillChoice::None;
+                let fcfs = base.reservation_depth == 0 && base.backfill == BackfillChoice::None;
                 let choices: Vec<Option<BackfillChoice>> = if self.backfill.is_empty() || fcfs {
                     vec![None]
                 } else {
@@ -354,11 +357,17 @@ pub fn run_sweep(
                 utilization: 0.0,
                 makespan: 0,
             };
-            let out = simulate(&workloads[k], procs, &run.policy, run.semantics, &mut |_| {})
-                .map_err(|source| SweepError::Sim {
-                    run: format!("{} {}", row.trace, row.label()),
-                    source,
-                })?;
+            let out = simulate(
+                &workloads[k],
+                procs,
+                &run.policy,
+                run.semantics,
+                &mut |_| {},
+            )
+            .map_err(|source| SweepError::Sim {
+                run: format!("{} {}", row.trace, row.label()),
+                source,
+            })?;
             let m = out.metrics;
             row.jobs = m.jobs;
             row.mean_wait = m.mean_wait;
@@ -414,16 +423,30 @@ load = [1.0, 1.5]
         for (text, want) in [
             ("traces = []\npolicies = [\"easy\"]", "`traces` is empty"),
             ("traces = [\"a\"]", "give `policies`"),
-            ("traces = [\"a\"]\npolicies = [\"eazy\"]", "\"eazy\" is not a policy"),
-            ("traces = [\"a\"]\npolicies = [\"easy\"]\nload = [0]", "load 0"),
-            ("traces = [\"a\"]\npolicies = [\"easy\"]\nbackfil = []", "backfil"),
+            (
+                "traces = [\"a\"]\npolicies = [\"eazy\"]",
+                "\"eazy\" is not a policy",
+            ),
+            (
+                "traces = [\"a\"]\npolicies = [\"easy\"]\nload = [0]",
+                "load 0",
+            ),
+            (
+                "traces = [\"a\"]\npolicies = [\"easy\"]\nbackfil = []",
+                "backfil",
+            ),
             (
                 "traces = [\"a\"]\npolicies = [\"easy\"]\nbackfill = [\"fast\"]",
                 "fast",
             ),
-            ("traces = [\"a\"]\npolicies = [\"easy\"]\norder = []", "`order` is empty"),
+            (
+                "traces = [\"a\"]\npolicies = [\"easy\"]\norder = []",
+                "`order` is empty",
+            ),
         ] {
-            let e = SweepConfig::parse(text, "s.toml").expect_err(text).to_string();
+            let e = SweepConfig::parse(text, "s.toml")
+                .expect_err(text)
+                .to_string();
             assert!(e.starts_with("s.toml: "), "{e}");
             assert!(e.contains(want), "{text}: {e}");
         }
@@ -437,6 +460,9 @@ load = [1.0, 1.5]
         for (b, j) in before.iter().zip(&w.jobs) {
             assert_eq!(j.job.submit.secs(), b / 2);
         }
-        assert!(w.jobs.windows(2).all(|p| p[0].job.submit <= p[1].job.submit));
+        assert!(w
+            .jobs
+            .windows(2)
+            .all(|p| p[0].job.submit <= p[1].job.submit));
     }
 }

@@ -1,5 +1,6 @@
 //! `foresight sim …`: trace-driven simulation.
 
+use super::sim_sweep::plot_dir;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
@@ -12,7 +13,6 @@ use foresight_sim::swf::SwfHeader;
 use foresight_sim::workload::Skipped;
 use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
-use super::sim_sweep::plot_dir;
 use serde_json::json;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};

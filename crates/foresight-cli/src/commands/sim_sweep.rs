@@ -106,7 +106,12 @@ fn short(trace: &str) -> String {
 
 fn print_table(rows: &[SweepRow]) {
     let traces: Vec<String> = rows.iter().map(|r| short(&r.trace)).collect();
-    let tw = traces.iter().map(|t| t.chars().count()).max().unwrap_or(0).max(5);
+    let tw = traces
+        .iter()
+        .map(|t| t.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     let lw = rows
         .iter()
         .map(|r| run_label(r).chars().count())
@@ -115,15 +120,7 @@ fn print_table(rows: &[SweepRow]) {
         .max(3);
     println!(
         "{:<tw$}  {:>6}  {:<lw$}  {:>7}  {:>11}  {:>9}  {:>10}  {:>7}  {:>11}",
-        "trace",
-        "procs",
-        "run",
-        "jobs",
-        "mean wait",
-        "mean bsld",
-        "max wait",
-        "util",
-        "makespan"
+        "trace", "procs", "run", "jobs", "mean wait", "mean bsld", "max wait", "util", "makespan"
     );
     for (r, t) in rows.iter().zip(&traces) {
         println!(
