@@ -8,7 +8,7 @@
 //! having chosen it, is refused with 403. The data directory keeps what jobs must not read
 //! out of their reach: see [`prepare_data_dir`].
 
-use crate::error::ApiError;
+use crate::refusal::Refusal;
 use crate::world::World;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -34,13 +34,13 @@ impl World {
 /// Refuses (403, naming the user and the account) a submission whose local parts could not
 /// run as a proper account. Only checked when the daemon is root and has a local cluster:
 /// otherwise every job runs as the daemon's own user and the account is not used.
-pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
+pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
     if !foresight_rm::account::running_as_root() || w.clusters.iter().all(|c| c.cfg.is_slurm()) {
         return Ok(());
     }
     let (account, chosen) = w.unix_account(user);
     match foresight_rm::account::lookup(&account) {
-        Ok(Some(a)) if a.uid == 0 && !chosen => Err(ApiError::forbidden(
+        Ok(Some(a)) if a.uid == 0 && !chosen => Err(Refusal::forbidden(
             "user",
             format!(
                 "user {user:?} would run as root (the account of the same name); jobs run as \
@@ -49,7 +49,7 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
             ),
         )),
         Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(ApiError::forbidden(
+        Ok(None) => Err(Refusal::forbidden(
             "user",
             format!(
                 "user {user:?} has no Unix account to run local jobs as: account {account:?} \
@@ -57,7 +57,7 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
                  `foresight user modify {user} --unix-user ACCOUNT` or the [unix_user] table)"
             ),
         )),
-        Err(e) => Err(ApiError::internal(e)),
+        Err(e) => Err(Refusal::internal(e)),
     }
 }
 

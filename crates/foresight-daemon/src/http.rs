@@ -1,6 +1,7 @@
 //! The REST API (`/api/v1`), `/healthz`, `/metrics` and the OpenAPI document.
 
 use crate::error::ApiError;
+use crate::refusal::Refusal;
 use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
@@ -21,28 +22,28 @@ type AppState = Arc<Service>;
 pub struct Caller(pub UserRecord);
 
 impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
         let value = parts
             .headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer <token>'"))?;
+            .ok_or_else(|| Refusal::unauthenticated("missing 'Authorization: Bearer <token>'"))?;
         let token = value
             .to_str()
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("Authorization must be 'Bearer <token>'"))?;
+            .ok_or_else(|| Refusal::unauthenticated("Authorization must be 'Bearer <token>'"))?;
         state.authenticate(token.trim()).map(Caller)
     }
 }
 
 impl Caller {
-    fn admin(&self) -> Result<(), ApiError> {
+    fn admin(&self) -> Result<(), Refusal> {
         if self.0.admin {
             Ok(())
         } else {
-            Err(ApiError::forbidden(
+            Err(Refusal::forbidden(
                 "user",
                 format!("{} is not an administrator", self.0.name),
             ))
@@ -54,12 +55,12 @@ impl Caller {
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Refusal> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
-            Err(e) => Err(ApiError::bad("body", e.body_text())),
+            Err(e) => Err(Refusal::invalid("body", e.body_text())),
         }
     }
 }
@@ -68,13 +69,42 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 pub struct Params<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Refusal> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(v)) => Ok(Params(v)),
-            Err(e) => Err(ApiError::bad("query", e.body_text())),
+            Err(e) => Err(Refusal::invalid("query", e.body_text())),
         }
+    }
+}
+
+/// The status and JSON body a refusal is answered with.
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> ApiError {
+        let (status, code) = match &r {
+            Refusal::Invalid { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            Refusal::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Refusal::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+            Refusal::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            Refusal::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
+            Refusal::OverBudget { .. } => (StatusCode::PAYMENT_REQUIRED, "budget_exceeded"),
+            Refusal::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError {
+            status,
+            body: foresight_api::ApiError {
+                code: code.into(),
+                field: r.field().map(str::to_string),
+                message: r.reason().to_string(),
+            },
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> axum::response::Response {
+        ApiError::from(self).into_response()
     }
 }
 
@@ -111,7 +141,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .nest(API_PREFIX, api)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .fallback(|| async { Refusal::not_found("no such endpoint") })
         .with_state(service)
 }
 
@@ -167,7 +197,7 @@ async fn healthz() -> &'static str {
 
 /// Prometheus metrics (administrators: a scrape config sends the admin token as its
 /// `bearer_token`). They count every user's jobs, so they are not public.
-async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, Refusal> {
     caller.admin()?;
     Ok((
         [(
@@ -187,7 +217,7 @@ async fn submit_job(
     State(s): State<AppState>,
     caller: Caller,
     Body(job): Body<SubmitJob>,
-) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+) -> Result<(StatusCode, Json<Submitted>), Refusal> {
     crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, vec![job], false).await?;
     Ok((StatusCode::CREATED, Json(Submitted { id: ids[0] })))
@@ -200,7 +230,7 @@ async fn submit_batch(
     State(s): State<AppState>,
     caller: Caller,
     Body(batch): Body<SubmitBatch>,
-) -> Result<(StatusCode, Json<SubmittedBatch>), ApiError> {
+) -> Result<(StatusCode, Json<SubmittedBatch>), Refusal> {
     crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, batch.jobs, true).await?;
     Ok((StatusCode::CREATED, Json(SubmittedBatch { ids })))
@@ -223,13 +253,13 @@ async fn list_jobs(
     State(s): State<AppState>,
     caller: Caller,
     Params(f): Params<JobFilter>,
-) -> Result<Json<Vec<JobView>>, ApiError> {
+) -> Result<Json<Vec<JobView>>, Refusal> {
     let state = f
         .state
         .as_deref()
         .map(str::parse::<JobState>)
         .transpose()
-        .map_err(|e| ApiError::bad("state", e))?;
+        .map_err(|e| Refusal::invalid("state", e))?;
     Ok(Json(s.jobs(
         &caller.0,
         state,
@@ -245,7 +275,7 @@ async fn show_job(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<JobView>, ApiError> {
+) -> Result<Json<JobView>, Refusal> {
     s.job(&caller.0, id).map(Json)
 }
 
@@ -259,7 +289,7 @@ macro_rules! job_action {
             State(s): State<AppState>,
             caller: Caller,
             Path($id): Path<u64>,
-        ) -> Result<Json<JobView>, ApiError> {
+        ) -> Result<Json<JobView>, Refusal> {
             s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
         }
     };
@@ -309,7 +339,7 @@ async fn explain_job(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<Explanation>, ApiError> {
+) -> Result<Json<Explanation>, Refusal> {
     s.explain(&caller.0, id).map(Json)
 }
 
@@ -320,7 +350,7 @@ async fn estimate(
     State(s): State<AppState>,
     _caller: Caller,
     Body(req): Body<EstimateRequest>,
-) -> Result<Json<Estimate>, ApiError> {
+) -> Result<Json<Estimate>, Refusal> {
     let mut est = s.estimate(&req).await?;
     s.add_resource_manager_estimates(&req, &mut est).await;
     Ok(Json(est))
@@ -333,7 +363,7 @@ async fn create_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Body(r): Body<CreateReservation>,
-) -> Result<(StatusCode, Json<ReservationView>), ApiError> {
+) -> Result<(StatusCode, Json<ReservationView>), Refusal> {
     caller.admin()?;
     let owner = caller.0.name.clone();
     let view = s
@@ -341,14 +371,16 @@ async fn create_reservation(
             let start = r.start.unwrap_or(now);
             let end = match (r.end, &r.duration) {
                 (Some(e), _) => e,
-                (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
-                (None, None) => return Err(ApiError::bad("end", "give end or duration")),
+                (None, Some(d)) => {
+                    start + d.seconds().map_err(|m| Refusal::invalid("duration", m))?
+                }
+                (None, None) => return Err(Refusal::invalid("end", "give end or duration")),
             };
             // A job ACL names a job that exists: compared with a job not yet submitted (id 0)
             // or not yet numbered, it would admit whoever submits next.
             if let Some(job) = r.acl.job {
                 if !w.jobs.contains_key(&job) {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "acl.job",
                         format!("no job {job}: a job ACL must name an existing job"),
                     ));
@@ -357,7 +389,7 @@ async fn create_reservation(
             let held = if r.processors.is_empty() {
                 crate::world::Held::Count(r.procs)
             } else if r.procs != 0 && r.procs as usize != r.processors.len() {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "procs",
                     format!(
                         "{} processors asked but {} listed in processors; give one or the other",
@@ -392,12 +424,12 @@ async fn show_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     s.reservations(&caller.0)
         .into_iter()
         .find(|r| r.id == id)
         .map(Json)
-        .ok_or_else(|| crate::world::not_found_at("id", format!("no reservation {id}")))
+        .ok_or_else(|| Refusal::not_found_at("id", format!("no reservation {id}")))
 }
 
 /// Commits a tentative reservation (administrators).
@@ -407,7 +439,7 @@ async fn commit_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, _| {
         w.commit_reservation(id)?;
@@ -424,7 +456,7 @@ async fn release_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, now| {
         w.release_reservation(now, id)?;
@@ -456,7 +488,7 @@ async fn show_plan(
     State(s): State<AppState>,
     caller: Caller,
     Params(q): Params<PlanWindow>,
-) -> Result<Json<Vec<ClusterPlan>>, ApiError> {
+) -> Result<Json<Vec<ClusterPlan>>, Refusal> {
     s.plan(q.cluster.as_deref(), q.from, q.to, &caller.0)
         .await
         .map(Json)
@@ -467,7 +499,7 @@ async fn show_plan(
 async fn list_users(
     State(s): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<UserView>>, ApiError> {
+) -> Result<Json<Vec<UserView>>, Refusal> {
     caller.admin()?;
     Ok(Json(s.users()))
 }
@@ -479,11 +511,11 @@ async fn create_user(
     State(s): State<AppState>,
     caller: Caller,
     Body(u): Body<CreateUser>,
-) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedUser>), Refusal> {
     caller.admin()?;
     if let Some(b) = u.budget {
         if b.is_nan() || b < 0.0 {
-            return Err(ApiError::bad("budget", "must be a number >= 0"));
+            return Err(Refusal::invalid("budget", "must be a number >= 0"));
         }
     }
     if let Some(a) = &u.unix_user {
@@ -517,26 +549,26 @@ async fn change_budget(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<BudgetChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, _| {
         let u = w
             .users
             .get_mut(&name)
-            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
+            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         if let Some(set) = change.set {
             if set.is_some_and(|b| b.is_nan() || b < 0.0) {
-                return Err(ApiError::bad("set", "must be a number >= 0 or null"));
+                return Err(Refusal::invalid("set", "must be a number >= 0 or null"));
             }
             u.budget = set;
         }
         if let Some(add) = change.add {
             if add.is_nan() {
-                return Err(ApiError::bad("add", "must be a number"));
+                return Err(Refusal::invalid("add", "must be a number"));
             }
             if let Some(b) = u.budget.as_mut() {
                 if *b + add < 0.0 {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "add",
                         format!("would make the budget negative ({:.2} + {add:.2})", *b),
                     ));
@@ -554,7 +586,7 @@ async fn change_budget(
 
 /// An account name as `useradd` would accept it, so that a mapping cannot smuggle anything
 /// into a lookup.
-fn check_account_name(a: &str) -> Result<(), ApiError> {
+fn check_account_name(a: &str) -> Result<(), Refusal> {
     let ok = !a.is_empty()
         && a.len() <= 32
         && a.bytes()
@@ -562,7 +594,7 @@ fn check_account_name(a: &str) -> Result<(), ApiError> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::bad(
+        Err(Refusal::invalid(
             "unix_user",
             "must be a Unix account name: 1 to 32 letters, digits, '_', '-' or '.'",
         ))
@@ -579,7 +611,7 @@ async fn change_unix_user(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<UnixUserChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     if let Some(a) = &change.unix_user {
         check_account_name(a)?;
@@ -588,7 +620,7 @@ async fn change_unix_user(
         let u = w
             .users
             .get_mut(&name)
-            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
+            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.unix_user = change.unix_user;
         let view = user_view(u);
         w.dirty_users.insert(name.clone());

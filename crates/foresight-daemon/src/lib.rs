@@ -19,12 +19,14 @@ mod metrics;
 mod moment;
 mod output;
 mod plan_view;
+mod refusal;
 pub mod service;
 #[doc(hidden)]
 pub mod world;
 
 pub use config::Config;
 pub use error::ApiError;
+pub use refusal::Refusal;
 
 use std::sync::Arc;
 
