@@ -14,6 +14,8 @@
 //! - [`output`]: the per-job schedule as CSV or SWF.
 //! - [`prediction`]: runtime prediction settings and the statistics key of a job.
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
+//! - [`sweep`]: traces × policies × options, run in parallel.
+//! - [`plot`]: SVG figures of a run, a grid run or a sweep.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -21,9 +23,11 @@
 pub mod grid;
 pub mod metrics;
 pub mod output;
+pub mod plot;
 pub mod prediction;
 pub mod replay;
 pub mod runner;
+pub mod sweep;
 pub mod swf;
 pub mod workload;
 
