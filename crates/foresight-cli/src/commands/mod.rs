@@ -1,5 +1,7 @@
 //! One module per noun.
+pub mod accounting;
 pub mod client;
 pub mod plan;
 pub mod server;
 pub mod sim;
+pub mod tail;
