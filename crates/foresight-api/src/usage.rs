@@ -49,7 +49,7 @@ pub fn usage(jobs: &[JobView], since: i64, until: i64, now: i64, key: UsageKey) 
         let ran = end - start;
         let share = if ran > 0 {
             inside as f64 / ran as f64
-        } else if (since..until).contains(&end) {
+        } else if since < end && end <= until {
             1.0
         } else {
             0.0
@@ -61,7 +61,10 @@ pub fn usage(jobs: &[JobView], since: i64, until: i64, now: i64, key: UsageKey) 
         let parts: Vec<(String, u32)> = if j.parts.is_empty() {
             vec![(j.cluster.clone().unwrap_or_else(|| "-".into()), j.procs)]
         } else {
-            j.parts.iter().map(|p| (p.cluster.clone(), p.procs)).collect()
+            j.parts
+                .iter()
+                .map(|p| (p.cluster.clone(), p.procs))
+                .collect()
         };
         let procs: u32 = parts.iter().map(|p| p.1).sum::<u32>().max(1);
         for (cluster, p) in parts {
@@ -102,7 +105,13 @@ mod tests {
     use super::*;
     use crate::{JobState, PartView};
 
-    fn job(id: u64, user: &str, run: Option<(i64, i64)>, parts: &[(&str, u32)], charged: f64) -> JobView {
+    fn job(
+        id: u64,
+        user: &str,
+        run: Option<(i64, i64)>,
+        parts: &[(&str, u32)],
+        charged: f64,
+    ) -> JobView {
         JobView {
             id,
             name: None,
@@ -196,6 +205,9 @@ mod tests {
             }
         }
         assert!((charged - 97.5).abs() < 1e-9, "{charged}");
-        assert!((hours - (8.0 + 1.0 + 3.0 * 1000.0 / 3600.0)).abs() < 1e-9, "{hours}");
+        assert!(
+            (hours - (8.0 + 1.0 + 3.0 * 1000.0 / 3600.0)).abs() < 1e-9,
+            "{hours}"
+        );
     }
 }

@@ -110,7 +110,8 @@ struct PartRow {
     procs: u32,
 }
 
-/// Runs `job history`: the finished jobs that ended in the period.
+/// Runs `job history`: the finished jobs that ran in the period (ended at or after its
+/// start, started at or before its end; a job that never started counts at its submission).
 pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
     let now = crate::moment::now();
     let (since, until) = o.period.resolve(now)?;
@@ -119,7 +120,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
         .filter(|j| j.state.is_final())
         .filter(|j| {
             let end = j.ended_at.unwrap_or(j.submitted_at);
-            end >= since && j.started_at.unwrap_or(j.submitted_at) < until
+            end >= since && j.started_at.unwrap_or(j.submitted_at) <= until
         })
         .map(|j| HistoryRow {
             id: j.id,
@@ -160,8 +161,19 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
         Format::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             w.write_record([
-                "id", "name", "user", "account", "state", "start", "end", "elapsed", "procs",
-                "clusters", "exit_code", "signal", "charged",
+                "id",
+                "name",
+                "user",
+                "account",
+                "state",
+                "start",
+                "end",
+                "elapsed",
+                "procs",
+                "clusters",
+                "exit_code",
+                "signal",
+                "charged",
             ])?;
             for r in &rows {
                 let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
@@ -317,11 +329,7 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
             w.flush()?;
         }
         Format::Table => {
-            println!(
-                "Usage from {} to {}",
-                when(Some(since)),
-                when(Some(until))
-            );
+            println!("Usage from {} to {}", when(Some(since)), when(Some(until)));
             let total = UsageRow {
                 key: "TOTAL".into(),
                 jobs: 0,
@@ -347,7 +355,10 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
             if rows.is_empty() {
                 cells.clear();
             }
-            print!("{}", table(&[name, "JOBS", "PROC-HOURS", "CHARGED"], &cells));
+            print!(
+                "{}",
+                table(&[name, "JOBS", "PROC-HOURS", "CHARGED"], &cells)
+            );
         }
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! `job tail [-f]`: the end of a job's output, and with `-f` what it writes next, read through
 //! the API (`GET /api/v1/jobs/ID/output?offset=N`) so that it works from anywhere.
 
-use super::client::Client;
+use super::client::{Client, ServerRefused};
 use anyhow::Result;
 use clap::Args;
 use foresight_api::{JobState, JobView};
@@ -59,18 +59,26 @@ pub fn tail(c: &Client, o: TailOpts) -> Result<()> {
         let ended = job.state.is_final();
         // Nothing to read before it starts (a job that never started has no output).
         if job.started_at.is_some() && job.stdout.is_some() {
-            let mut q = vec![
-                ("part", o.part.to_string()),
-                ("offset", offset.to_string()),
-            ];
+            let mut q = vec![("part", o.part.to_string()), ("offset", offset.to_string())];
             if o.stderr {
                 q.push(("stderr", "true".into()));
             }
-            let bytes = c.send_raw(
+            let bytes = match c.send_raw(
                 c.http
                     .get(c.url(&format!("/jobs/{}/output", o.id)))
                     .query(&q),
-            )?;
+            ) {
+                Ok(b) => b,
+                // Its file is made a moment after it starts: nothing written yet.
+                Err(e)
+                    if !ended
+                        && e.downcast_ref::<ServerRefused>()
+                            .is_some_and(|r| r.status == 404) =>
+                {
+                    Vec::new()
+                }
+                Err(e) => return Err(e),
+            };
             offset += bytes.len() as u64;
             let shown = if first {
                 last_lines(&bytes, o.lines)
