@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 mod duration;
+pub mod usage;
 
 pub use duration::{format_duration, parse_duration};
 
@@ -211,6 +212,9 @@ pub struct JobView {
     pub name: Option<String>,
     /// Owner.
     pub user: String,
+    /// The account it is charged to, if it names one.
+    #[serde(default)]
+    pub account: Option<String>,
     /// State.
     pub state: JobState,
     /// Held: not planned until released.

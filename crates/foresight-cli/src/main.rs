@@ -66,6 +66,13 @@ enum Command {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Accounting reports: `report usage` (as sreport).
+    Report {
+        #[command(subcommand)]
+        command: commands::accounting::ReportCommand,
+        #[command(flatten)]
+        conn: Connection,
+    },
     /// The plan: show the service's plan, or choose slots in a plan given as JSON.
     Plan {
         #[command(subcommand)]
@@ -104,6 +111,9 @@ fn main() -> ExitCode {
         },
         Command::User { command, conn } => {
             commands::client::user(&conn, command).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Report { command, conn } => {
+            commands::accounting::report(&conn, command).map(|()| ExitCode::SUCCESS)
         }
         Command::Supervise { dir } => Ok(ExitCode::from(foresight_rm::supervise(&dir))),
         Command::Completion { shell } => {

@@ -12,10 +12,10 @@ use jiff::Timestamp;
 
 /// The forms `--start`, `--from` and `--to` read, for help texts and messages.
 pub const FORMS: &str = "now, now+N[seconds|minutes|hours|days|weeks] (N alone is seconds, \
-    as sbatch --begin), +DURATION (as -t: +90 is 90 minutes, +1h30m), HH:MM[:SS] (the next \
-    such time), YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (local time), RFC 3339 with a zone \
-    (2026-11-23T16:00:00Z), midnight, noon, elevenses, fika, teatime, today, tomorrow, or \
-    seconds since the epoch";
+    as sbatch --begin), now-N[...] (as sacct --starttime), +DURATION (as -t: +90 is 90 \
+    minutes, +1h30m), HH:MM[:SS] (the next such time), YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] \
+    (local time), RFC 3339 with a zone (2026-11-23T16:00:00Z), midnight, noon, elevenses, \
+    fika, teatime, today, tomorrow, or seconds since the epoch";
 
 /// The local time zone: `TZ`, else the system's, else UTC.
 pub fn local_zone() -> TimeZone {
@@ -123,6 +123,10 @@ pub fn parse_moment(text: &str, now: i64, tz: &TimeZone) -> Result<i64, String> 
     }
     if let Some(rest) = lower.strip_prefix("now+") {
         return add(sbatch_offset(rest).ok_or_else(bad)?);
+    }
+    // sacct's --starttime reads the past the same way.
+    if let Some(rest) = lower.strip_prefix("now-") {
+        return add(-sbatch_offset(rest).ok_or_else(bad)?);
     }
     if let Some(rest) = t.strip_prefix('+') {
         let d = parse_duration(rest).map_err(|e| format!("{text:?}: {e}"))?;
@@ -269,6 +273,8 @@ mod tests {
             case("NOW", NOW),
             case("now+90", NOW + 90),
             case("now+1hour", NOW + h),
+            case("now-1days", NOW - 24 * h),
+            case("now-90", NOW - 90),
             case("now+2hours", NOW + 2 * h),
             case("now+15minutes", NOW + 900),
             case("now+10min", NOW + 600),
@@ -330,7 +336,8 @@ mod tests {
             "1:2:3:4",
             "2026-13-01",
             "2026-11-23T25:00",
-            "now-5",
+            "now-",
+            "now-5parsecs",
         ] {
             let e = parse_moment(bad, NOW, &berlin()).unwrap_err();
             assert!(e.contains(&format!("{bad:?}")), "{bad:?}: {e}");

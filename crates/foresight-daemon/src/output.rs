@@ -19,6 +19,9 @@ pub struct OutputQuery {
     /// The part of a co-allocated job (0, 1, …) [default: 0].
     #[serde(default)]
     part: usize,
+    /// Only the bytes from this offset on (what `job tail -f` has not seen yet) [default: 0].
+    #[serde(default)]
+    offset: u64,
 }
 
 /// A job's standard output (or error) as plain text.
@@ -55,7 +58,7 @@ pub async fn job_output(
         let ext = if q.stderr { "err" } else { "out" };
         path.with_file_name(format!("{id}.{}.{ext}", q.part))
     };
-    match tokio::fs::read(&path).await {
+    match read_from(&path, q.offset).await {
         Ok(bytes) => Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Refusal::not_found(format!(
             "job {id}: its {which} (part {}) is not on this server",
@@ -65,4 +68,14 @@ pub async fn job_output(
             "job {id}: reading its {which}: {e}"
         ))),
     }
+}
+
+/// The file's bytes from `offset` on (none when it is shorter).
+async fn read_from(path: &std::path::Path, offset: u64) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = tokio::fs::File::open(path).await?;
+    f.seek(std::io::SeekFrom::Start(offset)).await?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).await?;
+    Ok(bytes)
 }

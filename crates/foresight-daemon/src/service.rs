@@ -1279,6 +1279,7 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
         id: j.id,
         name: j.name.clone(),
         user: j.user.clone(),
+        account: j.cred[1].clone(),
         state: j.state,
         held: j.held,
         suspended: j.suspended,

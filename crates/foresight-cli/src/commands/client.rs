@@ -54,14 +54,15 @@ pub struct ServerRefused {
     pub body: ApiError,
 }
 
-struct Client {
-    http: reqwest::blocking::Client,
+/// A connection to the server's REST API.
+pub(crate) struct Client {
+    pub(crate) http: reqwest::blocking::Client,
     base: String,
     token: String,
 }
 
 impl Client {
-    fn new(conn: &Connection) -> Result<Client> {
+    pub(crate) fn new(conn: &Connection) -> Result<Client> {
         let data_dir = conn
             .data_dir
             .clone()
@@ -104,12 +105,12 @@ impl Client {
         Ok(Client { http, base, token })
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}{}", self.base, API_PREFIX, path)
     }
 
     /// The answer's body, or the server's refusal as the error.
-    fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
+    pub(crate) fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
         let resp = req
             .bearer_auth(&self.token)
             .send()
@@ -138,7 +139,11 @@ impl Client {
             .with_context(|| format!("unexpected answer: {}", String::from_utf8_lossy(&bytes)))
     }
 
-    fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T> {
+    pub(crate) fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T> {
         self.send(self.http.get(self.url(path)).query(query))
     }
 
@@ -174,6 +179,10 @@ pub enum JobCommand {
     Explain(IdOpts),
     /// Print a job's output (standard output, or --stderr), from the server.
     Cat(CatOpts),
+    /// Print the end of a job's output; with -f, follow it as the job writes, until it ends.
+    Tail(crate::commands::tail::TailOpts),
+    /// Finished jobs, as sacct: start, end, elapsed, exit code or signal, charge, per part.
+    History(crate::commands::accounting::HistoryOpts),
     /// Wait until jobs end; the exit code is the job's (of the first that did not complete:
     /// its exit code, 128 + its signal, else 1), as `hq job wait`.
     Wait(WaitOpts),
@@ -359,6 +368,8 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
         JobCommand::Resume(o) => act(&c, o, "resume")?,
         JobCommand::Requeue(o) => act(&c, o, "requeue")?,
         JobCommand::Wait(o) => return wait(&c, o),
+        JobCommand::Tail(o) => crate::commands::tail::tail(&c, o)?,
+        JobCommand::History(o) => crate::commands::accounting::history(&c, o)?,
         JobCommand::Cat(o) => {
             let mut q = vec![("part", o.part.to_string())];
             if o.stderr {
@@ -509,7 +520,7 @@ fn list_jobs(c: &Client, o: &ListOpts) -> Result<Vec<JobView>> {
 }
 
 /// Input refused before asking the server: exit code 2, like a refusal by the server.
-fn bad(message: String) -> anyhow::Error {
+pub(crate) fn bad(message: String) -> anyhow::Error {
     super::plan::BadInput(message).into()
 }
 

@@ -1,6 +1,8 @@
 //! One module per noun.
+pub mod accounting;
 pub mod client;
 pub mod plan;
 pub mod server;
 pub mod sim;
 pub mod sim_sweep;
+pub mod tail;
