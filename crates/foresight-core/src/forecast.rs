@@ -118,13 +118,16 @@ pub fn forecast(
 /// one cluster), each naming its processor by index in `processors`. Processors are assigned
 /// to occupancies in order of start (any processor free at an occupancy's start will do,
 /// since the forecast never uses more than the cluster has); what is left free costs the
-/// base tariff.
+/// base tariff. Time planned for a queued local job costs at least `displacement_floor`
+/// (the planner sets it above every cluster's base tariff, so that a job paying at most a
+/// base tariff never displaces local work, whatever the premiums).
 pub fn slots_from_forecast(
     processors: &[Processor],
     occupancies: &[Occupancy],
     now: Time,
     horizon: Time,
     tariff: &Tariff,
+    displacement_floor: f64,
 ) -> Vec<Slot> {
     let n = processors.len();
     // Per processor: the occupancies assigned to it, in time order.
@@ -142,7 +145,10 @@ pub fn slots_from_forecast(
         free.sort_by_key(|&p| (busy_until[p], p));
         let cost = match o.kind {
             OccupancyKind::Planned { priority, .. } => {
-                Some(tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
+                Some(
+                    (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
+                        .max(displacement_floor),
+                )
             }
             OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
         };
@@ -225,7 +231,7 @@ mod tests {
             base: 1.0,
             local_premium: 2.0,
         };
-        let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff);
+        let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff, 0.0);
         let of = |p: u32| -> Vec<(i64, i64, f64)> {
             slots
                 .iter()

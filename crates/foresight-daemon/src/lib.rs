@@ -7,7 +7,8 @@
 //! - `data_lock`: one server per data directory (`server.lock`).
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
-//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
+//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
+//!   that change users (credentials, tokens, disabling, removal).
 #![forbid(unsafe_code)]
 
 mod accounts;
@@ -20,6 +21,7 @@ mod moment;
 mod output;
 mod plan_view;
 pub mod service;
+mod user_admin;
 #[doc(hidden)]
 pub mod world;
 
