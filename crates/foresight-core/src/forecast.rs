@@ -277,7 +277,8 @@ mod tests {
         let f = forecast(&s, Time(0), |_| 0.0);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, OccupancyKind::Held(ReservationId(7)));
-        let slots = slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default());
+        let slots =
+            slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default(), 0.0);
         let free_now = slots.iter().filter(|s| s.start == Time(0)).count();
         assert_eq!(free_now, 2);
     }
