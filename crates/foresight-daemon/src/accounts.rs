@@ -195,9 +195,14 @@ pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The four credential kinds a job names, in [`JobRecord::cred`]'s order, with the request
-/// field that names each.
-const CREDENTIAL_FIELDS: [&str; 4] = ["group", "account", "class", "qos"];
+/// The four credential kinds a job names, in [`JobRecord::cred`]'s order: the request field
+/// that names each, and the `user modify` option that grants them.
+const CREDENTIAL_FIELDS: [(&str, &str); 4] = [
+    ("group", "groups"),
+    ("account", "accounts"),
+    ("class", "classes"),
+    ("qos", "qos"),
+];
 
 impl World {
     /// A job's credentials (group, account, class, QoS) from what it asks: each asked one
@@ -220,25 +225,18 @@ impl World {
                 None => lists[k].first().cloned(),
                 Some(name) if lists[k].contains(&name) => Some(name),
                 Some(name) => {
-                    let field = CREDENTIAL_FIELDS[k];
+                    let (field, option) = CREDENTIAL_FIELDS[k];
+                    let theirs = if lists[k].is_empty() {
+                        "they have none".to_string()
+                    } else {
+                        format!("theirs: {}", lists[k].join(", "))
+                    };
                     return Err(ApiError::forbidden(
                         field,
                         format!(
-                            "user {user:?} may not use {field} {name:?} ({}); an \
+                            "user {user:?} may not use {field} {name:?} ({theirs}); an \
                              administrator grants it with `foresight user modify {user} \
-                             --{} …`",
-                            if lists[k].is_empty() {
-                                format!("they have no {field}")
-                            } else {
-                                format!("theirs: {}", lists[k].join(", "))
-                            },
-                            if field == "qos" {
-                                "qos".to_string()
-                            } else if field == "class" {
-                                "classes".to_string()
-                            } else {
-                                format!("{field}s")
-                            }
+                             --{option} …`"
                         ),
                     ));
                 }
