@@ -42,9 +42,21 @@ fn reservation_acls_read_the_users_record_not_the_jobs_claim() {
     assert_eq!(status, 403, "{e}");
     assert_eq!(e["field"], "reservation", "{e}");
     // An administrator puts bob in physics: both are admitted now (physics is his default).
-    let out = s.run(&["user", "modify", "bob", "--groups", "physics,chem", "-o", "json"]);
+    let out = s.run(&[
+        "user",
+        "modify",
+        "bob",
+        "--groups",
+        "physics,chem",
+        "-o",
+        "json",
+    ]);
     let u: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(u["credentials"]["groups"], json!(["physics", "chem"]), "{u}");
+    assert_eq!(
+        u["credentials"]["groups"],
+        json!(["physics", "chem"]),
+        "{u}"
+    );
     let (status, v) = s.http_as(&bob).post("/jobs", &claim);
     assert_eq!(status, 201, "{v}");
     let (status, v) = s.http_as(&bob).post("/jobs", &plain);
@@ -64,7 +76,10 @@ fn a_rotated_token_replaces_the_old_one_at_once() {
     let s = Server::start(2);
     let old = s.add_user("bob", None);
     assert_eq!(s.http_as(&old).get("/whoami").0, 200);
-    let new = s.run(&["user", "token", "rotate", "bob"]).trim().to_string();
+    let new = s
+        .run(&["user", "token", "rotate", "bob"])
+        .trim()
+        .to_string();
     assert_eq!(new.len(), 48, "{new:?}");
     assert_ne!(new, old);
     let (status, e) = s.http_as(&old).get("/whoami");
@@ -88,8 +103,10 @@ fn disabled_and_removed_users_lose_their_queued_jobs_and_keep_their_history() {
     let s = Server::start(1);
     let bob = s.add_user("bob", None);
     let http = s.http_as(&bob);
-    let running = http.submit(json!({"procs": 1, "walltime": 60, "command": ["sleep", "2"],
-                                     "cluster": "local"}));
+    let running = http.submit(
+        json!({"procs": 1, "walltime": 60, "command": ["sleep", "2"],
+                                     "cluster": "local"}),
+    );
     s.wait_job(running, "running", Duration::from_secs(20), |j| {
         j["state"] == "running"
     });
@@ -115,11 +132,7 @@ fn disabled_and_removed_users_lose_their_queued_jobs_and_keep_their_history() {
     assert_eq!(http.get("/whoami").0, 401);
     assert_eq!(user(&s, "bob"), Value::Null);
     assert_eq!(s.show(running)["user"], "bob");
-    let out = s
-        .cli()
-        .args(["user", "add", "bob"])
-        .output()
-        .expect("runs");
+    let out = s.cli().args(["user", "add", "bob"]).output().expect("runs");
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("already exists"),
@@ -143,9 +156,7 @@ fn budgets_stay_finite_and_can_be_made_unlimited() {
     assert_eq!(user(&s, "bob")["budget"], Value::Null);
     s.run(&["user", "budget", "bob", "--set", "1e308"]);
     assert_eq!(user(&s, "bob")["budget"], json!(1e308));
-    let (status, e) = s
-        .http()
-        .post("/users/bob/budget", &json!({"add": 1e308}));
+    let (status, e) = s.http().post("/users/bob/budget", &json!({"add": 1e308}));
     assert_eq!(status, 400, "{e}");
     assert_eq!(e["field"], "add", "{e}");
     assert_eq!(user(&s, "bob")["budget"], json!(1e308));

@@ -144,12 +144,10 @@ pub fn slots_from_forecast(
         let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
         free.sort_by_key(|&p| (busy_until[p], p));
         let cost = match o.kind {
-            OccupancyKind::Planned { priority, .. } => {
-                Some(
-                    (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
-                        .max(displacement_floor),
-                )
-            }
+            OccupancyKind::Planned { priority, .. } => Some(
+                (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
+                    .max(displacement_floor),
+            ),
             OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
         };
         for &p in free.iter().take(o.procs as usize) {

@@ -8,7 +8,7 @@
 //! having chosen it, is refused with 403. The data directory keeps what jobs must not read
 //! out of their reach: see [`prepare_data_dir`].
 
-use crate::error::ApiError;
+use crate::refusal::Refusal;
 use crate::world::World;
 use foresight_store::JobRecord;
 use std::collections::BTreeMap;
@@ -86,9 +86,37 @@ impl World {
         out
     }
 
+    /// 402 unless a running local job's next attempt fits the budget: what this attempt
+    /// owes so far is charged when it stops, and the next may again cost its worst case, so
+    /// what is left after the charge must still cover everything the user's local jobs may
+    /// cost. (A global job's next attempt waits for budget in the broker instead.)
+    pub(crate) fn check_rerun_budget(&self, now: i64, id: u64) -> Result<(), Refusal> {
+        let Some(j) = self.jobs.get(&id) else {
+            return Ok(());
+        };
+        let Some(left) = self.users.get(&j.user).and_then(|u| u.budget) else {
+            return Ok(());
+        };
+        if self.local_tariff(j).is_none() {
+            return Ok(());
+        }
+        let owed = self.local_charge(now, id).unwrap_or(0.0);
+        let committed = self.committed_by_user().remove(&j.user).unwrap_or(0.0);
+        if left - owed < committed {
+            return Err(Refusal::over_budget(format!(
+                "running job {id} again may cost up to its worst case once more: {:.2} left \
+                 after this attempt's {owed:.2}, less {committed:.2} that {}'s local jobs may \
+                 still cost, is not enough",
+                left - owed,
+                j.user
+            )));
+        }
+        Ok(())
+    }
+
     /// 402 unless job `j`'s worst case at `price` fits what its user has left, less what
     /// their admitted local jobs may still cost.
-    pub(crate) fn check_budget(&self, j: &JobRecord, price: f64) -> Result<(), ApiError> {
+    pub(crate) fn check_budget(&self, j: &JobRecord, price: f64) -> Result<(), Refusal> {
         let Some(left) = self.users.get(&j.user).and_then(|u| u.budget) else {
             return Ok(());
         };
@@ -100,7 +128,7 @@ impl World {
             } else {
                 String::new()
             };
-            return Err(ApiError::budget(format!(
+            return Err(Refusal::over_budget(format!(
                 "worst-case cost {worst:.2} ({} procs × {} s × {price} per processor-second) \
                  exceeds the remaining budget {left:.2} of {}{owed}",
                 j.procs, j.walltime, j.user
@@ -129,13 +157,13 @@ impl World {
 /// Refuses (403, naming the user and the account) a submission whose local parts could not
 /// run as a proper account. Only checked when the daemon is root and has a local cluster:
 /// otherwise every job runs as the daemon's own user and the account is not used.
-pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
+pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
     if !foresight_rm::account::running_as_root() || w.clusters.iter().all(|c| c.cfg.is_slurm()) {
         return Ok(());
     }
     let (account, chosen) = w.unix_account(user);
     match foresight_rm::account::lookup(&account) {
-        Ok(Some(a)) if a.uid == 0 && !chosen => Err(ApiError::forbidden(
+        Ok(Some(a)) if a.uid == 0 && !chosen => Err(Refusal::forbidden(
             "user",
             format!(
                 "user {user:?} would run as root (the account of the same name); jobs run as \
@@ -144,7 +172,7 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
             ),
         )),
         Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(ApiError::forbidden(
+        Ok(None) => Err(Refusal::forbidden(
             "user",
             format!(
                 "user {user:?} has no Unix account to run local jobs as: account {account:?} \
@@ -152,7 +180,7 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), ApiError> {
                  `foresight user modify {user} --unix-user ACCOUNT` or the [unix_user] table)"
             ),
         )),
-        Err(e) => Err(ApiError::internal(e)),
+        Err(e) => Err(Refusal::internal(e)),
     }
 }
 
@@ -213,7 +241,7 @@ impl World {
         &self,
         user: &str,
         asked: [Option<String>; 4],
-    ) -> Result<[Option<String>; 4], ApiError> {
+    ) -> Result<[Option<String>; 4], Refusal> {
         let mine = self.users.get(user).map(|u| &u.credentials);
         let lists: [&[String]; 4] = match mine {
             Some(c) => [&c.groups, &c.accounts, &c.classes, &c.qos],
@@ -231,7 +259,7 @@ impl World {
                     } else {
                         format!("theirs: {}", lists[k].join(", "))
                     };
-                    return Err(ApiError::forbidden(
+                    return Err(Refusal::forbidden(
                         field,
                         format!(
                             "user {user:?} may not use {field} {name:?} ({theirs}); an \
@@ -247,11 +275,11 @@ impl World {
 
     /// The user record `name`, for an administrator's change: 404 for an unknown or
     /// removed user.
-    fn user_mut(&mut self, name: &str) -> Result<&mut foresight_store::UserRecord, ApiError> {
+    fn user_mut(&mut self, name: &str) -> Result<&mut foresight_store::UserRecord, Refusal> {
         self.users
             .get_mut(name)
             .filter(|u| !u.removed)
-            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))
+            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))
     }
 
     /// Replaces the lists the change gives. Names are checked like user names.
@@ -259,7 +287,7 @@ impl World {
         &mut self,
         name: &str,
         change: foresight_api::CredentialsChange,
-    ) -> Result<&foresight_store::UserRecord, ApiError> {
+    ) -> Result<&foresight_store::UserRecord, Refusal> {
         let fields = [
             ("groups", &change.groups),
             ("accounts", &change.accounts),
@@ -268,8 +296,12 @@ impl World {
         ];
         for (field, list) in fields {
             for v in list.iter().flatten() {
-                if v.is_empty() || v.len() > 64 || v.chars().any(|c| c.is_whitespace() || c.is_control() || c == ',') {
-                    return Err(ApiError::bad(
+                if v.is_empty()
+                    || v.len() > 64
+                    || v.chars()
+                        .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+                {
+                    return Err(Refusal::invalid(
                         field,
                         format!("{v:?}: a name is 1 to 64 characters without spaces, commas or control characters"),
                     ));
@@ -303,10 +335,10 @@ impl World {
         name: &str,
         set: Option<Option<f64>>,
         add: Option<f64>,
-    ) -> Result<&foresight_store::UserRecord, ApiError> {
+    ) -> Result<&foresight_store::UserRecord, Refusal> {
         if let Some(Some(b)) = set {
             if !b.is_finite() || b < 0.0 {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "set",
                     format!("must be a finite number >= 0, or null for unlimited; got {b}"),
                 ));
@@ -314,7 +346,7 @@ impl World {
         }
         if let Some(a) = add {
             if !a.is_finite() {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "add",
                     format!("must be a finite number; got {a}"),
                 ));
@@ -327,7 +359,7 @@ impl World {
         }
         if let Some(a) = add {
             let Some(b) = budget else {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "add",
                     format!(
                         "user {name:?}'s budget is unlimited: nothing to add to (set a number \
@@ -337,7 +369,7 @@ impl World {
             };
             let sum = b + a;
             if !sum.is_finite() {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "add",
                     format!(
                         "{b:e} + {a:e} is beyond the largest budget, {:e}; set the budget to \
@@ -347,7 +379,7 @@ impl World {
                 ));
             }
             if sum < 0.0 {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "add",
                     format!("would make the budget negative ({b:.2} + {a:.2})"),
                 ));
@@ -364,7 +396,7 @@ impl World {
         &mut self,
         name: &str,
         hash: String,
-    ) -> Result<&foresight_store::UserRecord, ApiError> {
+    ) -> Result<&foresight_store::UserRecord, Refusal> {
         let u = self.user_mut(name)?;
         u.token_hash = hash;
         self.dirty_users.insert(name.to_string());
@@ -379,7 +411,7 @@ impl World {
         now: i64,
         name: &str,
         disabled: bool,
-    ) -> Result<&foresight_store::UserRecord, ApiError> {
+    ) -> Result<&foresight_store::UserRecord, Refusal> {
         let u = self.user_mut(name)?;
         if disabled && u.admin {
             let others = self
@@ -387,7 +419,7 @@ impl World {
                 .values()
                 .any(|o| o.admin && !o.disabled && !o.removed && o.name != name);
             if !others {
-                return Err(ApiError::conflict(format!(
+                return Err(Refusal::conflict(format!(
                     "user {name:?} is the last enabled administrator"
                 )));
             }
@@ -403,7 +435,7 @@ impl World {
 
     /// Removes a user: disabled for good, token gone, name never reused (see
     /// [`foresight_store::UserRecord::removed`]).
-    pub fn remove_user(&mut self, now: i64, name: &str) -> Result<(), ApiError> {
+    pub fn remove_user(&mut self, now: i64, name: &str) -> Result<(), Refusal> {
         self.set_disabled(now, name, true)?;
         let u = self.user_mut(name)?;
         u.removed = true;
@@ -417,7 +449,9 @@ impl World {
         let queued: Vec<u64> = self
             .jobs
             .values()
-            .filter(|j| j.user == user && !j.state.is_final() && j.state != foresight_api::JobState::Running)
+            .filter(|j| {
+                j.user == user && !j.state.is_final() && j.state != foresight_api::JobState::Running
+            })
             .map(|j| j.id)
             .collect();
         for id in queued {

@@ -1,13 +1,14 @@
 //! The REST API (`/api/v1`), `/healthz`, `/metrics` and the OpenAPI document.
 
 use crate::error::ApiError;
+use crate::refusal::Refusal;
 use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
+use crate::user_admin;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use crate::user_admin;
 use axum::{Json, Router};
 use foresight_api::*;
 use foresight_store::UserRecord;
@@ -22,28 +23,28 @@ type AppState = Arc<Service>;
 pub struct Caller(pub UserRecord);
 
 impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
         let value = parts
             .headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing 'Authorization: Bearer <token>'"))?;
+            .ok_or_else(|| Refusal::unauthenticated("missing 'Authorization: Bearer <token>'"))?;
         let token = value
             .to_str()
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("Authorization must be 'Bearer <token>'"))?;
+            .ok_or_else(|| Refusal::unauthenticated("Authorization must be 'Bearer <token>'"))?;
         state.authenticate(token.trim()).map(Caller)
     }
 }
 
 impl Caller {
-    pub(crate) fn admin(&self) -> Result<(), ApiError> {
+    pub(crate) fn admin(&self) -> Result<(), Refusal> {
         if self.0.admin {
             Ok(())
         } else {
-            Err(ApiError::forbidden(
+            Err(Refusal::forbidden(
                 "user",
                 format!("{} is not an administrator", self.0.name),
             ))
@@ -55,12 +56,12 @@ impl Caller {
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Refusal> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
-            Err(e) => Err(ApiError::bad("body", e.body_text())),
+            Err(e) => Err(Refusal::invalid("body", e.body_text())),
         }
     }
 }
@@ -69,13 +70,42 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 pub struct Params<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
+    type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Refusal> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(v)) => Ok(Params(v)),
-            Err(e) => Err(ApiError::bad("query", e.body_text())),
+            Err(e) => Err(Refusal::invalid("query", e.body_text())),
         }
+    }
+}
+
+/// The status and JSON body a refusal is answered with.
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> ApiError {
+        let (status, code) = match &r {
+            Refusal::Invalid { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            Refusal::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Refusal::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden"),
+            Refusal::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            Refusal::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
+            Refusal::OverBudget { .. } => (StatusCode::PAYMENT_REQUIRED, "budget_exceeded"),
+            Refusal::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError {
+            status,
+            body: foresight_api::ApiError {
+                code: code.into(),
+                field: r.field().map(str::to_string),
+                message: r.reason().to_string(),
+            },
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> axum::response::Response {
+        ApiError::from(self).into_response()
     }
 }
 
@@ -106,17 +136,23 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/users", get(list_users).post(create_user))
         .route("/users/{name}/budget", post(change_budget))
         .route("/users/{name}/unix-user", post(change_unix_user))
-        .route("/users/{name}/credentials", post(user_admin::change_credentials))
+        .route(
+            "/users/{name}/credentials",
+            post(user_admin::change_credentials),
+        )
         .route("/users/{name}/token", post(user_admin::rotate_token))
         .route("/users/{name}/state", post(user_admin::change_state))
-        .route("/users/{name}", axum::routing::delete(user_admin::remove_user))
+        .route(
+            "/users/{name}",
+            axum::routing::delete(user_admin::remove_user),
+        )
         .route("/whoami", get(whoami))
         .route("/openapi.json", get(openapi));
     Router::new()
         .nest(API_PREFIX, api)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .fallback(|| async { Refusal::not_found("no such endpoint") })
         .with_state(service)
 }
 
@@ -174,7 +210,7 @@ async fn healthz() -> &'static str {
 
 /// Prometheus metrics (administrators: a scrape config sends the admin token as its
 /// `bearer_token`). They count every user's jobs, so they are not public.
-async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, Refusal> {
     caller.admin()?;
     Ok((
         [(
@@ -194,7 +230,7 @@ async fn submit_job(
     State(s): State<AppState>,
     caller: Caller,
     Body(job): Body<SubmitJob>,
-) -> Result<(StatusCode, Json<Submitted>), ApiError> {
+) -> Result<(StatusCode, Json<Submitted>), Refusal> {
     crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, vec![job], false).await?;
     Ok((StatusCode::CREATED, Json(Submitted { id: ids[0] })))
@@ -207,7 +243,7 @@ async fn submit_batch(
     State(s): State<AppState>,
     caller: Caller,
     Body(batch): Body<SubmitBatch>,
-) -> Result<(StatusCode, Json<SubmittedBatch>), ApiError> {
+) -> Result<(StatusCode, Json<SubmittedBatch>), Refusal> {
     crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, batch.jobs, true).await?;
     Ok((StatusCode::CREATED, Json(SubmittedBatch { ids })))
@@ -230,13 +266,13 @@ async fn list_jobs(
     State(s): State<AppState>,
     caller: Caller,
     Params(f): Params<JobFilter>,
-) -> Result<Json<Vec<JobView>>, ApiError> {
+) -> Result<Json<Vec<JobView>>, Refusal> {
     let state = f
         .state
         .as_deref()
         .map(str::parse::<JobState>)
         .transpose()
-        .map_err(|e| ApiError::bad("state", e))?;
+        .map_err(|e| Refusal::invalid("state", e))?;
     Ok(Json(s.jobs(
         &caller.0,
         state,
@@ -252,7 +288,7 @@ async fn show_job(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<JobView>, ApiError> {
+) -> Result<Json<JobView>, Refusal> {
     s.job(&caller.0, id).map(Json)
 }
 
@@ -266,7 +302,7 @@ macro_rules! job_action {
             State(s): State<AppState>,
             caller: Caller,
             Path($id): Path<u64>,
-        ) -> Result<Json<JobView>, ApiError> {
+        ) -> Result<Json<JobView>, Refusal> {
             s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
         }
     };
@@ -316,7 +352,7 @@ async fn explain_job(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<Explanation>, ApiError> {
+) -> Result<Json<Explanation>, Refusal> {
     s.explain(&caller.0, id).map(Json)
 }
 
@@ -327,7 +363,7 @@ async fn estimate(
     State(s): State<AppState>,
     _caller: Caller,
     Body(req): Body<EstimateRequest>,
-) -> Result<Json<Estimate>, ApiError> {
+) -> Result<Json<Estimate>, Refusal> {
     let mut est = s.estimate(&req).await?;
     s.add_resource_manager_estimates(&req, &mut est).await;
     Ok(Json(est))
@@ -340,7 +376,7 @@ async fn create_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Body(r): Body<CreateReservation>,
-) -> Result<(StatusCode, Json<ReservationView>), ApiError> {
+) -> Result<(StatusCode, Json<ReservationView>), Refusal> {
     caller.admin()?;
     let owner = caller.0.name.clone();
     let view = s
@@ -348,14 +384,16 @@ async fn create_reservation(
             let start = r.start.unwrap_or(now);
             let end = match (r.end, &r.duration) {
                 (Some(e), _) => e,
-                (None, Some(d)) => start + d.seconds().map_err(|m| ApiError::bad("duration", m))?,
-                (None, None) => return Err(ApiError::bad("end", "give end or duration")),
+                (None, Some(d)) => {
+                    start + d.seconds().map_err(|m| Refusal::invalid("duration", m))?
+                }
+                (None, None) => return Err(Refusal::invalid("end", "give end or duration")),
             };
             // A job ACL names a job that exists: compared with a job not yet submitted (id 0)
             // or not yet numbered, it would admit whoever submits next.
             if let Some(job) = r.acl.job {
                 if !w.jobs.contains_key(&job) {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "acl.job",
                         format!("no job {job}: a job ACL must name an existing job"),
                     ));
@@ -364,7 +402,7 @@ async fn create_reservation(
             let held = if r.processors.is_empty() {
                 crate::world::Held::Count(r.procs)
             } else if r.procs != 0 && r.procs as usize != r.processors.len() {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "procs",
                     format!(
                         "{} processors asked but {} listed in processors; give one or the other",
@@ -399,12 +437,12 @@ async fn show_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     s.reservations(&caller.0)
         .into_iter()
         .find(|r| r.id == id)
         .map(Json)
-        .ok_or_else(|| crate::world::not_found_at("id", format!("no reservation {id}")))
+        .ok_or_else(|| Refusal::not_found_at("id", format!("no reservation {id}")))
 }
 
 /// Commits a tentative reservation (administrators).
@@ -414,7 +452,7 @@ async fn commit_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, _| {
         w.commit_reservation(id)?;
@@ -431,7 +469,7 @@ async fn release_reservation(
     State(s): State<AppState>,
     caller: Caller,
     Path(id): Path<u64>,
-) -> Result<Json<ReservationView>, ApiError> {
+) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, now| {
         w.release_reservation(now, id)?;
@@ -463,7 +501,7 @@ async fn show_plan(
     State(s): State<AppState>,
     caller: Caller,
     Params(q): Params<PlanWindow>,
-) -> Result<Json<Vec<ClusterPlan>>, ApiError> {
+) -> Result<Json<Vec<ClusterPlan>>, Refusal> {
     s.plan(q.cluster.as_deref(), q.from, q.to, &caller.0)
         .await
         .map(Json)
@@ -474,7 +512,7 @@ async fn show_plan(
 async fn list_users(
     State(s): State<AppState>,
     caller: Caller,
-) -> Result<Json<Vec<UserView>>, ApiError> {
+) -> Result<Json<Vec<UserView>>, Refusal> {
     caller.admin()?;
     Ok(Json(s.users()))
 }
@@ -486,11 +524,11 @@ async fn create_user(
     State(s): State<AppState>,
     caller: Caller,
     Body(u): Body<CreateUser>,
-) -> Result<(StatusCode, Json<CreatedUser>), ApiError> {
+) -> Result<(StatusCode, Json<CreatedUser>), Refusal> {
     caller.admin()?;
     if let Some(b) = u.budget {
         if !b.is_finite() || b < 0.0 {
-            return Err(ApiError::bad(
+            return Err(Refusal::invalid(
                 "budget",
                 "must be a finite number >= 0, or absent for unlimited",
             ));
@@ -528,7 +566,7 @@ async fn change_budget(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<BudgetChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s
         .change_user(&name, |w, _| {
@@ -540,7 +578,7 @@ async fn change_budget(
 
 /// An account name as `useradd` would accept it, so that a mapping cannot smuggle anything
 /// into a lookup.
-fn check_account_name(a: &str) -> Result<(), ApiError> {
+fn check_account_name(a: &str) -> Result<(), Refusal> {
     let ok = !a.is_empty()
         && a.len() <= 32
         && a.bytes()
@@ -548,7 +586,7 @@ fn check_account_name(a: &str) -> Result<(), ApiError> {
     if ok {
         Ok(())
     } else {
-        Err(ApiError::bad(
+        Err(Refusal::invalid(
             "unix_user",
             "must be a Unix account name: 1 to 32 letters, digits, '_', '-' or '.'",
         ))
@@ -565,7 +603,7 @@ async fn change_unix_user(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<UnixUserChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     if let Some(a) = &change.unix_user {
         check_account_name(a)?;
@@ -574,7 +612,7 @@ async fn change_unix_user(
         let u = w
             .users
             .get_mut(&name)
-            .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
+            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.unix_user = change.unix_user;
         let view = user_view(u);
         w.dirty_users.insert(name.clone());

@@ -20,6 +20,7 @@ mod metrics;
 mod moment;
 mod output;
 mod plan_view;
+mod refusal;
 pub mod service;
 mod user_admin;
 #[doc(hidden)]
@@ -27,6 +28,7 @@ pub mod world;
 
 pub use config::Config;
 pub use error::ApiError;
+pub use refusal::Refusal;
 
 use std::sync::Arc;
 

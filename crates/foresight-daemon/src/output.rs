@@ -1,8 +1,8 @@
 //! `GET /api/v1/jobs/{id}/output`: a job's output file, to its owner or an administrator,
 //! so that `foresight job cat` works from anywhere.
 
-use crate::error::ApiError;
 use crate::http::{Caller, Params};
+use crate::refusal::Refusal;
 use crate::service::Service;
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -31,11 +31,11 @@ pub async fn job_output(
     caller: Caller,
     Path(id): Path<u64>,
     Params(q): Params<OutputQuery>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<impl IntoResponse, Refusal> {
     let j = s.job(&caller.0, id)?;
     let parts = j.parts.len().max(1);
     if q.part >= parts {
-        return Err(ApiError::bad(
+        return Err(Refusal::invalid(
             "part",
             format!("job {id} has {parts} part(s): 0 to {}", parts - 1),
         ));
@@ -43,7 +43,7 @@ pub async fn job_output(
     let which = if q.stderr { "stderr" } else { "stdout" };
     let first = if q.stderr { &j.stderr } else { &j.stdout };
     let Some(first) = first else {
-        return Err(ApiError::not_found(format!(
+        return Err(Refusal::not_found(format!(
             "job {id} has no {which} yet: it has not started"
         )));
     };
@@ -57,11 +57,11 @@ pub async fn job_output(
     };
     match tokio::fs::read(&path).await {
         Ok(bytes) => Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ApiError::not_found(format!(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Refusal::not_found(format!(
             "job {id}: its {which} (part {}) is not on this server",
             q.part
         ))),
-        Err(e) => Err(ApiError::internal(format!(
+        Err(e) => Err(Refusal::internal(format!(
             "job {id}: reading its {which}: {e}"
         ))),
     }

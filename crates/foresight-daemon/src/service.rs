@@ -2,9 +2,9 @@
 //! that drive them (scheduling cycle, process reports).
 
 use crate::config::Config;
-use crate::error::ApiError;
 use crate::plan_view::{self, Visible};
-use crate::world::{not_found_at, Effect, World};
+use crate::refusal::Refusal;
+use crate::world::{Effect, World};
 use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SubmitJob, UserView,
@@ -511,6 +511,15 @@ impl Service {
                     s.flush().await;
                 });
             }
+            Effect::Move { job, steps } => {
+                let managers = self.managers.clone();
+                tokio::spawn(async move {
+                    let answer = move_all(&managers, &steps).await;
+                    s.world().move_answered(unix_now(), job, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
             Effect::Release {
                 cluster,
                 reservation,
@@ -583,17 +592,17 @@ impl Service {
     // ------------------------------------------------------------------ operations
 
     /// Authenticates a bearer token.
-    pub fn authenticate(&self, token: &str) -> Result<UserRecord, ApiError> {
+    pub fn authenticate(&self, token: &str) -> Result<UserRecord, Refusal> {
         self.tokens
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&token_hash(token))
             .cloned()
             .filter(|u| !u.removed)
-            .ok_or_else(|| ApiError::unauthorized("unknown token"))
+            .ok_or_else(|| Refusal::unauthenticated("unknown token"))
             .and_then(|u| {
                 if u.disabled {
-                    Err(ApiError::unauthorized(format!(
+                    Err(Refusal::unauthenticated(format!(
                         "user {:?} is disabled (an administrator enables them again with \
                          `foresight user enable {}`)",
                         u.name, u.name
@@ -611,8 +620,8 @@ impl Service {
     pub async fn change_user<T>(
         self: &Arc<Self>,
         name: &str,
-        op: impl FnOnce(&mut World, i64) -> Result<T, ApiError>,
-    ) -> Result<(T, UserView), ApiError> {
+        op: impl FnOnce(&mut World, i64) -> Result<T, Refusal>,
+    ) -> Result<(T, UserView), Refusal> {
         let (out, rec) = {
             let mut w = self.world();
             let out = op(&mut w, unix_now())?;
@@ -620,7 +629,7 @@ impl Service {
                 .users
                 .get(name)
                 .cloned()
-                .ok_or_else(|| crate::world::not_found_at("name", format!("no user {name:?}")))?;
+                .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
             // Still under the state's lock: no request authenticates with what changed.
             self.remember_users(std::slice::from_ref(&rec));
             (out, rec)
@@ -677,18 +686,18 @@ impl Service {
         user: &UserRecord,
         requests: Vec<SubmitJob>,
         batch: bool,
-    ) -> Result<Vec<u64>, ApiError> {
+    ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
         let now = unix_now();
         let mut records = Vec::with_capacity(requests.len());
         {
             let w = self.world();
             for (i, r) in requests.into_iter().enumerate() {
-                let at = |e: ApiError| if batch { e.at(i) } else { e };
+                let at = |e: Refusal| if batch { e.at(i) } else { e };
                 let walltime = r
                     .walltime
                     .seconds()
-                    .map_err(|m| at(ApiError::bad("walltime", m)))?;
+                    .map_err(|m| at(Refusal::invalid("walltime", m)))?;
                 let rec = JobRecord {
                     id: 0,
                     user: user.name.clone(),
@@ -719,7 +728,7 @@ impl Service {
                     started_at: None,
                     ended_at: None,
                     charged: 0.0,
- settled: 0.0,
+                    settled: 0.0,
                     parts: vec![],
                     attempt: 0,
                     stdout: None,
@@ -730,16 +739,16 @@ impl Service {
             }
         }
         if records.is_empty() {
-            return Err(ApiError::bad("jobs", "no jobs given"));
+            return Err(Refusal::invalid("jobs", "no jobs given"));
         }
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.inserts
             .send((records.clone(), reply))
-            .map_err(|_| ApiError::internal("the store writer has stopped"))?;
+            .map_err(|_| Refusal::internal("the store writer has stopped"))?;
         let ids = answer
             .await
-            .map_err(|_| ApiError::internal("the store writer has stopped"))?
-            .map_err(|e| ApiError::internal(format!("storing the jobs: {e}")))?;
+            .map_err(|_| Refusal::internal("the store writer has stopped"))?
+            .map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))?;
         for (r, id) in records.iter_mut().zip(&ids) {
             r.id = *id;
         }
@@ -765,8 +774,8 @@ impl Service {
         self: &Arc<Self>,
         user: &UserRecord,
         id: u64,
-        op: impl FnOnce(&mut World, i64) -> Result<(), ApiError>,
-    ) -> Result<JobView, ApiError> {
+        op: impl FnOnce(&mut World, i64) -> Result<(), Refusal>,
+    ) -> Result<JobView, Refusal> {
         let view = {
             let mut w = self.world();
             check_owner(&w, user, id)?;
@@ -775,14 +784,14 @@ impl Service {
         };
         self.wake.notify_one();
         self.flush().await;
-        view.ok_or_else(|| not_found_at("id", format!("no job {id}")))
+        view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
     }
 
     /// A job, if the user may see it.
-    pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, ApiError> {
+    pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
-        view_of(&w, id).ok_or_else(|| not_found_at("id", format!("no job {id}")))
+        view_of(&w, id).ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
     }
 
     /// Jobs the user may see, filtered.
@@ -809,7 +818,7 @@ impl Service {
     }
 
     /// Why a job has not started (or what it is doing).
-    pub fn explain(&self, user: &UserRecord, id: u64) -> Result<Explanation, ApiError> {
+    pub fn explain(&self, user: &UserRecord, id: u64) -> Result<Explanation, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
         let j = &w.jobs[&id];
@@ -902,16 +911,16 @@ impl Service {
     /// Earliest starts without submitting, all from one plan: the queued global jobs placed
     /// as the next cycle would place them, then the job over the grid and on each cluster
     /// alone. Planned on a copy of the clusters, off the state's lock.
-    pub async fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, ApiError> {
+    pub async fn estimate(&self, req: &EstimateRequest) -> Result<Estimate, Refusal> {
         let walltime = req
             .walltime
             .seconds()
-            .map_err(|m| ApiError::bad("walltime", m))?;
+            .map_err(|m| Refusal::invalid("walltime", m))?;
         if walltime <= 0 {
-            return Err(ApiError::bad("walltime", "must be positive"));
+            return Err(Refusal::invalid("walltime", "must be positive"));
         }
         if req.procs == 0 {
-            return Err(ApiError::bad("procs", "must be at least 1"));
+            return Err(Refusal::invalid("procs", "must be at least 1"));
         }
         let now = unix_now();
         let input = {
@@ -922,7 +931,7 @@ impl Service {
                 w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
             };
             if req.procs > total {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "procs",
                     format!(
                         "{} processors asked; the largest possible is {total}",
@@ -960,14 +969,14 @@ impl Service {
         };
         tokio::task::spawn_blocking(move || input.answer())
             .await
-            .map_err(|e| ApiError::internal(format!("the estimate failed: {e}")))
+            .map_err(|e| Refusal::internal(format!("the estimate failed: {e}")))
     }
 
     /// Runs `op` on the world, then persists and acts.
     pub async fn mutate<T>(
         self: &Arc<Self>,
-        op: impl FnOnce(&mut World, i64) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
+        op: impl FnOnce(&mut World, i64) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
         let out = {
             let mut w = self.world();
             op(&mut w, unix_now())?
@@ -978,21 +987,24 @@ impl Service {
     }
 
     /// Stores a new user (admin operation).
-    pub async fn add_user(&self, rec: UserRecord) -> Result<(), ApiError> {
+    pub async fn add_user(&self, rec: UserRecord) -> Result<(), Refusal> {
         if rec.name.is_empty() || rec.name.contains(char::is_whitespace) {
-            return Err(ApiError::bad("name", "must be non-empty, without spaces"));
+            return Err(Refusal::invalid(
+                "name",
+                "must be non-empty, without spaces",
+            ));
         }
         if self.world().users.contains_key(&rec.name) {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "user {:?} already exists",
                 rec.name
             )));
         }
         self.store.insert_user(&rec).await.map_err(|e| match e {
             foresight_store::StoreError::UserExists(n) => {
-                ApiError::conflict(format!("user {n:?} already exists"))
+                Refusal::conflict(format!("user {n:?} already exists"))
             }
-            e => ApiError::internal(e.to_string()),
+            e => Refusal::internal(e.to_string()),
         })?;
         self.remember_users(std::slice::from_ref(&rec));
         self.world().add_user(rec);
@@ -1028,12 +1040,12 @@ impl Service {
         from: Option<i64>,
         to: Option<i64>,
         viewer: &UserRecord,
-    ) -> Result<Vec<ClusterPlan>, ApiError> {
+    ) -> Result<Vec<ClusterPlan>, Refusal> {
         let now = unix_now();
         let from = from.unwrap_or(now).max(now);
         let to = to.unwrap_or(from + 3_600);
         if to <= from {
-            return Err(ApiError::bad("to", "must be after from"));
+            return Err(Refusal::invalid("to", "must be after from"));
         }
         let (inputs, visible) = {
             let w = self.world();
@@ -1061,7 +1073,7 @@ impl Service {
         };
         tokio::task::spawn_blocking(move || plan_view::draw(inputs, now, from, to, &visible))
             .await
-            .map_err(|e| ApiError::internal(format!("drawing the plan failed: {e}")))
+            .map_err(|e| Refusal::internal(format!("drawing the plan failed: {e}")))
     }
 
     /// Users (admin).
@@ -1289,11 +1301,11 @@ fn write_secret(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), ApiError> {
+fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), Refusal> {
     match w.jobs.get(&id) {
         Some(j) if user.admin || j.user == user.name => Ok(()),
         // Someone else's job looks like no job at all: ids leak nothing.
-        _ => Err(not_found_at("id", format!("no job {id}"))),
+        _ => Err(Refusal::not_found_at("id", format!("no job {id}"))),
     }
 }
 
@@ -1375,5 +1387,134 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
         state: r.state,
         expires_at: r.expires_at,
         owner: r.owner.clone(),
+    }
+}
+
+/// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it
+/// are moved back (a cluster's own step undoes itself), so that the job's reservations move
+/// together or stay where they were.
+async fn move_all(
+    managers: &[Arc<dyn ResourceManager>],
+    steps: &[crate::world::MoveStep],
+) -> Result<(), String> {
+    for (i, step) in steps.iter().enumerate() {
+        let Err(e) = managers[step.cluster]
+            .move_reservation(&step.to, step.part.as_ref())
+            .await
+        else {
+            continue;
+        };
+        for done in steps[..i].iter().rev() {
+            if let Err(undo) = managers[done.cluster]
+                .move_reservation(&done.back, done.part.as_ref())
+                .await
+            {
+                tracing::warn!(
+                    "putting back reservation {} on cluster {}: {undo}",
+                    done.back.id,
+                    done.cluster
+                );
+            }
+        }
+        return Err(format!("reservation {}: {e}", step.to.id));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod move_tests {
+    use super::*;
+    use crate::world::MoveStep;
+    use async_trait::async_trait;
+    use foresight_rm::{ClusterState, PartHandle, ReserveRequest, RmError, Submission};
+
+    /// A cluster that records the windows it moves reservations to, refusing one start.
+    #[derive(Debug, Default)]
+    struct Recorder {
+        refuse_start: Option<i64>,
+        moves: Mutex<Vec<(u64, i64)>>,
+    }
+
+    #[async_trait]
+    impl ResourceManager for Recorder {
+        fn kind(&self) -> &'static str {
+            "recorder"
+        }
+        fn scheduled_by_foresight(&self) -> bool {
+            false
+        }
+        async fn snapshot(&self) -> Result<ClusterState, RmError> {
+            Err(RmError::Invalid("unused".into()))
+        }
+        async fn estimate_start(&self, _: u32, _: i64) -> Result<Option<i64>, RmError> {
+            Ok(None)
+        }
+        async fn reserve(&self, _: &ReserveRequest) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn release(&self, _: u64) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn submit(&self, _: &Submission) -> Result<PartHandle, RmError> {
+            Err(RmError::Invalid("unused".into()))
+        }
+        async fn cancel(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn suspend(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn resume(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn requeue(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn move_reservation(
+            &self,
+            to: &ReserveRequest,
+            _: Option<&PartHandle>,
+        ) -> Result<(), RmError> {
+            if Some(to.start) == self.refuse_start {
+                return Err(RmError::Invalid("busy".into()));
+            }
+            self.moves.lock().unwrap().push((to.id, to.start));
+            Ok(())
+        }
+    }
+
+    fn step(cluster: usize, id: u64, from: i64, to: i64) -> MoveStep {
+        let req = |start: i64| ReserveRequest {
+            id,
+            start,
+            end: start + 60,
+            procs: 2,
+        };
+        MoveStep {
+            cluster,
+            to: req(to),
+            back: req(from),
+            part: None,
+        }
+    }
+
+    /// All parts move, or those moved before a refusal are moved back.
+    #[tokio::test]
+    async fn a_move_is_all_or_nothing_across_clusters() {
+        let ok = Arc::new(Recorder::default());
+        let refusing = Arc::new(Recorder {
+            refuse_start: Some(10),
+            ..Recorder::default()
+        });
+        let managers: Vec<Arc<dyn ResourceManager>> = vec![ok.clone(), refusing.clone()];
+        let steps = [step(0, 1, 100, 10), step(1, 2, 100, 10)];
+        let e = move_all(&managers, &steps).await.unwrap_err();
+        assert!(e.contains("reservation 2") && e.contains("busy"), "{e}");
+        assert_eq!(*ok.moves.lock().unwrap(), vec![(1, 10), (1, 100)]);
+        assert!(refusing.moves.lock().unwrap().is_empty());
+        let steps = [step(0, 1, 100, 20), step(1, 2, 100, 20)];
+        move_all(&managers, &steps).await.unwrap();
+        assert_eq!(ok.moves.lock().unwrap().last(), Some(&(1, 20)));
+        assert_eq!(*refusing.moves.lock().unwrap(), vec![(2, 20)]);
     }
 }

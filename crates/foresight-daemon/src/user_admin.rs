@@ -1,8 +1,8 @@
 //! Administrators' changes to users beyond creating them: credentials, token rotation,
 //! disabling and removal. Each takes effect for authentication before the answer is sent.
 
-use crate::error::ApiError;
 use crate::http::{Body, Caller};
+use crate::refusal::Refusal;
 use crate::service::{new_token, token_hash, Service};
 use axum::extract::{Path, State};
 use axum::Json;
@@ -21,10 +21,12 @@ pub async fn change_credentials(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<CredentialsChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s
-        .change_user(&name, |w, _| w.change_credentials(&name, change).map(|_| ()))
+        .change_user(&name, |w, _| {
+            w.change_credentials(&name, change).map(|_| ())
+        })
         .await?;
     Ok(Json(view))
 }
@@ -38,7 +40,7 @@ pub async fn rotate_token(
     State(s): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<CreatedUser>, ApiError> {
+) -> Result<Json<CreatedUser>, Refusal> {
     caller.admin()?;
     let token = new_token();
     let hash = token_hash(&token);
@@ -59,7 +61,7 @@ pub async fn change_state(
     caller: Caller,
     Path(name): Path<String>,
     Body(change): Body<UserStateChange>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s
         .change_user(&name, |w, now| {
@@ -80,7 +82,7 @@ pub async fn remove_user(
     State(s): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
-) -> Result<Json<UserView>, ApiError> {
+) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s
         .change_user(&name, |w, now| w.remove_user(now, &name))

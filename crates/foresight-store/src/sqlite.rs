@@ -236,7 +236,7 @@ mod tests {
             started_at: None,
             ended_at: None,
             charged: 0.0,
- settled: 0.0,
+            settled: 0.0,
             parts: vec![],
             attempt: 0,
             stdout: None,

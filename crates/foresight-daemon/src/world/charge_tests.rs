@@ -52,7 +52,11 @@ fn hold_after_requeue_and_restart_keeps_the_used_share() {
     w2.hold(1_062, 1).unwrap();
     assert!(close(w2.jobs[&1].charged, 20.0), "{}", w2.jobs[&1].charged);
     assert_eq!(w2.users["bob"].budget, Some(980.0));
-    assert!(close(w2.users["bob"].spent, 20.0), "{}", w2.users["bob"].spent);
+    assert!(
+        close(w2.users["bob"].spent, 20.0),
+        "{}",
+        w2.users["bob"].spent
+    );
 }
 
 /// A job that ended while the service was down ends when its supervisor recorded, and is
@@ -115,11 +119,11 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     let mut big = job(3, "bob", 4, 200);
     big.cluster = Some("a".into());
     let e = w.admit(&big).unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::PAYMENT_REQUIRED);
+    assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
     let mut big_inside = job(4, "bob", 2, 500);
     big_inside.reservation = Some(r);
     let e = w.admit(&big_inside).unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::PAYMENT_REQUIRED);
+    assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
     // 2 × 150 s × 2.0 = 600 fits once; a second one would exceed 860 with the first's
     // worst case still owed.
     let mut half = job(5, "bob", 2, 150);
@@ -128,8 +132,8 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     w.accept(1_040, vec![half.clone()]);
     half.id = 6;
     let e = w.admit(&half).unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::PAYMENT_REQUIRED);
-    assert!(e.body.message.contains("600.00"), "{}", e.body.message);
+    assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
+    assert!(e.reason().contains("600.00"), "{}", e.reason());
 }
 
 mod property {
@@ -142,8 +146,17 @@ mod property {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Local { cluster: usize, procs: u32, walltime: i64, used: f64 },
-        Global { procs: u32, walltime: i64, used: f64 },
+        Local {
+            cluster: usize,
+            procs: u32,
+            walltime: i64,
+            used: f64,
+        },
+        Global {
+            procs: u32,
+            walltime: i64,
+            used: f64,
+        },
         Cancel(u64),
         Requeue(u64),
         Hold(u64),
@@ -190,14 +203,19 @@ mod property {
                         Effect::Launch { cluster, spec } => {
                             let walltime = spec.walltime_secs as i64;
                             let run = ((self.w.jobs[&spec.job].walltime as f64
-                                * self.used[&spec.job]) as i64)
+                                * self.used[&spec.job])
+                                as i64)
                                 .clamp(1, walltime);
                             self.running.insert(
                                 (spec.job, spec.attempt, cluster),
                                 (self.now, self.now + run, spec.processors.len() as u32),
                             );
                         }
-                        Effect::Kill { cluster, job, attempt } => {
+                        Effect::Kill {
+                            cluster,
+                            job,
+                            attempt,
+                        } => {
                             if let Some(r) = self.running.get_mut(&(job, attempt, cluster)) {
                                 r.1 = self.now;
                             }
@@ -218,7 +236,11 @@ mod property {
                 self.running.remove(&key);
                 let j = &self.w.jobs[&job];
                 let global = j.cluster.is_none() && j.reservation.is_none();
-                let held = if global { end - start } else { (end - start).min(j.walltime) };
+                let held = if global {
+                    end - start
+                } else {
+                    (end - start).min(j.walltime)
+                };
                 *self.owed.entry(job).or_default() += self.base[k] * f64::from(procs) * held as f64;
                 let mut o = exit(0);
                 o.started_at = start;
@@ -248,8 +270,18 @@ mod property {
                 u.spent,
                 self.budget0
             );
-            let charged: f64 = self.w.jobs.values().filter(|j| j.user == "bob").map(|j| j.charged).sum();
-            prop_assert!((charged - u.spent).abs() < 1e-6, "jobs {charged} != spent {}", u.spent);
+            let charged: f64 = self
+                .w
+                .jobs
+                .values()
+                .filter(|j| j.user == "bob")
+                .map(|j| j.charged)
+                .sum();
+            prop_assert!(
+                (charged - u.spent).abs() < 1e-6,
+                "jobs {charged} != spent {}",
+                u.spent
+            );
             for j in self.w.jobs.values() {
                 // A job with nothing running owes exactly what its attempts held.
                 let live = self.running.keys().any(|k| k.0 == j.id);
@@ -269,6 +301,115 @@ mod property {
         }
     }
 
+    fn run(bases: Vec<f64>, budget0: f64, ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let clusters = bases
+            .iter()
+            .enumerate()
+            .map(|(k, &b)| {
+                let mut c = cluster(&format!("c{k}"), 3);
+                c.tariff = b;
+                c
+            })
+            .collect();
+        let mut w = world(clusters);
+        w.users.get_mut("bob").unwrap().budget = Some(budget0);
+        let mut d = Driver {
+            w,
+            now: 1_000,
+            base: bases,
+            used: BTreeMap::new(),
+            running: BTreeMap::new(),
+            owed: BTreeMap::new(),
+            budget0,
+        };
+        let mut next = 0u64;
+        for op in ops {
+            let now = d.now;
+            match op {
+                Op::Local {
+                    cluster,
+                    procs,
+                    walltime,
+                    used,
+                } => {
+                    let mut j = job(next + 1, "bob", procs, walltime);
+                    j.cluster = Some(format!("c{cluster}"));
+                    j.submitted_at = now;
+                    if d.w.admit(&j).is_ok() {
+                        next += 1;
+                        d.used.insert(next, used);
+                        d.w.accept(now, vec![j]);
+                    }
+                }
+                Op::Global {
+                    procs,
+                    walltime,
+                    used,
+                } => {
+                    let mut j = job(next + 1, "bob", procs, walltime);
+                    j.submitted_at = now;
+                    if d.w.admit(&j).is_ok() {
+                        next += 1;
+                        d.used.insert(next, used);
+                        d.w.accept(now, vec![j]);
+                    }
+                }
+                Op::Cancel(id) => {
+                    let _ = d.w.cancel(now, id);
+                }
+                Op::Requeue(id) => {
+                    let _ = d.w.requeue(now, id);
+                }
+                Op::Hold(id) => {
+                    let _ = d.w.hold(now, id);
+                }
+                Op::Release(id) => {
+                    let _ = d.w.release(now, id);
+                }
+                Op::Wait(dt) => d.advance(now + dt),
+            }
+            d.effects();
+            d.check()?;
+        }
+        let end = d.now + 2_000;
+        d.advance(end);
+        d.check()?;
+        Ok(())
+    }
+
+    /// Shrunk from the property: a local job requeued while another of the user's local
+    /// jobs and a refused global job are about.
+    #[test]
+    fn requeued_local_job_regression() {
+        let ops = vec![
+            Op::Local {
+                cluster: 0,
+                procs: 1,
+                walltime: 10,
+                used: 0.05,
+            },
+            Op::Global {
+                procs: 2,
+                walltime: 102,
+                used: 0.05,
+            },
+            Op::Local {
+                cluster: 2,
+                procs: 2,
+                walltime: 71,
+                used: 0.9748630219496132,
+            },
+            Op::Wait(36),
+            Op::Requeue(2),
+        ];
+        run(
+            vec![2.256410427525699, 2.2820227743251986, 3.380663999357172],
+            707.9552977442618,
+            ops,
+        )
+        .unwrap();
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -278,69 +419,7 @@ mod property {
             budget0 in 500.0f64..5_000.0,
             ops in prop::collection::vec(op(), 1..40),
         ) {
-            let clusters = bases
-                .iter()
-                .enumerate()
-                .map(|(k, &b)| {
-                    let mut c = cluster(&format!("c{k}"), 3);
-                    c.tariff = b;
-                    c
-                })
-                .collect();
-            let mut w = world(clusters);
-            w.users.get_mut("bob").unwrap().budget = Some(budget0);
-            let mut d = Driver {
-                w,
-                now: 1_000,
-                base: bases,
-                used: BTreeMap::new(),
-                running: BTreeMap::new(),
-                owed: BTreeMap::new(),
-                budget0,
-            };
-            let mut next = 0u64;
-            for op in ops {
-                let now = d.now;
-                match op {
-                    Op::Local { cluster, procs, walltime, used } => {
-                        let mut j = job(next + 1, "bob", procs, walltime);
-                        j.cluster = Some(format!("c{cluster}"));
-                        j.submitted_at = now;
-                        if d.w.admit(&j).is_ok() {
-                            next += 1;
-                            d.used.insert(next, used);
-                            d.w.accept(now, vec![j]);
-                        }
-                    }
-                    Op::Global { procs, walltime, used } => {
-                        let mut j = job(next + 1, "bob", procs, walltime);
-                        j.submitted_at = now;
-                        if d.w.admit(&j).is_ok() {
-                            next += 1;
-                            d.used.insert(next, used);
-                            d.w.accept(now, vec![j]);
-                        }
-                    }
-                    Op::Cancel(id) => {
-                        let _ = d.w.cancel(now, id);
-                    }
-                    Op::Requeue(id) => {
-                        let _ = d.w.requeue(now, id);
-                    }
-                    Op::Hold(id) => {
-                        let _ = d.w.hold(now, id);
-                    }
-                    Op::Release(id) => {
-                        let _ = d.w.release(now, id);
-                    }
-                    Op::Wait(dt) => d.advance(now + dt),
-                }
-                d.effects();
-                d.check()?;
-            }
-            let end = d.now + 2_000;
-            d.advance(end);
-            d.check()?;
+            run(bases, budget0, ops)?;
         }
     }
 }

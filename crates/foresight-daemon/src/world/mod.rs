@@ -3,7 +3,7 @@
 //! (the caller writes them to the store) and queue effects (the caller runs processes).
 
 use crate::config::{ClusterConfig, Config};
-use crate::error::ApiError;
+use crate::refusal::Refusal;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::{
     processors_of, Broker, BrokerAction, CyclePlan, GridCluster, Phase, ReservationEnd,
@@ -77,6 +77,15 @@ pub enum Effect {
         /// What to submit.
         submission: Submission,
     },
+    /// Move a reserved job's reservations (and its submitted parts' begin times) on
+    /// clusters that schedule themselves, in order, all or none: when a step fails, the
+    /// steps done are moved back; the answer goes to [`World::move_answered`].
+    Move {
+        /// The job.
+        job: u64,
+        /// One per part.
+        steps: Vec<MoveStep>,
+    },
     /// Cancel a part on a cluster that schedules itself.
     Cancel {
         /// Cluster index.
@@ -93,6 +102,19 @@ pub enum Effect {
         /// Suspend (true) or resume (false).
         stop: bool,
     },
+}
+
+/// One part's share of an [`Effect::Move`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoveStep {
+    /// Cluster index.
+    pub cluster: usize,
+    /// The reservation at its new window.
+    pub to: ReserveRequest,
+    /// The reservation at its old window (to undo the step).
+    pub back: ReserveRequest,
+    /// The part bound to it, once submitted there.
+    pub part: Option<PartHandle>,
 }
 
 /// One cluster of the grid as the service runs it.
@@ -233,13 +255,6 @@ pub struct World {
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     #[cfg(test)]
     actions: Vec<BrokerAction>,
-}
-
-/// A 404 naming the request field at fault (the path's `id` or `name`).
-pub fn not_found_at(field: &str, message: String) -> ApiError {
-    let mut e = ApiError::not_found(message);
-    e.body.field = Some(field.into());
-    e
 }
 
 fn now_time(now: i64) -> Time {
@@ -392,8 +407,8 @@ impl World {
     }
 
     /// 400 for a cluster name that is not one of ours, listing ours.
-    pub fn unknown_cluster(&self, name: &str) -> ApiError {
-        ApiError::bad(
+    pub fn unknown_cluster(&self, name: &str) -> Refusal {
+        Refusal::invalid(
             "cluster",
             format!(
                 "unknown cluster {name:?} (known: {})",
@@ -424,27 +439,27 @@ impl World {
     // ---------------------------------------------------------------- jobs
 
     /// Checks a new job against the grid, the reservations and the user's budget.
-    pub fn admit(&self, j: &JobRecord) -> Result<(), ApiError> {
+    pub fn admit(&self, j: &JobRecord) -> Result<(), Refusal> {
         if j.procs == 0 {
-            return Err(ApiError::bad("procs", "must be at least 1"));
+            return Err(Refusal::invalid("procs", "must be at least 1"));
         }
         if j.walltime <= 0 {
-            return Err(ApiError::bad(
+            return Err(Refusal::invalid(
                 "walltime",
                 format!("must be positive, got {} s", j.walltime),
             ));
         }
         if j.command.is_empty() || j.command[0].is_empty() {
-            return Err(ApiError::bad("command", "must name a program to run"));
+            return Err(Refusal::invalid("command", "must name a program to run"));
         }
         if let Some(p) = j.price {
             if p.is_nan() || p < 0.0 {
-                return Err(ApiError::bad("price", "must be a number >= 0"));
+                return Err(Refusal::invalid("price", "must be a number >= 0"));
             }
         }
         if let Some(cwd) = &j.cwd {
             if !cwd.starts_with('/') {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "cwd",
                     format!("must be absolute, got {cwd:?}"),
                 ));
@@ -455,15 +470,17 @@ impl World {
                 .reservations
                 .get(&r)
                 .filter(|r| r.state.is_live())
-                .ok_or_else(|| ApiError::bad("reservation", format!("no live reservation {r}")))?;
+                .ok_or_else(|| {
+                    Refusal::invalid("reservation", format!("no live reservation {r}"))
+                })?;
             if !World::acl_admits(&res.acl, &j.user, Some(j)) {
-                return Err(ApiError::forbidden(
+                return Err(Refusal::forbidden(
                     "reservation",
                     format!("reservation {r}'s ACL does not admit user {:?}", j.user),
                 ));
             }
             if j.procs > res.procs {
-                return Err(ApiError::bad(
+                return Err(Refusal::invalid(
                     "procs",
                     format!(
                         "{} processors asked; reservation {r} holds {}",
@@ -473,7 +490,7 @@ impl World {
             }
             if let Some(c) = &j.cluster {
                 if *c != res.cluster {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "cluster",
                         format!("reservation {r} is on cluster {:?}, not {c:?}", res.cluster),
                     ));
@@ -488,7 +505,7 @@ impl World {
                     .ok_or_else(|| self.unknown_cluster(c))?;
                 let max = self.clusters[k].admission_limit();
                 if j.procs > max {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "procs",
                         format!(
                             "{} processors asked; cluster {c} has {max}, the most possible",
@@ -509,7 +526,7 @@ impl World {
                         .unwrap_or(0)
                 };
                 if j.procs > max {
-                    return Err(ApiError::bad(
+                    return Err(Refusal::invalid(
                         "procs",
                         format!(
                             "{} processors asked; the largest possible is {max}{}",
@@ -983,13 +1000,13 @@ impl World {
     }
 
     /// Cancels a job in any state but a final one.
-    pub fn cancel(&mut self, now: i64, id: u64) -> Result<(), ApiError> {
+    pub fn cancel(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         if j.state.is_final() {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "job {id} is already {}",
                 j.state
             )));
@@ -1087,16 +1104,16 @@ impl World {
     }
 
     /// Holds a job that has not started: it is not planned until released.
-    pub fn hold(&mut self, now: i64, id: u64) -> Result<(), ApiError> {
+    pub fn hold(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         if !matches!(
             j.state,
             JobState::Pending | JobState::Planned | JobState::Reserved
         ) {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "job {id} is {}: only jobs that have not started can be held",
                 j.state
             )));
@@ -1113,13 +1130,13 @@ impl World {
     }
 
     /// Lets a held job be planned again.
-    pub fn release(&mut self, now: i64, id: u64) -> Result<(), ApiError> {
+    pub fn release(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get_mut(&id)
-            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         if !j.held {
-            return Err(ApiError::conflict(format!("job {id} is not held")));
+            return Err(Refusal::conflict(format!("job {id} is not held")));
         }
         j.held = false;
         j.reason = None;
@@ -1134,13 +1151,13 @@ impl World {
     }
 
     /// Stops (SIGSTOP) or continues (SIGCONT) a running job.
-    pub fn pause(&mut self, id: u64, stop: bool) -> Result<(), ApiError> {
+    pub fn pause(&mut self, id: u64, stop: bool) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get_mut(&id)
-            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         if j.state != JobState::Running {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "job {id} is {}: only running jobs can be {}",
                 j.state,
                 if stop { "suspended" } else { "resumed" }
@@ -1183,13 +1200,14 @@ impl World {
 
     /// Puts a job back in the queue: a running one is stopped first and runs again as a new
     /// attempt.
-    pub fn requeue(&mut self, now: i64, id: u64) -> Result<(), ApiError> {
+    pub fn requeue(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
-            .ok_or_else(|| not_found_at("id", format!("no job {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         match j.state {
             JobState::Running => {
+                self.check_rerun_budget(now, id)?;
                 self.requeue.insert(id);
                 self.kill_unended_parts(id);
                 Ok(())
@@ -1204,7 +1222,7 @@ impl World {
                 self.enqueue_global(now, id);
                 Ok(())
             }
-            s => Err(ApiError::conflict(format!(
+            s => Err(Refusal::conflict(format!(
                 "job {id} is {s}: only running, planned or reserved jobs can be requeued"
             ))),
         }
@@ -1224,7 +1242,7 @@ impl World {
         end: i64,
         acl: AclSpec,
         ttl: Option<i64>,
-    ) -> Result<u64, ApiError> {
+    ) -> Result<u64, Refusal> {
         let (procs, processors) = match held {
             Held::Count(n) => (n, Vec::new()),
             Held::These(mut list) => {
@@ -1237,7 +1255,7 @@ impl World {
             .cluster_index(cluster)
             .ok_or_else(|| self.unknown_cluster(cluster))?;
         if self.clusters[k].remote {
-            return Err(ApiError::bad(
+            return Err(Refusal::invalid(
                 "cluster",
                 format!(
                     "cluster {cluster} is run by Slurm: make administrative reservations there \
@@ -1247,24 +1265,24 @@ impl World {
         }
         let max = self.clusters[k].cfg.procs;
         if procs == 0 || procs > max {
-            return Err(ApiError::bad(
+            return Err(Refusal::invalid(
                 "procs",
                 format!("must be 1..={max} (cluster {cluster} has {max})"),
             ));
         }
         if end <= start {
-            return Err(ApiError::bad("end", "must be after start"));
+            return Err(Refusal::invalid("end", "must be after start"));
         }
         if end <= now {
-            return Err(ApiError::bad("end", "is in the past"));
+            return Err(Refusal::invalid("end", "is in the past"));
         }
         if let Some(t) = ttl {
             if t <= 0 {
-                return Err(ApiError::bad("ttl", "must be positive"));
+                return Err(Refusal::invalid("ttl", "must be positive"));
             }
         }
         if let Some(&p) = processors.iter().find(|&&p| p >= max) {
-            return Err(ApiError::bad(
+            return Err(Refusal::invalid(
                 "processors",
                 format!("processor {p} does not exist (cluster {cluster} has 0..{max})"),
             ));
@@ -1295,18 +1313,19 @@ impl World {
                 })
                 .collect();
             let running = self.broker.clusters[k].sched.running();
-            let mut conflict = ApiError::conflict(format!(
-                "{procs} processors of {cluster} are not free during [{start}, {end}): {e}; \
-                 in the way: {}",
-                if others.is_empty() {
-                    format!("{running} running jobs")
-                } else {
-                    others.join(", ")
-                }
-            ));
             // The window is what to move.
-            conflict.body.field = Some("start".into());
-            return Err(conflict);
+            return Err(Refusal::conflict_at(
+                "start",
+                format!(
+                    "{procs} processors of {cluster} are not free during [{start}, {end}): {e}; \
+                 in the way: {}",
+                    if others.is_empty() {
+                        format!("{running} running jobs")
+                    } else {
+                        others.join(", ")
+                    }
+                ),
+            ));
         }
         self.broker.reserve_ids_below(id + 1);
         let rec = ReservationRecord {
@@ -1342,7 +1361,7 @@ impl World {
         start: i64,
         end: i64,
         acl: &AclSpec,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Refusal> {
         if processors.is_empty() {
             return Ok(());
         }
@@ -1355,14 +1374,15 @@ impl World {
             let same_job = acl.job.is_some() && acl.job == r.acl.job;
             if let Some(p) = r.processors.iter().find(|p| mine.contains(p)) {
                 if !same_job {
-                    let mut e = ApiError::conflict(format!(
-                        "processor {p} of {name} is held by reservation {} from {} to {}",
-                        r.id,
-                        crate::moment::utc(r.start),
-                        crate::moment::utc(r.end)
+                    return Err(Refusal::conflict_at(
+                        "processors",
+                        format!(
+                            "processor {p} of {name} is held by reservation {} from {} to {}",
+                            r.id,
+                            crate::moment::utc(r.start),
+                            crate::moment::utc(r.end)
+                        ),
                     ));
-                    e.body.field = Some("processors".into());
-                    return Err(e);
                 }
             }
         }
@@ -1373,14 +1393,15 @@ impl World {
                     continue;
                 }
                 if let Some(p) = part.processors.iter().find(|p| mine.contains(p)) {
-                    let mut e = ApiError::conflict(format!(
-                        "processor {p} of {name} runs job {} until up to {}, past the start {}",
-                        j.id,
-                        crate::moment::utc(until),
-                        crate::moment::utc(start)
+                    return Err(Refusal::conflict_at(
+                        "processors",
+                        format!(
+                            "processor {p} of {name} runs job {} until up to {}, past the start {}",
+                            j.id,
+                            crate::moment::utc(until),
+                            crate::moment::utc(start)
+                        ),
                     ));
-                    e.body.field = Some("processors".into());
-                    return Err(e);
                 }
             }
         }
@@ -1388,13 +1409,13 @@ impl World {
     }
 
     /// Commits a tentative reservation.
-    pub fn commit_reservation(&mut self, id: u64) -> Result<(), ApiError> {
+    pub fn commit_reservation(&mut self, id: u64) -> Result<(), Refusal> {
         let r = self
             .reservations
             .get_mut(&id)
-            .ok_or_else(|| not_found_at("id", format!("no reservation {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no reservation {id}")))?;
         if r.state != ReservationState::Tentative {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "reservation {id} is {}, not tentative",
                 r.state.as_str()
             )));
@@ -1406,13 +1427,13 @@ impl World {
     }
 
     /// Releases a live reservation.
-    pub fn release_reservation(&mut self, now: i64, id: u64) -> Result<(), ApiError> {
+    pub fn release_reservation(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
         let r = self
             .reservations
             .get(&id)
-            .ok_or_else(|| not_found_at("id", format!("no reservation {id}")))?;
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no reservation {id}")))?;
         if !r.state.is_live() {
-            return Err(ApiError::conflict(format!(
+            return Err(Refusal::conflict(format!(
                 "reservation {id} is already {}",
                 r.state.as_str()
             )));
@@ -1596,6 +1617,7 @@ impl World {
                     }
                 }
                 BrokerAction::Ask { job, part } => self.ask(now, job.0, &part),
+                BrokerAction::MoveAsked { job, parts, .. } => self.ask_move(now, job.0, &parts),
                 BrokerAction::Reserved {
                     job, start, parts, ..
                 } => self.reserved(now, job.0, start.secs(), &parts),

@@ -61,7 +61,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         started_at: None,
         ended_at: None,
         charged: 0.0,
- settled: 0.0,
+        settled: 0.0,
         parts: vec![],
         attempt: 0,
         stdout: None,
@@ -231,21 +231,21 @@ fn a_reserved_job_starts_as_soon_as_its_processors_free_up() {
 fn budgets_refuse_the_worst_case_with_both_numbers() {
     let w = world(vec![cluster("a", 4)]);
     let e = w.admit(&job(1, "bob", 4, 300)).unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::PAYMENT_REQUIRED);
-    assert!(e.body.message.contains("1200.00"), "{}", e.body.message);
-    assert!(e.body.message.contains("1000.00"), "{}", e.body.message);
+    assert!(matches!(e, crate::Refusal::OverBudget { .. }), "{e:?}");
+    assert!(e.reason().contains("1200.00"), "{}", e.reason());
+    assert!(e.reason().contains("1000.00"), "{}", e.reason());
     assert!(w.admit(&job(2, "bob", 4, 250)).is_ok());
     let e = w.admit(&job(3, "ann", 5, 10)).unwrap_err();
     assert!(
-        e.body.message.contains("largest possible is 4"),
+        e.reason().contains("largest possible is 4"),
         "{}",
-        e.body.message
+        e.reason()
     );
     let mut local = job(4, "ann", 1, 10);
     local.cluster = Some("zzz".into());
     let e = w.admit(&local).unwrap_err();
-    assert_eq!(e.body.field.as_deref(), Some("cluster"));
-    assert!(e.body.message.contains("known: a"), "{}", e.body.message);
+    assert_eq!(e.field(), Some("cluster"));
+    assert!(e.reason().contains("known: a"), "{}", e.reason());
 }
 
 /// Hold takes a planned job out of planning; release puts it back.
@@ -299,11 +299,11 @@ fn reservations_conflict_expire_and_admit() {
             None,
         )
         .unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::CONFLICT);
+    assert!(matches!(e, crate::Refusal::Conflict { .. }), "{e:?}");
     assert!(
-        e.body.message.contains(&format!("reservation {r1}")),
+        e.reason().contains(&format!("reservation {r1}")),
         "{}",
-        e.body.message
+        e.reason()
     );
     let r2 = w
         .create_reservation(
@@ -322,10 +322,10 @@ fn reservations_conflict_expire_and_admit() {
     assert_eq!(w.reservations[&r2].state, ReservationState::Expired);
     let mut bound = job(1, "bob", 1, 60);
     bound.reservation = Some(r1);
-    assert_eq!(
-        w.admit(&bound).unwrap_err().status,
-        axum::http::StatusCode::FORBIDDEN
-    );
+    assert!(matches!(
+        w.admit(&bound).unwrap_err(),
+        crate::Refusal::Forbidden { .. }
+    ));
     bound.user = "ann".into();
     assert!(w.admit(&bound).is_ok());
 }
@@ -424,13 +424,12 @@ fn reservations_of_named_processors_never_share_one() {
             None,
         )
         .unwrap_err();
-    assert_eq!(e.status, axum::http::StatusCode::CONFLICT);
-    assert_eq!(e.body.field.as_deref(), Some("processors"));
+    assert!(matches!(e, crate::Refusal::Conflict { .. }), "{e:?}");
+    assert_eq!(e.field(), Some("processors"));
     assert!(
-        e.body.message.contains("processor 3")
-            && e.body.message.contains(&format!("reservation {r1}")),
+        e.reason().contains("processor 3") && e.reason().contains(&format!("reservation {r1}")),
         "{}",
-        e.body.message
+        e.reason()
     );
     let e = w
         .create_reservation(
@@ -444,7 +443,7 @@ fn reservations_of_named_processors_never_share_one() {
             None,
         )
         .unwrap_err();
-    assert_eq!(e.body.field.as_deref(), Some("processors"));
+    assert_eq!(e.field(), Some("processors"));
     // After r1's window the same processor is free to name.
     w.create_reservation(
         1_000,

@@ -314,6 +314,7 @@ impl GridRun<'_> {
                 BrokerAction::Planned { .. }
                 | BrokerAction::Waiting { .. }
                 | BrokerAction::Ask { .. }
+                | BrokerAction::MoveAsked { .. }
                 | BrokerAction::Moved { .. }
                 | BrokerAction::ReservationEnded { .. }
                 | BrokerAction::Ended { .. } => {}
