@@ -1,6 +1,7 @@
 //! Users' accounts on the real binary: credentials come from the user's record, never
 //! from the job; tokens are rotated and users disabled or removed at once; budgets stay
 //! finite and can be made unlimited.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod common;
 
