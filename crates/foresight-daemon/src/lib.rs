@@ -9,10 +9,13 @@
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
 //!   that change users (credentials, tokens, disabling, removal).
+//! - `dashboard`: the web dashboard at `/`, its assets embedded.
+//! - [`wiki_server`]: the WIKI servers through which Maui schedules local clusters.
 #![forbid(unsafe_code)]
 
 mod accounts;
 pub mod config;
+mod dashboard;
 mod data_lock;
 mod error;
 pub mod http;
@@ -23,6 +26,7 @@ mod plan_view;
 mod refusal;
 pub mod service;
 mod user_admin;
+pub mod wiki_server;
 #[doc(hidden)]
 pub mod world;
 
@@ -45,6 +49,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     // Held until the server exits; a second server on this directory refuses here.
     let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
+    let wiki = wiki_server::WikiServers::start(&service, &data_dir).await?;
     let url = format!("http://{addr}");
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
@@ -62,6 +67,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));
     println!("foresight stopped");

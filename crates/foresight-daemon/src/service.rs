@@ -1017,17 +1017,28 @@ impl Service {
         w.clusters
             .iter()
             .zip(&w.broker.clusters)
-            .map(|(c, g)| ClusterInfo {
+            .enumerate()
+            .map(|(k, (c, g))| ClusterInfo {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
-                state: if g.available { "up" } else { "down" }.into(),
+                // A cluster Maui schedules is up, though it takes no global job.
+                state: if g.available || c.cfg.is_wiki_scheduled() {
+                    "up"
+                } else {
+                    "down"
+                }
+                .into(),
                 reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
                 busy: c.busy(),
                 running: g.sched.running(),
-                queued: g.sched.waiting(),
+                queued: g.sched.waiting() + w.wiki_waiting(k),
                 tariff: g.tariff.base,
-                policy: c.cfg.policy.clone(),
+                policy: if c.cfg.is_wiki_scheduled() {
+                    "wiki".into()
+                } else {
+                    c.cfg.policy.clone()
+                },
             })
             .collect()
     }

@@ -3,13 +3,14 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
-use foresight_core::Policy;
+use foresight_core::predict::Predictor;
+use foresight_core::{BackfillOrder, Policy};
 use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
-use foresight_sim::replay::replay;
+use foresight_sim::replay::replay_with;
 use foresight_sim::swf::SwfHeader;
 use foresight_sim::workload::Skipped;
-use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
+use foresight_sim::{simulate_with, Prediction, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::fs::File;
@@ -83,6 +84,19 @@ pub struct SimRunOpts {
     /// Synthetic workload: random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runtime predictor the policy plans with: none (the estimate), tsafrir (mean of the
+    /// user's last two runs) or app (median of the last runs of the same application and
+    /// processor count). The estimate stays the kill time.
+    #[arg(long, default_value = "none", value_name = "PREDICTOR")]
+    predict: Predictor,
+    /// Order of backfill candidates: fcfs (queue order) or spf (shortest planned runtime
+    /// first). EASY++ is `--policy easy --predict tsafrir --backfill-order spf`.
+    #[arg(long, default_value = "fcfs", value_name = "ORDER")]
+    backfill_order: BackfillOrder,
+    /// Keep trace runtimes that exceed the estimate instead of clipping them at it
+    /// (default semantics); such jobs are re-planned as they overrun.
+    #[arg(long)]
+    no_clip: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -166,6 +180,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         SemanticsOpt::Default => Semantics::Default,
         SemanticsOpt::Pyss => Semantics::Pyss,
     };
+    policy.backfill_order = opts.backfill_order;
     // Checked before simulating, so that a bad name or an unwritable place fails at once.
     let jobs_out = opts.jobs_out.as_deref().map(JobsOut::open).transpose()?;
     let started = Instant::now();
@@ -237,6 +252,9 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "metric": format!("{:?}", policy.metric).to_lowercase(),
                 "order": format!("{:?}", policy.order).to_lowercase(),
                 "semantics": semantics.name(),
+                "predict": opts.predict.name(),
+                "backfill_order": format!("{:?}", policy.backfill_order).to_lowercase(),
+                "clip": !opts.no_clip,
                 "jobs": m.jobs,
                 "skipped": m.skipped,
                 "skipped_by_reason": {
@@ -280,11 +298,23 @@ fn simulate_workload(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<(Option<Trace>, u32, SimOutput, String, Skipped)> {
+    let prediction = Prediction {
+        predictor: opts.predict,
+        overrun: opts.no_clip,
+    };
     Ok(match &opts.trace {
         Some(path) => {
             let source = path.display().to_string();
-            let run = replay(path, opts.procs, opts.lenient, policy, semantics, progress)
-                .with_context(|| format!("simulating {source}"))?;
+            let run = replay_with(
+                path,
+                opts.procs,
+                opts.lenient,
+                policy,
+                semantics,
+                &prediction,
+                progress,
+            )
+            .with_context(|| format!("simulating {source}"))?;
             (Some(run.trace), run.procs, run.output, source, run.skipped)
         }
         None => {
@@ -297,7 +327,7 @@ fn simulate_workload(
                 "synthetic: {} jobs, load {}, seed {}",
                 opts.jobs, opts.load, opts.seed
             );
-            let out = simulate(&w, procs, policy, semantics, progress)
+            let out = simulate_with(&w, procs, policy, semantics, &prediction, progress)
                 .with_context(|| format!("simulating {name}"))?;
             (None, procs, out, name, Skipped::default())
         }

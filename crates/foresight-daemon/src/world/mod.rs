@@ -189,6 +189,8 @@ pub struct Stats {
     pub cycles: u64,
     /// Duration of the last cycle, seconds.
     pub last_cycle_seconds: f64,
+    /// When the last cycle began (seconds since the epoch), for the dashboard.
+    pub last_cycle_at: Option<i64>,
     /// Sum of |planned − actual| start over started jobs that had a plan, seconds.
     pub estimate_error_sum: f64,
     /// How many started jobs had a planned start.
@@ -281,7 +283,8 @@ impl World {
                     },
                     bandwidth_mb_s: c.bandwidth_mb_s,
                     latency: Dur(c.latency_seconds),
-                    available: !c.is_slurm(),
+                    // A cluster Maui schedules through WIKI takes no global job.
+                    available: !c.is_slurm() && !c.is_wiki_scheduled(),
                     self_scheduled: c.is_slurm(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
@@ -295,7 +298,11 @@ impl World {
                     cfg: c.clone(),
                     free: (0..c.procs).collect(),
                     remote: c.is_slurm(),
-                    unavailable_reason: c.is_slurm().then(|| "not read from Slurm yet".to_string()),
+                    unavailable_reason: if c.is_slurm() {
+                        Some("not read from Slurm yet".to_string())
+                    } else {
+                        c.is_wiki_scheduled().then(wiki::unavailable_reason)
+                    },
                     snapshot: None,
                 }
             })
@@ -689,6 +696,10 @@ impl World {
             self.submit_remote_parts(id);
             return;
         }
+        if self.clusters[k].cfg.is_wiki_scheduled() {
+            self.queue_for_wiki(k, id);
+            return;
+        }
         let cred = self.cred(&user, &credn);
         let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime)).with_cred(cred);
         if let Some(r) = reservation {
@@ -758,6 +769,11 @@ impl World {
 
     fn launch_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
         let taken = self.choose_processors(now, k, id, procs);
+        self.launch_on(now, k, id, taken);
+    }
+
+    /// Launches job `id`'s part on cluster `k` on the free processors `taken`.
+    fn launch_on(&mut self, now: i64, k: usize, id: u64, taken: Vec<u32>) {
         let cluster = &mut self.clusters[k];
         for p in &taken {
             cluster.free.remove(p);
@@ -1526,6 +1542,7 @@ impl World {
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
     pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
         self.stats.cycles += 1;
+        self.stats.last_cycle_at = Some(now);
         let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
             .reservations
             .values()
@@ -1965,6 +1982,7 @@ impl World {
 }
 
 mod remote;
+mod wiki;
 
 #[cfg(test)]
 mod charge_tests;
