@@ -156,16 +156,18 @@ pub struct SubmitJob {
     /// Hold the job: it is not planned until released.
     #[serde(default)]
     pub hold: bool,
-    /// Credentials that reservation ACLs read: group, account, class (queue), QoS.
+    /// Credentials that reservation ACLs read: group, account, class (queue), QoS. Each must
+    /// be one an administrator gave the user (refused with 403 naming the field otherwise);
+    /// when absent, the user's first one of its kind.
     #[serde(default)]
     pub group: Option<String>,
-    /// The account charged.
+    /// The account charged (one of the user's).
     #[serde(default)]
     pub account: Option<String>,
-    /// The class (queue).
+    /// The class (queue; one of the user's).
     #[serde(default)]
     pub class: Option<String>,
-    /// The quality of service.
+    /// The quality of service (one of the user's).
     #[serde(default)]
     pub qos: Option<String>,
 }
@@ -531,6 +533,56 @@ pub struct UserView {
     /// `[unix_user]` table, else the account of the user's own name.
     #[serde(default)]
     pub unix_user: Option<String>,
+    /// The credentials the user may name in a job (set by administrators).
+    #[serde(default)]
+    pub credentials: UserCredentials,
+    /// Disabled users' tokens are refused; their queued jobs were cancelled.
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// What a user may name in a job for reservation ACLs and accounting: set by
+/// administrators, never taken from a job's own claims. The first of each list is the
+/// user's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct UserCredentials {
+    /// Groups.
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Accounts.
+    #[serde(default)]
+    pub accounts: Vec<String>,
+    /// Classes (queues).
+    #[serde(default)]
+    pub classes: Vec<String>,
+    /// Qualities of service.
+    #[serde(default)]
+    pub qos: Vec<String>,
+}
+
+/// A change of a user's credentials: each list given replaces the user's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CredentialsChange {
+    /// Groups.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+    /// Accounts.
+    #[serde(default)]
+    pub accounts: Option<Vec<String>>,
+    /// Classes (queues).
+    #[serde(default)]
+    pub classes: Option<Vec<String>>,
+    /// Qualities of service.
+    #[serde(default)]
+    pub qos: Option<Vec<String>>,
+}
+
+/// Enables or disables a user.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UserStateChange {
+    /// True disables: the user's token is refused at once and their queued jobs are
+    /// cancelled (running ones finish and are charged); false enables again.
+    pub disabled: bool,
 }
 
 /// A user to create.
@@ -571,11 +623,26 @@ pub struct CreatedUser {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BudgetChange {
     /// New budget (null: unlimited) when `set` is given.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<f64>)]
     pub set: Option<Option<f64>>,
     /// Amount to add.
     #[serde(default)]
     pub add: Option<f64>,
+}
+
+/// A field that is present, even as `null`: `Some(None)` (serde's default reads a `null` as
+/// an absent field).
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Every error body: what went wrong, and which request field, if one is to blame.

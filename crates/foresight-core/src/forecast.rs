@@ -118,13 +118,16 @@ pub fn forecast(
 /// one cluster), each naming its processor by index in `processors`. Processors are assigned
 /// to occupancies in order of start (any processor free at an occupancy's start will do,
 /// since the forecast never uses more than the cluster has); what is left free costs the
-/// base tariff.
+/// base tariff. Time planned for a queued local job costs at least `displacement_floor`
+/// (the planner sets it above every cluster's base tariff, so that a job paying at most a
+/// base tariff never displaces local work, whatever the premiums).
 pub fn slots_from_forecast(
     processors: &[Processor],
     occupancies: &[Occupancy],
     now: Time,
     horizon: Time,
     tariff: &Tariff,
+    displacement_floor: f64,
 ) -> Vec<Slot> {
     let n = processors.len();
     // Per processor: the occupancies assigned to it, in time order.
@@ -141,9 +144,10 @@ pub fn slots_from_forecast(
         let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
         free.sort_by_key(|&p| (busy_until[p], p));
         let cost = match o.kind {
-            OccupancyKind::Planned { priority, .. } => {
-                Some(tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
-            }
+            OccupancyKind::Planned { priority, .. } => Some(
+                (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
+                    .max(displacement_floor),
+            ),
             OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
         };
         for &p in free.iter().take(o.procs as usize) {
@@ -225,7 +229,7 @@ mod tests {
             base: 1.0,
             local_premium: 2.0,
         };
-        let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff);
+        let slots = slots_from_forecast(&cluster(4), &f, Time(10), Time(1000), &tariff, 0.0);
         let of = |p: u32| -> Vec<(i64, i64, f64)> {
             slots
                 .iter()
@@ -271,7 +275,8 @@ mod tests {
         let f = forecast(&s, Time(0), |_| 0.0);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].kind, OccupancyKind::Held(ReservationId(7)));
-        let slots = slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default());
+        let slots =
+            slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default(), 0.0);
         let free_now = slots.iter().filter(|s| s.start == Time(0)).count();
         assert_eq!(free_now, 2);
     }

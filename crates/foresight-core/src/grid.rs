@@ -192,6 +192,28 @@ pub fn plan_cycle(
     })
 }
 
+/// The dearest base tariff of the grid: what a job without a price of its own pays at most
+/// per processor-second ([`default_price`]).
+pub fn default_price(clusters: &[ClusterView<'_>]) -> f64 {
+    clusters.iter().map(|c| c.tariff.base).fold(0.0, f64::max)
+}
+
+/// The lowest price of time planned for a queued local job, anywhere on the grid: strictly
+/// above every cluster's base tariff. So a job that pays at most the dearest base tariff
+/// (every job without a price of its own) takes free time anywhere and never displaces a
+/// queued local job, whatever the tariffs and premiums; displacing one takes an explicit
+/// price above this.
+pub fn displacement_floor(clusters: &[ClusterView<'_>]) -> f64 {
+    let dearest = default_price(clusters);
+    // The next float up (`f64::next_up` is newer than the workspace's Rust): x·(1 + ε) is
+    // at least one unit in the last place above a positive x.
+    if dearest > 0.0 {
+        dearest * (1.0 + f64::EPSILON)
+    } else {
+        f64::MIN_POSITIVE
+    }
+}
+
 /// The grid's plan at one instant: every cluster's forecast as one slot plan, onto which
 /// global jobs are placed one after another. A cycle places the queue ([`plan_cycle`]);
 /// an estimate places the queue and then asks where one more job would go, on the grid or
@@ -231,12 +253,13 @@ impl GridPlan {
         cfg: &PlannerConfig,
     ) -> Result<GridPlan, String> {
         let horizon = now + cfg.horizon;
+        let floor = displacement_floor(clusters);
         // The clusters' forecasts are independent: they are made side by side.
         let per_cluster: Vec<_> = clusters
             .par_iter()
             .map(|c| {
                 let f = forecast(c.sched, now, |_| 1.0);
-                slots_from_forecast(c.processors, &f, now, horizon, c.tariff)
+                slots_from_forecast(c.processors, &f, now, horizon, c.tariff, floor)
             })
             .collect();
         // Each cluster's slots number its processors from 0: offset them to the grid's.

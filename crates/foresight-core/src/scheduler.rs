@@ -489,13 +489,20 @@ impl LocalScheduler {
 
     /// Holds processors for a reservation that outranks the local queue (a global job that
     /// pays at least the price of the local time it takes): it conflicts only with running
-    /// jobs and other administrative reservations. Waiting jobs whose reservations it
-    /// overlaps lose them and are placed again, later, at the next pass.
+    /// jobs and other administrative reservations. Only when it does not fit beside the
+    /// waiting jobs' reservations do those it overlaps lose them (they are placed again,
+    /// later, at the next pass): a reservation in time nobody planned displaces no one.
     pub fn add_reservation_displacing(&mut self, res: AdminReservation) -> Result<()> {
         if self.admin.contains_key(&res.id) {
             return Err(CoreError::DuplicateReservation(res.id));
         }
         let Interval { start, end } = res.window;
+        if self.pool.min_free(start, end) >= i64::from(res.procs) {
+            self.pool.take(start, end, res.procs);
+            let profile = Profile::window(res.procs, start, end);
+            self.admin.insert(res.id, AdminSlot { res, profile });
+            return Ok(());
+        }
         let mut without_queue = self.pool.clone();
         let held: Vec<(JobId, u32, Placement)> = self
             .job_reservations()

@@ -41,7 +41,7 @@ proptest! {
             .collect();
         let tariff = Tariff { base: 1.0, local_premium: 1.0 };
         let horizon = Time(5000);
-        let slots = slots_from_forecast(&processors, &f, now, horizon, &tariff);
+        let slots = slots_from_forecast(&processors, &f, now, horizon, &tariff, 0.0);
         // Every breakpoint: offered-at-premium = planned, not offered = running + held.
         let mut points: Vec<Time> = slots.iter().flat_map(|s| [s.start, s.end]).collect();
         points.extend(f.iter().flat_map(|o| [o.window.start.max(now), o.window.end]));

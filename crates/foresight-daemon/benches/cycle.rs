@@ -102,6 +102,7 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         started_at: None,
         ended_at: None,
         charged: 0.0,
+        settled: 0.0,
         parts: vec![],
         attempt: 0,
         stdout: None,
@@ -130,6 +131,7 @@ fn empty_world(procs: u32) -> World {
         budget: None,
         spent: 0.0,
         unix_user: None,
+        ..Default::default()
     });
     w
 }

@@ -3,6 +3,7 @@
 use crate::error::ApiError;
 use crate::refusal::Refusal;
 use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
+use crate::user_admin;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
@@ -39,7 +40,7 @@ impl FromRequestParts<AppState> for Caller {
 }
 
 impl Caller {
-    fn admin(&self) -> Result<(), Refusal> {
+    pub(crate) fn admin(&self) -> Result<(), Refusal> {
         if self.0.admin {
             Ok(())
         } else {
@@ -135,6 +136,16 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/users", get(list_users).post(create_user))
         .route("/users/{name}/budget", post(change_budget))
         .route("/users/{name}/unix-user", post(change_unix_user))
+        .route(
+            "/users/{name}/credentials",
+            post(user_admin::change_credentials),
+        )
+        .route("/users/{name}/token", post(user_admin::rotate_token))
+        .route("/users/{name}/state", post(user_admin::change_state))
+        .route(
+            "/users/{name}",
+            axum::routing::delete(user_admin::remove_user),
+        )
         .route("/whoami", get(whoami))
         .route("/openapi.json", get(openapi));
     Router::new()
@@ -154,13 +165,15 @@ pub fn router(service: Arc<Service>) -> Router {
         suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
         list_reservations, show_reservation, commit_reservation, release_reservation,
         list_clusters, show_plan, list_users, create_user, change_budget, change_unix_user, whoami,
-        healthz, crate::output::job_output
+        healthz, crate::output::job_output, user_admin::change_credentials,
+        user_admin::rotate_token, user_admin::change_state, user_admin::remove_user
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
         Explanation, EstimateRequest, Estimate, ClusterEstimate, CreateReservation,
         ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan, SlotView,
         UserView, CreateUser, CreatedUser, BudgetChange, UnixUserChange, foresight_api::ApiError,
+        UserCredentials, CredentialsChange, UserStateChange,
         Walltime
     )),
     modifiers(&BearerAuth),
@@ -515,8 +528,11 @@ async fn create_user(
 ) -> Result<(StatusCode, Json<CreatedUser>), Refusal> {
     caller.admin()?;
     if let Some(b) = u.budget {
-        if b.is_nan() || b < 0.0 {
-            return Err(Refusal::invalid("budget", "must be a number >= 0"));
+        if !b.is_finite() || b < 0.0 {
+            return Err(Refusal::invalid(
+                "budget",
+                "must be a finite number >= 0, or absent for unlimited",
+            ));
         }
     }
     if let Some(a) = &u.unix_user {
@@ -530,6 +546,7 @@ async fn create_user(
         budget: u.budget,
         spent: 0.0,
         unix_user: u.unix_user,
+        ..Default::default()
     };
     s.add_user(rec.clone()).await?;
     Ok((
@@ -552,37 +569,12 @@ async fn change_budget(
     Body(change): Body<BudgetChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
-    s.mutate(move |w, _| {
-        let u = w
-            .users
-            .get_mut(&name)
-            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
-        if let Some(set) = change.set {
-            if set.is_some_and(|b| b.is_nan() || b < 0.0) {
-                return Err(Refusal::invalid("set", "must be a number >= 0 or null"));
-            }
-            u.budget = set;
-        }
-        if let Some(add) = change.add {
-            if add.is_nan() {
-                return Err(Refusal::invalid("add", "must be a number"));
-            }
-            if let Some(b) = u.budget.as_mut() {
-                if *b + add < 0.0 {
-                    return Err(Refusal::invalid(
-                        "add",
-                        format!("would make the budget negative ({:.2} + {add:.2})", *b),
-                    ));
-                }
-                *b += add;
-            }
-        }
-        let view = user_view(u);
-        w.dirty_users.insert(name.clone());
-        Ok(view)
-    })
-    .await
-    .map(Json)
+    let (_, view) = s
+        .change_user(&name, |w, _| {
+            w.change_budget(&name, change.set, change.add).map(|_| ())
+        })
+        .await?;
+    Ok(Json(view))
 }
 
 /// An account name as `useradd` would accept it, so that a mapping cannot smuggle anything

@@ -7,7 +7,8 @@
 //! - `data_lock`: one server per data directory (`server.lock`).
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
-//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
+//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
+//!   that change users (credentials, tokens, disabling, removal).
 //! - `dashboard`: the web dashboard at `/`, its assets embedded.
 //! - [`wiki_server`]: the WIKI servers through which Maui schedules local clusters.
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ mod output;
 mod plan_view;
 mod refusal;
 pub mod service;
+mod user_admin;
 pub mod wiki_server;
 #[doc(hidden)]
 pub mod world;

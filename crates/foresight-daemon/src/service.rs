@@ -203,6 +203,7 @@ impl Service {
                     budget: u.budget,
                     spent: 0.0,
                     unix_user: u.unix_user.clone(),
+                    ..Default::default()
                 };
                 store.insert_user(&rec).await?;
                 users.push(rec);
@@ -217,6 +218,7 @@ impl Service {
                 budget: None,
                 spent: 0.0,
                 unix_user: None,
+                ..Default::default()
             };
             store.insert_user(&rec).await?;
             users.push(rec);
@@ -596,7 +598,45 @@ impl Service {
             .unwrap_or_else(|p| p.into_inner())
             .get(&token_hash(token))
             .cloned()
+            .filter(|u| !u.removed)
             .ok_or_else(|| Refusal::unauthenticated("unknown token"))
+            .and_then(|u| {
+                if u.disabled {
+                    Err(Refusal::unauthenticated(format!(
+                        "user {:?} is disabled (an administrator enables them again with \
+                         `foresight user enable {}`)",
+                        u.name, u.name
+                    )))
+                } else {
+                    Ok(u)
+                }
+            })
+    }
+
+    /// Runs an administrator's change of user `name` and makes the authentication index
+    /// follow it at once (a rotated token or a disabled user is refused from the next
+    /// request on, before the change is even on disk), then persists. Returns what `op`
+    /// returned and the user as changed.
+    pub async fn change_user<T>(
+        self: &Arc<Self>,
+        name: &str,
+        op: impl FnOnce(&mut World, i64) -> Result<T, Refusal>,
+    ) -> Result<(T, UserView), Refusal> {
+        let (out, rec) = {
+            let mut w = self.world();
+            let out = op(&mut w, unix_now())?;
+            let rec = w
+                .users
+                .get(name)
+                .cloned()
+                .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
+            // Still under the state's lock: no request authenticates with what changed.
+            self.remember_users(std::slice::from_ref(&rec));
+            (out, rec)
+        };
+        self.wake.notify_one();
+        self.flush().await;
+        Ok((out, user_view(&rec)))
     }
 
     /// Brings the authentication index up to date with these user records.
@@ -672,7 +712,9 @@ impl Service {
                     command: r.command,
                     env: r.env,
                     cwd: r.cwd,
-                    cred: [r.group, r.account, r.class, r.qos],
+                    cred: w
+                        .job_credentials(&user.name, [r.group, r.account, r.class, r.qos])
+                        .map_err(at)?,
                     state: JobState::Pending,
                     state_after: None,
                     held: r.hold,
@@ -686,6 +728,7 @@ impl Service {
                     started_at: None,
                     ended_at: None,
                     charged: 0.0,
+                    settled: 0.0,
                     parts: vec![],
                     attempt: 0,
                     stdout: None,
@@ -1046,7 +1089,12 @@ impl Service {
 
     /// Users (admin).
     pub fn users(&self) -> Vec<UserView> {
-        self.world().users.values().map(user_view).collect()
+        self.world()
+            .users
+            .values()
+            .filter(|u| !u.removed)
+            .map(user_view)
+            .collect()
     }
 
     /// Reservations the user may see: all for admins, else those whose ACL names them.
@@ -1332,6 +1380,8 @@ pub fn user_view(u: &UserRecord) -> UserView {
         budget: u.budget,
         spent: u.spent,
         unix_user: u.unix_user.clone(),
+        credentials: u.credentials.clone(),
+        disabled: u.disabled,
     }
 }
 

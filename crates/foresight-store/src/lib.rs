@@ -140,8 +140,12 @@ pub struct JobRecord {
     pub started_at: Option<i64>,
     /// Ended.
     pub ended_at: Option<i64>,
-    /// Charged.
+    /// Charged, over every attempt.
     pub charged: f64,
+    /// The part of `charged` that earlier attempts used: settled, never refunded (a
+    /// requeued job's new reservation is refunded on its own).
+    #[serde(default)]
+    pub settled: f64,
     /// Where it runs.
     pub parts: Vec<PartRecord>,
     /// Run attempt (requeues add one).
@@ -182,7 +186,7 @@ pub struct ReservationRecord {
 }
 
 /// A user as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UserRecord {
     /// Name (unique).
     #[serde(skip)]
@@ -200,6 +204,17 @@ pub struct UserRecord {
     /// user's own name). Set explicitly, it may be root; by default it never is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unix_user: Option<String>,
+    /// What the user may name in a job (groups, accounts, classes, QoS), set by an
+    /// administrator: reservation ACLs read these, never a job's own claims.
+    #[serde(default)]
+    pub credentials: foresight_api::UserCredentials,
+    /// A disabled user's token is refused.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Removed: the record stays so that the name is never reused for someone else (the
+    /// user's jobs keep their history under it); the token is gone.
+    #[serde(default)]
+    pub removed: bool,
 }
 
 /// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend
@@ -219,7 +234,7 @@ pub trait Store: Send + Sync {
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>>;
     /// Stores a new user; refuses a taken name.
     async fn insert_user(&self, u: &UserRecord) -> Result<()>;
-    /// Writes users' budgets and roles, in one transaction.
+    /// Writes users' budgets, roles, credentials and tokens, in one transaction.
     async fn update_users(&self, us: &[UserRecord]) -> Result<()>;
     /// Every user.
     async fn load_users(&self) -> Result<Vec<UserRecord>>;

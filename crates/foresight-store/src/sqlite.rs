@@ -167,7 +167,8 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for u in us {
-            sqlx::query("UPDATE users SET data = ? WHERE name = ?")
+            sqlx::query("UPDATE users SET token_hash = ?, data = ? WHERE name = ?")
+                .bind(&u.token_hash)
                 .bind(encode(u))
                 .bind(&u.name)
                 .execute(&mut *tx)
@@ -235,6 +236,7 @@ mod tests {
             started_at: None,
             ended_at: None,
             charged: 0.0,
+            settled: 0.0,
             parts: vec![],
             attempt: 0,
             stdout: None,
@@ -282,6 +284,7 @@ mod tests {
             budget: Some(5.0),
             spent: 0.0,
             unix_user: Some("ann_unix".into()),
+            ..Default::default()
         };
         store.insert_user(&u).await.unwrap();
         assert!(matches!(
@@ -299,6 +302,13 @@ mod tests {
         let rs = store.load_reservations().await.unwrap();
         assert_eq!(rs[0].id, 1);
         assert_eq!(rs[0].expires_at, Some(15));
+        assert_eq!(store.load_users().await.unwrap(), vec![u.clone()]);
+        // A rotated token, credentials and a disabled flag are written and read back.
+        let mut u = u;
+        u.token_hash = "h2".into();
+        u.credentials.groups = vec!["physics".into()];
+        u.disabled = true;
+        store.update_users(std::slice::from_ref(&u)).await.unwrap();
         assert_eq!(store.load_users().await.unwrap(), vec![u]);
         // A fourth job continues the numbering: ids are never reused.
         assert_eq!(store.insert_jobs(&[job("cy")]).await.unwrap(), vec![4]);

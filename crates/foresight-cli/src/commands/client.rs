@@ -150,6 +150,10 @@ impl Client {
     fn post<T: DeserializeOwned, B: Serialize>(&self, path: &str, body: &B) -> Result<T> {
         self.send(self.http.post(self.url(path)).json(body))
     }
+
+    fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send(self.http.delete(self.url(path)))
+    }
 }
 
 // ------------------------------------------------------------------------ job
@@ -1229,10 +1233,40 @@ pub enum UserCommand {
     /// Set or top up a budget: `--set 1000`, `--set unlimited`, `--add 50`.
     Budget(BudgetOpts),
     /// Change a user: `--unix-user ACCOUNT` (the Unix account their local jobs run as when
-    /// the server is root), `--default-unix-user` (back to the server's default).
+    /// the server is root), `--default-unix-user` (back to the server's default), and the
+    /// credentials they may name in a job: `--groups a,b --accounts x --classes q --qos
+    /// normal` (each replaces theirs; the first is their default; `''` empties it).
     Modify(ModifyUserOpts),
+    /// Token commands: `user token rotate NAME` prints a new token; the old one is refused
+    /// at once.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Disable a user: their token is refused at once and their jobs that have not started
+    /// are cancelled (running ones finish); their history stays.
+    Disable(NameOpts),
+    /// Enable a disabled user again.
+    Enable(NameOpts),
+    /// Remove a user: disabled for good, token gone, jobs that have not started cancelled;
+    /// their history stays and the name is never reused.
+    Remove(NameOpts),
     /// Who am I?
     Whoami(OutOnly),
+}
+
+/// Token commands (administrators).
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Give a user a new token and print it (once); the old one stops working at once.
+    Rotate(NameOpts),
+}
+
+/// A user's name (and the output format).
+#[derive(Args)]
+pub struct NameOpts {
+    /// Name.
+    name: String,
+    #[command(flatten)]
+    out: OutputOpt,
 }
 
 /// Options of `user add`.
@@ -1266,6 +1300,18 @@ pub struct ModifyUserOpts {
     /// Forget the account set with `--unix-user`: the server's default applies again.
     #[arg(long)]
     default_unix_user: bool,
+    /// The groups they belong to (comma-separated; the first is their default).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    groups: Option<Vec<String>>,
+    /// The accounts they may charge (comma-separated; the first is their default).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    accounts: Option<Vec<String>>,
+    /// The classes (queues) they may use (comma-separated; the first is their default).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    classes: Option<Vec<String>>,
+    /// The qualities of service they may use (comma-separated; the first is their default).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    qos: Option<Vec<String>>,
     #[command(flatten)]
     out: OutputOpt,
 }
@@ -1288,13 +1334,18 @@ pub struct BudgetOpts {
 /// Runs a user command.
 pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
     let c = Client::new(conn)?;
+    let disabled = matches!(cmd, UserCommand::Disable(_));
     let users_table = |us: &[UserView]| {
         let rows: Vec<Vec<String>> = us
             .iter()
             .map(|u| {
                 vec![
                     u.name.clone(),
-                    if u.admin { "admin" } else { "user" }.into(),
+                    format!(
+                        "{}{}",
+                        if u.admin { "admin" } else { "user" },
+                        if u.disabled { " (disabled)" } else { "" }
+                    ),
                     u.budget.map_or("unlimited".into(), |b| format!("{b:.2}")),
                     format!("{:.2}", u.spent),
                 ]
@@ -1346,18 +1397,64 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
             }
         }
         UserCommand::Modify(o) => {
-            if o.unix_user.is_none() && !o.default_unix_user {
-                return Err(bad("give --unix-user or --default-unix-user".into()));
+            // `--groups ''` empties the list.
+            let list = |v: Option<Vec<String>>| {
+                v.map(|l| l.into_iter().filter(|x| !x.is_empty()).collect::<Vec<_>>())
+            };
+            let creds = CredentialsChange {
+                groups: list(o.groups),
+                accounts: list(o.accounts),
+                classes: list(o.classes),
+                qos: list(o.qos),
+            };
+            let unix = o.unix_user.is_some() || o.default_unix_user;
+            if !unix && creds == CredentialsChange::default() {
+                return Err(bad(
+                    "give --unix-user, --default-unix-user, --groups, --accounts, --classes \
+                     or --qos"
+                        .into(),
+                ));
             }
+            let mut u: Option<UserView> = None;
+            if unix {
+                u = Some(c.post(
+                    &format!("/users/{}/unix-user", o.name),
+                    &UnixUserChange {
+                        unix_user: o.unix_user,
+                    },
+                )?);
+            }
+            if creds != CredentialsChange::default() {
+                u = Some(c.post(&format!("/users/{}/credentials", o.name), &creds)?);
+            }
+            let u = u.expect("invariant: one change was sent");
+            match o.out.output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => print!("{}", users_table(&[u])),
+            }
+        }
+        UserCommand::Token(TokenCommand::Rotate(o)) => {
+            let u: CreatedUser = c.post(&format!("/users/{}/token", o.name), &())?;
+            match o.out.output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => println!("{}", u.token),
+            }
+        }
+        UserCommand::Disable(o) | UserCommand::Enable(o) => {
             let u: UserView = c.post(
-                &format!("/users/{}/unix-user", o.name),
-                &UnixUserChange {
-                    unix_user: o.unix_user,
-                },
+                &format!("/users/{}/state", o.name),
+                &UserStateChange { disabled },
             )?;
             match o.out.output {
                 Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
                 Output::Table => print!("{}", users_table(&[u])),
+            }
+        }
+        UserCommand::Remove(o) => {
+            let u: UserView = c.delete(&format!("/users/{}", o.name))?;
+            match o.out.output {
+                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => println!("user {} removed", u.name),
             }
         }
         UserCommand::Whoami(o) => {

@@ -409,6 +409,21 @@ impl Broker {
     /// work at once: the cluster's own queue first, then reserved global jobs that can move
     /// earlier.
     pub fn on_part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+        self.on_part_ended_at(now, now, k, id, out);
+    }
+
+    /// [`Broker::on_part_ended`] for a part that really ended at `ended` (no later than
+    /// `now`), learnt only at `now`: a caller that was down meanwhile charges the job up to
+    /// `ended`, not for the time it was not looking.
+    pub fn on_part_ended_at(
+        &mut self,
+        now: Time,
+        ended: Time,
+        k: usize,
+        id: JobId,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let ended = ended.min(now);
         self.observe(now);
         let mut actions = Vec::new();
         if !self.clusters[k].self_scheduled {
@@ -416,7 +431,7 @@ impl Broker {
                 .sched
                 .handle(now, Event::Finish(id), &mut actions);
         }
-        let released = self.part_ended(now, k, id, out);
+        let released = self.part_ended(now, ended, k, id, out);
         self.carry_out(now, k, actions, out);
         if released {
             // The rest of its reservation's window is free too.
@@ -427,7 +442,14 @@ impl Broker {
     }
 
     /// The broker's side of a part's end; true when it released a reservation on `k`.
-    fn part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+    fn part_ended(
+        &mut self,
+        now: Time,
+        ended_at: Time,
+        k: usize,
+        id: JobId,
+        out: &mut Vec<BrokerAction>,
+    ) -> bool {
         // A part of a job that never started here: a cluster that schedules itself reported
         // the end of a part the broker had not seen start.
         if let Some(Phase::Reserved { start, .. }) = self.jobs.get(&id).map(|e| &e.phase) {
@@ -472,13 +494,14 @@ impl Broker {
         }
         // Charge what was used of what was reserved; give back the rest.
         let reserved = (reserved_end - first).as_secs().max(1) as f64;
-        let used = (now - first).as_secs().max(0) as f64;
+        let end = ended_at.max(first);
+        let used = (end - first).as_secs().max(0) as f64;
         self.charge(id, user, -cost * (1.0 - (used / reserved).min(1.0)), out);
         self.jobs.remove(&id);
         out.push(BrokerAction::Ended {
             job: id,
             start: first,
-            end: now,
+            end,
         });
         released
     }

@@ -437,13 +437,10 @@ impl World {
     }
 
     /// The price a global job without a price pays at most: the dearest base tariff, so it
-    /// takes free time anywhere but never displaces a queued local job.
+    /// takes free time anywhere but never displaces a queued local job (the planner prices
+    /// such time above it: [`foresight_core::grid::displacement_floor`]).
     pub fn default_price(&self) -> f64 {
-        self.broker
-            .clusters
-            .iter()
-            .map(|c| c.tariff.base)
-            .fold(0.0, f64::max)
+        foresight_core::grid::default_price(&self.views())
     }
 
     // ---------------------------------------------------------------- jobs
@@ -506,7 +503,7 @@ impl World {
                     ));
                 }
             }
-            return Ok(());
+            return self.check_budget(j, self.local_tariff(j).unwrap_or(0.0));
         }
         match &j.cluster {
             Some(c) => {
@@ -523,6 +520,7 @@ impl World {
                         ),
                     ));
                 }
+                self.check_budget(j, self.broker.clusters[k].tariff.base)?;
             }
             None => {
                 let max = if j.co_allocate {
@@ -548,17 +546,7 @@ impl World {
                         ),
                     ));
                 }
-                let price = j.price.unwrap_or_else(|| self.default_price());
-                let worst = price * f64::from(j.procs) * j.walltime as f64;
-                if let Some(b) = self.users.get(&j.user).and_then(|u| u.budget) {
-                    if worst > b {
-                        return Err(Refusal::over_budget(format!(
-                            "worst-case cost {worst:.2} ({} procs × {} s × {price} per \
-                             processor-second) exceeds the remaining budget {b:.2} of {}",
-                            j.procs, j.walltime, j.user
-                        )));
-                    }
-                }
+                self.check_budget(j, j.price.unwrap_or_else(|| self.default_price()))?;
             }
         }
         Ok(())
@@ -622,18 +610,21 @@ impl World {
             .min()
             .unwrap_or(Time(0));
         let end = parts.iter().map(|p| p.window.end).max().unwrap_or(start);
+        // What the current attempt's reservation was charged: earlier attempts' use is
+        // settled and never refunded.
+        let cost = j.charged - j.settled;
         let phase = match (j.state, j.started_at) {
             (JobState::Running, Some(s)) => Phase::Running {
                 start: Time(s),
                 end,
-                cost: j.charged,
+                cost,
                 parts,
                 ended,
             },
             _ => Phase::Reserved {
                 start,
                 end,
-                cost: j.charged,
+                cost,
                 parts,
             },
         };
@@ -905,6 +896,13 @@ impl World {
         let Some(index) = j.parts.iter().position(|p| p.cluster == name && !p.ended) else {
             return;
         };
+        // When the part really ended, as its supervisor (or resource manager) recorded it:
+        // a part that ended while the service was down is not charged for the downtime.
+        let ended_at = if (1..now).contains(&outcome.ended_at) {
+            outcome.ended_at.max(j.started_at.unwrap_or(0))
+        } else {
+            now
+        };
         j.parts[index].ended = true;
         let part = j.parts[index].clone();
         for p in &part.processors {
@@ -945,14 +943,14 @@ impl World {
         let _ = part;
         let mut out = Vec::new();
         self.broker
-            .on_part_ended(now_time(now), k, JobId(id), &mut out);
+            .on_part_ended_at(now_time(now), Time(ended_at), k, JobId(id), &mut out);
         self.carry_out(now, out);
         if failed && !siblings.is_empty() && self.stopping.insert(id) {
             self.kill_unended_parts(id);
         }
         if all_ended {
             self.stopping.remove(&id);
-            self.job_ended(now, id, outcome);
+            self.job_ended(ended_at, id, outcome);
         }
         self.dirty_jobs.insert(id);
     }
@@ -970,12 +968,18 @@ impl World {
             .is_some_and(|r| r.kind == "job")
     }
 
+    /// The last part of a job's attempt ended at `now` (when it really ended).
     fn job_ended(&mut self, now: i64, id: u64, last: &Outcome) {
         let requeue = self.requeue.remove(&id);
-        // The broker has charged what was used of what was reserved.
+        // A global job: the broker has charged what was used of what was reserved. A local
+        // job (or one in an administrative reservation) pays here for what it held.
+        if let Some(amount) = self.local_charge(now, id) {
+            self.charge(id, amount);
+        }
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
+        j.settled = j.charged;
         if requeue {
             j.attempt += 1;
             j.state = JobState::Pending;
@@ -1219,6 +1223,7 @@ impl World {
             .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         match j.state {
             JobState::Running => {
+                self.check_rerun_budget(now, id)?;
                 self.requeue.insert(id);
                 self.kill_unended_parts(id);
                 Ok(())
@@ -1558,10 +1563,16 @@ impl World {
         }
         // Budgets may have changed (an administrator, a restart): the broker plans with
         // what each user has left.
+        // What their local jobs may still cost is set aside: a global job's reservation
+        // never takes the money an admitted local job was admitted with.
+        let committed = self.committed_by_user();
         let budgets: Vec<(String, Option<f64>)> = self
             .users
             .values()
-            .map(|u| (u.name.clone(), u.budget))
+            .map(|u| {
+                let set_aside = committed.get(&u.name).copied().unwrap_or(0.0);
+                (u.name.clone(), u.budget.map(|b| (b - set_aside).max(0.0)))
+            })
             .collect();
         for (name, left) in budgets {
             let user = UserId(self.intern(0, &name));
@@ -1658,21 +1669,7 @@ impl World {
                 BrokerAction::Refused { job, reason } => {
                     self.fail(now, job.0, reason.to_string());
                 }
-                BrokerAction::Charge { job, amount, .. } => {
-                    let Some(j) = self.jobs.get_mut(&job.0) else {
-                        continue;
-                    };
-                    j.charged += amount;
-                    self.dirty_jobs.insert(job.0);
-                    let user = j.user.clone();
-                    if let Some(u) = self.users.get_mut(&user) {
-                        u.spent += amount;
-                        if let Some(b) = u.budget.as_mut() {
-                            *b -= amount;
-                        }
-                        self.dirty_users.insert(user);
-                    }
-                }
+                BrokerAction::Charge { job, amount, .. } => self.charge(job.0, amount),
             }
         }
     }
@@ -1987,6 +1984,8 @@ impl World {
 mod remote;
 mod wiki;
 
+#[cfg(test)]
+mod charge_tests;
 #[cfg(test)]
 mod same_decisions;
 #[cfg(test)]

@@ -256,6 +256,7 @@ fn the_service_decides_what_the_simulator_decides() {
         budget: None,
         spent: 0.0,
         unix_user: None,
+        ..Default::default()
     });
     for (job, _) in &trace.global {
         world.add_user(UserRecord {
@@ -265,6 +266,7 @@ fn the_service_decides_what_the_simulator_decides() {
             budget: None,
             spent: 0.0,
             unix_user: None,
+            ..Default::default()
         });
     }
     let mut d = Driver {

@@ -6,11 +6,11 @@ use super::*;
 use crate::config::{ClusterConfig, Config};
 use foresight_rm::{RmJob, RmJobState};
 
-fn cluster(name: &str, procs: u32) -> ClusterConfig {
+pub(super) fn cluster(name: &str, procs: u32) -> ClusterConfig {
     ClusterConfig::local(name, procs)
 }
 
-fn world(clusters: Vec<ClusterConfig>) -> World {
+pub(super) fn world(clusters: Vec<ClusterConfig>) -> World {
     let cfg = Config {
         cluster: clusters,
         data_dir: "/nonexistent".into(),
@@ -25,6 +25,7 @@ fn world(clusters: Vec<ClusterConfig>) -> World {
             budget,
             spent: 0.0,
             unix_user: None,
+            ..Default::default()
         });
     }
     w
@@ -60,6 +61,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         started_at: None,
         ended_at: None,
         charged: 0.0,
+        settled: 0.0,
         parts: vec![],
         attempt: 0,
         stdout: None,
@@ -67,7 +69,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
     }
 }
 
-fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
+pub(super) fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
     std::mem::take(&mut w.effects)
         .into_iter()
         .filter_map(|e| match e {
@@ -77,7 +79,7 @@ fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
         .collect()
 }
 
-fn exit(code: i32) -> Outcome {
+pub(super) fn exit(code: i32) -> Outcome {
     Outcome {
         exit_code: Some(code),
         signal: None,
