@@ -349,5 +349,10 @@ fn explain_shows_local_times_and_no_plan_after_cancelling() {
     assert!(!e.contains("planned start"), "{e}");
     let show = s.run(&["job", "show", &waiting.to_string()]);
     assert!(show.contains("planned       -\n"), "{show}");
+    // A held job says so once.
+    let held = s.submit(&["--hold", "-t", "5m", "--", "true"]);
+    let e = s.run(&["job", "explain", &held.to_string()]);
+    assert_eq!(e.matches("held").count(), 1, "{e}");
+    s.run(&["job", "cancel", &held.to_string()]);
     s.run(&["job", "cancel", &busy.to_string()]);
 }

@@ -829,7 +829,8 @@ impl Service {
         }
         match j.state {
             JobState::Pending | JobState::Planned | JobState::Reserved => {
-                if let Some(r) = &j.reason {
+                // A held job's reason is its hold, said above.
+                if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
                     reasons.push(r.clone());
                 }
                 for p in &j.parts {
