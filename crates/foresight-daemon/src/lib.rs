@@ -15,6 +15,7 @@ pub mod config;
 mod data_lock;
 mod error;
 pub mod http;
+mod limits;
 mod metrics;
 mod moment;
 mod output;
