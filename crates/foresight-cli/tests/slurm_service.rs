@@ -751,70 +751,95 @@ fn a_job_larger_than_either_cluster_runs_coallocated_with_a_synchronous_start() 
     });
 }
 
-/// A global job bound to a reservation does not start before it.
+/// A reserved job waits for its reservation while its processors are busy, and when they
+/// free up early its reservations on both clusters move earlier together (`scontrol update`
+/// of each reservation and each part's begin time), so that it starts then, in step.
 #[test]
-fn a_global_job_does_not_start_before_its_reservation() {
-    scenario("reservation_start", |clusters| {
-        let s = Scenario::start("reservation start", clusters, 300);
-        // Well inside its minute: a part still running when its reservation ends is cancelled.
-        let first = s.submit(16, "1m", "sleep 30");
+fn a_reserved_job_waits_then_moves_earlier_on_both_clusters_together() {
+    scenario("reservation_moves", |clusters| {
+        let s = Scenario::start("reservation moves", clusters, 300);
+        // The whole grid, for 20 s of a 2-minute walltime.
+        let first = s.submit(16, "2m", "sleep 20");
         s.wait_job(first, "started", secs(60), |j| j["started_at"].is_i64());
-        let second = s.submit(4, "1m", "echo second; sleep 3");
+        let first_started = int(&s.job(first), "started_at");
+        // Larger than either cluster: co-allocated, reserved after the first job's walltime.
+        let second = s.submit(12, "1m", "echo second; sleep 3");
         let j = s.server().wait_job(second, "reserved", secs(30), |j| {
-            j["state"] == "reserved" && j["parts"].as_array().is_some_and(|p| !p.is_empty())
+            j["state"] == "reserved" && j["parts"].as_array().is_some_and(|p| p.len() == 2)
         });
-        let cluster = j["parts"][0]["cluster"].as_str().unwrap().to_string();
-        let k = s.cluster_index(&cluster);
-        let part = s.wait_part(k, second, 0, "submitted", secs(30), |_| true);
-        let start = int(&s.reservation(rid_of(&part)), "start");
+        let a = s.wait_part(0, second, 0, "submitted", secs(30), |_| true);
+        let b = s.wait_part(1, second, 0, "submitted", secs(30), |_| true);
+        let (ra, rb) = (rid_of(&a), rid_of(&b));
+        let start = int(&s.reservation(ra), "start");
+        assert_eq!(int(&s.reservation(rb), "start"), start);
         eprintln!(
-            "job {second} reserved on {cluster} from {start} ({} s ahead), planned {}",
+            "job {second} reserved on both clusters from {start} ({} s ahead), planned {}",
             start - now(),
             j["planned_start"]
         );
-        assert!(start > now() + 5, "not a later start: {start}");
-        // Pending in Slurm, for its begin time or reservation, until the reservation starts.
+        assert!(
+            start >= first_started + 100,
+            "reserved before the first job's walltime ends: {start}"
+        );
+        // Pending in Slurm while the first job runs.
         let mut checks = 0;
-        while now() < start - 1 {
-            let p = s.wait_part(k, second, 0, "seen", secs(10), |_| true);
-            assert_eq!(
-                slurm_state(&p),
-                "PENDING",
-                "started before its reservation at {start}: {}",
-                brief(&p)
-            );
-            let reason = slurm_str(&p, "state_reason");
-            assert!(
-                matches!(
-                    reason,
-                    "BeginTime" | "Reservation" | "Resources" | "Priority" | "None"
-                ),
-                "pending for {reason}: {}",
-                brief(&p)
-            );
+        while now() < first_started + 15 {
+            for k in 0..2 {
+                let p = s.wait_part(k, second, 0, "seen", secs(10), |_| true);
+                assert_eq!(
+                    slurm_state(&p),
+                    "PENDING",
+                    "started while its processors are busy: {}",
+                    brief(&p)
+                );
+            }
             checks += 1;
             std::thread::sleep(Duration::from_millis(500));
         }
         assert!(checks > 0);
-        let p = s.wait_part(k, second, 0, "started", secs(60), |j| {
+        // The first job ends at about +20 s: the second moves and starts, on both clusters.
+        let pa = s.wait_part(0, second, 0, "started", secs(60), |j| {
             slurm_time(j, "start_time") > 0 && slurm_state(j) != "PENDING"
         });
-        let started = slurm_time(&p, "start_time");
-        eprintln!("job {second}: reservation start {start}, Slurm start {started}");
-        assert!(
-            started >= start,
-            "Slurm started it at {started}, before {start}"
+        let pb = s.wait_part(1, second, 0, "started", secs(60), |j| {
+            slurm_time(j, "start_time") > 0 && slurm_state(j) != "PENDING"
+        });
+        let (sa, sb) = (slurm_time(&pa, "start_time"), slurm_time(&pb, "start_time"));
+        let moved = int(&s.reservation(ra), "start");
+        eprintln!(
+            "job {second}: reserved from {start}, moved to {moved}; Slurm starts {sa} / {sb} \
+             ({} s earlier)",
+            start - sa.max(sb)
         );
-        assert!(started <= start + 5, "late: {started} for {start}");
+        assert_eq!(int(&s.reservation(rb), "start"), moved, "moved apart");
+        assert!(moved < start - 30, "not moved earlier: {moved} for {start}");
+        assert!(
+            sa.max(sb) < start - 30,
+            "started late: {sa} / {sb} for {start}"
+        );
+        assert!((sa - sb).abs() <= 2, "start skew: {sa} / {sb}");
+        assert!(
+            sa >= moved - 1 && sb >= moved - 1,
+            "started before its reservation"
+        );
+        // Slurm's reservations moved too.
+        for (k, rid) in [(0, ra), (1, rb)] {
+            let name = format!("foresight-{rid}");
+            let res = s.clusters[k].reservations();
+            let r = res.iter().find(|r| r["ReservationName"] == name);
+            if let Some(r) = r {
+                eprintln!(
+                    "{name} on {}: StartTime={}",
+                    s.clusters[k].name, r["StartTime"]
+                );
+            }
+        }
         let done = s.server().wait_final(second, secs(60));
         assert_eq!(done["state"], "completed", "{done}");
-        assert_eq!(int(&done, "started_at"), started, "{done}");
         let f = s.server().wait_final(first, secs(60));
         assert_eq!(f["state"], "completed", "{f}");
-        eprintln!(
-            "forecast: job {second} first planned {} started {started}",
-            done["first_planned_start"]
-        );
+        let moves = s.metric("foresight_moved_earlier").unwrap_or(0.0);
+        assert!(moves >= 1.0, "moved_earlier {moves}");
     });
 }
 

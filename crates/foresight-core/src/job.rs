@@ -39,6 +39,10 @@ pub struct Job {
     /// A job bound to a reservation may also start before the reservation's start, outside it,
     /// when processors are free earlier.
     pub may_start_early: bool,
+    /// A predicted runtime shorter than the estimate: the scheduler plans with it, and the
+    /// estimate stays the kill time. `None` plans with the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Dur>,
 }
 
 impl Job {
@@ -52,6 +56,22 @@ impl Job {
             cred: Credentials::default(),
             reservation: None,
             may_start_early: false,
+            prediction: None,
+        }
+    }
+
+    /// Sets the predicted runtime the scheduler plans with.
+    pub fn with_prediction(mut self, prediction: Option<Dur>) -> Job {
+        self.prediction = prediction;
+        self
+    }
+
+    /// How long the scheduler plans the run to take: the prediction, at least one second and
+    /// at most the estimate, or the estimate.
+    pub fn plan(&self) -> Dur {
+        match self.prediction {
+            Some(p) => Dur(p.as_secs().clamp(1, self.estimate.as_secs().max(1))),
+            None => self.estimate,
         }
     }
 

@@ -12,6 +12,7 @@
 //! - [`reservation`]: administrative advance reservations and their ACLs.
 //! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
 //!   and backfill choice; [`priority`]: Maui-style multi-factor priority and fairshare.
+//! - [`predict`]: runtime predictions from finished runs, and their correction.
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
 //! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
 //! - [`grid`]: the metascheduler's planning cycle over all clusters.
@@ -30,6 +31,7 @@ pub mod grid;
 pub mod ids;
 pub mod job;
 pub mod policy;
+pub mod predict;
 pub mod priority;
 pub mod profile;
 mod queue;
@@ -41,7 +43,7 @@ pub mod time;
 pub use error::{CoreError, Result};
 pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
 pub use job::{Credentials, Job};
-pub use policy::{BackfillChoice, BackfillMetric, Policy, QueueOrder};
+pub use policy::{BackfillChoice, BackfillMetric, BackfillOrder, Policy, QueueOrder};
 pub use profile::{FirstFree, Horizons, Profile};
 pub use reservation::{Acl, AdminReservation};
 pub use scheduler::{Action, Domain, Event, JobStatus, LocalScheduler, Placement};

@@ -50,6 +50,30 @@ pub enum BackfillMetric {
     ProcSeconds,
 }
 
+/// The order in which backfill candidates are tried once the reservations are made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackfillOrder {
+    /// Queue order.
+    #[default]
+    Fcfs,
+    /// Shortest planned runtime (prediction, else estimate) first, then queue order: short
+    /// jobs fill holes best (EASY++ with predictions).
+    Spf,
+}
+
+impl std::str::FromStr for BackfillOrder {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<BackfillOrder, String> {
+        match text {
+            "fcfs" => Ok(BackfillOrder::Fcfs),
+            "spf" => Ok(BackfillOrder::Spf),
+            _ => Err(format!("{text:?} is not a backfill order: use fcfs or spf")),
+        }
+    }
+}
+
 /// When reserved jobs are moved to earlier starts that became possible.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -97,6 +121,10 @@ pub struct Policy {
     pub compression: Compression,
     /// Whether a submission triggers a pass.
     pub pass_on_submit: PassOnSubmit,
+    /// The order of first-fit backfill candidates (the overtake cap does not apply to
+    /// [`BackfillOrder::Spf`]).
+    #[serde(default)]
+    pub backfill_order: BackfillOrder,
 }
 
 impl Policy {
@@ -111,6 +139,7 @@ impl Policy {
             priority: PriorityWeights::default(),
             compression: Compression::EveryPass,
             pass_on_submit: PassOnSubmit::Always,
+            backfill_order: BackfillOrder::Fcfs,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::time::Dur;
 pub(crate) struct Slot {
     pub id: JobId,
     pub procs: u32,
+    /// The planned duration: the job's prediction if it has one, else its estimate.
     pub estimate: Dur,
     /// Submission order: the final tie-breaker of every order.
     pub seq: u64,

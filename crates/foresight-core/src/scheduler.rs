@@ -19,7 +19,7 @@ use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
 use crate::policy::{
-    BackfillChoice, BackfillMetric, Compression, PassOnSubmit, Policy, QueueOrder,
+    BackfillChoice, BackfillMetric, BackfillOrder, Compression, PassOnSubmit, Policy, QueueOrder,
 };
 use crate::priority::FairshareUsage;
 use crate::profile::{FirstFree, Horizons, Profile};
@@ -81,7 +81,7 @@ pub struct Placement {
     pub domain: Domain,
     /// Start of the run.
     pub start: Time,
-    /// End of the run by the estimate.
+    /// End of the run as planned: by the prediction if the job has one, else by the estimate.
     pub end: Time,
 }
 
@@ -255,7 +255,7 @@ impl LocalScheduler {
         let slot = Slot {
             id: job.id,
             procs: job.procs,
-            estimate: job.estimate,
+            estimate: job.plan(),
             seq: self.next_seq,
             key,
             priority: 0.0,
@@ -398,6 +398,44 @@ impl LocalScheduler {
         if self.policy.priority.fairshare != 0.0 {
             self.usage
                 .record(user, used, now, self.policy.priority.fairshare_half_life);
+        }
+        self.released = true;
+        Ok(())
+    }
+
+    /// A running job outlived its plan: it is now planned to run `plan` from its start (see
+    /// [`crate::predict::corrected`]; may pass the estimate when the resource manager lets
+    /// jobs overrun). Job reservations that no longer fit beside the longer run are taken
+    /// away and placed again, later, at the next pass; the caller should tick at `now`. A
+    /// plan no longer than the current one changes nothing.
+    pub fn correct(&mut self, now: Time, id: JobId, plan: Dur) -> Result<()> {
+        let entry = self.jobs.get(&id).ok_or(CoreError::UnknownJob(id))?;
+        let State::Running(p) = entry.state else {
+            return Err(CoreError::NotRunning(id));
+        };
+        let procs = entry.job.procs;
+        let end = p.start + plan;
+        if end <= p.end {
+            return Ok(());
+        }
+        // The plan's old end may lie in the past when the caller corrects late.
+        let from = p.end.max(now);
+        if end > from {
+            let short = self.profile(p.domain).min_free(from, end) < i64::from(procs);
+            if short {
+                let overlapping: Vec<JobId> = self
+                    .job_reservations()
+                    .filter(|(_, _, r)| r.domain == p.domain && r.start < end && from < r.end)
+                    .map(|(j, _, _)| j)
+                    .collect();
+                for j in overlapping {
+                    self.drop_job_reservation(j);
+                }
+            }
+            self.profile_mut(p.domain).take(from, end, procs);
+        }
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.state = State::Running(Placement { end, ..p });
         }
         self.released = true;
         Ok(())
@@ -656,23 +694,24 @@ impl LocalScheduler {
         if self.admin.is_empty() {
             return self
                 .pool
-                .fits(now, job.procs, job.estimate)
+                .fits(now, job.procs, job.plan())
                 .then_some(Domain::Pool);
         }
         self.domains(job, now)
-            .find(|d| self.profile(*d).fits(now, job.procs, job.estimate))
+            .find(|d| self.profile(*d).fits(now, job.procs, job.plan()))
     }
 
     /// The earliest placement over the job's domains.
     fn earliest(&self, id: JobId, now: Time) -> Option<Placement> {
         let job = &self.jobs[&id].job;
+        let plan = job.plan();
         let place = |domain: Domain| {
             self.profile(domain)
-                .earliest(now, job.procs, job.estimate)
+                .earliest(now, job.procs, plan)
                 .map(|start| Placement {
                     domain,
                     start,
-                    end: start + job.estimate,
+                    end: start + plan,
                 })
         };
         if self.admin.is_empty() {
@@ -786,7 +825,7 @@ impl LocalScheduler {
                 let credit = (old.start, old.end, i64::from(procs));
                 if self
                     .pool
-                    .earliest_before(from, procs, job.estimate, credit, old.start)
+                    .earliest_before(from, procs, job.plan(), credit, old.start)
                     .is_none()
                 {
                     continue;
@@ -938,6 +977,9 @@ impl LocalScheduler {
         let mut horizon_valid = false;
         self.skipped.clear();
         let mut collect_from = None;
+        let mut shortest_from = None;
+        let spf = backfill == BackfillChoice::FirstFit
+            && self.policy.backfill_order == BackfillOrder::Spf;
         let mut smallest = self.smallest_unreserved();
         // Once no more reservations can be made, a plain first-fit pass looks only for jobs
         // that fit now, so it skips every block whose minima cannot fit.
@@ -947,6 +989,10 @@ impl LocalScheduler {
             let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
             if smallest > free_any && reservations_full {
                 break; // nothing can start and nothing more can be reserved
+            }
+            if spf && reservations_full {
+                shortest_from = Some(i);
+                break; // the rest is backfill, tried shortest plan first
             }
             if can_skip && reservations_full && i % BLOCK == 0 {
                 let (procs, estimate) = self.queue.block_minima(i);
@@ -1020,6 +1066,43 @@ impl LocalScheduler {
         self.horizon = horizon;
         if let Some(from) = collect_from {
             self.backfill_by_metric(from, now, out);
+        }
+        if let Some(from) = shortest_from {
+            self.backfill_shortest(from, now, out);
+        }
+    }
+
+    /// The most processors free at `now` in any one domain.
+    fn free_anywhere(&self, now: Time) -> i64 {
+        self.admin
+            .values()
+            .map(|a| a.profile.free_at(now))
+            .fold(self.pool.free_at(now), i64::max)
+    }
+
+    /// First-fit backfill over the unreserved jobs from position `from` on, shortest plan
+    /// first (ties in queue order): every one that fits without delaying a reservation starts.
+    fn backfill_shortest(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+        let mut cands: Vec<(Dur, u64, usize)> = (from..self.queue.range().end)
+            .filter_map(|i| {
+                let s = self.queue.get(i);
+                (s.alive && !s.reserved).then_some((s.estimate, s.seq, i))
+            })
+            .collect();
+        cands.sort_unstable();
+        let mut free_any = self.free_anywhere(now);
+        for (_, _, i) in cands {
+            if free_any <= 0 {
+                break;
+            }
+            let slot = *self.queue.get(i);
+            if i64::from(slot.procs) > free_any {
+                continue;
+            }
+            if let Some(domain) = self.fits_now(slot.id, now) {
+                self.start_now(i, domain, now, out);
+                free_any = self.free_anywhere(now);
+            }
         }
     }
 

@@ -14,15 +14,19 @@
 //! - after every event the pool profile is consistent and equals the one rebuilt from the
 //!   running jobs, the job reservations and the administrative reservations;
 //! - all of the above that still applies holds when jobs are cancelled (waiting or running)
-//!   and administrative reservations are removed during the run.
+//!   and administrative reservations are removed during the run;
+//! - with runtime predictions (jobs planned shorter than their estimate, corrected when they
+//!   outlive the plan): kills stay at the estimate, capacity and the pool hold, and a
+//!   reservation moves later, or its job starts after its first promise, only across a
+//!   correction.
 
 mod common;
 
 use common::{run, run_checked, run_disrupted, Disruptions, Outcome, Spec, World};
 use foresight_core::policy::ALL;
 use foresight_core::{
-    Acl, AdminReservation, BackfillChoice, BackfillMetric, CoreError, Domain, Dur, Interval, Job,
-    JobId, LocalScheduler, Policy, QueueOrder, ReservationId, Time, UserId,
+    Acl, AdminReservation, BackfillChoice, BackfillMetric, BackfillOrder, CoreError, Domain, Dur,
+    Interval, Job, JobId, LocalScheduler, Policy, QueueOrder, ReservationId, Time, UserId,
 };
 use proptest::prelude::*;
 use std::collections::BTreeSet;
@@ -598,4 +602,138 @@ disrupted_props! {
     disrupted_bestfit => backfill(BackfillChoice::BestFit, BackfillMetric::ProcSeconds);
     disrupted_greedy => backfill(BackfillChoice::Greedy, BackfillMetric::Procs);
     disrupted_priority => multi_factor(Policy::easy());
+}
+
+/// Worlds without administrative reservations whose jobs carry predictions, some too short
+/// (the job outlives them and is corrected), some exact, some missing.
+fn predicted_workload() -> impl Strategy<Value = World> {
+    (
+        1u32..=16,
+        proptest::collection::vec((job_gen(), 0u8..4, 1i64..=60), 1..40),
+    )
+        .prop_map(|(capacity, gens)| {
+            let jobs: Vec<JobGen> = gens
+                .iter()
+                .map(|(g, _, _)| JobGen {
+                    bind: None,
+                    ..g.clone()
+                })
+                .collect();
+            let mut world = build(capacity, &jobs, &[]);
+            for (s, (_, kind, guess)) in world.jobs.iter_mut().zip(&gens) {
+                let prediction = match kind {
+                    0 => None,
+                    1 => Some(s.runtime),
+                    _ => Some(1 + (guess - 1) % s.job.estimate.as_secs()),
+                };
+                s.job = s.job.clone().with_prediction(prediction.map(Dur));
+            }
+            world
+        })
+}
+
+/// The invariants with predictions: every job runs and is killed at its estimate at the
+/// latest, no instant uses more processors than the cluster has, the pool is always the one
+/// rebuilt from running jobs (planned to their current plans) and reservations, a reserved
+/// job starts exactly at its last reservation, and a reservation moves later, or its job
+/// starts after the first start it was promised, only when a correction came in between.
+fn check_predicted(mut world: World, policy: Policy) -> Result<(), TestCaseError> {
+    world.policy = policy;
+    let mut last = (usize::MAX, usize::MAX);
+    let out = run_checked(&world, |s, now| {
+        check_state(s, now, &[]);
+        last = (s.waiting(), s.running());
+    });
+    let name = format!("{} {:?}", world.policy.name(), world.policy.backfill_order);
+    prop_assert!(out.errors.is_empty(), "{}: errors {:?}", name, out.errors);
+    prop_assert_eq!(last, (0, 0), "{}: the scheduler is not empty", name);
+    let corrected_between = |from: Time, to: Time| {
+        out.corrections
+            .iter()
+            .any(|&(at, _, _)| from <= at && at <= to)
+    };
+    let mut points = BTreeSet::new();
+    for s in &world.jobs {
+        let r = out.record(s.job.id.0);
+        let (Some(start), Some(end)) = (r.start, r.end) else {
+            return Err(TestCaseError::fail(format!(
+                "{name}: job {} never ran",
+                s.job.id
+            )));
+        };
+        prop_assert!(start >= s.job.submit);
+        // Killed at the estimate, whatever the prediction.
+        prop_assert_eq!(end, start + Dur(s.runtime.min(s.job.estimate.as_secs())));
+        points.insert(start);
+        for w in r.reserves.windows(2) {
+            let ((t1, s1), (t2, s2)) = (w[0], w[1]);
+            prop_assert!(
+                s2 <= s1 || corrected_between(t1, t2),
+                "{}: job {} reservation moved later without a correction: {:?}",
+                name,
+                s.job.id,
+                r.reserves
+            );
+        }
+        if let (Some(&(t0, first)), Some(&(t1, last))) = (r.reserves.first(), r.reserves.last()) {
+            // A correction may take a reservation away; the job is then placed afresh.
+            prop_assert!(
+                start == last || corrected_between(t1, start),
+                "{}: job {} not at its reservation {:?} (start {})",
+                name,
+                s.job.id,
+                r.reserves,
+                start
+            );
+            prop_assert!(
+                start <= first || corrected_between(t0, start),
+                "{}: job {} delayed past its first reservation {:?} with no correction",
+                name,
+                s.job.id,
+                r.reserves
+            );
+        }
+    }
+    for &t in &points {
+        let used = used_at(&world, &out, t, |_, _| true);
+        prop_assert!(
+            used <= i64::from(world.capacity),
+            "{}: {} processors used at {}",
+            name,
+            used,
+            t
+        );
+    }
+    prop_assert!(run(&world) == out, "{}: not deterministic", name);
+    Ok(())
+}
+
+fn spf(p: Policy) -> Policy {
+    with(p, |p| p.backfill_order = BackfillOrder::Spf)
+}
+
+macro_rules! predicted_props {
+    ($($name:ident => $policy:expr;)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(CASES))]
+            $(
+                #[test]
+                fn $name(world in predicted_workload()) {
+                    check_predicted(world, $policy)?;
+                }
+            )*
+        }
+    };
+}
+
+predicted_props! {
+    predicted_easy => Policy::easy();
+    predicted_easy_pyss => Policy::easy().pyss_timing();
+    predicted_easy_spf => spf(Policy::easy());
+    predicted_depth_3_spf => spf(Policy::depth(3));
+    predicted_conservative => Policy::conservative();
+    predicted_conservative_spf => spf(Policy::conservative());
+    predicted_firstfit_spf => spf(Policy::first_fit(None));
+    predicted_bestfit => backfill(BackfillChoice::BestFit, BackfillMetric::Walltime);
+    predicted_greedy => backfill(BackfillChoice::Greedy, BackfillMetric::ProcSeconds);
 }

@@ -105,6 +105,49 @@ pub struct ClusterConfig {
     /// Link latency, seconds.
     #[serde(default)]
     pub latency_seconds: i64,
+    /// `local`: who starts the cluster's queued jobs. `"local"` (the default): its own
+    /// `policy`. `"wiki"`: a WIKI scheduler (Maui, Moab) through the `[cluster.wiki]` server;
+    /// jobs queued here wait for its `STARTJOB`, and global jobs are not planned here.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// `[cluster.wiki]` of a `local` cluster: the WIKI server through which a scheduler
+    /// (Maui, Moab) drives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wiki: Option<WikiConfig>,
+}
+
+/// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WikiConfig {
+    /// The address the WIKI server listens on (`host:port`, the `HOST`/`PORT` of Maui's
+    /// `RMCFG`); port 0 picks one, written to `DATA_DIR/wiki-<cluster>.addr`.
+    pub listen: String,
+    /// A file holding the shared key, a decimal number (the N of Maui's
+    /// `configure --with-key=N`). Read at start, never logged.
+    pub key_file: PathBuf,
+    /// The only addresses requests are accepted from (Maui's host).
+    #[serde(default)]
+    pub allowed_peers: Vec<std::net::IpAddr>,
+    /// `AUTH=` of the frames this end sends. Default: the daemon's user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+}
+
+impl WikiConfig {
+    /// The shared key, read from `key_file`; the error names the file, never its contents.
+    pub fn read_key(&self) -> anyhow::Result<foresight_rm::wiki::Key> {
+        let text = std::fs::read_to_string(&self.key_file).map_err(|e| {
+            anyhow::anyhow!("reading WIKI key file {}: {e}", self.key_file.display())
+        })?;
+        foresight_rm::wiki::Key::parse(&text).map_err(|_| {
+            anyhow::anyhow!(
+                "WIKI key file {}: must hold one decimal number below 2^32 (Maui's \
+                 --with-key=N)",
+                self.key_file.display()
+            )
+        })
+    }
 }
 
 /// A user configured up front.
@@ -167,6 +210,9 @@ fn default_sync_ms() -> u64 {
 fn default_kind() -> String {
     "local".into()
 }
+fn default_scheduler() -> String {
+    "local".into()
+}
 fn one() -> f64 {
     1.0
 }
@@ -199,7 +245,14 @@ impl ClusterConfig {
             policy: default_policy(),
             bandwidth_mb_s: default_bandwidth(),
             latency_seconds: 0,
+            scheduler: default_scheduler(),
+            wiki: None,
         }
+    }
+
+    /// True when a WIKI scheduler (Maui), not this cluster's own policy, starts its jobs.
+    pub fn is_wiki_scheduled(&self) -> bool {
+        self.kind == "local" && self.scheduler == "wiki"
     }
 
     /// True when Slurm, not Foresight, schedules this cluster.
@@ -281,6 +334,17 @@ impl Config {
                     if c.slurm_conf.is_some() {
                         anyhow::bail!("{at}: slurm_conf is for kind = \"slurm\" clusters");
                     }
+                    match (c.scheduler.as_str(), &c.wiki) {
+                        ("local", _) => {}
+                        ("wiki", Some(_)) => {}
+                        ("wiki", _) => anyhow::bail!(
+                            "{at}: scheduler = \"wiki\" needs [cluster.wiki] with listen \
+                             (the address Maui connects to)"
+                        ),
+                        (other, _) => anyhow::bail!(
+                            "{at}: scheduler {other:?} is not supported (supported: local, wiki)"
+                        ),
+                    }
                 }
                 "slurm" => {
                     let Some(conf) = &c.slurm_conf else {
@@ -301,6 +365,11 @@ impl Config {
                 other => {
                     anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
                 }
+            }
+            if c.kind != "local" && (c.scheduler != "local" || c.wiki.is_some()) {
+                anyhow::bail!(
+                    "{at}: scheduler and [cluster.wiki] are for kind = \"local\" clusters"
+                );
             }
             if c.speed.is_nan() || c.speed <= 0.0 {
                 anyhow::bail!("{at}: speed must be > 0");
@@ -328,5 +397,77 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.check().map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn wiki_settings_are_read_and_checked() {
+        let cfg = check(
+            r#"
+[[cluster]]
+name = "maui"
+procs = 4
+scheduler = "wiki"
+[cluster.wiki]
+listen = "127.0.0.1:15004"
+key_file = "/etc/foresight/wiki.key"
+allowed_peers = ["10.0.0.5", "::1"]
+"#,
+        )
+        .unwrap();
+        let c = &cfg.cluster[0];
+        assert!(c.is_wiki_scheduled());
+        let w = c.wiki.as_ref().unwrap();
+        assert_eq!(w.allowed_peers.len(), 2);
+        assert_eq!(w.listen, "127.0.0.1:15004");
+
+        let e = check("[[cluster]]\nname = \"a\"\nprocs = 1\nscheduler = \"wiki\"\n").unwrap_err();
+        assert!(
+            e.contains("cluster[0] (a)") && e.contains("[cluster.wiki]"),
+            "{e}"
+        );
+        let e = check("[[cluster]]\nname = \"a\"\nprocs = 1\nscheduler = \"maui\"\n").unwrap_err();
+        assert!(e.contains("\"maui\" is not supported"), "{e}");
+        let e = check(
+            "[[cluster]]\nname = \"s\"\nkind = \"slurm\"\nslurm_conf = \"/x\"\nscheduler = \"wiki\"\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("kind = \"local\""), "{e}");
+        let e = check(
+            "[[cluster]]\nname = \"a\"\nprocs = 1\n[cluster.wiki]\nlisten = \"x\"\nkey_file = \"/k\"\nallowed_peers = [\"host\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("allowed_peers") || e.contains("invalid"), "{e}");
+    }
+
+    #[test]
+    fn the_key_is_read_from_its_file_and_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let wiki = |p: &Path| WikiConfig {
+            listen: "127.0.0.1:0".into(),
+            key_file: p.to_path_buf(),
+            allowed_peers: vec![],
+            auth: None,
+        };
+        std::fs::write(&path, "4418\n").unwrap();
+        let key = wiki(&path).read_key().unwrap();
+        assert_eq!(key, foresight_rm::wiki::Key::new(4418));
+        std::fs::write(&path, "secret-4418x\n").unwrap();
+        let e = wiki(&path).read_key().unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let e = wiki(&dir.path().join("missing")).read_key().unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
     }
 }

@@ -255,6 +255,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .nest(API_PREFIX, api)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .merge(crate::dashboard::router())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(|| async { Refusal::not_found("no such endpoint") })
         .with_state(service)

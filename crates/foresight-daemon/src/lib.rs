@@ -8,10 +8,13 @@
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI.
+//! - `dashboard`: the web dashboard at `/`, its assets embedded.
+//! - [`wiki_server`]: the WIKI servers through which Maui schedules local clusters.
 #![forbid(unsafe_code)]
 
 mod accounts;
 pub mod config;
+mod dashboard;
 mod data_lock;
 mod error;
 pub mod http;
@@ -22,6 +25,7 @@ mod output;
 mod plan_view;
 mod refusal;
 pub mod service;
+pub mod wiki_server;
 #[doc(hidden)]
 pub mod world;
 
@@ -44,6 +48,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     // Held until the server exits; a second server on this directory refuses here.
     let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
+    let wiki = wiki_server::WikiServers::start(&service, &data_dir).await?;
     let url = format!("http://{addr}");
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
@@ -61,6 +66,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));
     println!("foresight stopped");

@@ -509,6 +509,15 @@ impl Service {
                     s.flush().await;
                 });
             }
+            Effect::Move { job, steps } => {
+                let managers = self.managers.clone();
+                tokio::spawn(async move {
+                    let answer = move_all(&managers, &steps).await;
+                    s.world().move_answered(unix_now(), job, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
             Effect::Release {
                 cluster,
                 reservation,
@@ -967,17 +976,28 @@ impl Service {
         w.clusters
             .iter()
             .zip(&w.broker.clusters)
-            .map(|(c, g)| ClusterInfo {
+            .enumerate()
+            .map(|(k, (c, g))| ClusterInfo {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
-                state: if g.available { "up" } else { "down" }.into(),
+                // A cluster Maui schedules is up, though it takes no global job.
+                state: if g.available || c.cfg.is_wiki_scheduled() {
+                    "up"
+                } else {
+                    "down"
+                }
+                .into(),
                 reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
                 busy: c.busy(),
                 running: g.sched.running(),
-                queued: g.sched.waiting(),
+                queued: g.sched.waiting() + w.wiki_waiting(k),
                 tariff: g.tariff.base,
-                policy: c.cfg.policy.clone(),
+                policy: if c.cfg.is_wiki_scheduled() {
+                    "wiki".into()
+                } else {
+                    c.cfg.policy.clone()
+                },
             })
             .collect()
     }
@@ -1330,5 +1350,134 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
         state: r.state,
         expires_at: r.expires_at,
         owner: r.owner.clone(),
+    }
+}
+
+/// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it
+/// are moved back (a cluster's own step undoes itself), so that the job's reservations move
+/// together or stay where they were.
+async fn move_all(
+    managers: &[Arc<dyn ResourceManager>],
+    steps: &[crate::world::MoveStep],
+) -> Result<(), String> {
+    for (i, step) in steps.iter().enumerate() {
+        let Err(e) = managers[step.cluster]
+            .move_reservation(&step.to, step.part.as_ref())
+            .await
+        else {
+            continue;
+        };
+        for done in steps[..i].iter().rev() {
+            if let Err(undo) = managers[done.cluster]
+                .move_reservation(&done.back, done.part.as_ref())
+                .await
+            {
+                tracing::warn!(
+                    "putting back reservation {} on cluster {}: {undo}",
+                    done.back.id,
+                    done.cluster
+                );
+            }
+        }
+        return Err(format!("reservation {}: {e}", step.to.id));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod move_tests {
+    use super::*;
+    use crate::world::MoveStep;
+    use async_trait::async_trait;
+    use foresight_rm::{ClusterState, PartHandle, ReserveRequest, RmError, Submission};
+
+    /// A cluster that records the windows it moves reservations to, refusing one start.
+    #[derive(Debug, Default)]
+    struct Recorder {
+        refuse_start: Option<i64>,
+        moves: Mutex<Vec<(u64, i64)>>,
+    }
+
+    #[async_trait]
+    impl ResourceManager for Recorder {
+        fn kind(&self) -> &'static str {
+            "recorder"
+        }
+        fn scheduled_by_foresight(&self) -> bool {
+            false
+        }
+        async fn snapshot(&self) -> Result<ClusterState, RmError> {
+            Err(RmError::Invalid("unused".into()))
+        }
+        async fn estimate_start(&self, _: u32, _: i64) -> Result<Option<i64>, RmError> {
+            Ok(None)
+        }
+        async fn reserve(&self, _: &ReserveRequest) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn release(&self, _: u64) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn submit(&self, _: &Submission) -> Result<PartHandle, RmError> {
+            Err(RmError::Invalid("unused".into()))
+        }
+        async fn cancel(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn suspend(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn resume(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn requeue(&self, _: &PartHandle) -> Result<(), RmError> {
+            Ok(())
+        }
+        async fn move_reservation(
+            &self,
+            to: &ReserveRequest,
+            _: Option<&PartHandle>,
+        ) -> Result<(), RmError> {
+            if Some(to.start) == self.refuse_start {
+                return Err(RmError::Invalid("busy".into()));
+            }
+            self.moves.lock().unwrap().push((to.id, to.start));
+            Ok(())
+        }
+    }
+
+    fn step(cluster: usize, id: u64, from: i64, to: i64) -> MoveStep {
+        let req = |start: i64| ReserveRequest {
+            id,
+            start,
+            end: start + 60,
+            procs: 2,
+        };
+        MoveStep {
+            cluster,
+            to: req(to),
+            back: req(from),
+            part: None,
+        }
+    }
+
+    /// All parts move, or those moved before a refusal are moved back.
+    #[tokio::test]
+    async fn a_move_is_all_or_nothing_across_clusters() {
+        let ok = Arc::new(Recorder::default());
+        let refusing = Arc::new(Recorder {
+            refuse_start: Some(10),
+            ..Recorder::default()
+        });
+        let managers: Vec<Arc<dyn ResourceManager>> = vec![ok.clone(), refusing.clone()];
+        let steps = [step(0, 1, 100, 10), step(1, 2, 100, 10)];
+        let e = move_all(&managers, &steps).await.unwrap_err();
+        assert!(e.contains("reservation 2") && e.contains("busy"), "{e}");
+        assert_eq!(*ok.moves.lock().unwrap(), vec![(1, 10), (1, 100)]);
+        assert!(refusing.moves.lock().unwrap().is_empty());
+        let steps = [step(0, 1, 100, 20), step(1, 2, 100, 20)];
+        move_all(&managers, &steps).await.unwrap();
+        assert_eq!(ok.moves.lock().unwrap().last(), Some(&(1, 20)));
+        assert_eq!(*refusing.moves.lock().unwrap(), vec![(2, 20)]);
     }
 }

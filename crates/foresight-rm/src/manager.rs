@@ -188,4 +188,21 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
 
     /// Puts a part back in the resource manager's queue to run again.
     async fn requeue(&self, part: &PartHandle) -> Result<(), RmError>;
+
+    /// Moves reservation `to.id` to `[to.start, to.end)` and, when it has been submitted,
+    /// the part bound to it to begin at `to.start`: how a resource manager that schedules
+    /// itself lets a reserved job start earlier when processors free up. Either both move or
+    /// neither does. Only such managers support it.
+    async fn move_reservation(
+        &self,
+        to: &ReserveRequest,
+        part: Option<&PartHandle>,
+    ) -> Result<(), RmError> {
+        let _ = part;
+        Err(RmError::Invalid(format!(
+            "a {} cluster does not move reservation {}",
+            self.kind(),
+            to.id
+        )))
+    }
 }

@@ -18,8 +18,9 @@
 //! Exercised: snapshot (processors), estimate, a refused reservation, a reservation seen in the
 //! snapshot and made again after a "crash", a part bound to it with `--begin` at its start
 //! (not started before, started within seconds after, by Slurm's own record) that sees the
-//! `FORESIGHT_*` variables, suspend, resume, requeue and cancel of a part, and release of a reservation that still
-//! has a pending part bound to it.
+//! `FORESIGHT_*` variables, suspend, resume, requeue and cancel of a part, release of a
+//! reservation that still has a pending part bound to it, and a reservation moved with its
+//! part (put back when the part cannot move, then earlier).
 
 mod common;
 use common::{clusters, now};
@@ -335,6 +336,77 @@ async fn exercise(index: usize, name: String, conf: String) {
     );
     // Releasing again (a retry) is fine.
     sc.release(resv_pending).await.unwrap();
+
+    // Moving a reservation and its pending part: both or neither (a part that cannot move
+    // puts the reservation back), then earlier (the part starts then).
+    let (resv_moved, job_moved) = (base + 7, base + 8);
+    let later = now() + 900;
+    let req3 = ReserveRequest {
+        id: resv_moved,
+        start: later,
+        end: later + 300,
+        procs: 2,
+    };
+    sc.reserve(&req3).await.unwrap();
+    let hm = sc
+        .submit(&Submission {
+            spec: part_spec(&name, job_moved, &jobs_dir, "true"),
+            reservation: Some(resv_moved),
+            begin: Some(later),
+        })
+        .await
+        .unwrap();
+    let extm = hm.external.clone().unwrap();
+    // A part Slurm does not know: the reservation moves, the part cannot, and the
+    // reservation is put back where it was.
+    let unknown = PartHandle {
+        external: Some("999999999".to_owned()),
+        ..hm.clone()
+    };
+    let elsewhere = ReserveRequest {
+        start: later + 1200,
+        end: later + 1500,
+        ..req3.clone()
+    };
+    let e = sc
+        .move_reservation(&elsewhere, Some(&unknown))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("{name}: refused move: {e}");
+    let snap = sc.snapshot().await.unwrap();
+    let r = snap
+        .reservations
+        .iter()
+        .find(|r| r.foresight == Some(resv_moved))
+        .unwrap();
+    assert_eq!(r.start, later, "{name}: half a move stayed: {r:?}");
+    let soon = now() + 3;
+    let earlier = ReserveRequest {
+        start: soon,
+        end: soon + 300,
+        ..req3.clone()
+    };
+    sc.move_reservation(&earlier, Some(&hm)).await.unwrap();
+    let snap = sc.snapshot().await.unwrap();
+    let r = snap
+        .reservations
+        .iter()
+        .find(|r| r.foresight == Some(resv_moved))
+        .unwrap();
+    assert_eq!(r.start, soon, "{name}: {r:?}");
+    let done = wait_part(&sc, &extm, "ended after the move", 30, |_| {}, ended).await;
+    let started = done.start.unwrap();
+    eprintln!(
+        "{name}: moved part started {} s after its new start",
+        started - soon
+    );
+    assert!(
+        (soon..=soon + START_SLACK_SECS).contains(&started),
+        "{name}: started {started}, moved to {soon} from {later}"
+    );
+    sc.release(resv_moved).await.unwrap();
+    let _ = std::fs::remove_file(jobs_dir.join(format!("foresight-live-{job_moved}.out")));
     eprintln!("{name}: ok ({conf})");
 }
 

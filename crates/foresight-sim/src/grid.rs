@@ -523,6 +523,10 @@ pub struct ClusterReport {
     pub global_proc_seconds: f64,
     /// Local jobs that could not run (larger than what the owners keep).
     pub local_rejected: u64,
+    /// Every local job and global part it ran (a part's submission is its global job's),
+    /// for the figures.
+    #[serde(skip)]
+    pub jobs: Vec<crate::plot::Span>,
 }
 
 /// Per-user figures of the global stream.

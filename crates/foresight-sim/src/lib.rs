@@ -12,7 +12,10 @@
 //!   planner or a baseline.
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
 //! - [`output`]: the per-job schedule as CSV or SWF.
+//! - [`prediction`]: runtime prediction settings and the statistics key of a job.
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
+//! - [`sweep`]: traces × policies × options, run in parallel.
+//! - [`plot`]: SVG figures of a run, a grid run or a sweep.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -20,12 +23,18 @@
 pub mod grid;
 pub mod metrics;
 pub mod output;
+pub mod plot;
+pub mod prediction;
 pub mod replay;
 pub mod runner;
+pub mod sweep;
 pub mod swf;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};
-pub use runner::{simulate, simulate_stream, Outcome, SimError, SimOutput};
+pub use prediction::Prediction;
+pub use runner::{
+    simulate, simulate_stream, simulate_stream_with, simulate_with, Outcome, SimError, SimOutput,
+};
 pub use swf::{SwfError, SwfReader, SwfRecord, Trace};
 pub use workload::{Converter, Semantics, SimJob, Workload};

@@ -2,7 +2,8 @@
 //! file and converts records to jobs, the caller's thread simulates them as they come. On a
 //! two-core machine reading then costs almost nothing on top of the simulation.
 
-use crate::runner::{simulate, simulate_stream, SimError, SimOutput};
+use crate::prediction::Prediction;
+use crate::runner::{simulate_stream_with, simulate_with, SimError, SimOutput};
 use crate::swf::{self, SwfError, Trace};
 use crate::workload::{Converter, Semantics, SimJob, Skipped, Workload};
 use foresight_core::Policy;
@@ -61,6 +62,28 @@ pub fn replay(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Replay, ReplayError> {
+    replay_with(
+        path,
+        procs,
+        lenient,
+        policy,
+        semantics,
+        &Prediction::default(),
+        progress,
+    )
+}
+
+/// [`replay`] with runtime predictions (and, if asked, runs past the estimate kept).
+pub fn replay_with(
+    path: &Path,
+    procs: Option<u32>,
+    lenient: bool,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Replay, ReplayError> {
+    let overrun = prediction.overrun;
     let (tx, rx) = sync_channel::<Message>(64);
     let owned: PathBuf = path.to_path_buf();
     let reader = std::thread::spawn(move || -> Result<ReaderResult, ReplayError> {
@@ -90,7 +113,7 @@ pub fn replay(
                 None => {
                     let p = size(reader.header())?;
                     listening = tx.send(Message::Procs(p)).is_ok();
-                    conv.insert(Converter::new(p, semantics))
+                    conv.insert(Converter::new(p, semantics).overrun(overrun))
                 }
             };
             if let Some(job) = conv.convert(&record, records.len()) {
@@ -107,7 +130,7 @@ pub fn replay(
             None => {
                 let p = size(reader.header())?;
                 let _ = tx.send(Message::Procs(p));
-                Converter::new(p, semantics)
+                Converter::new(p, semantics).overrun(overrun)
             }
         };
         if listening && !batch.is_empty() {
@@ -126,7 +149,7 @@ pub fn replay(
     });
     let first = rx.recv();
     let streamed = match first {
-        Ok(Message::Procs(p)) => Some((p, stream(&rx, p, policy, semantics, progress))),
+        Ok(Message::Procs(p)) => Some((p, stream(&rx, p, policy, semantics, prediction, progress))),
         _ => None,
     };
     drop(rx);
@@ -141,8 +164,12 @@ pub fn replay(
         }
         // A trace not sorted by submission: sort it, then simulate.
         Some((p, Err(SimError::Unsorted { .. }))) => {
-            let w = Workload::from_trace(&read.trace, p, semantics);
-            (p, simulate(&w, p, policy, semantics, progress)?)
+            let conv = Converter::new(p, semantics).overrun(overrun);
+            let w = Workload::from_trace_with(&read.trace, conv);
+            (
+                p,
+                simulate_with(&w, p, policy, semantics, prediction, progress)?,
+            )
         }
         Some((_, Err(e))) => return Err(e.into()),
         None => unreachable!("the reader sends the size before finishing successfully"),
@@ -160,11 +187,12 @@ fn stream(
     procs: u32,
     policy: &Policy,
     semantics: Semantics,
+    prediction: &Prediction,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
     let jobs = rx.iter().flat_map(|m| match m {
         Message::Jobs(jobs) => jobs,
         Message::Procs(_) => Vec::new(),
     });
-    simulate_stream(jobs, procs, policy, semantics, progress)
+    simulate_stream_with(jobs, procs, policy, semantics, prediction, progress)
 }

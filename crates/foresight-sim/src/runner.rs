@@ -3,8 +3,10 @@
 //! actions.
 
 use crate::metrics::Metrics;
+use crate::prediction::{run_key, Prediction};
 use crate::workload::{Semantics, SimJob, Workload};
-use foresight_core::{Action, CoreError, Event, JobId, LocalScheduler, Policy, Time};
+use foresight_core::predict::{corrected, RuntimeStats};
+use foresight_core::{Action, CoreError, Dur, Event, JobId, LocalScheduler, Policy, Time};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -55,6 +57,12 @@ pub struct Outcome {
     /// The job's class (SWF queue), for per-class figures.
     #[serde(skip)]
     pub class: u32,
+    /// The runtime planned at submission (the prediction, or the estimate), seconds.
+    #[serde(skip)]
+    pub plan: i64,
+    /// How often the plan was corrected because the job outlived it.
+    #[serde(skip)]
+    pub corrections: u32,
 }
 
 impl Outcome {
@@ -78,7 +86,9 @@ pub struct SimOutput {
     pub metrics: Metrics,
 }
 
-// Event ranks at one instant, as pyss orders them: submissions, terminations, starts.
+// Event ranks at one instant, as pyss orders them: submissions, terminations, starts. A
+// correction comes before all of them: the job's processors are not free at its plan's end.
+const CORRECTION: u8 = 0;
 const TERMINATION: u8 = 1;
 const WAKE: u8 = 2;
 
@@ -94,11 +104,31 @@ pub fn simulate(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
-    let mut out = simulate_stream(
+    simulate_with(
+        workload,
+        procs,
+        policy,
+        semantics,
+        &Prediction::default(),
+        progress,
+    )
+}
+
+/// [`simulate`] with runtime predictions.
+pub fn simulate_with(
+    workload: &Workload,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput, SimError> {
+    let mut out = simulate_stream_with(
         workload.jobs.iter().cloned(),
         procs,
         policy,
         semantics,
+        prediction,
         progress,
     )?;
     out.metrics.skipped = workload.skipped.total();
@@ -118,6 +148,29 @@ pub fn simulate_stream(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
+    simulate_stream_with(
+        jobs,
+        procs,
+        policy,
+        semantics,
+        &Prediction::default(),
+        progress,
+    )
+}
+
+/// [`simulate_stream`] with runtime predictions: each job is planned with its predictor's
+/// guess from the runs finished before its submission; a job still running at the end of its
+/// plan gets the plan [`corrected`] and the scheduler plans again at once. Without a
+/// predictor and with runtimes cut at the estimate no correction ever happens and the
+/// schedule is exactly [`simulate_stream`]'s.
+pub fn simulate_stream_with(
+    jobs: impl Iterator<Item = SimJob>,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput, SimError> {
     let policy = match semantics {
         Semantics::Default => policy.clone(),
         Semantics::Pyss => policy.clone().pyss_timing(),
@@ -133,6 +186,11 @@ pub fn simulate_stream(
     let mut start: Vec<Time> = Vec::with_capacity(known.capacity());
     let mut end: Vec<Time> = Vec::with_capacity(known.capacity());
     let mut decided: Vec<u64> = Vec::with_capacity(known.capacity());
+    // The plan each job was submitted with, the plan it has now, and its corrections.
+    let mut first_plan: Vec<Dur> = Vec::with_capacity(known.capacity());
+    let mut plan: Vec<Dur> = Vec::with_capacity(known.capacity());
+    let mut corrections: Vec<u32> = Vec::with_capacity(known.capacity());
+    let mut stats = RuntimeStats::new();
     let mut seq = 0u64;
     let mut heap: BinaryHeap<Queued> = BinaryHeap::with_capacity(1024);
     let mut actions = Vec::with_capacity(64);
@@ -145,7 +203,8 @@ pub fn simulate_stream(
                      known: &[SimJob],
                      start: &mut [Time],
                      end: &mut [Time],
-                     decided: &mut [u64]| {
+                     decided: &mut [u64],
+                     plan: &[Dur]| {
         for a in actions.drain(..) {
             seq += 1;
             match a {
@@ -153,6 +212,9 @@ pub fn simulate_stream(
                     let k = job.0 as usize;
                     start[k] = now;
                     end[k] = now + known[k].runtime;
+                    if known[k].runtime > plan[k] {
+                        heap.push(Reverse((now + plan[k], CORRECTION, 0, seq, job)));
+                    }
                     let order = if start_event_at_reservation && decided[k] != 0 {
                         decided[k]
                     } else {
@@ -175,11 +237,14 @@ pub fn simulate_stream(
         source,
     };
     // Takes the next job off the stream into the per-job tables.
+    let predictor = prediction.predictor;
     let mut admit = |known: &mut Vec<SimJob>,
                      start: &mut Vec<Time>,
                      end: &mut Vec<Time>,
                      decided: &mut Vec<u64>,
-                     sim: SimJob|
+                     plans: (&mut Vec<Dur>, &mut Vec<Dur>, &mut Vec<u32>),
+                     stats: &RuntimeStats,
+                     mut sim: SimJob|
      -> Result<(), SimError> {
         if let Some(prev) = known.last() {
             if sim.job.submit < prev.job.submit {
@@ -193,6 +258,11 @@ pub fn simulate_stream(
             known.len(),
             "ids are arrival indices"
         );
+        let guess = predictor.predict(stats, &run_key(&sim), sim.job.estimate);
+        sim.job = sim.job.with_prediction(guess);
+        plans.0.push(sim.job.plan());
+        plans.1.push(sim.job.plan());
+        plans.2.push(0);
         known.push(sim);
         start.push(Time::MIN);
         end.push(Time::MIN);
@@ -214,18 +284,50 @@ pub fn simulate_stream(
         };
         match semantics {
             Semantics::Pyss => {
-                if sub_time == Some(now) {
+                let correction_due = heap
+                    .peek()
+                    .is_some_and(|Reverse(e)| e.0 == now && e.1 == CORRECTION);
+                if sub_time == Some(now) && !correction_due {
                     let sim = jobs.next().expect("invariant: peeked");
-                    let job = sim.job.clone();
-                    admit(&mut known, &mut start, &mut end, &mut decided, sim)?;
+                    admit(
+                        &mut known,
+                        &mut start,
+                        &mut end,
+                        &mut decided,
+                        (&mut first_plan, &mut plan, &mut corrections),
+                        &stats,
+                        sim,
+                    )?;
                     let k = known.len() - 1;
+                    let job = known[k].job.clone();
                     sched
                         .handle(now, Event::Submit(job), &mut actions)
                         .map_err(|e| rejected(&known[k], e))?;
                 } else {
                     let Reverse((_, rank, _, _, job)) = heap.pop().expect("invariant: peeked");
                     let k = job.0 as usize;
-                    if rank == TERMINATION {
+                    if rank == CORRECTION {
+                        correct(
+                            &mut sched,
+                            now,
+                            job,
+                            (&known[k], start[k]),
+                            (&mut plan[k], &mut corrections[k]),
+                            &mut heap,
+                        )
+                        .map_err(|e| rejected(&known[k], e))?;
+                        // One pass after all corrections of the instant: a pass between two
+                        // would see the second job's processors free.
+                        let more = heap
+                            .peek()
+                            .is_some_and(|Reverse(e)| e.0 == now && e.1 == CORRECTION);
+                        if !more {
+                            sched
+                                .handle(now, Event::Tick, &mut actions)
+                                .map_err(|e| rejected(&known[k], e))?;
+                        }
+                    } else if rank == TERMINATION {
+                        stats.record(&run_key(&known[k]), known[k].runtime);
                         sched
                             .handle(now, Event::Finish(job), &mut actions)
                             .map_err(|e| rejected(&known[k], e))?;
@@ -242,17 +344,35 @@ pub fn simulate_stream(
                         break;
                     }
                     heap.pop();
+                    let k = job.0 as usize;
                     if rank == TERMINATION {
-                        sched
-                            .finish(now, job)
-                            .map_err(|e| rejected(&known[job.0 as usize], e))?;
+                        stats.record(&run_key(&known[k]), known[k].runtime);
+                        sched.finish(now, job).map_err(|e| rejected(&known[k], e))?;
+                    } else if rank == CORRECTION {
+                        correct(
+                            &mut sched,
+                            now,
+                            job,
+                            (&known[k], start[k]),
+                            (&mut plan[k], &mut corrections[k]),
+                            &mut heap,
+                        )
+                        .map_err(|e| rejected(&known[k], e))?;
                     }
                 }
                 while jobs.peek().is_some_and(|j| j.job.submit == now) {
                     let sim = jobs.next().expect("invariant: peeked");
-                    let job = sim.job.clone();
-                    admit(&mut known, &mut start, &mut end, &mut decided, sim)?;
+                    admit(
+                        &mut known,
+                        &mut start,
+                        &mut end,
+                        &mut decided,
+                        (&mut first_plan, &mut plan, &mut corrections),
+                        &stats,
+                        sim,
+                    )?;
                     let k = known.len() - 1;
+                    let job = known[k].job.clone();
                     sched.submit(job).map_err(|e| rejected(&known[k], e))?;
                 }
                 sched.schedule(now, &mut actions);
@@ -266,6 +386,7 @@ pub fn simulate_stream(
             &mut start,
             &mut end,
             &mut decided,
+            &plan,
         );
     }
     progress(known.len());
@@ -286,8 +407,29 @@ pub fn simulate_stream(
             procs: sim.job.procs,
             estimate: sim.job.estimate.as_secs(),
             class: sim.job.cred.class.as_num(),
+            plan: first_plan[k].as_secs(),
+            corrections: corrections[k],
         })
         .collect();
     let metrics = Metrics::compute(&outcomes, procs);
     Ok(SimOutput { outcomes, metrics })
+}
+
+/// A job is still running at the end of its plan: plan it longer (the next step of the
+/// correction ladder), tell the scheduler, and come back if that is still too short.
+fn correct(
+    sched: &mut LocalScheduler,
+    now: Time,
+    job: JobId,
+    (sim, start): (&SimJob, Time),
+    (plan, corrections): (&mut Dur, &mut u32),
+    heap: &mut BinaryHeap<Queued>,
+) -> Result<(), CoreError> {
+    *plan = corrected(*plan, sim.job.estimate);
+    *corrections += 1;
+    sched.correct(now, job, *plan)?;
+    if sim.runtime > *plan {
+        heap.push(Reverse((start + *plan, CORRECTION, 0, 0, job)));
+    }
+    Ok(())
 }

@@ -44,6 +44,9 @@ pub struct SimJob {
     pub trace_id: i64,
     /// Index of the source record in the trace, for writing the schedule back.
     pub record: usize,
+    /// The application (SWF executable number, field 14) when the trace knows it: the
+    /// per-application predictor's key.
+    pub app: Option<u64>,
 }
 
 /// Why records were not simulated.
@@ -97,11 +100,21 @@ pub struct Converter {
     next_id: u64,
     /// What was left out so far.
     pub skipped: Skipped,
-    /// Jobs whose runtime was cut to their estimate so far (default semantics).
+    /// Jobs whose runtime was cut to their estimate so far (default semantics); with
+    /// [`Converter::overrun`] the jobs that run past it.
     pub cut_at_estimate: u64,
+    overrun: bool,
 }
 
 impl Converter {
+    /// Whether a run longer than its estimate keeps its whole runtime (default semantics):
+    /// the archive's resource managers let some jobs overrun. Off (the default), it is
+    /// killed at the estimate. Pyss semantics always kills at the estimate.
+    pub fn overrun(mut self, overrun: bool) -> Converter {
+        self.overrun = overrun;
+        self
+    }
+
     /// For a machine of `procs` processors.
     pub fn new(procs: u32, semantics: Semantics) -> Converter {
         Converter {
@@ -110,6 +123,7 @@ impl Converter {
             next_id: 0,
             skipped: Skipped::default(),
             cut_at_estimate: 0,
+            overrun: false,
         }
     }
 
@@ -140,11 +154,12 @@ impl Converter {
                     if r.run_time > estimate {
                         self.cut_at_estimate += 1;
                     }
-                    return Some(self.job(
-                        r,
-                        record,
-                        (r.submit, procs, estimate, r.run_time.min(estimate)),
-                    ));
+                    let runtime = if self.overrun {
+                        r.run_time
+                    } else {
+                        r.run_time.min(estimate)
+                    };
+                    return Some(self.job(r, record, (r.submit, procs, estimate, runtime)));
                 };
                 *counter += 1;
                 return None;
@@ -184,6 +199,7 @@ impl Converter {
             runtime: Dur(runtime),
             trace_id: r.job_number,
             record,
+            app: u64::try_from(r.executable).ok().filter(|&a| a > 0),
         }
     }
 }
@@ -192,7 +208,12 @@ impl Workload {
     /// Converts trace records for a machine of `procs` processors, sorted by submission
     /// (stable, so trace order breaks ties) and numbered in that order.
     pub fn from_trace(trace: &Trace, procs: u32, semantics: Semantics) -> Workload {
-        let mut conv = Converter::new(procs, semantics);
+        Workload::from_trace_with(trace, Converter::new(procs, semantics))
+    }
+
+    /// Converts trace records with `conv` (see [`Converter::overrun`]), sorted as
+    /// [`Workload::from_trace`] sorts them.
+    pub fn from_trace_with(trace: &Trace, mut conv: Converter) -> Workload {
         let mut jobs: Vec<SimJob> = trace
             .records
             .iter()
@@ -250,6 +271,7 @@ impl Workload {
                     runtime: Dur(runtime),
                     trace_id: i as i64 + 1,
                     record: i,
+                    app: None,
                 }
             })
             .collect();

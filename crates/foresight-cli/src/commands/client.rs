@@ -595,6 +595,15 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
+/// True when a queued job waits for its cluster's WIKI scheduler (Maui) to start it.
+fn waits_for_wiki(j: &JobView) -> bool {
+    !j.state.is_final()
+        && j.started_at.is_none()
+        && j.reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(foresight_daemon::wiki_server::WAITING_FOR_WIKI))
+}
+
 /// `text` followed by spaces up to `width` characters (never truncated).
 pub fn pad(text: &str, width: usize) -> String {
     let mut s = text.to_string();
@@ -686,7 +695,10 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 format_duration(j.walltime),
                 j.procs.to_string(),
                 placement(j),
-                when(start),
+                match start {
+                    None if waits_for_wiki(j) => "by WIKI scheduler".into(),
+                    _ => when(start),
+                },
             ];
             if history {
                 row.push(match (j.exit_code, j.signal) {

@@ -3,3 +3,4 @@ pub mod client;
 pub mod plan;
 pub mod server;
 pub mod sim;
+pub mod sim_sweep;

@@ -1,15 +1,18 @@
 //! `foresight sim …`: trace-driven simulation.
 
+use super::sim_sweep::plot_dir;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
-use foresight_core::Policy;
+use foresight_core::predict::Predictor;
+use foresight_core::{BackfillOrder, Policy};
 use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
-use foresight_sim::replay::replay;
+use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
+use foresight_sim::replay::replay_with;
 use foresight_sim::swf::SwfHeader;
 use foresight_sim::workload::Skipped;
-use foresight_sim::{simulate, Semantics, SimOutput, Trace, Workload};
+use foresight_sim::{simulate_with, Prediction, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::fs::File;
@@ -24,6 +27,8 @@ pub enum SimCommand {
     Run(SimRunOpts),
     /// Simulate a grid of clusters with local streams and a global stream.
     Grid(SimGridOpts),
+    /// Run traces × policies × options in parallel and compare them.
+    Sweep(super::sim_sweep::SimSweepOpts),
 }
 
 /// Options of `foresight sim grid`.
@@ -39,6 +44,9 @@ pub struct SimGridOpts {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: OutputOpt,
+    /// Write SVG figures into DIR, per cluster side by side, one series per broker.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 /// Options of `foresight sim run`.
@@ -83,6 +91,23 @@ pub struct SimRunOpts {
     /// Synthetic workload: random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runtime predictor the policy plans with: none (the estimate), tsafrir (mean of the
+    /// user's last two runs) or app (median of the last runs of the same application and
+    /// processor count). The estimate stays the kill time.
+    #[arg(long, default_value = "none", value_name = "PREDICTOR")]
+    predict: Predictor,
+    /// Order of backfill candidates: fcfs (queue order) or spf (shortest planned runtime
+    /// first). EASY++ is `--policy easy --predict tsafrir --backfill-order spf`.
+    #[arg(long, default_value = "fcfs", value_name = "ORDER")]
+    backfill_order: BackfillOrder,
+    /// Keep trace runtimes that exceed the estimate instead of clipping them at it
+    /// (default semantics); such jobs are re-planned as they overrun.
+    #[arg(long)]
+    no_clip: bool,
+    /// Write SVG figures into DIR: utilization, queue length, wait-time CDF, bounded
+    /// slowdown by size and by runtime.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -125,6 +150,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
     match cmd {
         SimCommand::Run(opts) => sim_run(opts),
         SimCommand::Grid(opts) => sim_grid(opts),
+        SimCommand::Sweep(opts) => super::sim_sweep::sim_sweep(opts),
     }
 }
 
@@ -166,8 +192,10 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         SemanticsOpt::Default => Semantics::Default,
         SemanticsOpt::Pyss => Semantics::Pyss,
     };
+    policy.backfill_order = opts.backfill_order;
     // Checked before simulating, so that a bad name or an unwritable place fails at once.
     let jobs_out = opts.jobs_out.as_deref().map(JobsOut::open).transpose()?;
+    let plot = opts.plot.as_deref().map(plot_dir).transpose()?;
     let started = Instant::now();
     // Progress on a terminal only: jobs that have arrived in the simulation, out of the
     // synthetic count or the trace header's MaxJobs/MaxRecords (a spinner without them).
@@ -220,6 +248,9 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
             semantics,
         )?;
     }
+    if let Some(dir) = &plot {
+        write_figures(dir, &source, procs, &policy, &out)?;
+    }
     let malformed = trace.as_ref().map_or(0, |t| t.malformed);
     let first_malformed = trace.as_ref().and_then(|t| t.first_malformed.clone());
     if let Some(first) = &first_malformed {
@@ -237,6 +268,9 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "metric": format!("{:?}", policy.metric).to_lowercase(),
                 "order": format!("{:?}", policy.order).to_lowercase(),
                 "semantics": semantics.name(),
+                "predict": opts.predict.name(),
+                "backfill_order": format!("{:?}", policy.backfill_order).to_lowercase(),
+                "clip": !opts.no_clip,
                 "jobs": m.jobs,
                 "skipped": m.skipped,
                 "skipped_by_reason": {
@@ -272,6 +306,27 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
     Ok(())
 }
 
+/// `sim run --plot DIR`: one panel, one series.
+fn write_figures(
+    dir: &Path,
+    source: &str,
+    procs: u32,
+    policy: &Policy,
+    out: &SimOutput,
+) -> Result<()> {
+    let panel = Panel {
+        title: source.to_string(),
+        series: vec![Series {
+            name: policy.name(),
+            procs,
+            jobs: out.outcomes.iter().map(Span::from).collect(),
+        }],
+    };
+    let files = write_run_figures(dir, "sim run", &[panel])?;
+    eprintln!("wrote {} figures into {}", files.len(), dir.display());
+    Ok(())
+}
+
 /// What `sim run` simulates: the trace, else the synthetic workload; with the trace read,
 /// the machine size and the workload's name.
 fn simulate_workload(
@@ -280,11 +335,23 @@ fn simulate_workload(
     semantics: Semantics,
     progress: &mut dyn FnMut(usize),
 ) -> Result<(Option<Trace>, u32, SimOutput, String, Skipped)> {
+    let prediction = Prediction {
+        predictor: opts.predict,
+        overrun: opts.no_clip,
+    };
     Ok(match &opts.trace {
         Some(path) => {
             let source = path.display().to_string();
-            let run = replay(path, opts.procs, opts.lenient, policy, semantics, progress)
-                .with_context(|| format!("simulating {source}"))?;
+            let run = replay_with(
+                path,
+                opts.procs,
+                opts.lenient,
+                policy,
+                semantics,
+                &prediction,
+                progress,
+            )
+            .with_context(|| format!("simulating {source}"))?;
             (Some(run.trace), run.procs, run.output, source, run.skipped)
         }
         None => {
@@ -297,7 +364,7 @@ fn simulate_workload(
                 "synthetic: {} jobs, load {}, seed {}",
                 opts.jobs, opts.load, opts.seed
             );
-            let out = simulate(&w, procs, policy, semantics, progress)
+            let out = simulate_with(&w, procs, policy, semantics, &prediction, progress)
                 .with_context(|| format!("simulating {name}"))?;
             (None, procs, out, name, Skipped::default())
         }
@@ -531,6 +598,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
         })?]
     };
     let cfg = GridConfig::read(&opts.config)?;
+    let plot = opts.plot.as_deref().map(plot_dir).transpose()?;
     let mut reports = Vec::new();
     // On a terminal: which broker is being simulated, of how many, for how long.
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -564,6 +632,9 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    if let Some(dir) = &plot {
+        write_grid_figures(dir, &cfg, &reports)?;
+    }
     match opts.output {
         OutputOpt::Json => {
             let doc: Vec<_> = reports.iter().map(|(r, _)| r).collect();
@@ -571,8 +642,9 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
         }
         OutputOpt::Table => {
             println!(
-                "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>12} {:>6}",
+                "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>12} {:>6}",
                 "broker",
+                "local rej",
                 "local wt",
                 "local bsd",
                 "delay",
@@ -587,9 +659,11 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             for (r, _) in &reports {
                 let util = r.clusters.iter().map(|c| c.utilization).sum::<f64>()
                     / r.clusters.len().max(1) as f64;
+                let rejected: u64 = r.clusters.iter().map(|c| c.local_rejected).sum();
                 println!(
-                    "{:<16} {:>8.0}s {:>9.2} {:>8.0}s {:>8.0}s {:>9.2} {:>9} {:>8} {:>7.1}% {:>12.0} {:>5.1}%",
+                    "{:<16} {:>9} {:>8.0}s {:>9.2} {:>8.0}s {:>8.0}s {:>9.2} {:>9} {:>8} {:>7.1}% {:>12.0} {:>5.1}%",
                     r.broker,
+                    rejected,
                     r.local.mean_wait,
                     r.local.mean_bsld,
                     r.local_delay,
@@ -602,6 +676,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     util * 100.0
                 );
             }
+            print_rejected_note(reports.iter().map(|(r, _)| r));
             for (r, _) in reports.iter().filter(|(r, _)| r.global_cancelled > 0) {
                 println!(
                     "{}: {} global jobs cancelled by their users before they started",
@@ -677,5 +752,65 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Under the table: which brokers rejected local jobs (a dedicated partition leaves the
+/// owners fewer processors than their largest jobs need), so that the local figures are
+/// read as over different job sets.
+fn print_rejected_note<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridReport>) {
+    let reports: Vec<_> = reports.collect();
+    let rejected = |r: &foresight_sim::grid::GridReport| -> u64 {
+        r.clusters.iter().map(|c| c.local_rejected).sum()
+    };
+    let differ = reports.windows(2).any(|w| rejected(w[0]) != rejected(w[1]));
+    for r in reports.iter().filter(|r| rejected(r) > 0) {
+        let per: Vec<String> = r
+            .clusters
+            .iter()
+            .filter(|c| c.local_rejected > 0)
+            .map(|c| format!("{} on {}", c.local_rejected, c.name))
+            .collect();
+        println!(
+            "{}: {} local jobs rejected ({}): larger than the processors the owners keep; \
+             its local figures are over the {} local jobs that ran",
+            r.broker,
+            rejected(r),
+            per.join(", "),
+            r.local.jobs
+        );
+    }
+    if differ {
+        println!(
+            "the compared local job sets differ: local wt and local bsd leave out each \
+             broker's rejected jobs"
+        );
+    }
+}
+
+/// `sim grid --plot DIR`: a panel per cluster, a series per broker.
+fn write_grid_figures(
+    dir: &Path,
+    cfg: &GridConfig,
+    reports: &[(foresight_sim::grid::GridReport, std::time::Duration)],
+) -> Result<()> {
+    let panels: Vec<Panel> = cfg
+        .cluster
+        .iter()
+        .enumerate()
+        .map(|(k, c)| Panel {
+            title: c.name.clone(),
+            series: reports
+                .iter()
+                .map(|(r, _)| Series {
+                    name: r.broker.clone(),
+                    procs: c.procs,
+                    jobs: r.clusters[k].jobs.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    let files = write_run_figures(dir, "sim grid", &panels)?;
+    eprintln!("wrote {} figures into {}", files.len(), dir.display());
     Ok(())
 }

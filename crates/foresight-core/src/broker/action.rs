@@ -175,6 +175,20 @@ pub enum BrokerAction {
         /// Its parts with their new windows.
         parts: Vec<ReservedPart>,
     },
+    /// Phase one of a move on clusters that schedule themselves: move every part's
+    /// reservation there to its new window, and the part's begin time to `start`, all or
+    /// none; then answer with [`crate::broker::Broker::on_move_answered`] (until then the
+    /// job stays reserved at its old time).
+    MoveAsked {
+        /// The job.
+        job: JobId,
+        /// The new start.
+        start: Time,
+        /// The new end.
+        end: Time,
+        /// Its parts with their new windows.
+        parts: Vec<ReservedPart>,
+    },
     /// A job reservation ended; one on a cluster that schedules itself must be given back
     /// there when released.
     ReservationEnded {

@@ -11,8 +11,13 @@
 //!   other reservation, running job or local job's reservation is touched), and
 //! - no queued local job's forecast start gets later.
 //!
-//! Clusters that schedule themselves are left out: their reservations are moved by their
-//! own resource manager's commands, which this does not issue yet.
+//! On clusters that schedule themselves (Slurm) the broker decides the same way on its
+//! mirror of the cluster, but the move is theirs to make: it asks for it
+//! ([`BrokerAction::MoveAsked`]: every part's reservation and begin time moved, all or
+//! none) and applies it when the answer comes ([`Broker::on_move_answered`]). A refused move
+//! is not asked again for [`MOVE_RETRY_SECS`]. A job with parts on both kinds of cluster is
+//! not moved: half of it would move at once and half later, and a refusal could not give the
+//! first half its old window back for sure.
 
 use super::{bound_part, Broker, BrokerAction, Phase, ReservedPart};
 use crate::forecast::{forecast, OccupancyKind};
@@ -20,25 +25,47 @@ use crate::ids::JobId;
 use crate::job::Job;
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Event, LocalScheduler};
-use crate::time::{Interval, Time};
+use crate::time::{Dur, Interval, Time};
 use std::collections::HashMap;
 
 /// Candidate starts tried per job and event, earliest first.
 const MAX_CANDIDATES: usize = 8;
 
+/// After a cluster refused to move a job's reservations, the job is not moved again for
+/// this long (its reservations stand meanwhile).
+pub const MOVE_RETRY_SECS: i64 = 60;
+
+/// A move asked of clusters that schedule themselves and not answered yet.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct PendingMove {
+    /// The reserved start when it was asked (an answer for another state is stale).
+    pub from: Time,
+    /// The new start.
+    pub start: Time,
+    /// The new end.
+    pub end: Time,
+    /// The parts with their new windows.
+    pub parts: Vec<ReservedPart>,
+}
+
 impl Broker {
     /// Moves every reserved job that can start earlier, in priority order.
     pub(super) fn compress(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        self.move_not_before.retain(|_, t| *t > now);
         let movable: Vec<JobId> = self
             .jobs
             .iter()
-            .filter(|(_, e)| match &e.phase {
+            .filter(|(id, e)| match &e.phase {
                 Phase::Reserved { start, parts, .. } => {
+                    let remote = parts
+                        .iter()
+                        .filter(|p| self.clusters[p.cluster].self_scheduled)
+                        .count();
                     *start > now
-                        && parts.iter().all(|p| {
-                            let c = &self.clusters[p.cluster];
-                            c.available && !c.self_scheduled
-                        })
+                        && parts.iter().all(|p| self.clusters[p.cluster].available)
+                        && (remote == 0 || remote == parts.len())
+                        && !self.moving.contains_key(id)
+                        && self.move_not_before.get(id).is_none_or(|&t| t <= now)
                 }
                 _ => false,
             })
@@ -74,6 +101,9 @@ impl Broker {
         candidates.dedup();
         candidates.truncate(MAX_CANDIDATES);
         let job = self.jobs[&id].job.clone();
+        let remote = parts
+            .iter()
+            .all(|p| self.clusters[p.cluster].self_scheduled);
         // The forecast starts of local jobs as they stand (no move may make one later),
         // made only once a candidate fits on that cluster: forecasts are the dear part.
         let mut before: Vec<Option<HashMap<JobId, Time>>> = vec![None; parts.len()];
@@ -81,7 +111,12 @@ impl Broker {
             let mut moved: Vec<LocalScheduler> = Vec::with_capacity(parts.len());
             for (p, before) in parts.iter().zip(&mut before) {
                 let sched = &self.clusters[p.cluster].sched;
-                let Some(s) = moved_to(sched, now, &bound_part(&job, p), p, t) else {
+                let s = if remote {
+                    moved_in_mirror(sched, now, p, t)
+                } else {
+                    moved_to(sched, now, &bound_part(&job, p), p, t)
+                };
+                let Some(s) = s else {
                     break;
                 };
                 let before = before.get_or_insert_with(|| local_starts(sched, now));
@@ -93,6 +128,7 @@ impl Broker {
             if moved.len() < parts.len() {
                 continue;
             }
+            let from = start;
             let shift = start - t;
             let parts: Vec<ReservedPart> = parts
                 .iter()
@@ -105,6 +141,26 @@ impl Broker {
                 self.clusters[p.cluster].sched = s;
             }
             let (start, end) = (t, end - shift);
+            if remote {
+                // The mirrors hold the move already, so that the jobs after this one are not
+                // moved onto the same processors; a refusal is undone by the next snapshot.
+                self.moving.insert(
+                    id,
+                    PendingMove {
+                        from,
+                        start,
+                        end,
+                        parts: parts.clone(),
+                    },
+                );
+                out.push(BrokerAction::MoveAsked {
+                    job: id,
+                    start,
+                    end,
+                    parts,
+                });
+                return true;
+            }
             if let Some(e) = self.jobs.get_mut(&id) {
                 e.phase = Phase::Reserved {
                     start,
@@ -157,6 +213,31 @@ fn moved_to(
     })
     .ok()?;
     s.submit(part.clone()).ok()?;
+    Some(s)
+}
+
+/// A copy of the mirror `sched` of a cluster that schedules itself with reservation `p`
+/// moved to start at `t` (the part itself waits in the cluster's queue, not in the mirror),
+/// or `None` when the processors are not free for the whole new window.
+fn moved_in_mirror(
+    sched: &LocalScheduler,
+    now: Time,
+    p: &ReservedPart,
+    t: Time,
+) -> Option<LocalScheduler> {
+    let held = sched
+        .reservations()
+        .find(|r| r.id == p.reservation)?
+        .clone();
+    let mut s = sched.clone();
+    s.remove_reservation(now, p.reservation).ok()?;
+    // The mirror may hold the window a little longer than the part (a cluster's closed end).
+    let len: Dur = held.window.len().max(p.window.len());
+    s.add_reservation(AdminReservation {
+        window: Interval::new(t, t + len),
+        ..held
+    })
+    .ok()?;
     Some(s)
 }
 

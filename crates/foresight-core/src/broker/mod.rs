@@ -3,8 +3,9 @@
 //! (virtual clock), so that a decision measured in simulation is the decision the service
 //! makes.
 //!
-//! Events come in (`submit`, `on_cycle`, `on_reservation_answered`, `on_part_started`,
-//! `on_part_ended`, `on_cluster_down`/`up`, `withdraw`, local submissions and ticks) and
+//! Events come in (`submit`, `on_cycle`, `on_reservation_answered`, `on_move_answered`,
+//! `on_part_started`, `on_part_ended`, `on_cluster_down`/`up`, `withdraw`, local submissions
+//! and ticks) and
 //! decisions go out as [`BrokerAction`]s: start a job, ask a cluster for a reservation,
 //! record a plan, move money. The broker owns the clusters' local schedulers, so every
 //! decision about processors, local or global, is taken here.
@@ -22,7 +23,8 @@
 //! - the job's parts start at the reservation's first second, or earlier: the broker is
 //!   **work-conserving** ([`compress`]) — whenever processors free up, reserved jobs move
 //!   earlier in priority order when no other reservation and no local job's forecast start
-//!   gets later;
+//!   gets later (on clusters that schedule themselves the move is asked of them, all parts or
+//!   none, [`BrokerAction::MoveAsked`]);
 //! - when its last part ends, the unused share of the reserved time is refunded.
 
 mod action;
@@ -31,6 +33,7 @@ mod compress;
 
 pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
+pub use compress::MOVE_RETRY_SECS;
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
@@ -199,6 +202,10 @@ pub struct Broker {
     stats: BrokerStats,
     /// The last moment observed, and the idle processors waiting jobs could use since.
     idle_since: Option<(Time, f64)>,
+    /// Moves asked of clusters that schedule themselves, not answered yet.
+    moving: BTreeMap<JobId, compress::PendingMove>,
+    /// Jobs whose move a cluster refused: not moved again before then.
+    move_not_before: HashMap<JobId, Time>,
 }
 
 /// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
@@ -221,6 +228,8 @@ impl Broker {
             next_reservation: first_reservation.max(1),
             stats: BrokerStats::default(),
             idle_since: None,
+            moving: BTreeMap::new(),
+            move_not_before: HashMap::new(),
         }
     }
 
@@ -558,6 +567,54 @@ impl Broker {
                     out,
                 );
             }
+        }
+        self.settle(now);
+    }
+
+    /// The clusters that schedule themselves answered a move asked by
+    /// [`BrokerAction::MoveAsked`]: all parts moved (the job now starts at the new time), or
+    /// none did (the caller put back any that had; the job keeps its reservation and is not
+    /// moved again for [`MOVE_RETRY_SECS`]). An answer for a job that has meanwhile started,
+    /// ended, or lost its reservation changes nothing.
+    pub fn on_move_answered(
+        &mut self,
+        now: Time,
+        job: JobId,
+        answer: Result<(), String>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        let Some(m) = self.moving.remove(&job) else {
+            self.settle(now);
+            return;
+        };
+        let current = self.jobs.get(&job).and_then(|e| match &e.phase {
+            Phase::Reserved { start, cost, .. } if *start == m.from => Some(*cost),
+            _ => None,
+        });
+        match (answer, current) {
+            (Ok(()), Some(cost)) => {
+                if let Some(e) = self.jobs.get_mut(&job) {
+                    e.phase = Phase::Reserved {
+                        start: m.start,
+                        end: m.end,
+                        cost,
+                        parts: m.parts.clone(),
+                    };
+                }
+                self.move_not_before.remove(&job);
+                self.stats.moves += 1;
+                out.push(BrokerAction::Moved {
+                    job,
+                    start: m.start,
+                    end: m.end,
+                    parts: m.parts,
+                });
+            }
+            (Err(_), Some(_)) => {
+                self.move_not_before.insert(job, now + Dur(MOVE_RETRY_SECS));
+            }
+            (_, None) => {}
         }
         self.settle(now);
     }

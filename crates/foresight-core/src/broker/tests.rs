@@ -346,3 +346,155 @@ fn events_during_planning_win_over_the_plan() {
     b.on_cycle(Time(1), &mut out);
     assert!(starts(&out).iter().all(|&(_, k)| k == 0), "{out:?}");
 }
+
+/// A mirror of a cluster that schedules itself: `procs` processors, a foreign job running
+/// until `busy_until` (if any) and the given reservations of ours.
+fn mirror(procs: u32, busy_until: Option<i64>, ours: &[ReservedPart]) -> LocalScheduler {
+    let mut s = LocalScheduler::new(procs, Policy::easy());
+    if let Some(end) = busy_until {
+        let job = Job::new(JobId(1 << 62), Time(0), procs, Dur(end));
+        s.restore_running(Time(0), job, Time(0), crate::scheduler::Domain::Pool)
+            .unwrap();
+    }
+    for p in ours {
+        s.add_reservation(AdminReservation {
+            id: p.reservation,
+            procs: p.procs,
+            window: p.window,
+            acl: Acl::nobody(),
+        })
+        .unwrap();
+    }
+    s
+}
+
+fn moves_asked(out: &[BrokerAction]) -> Vec<(JobId, Time, Vec<ReservedPart>)> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::MoveAsked {
+                job, start, parts, ..
+            } => Some((*job, *start, parts.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// On clusters that schedule themselves the move is asked, all parts at once, and made only
+/// when they answer yes; a refusal keeps the old reservation and is not asked again for
+/// `MOVE_RETRY_SECS`.
+#[test]
+fn remote_moves_are_asked_and_applied_only_when_answered() {
+    let mut clusters = Vec::new();
+    for name in ["r1", "r2"] {
+        let mut c = cluster(name, 2);
+        c.self_scheduled = true;
+        c.sched = mirror(2, Some(100), &[]);
+        clusters.push(c);
+    }
+    let mut b = Broker::new(clusters, planner(600), 1);
+    b.submit(Time(0), global(1, 4, 30));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    let asked: Vec<ReservedPart> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { part, .. } => Some(part.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{out:?}");
+    assert!(asked.iter().all(|p| p.window.start == Time(100)));
+    for p in &asked {
+        b.on_reservation_answered(Time(1), p.reservation, Ok(()), &mut out);
+    }
+    // The foreign jobs end early: the snapshots rebuild the mirrors without them.
+    for (k, p) in asked.iter().enumerate() {
+        b.clusters[k].sched = mirror(2, None, std::slice::from_ref(p));
+    }
+    let mut out = Vec::new();
+    b.on_cycle(Time(10), &mut out);
+    let m = moves_asked(&out);
+    assert_eq!(m.len(), 1, "{out:?}");
+    assert_eq!((m[0].0, m[0].1), (JobId(1), Time(10)));
+    assert_eq!(m[0].2.len(), 2);
+    assert!(m[0]
+        .2
+        .iter()
+        .all(|p| p.window == Interval::new(Time(10), Time(40))));
+    // Nothing moved before the answer, and the move is not asked twice meanwhile.
+    assert!(!out.iter().any(|a| matches!(a, BrokerAction::Moved { .. })));
+    let mut out = Vec::new();
+    b.on_cycle(Time(11), &mut out);
+    assert!(moves_asked(&out).is_empty());
+    // Refused: the job keeps its reservation at 100.
+    b.on_move_answered(Time(12), JobId(1), Err("busy".into()), &mut out);
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            ..
+        }
+    ));
+    // The next snapshots restore the mirrors; no new ask within the pause.
+    for (k, p) in asked.iter().enumerate() {
+        b.clusters[k].sched = mirror(2, None, std::slice::from_ref(p));
+    }
+    let mut out = Vec::new();
+    b.on_cycle(Time(12 + MOVE_RETRY_SECS - 1), &mut out);
+    assert!(moves_asked(&out).is_empty());
+    let t = Time(12 + MOVE_RETRY_SECS);
+    b.on_cycle(t, &mut out);
+    let m = moves_asked(&out);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].1, t);
+    let mut out = Vec::new();
+    b.on_move_answered(t, JobId(1), Ok(()), &mut out);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        BrokerAction::Moved { job: JobId(1), start, .. } if *start == t
+    )));
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved { start, .. } if start == t
+    ));
+    assert_eq!(b.stats().moves, 1);
+    // A late answer for a job that is not moving changes nothing.
+    let mut out = Vec::new();
+    b.on_move_answered(t, JobId(1), Ok(()), &mut out);
+    assert!(out.is_empty());
+}
+
+/// A job with parts on both kinds of cluster is not moved (half of it could not wait for
+/// the other half's answer).
+#[test]
+fn a_job_across_both_kinds_of_cluster_is_not_moved() {
+    let mut remote = cluster("r", 2);
+    remote.self_scheduled = true;
+    remote.sched = mirror(2, Some(100), &[]);
+    let mut b = Broker::new(vec![cluster("c", 2), remote], planner(600), 1);
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(100)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(Time(0), global(1, 4, 30));
+    b.on_cycle(Time(0), &mut out);
+    let asked: Vec<ReservedPart> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { part, .. } => Some(part.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "{out:?}");
+    b.on_reservation_answered(Time(1), asked[0].reservation, Ok(()), &mut out);
+    b.clusters[1].sched = mirror(2, None, &asked);
+    let mut out = Vec::new();
+    b.on_part_ended(Time(10), 0, JobId(100), &mut out);
+    b.on_cycle(Time(10), &mut out);
+    assert!(moves_asked(&out).is_empty());
+    assert!(!out.iter().any(|a| matches!(a, BrokerAction::Moved { .. })));
+}

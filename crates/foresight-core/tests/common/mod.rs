@@ -12,9 +12,13 @@
 //! - the caller also ticks at the start and the end of every administrative reservation it
 //!   added: nothing else tells the scheduler that processors were handed to a reservation or
 //!   came back from one (a waiting job without a job reservation would otherwise only be
-//!   reconsidered at the next unrelated event).
+//!   reconsidered at the next unrelated event);
+//! - a job with a prediction that is still running at the end of its plan gets the plan
+//!   corrected ([`foresight_core::predict::corrected`]) before anything else happens at that
+//!   instant; all corrections of an instant are followed by one tick.
 #![allow(dead_code)] // each test binary uses a different part of the driver
 
+use foresight_core::predict::corrected;
 use foresight_core::{
     Action, AdminReservation, CoreError, Domain, Dur, Event, Job, JobId, LocalScheduler, Policy,
     ReservationId, Time, UserId,
@@ -39,6 +43,11 @@ pub fn spec(id: u64, submit: i64, procs: u32, estimate: i64, runtime: i64) -> Sp
 impl Spec {
     pub fn user(mut self, user: u32) -> Spec {
         self.job = self.job.with_user(UserId(user));
+        self
+    }
+
+    pub fn predicted(mut self, prediction: i64) -> Spec {
+        self.job = self.job.with_prediction(Some(Dur(prediction)));
         self
     }
 
@@ -84,6 +93,8 @@ pub struct Outcome {
     pub errors: Vec<(Time, JobId, CoreError)>,
     /// Administrative reservations refused by `add_reservation`.
     pub refused: Vec<(ReservationId, CoreError)>,
+    /// Plan corrections: (when, job, new planned duration).
+    pub corrections: Vec<(Time, JobId, Dur)>,
 }
 
 impl Outcome {
@@ -126,6 +137,7 @@ pub struct Disruptions {
 
 #[derive(Default)]
 struct Bucket {
+    corrections: Vec<JobId>,
     finishes: Vec<JobId>,
     cancels: Vec<JobId>,
     removals: Vec<ReservationId>,
@@ -134,6 +146,7 @@ struct Bucket {
 }
 
 enum Step {
+    Correct(JobId),
     Handle(Event),
     Cancel(JobId),
     Remove(ReservationId),
@@ -169,6 +182,9 @@ pub fn run_disrupted(
         }
     }
     let mut runtime: BTreeMap<JobId, i64> = BTreeMap::new();
+    // The current plan of every job and, once started, its start.
+    let mut plan: BTreeMap<JobId, Dur> = BTreeMap::new();
+    let mut started: BTreeMap<JobId, Time> = BTreeMap::new();
     for s in &world.jobs {
         events
             .entry(s.job.submit)
@@ -177,6 +193,7 @@ pub fn run_disrupted(
             .push(s.job.clone());
         // A duplicate id keeps the first runtime: the second submission is refused anyway.
         runtime.entry(s.job.id).or_insert(s.runtime);
+        plan.entry(s.job.id).or_insert(s.job.plan());
     }
     for &(at, id) in &disruptions.cancels {
         events.entry(Time(at)).or_default().cancels.push(id);
@@ -190,6 +207,19 @@ pub fn run_disrupted(
     let mut steps = 0u64;
     while let Some((now, bucket)) = events.pop_first() {
         let mut batch: Vec<Step> = Vec::new();
+        // Every correction of the instant before one tick: a pass between two corrections
+        // would see the second job's processors free.
+        let before = batch.len();
+        batch.extend(
+            bucket
+                .corrections
+                .into_iter()
+                .filter(|id| !gone.contains(id))
+                .map(Step::Correct),
+        );
+        if batch.len() > before {
+            batch.push(Step::Handle(Event::Tick));
+        }
         batch.extend(
             bucket
                 .finishes
@@ -213,6 +243,22 @@ pub fn run_disrupted(
             assert!(steps < 1_000_000, "the run does not terminate");
             let event = match step {
                 Step::Handle(event) => event,
+                Step::Correct(id) => {
+                    let estimate = sched.estimate_of(id).expect("a running job");
+                    let new = corrected(plan[&id], estimate);
+                    sched
+                        .correct(now, id, new)
+                        .unwrap_or_else(|e| panic!("correcting job {id} at {now}: {e}"));
+                    plan.insert(id, new);
+                    out.corrections.push((now, id, new));
+                    let run = runtime[&id].min(estimate.as_secs());
+                    let start = started[&id];
+                    if start + Dur(run) > start + new {
+                        events.entry(start + new).or_default().corrections.push(id);
+                    }
+                    check(&sched, now);
+                    continue;
+                }
                 Step::Cancel(id) => {
                     let running = sched.running_jobs().any(|(j, _, _)| j == id);
                     if sched.cancel(now, id).is_ok() {
@@ -277,6 +323,14 @@ pub fn run_disrupted(
                         );
                         let at = now + Dur(run);
                         events.entry(at).or_default().finishes.push(job);
+                        started.insert(job, now);
+                        if run > plan[&job].as_secs() {
+                            events
+                                .entry(now + plan[&job])
+                                .or_default()
+                                .corrections
+                                .push(job);
+                        }
                     }
                     Action::Reserve { job, start } => {
                         assert!(

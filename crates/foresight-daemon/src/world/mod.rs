@@ -77,6 +77,15 @@ pub enum Effect {
         /// What to submit.
         submission: Submission,
     },
+    /// Move a reserved job's reservations (and its submitted parts' begin times) on
+    /// clusters that schedule themselves, in order, all or none: when a step fails, the
+    /// steps done are moved back; the answer goes to [`World::move_answered`].
+    Move {
+        /// The job.
+        job: u64,
+        /// One per part.
+        steps: Vec<MoveStep>,
+    },
     /// Cancel a part on a cluster that schedules itself.
     Cancel {
         /// Cluster index.
@@ -93,6 +102,19 @@ pub enum Effect {
         /// Suspend (true) or resume (false).
         stop: bool,
     },
+}
+
+/// One part's share of an [`Effect::Move`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoveStep {
+    /// Cluster index.
+    pub cluster: usize,
+    /// The reservation at its new window.
+    pub to: ReserveRequest,
+    /// The reservation at its old window (to undo the step).
+    pub back: ReserveRequest,
+    /// The part bound to it, once submitted there.
+    pub part: Option<PartHandle>,
 }
 
 /// One cluster of the grid as the service runs it.
@@ -167,6 +189,8 @@ pub struct Stats {
     pub cycles: u64,
     /// Duration of the last cycle, seconds.
     pub last_cycle_seconds: f64,
+    /// When the last cycle began (seconds since the epoch), for the dashboard.
+    pub last_cycle_at: Option<i64>,
     /// Sum of |planned − actual| start over started jobs that had a plan, seconds.
     pub estimate_error_sum: f64,
     /// How many started jobs had a planned start.
@@ -259,7 +283,8 @@ impl World {
                     },
                     bandwidth_mb_s: c.bandwidth_mb_s,
                     latency: Dur(c.latency_seconds),
-                    available: !c.is_slurm(),
+                    // A cluster Maui schedules through WIKI takes no global job.
+                    available: !c.is_slurm() && !c.is_wiki_scheduled(),
                     self_scheduled: c.is_slurm(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
@@ -273,7 +298,11 @@ impl World {
                     cfg: c.clone(),
                     free: (0..c.procs).collect(),
                     remote: c.is_slurm(),
-                    unavailable_reason: c.is_slurm().then(|| "not read from Slurm yet".to_string()),
+                    unavailable_reason: if c.is_slurm() {
+                        Some("not read from Slurm yet".to_string())
+                    } else {
+                        c.is_wiki_scheduled().then(wiki::unavailable_reason)
+                    },
                     snapshot: None,
                 }
             })
@@ -704,6 +733,10 @@ impl World {
             self.submit_remote_parts(id);
             return;
         }
+        if self.clusters[k].cfg.is_wiki_scheduled() {
+            self.queue_for_wiki(k, id);
+            return;
+        }
         let cred = self.cred(&user, &credn);
         let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime)).with_cred(cred);
         if let Some(r) = reservation {
@@ -773,6 +806,11 @@ impl World {
 
     fn launch_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
         let taken = self.choose_processors(now, k, id, procs);
+        self.launch_on(now, k, id, taken);
+    }
+
+    /// Launches job `id`'s part on cluster `k` on the free processors `taken`.
+    fn launch_on(&mut self, now: i64, k: usize, id: u64, taken: Vec<u32>) {
         let cluster = &mut self.clusters[k];
         for p in &taken {
             cluster.free.remove(p);
@@ -1530,6 +1568,7 @@ impl World {
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
     pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
         self.stats.cycles += 1;
+        self.stats.last_cycle_at = Some(now);
         let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
             .reservations
             .values()
@@ -1615,6 +1654,7 @@ impl World {
                     }
                 }
                 BrokerAction::Ask { job, part } => self.ask(now, job.0, &part),
+                BrokerAction::MoveAsked { job, parts, .. } => self.ask_move(now, job.0, &parts),
                 BrokerAction::Reserved {
                     job, start, parts, ..
                 } => self.reserved(now, job.0, start.secs(), &parts),
@@ -1976,6 +2016,7 @@ impl World {
 }
 
 mod remote;
+mod wiki;
 
 #[cfg(test)]
 mod same_decisions;

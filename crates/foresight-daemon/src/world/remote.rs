@@ -13,14 +13,14 @@
 //!
 //! Nothing here does I/O: effects go to the caller, answers come back as calls.
 
-use super::{now_time, Effect, World};
+use super::{now_time, Effect, MoveStep, World};
 use foresight_api::{JobState, ReservationState};
-use foresight_core::broker::{processors_of, Phase, SpeedGroup};
+use foresight_core::broker::{processors_of, Phase, ReservedPart, SpeedGroup};
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId};
-use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState, Submission};
+use foresight_rm::{ClusterState, Outcome, PartHandle, ReserveRequest, RmJobState, Submission};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Ids of the mirror's stand-ins for the cluster's own jobs and reservations, apart from
@@ -81,6 +81,63 @@ impl World {
         let mut out = Vec::new();
         self.broker
             .on_reservation_answered(Time(now), ReservationId(rid), answer, &mut out);
+        self.carry_out(now, out);
+    }
+
+    /// The broker asks to move a reserved job earlier on clusters that schedule themselves:
+    /// one step per part, each with its reservation's old and new window and the part's id
+    /// there once submitted.
+    pub(super) fn ask_move(&mut self, now: i64, id: u64, parts: &[ReservedPart]) {
+        let Some(j) = self.jobs.get(&id) else {
+            return self.move_answered(now, id, Err(format!("job {id} is unknown")));
+        };
+        if self.submitting.iter().any(|&(job, _, _)| job == id) {
+            // Its begin time is on its way to the cluster: moved at a later pass.
+            return self.move_answered(now, id, Err("a part is being submitted".into()));
+        }
+        let mut steps = Vec::with_capacity(parts.len());
+        for p in parts {
+            let rid = p.reservation.0;
+            let Some(r) = self.reservations.get(&rid) else {
+                return self.move_answered(now, id, Err(format!("reservation {rid} is unknown")));
+            };
+            let external = j
+                .parts
+                .iter()
+                .find(|x| x.reservation == Some(rid) && !x.ended)
+                .and_then(|x| x.external.clone());
+            steps.push(MoveStep {
+                cluster: p.cluster,
+                to: ReserveRequest {
+                    id: rid,
+                    start: p.window.start.secs(),
+                    end: p.window.end.secs(),
+                    procs: p.procs,
+                },
+                back: ReserveRequest {
+                    id: rid,
+                    start: r.start,
+                    end: r.end,
+                    procs: r.procs,
+                },
+                part: external.map(|external| PartHandle {
+                    job: id,
+                    attempt: j.attempt,
+                    external: Some(external),
+                }),
+            });
+        }
+        self.effects.push(Effect::Move { job: id, steps });
+    }
+
+    /// The clusters answered a move asked by [`Effect::Move`]: all moved, or none (why).
+    pub fn move_answered(&mut self, now: i64, id: u64, answer: Result<(), String>) {
+        if let Err(why) = &answer {
+            tracing::info!("job {id} stays at its reserved start: {why}");
+        }
+        let mut out = Vec::new();
+        self.broker
+            .on_move_answered(Time(now), JobId(id), answer, &mut out);
         self.carry_out(now, out);
     }
 

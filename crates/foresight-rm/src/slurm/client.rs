@@ -2,8 +2,9 @@
 //! [`CommandRunner`]: queries that return typed data, and the commands that change Slurm.
 
 use super::commands::{
-    delete_reservation_args, scancel_args, update_begin_args, JobControl, ReservationRequest,
-    SbatchRequest, StartTime, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS, SINFO_JSON, SQUEUE_JSON,
+    delete_reservation_args, scancel_args, update_begin_args, update_reservation_args, JobControl,
+    ReservationRequest, SbatchRequest, StartTime, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS,
+    SINFO_JSON, SQUEUE_JSON,
 };
 use super::error::SlurmError;
 use super::model::{Job, Node, Partition, Reservation, SlurmJobId, Snapshot, Submitted, TestOnly};
@@ -196,6 +197,18 @@ impl SlurmClient {
     pub async fn control(&self, action: JobControl, job: SlurmJobId) -> Result<(), SlurmError> {
         self.run_ok(&self.invocation("scontrol", action.args(job)))
             .await?;
+        Ok(())
+    }
+
+    /// `scontrol update ReservationName=NAME StartTime=T Duration=M`.
+    pub async fn update_reservation(
+        &self,
+        name: &str,
+        start: StartTime,
+        duration_minutes: u32,
+    ) -> Result<(), SlurmError> {
+        let args = update_reservation_args(name, start, duration_minutes)?;
+        self.run_ok(&self.invocation("scontrol", args)).await?;
         Ok(())
     }
 

@@ -414,6 +414,50 @@ impl ResourceManager for SlurmCluster {
     async fn requeue(&self, part: &PartHandle) -> Result<(), RmError> {
         self.control(JobControl::Requeue, part).await
     }
+
+    /// `scontrol update ReservationName=foresight-<id> StartTime=<start> Duration=<minutes,
+    /// rounded up>`, then, for a submitted part, `scontrol update JobId=<id>
+    /// StartTime=<start>`. When the part cannot be moved, the reservation is put back where
+    /// it was (as read from Slurm before the move), so that both move or neither does.
+    async fn move_reservation(
+        &self,
+        to: &ReserveRequest,
+        part: Option<&PartHandle>,
+    ) -> Result<(), RmError> {
+        let r = self.reservation_request(to)?;
+        let before = match part {
+            Some(_) => self
+                .client
+                .reservations()
+                .await?
+                .into_iter()
+                .find(|x| x.name == r.name),
+            None => None,
+        };
+        self.client
+            .update_reservation(&r.name, r.start, r.duration_minutes)
+            .await?;
+        let Some(part) = part else { return Ok(()) };
+        let moved = match Self::slurm_id(part) {
+            Ok(id) => self
+                .client
+                .update_begin(id, StartTime::At(to.start))
+                .await
+                .map_err(RmError::from),
+            Err(e) => Err(e),
+        };
+        if let (Err(e), Some(b)) = (&moved, before) {
+            let minutes = minutes_ceil(u64::try_from(b.end - b.start).unwrap_or(0).max(1));
+            if let Err(undo) = self
+                .client
+                .update_reservation(&r.name, StartTime::At(b.start), minutes)
+                .await
+            {
+                tracing::warn!("putting back reservation {} after {e}: {undo}", r.name);
+            }
+        }
+        moved
+    }
 }
 
 /// `--time` minutes for a walltime in seconds; 0 = no `--time`.

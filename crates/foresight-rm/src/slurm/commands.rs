@@ -515,6 +515,31 @@ impl JobControl {
     }
 }
 
+/// The arguments of `scontrol update ReservationName=NAME StartTime=T Duration=M`: a
+/// reservation moved (its processors stay as they are; Slurm checks they are free then).
+pub fn update_reservation_args(
+    name: &str,
+    start: StartTime,
+    duration_minutes: u32,
+) -> Result<Vec<String>, SlurmError> {
+    check_name("reservation name", name)?;
+    if duration_minutes == 0 {
+        return Err(SlurmError::invalid(
+            "a reservation lasts at least one minute",
+        ));
+    }
+    let t = match start {
+        StartTime::Now => "now".to_owned(),
+        StartTime::At(t) => format_timestamp(t),
+    };
+    Ok(vec![
+        "update".to_owned(),
+        format!("ReservationName={name}"),
+        format!("StartTime={t}"),
+        format!("Duration={duration_minutes}"),
+    ])
+}
+
 /// The arguments of `scontrol update JobId=ID StartTime=T`: a pending job's earliest start
 /// (`--begin`), e.g. after a requeue or a re-plan.
 pub fn update_begin_args(job: SlurmJobId, begin: StartTime) -> Vec<String> {

@@ -60,9 +60,10 @@ pub(crate) use cluster::effective_user_name;
 pub use cluster::SlurmCluster;
 pub use commands::{
     delete_reservation_args, foresight_reservation_id, minutes_ceil, parse_part_name, part_name,
-    reservation_name, scancel_args, shell_command, shell_quote, update_begin_args, JobControl,
-    JobScript, Naming, ReservationRequest, ReservationSize, SbatchRequest, StartTime,
-    FORESIGHT_PREFIX, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS, SINFO_JSON, SQUEUE_JSON,
+    reservation_name, scancel_args, shell_command, shell_quote, update_begin_args,
+    update_reservation_args, JobControl, JobScript, Naming, ReservationRequest, ReservationSize,
+    SbatchRequest, StartTime, FORESIGHT_PREFIX, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS,
+    SINFO_JSON, SQUEUE_JSON,
 };
 pub use error::{FailureKind, SlurmError};
 pub use model::{

@@ -6,6 +6,7 @@ use super::{
     cancellations, global_stream, local_stream, report_group, Broker, ClusterReport, GridConfig,
     GridError, GridReport, UserConfig, UserReport,
 };
+use crate::plot::Span;
 use foresight_core::broker::{self, processors_of, BrokerAction, GridCluster, Phase};
 use foresight_core::forecast::Tariff;
 use foresight_core::grid::{GlobalJob, PlannerConfig};
@@ -314,6 +315,7 @@ impl GridRun<'_> {
                 BrokerAction::Planned { .. }
                 | BrokerAction::Waiting { .. }
                 | BrokerAction::Ask { .. }
+                | BrokerAction::MoveAsked { .. }
                 | BrokerAction::Moved { .. }
                 | BrokerAction::ReservationEnded { .. }
                 | BrokerAction::Ended { .. } => {}
@@ -553,7 +555,19 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
         let mut items = Vec::new();
         let mut area = 0.0;
         let mut global_area = 0.0;
+        let mut spans = Vec::with_capacity(c.ran.len());
         for (id, &(start, end, procs)) in &c.ran {
+            let submit = if id.0 >= GLOBAL_PART {
+                r.globals[(id.0 - GLOBAL_PART) as usize].job.submit
+            } else {
+                c.local[id.0 as usize].0.submit
+            };
+            spans.push(Span {
+                submit: submit.secs(),
+                start: start.secs(),
+                end: end.secs(),
+                procs,
+            });
             first = first.min(start.secs());
             last = last.max(end.secs());
             let a = f64::from(procs) * (end - start).as_secs() as f64;
@@ -573,6 +587,7 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
             utilization: area,
             global_proc_seconds: global_area,
             local_rejected: c.rejected,
+            jobs: spans,
         });
     }
     let span = last.saturating_sub(first).max(1);

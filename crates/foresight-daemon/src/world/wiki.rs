@@ -1,0 +1,449 @@
+//! A local cluster scheduled by Maui (or Moab) through WIKI (`scheduler = "wiki"`): its own
+//! policy stands aside; its queued jobs wait for the scheduler's `STARTJOB`, which starts one
+//! on exactly the processors its task list names. This is the cluster's side of the
+//! daemon's WIKI server: the nodes and jobs it reports, and the four job actions.
+//!
+//! Nodes are the cluster's processors, one processor each, named `p<index>` as in the
+//! broker's `<cluster>/p<index>`. Nothing here does I/O.
+
+use super::{now_time, World};
+use foresight_api::JobState;
+use foresight_core::scheduler::Domain;
+use foresight_core::time::{Dur, Time};
+use foresight_core::{Job, JobId};
+use foresight_rm::wiki::{
+    check_tasklist, BackendError, JobRecord as WikiJob, JobState as WikiState, NodeRecord,
+    NodeState,
+};
+use foresight_store::{JobRecord, PartRecord};
+
+/// How long an ended job is still reported, seconds: the scheduler must see it end, and
+/// polls every `RMPOLLINTERVAL` (Maui's default: 30 s).
+pub const ENDED_KEPT_SECS: i64 = 600;
+
+/// Why global jobs are not planned on a cluster a WIKI scheduler runs.
+pub fn unavailable_reason() -> String {
+    "scheduled by a WIKI scheduler (Maui): global jobs are not planned here".to_string()
+}
+
+/// The reason a job queued on cluster `name` shows while it waits.
+pub fn waiting_reason(name: &str) -> String {
+    format!(
+        "{} (Maui) of cluster {name} to start it (STARTJOB): the cluster's own policy \
+         stands aside",
+        crate::wiki_server::WAITING_FOR_WIKI
+    )
+}
+
+/// The WIKI name of processor `p`.
+pub fn node_name(p: u32) -> String {
+    format!("p{p}")
+}
+
+/// The processor a WIKI node name stands for, if it names one of `procs`.
+pub fn processor_of(name: &str, procs: u32) -> Option<u32> {
+    let digits = name.strip_prefix('p')?;
+    if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    digits.parse::<u32>().ok().filter(|p| *p < procs)
+}
+
+impl World {
+    /// Records a job queued on cluster `k`, whose WIKI scheduler starts it: nothing is
+    /// handed to the local policy.
+    pub(super) fn queue_for_wiki(&mut self, k: usize, id: u64) {
+        let name = self.clusters[k].cfg.name.clone();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.parts = vec![PartRecord {
+                cluster: name.clone(),
+                procs: j.procs,
+                reservation: j.reservation,
+                ..PartRecord::default()
+            }];
+            j.state = JobState::Pending;
+            j.reason = Some(waiting_reason(&name));
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// How many jobs wait for cluster `k`'s WIKI scheduler (0 for any other cluster).
+    pub fn wiki_waiting(&self, k: usize) -> usize {
+        let c = &self.clusters[k].cfg;
+        if !c.is_wiki_scheduled() {
+            return 0;
+        }
+        self.jobs
+            .values()
+            .filter(|j| j.state == JobState::Pending && on_cluster(j, &c.name))
+            .count()
+    }
+
+    /// Cluster `k`'s processors as WIKI nodes at `now`.
+    pub fn wiki_nodes(&self, now: i64, k: usize) -> Vec<NodeRecord> {
+        let c = &self.clusters[k];
+        (0..c.cfg.procs)
+            .map(|p| {
+                let free = c.free.contains(&p);
+                let state = if free {
+                    NodeState::Idle
+                } else {
+                    NodeState::Busy
+                };
+                NodeRecord {
+                    update_time: now.max(0) as u64,
+                    cproc: 1,
+                    aproc: u32::from(free),
+                    speed: Some(c.cfg.speed),
+                    ..NodeRecord::new(node_name(p), state)
+                }
+            })
+            .collect()
+    }
+
+    /// The jobs of cluster `k` as WIKI records: queued, held, running and suspended ones,
+    /// and those that ended in the last [`ENDED_KEPT_SECS`].
+    pub fn wiki_jobs(&self, now: i64, k: usize) -> Vec<WikiJob> {
+        let name = &self.clusters[k].cfg.name;
+        self.jobs
+            .values()
+            .filter(|j| on_cluster(j, name))
+            .filter(|j| {
+                !j.state.is_final() || j.ended_at.is_none_or(|e| now - e <= ENDED_KEPT_SECS)
+            })
+            .map(|j| wiki_job(j, name))
+            .collect()
+    }
+
+    /// `STARTJOB`: starts the queued job `job` of cluster `k` on exactly the processors of
+    /// `tasklist`. Refuses, changing nothing, an unknown job, one not queued, a task list
+    /// that can never fit the job, and processors unknown or busy (naming them).
+    pub fn wiki_start(
+        &mut self,
+        now: i64,
+        k: usize,
+        job: &str,
+        tasklist: &[String],
+    ) -> Result<(), BackendError> {
+        let id = self.wiki_job_id(k, job)?;
+        let j = &self.jobs[&id];
+        let name = self.clusters[k].cfg.name.clone();
+        if j.held || j.state != JobState::Pending {
+            return Err(BackendError::WrongState {
+                job: job.to_owned(),
+                state: wiki_job(j, &name).state,
+                action: "start",
+            });
+        }
+        if tasklist.len() != j.procs as usize {
+            return Err(BackendError::CannotRun {
+                job: job.to_owned(),
+                reason: format!(
+                    "the TASKLIST names {} processor(s); the job asks {}",
+                    tasklist.len(),
+                    j.procs
+                ),
+            });
+        }
+        check_tasklist(job, &self.wiki_nodes(now, k), tasklist)?;
+        let procs = self.clusters[k].cfg.procs;
+        let taken: Vec<u32> = tasklist
+            .iter()
+            .map(|n| {
+                processor_of(n, procs).ok_or_else(|| BackendError::NoSuchNode { node: n.clone() })
+            })
+            .collect::<Result<_, _>>()?;
+        if self.jobs[&id].parts.iter().all(|p| p.cluster != name) {
+            self.queue_for_wiki(k, id);
+        }
+        // The cluster's scheduler holds the job as running, so that its forecast (estimates,
+        // the plan view) counts these processors busy until the job ends.
+        let (user, cred, walltime, submitted) = {
+            let j = &self.jobs[&id];
+            (j.user.clone(), j.cred.clone(), j.walltime, j.submitted_at)
+        };
+        let cred = self.cred(&user, &cred);
+        let sched_job = Job::new(
+            JobId(id),
+            Time(submitted),
+            taken.len() as u32,
+            Dur(walltime),
+        )
+        .with_cred(cred);
+        if let Err(e) = self.broker.clusters[k].sched.restore_running(
+            now_time(now),
+            sched_job,
+            Time(now),
+            Domain::Pool,
+        ) {
+            return Err(BackendError::Unavailable {
+                reason: format!("the cluster's scheduler refused the start: {e}"),
+            });
+        }
+        tracing::info!(
+            "cluster {name}: the WIKI scheduler starts job {id} on {}",
+            tasklist.join(":")
+        );
+        self.launch_on(now, k, id, taken);
+        Ok(())
+    }
+
+    /// `CANCELJOB`: cancels the job `job` of cluster `k`, queued or running.
+    pub fn wiki_cancel(&mut self, now: i64, k: usize, job: &str) -> Result<(), BackendError> {
+        let id = self.wiki_job_id(k, job)?;
+        let name = self.clusters[k].cfg.name.clone();
+        let state = wiki_job(&self.jobs[&id], &name).state;
+        self.cancel(now, id).map_err(|_| BackendError::WrongState {
+            job: job.to_owned(),
+            state,
+            action: "cancel",
+        })
+    }
+
+    /// `SUSPENDJOB` (`stop`) or `RESUMEJOB`: stops or continues the running job `job` of
+    /// cluster `k`, which keeps its processors.
+    pub fn wiki_pause(&mut self, k: usize, job: &str, stop: bool) -> Result<(), BackendError> {
+        let id = self.wiki_job_id(k, job)?;
+        let name = self.clusters[k].cfg.name.clone();
+        let j = &self.jobs[&id];
+        let state = wiki_job(j, &name).state;
+        let fits = j.state == JobState::Running && j.suspended != stop;
+        let action = if stop { "suspend" } else { "resume" };
+        if !fits {
+            return Err(BackendError::WrongState {
+                job: job.to_owned(),
+                state,
+                action,
+            });
+        }
+        self.pause(id, stop).map_err(|_| BackendError::WrongState {
+            job: job.to_owned(),
+            state,
+            action,
+        })
+    }
+
+    /// The Foresight job a WIKI job id names on cluster `k`.
+    fn wiki_job_id(&self, k: usize, job: &str) -> Result<u64, BackendError> {
+        let name = &self.clusters[k].cfg.name;
+        let unknown = || BackendError::NoSuchJob {
+            job: job.to_owned(),
+        };
+        let id: u64 = job.parse().map_err(|_| unknown())?;
+        if job != id.to_string() {
+            return Err(unknown());
+        }
+        match self.jobs.get(&id) {
+            Some(j) if on_cluster(j, name) => Ok(id),
+            _ => Err(unknown()),
+        }
+    }
+}
+
+/// True when job `j` belongs to cluster `name`: asked for it, or has a part there.
+fn on_cluster(j: &JobRecord, name: &str) -> bool {
+    j.cluster.as_deref() == Some(name) || j.parts.iter().any(|p| p.cluster == name)
+}
+
+/// Job `j` of cluster `name` as a WIKI record: `UNAME` its Foresight user, `GNAME` its group
+/// (the user's name when it gives none: a user private group), `ACCOUNT` and `RCLASS` from
+/// its credentials, `TASKLIST` the processors of its part there.
+fn wiki_job(j: &JobRecord, name: &str) -> WikiJob {
+    let state = match j.state {
+        _ if j.held && !j.state.is_final() && j.state != JobState::Running => WikiState::Hold,
+        JobState::Pending | JobState::Planned | JobState::Reserved => WikiState::Idle,
+        JobState::Running if j.suspended => WikiState::Suspended,
+        JobState::Running => WikiState::Running,
+        JobState::Completed | JobState::Failed | JobState::Timeout => WikiState::Completed,
+        JobState::Cancelled => WikiState::Removed,
+    };
+    let group = j.cred[0].clone().unwrap_or_else(|| j.user.clone());
+    let part = j.parts.iter().find(|p| p.cluster == name);
+    let secs = |t: Option<i64>| t.filter(|t| *t > 0).map(|t| t as u64);
+    let update = [Some(j.submitted_at), j.started_at, j.ended_at]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0)
+        .max(0) as u64;
+    WikiJob {
+        update_time: update,
+        queue_time: j.submitted_at.max(0) as u64,
+        start_time: secs(j.started_at),
+        complete_time: if j.state.is_final() {
+            secs(j.ended_at)
+        } else {
+            None
+        },
+        account: j.cred[1].clone(),
+        class: j.cred[2].clone(),
+        tasklist: part
+            .filter(|_| matches!(state, WikiState::Running | WikiState::Suspended))
+            .map(|p| p.processors.iter().map(|p| node_name(*p)).collect())
+            .unwrap_or_default(),
+        ..WikiJob::new(
+            j.id.to_string(),
+            state,
+            j.procs,
+            j.walltime.max(0) as u64,
+            j.user.clone(),
+            group,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClusterConfig, Config, WikiConfig};
+    use crate::world::Effect;
+    use foresight_rm::Outcome;
+
+    /// A world with cluster `maui` (4 processors, scheduled through WIKI) and job 1 of 2
+    /// processors queued on it.
+    fn maui() -> World {
+        let cfg = Config {
+            cluster: vec![ClusterConfig {
+                scheduler: "wiki".into(),
+                wiki: Some(WikiConfig {
+                    listen: "127.0.0.1:0".into(),
+                    key_file: "/nonexistent".into(),
+                    allowed_peers: vec![],
+                    auth: None,
+                }),
+                ..ClusterConfig::local("maui", 4)
+            }],
+            data_dir: "/nonexistent".into(),
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        let j = JobRecord {
+            cluster: Some("maui".into()),
+            co_allocate: false,
+            ..crate::world::tests::job(1, "ann", 2, 60)
+        };
+        w.accept(1_000, vec![j]);
+        w
+    }
+
+    fn list(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_string()).collect()
+    }
+
+    #[test]
+    fn a_queued_job_waits_for_startjob_and_says_so() {
+        let mut w = maui();
+        w.cycle(1_001);
+        assert!(w
+            .effects
+            .iter()
+            .all(|e| !matches!(e, Effect::Launch { .. })));
+        let j = &w.jobs[&1];
+        assert_eq!(j.state, JobState::Pending);
+        assert!(j.reason.as_deref().unwrap().contains("WIKI scheduler"));
+        let jobs = w.wiki_jobs(1_001, 0);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].state, WikiState::Idle);
+        assert_eq!(
+            (jobs[0].user.as_str(), jobs[0].group.as_str()),
+            ("ann", "ann")
+        );
+        assert!(!w.broker.clusters[0].available);
+    }
+
+    #[test]
+    fn startjob_takes_exactly_the_named_processors_or_refuses_changing_nothing() {
+        let mut w = maui();
+        for (tasks, wanted) in [
+            (list(&["p0"]), "asks 2"),
+            (list(&["p0", "p4"]), "p4"),
+            (list(&["p0", "p0"]), "p0"),
+        ] {
+            let e = w.wiki_start(1_001, 0, "1", &tasks).unwrap_err();
+            assert!(e.to_string().contains(wanted), "{e}");
+        }
+        assert!(matches!(
+            w.wiki_start(1_001, 0, "2", &list(&["p0", "p1"])),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+        assert!(matches!(
+            w.wiki_start(1_001, 0, "01", &list(&["p0", "p1"])),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+        assert_eq!(w.jobs[&1].state, JobState::Pending);
+        assert_eq!(w.clusters[0].free.len(), 4);
+
+        w.wiki_start(1_001, 0, "1", &list(&["p3", "p1"])).unwrap();
+        let launched: Vec<Vec<u32>> = w
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Launch { spec, .. } => Some(spec.processors.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(launched, [vec![3, 1]]);
+        assert_eq!(w.jobs[&1].state, JobState::Running);
+        let busy: Vec<String> = w
+            .wiki_nodes(1_002, 0)
+            .into_iter()
+            .filter(|n| n.state == NodeState::Busy)
+            .map(|n| n.name)
+            .collect();
+        assert_eq!(busy, ["p1", "p3"]);
+        assert_eq!(w.wiki_jobs(1_002, 0)[0].tasklist, ["p3", "p1"]);
+        // Started twice: refused as running.
+        assert!(matches!(
+            w.wiki_start(1_002, 0, "1", &list(&["p0", "p2"])),
+            Err(BackendError::WrongState { .. })
+        ));
+        // Its processors come back when it ends; then it is reported completed.
+        let ok = Outcome {
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            started_at: 1_001,
+            ended_at: 1_010,
+            error: None,
+        };
+        w.on_finished(1_010, 0, 1, 0, &ok);
+        assert_eq!(w.clusters[0].free.len(), 4);
+        assert_eq!(w.wiki_jobs(1_011, 0)[0].state, WikiState::Completed);
+        assert!(w.wiki_jobs(1_010 + ENDED_KEPT_SECS + 1, 0).is_empty());
+    }
+
+    #[test]
+    fn suspend_resume_and_cancel_follow_the_job_state() {
+        let mut w = maui();
+        assert!(matches!(
+            w.wiki_pause(0, "1", true),
+            Err(BackendError::WrongState { .. })
+        ));
+        w.wiki_start(1_001, 0, "1", &list(&["p0", "p1"])).unwrap();
+        w.wiki_pause(0, "1", true).unwrap();
+        assert_eq!(w.wiki_jobs(1_002, 0)[0].state, WikiState::Suspended);
+        assert!(w.wiki_pause(0, "1", true).is_err());
+        w.wiki_pause(0, "1", false).unwrap();
+        w.wiki_cancel(1_003, 0, "1").unwrap();
+        assert!(w
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::Kill { job: 1, .. })));
+        assert!(matches!(
+            w.wiki_cancel(1_003, 0, "7"),
+            Err(BackendError::NoSuchJob { .. })
+        ));
+    }
+
+    #[test]
+    fn processor_names_round_trip_and_refuse_others() {
+        assert_eq!(processor_of(&node_name(0), 4), Some(0));
+        assert_eq!(processor_of(&node_name(3), 4), Some(3));
+        assert_eq!(processor_of("p4", 4), None);
+        assert_eq!(processor_of("p01", 4), None);
+        assert_eq!(processor_of("p", 4), None);
+        assert_eq!(processor_of("q1", 4), None);
+        assert_eq!(processor_of("p-1", 4), None);
+    }
+}
