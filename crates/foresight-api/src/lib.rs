@@ -121,6 +121,7 @@ fn yes() -> bool {
 /// A job to run. Without `cluster` it is a global job, planned over the whole grid; with
 /// `cluster` it is a local job of that cluster, queued by the cluster's own policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SubmitJob {
     /// A name for people.
     #[serde(default)]
@@ -174,6 +175,7 @@ pub struct SubmitJob {
 
 /// Many jobs in one request: accepted all together or not at all.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SubmitBatch {
     /// The jobs.
     pub jobs: Vec<SubmitJob>,
@@ -276,6 +278,7 @@ pub struct Explanation {
 
 /// A start-time question: when could such a job start, without submitting it?
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EstimateRequest {
     /// Processors.
     #[serde(default = "one")]
@@ -323,6 +326,7 @@ pub struct Estimate {
 
 /// Who may use a reservation. Names, not ids.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AclSpec {
     /// Users admitted.
     #[serde(default)]
@@ -346,6 +350,7 @@ pub struct AclSpec {
 
 /// A reservation to make.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateReservation {
     /// The cluster.
     pub cluster: String,
@@ -587,6 +592,7 @@ pub struct UserStateChange {
 
 /// A user to create.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateUser {
     /// Name.
     pub name: String,
@@ -605,6 +611,7 @@ pub struct CreateUser {
 
 /// A change of the Unix account a user's local jobs run as.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UnixUserChange {
     /// The account, or null to go back to the default.
     pub unix_user: Option<String>,
@@ -621,6 +628,7 @@ pub struct CreatedUser {
 
 /// A budget change: set it, or add to it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetChange {
     /// New budget (null: unlimited) when `set` is given.
     #[serde(

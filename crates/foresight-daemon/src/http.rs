@@ -4,7 +4,7 @@ use crate::error::ApiError;
 use crate::refusal::Refusal;
 use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
 use crate::user_admin;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -52,32 +52,145 @@ impl Caller {
     }
 }
 
-/// A JSON body whose errors are JSON too, naming what is wrong.
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = Refusal;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Refusal> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(e) => Err(Refusal::invalid("body", e.body_text())),
-        }
+/// An answer made here, before any domain code ran (a request that could not be read).
+fn unreadable(status: StatusCode, code: &str, field: &str, message: String) -> ApiError {
+    ApiError {
+        status,
+        body: foresight_api::ApiError {
+            code: code.into(),
+            field: Some(field.into()),
+            message,
+        },
     }
 }
 
-/// Query parameters whose errors are JSON.
+/// Where a deserialization error points: the path to the value at fault (an unknown field's
+/// own name included), or `whole` when it has no path.
+fn field_of<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>, whole: &str) -> String {
+    let path = e.path().to_string();
+    let path = if path == "." { String::new() } else { path };
+    let inner = e.inner().to_string();
+    let unknown = inner
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next());
+    match (unknown, path.is_empty()) {
+        (Some(name), true) => name.to_string(),
+        (Some(name), false) if !path.ends_with(name) => format!("{path}.{name}"),
+        (None, true) => whole.to_string(),
+        (_, false) => path,
+    }
+}
+
+/// A JSON body whose errors are JSON too, naming the field at fault: 400 for a value of the
+/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json") || v.contains("+json"));
+        if !json {
+            return Err(unreadable(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "body",
+                "expected a request with 'Content-Type: application/json'".into(),
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| {
+                let status = e.status();
+                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "payload_too_large"
+                } else {
+                    "bad_request"
+                };
+                unreadable(status, code, "body", e.body_text())
+            })?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = if e.inner().is_data() {
+                field_of(&e, "body")
+            } else {
+                "body".to_string()
+            };
+            unreadable(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                &field,
+                format!("{field}: {}", e.inner()),
+            )
+        })?;
+        de.end().map_err(|e| {
+            unreadable(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "body",
+                format!("body: {e}"),
+            )
+        })?;
+        Ok(Body(value))
+    }
+}
+
+/// Query parameters whose errors are JSON, naming the parameter at fault.
 pub struct Params<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
-    type Rejection = Refusal;
+    type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Refusal> {
-        match Query::<T>::from_request_parts(parts, state).await {
-            Ok(Query(v)) => Ok(Params(v)),
-            Err(e) => Err(Refusal::invalid("query", e.body_text())),
-        }
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de)
+            .map(Params)
+            .map_err(|e| {
+                let field = field_of(&e, "query");
+                unreadable(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    &field,
+                    format!("{field}: {}", e.inner()),
+                )
+            })
     }
+}
+
+/// A numeric id in the path (`/jobs/{id}`), refused as JSON naming `id` when it is not one.
+pub struct Id(pub u64);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| unreadable(e.status(), "bad_request", "id", e.body_text()))?;
+        raw.parse().map(Id).map_err(|_| {
+            unreadable(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "id",
+                format!("id: {raw:?} is not a number from 0 to {}", u64::MAX),
+            )
+        })
+    }
+}
+
+/// 405 as JSON, naming the method.
+async fn method_not_allowed(method: axum::http::Method) -> ApiError {
+    unreadable(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method",
+        format!("{method} is not allowed on this path"),
+    )
 }
 
 /// The status and JSON body a refusal is answered with.
@@ -147,12 +260,14 @@ pub fn router(service: Arc<Service>) -> Router {
             axum::routing::delete(user_admin::remove_user),
         )
         .route("/whoami", get(whoami))
-        .route("/openapi.json", get(openapi));
+        .route("/openapi.json", get(openapi))
+        .method_not_allowed_fallback(method_not_allowed);
     Router::new()
         .nest(API_PREFIX, api)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(crate::dashboard::router())
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(|| async { Refusal::not_found("no such endpoint") })
         .with_state(service)
 }
@@ -288,7 +403,7 @@ async fn list_jobs(
 async fn show_job(
     State(s): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Id(id): Id,
 ) -> Result<Json<JobView>, Refusal> {
     s.job(&caller.0, id).map(Json)
 }
@@ -302,7 +417,7 @@ macro_rules! job_action {
         async fn $name(
             State(s): State<AppState>,
             caller: Caller,
-            Path($id): Path<u64>,
+            Id($id): Id,
         ) -> Result<Json<JobView>, Refusal> {
             s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
         }
@@ -352,7 +467,7 @@ job_action!(
 async fn explain_job(
     State(s): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Id(id): Id,
 ) -> Result<Json<Explanation>, Refusal> {
     s.explain(&caller.0, id).map(Json)
 }
@@ -386,7 +501,10 @@ async fn create_reservation(
             let end = match (r.end, &r.duration) {
                 (Some(e), _) => e,
                 (None, Some(d)) => {
-                    start + d.seconds().map_err(|m| Refusal::invalid("duration", m))?
+                    crate::limits::instant("start", start)?;
+                    let d = d.seconds().map_err(|m| Refusal::invalid("duration", m))?;
+                    crate::limits::seconds("duration", d)?;
+                    start + d
                 }
                 (None, None) => return Err(Refusal::invalid("end", "give end or duration")),
             };
@@ -437,7 +555,7 @@ async fn list_reservations(
 async fn show_reservation(
     State(s): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Id(id): Id,
 ) -> Result<Json<ReservationView>, Refusal> {
     s.reservations(&caller.0)
         .into_iter()
@@ -452,7 +570,7 @@ async fn show_reservation(
 async fn commit_reservation(
     State(s): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Id(id): Id,
 ) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, _| {
@@ -469,7 +587,7 @@ async fn commit_reservation(
 async fn release_reservation(
     State(s): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Id(id): Id,
 ) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, now| {

@@ -19,6 +19,7 @@ mod dashboard;
 mod data_lock;
 mod error;
 pub mod http;
+mod limits;
 mod metrics;
 mod moment;
 mod output;

@@ -4,7 +4,7 @@
 use crate::http::{Caller, Params};
 use crate::refusal::Refusal;
 use crate::service::Service;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -32,7 +32,7 @@ pub struct OutputQuery {
 pub async fn job_output(
     State(s): State<Arc<Service>>,
     caller: Caller,
-    Path(id): Path<u64>,
+    crate::http::Id(id): crate::http::Id,
     Params(q): Params<OutputQuery>,
 ) -> Result<impl IntoResponse, Refusal> {
     let j = s.job(&caller.0, id)?;

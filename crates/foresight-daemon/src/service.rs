@@ -920,6 +920,7 @@ impl Service {
         if walltime <= 0 {
             return Err(Refusal::invalid("walltime", "must be positive"));
         }
+        crate::limits::seconds("walltime", walltime)?;
         if req.procs == 0 {
             return Err(Refusal::invalid("procs", "must be at least 1"));
         }
@@ -995,6 +996,7 @@ impl Service {
                 "must be non-empty, without spaces",
             ));
         }
+        crate::limits::name("name", &rec.name)?;
         if self.world().users.contains_key(&rec.name) {
             return Err(Refusal::conflict(format!(
                 "user {:?} already exists",

@@ -119,11 +119,13 @@ impl Client {
         let bytes = resp.bytes()?.to_vec();
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes).into_owned();
-            let body: ApiError = serde_json::from_str(&text).unwrap_or(ApiError {
+            let mut body: ApiError = serde_json::from_str(&text).unwrap_or(ApiError {
                 code: "http".into(),
                 field: None,
                 message: text,
             });
+            body.message = printable(&body.message);
+            body.field = body.field.as_deref().map(printable);
             return Err(ServerRefused {
                 status: status.as_u16(),
                 body,
@@ -591,6 +593,23 @@ fn describe_state(j: &JobView) -> String {
 
 pub use crate::moment::when;
 
+/// `text` safe to print on a terminal: control characters (escape sequences that could move
+/// the cursor, retitle the window or clear the screen) are shown escaped, as `\u{1b}`.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// True when a queued job waits for its cluster's WIKI scheduler (Maui) to start it.
 fn waits_for_wiki(j: &JobView) -> bool {
     !j.state.is_final()
@@ -613,8 +632,12 @@ pub fn pad(text: &str, width: usize) -> String {
 /// Rows under a header, columns padded to their widest cell. Padding is done by hand:
 /// `format!`'s width panics from 65536 on, and a name may be that long.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c)).collect())
+        .collect();
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (i, cell) in r.iter().enumerate() {
             width[i] = width[i].max(cell.chars().count());
         }
@@ -631,7 +654,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         s.trim_end().to_string() + "\n"
     };
     let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
+    for r in &rows {
         out.push_str(&line(r.clone()));
     }
     out
@@ -722,7 +745,7 @@ fn show_job(j: &JobView, out: Output) -> Result<()> {
 /// The `job show` text.
 pub fn job_details(j: &JobView) -> String {
     let mut s = String::new();
-    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{v}\n"));
+    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{}\n", printable(&v)));
     kv("id", j.id.to_string());
     kv("name", j.name.clone().unwrap_or_else(|| "-".into()));
     kv("user", j.user.clone());
@@ -1466,4 +1489,20 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_server_returns_cannot_drive_the_terminal() {
+        assert_eq!(printable("Größe\tok"), "Größe\\u{9}ok");
+        assert_eq!(printable("\u{1b}]0;owned\u{7}"), "\\u{1b}]0;owned\\u{7}");
+        let t = table(&["NAME", "X"], &[vec!["a\u{1b}[2J".into(), "1".into()]]);
+        assert!(!t.contains('\u{1b}'), "{t:?}");
+        assert!(t.contains("a\\u{1b}[2J  1"), "{t:?}");
+        let long = "n".repeat(70_000);
+        assert!(table(&["NAME"], &[vec![long]]).len() > 70_000);
+    }
 }

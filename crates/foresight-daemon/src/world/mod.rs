@@ -445,6 +445,31 @@ impl World {
 
     // ---------------------------------------------------------------- jobs
 
+    /// Refuses what `exec` would refuse later (NUL bytes, bad environment names) and names
+    /// that would drive a terminal, at submission rather than at launch.
+    fn check_texts(j: &JobRecord) -> Result<(), Refusal> {
+        use crate::limits;
+        if let Some(n) = &j.name {
+            limits::name("name", n)?;
+        }
+        for (field, c) in ["group", "account", "class", "qos"].iter().zip(&j.cred) {
+            if let Some(c) = c {
+                limits::name(field, c)?;
+            }
+        }
+        for a in &j.command {
+            limits::exec_text("command", a)?;
+        }
+        for (k, v) in &j.env {
+            limits::env_key("env", k)?;
+            limits::exec_text("env", v)?;
+        }
+        if let Some(cwd) = &j.cwd {
+            limits::exec_text("cwd", cwd)?;
+        }
+        Ok(())
+    }
+
     /// Checks a new job against the grid, the reservations and the user's budget.
     pub fn admit(&self, j: &JobRecord) -> Result<(), Refusal> {
         if j.procs == 0 {
@@ -456,6 +481,7 @@ impl World {
                 format!("must be positive, got {} s", j.walltime),
             ));
         }
+        crate::limits::seconds("walltime", j.walltime)?;
         if j.command.is_empty() || j.command[0].is_empty() {
             return Err(Refusal::invalid("command", "must name a program to run"));
         }
@@ -463,7 +489,9 @@ impl World {
             if p.is_nan() || p < 0.0 {
                 return Err(Refusal::invalid("price", "must be a number >= 0"));
             }
+            crate::limits::price("price", p)?;
         }
+        Self::check_texts(j)?;
         if let Some(cwd) = &j.cwd {
             if !cwd.starts_with('/') {
                 return Err(Refusal::invalid(
@@ -1286,6 +1314,8 @@ impl World {
                 format!("must be 1..={max} (cluster {cluster} has {max})"),
             ));
         }
+        crate::limits::instant("start", start)?;
+        crate::limits::instant("end", end)?;
         if end <= start {
             return Err(Refusal::invalid("end", "must be after start"));
         }
@@ -1296,6 +1326,7 @@ impl World {
             if t <= 0 {
                 return Err(Refusal::invalid("ttl", "must be positive"));
             }
+            crate::limits::seconds("ttl", t)?;
         }
         if let Some(&p) = processors.iter().find(|&&p| p >= max) {
             return Err(Refusal::invalid(
