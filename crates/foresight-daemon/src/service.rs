@@ -698,6 +698,15 @@ impl Service {
                     .walltime
                     .seconds()
                     .map_err(|m| at(Refusal::invalid("walltime", m)))?;
+                // A malformed credential is a bad request before it is a forbidden one.
+                for (field, c) in ["group", "account", "class", "qos"]
+                    .into_iter()
+                    .zip([&r.group, &r.account, &r.class, &r.qos])
+                {
+                    if let Some(c) = c {
+                        crate::limits::name(field, c).map_err(at)?;
+                    }
+                }
                 let rec = JobRecord {
                     id: 0,
                     user: user.name.clone(),
