@@ -67,6 +67,8 @@ pub fn usage(jobs: &[JobView], since: i64, until: i64, now: i64, key: UsageKey) 
                 .collect()
         };
         let procs: u32 = parts.iter().map(|p| p.1).sum::<u32>().max(1);
+        // The rows this job touched: it counts once in each.
+        let mut touched = std::collections::BTreeSet::new();
         for (cluster, p) in parts {
             let name = match key {
                 UsageKey::User => j.user.clone(),
@@ -74,26 +76,15 @@ pub fn usage(jobs: &[JobView], since: i64, until: i64, now: i64, key: UsageKey) 
                 UsageKey::Cluster => cluster,
             };
             let row = rows.entry(name.clone()).or_insert_with(|| UsageRow {
-                key: name,
+                key: name.clone(),
                 jobs: 0,
                 proc_hours: 0.0,
                 charged: 0.0,
             });
             row.proc_hours += f64::from(p) * inside as f64 / 3600.0;
             row.charged += j.charged * share * f64::from(p) / f64::from(procs);
-        }
-        // Count the job once per row it touched.
-        let touched: std::collections::BTreeSet<String> = match key {
-            UsageKey::User => [j.user.clone()].into(),
-            UsageKey::Account => [j.account.clone().unwrap_or_else(|| "-".into())].into(),
-            UsageKey::Cluster if j.parts.is_empty() => {
-                [j.cluster.clone().unwrap_or_else(|| "-".into())].into()
-            }
-            UsageKey::Cluster => j.parts.iter().map(|p| p.cluster.clone()).collect(),
-        };
-        for k in touched {
-            if let Some(r) = rows.get_mut(&k) {
-                r.jobs += 1;
+            if touched.insert(name) {
+                row.jobs += 1;
             }
         }
     }

@@ -34,6 +34,16 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
     }
 }
 
+/// The parts asked of clusters that schedule themselves, from a run's actions.
+fn asks(out: &[BrokerAction]) -> Vec<ReservedPart> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { part, .. } => Some(part.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Starts of each job, from a run's actions.
 fn starts(actions: &[BrokerAction]) -> Vec<(JobId, usize)> {
     actions
@@ -242,13 +252,7 @@ fn two_phase_waits_for_every_answer_and_backs_off_on_refusal() {
     b.submit(Time(0), global(1, 4, 30));
     let mut out = Vec::new();
     b.on_cycle(Time(0), &mut out);
-    let asked: Vec<ReservedPart> = out
-        .iter()
-        .filter_map(|a| match a {
-            BrokerAction::Ask { part, .. } => Some(part.clone()),
-            _ => None,
-        })
-        .collect();
+    let asked: Vec<ReservedPart> = asks(&out);
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].window.len(), Dur(60));
     assert!(starts(&out).is_empty());
@@ -395,13 +399,7 @@ fn remote_moves_are_asked_and_applied_only_when_answered() {
     b.submit(Time(0), global(1, 4, 30));
     let mut out = Vec::new();
     b.on_cycle(Time(0), &mut out);
-    let asked: Vec<ReservedPart> = out
-        .iter()
-        .filter_map(|a| match a {
-            BrokerAction::Ask { part, .. } => Some(part.clone()),
-            _ => None,
-        })
-        .collect();
+    let asked: Vec<ReservedPart> = asks(&out);
     assert_eq!(asked.len(), 2, "{out:?}");
     assert!(asked.iter().all(|p| p.window.start == Time(100)));
     for p in &asked {
@@ -482,13 +480,7 @@ fn a_job_across_both_kinds_of_cluster_is_not_moved() {
     .unwrap();
     b.submit(Time(0), global(1, 4, 30));
     b.on_cycle(Time(0), &mut out);
-    let asked: Vec<ReservedPart> = out
-        .iter()
-        .filter_map(|a| match a {
-            BrokerAction::Ask { part, .. } => Some(part.clone()),
-            _ => None,
-        })
-        .collect();
+    let asked: Vec<ReservedPart> = asks(&out);
     assert_eq!(asked.len(), 1, "{out:?}");
     b.on_reservation_answered(Time(1), asked[0].reservation, Ok(()), &mut out);
     b.clusters[1].sched = mirror(2, None, &asked);
