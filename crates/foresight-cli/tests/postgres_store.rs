@@ -53,6 +53,16 @@ fn a_service_on_postgres_runs_jobs_and_keeps_them_across_a_restart() {
     ] {
         assert_eq!(after[field], j[field], "{field}: {after}");
     }
+    // A second service on the same database is refused while this one runs.
+    let (status, err) = start_with_store(&url);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "database {url} is in use by foresight (pid {})",
+            s.pid()
+        )),
+        "{err}"
+    );
     let h = s.show(held);
     assert_eq!(
         (h["state"].as_str(), h["held"].as_bool()),

@@ -71,6 +71,17 @@ pub enum StoreError {
         /// The driver's reason.
         reason: String,
     },
+    /// Another service holds the database.
+    #[error(
+        "database {location} is in use by {holder}: one service per database; stop that one \
+         or give another database"
+    )]
+    InUse {
+        /// The URL, without its password.
+        location: String,
+        /// Who holds it, as the database server knows it.
+        holder: String,
+    },
     /// A user name or token is taken.
     #[error("user {0:?} already exists")]
     UserExists(String),

@@ -4,9 +4,15 @@
 use crate::location::redact;
 use crate::{decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgPool, Row};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The advisory lock a service holds on its database for its whole life (advisory locks are
+/// per database). One service per database: two would both start the same jobs. Peer
+/// dispatchers sharing one queue will claim rows instead of taking this lock.
+const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768; // "Foresigh"
 
 /// How long opening waits for the server before saying it cannot be reached.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -18,11 +24,14 @@ pub struct PgStore {
     pool: PgPool,
     /// The URL without its password, for errors.
     name: String,
+    /// The connection holding [`SERVICE_LOCK`]; closing it releases the lock.
+    lock: Arc<tokio::sync::Mutex<Option<PgConnection>>>,
 }
 
 impl PgStore {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/db`) and
-    /// brings its schema up to date. The database must exist; its tables are created.
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), takes
+    /// the database for this service (refusing one that another service holds) and brings
+    /// its schema up to date. The database must exist; its tables are created.
     pub async fn open(url: &str) -> Result<PgStore> {
         let name = redact(url);
         let db = |source| StoreError::Database {
@@ -37,7 +46,10 @@ impl PgStore {
             .application_name("foresight");
         // One direct connection first: the pool retries a refused connection until its
         // timeout and then reports only that it timed out; this says why.
-        let probe = tokio::time::timeout(CONNECT_TIMEOUT, options.connect())
+        let lock_options = options
+            .clone()
+            .application_name(&format!("foresight (pid {})", std::process::id()));
+        let mut lock = tokio::time::timeout(CONNECT_TIMEOUT, lock_options.connect())
             .await
             .map_err(|_| StoreError::Unreachable {
                 location: name.clone(),
@@ -47,7 +59,29 @@ impl PgStore {
                 location: name.clone(),
                 reason: e.to_string(),
             })?;
-        let _ = probe.close().await;
+        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(SERVICE_LOCK)
+            .fetch_one(&mut lock)
+            .await
+            .map_err(db)?;
+        if !taken {
+            let holder: Option<String> = sqlx::query_scalar(
+                "SELECT a.application_name || ' from ' || COALESCE(host(a.client_addr), 'a local socket') \
+                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.database = \
+                 (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 AND l.classid = ($1 >> 32)::oid AND l.objid = ($1 & 4294967295)::oid",
+            )
+            .bind(SERVICE_LOCK)
+            .fetch_optional(&mut lock)
+            .await
+            .map_err(db)?;
+            let _ = lock.close().await;
+            return Err(StoreError::InUse {
+                location: name,
+                holder: holder.unwrap_or_else(|| "another service".into()),
+            });
+        }
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
@@ -61,7 +95,11 @@ impl PgStore {
                 path: name.clone(),
                 source,
             })?;
-        Ok(PgStore { pool, name })
+        Ok(PgStore {
+            pool,
+            name,
+            lock: Arc::new(tokio::sync::Mutex::new(Some(lock))),
+        })
     }
 
     fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
@@ -223,5 +261,8 @@ impl Store for PgStore {
 
     async fn close(&self) {
         self.pool.close().await;
+        if let Some(lock) = self.lock.lock().await.take() {
+            let _ = lock.close().await;
+        }
     }
 }

@@ -420,3 +420,22 @@ async fn a_missing_database_is_an_error_naming_it() {
     assert!(e.contains(&url), "{e}");
     assert!(e.contains("no_such_db\" does not exist"), "{e}");
 }
+
+#[tokio::test]
+async fn a_postgres_database_serves_one_store_at_a_time() {
+    let url = foresight_testkit::postgres::database();
+    let location = StoreLocation::Postgres(url.clone());
+    let first = foresight_store::open(&location).await.unwrap();
+    let e = foresight_store::open(&location).await.err().unwrap();
+    let pid = std::process::id();
+    assert!(
+        matches!(&e, StoreError::InUse { location, holder }
+            if *location == url && *holder == format!("foresight (pid {pid}) from 127.0.0.1")),
+        "{e}"
+    );
+    // Closing hands the database over.
+    first.close().await;
+    let second = foresight_store::open(&location).await.unwrap();
+    assert!(second.load_jobs(false).await.unwrap().is_empty());
+    second.close().await;
+}
