@@ -220,3 +220,95 @@ fn reaches_cycle(succs: &[Vec<(usize, usize)>], s: usize) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Time;
+    use crate::workflow::{Edge, Site, Task};
+
+    fn grid() -> GridState {
+        GridState {
+            now: Time(0),
+            horizon: Time::MAX,
+            sites: vec![Site::new("a", 4), Site::new("b", 8)],
+        }
+    }
+
+    fn wf(edges: &[(u32, u32)]) -> Workflow {
+        Workflow {
+            name: "w".into(),
+            priority: 0,
+            tasks: (1..=4)
+                .map(|i| Task::new(i, format!("t{i}"), 2, Dur(10)))
+                .collect(),
+            edges: edges
+                .iter()
+                .map(|&(a, b)| Edge {
+                    from: TaskId(a),
+                    to: TaskId(b),
+                    data_mb: 1.0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        struct Case {
+            name: &'static str,
+            wf: Workflow,
+            want: &'static str,
+        }
+        let mut big = wf(&[]);
+        big.tasks[2].procs = 9;
+        let mut licensed = wf(&[]);
+        licensed.tasks[1].requires = vec!["ansys".into()];
+        let mut dup = wf(&[]);
+        dup.tasks[3].id = TaskId(1);
+        let cases = [
+            Case {
+                name: "cycle",
+                wf: wf(&[(1, 2), (2, 3), (3, 2), (3, 4)]),
+                want: "the edges form a cycle through task \"t2\" (t2 -> t3 -> t2)",
+            },
+            Case {
+                name: "unknown",
+                wf: wf(&[(1, 7)]),
+                want: "edge 1 -> 7 names unknown task 7",
+            },
+            Case {
+                name: "self-loop",
+                wf: wf(&[(3, 3)]),
+                want: "edge 3 -> 3: a task cannot depend on itself",
+            },
+            Case {
+                name: "too large",
+                wf: big,
+                want: "task \"t3\" can never run: no cluster has 9 processors and features [] (largest cluster: 8)",
+            },
+            Case {
+                name: "missing feature",
+                wf: licensed,
+                want: "task \"t2\" can never run: no cluster has 2 processors and features [\"ansys\"] (largest cluster: 8)",
+            },
+            Case {
+                name: "duplicate",
+                wf: dup,
+                want: "task id 1 is used by both \"t1\" and \"t4\"",
+            },
+        ];
+        for c in cases {
+            let err = Dag::new(&c.wf, &grid()).err().map(|e| e.to_string());
+            assert_eq!(err.as_deref(), Some(c.want), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn topological_order_puts_producers_first() {
+        let w = wf(&[(4, 1), (1, 3), (2, 3)]);
+        let d = Dag::new(&w, &grid()).unwrap();
+        assert_eq!(d.topo, vec![1, 3, 0, 2]);
+        assert_eq!(d.hosts[0], vec![0, 1]);
+    }
+}

@@ -187,3 +187,86 @@ pub fn dsc(dag: &Dag<'_>, grid: &GridState, cfg: &DscConfig) -> Result<Mapping, 
     }
     Ok(best.into_mapping(merges))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{Dur, Time};
+    use crate::workflow::{check, greedy, Edge, Site, Task, TaskId, Workflow};
+
+    /// A chain t1 -> t2 -> t3 of 100 s each; cluster `fast` is reserved on [0, 10), cluster
+    /// `slow` (speed 0.25) is free. Greedy starts t1 at once on `slow` (400 s), then t2 and
+    /// t3 on `fast`: makespan 600. Merging the first arc of the dominant sequence onto
+    /// `fast` gives 10 + 3 × 100 = 310, and leaves two groups for two clusters: done.
+    fn case() -> (Workflow, GridState) {
+        let wf = Workflow {
+            name: "chain".into(),
+            priority: 0,
+            tasks: vec![
+                Task::new(1, "t1", 1, Dur(100)),
+                Task::new(2, "t2", 1, Dur(100)),
+                Task::new(3, "t3", 1, Dur(100)),
+            ],
+            edges: vec![
+                Edge {
+                    from: TaskId(1),
+                    to: TaskId(2),
+                    data_mb: 0.0,
+                },
+                Edge {
+                    from: TaskId(2),
+                    to: TaskId(3),
+                    data_mb: 0.0,
+                },
+            ],
+        };
+        let mut fast = Site::new("fast", 1);
+        fast.free.take(Time(0), Time(10), 1);
+        let slow = Site {
+            speed: 0.25,
+            ..Site::new("slow", 1)
+        };
+        let grid = GridState {
+            now: Time(0),
+            horizon: Time::MAX,
+            sites: vec![fast, slow],
+        };
+        (wf, grid)
+    }
+
+    #[test]
+    fn merging_the_dominant_arc_beats_greedy() {
+        let (wf, grid) = case();
+        let dag = Dag::new(&wf, &grid).unwrap();
+        let g = greedy(&dag, &grid).unwrap();
+        assert_eq!(g.makespan(), Dur(600));
+        let m = dsc(&dag, &grid, &DscConfig::default()).unwrap();
+        check(&dag, &grid, &m).unwrap();
+        assert_eq!(m.makespan(), Dur(310));
+        assert_eq!(m.merges, 1);
+        assert!(m.placements.iter().all(|p| p.site == 0));
+    }
+
+    #[test]
+    fn no_merge_beyond_the_horizon_or_the_budget() {
+        let (wf, mut grid) = case();
+        grid.horizon = Time(5); // `fast` has no slot starting before 5
+        let dag = Dag::new(&wf, &grid).unwrap();
+        let m = dsc(&dag, &grid, &DscConfig::default()).unwrap();
+        assert_eq!((m.makespan(), m.merges), (Dur(600), 0));
+        grid.horizon = Time::MAX;
+        let none = DscConfig {
+            base_evaluations: 0,
+            evaluations_per_priority: 0,
+        };
+        let m = dsc(&dag, &grid, &none).unwrap();
+        assert_eq!((m.makespan(), m.merges), (Dur(600), 0));
+    }
+
+    #[test]
+    fn budget_grows_with_priority() {
+        let c = DscConfig::default();
+        assert_eq!(c.budget(0), 200);
+        assert_eq!(c.budget(3), 500);
+    }
+}
