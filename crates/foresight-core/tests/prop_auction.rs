@@ -39,7 +39,9 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => (0..JOBS).prop_map(Op::Open),
-        8 => (0..JOBS + 1, 0..SITES, 0u32..12, 0u32..16, 0u32..400, 0i64..40).prop_map(
+        // Offers from a small set, so that equal bids from different sites (ties) are common;
+        // `procs` is relative to the job's need (0: one too few), `capacity` to `procs`.
+        8 => (0..JOBS + 1, 0..SITES, 0u32..3, 0u32..10, prop_oneof![Just(0u32), Just(100)], prop_oneof![Just(0i64), Just(10)]).prop_map(
             |(job, site, procs, capacity, work, stage)| Op::Bid { job, site, procs, capacity, work, stage }
         ),
         1 => (0..JOBS, 0..SITES).prop_map(|(j, s)| Op::Withdraw(j, s)),
@@ -95,7 +97,7 @@ struct Model {
 fn lot(job: u64) -> Lot {
     Lot {
         job: JobId(job),
-        procs: 1 + (job as u32 * 3) % 8,
+        procs: 1 + (job as u32 * 3) % 8 * (job < JOBS) as u32,
         priority: (job % 4) as u8,
         home: SiteId((job % SITES as u64) as u32),
     }
@@ -117,9 +119,10 @@ proptest! {
             let (event, bid) = match op {
                 Op::Open(j) => (AuctionEvent::Open(lot(j)), None),
                 Op::Bid { job, site, procs, capacity, work, stage } => {
+                    let procs = (lot(job).procs + procs).saturating_sub(1);
                     let offer = Offer {
                         procs,
-                        capacity,
+                        capacity: procs + capacity.saturating_sub(2),
                         preempt_work: f64::from(work),
                         stage: Dur(stage),
                     };

@@ -1,0 +1,87 @@
+//! The sweep's figure: mean response per priority level and dispatcher participation
+//! against α, each point with its 95 % confidence interval.
+
+use super::sweep::SweepReport;
+use crate::plot::{color, figure, legend, Area, Drawn, PlotError, FONT};
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Writes the two-panel SVG figure of `report` to `path`.
+pub fn write_alpha_figure(path: &Path, report: &SweepReport) -> Result<(), PlotError> {
+    let levels = report.rows.first().map_or(0, |r| r.response.len());
+    // (name, points (α, mean, half-width)) per line of each panel.
+    type Line = (String, Vec<(f64, f64, f64)>);
+    let response: Vec<Line> = (0..levels)
+        .rev()
+        .map(|p| {
+            let pts = report
+                .rows
+                .iter()
+                .map(|r| (r.alpha, r.response[p].mean, r.response[p].ci95))
+                .filter(|(_, m, _)| m.is_finite())
+                .collect();
+            (format!("priority {p}"), pts)
+        })
+        .collect();
+    let share: Vec<Line> = vec![(
+        "dispatchers bidding".into(),
+        report
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.alpha,
+                    100.0 * r.participation.mean,
+                    100.0 * r.participation.ci95,
+                )
+            })
+            .collect(),
+    )];
+    figure(path, "English auction: duration α (mean runtimes)", 2, |k, area| {
+        if k == 0 {
+            chart(area, "mean response per priority", "mean response (mean runtimes)", &response)
+        } else {
+            chart(area, "participation per auction", "dispatchers bidding (%)", &share)
+        }
+    })
+}
+
+fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[(String, Vec<(f64, f64, f64)>)]) -> Drawn {
+    let pts = lines.iter().flat_map(|(_, p)| p.iter());
+    let xmax = pts.clone().map(|p| p.0).fold(0.0, f64::max) * 1.05 + 1e-9;
+    let ymax = pts
+        .map(|p| p.1 + p.2.max(0.0))
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+        * 1.1
+        + 1e-9;
+    let mut c = ChartBuilder::on(area)
+        .caption(title, (FONT, 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+        .map_err(|e| e.to_string())?;
+    c.configure_mesh()
+        .x_desc("α")
+        .y_desc(y)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, (name, p)) in lines.iter().enumerate() {
+        let col = color(i);
+        c.draw_series(LineSeries::new(p.iter().map(|q| (q.0, q.1)), col.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+        // Error bars: the interval as a vertical segment with a dot at the mean.
+        c.draw_series(
+            p.iter()
+                .filter(|q| q.2.is_finite())
+                .map(|&(x, m, h)| PathElement::new(vec![(x, m - h), (x, m + h)], col.stroke_width(1))),
+        )
+        .map_err(|e| e.to_string())?;
+        c.draw_series(p.iter().map(|&(x, m, _)| Circle::new((x, m), 3, col.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    legend(&mut c)
+}
