@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::auction::{
-    price, AuctionConfig, AuctionEvent, AuctionHouse, Decision, Lot, Offer, Overcommit,
-    ProcsCap, RuntimeTracker, SiteId, Tie, Unsold,
+    price, AuctionConfig, AuctionEvent, AuctionHouse, Decision, Lot, Offer, Overcommit, ProcsCap,
+    RuntimeTracker, SiteId, Tie, Unsold,
 };
 use foresight_core::{Dur, JobId, Time};
 use proptest::prelude::*;
@@ -65,8 +65,8 @@ fn config() -> impl Strategy<Value = AuctionConfig> {
         prop_oneof![Just(0.0), Just(0.8), Just(f64::NEG_INFINITY)],
         prop_oneof![Just(0.1), Just(0.35), Just(1.0)],
     )
-        .prop_map(|(overcommit, tie, unsold, procs_cap, opening_bid, alpha)| {
-            AuctionConfig {
+        .prop_map(
+            |(overcommit, tie, unsold, procs_cap, opening_bid, alpha)| AuctionConfig {
                 alpha,
                 opening_bid,
                 procs_cap,
@@ -74,8 +74,8 @@ fn config() -> impl Strategy<Value = AuctionConfig> {
                 unsold,
                 overcommit,
                 ..AuctionConfig::default()
-            }
-        })
+            },
+        )
 }
 
 #[derive(Clone, Debug)]
@@ -114,7 +114,7 @@ proptest! {
         let mut m = Model::default();
         let mut now = Time(0);
         for (dt, op) in ops {
-            now = now + Dur(dt);
+            now += Dur(dt);
             let mean = house.mean_runtime();
             let (event, bid) = match op {
                 Op::Open(j) => (AuctionEvent::Open(lot(j)), None),

@@ -97,7 +97,11 @@ fn bad_configs_name_what_is_wrong() {
     for (from, to, want) in [
         ("jobs = 400", "jobs = 0", "global.jobs"),
         ("alpha = 0.35", "alpha = -1", "auction.alpha"),
-        ("procs = [4, 8, 16, 32]", "procs = [4, 128]", "fit on no site"),
+        (
+            "procs = [4, 8, 16, 32]",
+            "procs = [4, 128]",
+            "fit on no site",
+        ),
         ("local_load = 0.4", "local_load = 1.5", "local_load"),
         ("preempt = 0.25", "preempt = -1", "weights.preempt"),
         ("tie = \"lowest_site\"", "tie = \"coin\"", "tie"),

@@ -67,6 +67,10 @@ fn cell(e: &Estimate, scale: f64) -> String {
     format!("{:.3} ± {:.3}", e.mean * scale, e.ci95 * scale)
 }
 
+fn pct(e: &Estimate) -> String {
+    format!("{:.1} ± {:.1}", 100.0 * e.mean, 100.0 * e.ci95)
+}
+
 fn print_table(report: &SweepReport, sites: usize) {
     let levels = report.rows.first().map_or(0, |r| r.response.len());
     println!(
@@ -81,7 +85,10 @@ fn print_table(report: &SweepReport, sites: usize) {
     for p in (0..levels).rev() {
         head += &format!("  {:>15}", format!("prio {p}"));
     }
-    head += &format!("  {:>17}  {:>15}  {:>8}", "bidding (%)", "local", "unsold%");
+    head += &format!(
+        "  {:>17}  {:>17}  {:>15}  {:>8}",
+        "bidding (%)", "bidding, sold (%)", "local", "unsold%"
+    );
     println!("{head}");
     for r in &report.rows {
         let mut line = format!("{:>5.2}", r.alpha);
@@ -89,8 +96,9 @@ fn print_table(report: &SweepReport, sites: usize) {
             line += &format!("  {:>15}", cell(&r.response[p], 1.0));
         }
         line += &format!(
-            "  {:>17}  {:>15}  {:>8.1}",
-            format!("{:.1} ± {:.1}", 100.0 * r.participation.mean, 100.0 * r.participation.ci95),
+            "  {:>17}  {:>17}  {:>15}  {:>8.1}",
+            pct(&r.participation),
+            pct(&r.participation_sold),
             cell(&r.local_response, 1.0),
             100.0 * r.unsold_share.mean
         );
@@ -104,10 +112,11 @@ fn print_table(report: &SweepReport, sites: usize) {
         .min_by(|a, b| a.response[top].mean.total_cmp(&b.response[top].mean))
     {
         println!(
-            "top priority's minimum at alpha {:.2}: response {} mean runtimes, {:.1} % of dispatchers bidding",
+            "top priority's minimum at alpha {:.2}: response {} mean runtimes; dispatchers bidding {} % per auction, {} % per auction that sold",
             best.alpha,
             cell(&best.response[top], 1.0),
-            100.0 * best.participation.mean
+            pct(&best.participation),
+            pct(&best.participation_sold)
         );
     }
 }

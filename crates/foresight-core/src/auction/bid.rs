@@ -135,9 +135,17 @@ mod tests {
             victim(13, 2, 8, 10),
         ];
         let (offer, victims) = make_offer(&lot(10, 2), 2, &running, 0, Dur(7)).unwrap();
-        assert_eq!(victims, vec![JobId(12), JobId(11)], "priority 0, least work first");
+        assert_eq!(
+            victims,
+            vec![JobId(12), JobId(11)],
+            "priority 0, least work first"
+        );
         assert_eq!(offer.procs, 10);
-        assert_eq!(offer.capacity, 2 + 12, "the equal-priority job is not a victim");
+        assert_eq!(
+            offer.capacity,
+            2 + 12,
+            "the equal-priority job is not a victim"
+        );
         assert_eq!(offer.preempt_work, 4.0 * 50.0 + 4.0 * 500.0);
         assert!(make_offer(&lot(15, 2), 2, &running, 0, Dur(7)).is_none());
     }

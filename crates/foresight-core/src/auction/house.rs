@@ -379,11 +379,13 @@ impl AuctionHouse {
             .iter()
             .filter(|(_, b)| !b.lapsed)
             .max_by(|(sa, a), (sb, b)| {
-                a.amount.total_cmp(&b.amount).then_with(|| match self.cfg.tie {
-                    // max_by keeps the later of equals, so the preferred one compares greater.
-                    Tie::LowestSite => sb.cmp(sa),
-                    Tie::EarliestBid => b.seq.cmp(&a.seq),
-                })
+                a.amount
+                    .total_cmp(&b.amount)
+                    .then_with(|| match self.cfg.tie {
+                        // max_by keeps the later of equals, so the preferred one compares greater.
+                        Tie::LowestSite => sb.cmp(sa),
+                        Tie::EarliestBid => b.seq.cmp(&a.seq),
+                    })
             })
             .map(|(s, b)| (*s, b.clone()));
         let Some((site, win)) = best else {

@@ -34,7 +34,10 @@ impl RuntimeTracker {
         self.recent.push_back(r);
         self.sum += r;
         if self.recent.len() > self.window {
-            let old = self.recent.pop_front().expect("invariant: longer than window");
+            let old = self
+                .recent
+                .pop_front()
+                .expect("invariant: longer than window");
             self.sum -= old;
         }
     }

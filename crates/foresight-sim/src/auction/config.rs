@@ -34,6 +34,12 @@ pub struct AuctionSimConfig {
     /// `response` (its conclusion's wording).
     #[serde(default)]
     pub normaliser: Normaliser,
+    /// How often a site's dispatcher reads the global queue for new auctions, in mean
+    /// runtimes of the workload (`global.mean_runtime_seconds`); sites read at evenly spread
+    /// phases. 0 (the default): every dispatcher sees a new auction at once. Between reads a
+    /// dispatcher re-bids on load changes only in the auctions it has seen.
+    #[serde(default)]
+    pub dispatcher_poll: f64,
     /// Multiplies every time of the workload (arrivals, runtimes, staging): results in units
     /// of the mean runtime do not change (the seed's main claim, a property test).
     #[serde(default = "one_u")]
@@ -224,7 +230,10 @@ impl AuctionSimConfig {
             .map(|s| s.nodes * s.cores_per_node)
             .max()
             .unwrap_or(0);
-        for (k, v) in [("global.procs", &g.procs), ("global.local_procs", &g.local_procs)] {
+        for (k, v) in [
+            ("global.procs", &g.procs),
+            ("global.local_procs", &g.local_procs),
+        ] {
             if v.is_empty() || v.contains(&0) {
                 p.push(format!("{k} must list processor counts >= 1"));
             }
@@ -251,6 +260,12 @@ impl AuctionSimConfig {
         }
         if !(finite_nonneg(g.input_mb[0]) && g.input_mb[0] <= g.input_mb[1]) {
             p.push("global.input_mb must be [min, max] with 0 <= min <= max".into());
+        }
+        if !finite_nonneg(self.dispatcher_poll) {
+            p.push(format!(
+                "dispatcher_poll must be a number >= 0, got {}",
+                self.dispatcher_poll
+            ));
         }
         if self.seeds == 0 {
             p.push("seeds must be at least 1".into());

@@ -6,11 +6,12 @@ use crate::plot::{color, figure, legend, Area, Drawn, PlotError, FONT};
 use plotters::prelude::*;
 use std::path::Path;
 
+/// One line of a panel: its name and its points (α, mean, half-width of the interval).
+type Line = (String, Vec<(f64, f64, f64)>);
+
 /// Writes the two-panel SVG figure of `report` to `path`.
 pub fn write_alpha_figure(path: &Path, report: &SweepReport) -> Result<(), PlotError> {
     let levels = report.rows.first().map_or(0, |r| r.response.len());
-    // (name, points (α, mean, half-width)) per line of each panel.
-    type Line = (String, Vec<(f64, f64, f64)>);
     let response: Vec<Line> = (0..levels)
         .rev()
         .map(|p| {
@@ -23,30 +24,53 @@ pub fn write_alpha_figure(path: &Path, report: &SweepReport) -> Result<(), PlotE
             (format!("priority {p}"), pts)
         })
         .collect();
-    let share: Vec<Line> = vec![(
-        "dispatchers bidding".into(),
-        report
-            .rows
-            .iter()
-            .map(|r| {
-                (
-                    r.alpha,
-                    100.0 * r.participation.mean,
-                    100.0 * r.participation.ci95,
+    let pct = |e: &super::Estimate| (100.0 * e.mean, 100.0 * e.ci95);
+    let share: Vec<Line> = vec![
+        (
+            "every auction".into(),
+            report
+                .rows
+                .iter()
+                .map(|r| (r.alpha, pct(&r.participation).0, pct(&r.participation).1))
+                .collect(),
+        ),
+        (
+            "auctions that sold".into(),
+            report
+                .rows
+                .iter()
+                .map(|r| {
+                    let (m, h) = pct(&r.participation_sold);
+                    (r.alpha, m, h)
+                })
+                .collect(),
+        ),
+    ];
+    figure(
+        path,
+        "English auction: duration α (mean runtimes)",
+        2,
+        |k, area| {
+            if k == 0 {
+                chart(
+                    area,
+                    "mean response per priority",
+                    "mean response (mean runtimes)",
+                    &response,
                 )
-            })
-            .collect(),
-    )];
-    figure(path, "English auction: duration α (mean runtimes)", 2, |k, area| {
-        if k == 0 {
-            chart(area, "mean response per priority", "mean response (mean runtimes)", &response)
-        } else {
-            chart(area, "participation per auction", "dispatchers bidding (%)", &share)
-        }
-    })
+            } else {
+                chart(
+                    area,
+                    "participation per auction",
+                    "dispatchers bidding (%)",
+                    &share,
+                )
+            }
+        },
+    )
 }
 
-fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[(String, Vec<(f64, f64, f64)>)]) -> Drawn {
+fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
     let pts = lines.iter().flat_map(|(_, p)| p.iter());
     let xmax = pts.clone().map(|p| p.0).fold(0.0, f64::max) * 1.05 + 1e-9;
     let ymax = pts
@@ -69,19 +93,25 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[(String, Vec<(f64, f64,
         .map_err(|e| e.to_string())?;
     for (i, (name, p)) in lines.iter().enumerate() {
         let col = color(i);
-        c.draw_series(LineSeries::new(p.iter().map(|q| (q.0, q.1)), col.stroke_width(2)))
-            .map_err(|e| e.to_string())?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+        c.draw_series(LineSeries::new(
+            p.iter().map(|q| (q.0, q.1)),
+            col.stroke_width(2),
+        ))
+        .map_err(|e| e.to_string())?
+        .label(name.as_str())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
         // Error bars: the interval as a vertical segment with a dot at the mean.
         c.draw_series(
-            p.iter()
-                .filter(|q| q.2.is_finite())
-                .map(|&(x, m, h)| PathElement::new(vec![(x, m - h), (x, m + h)], col.stroke_width(1))),
+            p.iter().filter(|q| q.2.is_finite()).map(|&(x, m, h)| {
+                PathElement::new(vec![(x, m - h), (x, m + h)], col.stroke_width(1))
+            }),
         )
         .map_err(|e| e.to_string())?;
-        c.draw_series(p.iter().map(|&(x, m, _)| Circle::new((x, m), 3, col.filled())))
-            .map_err(|e| e.to_string())?;
+        c.draw_series(
+            p.iter()
+                .map(|&(x, m, _)| Circle::new((x, m), 3, col.filled())),
+        )
+        .map_err(|e| e.to_string())?;
     }
     legend(&mut c)
 }

@@ -37,6 +37,8 @@ pub struct RunResult {
     /// Mean share of the sites' dispatchers that bid in an auction (every auction closed,
     /// sold or not).
     pub participation: f64,
+    /// The same over the auctions that sold their job.
+    pub participation_sold: f64,
     /// Auctions closed (a job unsold and auctioned again counts again).
     pub auctions: u64,
     /// Auctions that closed without a bid.
@@ -61,11 +63,24 @@ enum Jid {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     /// A running job's end, valid while its run's version is current.
-    End { site: usize, job: Jid, version: u64 },
-    Local { site: usize, index: usize },
-    Global { index: usize },
+    End {
+        site: usize,
+        job: Jid,
+        version: u64,
+    },
+    Local {
+        site: usize,
+        index: usize,
+    },
+    Global {
+        index: usize,
+    },
     /// An auction is due to close (or an unsold job to reopen).
     Due,
+    /// A site's dispatcher reads the global queue.
+    Poll {
+        site: usize,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -106,7 +121,12 @@ struct Sim<'a> {
     version: u64,
     now: Time,
     finished: usize,
+    /// Between reads of the global queue, `Some(seconds)`; `None`: dispatchers see at once.
+    poll: Option<i64>,
+    /// Per site, the jobs whose auctions its dispatcher has seen.
+    known: Vec<BTreeSet<JobId>>,
     bidders: u64,
+    bidders_sold: u64,
     auctions: u64,
     unsold: u64,
     preemptions: u64,
@@ -117,7 +137,8 @@ struct Sim<'a> {
 pub fn run(cfg: &AuctionSimConfig, streams: &Streams, alpha: f64, seed: u64) -> RunResult {
     let mut auction = cfg.auction.clone();
     auction.alpha = alpha;
-    let prior = Dur((cfg.global.mean_runtime_seconds.round() as i64).max(1) * i64::from(cfg.time_scale));
+    let prior =
+        Dur((cfg.global.mean_runtime_seconds.round() as i64).max(1) * i64::from(cfg.time_scale));
     let mut sim = Sim {
         cfg,
         streams,
@@ -148,7 +169,13 @@ pub fn run(cfg: &AuctionSimConfig, streams: &Streams, alpha: f64, seed: u64) -> 
         version: 0,
         now: Time(0),
         finished: 0,
+        poll: (cfg.dispatcher_poll > 0.0).then(|| {
+            ((cfg.dispatcher_poll * cfg.global.mean_runtime_seconds).round() as i64).max(1)
+                * i64::from(cfg.time_scale)
+        }),
+        known: vec![BTreeSet::new(); cfg.site.len()],
         bidders: 0,
+        bidders_sold: 0,
         auctions: 0,
         unsold: 0,
         preemptions: 0,
@@ -160,6 +187,12 @@ pub fn run(cfg: &AuctionSimConfig, streams: &Streams, alpha: f64, seed: u64) -> 
     for (s, jobs) in streams.local.iter().enumerate() {
         if let Some(j) = jobs.first() {
             sim.push(Time(j.submit), Ev::Local { site: s, index: 0 });
+        }
+    }
+    if let Some(every) = sim.poll {
+        let n = cfg.site.len() as i64;
+        for site in 0..cfg.site.len() {
+            sim.push(Time(every * (site as i64 + 1) / n), Ev::Poll { site });
         }
     }
     while sim.finished < streams.global.len() {
@@ -198,7 +231,13 @@ impl Sim<'_> {
             Ev::Local { site, index } => {
                 let j = self.streams.local[site][index];
                 if let Some(next) = self.streams.local[site].get(index + 1) {
-                    self.push(Time(next.submit), Ev::Local { site, index: index + 1 });
+                    self.push(
+                        Time(next.submit),
+                        Ev::Local {
+                            site,
+                            index: index + 1,
+                        },
+                    );
                 }
                 self.local_left.insert((site, index), j.runtime);
                 let id = Jid::Local(site, index);
@@ -239,6 +278,15 @@ impl Sim<'_> {
             Ev::Due => {
                 self.due.remove(&self.now);
                 self.house_event(AuctionEvent::Tick);
+            }
+            Ev::Poll { site } => {
+                if let Some(every) = self.poll {
+                    self.push(self.now + Dur(every), Ev::Poll { site });
+                }
+                let open: Vec<JobId> = self.house.open_auctions().map(|(l, _)| l.job).collect();
+                self.known[site].extend(open);
+                self.house_event(AuctionEvent::Tick);
+                self.rebid(site, None);
             }
         }
     }
@@ -346,13 +394,20 @@ impl Sim<'_> {
             .open_auctions()
             .map(|(l, _)| *l)
             .filter(|l| only.is_none_or(|j| j == l.job))
+            .filter(|l| self.poll.is_none() || self.known[site].contains(&l.job))
             .collect();
         lots.sort_by_key(|l| (Reverse(l.priority), l.job));
         let sid = SiteId(site as u32);
         for lot in lots {
             let held = self.house.held(sid, lot.job);
             let stage = self.staging(lot.job.0 as usize, site);
-            let offer = make_offer(&lot, self.sites[site].free, &self.victims(site), held, stage);
+            let offer = make_offer(
+                &lot,
+                self.sites[site].free,
+                &self.victims(site),
+                held,
+                stage,
+            );
             let ev = match offer {
                 Some((offer, _)) => AuctionEvent::Bid {
                     job: lot.job,
@@ -373,14 +428,18 @@ impl Sim<'_> {
         let mut todo: VecDeque<Decision> = self.house.handle(self.now, ev).into();
         while let Some(d) = todo.pop_front() {
             match d {
-                Decision::Opened { job, .. } => {
+                // Polling dispatchers see a new auction at their next read of the queue.
+                Decision::Opened { job, .. } if self.poll.is_none() => {
                     for s in 0..self.sites.len() {
                         self.rebid(s, Some(job));
                     }
                 }
-                Decision::Awarded { job, site, bidders, .. } => {
+                Decision::Awarded {
+                    job, site, bidders, ..
+                } => {
                     self.auctions += 1;
                     self.bidders += bidders as u64;
+                    self.bidders_sold += bidders as u64;
                     self.award(job.0 as usize, site.0 as usize);
                 }
                 Decision::Unsold { bidders, .. } => {
@@ -389,7 +448,10 @@ impl Sim<'_> {
                     self.bidders += bidders as u64;
                 }
                 Decision::Lapsed { job, site } => self.rebid(site.0 as usize, Some(job)),
-                Decision::Accepted { .. } | Decision::Refused { .. } | Decision::Rebid { .. } => {}
+                Decision::Opened { .. }
+                | Decision::Accepted { .. }
+                | Decision::Refused { .. }
+                | Decision::Rebid { .. } => {}
             }
         }
     }
@@ -442,13 +504,22 @@ impl Sim<'_> {
         let response = sum
             .iter()
             .zip(&jobs)
-            .map(|(s, &n)| if n == 0 { f64::NAN } else { s / n as f64 / unit })
+            .map(|(s, &n)| {
+                if n == 0 {
+                    f64::NAN
+                } else {
+                    s / n as f64 / unit
+                }
+            })
             .collect();
         let (ls, ln) = self
             .local_end
             .iter()
             .fold((0.0, 0u64), |(s, n), ((site, i), end)| {
-                (s + (end.0 - self.streams.local[*site][*i].submit) as f64, n + 1)
+                (
+                    s + (end.0 - self.streams.local[*site][*i].submit) as f64,
+                    n + 1,
+                )
             });
         RunResult {
             alpha,
@@ -459,6 +530,12 @@ impl Sim<'_> {
                 0.0
             } else {
                 self.bidders as f64 / (self.auctions as f64 * self.sites.len() as f64)
+            },
+            participation_sold: if self.auctions == self.unsold {
+                0.0
+            } else {
+                self.bidders_sold as f64
+                    / ((self.auctions - self.unsold) as f64 * self.sites.len() as f64)
             },
             auctions: self.auctions,
             unsold: self.unsold,

@@ -26,6 +26,8 @@ pub struct AlphaRow {
     pub response: Vec<Estimate>,
     /// Mean share of dispatchers bidding per auction.
     pub participation: Estimate,
+    /// The same over the auctions that sold their job.
+    pub participation_sold: Estimate,
     /// Mean response of local jobs, in mean runtimes.
     pub local_response: Estimate,
     /// Auctions closed without a bid, as a share of auctions.
@@ -77,9 +79,9 @@ pub fn parse_alphas(s: &str) -> Result<Vec<f64>, String> {
 /// Student t quantile of 0.975 for `df` degrees of freedom.
 pub fn t975(df: usize) -> f64 {
     const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
     ];
     match df {
         0 => f64::NAN,
@@ -136,6 +138,7 @@ pub fn sweep(cfg: &AuctionSimConfig, alphas: &[f64], seeds: u64) -> SweepReport 
                     .map(|p| estimate(of.iter().map(|r| r.response[p])))
                     .collect(),
                 participation: estimate(of.iter().map(|r| r.participation)),
+                participation_sold: estimate(of.iter().map(|r| r.participation_sold)),
                 local_response: estimate(of.iter().map(|r| r.local_response)),
                 unsold_share: estimate(
                     of.iter()
