@@ -28,8 +28,10 @@ fn sweeps_alpha_with_intervals_and_draws_the_figure() {
         .get_output()
         .stdout
         .clone();
-    let rows: Value = serde_json::from_slice(&out).unwrap();
-    let rows = rows.as_array().unwrap();
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out["seeds"], serde_json::json!([1, 2, 3]));
+    assert!(out["lookahead"].is_null(), "no comparison asked for");
+    let rows = out["rows"].as_array().unwrap();
     let alphas: Vec<f64> = rows.iter().map(|r| r["alpha"].as_f64().unwrap()).collect();
     assert_eq!(alphas, vec![0.1, 0.2, 0.3]);
     for r in rows {
@@ -56,6 +58,25 @@ fn the_table_names_the_top_priority_minimum() {
         .success()
         .stdout(contains("top priority's minimum at alpha 0.35"))
         .stdout(contains("over 2 seeds (1..=2)"));
+}
+
+#[test]
+fn compares_with_the_lookahead_broker_on_the_same_streams() {
+    let out = Command::cargo_bin("foresight")
+        .unwrap()
+        .args(["sim", "auction", "--config", &example(), "--seeds", "1"])
+        .args(["--compare-lookahead", "-o", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out: Value = serde_json::from_slice(&out).unwrap();
+    let l = out["lookahead"].as_array().unwrap();
+    assert_eq!(l.len(), 4);
+    for e in l {
+        assert!(e["mean"].as_f64().unwrap() >= 1.0, "{e}");
+    }
 }
 
 #[test]

@@ -3,7 +3,10 @@
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use foresight_sim::auction::plot::write_alpha_figure;
-use foresight_sim::auction::{parse_alphas, sweep, AuctionSimConfig, Estimate, SweepReport};
+use foresight_sim::auction::{
+    lookahead_rows, parse_alphas, sweep, AuctionSimConfig, Estimate, SweepReport,
+};
+use serde_json::json;
 use std::path::PathBuf;
 
 /// Options of `foresight sim auction`.
@@ -22,6 +25,10 @@ pub struct SimAuctionOpts {
     /// Write an SVG of response per priority and participation against α to FILE.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Also run the same streams under the centralized lookahead broker (`sim grid`'s), which
+    /// knows no priorities or preemption, and report its response per priority level.
+    #[arg(long)]
+    compare_lookahead: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: Format,
@@ -56,9 +63,34 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
     if let Some(path) = &opts.plot {
         write_alpha_figure(path, &report).with_context(|| format!("--plot {}", path.display()))?;
     }
+    let lookahead = if opts.compare_lookahead {
+        let dir = std::env::temp_dir().join(format!("foresight-auction-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let rows = lookahead_rows(&cfg, seeds, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        Some(rows.context("the lookahead comparison")?)
+    } else {
+        None
+    };
     match opts.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report.rows)?),
-        Format::Table => print_table(&report, cfg.site.len()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "seeds": report.seeds,
+                "rows": report.rows,
+                "lookahead": lookahead,
+            }))?
+        ),
+        Format::Table => {
+            print_table(&report, cfg.site.len());
+            if let Some(l) = &lookahead {
+                let mut line = "lookahead (centralized, no priorities or preemption):".to_string();
+                for p in (0..l.len()).rev() {
+                    line += &format!("  prio {p} {}", cell(&l[p], 1.0));
+                }
+                println!("{line}");
+            }
+        }
     }
     Ok(())
 }

@@ -7,9 +7,11 @@
 //!   sizes).
 //! - [`run`]: one run's event loop, [`run::run`].
 //! - [`sweep`]: α × seeds, means with Student-t 95 % intervals.
+//! - [`lookahead`]: the same streams under the centralized lookahead broker, for comparison.
 //! - [`plot`]: response per priority and participation against α (SVG).
 
 pub mod config;
+pub mod lookahead;
 pub mod plot;
 pub mod run;
 pub mod sweep;
@@ -17,4 +19,4 @@ pub mod workload;
 
 pub use config::AuctionSimConfig;
 pub use run::RunResult;
-pub use sweep::{parse_alphas, sweep, AlphaRow, Estimate, SweepReport};
+pub use sweep::{lookahead_rows, parse_alphas, sweep, AlphaRow, Estimate, SweepReport};

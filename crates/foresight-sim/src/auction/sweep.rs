@@ -155,6 +155,38 @@ pub fn sweep(cfg: &AuctionSimConfig, alphas: &[f64], seeds: u64) -> SweepReport 
     }
 }
 
+/// Mean response per priority level over the seeds under the centralized lookahead broker
+/// (see [`lookahead`](super::lookahead)), writing traces into `dir`; fails if a global job
+/// never started.
+pub fn lookahead_rows(
+    cfg: &AuctionSimConfig,
+    seeds: u64,
+    dir: &std::path::Path,
+) -> Result<Vec<Estimate>, crate::grid::GridError> {
+    let mut per_seed = Vec::new();
+    for i in 0..seeds {
+        let seed = cfg.seed + i;
+        let sub = dir.join(seed.to_string());
+        std::fs::create_dir_all(&sub).map_err(|source| crate::grid::GridError::Io {
+            path: sub.display().to_string(),
+            source,
+        })?;
+        let (r, unstarted) =
+            super::lookahead::lookahead_response(cfg, &generate(cfg, seed), seed, &sub)?;
+        if unstarted > 0 {
+            return Err(crate::grid::GridError::Config {
+                path: "lookahead comparison".into(),
+                message: format!("seed {seed}: {unstarted} global jobs never started"),
+            });
+        }
+        per_seed.push(r);
+    }
+    let levels = usize::from(cfg.global.priorities);
+    Ok((0..levels)
+        .map(|p| estimate(per_seed.iter().map(|r| r[p])))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
