@@ -428,3 +428,214 @@ impl AuctionHouse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lot(job: u64, procs: u32, priority: u8) -> Lot {
+        Lot {
+            job: JobId(job),
+            procs,
+            priority,
+            home: SiteId(0),
+        }
+    }
+
+    fn offer(procs: u32, capacity: u32, stage: i64) -> Offer {
+        Offer {
+            procs,
+            capacity,
+            preempt_work: 0.0,
+            stage: Dur(stage),
+        }
+    }
+
+    fn house(cfg: AuctionConfig) -> AuctionHouse {
+        AuctionHouse::new(cfg, RuntimeTracker::new(10, Dur(100)))
+    }
+
+    fn bid(job: u64, site: u32, o: Offer) -> AuctionEvent {
+        AuctionEvent::Bid {
+            job: JobId(job),
+            site: SiteId(site),
+            offer: o,
+        }
+    }
+
+    #[test]
+    fn closes_after_alpha_mean_runtimes_and_the_highest_bid_wins() {
+        let mut h = house(AuctionConfig {
+            alpha: 0.3,
+            ..AuctionConfig::default()
+        });
+        let d = h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 2)));
+        assert_eq!(
+            d,
+            vec![Decision::Opened {
+                job: JobId(1),
+                closes: Time(30)
+            }]
+        );
+        // 8/4 − 10/100 = 1.9 against 4/4 − 0 = 1.0; then site 1 re-bids lower (loaded).
+        h.handle(Time(5), bid(1, 0, offer(4, 4, 0)));
+        h.handle(Time(6), bid(1, 1, offer(8, 8, 10)));
+        h.handle(Time(7), bid(1, 2, offer(6, 6, 0)));
+        h.handle(Time(8), bid(1, 2, offer(4, 4, 0)));
+        assert!(h.handle(Time(29), AuctionEvent::Tick).is_empty());
+        let d = h.handle(Time(30), AuctionEvent::Tick);
+        assert_eq!(
+            d,
+            vec![Decision::Awarded {
+                job: JobId(1),
+                site: SiteId(1),
+                amount: 1.9,
+                offer: offer(8, 8, 10),
+                bidders: 3,
+            }]
+        );
+        let late = h.handle(Time(30), bid(1, 0, offer(16, 16, 0)));
+        assert_eq!(
+            late,
+            vec![Decision::Refused {
+                job: JobId(1),
+                site: SiteId(0),
+                why: Refusal::Sold
+            }]
+        );
+    }
+
+    #[test]
+    fn ties_go_to_the_lowest_site_or_the_earliest_bid() {
+        for (tie, want) in [(Tie::LowestSite, 1), (Tie::EarliestBid, 3)] {
+            let mut h = house(AuctionConfig {
+                tie,
+                ..AuctionConfig::default()
+            });
+            h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+            h.handle(Time(1), bid(1, 3, offer(4, 4, 0)));
+            h.handle(Time(2), bid(1, 1, offer(4, 4, 0)));
+            // A repeated equal bid keeps its place.
+            h.handle(Time(3), bid(1, 3, offer(4, 4, 0)));
+            h.handle(Time(100), AuctionEvent::Tick);
+            assert_eq!(h.winner(JobId(1)), Some(SiteId(want)), "{tie:?}");
+        }
+    }
+
+    #[test]
+    fn reserved_processors_are_not_offered_twice() {
+        let mut h = house(AuctionConfig::default());
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 6, 0)));
+        h.handle(Time(0), AuctionEvent::Open(lot(2, 4, 0)));
+        h.handle(Time(1), bid(1, 0, offer(8, 8, 0)));
+        assert_eq!(h.held(SiteId(0), JobId(2)), 6);
+        let d = h.handle(Time(1), bid(2, 0, offer(8, 8, 0)));
+        assert_eq!(
+            d,
+            vec![Decision::Refused {
+                job: JobId(2),
+                site: SiteId(0),
+                why: Refusal::Held
+            }]
+        );
+        // Withdrawn from job 1, the processors are free to offer job 2.
+        h.handle(
+            Time(2),
+            AuctionEvent::Withdraw {
+                job: JobId(1),
+                site: SiteId(0),
+            },
+        );
+        let d = h.handle(Time(2), bid(2, 0, offer(8, 8, 0)));
+        assert!(matches!(d[..], [Decision::Accepted { .. }]), "{d:?}");
+    }
+
+    #[test]
+    fn a_win_lapses_the_winners_other_bids() {
+        let mut h = house(AuctionConfig {
+            overcommit: Overcommit::LapseOnAward,
+            ..AuctionConfig::default()
+        });
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 8, 0)));
+        h.handle(Time(10), AuctionEvent::Open(lot(2, 8, 0)));
+        h.handle(Time(11), bid(1, 0, offer(8, 8, 0)));
+        h.handle(Time(11), bid(2, 0, offer(8, 8, 0)));
+        h.handle(Time(11), bid(2, 1, offer(8, 8, 50)));
+        let d = h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(matches!(
+            d[1],
+            Decision::Lapsed {
+                job: JobId(2),
+                site: SiteId(0)
+            }
+        ));
+        h.handle(Time(45), AuctionEvent::Tick);
+        assert_eq!(h.winner(JobId(2)), Some(SiteId(1)), "site 0's bid lapsed");
+    }
+
+    #[test]
+    fn unsold_jobs_wait_for_a_load_change_or_reopen_after_a_delay() {
+        let mut h = house(AuctionConfig::default());
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+        let d = h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(
+            d,
+            vec![Decision::Unsold {
+                job: JobId(1),
+                bidders: 0,
+                reopens: None
+            }]
+        );
+        assert!(h
+            .handle(Time(36), bid(1, 0, offer(4, 4, 0)))
+            .contains(&Decision::Refused {
+                job: JobId(1),
+                site: SiteId(0),
+                why: Refusal::Closed
+            }));
+        let d = h.handle(Time(50), AuctionEvent::LoadChanged(SiteId(2)));
+        assert_eq!(
+            d,
+            vec![Decision::Opened {
+                job: JobId(1),
+                closes: Time(85)
+            }]
+        );
+
+        let mut h = house(AuctionConfig {
+            unsold: Unsold::Reopen { delay: 0.5 },
+            ..AuctionConfig::default()
+        });
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+        h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(h.next_due(), Some(Time(85)));
+        let d = h.handle(Time(85), AuctionEvent::Tick);
+        assert_eq!(
+            d,
+            vec![Decision::Opened {
+                job: JobId(1),
+                closes: Time(120)
+            }]
+        );
+    }
+
+    #[test]
+    fn the_auction_lasts_alpha_times_the_tracked_mean_runtime() {
+        let mut h = house(AuctionConfig {
+            alpha: 0.5,
+            ..AuctionConfig::default()
+        });
+        h.handle(Time(0), AuctionEvent::Finished(Dur(300)));
+        h.handle(Time(0), AuctionEvent::Finished(Dur(500)));
+        let d = h.handle(Time(10), AuctionEvent::Open(lot(1, 1, 0)));
+        assert_eq!(
+            d,
+            vec![Decision::Opened {
+                job: JobId(1),
+                closes: Time(210)
+            }]
+        );
+        assert_eq!(h.mean_runtime(), 400.0);
+    }
+}
