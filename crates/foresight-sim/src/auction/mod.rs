@@ -6,7 +6,7 @@
 //! - [`workload`]: the seeded streams (Poisson arrivals, lognormal runtimes, power-of-two
 //!   sizes).
 //! - [`run`]: one run's event loop, [`run::run`].
-//! - [`sweep`]: α × seeds, means with Student-t 95 % intervals.
+//! - [`sweep`](mod@sweep): α × seeds, means with Student-t 95 % intervals.
 //! - [`lookahead`]: the same streams under the centralized lookahead broker, for comparison.
 //! - [`plot`]: response per priority and participation against α (SVG).
 
