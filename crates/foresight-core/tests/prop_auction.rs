@@ -145,7 +145,6 @@ proptest! {
                 Op::Cancel(j) => (AuctionEvent::Cancel(JobId(j)), None),
                 Op::Tick => (AuctionEvent::Tick, None),
             };
-            let cancel = matches!(event, AuctionEvent::Cancel(_));
             let decisions = house.handle(now, event.clone());
             for d in &decisions {
                 match d {
@@ -181,9 +180,7 @@ proptest! {
                         };
                         m.open.get_mut(&j).unwrap().1.insert(s, Standing { amount: *amount, seq, lapsed: false, need });
                     }
-                    Decision::Refused { job, .. } => {
-                        let _ = job;
-                    }
+                    Decision::Refused { .. } => {}
                     Decision::Lapsed { job, site } => {
                         prop_assert_eq!(cfg.overcommit, Overcommit::LapseOnAward);
                         let s = m.open.get_mut(&job.0).and_then(|(_, b)| b.get_mut(&site.0)).expect("lapse of a standing bid");
@@ -218,10 +215,8 @@ proptest! {
                     }
                 }
             }
-            if cancel {
-                if let AuctionEvent::Cancel(j) = event {
-                    m.open.remove(&j.0);
-                }
+            if let AuctionEvent::Cancel(j) = event {
+                m.open.remove(&j.0);
             }
             if bid.is_some() && !decisions.iter().any(|d| matches!(d, Decision::Accepted { .. } | Decision::Refused { .. })) {
                 prop_assert!(false, "a bid got no answer");

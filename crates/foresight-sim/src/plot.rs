@@ -627,9 +627,7 @@ fn bar_chart(
     legend(&mut chart)
 }
 
-pub(crate) fn legend<'a, X, Y>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-) -> Drawn
+fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Drawn
 where
     X: plotters::coord::ranged1d::Ranged,
     Y: plotters::coord::ranged1d::Ranged,

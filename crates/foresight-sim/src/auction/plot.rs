@@ -2,7 +2,7 @@
 //! against α, each point with its 95 % confidence interval.
 
 use super::sweep::SweepReport;
-use crate::plot::{color, figure, legend, Area, Drawn, PlotError, FONT};
+use crate::plot::{color, figure, Area, Drawn, PlotError, FONT};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -113,5 +113,12 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
         )
         .map_err(|e| e.to_string())?;
     }
-    legend(&mut c)
+    // Upper left: the curves rise with α, so the right side is where they are.
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(|e| e.to_string())
 }
