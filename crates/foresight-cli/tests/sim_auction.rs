@@ -38,7 +38,10 @@ fn sweeps_alpha_with_intervals_and_draws_the_figure() {
         let resp = r["response"].as_array().unwrap();
         assert_eq!(resp.len(), 4, "one estimate per priority level");
         for e in resp {
-            let (m, h) = (e["mean"].as_f64().unwrap(), e["ci95"].as_f64().unwrap());
+            let (m, h) = (
+                e["mean"].as_f64().unwrap(),
+                e["half_width"].as_f64().unwrap(),
+            );
             assert!(m >= 1.0, "a response is at least a runtime: {m}");
             assert!(h > 0.0, "three seeds give an interval");
         }

@@ -96,11 +96,11 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
 }
 
 fn cell(e: &Estimate, scale: f64) -> String {
-    format!("{:.3} ± {:.3}", e.mean * scale, e.ci95 * scale)
+    format!("{:.3} ± {:.3}", e.mean * scale, e.half_width * scale)
 }
 
 fn pct(e: &Estimate) -> String {
-    format!("{:.1} ± {:.1}", 100.0 * e.mean, 100.0 * e.ci95)
+    format!("{:.1} ± {:.1}", 100.0 * e.mean, 100.0 * e.half_width)
 }
 
 fn print_table(report: &SweepReport, sites: usize) {

@@ -18,13 +18,13 @@ pub fn write_alpha_figure(path: &Path, report: &SweepReport) -> Result<(), PlotE
             let pts = report
                 .rows
                 .iter()
-                .map(|r| (r.alpha, r.response[p].mean, r.response[p].ci95))
+                .map(|r| (r.alpha, r.response[p].mean, r.response[p].half_width))
                 .filter(|(_, m, _)| m.is_finite())
                 .collect();
             (format!("priority {p}"), pts)
         })
         .collect();
-    let pct = |e: &super::Estimate| (100.0 * e.mean, 100.0 * e.ci95);
+    let pct = |e: &super::Estimate| (100.0 * e.mean, 100.0 * e.half_width);
     let share: Vec<Line> = vec![
         (
             "every auction".into(),
@@ -74,7 +74,7 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
     let pts = lines.iter().flat_map(|(_, p)| p.iter());
     let xmax = pts.clone().map(|p| p.0).fold(0.0, f64::max) * 1.05 + 1e-9;
     let ymax = pts
-        .map(|p| p.1 + p.2.max(0.0))
+        .map(|p| if p.2.is_finite() { p.1 + p.2 } else { p.1 })
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max)
         * 1.1

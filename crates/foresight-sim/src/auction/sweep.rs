@@ -4,18 +4,9 @@
 use super::config::AuctionSimConfig;
 use super::run::{run, RunResult};
 use super::workload::generate;
+pub use crate::stats::Estimate;
 use rayon::prelude::*;
 use serde::Serialize;
-
-/// A mean over seeds and the half-width of its 95 % confidence interval (Student t with
-/// n − 1 degrees of freedom; 0 for one seed).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Estimate {
-    /// Mean.
-    pub mean: f64,
-    /// Half-width of the 95 % interval.
-    pub ci95: f64,
-}
 
 /// One α summarised over the seeds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -76,42 +67,10 @@ pub fn parse_alphas(s: &str) -> Result<Vec<f64>, String> {
     Ok(v)
 }
 
-/// Student t quantile of 0.975 for `df` degrees of freedom.
-pub fn t975(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=30 => T[df - 1],
-        31..=40 => 2.021,
-        41..=60 => 2.000,
-        61..=120 => 1.980,
-        _ => 1.960,
-    }
-}
-
-/// Mean and 95 % half-width of `xs` (NaNs left out).
+/// Mean and 95 % Student-t interval of `xs`, NaNs (levels without jobs) left out.
 pub fn estimate(xs: impl IntoIterator<Item = f64>) -> Estimate {
     let v: Vec<f64> = xs.into_iter().filter(|x| !x.is_nan()).collect();
-    let n = v.len();
-    if n == 0 {
-        return Estimate {
-            mean: f64::NAN,
-            ci95: f64::NAN,
-        };
-    }
-    let mean = v.iter().sum::<f64>() / n as f64;
-    if n == 1 {
-        return Estimate { mean, ci95: 0.0 };
-    }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    Estimate {
-        mean,
-        ci95: t975(n - 1) * (var / n as f64).sqrt(),
-    }
+    Estimate::ci95(&v)
 }
 
 /// Runs every α over seeds `cfg.seed .. cfg.seed + seeds`, in parallel; the same streams
@@ -204,12 +163,11 @@ mod tests {
     }
 
     #[test]
-    fn estimate_hand_checked() {
-        // mean 2, sample variance 1, n 3: 4.303 × sqrt(1/3).
-        let e = estimate([1.0, 2.0, 3.0]);
-        assert_eq!(e.mean, 2.0);
-        assert!((e.ci95 - 4.303 / 3f64.sqrt()).abs() < 1e-9);
-        assert_eq!(estimate([5.0]).ci95, 0.0);
+    fn estimate_leaves_out_levels_without_jobs() {
+        // mean 2, sample variance 1, n 3: t(0.975, 2) = 4.303 × sqrt(1/3).
+        let e = estimate([1.0, f64::NAN, 2.0, 3.0]);
+        assert_eq!((e.mean, e.samples), (2.0, 3));
+        assert!((e.half_width - 4.303 / 3f64.sqrt()).abs() < 1e-3);
         assert!(estimate([f64::NAN]).mean.is_nan());
     }
 }
