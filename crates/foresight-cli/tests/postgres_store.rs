@@ -145,3 +145,21 @@ fn a_bad_or_unreachable_store_is_refused_by_name_without_its_password() {
         assert!(!err.contains("panicked"), "{store}: {err}");
     }
 }
+
+#[test]
+fn server_config_shows_the_store_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["server", "config", "--data-dir"])
+        .arg(dir.path())
+        .args(["--store", "postgres://ann:s3cret@db.example:5433/grid"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("store = \"postgres://ann:***@db.example:5433/grid\""),
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+}

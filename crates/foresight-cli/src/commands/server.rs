@@ -67,7 +67,12 @@ fn effective(o: &ServerOpts) -> Result<Config> {
 pub fn run(cmd: ServerCommand) -> Result<()> {
     match cmd {
         ServerCommand::Config(o) => {
-            print!("{}", toml::to_string_pretty(&effective(&o)?)?);
+            let mut cfg = effective(&o)?;
+            // What is printed is shared in tickets and chats: no database password.
+            if cfg.store.is_some() {
+                cfg.store = Some(cfg.store_location()?.redacted());
+            }
+            print!("{}", toml::to_string_pretty(&cfg)?);
             Ok(())
         }
         ServerCommand::Start(o) => {
