@@ -82,7 +82,8 @@ fn field_of<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>, whole: &str
 }
 
 /// A JSON body whose errors are JSON too, naming the field at fault: 400 for a value of the
-/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type.
+/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type,
+/// 408 for a body that did not arrive in time.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -102,17 +103,33 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "expected a request with 'Content-Type: application/json'".into(),
             ));
         }
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| {
-                let status = e.status();
-                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    "payload_too_large"
-                } else {
-                    "bad_request"
-                };
-                unreadable(status, code, "body", e.body_text())
-            })?;
+        // A body trickled in byte by byte must not hold the connection (slowloris): it has
+        // until the deadline the accept loop set when its head arrived.
+        let deadline = req
+            .extensions()
+            .get::<crate::acceptor::BodyDeadline>()
+            .copied();
+        let read = axum::body::Bytes::from_request(req, state);
+        let read = match deadline {
+            Some(d) => tokio::time::timeout_at(d.0, read).await.map_err(|_| {
+                unreadable(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "body",
+                    "the request body did not arrive in time ([http] body_timeout_ms)".into(),
+                )
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|e| {
+            let status = e.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "payload_too_large"
+            } else {
+                "bad_request"
+            };
+            unreadable(status, code, "body", e.body_text())
+        })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = if e.inner().is_data() {
