@@ -77,6 +77,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     const DRAIN: Duration = Duration::from_secs(10);
+    const EVICTION: Duration = Duration::from_millis(500);
     let limits = Limits {
         header: cfg.header_timeout(),
         body: cfg.body_timeout(),
@@ -86,6 +87,7 @@ pub async fn serve(
     let open = Arc::new(Semaphore::new(max));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut refused = Refused::default();
+    let registry = Arc::new(Registry::default());
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -101,28 +103,53 @@ pub async fn serve(
                 }
             },
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            refused.count(max, peer);
-            drop(stream);
-            continue;
+        let permit = match open.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // At the cap: make room by closing the connection that has waited longest
+                // without a request being answered, preferring one that never sent a
+                // complete request (a slow client holds those); a new client is then served
+                // even while slow ones fill the cap.
+                let evicted = registry.evict_one();
+                refused.count(max, peer, evicted);
+                if !evicted {
+                    drop(stream);
+                    continue;
+                }
+                match tokio::time::timeout(EVICTION, open.clone().acquire_owned()).await {
+                    Ok(Ok(p)) => p,
+                    _ => {
+                        drop(stream);
+                        continue;
+                    }
+                }
+            }
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let tls = tls.clone();
         let stop = stop_rx.clone();
+        let activity = registry.add();
+        let registry = registry.clone();
         tokio::spawn(async move {
-            let activity = Arc::new(Activity::new());
+            let _registered = Registered(registry, activity.clone());
             let io = Tracked {
                 inner: stream,
                 activity: activity.clone(),
             };
             match tls {
                 None => connection(io, app, limits, activity, stop).await,
-                Some(tls) => match tokio::time::timeout(limits.header, tls.accept(io)).await {
-                    Ok(Ok(io)) => connection(io, app, limits, activity, stop).await,
-                    Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
-                    Err(_) => tracing::debug!("TLS handshake with {peer}: timed out"),
-                },
+                Some(tls) => {
+                    let handshake = tokio::select! {
+                        r = tokio::time::timeout(limits.header, tls.accept(io)) => r,
+                        () = activity.evict.notified() => return,
+                    };
+                    match handshake {
+                        Ok(Ok(io)) => connection(io, app, limits, activity, stop).await,
+                        Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
+                        Err(_) => tracing::debug!("TLS handshake with {peer}: timed out"),
+                    }
+                }
             }
             drop(permit);
         });
@@ -151,25 +178,80 @@ struct Limits {
 /// Connections closed at the cap since the last log line, logged at most once a second.
 #[derive(Default)]
 struct Refused {
-    since_log: u64,
+    evicted: u64,
+    refused: u64,
     last_log: Option<Instant>,
 }
 
 impl Refused {
-    fn count(&mut self, max: usize, peer: std::net::SocketAddr) {
-        self.since_log += 1;
+    fn count(&mut self, max: usize, peer: std::net::SocketAddr, evicted: bool) {
+        if evicted {
+            self.evicted += 1;
+        } else {
+            self.refused += 1;
+        }
         if self
             .last_log
             .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
         {
             tracing::warn!(
-                "connection limit reached ({max} open, [http] max_connections): closed {} new \
-                 connection(s) in the last second, the latest from {peer}",
-                self.since_log
+                "connection limit reached ({max} open, [http] max_connections): in the last \
+                 second {} waiting connection(s) closed to make room and {} new one(s) refused \
+                 (every open one busy), the latest from {peer}",
+                self.evicted,
+                self.refused
             );
-            self.since_log = 0;
+            self.evicted = 0;
+            self.refused = 0;
             self.last_log = Some(Instant::now());
         }
+    }
+}
+
+/// The open connections, for eviction at the cap.
+#[derive(Default)]
+struct Registry {
+    next: AtomicU64,
+    open: std::sync::Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
+}
+
+impl Registry {
+    fn add(&self) -> Arc<Activity> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let a = Arc::new(Activity::new(id));
+        self.lock().insert(id, a.clone());
+        a
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Arc<Activity>>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tells the oldest connection not answering a request to close, preferring one that
+    /// has never had a request; false when every one is answering.
+    fn evict_one(&self) -> bool {
+        let mut open = self.lock();
+        let victim = open
+            .values()
+            .filter(|a| a.answering.load(Ordering::Relaxed) == 0)
+            .min_by_key(|a| (a.requests.load(Ordering::Relaxed) > 0, a.start))
+            .map(|a| a.id);
+        match victim.and_then(|id| open.remove(&id)) {
+            Some(a) => {
+                a.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Removes a connection from the registry when its task ends.
+struct Registered(Arc<Registry>, Arc<Activity>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.lock().remove(&self.1.id);
     }
 }
 
@@ -215,6 +297,7 @@ async fn connection<I>(
                 return;
             }
             () = activity.idle_for(limits.idle) => return,
+            () = activity.evict.notified() => return,
             changed = stop.changed(), if !stopping => {
                 stopping = true;
                 if changed.is_ok() {
@@ -227,17 +310,26 @@ async fn connection<I>(
 
 /// When a connection last moved a byte, and how many of its requests are being answered.
 struct Activity {
+    id: u64,
     start: Instant,
     last_ms: AtomicU64,
     answering: AtomicUsize,
+    /// Requests whose head arrived.
+    requests: AtomicU64,
+    /// Told to close to make room at the cap (a permit, so a notice sent before the
+    /// connection's task waits is not lost).
+    evict: tokio::sync::Notify,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(id: u64) -> Activity {
         Activity {
+            id,
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
             answering: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            evict: tokio::sync::Notify::new(),
         }
     }
 
@@ -270,6 +362,7 @@ struct Answering(Arc<Activity>);
 impl Answering {
     fn new(a: Arc<Activity>) -> Answering {
         a.answering.fetch_add(1, Ordering::Relaxed);
+        a.requests.fetch_add(1, Ordering::Relaxed);
         Answering(a)
     }
 }
