@@ -308,7 +308,7 @@ pub fn router(service: Arc<Service>) -> Router {
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
 )]
 struct ApiDoc;
@@ -323,6 +323,66 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// The refusals every route of a kind can answer, added to each operation that does not
+/// list them itself, so that the document describes every status a route answers: 401 and
+/// 403 on authenticated routes, 400 where there is a parameter or a body, 404 with a path
+/// parameter, 408, 413 and 415 with a body, 409 on changes, 500 everywhere.
+struct CommonResponses;
+
+impl utoipa::Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let refusal = |what: &str| {
+            ResponseBuilder::new()
+                .description(what)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ApiError")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let api = path.starts_with(API_PREFIX);
+            let in_path = path.contains('{');
+            let ops = [
+                (&mut item.get, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.patch, true),
+                (&mut item.delete, true),
+            ];
+            for (op, changes) in ops {
+                let Some(op) = op.as_mut() else { continue };
+                let body = op.request_body.is_some();
+                let params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let mut add = |status: &str, what: &str, when: bool| {
+                    if when {
+                        op.responses
+                            .responses
+                            .entry(status.to_string())
+                            .or_insert_with(|| refusal(what).into());
+                    }
+                };
+                add(
+                    "400",
+                    "Invalid request: the field at fault is named",
+                    api && (body || params),
+                );
+                add("401", "Missing, malformed or unknown token", api);
+                add("403", "The caller may not do this", api);
+                add("404", "No such object", api && in_path);
+                add("408", "The body did not arrive in time", api && body);
+                add("409", "Conflicts with the object's state", api && changes);
+                add("413", "Body over the size limit", api && body);
+                add("415", "Body not application/json", api && body);
+                add("500", "Internal error", api);
+            }
+        }
     }
 }
 
@@ -383,6 +443,7 @@ async fn submit_batch(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct JobFilter {
     /// Only jobs in this state.
     state: Option<String>,
@@ -622,6 +683,7 @@ async fn list_clusters(State(s): State<AppState>, _caller: Caller) -> Json<Vec<C
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct PlanWindow {
     /// One cluster only.
     cluster: Option<String>,
