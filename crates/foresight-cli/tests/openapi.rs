@@ -1,6 +1,8 @@
 //! The OpenAPI document the real server serves is valid OpenAPI 3, by an independent
 //! validator (`openapi-spec-validator`, installed by `.ci/run`).
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::Server;

@@ -3,6 +3,8 @@
 //! a normal client waiting nor stay open past the `[http]` limits; connections past
 //! `max_connections` are closed at once with a log line.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::Server;

@@ -2,6 +2,8 @@
 //! (made here with rcgen), the CLI trusts that CA through `--cacert`, and the CLI never sends a
 //! token over plain HTTP to another machine unless told `--insecure`.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::{wait_for, BIN};
