@@ -58,6 +58,9 @@ pub struct Config {
     /// --unix-user`) wins over this table. Also `FORESIGHT_UNIX_USER="NAME=ACCOUNT,..."`.
     #[serde(default)]
     pub unix_user: std::collections::BTreeMap<String, String>,
+    /// The `[http]` table: HTTPS (`tls_cert`, `tls_key`) and connection limits.
+    #[serde(default)]
+    pub http: crate::http_config::HttpConfig,
 }
 
 /// One cluster.
@@ -283,6 +286,7 @@ impl Default for Config {
             cluster: default_clusters(),
             user: Vec::new(),
             unix_user: std::collections::BTreeMap::new(),
+            http: Default::default(),
         }
     }
 }
@@ -327,6 +331,7 @@ impl Config {
 
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
+        self.http.check()?;
         self.store_location()?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {

@@ -82,7 +82,8 @@ fn field_of<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>, whole: &str
 }
 
 /// A JSON body whose errors are JSON too, naming the field at fault: 400 for a value of the
-/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type.
+/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type,
+/// 408 for a body that did not arrive in time.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -102,17 +103,33 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "expected a request with 'Content-Type: application/json'".into(),
             ));
         }
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| {
-                let status = e.status();
-                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    "payload_too_large"
-                } else {
-                    "bad_request"
-                };
-                unreadable(status, code, "body", e.body_text())
-            })?;
+        // A body trickled in byte by byte must not hold the connection (slowloris): it has
+        // until the deadline the accept loop set when its head arrived.
+        let deadline = req
+            .extensions()
+            .get::<crate::acceptor::BodyDeadline>()
+            .copied();
+        let read = axum::body::Bytes::from_request(req, state);
+        let read = match deadline {
+            Some(d) => tokio::time::timeout_at(d.0, read).await.map_err(|_| {
+                unreadable(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "body",
+                    "the request body did not arrive in time ([http] body_timeout_ms)".into(),
+                )
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|e| {
+            let status = e.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "payload_too_large"
+            } else {
+                "bad_request"
+            };
+            unreadable(status, code, "body", e.body_text())
+        })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = if e.inner().is_data() {
@@ -291,7 +308,7 @@ pub fn router(service: Arc<Service>) -> Router {
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
 )]
 struct ApiDoc;
@@ -306,6 +323,66 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// The refusals every route of a kind can answer, added to each operation that does not
+/// list them itself, so that the document describes every status a route answers: 401 and
+/// 403 on authenticated routes, 400 where there is a parameter or a body, 404 with a path
+/// parameter, 408, 413 and 415 with a body, 409 on changes, 500 everywhere.
+struct CommonResponses;
+
+impl utoipa::Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let refusal = |what: &str| {
+            ResponseBuilder::new()
+                .description(what)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ApiError")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let api = path.starts_with(API_PREFIX);
+            let in_path = path.contains('{');
+            let ops = [
+                (&mut item.get, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.patch, true),
+                (&mut item.delete, true),
+            ];
+            for (op, changes) in ops {
+                let Some(op) = op.as_mut() else { continue };
+                let body = op.request_body.is_some();
+                let params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let mut add = |status: &str, what: &str, when: bool| {
+                    if when {
+                        op.responses
+                            .responses
+                            .entry(status.to_string())
+                            .or_insert_with(|| refusal(what).into());
+                    }
+                };
+                add(
+                    "400",
+                    "Invalid request: the field at fault is named",
+                    api && (body || params),
+                );
+                add("401", "Missing, malformed or unknown token", api);
+                add("403", "The caller may not do this", api);
+                add("404", "No such object", api && in_path);
+                add("408", "The body did not arrive in time", api && body);
+                add("409", "Conflicts with the object's state", api && changes);
+                add("413", "Body over the size limit", api && body);
+                add("415", "Body not application/json", api && body);
+                add("500", "Internal error", api);
+            }
+        }
     }
 }
 
@@ -366,6 +443,7 @@ async fn submit_batch(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct JobFilter {
     /// Only jobs in this state.
     state: Option<String>,
@@ -605,6 +683,7 @@ async fn list_clusters(State(s): State<AppState>, _caller: Caller) -> Json<Vec<C
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct PlanWindow {
     /// One cluster only.
     cluster: Option<String>,

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 /// Which output.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OutputQuery {
     /// Standard error instead of standard output.
     #[serde(default)]

@@ -24,6 +24,14 @@ pub struct Connection {
     /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
     #[arg(long, global = true, env = "FORESIGHT_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Also trust the certificate authorities in this PEM file for an https:// server (a
+    /// private CA) [default: the system's].
+    #[arg(long, global = true, env = "FORESIGHT_CACERT", value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Send the token over plain http:// to a server that is not on this machine (anyone on
+    /// the network path can read it). Certificates of https:// servers are checked anyway.
+    #[arg(long, global = true, env = "FORESIGHT_INSECURE")]
+    pub insecure: bool,
 }
 
 /// Output format.
@@ -99,9 +107,27 @@ impl Client {
                     })?
             }
         };
-        let http = reqwest::blocking::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
-            .build()?;
+        check_transport(&base, conn.insecure)?;
+        let mut builder = reqwest::blocking::Client::builder()
+            .use_rustls_tls()
+            .https_only(!base.starts_with("http://"))
+            .timeout(std::time::Duration::from_secs(60));
+        if let Some(path) = &conn.cacert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--cacert {}: cannot read it", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--cacert {}: not PEM certificates", path.display()))?;
+            if certs.is_empty() {
+                anyhow::bail!(
+                    "--cacert {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
+                    path.display()
+                );
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder.build()?;
         Ok(Client { http, base, token })
     }
 
@@ -155,6 +181,36 @@ impl Client {
 
     fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         self.send(self.http.delete(self.url(path)))
+    }
+}
+
+/// Refuses a server URL the token must not be sent to: a scheme other than http(s), or plain
+/// http to anything but this machine's loopback unless `insecure`.
+fn check_transport(base: &str, insecure: bool) -> Result<()> {
+    let url = reqwest::Url::parse(base)
+        .with_context(|| format!("server URL {base:?} is not a URL (e.g. https://host:8642)"))?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let host = url.host_str().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback || insecure {
+                Ok(())
+            } else {
+                anyhow::bail!(
+                    "refusing to send the token over plain http:// to {base}: it is not this \
+                     machine's loopback, so anyone on the network path could read the token and \
+                     act as you. Use an https:// server (`server start --tls-cert FILE \
+                     --tls-key FILE`), or give --insecure (FORESIGHT_INSECURE=true) if the \
+                     network is trusted"
+                )
+            }
+        }
+        other => anyhow::bail!("server URL {base}: scheme {other:?} is not http or https"),
     }
 }
 

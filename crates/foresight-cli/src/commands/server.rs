@@ -34,6 +34,12 @@ pub struct ServerOpts {
     /// Processors of the default local cluster (when no config file names clusters).
     #[arg(long)]
     procs: Option<u32>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key) [config: http.tls_cert].
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert [config: http.tls_key].
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn effective(o: &ServerOpts) -> Result<Config> {
@@ -55,6 +61,10 @@ fn effective(o: &ServerOpts) -> Result<Config> {
             anyhow::bail!("--procs applies to the default cluster; set procs in the config file");
         }
         cfg.cluster[0].procs = n;
+    }
+    if let (Some(cert), Some(key)) = (&o.tls_cert, &o.tls_key) {
+        cfg.http.tls_cert = Some(cert.clone());
+        cfg.http.tls_key = Some(key.clone());
     }
     if let Ok(v) = std::env::var("FORESIGHT_UNIX_USER") {
         cfg.unix_users_from_env(&v)?;
