@@ -205,6 +205,7 @@ impl Store for SqliteStore {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::{ArrayTask, ConditionRecord, DependencyRecord, Links};
     use foresight_api::{JobState, ReservationState};
 
     fn job(user: &str) -> JobRecord {
@@ -241,6 +242,7 @@ mod tests {
             attempt: 0,
             stdout: None,
             stderr: None,
+            links: None,
         }
     }
 
@@ -312,5 +314,40 @@ mod tests {
         assert_eq!(store.load_users().await.unwrap(), vec![u]);
         // A fourth job continues the numbering: ids are never reused.
         assert_eq!(store.insert_jobs(&[job("cy")]).await.unwrap(), vec![4]);
+    }
+
+    #[tokio::test]
+    async fn dependencies_and_array_membership_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let mut j = job("ann");
+        j.links = Some(Links {
+            dependency: Some(DependencyRecord {
+                text: "afterok:7_1,singleton".into(),
+                any: false,
+                singleton: true,
+                on: vec![ConditionRecord {
+                    kind: foresight_api::DependencyKind::AfterOk,
+                    target: "7_1".into(),
+                    jobs: vec![8],
+                }],
+            }),
+            array: Some(ArrayTask {
+                job: 0,
+                task: 5,
+                position: 2,
+                limit: Some(3),
+            }),
+            waiting: true,
+        });
+        let ids = store.insert_jobs(&[job("ann"), j.clone()]).await.unwrap();
+        j.id = ids[1];
+        store.close().await;
+        let store = SqliteStore::open(&path).await.unwrap();
+        let all = store.load_jobs(true).await.unwrap();
+        assert_eq!(all[1], j);
+        // A job without links is stored without the field, as before it existed.
+        assert_eq!(all[0].links, None);
     }
 }
