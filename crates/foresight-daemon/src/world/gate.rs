@@ -340,3 +340,146 @@ pub fn display_id(j: &JobRecord) -> String {
         None => j.id.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::tests::{cluster, exit, job, launches, world};
+    use super::*;
+    use foresight_store::{ArrayTask, Links};
+
+    fn local(id: u64) -> JobRecord {
+        JobRecord {
+            cluster: Some("a".into()),
+            co_allocate: false,
+            ..job(id, "ann", 1, 60)
+        }
+    }
+
+    fn task(id: u64, first: u64, index: u32, limit: Option<u32>) -> JobRecord {
+        JobRecord {
+            links: Some(Links {
+                array: Some(ArrayTask {
+                    job: first,
+                    task: index,
+                    position: (id - first) as u32,
+                    limit,
+                }),
+                ..Links::default()
+            }),
+            ..local(id)
+        }
+    }
+
+    fn after(id: u64, w: &World, text: &str) -> JobRecord {
+        let user = w.users["ann"].clone();
+        JobRecord {
+            links: Some(Links {
+                dependency: Some(w.resolve_dependency(&user, text).unwrap()),
+                ..Links::default()
+            }),
+            ..local(id)
+        }
+    }
+
+    /// Four tasks with `%2` on a cluster of four processors: two run, each end lets one more.
+    #[test]
+    fn an_array_limit_caps_the_tasks_running_at_once() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(
+            1_000,
+            (10..14)
+                .map(|i| task(i, 10, (i - 10) as u32 * 2, Some(2)))
+                .collect(),
+        );
+        let l = launches(&mut w);
+        assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), vec![10, 11]);
+        assert!(w.jobs[&12].reason.as_deref().unwrap().starts_with(
+            "JobArrayTaskLimit: 2 of array 10's tasks are planned or running, its limit (%2)"
+        ));
+        w.on_finished(1_005, 0, 10, 0, &exit(0));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![12]
+        );
+        assert!(w.jobs[&13].links.as_ref().unwrap().waiting);
+        w.on_finished(1_006, 0, 11, 0, &exit(1));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![13]
+        );
+        // Each task's environment names its index and the array.
+        let spec = w.part_spec(13, 0, vec![0]).unwrap();
+        assert!(spec
+            .env
+            .contains(&("FORESIGHT_ARRAY_TASK_ID".into(), "6".into())));
+        assert!(spec
+            .env
+            .contains(&("FORESIGHT_ARRAY_JOB_ID".into(), "10".into())));
+        assert!(!spec.env.iter().any(|(k, _)| k.starts_with("SLURM_")));
+    }
+
+    /// afterok on a job that fails cancels; afternotok on it then holds; `?` needs one.
+    #[test]
+    fn dependencies_wait_hold_or_never_hold() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(1_000, vec![local(1)]);
+        let deps = vec![
+            after(2, &w, "afterok:1"),
+            after(3, &w, "afternotok:1"),
+            after(4, &w, "afterok:1?afterany:1"),
+        ];
+        w.accept(1_000, deps);
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![1]
+        );
+        assert_eq!(
+            w.jobs[&2].reason.as_deref(),
+            Some("Dependency: waiting for afterok:1 (job 1 is running)")
+        );
+        w.on_finished(1_010, 0, 1, 0, &exit(3));
+        assert_eq!(w.jobs[&2].state, JobState::Cancelled);
+        assert_eq!(
+            w.jobs[&2].reason.as_deref(),
+            Some(
+                "DependencyNeverSatisfied: afterok:1 can never hold (afterok:1 (job 1 is failed))"
+            )
+        );
+        assert_eq!(w.jobs[&2].ended_at, Some(1_010));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        // Another user's job is as unknown as a missing one.
+        let bob = w.users["bob"].clone();
+        assert_eq!(
+            w.resolve_dependency(&bob, "afterok:1").unwrap_err(),
+            Refusal::invalid("dependency", "no job 1 (in \"afterok:1\")")
+        );
+        assert_eq!(
+            w.resolve_dependency(&bob, "afterok:77").unwrap_err(),
+            Refusal::invalid("dependency", "no job 77 (in \"afterok:77\")")
+        );
+    }
+
+    /// A restart restores who waits, and the gate goes on from there.
+    #[test]
+    fn waiting_jobs_still_wait_after_a_restart() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(1_000, vec![local(1)]);
+        w.accept(1_000, vec![after(2, &w, "afterany:1")]);
+        launches(&mut w);
+        let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
+        let mut again = world(vec![cluster("a", 4)]);
+        let adopt = again.restore(1_100, jobs, vec![], vec![]);
+        assert_eq!(adopt.len(), 1, "job 1 is re-adopted");
+        assert!(again.waiting.contains(&2));
+        assert_eq!(again.jobs[&2].state, JobState::Pending);
+        again.on_finished(1_200, 0, 1, 0, &exit(0));
+        assert_eq!(
+            launches(&mut again).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![2]
+        );
+    }
+}
