@@ -20,6 +20,7 @@
 //!   for the service and the simulator (two-phase reservation, charging, work conservation).
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
 //!   earliest start / finish / minimum cost).
+//! - [`workflow`]: DAGs of tasks mapped onto the clusters' free time (DSC, HEFT, greedy).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -39,6 +40,7 @@ pub mod reservation;
 pub mod scheduler;
 pub mod select;
 pub mod time;
+pub mod workflow;
 
 pub use error::{CoreError, Result};
 pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};

@@ -16,6 +16,7 @@
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
+//! - [`stats`]: means with confidence intervals over seeded repetitions.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -27,6 +28,7 @@ pub mod plot;
 pub mod prediction;
 pub mod replay;
 pub mod runner;
+pub mod stats;
 pub mod sweep;
 pub mod swf;
 pub mod workload;
