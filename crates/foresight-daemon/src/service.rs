@@ -728,7 +728,7 @@ impl Service {
                     })
                     .transpose()
                     .map_err(at)?;
-                let links = (dependency.is_some() || array.is_some()).then(|| Links {
+                let links = (dependency.is_some() || array.is_some()).then_some(Links {
                     dependency,
                     array: None,
                     waiting: false,
