@@ -2,6 +2,8 @@
 //! wait, dependencies that can never hold, arrays with a limit on tasks running at once,
 //! array task ids, and all of it surviving a restart.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::*;
