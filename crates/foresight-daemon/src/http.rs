@@ -200,6 +200,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
     }
 }
 
+/// A job in the path (`/jobs/{id}`): `ID`, or `ARRAY_TASK` for a task of an array job;
+/// refused as JSON naming `id` when it is neither.
+pub struct JobPath(pub JobRef);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| unreadable(e.status(), "bad_request", "id", e.body_text()))?;
+        raw.parse().map(JobPath).map_err(|e: String| {
+            unreadable(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "id",
+                format!("id: {e}"),
+            )
+        })
+    }
+}
+
 /// 405 as JSON, naming the method.
 async fn method_not_allowed(method: axum::http::Method) -> ApiError {
     unreadable(
@@ -476,28 +498,31 @@ async fn list_jobs(
 }
 
 /// One job.
-#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = u64, Path, description = "Job id")),
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = String, Path, description = "Job id, or ARRAY_TASK")),
     responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError)))]
 async fn show_job(
     State(s): State<AppState>,
     caller: Caller,
-    Id(id): Id,
+    JobPath(r): JobPath,
 ) -> Result<Json<JobView>, Refusal> {
+    let id = s.job_id(&caller.0, r)?;
     s.job(&caller.0, id).map(Json)
 }
 
 macro_rules! job_action {
     ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
         #[doc = $doc]
-        #[utoipa::path(post, path = $path, params(("id" = u64, Path, description = "Job id")),
+        #[utoipa::path(post, path = $path, params(("id" = String, Path, description = "Job id, or ARRAY_TASK; an array job's id acts on every task")),
             responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
                       (status = 409, body = foresight_api::ApiError)))]
         async fn $name(
             State(s): State<AppState>,
             caller: Caller,
-            Id($id): Id,
+            JobPath(r): JobPath,
         ) -> Result<Json<JobView>, Refusal> {
-            s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
+            s.job_op_each(&caller.0, r, |$w, $now, $id| $body)
+                .await
+                .map(Json)
         }
     };
 }
@@ -540,13 +565,14 @@ job_action!(
 );
 
 /// Why a job has not started yet.
-#[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = u64, Path, description = "Job id")),
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = String, Path, description = "Job id, or ARRAY_TASK")),
     responses((status = 200, body = Explanation)))]
 async fn explain_job(
     State(s): State<AppState>,
     caller: Caller,
-    Id(id): Id,
+    JobPath(r): JobPath,
 ) -> Result<Json<Explanation>, Refusal> {
+    let id = s.job_id(&caller.0, r)?;
     s.explain(&caller.0, id).map(Json)
 }
 

@@ -81,7 +81,42 @@ on_both_backends!(
     users_are_unique_by_name_and_token_and_ordered_bytewise,
     a_damaged_record_is_an_error_naming_its_table_and_row,
     empty_writes_are_no_ops,
+    dependencies_and_array_membership_survive_reopening,
 );
+
+/// Dependencies, array membership and the waiting flag are fields of the stored record.
+async fn dependencies_and_array_membership_survive_reopening(b: Backend) {
+    use foresight_store::{ArrayTask, ConditionRecord, DependencyRecord, Links};
+    let store = b.open().await;
+    let mut j = job("ann");
+    j.links = Some(Links {
+        dependency: Some(DependencyRecord {
+            text: "afterok:7_1,singleton".into(),
+            any: false,
+            singleton: true,
+            on: vec![ConditionRecord {
+                kind: foresight_api::DependencyKind::AfterOk,
+                target: "7_1".into(),
+                jobs: vec![8],
+            }],
+        }),
+        array: Some(ArrayTask {
+            job: 0,
+            task: 5,
+            position: 2,
+            limit: Some(3),
+        }),
+        waiting: true,
+    });
+    let ids = store.insert_jobs(&[job("ann"), j.clone()]).await.unwrap();
+    j.id = ids[1];
+    store.close().await;
+    let store = b.open().await;
+    let all = store.load_jobs(true).await.unwrap();
+    assert_eq!(all[1], j);
+    // A job without links is stored without the field, as before it existed.
+    assert_eq!(all[0].links, None);
+}
 
 fn job(user: &str) -> JobRecord {
     JobRecord {
@@ -117,6 +152,7 @@ fn job(user: &str) -> JobRecord {
         attempt: 0,
         stdout: None,
         stderr: None,
+        links: None,
     }
 }
 

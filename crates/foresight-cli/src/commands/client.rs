@@ -224,21 +224,21 @@ pub enum JobCommand {
     /// List jobs (your own; all for administrators).
     List(ListOpts),
     /// Show one job.
-    Show(IdOpts),
+    Show(JobIdOpts),
     /// Cancel a job.
-    Cancel(IdOpts),
+    Cancel(JobIdOpts),
     /// Hold a job that has not started.
-    Hold(IdOpts),
+    Hold(JobIdOpts),
     /// Release a held job.
-    Release(IdOpts),
+    Release(JobIdOpts),
     /// Suspend a running job.
-    Suspend(IdOpts),
+    Suspend(JobIdOpts),
     /// Resume a suspended job.
-    Resume(IdOpts),
+    Resume(JobIdOpts),
     /// Put a job back in the queue (a running one is stopped and runs again).
-    Requeue(IdOpts),
+    Requeue(JobIdOpts),
     /// Why has a job not started yet?
-    Explain(IdOpts),
+    Explain(JobIdOpts),
     /// Print a job's output (standard output, or --stderr), from the server.
     Cat(CatOpts),
     /// Print the end of a job's output; with -f, follow it as the job writes, until it ends.
@@ -253,8 +253,8 @@ pub enum JobCommand {
 /// Options of `job cat`.
 #[derive(Args)]
 pub struct CatOpts {
-    /// The job.
-    id: u64,
+    /// The job (ID, or ARRAY_TASK for a task of an array job).
+    id: JobRef,
     /// Standard error instead of standard output.
     #[arg(long)]
     stderr: bool,
@@ -304,6 +304,15 @@ pub struct SubmitOpts {
     /// Hold it at submission.
     #[arg(long)]
     hold: bool,
+    /// Wait for other jobs, as sbatch: afterok:ID[:ID...], afterany:ID, afternotok:ID,
+    /// after:ID, singleton; joined by ',' (all must hold) or '?' (any one). A dependency
+    /// that can never hold cancels the job.
+    #[arg(short = 'd', long, value_name = "LIST")]
+    dependency: Option<String>,
+    /// Submit an array of tasks, as sbatch: 0-99, 1,3,5-7, 0-15:4, and %N for at most N
+    /// running at once; each task gets FORESIGHT_ARRAY_TASK_ID and runs as ARRAY_TASK.
+    #[arg(short = 'a', long, value_name = "INDICES")]
+    array: Option<String>,
     /// Account (for reservation ACLs).
     #[arg(long)]
     account: Option<String>,
@@ -344,6 +353,16 @@ pub struct ListOpts {
 
 /// A job id.
 #[derive(Args)]
+pub struct JobIdOpts {
+    /// The job: ID, or ARRAY_TASK (`12_3`) for one task of an array job; an array job's ID
+    /// names every task (`cancel 12` cancels the whole array).
+    id: JobRef,
+    #[command(flatten)]
+    out: OutputOpt,
+}
+
+/// A reservation id.
+#[derive(Args)]
 pub struct IdOpts {
     /// The id.
     id: u64,
@@ -356,6 +375,14 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
     // Input is checked before looking for a server.
     if let JobCommand::Submit(o) = &cmd {
         walltime_ok(&o.time)?;
+        if let Some(d) = &o.dependency {
+            d.parse::<Dependency>()
+                .map_err(|e| bad(format!("--dependency: {e}")))?;
+        }
+        if let Some(a) = &o.array {
+            a.parse::<ArraySpec>()
+                .map_err(|e| bad(format!("--array: {e}")))?;
+        }
     }
     let c = Client::new(conn)?;
     match cmd {
@@ -389,6 +416,8 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 account: o.account,
                 class: None,
                 qos: None,
+                dependency: o.dependency,
+                array: o.array,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
@@ -598,7 +627,7 @@ fn walltime_ok(text: &str) -> Result<()> {
 /// can print the state it ends in rather than `running`.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn act(c: &Client, o: IdOpts, verb: &str) -> Result<()> {
+fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
     // A running job is stopped by signals: its new state comes once its processes are gone
     // (a requeued one may be running again by then, as a new attempt with a new start).
     let path = format!("/jobs/{}", o.id);
@@ -629,9 +658,9 @@ fn act(c: &Client, o: IdOpts, verb: &str) -> Result<()> {
         Output::Json => println!("{}", serde_json::to_string_pretty(&j)?),
         Output::Table if same_run(&j) => println!(
             "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
-            j.id
+            o.id
         ),
-        Output::Table => println!("job {}: {}", j.id, describe_state(&j)),
+        Output::Table => println!("job {}: {}", o.id, describe_state(&j)),
     }
     Ok(())
 }
@@ -640,6 +669,16 @@ fn describe_state(j: &JobView) -> String {
     let mut s = j.state.to_string();
     if j.held {
         s.push_str(" (held)");
+    }
+    // What a job waiting at the gate waits for, by Slurm's reason name.
+    if j.state == JobState::Pending && !j.held {
+        if let Some(r) = &j.reason {
+            for name in ["Dependency", "JobArrayTaskLimit"] {
+                if r.starts_with(&format!("{name}:")) {
+                    s.push_str(&format!(" ({name})"));
+                }
+            }
+        }
     }
     if j.suspended {
         s.push_str(" (suspended)");
@@ -758,7 +797,7 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 (None, true) => None,
             };
             let mut row = vec![
-                j.id.to_string(),
+                j.display_id(),
                 j.user.clone(),
                 j.name.clone().unwrap_or_else(|| "-".into()),
                 describe_state(j),
@@ -802,7 +841,13 @@ fn show_job(j: &JobView, out: Output) -> Result<()> {
 pub fn job_details(j: &JobView) -> String {
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{}\n", printable(&v)));
-    kv("id", j.id.to_string());
+    kv("id", j.display_id());
+    if j.array_job_id.is_some() {
+        kv("job id", j.id.to_string());
+    }
+    if let Some(d) = &j.dependency {
+        kv("dependency", d.clone());
+    }
     kv("name", j.name.clone().unwrap_or_else(|| "-".into()));
     kv("user", j.user.clone());
     kv("state", describe_state(j));
