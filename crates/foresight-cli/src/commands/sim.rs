@@ -29,6 +29,9 @@ pub enum SimCommand {
     Grid(SimGridOpts),
     /// Run traces × policies × options in parallel and compare them.
     Sweep(super::sim_sweep::SimSweepOpts),
+    /// Simulate the decentralized mode: sites bidding for prioritised global jobs in English
+    /// auctions, swept over the auction's length α (seed 001).
+    Auction(super::sim_auction::SimAuctionOpts),
 }
 
 /// Options of `foresight sim grid`.
@@ -156,6 +159,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Run(opts) => sim_run(opts),
         SimCommand::Grid(opts) => sim_grid(opts),
         SimCommand::Sweep(opts) => super::sim_sweep::sim_sweep(opts),
+        SimCommand::Auction(opts) => super::sim_auction::sim_auction(opts),
     }
 }
 
