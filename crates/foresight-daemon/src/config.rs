@@ -123,6 +123,9 @@ pub struct ClusterConfig {
     /// (Maui, Moab) drives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiki: Option<WikiConfig>,
+    /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wiki_rm: Option<crate::wiki_rm::WikiRmConfig>,
 }
 
 /// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
@@ -256,6 +259,7 @@ impl ClusterConfig {
             latency_seconds: 0,
             scheduler: default_scheduler(),
             wiki: None,
+            wiki_rm: None,
         }
     }
 
@@ -267,6 +271,12 @@ impl ClusterConfig {
     /// True when Slurm, not Foresight, schedules this cluster.
     pub fn is_slurm(&self) -> bool {
         self.kind == "slurm"
+    }
+
+    /// True when the service mirrors this cluster from a resource manager's snapshots
+    /// (Slurm, or a WIKI resource manager Foresight schedules) instead of running it.
+    pub fn is_remote(&self) -> bool {
+        self.is_slurm() || self.kind == "wiki"
     }
 }
 
@@ -388,9 +398,13 @@ impl Config {
                         anyhow::bail!("{at}: sync_ms must be at least 1");
                     }
                 }
-                other => {
-                    anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
-                }
+                "wiki" => crate::wiki_rm::check(&at, c)?,
+                other => anyhow::bail!(
+                    "{at}: kind {other:?} is not supported (supported: local, slurm, wiki)"
+                ),
+            }
+            if c.kind != "wiki" && c.wiki_rm.is_some() {
+                anyhow::bail!("{at}: [cluster.wiki_rm] is for kind = \"wiki\" clusters");
             }
             if c.kind != "local" && (c.scheduler != "local" || c.wiki.is_some()) {
                 anyhow::bail!(

@@ -31,6 +31,7 @@ mod plan_view;
 mod refusal;
 pub mod service;
 mod user_admin;
+pub mod wiki_rm;
 pub mod wiki_server;
 #[doc(hidden)]
 pub mod world;

@@ -178,6 +178,11 @@ impl Service {
                 executors.push(None);
                 continue;
             }
+            if c.kind == "wiki" {
+                managers.push(Arc::new(crate::wiki_rm::build(c, &cfg.instance)?));
+                executors.push(None);
+                continue;
+            }
             let (exec, rx) = LocalExecutor::new(
                 dir.join("clusters").join(&c.name),
                 vec![exe.clone().into_os_string(), "supervise".into()],
@@ -263,7 +268,7 @@ impl Service {
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
-            if service.cfg.cluster[k].is_slurm() {
+            if service.cfg.cluster[k].is_remote() {
                 let s = service.clone();
                 tokio::spawn(async move { s.sync_loop(k).await });
             }
@@ -292,7 +297,12 @@ impl Service {
     /// Reads remote cluster `k` every `sync_ms`: the snapshot feeds its mirror and the
     /// reconciliation of our parts and reservations there.
     async fn sync_loop(self: Arc<Self>, k: usize) {
-        let every = Duration::from_millis(self.cfg.cluster[k].sync_ms.max(1));
+        let c = &self.cfg.cluster[k];
+        let every = if c.is_slurm() {
+            Duration::from_millis(c.sync_ms.max(1))
+        } else {
+            crate::wiki_rm::poll_every(c)
+        };
         let manager = self.managers[k].clone();
         loop {
             if self.closing.load(Ordering::Relaxed) {

@@ -290,8 +290,8 @@ impl World {
                     bandwidth_mb_s: c.bandwidth_mb_s,
                     latency: Dur(c.latency_seconds),
                     // A cluster Maui schedules through WIKI takes no global job.
-                    available: !c.is_slurm() && !c.is_wiki_scheduled(),
-                    self_scheduled: c.is_slurm(),
+                    available: !c.is_remote() && !c.is_wiki_scheduled(),
+                    self_scheduled: c.is_remote(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
                     ..GridCluster::new(
@@ -303,9 +303,9 @@ impl World {
                 Cluster {
                     cfg: c.clone(),
                     free: (0..c.procs).collect(),
-                    remote: c.is_slurm(),
-                    unavailable_reason: if c.is_slurm() {
-                        Some("not read from Slurm yet".to_string())
+                    remote: c.is_remote(),
+                    unavailable_reason: if c.is_remote() {
+                        Some(format!("not read from {} yet", c.kind))
                     } else {
                         c.is_wiki_scheduled().then(wiki::unavailable_reason)
                     },
