@@ -16,6 +16,8 @@
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
+//! - [`workflow`]: seeded workflows of standard shapes mapped by DSC, HEFT and greedy onto a
+//!   grid with trace-driven local load.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -29,6 +31,7 @@ pub mod replay;
 pub mod runner;
 pub mod sweep;
 pub mod swf;
+pub mod workflow;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};

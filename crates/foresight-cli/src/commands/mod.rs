@@ -5,4 +5,5 @@ pub mod plan;
 pub mod server;
 pub mod sim;
 pub mod sim_sweep;
+pub mod sim_workflow;
 pub mod tail;
