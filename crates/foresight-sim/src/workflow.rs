@@ -14,6 +14,8 @@
 //! (Student's t):
 //! - `makespan`: from arrival to the last task's end, seconds (tasks run their planned
 //!   time: the plan's prediction is taken as exact, so the reservations hold);
+//! - `vs_greedy`: makespan over greedy's for the same seed (a paired ratio: the seeds' load
+//!   varies far more than the mappers do);
 //! - `slr`: makespan over the critical-path lower bound (each task at its fastest, free
 //!   transfers, empty clusters; [`foresight_core::workflow::critical_path`]);
 //! - `staging`: the share of the workflow's busy time spent moving data between clusters,
@@ -289,6 +291,9 @@ pub struct MapperRow {
     pub tasks: f64,
     /// Makespan, seconds.
     pub makespan: Estimate,
+    /// Makespan over greedy's on the same seed (paired, so the load's variation between
+    /// seeds cancels out).
+    pub vs_greedy: Estimate,
     /// Schedule length ratio.
     pub slr: Estimate,
     /// Share of busy time spent staging, 0..1.
@@ -370,6 +375,12 @@ pub fn simulate_workflows(
                 seeds,
                 tasks: col(|x| x.7 as f64).iter().sum::<f64>() / seeds as f64,
                 makespan: Estimate::of(&col(|x| x.0)),
+                vs_greedy: Estimate::of(
+                    &per_seed
+                        .iter()
+                        .map(|seed| seed[k][m].0 / seed[k][2].0.max(1.0))
+                        .collect::<Vec<_>>(),
+                ),
                 slr: Estimate::of(&col(|x| x.1)),
                 staging: Estimate::of(&col(|x| x.2)),
                 local_wait: Estimate::of(&col(|x| x.3)),

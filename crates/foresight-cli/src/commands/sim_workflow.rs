@@ -43,11 +43,12 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
                 report.seeds
             );
             println!(
-                "{:<12} {:<7} {:>6} {:>18} {:>14} {:>15} {:>16} {:>16} {:>7}",
+                "{:<12} {:<7} {:>6} {:>18} {:>13} {:>14} {:>15} {:>16} {:>16} {:>7}",
                 "shape",
                 "mapper",
                 "tasks",
                 "makespan (s)",
+                "vs greedy",
                 "SLR",
                 "staging (%)",
                 "local wait (s)",
@@ -60,11 +61,12 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
                     ci95: r.staging.ci95 * 100.0,
                 };
                 println!(
-                    "{:<12} {:<7} {:>6.0} {:>18} {:>14} {:>15} {:>16} {:>16} {:>7.1}",
+                    "{:<12} {:<7} {:>6.0} {:>18} {:>13} {:>14} {:>15} {:>16} {:>16} {:>7.1}",
                     r.shape,
                     r.mapper,
                     r.tasks,
                     ci(&r.makespan, 0),
+                    ci(&r.vs_greedy, 3),
                     ci(&r.slr, 2),
                     ci(&staging, 1),
                     ci(&r.local_wait, 0),
