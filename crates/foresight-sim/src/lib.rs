@@ -16,6 +16,7 @@
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
+//! - [`stats`]: means with confidence intervals over seeded repetitions.
 //! - [`workflow`]: seeded workflows of standard shapes mapped by DSC, HEFT and greedy onto a
 //!   grid with trace-driven local load.
 #![forbid(unsafe_code)]
@@ -29,6 +30,7 @@ pub mod plot;
 pub mod prediction;
 pub mod replay;
 pub mod runner;
+pub mod stats;
 pub mod sweep;
 pub mod swf;
 pub mod workflow;

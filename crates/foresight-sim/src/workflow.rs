@@ -27,6 +27,7 @@ mod replay;
 pub mod shapes;
 
 use crate::grid::{local_stream, ClusterConfig};
+pub use crate::stats::Estimate;
 use foresight_core::workflow::{
     check, critical_path, map_dag, Dag, DscConfig, GridState, Mapper, Site, WorkflowError,
 };
@@ -240,46 +241,8 @@ impl WorkflowSimConfig {
     }
 }
 
-/// A mean over seeds and its 95 % confidence half-width.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Estimate {
-    /// The mean.
-    pub mean: f64,
-    /// Half-width of the 95 % confidence interval (Student's t; 0 for one sample).
-    pub ci95: f64,
-}
-
-impl Estimate {
-    /// The mean and 95 % interval of `xs`.
-    pub fn of(xs: &[f64]) -> Estimate {
-        let n = xs.len();
-        if n == 0 {
-            return Estimate::default();
-        }
-        let mean = xs.iter().sum::<f64>() / n as f64;
-        if n == 1 {
-            return Estimate { mean, ci95: 0.0 };
-        }
-        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        Estimate {
-            mean,
-            ci95: t975(n - 1) * (var / n as f64).sqrt(),
-        }
-    }
-}
-
-/// The 97.5 % quantile of Student's t with `df` degrees of freedom.
-fn t975(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
-}
-
 /// One mapper on one shape, over all seeds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MapperRow {
     /// The shape.
     pub shape: String,
@@ -309,7 +272,7 @@ pub struct MapperRow {
 }
 
 /// The whole experiment's result.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkflowReport {
     /// Seeds per shape.
     pub seeds: usize,
@@ -374,17 +337,17 @@ pub fn simulate_workflows(
                 mapper: (*name).into(),
                 seeds,
                 tasks: col(|x| x.7 as f64).iter().sum::<f64>() / seeds as f64,
-                makespan: Estimate::of(&col(|x| x.0)),
-                vs_greedy: Estimate::of(
+                makespan: Estimate::ci95(&col(|x| x.0)),
+                vs_greedy: Estimate::ci95(
                     &per_seed
                         .iter()
                         .map(|seed| seed[k][m].0 / seed[k][2].0.max(1.0))
                         .collect::<Vec<_>>(),
                 ),
-                slr: Estimate::of(&col(|x| x.1)),
-                staging: Estimate::of(&col(|x| x.2)),
-                local_wait: Estimate::of(&col(|x| x.3)),
-                local_delay: Estimate::of(&col(|x| x.4)),
+                slr: Estimate::ci95(&col(|x| x.1)),
+                staging: Estimate::ci95(&col(|x| x.2)),
+                local_wait: Estimate::ci95(&col(|x| x.3)),
+                local_delay: Estimate::ci95(&col(|x| x.4)),
                 merges: col(|x| x.5 as f64).iter().sum::<f64>() / seeds as f64,
                 refused_holds: xs.iter().map(|x| x.6).sum(),
             });
@@ -502,18 +465,4 @@ fn seed_run(
         out.push(row);
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn confidence_intervals_follow_students_t() {
-        let e = Estimate::of(&[1.0, 2.0, 3.0, 4.0]);
-        assert_eq!(e.mean, 2.5);
-        // sd = 1.29099, n = 4, t(3) = 3.182: 3.182 × 1.29099 / 2 = 2.0540
-        assert!((e.ci95 - 2.0540).abs() < 1e-3, "{}", e.ci95);
-        assert_eq!(Estimate::of(&[5.0]).ci95, 0.0);
-    }
 }

@@ -37,7 +37,8 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
     match opts.output {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => {
-            let ci = |e: &Estimate, prec: usize| format!("{:.prec$} ± {:.prec$}", e.mean, e.ci95);
+            let ci =
+                |e: &Estimate, prec: usize| format!("{:.prec$} ± {:.prec$}", e.mean, e.half_width);
             println!(
                 "{} seeds per shape; means with 95 % confidence intervals",
                 report.seeds
@@ -58,7 +59,8 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
             for r in &report.rows {
                 let staging = Estimate {
                     mean: r.staging.mean * 100.0,
-                    ci95: r.staging.ci95 * 100.0,
+                    half_width: r.staging.half_width * 100.0,
+                    ..r.staging
                 };
                 println!(
                     "{:<12} {:<7} {:>6.0} {:>18} {:>13} {:>14} {:>15} {:>16} {:>16} {:>7.1}",
