@@ -376,7 +376,7 @@ fn local_wait(
             if r.all_started(from, from + window) || until >= from + Dur(window.as_secs() * 8) {
                 break;
             }
-            until = until + window;
+            until += window;
         }
         let w = r.waits(from, from + window);
         sum += w.iter().sum::<i64>();

@@ -257,7 +257,7 @@ pub fn generate(shape: Shape, p: &ShapeParams, rng: &mut Pcg64) -> Workflow {
         }
         Shape::ForkJoin => {
             let mut head = b.synthetic("fork");
-            while b.wf.tasks.len() + root + 1 <= n {
+            while b.wf.tasks.len() + root < n {
                 let branches: Vec<usize> = (0..root).map(|_| b.synthetic("branch")).collect();
                 let join = b.synthetic("join");
                 for &x in &branches {
