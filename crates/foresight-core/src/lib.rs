@@ -16,6 +16,8 @@
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
 //! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
 //! - [`grid`]: the metascheduler's planning cycle over all clusters.
+//! - [`auction`]: the decentralized mode's English auctions of global jobs (seed 001), one
+//!   state machine for a dispatcher and the simulator.
 //! - [`broker`]: the lifecycle of global jobs around the planning cycle, one state machine
 //!   for the service and the simulator (two-phase reservation, charging, work conservation).
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod auction;
 pub mod broker;
 pub mod error;
 pub mod forecast;

@@ -19,6 +19,12 @@ pub struct Config {
     /// Where the database, tokens and job directories live.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
+    /// Where jobs, reservations and users are kept: a `postgres://user:password@host:port/db`
+    /// URL (the database must exist; its tables are created), or an SQLite file path or
+    /// `sqlite://PATH`. Unset: the SQLite file `DATA_DIR/foresight.db`. Tokens, job output
+    /// and the lock stay in the data directory either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -267,6 +273,7 @@ impl Default for Config {
             instance: default_instance(),
             listen: default_listen(),
             data_dir: default_data_dir(),
+            store: None,
             cycle_ms: default_cycle_ms(),
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
@@ -305,8 +312,22 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The store this configuration names (the SQLite file in the data directory unless
+    /// `store` is set).
+    pub fn store_location(&self) -> anyhow::Result<foresight_store::StoreLocation> {
+        match &self.store {
+            None => Ok(foresight_store::StoreLocation::Sqlite(
+                self.data_dir.join("foresight.db"),
+            )),
+            Some(s) => {
+                foresight_store::StoreLocation::parse(s).map_err(|e| anyhow::anyhow!("store: {e}"))
+            }
+        }
+    }
+
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
+        self.store_location()?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {
                 anyhow::bail!("unix_user.{name}: {account:?} is not a Unix account name");

@@ -20,7 +20,7 @@ use foresight_rm::{
     Adoption, LocalCluster, LocalExecutor, Outcome, ResourceManager, SlurmClient, SlurmCluster,
     SlurmError, Submission,
 };
-use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
+use foresight_store::{JobRecord, Store, UserRecord};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -152,7 +152,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let store = SqliteStore::open(&dir.join("foresight.db")).await?;
+        let store = foresight_store::open(&cfg.store_location()?).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -241,7 +241,6 @@ impl Service {
                 }
             }
         }
-        let store: Arc<dyn Store> = Arc::new(store);
         let (inserts, insert_rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(insert_writer(store.clone(), insert_rx));
         let tokens = world

@@ -8,6 +8,8 @@
 //! - [`swf`]: streaming SWF reader (plain or gzip) with precise errors, and writer.
 //! - [`workload`]: trace records → jobs under a [`Semantics`]; synthetic workloads.
 //! - [`runner`]: the event loop, [`simulate`].
+//! - [`auction`]: the decentralized mode: sites bidding for prioritised global jobs in English
+//!   auctions (seed 001), swept over the auction's length.
 //! - [`grid`]: several clusters, local streams and a global stream, brokered by the lookahead
 //!   planner or a baseline.
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
@@ -23,6 +25,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod auction;
 pub mod grid;
 pub mod metrics;
 pub mod output;

@@ -6,11 +6,17 @@
 //! - [`Store`]: the trait the daemon writes through.
 //! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
 //!   migrations under `migrations/sqlite/`.
+//! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
+//! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod location;
+mod postgres;
 mod sqlite;
 
+pub use location::StoreLocation;
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};
@@ -48,6 +54,33 @@ pub enum StoreError {
         /// The decoder's error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The location does not name a store (bad URL, unknown scheme).
+    #[error("store location {location}: {reason}")]
+    BadLocation {
+        /// The location as given, without its password.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database server cannot be reached or refuses the login.
+    #[error("cannot connect to the database at {location}: {reason}")]
+    Unreachable {
+        /// The URL, without its password.
+        location: String,
+        /// The driver's reason.
+        reason: String,
+    },
+    /// Another service holds the database.
+    #[error(
+        "database {location} is in use by {holder}: one service per database; stop that one \
+         or give another database"
+    )]
+    InUse {
+        /// The URL, without its password.
+        location: String,
+        /// Who holds it, as the database server knows it.
+        holder: String,
     },
     /// A user name or token is taken.
     #[error("user {0:?} already exists")]
@@ -240,6 +273,15 @@ pub trait Store: Send + Sync {
     async fn load_users(&self) -> Result<Vec<UserRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
+}
+
+/// Opens the store at `location` (creating an SQLite file, or the tables in an existing
+/// PostgreSQL database) with its schema up to date.
+pub async fn open(location: &StoreLocation) -> Result<std::sync::Arc<dyn Store>> {
+    Ok(match location {
+        StoreLocation::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path).await?),
+        StoreLocation::Postgres(url) => std::sync::Arc::new(PgStore::open(url).await?),
+    })
 }
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {

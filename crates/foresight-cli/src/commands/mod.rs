@@ -4,6 +4,7 @@ pub mod client;
 pub mod plan;
 pub mod server;
 pub mod sim;
+pub mod sim_auction;
 pub mod sim_sweep;
 pub mod sim_workflow;
 pub mod tail;

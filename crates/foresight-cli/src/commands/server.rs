@@ -24,6 +24,10 @@ pub struct ServerOpts {
     /// Data directory (database, tokens, job output).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Where jobs, reservations and users are kept: postgres://USER[:PASSWORD]@HOST[:PORT]/DB,
+    /// or an SQLite file path (sqlite://PATH) [default: DATA_DIR/foresight.db].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
@@ -39,6 +43,9 @@ fn effective(o: &ServerOpts) -> Result<Config> {
     };
     if let Some(d) = &o.data_dir {
         cfg.data_dir = d.clone();
+    }
+    if let Some(s) = &o.store {
+        cfg.store = Some(s.clone());
     }
     if let Some(l) = &o.listen {
         cfg.listen = l.clone();
