@@ -171,6 +171,16 @@ pub struct SubmitJob {
     /// The quality of service (one of the user's).
     #[serde(default)]
     pub qos: Option<String>,
+    /// Absolute priority level of a global job (0, the lowest, by default): it is planned
+    /// before jobs of lower levels and, when it cannot start otherwise, takes at once the
+    /// processors of running global jobs of lower levels, which are suspended (or requeued)
+    /// and resume when processors free up. Local jobs are never preempted.
+    #[serde(default)]
+    pub priority: u32,
+    /// When preempted, kill the job and queue it again (it checkpoints, or starts over)
+    /// instead of suspending it.
+    #[serde(default)]
+    pub requeue: bool,
 }
 
 /// Many jobs in one request: accepted all together or not at all.
@@ -223,8 +233,11 @@ pub struct JobView {
     pub state: JobState,
     /// Held: not planned until released.
     pub held: bool,
-    /// Stopped by `suspend`.
+    /// Stopped by `suspend`, or by a job of a higher priority level.
     pub suspended: bool,
+    /// Absolute priority level (global jobs).
+    #[serde(default)]
+    pub priority: u32,
     /// Exit code, once exited normally.
     pub exit_code: Option<i32>,
     /// Signal that ended it, if any.

@@ -227,6 +227,8 @@ mod tests {
             state_after: None,
             held: false,
             suspended: false,
+            priority: 0,
+            requeue: false,
             exit_code: None,
             signal: None,
             reason: None,
