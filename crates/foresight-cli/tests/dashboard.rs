@@ -425,7 +425,15 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.click(&format!("#jobs tr[data-job='{wide}'] a"));
     b.find("#job-facts");
     assert!(b.count("#explain li") >= 1);
-    assert!(!b.text("#explain").is_empty());
+    // Its start in local time with the zone marked, as every other time on the pages (the
+    // service writes `2026-11-23T15:00:00Z`).
+    let explain = b.text("#explain");
+    let since = explain
+        .split("running since ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{explain}"));
+    assert_eq!(since.as_bytes()[10], b' ', "{explain}");
+    assert!(!since[..20].contains('Z'), "{explain}");
     assert_eq!(b.count("#job-parts tr[data-cluster]"), 2);
     assert!(b.text("#job-start").contains("Actual start"));
     let out = b.text_until("#output", "the job's output", |t| {

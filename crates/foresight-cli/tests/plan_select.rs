@@ -111,7 +111,13 @@ fn without_co_allocation_one_cluster_must_hold_the_job() {
     });
     assert_eq!(code, 3);
     assert_eq!(out["error"], "no_fit");
-    assert!(out["reason"].as_str().unwrap().contains("in one cluster"));
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the job may not span clusters"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -124,10 +130,33 @@ fn price_and_requirements_filter_slots() {
     req["features"] = json!(["gpu"]);
     let (code, out) = select(&two_clusters(), &req);
     assert_eq!(code, 3);
-    assert!(
-        out["reason"].as_str().unwrap().contains("requirements"),
+    assert_eq!(
+        out["reason"], "only 0 processors have feature \"gpu\", 2 needed",
         "{out}"
     );
+    // The price binds before the time: c1's cheap processors are 2, 3 are asked.
+    let mut req = request(3, 100);
+    req["max_price"] = json!(1.5);
+    let (code, out) = select(&two_clusters(), &req);
+    assert_eq!(code, 3);
+    assert_eq!(
+        out["reason"],
+        "only 2 suitable processors have time at most 1.5 per processor-second, 3 needed",
+        "{out}"
+    );
+    // A misspelt requirement is refused, not ignored.
+    let mut req = request(1, 100);
+    req["memory_mb"] = json!(8000);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write(&dir, "plan.json", &two_clusters());
+    let r = write(&dir, "req.json", &req);
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args(["plan", "select", "--plan", plan.to_str().unwrap()])
+        .args(["--request", r.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(contains("unknown field `memory_mb`"));
 }
 
 #[test]

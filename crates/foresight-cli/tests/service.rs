@@ -1540,6 +1540,21 @@ fn cli_output_snapshots() {
     );
     insta::assert_snapshot!("job_show_table", text(&["job", "show", "2"]));
     insta::assert_json_snapshot!("job_show_json", json(&["job", "show", "2", "-o", "json"]));
+    // sacct and sreport: what ran, for how long and at what charge (the seconds a job held
+    // its processor vary by a second from run to run, and with them its charge).
+    insta::with_settings!({filters => vec![
+        (r"\b\d+:\d{2}\b", "[m:ss]"),
+        (r"\b\d+\.\d+\b", "[n.nn]"),
+    ]}, {
+        insta::assert_snapshot!(
+            "job_history_table",
+            text(&["job", "history", "--since", "now-1hour"])
+        );
+        insta::assert_snapshot!(
+            "report_usage_table",
+            text(&["report", "usage", "--since", "now-1hour"])
+        );
+    });
 }
 
 const TWO_PROCESSORS: &str = r#"

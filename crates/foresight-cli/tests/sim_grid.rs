@@ -227,3 +227,90 @@ fn users_without_an_entry_have_no_budget_limit() {
         .success()
         .stdout(contains("unlimited"));
 }
+
+#[test]
+fn seeds_give_intervals_and_paired_differences() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("grid.toml");
+    std::fs::write(&cfg, GRID).unwrap();
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::cargo_bin("foresight")
+            .unwrap()
+            .args(&args)
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    let doc = run(&["--broker", "lookahead", "--seeds", "3"]);
+    assert_eq!(doc["seeds"], 3);
+    let runs = doc["runs"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    // The first seed's run is the plain run of the configuration.
+    let single = run(&["--broker", "lookahead"]);
+    assert_eq!(runs[0], single[0]);
+    let waits: Vec<f64> = runs
+        .iter()
+        .map(|r| r["local"]["mean_wait"].as_f64().unwrap())
+        .collect();
+    let mean = waits.iter().sum::<f64>() / 3.0;
+    let summary = &doc["summary"][0];
+    assert!((summary["local_wait"]["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    assert!(summary["local_wait"]["half_width"].as_f64().unwrap() > 0.0);
+
+    let table = Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--seeds",
+            "2",
+        ])
+        .args(["--broker", "all"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&table.get_output().stdout).to_string();
+    assert!(
+        text.contains("paired on the same seeds, against lookahead"),
+        "{text}"
+    );
+    assert!(text.contains("dedicated:0.25"), "{text}");
+
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--seeds",
+            "0",
+        ])
+        .assert()
+        .failure()
+        .stderr(contains("--seeds"));
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--seeds",
+            "2",
+        ])
+        .args(["--plot", dir.path().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(contains("--plot draws one run"));
+}

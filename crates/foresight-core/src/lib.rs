@@ -16,14 +16,18 @@
 //! - [`scheduler`]: [`LocalScheduler`], the entry point: events in, actions out.
 //! - [`forecast`]: a cluster's future as the grid planner's slots (the resource agent).
 //! - [`grid`]: the metascheduler's planning cycle over all clusters.
+//! - [`auction`]: the decentralized mode's English auctions of global jobs (seed 001), one
+//!   state machine for a dispatcher and the simulator.
 //! - [`broker`]: the lifecycle of global jobs around the planning cycle, one state machine
 //!   for the service and the simulator (two-phase reservation, charging, work conservation).
 //! - [`select`]: the grid planner's slot plan and linear slot selection (co-allocation,
 //!   earliest start / finish / minimum cost).
+//! - [`workflow`]: DAGs of tasks mapped onto the clusters' free time (DSC, HEFT, greedy).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod auction;
 pub mod broker;
 pub mod error;
 pub mod forecast;
@@ -39,6 +43,7 @@ pub mod reservation;
 pub mod scheduler;
 pub mod select;
 pub mod time;
+pub mod workflow;
 
 pub use error::{CoreError, Result};
 pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};

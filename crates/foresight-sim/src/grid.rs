@@ -20,7 +20,9 @@
 //! zero; the report gives each user's charge and what is left.
 
 mod run;
+mod seeds;
 pub use run::lookahead_trace;
+pub use seeds::{simulate_seeds, summarize, BrokerRuns, SeedSummary};
 
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};

@@ -8,6 +8,8 @@
 //! - [`swf`]: streaming SWF reader (plain or gzip) with precise errors, and writer.
 //! - [`workload`]: trace records → jobs under a [`Semantics`]; synthetic workloads.
 //! - [`runner`]: the event loop, [`simulate`].
+//! - [`auction`]: the decentralized mode: sites bidding for prioritised global jobs in English
+//!   auctions (seed 001), swept over the auction's length.
 //! - [`grid`]: several clusters, local streams and a global stream, brokered by the lookahead
 //!   planner or a baseline.
 //! - [`metrics`]: mean wait, response, slowdown, bounded slowdown, utilization, makespan.
@@ -16,10 +18,12 @@
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
+//! - [`stats`]: means with confidence intervals over seeded repetitions.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod auction;
 pub mod grid;
 pub mod metrics;
 pub mod output;
@@ -27,6 +31,7 @@ pub mod plot;
 pub mod prediction;
 pub mod replay;
 pub mod runner;
+pub mod stats;
 pub mod sweep;
 pub mod swf;
 pub mod workload;

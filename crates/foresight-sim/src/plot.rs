@@ -216,10 +216,10 @@ pub const RUN_FIGURES: [&str; 5] = [
     "bsld_runtime.svg",
 ];
 
-const PANEL: (u32, u32) = (640, 420);
-const FONT: &str = "sans-serif";
+pub(crate) const PANEL: (u32, u32) = (640, 420);
+pub(crate) const FONT: &str = "sans-serif";
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     // Colour-blind-safe (Okabe–Ito).
     const C: [RGBColor; 7] = [
         RGBColor(0, 114, 178),
@@ -456,11 +456,11 @@ fn hbar_chart(
     }
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type Drawn = Result<(), String>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+pub(crate) type Drawn = Result<(), String>;
 
 /// A figure of `panels` panels side by side under one title.
-fn figure(
+pub(crate) fn figure(
     path: &Path,
     title: &str,
     panels: usize,

@@ -4,5 +4,6 @@ pub mod client;
 pub mod plan;
 pub mod server;
 pub mod sim;
+pub mod sim_auction;
 pub mod sim_sweep;
 pub mod tail;

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
 use foresight_core::predict::Predictor;
 use foresight_core::{BackfillOrder, Policy};
-use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
+use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, Broker, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
 use foresight_sim::replay::replay_with;
@@ -29,6 +29,9 @@ pub enum SimCommand {
     Grid(SimGridOpts),
     /// Run traces × policies × options in parallel and compare them.
     Sweep(super::sim_sweep::SimSweepOpts),
+    /// Simulate the decentralized mode: sites bidding for prioritised global jobs in English
+    /// auctions, swept over the auction's length α (seed 001).
+    Auction(super::sim_auction::SimAuctionOpts),
 }
 
 /// Options of `foresight sim grid`.
@@ -47,6 +50,11 @@ pub struct SimGridOpts {
     /// Write SVG figures into DIR, per cluster side by side, one series per broker.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+    /// Repeat over N seeds of the random streams (the configured seeds, then +1, +2, …) and
+    /// report means with 95 % confidence intervals, and each broker against the first on
+    /// the same seeds.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    seeds: u64,
 }
 
 /// Options of `foresight sim run`.
@@ -151,6 +159,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Run(opts) => sim_run(opts),
         SimCommand::Grid(opts) => sim_grid(opts),
         SimCommand::Sweep(opts) => super::sim_sweep::sim_sweep(opts),
+        SimCommand::Auction(opts) => super::sim_auction::sim_auction(opts),
     }
 }
 
@@ -598,6 +607,12 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
         })?]
     };
     let cfg = GridConfig::read(&opts.config)?;
+    if opts.seeds > 1 {
+        if opts.plot.is_some() {
+            bail!("--plot draws one run: drop --seeds, or set the seed in the configuration");
+        }
+        return sim_grid_seeds(&opts, &cfg, &brokers);
+    }
     let plot = opts.plot.as_deref().map(plot_dir).transpose()?;
     let mut reports = Vec::new();
     // On a terminal: which broker is being simulated, of how many, for how long.
@@ -753,6 +768,89 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `sim grid --seeds N`: every broker over N seeds, summarized.
+fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> Result<()> {
+    let started = Instant::now();
+    let runs = simulate_seeds(cfg, brokers, opts.seeds).with_context(|| {
+        format!(
+            "simulating {} over {} seeds",
+            opts.config.display(),
+            opts.seeds
+        )
+    })?;
+    let summary = summarize(&runs);
+    if opts.output == OutputOpt::Json {
+        let doc = json!({
+            "first_seed": cfg.global.seed,
+            "seeds": opts.seeds,
+            "summary": summary,
+            "runs": runs,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(());
+    }
+    println!(
+        "{} seeds of the random streams (global seed {}..={}), means ± 95 % confidence intervals",
+        opts.seeds,
+        cfg.global.seed,
+        cfg.global.seed.wrapping_add(opts.seeds - 1)
+    );
+    println!(
+        "{:<16} {:>15} {:>13} {:>15} {:>15} {:>13} {:>13} {:>15}",
+        "broker", "local wt", "local bsd", "delay", "glob wt", "glob bsd", "util %", "idle proc-h"
+    );
+    for s in &summary {
+        println!(
+            "{:<16} {:>15} {:>13} {:>15} {:>15} {:>13} {:>13} {:>15}",
+            s.broker,
+            format!("{:.0}", s.local_wait),
+            format!("{:.2}", s.local_bsld),
+            format!("{:.0}", s.local_delay),
+            format!("{:.0}", s.global_wait),
+            format!("{:.2}", s.global_bsld),
+            format!("{:.1}", scaled(s.utilization, 100.0)),
+            s.idle_hours
+                .map_or_else(|| "-".into(), |e| format!("{e:.0}")),
+        );
+    }
+    if summary.len() > 1 {
+        println!();
+        println!(
+            "paired on the same seeds, against {} (negative: shorter waits; * the seeds agree on the sign)",
+            summary[0].broker
+        );
+        println!("{:<16} {:>17} {:>17}", "broker", "Δ local wt", "Δ glob wt");
+        let cell = |e: Option<foresight_sim::stats::Estimate>| {
+            e.map_or_else(String::new, |e| {
+                format!("{e:.0}{}", if e.excludes_zero() { "*" } else { " " })
+            })
+        };
+        for s in &summary[1..] {
+            println!(
+                "{:<16} {:>17} {:>17}",
+                s.broker,
+                cell(s.local_wait_vs_first),
+                cell(s.global_wait_vs_first)
+            );
+        }
+    }
+    println!(
+        "simulated {} runs in {:.1} s",
+        opts.seeds as usize * brokers.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// An estimate in other units (a share as a percentage).
+fn scaled(e: foresight_sim::stats::Estimate, k: f64) -> foresight_sim::stats::Estimate {
+    foresight_sim::stats::Estimate {
+        mean: e.mean * k,
+        half_width: e.half_width * k,
+        ..e
+    }
 }
 
 /// Under the table: which brokers rejected local jobs (a dedicated partition leaves the

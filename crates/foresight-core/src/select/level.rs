@@ -53,10 +53,7 @@ impl SlotPlan {
         });
         if capable < req.procs as usize {
             return Err(NoFit {
-                reason: format!(
-                    "only {capable} processors meet the memory and feature requirements, {} needed",
-                    req.procs
-                ),
+                reason: self.why_unsuitable(req, capable),
             });
         }
         let avail: Vec<Option<Time>> = (0..self.clusters.len())
@@ -208,26 +205,127 @@ impl SlotPlan {
         found
     }
 
+    /// Which requirement leaves fewer than `req.procs` processors: memory, a feature (named),
+    /// or the two together.
+    fn why_unsuitable(&self, req: &SlotRequest, capable: usize) -> String {
+        let need = req.procs;
+        let with_memory = self
+            .processors
+            .iter()
+            .filter(|p| p.memory_mb >= req.min_memory_mb)
+            .count();
+        if with_memory < need as usize {
+            return format!(
+                "only {with_memory} processors have {} MB of memory, {need} needed",
+                req.min_memory_mb
+            );
+        }
+        for f in &req.features {
+            let with = self
+                .processors
+                .iter()
+                .filter(|p| p.features.contains(f))
+                .count();
+            if with < need as usize {
+                return format!("only {with} processors have feature {f:?}, {need} needed");
+            }
+        }
+        format!(
+            "only {capable} processors have both {} MB of memory and features {:?}, {need} needed",
+            req.min_memory_mb, req.features
+        )
+    }
+
+    /// Why no window was found, naming the first limit that binds: the price, staging,
+    /// the length of the free time, one cluster, or only the processors' being free at
+    /// once.
     fn why_not(
         &self,
         req: &SlotRequest,
         suitable_proc: Option<&[bool]>,
         avail: &[Option<Time>],
     ) -> String {
-        let priced = self
-            .live_slots()
-            .filter(|s| {
-                suitable_proc.is_none_or(|ok| ok[s.processor as usize]) && s.cost <= req.max_price
+        let need = req.procs as usize;
+        // Per suitable processor: has it any time within the price, and a free run of the
+        // job's length there (at its speed, after its cluster's staging)?
+        // Slots that meet end to end make one run, as the walks join them.
+        let mut runs: Vec<Vec<(Time, Time)>> = vec![Vec::new(); self.processors.len()];
+        for s in self.live_slots() {
+            let p = s.processor as usize;
+            if suitable_proc.is_none_or(|ok| ok[p]) && s.cost <= req.max_price {
+                runs[p].push((s.start, s.end));
+            }
+        }
+        let priced: Vec<bool> = runs.iter().map(|r| !r.is_empty()).collect();
+        let long_enough: Vec<bool> = runs
+            .iter_mut()
+            .enumerate()
+            .map(|(p, slots)| {
+                let Some(from) = avail[self.cluster_of[p] as usize] else {
+                    return false;
+                };
+                let dur =
+                    Dur((req.walltime.as_secs() as f64 / self.processors[p].speed).ceil() as i64);
+                slots.sort_unstable();
+                let mut run: Option<(Time, Time)> = None;
+                for &(start, end) in slots.iter() {
+                    run = match run {
+                        Some((s, e)) if e == start => Some((s, end)),
+                        _ => Some((start, end)),
+                    };
+                    let (s, e) = run.expect("invariant: just set");
+                    if e - s.max(from) >= dur {
+                        return true;
+                    }
+                }
+                false
             })
-            .count();
-        if priced == 0 {
+            .collect();
+        let priced_count = priced.iter().filter(|x| **x).count();
+        if priced_count == 0 {
             return format!(
                 "no slot of a suitable processor costs at most {} per processor-second",
                 req.max_price
             );
         }
+        if priced_count < need {
+            return format!(
+                "only {priced_count} suitable processors have time at most {} per \
+                 processor-second, {need} needed",
+                req.max_price
+            );
+        }
         if avail.iter().all(Option::is_none) {
             return "no cluster is reachable for staging".into();
+        }
+        let long_count = long_enough.iter().filter(|x| **x).count();
+        if long_count < need {
+            return format!(
+                "only {long_count} suitable processors within the price have {} s free in one \
+                 run (the walltime at their speed, after staging), {need} needed",
+                req.walltime.as_secs()
+            );
+        }
+        if !req.co_allocate {
+            let mut per_cluster = vec![0usize; self.clusters.len()];
+            for (p, ok) in long_enough.iter().enumerate() {
+                if *ok {
+                    per_cluster[self.cluster_of[p] as usize] += 1;
+                }
+            }
+            let (best, most) = per_cluster
+                .iter()
+                .enumerate()
+                .max_by_key(|(c, n)| (**n, std::cmp::Reverse(*c)))
+                .expect("invariant: a plan with slots has a cluster");
+            if *most < need {
+                return format!(
+                    "no one cluster has {need} suitable processors with {} s free within the \
+                     price (most: {most} on {}), and the job may not span clusters",
+                    req.walltime.as_secs(),
+                    self.clusters[best]
+                );
+            }
         }
         let deadline = match (&req.criterion, req.deadline) {
             (Criterion::MinCost, Some(d)) => format!(" starting by {d}"),
@@ -285,6 +383,110 @@ mod tests {
     use super::*;
     use crate::select::fixture::{procs, req, slot};
 
+    /// The reason of a no-fit answer.
+    fn why(plan: &SlotPlan, r: &SlotRequest, staging: &[Option<Dur>]) -> String {
+        plan.select(r, staging).unwrap_err().reason
+    }
+
+    #[test]
+    fn a_no_fit_names_the_limit_that_binds() {
+        // c1: p0 dear (3.0) and long, p1 cheap (1.0) and long; c2: q0 cheap but short.
+        let mut ps = procs(&[("p0", "c1", 1.0), ("p1", "c1", 1.0), ("q0", "c2", 2.0)]);
+        ps[0].memory_mb = 8192;
+        ps[1].memory_mb = 4096;
+        ps[2].memory_mb = 8192;
+        ps[0].features.insert("gpu".into());
+        let plan = SlotPlan::new(
+            ps,
+            [
+                slot("p0", 0, 3600, 3.0),
+                slot("p1", 0, 3600, 1.0),
+                slot("q0", 0, 200, 1.0),
+            ],
+        )
+        .unwrap();
+        let mut r = req(2, 600, Criterion::EarliestStart);
+
+        r.max_price = 0.5;
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "no slot of a suitable processor costs at most 0.5 per processor-second"
+        );
+        r.max_price = 2.0;
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "only 1 suitable processors within the price have 600 s free in one run (the \
+             walltime at their speed, after staging), 2 needed"
+        );
+        // A window runs at the pace of its slowest processor: 200 s of work fit q0's 200 s
+        // beside p1; 400 s would fit q0 alone (at speed 2) but not beside p1.
+        r.walltime = Dur(200);
+        assert!(plan.select(&r, &[]).is_ok());
+        r.walltime = Dur(400);
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "no window of 400 s has 2 suitable processors free together"
+        );
+        // Staging eats q0's time.
+        r.walltime = Dur(300);
+        assert!(why(&plan, &r, &[Some(Dur(0)), Some(Dur(100))]).starts_with("only 1 suitable"));
+        assert_eq!(
+            why(&plan, &r, &[None, None]),
+            "no cluster is reachable for staging"
+        );
+        r.co_allocate = false;
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "no one cluster has 2 suitable processors with 300 s free within the price (most: \
+             1 on c1), and the job may not span clusters"
+        );
+        r.co_allocate = true;
+        r.procs = 3;
+        r.max_price = 2.0;
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "only 2 suitable processors have time at most 2 per processor-second, 3 needed"
+        );
+
+        let mut r = req(2, 60, Criterion::EarliestStart);
+        r.min_memory_mb = 8000;
+        r.procs = 3;
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "only 2 processors have 8000 MB of memory, 3 needed"
+        );
+        r.procs = 2;
+        r.features.insert("gpu".into());
+        assert_eq!(
+            why(&plan, &r, &[]),
+            "only 1 processors have feature \"gpu\", 2 needed"
+        );
+        // Each requirement alone leaves two, together one.
+        let mut r = req(2, 60, Criterion::EarliestStart);
+        r.min_memory_mb = 8000;
+        let mut ps = procs(&[("a", "c", 1.0), ("b", "c", 1.0), ("d", "c", 1.0)]);
+        ps[0].memory_mb = 8192;
+        ps[1].memory_mb = 8192;
+        ps[1].features.insert("ib".into());
+        ps[2].features.insert("ib".into());
+        let plan2 = SlotPlan::new(ps, [slot("a", 0, 100, 1.0)]).unwrap();
+        r.features.insert("ib".into());
+        assert_eq!(
+            why(&plan2, &r, &[]),
+            "only 1 processors have both 8000 MB of memory and features {\"ib\"}, 2 needed"
+        );
+        // Everything suffices one by one, but never at once.
+        let plan3 = SlotPlan::new(
+            procs(&[("x", "c", 1.0), ("y", "c", 1.0)]),
+            [slot("x", 0, 100, 1.0), slot("y", 100, 200, 1.0)],
+        )
+        .unwrap();
+        assert_eq!(
+            why(&plan3, &req(2, 100, Criterion::EarliestStart), &[]),
+            "no window of 100 s has 2 suitable processors free together"
+        );
+    }
+
     #[test]
     fn earliest_finish_prefers_fast_processors_that_start_later() {
         // Two slow processors free at 0, two fast (speed 2) free at 40; 100 s of work.
@@ -328,6 +530,10 @@ mod tests {
         let mut alone = req(2, 100, Criterion::EarliestStart);
         alone.co_allocate = false;
         let err = plan.select(&alone, &staging).unwrap_err();
-        assert!(err.reason.contains("in one cluster"), "{}", err.reason);
+        assert!(
+            err.reason.contains("the job may not span clusters"),
+            "{}",
+            err.reason
+        );
     }
 }

@@ -18,6 +18,7 @@ pub enum Criterion {
 
 /// What a global job asks of the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SlotRequest {
     /// Processors at once.
     pub procs: u32,

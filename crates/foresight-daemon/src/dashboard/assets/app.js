@@ -65,6 +65,13 @@ function fmtTime(t) {
     (zone ? ` ${zone.value}` : '');
 }
 
+/** A message with its UTC instants (`2026-11-23T15:00:00Z`, as the service writes them)
+ *  shown as fmtTime shows every other time, like the CLI's explain. */
+function localizeText(text) {
+  return text.replace(/\b(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})Z\b/g,
+    (m) => fmtTime(Date.parse(m) / 1000));
+}
+
 /** squeue's `M:SS`, `H:MM:SS`, `D-HH:MM:SS`. */
 function fmtDur(secs) {
   if (secs === null || secs === undefined) return '—';
@@ -610,7 +617,7 @@ async function jobPage(idText) {
           h('td', { text: p.processors.length ? p.processors.join(',') : '—' }))))),
     ), h('div', {},
     h('h2', { text: 'Explain' }),
-    h('ul', { id: 'explain' }, explain.reasons.map((r) => h('li', { text: r }))),
+    h('ul', { id: 'explain' }, explain.reasons.map((r) => h('li', { text: localizeText(r) }))),
     h('h2', { text: 'Output (last 100 lines)' }),
     h('form', { class: 'inline' }, h('label', {}, 'Part', partSelect), h('label', {}, 'Stream', streamSelect),
       h('button', { type: 'button', id: 'output-refresh', text: 'Refresh', onclick: loadOutput })),

@@ -1,0 +1,146 @@
+//! The auction's options: every choice seed 001 leaves open is named here, with its default.
+
+use serde::{Deserialize, Serialize};
+
+/// How an auction is run. Times are not in seconds but in units of the mean runtime of
+/// recently finished jobs (the seed's у.е.), so that one configuration fits any workload and
+/// results depend only on these ratios.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuctionConfig {
+    /// Auction length as a fraction of the mean runtime (the seed's α). Default 0.35, the middle
+    /// of the seed's optimum 0.3–0.4.
+    pub alpha: f64,
+    /// The bid's weights.
+    pub weights: BidWeights,
+    /// The opening (minimum) bid: bids below it are refused. Default 0: a site whose
+    /// preemption and staging cost outweigh the processors it offers does not take the job.
+    pub opening_bid: f64,
+    /// Whether processors offered beyond the job's need count in the bid.
+    pub procs_cap: ProcsCap,
+    /// Who wins among equal highest bids.
+    pub tie: Tie,
+    /// What happens to a job whose auction closes without a valid bid.
+    pub unsold: Unsold,
+    /// What keeps one site from offering the same processors in two open auctions.
+    pub overcommit: Overcommit,
+}
+
+impl Default for AuctionConfig {
+    fn default() -> Self {
+        AuctionConfig {
+            alpha: 0.35,
+            weights: BidWeights::default(),
+            opening_bid: 0.0,
+            procs_cap: ProcsCap::Uncapped,
+            tie: Tie::LowestSite,
+            unsold: Unsold::Wait,
+            overcommit: Overcommit::Reserve,
+        }
+    }
+}
+
+impl AuctionConfig {
+    /// Every problem with the options, one message each naming the field (empty when valid).
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            p.push(format!("alpha must be positive, got {}", self.alpha));
+        }
+        for (name, w) in [
+            ("weights.procs", self.weights.procs),
+            ("weights.preempt", self.weights.preempt),
+            ("weights.stage", self.weights.stage),
+        ] {
+            if !(w.is_finite() && w >= 0.0) {
+                p.push(format!("{name} must be a number >= 0, got {w}"));
+            }
+        }
+        if self.opening_bid.is_nan() {
+            p.push("opening_bid must be a number".into());
+        }
+        if let Unsold::Reopen { delay } = self.unsold {
+            if !(delay.is_finite() && delay >= 0.0) {
+                p.push(format!("unsold.delay must be a number >= 0, got {delay}"));
+            }
+        }
+        p
+    }
+}
+
+/// Bid = `procs` × processors offered / need − `preempt` × priority-weighted work preempted
+/// / (need × mean runtime) − `stage` × staging time / mean runtime. Each term is a pure
+/// number, so the weights compare like with like whatever the job's size and the workload's
+/// time scale. The seed fixes only the signs; the defaults make a free site beat one that
+/// must preempt a job of its own size, and a site holding the input beat one that must
+/// fetch it for a tenth of a mean runtime when both offer the same processors.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BidWeights {
+    /// Weight of the processors offered (in multiples of the need). Default 1.
+    pub procs: f64,
+    /// Weight of the preempted work. Default 0.25: preempting a job of the same size and
+    /// priority 0 with a mean runtime left costs a quarter of the processors term.
+    pub preempt: f64,
+    /// Weight of the staging time. Default 1.
+    pub stage: f64,
+}
+
+impl Default for BidWeights {
+    fn default() -> Self {
+        BidWeights {
+            procs: 1.0,
+            preempt: 0.25,
+            stage: 1.0,
+        }
+    }
+}
+
+/// Whether processors beyond the job's need count in the bid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcsCap {
+    /// Every processor a site offers counts: the seed's "as many resources as possible", so
+    /// the least loaded site wins among those that stage alike (the default).
+    Uncapped,
+    /// Only the need counts: every site able to run the job offers the same, and preemption
+    /// and staging decide.
+    Need,
+}
+
+/// Who wins among equal highest bids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tie {
+    /// The site with the lowest id (the default: reproducible whatever the order of bids).
+    LowestSite,
+    /// The site whose standing bid was placed first (a re-bid counts as placed anew).
+    EarliestBid,
+}
+
+/// What happens to a job whose auction closes without a valid bid.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum Unsold {
+    /// It stays in the global queue and is auctioned again at the next load change of any
+    /// site, when processors may have come free (the default).
+    Wait,
+    /// It is auctioned again after `delay` mean runtimes (0: at once, which extends the
+    /// auction by α again).
+    Reopen {
+        /// Mean runtimes to wait, >= 0.
+        delay: f64,
+    },
+}
+
+/// What keeps one site from winning two auctions with the same processors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overcommit {
+    /// A standing bid holds the processors it offers: the site's bids in other open auctions
+    /// may offer only what is left of its capacity (the default).
+    Reserve,
+    /// A site may offer the same processors everywhere; when it wins one auction its standing
+    /// bids elsewhere lapse until it bids again with its new load.
+    LapseOnAward,
+}
