@@ -46,7 +46,11 @@ fn a_high_priority_job_suspends_a_low_one_which_resumes_and_completes() {
     let low = s.submit(&["-n", "2", "-t", "1m", "--", "sh", "-c", &script]);
     s.wait_job(low, "running", Duration::from_secs(20), running);
     let pid = read_pid(&pid_file);
-    assert_eq!(proc_state(&pid), Some('S'), "the low job sleeps, running");
+    assert!(
+        matches!(proc_state(&pid), Some('S' | 'R')),
+        "the low job runs: {:?}",
+        proc_state(&pid)
+    );
 
     let high = s.submit(&["--priority", "2", "-n", "2", "-t", "1m", "--", "sleep", "2"]);
     let submitted = common::now();
