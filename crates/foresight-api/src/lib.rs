@@ -186,6 +186,16 @@ pub struct SubmitJob {
     /// task is a job of its own with `FORESIGHT_ARRAY_TASK_ID` set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<String>,
+    /// Absolute priority level of a global job (0, the lowest, by default): it is planned
+    /// before jobs of lower levels and, when it cannot start otherwise, takes at once the
+    /// processors of running global jobs of lower levels, which are suspended (or requeued)
+    /// and resume when processors free up. Local jobs are never preempted.
+    #[serde(default)]
+    pub priority: u32,
+    /// When preempted, kill the job and queue it again (it checkpoints, or starts over)
+    /// instead of suspending it.
+    #[serde(default)]
+    pub requeue: bool,
 }
 
 /// Many jobs in one request: accepted all together or not at all.
@@ -238,8 +248,11 @@ pub struct JobView {
     pub state: JobState,
     /// Held: not planned until released.
     pub held: bool,
-    /// Stopped by `suspend`.
+    /// Stopped by `suspend`, or by a job of a higher priority level.
     pub suspended: bool,
+    /// Absolute priority level (global jobs).
+    #[serde(default)]
+    pub priority: u32,
     /// Exit code, once exited normally.
     pub exit_code: Option<i32>,
     /// Signal that ended it, if any.

@@ -111,6 +111,7 @@ mod tests {
             state: JobState::Completed,
             held: false,
             suspended: false,
+            priority: 0,
             exit_code: Some(0),
             signal: None,
             procs: parts.iter().map(|p| p.1).sum(),

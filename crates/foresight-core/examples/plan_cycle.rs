@@ -82,6 +82,8 @@ fn main() {
             home: Some(rng.next(clusters as u64) as usize),
             co_allocate: true,
             criterion: Criterion::EarliestStart,
+            priority: 0,
+            requeue: false,
         })
         .collect();
     let cfg = PlannerConfig {

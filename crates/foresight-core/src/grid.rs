@@ -37,6 +37,15 @@ pub struct GlobalJob {
     pub co_allocate: bool,
     /// What "best" means for it.
     pub criterion: Criterion,
+    /// Absolute priority level (seed 001): planned before jobs of lower levels, and takes at
+    /// once the processors of running global jobs of lower levels when it cannot start
+    /// otherwise ([`crate::broker::preempt`]). 0, the default, is the lowest.
+    #[serde(default)]
+    pub priority: u32,
+    /// When preempted, it is killed and queued again (it checkpoints, or may lose its
+    /// progress) instead of being suspended.
+    #[serde(default)]
+    pub requeue: bool,
 }
 
 impl GlobalJob {
@@ -492,6 +501,8 @@ mod tests {
             home: Some(0),
             co_allocate: true,
             criterion: Criterion::EarliestStart,
+            priority: 0,
+            requeue: false,
         }
     }
 

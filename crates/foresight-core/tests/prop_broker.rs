@@ -274,6 +274,8 @@ proptest! {
                         home: None,
                         co_allocate: true,
                         criterion: Criterion::EarliestFinish,
+                        priority: 0,
+                        requeue: false,
                     });
                 }
                 Op::Local { cluster, procs, walltime, used } => {

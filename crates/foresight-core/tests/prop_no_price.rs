@@ -106,6 +106,8 @@ proptest! {
             home: None,
             co_allocate,
             criterion: Criterion::EarliestFinish,
+            priority: 0,
+            requeue: false,
         });
         let mut out = Vec::new();
         b.on_cycle(now, &mut out);

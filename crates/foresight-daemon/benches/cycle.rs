@@ -93,6 +93,8 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         state_after: None,
         held: false,
         suspended: false,
+        priority: 0,
+        requeue: false,
         exit_code: None,
         signal: None,
         reason: None,

@@ -763,6 +763,8 @@ impl Service {
                     state_after: None,
                     held: r.hold,
                     suspended: false,
+                    priority: r.priority,
+                    requeue: r.requeue,
                     exit_code: None,
                     signal: None,
                     reason: r.hold.then(|| "held".to_string()),
@@ -1092,6 +1094,8 @@ impl Service {
                 home: None,
                 co_allocate: req.co_allocate,
                 criterion: Criterion::EarliestFinish,
+                priority: 0,
+                requeue: false,
             };
             let queue: Vec<GlobalJob> = w
                 .broker
@@ -1416,7 +1420,7 @@ fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
                     });
                 }
             }
-            Phase::Queued => {}
+            Phase::Queued | Phase::Suspended { .. } => {}
         }
     }
     // A reserved job's part waits in the local queue for its reservation: drawn as reserved
@@ -1474,6 +1478,7 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
         state: j.state,
         held: j.held,
         suspended: j.suspended,
+        priority: j.priority,
         exit_code: j.exit_code,
         signal: j.signal,
         procs: j.procs,

@@ -752,6 +752,8 @@ pub(crate) fn global_stream(
                 home: Some(rng.gen_range(0..clusters)),
                 co_allocate: rng.gen::<f64>() >= g.no_coallocation_share,
                 criterion: Criterion::EarliestFinish,
+                priority: 0,
+                requeue: false,
             },
             Dur(runtime),
         ));

@@ -157,6 +157,13 @@ pub struct JobRecord {
     pub held: bool,
     /// Suspended.
     pub suspended: bool,
+    /// Absolute priority level of a global job: it preempts running global jobs of lower
+    /// levels.
+    #[serde(default)]
+    pub priority: u32,
+    /// When preempted, killed and queued again instead of suspended.
+    #[serde(default)]
+    pub requeue: bool,
     /// Exit code.
     pub exit_code: Option<i32>,
     /// Fatal signal.

@@ -138,6 +138,8 @@ fn job(user: &str) -> JobRecord {
         state_after: None,
         held: false,
         suspended: false,
+        priority: 0,
+        requeue: false,
         exit_code: None,
         signal: None,
         reason: None,

@@ -298,6 +298,13 @@ pub struct SubmitOpts {
     /// Never split over several clusters.
     #[arg(long)]
     no_coallocation: bool,
+    /// Absolute priority level of a global job: it takes the processors of running global
+    /// jobs of lower levels when it cannot start otherwise.
+    #[arg(long, default_value_t = 0)]
+    priority: u32,
+    /// When preempted, kill the job and queue it again instead of suspending it.
+    #[arg(long)]
+    requeue: bool,
     /// A name.
     #[arg(long)]
     name: Option<String>,
@@ -418,6 +425,8 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 qos: None,
                 dependency: o.dependency,
                 array: o.array,
+                priority: o.priority,
+                requeue: o.requeue,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {

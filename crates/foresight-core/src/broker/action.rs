@@ -1,6 +1,7 @@
 //! What the broker asks its caller to do, and why jobs wait: typed, so that the service and
 //! the simulator act on the same decisions and only the words are the caller's.
 
+use crate::broker::preempt::Preemption;
 use crate::ids::{JobId, ReservationId, UserId};
 use crate::scheduler::Domain;
 use crate::time::{Interval, Time};
@@ -216,6 +217,30 @@ pub enum BrokerAction {
         user: UserId,
         /// Amount.
         amount: f64,
+    },
+    /// A running global job gives its processors to `by`, a job of a higher priority level
+    /// that could not start otherwise. Its reservations are gone (each also reported by
+    /// [`BrokerAction::ReservationEnded`]); the caller stops its parts (`Suspend`: it
+    /// resumes later by [`BrokerAction::Resumed`]) or kills them (`Requeue`: once they have
+    /// ended it is queued again and runs as a new attempt).
+    Preempted {
+        /// The job preempted.
+        job: JobId,
+        /// The job it makes room for.
+        by: JobId,
+        /// How.
+        how: Preemption,
+        /// Its parts as they were.
+        parts: Vec<ReservedPart>,
+    },
+    /// A suspended job continues now, on the clusters it ran on, in new reservations.
+    Resumed {
+        /// The job.
+        job: JobId,
+        /// Its new reserved end.
+        end: Time,
+        /// Its parts in their new reservations.
+        parts: Vec<ReservedPart>,
     },
     /// Every part of a global job has ended.
     Ended {

@@ -30,10 +30,14 @@
 mod action;
 mod cluster;
 mod compress;
+mod levels;
+pub mod preempt;
+mod queue;
 
 pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 pub use compress::MOVE_RETRY_SECS;
+pub use preempt::Preemption;
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
@@ -144,6 +148,24 @@ pub enum Phase {
         parts: Vec<ReservedPart>,
         /// The clusters whose part has ended.
         ended: BTreeSet<usize>,
+        /// Time spent suspended by preemption so far: neither run nor charged.
+        suspended: Dur,
+    },
+    /// Preempted by a job of a higher priority level and stopped: it holds no processors
+    /// and resumes on the same clusters when they have room ([`preempt`]).
+    Suspended {
+        /// When the first part started.
+        start: Time,
+        /// The charge.
+        cost: f64,
+        /// Its parts, as they were when stopped (their reservations are gone).
+        parts: Vec<ReservedPart>,
+        /// When it was stopped.
+        since: Time,
+        /// Run time left: from when it was stopped to its reserved end.
+        left: Dur,
+        /// Time spent suspended before this suspension.
+        suspended: Dur,
     },
 }
 
@@ -193,7 +215,9 @@ pub struct Broker {
     planner: PlannerConfig,
     jobs: BTreeMap<JobId, Entry>,
     /// Jobs to plan, in priority order.
-    queue: BTreeSet<JobId>,
+    queue: queue::GlobalQueue,
+    /// Running jobs preempted to be requeued: queued again once their parts have ended.
+    requeueing: BTreeSet<JobId>,
     /// Jobs submitted since the last cycle.
     arrivals: Vec<JobId>,
     /// What each user has left; a user without an entry has no limit.
@@ -222,7 +246,8 @@ impl Broker {
             clusters,
             planner,
             jobs: BTreeMap::new(),
-            queue: BTreeSet::new(),
+            queue: queue::GlobalQueue::default(),
+            requeueing: BTreeSet::new(),
             arrivals: Vec::new(),
             budgets: HashMap::new(),
             next_reservation: first_reservation.max(1),
@@ -362,7 +387,7 @@ impl Broker {
         let Some(entry) = self.jobs.get(&id) else {
             return false;
         };
-        if matches!(entry.phase, Phase::Running { .. }) {
+        if matches!(entry.phase, Phase::Running { .. } | Phase::Suspended { .. }) {
             return false;
         }
         self.unreserve(now, id, out);
@@ -460,23 +485,48 @@ impl Broker {
             return false;
         };
         let user = entry.job.user;
+        if let Phase::Suspended {
+            start: first,
+            cost,
+            since,
+            left,
+            suspended,
+            ..
+        } = entry.phase
+        {
+            // Killed while suspended (cancelled): every part goes, and it ran until stopped.
+            let reserved = (since + left - first).as_secs() - suspended.as_secs();
+            let used = (since - first).as_secs() - suspended.as_secs();
+            self.charge(id, user, -refund(cost, used, reserved), out);
+            self.jobs.remove(&id);
+            out.push(BrokerAction::Ended {
+                job: id,
+                start: first,
+                end: ended_at.max(first),
+            });
+            return false;
+        }
         let Phase::Running {
             start: first,
             end: reserved_end,
             cost,
             parts,
             ended,
+            suspended,
         } = &mut entry.phase
         else {
             return false;
         };
-        let (first, reserved_end, cost, parts) = (*first, *reserved_end, *cost, parts.clone());
+        let (first, reserved_end, cost, parts, suspended) =
+            (*first, *reserved_end, *cost, parts.clone(), *suspended);
         if !ended.insert(k) {
             return false;
         }
-        let released = !self.clusters[k].self_scheduled;
         let all_ended = parts.iter().all(|p| ended.contains(&p.cluster));
-        for p in parts.iter().filter(|p| p.cluster == k) {
+        let requeueing = self.requeueing.contains(&id);
+        // A job preempted to be requeued gave its reservations back when preempted.
+        let released = !self.clusters[k].self_scheduled && !requeueing;
+        for p in parts.iter().filter(|p| p.cluster == k && !requeueing) {
             if !self.clusters[k].self_scheduled {
                 let _ = self.clusters[k]
                     .sched
@@ -492,11 +542,18 @@ impl Broker {
         if !all_ended {
             return released;
         }
-        // Charge what was used of what was reserved; give back the rest.
-        let reserved = (reserved_end - first).as_secs().max(1) as f64;
+        // Charge what was used of what was reserved; give back the rest. Suspended time is
+        // neither.
         let end = ended_at.max(first);
-        let used = (end - first).as_secs().max(0) as f64;
-        self.charge(id, user, -cost * (1.0 - (used / reserved).min(1.0)), out);
+        let reserved = (reserved_end - first).as_secs() - suspended.as_secs();
+        let used = (end - first).as_secs() - suspended.as_secs();
+        self.charge(id, user, -refund(cost, used, reserved), out);
+        if requeueing {
+            // Planned again as a new run, before the queued jobs of lower levels.
+            self.requeueing.remove(&id);
+            self.requeue_entry(id);
+            return released;
+        }
         self.jobs.remove(&id);
         out.push(BrokerAction::Ended {
             job: id,
@@ -527,6 +584,7 @@ impl Broker {
                 cost: *cost,
                 parts: parts.clone(),
                 ended: BTreeSet::new(),
+                suspended: Dur::ZERO,
             };
             entry.reason = None;
         }
@@ -749,7 +807,8 @@ impl Broker {
                 .get(&id)
                 .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
             {
-                self.queue.insert(id);
+                let level = self.jobs[&id].job.priority;
+                self.queue.insert(id, level);
             }
         }
         for k in 0..self.clusters.len() {
@@ -763,6 +822,7 @@ impl Broker {
             self.carry_out(now, k, actions, out);
         }
         self.compress(now, out);
+        self.serve_levels(now, out);
         self.cycle_input(now)
     }
 
@@ -1099,7 +1159,8 @@ impl Broker {
         };
         e.not_before = until;
         e.phase = Phase::Queued;
-        self.queue.insert(id);
+        let level = e.job.priority;
+        self.queue.insert(id, level);
         self.wait(
             id,
             WaitReason::ReservationRefused {
@@ -1193,7 +1254,7 @@ impl Broker {
     fn requeue_entry(&mut self, id: JobId) {
         if let Some(e) = self.jobs.get_mut(&id) {
             e.phase = Phase::Queued;
-            self.queue.insert(id);
+            self.queue.insert(id, e.job.priority);
         }
     }
 
@@ -1282,6 +1343,13 @@ impl Broker {
         }
         self.idle_since = Some((now, wanted.min(total) as f64));
     }
+}
+
+/// The share of `cost` given back when `used` of `reserved` seconds were used.
+fn refund(cost: f64, used: i64, reserved: i64) -> f64 {
+    let reserved = reserved.max(1) as f64;
+    let used = used.max(0) as f64;
+    cost * (1.0 - (used / reserved).min(1.0))
 }
 
 /// What a global job's part is to the local scheduler of its cluster: a job of the part's

@@ -31,6 +31,8 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
         home: None,
         co_allocate: true,
         criterion: Criterion::EarliestFinish,
+        priority: 0,
+        requeue: false,
     }
 }
 

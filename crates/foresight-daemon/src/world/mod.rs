@@ -6,7 +6,7 @@ use crate::config::{ClusterConfig, Config};
 use crate::refusal::Refusal;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::{
-    processors_of, Broker, BrokerAction, CyclePlan, GridCluster, Phase, ReservationEnd,
+    processors_of, Broker, BrokerAction, CyclePlan, GridCluster, Phase, Preemption, ReservationEnd,
     ReservedPart, SpeedGroup, WaitReason,
 };
 use foresight_core::forecast::Tariff;
@@ -493,6 +493,13 @@ impl World {
         if j.command.is_empty() || j.command[0].is_empty() {
             return Err(Refusal::invalid("command", "must name a program to run"));
         }
+        if j.priority > 0 && (j.cluster.is_some() || j.reservation.is_some()) {
+            return Err(Refusal::invalid(
+                "priority",
+                "is a level of global jobs: a job for one cluster or one reservation is that \
+                 cluster's own work, never preempted and never preempting",
+            ));
+        }
         if let Some(p) = j.price {
             if p.is_nan() || p < 0.0 {
                 return Err(Refusal::invalid("price", "must be a number >= 0"));
@@ -657,6 +664,7 @@ impl World {
                 cost,
                 parts,
                 ended,
+                suspended: Dur::ZERO,
             },
             _ => Phase::Reserved {
                 start,
@@ -671,13 +679,15 @@ impl World {
     /// A global job's record as the broker plans it.
     fn global_job(&mut self, id: u64) -> Option<GlobalJob> {
         let j = self.jobs.get(&id)?;
-        let (user, submitted, procs, walltime, price, co_allocate) = (
+        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue) = (
             j.user.clone(),
             j.submitted_at,
             j.procs,
             j.walltime,
             j.price,
             j.co_allocate,
+            j.priority,
+            j.requeue,
         );
         let job = GlobalJob {
             id: JobId(id),
@@ -690,6 +700,8 @@ impl World {
             home: None,
             co_allocate,
             criterion: Criterion::EarliestFinish,
+            priority,
+            requeue,
         };
         Some(job)
     }
@@ -1246,6 +1258,19 @@ impl World {
                 if stop { "suspended" } else { "resumed" }
             )));
         }
+        let preempted = self
+            .broker
+            .entry(JobId(id))
+            .is_some_and(|e| matches!(e.phase, Phase::Suspended { .. }));
+        if preempted {
+            return Err(Refusal::conflict(format!(
+                "job {id} is suspended by a job of a higher priority level: its processors \
+                 are that job's now, and it resumes by itself when processors free up"
+            )));
+        }
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return Err(Refusal::not_found_at("id", format!("no job {id}")));
+        };
         j.suspended = stop;
         let attempt = j.attempt;
         let parts: Vec<(String, Option<String>)> = j
@@ -1741,7 +1766,121 @@ impl World {
                     self.fail(now, job.0, reason.to_string());
                 }
                 BrokerAction::Charge { job, amount, .. } => self.charge(job.0, amount),
+                BrokerAction::Preempted { job, by, how, .. } => self.preempted(job.0, by.0, how),
+                BrokerAction::Resumed { job, end, parts } => {
+                    self.resumed(now, job.0, end.secs(), &parts)
+                }
             }
+        }
+    }
+
+    /// A running global job gives its processors to job `by`, of a higher priority level:
+    /// its processes are stopped (their processors are free for `by` at once), or killed
+    /// to run again as its next attempt.
+    fn preempted(&mut self, id: u64, by: u64, how: Preemption) {
+        if !self.jobs.contains_key(&id) {
+            return;
+        }
+        let level = self.jobs.get(&by).map_or(0, |b| b.priority);
+        let j = self.jobs.get_mut(&id).expect("invariant: found above");
+        self.dirty_jobs.insert(id);
+        match how {
+            Preemption::Requeue => {
+                j.reason = Some(format!(
+                    "preempted by job {by} (priority {level}): stopped, to run again"
+                ));
+                self.requeue.insert(id);
+                self.kill_unended_parts(id);
+            }
+            Preemption::Suspend => {
+                j.suspended = true;
+                j.reason = Some(format!(
+                    "preempted by job {by} (priority {level}): suspended until processors \
+                     free up"
+                ));
+                let attempt = j.attempt;
+                let parts: Vec<(String, Vec<u32>)> = j
+                    .parts
+                    .iter_mut()
+                    .filter(|p| !p.ended)
+                    .map(|p| (p.cluster.clone(), std::mem::take(&mut p.processors)))
+                    .collect();
+                for (c, processors) in parts {
+                    let Some(k) = self.cluster_index(&c) else {
+                        continue;
+                    };
+                    // A stopped process uses no processor: they go to the job preempting it.
+                    self.clusters[k].free.extend(processors);
+                    self.effects.push(Effect::Pause {
+                        cluster: k,
+                        job: id,
+                        attempt,
+                        stop: true,
+                    });
+                }
+            }
+        }
+    }
+
+    /// A suspended job continues, in new reservations on the clusters it ran on, on free
+    /// processors there.
+    fn resumed(&mut self, now: i64, id: u64, end: i64, parts: &[ReservedPart]) {
+        let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
+            return;
+        };
+        for p in parts {
+            let rid = p.reservation.0;
+            self.reservations.insert(
+                rid,
+                ReservationRecord {
+                    id: rid,
+                    kind: "job".into(),
+                    cluster: self.clusters[p.cluster].cfg.name.clone(),
+                    procs: p.procs,
+                    processors: vec![],
+                    start: p.window.start.secs(),
+                    end: p.window.end.secs(),
+                    acl: AclSpec {
+                        job: Some(id),
+                        ..AclSpec::default()
+                    },
+                    state: ReservationState::Active,
+                    expires_at: None,
+                    owner: user.clone(),
+                },
+            );
+            self.dirty_reservations.insert(rid);
+            let taken: Vec<u32> = self.clusters[p.cluster]
+                .free
+                .iter()
+                .take(p.procs as usize)
+                .copied()
+                .collect();
+            for q in &taken {
+                self.clusters[p.cluster].free.remove(q);
+            }
+            let name = self.clusters[p.cluster].cfg.name.clone();
+            let Some(j) = self.jobs.get_mut(&id) else {
+                return;
+            };
+            let attempt = j.attempt;
+            if let Some(part) = j.parts.iter_mut().find(|q| q.cluster == name && !q.ended) {
+                part.processors = taken;
+                part.reservation = Some(rid);
+            }
+            self.effects.push(Effect::Pause {
+                cluster: p.cluster,
+                job: id,
+                attempt,
+                stop: false,
+            });
+        }
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.suspended = false;
+            j.reason = None;
+            j.planned_start = j.planned_start.or(Some(now));
+            let _ = end;
+            self.dirty_jobs.insert(id);
         }
     }
 

@@ -52,6 +52,8 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         state_after: None,
         held: false,
         suspended: false,
+        priority: 0,
+        requeue: false,
         exit_code: None,
         signal: None,
         reason: None,

@@ -319,6 +319,11 @@ impl GridRun<'_> {
                 | BrokerAction::Moved { .. }
                 | BrokerAction::ReservationEnded { .. }
                 | BrokerAction::Ended { .. } => {}
+                // The grid workloads give every global job one priority level, so the
+                // broker never preempts in them.
+                BrokerAction::Preempted { .. } | BrokerAction::Resumed { .. } => {
+                    unreachable!("invariant: one priority level, nothing is preempted")
+                }
             }
         }
     }

@@ -1,0 +1,432 @@
+//! Absolute priorities in the broker's cycle (seed 001). Before the planner runs, waiting
+//! jobs are served by level, in [`preempt::service_order`]:
+//! - a suspended job resumes as soon as the clusters it ran on have room for the rest of its
+//!   run, before any queued job of its level or below is planned;
+//! - a job that cannot start now (queued, or suspended on one cluster) takes the processors
+//!   of running global jobs of **strictly lower** levels ([`preempt::victims`]) on the
+//!   cluster where that stops the fewest processors, and starts there at once, on that
+//!   cluster alone; the jobs taken from are suspended, or killed and queued again when they
+//!   say they may be requeued ([`BrokerAction::Preempted`]);
+//! - a queued job that can start now without preemption is left to the planner, and
+//!   suspended jobs of lower levels wait for the next cycle, so that they do not take the
+//!   processors it is about to get.
+//!
+//! Local jobs are never preempted: they are not the broker's to stop. Only clusters the
+//! broker schedules itself take part: on a cluster that schedules itself (Slurm) a running
+//! job's processors are its resource manager's, and a preemption would have to be asked of
+//! it and answered like a reservation. When every job has the same level nothing here
+//! happens, and the broker decides exactly as it did without levels.
+
+use super::preempt::{self, Holder, Preemption};
+use super::{bound_part, Broker, BrokerAction, Phase, ReservationEnd, ReservedPart};
+use crate::ids::{JobId, ReservationId};
+use crate::reservation::{Acl, AdminReservation};
+use crate::scheduler::{Action, Event, LocalScheduler};
+use crate::time::{Dur, Interval, Time};
+use std::collections::BTreeSet;
+
+impl Broker {
+    /// Serves waiting jobs by level: resumes, preempts (see the module documentation).
+    pub(super) fn serve_levels(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        let any_suspended = self
+            .jobs
+            .values()
+            .any(|e| matches!(e.phase, Phase::Suspended { .. }));
+        if !any_suspended && self.lowest_running_level().is_none() {
+            return;
+        }
+        let mut waiting: Vec<_> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
+            .filter(|e| e.not_before <= now)
+            .take(self.planner.plan_depth)
+            .map(|e| {
+                (
+                    preempt::service_order(e.job.priority, None, e.job.id),
+                    e.job.id,
+                )
+            })
+            .collect();
+        for e in self.jobs.values() {
+            if let Phase::Suspended { since, .. } = e.phase {
+                let key = preempt::service_order(e.job.priority, Some(since), e.job.id);
+                waiting.push((key, e.job.id));
+            }
+        }
+        waiting.sort();
+        // Suspended jobs below this level wait: a queued job of this level starts now.
+        let mut block: Option<u32> = None;
+        for (_, id) in waiting {
+            let Some(e) = self.jobs.get(&id) else {
+                continue;
+            };
+            let level = e.job.priority;
+            if matches!(e.phase, Phase::Suspended { .. }) {
+                if block.is_some_and(|b| level < b) || self.try_resume(now, id, out) {
+                    continue;
+                }
+                self.preempt_for(now, id, out);
+            } else {
+                let can_preempt = self.lowest_running_level().is_some_and(|l| l < level);
+                if !can_preempt && !any_suspended {
+                    continue;
+                }
+                if self.fits_now(now, id) {
+                    block = Some(block.map_or(level, |b| b.max(level)));
+                    continue;
+                }
+                if can_preempt {
+                    self.preempt_for(now, id, out);
+                }
+            }
+        }
+    }
+
+    /// The lowest level among running global jobs that could be preempted.
+    fn lowest_running_level(&self) -> Option<u32> {
+        self.jobs
+            .values()
+            .filter(|e| self.preemptible(e.job.id, &e.phase))
+            .map(|e| e.job.priority)
+            .min()
+    }
+
+    /// Running, no part ended, not already being requeued, every part on a cluster the
+    /// broker schedules itself.
+    fn preemptible(&self, id: JobId, phase: &Phase) -> bool {
+        match phase {
+            Phase::Running { parts, ended, .. } => {
+                ended.is_empty()
+                    && !self.requeueing.contains(&id)
+                    && parts
+                        .iter()
+                        .all(|p| !self.clusters[p.cluster].self_scheduled)
+            }
+            _ => false,
+        }
+    }
+
+    /// How long job `id` runs on cluster `k` (at its slowest processor, in its
+    /// granularity), and what that costs at the free tariff; `None` when `k` cannot take it
+    /// by itself now (down, scheduling itself, too small, too dear).
+    fn single_cluster_run(&self, id: JobId, k: usize) -> Option<(Dur, f64)> {
+        let e = self.jobs.get(&id)?;
+        let c = &self.clusters[k];
+        if !c.available || c.self_scheduled || e.job.procs > c.sched.capacity() {
+            return None;
+        }
+        if c.tariff.base > e.job.max_price {
+            return None;
+        }
+        let secs = (e.job.walltime.as_secs() as f64 / c.slowest_speed()).ceil() as i64;
+        let g = c.granularity.as_secs().max(1);
+        let len = Dur(g * ((secs.max(1) + g - 1) / g));
+        let cost = c.tariff.base * f64::from(e.job.procs) * len.as_secs() as f64;
+        Some((len, cost))
+    }
+
+    /// True when queued job `id` could start now without preempting anyone: on one cluster,
+    /// or co-allocated over the idle processors of several.
+    fn fits_now(&self, now: Time, id: JobId) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let mut idle = 0i64;
+        for k in 0..self.clusters.len() {
+            let Some((len, _)) = self.single_cluster_run(id, k) else {
+                continue;
+            };
+            let mut sched = self.clusters[k].sched.clone();
+            if sched
+                .add_reservation_displacing(probe(0, e.job.procs, now, len))
+                .is_ok()
+            {
+                return true;
+            }
+            idle += self.clusters[k].sched.idle_at(now).max(0);
+        }
+        e.job.co_allocate && idle >= i64::from(e.job.procs)
+    }
+
+    /// The running global jobs holding processors of cluster `k` that could be preempted.
+    fn holders(&self, k: usize) -> Vec<Holder> {
+        self.jobs
+            .values()
+            .filter(|e| self.preemptible(e.job.id, &e.phase))
+            .filter_map(|e| match &e.phase {
+                Phase::Running { start, parts, .. } => {
+                    let p = parts.iter().find(|p| p.cluster == k)?;
+                    Some(Holder {
+                        job: e.job.id,
+                        priority: e.job.priority,
+                        procs: p.procs,
+                        started: *start,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Preempts what job `id` needs on the best cluster and starts it there at once; false
+    /// (nothing done) when no cluster can make room for it that way.
+    fn preempt_for(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let level = e.job.priority;
+        let user = e.job.user;
+        // Where it may go, how many processors, for how long, at what cost.
+        let places: Vec<(usize, u32, Dur, f64)> = match &e.phase {
+            Phase::Suspended { parts, left, .. } => match parts.as_slice() {
+                [p] if self.clusters[p.cluster].available
+                    && !self.clusters[p.cluster].self_scheduled =>
+                {
+                    vec![(p.cluster, p.procs, rounded(*left, self, p.cluster), 0.0)]
+                }
+                _ => return false,
+            },
+            _ => (0..self.clusters.len())
+                .filter_map(|k| {
+                    let (len, cost) = self.single_cluster_run(id, k)?;
+                    Some((k, e.job.procs, len, cost))
+                })
+                .collect(),
+        };
+        let mut best: Option<(u32, usize, Vec<JobId>, u32, Dur, f64)> = None;
+        for (k, need, len, cost) in places {
+            if self.budgets.get(&user).is_some_and(|&left| cost > left) {
+                continue;
+            }
+            let holders = self.holders(k);
+            let idle = self.clusters[k]
+                .sched
+                .idle_at(now)
+                .clamp(0, i64::from(u32::MAX)) as u32;
+            let Some(victims) = preempt::victims(need, idle, level, &holders) else {
+                continue;
+            };
+            if victims.is_empty() {
+                continue;
+            }
+            // Would it really start at once once they are gone?
+            let mut sched = self.clusters[k].sched.clone();
+            for v in &victims {
+                release(&mut sched, now, *v, &self.reservations_on(*v, k));
+            }
+            if sched
+                .add_reservation_displacing(probe(0, need, now, len))
+                .is_err()
+            {
+                continue;
+            }
+            let stopped: u32 = holders
+                .iter()
+                .filter(|h| victims.contains(&h.job))
+                .map(|h| h.procs)
+                .sum();
+            if best.as_ref().is_none_or(|b| stopped < b.0) {
+                best = Some((stopped, k, victims, need, len, cost));
+            }
+        }
+        let Some((_, k, victims, need, len, cost)) = best else {
+            return false;
+        };
+        for v in victims {
+            self.preempt_job(now, v, id, out);
+        }
+        if matches!(self.jobs[&id].phase, Phase::Suspended { .. }) {
+            return self.try_resume(now, id, out);
+        }
+        let part = ReservedPart {
+            cluster: k,
+            reservation: ReservationId(0),
+            procs: need,
+            processors: Vec::new(),
+            window: Interval::new(now, now + len),
+        };
+        self.reserve(now, id, now, now + len, cost, vec![part], out);
+        true
+    }
+
+    /// The reservations running job `v` holds on cluster `k`.
+    fn reservations_on(&self, v: JobId, k: usize) -> Vec<ReservationId> {
+        match self.jobs.get(&v).map(|e| &e.phase) {
+            Some(Phase::Running { parts, .. }) => parts
+                .iter()
+                .filter(|p| p.cluster == k)
+                .map(|p| p.reservation)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Takes running job `v`'s processors for job `by`: suspended, or to be requeued.
+    fn preempt_job(&mut self, now: Time, v: JobId, by: JobId, out: &mut Vec<BrokerAction>) {
+        let Some(e) = self.jobs.get(&v) else { return };
+        let Phase::Running {
+            start,
+            end,
+            cost,
+            parts,
+            suspended,
+            ..
+        } = e.phase.clone()
+        else {
+            return;
+        };
+        let how = Preemption::of(e.job.requeue);
+        let clusters: BTreeSet<usize> = parts.iter().map(|p| p.cluster).collect();
+        for k in clusters {
+            let held = self.reservations_on(v, k);
+            release(&mut self.clusters[k].sched, now, v, &held);
+        }
+        for p in &parts {
+            out.push(BrokerAction::ReservationEnded {
+                cluster: p.cluster,
+                reservation: p.reservation,
+                job: v,
+                how: ReservationEnd::Released,
+            });
+        }
+        match how {
+            Preemption::Suspend => {
+                let e = self.jobs.get_mut(&v).expect("invariant: read above");
+                e.phase = Phase::Suspended {
+                    start,
+                    cost,
+                    parts: parts.clone(),
+                    since: now,
+                    left: Dur((end - now).as_secs().max(1)),
+                    suspended,
+                };
+            }
+            Preemption::Requeue => {
+                self.requeueing.insert(v);
+            }
+        }
+        out.push(BrokerAction::Preempted {
+            job: v,
+            by,
+            how,
+            parts,
+        });
+    }
+
+    /// Resumes suspended job `id` at once if every cluster it ran on has room for the rest
+    /// of its run; false (nothing done) otherwise.
+    fn try_resume(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let Phase::Suspended {
+            start,
+            cost,
+            parts,
+            since,
+            left,
+            suspended,
+        } = e.phase.clone()
+        else {
+            return false;
+        };
+        if parts
+            .iter()
+            .any(|p| !self.clusters[p.cluster].available || self.clusters[p.cluster].self_scheduled)
+        {
+            return false;
+        }
+        let windows: Vec<Interval> = parts
+            .iter()
+            .map(|p| Interval::new(now, now + rounded(left, self, p.cluster)))
+            .collect();
+        for (p, w) in parts.iter().zip(&windows) {
+            let mut sched = self.clusters[p.cluster].sched.clone();
+            if sched
+                .add_reservation_displacing(probe(0, p.procs, w.start, w.len()))
+                .is_err()
+            {
+                return false;
+            }
+        }
+        let mut new_parts = Vec::with_capacity(parts.len());
+        for (p, w) in parts.iter().zip(windows) {
+            let rid = self.allocate_reservation();
+            let res = AdminReservation {
+                id: rid,
+                procs: p.procs,
+                window: w,
+                acl: Acl {
+                    job: Some(id),
+                    ..Acl::nobody()
+                },
+            };
+            self.clusters[p.cluster]
+                .sched
+                .add_reservation_displacing(res)
+                .expect("invariant: checked on a copy just above");
+            new_parts.push(ReservedPart {
+                reservation: rid,
+                window: w,
+                ..p.clone()
+            });
+        }
+        let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
+        let job = self.jobs[&id].job.clone();
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.phase = Phase::Running {
+                start,
+                end,
+                cost,
+                parts: new_parts.clone(),
+                ended: BTreeSet::new(),
+                suspended: suspended + (now - since),
+            };
+            e.reason = None;
+        }
+        out.push(BrokerAction::Resumed {
+            job: id,
+            end,
+            parts: new_parts.clone(),
+        });
+        for p in &new_parts {
+            let mut actions = Vec::new();
+            let _ = self.clusters[p.cluster].sched.handle(
+                now,
+                Event::Submit(bound_part(&job, p)),
+                &mut actions,
+            );
+            // Its own start is the resume above; others (local jobs) start as usual.
+            actions.retain(|a| !matches!(a, Action::Start { job, .. } if *job == id));
+            self.carry_out(now, p.cluster, actions, out);
+        }
+        true
+    }
+}
+
+/// Gives back, in `sched` (a cluster's scheduler or a copy of it), the processors running
+/// job `v` holds there in `reservations`.
+fn release(sched: &mut LocalScheduler, now: Time, v: JobId, reservations: &[ReservationId]) {
+    let _ = sched.cancel(now, v);
+    for r in reservations {
+        let _ = sched.remove_reservation(now, *r);
+    }
+}
+
+/// `len` in cluster `k`'s granularity.
+fn rounded(len: Dur, b: &Broker, k: usize) -> Dur {
+    let g = b.clusters[k].granularity.as_secs().max(1);
+    Dur(g * ((len.as_secs().max(1) + g - 1) / g))
+}
+
+/// A reservation to try on a copy of a scheduler.
+fn probe(id: u64, procs: u32, start: Time, len: Dur) -> AdminReservation {
+    AdminReservation {
+        id: ReservationId(u64::MAX - id),
+        procs,
+        window: Interval::new(start, start + len),
+        acl: Acl::nobody(),
+    }
+}

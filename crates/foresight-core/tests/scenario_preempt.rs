@@ -1,0 +1,267 @@
+//! Absolute priorities in the grid broker, as stories on one cluster of 4 processors, with
+//! charges checked by hand: a higher level takes a lower level's processors at once; the
+//! preempted job resumes when they free up, before queued work of lower levels, and pays for
+//! its run only; a job that may be requeued is killed and runs again; local jobs are never
+//! preempted.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use foresight_core::broker::{
+    processors_of, Broker, BrokerAction, GridCluster, Phase, Preemption, SpeedGroup,
+};
+use foresight_core::grid::{GlobalJob, PlannerConfig};
+use foresight_core::select::Criterion;
+use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+
+fn broker(procs: u32) -> Broker {
+    let c = GridCluster::new(
+        "a",
+        processors_of("a", &[SpeedGroup { procs, speed: 1.0 }]),
+        LocalScheduler::new(procs, Policy::easy()),
+    );
+    Broker::new(
+        vec![c],
+        PlannerConfig {
+            horizon: Dur(86_400),
+            lead_time: Dur(0),
+            plan_depth: 64,
+        },
+        1,
+    )
+}
+
+fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> GlobalJob {
+    GlobalJob {
+        id: JobId(id),
+        user: UserId(1),
+        submit: Time(0),
+        procs,
+        walltime: Dur(walltime),
+        max_price: 1.0,
+        input_mb: 0.0,
+        home: None,
+        co_allocate: false,
+        criterion: Criterion::EarliestFinish,
+        priority,
+        requeue,
+    }
+}
+
+fn cycle(b: &mut Broker, t: i64) -> Vec<BrokerAction> {
+    let mut out = Vec::new();
+    b.on_cycle(Time(t), &mut out);
+    out
+}
+
+fn end(b: &mut Broker, t: i64, id: u64) -> Vec<BrokerAction> {
+    let mut out = Vec::new();
+    b.on_part_ended(Time(t), 0, JobId(id), &mut out);
+    out
+}
+
+fn started(out: &[BrokerAction]) -> Vec<u64> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Start { job, .. } => Some(job.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn preempted(out: &[BrokerAction]) -> Vec<(u64, u64, Preemption)> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Preempted { job, by, how, .. } => Some((job.0, by.0, *how)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn resumed(out: &[BrokerAction]) -> Vec<(u64, i64)> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Resumed { job, end, .. } => Some((job.0, end.secs())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn charged(out: &[BrokerAction], id: u64) -> f64 {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Charge { job, amount, .. } if job.0 == id => Some(*amount),
+            _ => None,
+        })
+        .sum()
+}
+
+fn phase(b: &Broker, id: u64) -> Option<&Phase> {
+    b.entry(JobId(id)).map(|e| &e.phase)
+}
+
+/// Low job 1 (level 0) fills the cluster for 100 s; high job 2 (level 2, 10 s) arrives at
+/// 5: it starts at once and 1 is suspended with 95 s left. At 15, when 2 ends, 1 resumes
+/// to end at 110, and pays its 100 s (400 at 1 per processor-second), nothing for the 10 s
+/// it was stopped.
+#[test]
+fn a_higher_level_suspends_a_lower_one_which_resumes_and_pays_its_run_only() {
+    let mut b = broker(4);
+    let mut all = Vec::new();
+    b.submit(Time(0), global(1, 0, 4, 100, false));
+    let out = cycle(&mut b, 0);
+    assert_eq!(started(&out), vec![1]);
+    all.extend(out);
+    b.submit(Time(5), global(2, 2, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    assert_eq!(started(&out), vec![2], "the high job starts at once");
+    assert!(
+        matches!(
+            phase(&b, 1),
+            Some(Phase::Suspended {
+                since: Time(5),
+                left: Dur(95),
+                ..
+            })
+        ),
+        "{:?}",
+        phase(&b, 1)
+    );
+    all.extend(out);
+    // Nothing resumes while the high job runs.
+    let out = cycle(&mut b, 10);
+    assert!(resumed(&out).is_empty());
+    all.extend(end(&mut b, 15, 2));
+    let out = cycle(&mut b, 15);
+    assert_eq!(resumed(&out), vec![(1, 110)]);
+    assert!(started(&out).is_empty(), "a resume is not a new start");
+    all.extend(out);
+    let out = end(&mut b, 110, 1);
+    assert!(out.iter().any(
+        |a| matches!(a, BrokerAction::Ended { job, start: Time(0), end: Time(110) } if job.0 == 1)
+    ));
+    all.extend(out);
+    assert_eq!(charged(&all, 1), 400.0);
+    assert_eq!(charged(&all, 2), 40.0);
+    assert!(phase(&b, 1).is_none());
+}
+
+/// Job 1 says it may be requeued: it is preempted by being killed (the caller reports its
+/// end), pays for the 5 s it ran, and runs again from scratch after the high job.
+#[test]
+fn a_requeueable_job_is_killed_and_runs_again() {
+    let mut b = broker(4);
+    let mut all = Vec::new();
+    b.submit(Time(0), global(1, 0, 4, 100, true));
+    all.extend(cycle(&mut b, 0));
+    b.submit(Time(5), global(2, 1, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Requeue)]);
+    assert_eq!(started(&out), vec![2]);
+    all.extend(out);
+    // The caller kills it; its end puts it back in the queue, not out of the broker.
+    let out = end(&mut b, 6, 1);
+    assert!(!out.iter().any(|a| matches!(a, BrokerAction::Ended { .. })));
+    assert!(matches!(phase(&b, 1), Some(Phase::Queued)));
+    all.extend(out);
+    assert_eq!(charged(&all, 1), 24.0, "6 s of 4 processors");
+    all.extend(end(&mut b, 15, 2));
+    let out = cycle(&mut b, 15);
+    assert_eq!(started(&out), vec![1], "runs again as a new run");
+    all.extend(out);
+    assert!(matches!(
+        phase(&b, 1),
+        Some(Phase::Running {
+            start: Time(15),
+            ..
+        })
+    ));
+}
+
+/// A local job of the cluster holds every processor: the high global job waits for it.
+#[test]
+fn local_jobs_are_never_preempted() {
+    let mut b = broker(4);
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 4, Dur(100)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(started(&out), vec![100]);
+    b.submit(Time(1), global(2, 9, 4, 10, false));
+    let out = cycle(&mut b, 1);
+    assert!(preempted(&out).is_empty());
+    assert!(started(&out).is_empty());
+    assert!(matches!(
+        phase(&b, 2),
+        Some(Phase::Planned {
+            start: Time(100),
+            ..
+        })
+    ));
+}
+
+/// Equal levels never preempt: the second job waits for the first, as without levels.
+#[test]
+fn equal_levels_never_preempt() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 3, 4, 100, false));
+    cycle(&mut b, 0);
+    b.submit(Time(1), global(2, 3, 4, 10, false));
+    let out = cycle(&mut b, 1);
+    assert!(preempted(&out).is_empty());
+    assert!(matches!(
+        phase(&b, 2),
+        Some(Phase::Planned {
+            start: Time(100),
+            ..
+        })
+    ));
+}
+
+/// Job 1 (level 0) is suspended by 2 (level 2). While 2 runs, 3 (level 1) and 4 (level 0)
+/// queue. When 2 ends, 3 goes first (a higher level than 1), then 1 resumes before 4 (its
+/// level, queued later).
+#[test]
+fn preempted_jobs_resume_before_queued_jobs_of_their_level_and_below() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 0, 4, 100, false));
+    cycle(&mut b, 0);
+    b.submit(Time(5), global(2, 2, 4, 10, false));
+    cycle(&mut b, 5);
+    b.submit(Time(6), global(3, 1, 4, 20, false));
+    b.submit(Time(6), global(4, 0, 4, 20, false));
+    let out = cycle(&mut b, 6);
+    assert!(preempted(&out).is_empty(), "2 is of a higher level than 3");
+    end(&mut b, 15, 2);
+    let out = cycle(&mut b, 15);
+    assert_eq!(started(&out), vec![3]);
+    assert!(resumed(&out).is_empty());
+    let out = cycle(&mut b, 16);
+    assert!(resumed(&out).is_empty() && started(&out).is_empty());
+    end(&mut b, 35, 3);
+    let out = cycle(&mut b, 35);
+    assert_eq!(resumed(&out), vec![(1, 35 + 95)]);
+    assert!(started(&out).is_empty(), "4 waits for 1");
+}
+
+/// A suspended job of a higher level takes back the processors a lower level got meanwhile.
+#[test]
+fn a_suspended_job_preempts_lower_levels_to_resume() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 1, 4, 100, false));
+    cycle(&mut b, 0);
+    b.submit(Time(5), global(2, 2, 2, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    // Two processors are idle: a level-0 job takes them (1 needs 4).
+    b.submit(Time(6), global(3, 0, 2, 50, false));
+    let out = cycle(&mut b, 6);
+    assert_eq!(started(&out), vec![3]);
+    end(&mut b, 15, 2);
+    let out = cycle(&mut b, 15);
+    assert_eq!(preempted(&out), vec![(3, 1, Preemption::Suspend)]);
+    assert_eq!(resumed(&out), vec![(1, 15 + 95)]);
+}
