@@ -14,23 +14,48 @@ use std::path::PathBuf;
 /// Where the server is and who we are: on the commands that talk to a server only.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Connection {
+    // Listed after every command's own options (display_order), whatever their number.
     /// Server URL [default: the server of the data directory].
-    #[arg(long, global = true, env = "FORESIGHT_SERVER", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_SERVER",
+        value_name = "URL",
+        display_order = 900
+    )]
     pub server: Option<String>,
     /// Bearer token [default: the admin token of the data directory].
-    #[arg(long, global = true, env = "FORESIGHT_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_TOKEN",
+        hide_env_values = true,
+        display_order = 901
+    )]
     pub token: Option<String>,
     /// The data directory of a server on this machine (as given to `server start
     /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
-    #[arg(long, global = true, env = "FORESIGHT_DATA_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_DATA_DIR",
+        value_name = "DIR",
+        display_order = 902
+    )]
     pub data_dir: Option<PathBuf>,
     /// Also trust the certificate authorities in this PEM file for an https:// server (a
     /// private CA) [default: the system's].
-    #[arg(long, global = true, env = "FORESIGHT_CACERT", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_CACERT",
+        value_name = "FILE",
+        display_order = 903
+    )]
     pub cacert: Option<PathBuf>,
     /// Send the token over plain http:// to a server that is not on this machine (anyone on
     /// the network path can read it). Certificates of https:// servers are checked anyway.
-    #[arg(long, global = true, env = "FORESIGHT_INSECURE")]
+    #[arg(long, global = true, env = "FORESIGHT_INSECURE", display_order = 904)]
     pub insecure: bool,
 }
 
