@@ -187,7 +187,7 @@ mod tests {
             (
                 "[[cluster]]\nname = \"w\"\nprocs = 2\n[cluster.wiki_rm]\n\
                  address = \"h:1\"\nkey_file = \"/k\"\n",
-                "kind = \\\"wiki\\\"",
+                "[cluster.wiki_rm] is for kind = \"wiki\" clusters",
             ),
         ] {
             let e = check(text).unwrap_err();

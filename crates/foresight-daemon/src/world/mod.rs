@@ -1830,25 +1830,8 @@ impl World {
         };
         for p in parts {
             let rid = p.reservation.0;
-            self.reservations.insert(
-                rid,
-                ReservationRecord {
-                    id: rid,
-                    kind: "job".into(),
-                    cluster: self.clusters[p.cluster].cfg.name.clone(),
-                    procs: p.procs,
-                    processors: vec![],
-                    start: p.window.start.secs(),
-                    end: p.window.end.secs(),
-                    acl: AclSpec {
-                        job: Some(id),
-                        ..AclSpec::default()
-                    },
-                    state: ReservationState::Active,
-                    expires_at: None,
-                    owner: user.clone(),
-                },
-            );
+            let rec = self.job_reservation(id, &user, p, ReservationState::Active);
+            self.reservations.insert(rid, rec);
             self.dirty_reservations.insert(rid);
             let taken: Vec<u32> = self.clusters[p.cluster]
                 .free
@@ -1920,25 +1903,9 @@ impl World {
         let (start, end) = (part.window.start.secs(), part.window.end.secs());
         let rid = part.reservation.0;
         let cluster = self.clusters[k].cfg.name.clone();
-        self.reservations.insert(
-            rid,
-            ReservationRecord {
-                id: rid,
-                kind: "job".into(),
-                cluster: cluster.clone(),
-                procs: part.procs,
-                processors: vec![],
-                start,
-                end,
-                acl: AclSpec {
-                    job: Some(id),
-                    ..AclSpec::default()
-                },
-                state: ReservationState::Tentative,
-                expires_at: Some(now + 60),
-                owner: user,
-            },
-        );
+        let mut rec = self.job_reservation(id, &user, part, ReservationState::Tentative);
+        rec.expires_at = Some(now + 60);
+        self.reservations.insert(rid, rec);
         self.dirty_reservations.insert(rid);
         self.effects.push(Effect::Reserve {
             cluster: k,
@@ -1961,6 +1928,32 @@ impl World {
         }
     }
 
+    /// The record of a global job's reservation for one of its parts.
+    fn job_reservation(
+        &self,
+        id: u64,
+        user: &str,
+        p: &ReservedPart,
+        state: ReservationState,
+    ) -> ReservationRecord {
+        ReservationRecord {
+            id: p.reservation.0,
+            kind: "job".into(),
+            cluster: self.clusters[p.cluster].cfg.name.clone(),
+            procs: p.procs,
+            processors: vec![],
+            start: p.window.start.secs(),
+            end: p.window.end.secs(),
+            acl: AclSpec {
+                job: Some(id),
+                ..AclSpec::default()
+            },
+            state,
+            expires_at: None,
+            owner: user.to_string(),
+        }
+    }
+
     /// Phase two done: every part of a global job is held. Its reservations are committed,
     /// its parts bound to them, and parts on clusters that schedule themselves submitted.
     fn reserved(&mut self, now: i64, id: u64, start: i64, parts: &[ReservedPart]) {
@@ -1969,25 +1962,8 @@ impl World {
         };
         for p in parts {
             let rid = p.reservation.0;
-            let rec = self
-                .reservations
-                .entry(rid)
-                .or_insert_with(|| ReservationRecord {
-                    id: rid,
-                    kind: "job".into(),
-                    cluster: self.clusters[p.cluster].cfg.name.clone(),
-                    procs: p.procs,
-                    processors: vec![],
-                    start: p.window.start.secs(),
-                    end: p.window.end.secs(),
-                    acl: AclSpec {
-                        job: Some(id),
-                        ..AclSpec::default()
-                    },
-                    state: ReservationState::Committed,
-                    expires_at: None,
-                    owner: user.clone(),
-                });
+            let fresh = self.job_reservation(id, &user, p, ReservationState::Committed);
+            let rec = self.reservations.entry(rid).or_insert(fresh);
             rec.state = ReservationState::Committed;
             rec.expires_at = None;
             self.dirty_reservations.insert(rid);
