@@ -60,6 +60,9 @@ struct Driver {
     submitted: BTreeSet<JobId>,
     ended: BTreeSet<JobId>,
     started_global: bool,
+    /// Jobs preempted to be requeued during the current cycle's carry-out: killed, and so
+    /// queued again, only after that cycle served the levels; the next cycle serves them.
+    requeued: BTreeSet<JobId>,
     /// Check the waiting invariants too.
     strict: bool,
 }
@@ -92,6 +95,7 @@ impl Driver {
             submitted: BTreeSet::new(),
             ended: BTreeSet::new(),
             started_global: false,
+            requeued: BTreeSet::new(),
             strict: false,
         }
     }
@@ -143,6 +147,7 @@ impl Driver {
                             self.running.remove(&(job, p.cluster));
                         }
                         if how == Preemption::Requeue {
+                            self.requeued.insert(job);
                             for p in &parts {
                                 self.broker
                                     .on_part_ended(self.now, p.cluster, job, &mut next);
@@ -163,11 +168,13 @@ impl Driver {
             }
             todo = next;
         }
+        // Windows are half-open: a part whose window ends at `now` holds nothing at `now`,
+        // even while its end (one of several at this instant) is yet to be reported.
         for (k, &size) in SIZES.iter().enumerate() {
             let used: u32 = self
                 .running
                 .iter()
-                .filter(|((_, c), _)| *c == k)
+                .filter(|((_, c), (end, _))| *c == k && *end > self.now)
                 .map(|(_, (_, p))| p)
                 .sum();
             prop_assert!(used <= size, "cluster {k} runs {used} of {size}");
@@ -212,6 +219,7 @@ impl Driver {
 
     fn cycle(&mut self) -> Result<(), TestCaseError> {
         self.started_global = false;
+        self.requeued.clear();
         let mut out = Vec::new();
         self.broker.on_cycle(self.now, &mut out);
         self.carry_out(out)?;
@@ -220,7 +228,7 @@ impl Driver {
         }
         let idle: Vec<u32> = (0..SIZES.len()).map(|k| self.room(k, 0)).collect();
         for e in self.broker.queued() {
-            if e.not_before > self.now {
+            if e.not_before > self.now || self.requeued.contains(&e.job.id) {
                 continue;
             }
             // It could start without preempting anyone: the planner's to place.
@@ -260,11 +268,11 @@ impl Driver {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
-    /// Capacity, lower levels only, nothing lost. Known to fail: a shrunk case shows a
-    /// cluster of 4 running 6 processors in this driver (not yet told apart: the driver's
-    /// bookkeeping or the broker's); kept to be fixed, not hidden.
+    /// Capacity, lower levels only, nothing lost. (Its old counterexample, a cluster of 4
+    /// running 6, was this driver counting a part whose window had ended as running until
+    /// its end was reported: `parts_ending_at_the_same_instant_hold_nothing_at_that_instant`
+    /// in `scenario_preempt.rs`.)
     #[test]
-    #[ignore = "known counterexample (capacity), under investigation"]
     fn levels_preempt_resume_and_lose_nothing(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, false)?;
     }
