@@ -357,3 +357,68 @@ fn a_job_requeued_by_preemption_takes_lower_levels_at_the_next_cycle() {
         Some(Phase::Running { start: Time(4), parts, .. }) if parts[0].cluster == 1
     ));
 }
+
+/// The property test's third counterexample, reduced to one cluster of 4. Job 1 (level 2,
+/// 2 processors) runs until 20. At 1 come job 2 (level 1, all 4, 10 s: planned at 20),
+/// job 3 (level 1, 2 for 100 s: it would fit the 2 idle processors, but would push job 2
+/// back, so it is planned after it) and job 4 (level 0, 2 for 10 s: it would fit before 20
+/// without pushing job 2 back). Started, job 4 would only hand job 3 processors it takes
+/// back at the next cycle (job 3 preempting it, and job 2 pushed back to 102 after all):
+/// so job 4 is not started, nothing is preempted, and job 2 starts at 20.
+#[test]
+fn a_lower_level_is_not_started_where_a_waiting_higher_level_would_preempt_it() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 2, 2, 20, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    b.submit(Time(1), global(2, 1, 4, 10, false));
+    b.submit(Time(1), global(3, 1, 2, 100, false));
+    b.submit(Time(1), global(4, 0, 2, 10, false));
+    let out = cycle(&mut b, 1);
+    assert!(started(&out).is_empty(), "{out:?}");
+    assert!(!matches!(phase(&b, 4), Some(Phase::Running { .. })));
+    let out = cycle(&mut b, 2);
+    assert!(preempted(&out).is_empty());
+    assert!(started(&out).is_empty());
+    end(&mut b, 20, 1);
+    let out = cycle(&mut b, 20);
+    assert_eq!(started(&out), vec![2]);
+    assert!(preempted(&out).is_empty());
+}
+
+/// The property test's fourth counterexample, reduced: job 1 (level 0) holds all of c0, a
+/// local job all of c1 until 20. At 20 jobs 5 (level 1, 4 processors) and 6 (level 1, 3)
+/// arrive: both fit c1's 6 idle processors alone, not together. Job 5, served first, claims
+/// 4 of them; job 6 then cannot start on idle processors and takes c0 from job 1 in this
+/// very cycle (it used to wait a cycle, c1 counted idle for it too).
+#[test]
+fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
+    let mut b = two_clusters();
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        1,
+        Job::new(JobId(100), Time(0), 6, Dur(20)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(started(&out), vec![100]);
+    b.submit(Time(0), global(1, 0, 4, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    let mut out = Vec::new();
+    b.on_part_ended(Time(20), 1, JobId(100), &mut out);
+    b.submit(Time(20), global(5, 1, 4, 10, false));
+    b.submit(Time(20), global(6, 1, 3, 10, false));
+    let out = cycle(&mut b, 20);
+    assert_eq!(preempted(&out), vec![(1, 6, Preemption::Suspend)]);
+    let mut s = started(&out);
+    s.sort();
+    assert_eq!(s, vec![5, 6]);
+    assert!(matches!(
+        phase(&b, 5),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+    ));
+    assert!(matches!(
+        phase(&b, 6),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
+    ));
+}
