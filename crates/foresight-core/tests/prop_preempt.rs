@@ -277,11 +277,24 @@ proptest! {
         run(ops, false)?;
     }
 
-    /// The waiting invariants as well. Known to fail: a queued level-1 job of 1 processor
-    /// was found waiting while a lower level held what it needed (shrunk case not yet
-    /// understood); kept to be fixed, not hidden.
+    /// The waiting invariants as well. Counterexamples fixed so far (each a scenario in
+    /// `scenario_preempt.rs`): a job requeued by preemption checked before any cycle could
+    /// serve it (the driver's); a lower level started where a waiting higher one preempts it
+    /// next cycle; processors claimed by jobs served earlier counted idle for later ones.
+    ///
+    /// Still known to fail (so ignored): levels are served *before* the planner, on a guess
+    /// of where the jobs that fit will go, and the planner may place them elsewhere. Shrunk
+    /// case (clusters of 4 and 6): at 62 a co-allocated level-3 job of 5 is guessed onto c1
+    /// alone and a level-3 job of 3 onto c0, so suspended job 3 (level 0, 1 processor)
+    /// resumes into c1's last idle processor; the planner then puts the job of 5 as 4 on c0
+    /// + 1 on c1 and the job of 3 on c1, leaving c1 one idle processor, and a queued level-1
+    /// job of 2 waits a cycle before it preempts job 3 (1 idle + job 3's 1 would do).
+    /// Ops: `Global(p0, 5, 10), Wait(1), Local(c0, 4, 59), Global(p0, 1, 45),
+    /// Global(p0, 1, 10), Wait(1), 4 × Global(p0, 1, 10), Global(p3, 6, 10),
+    /// Global(p1, 4, 10), Global(p3, 5, 10), Global(p3, 3, 10), Global(p1, 2, 10)`.
+    /// Fixing it means resuming lower levels after the planner, against its real placement.
     #[test]
-    #[ignore = "known counterexample to the waiting invariant, under investigation"]
+    #[ignore = "known counterexample: levels are served on a guess of the planner's placement"]
     fn no_job_waits_on_lower_levels(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, true)?;
     }

@@ -197,20 +197,35 @@ impl Broker {
         let Some(e) = self.jobs.get(&id) else {
             return false;
         };
-        let mut idle = 0i64;
+        let need = i64::from(e.job.procs);
+        let mut idle: Vec<(usize, i64)> = Vec::new();
         for k in 0..self.clusters.len() {
-            let Some((len, _)) = self.single_cluster_run(id, k) else {
+            let c = &self.clusters[k];
+            if !c.available || c.self_scheduled {
                 continue;
-            };
-            let mut sched = claims.applied(&self.clusters[k].sched, k);
-            let p = probe(claims.next_id(), e.job.procs, now, len);
-            if sched.add_reservation_displacing(p.clone()).is_ok() {
-                claims.claim(k, p);
-                return true;
             }
-            idle += claims.idle(&self.clusters[k].sched, now, k);
+            let free = claims.idle(&c.sched, now, k);
+            if let Some((len, _)) = self.single_cluster_run(id, k) {
+                let mut sched = claims.applied(&c.sched, k);
+                let p = probe(claims.next_id(), e.job.procs, now, len);
+                if free >= need && sched.add_reservation_displacing(p.clone()).is_ok() {
+                    claims.claim(k, p);
+                    return true;
+                }
+            }
+            idle.push((k, free));
         }
-        e.job.co_allocate && idle >= i64::from(e.job.procs)
+        if !e.job.co_allocate || idle.iter().map(|(_, i)| i).sum::<i64>() < need {
+            return false;
+        }
+        // Co-allocated over idle processors of several clusters: claimed as counts.
+        let mut left = need;
+        for (k, free) in idle {
+            let take = free.min(left);
+            claims.procs[k] += take;
+            left -= take;
+        }
+        true
     }
 
     /// The running global jobs holding processors of cluster `k` that could be preempted.
@@ -417,6 +432,10 @@ impl Broker {
             .map(|p| Interval::new(now, now + rounded(left, self, p.cluster)))
             .collect();
         for (p, w) in parts.iter().zip(&windows) {
+            let free = claims.idle(&self.clusters[p.cluster].sched, now, p.cluster);
+            if free < i64::from(p.procs) {
+                return false;
+            }
             let mut sched = claims.applied(&self.clusters[p.cluster].sched, p.cluster);
             if sched
                 .add_reservation_displacing(probe(0, p.procs, w.start, w.len()))
