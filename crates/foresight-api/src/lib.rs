@@ -3,10 +3,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod array;
+mod dependency;
 mod duration;
+mod job_ref;
 pub mod usage;
 
+pub use array::ArraySpec;
+pub use dependency::{combine, Dependency, DependencyKind, DependencyVerdict};
 pub use duration::{format_duration, parse_duration};
+pub use job_ref::JobRef;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -171,6 +177,15 @@ pub struct SubmitJob {
     /// The quality of service (one of the user's).
     #[serde(default)]
     pub qos: Option<String>,
+    /// Wait for other jobs, as `sbatch --dependency`: `afterok:ID[:ID...]`, `afterany:ID`,
+    /// `afternotok:ID`, `after:ID`, `singleton`, joined by `,` (all) or `?` (any). Only jobs
+    /// the user can see may be named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
+    /// Submit an array of tasks, as `sbatch --array`: `0-99%10`, `1,3,5-7`, `0-15:4`. Each
+    /// task is a job of its own with `FORESIGHT_ARRAY_TASK_ID` set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
     /// Absolute priority level of a global job (0, the lowest, by default): it is planned
     /// before jobs of lower levels and, when it cannot start otherwise, takes at once the
     /// processors of running global jobs of lower levels, which are suspended (or requeued)
@@ -274,6 +289,26 @@ pub struct JobView {
     pub stdout: Option<String>,
     /// Standard error file.
     pub stderr: Option<String>,
+    /// For a task of an array job: the array job's id (the id `job list` shows is
+    /// `ARRAY_TASK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_job_id: Option<u64>,
+    /// For a task of an array job: its index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task_id: Option<u32>,
+    /// What it waits for, as submitted (`afterok:12,singleton`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
+}
+
+impl JobView {
+    /// The id people use: `ID`, or `ARRAY_TASK` for a task of an array job.
+    pub fn display_id(&self) -> String {
+        match (self.array_job_id, self.array_task_id) {
+            (Some(a), Some(t)) => format!("{a}_{t}"),
+            _ => self.id.to_string(),
+        }
+    }
 }
 
 /// Why a job has not started, with the facts behind it.

@@ -137,6 +137,9 @@ mod tests {
             command: vec![],
             stdout: None,
             stderr: None,
+            array_job_id: None,
+            array_task_id: None,
+            dependency: None,
         }
     }
 

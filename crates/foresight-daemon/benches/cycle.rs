@@ -109,6 +109,7 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         attempt: 0,
         stdout: None,
         stderr: None,
+        links: None,
     }
 }
 

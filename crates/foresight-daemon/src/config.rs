@@ -19,6 +19,12 @@ pub struct Config {
     /// Where the database, tokens and job directories live.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
+    /// Where jobs, reservations and users are kept: a `postgres://user:password@host:port/db`
+    /// URL (the database must exist; its tables are created), or an SQLite file path or
+    /// `sqlite://PATH`. Unset: the SQLite file `DATA_DIR/foresight.db`. Tokens, job output
+    /// and the lock stay in the data directory either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -52,6 +58,9 @@ pub struct Config {
     /// --unix-user`) wins over this table. Also `FORESIGHT_UNIX_USER="NAME=ACCOUNT,..."`.
     #[serde(default)]
     pub unix_user: std::collections::BTreeMap<String, String>,
+    /// The `[http]` table: HTTPS (`tls_cert`, `tls_key`) and connection limits.
+    #[serde(default)]
+    pub http: crate::http_config::HttpConfig,
 }
 
 /// One cluster.
@@ -114,6 +123,9 @@ pub struct ClusterConfig {
     /// (Maui, Moab) drives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiki: Option<WikiConfig>,
+    /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wiki_rm: Option<crate::wiki_rm::WikiRmConfig>,
 }
 
 /// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
@@ -247,6 +259,7 @@ impl ClusterConfig {
             latency_seconds: 0,
             scheduler: default_scheduler(),
             wiki: None,
+            wiki_rm: None,
         }
     }
 
@@ -259,6 +272,12 @@ impl ClusterConfig {
     pub fn is_slurm(&self) -> bool {
         self.kind == "slurm"
     }
+
+    /// True when the service mirrors this cluster from a resource manager's snapshots
+    /// (Slurm, or a WIKI resource manager Foresight schedules) instead of running it.
+    pub fn is_remote(&self) -> bool {
+        self.is_slurm() || self.kind == "wiki"
+    }
 }
 
 impl Default for Config {
@@ -267,6 +286,7 @@ impl Default for Config {
             instance: default_instance(),
             listen: default_listen(),
             data_dir: default_data_dir(),
+            store: None,
             cycle_ms: default_cycle_ms(),
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
@@ -276,6 +296,7 @@ impl Default for Config {
             cluster: default_clusters(),
             user: Vec::new(),
             unix_user: std::collections::BTreeMap::new(),
+            http: Default::default(),
         }
     }
 }
@@ -305,8 +326,23 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The store this configuration names (the SQLite file in the data directory unless
+    /// `store` is set).
+    pub fn store_location(&self) -> anyhow::Result<foresight_store::StoreLocation> {
+        match &self.store {
+            None => Ok(foresight_store::StoreLocation::Sqlite(
+                self.data_dir.join("foresight.db"),
+            )),
+            Some(s) => {
+                foresight_store::StoreLocation::parse(s).map_err(|e| anyhow::anyhow!("store: {e}"))
+            }
+        }
+    }
+
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
+        self.http.check()?;
+        self.store_location()?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {
                 anyhow::bail!("unix_user.{name}: {account:?} is not a Unix account name");
@@ -362,9 +398,13 @@ impl Config {
                         anyhow::bail!("{at}: sync_ms must be at least 1");
                     }
                 }
-                other => {
-                    anyhow::bail!("{at}: kind {other:?} is not supported (supported: local, slurm)")
-                }
+                "wiki" => crate::wiki_rm::check(&at, c)?,
+                other => anyhow::bail!(
+                    "{at}: kind {other:?} is not supported (supported: local, slurm, wiki)"
+                ),
+            }
+            if c.kind != "wiki" && c.wiki_rm.is_some() {
+                anyhow::bail!("{at}: [cluster.wiki_rm] is for kind = \"wiki\" clusters");
             }
             if c.kind != "local" && (c.scheduler != "local" || c.wiki.is_some()) {
                 anyhow::bail!(

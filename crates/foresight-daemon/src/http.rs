@@ -82,7 +82,8 @@ fn field_of<E: std::fmt::Display>(e: &serde_path_to_error::Error<E>, whole: &str
 }
 
 /// A JSON body whose errors are JSON too, naming the field at fault: 400 for a value of the
-/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type.
+/// wrong type or an unknown field, 413 for a body over the limit, 415 for another media type,
+/// 408 for a body that did not arrive in time.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
@@ -102,17 +103,33 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
                 "expected a request with 'Content-Type: application/json'".into(),
             ));
         }
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| {
-                let status = e.status();
-                let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    "payload_too_large"
-                } else {
-                    "bad_request"
-                };
-                unreadable(status, code, "body", e.body_text())
-            })?;
+        // A body trickled in byte by byte must not hold the connection (slowloris): it has
+        // until the deadline the accept loop set when its head arrived.
+        let deadline = req
+            .extensions()
+            .get::<crate::acceptor::BodyDeadline>()
+            .copied();
+        let read = axum::body::Bytes::from_request(req, state);
+        let read = match deadline {
+            Some(d) => tokio::time::timeout_at(d.0, read).await.map_err(|_| {
+                unreadable(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "body",
+                    "the request body did not arrive in time ([http] body_timeout_ms)".into(),
+                )
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|e| {
+            let status = e.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "payload_too_large"
+            } else {
+                "bad_request"
+            };
+            unreadable(status, code, "body", e.body_text())
+        })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let field = if e.inner().is_data() {
@@ -178,6 +195,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
                 "bad_request",
                 "id",
                 format!("id: {raw:?} is not a number from 0 to {}", u64::MAX),
+            )
+        })
+    }
+}
+
+/// A job in the path (`/jobs/{id}`): `ID`, or `ARRAY_TASK` for a task of an array job;
+/// refused as JSON naming `id` when it is neither.
+pub struct JobPath(pub JobRef);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| unreadable(e.status(), "bad_request", "id", e.body_text()))?;
+        raw.parse().map(JobPath).map_err(|e: String| {
+            unreadable(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "id",
+                format!("id: {e}"),
             )
         })
     }
@@ -291,7 +330,7 @@ pub fn router(service: Arc<Service>) -> Router {
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
 )]
 struct ApiDoc;
@@ -306,6 +345,66 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// The refusals every route of a kind can answer, added to each operation that does not
+/// list them itself, so that the document describes every status a route answers: 401 and
+/// 403 on authenticated routes, 400 where there is a parameter or a body, 404 with a path
+/// parameter, 408, 413 and 415 with a body, 409 on changes, 500 everywhere.
+struct CommonResponses;
+
+impl utoipa::Modify for CommonResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+        let refusal = |what: &str| {
+            ResponseBuilder::new()
+                .description(what)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("ApiError")))
+                        .build(),
+                )
+                .build()
+        };
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let api = path.starts_with(API_PREFIX);
+            let in_path = path.contains('{');
+            let ops = [
+                (&mut item.get, false),
+                (&mut item.post, true),
+                (&mut item.put, true),
+                (&mut item.patch, true),
+                (&mut item.delete, true),
+            ];
+            for (op, changes) in ops {
+                let Some(op) = op.as_mut() else { continue };
+                let body = op.request_body.is_some();
+                let params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+                let mut add = |status: &str, what: &str, when: bool| {
+                    if when {
+                        op.responses
+                            .responses
+                            .entry(status.to_string())
+                            .or_insert_with(|| refusal(what).into());
+                    }
+                };
+                add(
+                    "400",
+                    "Invalid request: the field at fault is named",
+                    api && (body || params),
+                );
+                add("401", "Missing, malformed or unknown token", api);
+                add("403", "The caller may not do this", api);
+                add("404", "No such object", api && in_path);
+                add("408", "The body did not arrive in time", api && body);
+                add("409", "Conflicts with the object's state", api && changes);
+                add("413", "Body over the size limit", api && body);
+                add("415", "Body not application/json", api && body);
+                add("500", "Internal error", api);
+            }
+        }
     }
 }
 
@@ -366,6 +465,7 @@ async fn submit_batch(
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct JobFilter {
     /// Only jobs in this state.
     state: Option<String>,
@@ -398,28 +498,31 @@ async fn list_jobs(
 }
 
 /// One job.
-#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = u64, Path, description = "Job id")),
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = String, Path, description = "Job id, or ARRAY_TASK")),
     responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError)))]
 async fn show_job(
     State(s): State<AppState>,
     caller: Caller,
-    Id(id): Id,
+    JobPath(r): JobPath,
 ) -> Result<Json<JobView>, Refusal> {
+    let id = s.job_id(&caller.0, r)?;
     s.job(&caller.0, id).map(Json)
 }
 
 macro_rules! job_action {
     ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
         #[doc = $doc]
-        #[utoipa::path(post, path = $path, params(("id" = u64, Path, description = "Job id")),
+        #[utoipa::path(post, path = $path, params(("id" = String, Path, description = "Job id, or ARRAY_TASK; an array job's id acts on every task")),
             responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
                       (status = 409, body = foresight_api::ApiError)))]
         async fn $name(
             State(s): State<AppState>,
             caller: Caller,
-            Id($id): Id,
+            JobPath(r): JobPath,
         ) -> Result<Json<JobView>, Refusal> {
-            s.job_op(&caller.0, $id, |$w, $now| $body).await.map(Json)
+            s.job_op_each(&caller.0, r, |$w, $now, $id| $body)
+                .await
+                .map(Json)
         }
     };
 }
@@ -462,13 +565,14 @@ job_action!(
 );
 
 /// Why a job has not started yet.
-#[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = u64, Path, description = "Job id")),
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = String, Path, description = "Job id, or ARRAY_TASK")),
     responses((status = 200, body = Explanation)))]
 async fn explain_job(
     State(s): State<AppState>,
     caller: Caller,
-    Id(id): Id,
+    JobPath(r): JobPath,
 ) -> Result<Json<Explanation>, Refusal> {
+    let id = s.job_id(&caller.0, r)?;
     s.explain(&caller.0, id).map(Json)
 }
 
@@ -605,6 +709,7 @@ async fn list_clusters(State(s): State<AppState>, _caller: Caller) -> Json<Vec<C
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct PlanWindow {
     /// One cluster only.
     cluster: Option<String>,

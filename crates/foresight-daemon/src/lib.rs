@@ -7,18 +7,22 @@
 //! - `data_lock`: one server per data directory (`server.lock`).
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
+//! - [`http_config`]: the `[http]` table; `acceptor`: the accept loop that serves it
+//!   (HTTPS, timeouts, the connection limit).
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
 //!   that change users (credentials, tokens, disabling, removal).
 //! - `dashboard`: the web dashboard at `/`, its assets embedded.
 //! - [`wiki_server`]: the WIKI servers through which Maui schedules local clusters.
 #![forbid(unsafe_code)]
 
+mod acceptor;
 mod accounts;
 pub mod config;
 mod dashboard;
 mod data_lock;
 mod error;
 pub mod http;
+pub mod http_config;
 mod limits;
 mod metrics;
 mod moment;
@@ -27,6 +31,7 @@ mod plan_view;
 mod refusal;
 pub mod service;
 mod user_admin;
+pub mod wiki_rm;
 pub mod wiki_server;
 #[doc(hidden)]
 pub mod world;
@@ -45,13 +50,24 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
+    // Read before anything is written, so that a bad certificate stops the start at once.
+    let tls = acceptor::tls_acceptor(&cfg.http)?;
+    let http_cfg = cfg.http.clone();
+    acceptor::raise_fd_limit(http_cfg.max_connections);
     let data_dir = cfg.data_dir.clone();
     accounts::prepare_data_dir(&data_dir)?;
     // Held until the server exits; a second server on this directory refuses here.
     let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
     let wiki = wiki_server::WikiServers::start(&service, &data_dir).await?;
-    let url = format!("http://{addr}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{addr}");
+    if tls.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            "serving plain HTTP on {addr}: tokens cross the network in the clear; give \
+             --tls-cert and --tls-key (or [http] tls_cert and tls_key)"
+        );
+    }
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
         println!(
@@ -65,9 +81,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     );
     tracing::info!("listening on {url}");
     let app = http::router(service.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    acceptor::serve(listener, app, tls, &http_cfg, shutdown_signal()).await;
     wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));

@@ -14,6 +14,33 @@ pub const MAX_NAME: usize = 256;
 /// The longest argument, environment value or working directory, in bytes.
 pub const MAX_TEXT: usize = 64 * 1024;
 
+/// The most tasks one array job may have: each is a job of its own, stored in the one
+/// transaction that acknowledges the submission.
+pub const MAX_ARRAY_TASKS: u64 = 10_000;
+/// The largest array index (Slurm's `MaxArraySize` is one more than its largest index).
+pub const MAX_ARRAY_INDEX: u32 = 4_000_000;
+
+/// An array of at most `MAX_ARRAY_TASKS` tasks with indices up to `MAX_ARRAY_INDEX`.
+pub fn array(field: &str, a: &foresight_api::ArraySpec) -> Result<(), Refusal> {
+    let n = a.count();
+    if n > MAX_ARRAY_TASKS {
+        return Err(Refusal::invalid(
+            field,
+            format!("{a} has {n} tasks; an array may have at most {MAX_ARRAY_TASKS}"),
+        ));
+    }
+    if a.max_index() > MAX_ARRAY_INDEX {
+        return Err(Refusal::invalid(
+            field,
+            format!(
+                "{a}: index {} is above the largest allowed, {MAX_ARRAY_INDEX}",
+                a.max_index()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A number of seconds in `1..=MAX_SECONDS`.
 pub fn seconds(field: &str, s: i64) -> Result<(), Refusal> {
     if (1..=MAX_SECONDS).contains(&s) {
@@ -130,5 +157,24 @@ mod tests {
             seconds("walltime", 0).unwrap_err().field(),
             Some("walltime")
         );
+    }
+
+    #[test]
+    fn arrays_too_large_are_refused_before_they_are_listed() {
+        let a = |s: &str| s.parse::<foresight_api::ArraySpec>().unwrap();
+        assert!(array("array", &a("0-9999")).is_ok());
+        assert_eq!(
+            array("array", &a("0-10000")).unwrap_err().to_string(),
+            "array: 0-10000 has 10001 tasks; an array may have at most 10000"
+        );
+        assert_eq!(
+            array("array", &a("0-4294967295")).unwrap_err().to_string(),
+            "array: 0-4294967295 has 4294967296 tasks; an array may have at most 10000"
+        );
+        assert_eq!(
+            array("array", &a("1,4000001")).unwrap_err().to_string(),
+            "array: 1,4000001: index 4000001 is above the largest allowed, 4000000"
+        );
+        assert!(array("array", &a("0-4000000:1000")).is_ok());
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 /// Which output.
 #[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct OutputQuery {
     /// Standard error instead of standard output.
     #[serde(default)]
@@ -26,15 +27,16 @@ pub struct OutputQuery {
 
 /// A job's standard output (or error) as plain text.
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/output",
-    params(("id" = u64, Path, description = "Job id"), OutputQuery),
+    params(("id" = String, Path, description = "Job id, or ARRAY_TASK"), OutputQuery),
     responses((status = 200, body = String, content_type = "text/plain"),
               (status = 404, body = foresight_api::ApiError)))]
 pub async fn job_output(
     State(s): State<Arc<Service>>,
     caller: Caller,
-    crate::http::Id(id): crate::http::Id,
+    crate::http::JobPath(r): crate::http::JobPath,
     Params(q): Params<OutputQuery>,
 ) -> Result<impl IntoResponse, Refusal> {
+    let id = s.job_id(&caller.0, r)?;
     let j = s.job(&caller.0, id)?;
     let parts = j.parts.len().max(1);
     if q.part >= parts {

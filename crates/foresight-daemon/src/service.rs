@@ -20,7 +20,7 @@ use foresight_rm::{
     Adoption, LocalCluster, LocalExecutor, Outcome, ResourceManager, SlurmClient, SlurmCluster,
     SlurmError, Submission,
 };
-use foresight_store::{JobRecord, SqliteStore, Store, UserRecord};
+use foresight_store::{ArrayTask, JobRecord, Links, Store, UserRecord};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -152,7 +152,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let store = SqliteStore::open(&dir.join("foresight.db")).await?;
+        let store = foresight_store::open(&cfg.store_location()?).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -175,6 +175,11 @@ impl Service {
                     .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.name))?
                     .with_naming(naming);
                 managers.push(Arc::new(cluster));
+                executors.push(None);
+                continue;
+            }
+            if c.kind == "wiki" {
+                managers.push(Arc::new(crate::wiki_rm::build(c, &cfg.instance)?));
                 executors.push(None);
                 continue;
             }
@@ -241,7 +246,6 @@ impl Service {
                 }
             }
         }
-        let store: Arc<dyn Store> = Arc::new(store);
         let (inserts, insert_rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(insert_writer(store.clone(), insert_rx));
         let tokens = world
@@ -264,7 +268,7 @@ impl Service {
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
-            if service.cfg.cluster[k].is_slurm() {
+            if service.cfg.cluster[k].is_remote() {
                 let s = service.clone();
                 tokio::spawn(async move { s.sync_loop(k).await });
             }
@@ -293,7 +297,12 @@ impl Service {
     /// Reads remote cluster `k` every `sync_ms`: the snapshot feeds its mirror and the
     /// reconciliation of our parts and reservations there.
     async fn sync_loop(self: Arc<Self>, k: usize) {
-        let every = Duration::from_millis(self.cfg.cluster[k].sync_ms.max(1));
+        let c = &self.cfg.cluster[k];
+        let every = if c.is_slurm() {
+            Duration::from_millis(c.sync_ms.max(1))
+        } else {
+            crate::wiki_rm::poll_every(c)
+        };
         let manager = self.managers[k].clone();
         loop {
             if self.closing.load(Ordering::Relaxed) {
@@ -680,7 +689,8 @@ impl Service {
         }
     }
 
-    /// Accepts jobs: checked, made durable, then queued. All or none.
+    /// Accepts jobs: checked, made durable, then queued. All or none. Returns one id per
+    /// request: an array's is its array job id (its first task's).
     pub async fn submit(
         self: &Arc<Self>,
         user: &UserRecord,
@@ -690,6 +700,8 @@ impl Service {
         let started = Instant::now();
         let now = unix_now();
         let mut records = Vec::with_capacity(requests.len());
+        // Where each request's records start in `records`.
+        let mut firsts = Vec::with_capacity(requests.len());
         {
             let w = self.world();
             for (i, r) in requests.into_iter().enumerate() {
@@ -707,6 +719,29 @@ impl Service {
                         crate::limits::name(field, c).map_err(at)?;
                     }
                 }
+                let dependency = r
+                    .dependency
+                    .as_deref()
+                    .map(|d| w.resolve_dependency(user, d))
+                    .transpose()
+                    .map_err(at)?;
+                let array = r
+                    .array
+                    .as_deref()
+                    .map(|a| {
+                        let spec = a
+                            .parse::<foresight_api::ArraySpec>()
+                            .map_err(|e| Refusal::invalid("array", e))?;
+                        crate::limits::array("array", &spec)?;
+                        Ok::<_, Refusal>(spec)
+                    })
+                    .transpose()
+                    .map_err(at)?;
+                let links = (dependency.is_some() || array.is_some()).then_some(Links {
+                    dependency,
+                    array: None,
+                    waiting: false,
+                });
                 let rec = JobRecord {
                     id: 0,
                     user: user.name.clone(),
@@ -744,9 +779,27 @@ impl Service {
                     attempt: 0,
                     stdout: None,
                     stderr: None,
+                    links,
                 };
                 w.admit(&rec).map_err(at)?;
-                records.push(rec);
+                firsts.push(records.len());
+                match array {
+                    None => records.push(rec),
+                    Some(spec) => {
+                        for (position, task) in spec.indices().into_iter().enumerate() {
+                            let mut t = rec.clone();
+                            if let Some(l) = t.links.as_mut() {
+                                l.array = Some(ArrayTask {
+                                    job: 0,
+                                    task,
+                                    position: position as u32,
+                                    limit: spec.limit,
+                                });
+                            }
+                            records.push(t);
+                        }
+                    }
+                }
             }
         }
         if records.is_empty() {
@@ -760,19 +813,37 @@ impl Service {
             .await
             .map_err(|_| Refusal::internal("the store writer has stopped"))?
             .map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))?;
+        let mut array_job = 0;
         for (r, id) in records.iter_mut().zip(&ids) {
             r.id = *id;
+            // An array's job id is its first task's: known now, written with the next flush.
+            if let Some(a) = r.links.as_mut().and_then(|l| l.array.as_mut()) {
+                if a.position == 0 {
+                    array_job = *id;
+                }
+                a.job = array_job;
+            }
         }
+        let numbered: Vec<u64> = records
+            .iter()
+            .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
+            .map(|r| r.id)
+            .collect();
         let plan_now = records
             .iter()
             .any(|r| !r.held && r.cluster.is_none() && r.reservation.is_none());
-        self.world().accept(now, records);
+        {
+            let mut w = self.world();
+            w.accept(now, records);
+            w.dirty_jobs.extend(numbered);
+        }
         if plan_now {
             self.wake.notify_one();
         }
         self.flush().await;
         let mut t = self.timings.lock().unwrap_or_else(|p| p.into_inner());
         t.submitted += ids.len() as u64;
+        let ids = firsts.into_iter().map(|i| ids[i]).collect();
         if t.submit.len() >= 4096 {
             t.submit.remove(0);
         }
@@ -796,6 +867,60 @@ impl Service {
         self.wake.notify_one();
         self.flush().await;
         view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
+    }
+
+    /// The jobs `r` names that the user may see: one, or every task of an array job.
+    pub fn job_ids(
+        &self,
+        user: &UserRecord,
+        r: foresight_api::JobRef,
+    ) -> Result<Vec<u64>, Refusal> {
+        let ids = self.world().resolve(&user.name, user.admin, r);
+        if ids.is_empty() {
+            return Err(Refusal::not_found_at("id", format!("no job {r}")));
+        }
+        Ok(ids)
+    }
+
+    /// The one job `r` names: the job, the task, or an array job's first task.
+    pub fn job_id(&self, user: &UserRecord, r: foresight_api::JobRef) -> Result<u64, Refusal> {
+        Ok(self.job_ids(user, r)?[0])
+    }
+
+    /// Runs `op` on every job `r` names (each task of an array job), then persists and acts.
+    /// Tasks it does not apply to (already ended) are skipped; it fails only if it applies
+    /// to none. Answers with the first job's view.
+    pub async fn job_op_each(
+        self: &Arc<Self>,
+        user: &UserRecord,
+        r: foresight_api::JobRef,
+        op: impl Fn(&mut World, i64, u64) -> Result<(), Refusal>,
+    ) -> Result<JobView, Refusal> {
+        let ids = self.job_ids(user, r)?;
+        let view = {
+            let mut w = self.world();
+            let now = unix_now();
+            let mut first_error = None;
+            let mut done = 0;
+            for &id in &ids {
+                check_owner(&w, user, id)?;
+                match op(&mut w, now, id) {
+                    Ok(()) => done += 1,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            if done == 0 {
+                if let Some(e) = first_error {
+                    return Err(e);
+                }
+            }
+            view_of(&w, ids[0])
+        };
+        self.wake.notify_one();
+        self.flush().await;
+        view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {r}")))
     }
 
     /// A job, if the user may see it.
@@ -872,7 +997,13 @@ impl Service {
                         }
                     }
                 }
-                if j.cluster.is_none() && j.reservation.is_none() && !j.held && j.parts.is_empty() {
+                let waiting = j.links.as_ref().is_some_and(|l| l.waiting);
+                if j.cluster.is_none()
+                    && j.reservation.is_none()
+                    && !j.held
+                    && !waiting
+                    && j.parts.is_empty()
+                {
                     let pos = w.broker.queued().position(|e| e.job.id == JobId(id));
                     if let Some(p) = pos {
                         let depth = w.plan_depth();
@@ -1386,6 +1517,21 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
         command: j.command.clone(),
         stdout: j.stdout.clone(),
         stderr: j.stderr.clone(),
+        array_job_id: j
+            .links
+            .as_ref()
+            .and_then(|l| l.array.as_ref())
+            .map(|a| a.job),
+        array_task_id: j
+            .links
+            .as_ref()
+            .and_then(|l| l.array.as_ref())
+            .map(|a| a.task),
+        dependency: j
+            .links
+            .as_ref()
+            .and_then(|l| l.dependency.as_ref())
+            .map(|d| d.text.clone()),
     })
 }
 

@@ -44,6 +44,7 @@ pub use manager::{
 pub use slurm::{SlurmClient, SlurmCluster, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
 pub use supervisor::supervise;
+pub use wiki::WikiCluster;
 
 /// The tokio this crate is built against, re-exported so that callers without their own tokio
 /// dependency (the CLI's integration tests) can run the executor's async API.

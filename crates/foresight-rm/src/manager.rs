@@ -133,6 +133,9 @@ pub enum RmError {
     /// The request itself cannot be carried out by this resource manager.
     #[error("{0}")]
     Invalid(String),
+    /// The resource manager did not answer (a WIKI server or submission route down).
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 impl RmError {
@@ -141,6 +144,7 @@ impl RmError {
     pub fn is_unreachable(&self) -> bool {
         match self {
             RmError::Slurm(e) => e.is_unavailable(),
+            RmError::Unreachable(_) => true,
             _ => false,
         }
     }

@@ -19,6 +19,8 @@
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
 //! - [`stats`]: means with confidence intervals over seeded repetitions.
+//! - [`workflow`]: seeded workflows of standard shapes mapped by DSC, HEFT and greedy onto a
+//!   grid with trace-driven local load.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
@@ -34,6 +36,7 @@ pub mod runner;
 pub mod stats;
 pub mod sweep;
 pub mod swf;
+pub mod workflow;
 pub mod workload;
 
 pub use metrics::{ClassMetrics, Metrics};

@@ -6,11 +6,17 @@
 //! - [`Store`]: the trait the daemon writes through.
 //! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
 //!   migrations under `migrations/sqlite/`.
+//! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
+//! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod location;
+mod postgres;
 mod sqlite;
 
+pub use location::StoreLocation;
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};
@@ -48,6 +54,33 @@ pub enum StoreError {
         /// The decoder's error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The location does not name a store (bad URL, unknown scheme).
+    #[error("store location {location}: {reason}")]
+    BadLocation {
+        /// The location as given, without its password.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The database server cannot be reached or refuses the login.
+    #[error("cannot connect to the database at {location}: {reason}")]
+    Unreachable {
+        /// The URL, without its password.
+        location: String,
+        /// The driver's reason.
+        reason: String,
+    },
+    /// Another service holds the database.
+    #[error(
+        "database {location} is in use by {holder}: one service per database; stop that one \
+         or give another database"
+    )]
+    InUse {
+        /// The URL, without its password.
+        location: String,
+        /// Who holds it, as the database server knows it.
+        holder: String,
     },
     /// A user name or token is taken.
     #[error("user {0:?} already exists")]
@@ -161,6 +194,69 @@ pub struct JobRecord {
     pub stdout: Option<String>,
     /// Standard error file.
     pub stderr: Option<String>,
+    /// Its dependencies and array membership; `None` for a job that has neither. A field
+    /// of the stored record (not a column), so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<Links>,
+}
+
+/// A job's relations to other jobs: what it waits for, and the array it belongs to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Links {
+    /// What it waits for, resolved to job ids at submission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<DependencyRecord>,
+    /// The array it is a task of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayTask>,
+    /// Waiting for its dependencies, its array's limit or its singleton turn: not handed to
+    /// any scheduler until they hold. Kept so that a restart knows which jobs still wait.
+    #[serde(default)]
+    pub waiting: bool,
+}
+
+/// A dependency as submitted, with the job ids each condition resolved to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DependencyRecord {
+    /// As written (`afterok:12,singleton`), for people.
+    pub text: String,
+    /// One condition is enough (`?`); otherwise all must hold (`,`).
+    #[serde(default)]
+    pub any: bool,
+    /// At most one job of the same name and user planned or running at a time.
+    #[serde(default)]
+    pub singleton: bool,
+    /// The conditions on other jobs.
+    #[serde(default)]
+    pub on: Vec<ConditionRecord>,
+}
+
+/// One condition: every job it names (one, or every task of an array) must satisfy `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConditionRecord {
+    /// What is waited for.
+    pub kind: foresight_api::DependencyKind,
+    /// The job as named (`12`, `12_3`).
+    pub target: String,
+    /// The jobs it resolved to.
+    pub jobs: Vec<u64>,
+}
+
+/// A task of an array job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    /// The array job's id: the id of its first task. 0 until the store has numbered it.
+    #[serde(default)]
+    pub job: u64,
+    /// This task's index (`FORESIGHT_ARRAY_TASK_ID`).
+    pub task: u32,
+    /// Position in the array (0 for the first task): the array job's id is this task's id
+    /// minus `position` (ids of one submission are consecutive), should `job` be 0.
+    #[serde(default)]
+    pub position: u32,
+    /// At most this many of the array's tasks planned or running at once (`%N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
 }
 
 /// A reservation as stored.
@@ -247,6 +343,15 @@ pub trait Store: Send + Sync {
     async fn load_users(&self) -> Result<Vec<UserRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
+}
+
+/// Opens the store at `location` (creating an SQLite file, or the tables in an existing
+/// PostgreSQL database) with its schema up to date.
+pub async fn open(location: &StoreLocation) -> Result<std::sync::Arc<dyn Store>> {
+    Ok(match location {
+        StoreLocation::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path).await?),
+        StoreLocation::Postgres(url) => std::sync::Arc::new(PgStore::open(url).await?),
+    })
 }
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {

@@ -14,16 +14,49 @@ use std::path::PathBuf;
 /// Where the server is and who we are: on the commands that talk to a server only.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Connection {
+    // Listed after every command's own options (display_order), whatever their number.
     /// Server URL [default: the server of the data directory].
-    #[arg(long, global = true, env = "FORESIGHT_SERVER", value_name = "URL")]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_SERVER",
+        value_name = "URL",
+        display_order = 900
+    )]
     pub server: Option<String>,
     /// Bearer token [default: the admin token of the data directory].
-    #[arg(long, global = true, env = "FORESIGHT_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_TOKEN",
+        hide_env_values = true,
+        display_order = 901
+    )]
     pub token: Option<String>,
     /// The data directory of a server on this machine (as given to `server start
     /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
-    #[arg(long, global = true, env = "FORESIGHT_DATA_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_DATA_DIR",
+        value_name = "DIR",
+        display_order = 902
+    )]
     pub data_dir: Option<PathBuf>,
+    /// Also trust the certificate authorities in this PEM file for an https:// server (a
+    /// private CA) [default: the system's].
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_CACERT",
+        value_name = "FILE",
+        display_order = 903
+    )]
+    pub cacert: Option<PathBuf>,
+    /// Send the token over plain http:// to a server that is not on this machine (anyone on
+    /// the network path can read it). Certificates of https:// servers are checked anyway.
+    #[arg(long, global = true, env = "FORESIGHT_INSECURE", display_order = 904)]
+    pub insecure: bool,
 }
 
 /// Output format.
@@ -99,9 +132,27 @@ impl Client {
                     })?
             }
         };
-        let http = reqwest::blocking::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
-            .build()?;
+        check_transport(&base, conn.insecure)?;
+        let mut builder = reqwest::blocking::Client::builder()
+            .use_rustls_tls()
+            .https_only(!base.starts_with("http://"))
+            .timeout(std::time::Duration::from_secs(60));
+        if let Some(path) = &conn.cacert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--cacert {}: cannot read it", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--cacert {}: not PEM certificates", path.display()))?;
+            if certs.is_empty() {
+                anyhow::bail!(
+                    "--cacert {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
+                    path.display()
+                );
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder.build()?;
         Ok(Client { http, base, token })
     }
 
@@ -158,6 +209,36 @@ impl Client {
     }
 }
 
+/// Refuses a server URL the token must not be sent to: a scheme other than http(s), or plain
+/// http to anything but this machine's loopback unless `insecure`.
+fn check_transport(base: &str, insecure: bool) -> Result<()> {
+    let url = reqwest::Url::parse(base)
+        .with_context(|| format!("server URL {base:?} is not a URL (e.g. https://host:8642)"))?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let host = url.host_str().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback || insecure {
+                Ok(())
+            } else {
+                anyhow::bail!(
+                    "refusing to send the token over plain http:// to {base}: it is not this \
+                     machine's loopback, so anyone on the network path could read the token and \
+                     act as you. Use an https:// server (`server start --tls-cert FILE \
+                     --tls-key FILE`), or give --insecure (FORESIGHT_INSECURE=true) if the \
+                     network is trusted"
+                )
+            }
+        }
+        other => anyhow::bail!("server URL {base}: scheme {other:?} is not http or https"),
+    }
+}
+
 // ------------------------------------------------------------------------ job
 
 /// Job commands.
@@ -168,21 +249,21 @@ pub enum JobCommand {
     /// List jobs (your own; all for administrators).
     List(ListOpts),
     /// Show one job.
-    Show(IdOpts),
+    Show(JobIdOpts),
     /// Cancel a job.
-    Cancel(IdOpts),
+    Cancel(JobIdOpts),
     /// Hold a job that has not started.
-    Hold(IdOpts),
+    Hold(JobIdOpts),
     /// Release a held job.
-    Release(IdOpts),
+    Release(JobIdOpts),
     /// Suspend a running job.
-    Suspend(IdOpts),
+    Suspend(JobIdOpts),
     /// Resume a suspended job.
-    Resume(IdOpts),
+    Resume(JobIdOpts),
     /// Put a job back in the queue (a running one is stopped and runs again).
-    Requeue(IdOpts),
+    Requeue(JobIdOpts),
     /// Why has a job not started yet?
-    Explain(IdOpts),
+    Explain(JobIdOpts),
     /// Print a job's output (standard output, or --stderr), from the server.
     Cat(CatOpts),
     /// Print the end of a job's output; with -f, follow it as the job writes, until it ends.
@@ -197,8 +278,8 @@ pub enum JobCommand {
 /// Options of `job cat`.
 #[derive(Args)]
 pub struct CatOpts {
-    /// The job.
-    id: u64,
+    /// The job (ID, or ARRAY_TASK for a task of an array job).
+    id: JobRef,
     /// Standard error instead of standard output.
     #[arg(long)]
     stderr: bool,
@@ -255,6 +336,15 @@ pub struct SubmitOpts {
     /// Hold it at submission.
     #[arg(long)]
     hold: bool,
+    /// Wait for other jobs, as sbatch: afterok:ID[:ID...], afterany:ID, afternotok:ID,
+    /// after:ID, singleton; joined by ',' (all must hold) or '?' (any one). A dependency
+    /// that can never hold cancels the job.
+    #[arg(short = 'd', long, value_name = "LIST")]
+    dependency: Option<String>,
+    /// Submit an array of tasks, as sbatch: 0-99, 1,3,5-7, 0-15:4, and %N for at most N
+    /// running at once; each task gets FORESIGHT_ARRAY_TASK_ID and runs as ARRAY_TASK.
+    #[arg(short = 'a', long, value_name = "INDICES")]
+    array: Option<String>,
     /// Account (for reservation ACLs).
     #[arg(long)]
     account: Option<String>,
@@ -295,6 +385,16 @@ pub struct ListOpts {
 
 /// A job id.
 #[derive(Args)]
+pub struct JobIdOpts {
+    /// The job: ID, or ARRAY_TASK (`12_3`) for one task of an array job; an array job's ID
+    /// names every task (`cancel 12` cancels the whole array).
+    id: JobRef,
+    #[command(flatten)]
+    out: OutputOpt,
+}
+
+/// A reservation id.
+#[derive(Args)]
 pub struct IdOpts {
     /// The id.
     id: u64,
@@ -307,6 +407,14 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
     // Input is checked before looking for a server.
     if let JobCommand::Submit(o) = &cmd {
         walltime_ok(&o.time)?;
+        if let Some(d) = &o.dependency {
+            d.parse::<Dependency>()
+                .map_err(|e| bad(format!("--dependency: {e}")))?;
+        }
+        if let Some(a) = &o.array {
+            a.parse::<ArraySpec>()
+                .map_err(|e| bad(format!("--array: {e}")))?;
+        }
     }
     let c = Client::new(conn)?;
     match cmd {
@@ -340,6 +448,8 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 account: o.account,
                 class: None,
                 qos: None,
+                dependency: o.dependency,
+                array: o.array,
                 priority: o.priority,
                 requeue: o.requeue,
             };
@@ -551,7 +661,7 @@ fn walltime_ok(text: &str) -> Result<()> {
 /// can print the state it ends in rather than `running`.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn act(c: &Client, o: IdOpts, verb: &str) -> Result<()> {
+fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
     // A running job is stopped by signals: its new state comes once its processes are gone
     // (a requeued one may be running again by then, as a new attempt with a new start).
     let path = format!("/jobs/{}", o.id);
@@ -582,9 +692,9 @@ fn act(c: &Client, o: IdOpts, verb: &str) -> Result<()> {
         Output::Json => println!("{}", serde_json::to_string_pretty(&j)?),
         Output::Table if same_run(&j) => println!(
             "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
-            j.id
+            o.id
         ),
-        Output::Table => println!("job {}: {}", j.id, describe_state(&j)),
+        Output::Table => println!("job {}: {}", o.id, describe_state(&j)),
     }
     Ok(())
 }
@@ -593,6 +703,16 @@ fn describe_state(j: &JobView) -> String {
     let mut s = j.state.to_string();
     if j.held {
         s.push_str(" (held)");
+    }
+    // What a job waiting at the gate waits for, by Slurm's reason name.
+    if j.state == JobState::Pending && !j.held {
+        if let Some(r) = &j.reason {
+            for name in ["Dependency", "JobArrayTaskLimit"] {
+                if r.starts_with(&format!("{name}:")) {
+                    s.push_str(&format!(" ({name})"));
+                }
+            }
+        }
     }
     if j.suspended {
         s.push_str(" (suspended)");
@@ -711,7 +831,7 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 (None, true) => None,
             };
             let mut row = vec![
-                j.id.to_string(),
+                j.display_id(),
                 j.user.clone(),
                 j.name.clone().unwrap_or_else(|| "-".into()),
                 describe_state(j),
@@ -755,7 +875,13 @@ fn show_job(j: &JobView, out: Output) -> Result<()> {
 pub fn job_details(j: &JobView) -> String {
     let mut s = String::new();
     let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{}\n", printable(&v)));
-    kv("id", j.id.to_string());
+    kv("id", j.display_id());
+    if j.array_job_id.is_some() {
+        kv("job id", j.id.to_string());
+    }
+    if let Some(d) = &j.dependency {
+        kv("dependency", d.clone());
+    }
     kv("name", j.name.clone().unwrap_or_else(|| "-".into()));
     kv("user", j.user.clone());
     kv("state", describe_state(j));

@@ -6,4 +6,5 @@ pub mod server;
 pub mod sim;
 pub mod sim_auction;
 pub mod sim_sweep;
+pub mod sim_workflow;
 pub mod tail;

@@ -24,12 +24,22 @@ pub struct ServerOpts {
     /// Data directory (database, tokens, job output).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Where jobs, reservations and users are kept: postgres://USER[:PASSWORD]@HOST[:PORT]/DB,
+    /// or an SQLite file path (sqlite://PATH) [default: DATA_DIR/foresight.db].
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Processors of the default local cluster (when no config file names clusters).
     #[arg(long)]
     procs: Option<u32>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key) [config: http.tls_cert].
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert [config: http.tls_key].
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn effective(o: &ServerOpts) -> Result<Config> {
@@ -40,6 +50,9 @@ fn effective(o: &ServerOpts) -> Result<Config> {
     if let Some(d) = &o.data_dir {
         cfg.data_dir = d.clone();
     }
+    if let Some(s) = &o.store {
+        cfg.store = Some(s.clone());
+    }
     if let Some(l) = &o.listen {
         cfg.listen = l.clone();
     }
@@ -48,6 +61,10 @@ fn effective(o: &ServerOpts) -> Result<Config> {
             anyhow::bail!("--procs applies to the default cluster; set procs in the config file");
         }
         cfg.cluster[0].procs = n;
+    }
+    if let (Some(cert), Some(key)) = (&o.tls_cert, &o.tls_key) {
+        cfg.http.tls_cert = Some(cert.clone());
+        cfg.http.tls_key = Some(key.clone());
     }
     if let Ok(v) = std::env::var("FORESIGHT_UNIX_USER") {
         cfg.unix_users_from_env(&v)?;
@@ -60,7 +77,12 @@ fn effective(o: &ServerOpts) -> Result<Config> {
 pub fn run(cmd: ServerCommand) -> Result<()> {
     match cmd {
         ServerCommand::Config(o) => {
-            print!("{}", toml::to_string_pretty(&effective(&o)?)?);
+            let mut cfg = effective(&o)?;
+            // What is printed is shared in tickets and chats: no database password.
+            if cfg.store.is_some() {
+                cfg.store = Some(cfg.store_location()?.redacted());
+            }
+            print!("{}", toml::to_string_pretty(&cfg)?);
             Ok(())
         }
         ServerCommand::Start(o) => {

@@ -29,6 +29,8 @@ pub enum SimCommand {
     Grid(SimGridOpts),
     /// Run traces × policies × options in parallel and compare them.
     Sweep(super::sim_sweep::SimSweepOpts),
+    /// Map seeded workflows by DSC, HEFT and greedy onto a grid with trace-driven local load.
+    Workflow(super::sim_workflow::SimWorkflowOpts),
     /// Simulate the decentralized mode: sites bidding for prioritised global jobs in English
     /// auctions, swept over the auction's length α (seed 001).
     Auction(super::sim_auction::SimAuctionOpts),
@@ -159,6 +161,7 @@ pub fn run(cmd: SimCommand) -> Result<()> {
         SimCommand::Run(opts) => sim_run(opts),
         SimCommand::Grid(opts) => sim_grid(opts),
         SimCommand::Sweep(opts) => super::sim_sweep::sim_sweep(opts),
+        SimCommand::Workflow(opts) => super::sim_workflow::sim_workflow(opts),
         SimCommand::Auction(opts) => super::sim_auction::sim_auction(opts),
     }
 }

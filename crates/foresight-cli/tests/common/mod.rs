@@ -67,6 +67,8 @@ pub struct Server {
     pub dir: PathBuf,
     config: Option<PathBuf>,
     procs: Option<u32>,
+    /// `--store URL` of the next launch (None: the data directory's SQLite file).
+    pub store: Option<String>,
     child: Option<Child>,
     /// `http://127.0.0.1:PORT` of the current run.
     pub url: String,
@@ -93,11 +95,26 @@ impl Server {
         Server::build(Some(toml), None, level)
     }
 
+    /// The default single local cluster of `procs` processors, on the store at `url`
+    /// (`server start --store URL`).
+    pub fn with_store(procs: u32, url: &str) -> Server {
+        Server::build_on(None, Some(procs), "warn", Some(url.to_string()))
+    }
+
     fn new(toml: Option<&str>, procs: Option<u32>) -> Server {
         Server::build(toml, procs, "warn")
     }
 
     fn build(toml: Option<&str>, procs: Option<u32>, level: &str) -> Server {
+        Server::build_on(toml, procs, level, None)
+    }
+
+    fn build_on(
+        toml: Option<&str>,
+        procs: Option<u32>,
+        level: &str,
+        store: Option<String>,
+    ) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(tmp.path()).unwrap().join("data");
         let config = toml.map(|t| {
@@ -110,6 +127,7 @@ impl Server {
             dir,
             config,
             procs,
+            store,
             child: None,
             url: String::new(),
             token: String::new(),
@@ -168,6 +186,9 @@ impl Server {
         }
         if let Some(n) = self.procs {
             cmd.arg("--procs").arg(n.to_string());
+        }
+        if let Some(url) = &self.store {
+            cmd.arg("--store").arg(url);
         }
         let mut child = cmd.spawn().unwrap();
         let url = wait_for("server.url", Duration::from_secs(30), || {

@@ -254,6 +254,12 @@ pub struct World {
     confirmed_at: HashMap<u64, i64>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
+    /// Jobs waiting at the gate for their dependencies, array limit or singleton turn
+    /// (`gate.rs`); their records say so too (`links.waiting`), for restarts.
+    waiting: BTreeSet<u64>,
+    /// Set while the gate decides (`Some(again)`): a job ending meanwhile asks for one more
+    /// pass instead of deciding inside the pass.
+    waking: Option<bool>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     #[cfg(test)]
     actions: Vec<BrokerAction>,
@@ -284,8 +290,8 @@ impl World {
                     bandwidth_mb_s: c.bandwidth_mb_s,
                     latency: Dur(c.latency_seconds),
                     // A cluster Maui schedules through WIKI takes no global job.
-                    available: !c.is_slurm() && !c.is_wiki_scheduled(),
-                    self_scheduled: c.is_slurm(),
+                    available: !c.is_remote() && !c.is_wiki_scheduled(),
+                    self_scheduled: c.is_remote(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
                     ..GridCluster::new(
@@ -297,9 +303,9 @@ impl World {
                 Cluster {
                     cfg: c.clone(),
                     free: (0..c.procs).collect(),
-                    remote: c.is_slurm(),
-                    unavailable_reason: if c.is_slurm() {
-                        Some("not read from Slurm yet".to_string())
+                    remote: c.is_remote(),
+                    unavailable_reason: if c.is_remote() {
+                        Some(format!("not read from {} yet", c.kind))
                     } else {
                         c.is_wiki_scheduled().then(wiki::unavailable_reason)
                     },
@@ -335,6 +341,8 @@ impl World {
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
             sent: BTreeSet::new(),
+            waiting: BTreeSet::new(),
+            waking: None,
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -594,7 +602,7 @@ impl World {
             let held = j.held;
             let global = j.cluster.is_none() && j.reservation.is_none();
             self.jobs.insert(id, j);
-            if held {
+            if held || self.stop_at_gate(id) {
                 continue;
             }
             if global {
@@ -603,6 +611,7 @@ impl World {
                 self.submit_local(now, id);
             }
         }
+        self.wake_waiting(now);
     }
 
     /// Hands a global job to the broker: planned from the next cycle on.
@@ -776,6 +785,7 @@ impl World {
             j.ended_at = Some(now);
             self.dirty_jobs.insert(id);
         }
+        self.wake_waiting(now);
     }
 
     /// Starts a part on processors that are really free, or defers it (in order) until
@@ -873,7 +883,7 @@ impl World {
             cluster: part.cluster.clone(),
             processors,
             command: j.command.clone(),
-            env: j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            env: self.job_env(j, &part.cluster),
             cwd: j
                 .cwd
                 .clone()
@@ -890,6 +900,31 @@ impl World {
             unix_user: Some(self.unix_account(&j.user).0),
             max_output_bytes: self.max_output_bytes,
         })
+    }
+
+    /// A job's environment: its own variables, then, for a task of an array job,
+    /// `FORESIGHT_ARRAY_JOB_ID` and `FORESIGHT_ARRAY_TASK_ID` (and Slurm's names for them on
+    /// a Slurm cluster, which sets them only for its own arrays), last so that they win.
+    fn job_env(&self, j: &JobRecord, cluster: &str) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> =
+            j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
+            let mut prefixes = vec!["FORESIGHT"];
+            if self
+                .cluster_index(cluster)
+                .is_some_and(|k| self.clusters[k].cfg.is_slurm())
+            {
+                prefixes.push("SLURM");
+            }
+            for p in prefixes {
+                env.retain(|(k, _)| {
+                    k != &format!("{p}_ARRAY_JOB_ID") && k != &format!("{p}_ARRAY_TASK_ID")
+                });
+                env.push((format!("{p}_ARRAY_JOB_ID"), a.job.to_string()));
+                env.push((format!("{p}_ARRAY_TASK_ID"), a.task.to_string()));
+            }
+        }
+        env
     }
 
     /// Which free processors a part gets: those its reservation names first; then those no
@@ -1053,6 +1088,7 @@ impl World {
                 _ => "failed".into(),
             });
         }
+        self.wake_waiting(now);
     }
 
     /// Cancels a job in any state but a final one.
@@ -1083,6 +1119,7 @@ impl World {
             j.reason = Some("cancelled".into());
         }
         self.dirty_jobs.insert(id);
+        self.wake_waiting(now);
         Ok(())
     }
 
@@ -1198,7 +1235,9 @@ impl World {
         j.reason = None;
         let global = j.cluster.is_none() && j.reservation.is_none();
         self.dirty_jobs.insert(id);
-        if global {
+        if self.stop_at_gate(id) {
+            self.wake_waiting(now);
+        } else if global {
             self.enqueue_global(now, id);
         } else {
             self.submit_local(now, id);
@@ -1597,6 +1636,7 @@ impl World {
     /// the broker, and the broker prepares its planning, which the caller runs off the lock
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
     pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
+        self.wake_waiting(now);
         self.stats.cycles += 1;
         self.stats.last_cycle_at = Some(now);
         let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
@@ -2138,6 +2178,9 @@ impl World {
                     }
                 }
                 _ if j.held => {}
+                _ if j.links.as_ref().is_some_and(|l| l.waiting) => {
+                    self.waiting.insert(id);
+                }
                 _ if global => self.enqueue_global(now, id),
                 // Queued in a cluster that schedules itself: reconciled at its snapshot.
                 _ if j.parts.iter().any(|p| {
@@ -2147,12 +2190,16 @@ impl World {
                 _ => self.submit_local(now, id),
             }
         }
+        self.wake_waiting(now);
         adopt
     }
 }
 
+mod gate;
 mod remote;
 mod wiki;
+
+pub use gate::display_id;
 
 #[cfg(test)]
 mod charge_tests;

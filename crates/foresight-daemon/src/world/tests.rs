@@ -68,6 +68,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         attempt: 0,
         stdout: None,
         stderr: None,
+        links: None,
     }
 }
 

@@ -16,6 +16,9 @@
 //! - `server`: [`serve`], [`WikiServerConfig`], the [`WikiBackend`] trait a cluster
 //!   implements, [`respond`] and [`check_tasklist`].
 //! - `client`: [`WikiClient`].
+//! - `mirror`, `dispatch`, `route`, `cluster`: the scheduler side, [`WikiCluster`]: a WIKI
+//!   resource manager as a [`crate::ResourceManager`] Foresight schedules (records → forecast,
+//!   which jobs to `STARTJOB` where, how Foresight's jobs reach its queue: [`SubmitRoute`]).
 //! - `error`: [`WikiError`], [`BackendError`].
 //!
 //! # Choices where Maui's behaviour decides
@@ -29,21 +32,29 @@
 //!   argument, or the backend's refusal (unknown job or node, busy or unknown processors).
 
 mod client;
+mod cluster;
+mod dispatch;
 mod error;
 mod frame;
 mod message;
+mod mirror;
 mod record;
+mod route;
 mod server;
 
 pub use client::WikiClient;
+pub use cluster::WikiCluster;
+pub use dispatch::{starts, Start};
 pub use error::{BackendError, WikiError};
 pub use frame::{
     checksum, crc16, mix, parse_size, read_frame, unix_now, Frame, Key, HEADER_BYTES,
     MAX_FRAME_BYTES, MAX_SKEW_SECS,
 };
 pub use message::{CancelType, Reply, ReplyKind, Request, Selection, MAX_RESPONSE_CHARS};
+pub use mirror::{cluster_state, free_slots, processors, rm_job, OurPart};
 pub use record::{
     parse_jobs, parse_nodes, render_jobs, render_nodes, ClassSlots, JobRecord, JobState,
     NodeRecord, NodeState,
 };
+pub use route::SubmitRoute;
 pub use server::{check_tasklist, respond, serve, WikiBackend, WikiServerConfig};

@@ -1,0 +1,485 @@
+//! The gate in front of the schedulers: a job with dependencies (`--dependency`), in an array
+//! with a limit (`--array ...%N`) or a `singleton` waits here, pending with Slurm's reason
+//! (`Dependency`, `JobArrayTaskLimit`), and is handed to its scheduler only once they hold. A
+//! dependency that can never hold cancels the job, with the reason.
+
+use super::World;
+use crate::refusal::Refusal;
+use foresight_api::{combine, Dependency, DependencyVerdict, JobState};
+use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
+use std::collections::HashMap;
+
+/// Jobs that count against limits: not ended, not waiting here, not held.
+#[derive(Default)]
+struct Tally {
+    /// Active tasks per array job.
+    array: HashMap<u64, u32>,
+    /// An active job per (user, name), for `singleton`.
+    named: HashMap<(String, String), u64>,
+}
+
+impl Tally {
+    fn add(&mut self, j: &JobRecord) {
+        if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
+            *self.array.entry(a.job).or_default() += 1;
+        }
+        self.named
+            .entry((j.user.clone(), singleton_name(j)))
+            .or_insert(j.id);
+    }
+}
+
+/// The name `singleton` compares: the job's name, else its program (as Slurm's default job
+/// name is its script's).
+fn singleton_name(j: &JobRecord) -> String {
+    j.name
+        .clone()
+        .or_else(|| j.command.first().cloned())
+        .unwrap_or_default()
+}
+
+fn is_active(j: &JobRecord) -> bool {
+    !j.state.is_final() && !j.held && !j.links.as_ref().is_some_and(|l| l.waiting)
+}
+
+impl World {
+    /// Whether job `id` is stopped at the gate: a job with links (dependencies, an array, a
+    /// singleton) is marked waiting and decided by [`World::wake_waiting`] rather than queued.
+    pub(super) fn stop_at_gate(&mut self, id: u64) -> bool {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        let Some(l) = j.links.as_mut() else {
+            return false;
+        };
+        l.waiting = true;
+        self.waiting.insert(id);
+        self.dirty_jobs.insert(id);
+        true
+    }
+
+    /// Decides every waiting job, in id order: those whose dependencies hold (and whose
+    /// array and singleton limits allow) go to their schedulers; those whose dependencies
+    /// can never hold are cancelled; the others keep waiting, with the reason.
+    pub(super) fn wake_waiting(&mut self, now: i64) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        if let Some(again) = self.waking.as_mut() {
+            *again = true;
+            return;
+        }
+        self.waking = Some(false);
+        loop {
+            let mut tally = Tally::default();
+            // Any job of the same name counts for a singleton, with links or without.
+            for j in self.jobs.values() {
+                if is_active(j) {
+                    tally.add(j);
+                }
+            }
+            let mut changed = false;
+            let ids: Vec<u64> = self.waiting.iter().copied().collect();
+            for id in ids {
+                let Some(j) = self.jobs.get(&id) else {
+                    self.waiting.remove(&id);
+                    continue;
+                };
+                if j.state.is_final() {
+                    self.waiting.remove(&id);
+                    if let Some(l) = self.jobs.get_mut(&id).and_then(|j| j.links.as_mut()) {
+                        l.waiting = false;
+                    }
+                    self.dirty_jobs.insert(id);
+                    continue;
+                }
+                if j.held {
+                    continue;
+                }
+                let (verdict, reason) = self.gate_verdict(j, &tally);
+                match verdict {
+                    DependencyVerdict::Wait => {
+                        if let Some(j) = self.jobs.get_mut(&id) {
+                            if j.reason.as_deref() != Some(reason.as_str()) {
+                                j.reason = Some(reason);
+                                self.dirty_jobs.insert(id);
+                            }
+                        }
+                    }
+                    DependencyVerdict::Never => {
+                        self.waiting.remove(&id);
+                        if let Some(j) = self.jobs.get_mut(&id) {
+                            if let Some(l) = j.links.as_mut() {
+                                l.waiting = false;
+                            }
+                            j.state = JobState::Cancelled;
+                            j.ended_at = Some(now);
+                            j.reason = Some(reason);
+                        }
+                        self.dirty_jobs.insert(id);
+                        changed = true;
+                    }
+                    DependencyVerdict::Met => {
+                        self.waiting.remove(&id);
+                        let Some(j) = self.jobs.get_mut(&id) else {
+                            continue;
+                        };
+                        if let Some(l) = j.links.as_mut() {
+                            l.waiting = false;
+                        }
+                        j.reason = None;
+                        tally.add(j);
+                        let global = j.cluster.is_none() && j.reservation.is_none();
+                        self.dirty_jobs.insert(id);
+                        if global {
+                            self.enqueue_global(now, id);
+                        } else {
+                            self.submit_local(now, id);
+                        }
+                        changed = true;
+                    }
+                }
+            }
+            // A cancelled job may decide others (afternotok, afterany); a local job started
+            // at once may have ended.
+            let again = self.waking.replace(false).unwrap_or(false);
+            if !changed && !again {
+                break;
+            }
+        }
+        self.waking = None;
+    }
+
+    /// Whether a waiting job may go: its dependencies, then its singleton turn and its
+    /// array's limit; with the reason it waits or is cancelled.
+    fn gate_verdict(&self, j: &JobRecord, tally: &Tally) -> (DependencyVerdict, String) {
+        let Some(l) = &j.links else {
+            return (DependencyVerdict::Met, String::new());
+        };
+        if let Some(d) = &l.dependency {
+            let mut verdicts = Vec::new();
+            let mut why_wait = None;
+            let mut why_never = Vec::new();
+            for c in &d.on {
+                let per_job: Vec<(DependencyVerdict, String)> = c
+                    .jobs
+                    .iter()
+                    .map(|id| match self.jobs.get(id) {
+                        Some(t) => (
+                            c.kind
+                                .verdict(t.state, t.started_at.is_some() || t.attempt > 0),
+                            format!("job {} is {}", display_id(t), t.state),
+                        ),
+                        None => (DependencyVerdict::Never, format!("job {id} is gone")),
+                    })
+                    .collect();
+                let v = combine(false, per_job.iter().map(|p| p.0));
+                let detail = per_job
+                    .iter()
+                    .find(|p| p.0 == v)
+                    .map_or(String::new(), |p| p.1.clone());
+                let term = format!("{}:{}", c.kind.as_str(), c.target);
+                match v {
+                    DependencyVerdict::Wait if why_wait.is_none() => {
+                        why_wait = Some(format!("{term} ({detail})"));
+                    }
+                    DependencyVerdict::Never => why_never.push(format!("{term} ({detail})")),
+                    _ => {}
+                }
+                verdicts.push(v);
+            }
+            if d.singleton {
+                verdicts.push(self.singleton_verdict(j, tally).0);
+            }
+            match combine(d.any, verdicts) {
+                DependencyVerdict::Never => {
+                    return (
+                        DependencyVerdict::Never,
+                        format!(
+                            "DependencyNeverSatisfied: {} can never hold ({})",
+                            d.text,
+                            why_never.join(", ")
+                        ),
+                    )
+                }
+                DependencyVerdict::Wait => {
+                    let why = why_wait
+                        .or_else(|| {
+                            d.singleton
+                                .then(|| self.singleton_verdict(j, tally).1)
+                                .flatten()
+                        })
+                        .unwrap_or_default();
+                    return (
+                        DependencyVerdict::Wait,
+                        format!("Dependency: waiting for {why}"),
+                    );
+                }
+                DependencyVerdict::Met => {}
+            }
+        }
+        if let Some(a) = &l.array {
+            if let Some(limit) = a.limit {
+                let running = tally.array.get(&a.job).copied().unwrap_or(0);
+                if running >= limit {
+                    return (
+                        DependencyVerdict::Wait,
+                        format!(
+                            "JobArrayTaskLimit: {running} of array {}'s tasks are planned or \
+                             running, its limit (%{limit})",
+                            a.job
+                        ),
+                    );
+                }
+            }
+        }
+        (DependencyVerdict::Met, String::new())
+    }
+
+    /// `singleton`: met unless another job of the same name and user is planned or running.
+    fn singleton_verdict(
+        &self,
+        j: &JobRecord,
+        tally: &Tally,
+    ) -> (DependencyVerdict, Option<String>) {
+        let name = singleton_name(j);
+        match tally.named.get(&(j.user.clone(), name.clone())) {
+            Some(other) if *other != j.id => (
+                DependencyVerdict::Wait,
+                Some(format!(
+                    "singleton (job {} of the same name {name:?} has not ended)",
+                    self.jobs.get(other).map_or(other.to_string(), display_id)
+                )),
+            ),
+            _ => (DependencyVerdict::Met, None),
+        }
+    }
+
+    /// A submission's `dependency`, parsed and resolved to job ids; an id the user cannot
+    /// see is refused as one that does not exist, naming it.
+    pub fn resolve_dependency(
+        &self,
+        user: &UserRecord,
+        text: &str,
+    ) -> Result<DependencyRecord, Refusal> {
+        let d: Dependency = text
+            .parse()
+            .map_err(|e: String| Refusal::invalid("dependency", e))?;
+        let mut on = Vec::new();
+        for (kind, r) in &d.on {
+            let jobs = self.resolve(&user.name, user.admin, *r);
+            if jobs.is_empty() {
+                return Err(Refusal::invalid(
+                    "dependency",
+                    format!("no job {r} (in {:?})", text.trim()),
+                ));
+            }
+            on.push(ConditionRecord {
+                kind: *kind,
+                target: r.to_string(),
+                jobs,
+            });
+        }
+        Ok(DependencyRecord {
+            text: d.to_string(),
+            any: d.any,
+            singleton: d.singleton,
+            on,
+        })
+    }
+
+    /// The jobs a dependency or a job id names: an array job's id names all its tasks
+    /// (`ID`), `ID_TASK` one of them; any other id, that job. Only jobs `user` may see
+    /// (`admin`: all): anyone else's job is as unknown as a job that does not exist.
+    pub fn resolve(&self, user: &str, admin: bool, r: foresight_api::JobRef) -> Vec<u64> {
+        let visible = |j: &&JobRecord| admin || j.user == user;
+        let tasks = || {
+            self.jobs
+                .range(r.job..)
+                .map(|(_, j)| j)
+                .filter(|j| {
+                    j.links
+                        .as_ref()
+                        .and_then(|l| l.array.as_ref())
+                        .is_some_and(|a| a.job == r.job)
+                })
+                .filter(visible)
+        };
+        match r.task {
+            Some(t) => tasks()
+                .filter(|j| {
+                    j.links
+                        .as_ref()
+                        .and_then(|l| l.array.as_ref())
+                        .is_some_and(|a| a.task == t)
+                })
+                .map(|j| j.id)
+                .take(1)
+                .collect(),
+            None => {
+                let all: Vec<u64> = tasks().map(|j| j.id).collect();
+                if all.is_empty() {
+                    self.jobs
+                        .get(&r.job)
+                        .filter(visible)
+                        .map(|j| j.id)
+                        .into_iter()
+                        .collect()
+                } else {
+                    all
+                }
+            }
+        }
+    }
+}
+
+/// A job's id as people use it: `ID`, or `ARRAY_TASK`.
+pub fn display_id(j: &JobRecord) -> String {
+    match j.links.as_ref().and_then(|l| l.array.as_ref()) {
+        Some(a) => format!("{}_{}", a.job, a.task),
+        None => j.id.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::tests::{cluster, exit, job, launches, world};
+    use super::*;
+    use foresight_store::{ArrayTask, Links};
+
+    fn local(id: u64) -> JobRecord {
+        JobRecord {
+            cluster: Some("a".into()),
+            co_allocate: false,
+            ..job(id, "ann", 1, 60)
+        }
+    }
+
+    fn task(id: u64, first: u64, index: u32, limit: Option<u32>) -> JobRecord {
+        JobRecord {
+            links: Some(Links {
+                array: Some(ArrayTask {
+                    job: first,
+                    task: index,
+                    position: (id - first) as u32,
+                    limit,
+                }),
+                ..Links::default()
+            }),
+            ..local(id)
+        }
+    }
+
+    fn after(id: u64, w: &World, text: &str) -> JobRecord {
+        let user = w.users["ann"].clone();
+        JobRecord {
+            links: Some(Links {
+                dependency: Some(w.resolve_dependency(&user, text).unwrap()),
+                ..Links::default()
+            }),
+            ..local(id)
+        }
+    }
+
+    /// Four tasks with `%2` on a cluster of four processors: two run, each end lets one more.
+    #[test]
+    fn an_array_limit_caps_the_tasks_running_at_once() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(
+            1_000,
+            (10..14)
+                .map(|i| task(i, 10, (i - 10) as u32 * 2, Some(2)))
+                .collect(),
+        );
+        let l = launches(&mut w);
+        assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), vec![10, 11]);
+        assert!(w.jobs[&12].reason.as_deref().unwrap().starts_with(
+            "JobArrayTaskLimit: 2 of array 10's tasks are planned or running, its limit (%2)"
+        ));
+        w.on_finished(1_005, 0, 10, 0, &exit(0));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![12]
+        );
+        assert!(w.jobs[&13].links.as_ref().unwrap().waiting);
+        w.on_finished(1_006, 0, 11, 0, &exit(1));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![13]
+        );
+        // Each task's environment names its index and the array.
+        let spec = w.part_spec(13, 0, vec![0]).unwrap();
+        assert!(spec
+            .env
+            .contains(&("FORESIGHT_ARRAY_TASK_ID".into(), "6".into())));
+        assert!(spec
+            .env
+            .contains(&("FORESIGHT_ARRAY_JOB_ID".into(), "10".into())));
+        assert!(!spec.env.iter().any(|(k, _)| k.starts_with("SLURM_")));
+    }
+
+    /// afterok on a job that fails cancels; afternotok on it then holds; `?` needs one.
+    #[test]
+    fn dependencies_wait_hold_or_never_hold() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(1_000, vec![local(1)]);
+        let deps = vec![
+            after(2, &w, "afterok:1"),
+            after(3, &w, "afternotok:1"),
+            after(4, &w, "afterok:1?afterany:1"),
+        ];
+        w.accept(1_000, deps);
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![1]
+        );
+        assert_eq!(
+            w.jobs[&2].reason.as_deref(),
+            Some("Dependency: waiting for afterok:1 (job 1 is running)")
+        );
+        w.on_finished(1_010, 0, 1, 0, &exit(3));
+        assert_eq!(w.jobs[&2].state, JobState::Cancelled);
+        assert_eq!(
+            w.jobs[&2].reason.as_deref(),
+            Some(
+                "DependencyNeverSatisfied: afterok:1 can never hold (afterok:1 (job 1 is failed))"
+            )
+        );
+        assert_eq!(w.jobs[&2].ended_at, Some(1_010));
+        assert_eq!(
+            launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        // Another user's job is as unknown as a missing one.
+        let bob = w.users["bob"].clone();
+        assert_eq!(
+            w.resolve_dependency(&bob, "afterok:1").unwrap_err(),
+            Refusal::invalid("dependency", "no job 1 (in \"afterok:1\")")
+        );
+        assert_eq!(
+            w.resolve_dependency(&bob, "afterok:77").unwrap_err(),
+            Refusal::invalid("dependency", "no job 77 (in \"afterok:77\")")
+        );
+    }
+
+    /// A restart restores who waits, and the gate goes on from there.
+    #[test]
+    fn waiting_jobs_still_wait_after_a_restart() {
+        let mut w = world(vec![cluster("a", 4)]);
+        w.accept(1_000, vec![local(1)]);
+        w.accept(1_000, vec![after(2, &w, "afterany:1")]);
+        launches(&mut w);
+        let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
+        let mut again = world(vec![cluster("a", 4)]);
+        let adopt = again.restore(1_100, jobs, vec![], vec![]);
+        assert_eq!(adopt.len(), 1, "job 1 is re-adopted");
+        assert!(again.waiting.contains(&2));
+        assert_eq!(again.jobs[&2].state, JobState::Pending);
+        again.on_finished(1_200, 0, 1, 0, &exit(0));
+        assert_eq!(
+            launches(&mut again).iter().map(|l| l.1).collect::<Vec<_>>(),
+            vec![2]
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! PostgreSQL behind the same trait: the same tables and the same transactions as SQLite,
+//! on a server that several processes can reach.
+
+use crate::location::redact;
+use crate::{decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The advisory lock a service holds on its database for its whole life (advisory locks are
+/// per database). One service per database: two would both start the same jobs. Peer
+/// dispatchers sharing one queue will claim rows instead of taking this lock.
+const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768; // "Foresigh"
+
+/// How long opening waits for the server before saying it cannot be reached.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// PostgreSQL behind the [`Store`] trait. Every call is one transaction, committed (and so
+/// durable under the server's `synchronous_commit`) when it returns.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    /// The URL without its password, for errors.
+    name: String,
+    /// The connection holding [`SERVICE_LOCK`]; closing it releases the lock.
+    lock: Arc<tokio::sync::Mutex<Option<PgConnection>>>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), takes
+    /// the database for this service (refusing one that another service holds) and brings
+    /// its schema up to date. The database must exist; its tables are created.
+    pub async fn open(url: &str) -> Result<PgStore> {
+        let name = redact(url);
+        let db = |source| StoreError::Database {
+            path: name.clone(),
+            source,
+        };
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::BadLocation {
+                location: name.clone(),
+                reason: e.to_string(),
+            })?
+            .application_name("foresight");
+        // One direct connection first: the pool retries a refused connection until its
+        // timeout and then reports only that it timed out; this says why.
+        let lock_options = options
+            .clone()
+            .application_name(&format!("foresight (pid {})", std::process::id()));
+        let mut lock = tokio::time::timeout(CONNECT_TIMEOUT, lock_options.connect())
+            .await
+            .map_err(|_| StoreError::Unreachable {
+                location: name.clone(),
+                reason: format!("no answer within {CONNECT_TIMEOUT:?}"),
+            })?
+            .map_err(|e| StoreError::Unreachable {
+                location: name.clone(),
+                reason: e.to_string(),
+            })?;
+        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+            .bind(SERVICE_LOCK)
+            .fetch_one(&mut lock)
+            .await
+            .map_err(db)?;
+        if !taken {
+            let holder: Option<String> = sqlx::query_scalar(
+                "SELECT a.application_name || ' from ' || COALESCE(host(a.client_addr), 'a local socket') \
+                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.database = \
+                 (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 AND l.classid = ($1 >> 32)::oid AND l.objid = ($1 & 4294967295)::oid",
+            )
+            .bind(SERVICE_LOCK)
+            .fetch_optional(&mut lock)
+            .await
+            .map_err(db)?;
+            let _ = lock.close().await;
+            return Err(StoreError::InUse {
+                location: name,
+                holder: holder.unwrap_or_else(|| "another service".into()),
+            });
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .map_err(db)?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                path: name.clone(),
+                source,
+            })?;
+        Ok(PgStore {
+            pool,
+            name,
+            lock: Arc::new(tokio::sync::Mutex::new(Some(lock))),
+        })
+    }
+
+    fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        move |source| StoreError::Database {
+            path: self.name.clone(),
+            source,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
+    async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut ids = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES ($1, $2, $3, $4) \
+                 RETURNING id",
+            )
+            .bind(&j.user)
+            .bind(j.state.as_str())
+            .bind(j.submitted_at)
+            .bind(encode(j))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db())?;
+            ids.push(id as u64);
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(ids)
+    }
+
+    async fn update_jobs(&self, jobs: &[JobRecord]) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for j in jobs {
+            sqlx::query("UPDATE jobs SET state = $1, data = $2 WHERE id = $3")
+                .bind(j.state.as_str())
+                .bind(encode(j))
+                .bind(j.id as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_jobs(&self, unfinished_only: bool) -> Result<Vec<JobRecord>> {
+        let sql = if unfinished_only {
+            "SELECT id, data FROM jobs WHERE state NOT IN \
+             ('completed', 'failed', 'cancelled', 'timeout') ORDER BY id"
+        } else {
+            "SELECT id, data FROM jobs ORDER BY id"
+        };
+        let rows = sqlx::query(sql)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut j: JobRecord = decode("jobs", id.to_string(), &data)?;
+                j.id = id as u64;
+                Ok(j)
+            })
+            .collect()
+    }
+
+    async fn put_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
+        if rs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for r in rs {
+            sqlx::query(
+                "INSERT INTO reservations (id, state, data) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, data = EXCLUDED.data",
+            )
+            .bind(r.id as i64)
+            .bind(r.state.as_str())
+            .bind(encode(r))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_reservations(&self) -> Result<Vec<ReservationRecord>> {
+        let rows = sqlx::query("SELECT id, data FROM reservations ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut r: ReservationRecord = decode("reservations", id.to_string(), &data)?;
+                r.id = id as u64;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    async fn insert_user(&self, u: &UserRecord) -> Result<()> {
+        let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES ($1, $2, $3)")
+            .bind(&u.name)
+            .bind(&u.token_hash)
+            .bind(encode(u))
+            .execute(&self.pool)
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                Err(StoreError::UserExists(u.name.clone()))
+            }
+            Err(source) => Err(self.db()(source)),
+        }
+    }
+
+    async fn update_users(&self, us: &[UserRecord]) -> Result<()> {
+        if us.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for u in us {
+            sqlx::query("UPDATE users SET token_hash = $1, data = $2 WHERE name = $3")
+                .bind(&u.token_hash)
+                .bind(encode(u))
+                .bind(&u.name)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_users(&self) -> Result<Vec<UserRecord>> {
+        let rows = sqlx::query("SELECT name, token_hash, data FROM users ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let name: String = row.get(0);
+                let hash: String = row.get(1);
+                let data: String = row.get(2);
+                let mut u: UserRecord = decode("users", name.clone(), &data)?;
+                u.name = name;
+                u.token_hash = hash;
+                Ok(u)
+            })
+            .collect()
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+        if let Some(lock) = self.lock.lock().await.take() {
+            let _ = lock.close().await;
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! Every store test runs on both backends: an SQLite file in a temporary directory, and a
+//! fresh database on this test binary's throwaway PostgreSQL server.
+#![allow(clippy::unwrap_used)]
+
+use foresight_api::{JobState, ReservationState};
+use foresight_store::{
+    JobRecord, PartRecord, ReservationRecord, Store, StoreError, StoreLocation, UserRecord,
+};
+use std::sync::Arc;
+
+/// One backend's database, reopened as often as a test likes.
+enum Backend {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        Backend::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres() -> Backend {
+        Backend::Postgres(foresight_testkit::postgres::database())
+    }
+
+    fn location(&self) -> StoreLocation {
+        match self {
+            Backend::Sqlite(dir) => StoreLocation::Sqlite(dir.path().join("f.db")),
+            Backend::Postgres(url) => StoreLocation::Postgres(url.clone()),
+        }
+    }
+
+    async fn open(&self) -> Arc<dyn Store> {
+        foresight_store::open(&self.location()).await.unwrap()
+    }
+
+    /// Runs raw SQL on the database behind the store's back (to damage a row).
+    async fn execute(&self, sql: &str) {
+        use sqlx::Connection;
+        match self {
+            Backend::Sqlite(dir) => {
+                let path = dir.path().join("f.db");
+                let mut c =
+                    sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+                        .await
+                        .unwrap();
+                sqlx::query(sql).execute(&mut c).await.unwrap();
+                c.close().await.unwrap();
+            }
+            Backend::Postgres(url) => {
+                let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+                sqlx::query(sql).execute(&mut c).await.unwrap();
+                c.close().await.unwrap();
+            }
+        }
+    }
+}
+
+/// `on_both_backends!(name, ...)`: each `async fn name(Backend)` becomes the tests
+/// `name::sqlite` and `name::postgres`.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::Backend::sqlite()).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(super::Backend::postgres()).await
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    records_survive_reopening_and_updates_replace_them,
+    concurrent_inserts_get_distinct_ids_and_lose_nothing,
+    every_final_state_is_left_out_of_unfinished_jobs,
+    floats_and_text_come_back_exactly,
+    users_are_unique_by_name_and_token_and_ordered_bytewise,
+    a_damaged_record_is_an_error_naming_its_table_and_row,
+    empty_writes_are_no_ops,
+    dependencies_and_array_membership_survive_reopening,
+);
+
+/// Dependencies, array membership and the waiting flag are fields of the stored record.
+async fn dependencies_and_array_membership_survive_reopening(b: Backend) {
+    use foresight_store::{ArrayTask, ConditionRecord, DependencyRecord, Links};
+    let store = b.open().await;
+    let mut j = job("ann");
+    j.links = Some(Links {
+        dependency: Some(DependencyRecord {
+            text: "afterok:7_1,singleton".into(),
+            any: false,
+            singleton: true,
+            on: vec![ConditionRecord {
+                kind: foresight_api::DependencyKind::AfterOk,
+                target: "7_1".into(),
+                jobs: vec![8],
+            }],
+        }),
+        array: Some(ArrayTask {
+            job: 0,
+            task: 5,
+            position: 2,
+            limit: Some(3),
+        }),
+        waiting: true,
+    });
+    let ids = store.insert_jobs(&[job("ann"), j.clone()]).await.unwrap();
+    j.id = ids[1];
+    store.close().await;
+    let store = b.open().await;
+    let all = store.load_jobs(true).await.unwrap();
+    assert_eq!(all[1], j);
+    // A job without links is stored without the field, as before it existed.
+    assert_eq!(all[0].links, None);
+}
+
+fn job(user: &str) -> JobRecord {
+    JobRecord {
+        id: 0,
+        user: user.into(),
+        name: Some("j".into()),
+        procs: 2,
+        walltime: 60,
+        price: None,
+        cluster: None,
+        reservation: None,
+        allow_early_start: false,
+        co_allocate: true,
+        command: vec!["true".into()],
+        env: Default::default(),
+        cwd: None,
+        cred: Default::default(),
+        state: JobState::Pending,
+        state_after: None,
+        held: false,
+        suspended: false,
+        priority: 0,
+        requeue: false,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        submitted_at: 1_000,
+        first_planned_start: None,
+        planned_start: None,
+        started_at: None,
+        ended_at: None,
+        charged: 0.0,
+        settled: 0.0,
+        parts: vec![],
+        attempt: 0,
+        stdout: None,
+        stderr: None,
+        links: None,
+    }
+}
+
+fn reservation(id: u64) -> ReservationRecord {
+    ReservationRecord {
+        id,
+        kind: "admin".into(),
+        cluster: "local".into(),
+        procs: 1,
+        processors: vec![],
+        start: 10,
+        end: 20,
+        acl: Default::default(),
+        state: ReservationState::Tentative,
+        expires_at: Some(15),
+        owner: "admin".into(),
+    }
+}
+
+fn user(name: &str, hash: &str) -> UserRecord {
+    UserRecord {
+        name: name.into(),
+        token_hash: hash.into(),
+        budget: Some(5.0),
+        ..Default::default()
+    }
+}
+
+async fn records_survive_reopening_and_updates_replace_them(b: Backend) {
+    let store = b.open().await;
+    let ids = store
+        .insert_jobs(&[job("ann"), job("bob"), job("ann")])
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![1, 2, 3]);
+    let mut j = job("bob");
+    j.id = 2;
+    j.state = JobState::Completed;
+    j.exit_code = Some(0);
+    store.update_jobs(std::slice::from_ref(&j)).await.unwrap();
+    let r = reservation(7);
+    store
+        .put_reservations(std::slice::from_ref(&r))
+        .await
+        .unwrap();
+    // Writing it again replaces it.
+    let mut r2 = r.clone();
+    r2.state = ReservationState::Active;
+    r2.expires_at = None;
+    store.put_reservations(&[r2.clone()]).await.unwrap();
+    let u = UserRecord {
+        unix_user: Some("ann_unix".into()),
+        ..user("ann", "h1")
+    };
+    store.insert_user(&u).await.unwrap();
+    assert!(matches!(
+        store.insert_user(&u).await,
+        Err(StoreError::UserExists(_))
+    ));
+    store.close().await;
+
+    let store = b.open().await;
+    let all = store.load_jobs(false).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[1], j);
+    let open = store.load_jobs(true).await.unwrap();
+    assert_eq!(open.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 3]);
+    assert_eq!(store.load_reservations().await.unwrap(), vec![r2]);
+    assert_eq!(store.load_users().await.unwrap(), vec![u.clone()]);
+    // A rotated token, credentials and a disabled flag are written and read back.
+    let mut u = u;
+    u.token_hash = "h2".into();
+    u.credentials.groups = vec!["physics".into()];
+    u.disabled = true;
+    store.update_users(std::slice::from_ref(&u)).await.unwrap();
+    assert_eq!(store.load_users().await.unwrap(), vec![u]);
+    // A fourth job continues the numbering: ids are never reused.
+    assert_eq!(store.insert_jobs(&[job("cy")]).await.unwrap(), vec![4]);
+    store.close().await;
+}
+
+async fn concurrent_inserts_get_distinct_ids_and_lose_nothing(b: Backend) {
+    let store = b.open().await;
+    let tasks: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                for k in 0..5 {
+                    let batch: Vec<JobRecord> = (0..3)
+                        .map(|i| {
+                            let mut j = job(&format!("u{t}"));
+                            j.name = Some(format!("{t}.{k}.{i}"));
+                            j
+                        })
+                        .collect();
+                    let ids = store.insert_jobs(&batch).await.unwrap();
+                    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+                    mine.extend(ids.into_iter().zip(batch));
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut inserted = Vec::new();
+    for t in tasks {
+        inserted.extend(t.await.unwrap());
+    }
+    inserted.sort_by_key(|(id, _)| *id);
+    let ids: Vec<u64> = inserted.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (1..=120).collect::<Vec<_>>());
+    let loaded = store.load_jobs(false).await.unwrap();
+    assert_eq!(loaded.len(), 120);
+    for (l, (id, j)) in loaded.iter().zip(&inserted) {
+        assert_eq!(l.id, *id);
+        assert_eq!((&l.user, &l.name), (&j.user, &j.name));
+    }
+    store.close().await;
+}
+
+async fn every_final_state_is_left_out_of_unfinished_jobs(b: Backend) {
+    let store = b.open().await;
+    let states = [
+        JobState::Pending,
+        JobState::Planned,
+        JobState::Reserved,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+    ];
+    let jobs: Vec<JobRecord> = states
+        .iter()
+        .map(|s| JobRecord {
+            state: *s,
+            ..job("ann")
+        })
+        .collect();
+    let ids = store.insert_jobs(&jobs).await.unwrap();
+    let open: Vec<u64> = store
+        .load_jobs(true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(open, ids[..4]);
+    // A job that ends leaves the unfinished ones.
+    let mut ended = store.load_jobs(false).await.unwrap()[3].clone();
+    ended.state = JobState::Completed;
+    store.update_jobs(&[ended]).await.unwrap();
+    let open: Vec<u64> = store
+        .load_jobs(true)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(open, vec![ids[0], ids[1], ids[2]]);
+    store.close().await;
+}
+
+async fn floats_and_text_come_back_exactly(b: Backend) {
+    let store = b.open().await;
+    let values = [
+        0.1 + 0.2,
+        1e-7,
+        5e-324,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        -1.0 / 3.0,
+    ];
+    let jobs: Vec<JobRecord> = values
+        .iter()
+        .map(|v| {
+            let mut j = job("ann");
+            j.charged = *v;
+            j.price = Some(*v);
+            j.name = Some("naïve 'quoted' \"job\" ; -- \\ \u{1F600}".into());
+            j.env.insert("K".into(), "a\nb\tc".into());
+            j.parts = vec![PartRecord {
+                cluster: "c".into(),
+                procs: u32::MAX,
+                processors: vec![0, 7],
+                reservation: Some(u64::from(u32::MAX) + 1),
+                ended: true,
+                external: Some("123".into()),
+                started_at: Some(i64::MIN),
+            }];
+            j
+        })
+        .collect();
+    store.insert_jobs(&jobs).await.unwrap();
+    let mut u = user("ann", "h");
+    u.budget = Some(0.1 + 0.2);
+    u.spent = 1e300;
+    store.insert_user(&u).await.unwrap();
+    store.close().await;
+    let store = b.open().await;
+    let loaded = store.load_jobs(false).await.unwrap();
+    for (l, j) in loaded.iter().zip(&jobs) {
+        assert_eq!(l.charged.to_bits(), j.charged.to_bits());
+        assert_eq!(&JobRecord { id: 0, ..l.clone() }, j);
+    }
+    assert_eq!(store.load_users().await.unwrap(), vec![u]);
+    store.close().await;
+}
+
+async fn users_are_unique_by_name_and_token_and_ordered_bytewise(b: Backend) {
+    let store = b.open().await;
+    for (name, hash) in [("bob", "h1"), ("Zed", "h2"), ("ann", "h3"), ("_x", "h4")] {
+        store.insert_user(&user(name, hash)).await.unwrap();
+    }
+    // Another user with a taken token is refused like a taken name.
+    assert!(matches!(
+        store.insert_user(&user("cy", "h1")).await,
+        Err(StoreError::UserExists(n)) if n == "cy"
+    ));
+    let names: Vec<String> = store
+        .load_users()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.name)
+        .collect();
+    // Byte order, as SQLite compares: upper case before `_` before lower case.
+    assert_eq!(names, ["Zed", "_x", "ann", "bob"]);
+    store.close().await;
+}
+
+async fn a_damaged_record_is_an_error_naming_its_table_and_row(b: Backend) {
+    let store = b.open().await;
+    store.insert_jobs(&[job("ann"), job("bob")]).await.unwrap();
+    store.close().await;
+    b.execute("UPDATE jobs SET data = '{\"user\": 5}' WHERE id = 2")
+        .await;
+    let store = b.open().await;
+    let e = store.load_jobs(false).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Decode { table: "jobs", id, .. } if id == "2"),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("jobs row 2: "), "{e}");
+    store.close().await;
+}
+
+async fn empty_writes_are_no_ops(b: Backend) {
+    let store = b.open().await;
+    assert_eq!(store.insert_jobs(&[]).await.unwrap(), Vec::<u64>::new());
+    store.update_jobs(&[]).await.unwrap();
+    store.put_reservations(&[]).await.unwrap();
+    store.update_users(&[]).await.unwrap();
+    assert!(store.load_jobs(false).await.unwrap().is_empty());
+    assert!(store.load_reservations().await.unwrap().is_empty());
+    assert!(store.load_users().await.unwrap().is_empty());
+    store.close().await;
+}
+
+#[test]
+fn both_backends_have_the_same_migrations() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let names = |b: &str| {
+        let mut v: Vec<String> = std::fs::read_dir(dir.join(b))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let sqlite = names("sqlite");
+    assert!(!sqlite.is_empty());
+    assert_eq!(sqlite, names("postgres"));
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_an_error_naming_the_url_without_password() {
+    // Port 1 on loopback: nothing listens there.
+    let url = "postgres://ann:s3cret@127.0.0.1:1/grid";
+    let e = foresight_store::open(&StoreLocation::parse(url).unwrap())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("cannot connect to the database at postgres://ann:***@127.0.0.1:1/grid: "),
+        "{e}"
+    );
+    assert!(!e.contains("s3cret"), "{e}");
+}
+
+#[tokio::test]
+async fn a_missing_database_is_an_error_naming_it() {
+    let server = foresight_testkit::postgres::server();
+    let url = server.url("no_such_db");
+    let e = foresight_store::open(&StoreLocation::Postgres(url.clone()))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains(&url), "{e}");
+    assert!(e.contains("no_such_db\" does not exist"), "{e}");
+}
+
+#[tokio::test]
+async fn a_postgres_database_serves_one_store_at_a_time() {
+    let url = foresight_testkit::postgres::database();
+    let location = StoreLocation::Postgres(url.clone());
+    let first = foresight_store::open(&location).await.unwrap();
+    let e = foresight_store::open(&location).await.err().unwrap();
+    let pid = std::process::id();
+    assert!(
+        matches!(&e, StoreError::InUse { location, holder }
+            if *location == url && *holder == format!("foresight (pid {pid}) from 127.0.0.1")),
+        "{e}"
+    );
+    // Closing hands the database over.
+    first.close().await;
+    let second = foresight_store::open(&location).await.unwrap();
+    assert!(second.load_jobs(false).await.unwrap().is_empty());
+    second.close().await;
+}
