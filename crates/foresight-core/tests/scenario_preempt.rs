@@ -422,3 +422,43 @@ fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
         Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
     ));
 }
+
+/// The property test's fifth counterexample, reduced to one cluster of 4. A local job holds
+/// 2 processors until 50. Job 1 (level 0, 1 processor, 100 s) starts at 0 and is
+/// suspended at 1 by job 2 (level 2, 2 for 10 s) with 99 s left. At 2 come job 4 (level 2,
+/// all 4: planned at 50, after the local job) and job 5 (level 1, 1 for 100 s: it fits now
+/// but would push job 4 back, so the planner leaves it waiting). At 11, when job 2 ends,
+/// job 5 claims 1 of the 2 idle processors and job 1 resumes on the other, to end at 110
+/// (it used to wait for job 5, which the planner does not start). At 50 job 4 takes its
+/// processor back.
+#[test]
+fn a_suspended_job_resumes_beside_what_a_higher_queued_job_claims() {
+    let mut b = broker(4);
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(50)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(started(&out), vec![100]);
+    b.submit(Time(0), global(1, 0, 1, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    b.submit(Time(1), global(2, 2, 2, 10, false));
+    let out = cycle(&mut b, 1);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    b.submit(Time(2), global(4, 2, 4, 10, false));
+    b.submit(Time(2), global(5, 1, 1, 100, false));
+    let out = cycle(&mut b, 2);
+    assert!(started(&out).is_empty());
+    end(&mut b, 11, 2);
+    let out = cycle(&mut b, 11);
+    assert_eq!(resumed(&out), vec![(1, 110)]);
+    assert!(started(&out).is_empty(), "job 5 waits for job 4: {out:?}");
+    let mut out = Vec::new();
+    b.on_part_ended(Time(50), 0, JobId(100), &mut out);
+    let out = cycle(&mut b, 50);
+    assert_eq!(preempted(&out), vec![(1, 4, Preemption::Suspend)]);
+    assert_eq!(started(&out), vec![4]);
+}

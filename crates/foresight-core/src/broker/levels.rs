@@ -7,9 +7,12 @@
 //!   cluster where that stops the fewest processors, and starts there at once, on that
 //!   cluster alone; the jobs taken from are suspended, or killed and queued again when they
 //!   say they may be requeued ([`BrokerAction::Preempted`]);
-//! - a queued job that can start now without preemption is left to the planner, and
-//!   suspended jobs of lower levels wait for the next cycle, so that they do not take the
-//!   processors it is about to get.
+//! - a queued job that can start now without preemption is left to the planner, and claims
+//!   the processors it fits into: they are not idle for the jobs served after it (a later
+//!   job that no longer fits preempts in this cycle; a suspended job of a lower level
+//!   resumes only beside the claims);
+//! - after the planner, a job of a lower level is not started where a waiting job of a
+//!   higher level would take its processors back at the next cycle.
 //!
 //! Local jobs are never preempted: they are not the broker's to stop. Only clusters the
 //! broker schedules itself take part: on a cluster that schedules itself (Slurm) a running
