@@ -462,3 +462,40 @@ fn a_suspended_job_resumes_beside_what_a_higher_queued_job_claims() {
     assert_eq!(preempted(&out), vec![(1, 4, Preemption::Suspend)]);
     assert_eq!(started(&out), vec![4]);
 }
+
+/// The property test's sixth counterexample, reduced: a co-allocated job that fits the idle
+/// processors of several clusters together claims them too. A local job holds all of c0
+/// until 20; job 1 (level 0, 1 processor) runs on c1. At 20 come job 7 (level 2, 8
+/// processors, co-allocated: c0's 4 and 4 of c1's 5 idle) and job 8 (level 1, 2): job 8
+/// finds 1 processor left on c1 and takes job 1's in this cycle (it used to count c1's 5
+/// idle processors as its own, wait, and preempt a cycle late).
+#[test]
+fn a_co_allocated_job_claims_the_idle_processors_it_spans() {
+    let mut b = two_clusters();
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 4, Dur(20)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(Time(0), global(1, 0, 1, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    assert!(matches!(
+        phase(&b, 1),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+    ));
+    let mut out = Vec::new();
+    b.on_part_ended(Time(20), 0, JobId(100), &mut out);
+    let mut wide = global(7, 2, 8, 10, false);
+    wide.co_allocate = true;
+    b.submit(Time(20), wide);
+    b.submit(Time(20), global(8, 1, 2, 10, false));
+    let out = cycle(&mut b, 20);
+    assert_eq!(preempted(&out), vec![(1, 8, Preemption::Suspend)]);
+    let mut s = started(&out);
+    s.sort();
+    s.dedup();
+    assert_eq!(s, vec![7, 8]);
+}
