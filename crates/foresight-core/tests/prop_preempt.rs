@@ -60,6 +60,9 @@ struct Driver {
     submitted: BTreeSet<JobId>,
     ended: BTreeSet<JobId>,
     started_global: bool,
+    /// Jobs preempted to be requeued during the current cycle's carry-out: killed, and so
+    /// queued again, only after that cycle served the levels; the next cycle serves them.
+    requeued: BTreeSet<JobId>,
     /// Check the waiting invariants too.
     strict: bool,
 }
@@ -92,6 +95,7 @@ impl Driver {
             submitted: BTreeSet::new(),
             ended: BTreeSet::new(),
             started_global: false,
+            requeued: BTreeSet::new(),
             strict: false,
         }
     }
@@ -143,6 +147,7 @@ impl Driver {
                             self.running.remove(&(job, p.cluster));
                         }
                         if how == Preemption::Requeue {
+                            self.requeued.insert(job);
                             for p in &parts {
                                 self.broker
                                     .on_part_ended(self.now, p.cluster, job, &mut next);
@@ -163,11 +168,13 @@ impl Driver {
             }
             todo = next;
         }
+        // Windows are half-open: a part whose window ends at `now` holds nothing at `now`,
+        // even while its end (one of several at this instant) is yet to be reported.
         for (k, &size) in SIZES.iter().enumerate() {
             let used: u32 = self
                 .running
                 .iter()
-                .filter(|((_, c), _)| *c == k)
+                .filter(|((_, c), (end, _))| *c == k && *end > self.now)
                 .map(|(_, (_, p))| p)
                 .sum();
             prop_assert!(used <= size, "cluster {k} runs {used} of {size}");
@@ -212,6 +219,7 @@ impl Driver {
 
     fn cycle(&mut self) -> Result<(), TestCaseError> {
         self.started_global = false;
+        self.requeued.clear();
         let mut out = Vec::new();
         self.broker.on_cycle(self.now, &mut out);
         self.carry_out(out)?;
@@ -220,7 +228,7 @@ impl Driver {
         }
         let idle: Vec<u32> = (0..SIZES.len()).map(|k| self.room(k, 0)).collect();
         for e in self.broker.queued() {
-            if e.not_before > self.now {
+            if e.not_before > self.now || self.requeued.contains(&e.job.id) {
                 continue;
             }
             // It could start without preempting anyone: the planner's to place.
@@ -260,20 +268,35 @@ impl Driver {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
-    /// Capacity, lower levels only, nothing lost. Known to fail: a shrunk case shows a
-    /// cluster of 4 running 6 processors in this driver (not yet told apart: the driver's
-    /// bookkeeping or the broker's); kept to be fixed, not hidden.
+    /// Capacity, lower levels only, nothing lost. (Its old counterexample, a cluster of 4
+    /// running 6, was this driver counting a part whose window had ended as running until
+    /// its end was reported: `parts_ending_at_the_same_instant_hold_nothing_at_that_instant`
+    /// in `scenario_preempt.rs`.)
     #[test]
-    #[ignore = "known counterexample (capacity), under investigation"]
     fn levels_preempt_resume_and_lose_nothing(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, false)?;
     }
 
-    /// The waiting invariants as well. Known to fail: a queued level-1 job of 1 processor
-    /// was found waiting while a lower level held what it needed (shrunk case not yet
-    /// understood); kept to be fixed, not hidden.
+    /// The waiting invariants as well. Counterexamples fixed so far (each a scenario in
+    /// `scenario_preempt.rs`): a job requeued by preemption checked before any cycle could
+    /// serve it (the driver's); a lower level started where a waiting higher one preempts it
+    /// next cycle; processors claimed by jobs served earlier (co-allocated ones included)
+    /// counted idle for later ones; a suspended job kept waiting for a queued job of a
+    /// higher level that the planner then did not start.
+    ///
+    /// Still known to fail (so ignored): levels are served *before* the planner, on a guess
+    /// of where the jobs that fit will go, and the planner may place them elsewhere. Shrunk
+    /// case (clusters of 4 and 6): at 62 a co-allocated level-3 job of 5 is guessed onto c1
+    /// alone and a level-3 job of 3 onto c0, so suspended job 3 (level 0, 1 processor)
+    /// resumes into c1's last idle processor; the planner then puts the job of 5 as 4 on c0
+    /// + 1 on c1 and the job of 3 on c1, leaving c1 one idle processor, and a queued level-1
+    /// job of 2 waits a cycle before it preempts job 3 (1 idle + job 3's 1 would do).
+    /// Ops: `Global(p0, 5, 10), Wait(1), Local(c0, 4, 59), Global(p0, 1, 45),
+    /// Global(p0, 1, 10), Wait(1), 4 × Global(p0, 1, 10), Global(p3, 6, 10),
+    /// Global(p1, 4, 10), Global(p3, 5, 10), Global(p3, 3, 10), Global(p1, 2, 10)`.
+    /// Fixing it means resuming lower levels after the planner, against its real placement.
     #[test]
-    #[ignore = "known counterexample to the waiting invariant, under investigation"]
+    #[ignore = "known counterexample: levels are served on a guess of the planner's placement"]
     fn no_job_waits_on_lower_levels(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, true)?;
     }

@@ -265,3 +265,237 @@ fn a_suspended_job_preempts_lower_levels_to_resume() {
     assert_eq!(preempted(&out), vec![(3, 1, Preemption::Suspend)]);
     assert_eq!(resumed(&out), vec![(1, 15 + 95)]);
 }
+
+/// Two clusters, 4 processors (`c0`) and 6 (`c1`).
+fn two_clusters() -> Broker {
+    let clusters = [("c0", 4), ("c1", 6)]
+        .iter()
+        .map(|&(name, procs)| {
+            GridCluster::new(
+                name,
+                processors_of(name, &[SpeedGroup { procs, speed: 1.0 }]),
+                LocalScheduler::new(procs, Policy::easy()),
+            )
+        })
+        .collect();
+    Broker::new(
+        clusters,
+        PlannerConfig {
+            horizon: Dur(86_400),
+            lead_time: Dur(0),
+            plan_depth: 64,
+        },
+        1,
+    )
+}
+
+/// The property test's first counterexample, reduced: two global parts end at the same
+/// instant, and the first end reported already lets a waiting local job take every
+/// processor, the other part's included. No double booking: the windows are half-open,
+/// and at 10 the part reserved over [0, 10) holds nothing, its end merely not yet
+/// reported. (The test driver counted it as running until reported, and so saw 6 of 4.)
+#[test]
+fn parts_ending_at_the_same_instant_hold_nothing_at_that_instant() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 0, 2, 10, false));
+    b.submit(Time(0), global(2, 0, 2, 10, false));
+    let out = cycle(&mut b, 0);
+    assert_eq!(started(&out), vec![1, 2]);
+    let local = JobId(100);
+    let mut out = Vec::new();
+    b.submit_local(Time(1), 0, Job::new(local, Time(1), 4, Dur(5)), &mut out)
+        .unwrap();
+    assert!(started(&out).is_empty(), "the cluster is full until 10");
+    // The first end at 10: the local job starts on all 4, job 2's [0, 10) being over.
+    let out = end(&mut b, 10, 1);
+    assert_eq!(started(&out), vec![local.0]);
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, BrokerAction::Start { procs: 4, .. })));
+    // The second end at 10 is accepted and starts nothing more.
+    let out = end(&mut b, 10, 2);
+    assert!(started(&out).is_empty());
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, BrokerAction::Ended { job, end: Time(10), .. } if job.0 == 2)));
+}
+
+/// The property test's second counterexample, reduced: job 3 (level 1, 3 processors, may
+/// be requeued) runs on c0 beside idle processor 4, job 2 (level 0, 5 processors) on c1
+/// beside idle processor 6. At 3 job 4 (level 2, 2 processors) fits nowhere idle: it takes
+/// c0 from job 3 (3 processors stopped, against 5 on c1). Job 3 is killed, and queued again
+/// only when its end is reported, after the cycle that preempted it: that cycle could not
+/// serve it (the test driver expected it to). The next cycle does: job 3 takes c1 from
+/// job 2, of a lower level, and starts at once.
+#[test]
+fn a_job_requeued_by_preemption_takes_lower_levels_at_the_next_cycle() {
+    let mut b = two_clusters();
+    b.submit(Time(0), global(2, 0, 5, 92, false));
+    b.submit(Time(0), global(3, 1, 3, 92, true));
+    let out = cycle(&mut b, 0);
+    let mut s = started(&out);
+    s.sort();
+    assert_eq!(s, vec![2, 3]);
+    assert!(matches!(
+        phase(&b, 3),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
+    ));
+    b.submit(Time(3), global(4, 2, 2, 10, false));
+    let out = cycle(&mut b, 3);
+    assert_eq!(preempted(&out), vec![(3, 4, Preemption::Requeue)]);
+    assert_eq!(started(&out), vec![4]);
+    // The caller kills job 3: queued again, after this cycle.
+    let mut out = Vec::new();
+    b.on_part_ended(Time(3), 0, JobId(3), &mut out);
+    assert!(matches!(phase(&b, 3), Some(Phase::Queued)));
+    assert!(started(&out).is_empty());
+    let out = cycle(&mut b, 4);
+    assert_eq!(preempted(&out), vec![(2, 3, Preemption::Suspend)]);
+    assert_eq!(started(&out), vec![3]);
+    assert!(matches!(
+        phase(&b, 3),
+        Some(Phase::Running { start: Time(4), parts, .. }) if parts[0].cluster == 1
+    ));
+}
+
+/// The property test's third counterexample, reduced to one cluster of 4. Job 1 (level 2,
+/// 2 processors) runs until 20. At 1 come job 2 (level 1, all 4, 10 s: planned at 20),
+/// job 3 (level 1, 2 for 100 s: it would fit the 2 idle processors, but would push job 2
+/// back, so it is planned after it) and job 4 (level 0, 2 for 10 s: it would fit before 20
+/// without pushing job 2 back). Started, job 4 would only hand job 3 processors it takes
+/// back at the next cycle (job 3 preempting it, and job 2 pushed back to 102 after all):
+/// so job 4 is not started, nothing is preempted, and job 2 starts at 20.
+#[test]
+fn a_lower_level_is_not_started_where_a_waiting_higher_level_would_preempt_it() {
+    let mut b = broker(4);
+    b.submit(Time(0), global(1, 2, 2, 20, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    b.submit(Time(1), global(2, 1, 4, 10, false));
+    b.submit(Time(1), global(3, 1, 2, 100, false));
+    b.submit(Time(1), global(4, 0, 2, 10, false));
+    let out = cycle(&mut b, 1);
+    assert!(started(&out).is_empty(), "{out:?}");
+    assert!(!matches!(phase(&b, 4), Some(Phase::Running { .. })));
+    let out = cycle(&mut b, 2);
+    assert!(preempted(&out).is_empty());
+    assert!(started(&out).is_empty());
+    end(&mut b, 20, 1);
+    let out = cycle(&mut b, 20);
+    assert_eq!(started(&out), vec![2]);
+    assert!(preempted(&out).is_empty());
+}
+
+/// The property test's fourth counterexample, reduced: job 1 (level 0) holds all of c0, a
+/// local job all of c1 until 20. At 20 jobs 5 (level 1, 4 processors) and 6 (level 1, 3)
+/// arrive: both fit c1's 6 idle processors alone, not together. Job 5, served first, claims
+/// 4 of them; job 6 then cannot start on idle processors and takes c0 from job 1 in this
+/// very cycle (it used to wait a cycle, c1 counted idle for it too).
+#[test]
+fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
+    let mut b = two_clusters();
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        1,
+        Job::new(JobId(100), Time(0), 6, Dur(20)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(started(&out), vec![100]);
+    b.submit(Time(0), global(1, 0, 4, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    let mut out = Vec::new();
+    b.on_part_ended(Time(20), 1, JobId(100), &mut out);
+    b.submit(Time(20), global(5, 1, 4, 10, false));
+    b.submit(Time(20), global(6, 1, 3, 10, false));
+    let out = cycle(&mut b, 20);
+    assert_eq!(preempted(&out), vec![(1, 6, Preemption::Suspend)]);
+    let mut s = started(&out);
+    s.sort();
+    assert_eq!(s, vec![5, 6]);
+    assert!(matches!(
+        phase(&b, 5),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+    ));
+    assert!(matches!(
+        phase(&b, 6),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
+    ));
+}
+
+/// The property test's fifth counterexample, reduced to one cluster of 4. A local job holds
+/// 2 processors until 50. Job 1 (level 0, 1 processor, 100 s) starts at 0 and is
+/// suspended at 1 by job 2 (level 2, 2 for 10 s) with 99 s left. At 2 come job 4 (level 2,
+/// all 4: planned at 50, after the local job) and job 5 (level 1, 1 for 100 s: it fits now
+/// but would push job 4 back, so the planner leaves it waiting). At 11, when job 2 ends,
+/// job 5 claims 1 of the 2 idle processors and job 1 resumes on the other, to end at 110
+/// (it used to wait for job 5, which the planner does not start). At 50 job 4 takes its
+/// processor back.
+#[test]
+fn a_suspended_job_resumes_beside_what_a_higher_queued_job_claims() {
+    let mut b = broker(4);
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(50)),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(started(&out), vec![100]);
+    b.submit(Time(0), global(1, 0, 1, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    b.submit(Time(1), global(2, 2, 2, 10, false));
+    let out = cycle(&mut b, 1);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    b.submit(Time(2), global(4, 2, 4, 10, false));
+    b.submit(Time(2), global(5, 1, 1, 100, false));
+    let out = cycle(&mut b, 2);
+    assert!(started(&out).is_empty());
+    end(&mut b, 11, 2);
+    let out = cycle(&mut b, 11);
+    assert_eq!(resumed(&out), vec![(1, 110)]);
+    assert!(started(&out).is_empty(), "job 5 waits for job 4: {out:?}");
+    let mut out = Vec::new();
+    b.on_part_ended(Time(50), 0, JobId(100), &mut out);
+    let out = cycle(&mut b, 50);
+    assert_eq!(preempted(&out), vec![(1, 4, Preemption::Suspend)]);
+    assert_eq!(started(&out), vec![4]);
+}
+
+/// The property test's sixth counterexample, reduced: a co-allocated job that fits the idle
+/// processors of several clusters together claims them too. A local job holds all of c0
+/// until 20; job 1 (level 0, 1 processor) runs on c1. At 20 come job 7 (level 2, 8
+/// processors, co-allocated: c0's 4 and 4 of c1's 5 idle) and job 8 (level 1, 2): job 8
+/// finds 1 processor left on c1 and takes job 1's in this cycle (it used to count c1's 5
+/// idle processors as its own, wait, and preempt a cycle late).
+#[test]
+fn a_co_allocated_job_claims_the_idle_processors_it_spans() {
+    let mut b = two_clusters();
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 4, Dur(20)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(Time(0), global(1, 0, 1, 100, false));
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    assert!(matches!(
+        phase(&b, 1),
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+    ));
+    let mut out = Vec::new();
+    b.on_part_ended(Time(20), 0, JobId(100), &mut out);
+    let mut wide = global(7, 2, 8, 10, false);
+    wide.co_allocate = true;
+    b.submit(Time(20), wide);
+    b.submit(Time(20), global(8, 1, 2, 10, false));
+    let out = cycle(&mut b, 20);
+    assert_eq!(preempted(&out), vec![(1, 8, Preemption::Suspend)]);
+    let mut s = started(&out);
+    s.sort();
+    s.dedup();
+    assert_eq!(s, vec![7, 8]);
+}

@@ -7,9 +7,12 @@
 //!   cluster where that stops the fewest processors, and starts there at once, on that
 //!   cluster alone; the jobs taken from are suspended, or killed and queued again when they
 //!   say they may be requeued ([`BrokerAction::Preempted`]);
-//! - a queued job that can start now without preemption is left to the planner, and
-//!   suspended jobs of lower levels wait for the next cycle, so that they do not take the
-//!   processors it is about to get.
+//! - a queued job that can start now without preemption is left to the planner, and claims
+//!   the processors it fits into: they are not idle for the jobs served after it (a later
+//!   job that no longer fits preempts in this cycle; a suspended job of a lower level
+//!   resumes only beside the claims);
+//! - after the planner, a job of a lower level is not started where a waiting job of a
+//!   higher level would take its processors back at the next cycle.
 //!
 //! Local jobs are never preempted: they are not the broker's to stop. Only clusters the
 //! broker schedules itself take part: on a cluster that schedules itself (Slurm) a running
@@ -56,32 +59,96 @@ impl Broker {
             }
         }
         waiting.sort();
-        // Suspended jobs below this level wait: a queued job of this level starts now.
-        let mut block: Option<u32> = None;
+        // Processors queued jobs served before (that fit without preemption) are about to
+        // get from the planner: not idle for the jobs served after them.
+        let mut claims = Claims::new(self.clusters.len());
         for (_, id) in waiting {
             let Some(e) = self.jobs.get(&id) else {
                 continue;
             };
             let level = e.job.priority;
             if matches!(e.phase, Phase::Suspended { .. }) {
-                if block.is_some_and(|b| level < b) || self.try_resume(now, id, out) {
+                if self.try_resume(now, id, &claims, out) {
                     continue;
                 }
-                self.preempt_for(now, id, out);
+                self.preempt_for(now, id, &claims, out);
             } else {
                 let can_preempt = self.lowest_running_level().is_some_and(|l| l < level);
                 if !can_preempt && !any_suspended {
                     continue;
                 }
-                if self.fits_now(now, id) {
-                    block = Some(block.map_or(level, |b| b.max(level)));
+                if self.fits_now(now, id, &mut claims) {
                     continue;
                 }
                 if can_preempt {
-                    self.preempt_for(now, id, out);
+                    self.preempt_for(now, id, &claims, out);
                 }
             }
         }
+    }
+
+    /// True when starting job `id` now with `parts` (cluster, processors) would only hand a
+    /// waiting job of a higher level processors it takes back at the next cycle: that job
+    /// cannot start on idle processors once `id` runs, but idle processors plus those of
+    /// running global jobs below its level (`id` among them) on one of `id`'s clusters would
+    /// be enough for it. The planner then leaves `id` waiting rather than start it to be
+    /// preempted. Never for equal levels.
+    pub(super) fn start_would_be_preempted(
+        &self,
+        now: Time,
+        id: JobId,
+        parts: &[(usize, u32)],
+    ) -> bool {
+        let Some(level) = self.jobs.get(&id).map(|e| e.job.priority) else {
+            return false;
+        };
+        let higher: Vec<&super::Entry> = self
+            .queue
+            .iter()
+            .filter_map(|w| self.jobs.get(w))
+            .filter(|e| e.job.id != id && e.job.priority > level)
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
+            .filter(|e| e.not_before <= now)
+            .take(self.planner.plan_depth)
+            .collect();
+        if higher.is_empty() {
+            return false;
+        }
+        // Idle processors per cluster once `id` runs.
+        let idle: Vec<i64> = (0..self.clusters.len())
+            .map(|k| {
+                let c = &self.clusters[k];
+                if !c.available || c.self_scheduled {
+                    return 0;
+                }
+                let mine: i64 = parts
+                    .iter()
+                    .filter(|(pk, _)| *pk == k)
+                    .map(|(_, n)| i64::from(*n))
+                    .sum();
+                (c.sched.idle_at(now) - mine).max(0)
+            })
+            .collect();
+        higher.iter().any(|w| {
+            let need = i64::from(w.job.procs);
+            let fits = idle.iter().any(|&i| i >= need)
+                || (w.job.co_allocate && idle.iter().sum::<i64>() >= need);
+            if fits {
+                return false;
+            }
+            parts.iter().any(|&(k, n)| {
+                if self.clusters[k].self_scheduled || !self.clusters[k].available {
+                    return false;
+                }
+                let lower: i64 = self
+                    .holders(k)
+                    .iter()
+                    .filter(|h| h.priority < w.job.priority)
+                    .map(|h| i64::from(h.procs))
+                    .sum();
+                idle[k] + lower + i64::from(n) >= need
+            })
+        })
     }
 
     /// The lowest level among running global jobs that could be preempted.
@@ -129,25 +196,39 @@ impl Broker {
 
     /// True when queued job `id` could start now without preempting anyone: on one cluster,
     /// or co-allocated over the idle processors of several.
-    fn fits_now(&self, now: Time, id: JobId) -> bool {
+    fn fits_now(&self, now: Time, id: JobId, claims: &mut Claims) -> bool {
         let Some(e) = self.jobs.get(&id) else {
             return false;
         };
-        let mut idle = 0i64;
+        let need = i64::from(e.job.procs);
+        let mut idle: Vec<(usize, i64)> = Vec::new();
         for k in 0..self.clusters.len() {
-            let Some((len, _)) = self.single_cluster_run(id, k) else {
+            let c = &self.clusters[k];
+            if !c.available || c.self_scheduled {
                 continue;
-            };
-            let mut sched = self.clusters[k].sched.clone();
-            if sched
-                .add_reservation_displacing(probe(0, e.job.procs, now, len))
-                .is_ok()
-            {
-                return true;
             }
-            idle += self.clusters[k].sched.idle_at(now).max(0);
+            let free = claims.idle(&c.sched, now, k);
+            if let Some((len, _)) = self.single_cluster_run(id, k) {
+                let mut sched = claims.applied(&c.sched, k);
+                let p = probe(claims.next_id(), e.job.procs, now, len);
+                if free >= need && sched.add_reservation_displacing(p.clone()).is_ok() {
+                    claims.claim(k, p);
+                    return true;
+                }
+            }
+            idle.push((k, free));
         }
-        e.job.co_allocate && idle >= i64::from(e.job.procs)
+        if !e.job.co_allocate || idle.iter().map(|(_, i)| i).sum::<i64>() < need {
+            return false;
+        }
+        // Co-allocated over idle processors of several clusters: claimed as counts.
+        let mut left = need;
+        for (k, free) in idle {
+            let take = free.min(left);
+            claims.procs[k] += take;
+            left -= take;
+        }
+        true
     }
 
     /// The running global jobs holding processors of cluster `k` that could be preempted.
@@ -172,7 +253,13 @@ impl Broker {
 
     /// Preempts what job `id` needs on the best cluster and starts it there at once; false
     /// (nothing done) when no cluster can make room for it that way.
-    fn preempt_for(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+    fn preempt_for(
+        &mut self,
+        now: Time,
+        id: JobId,
+        claims: &Claims,
+        out: &mut Vec<BrokerAction>,
+    ) -> bool {
         let Some(e) = self.jobs.get(&id) else {
             return false;
         };
@@ -201,9 +288,8 @@ impl Broker {
                 continue;
             }
             let holders = self.holders(k);
-            let idle = self.clusters[k]
-                .sched
-                .idle_at(now)
+            let idle = claims
+                .idle(&self.clusters[k].sched, now, k)
                 .clamp(0, i64::from(u32::MAX)) as u32;
             let Some(victims) = preempt::victims(need, idle, level, &holders) else {
                 continue;
@@ -212,7 +298,7 @@ impl Broker {
                 continue;
             }
             // Would it really start at once once they are gone?
-            let mut sched = self.clusters[k].sched.clone();
+            let mut sched = claims.applied(&self.clusters[k].sched, k);
             for v in &victims {
                 release(&mut sched, now, *v, &self.reservations_on(*v, k));
             }
@@ -238,7 +324,7 @@ impl Broker {
             self.preempt_job(now, v, id, out);
         }
         if matches!(self.jobs[&id].phase, Phase::Suspended { .. }) {
-            return self.try_resume(now, id, out);
+            return self.try_resume(now, id, claims, out);
         }
         let part = ReservedPart {
             cluster: k,
@@ -317,7 +403,13 @@ impl Broker {
 
     /// Resumes suspended job `id` at once if every cluster it ran on has room for the rest
     /// of its run; false (nothing done) otherwise.
-    fn try_resume(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+    fn try_resume(
+        &mut self,
+        now: Time,
+        id: JobId,
+        claims: &Claims,
+        out: &mut Vec<BrokerAction>,
+    ) -> bool {
         let Some(e) = self.jobs.get(&id) else {
             return false;
         };
@@ -343,7 +435,11 @@ impl Broker {
             .map(|p| Interval::new(now, now + rounded(left, self, p.cluster)))
             .collect();
         for (p, w) in parts.iter().zip(&windows) {
-            let mut sched = self.clusters[p.cluster].sched.clone();
+            let free = claims.idle(&self.clusters[p.cluster].sched, now, p.cluster);
+            if free < i64::from(p.procs) {
+                return false;
+            }
+            let mut sched = claims.applied(&self.clusters[p.cluster].sched, p.cluster);
             if sched
                 .add_reservation_displacing(probe(0, p.procs, w.start, w.len()))
                 .is_err()
@@ -412,6 +508,50 @@ fn release(sched: &mut LocalScheduler, now: Time, v: JobId, reservations: &[Rese
     let _ = sched.cancel(now, v);
     for r in reservations {
         let _ = sched.remove_reservation(now, *r);
+    }
+}
+
+/// Processors of each cluster that queued jobs served earlier in a cycle fit into without
+/// preemption: the planner is about to give them those, so they are not idle for the jobs
+/// served after them.
+struct Claims {
+    probes: Vec<Vec<AdminReservation>>,
+    procs: Vec<i64>,
+    count: u64,
+}
+
+impl Claims {
+    fn new(clusters: usize) -> Claims {
+        Claims {
+            probes: vec![Vec::new(); clusters],
+            procs: vec![0; clusters],
+            count: 0,
+        }
+    }
+
+    /// A probe id not yet used among the claims.
+    fn next_id(&self) -> u64 {
+        self.count + 1
+    }
+
+    fn claim(&mut self, k: usize, p: AdminReservation) {
+        self.procs[k] += i64::from(p.procs);
+        self.probes[k].push(p);
+        self.count += 1;
+    }
+
+    /// A copy of cluster `k`'s scheduler holding the claims on it.
+    fn applied(&self, sched: &LocalScheduler, k: usize) -> LocalScheduler {
+        let mut copy = sched.clone();
+        for p in &self.probes[k] {
+            let _ = copy.add_reservation_displacing(p.clone());
+        }
+        copy
+    }
+
+    /// Cluster `k`'s idle processors at `now` less the claimed ones.
+    fn idle(&self, sched: &LocalScheduler, now: Time, k: usize) -> i64 {
+        (sched.idle_at(now) - self.procs[k]).max(0)
     }
 }
 

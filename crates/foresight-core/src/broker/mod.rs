@@ -908,6 +908,12 @@ impl Broker {
                     processors,
                     ..
                 } => {
+                    let here: Vec<(usize, u32)> =
+                        parts.iter().map(|p| (p.cluster, p.procs)).collect();
+                    if start <= now && self.start_would_be_preempted(now, job, &here) {
+                        // Planned again next cycle; started now it would only be preempted.
+                        continue;
+                    }
                     let mut chosen: Vec<ReservedPart> = Vec::new();
                     for p in parts {
                         let lo = offsets[p.cluster];
