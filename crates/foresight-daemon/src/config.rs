@@ -105,7 +105,7 @@ pub struct ClusterConfig {
     /// Extra price factor per unit of priority of a queued local job.
     #[serde(default = "one")]
     pub local_premium: f64,
-    /// Local policy: fcfs, firstfit[:CAP], easy, conservative, depth:N.
+    /// Local policy: `fcfs`, `firstfit[:CAP]`, `easy`, `conservative`, `depth:N`.
     #[serde(default = "default_policy")]
     pub policy: String,
     /// Link bandwidth for staging, MB/s.

@@ -1190,8 +1190,8 @@ impl Service {
             .collect()
     }
 
-    /// The plan of each cluster (or one) over `[from, to)` as `viewer` may see it (see
-    /// [`plan_view`]): copied under the lock, drawn off it.
+    /// The plan of each cluster (or one) over `[from, to)` as `viewer` may see it (see the
+    /// `plan_view` module): copied under the lock, drawn off it.
     pub async fn plan(
         &self,
         cluster: Option<&str>,

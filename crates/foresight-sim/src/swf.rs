@@ -237,7 +237,7 @@ fn inflate_in_background(file: BufReader<File>) -> ChannelReader {
     }
 }
 
-/// The reading end of [`inflate_in_background`].
+/// The reading end of `inflate_in_background`.
 pub struct ChannelReader {
     rx: std::sync::mpsc::Receiver<io::Result<Vec<u8>>>,
     chunk: Vec<u8>,

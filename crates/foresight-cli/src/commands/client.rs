@@ -1038,7 +1038,7 @@ pub struct CreateResOpts {
     #[arg(long, value_parser = parse_processor_list, conflicts_with = "procs")]
     processors: Option<ProcessorList>,
     /// Start [default: now]: what `sbatch --begin` reads (16:00, now+1hour, now+90 = 90 s,
-    /// 2026-11-23, 2026-11-23T16:00[:00], local time; or with a zone, 2026-11-23T16:00:00Z),
+    /// 2026-11-23, 2026-11-23T16:00, 2026-11-23T16:00:00, local time; or with a zone, 2026-11-23T16:00:00Z),
     /// +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
     #[arg(long, value_name = "TIME")]
     start: Option<String>,

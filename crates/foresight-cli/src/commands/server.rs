@@ -24,8 +24,9 @@ pub struct ServerOpts {
     /// Data directory (database, tokens, job output).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Where jobs, reservations and users are kept: postgres://USER[:PASSWORD]@HOST[:PORT]/DB,
-    /// or an SQLite file path (sqlite://PATH) [default: DATA_DIR/foresight.db].
+    /// Where jobs, reservations and users are kept: `postgres://USER:PASSWORD@HOST:PORT/DB`
+    /// (password and port optional), or an SQLite file path (sqlite://PATH) [default:
+    /// DATA_DIR/foresight.db].
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).

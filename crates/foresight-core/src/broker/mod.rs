@@ -21,7 +21,7 @@
 //!   doubles with each refusal in a row, 1–64 s, when a cluster refused);
 //! - a planned cost above what the user has left keeps the job queued (a budget may grow);
 //! - the job's parts start at the reservation's first second, or earlier: the broker is
-//!   **work-conserving** ([`compress`]) — whenever processors free up, reserved jobs move
+//!   **work-conserving** (the `compress` module) — whenever processors free up, reserved jobs move
 //!   earlier in priority order when no other reservation and no local job's forecast start
 //!   gets later (on clusters that schedule themselves the move is asked of them, all parts or
 //!   none, [`BrokerAction::MoveAsked`]);
