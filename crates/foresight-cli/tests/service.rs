@@ -806,8 +806,10 @@ fn the_plan_shows_running_and_planned_jobs_on_their_processors() {
         .filter(|id| !id.is_null())
         .collect();
     assert!(ids.is_empty(), "{theirs}");
-    s.run(&["job", "cancel", &blocker.to_string()]);
+    // The queued job first: once the blocker is gone it would start at once and might
+    // already be over when cancelled.
     s.run(&["job", "cancel", &queued.to_string()]);
+    s.run(&["job", "cancel", &blocker.to_string()]);
 }
 
 /// `estimate` answers per cluster and over the grid from one plan that holds the queued

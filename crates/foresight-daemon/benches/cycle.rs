@@ -31,6 +31,8 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode};
 use foresight_api::{AclSpec, JobState};
+use foresight_core::time::Time;
+use foresight_core::JobId;
 use foresight_daemon::config::{ClusterConfig, Config};
 use foresight_daemon::world::World;
 use foresight_rm::Outcome;
@@ -64,11 +66,7 @@ fn config(procs: u32) -> Config {
     let base = Config::default();
     Config {
         data_dir: std::env::temp_dir().join("foresight-bench-cycle"),
-        cluster: vec![ClusterConfig {
-            name: "local".into(),
-            procs,
-            ..base.cluster[0].clone()
-        }],
+        cluster: vec![ClusterConfig::local("local", procs)],
         ..base
     }
 }
@@ -142,27 +140,27 @@ fn empty_world(procs: u32) -> World {
 /// A world whose `QUEUED` global jobs have arrived but not yet been cycled.
 fn world_global(procs: u32) -> World {
     let mut w = empty_world(procs);
-    w.accept(NOW, jobs(1, QUEUED, procs, None, 7));
+    w.accept(Time(NOW), jobs(1, QUEUED, procs, None, 7));
     w
 }
 
 /// A world with `QUEUED` local jobs in the local queue (and `global` global arrivals).
 fn world_local(procs: u32, global: u64) -> World {
     let mut w = empty_world(procs);
-    w.accept(NOW, jobs(1, QUEUED, procs, Some("local"), 11));
-    w.accept(NOW, jobs(QUEUED + 1, global, procs, None, 13));
+    w.accept(Time(NOW), jobs(1, QUEUED, procs, Some("local"), 11));
+    w.accept(Time(NOW), jobs(QUEUED + 1, global, procs, None, 13));
     // Settle: the first cycle starts what fits and queues the arrivals.
-    w.cycle(NOW);
+    w.cycle(Time(NOW));
     w.effects.clear();
     w
 }
 
 /// A running job of cluster 0, with its attempt.
-fn running(w: &World) -> (u64, u32) {
+fn running(w: &World) -> (JobId, u32) {
     w.jobs
         .values()
         .find(|j| j.state == JobState::Running)
-        .map(|j| (j.id, j.attempt))
+        .map(|j| (JobId(j.id), j.attempt))
         .unwrap()
 }
 
@@ -188,7 +186,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("global/first/{procs}"), |b| {
             b.iter_batched_ref(
                 || world_global(procs),
-                |w| w.cycle(black_box(NOW)),
+                |w| w.cycle(black_box(Time(NOW))),
                 BatchSize::PerIteration,
             );
         });
@@ -196,18 +194,18 @@ fn bench(c: &mut Criterion) {
             b.iter_batched_ref(
                 || {
                     let mut w = world_global(procs);
-                    w.cycle(NOW);
+                    w.cycle(Time(NOW));
                     w.effects.clear();
                     w
                 },
-                |w| w.cycle(black_box(NOW + 1)),
+                |w| w.cycle(black_box(Time(NOW + 1))),
                 BatchSize::PerIteration,
             );
         });
         g.bench_function(format!("local/{procs}"), |b| {
             b.iter_batched_ref(
                 || world_local(procs, 0),
-                |w| w.cycle(black_box(NOW + 1)),
+                |w| w.cycle(black_box(Time(NOW + 1))),
                 BatchSize::PerIteration,
             );
         });
@@ -219,8 +217,8 @@ fn bench(c: &mut Criterion) {
                     (w, id, attempt)
                 },
                 |(w, id, attempt)| {
-                    let now = black_box(NOW + 1);
-                    w.on_finished(now, 0, *id, *attempt, &finished(now));
+                    let now = black_box(Time(NOW + 1));
+                    w.on_finished(now, 0, *id, *attempt, &finished(now.secs()));
                     w.cycle(now);
                 },
                 BatchSize::PerIteration,
@@ -229,7 +227,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("mixed/{procs}"), |b| {
             b.iter_batched_ref(
                 || world_local(procs, MIXED_GLOBAL),
-                |w| w.cycle(black_box(NOW + 1)),
+                |w| w.cycle(black_box(Time(NOW + 1))),
                 BatchSize::PerIteration,
             );
         });
@@ -258,7 +256,7 @@ fn bench(c: &mut Criterion) {
                                 ..AclSpec::default()
                             };
                             w.create_reservation(
-                                NOW,
+                                Time(NOW),
                                 "bench",
                                 "local",
                                 foresight_daemon::world::Held::Count(1),
@@ -271,7 +269,7 @@ fn bench(c: &mut Criterion) {
                         }
                         (w, jobs(QUEUED + 1, 1, procs, Some("local"), 17))
                     },
-                    |(w, js)| w.accept(black_box(NOW + 1), std::mem::take(js)),
+                    |(w, js)| w.accept(black_box(Time(NOW + 1)), std::mem::take(js)),
                     BatchSize::PerIteration,
                 );
             });
@@ -286,7 +284,7 @@ fn bench(c: &mut Criterion) {
                 },
                 |(mut w, js)| {
                     for j in js {
-                        w.accept(NOW, vec![j]);
+                        w.accept(Time(NOW), vec![j]);
                     }
                     w
                 },

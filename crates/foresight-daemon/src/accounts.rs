@@ -10,6 +10,8 @@
 
 use crate::refusal::Refusal;
 use crate::world::World;
+use foresight_core::time::Time;
+use foresight_core::{JobId, ReservationId};
 use foresight_store::JobRecord;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -23,7 +25,7 @@ fn is_global(j: &JobRecord) -> bool {
 impl World {
     /// Moves `amount` from job `id`'s user's budget to the job's charge (a negative amount
     /// gives back).
-    pub(crate) fn charge(&mut self, id: u64, amount: f64) {
+    pub(crate) fn charge(&mut self, id: JobId, amount: f64) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -47,7 +49,10 @@ impl World {
             return None;
         }
         let cluster = match j.reservation {
-            Some(r) => self.reservations.get(&r).map(|r| r.cluster.as_str()),
+            Some(r) => self
+                .reservations
+                .get(&ReservationId(r))
+                .map(|r| r.cluster.as_str()),
             None => j.cluster.as_deref(),
         }?;
         let k = self.cluster_index(cluster)?;
@@ -57,10 +62,10 @@ impl World {
     /// What the attempt of local job `id` that ended at `now` owes: its processors from its
     /// start to `now`, at most its walltime, at its cluster's base tariff. `None` for a
     /// global job (the broker charges those) or one that never started.
-    pub(crate) fn local_charge(&self, now: i64, id: u64) -> Option<f64> {
+    pub(crate) fn local_charge(&self, now: Time, id: JobId) -> Option<f64> {
         let j = self.jobs.get(&id)?;
         let price = self.local_tariff(j)?;
-        let used = (now - j.started_at?).clamp(0, j.walltime.max(0));
+        let used = (now.secs() - j.started_at?).clamp(0, j.walltime.max(0));
         let amount = price * f64::from(j.procs) * used as f64;
         (amount != 0.0).then_some(amount)
     }
@@ -90,7 +95,7 @@ impl World {
     /// owes so far is charged when it stops, and the next may again cost its worst case, so
     /// what is left after the charge must still cover everything the user's local jobs may
     /// cost. (A global job's next attempt waits for budget in the broker instead.)
-    pub(crate) fn check_rerun_budget(&self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub(crate) fn check_rerun_budget(&self, now: Time, id: JobId) -> Result<(), Refusal> {
         let Some(j) = self.jobs.get(&id) else {
             return Ok(());
         };
@@ -408,7 +413,7 @@ impl World {
     /// stays. The last enabled administrator cannot be disabled.
     pub fn set_disabled(
         &mut self,
-        now: i64,
+        now: Time,
         name: &str,
         disabled: bool,
     ) -> Result<&foresight_store::UserRecord, Refusal> {
@@ -435,7 +440,7 @@ impl World {
 
     /// Removes a user: disabled for good, token gone, name never reused (see
     /// [`foresight_store::UserRecord::removed`]).
-    pub fn remove_user(&mut self, now: i64, name: &str) -> Result<(), Refusal> {
+    pub fn remove_user(&mut self, now: Time, name: &str) -> Result<(), Refusal> {
         self.set_disabled(now, name, true)?;
         let u = self.user_mut(name)?;
         u.removed = true;
@@ -445,14 +450,14 @@ impl World {
     }
 
     /// Cancels every job of `user` that has not started.
-    fn cancel_queued_jobs_of(&mut self, now: i64, user: &str) {
-        let queued: Vec<u64> = self
+    fn cancel_queued_jobs_of(&mut self, now: Time, user: &str) {
+        let queued: Vec<JobId> = self
             .jobs
             .values()
             .filter(|j| {
                 j.user == user && !j.state.is_final() && j.state != foresight_api::JobState::Running
             })
-            .map(|j| j.id)
+            .map(|j| JobId(j.id))
             .collect();
         for id in queued {
             let _ = self.cancel(now, id);

@@ -1,6 +1,7 @@
 //! The daemon's configuration: a TOML file, or embedded defaults (one local cluster with as
 //! many processors as the machine has cores).
 
+use foresight_core::broker::ClusterSpec;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -63,20 +64,21 @@ pub struct Config {
     pub http: crate::http_config::HttpConfig,
 }
 
-/// One cluster.
+/// One cluster. Processes of the `local` kind run at this machine's speed, so leave its
+/// `speed` at 1 unless the machine is faster or slower than the reference; `groups` describe
+/// a machine whose processors differ (the local executor runs a part on the processors the
+/// planner chose, so its limit follows their speed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// Unique name.
-    pub name: String,
+    /// Name, processors, speeds, policy, prices and link: the keys `sim grid`'s clusters
+    /// have too, with the same meaning.
+    #[serde(flatten)]
+    pub spec: ClusterSpec,
     /// Resource manager: `local` (processes on this machine, scheduled by Foresight) or
     /// `slurm` (a Slurm cluster, reached through its commands).
     #[serde(default = "default_kind")]
     pub kind: String,
-    /// Processors (virtual processors for `local`). For `slurm` the count is read from Slurm
-    /// (CPUs of the nodes that accept jobs); a value here is only used until Slurm answers.
-    #[serde(default)]
-    pub procs: u32,
     /// `slurm`: the cluster's `slurm.conf` (passed as `SLURM_CONF` to every command).
     #[serde(default)]
     pub slurm_conf: Option<PathBuf>,
@@ -93,27 +95,6 @@ pub struct ClusterConfig {
     /// `slurm`: how often the cluster is read (jobs, nodes, reservations), milliseconds.
     #[serde(default = "default_sync_ms")]
     pub sync_ms: u64,
-    /// Speed relative to the reference processor: a global job planned here is given its
-    /// walltime divided by this speed (rounded up) as its limit. Processes of the `local`
-    /// kind run at this machine's speed, so leave it at 1 unless the machine is faster or
-    /// slower than the reference.
-    #[serde(default = "one")]
-    pub speed: f64,
-    /// Base price per processor-second of free time.
-    #[serde(default = "one")]
-    pub tariff: f64,
-    /// Extra price factor per unit of priority of a queued local job.
-    #[serde(default = "one")]
-    pub local_premium: f64,
-    /// Local policy: `fcfs`, `firstfit[:CAP]`, `easy`, `conservative`, `depth:N`.
-    #[serde(default = "default_policy")]
-    pub policy: String,
-    /// Link bandwidth for staging, MB/s.
-    #[serde(default = "default_bandwidth")]
-    pub bandwidth_mb_s: f64,
-    /// Link latency, seconds.
-    #[serde(default)]
-    pub latency_seconds: i64,
     /// `local`: who starts the cluster's queued jobs. `"local"` (the default): its own
     /// `policy`. `"wiki"`: a WIKI scheduler (Maui, Moab) through the `[cluster.wiki]` server;
     /// jobs queued here wait for its `STARTJOB`, and global jobs are not planned here.
@@ -126,6 +107,15 @@ pub struct ClusterConfig {
     /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiki_rm: Option<crate::wiki_rm::WikiRmConfig>,
+}
+
+/// Reads of a cluster's shared settings (`c.name`, `c.procs`, `c.speed_groups()`) go to
+/// its [`ClusterSpec`], as they would if the keys were declared here.
+impl std::ops::Deref for ClusterConfig {
+    type Target = ClusterSpec;
+    fn deref(&self) -> &ClusterSpec {
+        &self.spec
+    }
 }
 
 /// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
@@ -225,15 +215,6 @@ fn default_kind() -> String {
 fn default_scheduler() -> String {
     "local".into()
 }
-fn one() -> f64 {
-    1.0
-}
-fn default_policy() -> String {
-    "easy".into()
-}
-fn default_bandwidth() -> f64 {
-    1_000.0
-}
 fn default_clusters() -> Vec<ClusterConfig> {
     let procs = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     vec![ClusterConfig::local("local", procs)]
@@ -243,20 +224,13 @@ impl ClusterConfig {
     /// A `local` cluster of `procs` processors with every other setting at its default.
     pub fn local(name: &str, procs: u32) -> ClusterConfig {
         ClusterConfig {
-            name: name.into(),
+            spec: ClusterSpec::new(name, procs),
             kind: default_kind(),
-            procs,
             slurm_conf: None,
             partition: None,
             account: None,
             slurm_user: None,
             sync_ms: default_sync_ms(),
-            speed: 1.0,
-            tariff: 1.0,
-            local_premium: 1.0,
-            policy: default_policy(),
-            bandwidth_mb_s: default_bandwidth(),
-            latency_seconds: 0,
             scheduler: default_scheduler(),
             wiki: None,
             wiki_rm: None,
@@ -364,9 +338,6 @@ impl Config {
             }
             match c.kind.as_str() {
                 "local" => {
-                    if c.procs == 0 {
-                        anyhow::bail!("{at}: procs must be at least 1");
-                    }
                     if c.slurm_conf.is_some() {
                         anyhow::bail!("{at}: slurm_conf is for kind = \"slurm\" clusters");
                     }
@@ -411,18 +382,14 @@ impl Config {
                     "{at}: scheduler and [cluster.wiki] are for kind = \"local\" clusters"
                 );
             }
-            if c.speed.is_nan() || c.speed <= 0.0 {
-                anyhow::bail!("{at}: speed must be > 0");
+            // A cluster whose resource manager reports its size may leave procs out.
+            c.spec
+                .check(c.kind == "local")
+                .map_err(|e| anyhow::anyhow!("cluster[{i}]: {e}"))?;
+            if c.kind != "local" && c.groups.is_some() {
+                // Its size comes from its resource manager, which says nothing of speeds.
+                anyhow::bail!("{at}: groups are for kind = \"local\" clusters; give speed");
             }
-            if c.tariff.is_nan() || c.tariff < 0.0 {
-                anyhow::bail!("{at}: tariff must be >= 0");
-            }
-            if c.bandwidth_mb_s.is_nan() || c.bandwidth_mb_s <= 0.0 {
-                anyhow::bail!("{at}: bandwidth_mb_s must be > 0");
-            }
-            c.policy
-                .parse::<foresight_core::policy::Policy>()
-                .map_err(|e| anyhow::anyhow!("{at}: policy: {e}"))?;
         }
         if self.cycle_ms == 0 {
             anyhow::bail!("cycle_ms must be at least 1");

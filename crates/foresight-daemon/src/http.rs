@@ -11,6 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use foresight_api::*;
+use foresight_core::{JobId, ReservationId};
 use foresight_store::UserRecord;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -601,7 +602,7 @@ async fn create_reservation(
     let owner = caller.0.name.clone();
     let view = s
         .mutate(move |w, now| {
-            let start = r.start.unwrap_or(now);
+            let start = r.start.unwrap_or(now.secs());
             let end = match (r.end, &r.duration) {
                 (Some(e), _) => e,
                 (None, Some(d)) => {
@@ -615,7 +616,7 @@ async fn create_reservation(
             // A job ACL names a job that exists: compared with a job not yet submitted (id 0)
             // or not yet numbered, it would admit whoever submits next.
             if let Some(job) = r.acl.job {
-                if !w.jobs.contains_key(&job) {
+                if !w.jobs.contains_key(&JobId(job)) {
                     return Err(Refusal::invalid(
                         "acl.job",
                         format!("no job {job}: a job ACL must name an existing job"),
@@ -678,6 +679,7 @@ async fn commit_reservation(
 ) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, _| {
+        let id = ReservationId(id);
         w.commit_reservation(id)?;
         Ok(reservation_view(&w.reservations[&id]))
     })
@@ -695,6 +697,7 @@ async fn release_reservation(
 ) -> Result<Json<ReservationView>, Refusal> {
     caller.admin()?;
     s.mutate(move |w, now| {
+        let id = ReservationId(id);
         w.release_reservation(now, id)?;
         Ok(reservation_view(&w.reservations[&id]))
     })

@@ -33,7 +33,10 @@ impl ClusterBackend {
     /// Runs `op` on the state; when it succeeds, persists and acts as any API change does.
     async fn change(
         &self,
-        op: impl FnOnce(&mut crate::world::World, i64) -> Result<(), BackendError>,
+        op: impl FnOnce(
+            &mut crate::world::World,
+            foresight_core::time::Time,
+        ) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
         self.service
             .mutate(|w, now| Ok(op(w, now)))

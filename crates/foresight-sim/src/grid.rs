@@ -26,10 +26,10 @@ pub use seeds::{simulate_seeds, summarize, BrokerRuns, SeedSummary};
 
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
-pub use foresight_core::broker::SpeedGroup;
+pub use foresight_core::broker::{ClusterSpec, SpeedGroup};
 use foresight_core::grid::GlobalJob;
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, Policy, Time, UserId};
+use foresight_core::{Dur, Job, JobId, Time, UserId};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
@@ -109,148 +109,34 @@ fn default_plan_depth() -> usize {
     64
 }
 
-/// One cluster of the grid.
+/// One cluster of the grid: what the service's configuration says of a cluster
+/// ([`ClusterSpec`], the same keys with the same meaning), and the owners' stream.
+///
+/// Only in `sim grid`: a cluster of one `speed` is that fast for its local jobs too (they
+/// run their trace runtime and estimate divided by it); the `queue` and `dedicated`
+/// baselines queue global jobs at the local scheduler, which promises no group, so their
+/// jobs run at the cluster's slowest speed (conservative).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// Unique name.
-    pub name: String,
-    /// Processors (of speed `speed`, or as many as its `groups` hold together).
-    pub procs: u32,
-    /// Speed of every processor relative to the reference processor; 1.0 when neither this
-    /// nor `groups` is given. Give `speed` or `groups`, not both.
-    ///
-    /// A cluster of one speed is that fast throughout: its local jobs run their trace runtime
-    /// (and estimate) divided by it, as do the global jobs placed on it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speed: Option<f64>,
-    /// Speed groups, for a cluster whose processors are not all equally fast, e.g.
-    /// `groups = [ { procs = 64, speed = 1.0 }, { procs = 32, speed = 2.0 } ]`; their `procs`
-    /// must add up to the cluster's `procs`, every speed must be positive. Give `speed` or
-    /// `groups`, not both.
-    ///
-    /// - The lookahead planner sees every processor at its group's speed, so earliest finish
-    ///   (or start) is sought over the groups of one cluster as over clusters: a global job's
-    ///   part runs its runtime divided by the slowest speed among the processors chosen for
-    ///   the job (rounded up). Processors are numbered fastest group first; the forecast lays
-    ///   running and reserved work on the lowest-numbered processors, so work already there
-    ///   (a running global part, say) is seen on the fast processors rather than leaving them
-    ///   to be offered twice. (The local scheduler counts processors only, so which processors
-    ///   the work holds is the planner's assumption, rebuilt every cycle.)
-    /// - The local scheduler counts processors only and cannot say which group a job lands
-    ///   on: local jobs run at reference speed, their runtimes as the trace recorded them.
-    /// - The `queue` and `dedicated` baselines queue global jobs at the local scheduler too,
-    ///   which promises no group: their jobs run at the cluster's slowest group speed
-    ///   (conservative).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub groups: Option<Vec<SpeedGroup>>,
-    /// Local policy: fcfs, firstfit, easy, conservative, depth:N.
-    #[serde(default = "easy")]
-    pub policy: String,
-    /// Base price per processor-second.
-    #[serde(default = "one")]
-    pub tariff: f64,
-    /// Premium on time planned for local jobs (see `Tariff::local_premium`).
-    #[serde(default = "one")]
-    pub local_premium: f64,
-    /// Link bandwidth to the grid, MB/s.
-    #[serde(default = "default_bandwidth")]
-    pub bandwidth_mb_s: f64,
-    /// Link latency, seconds.
-    #[serde(default)]
-    pub latency_seconds: i64,
+    /// Processors, speeds, policy, prices and link.
+    #[serde(flatten)]
+    pub spec: ClusterSpec,
     /// The owners' own stream.
     pub local: LocalStream,
 }
 
-impl ClusterConfig {
-    /// The cluster's processors by speed: its `groups`, or all `procs` at `speed` (1.0 by
-    /// default), in the order given.
-    pub fn speed_groups(&self) -> Vec<SpeedGroup> {
-        match &self.groups {
-            Some(g) => g.clone(),
-            None => vec![SpeedGroup {
-                procs: self.procs,
-                speed: self.speed.unwrap_or(1.0),
-            }],
-        }
-    }
-
-    /// The speed of the slowest processor: what a job placed by the local scheduler, which
-    /// promises no particular processors, can count on.
-    pub fn slowest_speed(&self) -> f64 {
-        self.speed_groups()
-            .iter()
-            .map(|g| g.speed)
-            .fold(f64::INFINITY, f64::min)
-    }
-
-    /// The speed local jobs run at: `speed` on a cluster of one speed, the reference speed on
-    /// one of speed groups (see [`ClusterConfig::groups`]).
-    pub fn local_speed(&self) -> f64 {
-        match self.groups {
-            Some(_) => 1.0,
-            None => self.speed.unwrap_or(1.0),
-        }
-    }
-
-    fn check(&self) -> Result<(), String> {
-        let name = &self.name;
-        if self.procs == 0 {
-            return Err(format!("cluster {name:?}: procs must be at least 1"));
-        }
-        if let Some(speed) = self.speed {
-            if !positive(speed) {
-                return Err(format!(
-                    "cluster {name:?}: speed must be positive, got {speed}"
-                ));
-            }
-        }
-        let Some(groups) = &self.groups else {
-            return Ok(());
-        };
-        if self.speed.is_some() {
-            return Err(format!(
-                "cluster {name:?}: give either speed or groups, not both"
-            ));
-        }
-        if groups.is_empty() {
-            return Err(format!(
-                "cluster {name:?}: groups must list at least one group"
-            ));
-        }
-        for (i, g) in groups.iter().enumerate() {
-            if g.procs == 0 {
-                return Err(format!(
-                    "cluster {name:?}: groups[{i}].procs must be at least 1"
-                ));
-            }
-            if !positive(g.speed) {
-                return Err(format!(
-                    "cluster {name:?}: groups[{i}].speed must be positive, got {}",
-                    g.speed
-                ));
-            }
-        }
-        let sum: u64 = groups.iter().map(|g| u64::from(g.procs)).sum();
-        if sum != u64::from(self.procs) {
-            return Err(format!(
-                "cluster {name:?}: the procs of groups add up to {sum}, procs is {}",
-                self.procs
-            ));
-        }
-        Ok(())
+/// Reads of a cluster's shared settings (`c.name`, `c.procs`, `c.speed_groups()`) go to
+/// its [`ClusterSpec`], as they would if the keys were declared here.
+impl std::ops::Deref for ClusterConfig {
+    type Target = ClusterSpec;
+    fn deref(&self) -> &ClusterSpec {
+        &self.spec
     }
 }
 
 fn one() -> f64 {
     1.0
-}
-fn easy() -> String {
-    "easy".into()
-}
-fn default_bandwidth() -> f64 {
-    100.0
 }
 
 /// A cluster's local stream: a trace (a window of it, optionally time-scaled) or synthetic.
@@ -439,16 +325,7 @@ impl GridConfig {
             if !names.insert(&c.name) {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
-            c.check()?;
-            if !positive(c.bandwidth_mb_s) {
-                return Err(format!(
-                    "cluster {:?}: bandwidth_mb_s must be positive",
-                    c.name
-                ));
-            }
-            c.policy
-                .parse::<Policy>()
-                .map_err(|e| format!("cluster {:?}: policy {e}", c.name))?;
+            c.spec.check(true)?;
         }
         let mut ids = std::collections::BTreeSet::new();
         for u in &self.user {

@@ -212,23 +212,7 @@ impl WorkflowSimConfig {
             if !names.insert(&c.name) {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
-            if c.procs == 0 {
-                return Err(format!("cluster {:?}: procs must be at least 1", c.name));
-            }
-            if let Some(s) = c.speed {
-                if !(s.is_finite() && s > 0.0) {
-                    return Err(format!("cluster {:?}: speed must be positive", c.name));
-                }
-            }
-            if !(c.bandwidth_mb_s.is_finite() && c.bandwidth_mb_s > 0.0) {
-                return Err(format!(
-                    "cluster {:?}: bandwidth_mb_s must be positive",
-                    c.name
-                ));
-            }
-            c.policy
-                .parse::<Policy>()
-                .map_err(|e| format!("cluster {:?}: policy {e}", c.name))?;
+            c.spec.check(true)?;
         }
         let largest = self.cluster.iter().map(|c| c.procs).max().unwrap_or(0);
         if self.workflow.task_procs[1] > largest {

@@ -98,7 +98,7 @@ fn bad_configurations_name_the_problem() {
                 "[[cluster]]\nname = \"a\"",
                 "[[cluster]]\nname = \"a\"\npolicy = \"lifo\"",
             ),
-            "policy \"lifo\"",
+            "policy: \"lifo\" is not a policy",
         ),
         (
             GRID.replace("procs = [8, 100]", "procs = [8, 4]"),

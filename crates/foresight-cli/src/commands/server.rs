@@ -61,7 +61,7 @@ fn effective(o: &ServerOpts) -> Result<Config> {
         if o.config.is_some() {
             anyhow::bail!("--procs applies to the default cluster; set procs in the config file");
         }
-        cfg.cluster[0].procs = n;
+        cfg.cluster[0].spec.procs = n;
     }
     if let (Some(cert), Some(key)) = (&o.tls_cert, &o.tls_key) {
         cfg.http.tls_cert = Some(cert.clone());

@@ -1,5 +1,4 @@
-//! One cluster as the grid broker sees it, and the configuration both the service and the
-//! simulator describe clusters with.
+//! One cluster as the grid broker sees it, and its processors by speed.
 
 use crate::forecast::Tariff;
 use crate::grid::ClusterView;

@@ -15,13 +15,15 @@
 //! mirror of the cluster, but the move is theirs to make: it asks for it
 //! ([`BrokerAction::MoveAsked`]: every part's reservation and begin time moved, all or
 //! none) and applies it when the answer comes ([`Broker::on_move_answered`]). A refused move
-//! is not asked again for [`MOVE_RETRY_SECS`]. A job with parts on both kinds of cluster is
-//! not moved: half of it would move at once and half later, and a refusal could not give the
-//! first half its old window back for sure.
+//! is not asked again for [`MOVE_RETRY_SECS`]. A job with parts on both kinds of cluster
+//! moves as one: its parts here hold their new window beside the old one while the other
+//! clusters are asked (so that nothing else takes it, and the part does not start before its
+//! siblings can), and move there only when every other cluster has moved; a refusal gives
+//! the held window back.
 
 use super::{bound_part, Broker, BrokerAction, Phase, ReservedPart};
 use crate::forecast::{forecast, OccupancyKind};
-use crate::ids::JobId;
+use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Event, LocalScheduler};
@@ -34,6 +36,15 @@ const MAX_CANDIDATES: usize = 8;
 /// After a cluster refused to move a job's reservations, the job is not moved again for
 /// this long (its reservations stand meanwhile).
 pub const MOVE_RETRY_SECS: i64 = 60;
+
+/// Added to a reservation's id for the window its part holds, on a cluster the broker
+/// schedules, while a move is asked of the job's other clusters.
+const HELD_FOR_MOVE: u64 = 1 << 61;
+
+/// The id of the window `reservation` holds during a move.
+pub(super) fn held_for_move_id(reservation: ReservationId) -> ReservationId {
+    ReservationId(reservation.0 | HELD_FOR_MOVE)
+}
 
 /// A move asked of clusters that schedule themselves and not answered yet.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,13 +68,8 @@ impl Broker {
             .iter()
             .filter(|(id, e)| match &e.phase {
                 Phase::Reserved { start, parts, .. } => {
-                    let remote = parts
-                        .iter()
-                        .filter(|p| self.clusters[p.cluster].self_scheduled)
-                        .count();
                     *start > now
                         && parts.iter().all(|p| self.clusters[p.cluster].available)
-                        && (remote == 0 || remote == parts.len())
                         && !self.moving.contains_key(id)
                         && self.move_not_before.get(id).is_none_or(|&t| t <= now)
                 }
@@ -101,9 +107,11 @@ impl Broker {
         candidates.dedup();
         candidates.truncate(MAX_CANDIDATES);
         let job = self.jobs[&id].job.clone();
+        // Any part on a cluster that schedules itself: the move is asked, and the parts here
+        // only hold their new window until it is answered.
         let remote = parts
             .iter()
-            .all(|p| self.clusters[p.cluster].self_scheduled);
+            .any(|p| self.clusters[p.cluster].self_scheduled);
         // The forecast starts of local jobs as they stand (no move may make one later),
         // made only once a candidate fits on that cluster: forecasts are the dear part.
         let mut before: Vec<Option<HashMap<JobId, Time>>> = vec![None; parts.len()];
@@ -111,8 +119,10 @@ impl Broker {
             let mut moved: Vec<LocalScheduler> = Vec::with_capacity(parts.len());
             for (p, before) in parts.iter().zip(&mut before) {
                 let sched = &self.clusters[p.cluster].sched;
-                let s = if remote {
+                let s = if self.clusters[p.cluster].self_scheduled {
                     moved_in_mirror(sched, now, p, t)
+                } else if remote {
+                    held_for_move(sched, p, t)
                 } else {
                     moved_to(sched, now, &bound_part(&job, p), p, t)
                 };
@@ -214,6 +224,37 @@ fn moved_to(
     .ok()?;
     s.submit(part.clone()).ok()?;
     Some(s)
+}
+
+/// A copy of `sched` where part `p`, still reserved at its window, also holds the share of
+/// its window moved to start at `t` that the old one does not cover, or `None` when the
+/// processors are not free for it. Held so while the job's other clusters are asked to move.
+fn held_for_move(sched: &LocalScheduler, p: &ReservedPart, t: Time) -> Option<LocalScheduler> {
+    let end = (t + p.window.len()).min(p.window.start);
+    let mut s = sched.clone();
+    s.add_reservation(AdminReservation {
+        id: held_for_move_id(p.reservation),
+        procs: p.procs,
+        window: Interval::new(t, end),
+        acl: Acl::nobody(),
+    })
+    .ok()?;
+    Some(s)
+}
+
+/// Completes an accepted move on cluster `k`, which the broker schedules: the held window
+/// is given back and part `p` (whose new window is `to`) moves there. `None` when it no
+/// longer fits, which the held window rules out.
+pub(super) fn complete_held_move(
+    sched: &LocalScheduler,
+    now: Time,
+    part: &Job,
+    p: &ReservedPart,
+    to: &ReservedPart,
+) -> Option<LocalScheduler> {
+    let mut s = sched.clone();
+    let _ = s.remove_reservation(now, held_for_move_id(p.reservation));
+    moved_to(&s, now, part, p, to.window.start)
 }
 
 /// A copy of the mirror `sched` of a cluster that schedules itself with reservation `p`

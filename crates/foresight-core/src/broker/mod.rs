@@ -33,11 +33,13 @@ mod compress;
 mod levels;
 pub mod preempt;
 mod queue;
+mod spec;
 
 pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 pub use compress::MOVE_RETRY_SECS;
 pub use preempt::Preemption;
+pub use spec::ClusterSpec;
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
@@ -673,6 +675,34 @@ impl Broker {
             Phase::Reserved { start, cost, .. } if *start == m.from => Some(*cost),
             _ => None,
         });
+        // The parts on clusters the broker schedules held their new window beside the old
+        // one: moved there now, or the held window given back.
+        let accepted = answer.is_ok() && current.is_some();
+        let old_parts = match self.jobs.get(&job).map(|e| &e.phase) {
+            Some(Phase::Reserved { parts, .. }) => parts.clone(),
+            _ => Vec::new(),
+        };
+        for to in &m.parts {
+            let k = to.cluster;
+            if self.clusters[k].self_scheduled {
+                continue;
+            }
+            let from = old_parts.iter().find(|p| p.reservation == to.reservation);
+            let done = match (accepted, from) {
+                (true, Some(from)) => {
+                    let part = bound_part(&self.jobs[&job].job, from);
+                    compress::complete_held_move(&self.clusters[k].sched, now, &part, from, to)
+                }
+                _ => None,
+            };
+            match done {
+                Some(s) => self.clusters[k].sched = s,
+                None => {
+                    let held = compress::held_for_move_id(to.reservation);
+                    let _ = self.clusters[k].sched.remove_reservation(now, held);
+                }
+            }
+        }
         match (answer, current) {
             (Ok(()), Some(cost)) => {
                 if let Some(e) = self.jobs.get_mut(&job) {
@@ -685,12 +715,26 @@ impl Broker {
                 }
                 self.move_not_before.remove(&job);
                 self.stats.moves += 1;
+                let here: Vec<usize> = m
+                    .parts
+                    .iter()
+                    .map(|p| p.cluster)
+                    .filter(|&k| !self.clusters[k].self_scheduled)
+                    .collect();
                 out.push(BrokerAction::Moved {
                     job,
                     start: m.start,
                     end: m.end,
                     parts: m.parts,
                 });
+                // A part here whose new window has begun starts now.
+                for k in here {
+                    let mut actions = Vec::new();
+                    let _ = self.clusters[k]
+                        .sched
+                        .handle(now, Event::Tick, &mut actions);
+                    self.carry_out(now, k, actions, out);
+                }
             }
             (Err(_), Some(_)) => {
                 self.move_not_before.insert(job, now + Dur(MOVE_RETRY_SECS));
@@ -833,12 +877,29 @@ impl Broker {
         decisions: Vec<Decision>,
         out: &mut Vec<BrokerAction>,
     ) {
-        let now = plan.now;
+        self.apply_decisions(&plan, decisions, out);
+        self.close_cycle(plan);
+    }
+
+    /// Carries out some of the decisions made on `plan`, the next ones in their order: a
+    /// caller holding a lock around the broker may apply a long list a slice at a time and
+    /// let other events in between, which are then as events during the planning (they win
+    /// over the plan). [`Broker::close_cycle`] ends the cycle once every slice is applied.
+    pub fn apply_decisions(
+        &mut self,
+        plan: &CyclePlan,
+        decisions: Vec<Decision>,
+        out: &mut Vec<BrokerAction>,
+    ) {
         if !decisions.is_empty() {
             let available: Vec<bool> = plan.clusters.iter().map(|c| c.available).collect();
-            self.apply_planned(now, decisions, &available, out);
+            self.apply_planned(plan.now, decisions, &available, out);
         }
-        self.settle(now);
+    }
+
+    /// Ends a cycle whose decisions are all applied ([`Broker::apply_decisions`]).
+    pub fn close_cycle(&mut self, plan: CyclePlan) {
+        self.settle(plan.now);
     }
 
     /// The jobs a cycle at `now` plans, in order, and the planner's settings for them.

@@ -317,6 +317,45 @@ fn a_split_cycle_decides_as_one_cycle() {
     }
 }
 
+/// Decisions applied a slice at a time, with nothing in between, decide as the whole list
+/// at once; a job withdrawn between two slices gets nothing from the later ones.
+#[test]
+fn decisions_applied_in_slices_decide_as_at_once() {
+    let (mut whole, mut sliced) = (busy_broker(), busy_broker());
+    for now in [0, 30, 100, 150] {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        whole.on_cycle(Time(now), &mut a);
+        let plan = sliced.begin_cycle(Time(now), &mut b);
+        let decisions = plan.decide();
+        for slice in decisions.chunks(1) {
+            sliced.apply_decisions(&plan, slice.to_vec(), &mut b);
+        }
+        sliced.close_cycle(plan);
+        assert_eq!(a, b, "at {now}");
+        let phases = |x: &Broker| x.entries().map(|e| e.phase.clone()).collect::<Vec<_>>();
+        assert_eq!(phases(&whole), phases(&sliced), "at {now}");
+    }
+
+    let mut b = busy_broker();
+    let mut out = Vec::new();
+    let plan = b.begin_cycle(Time(0), &mut out);
+    let decisions = plan.decide();
+    let last = decisions.last().expect("a busy grid plans something").job();
+    let (first, rest) = decisions.split_at(decisions.len() - 1);
+    b.apply_decisions(&plan, first.to_vec(), &mut out);
+    let mut meanwhile = Vec::new();
+    assert!(b.withdraw(Time(0), last, &mut meanwhile));
+    let mut after = Vec::new();
+    b.apply_decisions(&plan, rest.to_vec(), &mut after);
+    b.close_cycle(plan);
+    assert!(
+        after.iter().all(|a| !matches!(a,
+        BrokerAction::Start { job, .. } | BrokerAction::Planned { job, .. } if *job == last)),
+        "{after:?}"
+    );
+    assert!(b.entry(last).is_none());
+}
+
 /// What happens while a cycle plans off the lock wins over the plan: a job withdrawn
 /// meanwhile gets nothing, and nothing is placed on a cluster that went down meanwhile.
 #[test]
@@ -464,10 +503,11 @@ fn remote_moves_are_asked_and_applied_only_when_answered() {
     assert!(out.is_empty());
 }
 
-/// A job with parts on both kinds of cluster is not moved (half of it could not wait for
-/// the other half's answer).
+/// A job with parts on both kinds of cluster moves as one: the part here holds its new
+/// window beside the old one and does not start while the other cluster is asked; a refusal
+/// gives the held window back, an acceptance moves the part here too and starts it.
 #[test]
-fn a_job_across_both_kinds_of_cluster_is_not_moved() {
+fn a_job_across_both_kinds_of_cluster_moves_as_one() {
     let mut remote = cluster("r", 2);
     remote.self_scheduled = true;
     remote.sched = mirror(2, Some(100), &[]);
@@ -485,10 +525,69 @@ fn a_job_across_both_kinds_of_cluster_is_not_moved() {
     let asked: Vec<ReservedPart> = asks(&out);
     assert_eq!(asked.len(), 1, "{out:?}");
     b.on_reservation_answered(Time(1), asked[0].reservation, Ok(()), &mut out);
-    b.clusters[1].sched = mirror(2, None, &asked);
+    let Some(Phase::Reserved { parts: old, .. }) = b.entry(JobId(1)).map(|e| e.phase.clone())
+    else {
+        panic!("job 1 is not reserved: {:?}", b.entry(JobId(1)));
+    };
+    let here = old.iter().find(|p| p.cluster == 0).unwrap().clone();
+    assert_eq!(here.window.start, Time(100));
+    let windows = |b: &Broker| {
+        let mut w: Vec<(ReservationId, Interval)> = b.clusters[0]
+            .sched
+            .reservations()
+            .map(|r| (r.id, r.window))
+            .collect();
+        w.sort_by_key(|x| x.0);
+        w
+    };
+    let before = windows(&b);
+
+    // The local job ends early and the remote mirror frees up: the move is asked.
+    let refresh = |b: &mut Broker| b.clusters[1].sched = mirror(2, None, &asked);
+    refresh(&mut b);
     let mut out = Vec::new();
     b.on_part_ended(Time(10), 0, JobId(100), &mut out);
     b.on_cycle(Time(10), &mut out);
-    assert!(moves_asked(&out).is_empty());
-    assert!(!out.iter().any(|a| matches!(a, BrokerAction::Moved { .. })));
+    let m = moves_asked(&out);
+    assert_eq!(m.len(), 1, "{out:?}");
+    assert_eq!((m[0].0, m[0].1, m[0].2.len()), (JobId(1), Time(10), 2));
+    assert!(!starts(&out).iter().any(|&(j, _)| j == JobId(1)), "{out:?}");
+    // Held meanwhile: the old window and [10, 40) beside it.
+    let held = windows(&b);
+    assert_eq!(held.len(), before.len() + 1, "{held:?}");
+    assert!(held.contains(&(
+        compress::held_for_move_id(here.reservation),
+        Interval::new(Time(10), Time(40))
+    )));
+    let mut out = Vec::new();
+    b.on_cycle(Time(11), &mut out);
+    assert!(!starts(&out).iter().any(|&(j, _)| j == JobId(1)), "{out:?}");
+
+    // Refused: everything as it was.
+    b.on_move_answered(Time(12), JobId(1), Err("busy".into()), &mut out);
+    assert_eq!(windows(&b), before);
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            ..
+        }
+    ));
+
+    // Asked again after the pause, and accepted: the part here moves and starts.
+    refresh(&mut b);
+    let t = Time(12 + MOVE_RETRY_SECS);
+    let mut out = Vec::new();
+    b.on_cycle(t, &mut out);
+    assert_eq!(moves_asked(&out).len(), 1, "{out:?}");
+    let mut out = Vec::new();
+    b.on_move_answered(t, JobId(1), Ok(()), &mut out);
+    assert!(out.iter().any(|a| matches!(
+        a,
+        BrokerAction::Moved { job: JobId(1), start, .. } if *start == t
+    )));
+    assert!(starts(&out).contains(&(JobId(1), 0)), "{out:?}");
+    let after = windows(&b);
+    assert_eq!(after.len(), before.len(), "{after:?}");
+    assert!(after.contains(&(here.reservation, Interval::new(t, t + Dur(30)))));
 }

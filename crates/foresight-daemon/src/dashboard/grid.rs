@@ -66,7 +66,7 @@ pub async fn show_grid(
     State(s): State<Arc<Service>>,
     caller: Caller,
 ) -> Result<Json<GridView>, ApiError> {
-    let now = unix_now();
+    let now = unix_now().secs();
     // Reserved now: what the plan shows held at this second.
     let plan = s.plan(None, Some(now), Some(now + 1), &caller.0).await?;
     let (queue, last_cycle_at, last_cycle_seconds, cycles) = {
@@ -120,7 +120,7 @@ pub async fn show_grid(
         .collect();
     Ok(Json(GridView {
         now,
-        last_cycle_at,
+        last_cycle_at: last_cycle_at.map(|t| t.secs()),
         last_cycle_seconds,
         cycles,
         queue,

@@ -9,7 +9,7 @@ use super::*;
 fn restarted(w: &World, clusters: Vec<ClusterConfig>, now: i64) -> World {
     let mut w2 = world(clusters);
     w2.restore(
-        now,
+        Time(now),
         w.jobs.values().cloned().collect(),
         w.reservations.values().cloned().collect(),
         w.users.values().cloned().collect(),
@@ -27,30 +27,42 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn hold_after_requeue_and_restart_keeps_the_used_share() {
     let mut w = world(vec![cluster("a", 2)]);
-    w.accept(1_000, vec![job(1, "bob", 2, 100)]);
-    w.cycle(1_000);
-    assert_eq!(w.jobs[&1].state, JobState::Running);
+    w.accept(Time(1_000), vec![job(1, "bob", 2, 100)]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
     launches(&mut w);
-    w.requeue(1_010, 1).unwrap();
+    w.requeue(Time(1_010), JobId(1)).unwrap();
     let mut killed = exit(0);
     killed.exit_code = None;
     killed.signal = Some(15);
-    w.on_finished(1_010, 0, 1, 0, &killed);
-    assert_eq!(w.jobs[&1].state, JobState::Pending);
+    w.on_finished(Time(1_010), 0, JobId(1), 0, &killed);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
     // 2 processors × 10 s used.
-    assert!(close(w.jobs[&1].charged, 20.0), "{}", w.jobs[&1].charged);
+    assert!(
+        close(w.jobs[&JobId(1)].charged, 20.0),
+        "{}",
+        w.jobs[&JobId(1)].charged
+    );
     // A local job takes the cluster first; the requeued job is reserved behind it.
     let mut local = job(2, "ann", 2, 100);
     local.cluster = Some("a".into());
-    w.accept(1_010, vec![local]);
-    w.cycle(1_010);
-    w.cycle(1_060);
-    assert_eq!(w.jobs[&1].state, JobState::Reserved);
-    assert!(close(w.jobs[&1].charged, 220.0), "{}", w.jobs[&1].charged);
+    w.accept(Time(1_010), vec![local]);
+    w.cycle(Time(1_010));
+    w.cycle(Time(1_060));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Reserved);
+    assert!(
+        close(w.jobs[&JobId(1)].charged, 220.0),
+        "{}",
+        w.jobs[&JobId(1)].charged
+    );
     assert_eq!(w.users["bob"].budget, Some(780.0));
     let mut w2 = restarted(&w, vec![cluster("a", 2)], 1_061);
-    w2.hold(1_062, 1).unwrap();
-    assert!(close(w2.jobs[&1].charged, 20.0), "{}", w2.jobs[&1].charged);
+    w2.hold(Time(1_062), JobId(1)).unwrap();
+    assert!(
+        close(w2.jobs[&JobId(1)].charged, 20.0),
+        "{}",
+        w2.jobs[&JobId(1)].charged
+    );
     assert_eq!(w2.users["bob"].budget, Some(980.0));
     assert!(
         close(w2.users["bob"].spent, 20.0),
@@ -64,16 +76,16 @@ fn hold_after_requeue_and_restart_keeps_the_used_share() {
 #[test]
 fn a_job_that_ended_during_downtime_ends_at_its_recorded_time() {
     let mut w = world(vec![cluster("a", 2)]);
-    w.accept(1_000, vec![job(1, "bob", 2, 100)]);
-    w.cycle(1_000);
+    w.accept(Time(1_000), vec![job(1, "bob", 2, 100)]);
+    w.cycle(Time(1_000));
     launches(&mut w);
-    assert!(close(w.jobs[&1].charged, 200.0));
+    assert!(close(w.jobs[&JobId(1)].charged, 200.0));
     let mut w2 = restarted(&w, vec![cluster("a", 2)], 1_090);
     let mut done = exit(0);
     done.started_at = 1_000;
     done.ended_at = 1_030;
-    w2.on_finished(1_090, 0, 1, 0, &done);
-    let j = &w2.jobs[&1];
+    w2.on_finished(Time(1_090), 0, JobId(1), 0, &done);
+    let j = &w2.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Completed);
     assert_eq!(j.ended_at, Some(1_030));
     // 2 processors × 30 s.
@@ -87,33 +99,50 @@ fn a_job_that_ended_during_downtime_ends_at_its_recorded_time() {
 #[test]
 fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     let mut a = cluster("a", 4);
-    a.tariff = 2.0;
+    a.spec.tariff = 2.0;
     let mut w = world(vec![a.clone()]);
     let mut local = job(1, "bob", 2, 100);
     local.cluster = Some("a".into());
     assert!(w.admit(&local).is_ok());
-    w.accept(1_000, vec![local]);
-    assert_eq!(w.jobs[&1].state, JobState::Running);
+    w.accept(Time(1_000), vec![local]);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
     launches(&mut w);
-    w.on_finished(1_030, 0, 1, 0, &exit(0));
+    w.on_finished(Time(1_030), 0, JobId(1), 0, &exit(0));
     // 2 processors × 30 s × 2.0.
-    assert!(close(w.jobs[&1].charged, 120.0), "{}", w.jobs[&1].charged);
+    assert!(
+        close(w.jobs[&JobId(1)].charged, 120.0),
+        "{}",
+        w.jobs[&JobId(1)].charged
+    );
     assert_eq!(w.users["bob"].budget, Some(880.0));
     let acl = AclSpec {
         users: vec!["bob".into()],
         ..AclSpec::default()
     };
     let r = w
-        .create_reservation(1_030, "admin", "a", Held::Count(2), 1_030, 1_200, acl, None)
+        .create_reservation(
+            Time(1_030),
+            "admin",
+            "a",
+            Held::Count(2),
+            1_030,
+            1_200,
+            acl,
+            None,
+        )
         .unwrap();
     let mut inside = job(2, "bob", 1, 50);
-    inside.reservation = Some(r);
+    inside.reservation = Some(r.0);
     assert!(w.admit(&inside).is_ok());
-    w.accept(1_030, vec![inside]);
-    assert_eq!(w.jobs[&2].state, JobState::Running);
-    w.on_finished(1_040, 0, 2, 0, &exit(0));
+    w.accept(Time(1_030), vec![inside]);
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+    w.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
     // 1 processor × 10 s × 2.0.
-    assert!(close(w.jobs[&2].charged, 20.0), "{}", w.jobs[&2].charged);
+    assert!(
+        close(w.jobs[&JobId(2)].charged, 20.0),
+        "{}",
+        w.jobs[&JobId(2)].charged
+    );
     assert_eq!(w.users["bob"].budget, Some(860.0));
     // Worst cases: 4 × 200 s × 2.0 = 1600 and 2 × 500 s × 2.0 = 2000, above 860.
     let mut big = job(3, "bob", 4, 200);
@@ -121,7 +150,7 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     let e = w.admit(&big).unwrap_err();
     assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
     let mut big_inside = job(4, "bob", 2, 500);
-    big_inside.reservation = Some(r);
+    big_inside.reservation = Some(r.0);
     let e = w.admit(&big_inside).unwrap_err();
     assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
     // 2 × 150 s × 2.0 = 600 fits once; a second one would exceed 860 with the first's
@@ -129,7 +158,7 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     let mut half = job(5, "bob", 2, 150);
     half.cluster = Some("a".into());
     assert!(w.admit(&half).is_ok());
-    w.accept(1_040, vec![half.clone()]);
+    w.accept(Time(1_040), vec![half.clone()]);
     half.id = 6;
     let e = w.admit(&half).unwrap_err();
     assert!(matches!(e, Refusal::OverBudget { .. }), "{e:?}");
@@ -202,7 +231,7 @@ mod property {
                     match e {
                         Effect::Launch { cluster, spec } => {
                             let walltime = spec.walltime_secs as i64;
-                            let run = ((self.w.jobs[&spec.job].walltime as f64
+                            let run = ((self.w.jobs[&JobId(spec.job)].walltime as f64
                                 * self.used[&spec.job])
                                 as i64)
                                 .clamp(1, walltime);
@@ -216,7 +245,7 @@ mod property {
                             job,
                             attempt,
                         } => {
-                            if let Some(r) = self.running.get_mut(&(job, attempt, cluster)) {
+                            if let Some(r) = self.running.get_mut(&(job.0, attempt, cluster)) {
                                 r.1 = self.now;
                             }
                         }
@@ -234,7 +263,7 @@ mod property {
             {
                 let (job, attempt, k) = key;
                 self.running.remove(&key);
-                let j = &self.w.jobs[&job];
+                let j = &self.w.jobs[&JobId(job)];
                 let global = j.cluster.is_none() && j.reservation.is_none();
                 let held = if global {
                     end - start
@@ -245,7 +274,8 @@ mod property {
                 let mut o = exit(0);
                 o.started_at = start;
                 o.ended_at = end;
-                self.w.on_finished(self.now, k, job, attempt, &o);
+                self.w
+                    .on_finished(Time(self.now), k, JobId(job), attempt, &o);
             }
         }
 
@@ -255,7 +285,7 @@ mod property {
                 self.now = (self.now + 5).min(next_end.max(self.now + 1)).min(until);
                 self.end_due();
                 self.effects();
-                self.w.cycle(self.now);
+                self.w.cycle(Time(self.now));
                 self.effects();
             }
         }
@@ -307,7 +337,7 @@ mod property {
             .enumerate()
             .map(|(k, &b)| {
                 let mut c = cluster(&format!("c{k}"), 3);
-                c.tariff = b;
+                c.spec.tariff = b;
                 c
             })
             .collect();
@@ -338,7 +368,7 @@ mod property {
                     if d.w.admit(&j).is_ok() {
                         next += 1;
                         d.used.insert(next, used);
-                        d.w.accept(now, vec![j]);
+                        d.w.accept(Time(now), vec![j]);
                     }
                 }
                 Op::Global {
@@ -351,20 +381,20 @@ mod property {
                     if d.w.admit(&j).is_ok() {
                         next += 1;
                         d.used.insert(next, used);
-                        d.w.accept(now, vec![j]);
+                        d.w.accept(Time(now), vec![j]);
                     }
                 }
                 Op::Cancel(id) => {
-                    let _ = d.w.cancel(now, id);
+                    let _ = d.w.cancel(Time(now), JobId(id));
                 }
                 Op::Requeue(id) => {
-                    let _ = d.w.requeue(now, id);
+                    let _ = d.w.requeue(Time(now), JobId(id));
                 }
                 Op::Hold(id) => {
-                    let _ = d.w.hold(now, id);
+                    let _ = d.w.hold(Time(now), JobId(id));
                 }
                 Op::Release(id) => {
-                    let _ = d.w.release(now, id);
+                    let _ = d.w.release(Time(now), JobId(id));
                 }
                 Op::Wait(dt) => d.advance(now + dt),
             }

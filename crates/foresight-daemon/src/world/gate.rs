@@ -6,6 +6,8 @@
 use super::World;
 use crate::refusal::Refusal;
 use foresight_api::{combine, Dependency, DependencyVerdict, JobState};
+use foresight_core::time::Time;
+use foresight_core::JobId;
 use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
 use std::collections::HashMap;
 
@@ -45,7 +47,7 @@ fn is_active(j: &JobRecord) -> bool {
 impl World {
     /// Whether job `id` is stopped at the gate: a job with links (dependencies, an array, a
     /// singleton) is marked waiting and decided by [`World::wake_waiting`] rather than queued.
-    pub(super) fn stop_at_gate(&mut self, id: u64) -> bool {
+    pub(super) fn stop_at_gate(&mut self, id: JobId) -> bool {
         let Some(j) = self.jobs.get_mut(&id) else {
             return false;
         };
@@ -61,7 +63,7 @@ impl World {
     /// Decides every waiting job, in id order: those whose dependencies hold (and whose
     /// array and singleton limits allow) go to their schedulers; those whose dependencies
     /// can never hold are cancelled; the others keep waiting, with the reason.
-    pub(super) fn wake_waiting(&mut self, now: i64) {
+    pub(super) fn wake_waiting(&mut self, now: Time) {
         if self.waiting.is_empty() {
             return;
         }
@@ -79,7 +81,7 @@ impl World {
                 }
             }
             let mut changed = false;
-            let ids: Vec<u64> = self.waiting.iter().copied().collect();
+            let ids: Vec<JobId> = self.waiting.iter().copied().collect();
             for id in ids {
                 let Some(j) = self.jobs.get(&id) else {
                     self.waiting.remove(&id);
@@ -113,7 +115,7 @@ impl World {
                                 l.waiting = false;
                             }
                             j.state = JobState::Cancelled;
-                            j.ended_at = Some(now);
+                            j.ended_at = Some(now.secs());
                             j.reason = Some(reason);
                         }
                         self.dirty_jobs.insert(id);
@@ -164,7 +166,7 @@ impl World {
                 let per_job: Vec<(DependencyVerdict, String)> = c
                     .jobs
                     .iter()
-                    .map(|id| match self.jobs.get(id) {
+                    .map(|id| match self.jobs.get(&JobId(*id)) {
                         Some(t) => (
                             c.kind
                                 .verdict(t.state, t.started_at.is_some() || t.attempt > 0),
@@ -248,7 +250,9 @@ impl World {
                 DependencyVerdict::Wait,
                 Some(format!(
                     "singleton (job {} of the same name {name:?} has not ended)",
-                    self.jobs.get(other).map_or(other.to_string(), display_id)
+                    self.jobs
+                        .get(&JobId(*other))
+                        .map_or(other.to_string(), display_id)
                 )),
             ),
             _ => (DependencyVerdict::Met, None),
@@ -277,7 +281,7 @@ impl World {
             on.push(ConditionRecord {
                 kind: *kind,
                 target: r.to_string(),
-                jobs,
+                jobs: jobs.into_iter().map(u64::from).collect(),
             });
         }
         Ok(DependencyRecord {
@@ -291,11 +295,11 @@ impl World {
     /// The jobs a dependency or a job id names: an array job's id names all its tasks
     /// (`ID`), `ID_TASK` one of them; any other id, that job. Only jobs `user` may see
     /// (`admin`: all): anyone else's job is as unknown as a job that does not exist.
-    pub fn resolve(&self, user: &str, admin: bool, r: foresight_api::JobRef) -> Vec<u64> {
+    pub fn resolve(&self, user: &str, admin: bool, r: foresight_api::JobRef) -> Vec<JobId> {
         let visible = |j: &&JobRecord| admin || j.user == user;
         let tasks = || {
             self.jobs
-                .range(r.job..)
+                .range(JobId(r.job)..)
                 .map(|(_, j)| j)
                 .filter(|j| {
                     j.links
@@ -313,16 +317,16 @@ impl World {
                         .and_then(|l| l.array.as_ref())
                         .is_some_and(|a| a.task == t)
                 })
-                .map(|j| j.id)
+                .map(|j| JobId(j.id))
                 .take(1)
                 .collect(),
             None => {
-                let all: Vec<u64> = tasks().map(|j| j.id).collect();
+                let all: Vec<JobId> = tasks().map(|j| JobId(j.id)).collect();
                 if all.is_empty() {
                     self.jobs
-                        .get(&r.job)
+                        .get(&JobId(r.job))
                         .filter(visible)
-                        .map(|j| j.id)
+                        .map(|j| JobId(j.id))
                         .into_iter()
                         .collect()
                 } else {
@@ -387,29 +391,29 @@ mod tests {
     fn an_array_limit_caps_the_tasks_running_at_once() {
         let mut w = world(vec![cluster("a", 4)]);
         w.accept(
-            1_000,
+            Time(1_000),
             (10..14)
                 .map(|i| task(i, 10, (i - 10) as u32 * 2, Some(2)))
                 .collect(),
         );
         let l = launches(&mut w);
         assert_eq!(l.iter().map(|l| l.1).collect::<Vec<_>>(), vec![10, 11]);
-        assert!(w.jobs[&12].reason.as_deref().unwrap().starts_with(
+        assert!(w.jobs[&JobId(12)].reason.as_deref().unwrap().starts_with(
             "JobArrayTaskLimit: 2 of array 10's tasks are planned or running, its limit (%2)"
         ));
-        w.on_finished(1_005, 0, 10, 0, &exit(0));
+        w.on_finished(Time(1_005), 0, JobId(10), 0, &exit(0));
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![12]
         );
-        assert!(w.jobs[&13].links.as_ref().unwrap().waiting);
-        w.on_finished(1_006, 0, 11, 0, &exit(1));
+        assert!(w.jobs[&JobId(13)].links.as_ref().unwrap().waiting);
+        w.on_finished(Time(1_006), 0, JobId(11), 0, &exit(1));
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![13]
         );
         // Each task's environment names its index and the array.
-        let spec = w.part_spec(13, 0, vec![0]).unwrap();
+        let spec = w.part_spec(JobId(13), 0, vec![0]).unwrap();
         assert!(spec
             .env
             .contains(&("FORESIGHT_ARRAY_TASK_ID".into(), "6".into())));
@@ -423,30 +427,30 @@ mod tests {
     #[test]
     fn dependencies_wait_hold_or_never_hold() {
         let mut w = world(vec![cluster("a", 4)]);
-        w.accept(1_000, vec![local(1)]);
+        w.accept(Time(1_000), vec![local(1)]);
         let deps = vec![
             after(2, &w, "afterok:1"),
             after(3, &w, "afternotok:1"),
             after(4, &w, "afterok:1?afterany:1"),
         ];
-        w.accept(1_000, deps);
+        w.accept(Time(1_000), deps);
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![1]
         );
         assert_eq!(
-            w.jobs[&2].reason.as_deref(),
+            w.jobs[&JobId(2)].reason.as_deref(),
             Some("Dependency: waiting for afterok:1 (job 1 is running)")
         );
-        w.on_finished(1_010, 0, 1, 0, &exit(3));
-        assert_eq!(w.jobs[&2].state, JobState::Cancelled);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(3));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Cancelled);
         assert_eq!(
-            w.jobs[&2].reason.as_deref(),
+            w.jobs[&JobId(2)].reason.as_deref(),
             Some(
                 "DependencyNeverSatisfied: afterok:1 can never hold (afterok:1 (job 1 is failed))"
             )
         );
-        assert_eq!(w.jobs[&2].ended_at, Some(1_010));
+        assert_eq!(w.jobs[&JobId(2)].ended_at, Some(1_010));
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![3, 4]
@@ -467,16 +471,16 @@ mod tests {
     #[test]
     fn waiting_jobs_still_wait_after_a_restart() {
         let mut w = world(vec![cluster("a", 4)]);
-        w.accept(1_000, vec![local(1)]);
-        w.accept(1_000, vec![after(2, &w, "afterany:1")]);
+        w.accept(Time(1_000), vec![local(1)]);
+        w.accept(Time(1_000), vec![after(2, &w, "afterany:1")]);
         launches(&mut w);
         let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
         let mut again = world(vec![cluster("a", 4)]);
-        let adopt = again.restore(1_100, jobs, vec![], vec![]);
+        let adopt = again.restore(Time(1_100), jobs, vec![], vec![]);
         assert_eq!(adopt.len(), 1, "job 1 is re-adopted");
-        assert!(again.waiting.contains(&2));
-        assert_eq!(again.jobs[&2].state, JobState::Pending);
-        again.on_finished(1_200, 0, 1, 0, &exit(0));
+        assert!(again.waiting.contains(&JobId(2)));
+        assert_eq!(again.jobs[&JobId(2)].state, JobState::Pending);
+        again.on_finished(Time(1_200), 0, JobId(1), 0, &exit(0));
         assert_eq!(
             launches(&mut again).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![2]

@@ -6,14 +6,12 @@ use crate::config::{ClusterConfig, Config};
 use crate::refusal::Refusal;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::{
-    processors_of, Broker, BrokerAction, CyclePlan, GridCluster, Phase, Preemption, ReservationEnd,
-    ReservedPart, SpeedGroup, WaitReason,
+    Broker, BrokerAction, CyclePlan, GridCluster, Phase, Preemption, ReservationEnd, ReservedPart,
+    WaitReason,
 };
-use foresight_core::forecast::Tariff;
 use foresight_core::grid::{ClusterView, Decision, GlobalJob, PlannerConfig};
-use foresight_core::policy::Policy;
 use foresight_core::reservation::{Acl, AdminReservation};
-use foresight_core::scheduler::{Domain, LocalScheduler};
+use foresight_core::scheduler::Domain;
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{
@@ -39,7 +37,7 @@ pub enum Effect {
         /// Cluster index.
         cluster: usize,
         /// Job.
-        job: u64,
+        job: JobId,
         /// Attempt.
         attempt: u32,
     },
@@ -48,7 +46,7 @@ pub enum Effect {
         /// Cluster index.
         cluster: usize,
         /// Job.
-        job: u64,
+        job: JobId,
         /// Attempt.
         attempt: u32,
         /// Stop (true) or continue (false).
@@ -67,7 +65,7 @@ pub enum Effect {
         /// Cluster index.
         cluster: usize,
         /// Foresight's reservation id.
-        reservation: u64,
+        reservation: ReservationId,
     },
     /// Submit a part to a cluster that schedules itself; the answer goes to
     /// [`World::part_submitted`].
@@ -82,7 +80,7 @@ pub enum Effect {
     /// steps done are moved back; the answer goes to [`World::move_answered`].
     Move {
         /// The job.
-        job: u64,
+        job: JobId,
         /// One per part.
         steps: Vec<MoveStep>,
     },
@@ -190,7 +188,7 @@ pub struct Stats {
     /// Duration of the last cycle, seconds.
     pub last_cycle_seconds: f64,
     /// When the last cycle began (seconds since the epoch), for the dashboard.
-    pub last_cycle_at: Option<i64>,
+    pub last_cycle_at: Option<Time>,
     /// Sum of |planned − actual| start over started jobs that had a plan, seconds.
     pub estimate_error_sum: f64,
     /// How many started jobs had a planned start.
@@ -211,9 +209,9 @@ pub struct World {
     /// Clusters, in configuration order.
     pub clusters: Vec<Cluster>,
     /// Every job, by id.
-    pub jobs: BTreeMap<u64, JobRecord>,
+    pub jobs: BTreeMap<JobId, JobRecord>,
     /// Every reservation, by id.
-    pub reservations: BTreeMap<u64, ReservationRecord>,
+    pub reservations: BTreeMap<ReservationId, ReservationRecord>,
     /// Users by name.
     pub users: BTreeMap<String, UserRecord>,
     /// The grid broker: the clusters' schedulers and the lifecycle of global jobs, the same
@@ -221,18 +219,18 @@ pub struct World {
     pub broker: Broker,
     names: HashMap<(u8, String), u32>,
     /// Running jobs to put back in the queue once their processes are gone.
-    requeue: BTreeSet<u64>,
+    requeue: BTreeSet<JobId>,
     /// Running jobs whose parts are being stopped because one part failed or on cancel.
-    stopping: BTreeSet<u64>,
+    stopping: BTreeSet<JobId>,
     /// Parts a local policy started while too few of the cluster's processors were really
     /// free: (cluster, job, procs), launched in this order as processors come free. A policy
     /// counts a job's processors free at the end of its walltime, but the supervisor counts
     /// the walltime from the process's own start and may give it a grace period to die.
-    deferred: Vec<(usize, u64, u32)>,
+    deferred: Vec<(usize, JobId, u32)>,
     /// Changed since last written.
-    pub dirty_jobs: BTreeSet<u64>,
+    pub dirty_jobs: BTreeSet<JobId>,
     /// Changed since last written.
-    pub dirty_reservations: BTreeSet<u64>,
+    pub dirty_reservations: BTreeSet<ReservationId>,
     /// Changed since last written.
     pub dirty_users: BTreeSet<String>,
     /// To do outside the lock.
@@ -246,27 +244,23 @@ pub struct World {
     /// For `/metrics`.
     pub stats: Stats,
     /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
-    submitting: BTreeSet<(u64, u32, usize)>,
+    submitting: BTreeSet<(JobId, u32, usize)>,
     /// When parts were submitted to a remote cluster (this run of the service only): a
     /// snapshot older than that may not show them yet.
-    submitted_at: HashMap<(u64, u32, usize), i64>,
+    submitted_at: HashMap<(JobId, u32, usize), Time>,
     /// When remote reservations were confirmed (this run only), for the same reason.
-    confirmed_at: HashMap<u64, i64>,
+    confirmed_at: HashMap<ReservationId, Time>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
     /// Jobs waiting at the gate for their dependencies, array limit or singleton turn
     /// (`gate.rs`); their records say so too (`links.waiting`), for restarts.
-    waiting: BTreeSet<u64>,
+    waiting: BTreeSet<JobId>,
     /// Set while the gate decides (`Some(again)`): a job ending meanwhile asks for one more
     /// pass instead of deciding inside the pass.
     waking: Option<bool>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     #[cfg(test)]
     actions: Vec<BrokerAction>,
-}
-
-fn now_time(now: i64) -> Time {
-    Time(now)
 }
 
 impl World {
@@ -277,28 +271,13 @@ impl World {
             .cluster
             .iter()
             .map(|c| {
-                let policy: Policy = c.policy.parse().unwrap_or_else(|_| Policy::easy());
-                let groups = [SpeedGroup {
-                    procs: c.procs,
-                    speed: c.speed,
-                }];
                 grid.push(GridCluster {
-                    tariff: Tariff {
-                        base: c.tariff,
-                        local_premium: c.local_premium,
-                    },
-                    bandwidth_mb_s: c.bandwidth_mb_s,
-                    latency: Dur(c.latency_seconds),
                     // A cluster Maui schedules through WIKI takes no global job.
                     available: !c.is_remote() && !c.is_wiki_scheduled(),
                     self_scheduled: c.is_remote(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
-                    ..GridCluster::new(
-                        &c.name,
-                        processors_of(&c.name, &groups),
-                        LocalScheduler::new(c.procs, policy),
-                    )
+                    ..c.grid_cluster(c.procs)
                 });
                 Cluster {
                     cfg: c.clone(),
@@ -518,7 +497,7 @@ impl World {
         if let Some(r) = j.reservation {
             let res = self
                 .reservations
-                .get(&r)
+                .get(&ReservationId(r))
                 .filter(|r| r.state.is_live())
                 .ok_or_else(|| {
                     Refusal::invalid("reservation", format!("no live reservation {r}"))
@@ -596,9 +575,9 @@ impl World {
     }
 
     /// Takes in jobs the store has made durable.
-    pub fn accept(&mut self, now: i64, jobs: Vec<JobRecord>) {
+    pub fn accept(&mut self, now: Time, jobs: Vec<JobRecord>) {
         for j in jobs {
-            let id = j.id;
+            let id = JobId(j.id);
             let held = j.held;
             let global = j.cluster.is_none() && j.reservation.is_none();
             self.jobs.insert(id, j);
@@ -615,15 +594,15 @@ impl World {
     }
 
     /// Hands a global job to the broker: planned from the next cycle on.
-    fn enqueue_global(&mut self, now: i64, id: u64) {
+    fn enqueue_global(&mut self, now: Time, id: JobId) {
         if let Some(job) = self.global_job(id) {
-            self.broker.submit(now_time(now), job);
+            self.broker.submit(now, job);
         }
     }
 
     /// Puts back into the broker a global job that was reserved or running when the service
     /// stopped (its reservations and parts are already back in the clusters' schedulers).
-    fn adopt_global(&mut self, id: u64) {
+    fn adopt_global(&mut self, id: JobId) {
         let Some(job) = self.global_job(id) else {
             return;
         };
@@ -634,7 +613,7 @@ impl World {
             let (Some(k), Some(r)) = (self.cluster_index(&p.cluster), p.reservation) else {
                 continue;
             };
-            let Some(res) = self.reservations.get(&r) else {
+            let Some(res) = self.reservations.get(&ReservationId(r)) else {
                 continue;
             };
             if p.ended {
@@ -677,7 +656,7 @@ impl World {
     }
 
     /// A global job's record as the broker plans it.
-    fn global_job(&mut self, id: u64) -> Option<GlobalJob> {
+    fn global_job(&mut self, id: JobId) -> Option<GlobalJob> {
         let j = self.jobs.get(&id)?;
         let (user, submitted, procs, walltime, price, co_allocate, priority, requeue) = (
             j.user.clone(),
@@ -690,7 +669,7 @@ impl World {
             j.requeue,
         );
         let job = GlobalJob {
-            id: JobId(id),
+            id,
             user: UserId(self.intern(0, &user)),
             submit: Time(submitted),
             procs,
@@ -707,10 +686,13 @@ impl World {
     }
 
     /// Queues a local (or reservation-bound) job at its cluster's local policy.
-    fn submit_local(&mut self, now: i64, id: u64) {
+    fn submit_local(&mut self, now: Time, id: JobId) {
         let Some(j) = self.jobs.get(&id) else { return };
         let cluster = match j.reservation {
-            Some(r) => self.reservations.get(&r).map(|r| r.cluster.clone()),
+            Some(r) => self
+                .reservations
+                .get(&ReservationId(r))
+                .map(|r| r.cluster.clone()),
             None => j.cluster.clone(),
         };
         let Some(k) = cluster.as_deref().and_then(|c| self.cluster_index(c)) else {
@@ -750,7 +732,7 @@ impl World {
             return;
         }
         let cred = self.cred(&user, &credn);
-        let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime)).with_cred(cred);
+        let mut job = Job::new(id, Time(submitted), procs, Dur(walltime)).with_cred(cred);
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }
@@ -764,7 +746,7 @@ impl World {
             }];
         }
         let mut out = Vec::new();
-        match self.broker.submit_local(now_time(now), k, job, &mut out) {
+        match self.broker.submit_local(now, k, job, &mut out) {
             Ok(()) => self.carry_out(now, out),
             Err(e) => {
                 if let Some(j) = self.jobs.get_mut(&id) {
@@ -775,14 +757,14 @@ impl World {
         }
     }
 
-    fn fail(&mut self, now: i64, id: u64, reason: String) {
+    fn fail(&mut self, now: Time, id: JobId, reason: String) {
         let mut out = Vec::new();
-        self.broker.withdraw(now_time(now), JobId(id), &mut out);
+        self.broker.withdraw(now, id, &mut out);
         self.carry_out(now, out);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Failed;
             j.reason = Some(reason);
-            j.ended_at = Some(now);
+            j.ended_at = Some(now.secs());
             self.dirty_jobs.insert(id);
         }
         self.wake_waiting(now);
@@ -790,7 +772,7 @@ impl World {
 
     /// Starts a part on processors that are really free, or defers it (in order) until
     /// jobs that overran their walltime have let go of enough of them.
-    fn start_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
+    fn start_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
         let behind = self.deferred.iter().any(|d| d.0 == k);
         if behind || (self.clusters[k].free.len() as u32) < procs {
             self.deferred.push((k, id, procs));
@@ -806,7 +788,7 @@ impl World {
     }
 
     /// Launches the deferred parts of cluster `k` that now fit, in order.
-    fn start_deferred(&mut self, now: i64, k: usize) {
+    fn start_deferred(&mut self, now: Time, k: usize) {
         while let Some(i) = self.deferred.iter().position(|d| d.0 == k) {
             let (_, id, procs) = self.deferred[i];
             if (self.clusters[k].free.len() as u32) < procs {
@@ -817,13 +799,13 @@ impl World {
         }
     }
 
-    fn launch_part(&mut self, now: i64, k: usize, id: u64, procs: u32) {
+    fn launch_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
         let taken = self.choose_processors(now, k, id, procs);
         self.launch_on(now, k, id, taken);
     }
 
     /// Launches job `id`'s part on cluster `k` on the free processors `taken`.
-    fn launch_on(&mut self, now: i64, k: usize, id: u64, taken: Vec<u32>) {
+    fn launch_on(&mut self, now: Time, k: usize, id: JobId, taken: Vec<u32>) {
         let cluster = &mut self.clusters[k];
         for p in &taken {
             cluster.free.remove(p);
@@ -837,9 +819,9 @@ impl World {
         };
         j.parts[index].processors = taken.clone();
         if j.started_at.is_none() {
-            j.started_at = Some(now);
+            j.started_at = Some(now.secs());
             if let Some(p) = j.first_planned_start {
-                self.stats.estimate_error_sum += (now - p).abs() as f64;
+                self.stats.estimate_error_sum += (now.secs() - p).abs() as f64;
                 self.stats.estimate_error_count += 1;
             }
         }
@@ -864,7 +846,7 @@ impl World {
     /// of the processors the planner chose), else its walltime.
     pub(super) fn part_spec(
         &self,
-        id: u64,
+        id: JobId,
         index: usize,
         processors: Vec<u32>,
     ) -> Option<LaunchSpec> {
@@ -878,7 +860,7 @@ impl World {
             }
         };
         Some(LaunchSpec {
-            job: id,
+            job: id.0,
             attempt: j.attempt,
             cluster: part.cluster.clone(),
             processors,
@@ -892,7 +874,7 @@ impl World {
             stderr: self.output_dir.join(out("err")),
             walltime_secs: part
                 .reservation
-                .and_then(|r| self.reservations.get(&r))
+                .and_then(|r| self.reservations.get(&ReservationId(r)))
                 .filter(|r| r.kind == "job")
                 .map_or(j.walltime, |r| r.end - r.start)
                 .max(1) as u64,
@@ -930,7 +912,7 @@ impl World {
     /// Which free processors a part gets: those its reservation names first; then those no
     /// other reservation names during its run; then the lowest ids. The scheduler's counts
     /// guarantee enough free processors; this keeps named ones for their reservations.
-    fn choose_processors(&self, now: i64, k: usize, id: u64, procs: u32) -> Vec<u32> {
+    fn choose_processors(&self, now: Time, k: usize, id: JobId, procs: u32) -> Vec<u32> {
         let c = &self.clusters[k];
         let Some(j) = self.jobs.get(&id) else {
             return c.free.iter().take(procs as usize).copied().collect();
@@ -940,7 +922,7 @@ impl World {
             .iter()
             .find(|p| p.cluster == c.cfg.name)
             .and_then(|p| p.reservation);
-        let until = now + j.walltime + self.grace as i64;
+        let until = now + Dur(j.walltime) + Dur(self.grace as i64);
         let mut mine = BTreeSet::new();
         let mut others = BTreeSet::new();
         for r in self.reservations.values() {
@@ -949,7 +931,7 @@ impl World {
             }
             if Some(r.id) == own {
                 mine.extend(r.processors.iter().copied());
-            } else if r.start < until && now < r.end {
+            } else if Time(r.start) < until && now < Time(r.end) {
                 others.extend(r.processors.iter().copied());
             }
         }
@@ -960,7 +942,7 @@ impl World {
     }
 
     /// A part's process ended (or could not start).
-    pub fn on_finished(&mut self, now: i64, k: usize, id: u64, attempt: u32, outcome: &Outcome) {
+    pub fn on_finished(&mut self, now: Time, k: usize, id: JobId, attempt: u32, outcome: &Outcome) {
         let name = self.clusters[k].cfg.name.clone();
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
@@ -973,10 +955,10 @@ impl World {
         };
         // When the part really ended, as its supervisor (or resource manager) recorded it:
         // a part that ended while the service was down is not charged for the downtime.
-        let ended_at = if (1..now).contains(&outcome.ended_at) {
+        let ended_at = if (1..now.secs()).contains(&outcome.ended_at) {
             outcome.ended_at.max(j.started_at.unwrap_or(0))
         } else {
-            now
+            now.secs()
         };
         j.parts[index].ended = true;
         let part = j.parts[index].clone();
@@ -1018,33 +1000,37 @@ impl World {
         let _ = part;
         let mut out = Vec::new();
         self.broker
-            .on_part_ended_at(now_time(now), Time(ended_at), k, JobId(id), &mut out);
+            .on_part_ended_at(now, Time(ended_at), k, id, &mut out);
         self.carry_out(now, out);
         if failed && !siblings.is_empty() && self.stopping.insert(id) {
             self.kill_unended_parts(id);
         }
         if all_ended {
             self.stopping.remove(&id);
-            self.job_ended(ended_at, id, outcome);
+            self.job_ended(Time(ended_at), id, outcome);
         }
         self.dirty_jobs.insert(id);
     }
 
     /// A part that was running when the service stopped and is gone without a trace: the
     /// job runs again as a new attempt.
-    pub fn mark_lost(&mut self, now: i64, k: usize, id: u64, attempt: u32) {
+    pub fn mark_lost(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
         self.requeue.insert(id);
-        let outcome = Outcome::failed(now, now, "lost while the service was down".into());
+        let outcome = Outcome::failed(
+            now.secs(),
+            now.secs(),
+            "lost while the service was down".into(),
+        );
         self.on_finished(now, k, id, attempt, &outcome);
     }
 
     fn is_job_reservation(&self, r: Option<u64>) -> bool {
-        r.and_then(|r| self.reservations.get(&r))
+        r.and_then(|r| self.reservations.get(&ReservationId(r)))
             .is_some_and(|r| r.kind == "job")
     }
 
     /// The last part of a job's attempt ended at `now` (when it really ended).
-    fn job_ended(&mut self, now: i64, id: u64, last: &Outcome) {
+    fn job_ended(&mut self, now: Time, id: JobId, last: &Outcome) {
         let requeue = self.requeue.remove(&id);
         // A global job: the broker has charged what was used of what was reserved. A local
         // job (or one in an administrative reservation) pays here for what it held.
@@ -1072,7 +1058,7 @@ impl World {
             }
             return;
         }
-        j.ended_at = Some(now);
+        j.ended_at = Some(now.secs());
         j.state = j
             .state_after
             .take()
@@ -1092,7 +1078,7 @@ impl World {
     }
 
     /// Cancels a job in any state but a final one.
-    pub fn cancel(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub fn cancel(&mut self, now: Time, id: JobId) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
@@ -1115,7 +1101,7 @@ impl World {
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Cancelled;
             j.held = false;
-            j.ended_at = Some(now);
+            j.ended_at = Some(now.secs());
             j.reason = Some("cancelled".into());
         }
         self.dirty_jobs.insert(id);
@@ -1125,10 +1111,10 @@ impl World {
 
     /// Takes a not-yet-running job out of every queue and gives back its reservations and
     /// its charge.
-    fn unqueue(&mut self, now: i64, id: u64) {
+    fn unqueue(&mut self, now: Time, id: JobId) {
         // Its reservations end and its charge comes back through the broker's actions.
         let mut out = Vec::new();
-        self.broker.withdraw(now_time(now), JobId(id), &mut out);
+        self.broker.withdraw(now, id, &mut out);
         self.carry_out(now, out);
         self.deferred.retain(|d| d.1 != id);
         // Parts already handed to a cluster that schedules itself are cancelled there, and
@@ -1150,13 +1136,11 @@ impl World {
         let parts = j.parts.clone();
         for p in &parts {
             if let Some(k) = self.cluster_index(&p.cluster) {
-                let _ = self.broker.clusters[k]
-                    .sched
-                    .cancel(now_time(now), JobId(id));
+                let _ = self.broker.clusters[k].sched.cancel(now, id);
             }
             if self.is_job_reservation(p.reservation) {
                 if let Some(r) = p.reservation {
-                    self.end_reservation(now, r, ReservationState::Released);
+                    self.end_reservation(now, ReservationId(r), ReservationState::Released);
                 }
             }
         }
@@ -1166,7 +1150,7 @@ impl World {
     }
 
     /// Stops every part of a running job whose process has not ended yet.
-    fn kill_unended_parts(&mut self, id: u64) {
+    fn kill_unended_parts(&mut self, id: JobId) {
         let Some(j) = self.jobs.get(&id) else { return };
         let attempt = j.attempt;
         let parts: Vec<(usize, Option<String>)> = j
@@ -1186,7 +1170,7 @@ impl World {
                 self.effects.push(Effect::Cancel {
                     cluster,
                     part: PartHandle {
-                        job: id,
+                        job: id.0,
                         attempt,
                         external,
                     },
@@ -1197,7 +1181,7 @@ impl World {
     }
 
     /// Holds a job that has not started: it is not planned until released.
-    pub fn hold(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub fn hold(&mut self, now: Time, id: JobId) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
@@ -1223,7 +1207,7 @@ impl World {
     }
 
     /// Lets a held job be planned again.
-    pub fn release(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub fn release(&mut self, now: Time, id: JobId) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get_mut(&id)
@@ -1246,7 +1230,7 @@ impl World {
     }
 
     /// Stops (SIGSTOP) or continues (SIGCONT) a running job.
-    pub fn pause(&mut self, id: u64, stop: bool) -> Result<(), Refusal> {
+    pub fn pause(&mut self, id: JobId, stop: bool) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get_mut(&id)
@@ -1260,7 +1244,7 @@ impl World {
         }
         let preempted = self
             .broker
-            .entry(JobId(id))
+            .entry(id)
             .is_some_and(|e| matches!(e.phase, Phase::Suspended { .. }));
         if preempted {
             return Err(Refusal::conflict(format!(
@@ -1288,7 +1272,7 @@ impl World {
                 Effect::Control {
                     cluster: k,
                     part: PartHandle {
-                        job: id,
+                        job: id.0,
                         attempt,
                         external,
                     },
@@ -1308,7 +1292,7 @@ impl World {
 
     /// Puts a job back in the queue: a running one is stopped first and runs again as a new
     /// attempt.
-    pub fn requeue(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub fn requeue(&mut self, now: Time, id: JobId) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get(&id)
@@ -1342,7 +1326,7 @@ impl World {
     #[allow(clippy::too_many_arguments)]
     pub fn create_reservation(
         &mut self,
-        now: i64,
+        now: Time,
         owner: &str,
         cluster: &str,
         held: Held,
@@ -1350,7 +1334,7 @@ impl World {
         end: i64,
         acl: AclSpec,
         ttl: Option<i64>,
-    ) -> Result<u64, Refusal> {
+    ) -> Result<ReservationId, Refusal> {
         let (procs, processors) = match held {
             Held::Count(n) => (n, Vec::new()),
             Held::These(mut list) => {
@@ -1383,7 +1367,7 @@ impl World {
         if end <= start {
             return Err(Refusal::invalid("end", "must be after start"));
         }
-        if end <= now {
+        if end <= now.secs() {
             return Err(Refusal::invalid("end", "is in the past"));
         }
         if let Some(t) = ttl {
@@ -1453,9 +1437,10 @@ impl World {
             } else {
                 ReservationState::Committed
             },
-            expires_at: ttl.map(|t| now + t),
+            expires_at: ttl.map(|t| now.secs() + t),
             owner: owner.into(),
         };
+        let id = ReservationId(id);
         self.reservations.insert(id, rec);
         self.dirty_reservations.insert(id);
         self.tick_cluster(now, k);
@@ -1520,7 +1505,7 @@ impl World {
     }
 
     /// Commits a tentative reservation.
-    pub fn commit_reservation(&mut self, id: u64) -> Result<(), Refusal> {
+    pub fn commit_reservation(&mut self, id: ReservationId) -> Result<(), Refusal> {
         let r = self
             .reservations
             .get_mut(&id)
@@ -1538,7 +1523,7 @@ impl World {
     }
 
     /// Releases a live reservation.
-    pub fn release_reservation(&mut self, now: i64, id: u64) -> Result<(), Refusal> {
+    pub fn release_reservation(&mut self, now: Time, id: ReservationId) -> Result<(), Refusal> {
         let r = self
             .reservations
             .get(&id)
@@ -1553,18 +1538,21 @@ impl World {
         Ok(())
     }
 
-    fn end_reservation(&mut self, now: i64, id: u64, state: ReservationState) {
+    fn end_reservation(&mut self, now: Time, id: ReservationId, state: ReservationState) {
         if let Some(k) = self.close_reservation(now, id, state) {
-            let _ = self.broker.clusters[k]
-                .sched
-                .remove_reservation(now_time(now), ReservationId(id));
+            let _ = self.broker.clusters[k].sched.remove_reservation(now, id);
             self.tick_cluster(now, k);
         }
     }
 
     /// Records a reservation's end (and releases it on a cluster that schedules itself);
     /// its cluster's index, for the caller to take it out of the local scheduler.
-    fn close_reservation(&mut self, now: i64, id: u64, state: ReservationState) -> Option<usize> {
+    fn close_reservation(
+        &mut self,
+        now: Time,
+        id: ReservationId,
+        state: ReservationState,
+    ) -> Option<usize> {
         let r = self.reservations.get_mut(&id)?;
         if !r.state.is_live() {
             return None;
@@ -1574,7 +1562,7 @@ impl World {
         let cluster = r.cluster.clone();
         // At its end a remote cluster ends it itself; releasing it there would cancel a part
         // still finishing inside it (one that started a second or two late).
-        let ends_by_itself = state == ReservationState::Finished && r.end <= now;
+        let ends_by_itself = state == ReservationState::Finished && Time(r.end) <= now;
         self.dirty_reservations.insert(id);
         self.confirmed_at.remove(&id);
         let k = self.cluster_index(&cluster)?;
@@ -1587,9 +1575,9 @@ impl World {
         Some(k)
     }
 
-    fn tick_cluster(&mut self, now: i64, k: usize) {
+    fn tick_cluster(&mut self, now: Time, k: usize) {
         let mut out = Vec::new();
-        self.broker.tick(now_time(now), k, &mut out);
+        self.broker.tick(now, k, &mut out);
         self.carry_out(now, out);
     }
 
@@ -1597,18 +1585,16 @@ impl World {
 
     /// The next moment something is due without outside events: a reservation boundary or
     /// expiry.
-    pub fn next_due(&self, now: i64) -> Option<i64> {
-        let t = Time(now);
+    pub fn next_due(&self, now: Time) -> Option<Time> {
         let bounds = self
             .broker
             .clusters
             .iter()
-            .filter_map(|c| c.sched.next_boundary(t))
-            .map(|t| t.secs());
+            .filter_map(|c| c.sched.next_boundary(now));
         let expiries = self.reservations.values().filter_map(|r| match r.state {
-            ReservationState::Tentative => r.expires_at,
-            ReservationState::Committed => Some(r.start),
-            ReservationState::Active => Some(r.end),
+            ReservationState::Tentative => r.expires_at.map(Time),
+            ReservationState::Committed => Some(Time(r.start)),
+            ReservationState::Active => Some(Time(r.end)),
             _ => None,
         });
         bounds.chain(expiries).filter(|&x| x > now).min()
@@ -1626,7 +1612,7 @@ impl World {
 
     /// One scheduling cycle at `now` (seed 000 §5.4): reservation life cycle, arrivals into
     /// the queue, local ticks, then the planner over every queued global job.
-    pub fn cycle(&mut self, now: i64) {
+    pub fn cycle(&mut self, now: Time) {
         let plan = self.begin_cycle(now);
         let decisions = plan.decide();
         self.finish_cycle(plan, decisions);
@@ -1635,15 +1621,24 @@ impl World {
     /// The first half of [`World::cycle`]: reservations expire or activate, budgets reach
     /// the broker, and the broker prepares its planning, which the caller runs off the lock
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
-    pub fn begin_cycle(&mut self, now: i64) -> CyclePlan {
+    pub fn begin_cycle(&mut self, now: Time) -> CyclePlan {
         self.wake_waiting(now);
         self.stats.cycles += 1;
         self.stats.last_cycle_at = Some(now);
-        let live: Vec<(u64, ReservationState, Option<i64>, i64, i64)> = self
+        let live: Vec<(ReservationId, ReservationState, Option<Time>, Time, Time)> = self
             .reservations
             .values()
             .filter(|r| r.state.is_live())
-            .map(|r| (r.id, r.state, r.expires_at, r.start, r.end))
+            .map(|r| {
+                let expires = r.expires_at.map(Time);
+                (
+                    ReservationId(r.id),
+                    r.state,
+                    expires,
+                    Time(r.start),
+                    Time(r.end),
+                )
+            })
             .collect();
         for (id, state, expires, start, end) in live {
             if state == ReservationState::Tentative && expires.is_some_and(|e| e <= now) {
@@ -1675,17 +1670,29 @@ impl World {
             self.broker.set_budget(user, left);
         }
         let mut out = Vec::new();
-        let plan = self.broker.begin_cycle(now_time(now), &mut out);
+        let plan = self.broker.begin_cycle(now, &mut out);
         self.carry_out(now, out);
         plan
     }
 
     /// The second half of [`World::cycle`]: the decisions made on `plan` carried out.
     pub fn finish_cycle(&mut self, plan: CyclePlan, decisions: Vec<Decision>) {
-        let now = plan.now().secs();
+        self.apply_decisions(&plan, decisions);
+        self.close_cycle(plan);
+    }
+
+    /// Carries out the next slice of the decisions made on `plan`
+    /// ([`Broker::apply_decisions`]): the service applies a long list a slice per lock hold,
+    /// so that requests are answered between slices.
+    pub fn apply_decisions(&mut self, plan: &CyclePlan, decisions: Vec<Decision>) {
         let mut out = Vec::new();
-        self.broker.finish_cycle(plan, decisions, &mut out);
-        self.carry_out(now, out);
+        self.broker.apply_decisions(plan, decisions, &mut out);
+        self.carry_out(plan.now(), out);
+    }
+
+    /// Ends a cycle whose decisions are all carried out.
+    pub fn close_cycle(&mut self, plan: CyclePlan) {
+        self.broker.close_cycle(plan);
     }
 
     /// The planner's views of the clusters.
@@ -1695,7 +1702,7 @@ impl World {
 
     /// Carries out the broker's decisions: starts launch, reservations and plans become
     /// records, charges move budgets, and clusters that schedule themselves are asked.
-    fn carry_out(&mut self, now: i64, out: Vec<BrokerAction>) {
+    fn carry_out(&mut self, now: Time, out: Vec<BrokerAction>) {
         #[cfg(test)]
         self.actions.extend(out.iter().cloned());
         for a in out {
@@ -1705,11 +1712,11 @@ impl World {
                     job,
                     procs,
                     ..
-                } => self.start_part(now, cluster, job.0, procs),
+                } => self.start_part(now, cluster, job, procs),
                 // Reservation boundaries are due through `next_due`.
                 BrokerAction::Wake { .. } | BrokerAction::Ended { .. } => {}
                 BrokerAction::Planned { job, start } => {
-                    if let Some(j) = self.jobs.get_mut(&job.0) {
+                    if let Some(j) = self.jobs.get_mut(&job) {
                         j.planned_start = Some(start.secs());
                         j.first_planned_start.get_or_insert(start.secs());
                         j.reason = Some(format!(
@@ -1717,36 +1724,36 @@ impl World {
                             crate::moment::utc(start.secs())
                         ));
                         j.state = JobState::Planned;
-                        self.dirty_jobs.insert(job.0);
+                        self.dirty_jobs.insert(job);
                     }
                 }
                 BrokerAction::Waiting { job, reason } => {
                     let text = self.wait_reason(now, &reason);
-                    if let Some(j) = self.jobs.get_mut(&job.0) {
+                    if let Some(j) = self.jobs.get_mut(&job) {
                         j.reason = Some(text);
                         j.planned_start = None;
                         j.state = JobState::Pending;
-                        self.dirty_jobs.insert(job.0);
+                        self.dirty_jobs.insert(job);
                     }
                 }
-                BrokerAction::Ask { job, part } => self.ask(now, job.0, &part),
-                BrokerAction::MoveAsked { job, parts, .. } => self.ask_move(now, job.0, &parts),
+                BrokerAction::Ask { job, part } => self.ask(now, job, &part),
+                BrokerAction::MoveAsked { job, parts, .. } => self.ask_move(now, job, &parts),
                 BrokerAction::Reserved {
                     job, start, parts, ..
-                } => self.reserved(now, job.0, start.secs(), &parts),
+                } => self.reserved(now, job, start, &parts),
                 BrokerAction::Moved {
                     job, start, parts, ..
                 } => {
                     for p in &parts {
-                        if let Some(r) = self.reservations.get_mut(&p.reservation.0) {
+                        if let Some(r) = self.reservations.get_mut(&p.reservation) {
                             r.start = p.window.start.secs();
                             r.end = p.window.end.secs();
-                            self.dirty_reservations.insert(r.id);
+                            self.dirty_reservations.insert(p.reservation);
                         }
                     }
-                    if let Some(j) = self.jobs.get_mut(&job.0) {
+                    if let Some(j) = self.jobs.get_mut(&job) {
                         j.planned_start = Some(start.secs());
-                        self.dirty_jobs.insert(job.0);
+                        self.dirty_jobs.insert(job);
                     }
                 }
                 // The broker has taken it out of the local scheduler and run a pass.
@@ -1755,7 +1762,7 @@ impl World {
                 } => {
                     self.close_reservation(
                         now,
-                        reservation.0,
+                        reservation,
                         match how {
                             ReservationEnd::Released => ReservationState::Released,
                             ReservationEnd::Finished => ReservationState::Finished,
@@ -1763,13 +1770,11 @@ impl World {
                     );
                 }
                 BrokerAction::Refused { job, reason } => {
-                    self.fail(now, job.0, reason.to_string());
+                    self.fail(now, job, reason.to_string());
                 }
-                BrokerAction::Charge { job, amount, .. } => self.charge(job.0, amount),
-                BrokerAction::Preempted { job, by, how, .. } => self.preempted(job.0, by.0, how),
-                BrokerAction::Resumed { job, end, parts } => {
-                    self.resumed(now, job.0, end.secs(), &parts)
-                }
+                BrokerAction::Charge { job, amount, .. } => self.charge(job, amount),
+                BrokerAction::Preempted { job, by, how, .. } => self.preempted(job, by, how),
+                BrokerAction::Resumed { job, end, parts } => self.resumed(now, job, end, &parts),
             }
         }
     }
@@ -1777,7 +1782,7 @@ impl World {
     /// A running global job gives its processors to job `by`, of a higher priority level:
     /// its processes are stopped (their processors are free for `by` at once), or killed
     /// to run again as its next attempt.
-    fn preempted(&mut self, id: u64, by: u64, how: Preemption) {
+    fn preempted(&mut self, id: JobId, by: JobId, how: Preemption) {
         if !self.jobs.contains_key(&id) {
             return;
         }
@@ -1824,12 +1829,12 @@ impl World {
 
     /// A suspended job continues, in new reservations on the clusters it ran on, on free
     /// processors there.
-    fn resumed(&mut self, now: i64, id: u64, end: i64, parts: &[ReservedPart]) {
+    fn resumed(&mut self, now: Time, id: JobId, end: Time, parts: &[ReservedPart]) {
         let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
             return;
         };
         for p in parts {
-            let rid = p.reservation.0;
+            let rid = p.reservation;
             let rec = self.job_reservation(id, &user, p, ReservationState::Active);
             self.reservations.insert(rid, rec);
             self.dirty_reservations.insert(rid);
@@ -1849,7 +1854,7 @@ impl World {
             let attempt = j.attempt;
             if let Some(part) = j.parts.iter_mut().find(|q| q.cluster == name && !q.ended) {
                 part.processors = taken;
-                part.reservation = Some(rid);
+                part.reservation = Some(rid.0);
             }
             self.effects.push(Effect::Pause {
                 cluster: p.cluster,
@@ -1861,18 +1866,18 @@ impl World {
         if let Some(j) = self.jobs.get_mut(&id) {
             j.suspended = false;
             j.reason = None;
-            j.planned_start = j.planned_start.or(Some(now));
+            j.planned_start = j.planned_start.or(Some(now.secs()));
             let _ = end;
             self.dirty_jobs.insert(id);
         }
     }
 
     /// A wait reason in the service's words.
-    fn wait_reason(&self, now: i64, reason: &WaitReason) -> String {
+    fn wait_reason(&self, now: Time, reason: &WaitReason) -> String {
         match reason {
             WaitReason::ReservationRefused { detail, until, .. } => format!(
                 "{detail}; all parts released, planned again in {} s",
-                (until.secs() - now).max(0)
+                (*until - now).as_secs().max(0)
             ),
             WaitReason::ClustersDown { procs, down } => format!(
                 "{procs} processors asked, more than the clusters up have while {} unavailable; \
@@ -1896,21 +1901,21 @@ impl World {
 
     /// Phase one on a cluster that schedules itself: a tentative reservation record, and
     /// the request to the cluster (its answer goes to [`World::reservation_answered`]).
-    fn ask(&mut self, now: i64, id: u64, part: &ReservedPart) {
+    fn ask(&mut self, now: Time, id: JobId, part: &ReservedPart) {
         let Some(j) = self.jobs.get(&id) else { return };
         let user = j.user.clone();
         let k = part.cluster;
         let (start, end) = (part.window.start.secs(), part.window.end.secs());
-        let rid = part.reservation.0;
+        let rid = part.reservation;
         let cluster = self.clusters[k].cfg.name.clone();
         let mut rec = self.job_reservation(id, &user, part, ReservationState::Tentative);
-        rec.expires_at = Some(now + 60);
+        rec.expires_at = Some((now + Dur(60)).secs());
         self.reservations.insert(rid, rec);
         self.dirty_reservations.insert(rid);
         self.effects.push(Effect::Reserve {
             cluster: k,
             request: ReserveRequest {
-                id: rid,
+                id: rid.0,
                 start,
                 end,
                 procs: part.procs,
@@ -1931,7 +1936,7 @@ impl World {
     /// The record of a global job's reservation for one of its parts.
     fn job_reservation(
         &self,
-        id: u64,
+        id: JobId,
         user: &str,
         p: &ReservedPart,
         state: ReservationState,
@@ -1945,7 +1950,7 @@ impl World {
             start: p.window.start.secs(),
             end: p.window.end.secs(),
             acl: AclSpec {
-                job: Some(id),
+                job: Some(id.0),
                 ..AclSpec::default()
             },
             state,
@@ -1956,12 +1961,12 @@ impl World {
 
     /// Phase two done: every part of a global job is held. Its reservations are committed,
     /// its parts bound to them, and parts on clusters that schedule themselves submitted.
-    fn reserved(&mut self, now: i64, id: u64, start: i64, parts: &[ReservedPart]) {
+    fn reserved(&mut self, now: Time, id: JobId, start: Time, parts: &[ReservedPart]) {
         let Some(user) = self.jobs.get(&id).map(|j| j.user.clone()) else {
             return;
         };
         for p in parts {
-            let rid = p.reservation.0;
+            let rid = p.reservation;
             let fresh = self.job_reservation(id, &user, p, ReservationState::Committed);
             let rec = self.reservations.entry(rid).or_insert(fresh);
             rec.state = ReservationState::Committed;
@@ -1973,8 +1978,8 @@ impl World {
             return;
         };
         j.state = JobState::Reserved;
-        j.planned_start = Some(start);
-        j.first_planned_start.get_or_insert(start);
+        j.planned_start = Some(start.secs());
+        j.first_planned_start.get_or_insert(start.secs());
         j.reason = None;
         j.parts = parts
             .iter()
@@ -1996,11 +2001,11 @@ impl World {
     /// about them. Returns the running jobs' parts to re-adopt: (cluster, job, attempt).
     pub fn restore(
         &mut self,
-        now: i64,
+        now: Time,
         jobs: Vec<JobRecord>,
         reservations: Vec<ReservationRecord>,
         users: Vec<UserRecord>,
-    ) -> Vec<(usize, u64, u32)> {
+    ) -> Vec<(usize, JobId, u32)> {
         for u in users {
             self.add_user(u);
         }
@@ -2008,9 +2013,9 @@ impl World {
             self.broker.reserve_ids_below(r.id + 1);
             if r.state.is_live() {
                 let k = self.cluster_index(&r.cluster);
-                let expired = r.end <= now
+                let expired = Time(r.end) <= now
                     || r.state == ReservationState::Tentative
-                        && r.expires_at.is_some_and(|e| e <= now);
+                        && r.expires_at.is_some_and(|e| Time(e) <= now);
                 let remote = k.is_some_and(|k| self.clusters[k].remote);
                 // A remote reservation is mirrored at the cluster's first snapshot; one still
                 // tentative lost its phase one with the service, and is released there.
@@ -2031,24 +2036,24 @@ impl World {
                             .is_ok()
                     });
                 if !added {
-                    r.state = if r.end <= now {
+                    r.state = if Time(r.end) <= now {
                         ReservationState::Finished
                     } else {
                         ReservationState::Expired
                     };
-                    self.dirty_reservations.insert(r.id);
+                    self.dirty_reservations.insert(ReservationId(r.id));
                 }
             }
-            self.reservations.insert(r.id, r);
+            self.reservations.insert(ReservationId(r.id), r);
         }
         let mut adopt = Vec::new();
         for j in jobs {
-            self.jobs.insert(j.id, j);
+            self.jobs.insert(JobId(j.id), j);
         }
         // Running jobs first, so that their processors are taken before any queued job is
         // placed (a backfilled running job may have a later id than a waiting one); then
         // reserved jobs, then the queues in id order.
-        let mut ids: Vec<(u8, u64)> = self
+        let mut ids: Vec<(u8, JobId)> = self
             .jobs
             .values()
             .map(|j| {
@@ -2057,7 +2062,7 @@ impl World {
                     JobState::Reserved => 1,
                     _ => 2,
                 };
-                (phase, j.id)
+                (phase, JobId(j.id))
             })
             .collect();
         ids.sort_unstable();
@@ -2079,7 +2084,10 @@ impl World {
                         }
                         let domain = match p.reservation {
                             Some(r)
-                                if self.reservations.get(&r).is_some_and(|r| r.state.is_live()) =>
+                                if self
+                                    .reservations
+                                    .get(&ReservationId(r))
+                                    .is_some_and(|r| r.state.is_live()) =>
                             {
                                 Domain::Reservation(ReservationId(r))
                             }
@@ -2088,19 +2096,16 @@ impl World {
                         let walltime = match (p.reservation, global) {
                             (Some(r), true) => self
                                 .reservations
-                                .get(&r)
+                                .get(&ReservationId(r))
                                 .map_or(j.walltime, |r| r.end - r.start),
                             _ => j.walltime,
                         };
-                        let job = Job::new(JobId(id), Time(j.submitted_at), p.procs, Dur(walltime))
+                        let job = Job::new(id, Time(j.submitted_at), p.procs, Dur(walltime))
                             .with_cred(cred);
-                        let start = Time(j.started_at.unwrap_or(now));
-                        let _ = self.broker.clusters[k].sched.restore_running(
-                            Time(now),
-                            job,
-                            start,
-                            domain,
-                        );
+                        let start = Time(j.started_at.unwrap_or(now.secs()));
+                        let _ = self.broker.clusters[k]
+                            .sched
+                            .restore_running(now, job, start, domain);
                         for q in &p.processors {
                             self.clusters[k].free.remove(q);
                         }
@@ -2113,7 +2118,7 @@ impl World {
                 JobState::Reserved => {
                     let ok = j.parts.iter().all(|p| {
                         p.reservation
-                            .and_then(|r| self.reservations.get(&r))
+                            .and_then(|r| self.reservations.get(&ReservationId(r)))
                             .is_some_and(|r| r.state.is_live())
                     });
                     if !ok {
@@ -2138,15 +2143,11 @@ impl World {
                         if self.clusters[k].remote {
                             continue;
                         }
-                        let res = &self.reservations[&r];
-                        let job = Job::new(
-                            JobId(id),
-                            Time(j.submitted_at),
-                            p.procs,
-                            Dur(res.end - res.start),
-                        )
-                        .with_cred(cred)
-                        .in_reservation(ReservationId(r), false);
+                        let res = &self.reservations[&ReservationId(r)];
+                        let job =
+                            Job::new(id, Time(j.submitted_at), p.procs, Dur(res.end - res.start))
+                                .with_cred(cred)
+                                .in_reservation(ReservationId(r), false);
                         let _ = self.broker.clusters[k].sched.submit(job);
                     }
                     if global {

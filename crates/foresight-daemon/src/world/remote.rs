@@ -13,7 +13,7 @@
 //!
 //! Nothing here does I/O: effects go to the caller, answers come back as calls.
 
-use super::{now_time, Effect, MoveStep, World};
+use super::{Effect, MoveStep, World};
 use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::{processors_of, Phase, ReservedPart, SpeedGroup};
 use foresight_core::reservation::{Acl, AdminReservation};
@@ -29,7 +29,7 @@ const FOREIGN: u64 = 1 << 62;
 
 /// A part of ours on a remote cluster: (job, attempt, its id there, its reservation, the
 /// job's state).
-type OurPart = (u64, u32, Option<String>, Option<u64>, JobState);
+type OurPart = (JobId, u32, Option<String>, Option<ReservationId>, JobState);
 
 /// Seconds Slurm's clock may lag ours when comparing its submit times with our records.
 const CLOCK_SLACK_SECS: i64 = 5;
@@ -42,9 +42,14 @@ const SLURM_END_PAD_SECS: i64 = 1;
 
 impl World {
     /// A remote cluster answered phase one for reservation `rid`: held, or refused (why).
-    pub fn reservation_answered(&mut self, now: i64, rid: u64, answer: Result<(), String>) {
+    pub fn reservation_answered(
+        &mut self,
+        now: Time,
+        rid: ReservationId,
+        answer: Result<(), String>,
+    ) {
         let awaited = self.broker.entries().any(|e| match &e.phase {
-            Phase::Reserving { awaiting, .. } => awaiting.contains(&ReservationId(rid)),
+            Phase::Reserving { awaiting, .. } => awaiting.contains(&rid),
             _ => false,
         });
         let live = self
@@ -80,14 +85,15 @@ impl World {
         };
         let mut out = Vec::new();
         self.broker
-            .on_reservation_answered(Time(now), ReservationId(rid), answer, &mut out);
+            .on_reservation_answered(now, rid, answer, &mut out);
         self.carry_out(now, out);
     }
 
     /// The broker asks to move a reserved job earlier on clusters that schedule themselves:
-    /// one step per part, each with its reservation's old and new window and the part's id
-    /// there once submitted.
-    pub(super) fn ask_move(&mut self, now: i64, id: u64, parts: &[ReservedPart]) {
+    /// one step per part there, each with its reservation's old and new window and the
+    /// part's id there once submitted. Parts on the local executor hold their new window in
+    /// the broker meanwhile and move when the answer is yes.
+    pub(super) fn ask_move(&mut self, now: Time, id: JobId, parts: &[ReservedPart]) {
         let Some(j) = self.jobs.get(&id) else {
             return self.move_answered(now, id, Err(format!("job {id} is unknown")));
         };
@@ -96,32 +102,32 @@ impl World {
             return self.move_answered(now, id, Err("a part is being submitted".into()));
         }
         let mut steps = Vec::with_capacity(parts.len());
-        for p in parts {
-            let rid = p.reservation.0;
+        for p in parts.iter().filter(|p| self.clusters[p.cluster].remote) {
+            let rid = p.reservation;
             let Some(r) = self.reservations.get(&rid) else {
                 return self.move_answered(now, id, Err(format!("reservation {rid} is unknown")));
             };
             let external = j
                 .parts
                 .iter()
-                .find(|x| x.reservation == Some(rid) && !x.ended)
+                .find(|x| x.reservation == Some(rid.0) && !x.ended)
                 .and_then(|x| x.external.clone());
             steps.push(MoveStep {
                 cluster: p.cluster,
                 to: ReserveRequest {
-                    id: rid,
+                    id: rid.0,
                     start: p.window.start.secs(),
                     end: p.window.end.secs(),
                     procs: p.procs,
                 },
                 back: ReserveRequest {
-                    id: rid,
+                    id: rid.0,
                     start: r.start,
                     end: r.end,
                     procs: r.procs,
                 },
                 part: external.map(|external| PartHandle {
-                    job: id,
+                    job: id.0,
                     attempt: j.attempt,
                     external: Some(external),
                 }),
@@ -131,24 +137,23 @@ impl World {
     }
 
     /// The clusters answered a move asked by [`Effect::Move`]: all moved, or none (why).
-    pub fn move_answered(&mut self, now: i64, id: u64, answer: Result<(), String>) {
+    pub fn move_answered(&mut self, now: Time, id: JobId, answer: Result<(), String>) {
         if let Err(why) = &answer {
             tracing::info!("job {id} stays at its reserved start: {why}");
         }
         let mut out = Vec::new();
-        self.broker
-            .on_move_answered(Time(now), JobId(id), answer, &mut out);
+        self.broker.on_move_answered(now, id, answer, &mut out);
         self.carry_out(now, out);
     }
 
-    fn reservation_cluster(&self, rid: u64) -> Option<usize> {
+    fn reservation_cluster(&self, rid: ReservationId) -> Option<usize> {
         self.reservations
             .get(&rid)
             .and_then(|r| self.cluster_index(&r.cluster))
     }
 
     /// Submits the parts of job `id` on remote clusters that are not there yet.
-    pub(super) fn submit_remote_parts(&mut self, id: u64) {
+    pub(super) fn submit_remote_parts(&mut self, id: JobId) {
         let Some(j) = self.jobs.get(&id) else { return };
         let attempt = j.attempt;
         let mut subs = Vec::new();
@@ -165,7 +170,7 @@ impl World {
             }
             let reservation = p
                 .reservation
-                .and_then(|r| self.reservations.get(&r))
+                .and_then(|r| self.reservations.get(&ReservationId(r)))
                 .filter(|r| r.kind == "job");
             // Slurm picks the processors: the spec only says how many.
             let Some(spec) = self.part_spec(id, index, (0..p.procs).collect()) else {
@@ -194,9 +199,9 @@ impl World {
     /// answers).
     pub fn part_submitted(
         &mut self,
-        now: i64,
+        now: Time,
         k: usize,
-        id: u64,
+        id: JobId,
         attempt: u32,
         answer: Result<PartHandle, (String, bool)>,
     ) {
@@ -241,7 +246,7 @@ impl World {
     }
 
     /// A remote part ended (or never could start): the job moves on as for a local part.
-    fn finish_remote_part(&mut self, now: i64, k: usize, id: u64, attempt: u32, o: &Outcome) {
+    fn finish_remote_part(&mut self, now: Time, k: usize, id: JobId, attempt: u32, o: &Outcome) {
         if let Some(j) = self.jobs.get_mut(&id) {
             if j.attempt == attempt && !j.state.is_final() && j.state != JobState::Running {
                 // Ended before it was seen running (cancelled while pending, refused at
@@ -252,7 +257,7 @@ impl World {
         let was_final = self.jobs.get(&id).is_none_or(|j| j.state.is_final());
         self.on_finished(now, k, id, attempt, o);
         if let Some(j) = self.jobs.get_mut(&id) {
-            if !was_final && j.state.is_final() && (1..now).contains(&o.ended_at) {
+            if !was_final && j.state.is_final() && (1..now.secs()).contains(&o.ended_at) {
                 // The cluster's own end time is the truth, as for starts (not when this
                 // snapshot saw it).
                 j.ended_at = Some(o.ended_at.max(j.started_at.unwrap_or(0)));
@@ -263,12 +268,12 @@ impl World {
 
     /// A snapshot of remote cluster `k`, or why none could be taken (the cluster is then
     /// unavailable).
-    pub fn sync_remote(&mut self, now: i64, k: usize, snapshot: Result<ClusterState, String>) {
+    pub fn sync_remote(&mut self, now: Time, k: usize, snapshot: Result<ClusterState, String>) {
         self.stats.snapshots += 1;
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
             Ok(state) => {
-                self.broker.on_cluster_up(Time(now), k);
+                self.broker.on_cluster_up(now, k);
                 self.clusters[k].unavailable_reason = None;
                 self.reconcile(now, k, &state);
                 self.rebuild_mirror(now, k, &state);
@@ -277,14 +282,14 @@ impl World {
         }
     }
 
-    fn mark_unavailable(&mut self, now: i64, k: usize, why: String) {
+    fn mark_unavailable(&mut self, now: Time, k: usize, why: String) {
         let name = self.clusters[k].cfg.name.clone();
         if self.broker.clusters[k].available {
             tracing::warn!("cluster {name} is unavailable: {why}");
         }
         self.clusters[k].unavailable_reason = Some(why.clone());
         // Global jobs reserved there that have not started go elsewhere.
-        let withdraw: Vec<u64> = self
+        let withdraw: Vec<JobId> = self
             .broker
             .entries()
             .filter(|e| match &e.phase {
@@ -293,7 +298,7 @@ impl World {
                 }
                 _ => false,
             })
-            .map(|e| e.job.id.0)
+            .map(|e| e.job.id)
             .collect();
         for id in withdraw {
             self.withdraw(
@@ -303,14 +308,14 @@ impl World {
             );
         }
         let mut out = Vec::new();
-        self.broker.on_cluster_down(Time(now), k, &mut out);
+        self.broker.on_cluster_down(now, k, &mut out);
         self.carry_out(now, out);
     }
 
     /// Takes a global job that has not started off its clusters and plans it again. Parts
     /// already submitted to a remote cluster are cancelled there (now if it answers, else at
     /// reconciliation), and the job runs as a new attempt so the two can never be confused.
-    pub(super) fn withdraw(&mut self, now: i64, id: u64, reason: String) {
+    pub(super) fn withdraw(&mut self, now: Time, id: JobId, reason: String) {
         self.unqueue(now, id);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Pending;
@@ -322,12 +327,13 @@ impl World {
     }
 
     /// Brings our records in line with what cluster `k` reports.
-    fn reconcile(&mut self, now: i64, k: usize, state: &ClusterState) {
+    fn reconcile(&mut self, now: Time, k: usize, state: &ClusterState) {
         let name = self.clusters[k].cfg.name.clone();
         // Our parts there, by (job, attempt); the newest Slurm job when there are several.
-        let mut theirs: HashMap<(u64, u32), &foresight_rm::RmJob> = HashMap::new();
+        let mut theirs: HashMap<(JobId, u32), &foresight_rm::RmJob> = HashMap::new();
         for j in &state.jobs {
-            if let Some(key) = j.foresight {
+            if let Some((job, attempt)) = j.foresight {
+                let key = (JobId(job), attempt);
                 // A Slurm job submitted before our job was accepted is not ours: it is a
                 // namesake left by another Foresight (an earlier data directory, whose ids
                 // started at 1 too) that Slurm still shows for MinJobAge. Adopting it would
@@ -353,6 +359,7 @@ impl World {
             let Some((id, attempt)) = j.foresight else {
                 continue;
             };
+            let id = JobId(id);
             if matches!(j.state, RmJobState::Ended(_)) {
                 continue;
             }
@@ -377,7 +384,7 @@ impl World {
                     self.effects.push(Effect::Cancel {
                         cluster: k,
                         part: PartHandle {
-                            job: id,
+                            job: id.0,
                             attempt,
                             external: Some(j.external.clone()),
                         },
@@ -389,9 +396,11 @@ impl World {
         // its end is left to the cluster, which ends it itself: releasing it would cancel a
         // part still finishing inside it.
         for r in &state.reservations {
-            let Some(rid) = r.foresight else { continue };
+            let Some(rid) = r.foresight.map(ReservationId) else {
+                continue;
+            };
             let wanted = self.reservations.get(&rid).is_some_and(|x| {
-                x.state.is_live() || x.state == ReservationState::Finished && x.end <= now
+                x.state.is_live() || x.state == ReservationState::Finished && Time(x.end) <= now
             });
             if !wanted {
                 let key = (k, format!("reservation {rid}"));
@@ -421,7 +430,16 @@ impl World {
                 j.parts
                     .iter()
                     .filter(|p| p.cluster == name && !p.ended)
-                    .map(move |p| (j.id, j.attempt, p.external.clone(), p.reservation, j.state))
+                    .map(move |p| {
+                        let reservation = p.reservation.map(ReservationId);
+                        (
+                            JobId(j.id),
+                            j.attempt,
+                            p.external.clone(),
+                            reservation,
+                            j.state,
+                        )
+                    })
             })
             .collect();
         let mut resubmit = BTreeSet::new();
@@ -439,11 +457,12 @@ impl World {
                             }
                         }
                         RmJobState::Running | RmJobState::Suspended => {
-                            self.remote_part_started(now, id, &name, t.start.unwrap_or(now));
+                            let start = t.start.map_or(now, Time);
+                            self.remote_part_started(now, id, &name, start);
                         }
                         RmJobState::Ended(outcome) => {
                             if outcome.started_at > 0 && outcome.error.is_none() {
-                                self.remote_part_started(now, id, &name, outcome.started_at);
+                                self.remote_part_started(now, id, &name, Time(outcome.started_at));
                             }
                             self.finish_remote_part(now, k, id, attempt, outcome);
                         }
@@ -454,7 +473,7 @@ impl World {
                     let recent = self
                         .submitted_at
                         .get(&(id, attempt, k))
-                        .is_some_and(|&at| state.taken_at <= at + 1);
+                        .is_some_and(|&at| Time(state.taken_at) <= at + Dur(1));
                     if !recent {
                         let outcome = failed_outcome(
                             now,
@@ -483,12 +502,12 @@ impl World {
         }
 
         // Reserved global jobs whose reservation vanished from the cluster: plan again.
-        let present: BTreeSet<u64> = state
+        let present: BTreeSet<ReservationId> = state
             .reservations
             .iter()
-            .filter_map(|r| r.foresight)
+            .filter_map(|r| r.foresight.map(ReservationId))
             .collect();
-        let vanished: Vec<(u64, u64)> = self
+        let vanished: Vec<(JobId, ReservationId)> = self
             .jobs
             .values()
             .filter(|j| j.state == JobState::Reserved)
@@ -496,15 +515,18 @@ impl World {
                 j.parts
                     .iter()
                     .filter(|p| p.cluster == name)
-                    .filter_map(move |p| Some((j.id, p.reservation?)))
+                    .filter_map(move |p| Some((JobId(j.id), ReservationId(p.reservation?))))
             })
             .filter(|&(_, r)| {
                 !present.contains(&r)
                     && self
                         .confirmed_at
                         .get(&r)
-                        .is_none_or(|&at| state.taken_at > at + 1)
-                    && self.reservations.get(&r).is_some_and(|x| x.end > now + 5)
+                        .is_none_or(|&at| Time(state.taken_at) > at + Dur(1))
+                    && self
+                        .reservations
+                        .get(&r)
+                        .is_some_and(|x| Time(x.end) > now + Dur(5))
             })
             .collect();
         for (id, r) in vanished {
@@ -518,7 +540,7 @@ impl World {
 
     fn set_part(
         &mut self,
-        id: u64,
+        id: JobId,
         cluster: &str,
         f: impl FnOnce(&mut foresight_store::PartRecord),
     ) {
@@ -534,7 +556,7 @@ impl World {
         }
     }
 
-    fn set_reason(&mut self, id: u64, reason: String) {
+    fn set_reason(&mut self, id: JobId, reason: String) {
         if let Some(j) = self.jobs.get_mut(&id) {
             if j.reason.as_deref() != Some(reason.as_str()) {
                 j.reason = Some(reason);
@@ -544,7 +566,7 @@ impl World {
     }
 
     /// A remote part is running since `start` (the cluster's clock).
-    fn remote_part_started(&mut self, _now: i64, id: u64, cluster: &str, start: i64) {
+    fn remote_part_started(&mut self, _now: Time, id: JobId, cluster: &str, start: Time) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -558,15 +580,15 @@ impl World {
         if p.started_at.is_some() {
             return;
         }
-        p.started_at = Some(start);
-        if j.started_at.is_none_or(|s| start < s) {
+        p.started_at = Some(start.secs());
+        if j.started_at.is_none_or(|s| start < Time(s)) {
             if j.started_at.is_none() {
                 if let Some(planned) = j.first_planned_start {
-                    self.stats.estimate_error_sum += (start - planned).abs() as f64;
+                    self.stats.estimate_error_sum += (start.secs() - planned).abs() as f64;
                     self.stats.estimate_error_count += 1;
                 }
             }
-            j.started_at = Some(start);
+            j.started_at = Some(start.secs());
         }
         if j.stdout.is_none() {
             let n = j.parts.len();
@@ -582,7 +604,7 @@ impl World {
         }
         j.state = JobState::Running;
         j.reason = None;
-        self.broker.on_part_started(Time(start), JobId(id));
+        self.broker.on_part_started(start, id);
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -601,17 +623,17 @@ impl World {
     /// Rebuilds the mirror of remote cluster `k`: its processors, running jobs until their
     /// limits, its own reservations and ours, and its waiting jobs in its own order (by its
     /// expected start, then priority), which the mirror's policy forecasts forward.
-    fn rebuild_mirror(&mut self, now: i64, k: usize, state: &ClusterState) {
+    fn rebuild_mirror(&mut self, now: Time, k: usize, state: &ClusterState) {
         let name = self.clusters[k].cfg.name.clone();
         let procs = state.processors;
         let policy = self.broker.clusters[k].sched.policy().clone();
         let mut mirror = LocalScheduler::new(procs, policy);
-        let t = now_time(now);
+        let t = now;
         // Ours first (they are the planner's commitments), then the cluster's own.
         let ours: Vec<(u64, u32, i64, i64)> = self
             .reservations
             .values()
-            .filter(|r| r.cluster == name && r.state.is_live() && r.end > now)
+            .filter(|r| r.cluster == name && r.state.is_live() && Time(r.end) > now)
             .map(|r| (r.id, r.procs, r.start, r.end))
             .collect();
         let mut in_mirror = BTreeSet::new();
@@ -630,7 +652,7 @@ impl World {
                 .and_then(|r| r.strip_prefix("foresight-"))
                 .and_then(|r| r.parse::<u64>().ok());
             if let (Some(rid), Some(limit)) = (rid, j.time_limit) {
-                let end = j.start.unwrap_or(now) + limit;
+                let end = j.start.unwrap_or(now.secs()) + limit;
                 let e = part_end.entry(rid).or_insert(end);
                 *e = (*e).max(end);
             }
@@ -657,7 +679,7 @@ impl World {
         }
         let mut foreign_res = BTreeMap::new();
         for (n, r) in state.reservations.iter().enumerate() {
-            if r.foresight.is_some() || r.end <= now {
+            if r.foresight.is_some() || Time(r.end) <= now {
                 continue;
             }
             let id = ReservationId(FOREIGN | n as u64);
@@ -685,12 +707,13 @@ impl World {
                     {
                         continue; // inside a reservation, which already holds its processors
                     }
-                    let start = j.start.unwrap_or(now);
-                    let estimate = Dur(limit.max(now - start) + SLURM_END_PAD_SECS);
-                    let job = Job::new(jid, Time(j.submitted_at.min(start)), procs_asked, estimate);
-                    let _ = mirror.restore_running(t, job, Time(start), Domain::Pool);
+                    let start = j.start.map_or(now, Time);
+                    let estimate = Dur(limit.max((now - start).as_secs()) + SLURM_END_PAD_SECS);
+                    let job = Job::new(jid, Time(j.submitted_at).min(start), procs_asked, estimate);
+                    let _ = mirror.restore_running(t, job, start, Domain::Pool);
                 }
                 (RmJobState::Running | RmJobState::Suspended, Some((id, _))) => {
+                    let id = JobId(id);
                     let r = self.jobs.get(&id).and_then(|x| {
                         x.parts
                             .iter()
@@ -701,10 +724,10 @@ impl World {
                         Some(r) if in_mirror.contains(&r) => Domain::Reservation(ReservationId(r)),
                         _ => Domain::Pool,
                     };
-                    let start = j.start.unwrap_or(now);
-                    let estimate = Dur(limit.max(now - start) + SLURM_END_PAD_SECS);
-                    let job = Job::new(JobId(id), Time(start), procs_asked, estimate);
-                    let _ = mirror.restore_running(t, job, Time(start), domain);
+                    let start = j.start.map_or(now, Time);
+                    let estimate = Dur(limit.max((now - start).as_secs()) + SLURM_END_PAD_SECS);
+                    let job = Job::new(id, start, procs_asked, estimate);
+                    let _ = mirror.restore_running(t, job, start, domain);
                 }
                 (RmJobState::Pending, None) if j.reservation.is_none() => {
                     waiting.push((
@@ -722,10 +745,10 @@ impl World {
         waiting.sort_unstable();
         let n = waiting.len() as i64;
         for (rank, (_, _, jid, p, limit)) in waiting.into_iter().enumerate() {
-            let job = Job::new(jid, Time(now - n + rank as i64), p, Dur(limit));
+            let job = Job::new(jid, now - Dur(n - rank as i64), p, Dur(limit));
             let _ = mirror.submit(job);
         }
-        let speed = self.clusters[k].cfg.speed;
+        let speed = self.clusters[k].cfg.slowest_speed();
         let c = &mut self.broker.clusters[k];
         c.sched = mirror;
         if c.processors.len() != procs as usize {
@@ -735,6 +758,6 @@ impl World {
 }
 
 /// An end without a run: `started_at` 0 says it never started.
-fn failed_outcome(now: i64, why: String) -> Outcome {
-    Outcome::failed(0, now, why)
+fn failed_outcome(now: Time, why: String) -> Outcome {
+    Outcome::failed(0, now.secs(), why)
 }

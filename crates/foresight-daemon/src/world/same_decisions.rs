@@ -146,13 +146,13 @@ impl Driver<'_> {
                 self.runtimes.insert(id, runtime.as_secs());
                 let mut r = self.record(id, "owner".into(), job.procs, job.estimate.as_secs(), now);
                 r.cluster = Some(self.grid.cluster[cluster].name.clone());
-                self.world.accept(now, vec![r]);
+                self.world.accept(Time(now), vec![r]);
             }
             Ev::Cancel { index } => {
                 let id = GLOBAL + index as u64;
-                let j = self.world.jobs.get(&id);
+                let j = self.world.jobs.get(&JobId(id));
                 if j.is_some_and(|j| j.started_at.is_none() && !j.state.is_final()) {
-                    self.world.cancel(now, id).unwrap();
+                    self.world.cancel(Time(now), JobId(id)).unwrap();
                 }
             }
             Ev::Global { index } => {
@@ -174,11 +174,11 @@ impl Driver<'_> {
                 // The service refuses at submission what the simulator's broker refuses
                 // when it first sees it (more processors than reachable): neither starts.
                 if self.world.admit(&r).is_ok() {
-                    self.world.accept(now, vec![r]);
+                    self.world.accept(Time(now), vec![r]);
                 }
             }
             Ev::End { cluster, job } => {
-                let attempt = self.world.jobs[&job].attempt;
+                let attempt = self.world.jobs[&JobId(job)].attempt;
                 let outcome = Outcome {
                     exit_code: Some(0),
                     signal: None,
@@ -188,14 +188,15 @@ impl Driver<'_> {
                     ended_at: now,
                     error: None,
                 };
-                self.world.on_finished(now, cluster, job, attempt, &outcome);
+                self.world
+                    .on_finished(Time(now), cluster, JobId(job), attempt, &outcome);
             }
             Ev::Tick { cluster } => {
                 self.ticks[cluster].remove(&now);
-                self.world.tick_cluster(now, cluster);
+                self.world.tick_cluster(Time(now), cluster);
             }
             Ev::Cycle => {
-                self.world.cycle(now);
+                self.world.cycle(Time(now));
                 let b = &self.world.broker;
                 let pending = b.has_queued()
                     || b.entries().any(|e| {
@@ -233,12 +234,9 @@ fn the_service_decides_what_the_simulator_decides() {
         cluster: grid
             .cluster
             .iter()
+            // The simulator's clusters as the service reads them: the same settings.
             .map(|c| ClusterConfig {
-                policy: c.policy.clone(),
-                tariff: c.tariff,
-                local_premium: c.local_premium,
-                bandwidth_mb_s: c.bandwidth_mb_s,
-                latency_seconds: c.latency_seconds,
+                spec: c.spec.clone(),
                 ..ClusterConfig::local(&c.name, c.procs)
             })
             .collect(),
@@ -320,7 +318,7 @@ fn the_service_decides_what_the_simulator_decides() {
         .count();
     assert!(withdrawn >= 1, "no job was cancelled before it started");
     // The records say the same as the broker's starts.
-    for (&id, j) in &d.world.jobs {
+    for (&JobId(id), j) in &d.world.jobs {
         let first = d
             .starts
             .iter()

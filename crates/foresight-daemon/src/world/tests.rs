@@ -100,9 +100,9 @@ pub(super) fn exit(code: i32) -> Outcome {
 #[test]
 fn a_job_larger_than_any_cluster_is_co_allocated_with_one_start() {
     let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
-    w.accept(1_000, vec![job(1, "ann", 3, 60)]);
-    w.cycle(1_000);
-    let j = &w.jobs[&1];
+    w.accept(Time(1_000), vec![job(1, "ann", 3, 60)]);
+    w.cycle(Time(1_000));
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Running);
     assert_eq!(j.started_at, Some(1_000));
     assert_eq!(j.charged, 180.0);
@@ -116,10 +116,10 @@ fn a_job_larger_than_any_cluster_is_co_allocated_with_one_start() {
         .iter()
         .all(|r| r.state == ReservationState::Committed && r.kind == "job"));
     // Both parts end: the job is completed, its reservations finished, processors free.
-    w.on_finished(1_030, 0, 1, 0, &exit(0));
-    assert_eq!(w.jobs[&1].state, JobState::Running);
-    w.on_finished(1_031, 1, 1, 0, &exit(0));
-    let j = &w.jobs[&1];
+    w.on_finished(Time(1_030), 0, JobId(1), 0, &exit(0));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    w.on_finished(Time(1_031), 1, JobId(1), 0, &exit(0));
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Completed);
     assert_eq!(j.ended_at, Some(1_031));
     // 31 of 60 s used: the rest of the charge goes back.
@@ -139,10 +139,10 @@ fn a_job_larger_than_any_cluster_is_co_allocated_with_one_start() {
 #[test]
 fn a_failed_part_stops_the_others_and_names_the_fate() {
     let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
-    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
-    w.cycle(1_000);
+    w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
+    w.cycle(Time(1_000));
     launches(&mut w);
-    w.on_finished(1_005, 0, 1, 0, &exit(3));
+    w.on_finished(Time(1_005), 0, JobId(1), 0, &exit(3));
     let kills: Vec<_> = w
         .effects
         .iter()
@@ -151,7 +151,7 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
                 e,
                 Effect::Kill {
                     cluster: 1,
-                    job: 1,
+                    job: JobId(1),
                     ..
                 }
             )
@@ -164,8 +164,8 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
         cancelled: true,
         ..exit(0)
     };
-    w.on_finished(1_006, 1, 1, 0, &killed);
-    let j = &w.jobs[&1];
+    w.on_finished(Time(1_006), 1, JobId(1), 0, &killed);
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Failed);
     assert_eq!(j.exit_code, Some(3));
 }
@@ -175,22 +175,22 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
 #[test]
 fn a_reserved_job_waits_for_its_start_and_cancelling_refunds_it() {
     let mut w = world(vec![cluster("a", 2)]);
-    w.accept(1_000, vec![job(1, "ann", 2, 100)]);
-    w.cycle(1_000);
+    w.accept(Time(1_000), vec![job(1, "ann", 2, 100)]);
+    w.cycle(Time(1_000));
     launches(&mut w);
-    w.accept(1_001, vec![job(2, "bob", 2, 50)]);
-    w.cycle(1_001);
+    w.accept(Time(1_001), vec![job(2, "bob", 2, 50)]);
+    w.cycle(Time(1_001));
     // Planned at 1100, beyond the 60 s lead time: planned, not yet reserved.
-    assert_eq!(w.jobs[&2].state, JobState::Planned);
-    assert_eq!(w.jobs[&2].planned_start, Some(1_100));
-    w.cycle(1_050);
-    let j = &w.jobs[&2];
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Planned);
+    assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
+    w.cycle(Time(1_050));
+    let j = &w.jobs[&JobId(2)];
     assert_eq!(j.state, JobState::Reserved);
     assert_eq!(j.charged, 100.0);
     assert_eq!(w.users["bob"].budget, Some(900.0));
     assert!(launches(&mut w).is_empty());
-    w.cancel(1_060, 2).unwrap();
-    assert_eq!(w.jobs[&2].state, JobState::Cancelled);
+    w.cancel(Time(1_060), JobId(2)).unwrap();
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Cancelled);
     assert_eq!(w.users["bob"].budget, Some(1_000.0));
     assert_eq!(w.users["bob"].spent, 0.0);
     assert!(w
@@ -199,7 +199,7 @@ fn a_reserved_job_waits_for_its_start_and_cancelling_refunds_it() {
         .filter(|r| r.acl.job == Some(2))
         .all(|r| r.state == ReservationState::Released));
     assert!(
-        w.cancel(1_061, 2).is_err(),
+        w.cancel(Time(1_061), JobId(2)).is_err(),
         "a final job cannot be cancelled"
     );
 }
@@ -209,19 +209,19 @@ fn a_reserved_job_waits_for_its_start_and_cancelling_refunds_it() {
 #[test]
 fn a_reserved_job_starts_as_soon_as_its_processors_free_up() {
     let mut w = world(vec![cluster("a", 2)]);
-    w.accept(1_000, vec![job(1, "ann", 2, 100)]);
-    w.cycle(1_000);
-    w.accept(1_060, vec![job(2, "ann", 2, 50)]);
-    w.cycle(1_060);
-    assert_eq!(w.jobs[&2].state, JobState::Reserved);
+    w.accept(Time(1_000), vec![job(1, "ann", 2, 100)]);
+    w.cycle(Time(1_000));
+    w.accept(Time(1_060), vec![job(2, "ann", 2, 50)]);
+    w.cycle(Time(1_060));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
     launches(&mut w);
-    assert_eq!(w.jobs[&2].planned_start, Some(1_100));
-    w.cycle(1_065);
+    assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
+    w.cycle(Time(1_065));
     assert!(launches(&mut w).is_empty(), "the blocker still runs");
     // The blocker ends early, at 1070: the reservation moves to 1070 and the job starts.
-    w.on_finished(1_070, 0, 1, 0, &exit(0));
+    w.on_finished(Time(1_070), 0, JobId(1), 0, &exit(0));
     assert_eq!(launches(&mut w).len(), 1);
-    assert_eq!(w.jobs[&2].started_at, Some(1_070));
+    assert_eq!(w.jobs[&JobId(2)].started_at, Some(1_070));
     let r = w
         .reservations
         .values()
@@ -255,18 +255,21 @@ fn budgets_refuse_the_worst_case_with_both_numbers() {
 #[test]
 fn hold_and_release() {
     let mut w = world(vec![cluster("a", 1)]);
-    w.accept(1_000, vec![job(1, "ann", 1, 1_000), job(2, "ann", 1, 10)]);
-    w.cycle(1_000);
-    assert_eq!(w.jobs[&2].state, JobState::Planned);
-    w.hold(1_001, 2).unwrap();
-    w.cycle(1_002);
-    assert!(w.jobs[&2].held);
-    assert_eq!(w.jobs[&2].state, JobState::Pending);
-    assert_eq!(w.jobs[&2].planned_start, None);
-    w.release(1_003, 2).unwrap();
-    w.cycle(1_003);
-    assert_eq!(w.jobs[&2].state, JobState::Planned);
-    assert!(w.release(1_004, 2).is_err());
+    w.accept(
+        Time(1_000),
+        vec![job(1, "ann", 1, 1_000), job(2, "ann", 1, 10)],
+    );
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Planned);
+    w.hold(Time(1_001), JobId(2)).unwrap();
+    w.cycle(Time(1_002));
+    assert!(w.jobs[&JobId(2)].held);
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Pending);
+    assert_eq!(w.jobs[&JobId(2)].planned_start, None);
+    w.release(Time(1_003), JobId(2)).unwrap();
+    w.cycle(Time(1_003));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Planned);
+    assert!(w.release(Time(1_004), JobId(2)).is_err());
 }
 
 /// Administrative reservations: overlaps beyond capacity are refused naming the one in the
@@ -280,7 +283,7 @@ fn reservations_conflict_expire_and_admit() {
     };
     let r1 = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::Count(3),
@@ -292,7 +295,7 @@ fn reservations_conflict_expire_and_admit() {
         .unwrap();
     let e = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::Count(2),
@@ -310,7 +313,7 @@ fn reservations_conflict_expire_and_admit() {
     );
     let r2 = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::Count(1),
@@ -321,10 +324,10 @@ fn reservations_conflict_expire_and_admit() {
         )
         .unwrap();
     assert_eq!(w.reservations[&r2].state, ReservationState::Tentative);
-    w.cycle(1_011);
+    w.cycle(Time(1_011));
     assert_eq!(w.reservations[&r2].state, ReservationState::Expired);
     let mut bound = job(1, "bob", 1, 60);
-    bound.reservation = Some(r1);
+    bound.reservation = Some(r1.0);
     assert!(matches!(
         w.admit(&bound).unwrap_err(),
         crate::Refusal::Forbidden { .. }
@@ -338,24 +341,27 @@ fn reservations_conflict_expire_and_admit() {
 #[test]
 fn restore_rebuilds_the_schedulers() {
     let mut w = world(vec![cluster("a", 2)]);
-    w.accept(1_000, vec![job(1, "ann", 1, 100), job(2, "ann", 2, 100)]);
-    w.cycle(1_000);
-    w.cycle(1_045);
-    assert_eq!(w.jobs[&2].state, JobState::Reserved);
+    w.accept(
+        Time(1_000),
+        vec![job(1, "ann", 1, 100), job(2, "ann", 2, 100)],
+    );
+    w.cycle(Time(1_000));
+    w.cycle(Time(1_045));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
     let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
     let res: Vec<ReservationRecord> = w.reservations.values().cloned().collect();
     let users: Vec<UserRecord> = w.users.values().cloned().collect();
     let mut again = world(vec![cluster("a", 2)]);
-    let adopt = again.restore(1_050, jobs, res, users);
-    assert_eq!(adopt, vec![(0, 1, 0)]);
+    let adopt = again.restore(Time(1_050), jobs, res, users);
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
     assert!(again.broker.clusters[0].sched.is_running(JobId(1)));
     assert_eq!(again.clusters[0].free.len(), 1);
-    again.cycle(1_050);
-    assert_eq!(again.jobs[&2].state, JobState::Reserved);
+    again.cycle(Time(1_050));
+    assert_eq!(again.jobs[&JobId(2)].state, JobState::Reserved);
     // The adopted reservation is the broker's: it moves earlier when job 1 ends early.
-    again.on_finished(1_060, 0, 1, 0, &exit(0));
-    again.cycle(1_100);
-    assert_eq!(again.jobs[&2].started_at, Some(1_060));
+    again.on_finished(Time(1_060), 0, JobId(1), 0, &exit(0));
+    again.cycle(Time(1_100));
+    assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_060));
 }
 
 /// After a restart, a running job with a later id (it was backfilled) keeps its processors:
@@ -380,15 +386,15 @@ fn restore_puts_running_jobs_back_before_placing_the_queue() {
         ..PartRecord::default()
     }];
     let mut w = world(vec![cluster("a", 2)]);
-    let adopt = w.restore(1_010, vec![waiting, running], vec![], vec![]);
-    assert_eq!(adopt, vec![(0, 2, 0)]);
+    let adopt = w.restore(Time(1_010), vec![waiting, running], vec![], vec![]);
+    assert_eq!(adopt, vec![(0, JobId(2), 0)]);
     assert!(
         launches(&mut w).is_empty(),
         "job 1 started on job 2's processors"
     );
-    assert_eq!(w.jobs[&1].state, JobState::Pending);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
     assert!(w.broker.clusters[0].sched.is_running(JobId(2)));
-    w.on_finished(1_050, 0, 2, 0, &exit(0));
+    w.on_finished(Time(1_050), 0, JobId(2), 0, &exit(0));
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 1, vec![0, 1])]);
 }
@@ -405,7 +411,7 @@ fn reservations_of_named_processors_never_share_one() {
     };
     let r1 = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::These(vec![2, 3]),
@@ -417,7 +423,7 @@ fn reservations_of_named_processors_never_share_one() {
         .unwrap();
     let e = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::These(vec![1, 3]),
@@ -436,7 +442,7 @@ fn reservations_of_named_processors_never_share_one() {
     );
     let e = w
         .create_reservation(
-            1_000,
+            Time(1_000),
             "admin",
             "a",
             Held::These(vec![9]),
@@ -449,7 +455,7 @@ fn reservations_of_named_processors_never_share_one() {
     assert_eq!(e.field(), Some("processors"));
     // After r1's window the same processor is free to name.
     w.create_reservation(
-        1_000,
+        Time(1_000),
         "admin",
         "a",
         Held::These(vec![3]),
@@ -464,15 +470,15 @@ fn reservations_of_named_processors_never_share_one() {
     // A local job started now, beside r1: it keeps off processors 2 and 3.
     let mut beside = job(1, "bob", 2, 600);
     beside.cluster = Some("a".into());
-    w.accept(1_000, vec![beside]);
-    w.cycle(1_000);
+    w.accept(Time(1_000), vec![beside]);
+    w.cycle(Time(1_000));
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 1, vec![0, 1])]);
     // Ann's job bound to r1 runs on exactly 2 and 3.
     let mut bound = job(2, "ann", 2, 600);
-    bound.reservation = Some(r1);
-    w.accept(1_000, vec![bound]);
-    w.cycle(1_000);
+    bound.reservation = Some(r1.0);
+    w.accept(Time(1_000), vec![bound]);
+    w.cycle(Time(1_000));
     let l = launches(&mut w);
     assert_eq!(l, vec![(0, 2, vec![2, 3])]);
 }
@@ -483,7 +489,6 @@ fn slurm(name: &str) -> ClusterConfig {
     ClusterConfig {
         kind: "slurm".into(),
         slurm_conf: Some(format!("/etc/{name}/slurm.conf").into()),
-        procs: 0,
         ..ClusterConfig::local(name, 0)
     }
 }
@@ -537,10 +542,10 @@ fn take_effects(w: &mut World) -> Vec<Effect> {
 #[test]
 fn slurm_co_allocation_is_two_phase_and_synchronous() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
-    w.sync_remote(1_000, 1, Ok(empty_state(1_000, 8)));
-    w.accept(1_000, vec![job(1, "ann", 12, 90)]);
-    w.cycle(1_000);
+    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.accept(Time(1_000), vec![job(1, "ann", 12, 90)]);
+    w.cycle(Time(1_000));
     let asked: Vec<(usize, ReserveRequest)> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
@@ -552,15 +557,15 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
     assert_eq!(asked.iter().map(|a| a.1.procs).sum::<u32>(), 12);
     // Slurm reserves whole minutes: 90 s becomes 120 s on both.
     assert!(asked.iter().all(|a| a.1.start == 1_000 && a.1.end == 1_120));
-    assert_eq!(w.jobs[&1].state, JobState::Planned);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Planned);
     assert!(!w.broker.queued().any(|e| e.job.id == JobId(1)));
 
-    w.reservation_answered(1_001, asked[0].1.id, Ok(()));
+    w.reservation_answered(Time(1_001), ReservationId(asked[0].1.id), Ok(()));
     assert!(
         take_effects(&mut w).is_empty(),
         "nothing submitted before both hold"
     );
-    w.reservation_answered(1_001, asked[1].1.id, Ok(()));
+    w.reservation_answered(Time(1_001), ReservationId(asked[1].1.id), Ok(()));
     let subs: Vec<(usize, Submission)> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
@@ -578,16 +583,16 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
         assert_eq!(s.begin, Some(1_000));
         assert_eq!(s.spec.walltime_secs, 120);
     }
-    assert_eq!(w.jobs[&1].state, JobState::Reserved);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Reserved);
     assert!(w
         .reservations
         .values()
         .all(|r| r.state == ReservationState::Committed));
 
     w.part_submitted(
-        1_001,
+        Time(1_001),
         subs[0].0,
-        1,
+        JobId(1),
         0,
         Ok(PartHandle {
             job: 1,
@@ -596,9 +601,9 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
         }),
     );
     w.part_submitted(
-        1_001,
+        Time(1_001),
         subs[1].0,
-        1,
+        JobId(1),
         0,
         Ok(PartHandle {
             job: 1,
@@ -624,9 +629,9 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
     s0.jobs.push(running("11", 0, 1_000));
     let mut s1 = empty_state(1_003, 8);
     s1.jobs.push(running("21", 1, 1_001));
-    w.sync_remote(1_003, 0, Ok(s0));
-    w.sync_remote(1_003, 1, Ok(s1));
-    let j = &w.jobs[&1];
+    w.sync_remote(Time(1_003), 0, Ok(s0));
+    w.sync_remote(Time(1_003), 1, Ok(s1));
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Running);
     assert_eq!(j.started_at, Some(1_000));
     assert_eq!(w.stats.skew_count, 1);
@@ -641,10 +646,10 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
     s0.jobs.push(ended("11", 0));
     let mut s1 = empty_state(1_050, 8);
     s1.jobs.push(ended("21", 1));
-    w.sync_remote(1_050, 0, Ok(s0));
-    assert_eq!(w.jobs[&1].state, JobState::Running);
-    w.sync_remote(1_050, 1, Ok(s1));
-    assert_eq!(w.jobs[&1].state, JobState::Completed);
+    w.sync_remote(Time(1_050), 0, Ok(s0));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    w.sync_remote(Time(1_050), 1, Ok(s1));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
     assert!(w
         .reservations
         .values()
@@ -656,10 +661,10 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
 #[test]
 fn a_slurm_refusal_releases_every_part() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
-    w.sync_remote(1_000, 1, Ok(empty_state(1_000, 8)));
-    w.accept(1_000, vec![job(1, "ann", 12, 60)]);
-    w.cycle(1_000);
+    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.accept(Time(1_000), vec![job(1, "ann", 12, 60)]);
+    w.cycle(Time(1_000));
     let ids: Vec<u64> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
@@ -667,19 +672,23 @@ fn a_slurm_refusal_releases_every_part() {
             _ => None,
         })
         .collect();
-    w.reservation_answered(1_001, ids[0], Ok(()));
-    w.reservation_answered(1_001, ids[1], Err("Requested nodes are busy".into()));
+    w.reservation_answered(Time(1_001), ReservationId(ids[0]), Ok(()));
+    w.reservation_answered(
+        Time(1_001),
+        ReservationId(ids[1]),
+        Err("Requested nodes are busy".into()),
+    );
     let effects = take_effects(&mut w);
     assert!(!effects.iter().any(|e| matches!(e, Effect::Submit { .. })));
     let released: BTreeSet<u64> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Release { reservation, .. } => Some(*reservation),
+            Effect::Release { reservation, .. } => Some(reservation.0),
             _ => None,
         })
         .collect();
     assert_eq!(released, ids.iter().copied().collect());
-    let j = &w.jobs[&1];
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Pending);
     assert!(
         j.reason
@@ -690,11 +699,11 @@ fn a_slurm_refusal_releases_every_part() {
         j.reason
     );
     // Planned again after a pause (1 s, then 2 s, ...), not at every cycle.
-    w.cycle(1_001);
+    w.cycle(Time(1_001));
     assert!(!reserving(&w, 1));
     assert!(take_effects(&mut w).is_empty());
-    w.cycle(1_002);
-    assert!(reserving(&w, 1), "{:?}", w.jobs[&1].reason);
+    w.cycle(Time(1_002));
+    assert!(reserving(&w, 1), "{:?}", w.jobs[&JobId(1)].reason);
 }
 
 /// A controller that stops answering: the cluster offers nothing, a reserved job there that
@@ -704,13 +713,13 @@ fn a_slurm_refusal_releases_every_part() {
 #[test]
 fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
     let mut w = world(vec![slurm("c1"), cluster("local", 4)]);
-    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
     // Busy local cluster: the job goes to c1.
     let mut filler = job(9, "bob", 4, 10_000);
     filler.cluster = Some("local".into());
-    w.accept(1_000, vec![filler]);
-    w.accept(1_000, vec![job(1, "ann", 6, 60)]);
-    w.cycle(1_000);
+    w.accept(Time(1_000), vec![filler]);
+    w.accept(Time(1_000), vec![job(1, "ann", 6, 60)]);
+    w.cycle(Time(1_000));
     let rid = take_effects(&mut w)
         .into_iter()
         .find_map(|e| match e {
@@ -718,12 +727,12 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
             _ => None,
         })
         .unwrap();
-    w.reservation_answered(1_001, rid, Ok(()));
+    w.reservation_answered(Time(1_001), ReservationId(rid), Ok(()));
     take_effects(&mut w);
     w.part_submitted(
-        1_001,
+        Time(1_001),
         0,
-        1,
+        JobId(1),
         0,
         Ok(PartHandle {
             job: 1,
@@ -731,10 +740,10 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
             external: Some("5".into()),
         }),
     );
-    assert_eq!(w.jobs[&1].state, JobState::Reserved);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Reserved);
 
     w.sync_remote(
-        1_010,
+        Time(1_010),
         0,
         Err("slurm_load_jobs error: Unable to contact slurm controller".into()),
     );
@@ -744,8 +753,8 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
     assert!(effects.iter().any(|e| matches!(e, Effect::Cancel { cluster: 0, part } if part.external.as_deref() == Some("5"))));
     assert!(effects
         .iter()
-        .any(|e| matches!(e, Effect::Release { cluster: 0, reservation } if *reservation == rid)));
-    let j = &w.jobs[&1];
+        .any(|e| matches!(e, Effect::Release { cluster: 0, reservation } if reservation.0 == rid)));
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Pending);
     assert_eq!(j.attempt, 1);
     assert!(
@@ -753,10 +762,13 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
         "{:?}",
         j.reason
     );
-    assert_eq!(w.reservations[&rid].state, ReservationState::Released);
+    assert_eq!(
+        w.reservations[&ReservationId(rid)].state,
+        ReservationState::Released
+    );
     // Not failed for being larger than what is reachable: it waits.
-    w.cycle(1_011);
-    assert_ne!(w.jobs[&1].state, JobState::Failed);
+    w.cycle(Time(1_011));
+    assert_ne!(w.jobs[&JobId(1)].state, JobState::Failed);
 
     // Back: the old part (attempt 0) and its reservation are still there; both go.
     let mut back = empty_state(1_020, 8);
@@ -770,7 +782,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
         end: 1_060,
         procs: 6,
     });
-    w.sync_remote(1_020, 0, Ok(back));
+    w.sync_remote(Time(1_020), 0, Ok(back));
     assert!(w.broker.clusters[0].available);
     let effects = take_effects(&mut w);
     assert!(
@@ -781,7 +793,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
     );
     assert!(effects
         .iter()
-        .any(|e| matches!(e, Effect::Release { reservation, .. } if *reservation == rid)));
+        .any(|e| matches!(e, Effect::Release { reservation, .. } if reservation.0 == rid)));
 }
 
 /// After a restart of the service, a reserved part Slurm already has (found by its name) is
@@ -817,7 +829,7 @@ fn restart_adopts_what_slurm_has_and_submits_what_it_lacks() {
         j
     };
     let adopt = w.restore(
-        1_500,
+        Time(1_500),
         vec![reserved(1), reserved(2)],
         vec![reservation(1), reservation(2)],
         vec![],
@@ -836,8 +848,8 @@ fn restart_adopts_what_slurm_has_and_submits_what_it_lacks() {
             procs: 2,
         });
     }
-    w.sync_remote(1_501, 0, Ok(state));
-    assert_eq!(w.jobs[&1].parts[0].external.as_deref(), Some("77"));
+    w.sync_remote(Time(1_501), 0, Ok(state));
+    assert_eq!(w.jobs[&JobId(1)].parts[0].external.as_deref(), Some("77"));
     let submitted: Vec<u64> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
@@ -855,10 +867,10 @@ fn the_mirror_plans_around_the_sites_own_jobs() {
     let mut w = world(vec![slurm("c1")]);
     let mut state = empty_state(1_000, 8);
     state.jobs.push(theirs_running("3", 6, 900, 600));
-    w.sync_remote(1_000, 0, Ok(state));
-    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
-    w.cycle(1_000);
-    let j = &w.jobs[&1];
+    w.sync_remote(Time(1_000), 0, Ok(state));
+    w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
+    w.cycle(Time(1_000));
+    let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Planned);
     // 900 + 600, and one second more: Slurm holds a job's processors through the second its
     // limit ends, and refuses a reservation starting then.
@@ -871,9 +883,9 @@ fn the_mirror_plans_around_the_sites_own_jobs() {
 #[test]
 fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
     let mut w = world(vec![slurm("c1")]);
-    w.sync_remote(1_000, 0, Ok(empty_state(1_000, 8)));
-    w.accept(1_000, vec![job(1, "ann", 4, 60)]);
-    w.cycle(1_000);
+    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
+    w.cycle(Time(1_000));
     let rid = take_effects(&mut w)
         .into_iter()
         .find_map(|e| match e {
@@ -881,11 +893,11 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
             _ => None,
         })
         .unwrap();
-    w.reservation_answered(1_000, rid, Ok(()));
+    w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
     w.part_submitted(
-        1_000,
+        Time(1_000),
         0,
-        1,
+        JobId(1),
         0,
         Ok(PartHandle {
             job: 1,
@@ -909,11 +921,14 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
         });
         s
     };
-    w.sync_remote(1_010, 0, Ok(snapshot(1_010)));
-    assert_eq!(w.jobs[&1].state, JobState::Running);
-    w.cycle(1_060);
-    assert_eq!(w.reservations[&rid].state, ReservationState::Finished);
-    w.sync_remote(1_061, 0, Ok(snapshot(1_061)));
+    w.sync_remote(Time(1_010), 0, Ok(snapshot(1_010)));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    w.cycle(Time(1_060));
+    assert_eq!(
+        w.reservations[&ReservationId(rid)].state,
+        ReservationState::Finished
+    );
+    w.sync_remote(Time(1_061), 0, Ok(snapshot(1_061)));
     let effects = take_effects(&mut w);
     assert!(
         !effects
@@ -921,7 +936,7 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
             .any(|e| matches!(e, Effect::Release { .. } | Effect::Cancel { .. })),
         "{effects:?}"
     );
-    assert_eq!(w.jobs[&1].state, JobState::Running);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
 }
 
 /// Is global job `id` in phase one of its reservation?

@@ -6,7 +6,7 @@
 //! Nodes are the cluster's processors, one processor each, named `p<index>` as in the
 //! broker's `<cluster>/p<index>`. Nothing here does I/O.
 
-use super::{now_time, World};
+use super::World;
 use foresight_api::JobState;
 use foresight_core::scheduler::Domain;
 use foresight_core::time::{Dur, Time};
@@ -52,7 +52,7 @@ pub fn processor_of(name: &str, procs: u32) -> Option<u32> {
 impl World {
     /// Records a job queued on cluster `k`, whose WIKI scheduler starts it: nothing is
     /// handed to the local policy.
-    pub(super) fn queue_for_wiki(&mut self, k: usize, id: u64) {
+    pub(super) fn queue_for_wiki(&mut self, k: usize, id: JobId) {
         let name = self.clusters[k].cfg.name.clone();
         if let Some(j) = self.jobs.get_mut(&id) {
             j.parts = vec![PartRecord {
@@ -80,7 +80,7 @@ impl World {
     }
 
     /// Cluster `k`'s processors as WIKI nodes at `now`.
-    pub fn wiki_nodes(&self, now: i64, k: usize) -> Vec<NodeRecord> {
+    pub fn wiki_nodes(&self, now: Time, k: usize) -> Vec<NodeRecord> {
         let c = &self.clusters[k];
         (0..c.cfg.procs)
             .map(|p| {
@@ -91,10 +91,13 @@ impl World {
                     NodeState::Busy
                 };
                 NodeRecord {
-                    update_time: now.max(0) as u64,
+                    update_time: now.secs().max(0) as u64,
                     cproc: 1,
                     aproc: u32::from(free),
-                    speed: Some(c.cfg.speed),
+                    speed: self.broker.clusters[k]
+                        .processors
+                        .get(p as usize)
+                        .map(|x| x.speed),
                     ..NodeRecord::new(node_name(p), state)
                 }
             })
@@ -103,13 +106,13 @@ impl World {
 
     /// The jobs of cluster `k` as WIKI records: queued, held, running and suspended ones,
     /// and those that ended in the last [`ENDED_KEPT_SECS`].
-    pub fn wiki_jobs(&self, now: i64, k: usize) -> Vec<WikiJob> {
+    pub fn wiki_jobs(&self, now: Time, k: usize) -> Vec<WikiJob> {
         let name = &self.clusters[k].cfg.name;
         self.jobs
             .values()
             .filter(|j| on_cluster(j, name))
             .filter(|j| {
-                !j.state.is_final() || j.ended_at.is_none_or(|e| now - e <= ENDED_KEPT_SECS)
+                !j.state.is_final() || j.ended_at.is_none_or(|e| now.secs() - e <= ENDED_KEPT_SECS)
             })
             .map(|j| wiki_job(j, name))
             .collect()
@@ -120,7 +123,7 @@ impl World {
     /// that can never fit the job, and processors unknown or busy (naming them).
     pub fn wiki_start(
         &mut self,
-        now: i64,
+        now: Time,
         k: usize,
         job: &str,
         tasklist: &[String],
@@ -163,19 +166,13 @@ impl World {
             (j.user.clone(), j.cred.clone(), j.walltime, j.submitted_at)
         };
         let cred = self.cred(&user, &cred);
-        let sched_job = Job::new(
-            JobId(id),
-            Time(submitted),
-            taken.len() as u32,
-            Dur(walltime),
-        )
-        .with_cred(cred);
-        if let Err(e) = self.broker.clusters[k].sched.restore_running(
-            now_time(now),
-            sched_job,
-            Time(now),
-            Domain::Pool,
-        ) {
+        let sched_job =
+            Job::new(id, Time(submitted), taken.len() as u32, Dur(walltime)).with_cred(cred);
+        if let Err(e) =
+            self.broker.clusters[k]
+                .sched
+                .restore_running(now, sched_job, now, Domain::Pool)
+        {
             return Err(BackendError::Unavailable {
                 reason: format!("the cluster's scheduler refused the start: {e}"),
             });
@@ -189,7 +186,7 @@ impl World {
     }
 
     /// `CANCELJOB`: cancels the job `job` of cluster `k`, queued or running.
-    pub fn wiki_cancel(&mut self, now: i64, k: usize, job: &str) -> Result<(), BackendError> {
+    pub fn wiki_cancel(&mut self, now: Time, k: usize, job: &str) -> Result<(), BackendError> {
         let id = self.wiki_job_id(k, job)?;
         let name = self.clusters[k].cfg.name.clone();
         let state = wiki_job(&self.jobs[&id], &name).state;
@@ -224,12 +221,12 @@ impl World {
     }
 
     /// The Foresight job a WIKI job id names on cluster `k`.
-    fn wiki_job_id(&self, k: usize, job: &str) -> Result<u64, BackendError> {
+    fn wiki_job_id(&self, k: usize, job: &str) -> Result<JobId, BackendError> {
         let name = &self.clusters[k].cfg.name;
         let unknown = || BackendError::NoSuchJob {
             job: job.to_owned(),
         };
-        let id: u64 = job.parse().map_err(|_| unknown())?;
+        let id = JobId(job.parse().map_err(|_| unknown())?);
         if job != id.to_string() {
             return Err(unknown());
         }
@@ -322,7 +319,7 @@ mod tests {
             co_allocate: false,
             ..crate::world::tests::job(1, "ann", 2, 60)
         };
-        w.accept(1_000, vec![j]);
+        w.accept(Time(1_000), vec![j]);
         w
     }
 
@@ -333,15 +330,15 @@ mod tests {
     #[test]
     fn a_queued_job_waits_for_startjob_and_says_so() {
         let mut w = maui();
-        w.cycle(1_001);
+        w.cycle(Time(1_001));
         assert!(w
             .effects
             .iter()
             .all(|e| !matches!(e, Effect::Launch { .. })));
-        let j = &w.jobs[&1];
+        let j = &w.jobs[&JobId(1)];
         assert_eq!(j.state, JobState::Pending);
         assert!(j.reason.as_deref().unwrap().contains("WIKI scheduler"));
-        let jobs = w.wiki_jobs(1_001, 0);
+        let jobs = w.wiki_jobs(Time(1_001), 0);
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].state, WikiState::Idle);
         assert_eq!(
@@ -359,21 +356,22 @@ mod tests {
             (list(&["p0", "p4"]), "p4"),
             (list(&["p0", "p0"]), "p0"),
         ] {
-            let e = w.wiki_start(1_001, 0, "1", &tasks).unwrap_err();
+            let e = w.wiki_start(Time(1_001), 0, "1", &tasks).unwrap_err();
             assert!(e.to_string().contains(wanted), "{e}");
         }
         assert!(matches!(
-            w.wiki_start(1_001, 0, "2", &list(&["p0", "p1"])),
+            w.wiki_start(Time(1_001), 0, "2", &list(&["p0", "p1"])),
             Err(BackendError::NoSuchJob { .. })
         ));
         assert!(matches!(
-            w.wiki_start(1_001, 0, "01", &list(&["p0", "p1"])),
+            w.wiki_start(Time(1_001), 0, "01", &list(&["p0", "p1"])),
             Err(BackendError::NoSuchJob { .. })
         ));
-        assert_eq!(w.jobs[&1].state, JobState::Pending);
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
         assert_eq!(w.clusters[0].free.len(), 4);
 
-        w.wiki_start(1_001, 0, "1", &list(&["p3", "p1"])).unwrap();
+        w.wiki_start(Time(1_001), 0, "1", &list(&["p3", "p1"]))
+            .unwrap();
         let launched: Vec<Vec<u32>> = w
             .effects
             .iter()
@@ -383,18 +381,18 @@ mod tests {
             })
             .collect();
         assert_eq!(launched, [vec![3, 1]]);
-        assert_eq!(w.jobs[&1].state, JobState::Running);
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
         let busy: Vec<String> = w
-            .wiki_nodes(1_002, 0)
+            .wiki_nodes(Time(1_002), 0)
             .into_iter()
             .filter(|n| n.state == NodeState::Busy)
             .map(|n| n.name)
             .collect();
         assert_eq!(busy, ["p1", "p3"]);
-        assert_eq!(w.wiki_jobs(1_002, 0)[0].tasklist, ["p3", "p1"]);
+        assert_eq!(w.wiki_jobs(Time(1_002), 0)[0].tasklist, ["p3", "p1"]);
         // Started twice: refused as running.
         assert!(matches!(
-            w.wiki_start(1_002, 0, "1", &list(&["p0", "p2"])),
+            w.wiki_start(Time(1_002), 0, "1", &list(&["p0", "p2"])),
             Err(BackendError::WrongState { .. })
         ));
         // Its processors come back when it ends; then it is reported completed.
@@ -407,10 +405,10 @@ mod tests {
             ended_at: 1_010,
             error: None,
         };
-        w.on_finished(1_010, 0, 1, 0, &ok);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &ok);
         assert_eq!(w.clusters[0].free.len(), 4);
-        assert_eq!(w.wiki_jobs(1_011, 0)[0].state, WikiState::Completed);
-        assert!(w.wiki_jobs(1_010 + ENDED_KEPT_SECS + 1, 0).is_empty());
+        assert_eq!(w.wiki_jobs(Time(1_011), 0)[0].state, WikiState::Completed);
+        assert!(w.wiki_jobs(Time(1_010 + ENDED_KEPT_SECS + 1), 0).is_empty());
     }
 
     #[test]
@@ -420,18 +418,19 @@ mod tests {
             w.wiki_pause(0, "1", true),
             Err(BackendError::WrongState { .. })
         ));
-        w.wiki_start(1_001, 0, "1", &list(&["p0", "p1"])).unwrap();
+        w.wiki_start(Time(1_001), 0, "1", &list(&["p0", "p1"]))
+            .unwrap();
         w.wiki_pause(0, "1", true).unwrap();
-        assert_eq!(w.wiki_jobs(1_002, 0)[0].state, WikiState::Suspended);
+        assert_eq!(w.wiki_jobs(Time(1_002), 0)[0].state, WikiState::Suspended);
         assert!(w.wiki_pause(0, "1", true).is_err());
         w.wiki_pause(0, "1", false).unwrap();
-        w.wiki_cancel(1_003, 0, "1").unwrap();
+        w.wiki_cancel(Time(1_003), 0, "1").unwrap();
         assert!(w
             .effects
             .iter()
-            .any(|e| matches!(e, Effect::Kill { job: 1, .. })));
+            .any(|e| matches!(e, Effect::Kill { job: JobId(1), .. })));
         assert!(matches!(
-            w.wiki_cancel(1_003, 0, "7"),
+            w.wiki_cancel(Time(1_003), 0, "7"),
             Err(BackendError::NoSuchJob { .. })
         ));
     }

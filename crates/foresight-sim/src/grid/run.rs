@@ -7,8 +7,7 @@ use super::{
     GridError, GridReport, UserConfig, UserReport,
 };
 use crate::plot::Span;
-use foresight_core::broker::{self, processors_of, BrokerAction, GridCluster, Phase};
-use foresight_core::forecast::Tariff;
+use foresight_core::broker::{self, BrokerAction, Phase};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::policy::ALL;
 use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
@@ -425,7 +424,6 @@ impl<'a> GridRun<'a> {
         let mut grid = Vec::new();
         let mut partitions: Vec<LocalScheduler> = Vec::new();
         for (k, c) in cfg.cluster.iter().enumerate() {
-            let policy: Policy = c.policy.parse().expect("invariant: checked when read");
             let kept = match kind {
                 Broker::Dedicated(f) => {
                     let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
@@ -435,17 +433,7 @@ impl<'a> GridRun<'a> {
                 _ => c.procs,
             };
             let (local, rejected) = local_stream(c, kept, days, k)?;
-            let mut processors = processors_of(&c.name, &c.speed_groups());
-            processors.truncate(kept as usize);
-            grid.push(GridCluster {
-                tariff: Tariff {
-                    base: c.tariff,
-                    local_premium: c.local_premium,
-                },
-                bandwidth_mb_s: c.bandwidth_mb_s,
-                latency: Dur(c.latency_seconds),
-                ..GridCluster::new(&c.name, processors, LocalScheduler::new(kept, policy))
-            });
+            grid.push(c.grid_cluster(kept));
             clusters.push(SimCluster {
                 name: c.name.clone(),
                 procs: c.procs,

@@ -1,0 +1,275 @@
+//! What a configuration file says of one cluster to the broker. The service's
+//! `foresight.toml` and the simulator's `grid.toml` both read their `[[cluster]]` tables
+//! into this one type (each adds its own keys beside it), so a cluster described once means
+//! the same to `server start` and to `sim grid`, and both build the broker's cluster from it
+//! with [`ClusterSpec::grid_cluster`].
+
+use super::cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
+use crate::forecast::Tariff;
+use crate::policy::Policy;
+use crate::scheduler::LocalScheduler;
+use crate::time::Dur;
+use serde::{Deserialize, Serialize};
+
+/// One cluster's processors, speeds, local policy, prices and link, as configured.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct ClusterSpec {
+    /// Unique name.
+    pub name: String,
+    /// Processors (of speed `speed`, or as many as its `groups` hold together). A cluster
+    /// whose resource manager reports its size (Slurm) may leave it out.
+    #[serde(default)]
+    pub procs: u32,
+    /// Speed of every processor relative to the reference processor; 1.0 when neither this
+    /// nor `groups` is given. Give `speed` or `groups`, not both.
+    ///
+    /// A global job's part runs its walltime divided by the slowest speed among the
+    /// processors chosen for it (rounded up): that is its limit. In the simulator a cluster
+    /// of one speed is that fast throughout: its local jobs run their trace runtime (and
+    /// estimate) divided by it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
+    /// Speed groups, for a cluster whose processors are not all equally fast, e.g.
+    /// `groups = [ { procs = 64, speed = 1.0 }, { procs = 32, speed = 2.0 } ]`; their `procs`
+    /// must add up to the cluster's `procs`, every speed must be positive. Give `speed` or
+    /// `groups`, not both.
+    ///
+    /// - The lookahead planner sees every processor at its group's speed, so earliest finish
+    ///   (or start) is sought over the groups of one cluster as over clusters. Processors are
+    ///   numbered fastest group first; the forecast lays running and reserved work on the
+    ///   lowest-numbered processors, so work already there (a running global part, say) is
+    ///   seen on the fast processors rather than leaving them to be offered twice.
+    /// - The local scheduler counts processors only and cannot say which group a job lands
+    ///   on: local jobs run at reference speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<SpeedGroup>>,
+    /// Local policy: `fcfs`, `firstfit[:CAP]`, `easy`, `conservative`, `depth:N`.
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Base price per processor-second of free time.
+    #[serde(default = "one")]
+    pub tariff: f64,
+    /// Extra price factor per unit of priority of a queued local job (see
+    /// [`Tariff::local_premium`]).
+    #[serde(default = "one")]
+    pub local_premium: f64,
+    /// Link bandwidth to the grid, MB/s, for staging input.
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_mb_s: f64,
+    /// Link latency, seconds.
+    #[serde(default)]
+    pub latency_seconds: i64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn default_policy() -> String {
+    "easy".into()
+}
+fn default_bandwidth() -> f64 {
+    100.0
+}
+fn positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+impl ClusterSpec {
+    /// A cluster of `procs` reference processors with every other setting at its default.
+    pub fn new(name: &str, procs: u32) -> ClusterSpec {
+        ClusterSpec {
+            name: name.to_string(),
+            procs,
+            speed: None,
+            groups: None,
+            policy: default_policy(),
+            tariff: one(),
+            local_premium: one(),
+            bandwidth_mb_s: default_bandwidth(),
+            latency_seconds: 0,
+        }
+    }
+
+    /// The cluster's processors by speed: its `groups`, or all `procs` at `speed` (1.0 by
+    /// default), in the order given.
+    pub fn speed_groups(&self) -> Vec<SpeedGroup> {
+        match &self.groups {
+            Some(g) => g.clone(),
+            None => vec![SpeedGroup {
+                procs: self.procs,
+                speed: self.speed.unwrap_or(1.0),
+            }],
+        }
+    }
+
+    /// The speed of the slowest processor: what a job placed by the local scheduler, which
+    /// promises no particular processors, can count on.
+    pub fn slowest_speed(&self) -> f64 {
+        self.speed_groups()
+            .iter()
+            .map(|g| g.speed)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The speed local jobs run at: `speed` on a cluster of one speed, the reference speed on
+    /// one of speed groups (see [`ClusterSpec::groups`]).
+    pub fn local_speed(&self) -> f64 {
+        match self.groups {
+            Some(_) => 1.0,
+            None => self.speed.unwrap_or(1.0),
+        }
+    }
+
+    /// Its local policy (checked by [`ClusterSpec::check`]; the default policy otherwise).
+    pub fn local_policy(&self) -> Policy {
+        self.policy.parse().unwrap_or_else(|_| Policy::easy())
+    }
+
+    /// Its prices.
+    pub fn prices(&self) -> Tariff {
+        Tariff {
+            base: self.tariff,
+            local_premium: self.local_premium,
+        }
+    }
+
+    /// Every rule a cluster's settings must follow, each error naming the cluster and the
+    /// setting. `procs_required`: false for a cluster whose resource manager reports its
+    /// size.
+    pub fn check(&self, procs_required: bool) -> Result<(), String> {
+        let name = &self.name;
+        let at = |what: String| format!("cluster {name:?}: {what}");
+        if procs_required && self.procs == 0 {
+            return Err(at("procs must be at least 1".into()));
+        }
+        if let Some(speed) = self.speed {
+            if !positive(speed) {
+                return Err(at(format!("speed must be positive, got {speed}")));
+            }
+        }
+        if let Some(groups) = &self.groups {
+            if self.speed.is_some() {
+                return Err(at("give either speed or groups, not both".into()));
+            }
+            check_groups(groups).map_err(at)?;
+            let sum: u64 = groups.iter().map(|g| u64::from(g.procs)).sum();
+            if sum != u64::from(self.procs) {
+                return Err(at(format!(
+                    "the procs of groups add up to {sum}, procs is {}",
+                    self.procs
+                )));
+            }
+        }
+        if !(self.tariff.is_finite() && self.tariff >= 0.0) {
+            return Err(at(format!("tariff must be >= 0, got {}", self.tariff)));
+        }
+        if !(self.local_premium.is_finite() && self.local_premium >= 0.0) {
+            return Err(at(format!(
+                "local_premium must be >= 0, got {}",
+                self.local_premium
+            )));
+        }
+        if !positive(self.bandwidth_mb_s) {
+            return Err(at(format!(
+                "bandwidth_mb_s must be > 0, got {}",
+                self.bandwidth_mb_s
+            )));
+        }
+        if self.latency_seconds < 0 {
+            return Err(at(format!(
+                "latency_seconds must be >= 0, got {}",
+                self.latency_seconds
+            )));
+        }
+        self.policy
+            .parse::<Policy>()
+            .map_err(|e| at(format!("policy: {e}")))?;
+        Ok(())
+    }
+
+    /// The broker's cluster: its processors by speed (the first `kept` of them, fastest
+    /// first; the rest serve a partition outside the broker) under its local policy, its
+    /// prices and link. Available and scheduled by the broker, of whole seconds: a caller
+    /// whose resource manager schedules itself says so on the result.
+    pub fn grid_cluster(&self, kept: u32) -> GridCluster {
+        let mut processors = processors_of(&self.name, &self.speed_groups());
+        processors.truncate(kept as usize);
+        GridCluster {
+            tariff: self.prices(),
+            bandwidth_mb_s: self.bandwidth_mb_s,
+            latency: Dur(self.latency_seconds),
+            ..GridCluster::new(
+                &self.name,
+                processors,
+                LocalScheduler::new(kept, self.local_policy()),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str) -> Result<ClusterSpec, String> {
+        let s: ClusterSpec = toml::from_str(text).map_err(|e| e.to_string())?;
+        s.check(true)?;
+        Ok(s)
+    }
+
+    #[test]
+    fn groups_become_processors_fastest_first() {
+        let s = spec(
+            "name = \"a\"\nprocs = 3\ngroups = [ { procs = 1, speed = 1.0 }, { procs = 2, speed = 2.0 } ]",
+        )
+        .unwrap();
+        let c = s.grid_cluster(s.procs);
+        let speeds: Vec<f64> = c.processors.iter().map(|p| p.speed).collect();
+        assert_eq!(speeds, vec![2.0, 2.0, 1.0]);
+        assert_eq!(c.slowest_speed(), 1.0);
+        assert_eq!(s.local_speed(), 1.0);
+        assert_eq!(c.sched.capacity(), 3);
+    }
+
+    #[test]
+    fn every_rule_names_the_cluster_and_the_setting() {
+        for (text, expected) in [
+            ("name = \"a\"", "cluster \"a\": procs must be at least 1"),
+            (
+                "name = \"a\"\nprocs = 2\nspeed = 0.0",
+                "speed must be positive, got 0",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\nspeed = 1.0\ngroups = [ { procs = 2, speed = 1.0 } ]",
+                "give either speed or groups, not both",
+            ),
+            (
+                "name = \"a\"\nprocs = 3\ngroups = [ { procs = 2, speed = 1.0 } ]",
+                "the procs of groups add up to 2, procs is 3",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\ngroups = [ { procs = 2, speed = -1.0 } ]",
+                "groups[0].speed must be positive",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\ntariff = -1.0",
+                "tariff must be >= 0",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\nbandwidth_mb_s = 0.0",
+                "bandwidth_mb_s must be > 0",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\nlatency_seconds = -5",
+                "latency_seconds must be >= 0",
+            ),
+            (
+                "name = \"a\"\nprocs = 2\npolicy = \"fifo\"",
+                "cluster \"a\": policy:",
+            ),
+        ] {
+            let e = spec(text).unwrap_err();
+            assert!(e.contains(expected), "{text:?}: {e}");
+        }
+    }
+}
