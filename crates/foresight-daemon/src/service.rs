@@ -1096,6 +1096,7 @@ impl Service {
                 criterion: Criterion::EarliestFinish,
                 priority: 0,
                 requeue: false,
+                begin: None,
             };
             let queue: Vec<GlobalJob> = w
                 .broker
@@ -1107,7 +1108,7 @@ impl Service {
             jobs.push(probe.clone());
             EstimateInput {
                 now,
-                planner: w.broker.planner_for(&jobs),
+                planner: w.broker.planner_for(Time(now), &jobs),
                 clusters: w.broker.clusters.clone(),
                 queue,
                 probe,

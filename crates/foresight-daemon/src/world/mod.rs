@@ -702,6 +702,7 @@ impl World {
             criterion: Criterion::EarliestFinish,
             priority,
             requeue,
+            begin: None,
         };
         Some(job)
     }
