@@ -684,7 +684,8 @@ impl Service {
             });
         for (k, answer) in futures::future::join_all(asks).await {
             if let (Some(c), Ok(Ok(Some(t)))) = (est.clusters.get_mut(k), answer) {
-                c.resource_manager_start = Some(t);
+                // Asked without the begin time: no earlier than it.
+                c.resource_manager_start = Some(req.begin.map_or(t, |b| t.max(b)));
             }
         }
     }
@@ -780,6 +781,7 @@ impl Service {
                     stdout: None,
                     stderr: None,
                     links,
+                    begin: r.begin,
                 };
                 w.admit(&rec).map_err(at)?;
                 firsts.push(records.len());
@@ -965,6 +967,13 @@ impl Service {
         }
         match j.state {
             JobState::Pending | JobState::Planned | JobState::Reserved => {
+                if let Some(b) = j.begin.filter(|&b| b > now) {
+                    reasons.push(format!(
+                        "waits for its begin time, {} ({} s from now)",
+                        crate::moment::utc(b),
+                        b - now
+                    ));
+                }
                 // A held job's reason is its hold, said above.
                 if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
                     reasons.push(r.clone());
@@ -993,6 +1002,16 @@ impl Service {
                                     crate::moment::utc(t.secs())
                                 ))
                             )),
+                            Some(JobStatus::Deferred { earliest, .. }) => {
+                                reasons.push(format!(
+                                    "joins {}'s local queue at its begin time{}",
+                                    p.cluster,
+                                    earliest.map_or(String::new(), |t| format!(
+                                        ", earliest possible start {}",
+                                        crate::moment::utc(t.secs())
+                                    ))
+                                ))
+                            }
                             _ => {}
                         }
                     }
@@ -1047,7 +1066,7 @@ impl Service {
             id,
             state: j.state,
             reasons,
-            planned_start: j.planned_start,
+            planned_start: j.planned_start.or_else(|| local_planned_start(&w, j, now)),
         })
     }
 
@@ -1065,6 +1084,9 @@ impl Service {
         crate::limits::seconds("walltime", walltime)?;
         if req.procs == 0 {
             return Err(Refusal::invalid("procs", "must be at least 1"));
+        }
+        if let Some(b) = req.begin {
+            crate::limits::instant("begin", b)?;
         }
         let now = unix_now();
         let input = {
@@ -1096,7 +1118,7 @@ impl Service {
                 criterion: Criterion::EarliestFinish,
                 priority: 0,
                 requeue: false,
-                begin: None,
+                begin: req.begin.map(Time),
             };
             let queue: Vec<GlobalJob> = w
                 .broker
@@ -1501,15 +1523,9 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
             .collect(),
         reservation: j.reservation,
         submitted_at: j.submitted_at,
-        // A queued local job's planned start is where its cluster's policy holds it.
-        planned_start: j.planned_start.or_else(|| {
-            (j.state == JobState::Pending && !j.held)
-                .then(|| j.parts.first())
-                .flatten()
-                .and_then(|p| w.cluster_index(&p.cluster))
-                .and_then(|k| w.broker.clusters[k].sched.reservation_of(JobId(j.id)))
-                .map(|p| p.start.secs())
-        }),
+        planned_start: j
+            .planned_start
+            .or_else(|| local_planned_start(w, j, unix_now())),
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
@@ -1533,7 +1549,25 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
             .as_ref()
             .and_then(|l| l.dependency.as_ref())
             .map(|d| d.text.clone()),
+        begin: j.begin,
     })
+}
+
+/// A queued local job's planned start: where its cluster's policy holds it, or, while it
+/// waits for its begin time, the earliest start from then.
+fn local_planned_start(w: &World, j: &JobRecord, now: i64) -> Option<i64> {
+    if j.state != JobState::Pending || j.held {
+        return None;
+    }
+    let k = w.cluster_index(&j.parts.first()?.cluster)?;
+    let sched = &w.broker.clusters[k].sched;
+    match sched.reservation_of(JobId(j.id)) {
+        Some(p) => Some(p.start.secs()),
+        None => match sched.explain(JobId(j.id), Time(now)) {
+            Some(JobStatus::Deferred { earliest, .. }) => earliest.map(|t| t.secs()),
+            _ => None,
+        },
+    }
 }
 
 /// A user as the API shows it.

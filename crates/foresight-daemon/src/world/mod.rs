@@ -490,6 +490,9 @@ impl World {
             ));
         }
         crate::limits::seconds("walltime", j.walltime)?;
+        if let Some(b) = j.begin {
+            crate::limits::instant("begin", b)?;
+        }
         if j.command.is_empty() || j.command[0].is_empty() {
             return Err(Refusal::invalid("command", "must name a program to run"));
         }
@@ -679,7 +682,7 @@ impl World {
     /// A global job's record as the broker plans it.
     fn global_job(&mut self, id: u64) -> Option<GlobalJob> {
         let j = self.jobs.get(&id)?;
-        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue) = (
+        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue, begin) = (
             j.user.clone(),
             j.submitted_at,
             j.procs,
@@ -688,6 +691,7 @@ impl World {
             j.co_allocate,
             j.priority,
             j.requeue,
+            j.begin,
         );
         let job = GlobalJob {
             id: JobId(id),
@@ -702,7 +706,7 @@ impl World {
             criterion: Criterion::EarliestFinish,
             priority,
             requeue,
-            begin: None,
+            begin: begin.map(Time),
         };
         Some(job)
     }
@@ -722,7 +726,7 @@ impl World {
             );
             return;
         };
-        let (user, credn, procs, walltime, reservation, early, submitted) = (
+        let (user, credn, procs, walltime, reservation, early, submitted, begin) = (
             j.user.clone(),
             j.cred.clone(),
             j.procs,
@@ -730,6 +734,7 @@ impl World {
             j.reservation,
             j.allow_early_start,
             j.submitted_at,
+            j.begin,
         );
         if self.clusters[k].remote {
             // The cluster's own scheduler queues it; Foresight follows it from snapshots.
@@ -751,7 +756,9 @@ impl World {
             return;
         }
         let cred = self.cred(&user, &credn);
-        let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime)).with_cred(cred);
+        let mut job = Job::new(JobId(id), Time(submitted), procs, Dur(walltime))
+            .with_cred(cred)
+            .with_begin(begin.map(Time));
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }

@@ -596,6 +596,7 @@ async function jobPage(idText) {
       fact('Price', j.price === null ? 'any' : `${j.price} per processor-second`),
       fact('Command', h('code', { text: j.command.join(' ') })),
       fact('Submitted', fmtTime(j.submitted_at)),
+      j.begin != null ? fact('Not before', h('span', { id: 'job-begin', text: fmtTime(j.begin) })) : null,
       j.reservation !== null ? fact('Reservation', String(j.reservation)) : null,
       fact('Ended', fmtTime(j.ended_at)),
       fact('Charge', h('span', { id: 'job-charge', text: j.charged.toFixed(2) })),
