@@ -831,9 +831,11 @@ impl Service {
             .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
             .map(|r| r.id)
             .collect();
-        let plan_now = records
-            .iter()
-            .any(|r| !r.held && r.cluster.is_none() && r.reservation.is_none());
+        // A global job is planned at the next cycle; a begin time is a new moment for the
+        // cycle to wake at.
+        let plan_now = records.iter().any(|r| {
+            !r.held && (r.begin.is_some() || (r.cluster.is_none() && r.reservation.is_none()))
+        });
         {
             let mut w = self.world();
             w.accept(now, records);
