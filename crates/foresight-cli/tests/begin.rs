@@ -139,3 +139,40 @@ fn bad_begin_times_are_refused_naming_the_option() {
     assert!(v.to_string().contains("year 9999"), "{v}");
     assert!(s.http().jobs().is_empty());
 }
+
+/// What people see of a job waiting for its begin time (fixed far ahead, so that only the
+/// submission time varies): `job list` marks it `BeginTime` and shows the planned start at
+/// its begin, `job show` prints the begin, `explain` says what it waits for, in the local
+/// zone with the zone marked.
+#[test]
+fn begin_output_snapshots() {
+    let s = Server::start(2);
+    let id = s.submit(&[
+        "--begin",
+        "2099-01-01T12:00:00Z",
+        "-t",
+        "10m",
+        "--name",
+        "later",
+        "--",
+        "true",
+    ]);
+    wait_for("a plan", Duration::from_secs(10), || {
+        s.show(id)["planned_start"].as_i64()
+    });
+    let text = |args: &[&str]| {
+        let mut c = s.cli();
+        c.env("TZ", "Europe/Berlin");
+        let out = c.args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    insta::with_settings!({filters => vec![
+        (r"submitted     \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+", "submitted     [time]"),
+        (r"\(in [0-9dhms]+\)", "(in [duration])"),
+    ]}, {
+        insta::assert_snapshot!("begin_job_list", text(&["job", "list"]));
+        insta::assert_snapshot!("begin_job_show", text(&["job", "show", &id.to_string()]));
+        insta::assert_snapshot!("begin_job_explain", text(&["job", "explain", &id.to_string()]));
+    });
+}

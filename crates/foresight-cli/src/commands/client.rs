@@ -933,7 +933,7 @@ pub fn job_details(j: &JobView) -> String {
     }
     kv("charged", format!("{:.2}", j.charged));
     if let Some(r) = &j.reason {
-        kv("reason", r.clone());
+        kv("reason", crate::moment::localize(r, &crate::moment::local_zone()));
     }
     kv("command", j.command.join(" "));
     if let Some(p) = &j.stdout {
