@@ -600,7 +600,7 @@ async function jobPage(idText) {
       j.reservation !== null ? fact('Reservation', String(j.reservation)) : null,
       fact('Ended', fmtTime(j.ended_at)),
       fact('Charge', h('span', { id: 'job-charge', text: j.charged.toFixed(2) })),
-      j.reason ? fact('Reason', j.reason) : null),
+      j.reason ? fact('Reason', h('span', { id: 'job-reason', text: localizeText(j.reason) })) : null),
     actions.length ? h('p', {}, actions) : null,
     h('h2', { text: 'Start: planned and actual' }),
     h('table', { id: 'job-start' },
