@@ -105,7 +105,15 @@ fn the_begin_survives_a_restart_and_bounds_estimates() {
     });
     assert!(planned >= begin, "planned {planned}, begin {begin}");
     let e: Value = serde_json::from_str(&s.run(&[
-        "estimate", "-n", "1", "-t", "10m", "--begin", "now+2hours", "-o", "json",
+        "estimate",
+        "-n",
+        "1",
+        "-t",
+        "10m",
+        "--begin",
+        "now+2hours",
+        "-o",
+        "json",
     ]))
     .unwrap();
     let earliest = int(&e, "earliest");

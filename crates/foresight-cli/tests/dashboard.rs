@@ -546,7 +546,10 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     assert!(b.text("#explain").contains("waits for its begin time"));
     // Its reason names its planned start in local time too, not as the service writes it.
     let reason = b.text("#job-reason");
-    assert!(reason.contains("planned to start at") && !reason.contains('Z'), "{reason}");
+    assert!(
+        reason.contains("planned to start at") && !reason.contains('Z'),
+        "{reason}"
+    );
     b.screenshot("job-begin");
     eprintln!("screenshots in {}", b.shots.display());
 }

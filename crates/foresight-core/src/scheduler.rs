@@ -670,11 +670,7 @@ impl LocalScheduler {
     /// job, after `now`: a moment at which jobs may become able to start with no other
     /// event, so the caller must tick then.
     pub fn next_boundary(&self, now: Time) -> Option<Time> {
-        let begin = self
-            .deferred
-            .iter()
-            .map(|&(b, _)| b)
-            .find(|&b| b > now);
+        let begin = self.deferred.iter().map(|&(b, _)| b).find(|&b| b > now);
         self.admin
             .values()
             .flat_map(|s| [s.res.window.start, s.res.window.end])
@@ -1540,7 +1536,8 @@ mod begin_tests {
             .map(|o| (o.window.start, o.window.end))
             .collect();
         assert_eq!(planned, vec![(Time(100), Time(130))]);
-        s.handle(Time(50), Event::Finish(JobId(2)), &mut out).unwrap();
+        s.handle(Time(50), Event::Finish(JobId(2)), &mut out)
+            .unwrap();
         out.clear();
         s.handle(Time(99), Event::Tick, &mut out).unwrap();
         assert!(starts(&out).is_empty(), "started before its begin: {out:?}");

@@ -1004,16 +1004,14 @@ impl Service {
                                     crate::moment::utc(t.secs())
                                 ))
                             )),
-                            Some(JobStatus::Deferred { earliest, .. }) => {
-                                reasons.push(format!(
-                                    "joins {}'s local queue at its begin time{}",
-                                    p.cluster,
-                                    earliest.map_or(String::new(), |t| format!(
-                                        ", earliest possible start {}",
-                                        crate::moment::utc(t.secs())
-                                    ))
+                            Some(JobStatus::Deferred { earliest, .. }) => reasons.push(format!(
+                                "joins {}'s local queue at its begin time{}",
+                                p.cluster,
+                                earliest.map_or(String::new(), |t| format!(
+                                    ", earliest possible start {}",
+                                    crate::moment::utc(t.secs())
                                 ))
-                            }
+                            )),
                             _ => {}
                         }
                     }

@@ -243,6 +243,8 @@ fn check_transport(base: &str, insecure: bool) -> Result<()> {
 
 /// Job commands.
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum JobCommand {
     /// Submit a job: `foresight job submit -n 4 -t 1h -- ./simulate --steps 10`. Prints its id.
     Submit(SubmitOpts),
@@ -933,7 +935,10 @@ pub fn job_details(j: &JobView) -> String {
     }
     kv("charged", format!("{:.2}", j.charged));
     if let Some(r) = &j.reason {
-        kv("reason", crate::moment::localize(r, &crate::moment::local_zone()));
+        kv(
+            "reason",
+            crate::moment::localize(r, &crate::moment::local_zone()),
+        );
     }
     kv("command", j.command.join(" "));
     if let Some(p) = &j.stdout {

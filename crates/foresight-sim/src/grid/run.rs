@@ -784,7 +784,10 @@ seed = 3
         for (k, c) in r.clusters.iter().enumerate() {
             for (id, &(start, _, _)) in &c.ran {
                 if let Some(&b) = begins.get(&(k, *id)) {
-                    assert!(start >= b, "local {id} on {k} started at {start}, begin {b}");
+                    assert!(
+                        start >= b,
+                        "local {id} on {k} started at {start}, begin {b}"
+                    );
                     checked += 1;
                 }
             }
