@@ -196,6 +196,11 @@ pub struct SubmitJob {
     /// instead of suspending it.
     #[serde(default)]
     pub requeue: bool,
+    /// Not eligible to start before this instant (seconds since the epoch), as `sbatch
+    /// --begin`: it is planned (or queued by its cluster) no earlier. From 0 to year 9999;
+    /// an instant already past changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<i64>,
 }
 
 /// Many jobs in one request: accepted all together or not at all.
@@ -299,6 +304,9 @@ pub struct JobView {
     /// What it waits for, as submitted (`afterok:12,singleton`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency: Option<String>,
+    /// Not eligible to start before this instant (`--begin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<i64>,
 }
 
 impl JobView {
@@ -339,6 +347,9 @@ pub struct EstimateRequest {
     /// May it be split over clusters?
     #[serde(default = "yes")]
     pub co_allocate: bool,
+    /// Not before this instant (seconds since the epoch), as a submission's `begin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<i64>,
 }
 
 /// The earliest start on one cluster alone.

@@ -140,6 +140,7 @@ mod tests {
             array_job_id: None,
             array_task_id: None,
             dependency: None,
+            begin: None,
         }
     }
 

@@ -531,5 +531,25 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.type_into("#filter-user", "nobody");
     b.click("#jobs-filter button[type=submit]");
     b.find("#no-jobs");
+
+    // A job with a begin time: its page says not before when, in local time with the zone.
+    let (status, held_back) = admin.post(
+        "/jobs",
+        &json!({"name": "tonight", "procs": 1, "walltime": 60, "begin": now() + 7200,
+            "command": ["true"]}),
+    );
+    assert_eq!(status, 201, "{held_back}");
+    b.goto(&format!("#/jobs/{}", held_back["id"]));
+    let begin = b.text_until("#job-begin", "the begin time", |t| !t.is_empty());
+    assert_eq!(begin.as_bytes()[10], b' ', "{begin}");
+    assert!(!begin.contains('Z'), "{begin}");
+    assert!(b.text("#explain").contains("waits for its begin time"));
+    // Its reason names its planned start in local time too, not as the service writes it.
+    let reason = b.text("#job-reason");
+    assert!(
+        reason.contains("planned to start at") && !reason.contains('Z'),
+        "{reason}"
+    );
+    b.screenshot("job-begin");
     eprintln!("screenshots in {}", b.shots.display());
 }

@@ -84,6 +84,7 @@ fn main() {
             criterion: Criterion::EarliestStart,
             priority: 0,
             requeue: false,
+            begin: None,
         })
         .collect();
     let cfg = PlannerConfig {

@@ -63,7 +63,8 @@ pub enum OccupancyKind {
 
 /// The forecast of a local scheduler at `now`: running jobs, then every waiting job at the
 /// start the cluster's policy would give it if nothing else arrived (computed by giving every
-/// waiting job a reservation on a copy: conservative placement, as `squeue --start` reports).
+/// waiting job a reservation on a copy: conservative placement, as `squeue --start` reports),
+/// a job waiting for its begin time no earlier than that.
 pub fn forecast(
     sched: &LocalScheduler,
     now: Time,
@@ -73,6 +74,8 @@ pub fn forecast(
     copy.set_reservation_depth(ALL);
     let mut actions = Vec::new();
     copy.schedule(now, &mut actions);
+    // Jobs waiting for their begin time come after the queue, no earlier than their begin.
+    copy.place_deferred();
     // Jobs inside a reservation are covered by its `Held` occupancy: counting them too
     // would book their processors twice.
     let mut out: Vec<Occupancy> = copy

@@ -46,9 +46,18 @@ pub struct GlobalJob {
     /// progress) instead of being suspended.
     #[serde(default)]
     pub requeue: bool,
+    /// Not to start before this instant (`sbatch --begin`): the planner places it no earlier
+    /// and the broker never moves it before. `None` may start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<Time>,
 }
 
 impl GlobalJob {
+    /// The earliest instant the job may start at, planned at `now`: its begin, if later.
+    pub fn eligible(&self, now: Time) -> Time {
+        self.begin.map_or(now, |b| b.max(now))
+    }
+
     /// The most the job can be charged: every processor at its price for the whole estimate.
     pub fn worst_case_charge(&self) -> f64 {
         self.max_price * f64::from(self.procs) * self.walltime.as_secs() as f64
@@ -364,7 +373,7 @@ impl GridPlan {
             min_memory_mb: 0,
             features: Default::default(),
             criterion: job.criterion.clone(),
-            not_before: self.now,
+            not_before: job.eligible(self.now),
             deadline: None,
             co_allocate: job.co_allocate && only.is_none(),
         };
@@ -503,6 +512,7 @@ mod tests {
             criterion: Criterion::EarliestStart,
             priority: 0,
             requeue: false,
+            begin: None,
         }
     }
 

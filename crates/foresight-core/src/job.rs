@@ -43,6 +43,11 @@ pub struct Job {
     /// estimate stays the kill time. `None` plans with the estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<Dur>,
+    /// Not eligible to start before this instant (`sbatch --begin`): until then it waits
+    /// outside the queue, overtaking no one and blocking no one, and its forecast places it
+    /// no earlier. `None` is eligible at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<Time>,
 }
 
 impl Job {
@@ -57,7 +62,14 @@ impl Job {
             reservation: None,
             may_start_early: false,
             prediction: None,
+            begin: None,
         }
+    }
+
+    /// Sets the instant before which the job may not start.
+    pub fn with_begin(mut self, begin: Option<Time>) -> Job {
+        self.begin = begin;
+        self
     }
 
     /// Sets the predicted runtime the scheduler plans with.

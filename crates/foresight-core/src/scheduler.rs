@@ -14,6 +14,12 @@
 //!
 //! A job "fits now" when its processors stay free, on top of everything started and reserved,
 //! for its whole estimate, so no backfilled job can delay a reservation.
+//!
+//! A job with a begin time still ahead ([`Job::begin`], `sbatch --begin`) is not in the
+//! queue: it waits beside it, overtaking and blocking no one, and joins the queue at the
+//! first pass at or after its begin (in FCFS order from then, as Slurm counts a job's age
+//! from when it became eligible). [`LocalScheduler::next_boundary`] names that instant so
+//! that callers tick then; the forecast places such a job no earlier than its begin.
 
 use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
@@ -28,7 +34,7 @@ use crate::reservation::AdminReservation;
 use crate::time::{Dur, Interval, Time};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Something that happened, for the scheduler to react to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +101,13 @@ pub enum JobStatus {
         /// The reserved domain.
         domain: Domain,
     },
+    /// Not eligible before its begin time: it waits outside the queue.
+    Deferred {
+        /// The instant it becomes eligible.
+        begin: Time,
+        /// The earliest start from its begin the profile allows right now.
+        earliest: Option<Time>,
+    },
     /// Waiting without a reservation.
     Waiting {
         /// Processors asked for.
@@ -121,6 +134,8 @@ struct Entry {
 
 #[derive(Clone, Copy, Debug)]
 enum State {
+    /// Submitted with a begin time still ahead: outside the queue until then.
+    Deferred,
     Waiting {
         reservation: Option<Placement>,
         /// How many later jobs started ahead of this one (First-Fit's cap).
@@ -152,6 +167,8 @@ pub struct LocalScheduler {
     /// Processors were released since the last pass (compression has work to do).
     released: bool,
     usage: FairshareUsage,
+    /// Jobs not eligible before their begin time, by (begin, id): outside the queue.
+    deferred: BTreeSet<(Time, JobId)>,
     /// Scratch for the First-Fit cap, kept to avoid an allocation per pass.
     skipped: Vec<JobId>,
     /// Scratch for [`Profile::horizons`].
@@ -177,6 +194,7 @@ impl LocalScheduler {
             next_seq: 0,
             released: false,
             usage: FairshareUsage::default(),
+            deferred: BTreeSet::new(),
             skipped: Vec::new(),
             horizon: Horizons::default(),
             first_free: FirstFree::default(),
@@ -199,21 +217,21 @@ impl LocalScheduler {
         &self.pool
     }
 
-    /// Jobs waiting.
+    /// Jobs waiting (in the queue, or for their begin time).
     pub fn waiting(&self) -> usize {
-        self.queue.len()
+        self.queue.len() + self.deferred.len()
     }
 
     /// Jobs running.
     pub fn running(&self) -> usize {
-        self.jobs.len() - self.queue.len()
+        self.jobs.len() - self.queue.len() - self.deferred.len()
     }
 
     /// The reservation a waiting job holds, if any.
     pub fn reservation_of(&self, id: JobId) -> Option<Placement> {
         match self.jobs.get(&id)?.state {
             State::Waiting { reservation, .. } => reservation,
-            State::Running(_) => None,
+            State::Running(_) | State::Deferred => None,
         }
     }
 
@@ -244,11 +262,44 @@ impl LocalScheduler {
         Ok(())
     }
 
-    /// Puts a job in the queue without scheduling.
+    /// Puts a job in the queue without scheduling; a job with a begin time waits beside the
+    /// queue until the first pass at or after it.
     pub fn submit(&mut self, job: Job) -> Result<()> {
         self.validate(&job)?;
+        if let Some(begin) = job.begin {
+            self.deferred.insert((begin, job.id));
+            self.jobs.insert(
+                job.id,
+                Entry {
+                    job,
+                    state: State::Deferred,
+                },
+            );
+            return Ok(());
+        }
+        self.enqueue(job);
+        Ok(())
+    }
+
+    /// Moves the jobs whose begin time has come into the queue.
+    fn release_deferred(&mut self, now: Time) {
+        while let Some(&(begin, id)) = self.deferred.first() {
+            if begin > now {
+                break;
+            }
+            self.deferred.pop_first();
+            if let Some(e) = self.jobs.remove(&id) {
+                self.enqueue(e.job);
+            }
+        }
+    }
+
+    /// Puts a validated, eligible job in the queue.
+    fn enqueue(&mut self, job: Job) {
+        // FCFS counts from when the job became eligible, as Slurm's age does.
+        let eligible = job.begin.map_or(job.submit, |b| b.max(job.submit));
         let key = match self.policy.order {
-            QueueOrder::Fcfs | QueueOrder::Priority => job.submit.secs(),
+            QueueOrder::Fcfs | QueueOrder::Priority => eligible.secs(),
             QueueOrder::Sjf => job.estimate.as_secs(),
             QueueOrder::Ljf => -job.estimate.as_secs(),
         };
@@ -275,7 +326,6 @@ impl LocalScheduler {
                 },
             },
         );
-        Ok(())
     }
 
     fn validate(&self, job: &Job) -> Result<()> {
@@ -447,6 +497,13 @@ impl LocalScheduler {
         let entry = self.jobs.get(&id).ok_or(CoreError::UnknownJob(id))?;
         match entry.state {
             State::Running(_) => self.finish(now, id),
+            State::Deferred => {
+                if let Some(b) = entry.job.begin {
+                    self.deferred.remove(&(b, id));
+                }
+                self.jobs.remove(&id);
+                Ok(())
+            }
             State::Waiting { reservation, .. } => {
                 let procs = entry.job.procs;
                 if let Some(p) = reservation {
@@ -609,13 +666,16 @@ impl LocalScheduler {
         Ok(())
     }
 
-    /// The next start or end of an administrative reservation after `now`: a moment at which
-    /// jobs may become able to start with no other event, so the caller must tick then.
+    /// The next start or end of an administrative reservation, or begin time of a deferred
+    /// job, after `now`: a moment at which jobs may become able to start with no other
+    /// event, so the caller must tick then.
     pub fn next_boundary(&self, now: Time) -> Option<Time> {
+        let begin = self.deferred.iter().map(|&(b, _)| b).find(|&b| b > now);
         self.admin
             .values()
             .flat_map(|s| [s.res.window.start, s.res.window.end])
             .filter(|t| *t > now)
+            .chain(begin)
             .min()
     }
 
@@ -708,9 +768,10 @@ impl LocalScheduler {
             .find(|d| self.profile(*d).fits(now, job.procs, job.plan()))
     }
 
-    /// The earliest placement over the job's domains.
+    /// The earliest placement over the job's domains, no earlier than its begin.
     fn earliest(&self, id: JobId, now: Time) -> Option<Placement> {
         let job = &self.jobs[&id].job;
+        let now = job.begin.map_or(now, |b| b.max(now));
         let plan = job.plan();
         let place = |domain: Domain| {
             self.profile(domain)
@@ -757,6 +818,9 @@ impl LocalScheduler {
         self.pool.advance(now);
         for s in self.admin.values_mut() {
             s.profile.advance(now);
+        }
+        if !self.deferred.is_empty() {
+            self.release_deferred(now);
         }
         if self.queue.is_empty() {
             self.released = false;
@@ -1116,7 +1180,7 @@ impl LocalScheduler {
     fn overtaken(&self, id: JobId) -> u32 {
         match self.jobs[&id].state {
             State::Waiting { overtaken, .. } => overtaken,
-            State::Running(_) => 0,
+            State::Running(_) | State::Deferred => 0,
         }
     }
 
@@ -1214,6 +1278,10 @@ impl LocalScheduler {
         let entry = self.jobs.get(&id)?;
         Some(match entry.state {
             State::Running(placement) => JobStatus::Running { placement },
+            State::Deferred => JobStatus::Deferred {
+                begin: entry.job.begin.unwrap_or(now),
+                earliest: self.earliest(id, now).map(|p| p.start),
+            },
             State::Waiting {
                 reservation: Some(p),
                 ..
@@ -1236,7 +1304,7 @@ impl LocalScheduler {
     pub fn running_jobs(&self) -> impl Iterator<Item = (JobId, u32, Placement)> + '_ {
         self.jobs.values().filter_map(|e| match e.state {
             State::Running(p) => Some((e.job.id, e.job.procs, p)),
-            State::Waiting { .. } => None,
+            State::Waiting { .. } | State::Deferred => None,
         })
     }
 
@@ -1265,6 +1333,29 @@ impl LocalScheduler {
     /// Changes how many waiting jobs may hold a reservation (forecasts use [`crate::policy::ALL`]).
     pub fn set_reservation_depth(&mut self, depth: u32) {
         self.policy.reservation_depth = depth;
+    }
+
+    /// Gives every job waiting for its begin time a reservation at its earliest start from
+    /// its begin, after everything queued, in order of begin: what a forecast expects of
+    /// jobs not eligible yet if nothing else arrived. Meant for a forecast's copy.
+    pub fn place_deferred(&mut self) {
+        for (begin, id) in std::mem::take(&mut self.deferred) {
+            let Some(e) = self.jobs.remove(&id) else {
+                continue;
+            };
+            self.enqueue(e.job);
+            let Some(i) = self.queue.position(id) else {
+                continue;
+            };
+            let procs = self.jobs[&id].job.procs;
+            if let Some(p) = self.earliest(id, begin) {
+                self.profile_mut(p.domain).take(p.start, p.end, procs);
+                self.queue.set_reserved(i, true);
+                self.count_unreserved(procs, -1);
+                self.reserved.push(id);
+                self.set_reservation(id, p);
+            }
+        }
     }
 
     /// The estimate a job was submitted with.
@@ -1393,5 +1484,111 @@ mod tests {
             }]
         );
         assert!(s.pool().is_consistent());
+    }
+}
+
+#[cfg(test)]
+mod begin_tests {
+    use super::*;
+    use crate::forecast::{forecast, OccupancyKind};
+
+    fn starts(out: &[Action]) -> Vec<JobId> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Start { job, .. } => Some(*job),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// FCFS without backfilling on 4 processors. Job 1 (4 processors, begin 100) is
+    /// submitted first, job 2 (4 processors, 50 s) after it: job 1 is not eligible, so it
+    /// blocks no one and job 2 starts at once. The forecast places job 1 at its begin, 100
+    /// (job 2 ends at 50); the scheduler names 100 as the moment to tick, and job 1 starts
+    /// then, not before.
+    #[test]
+    fn a_job_waits_for_its_begin_time_without_blocking_the_queue() {
+        let mut s = LocalScheduler::new(4, Policy::fcfs());
+        let mut out = Vec::new();
+        let first = Job::new(JobId(1), Time(0), 4, Dur(30)).with_begin(Some(Time(100)));
+        s.handle(Time(0), Event::Submit(first), &mut out).unwrap();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(2), Time(0), 4, Dur(50))),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(starts(&out), vec![JobId(2)]);
+        assert_eq!(s.waiting(), 1);
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.next_boundary(Time(0)), Some(Time(100)));
+        assert_eq!(
+            s.explain(JobId(1), Time(0)),
+            Some(JobStatus::Deferred {
+                begin: Time(100),
+                earliest: Some(Time(100)),
+            })
+        );
+        let f = forecast(&s, Time(0), |_| 0.0);
+        let planned: Vec<(Time, Time)> = f
+            .iter()
+            .filter(|o| matches!(o.kind, OccupancyKind::Planned { job, .. } if job == JobId(1)))
+            .map(|o| (o.window.start, o.window.end))
+            .collect();
+        assert_eq!(planned, vec![(Time(100), Time(130))]);
+        s.handle(Time(50), Event::Finish(JobId(2)), &mut out)
+            .unwrap();
+        out.clear();
+        s.handle(Time(99), Event::Tick, &mut out).unwrap();
+        assert!(starts(&out).is_empty(), "started before its begin: {out:?}");
+        s.handle(Time(100), Event::Tick, &mut out).unwrap();
+        assert_eq!(starts(&out), vec![JobId(1)]);
+        assert_eq!(s.next_boundary(Time(100)), None);
+    }
+
+    /// On a busy cluster the forecast places a job waiting for its begin where the profile
+    /// has room from its begin: both processors are busy until 200 with job 1, so job 3
+    /// (2 processors, begin 150) is forecast at 200. Its id is taken while it waits; once
+    /// cancelled it is gone, and its begin is no longer a boundary.
+    #[test]
+    fn the_forecast_places_a_deferred_job_no_earlier_than_the_profile_allows() {
+        let mut s = LocalScheduler::new(2, Policy::easy());
+        let mut out = Vec::new();
+        s.handle(
+            Time(0),
+            Event::Submit(Job::new(JobId(1), Time(0), 2, Dur(200))),
+            &mut out,
+        )
+        .unwrap();
+        let late = Job::new(JobId(3), Time(0), 2, Dur(10)).with_begin(Some(Time(150)));
+        s.handle(Time(0), Event::Submit(late), &mut out).unwrap();
+        let f = forecast(&s, Time(0), |_| 0.0);
+        let planned = f
+            .iter()
+            .find(|o| matches!(o.kind, OccupancyKind::Planned { job, .. } if job == JobId(3)))
+            .map(|o| o.window);
+        assert_eq!(planned, Some(Interval::new(Time(200), Time(210))));
+        assert!(matches!(
+            s.handle(
+                Time(1),
+                Event::Submit(Job::new(JobId(3), Time(1), 1, Dur(5))),
+                &mut out
+            ),
+            Err(CoreError::DuplicateJob(_))
+        ));
+        s.cancel(Time(10), JobId(3)).unwrap();
+        assert_eq!(s.waiting(), 0);
+        assert_eq!(s.next_boundary(Time(10)), None);
+        assert_eq!(s.explain(JobId(3), Time(10)), None);
+    }
+
+    /// A job whose begin has passed at submission is queued at once, as without a begin.
+    #[test]
+    fn a_past_begin_changes_nothing() {
+        let mut s = LocalScheduler::new(2, Policy::easy());
+        let mut out = Vec::new();
+        let job = Job::new(JobId(1), Time(50), 2, Dur(10)).with_begin(Some(Time(40)));
+        s.handle(Time(50), Event::Submit(job), &mut out).unwrap();
+        assert_eq!(starts(&out), vec![JobId(1)]);
     }
 }

@@ -4,7 +4,8 @@
 //! charge is returned in full or in the unused share only; a move only ever makes a start
 //! earlier; after a cycle no reserved job waits on idle processors nobody else wants; and
 //! once arrivals stop, every global job that fits the grid ends — also those longer than the
-//! planning horizon.
+//! planning horizon. Some jobs, local and global, carry a begin time (up to beyond the
+//! horizon): none starts, is reserved or is moved before it.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
@@ -20,12 +21,14 @@ enum Op {
         procs: u32,
         walltime: i64,
         used: f64,
+        begin: Option<i64>,
     },
     Local {
         cluster: usize,
         procs: u32,
         walltime: i64,
         used: f64,
+        begin: Option<i64>,
     },
     Withdraw(usize),
     Wait(i64),
@@ -35,18 +38,21 @@ fn op(sizes: &[u32]) -> impl Strategy<Value = Op> {
     let total: u32 = sizes.iter().sum();
     let n = sizes.len();
     let largest = *sizes.iter().max().unwrap();
+    // A begin time, seconds after submission: often none, sometimes beyond the horizon.
+    let begin = || prop::option::weighted(0.3, 0i64..5_000);
     prop_oneof![
-        3 => (1..=total, 10i64..300, 0.05f64..1.0)
-            .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
+        3 => (1..=total, 10i64..300, 0.05f64..1.0, begin())
+            .prop_map(|(procs, walltime, used, begin)| Op::Global { procs, walltime, used, begin }),
         // Longer than the planning horizon (3600 s): the horizon grows for it.
-        1 => (1..=total, 3_000i64..9_000, 0.05f64..1.0)
-            .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
-        2 => (0..n, 1..=largest, 10i64..300, 0.05f64..1.0).prop_map(
-            move |(cluster, procs, walltime, used)| Op::Local {
+        1 => (1..=total, 3_000i64..9_000, 0.05f64..1.0, begin())
+            .prop_map(|(procs, walltime, used, begin)| Op::Global { procs, walltime, used, begin }),
+        2 => (0..n, 1..=largest, 10i64..300, 0.05f64..1.0, begin()).prop_map(
+            move |(cluster, procs, walltime, used, begin)| Op::Local {
                 cluster,
                 procs,
                 walltime,
-                used
+                used,
+                begin,
             }
         ),
         1 => (0usize..64).prop_map(Op::Withdraw),
@@ -72,6 +78,8 @@ struct Driver {
     refused: BTreeSet<JobId>,
     charged: BTreeMap<JobId, f64>,
     budget0: f64,
+    /// Begin times of the jobs that have one.
+    begin: BTreeMap<JobId, Time>,
 }
 
 impl Driver {
@@ -91,6 +99,12 @@ impl Driver {
                         self.busy[cluster],
                         self.sizes[cluster]
                     );
+                    let begin = self.begin.get(&job);
+                    prop_assert!(
+                        begin.is_none_or(|&b| self.now >= b),
+                        "{job} started at {} before its begin {begin:?}",
+                        self.now
+                    );
                     self.procs_of.insert((cluster, job), procs);
                     let run = self.runtime[&job].max(1.0) as i64;
                     self.running.insert((self.now + Dur(run), cluster, job));
@@ -99,6 +113,11 @@ impl Driver {
                     self.wakes.insert((at, cluster));
                 }
                 BrokerAction::Reserved { job, start, .. } => {
+                    let begin = self.begin.get(&job);
+                    prop_assert!(
+                        begin.is_none_or(|&b| start >= b),
+                        "{job} reserved from {start}, before its begin {begin:?}"
+                    );
                     self.reserved_start.insert(job, start);
                 }
                 BrokerAction::Moved { job, start, .. } => {
@@ -108,6 +127,11 @@ impl Driver {
                         "{job} moved from {was:?} to {start}"
                     );
                     prop_assert!(start >= self.now);
+                    let begin = self.begin.get(&job);
+                    prop_assert!(
+                        begin.is_none_or(|&b| start >= b),
+                        "{job} moved to {start}, before its begin {begin:?}"
+                    );
                 }
                 BrokerAction::Charge { job, amount, .. } => {
                     let c = self.charged.entry(job).or_default();
@@ -138,10 +162,15 @@ impl Driver {
             .broker
             .entries()
             .filter_map(|e| match &e.phase {
-                Phase::Reserved { start, parts, .. } if *start > now => Some((
-                    e.job.id,
-                    parts.iter().map(|p| (p.cluster, p.procs)).collect(),
-                )),
+                // A job waiting for its begin time waits on idle processors by right.
+                Phase::Reserved { start, parts, .. }
+                    if *start > now && e.job.eligible(now) <= now =>
+                {
+                    Some((
+                        e.job.id,
+                        parts.iter().map(|p| (p.cluster, p.procs)).collect(),
+                    ))
+                }
                 _ => None,
             })
             .collect();
@@ -251,6 +280,7 @@ proptest! {
             refused: BTreeSet::new(),
             charged: BTreeMap::new(),
             budget0,
+            begin: BTreeMap::new(),
         };
         let mut withdrawn = BTreeSet::new();
         let mut next = 0u64;
@@ -259,8 +289,12 @@ proptest! {
             let now = d.now;
             let mut out = Vec::new();
             match op {
-                Op::Global { procs, walltime, used } => {
+                Op::Global { procs, walltime, used, begin } => {
                     let id = JobId(GLOBAL + next);
+                    let begin = begin.map(|b| now + Dur(b));
+                    if let Some(b) = begin {
+                        d.begin.insert(id, b);
+                    }
                     d.runtime.insert(id, walltime as f64 * used);
                     d.submitted.push(id);
                     d.broker.submit(now, GlobalJob {
@@ -276,15 +310,19 @@ proptest! {
                         criterion: Criterion::EarliestFinish,
                         priority: 0,
                         requeue: false,
+                        begin,
                     });
                 }
-                Op::Local { cluster, procs, walltime, used } => {
+                Op::Local { cluster, procs, walltime, used, begin } => {
                     let id = JobId(next);
                     d.runtime.insert(id, walltime as f64 * used);
                     let procs = procs.min(sizes[cluster]);
-                    d.broker
-                        .submit_local(now, cluster, Job::new(id, now, procs, Dur(walltime)), &mut out)
-                        .unwrap();
+                    let begin = begin.map(|b| now + Dur(b));
+                    if let Some(b) = begin {
+                        d.begin.insert(id, b);
+                    }
+                    let job = Job::new(id, now, procs, Dur(walltime)).with_begin(begin);
+                    d.broker.submit_local(now, cluster, job, &mut out).unwrap();
                 }
                 Op::Withdraw(i) => {
                     if let Some(&id) = d.submitted.get(i) {

@@ -108,6 +108,7 @@ proptest! {
             criterion: Criterion::EarliestFinish,
             priority: 0,
             requeue: false,
+            begin: None,
         });
         let mut out = Vec::new();
         b.on_cycle(now, &mut out);

@@ -334,6 +334,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                             criterion: Criterion::EarliestFinish,
                             priority,
                             requeue,
+                            begin: None,
                         },
                     );
                 }

@@ -43,6 +43,7 @@ fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> G
         criterion: Criterion::EarliestFinish,
         priority,
         requeue,
+        begin: None,
     }
 }
 

@@ -108,6 +108,7 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         stdout: None,
         stderr: None,
         links: None,
+        begin: None,
     }
 }
 

@@ -706,7 +706,8 @@ impl Service {
             });
         for (k, answer) in futures::future::join_all(asks).await {
             if let (Some(c), Ok(Ok(Some(t)))) = (est.clusters.get_mut(k), answer) {
-                c.resource_manager_start = Some(t);
+                // Asked without the begin time: no earlier than it.
+                c.resource_manager_start = Some(req.begin.map_or(t, |b| t.max(b)));
             }
         }
     }
@@ -802,6 +803,7 @@ impl Service {
                     stdout: None,
                     stderr: None,
                     links,
+                    begin: r.begin,
                 };
                 w.admit(&rec).map_err(at)?;
                 firsts.push(records.len());
@@ -851,9 +853,11 @@ impl Service {
             .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
             .map(|r| r.id)
             .collect();
-        let plan_now = records
-            .iter()
-            .any(|r| !r.held && r.cluster.is_none() && r.reservation.is_none());
+        // A global job is planned at the next cycle; a begin time is a new moment for the
+        // cycle to wake at.
+        let plan_now = records.iter().any(|r| {
+            !r.held && (r.begin.is_some() || (r.cluster.is_none() && r.reservation.is_none()))
+        });
         {
             let mut w = self.world();
             w.accept(now, records);
@@ -987,6 +991,13 @@ impl Service {
         }
         match j.state {
             JobState::Pending | JobState::Planned | JobState::Reserved => {
+                if let Some(b) = j.begin.filter(|&b| Time(b) > now) {
+                    reasons.push(format!(
+                        "waits for its begin time, {} ({} s from now)",
+                        crate::moment::utc(b),
+                        b - now.secs()
+                    ));
+                }
                 // A held job's reason is its hold, said above.
                 if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
                     reasons.push(r.clone());
@@ -1010,6 +1021,14 @@ impl Service {
                                  free now, {position} job{} ahead{}",
                                 p.cluster,
                                 if position == 1 { "" } else { "s" },
+                                earliest.map_or(String::new(), |t| format!(
+                                    ", earliest possible start {}",
+                                    crate::moment::utc(t.secs())
+                                ))
+                            )),
+                            Some(JobStatus::Deferred { earliest, .. }) => reasons.push(format!(
+                                "joins {}'s local queue at its begin time{}",
+                                p.cluster,
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
                                     crate::moment::utc(t.secs())
@@ -1069,7 +1088,7 @@ impl Service {
             id: id.0,
             state: j.state,
             reasons,
-            planned_start: j.planned_start,
+            planned_start: j.planned_start.or_else(|| local_planned_start(&w, j, now)),
         })
     }
 
@@ -1087,6 +1106,9 @@ impl Service {
         crate::limits::seconds("walltime", walltime)?;
         if req.procs == 0 {
             return Err(Refusal::invalid("procs", "must be at least 1"));
+        }
+        if let Some(b) = req.begin {
+            crate::limits::instant("begin", b)?;
         }
         let now = unix_now();
         let input = {
@@ -1118,6 +1140,7 @@ impl Service {
                 criterion: Criterion::EarliestFinish,
                 priority: 0,
                 requeue: false,
+                begin: req.begin.map(Time),
             };
             let queue: Vec<GlobalJob> = w
                 .broker
@@ -1129,7 +1152,7 @@ impl Service {
             jobs.push(probe.clone());
             EstimateInput {
                 now,
-                planner: w.broker.planner_for(&jobs),
+                planner: w.broker.planner_for(now, &jobs),
                 clusters: w.broker.clusters.clone(),
                 queue,
                 probe,
@@ -1523,15 +1546,9 @@ pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
             .collect(),
         reservation: j.reservation,
         submitted_at: j.submitted_at,
-        // A queued local job's planned start is where its cluster's policy holds it.
-        planned_start: j.planned_start.or_else(|| {
-            (j.state == JobState::Pending && !j.held)
-                .then(|| j.parts.first())
-                .flatten()
-                .and_then(|p| w.cluster_index(&p.cluster))
-                .and_then(|k| w.broker.clusters[k].sched.reservation_of(JobId(j.id)))
-                .map(|p| p.start.secs())
-        }),
+        planned_start: j
+            .planned_start
+            .or_else(|| local_planned_start(w, j, unix_now())),
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
@@ -1555,7 +1572,25 @@ pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
             .as_ref()
             .and_then(|l| l.dependency.as_ref())
             .map(|d| d.text.clone()),
+        begin: j.begin,
     })
+}
+
+/// A queued local job's planned start: where its cluster's policy holds it, or, while it
+/// waits for its begin time, the earliest start from then.
+fn local_planned_start(w: &World, j: &JobRecord, now: Time) -> Option<i64> {
+    if j.state != JobState::Pending || j.held {
+        return None;
+    }
+    let k = w.cluster_index(&j.parts.first()?.cluster)?;
+    let sched = &w.broker.clusters[k].sched;
+    match sched.reservation_of(JobId(j.id)) {
+        Some(p) => Some(p.start.secs()),
+        None => match sched.explain(JobId(j.id), now) {
+            Some(JobStatus::Deferred { earliest, .. }) => earliest.map(|t| t.secs()),
+            _ => None,
+        },
+    }
 }
 
 /// A user as the API shows it.

@@ -198,6 +198,10 @@ pub struct JobRecord {
     /// of the stored record (not a column), so that it needs no migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub links: Option<Links>,
+    /// Not eligible to start before this instant (`--begin`), seconds since the epoch. A
+    /// field of the stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<i64>,
 }
 
 /// A job's relations to other jobs: what it waits for, and the array it belongs to.

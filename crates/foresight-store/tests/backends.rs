@@ -155,6 +155,7 @@ fn job(user: &str) -> JobRecord {
         stdout: None,
         stderr: None,
         links: None,
+        begin: None,
     }
 }
 

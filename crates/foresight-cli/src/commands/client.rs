@@ -243,6 +243,8 @@ fn check_transport(base: &str, insecure: bool) -> Result<()> {
 
 /// Job commands.
 #[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum JobCommand {
     /// Submit a job: `foresight job submit -n 4 -t 1h -- ./simulate --steps 10`. Prints its id.
     Submit(SubmitOpts),
@@ -308,6 +310,11 @@ pub struct SubmitOpts {
     /// D-H:M:S; or with units: 90s, 15m, 1h30m, 2d.
     #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
+    /// Not before this time, as `sbatch --begin`: 16:00, now+1hour, now+90 (= 90 s),
+    /// 2026-11-23, 2026-11-23T16:00[:00] (local time; or with a zone, …T16:00:00Z), midnight,
+    /// tomorrow, +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
+    #[arg(long, value_name = "TIME")]
+    begin: Option<String>,
     /// Max price per processor-second.
     #[arg(long, allow_negative_numbers = true)]
     price: Option<f64>,
@@ -405,8 +412,10 @@ pub struct IdOpts {
 /// Runs a job command; the process exit code (the job's, for `job wait`).
 pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode> {
     // Input is checked before looking for a server.
+    let mut begin = None;
     if let JobCommand::Submit(o) = &cmd {
         walltime_ok(&o.time)?;
+        begin = begin_of(o.begin.as_deref())?;
         if let Some(d) = &o.dependency {
             d.parse::<Dependency>()
                 .map_err(|e| bad(format!("--dependency: {e}")))?;
@@ -452,6 +461,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 array: o.array,
                 priority: o.priority,
                 requeue: o.requeue,
+                begin,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
@@ -694,15 +704,19 @@ fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
             "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
             o.id
         ),
-        Output::Table => println!("job {}: {}", o.id, describe_state(&j)),
+        Output::Table => println!("job {}: {}", o.id, describe_state(&j, crate::moment::now())),
     }
     Ok(())
 }
 
-fn describe_state(j: &JobView) -> String {
+fn describe_state(j: &JobView, now: i64) -> String {
     let mut s = j.state.to_string();
     if j.held {
         s.push_str(" (held)");
+    }
+    // Not eligible yet, by Slurm's reason name.
+    if !j.state.is_final() && j.started_at.is_none() && j.begin.is_some_and(|b| b > now) {
+        s.push_str(" (BeginTime)");
     }
     // What a job waiting at the gate waits for, by Slurm's reason name.
     if j.state == JobState::Pending && !j.held {
@@ -834,7 +848,7 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 j.display_id(),
                 j.user.clone(),
                 j.name.clone().unwrap_or_else(|| "-".into()),
-                describe_state(j),
+                describe_state(j, now),
                 squeue_time(elapsed),
                 format_duration(j.walltime),
                 j.procs.to_string(),
@@ -884,7 +898,7 @@ pub fn job_details(j: &JobView) -> String {
     }
     kv("name", j.name.clone().unwrap_or_else(|| "-".into()));
     kv("user", j.user.clone());
-    kv("state", describe_state(j));
+    kv("state", describe_state(j, crate::moment::now()));
     kv("procs", j.procs.to_string());
     kv("walltime", format_duration(j.walltime));
     kv("price", j.price.map_or("-".into(), |p| p.to_string()));
@@ -901,6 +915,9 @@ pub fn job_details(j: &JobView) -> String {
         },
     );
     kv("submitted", when(Some(j.submitted_at)));
+    if let Some(b) = j.begin {
+        kv("begin", when(Some(b)));
+    }
     // A job that ended without starting has no plan left.
     let ended_unstarted = j.state.is_final() && j.started_at.is_none();
     kv(
@@ -918,7 +935,10 @@ pub fn job_details(j: &JobView) -> String {
     }
     kv("charged", format!("{:.2}", j.charged));
     if let Some(r) = &j.reason {
-        kv("reason", r.clone());
+        kv(
+            "reason",
+            crate::moment::localize(r, &crate::moment::local_zone()),
+        );
     }
     kv("command", j.command.join(" "));
     if let Some(p) = &j.stdout {
@@ -942,6 +962,11 @@ pub struct EstimateOpts {
     /// D-H:M:S; or with units: 90s, 15m, 1h30m, 2d.
     #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
+    /// Not before this time, as `sbatch --begin`: 16:00, now+1hour, now+90 (= 90 s),
+    /// 2026-11-23, 2026-11-23T16:00[:00] (local time; or with a zone, …T16:00:00Z), midnight,
+    /// tomorrow, +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
+    #[arg(long, value_name = "TIME")]
+    begin: Option<String>,
     /// Max price per processor-second.
     #[arg(long, allow_negative_numbers = true)]
     price: Option<f64>,
@@ -955,6 +980,7 @@ pub struct EstimateOpts {
 /// Runs `estimate`.
 pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
     walltime_ok(&o.time)?;
+    let begin = begin_of(o.begin.as_deref())?;
     let c = Client::new(conn)?;
     let e: Estimate = c.post(
         "/estimate",
@@ -963,6 +989,7 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
             walltime: Walltime::Text(o.time),
             price: o.price,
             co_allocate: !o.no_coallocation,
+            begin,
         },
     )?;
     match o.out.output {
@@ -1304,10 +1331,17 @@ pub struct PlanShowOpts {
     conn: Connection,
 }
 
-/// A time given on the command line (`--start`, `--from`, `--to`), in the local zone.
+/// A time given on the command line (`--start`, `--from`, `--to`, `--begin`), in the
+/// local zone.
 fn moment(s: &str, now: i64, what: &str) -> Result<i64> {
     crate::moment::parse_moment(s, now, &crate::moment::local_zone())
         .map_err(|e| bad(format!("--{what}: {e}")))
+}
+
+/// `--begin`, read now (so that `now+1hour` counts from the command).
+fn begin_of(text: Option<&str>) -> Result<Option<i64>> {
+    text.map(|b| moment(b, crate::moment::now(), "begin"))
+        .transpose()
 }
 
 /// Runs `plan show`: a text Gantt chart per cluster.

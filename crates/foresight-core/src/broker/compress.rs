@@ -4,8 +4,9 @@
 //! A reservation is made at the start the planner found, on forecasts that count every
 //! running job until its walltime. Jobs end early (the archive traces overestimate 3–5×),
 //! so processors free up before the reserved start. In priority order, each reserved job
-//! that has not started tries the earliest start among `now` and the moments running jobs
-//! of its clusters are due to end before its start; it moves there only when on every one
+//! that has not started tries the earliest start among `now` (its begin time, when that is
+//! later: never earlier) and the moments running jobs of its clusters are due to end before
+//! its start; it moves there only when on every one
 //! of its clusters (all or nothing, co-allocated parts together)
 //! - its processors are free for the whole new window without displacing anything (no
 //!   other reservation, running job or local job's reservation is touched), and
@@ -93,20 +94,25 @@ impl Broker {
         else {
             return false;
         };
-        let mut candidates: Vec<Time> = vec![now];
+        let job = self.jobs[&id].job.clone();
+        // Never before its begin time.
+        let from = job.eligible(now);
+        if from >= start {
+            return false;
+        }
+        let mut candidates: Vec<Time> = vec![from];
         for p in &parts {
             candidates.extend(
                 self.clusters[p.cluster]
                     .sched
                     .running_jobs()
                     .map(|(_, _, placement)| placement.end)
-                    .filter(|&t| now < t && t < start),
+                    .filter(|&t| from < t && t < start),
             );
         }
         candidates.sort_unstable();
         candidates.dedup();
         candidates.truncate(MAX_CANDIDATES);
-        let job = self.jobs[&id].job.clone();
         // Any part on a cluster that schedules itself: the move is asked, and the parts here
         // only hold their new window until it is answered.
         let remote = parts

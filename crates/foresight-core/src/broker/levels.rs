@@ -43,7 +43,7 @@ impl Broker {
             .iter()
             .filter_map(|id| self.jobs.get(id))
             .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
-            .filter(|e| e.not_before <= now)
+            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
             .take(self.planner.plan_depth)
             .map(|e| {
                 (
@@ -108,7 +108,7 @@ impl Broker {
             .filter_map(|w| self.jobs.get(w))
             .filter(|e| e.job.id != id && e.job.priority > level)
             .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
-            .filter(|e| e.not_before <= now)
+            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
             .take(self.planner.plan_depth)
             .collect();
         if higher.is_empty() {

@@ -341,14 +341,17 @@ impl Broker {
         }
     }
 
-    /// The planner's settings for planning `jobs`: the horizon grows by the longest
-    /// walltime among them (on the slowest processor), so that every job has room to be
-    /// planned beyond anything the configured horizon can hold.
-    pub fn planner_for(&self, jobs: &[GlobalJob]) -> PlannerConfig {
+    /// The planner's settings for planning `jobs` at `now`: the horizon grows by the
+    /// longest wait for a begin time plus walltime among them (on the slowest processor), so
+    /// that every job has room to be planned beyond anything the configured horizon can
+    /// hold, however far its begin.
+    pub fn planner_for(&self, now: Time, jobs: &[GlobalJob]) -> PlannerConfig {
         let slowest = self.slowest_speed();
         let longest = jobs
             .iter()
-            .map(|j| Dur((j.walltime.as_secs() as f64 / slowest).ceil() as i64))
+            .map(|j| {
+                (j.eligible(now) - now) + Dur((j.walltime.as_secs() as f64 / slowest).ceil() as i64)
+            })
             .max()
             .unwrap_or(Dur::ZERO);
         PlannerConfig {
@@ -915,7 +918,7 @@ impl Broker {
             .take(self.planner.plan_depth)
             .map(|e| e.job.clone())
             .collect();
-        let cfg = self.planner_for(&jobs);
+        let cfg = self.planner_for(now, &jobs);
         (jobs, cfg)
     }
 
@@ -1398,7 +1401,7 @@ impl Broker {
                     matches!(e.phase, Phase::Reserved { .. } | Phase::Reserving { .. })
                 }))
                 .take(self.planner.plan_depth.max(1) * 2);
-            for e in waiting {
+            for e in waiting.filter(|e| e.job.eligible(now) <= now) {
                 let p = i64::from(e.job.procs);
                 if p <= largest || (e.job.co_allocate && p <= total) {
                     wanted += p;

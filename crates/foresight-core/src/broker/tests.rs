@@ -33,6 +33,7 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
         criterion: Criterion::EarliestFinish,
         priority: 0,
         requeue: false,
+        begin: None,
     }
 }
 
@@ -590,4 +591,131 @@ fn a_job_across_both_kinds_of_cluster_moves_as_one() {
     let after = windows(&b);
     assert_eq!(after.len(), before.len(), "{after:?}");
     assert!(after.contains(&(here.reservation, Interval::new(t, t + Dur(30)))));
+}
+
+fn wakes(out: &[BrokerAction]) -> Vec<Time> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Wake { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A job with a begin time on an idle grid (4 processors, lead time 60 s): planned at its
+/// begin (500) while that is beyond the lead time, reserved from 500 once within it (the
+/// cycle at 450), started by the wake at 500 and not before.
+#[test]
+fn a_job_is_planned_and_started_at_its_begin_time() {
+    let mut b = Broker::new(vec![cluster("c", 4)], planner(60), 1);
+    b.submit(
+        Time(0),
+        GlobalJob {
+            begin: Some(Time(500)),
+            ..global(1, 2, 100)
+        },
+    );
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    assert!(starts(&out).is_empty());
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Planned {
+            start: Time(500),
+            end: Time(600),
+            ..
+        }
+    ));
+    out.clear();
+    b.on_cycle(Time(450), &mut out);
+    assert!(starts(&out).is_empty());
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(500),
+            ..
+        }
+    ));
+    assert!(wakes(&out).contains(&Time(500)), "{out:?}");
+    // Cycles and ticks before 500 move nothing earlier: the processors are idle, but the
+    // job may not start yet.
+    for t in [460, 480, 499] {
+        out.clear();
+        b.on_cycle(Time(t), &mut out);
+        b.tick(Time(t), 0, &mut out);
+        assert!(starts(&out).is_empty(), "started at {t}: {out:?}");
+    }
+    out.clear();
+    b.tick(Time(500), 0, &mut out);
+    assert_eq!(starts(&out), vec![(JobId(1), 0)]);
+}
+
+/// Compression moves a reserved job earlier only down to its begin. A local job holds both
+/// processors until 300, so job 1 (begin 100, 50 s) is reserved at 300; the local job ends
+/// at 50 and job 1 moves to 100, its begin, not to 50.
+#[test]
+fn compression_never_moves_a_job_before_its_begin() {
+    let mut b = Broker::new(vec![cluster("c", 2)], planner(600), 1);
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 2, Dur(300)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(
+        Time(0),
+        GlobalJob {
+            begin: Some(Time(100)),
+            ..global(1, 2, 50)
+        },
+    );
+    b.on_cycle(Time(0), &mut out);
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(300),
+            ..
+        }
+    ));
+    out.clear();
+    b.on_part_ended(Time(50), 0, JobId(100), &mut out);
+    b.on_cycle(Time(50), &mut out);
+    assert!(starts(&out).is_empty(), "{out:?}");
+    assert!(matches!(
+        b.entry(JobId(1)).unwrap().phase,
+        Phase::Reserved {
+            start: Time(100),
+            end: Time(150),
+            ..
+        }
+    ));
+    out.clear();
+    b.tick(Time(100), 0, &mut out);
+    assert_eq!(starts(&out), vec![(JobId(1), 0)]);
+}
+
+/// A begin beyond the planning horizon (7 days) grows the horizon for the job, as a long
+/// walltime does: it is planned at its begin, ten days ahead, not left without a window.
+#[test]
+fn a_begin_beyond_the_horizon_is_planned_at_it() {
+    let mut b = Broker::new(vec![cluster("c", 2)], planner(60), 1);
+    let begin = Time(10 * 86_400);
+    b.submit(
+        Time(0),
+        GlobalJob {
+            begin: Some(begin),
+            ..global(1, 2, 3_600)
+        },
+    );
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    let e = b.entry(JobId(1)).unwrap();
+    assert!(
+        matches!(e.phase, Phase::Planned { start, .. } if start == begin),
+        "{:?} {:?}",
+        e.phase,
+        e.reason
+    );
 }

@@ -469,6 +469,9 @@ impl World {
             ));
         }
         crate::limits::seconds("walltime", j.walltime)?;
+        if let Some(b) = j.begin {
+            crate::limits::instant("begin", b)?;
+        }
         if j.command.is_empty() || j.command[0].is_empty() {
             return Err(Refusal::invalid("command", "must name a program to run"));
         }
@@ -658,7 +661,7 @@ impl World {
     /// A global job's record as the broker plans it.
     fn global_job(&mut self, id: JobId) -> Option<GlobalJob> {
         let j = self.jobs.get(&id)?;
-        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue) = (
+        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue, begin) = (
             j.user.clone(),
             j.submitted_at,
             j.procs,
@@ -667,6 +670,7 @@ impl World {
             j.co_allocate,
             j.priority,
             j.requeue,
+            j.begin,
         );
         let job = GlobalJob {
             id,
@@ -681,6 +685,7 @@ impl World {
             criterion: Criterion::EarliestFinish,
             priority,
             requeue,
+            begin: begin.map(Time),
         };
         Some(job)
     }
@@ -703,7 +708,7 @@ impl World {
             );
             return;
         };
-        let (user, credn, procs, walltime, reservation, early, submitted) = (
+        let (user, credn, procs, walltime, reservation, early, submitted, begin) = (
             j.user.clone(),
             j.cred.clone(),
             j.procs,
@@ -711,6 +716,7 @@ impl World {
             j.reservation,
             j.allow_early_start,
             j.submitted_at,
+            j.begin,
         );
         if self.clusters[k].remote {
             // The cluster's own scheduler queues it; Foresight follows it from snapshots.
@@ -732,7 +738,9 @@ impl World {
             return;
         }
         let cred = self.cred(&user, &credn);
-        let mut job = Job::new(id, Time(submitted), procs, Dur(walltime)).with_cred(cred);
+        let mut job = Job::new(id, Time(submitted), procs, Dur(walltime))
+            .with_cred(cred)
+            .with_begin(begin.map(Time));
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }

@@ -172,6 +172,8 @@ impl World {
                 .reservation
                 .and_then(|r| self.reservations.get(&ReservationId(r)))
                 .filter(|r| r.kind == "job");
+            // Not before its reservation, nor before the job's own begin time.
+            let begin = reservation.map(|r| r.start).max(j.begin);
             // Slurm picks the processors: the spec only says how many.
             let Some(spec) = self.part_spec(id, index, (0..p.procs).collect()) else {
                 continue;
@@ -181,7 +183,7 @@ impl World {
                 Submission {
                     spec,
                     reservation: p.reservation,
-                    begin: reservation.map(|r| r.start),
+                    begin,
                 },
             ));
         }

@@ -69,6 +69,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         stdout: None,
         stderr: None,
         links: None,
+        begin: None,
     }
 }
 

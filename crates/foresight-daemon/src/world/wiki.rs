@@ -114,7 +114,7 @@ impl World {
             .filter(|j| {
                 !j.state.is_final() || j.ended_at.is_none_or(|e| now.secs() - e <= ENDED_KEPT_SECS)
             })
-            .map(|j| wiki_job(j, name))
+            .map(|j| wiki_job(j, name, now))
             .collect()
     }
 
@@ -131,10 +131,11 @@ impl World {
         let id = self.wiki_job_id(k, job)?;
         let j = &self.jobs[&id];
         let name = self.clusters[k].cfg.name.clone();
-        if j.held || j.state != JobState::Pending {
+        let early = j.begin.is_some_and(|b| Time(b) > now);
+        if j.held || early || j.state != JobState::Pending {
             return Err(BackendError::WrongState {
                 job: job.to_owned(),
-                state: wiki_job(j, &name).state,
+                state: wiki_job(j, &name, now).state,
                 action: "start",
             });
         }
@@ -189,7 +190,7 @@ impl World {
     pub fn wiki_cancel(&mut self, now: Time, k: usize, job: &str) -> Result<(), BackendError> {
         let id = self.wiki_job_id(k, job)?;
         let name = self.clusters[k].cfg.name.clone();
-        let state = wiki_job(&self.jobs[&id], &name).state;
+        let state = wiki_job(&self.jobs[&id], &name, now).state;
         self.cancel(now, id).map_err(|_| BackendError::WrongState {
             job: job.to_owned(),
             state,
@@ -203,7 +204,9 @@ impl World {
         let id = self.wiki_job_id(k, job)?;
         let name = self.clusters[k].cfg.name.clone();
         let j = &self.jobs[&id];
-        let state = wiki_job(j, &name).state;
+        // Only a running job may be paused, and a begin time says nothing of one: the state
+        // named in a refusal is read as if every begin had passed.
+        let state = wiki_job(j, &name, Time::MAX).state;
         let fits = j.state == JobState::Running && j.suspended != stop;
         let action = if stop { "suspend" } else { "resume" };
         if !fits {
@@ -244,10 +247,14 @@ fn on_cluster(j: &JobRecord, name: &str) -> bool {
 
 /// Job `j` of cluster `name` as a WIKI record: `UNAME` its Foresight user, `GNAME` its group
 /// (the user's name when it gives none: a user private group), `ACCOUNT` and `RCLASS` from
-/// its credentials, `TASKLIST` the processors of its part there.
-fn wiki_job(j: &JobRecord, name: &str) -> WikiJob {
+/// its credentials, `TASKLIST` the processors of its part there. A queued job whose begin
+/// time is still ahead at `now` is shown held, so that the WIKI scheduler does not start it.
+fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
+    let early = j.begin.is_some_and(|b| Time(b) > now);
     let state = match j.state {
-        _ if j.held && !j.state.is_final() && j.state != JobState::Running => WikiState::Hold,
+        _ if (j.held || early) && !j.state.is_final() && j.state != JobState::Running => {
+            WikiState::Hold
+        }
         JobState::Pending | JobState::Planned | JobState::Reserved => WikiState::Idle,
         JobState::Running if j.suspended => WikiState::Suspended,
         JobState::Running => WikiState::Running,
