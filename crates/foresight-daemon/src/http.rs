@@ -200,6 +200,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
     }
 }
 
+/// A user's name in the path (`/users/{name}`), refused as JSON naming `name` when it cannot
+/// be read (percent-encoded bytes that are not UTF-8).
+pub struct UserName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(name)| UserName(name))
+            .map_err(|e| unreadable(e.status(), "bad_request", "name", e.body_text()))
+    }
+}
+
 /// A job in the path (`/jobs/{id}`): `ID`, or `ARRAY_TASK` for a task of an array job;
 /// refused as JSON naming `id` when it is neither.
 pub struct JobPath(pub JobRef);
@@ -788,7 +803,7 @@ async fn create_user(
 async fn change_budget(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<BudgetChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
@@ -825,7 +840,7 @@ fn check_account_name(a: &str) -> Result<(), Refusal> {
 async fn change_unix_user(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<UnixUserChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
