@@ -526,6 +526,9 @@ async fn show_job(
 
 macro_rules! job_action {
     ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
+        job_action!($name, $path, $doc, false, |$w, $now, $id| $body);
+    };
+    ($name:ident, $path:literal, $doc:literal, $admin:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
         #[doc = $doc]
         #[utoipa::path(post, path = $path, params(("id" = String, Path, description = "Job id, or ARRAY_TASK; an array job's id acts on every task")),
             responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
@@ -535,6 +538,9 @@ macro_rules! job_action {
             caller: Caller,
             JobPath(r): JobPath,
         ) -> Result<Json<JobView>, Refusal> {
+            if $admin {
+                caller.admin()?;
+            }
             s.job_op_each(&caller.0, r, |$w, $now, $id| $body)
                 .await
                 .map(Json)
@@ -563,13 +569,16 @@ job_action!(
 job_action!(
     suspend_job,
     "/api/v1/jobs/{id}/suspend",
-    "Stops a running job (SIGSTOP).",
+    "Stops a running job (SIGSTOP; administrators, as in Slurm: a suspended job keeps its \
+     processors and its walltime clock stops).",
+    true,
     |w, _now, id| w.pause(id, true)
 );
 job_action!(
     resume_job,
     "/api/v1/jobs/{id}/resume",
-    "Continues a suspended job (SIGCONT).",
+    "Continues a suspended job (SIGCONT; administrators).",
+    true,
     |w, _now, id| w.pause(id, false)
 );
 job_action!(
