@@ -519,11 +519,7 @@ fn build(ctx: &Context, category: Category, route: &Route, draw: &Draw) -> Reque
             ];
             token = draw.pick[4].get(&tokens).clone();
         }
-        Category::Combined => {
-            if draw.pick[4].index(3) == 0 {
-                token = None;
-            }
-        }
+        Category::Combined if draw.pick[4].index(3) == 0 => token = None,
         _ => {}
     }
     let body = raw.or_else(|| body.map(|b| serde_json::to_vec(&b).unwrap()));
@@ -553,7 +549,7 @@ fn judge(status: u16, text: &str) -> Option<String> {
         return Some(format!("{status} without the error shape: {body}"));
     }
     let must_name = matches!(status, 400 | 402 | 403 | 405 | 408 | 413 | 415 | 422);
-    if must_name && !body["field"].as_str().is_some_and(|f| !f.is_empty()) {
+    if must_name && body["field"].as_str().is_none_or(str::is_empty) {
         return Some(format!("{status} naming no field: {body}"));
     }
     None
