@@ -166,3 +166,91 @@ fn budgets_stay_finite_and_can_be_made_unlimited() {
     assert_eq!(u["budget"], Value::Null, "{u}");
     assert_eq!(user(&s, "bob")["budget"], Value::Null);
 }
+
+/// The jobs of a batch and the tasks of an array count together toward the budget check:
+/// each of two 60-unit jobs fits a budget of 100, both do not, and the request is refused as
+/// a whole (402 naming `jobs` or `array`, the amount and the budget); nothing is submitted.
+#[test]
+fn batches_and_arrays_count_together_toward_the_budget() {
+    let s = Server::start(2);
+    let bob = s.add_user("bob", Some(100.0));
+    let http = s.http_as(&bob);
+    // 1 processor × 60 s × the default tariff 1.0.
+    let one = json!({"procs": 1, "walltime": "60s", "command": ["true"], "cluster": "local",
+                     "hold": true});
+    let (status, e) = http.post("/jobs/batch", &json!({"jobs": [one, one]}));
+    assert_eq!(status, 402, "{e}");
+    assert_eq!(e["field"], "jobs", "{e}");
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("120.00") && m.contains("100.00"), "{m}");
+    let mut array = one.clone();
+    array["array"] = json!("0-1");
+    let (status, e) = http.post("/jobs", &array);
+    assert_eq!(status, 402, "{e}");
+    assert_eq!(e["field"], "array", "{e}");
+    assert!(http.jobs().is_empty(), "{:?}", http.jobs());
+    // One of them fits.
+    let (status, e) = http.post("/jobs/batch", &json!({"jobs": [one]}));
+    assert_eq!(status, 201, "{e}");
+    // And then the next does not: the first counts until it is charged.
+    let (status, e) = http.post("/jobs", &one);
+    assert_eq!(status, 402, "{e}");
+}
+
+/// A suspended job keeps its processors and its walltime clock stops, so only
+/// administrators suspend and resume (as in Slurm): a user cannot hold processors forever by
+/// suspending their own job (403 naming `user`).
+#[test]
+fn only_administrators_suspend_and_resume() {
+    let s = Server::start(1);
+    let bob = s.add_user("bob", None);
+    let http = s.http_as(&bob);
+    let id = http.submit(
+        json!({"procs": 1, "walltime": "1m", "command": ["sleep", "30"],
+                                "cluster": "local"}),
+    );
+    s.wait_job(id, "running", Duration::from_secs(20), |j| {
+        j["state"] == "running"
+    });
+    for action in ["suspend", "resume"] {
+        let (status, e) = http.post(&format!("/jobs/{id}/{action}"), &json!({}));
+        assert_eq!(status, 403, "{action}: {e}");
+        assert_eq!(e["field"], "user", "{e}");
+    }
+    let (status, j) = s.http().post(&format!("/jobs/{id}/suspend"), &json!({}));
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(j["suspended"], true, "{j}");
+    let (status, j) = s.http().post(&format!("/jobs/{id}/cancel"), &json!({}));
+    assert_eq!(status, 200, "{j}");
+}
+
+/// Submissions checked while others are still being stored count them: 20 concurrent
+/// local jobs of 30 each against a budget of 100 admit at most 3.
+#[test]
+fn concurrent_submissions_never_overdraw_the_budget() {
+    let s = Server::start(2);
+    let bob = s.add_user("bob", Some(100.0));
+    let url = s.url.clone();
+    let threads: Vec<_> = (0..20)
+        .map(|_| {
+            let (url, bob) = (url.clone(), bob.clone());
+            std::thread::spawn(move || {
+                let http = Http::new(&url, &bob);
+                let (status, _) = http.post(
+                    "/jobs",
+                    &json!({"procs": 1, "walltime": "30s", "command": ["true"],
+                            "cluster": "local", "hold": true}),
+                );
+                status
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let admitted = statuses.iter().filter(|&&s| s == 201).count();
+    assert!(
+        statuses.iter().all(|s| [201, 402].contains(s)),
+        "{statuses:?}"
+    );
+    assert_eq!(admitted, 3, "{statuses:?}");
+    assert_eq!(s.http_as(&bob).jobs().len(), 3);
+}

@@ -88,6 +88,13 @@ fn malformed_requests_get_json_naming_the_field() {
         400,
         "id",
     );
+    // Found by tests/router_fuzz.rs: axum's own plain-text rejection answered this.
+    assert_refused(
+        "a user name that is not UTF-8",
+        raw(&s, "DELETE", "/api/v1/users/%FF%FE", None),
+        400,
+        "name",
+    );
     assert_refused(
         "a type error",
         raw(

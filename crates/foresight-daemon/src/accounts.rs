@@ -71,21 +71,117 @@ impl World {
     }
 
     /// The most a job may cost: every processor at `price` for its whole walltime.
-    fn worst_case(j: &JobRecord, price: f64) -> f64 {
+    pub(crate) fn worst_case(j: &JobRecord, price: f64) -> f64 {
         price * f64::from(j.procs) * j.walltime as f64
     }
 
-    /// Per user, the most their admitted local jobs (and jobs in administrative
-    /// reservations) may still cost: those not final, whose current attempt has not been
-    /// charged yet. Only users with a budget are counted.
-    pub(crate) fn committed_by_user(&self) -> BTreeMap<String, f64> {
-        let mut out = BTreeMap::new();
-        for j in self.jobs.values() {
-            if j.state.is_final() || self.users.get(&j.user).is_none_or(|u| u.budget.is_none()) {
-                continue;
-            }
+    /// The price per processor-second a job is admitted at: its cluster's base tariff for a
+    /// local job or one in an administrative reservation, else the price it offers (or the
+    /// default maximum price).
+    pub(crate) fn admission_price(&self, j: &JobRecord) -> f64 {
+        match self.local_tariff(j) {
+            Some(p) => p,
+            None if is_global(j) => j.price.unwrap_or_else(|| self.default_price()),
+            None => 0.0,
+        }
+    }
+
+    /// What job `id` counts toward its user's uncharged total: the worst case of a local job
+    /// (or a job in an administrative reservation) that is not final, whose current attempt
+    /// is charged only when it stops.
+    fn uncharged_worst_case(&self, id: JobId) -> Option<(&str, f64)> {
+        let j = self.jobs.get(&id)?;
+        if j.state.is_final() {
+            return None;
+        }
+        let price = self.local_tariff(j)?;
+        Some((j.user.as_str(), World::worst_case(j, price)))
+    }
+
+    /// Brings job `id`'s share of its user's uncharged total up to date: called when a job
+    /// is taken in or restored, and for every job changed since the last recount (every
+    /// change to a job marks it dirty, so a charge, a cancel or an end is seen there).
+    pub(crate) fn recount(&mut self, id: JobId) {
+        let now = self
+            .uncharged_worst_case(id)
+            .map(|(u, w)| (u.to_string(), w));
+        self.uncharged.set(id, now);
+    }
+
+    /// [`World::recount`] for every job changed since the last write.
+    pub(crate) fn recount_dirty(&mut self) {
+        let dirty: Vec<JobId> = self.dirty_jobs.iter().copied().collect();
+        for id in dirty {
+            self.recount(id);
+        }
+    }
+
+    /// Sets aside what the local jobs among `records`, admitted but not yet stored, may
+    /// cost; the ticket gives it back ([`Uncharged::release`]) when they are taken in or
+    /// refused by the store.
+    pub(crate) fn set_aside_admitted(&mut self, records: &[JobRecord]) -> u64 {
+        let mut by_user: BTreeMap<&str, f64> = BTreeMap::new();
+        for j in records {
             if let Some(price) = self.local_tariff(j) {
-                *out.entry(j.user.clone()).or_insert(0.0) += World::worst_case(j, price);
+                *by_user.entry(j.user.as_str()).or_insert(0.0) += World::worst_case(j, price);
+            }
+        }
+        let shares = by_user
+            .into_iter()
+            .map(|(u, w)| (u.to_string(), w))
+            .collect();
+        self.uncharged.set_aside(shares)
+    }
+
+    /// What `user`'s admitted local jobs may still cost: the running total, corrected for
+    /// jobs changed since their last recount (a few, not every record), and what is set
+    /// aside for jobs being stored.
+    pub(crate) fn uncharged_of(&self, user: &str) -> f64 {
+        let mut total = self.uncharged.total(user) + self.uncharged.aside(user);
+        for &id in &self.dirty_jobs {
+            let counted = self.uncharged.of_job(id);
+            let now = self.uncharged_worst_case(id);
+            if let Some((u, w)) = counted {
+                if u == user {
+                    total -= w;
+                }
+            }
+            if let Some((u, w)) = now {
+                if u == user {
+                    total += w;
+                }
+            }
+        }
+        total.max(0.0)
+    }
+
+    /// What the broker may plan with for `user`: their budget less what their local jobs
+    /// may still cost (`None`: unlimited). Set at each cycle and whenever a local job is
+    /// admitted, so that a job admitted while a cycle plans off the lock is counted when the
+    /// cycle's decisions are carried out.
+    pub(crate) fn plannable_budget(&self, user: &str) -> Option<f64> {
+        let b = self.users.get(user)?.budget?;
+        Some((b - self.uncharged_of(user)).max(0.0))
+    }
+
+    /// Tells the broker what `user` may still plan with.
+    pub(crate) fn sync_broker_budget(&mut self, user: &str) {
+        if !self.users.contains_key(user) {
+            return;
+        }
+        let left = self.plannable_budget(user);
+        let id = foresight_core::UserId(self.intern(0, user));
+        self.broker.set_budget(id, left);
+    }
+
+    /// The uncharged total of every user by a scan of every record: what the running total
+    /// must always equal.
+    #[cfg(test)]
+    pub(crate) fn uncharged_by_scan(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for &id in self.jobs.keys() {
+            if let Some((u, w)) = self.uncharged_worst_case(id) {
+                *out.entry(u.to_string()).or_insert(0.0) += w;
             }
         }
         out
@@ -106,7 +202,7 @@ impl World {
             return Ok(());
         }
         let owed = self.local_charge(now, id).unwrap_or(0.0);
-        let committed = self.committed_by_user().remove(&j.user).unwrap_or(0.0);
+        let committed = self.uncharged_of(&j.user);
         if left - owed < committed {
             return Err(Refusal::over_budget(format!(
                 "running job {id} again may cost up to its worst case once more: {:.2} left \
@@ -126,7 +222,7 @@ impl World {
             return Ok(());
         };
         let worst = World::worst_case(j, price);
-        let committed = self.committed_by_user().remove(&j.user).unwrap_or(0.0);
+        let committed = self.uncharged_of(&j.user);
         if worst + committed > left {
             let owed = if committed > 0.0 {
                 format!(", less {committed:.2} its unfinished local jobs may still cost")
@@ -138,6 +234,45 @@ impl World {
                  exceeds the remaining budget {left:.2} of {}{owed}",
                 j.procs, j.walltime, j.user
             )));
+        }
+        Ok(())
+    }
+
+    /// 402 (naming `field`) unless the jobs of one request together fit `user`'s budget:
+    /// each admitted job's worst case × how many jobs it makes (an array's tasks), plus what
+    /// the user's local jobs may still cost. Each job alone passed [`World::admit`]; this is
+    /// the check they cannot dodge by coming together.
+    pub(crate) fn check_budget_together(
+        &self,
+        user: &str,
+        jobs: &[(&JobRecord, usize)],
+        field: &str,
+    ) -> Result<(), Refusal> {
+        let Some(left) = self.users.get(user).and_then(|u| u.budget) else {
+            return Ok(());
+        };
+        let count: usize = jobs.iter().map(|(_, n)| n).sum();
+        if count < 2 {
+            return Ok(());
+        }
+        let worst: f64 = jobs
+            .iter()
+            .map(|(j, n)| World::worst_case(j, self.admission_price(j)) * *n as f64)
+            .sum();
+        let committed = self.uncharged_of(user);
+        if worst + committed > left {
+            let owed = if committed > 0.0 {
+                format!(", less {committed:.2} the unfinished local jobs may still cost")
+            } else {
+                String::new()
+            };
+            return Err(Refusal::OverBudget {
+                field: field.into(),
+                reason: format!(
+                    "the {count} jobs together may cost {worst:.2} at worst, more than the \
+                     remaining budget {left:.2} of {user}{owed}; none was submitted"
+                ),
+            });
         }
         Ok(())
     }
@@ -465,5 +600,70 @@ impl World {
                 j.reason = Some(format!("cancelled: user {user:?} was disabled"));
             }
         }
+    }
+}
+
+/// Per user, the running total of the worst cases of their admitted local jobs whose
+/// current attempt is not charged yet, with each job's share, so that a budget check reads
+/// one number instead of scanning every job record.
+#[derive(Debug, Default)]
+pub(crate) struct Uncharged {
+    by_job: BTreeMap<JobId, (String, f64)>,
+    /// The total and how many jobs make it (at none, it is reset to exactly 0).
+    by_user: BTreeMap<String, (f64, usize)>,
+    /// Set aside for admitted jobs being stored, by ticket: their users' shares.
+    aside: BTreeMap<u64, Vec<(String, f64)>>,
+    next_ticket: u64,
+}
+
+impl Uncharged {
+    /// Job `id` now counts `share` (user, worst case), or nothing.
+    fn set(&mut self, id: JobId, share: Option<(String, f64)>) {
+        if let Some((user, w)) = self.by_job.remove(&id) {
+            if let Some(t) = self.by_user.get_mut(&user) {
+                t.0 -= w;
+                t.1 -= 1;
+                if t.1 == 0 {
+                    self.by_user.remove(&user);
+                }
+            }
+        }
+        if let Some((user, w)) = share {
+            let t = self.by_user.entry(user.clone()).or_insert((0.0, 0));
+            t.0 += w;
+            t.1 += 1;
+            self.by_job.insert(id, (user, w));
+        }
+    }
+
+    /// Sets aside these shares until the ticket is released.
+    fn set_aside(&mut self, shares: Vec<(String, f64)>) -> u64 {
+        self.next_ticket += 1;
+        if !shares.is_empty() {
+            self.aside.insert(self.next_ticket, shares);
+        }
+        self.next_ticket
+    }
+
+    /// Gives back what a ticket set aside (the jobs are counted now, or were not stored).
+    pub(crate) fn release(&mut self, ticket: u64) {
+        self.aside.remove(&ticket);
+    }
+
+    fn aside(&self, user: &str) -> f64 {
+        self.aside
+            .values()
+            .flatten()
+            .filter(|(u, _)| u == user)
+            .map(|(_, w)| w)
+            .sum()
+    }
+
+    fn total(&self, user: &str) -> f64 {
+        self.by_user.get(user).map_or(0.0, |t| t.0)
+    }
+
+    fn of_job(&self, id: JobId) -> Option<(&str, f64)> {
+        self.by_job.get(&id).map(|(u, w)| (u.as_str(), *w))
     }
 }

@@ -201,6 +201,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Id {
     }
 }
 
+/// A user's name in the path (`/users/{name}`), refused as JSON naming `name` when it cannot
+/// be read (percent-encoded bytes that are not UTF-8).
+pub struct UserName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for UserName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(name)| UserName(name))
+            .map_err(|e| unreadable(e.status(), "bad_request", "name", e.body_text()))
+    }
+}
+
 /// A job in the path (`/jobs/{id}`): `ID`, or `ARRAY_TASK` for a task of an array job;
 /// refused as JSON naming `id` when it is neither.
 pub struct JobPath(pub JobRef);
@@ -512,6 +527,9 @@ async fn show_job(
 
 macro_rules! job_action {
     ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
+        job_action!($name, $path, $doc, false, |$w, $now, $id| $body);
+    };
+    ($name:ident, $path:literal, $doc:literal, $admin:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
         #[doc = $doc]
         #[utoipa::path(post, path = $path, params(("id" = String, Path, description = "Job id, or ARRAY_TASK; an array job's id acts on every task")),
             responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
@@ -521,6 +539,9 @@ macro_rules! job_action {
             caller: Caller,
             JobPath(r): JobPath,
         ) -> Result<Json<JobView>, Refusal> {
+            if $admin {
+                caller.admin()?;
+            }
             s.job_op_each(&caller.0, r, |$w, $now, $id| $body)
                 .await
                 .map(Json)
@@ -549,13 +570,16 @@ job_action!(
 job_action!(
     suspend_job,
     "/api/v1/jobs/{id}/suspend",
-    "Stops a running job (SIGSTOP).",
+    "Stops a running job (SIGSTOP; administrators, as in Slurm: a suspended job keeps its \
+     processors and its walltime clock stops).",
+    true,
     |w, _now, id| w.pause(id, true)
 );
 job_action!(
     resume_job,
     "/api/v1/jobs/{id}/resume",
-    "Continues a suspended job (SIGCONT).",
+    "Continues a suspended job (SIGCONT; administrators).",
+    true,
     |w, _now, id| w.pause(id, false)
 );
 job_action!(
@@ -791,7 +815,7 @@ async fn create_user(
 async fn change_budget(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<BudgetChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
@@ -828,7 +852,7 @@ fn check_account_name(a: &str) -> Result<(), Refusal> {
 async fn change_unix_user(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<UnixUserChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;

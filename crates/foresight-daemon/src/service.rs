@@ -412,6 +412,9 @@ impl Service {
         }
         let (jobs, reservations, users, effects) = {
             let mut w = self.world();
+            // The running totals of uncharged local jobs take in what changed before it
+            // is no longer marked.
+            w.recount_dirty();
             let jobs: Vec<JobRecord> = std::mem::take(&mut w.dirty_jobs)
                 .into_iter()
                 .filter_map(|id| w.jobs.get(&id).cloned())
@@ -825,18 +828,32 @@ impl Service {
                     }
                 }
             }
+            // The jobs of a batch and the tasks of an array each passed alone; together
+            // they must fit the budget too, or none is taken.
+            let together: Vec<(&JobRecord, usize)> = records.iter().map(|r| (r, 1)).collect();
+            w.check_budget_together(&user.name, &together, if batch { "jobs" } else { "array" })?;
         }
         if records.is_empty() {
             return Err(Refusal::invalid("jobs", "no jobs given"));
         }
+        // Until they are taken in, what these local jobs may cost is set aside, so that a
+        // submission checked while they are being stored counts them.
+        let ticket = self.world().set_aside_admitted(&records);
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.inserts
-            .send((records.clone(), reply))
-            .map_err(|_| Refusal::internal("the store writer has stopped"))?;
-        let ids = answer
-            .await
-            .map_err(|_| Refusal::internal("the store writer has stopped"))?
-            .map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))?;
+        let stored = match self.inserts.send((records.clone(), reply)) {
+            Err(_) => Err(Refusal::internal("the store writer has stopped")),
+            Ok(()) => answer
+                .await
+                .map_err(|_| Refusal::internal("the store writer has stopped"))
+                .and_then(|r| r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))),
+        };
+        let ids = match stored {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.world().uncharged.release(ticket);
+                return Err(e);
+            }
+        };
         let mut array_job = 0;
         for (r, id) in records.iter_mut().zip(&ids) {
             r.id = *id;
@@ -860,6 +877,7 @@ impl Service {
         });
         {
             let mut w = self.world();
+            w.uncharged.release(ticket);
             w.accept(now, records);
             w.dirty_jobs.extend(numbered.into_iter().map(JobId));
         }

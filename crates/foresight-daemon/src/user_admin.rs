@@ -1,10 +1,10 @@
 //! Administrators' changes to users beyond creating them: credentials, token rotation,
 //! disabling and removal. Each takes effect for authentication before the answer is sent.
 
-use crate::http::{Body, Caller};
+use crate::http::{Body, Caller, UserName};
 use crate::refusal::Refusal;
 use crate::service::{new_token, token_hash, Service};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use foresight_api::{CreatedUser, CredentialsChange, UserStateChange, UserView};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ type AppState = Arc<Service>;
 pub async fn change_credentials(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<CredentialsChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
@@ -39,7 +39,7 @@ pub async fn change_credentials(
 pub async fn rotate_token(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
 ) -> Result<Json<CreatedUser>, Refusal> {
     caller.admin()?;
     let token = new_token();
@@ -59,7 +59,7 @@ pub async fn rotate_token(
 pub async fn change_state(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
     Body(change): Body<UserStateChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
@@ -81,7 +81,7 @@ pub async fn change_state(
 pub async fn remove_user(
     State(s): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
+    UserName(name): UserName,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s

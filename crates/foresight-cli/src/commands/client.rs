@@ -1370,11 +1370,16 @@ pub fn plan_show(o: PlanShowOpts) -> Result<()> {
     Ok(())
 }
 
+/// The most processor rows a chart draws: a terminal shows no more, and a server that
+/// claims 2³² processors must not make the CLI draw them all.
+const GANTT_ROWS: u32 = 4096;
+
 /// The chart of one cluster's plan: one row per processor, one column per time step;
 /// `.` free, `#` running, `R` a global job's reservation, `P` a global job planned beyond the
 /// lead time, `f` a queued local job's forecast, `H` an administrative reservation.
 pub fn gantt(p: &ClusterPlan, width: usize) -> String {
-    let span = (p.to - p.from).max(1);
+    // What the server says is not trusted: instants anywhere in i64, any processor count.
+    let span = p.to.saturating_sub(p.from).max(1);
     let step = (span as f64 / width as f64).max(1.0);
     let mut out = format!(
         "{}: {} processors, {} .. {} ({} per column)\n",
@@ -1384,7 +1389,8 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
         when(Some(p.to)),
         format_duration(step.ceil() as i64)
     );
-    for proc in 0..p.procs {
+    let rows = p.procs.min(GANTT_ROWS);
+    for proc in 0..rows {
         let mut row = vec!['.'; width];
         for s in p.slots.iter().filter(|s| s.processor == proc) {
             let mark = match s.occupant.as_str() {
@@ -1395,8 +1401,8 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
                 "held" => 'H',
                 _ => continue,
             };
-            let a = ((s.start - p.from) as f64 / step).floor() as usize;
-            let b = (((s.end - p.from) as f64 / step).ceil() as usize).min(width);
+            let a = (s.start.saturating_sub(p.from) as f64 / step).floor() as usize;
+            let b = ((s.end.saturating_sub(p.from) as f64 / step).ceil() as usize).min(width);
             for cell in row.iter_mut().take(b).skip(a.min(width)) {
                 *cell = mark;
             }
@@ -1404,6 +1410,12 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
         out.push_str(&format!(
             "p{proc:<4}|{}|\n",
             row.into_iter().collect::<String>()
+        ));
+    }
+    if rows < p.procs {
+        out.push_str(&format!(
+            "      ({} more processors not shown; -o json has them all)\n",
+            p.procs - rows
         ));
     }
     out.push_str(

@@ -165,6 +165,112 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     assert!(e.reason().contains("600.00"), "{}", e.reason());
 }
 
+/// A local job admitted while a cycle plans off the lock counts in that cycle's budgets:
+/// the global job planned before it came must not take the money the local job was admitted
+/// with (600 + 500 > 1 000).
+#[test]
+fn a_local_job_admitted_during_a_cycle_counts_in_its_budgets() {
+    let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
+    let global = job(1, "bob", 2, 300);
+    w.admit(&global).unwrap();
+    w.accept(Time(1_000), vec![global]);
+    let plan = w.begin_cycle(Time(1_000));
+    // Off the lock, the local job comes in: alone it fits (1 000 left).
+    let mut local = job(2, "bob", 2, 250);
+    local.cluster = Some("b".into());
+    local.held = true;
+    w.admit(&local).unwrap();
+    w.accept(Time(1_000), vec![local]);
+    let decisions = plan.decide();
+    w.finish_cycle(plan, decisions);
+    let left = w.users["bob"].budget.unwrap();
+    assert!(
+        matches!(
+            w.jobs[&JobId(1)].state,
+            JobState::Pending | JobState::Planned
+        ),
+        "the global job was {:?}, leaving {left} for a local job that may cost 500",
+        w.jobs[&JobId(1)].state
+    );
+    assert_eq!(left, 1_000.0);
+    assert!(
+        w.jobs[&JobId(1)]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("budget"),
+        "{:?}",
+        w.jobs[&JobId(1)].reason
+    );
+    // Once the local job is cancelled, the global one is planned with the whole budget.
+    w.cancel(Time(1_001), JobId(2)).unwrap();
+    w.cycle(Time(1_001));
+    assert!(
+        matches!(
+            w.jobs[&JobId(1)].state,
+            JobState::Reserved | JobState::Running
+        ),
+        "{:?}",
+        w.jobs[&JobId(1)].state
+    );
+}
+
+/// The jobs of one request count together: two local jobs of 600 each pass alone but not
+/// together, and the refusal names the amount and the budget.
+#[test]
+fn the_jobs_of_one_request_count_together() {
+    let w = world(vec![cluster("a", 2)]);
+    let mut a = job(1, "bob", 2, 300);
+    a.cluster = Some("a".into());
+    let b = a.clone();
+    w.admit(&a).unwrap();
+    w.admit(&b).unwrap();
+    let e = w
+        .check_budget_together("bob", &[(&a, 1), (&b, 1)], "jobs")
+        .unwrap_err();
+    let Refusal::OverBudget { field, reason } = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(field, "jobs");
+    assert!(
+        reason.contains("1200.00") && reason.contains("1000.00"),
+        "{reason}"
+    );
+    // An array's tasks alike; one task fits.
+    assert!(w.check_budget_together("bob", &[(&a, 2)], "array").is_err());
+    assert!(w.check_budget_together("bob", &[(&a, 1)], "array").is_ok());
+    // No budget, no limit.
+    assert!(w.check_budget_together("ann", &[(&a, 9)], "jobs").is_ok());
+}
+
+/// The running total of uncharged local jobs equals a scan of the records after a restart,
+/// and the restarted service refuses what the first one would.
+#[test]
+fn the_uncharged_total_survives_a_restart() {
+    let mut w = world(vec![cluster("a", 2)]);
+    let mut ids = Vec::new();
+    for id in 1..=3 {
+        let mut j = job(id, "bob", 1, 100);
+        j.cluster = Some("a".into());
+        w.admit(&j).unwrap();
+        w.accept(Time(1_000), vec![j]);
+        ids.push(id);
+    }
+    w.cycle(Time(1_000));
+    launches(&mut w);
+    assert!(
+        close(w.uncharged_of("bob"), 300.0),
+        "{}",
+        w.uncharged_of("bob")
+    );
+    let w2 = restarted(&w, vec![cluster("a", 2)], 1_010);
+    assert!(close(w2.uncharged_of("bob"), 300.0));
+    assert!(close(w2.uncharged_by_scan()["bob"], 300.0));
+    let mut big = job(9, "bob", 2, 400);
+    big.cluster = Some("a".into());
+    assert!(w2.admit(&big).is_err(), "800 + 300 > 1 000");
+}
+
 mod property {
     //! Random local and global jobs, cancels, requeues, holds and early ends on random
     //! tariffs: after every step the user's budget is not negative and budget + spent is
@@ -291,6 +397,16 @@ mod property {
         }
 
         fn check(&self) -> Result<(), TestCaseError> {
+            // The running total of uncharged local jobs is always what a scan finds.
+            let scan = self.w.uncharged_by_scan();
+            for name in self.w.users.keys() {
+                let want = scan.get(name).copied().unwrap_or(0.0);
+                let got = self.w.uncharged_of(name);
+                prop_assert!(
+                    (got - want).abs() < 1e-6,
+                    "{name}'s uncharged total {got} != {want} by a scan"
+                );
+            }
             let u = &self.w.users["bob"];
             let left = u.budget.unwrap();
             prop_assert!(left >= -1e-6, "budget went negative: {left}");
@@ -353,7 +469,7 @@ mod property {
             budget0,
         };
         let mut next = 0u64;
-        for op in ops {
+        for (step, op) in ops.into_iter().enumerate() {
             let now = d.now;
             match op {
                 Op::Local {
@@ -400,6 +516,13 @@ mod property {
             }
             d.effects();
             d.check()?;
+            // Every other step, a write as the service's flush does it: the running totals
+            // take in the changed jobs, then nothing is marked changed.
+            if step % 2 == 1 {
+                d.w.recount_dirty();
+                d.w.dirty_jobs.clear();
+                d.check()?;
+            }
         }
         let end = d.now + 2_000;
         d.advance(end);

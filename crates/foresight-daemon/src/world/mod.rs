@@ -229,6 +229,8 @@ pub struct World {
     deferred: Vec<(usize, JobId, u32)>,
     /// Changed since last written.
     pub dirty_jobs: BTreeSet<JobId>,
+    /// What each user's admitted local jobs may still cost, kept as jobs change.
+    pub(crate) uncharged: crate::accounts::Uncharged,
     /// Changed since last written.
     pub dirty_reservations: BTreeSet<ReservationId>,
     /// Changed since last written.
@@ -308,6 +310,7 @@ impl World {
             stopping: BTreeSet::new(),
             deferred: Vec::new(),
             dirty_jobs: BTreeSet::new(),
+            uncharged: Default::default(),
             dirty_reservations: BTreeSet::new(),
             dirty_users: BTreeSet::new(),
             effects: Vec::new(),
@@ -334,7 +337,7 @@ impl World {
         self.users.insert(u.name.clone(), u);
     }
 
-    fn intern(&mut self, kind: u8, name: &str) -> u32 {
+    pub(crate) fn intern(&mut self, kind: u8, name: &str) -> u32 {
         let next = self.names.len() as u32 + 1;
         *self.names.entry((kind, name.to_string())).or_insert(next)
     }
@@ -583,7 +586,13 @@ impl World {
             let id = JobId(j.id);
             let held = j.held;
             let global = j.cluster.is_none() && j.reservation.is_none();
+            let user = j.user.clone();
             self.jobs.insert(id, j);
+            self.recount(id);
+            if !global {
+                // Counted at once, also by a cycle planning off the lock right now.
+                self.sync_broker_budget(&user);
+            }
             if held || self.stop_at_gate(id) {
                 continue;
             }
@@ -1664,18 +1673,10 @@ impl World {
         // what each user has left.
         // What their local jobs may still cost is set aside: a global job's reservation
         // never takes the money an admitted local job was admitted with.
-        let committed = self.committed_by_user();
-        let budgets: Vec<(String, Option<f64>)> = self
-            .users
-            .values()
-            .map(|u| {
-                let set_aside = committed.get(&u.name).copied().unwrap_or(0.0);
-                (u.name.clone(), u.budget.map(|b| (b - set_aside).max(0.0)))
-            })
-            .collect();
-        for (name, left) in budgets {
-            let user = UserId(self.intern(0, &name));
-            self.broker.set_budget(user, left);
+        self.recount_dirty();
+        let users: Vec<String> = self.users.keys().cloned().collect();
+        for name in users {
+            self.sync_broker_budget(&name);
         }
         let mut out = Vec::new();
         let plan = self.broker.begin_cycle(now, &mut out);
@@ -2176,6 +2177,10 @@ impl World {
             }
         }
         self.wake_waiting(now);
+        let ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        for id in ids {
+            self.recount(id);
+        }
         adopt
     }
 }
