@@ -45,8 +45,9 @@ pub struct WorkflowTaskSpec {
     /// Processors at once (also `processors`).
     #[serde(default = "one", alias = "processors")]
     pub procs: u32,
-    /// Run-time limit, as `sbatch --time` reads it (a bare number is minutes) or seconds as
-    /// a JSON number.
+    /// Run-time limit: text as `sbatch --time` reads it (`"5"` is 5 minutes, `"90s"`,
+    /// `"1:30:00"`); a JSON number in a REST body is seconds, but in a workflow file it is
+    /// minutes, as on the command line.
     pub walltime: Walltime,
     /// Features a cluster must have (installed software, for instance).
     #[serde(default)]
@@ -276,12 +277,20 @@ pub struct WorkflowTaskView {
 
 /// Reads a workflow file: JSON when `json`, else YAML (JSON is YAML too, but its own
 /// parser words errors as JSON). Errors name the line and column, and the field's path.
+/// In a file, a walltime is read as `sbatch --time` reads it, so a bare number is minutes
+/// (`walltime: 5` is 5 minutes), unlike a number in a REST body, which is seconds.
 pub fn parse_workflow(text: &str, json: bool) -> Result<WorkflowSpec, String> {
-    if json {
-        serde_json::from_str(text).map_err(|e| e.to_string())
+    let mut spec: WorkflowSpec = if json {
+        serde_json::from_str(text).map_err(|e| e.to_string())?
     } else {
-        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?
+    };
+    for t in &mut spec.tasks {
+        if let Walltime::Seconds(n) = t.walltime {
+            t.walltime = Walltime::Text(n.to_string());
+        }
     }
+    Ok(spec)
 }
 
 impl WorkflowSpec {
@@ -423,8 +432,8 @@ edges:
         assert_eq!(w.tasks[0].procs, 2);
         assert_eq!(w.tasks[1].procs, 1);
         assert_eq!(w.tasks[1].requires, vec!["fluent".to_string()]);
-        // sbatch-style: a bare string number is minutes; a YAML number is seconds.
-        assert_eq!(w.check().unwrap(), vec![300, 90, 60, 3600]);
+        // sbatch-style: a bare number is minutes, quoted or not.
+        assert_eq!(w.check().unwrap(), vec![300, 90, 3600, 3600]);
         assert_eq!(w.edges[0].data_mb, 100.0);
         assert_eq!(w.edges[2].data_mb, 2.5);
         assert_eq!(w.predecessors(), vec![vec![], vec![0], vec![0], vec![1, 2]]);
