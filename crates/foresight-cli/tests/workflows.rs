@@ -90,20 +90,29 @@ fn a_diamond_runs_in_dependency_order_and_completes() {
     let jd = s.show(d["job"].as_u64().unwrap());
     assert_eq!(jd["state"], "pending", "{jd}");
     assert!(
-        jd["reason"].as_str().unwrap().starts_with("Dependency: waiting for afterok:task "),
+        jd["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("Dependency: waiting for afterok:task "),
         "{jd}"
     );
     // The mapping planned D after B and C.
     let planned = |t: &str| int(task(&w, t), "planned_start");
     let planned_end = |t: &str| int(task(&w, t), "planned_end");
-    assert!(planned("D") >= planned_end("B").max(planned_end("C")), "{w}");
+    assert!(
+        planned("D") >= planned_end("B").max(planned_end("C")),
+        "{w}"
+    );
     assert!(planned("B") >= planned_end("A"), "{w}");
 
     let w = wait_workflow(&s, id, "over", over);
     assert_eq!(w["state"], "completed", "{w}");
     let started = |t: &str| int(task(&w, t), "started_at");
     let ended = |t: &str| int(task(&w, t), "ended_at");
-    assert!(started("B") >= ended("A") && started("C") >= ended("A"), "{w}");
+    assert!(
+        started("B") >= ended("A") && started("C") >= ended("A"),
+        "{w}"
+    );
     assert!(started("D") >= ended("B").max(ended("C")), "{w}");
     let d = std::fs::read_to_string(s.scratch().join("d.txt")).unwrap();
     assert_eq!(d, "a\nb\na\nc\n");
@@ -173,7 +182,10 @@ fn bad_workflows_are_refused_whole_naming_the_task_or_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cycle") && err.contains("B -> C -> B"), "{err}");
+    assert!(
+        err.contains("cycle") && err.contains("B -> C -> B"),
+        "{err}"
+    );
 
     // Malformed YAML: the line, before any server is asked.
     std::fs::write(&path, "name: x\ntasks:\n  - name: A\n    command: [true\n").unwrap();
@@ -188,9 +200,7 @@ fn bad_workflows_are_refused_whole_naming_the_task_or_line() {
 
     // Through the REST API: each refusal names the field and the task.
     let http = s.http();
-    let task = |name: &str, procs: u32| {
-        json!({"name": name, "command": ["true"], "walltime": 60, "procs": procs})
-    };
+    let task = |name: &str, procs: u32| json!({"name": name, "command": ["true"], "walltime": 60, "procs": procs});
     let cases = [
         (
             json!({"name": "w", "tasks": [task("A", 1), task("B", 1)],
@@ -267,7 +277,10 @@ fn a_workflow_survives_a_restart_and_users_see_only_their_own() {
     s.launch();
     let after = show(&s, id);
     for t in ["A", "B", "C", "D"] {
-        assert_eq!(task(&after, t)["planned_start"], task(&before, t)["planned_start"]);
+        assert_eq!(
+            task(&after, t)["planned_start"],
+            task(&before, t)["planned_start"]
+        );
         assert_eq!(task(&after, t)["job"], task(&before, t)["job"]);
     }
     let w = wait_workflow(&s, id, "over", over);
@@ -293,6 +306,8 @@ fn a_workflow_survives_a_restart_and_users_see_only_their_own() {
         wait_workflow(&s, id2, "over", over)
     };
     assert_eq!(w["state"], "cancelled", "{w}");
-    let (status, v) = s.http().post(&format!("/workflows/{id}/cancel"), &json!({}));
+    let (status, v) = s
+        .http()
+        .post(&format!("/workflows/{id}/cancel"), &json!({}));
     assert_eq!(status, 409, "{v}");
 }

@@ -397,3 +397,151 @@ impl World {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::tests::{cluster, exit, launches, world};
+    use super::*;
+    use foresight_api::{parse_workflow, MapperName, WorkflowState};
+
+    const DIAMOND: &str = "\
+name: d
+on_failure: {retry: 1}
+tasks:
+  - {name: A, command: [a], walltime: 1}
+  - {name: B, command: [b], walltime: 1}
+  - {name: C, command: [c], processors: 2, walltime: 1}
+  - {name: D, command: [d], walltime: 1}
+edges:
+  - {from: A, to: B}
+  - {from: A, to: C}
+  - {from: B, to: D}
+  - {from: C, to: D}
+";
+
+    /// Plans and accepts a workflow as the service does, numbering its jobs from `first`.
+    fn submit(w: &mut World, yaml: &str, first: u64) -> u64 {
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(yaml, false).unwrap();
+        let (mut wf, mut jobs) = w
+            .plan_workflow(1_000, &ann, &spec, MapperName::Heft)
+            .unwrap();
+        wf.id = 7;
+        for (i, (j, t)) in jobs.iter_mut().zip(wf.tasks.iter_mut()).enumerate() {
+            j.id = first + i as u64;
+            t.job = j.id;
+        }
+        w.accept_workflow(1_000, wf, jobs);
+        7
+    }
+
+    fn launched(w: &mut World) -> Vec<u64> {
+        launches(w).iter().map(|l| l.1).collect()
+    }
+
+    #[test]
+    fn tasks_run_in_order_retry_once_then_cancel_their_dependants() {
+        let mut w = world(vec![cluster("a", 4)]);
+        let id = submit(&mut w, DIAMOND, 1);
+        assert_eq!(
+            w.jobs[&4]
+                .links
+                .as_ref()
+                .unwrap()
+                .dependency
+                .as_ref()
+                .unwrap()
+                .text,
+            "afterok:2:3"
+        );
+        assert_eq!(w.jobs[&1].cluster.as_deref(), Some("a"));
+        assert_eq!(launched(&mut w), vec![1]);
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
+        w.on_finished(1_010, 0, 1, 0, &exit(0));
+        assert_eq!(launched(&mut w), vec![2, 3]);
+        // B fails: one retry, a new attempt of the same job; D still waits.
+        w.on_finished(1_020, 0, 2, 0, &exit(3));
+        assert_eq!(w.jobs[&2].attempt, 1);
+        // Started again at once on the free cluster (the retry's reason shows while it waits).
+        assert_eq!(w.jobs[&2].state, JobState::Running);
+        assert_eq!(w.workflows[&id].tasks[1].retries, 1);
+        assert!(w.dirty_workflows.contains(&id));
+        assert_eq!(launched(&mut w), vec![2]);
+        assert_eq!(w.jobs[&4].state, JobState::Pending);
+        // It fails again: no retry left, D is cancelled naming B.
+        w.on_finished(1_030, 0, 2, 1, &exit(4));
+        assert_eq!(w.jobs[&2].state, JobState::Failed);
+        assert_eq!(w.jobs[&4].state, JobState::Cancelled);
+        let reason = w.jobs[&4].reason.clone().unwrap();
+        assert!(
+            reason.contains("afterok:task B (job 2 is failed)"),
+            "{reason}"
+        );
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
+        w.on_finished(1_040, 0, 3, 0, &exit(0));
+        let v = w.workflow_view(id).unwrap();
+        assert_eq!(v.state, WorkflowState::Failed);
+        assert_eq!(v.tasks[3].after, vec!["B".to_string(), "C".to_string()]);
+        assert_eq!(
+            w.cancel_workflow(1_050, id).unwrap_err(),
+            Refusal::conflict("workflow 7 is already failed")
+        );
+    }
+
+    #[test]
+    fn a_restart_links_tasks_stored_before_their_links() {
+        let mut w = world(vec![cluster("a", 4)]);
+        let id = submit(&mut w, DIAMOND, 1);
+        let wf = w.workflows[&id].clone();
+        // As stored by the transaction, before the flush that writes the links.
+        let mut jobs: BTreeMap<u64, JobRecord> = w
+            .jobs
+            .values()
+            .cloned()
+            .map(|mut j| {
+                j.links = Some(Links {
+                    waiting: true,
+                    ..Links::default()
+                });
+                j.state = JobState::Pending;
+                j.parts.clear();
+                (j.id, j)
+            })
+            .collect();
+        link_tasks(&mut jobs, &wf);
+        let mut again = world(vec![cluster("a", 4)]);
+        again.restore(1_100, jobs.into_values().collect(), vec![], vec![]);
+        again.add_workflow(wf);
+        assert_eq!(launched(&mut again), vec![1]);
+        assert!(again.jobs[&4].links.as_ref().unwrap().waiting);
+    }
+
+    #[test]
+    fn bad_workflows_name_the_task_and_change_nothing() {
+        let w = world(vec![cluster("a", 4), cluster("b", 2)]);
+        let ann = w.users["ann"].clone();
+        let plan = |yaml: &str| {
+            let spec = parse_workflow(yaml, false).unwrap();
+            w.plan_workflow(1_000, &ann, &spec, MapperName::Dsc)
+        };
+        let big = DIAMOND.replace("processors: 2", "processors: 5");
+        let e = plan(&big).unwrap_err();
+        assert_eq!(e.field(), Some("tasks"));
+        assert!(e.reason().contains("task \"C\" can never run"), "{e:?}");
+        let cyc = DIAMOND.replace("{from: C, to: D}", "{from: D, to: A}");
+        let e = plan(&cyc).unwrap_err();
+        assert_eq!(e.field(), Some("edges"));
+        assert!(e.reason().contains("cycle"), "{e:?}");
+        let cmd = DIAMOND.replace("command: [d]", "command: [d], cwd: relative");
+        let e = plan(&cmd).unwrap_err();
+        assert_eq!(e.field(), Some("tasks[3].cwd"));
+        assert!(e.reason().starts_with("task \"D\": "), "{e:?}");
+        assert!(w.jobs.is_empty() && w.workflows.is_empty());
+        // A good one: every task on a cluster that can host it, D after B and C.
+        let (wf, jobs) = plan(DIAMOND).unwrap();
+        assert_eq!(jobs.len(), 4);
+        assert!(wf.tasks[3].planned_start >= wf.tasks[1].planned_end.max(wf.tasks[2].planned_end));
+        assert!(jobs.iter().all(|j| j.links.as_ref().unwrap().waiting));
+    }
+}
