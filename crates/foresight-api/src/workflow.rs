@@ -27,6 +27,12 @@ pub struct WorkflowSpec {
     /// `{retry: N}`: run it again up to N times first.
     #[serde(default)]
     pub on_failure: FailurePolicy,
+    /// Reserve every task's slot as mapped, two-phase: all held tentatively, then all
+    /// committed once the workflow is stored, or all released. Each task then starts, once
+    /// its inputs are ready, by its reserved start (earlier where processors are free).
+    /// Local clusters only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserve: bool,
     /// The tasks; each becomes a job.
     pub tasks: Vec<WorkflowTaskSpec>,
     /// Data moving from one task to another: the second starts after the first completes.
@@ -271,6 +277,9 @@ pub struct WorkflowTaskView {
     pub ended_at: Option<i64>,
     /// Runs after a failure so far.
     pub retries: u32,
+    /// The reservation holding its slot, for a workflow submitted with `reserve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<u64>,
     /// Why it is where it is.
     pub reason: Option<String>,
 }

@@ -311,3 +311,45 @@ fn a_workflow_survives_a_restart_and_users_see_only_their_own() {
         .post(&format!("/workflows/{id}/cancel"), &json!({}));
     assert_eq!(status, 409, "{v}");
 }
+
+/// `--reserve`: every task's slot is reserved as mapped and committed, and the tasks run in
+/// dependency order, each by its reserved start.
+#[test]
+fn a_reserved_workflow_runs_in_its_committed_slots() {
+    let s = Server::start(4);
+    // Slots of 10 s: a task waits at most for its reserved start.
+    let yaml = diamond(B_OK, "cancel").replace("walltime: 1\n", "walltime: 10s\n");
+    let id = submit(&s, &yaml, &["--reserve"]);
+    let w = show(&s, id);
+    let (_, rs) = s.http().get("/reservations");
+    let rs = rs.as_array().unwrap().clone();
+    assert_eq!(rs.len(), 4, "{rs:?}");
+    for t in w["tasks"].as_array().unwrap() {
+        let r = rs
+            .iter()
+            .find(|r| r["id"] == t["reservation"])
+            .unwrap_or_else(|| panic!("task {t} has no reservation"));
+        // Committed (active once its window has begun): never left tentative.
+        assert!(r["state"] == "committed" || r["state"] == "active", "{r}");
+        assert!(r["expires_at"].is_null(), "{r}");
+        assert_eq!(r["acl"]["users"], json!(["admin"]), "{r}");
+        assert_eq!(r["start"], t["planned_start"], "{r} {t}");
+        assert_eq!(
+            s.show(t["job"].as_u64().unwrap())["reservation"],
+            t["reservation"]
+        );
+    }
+    let w = wait_workflow(&s, id, "over", over);
+    assert_eq!(w["state"], "completed", "{w}");
+    let started = |t: &str| int(task(&w, t), "started_at");
+    let ended = |t: &str| int(task(&w, t), "ended_at");
+    assert!(started("D") >= ended("B").max(ended("C")), "{w}");
+    // The reserved start is the latest start (early where inputs and processors are ready).
+    for t in ["A", "B", "C", "D"] {
+        assert!(started(t) <= int(task(&w, t), "planned_start") + 2, "{w}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(s.scratch().join("d.txt")).unwrap(),
+        "a\nb\na\nc\n"
+    );
+}

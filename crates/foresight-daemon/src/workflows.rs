@@ -8,6 +8,10 @@ use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
 use foresight_store::UserRecord;
 use std::sync::Arc;
 
+/// How long phase one may hold a workflow's slots before they lapse by themselves (should
+/// the service die between the phases): the store's one transaction takes far less.
+const HOLD_SECONDS: i64 = 60;
+
 impl Service {
     /// Maps a workflow on the grid's current plan and accepts its tasks as jobs: all or
     /// none. `mapper` overrides the one the workflow names (DSC by default).
@@ -19,13 +23,27 @@ impl Service {
     ) -> Result<SubmittedWorkflow, Refusal> {
         let now = unix_now();
         let mapper = mapper.or(spec.mapper).unwrap_or_default();
-        let (record, mut jobs) = self.world().plan_workflow(now, user, &spec, mapper)?;
-        let (id, ids) = self
-            .store
-            .insert_workflow(&record, &jobs)
-            .await
-            .map_err(|e| Refusal::internal(format!("storing the workflow: {e}")))?;
-        let mut record = record;
+        let (mut record, mut jobs) = {
+            let mut w = self.world();
+            let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
+            if spec.reserve {
+                // Phase one, under the same lock as the mapping: the slots it found are free.
+                w.hold_workflow(now, &mut record, &mut jobs, HOLD_SECONDS)?;
+            }
+            (record, jobs)
+        };
+        let stored = self.store.insert_workflow(&record, &jobs).await;
+        if spec.reserve {
+            // Phase two: all committed with the workflow stored, or all released.
+            self.world().settle_workflow(now, &record, stored.is_ok());
+        }
+        let (id, ids) = match stored {
+            Ok(x) => x,
+            Err(e) => {
+                self.flush().await;
+                return Err(Refusal::internal(format!("storing the workflow: {e}")));
+            }
+        };
         record.id = id;
         for ((j, t), jid) in jobs.iter_mut().zip(record.tasks.iter_mut()).zip(&ids) {
             j.id = *jid;

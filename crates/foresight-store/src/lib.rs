@@ -361,6 +361,9 @@ pub struct WorkflowTaskRecord {
     /// Runs after a failure so far.
     #[serde(default)]
     pub retries: u32,
+    /// The reservation holding its slot (a workflow reserved two-phase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<u64>,
 }
 
 /// Data from one task to another, by task index.

@@ -95,6 +95,7 @@ fn workflow(user: &str) -> foresight_store::WorkflowRecord {
         planned_start: start,
         planned_end: start + 60,
         retries: 0,
+        reservation: Some(9),
     };
     foresight_store::WorkflowRecord {
         id: 0,

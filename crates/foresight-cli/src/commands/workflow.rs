@@ -31,6 +31,10 @@ pub struct SubmitOpts {
     /// The mapping algorithm [default: the file's `mapper`, else dsc].
     #[arg(long, value_parser = ["dsc", "heft", "greedy"])]
     mapper: Option<String>,
+    /// Reserve every task's slot as mapped (two-phase: all or none); each task starts at
+    /// its reserved start once its inputs are ready [default: the file's `reserve`].
+    #[arg(long)]
+    reserve: bool,
     #[command(flatten)]
     out: OutputOpt,
 }
@@ -89,6 +93,7 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
                         .map_err(|e: String| bad(format!("--mapper: {e}")))?,
                 );
             }
+            spec.reserve |= o.reserve;
             Some(spec)
         }
         _ => None,

@@ -40,6 +40,13 @@ fn about_task(index: usize, name: &str, r: Refusal) -> Refusal {
             field: format!("tasks[{index}].{field}"),
             reason: format!("task {name:?}: {reason}"),
         },
+        Refusal::Conflict { field, reason } => Refusal::Conflict {
+            field: Some(match field {
+                Some(f) => format!("tasks[{index}].{f}"),
+                None => format!("tasks[{index}]"),
+            }),
+            reason: format!("task {name:?}: {reason}"),
+        },
         other => other,
     }
 }
@@ -257,6 +264,7 @@ impl World {
                 planned_start: p.start.secs(),
                 planned_end: p.end.secs(),
                 retries: 0,
+                reservation: None,
             });
         }
         let record = WorkflowRecord {
@@ -270,6 +278,66 @@ impl World {
             edges,
         };
         Ok((record, jobs))
+    }
+
+    /// Phase one of a workflow's two-phase reservation: holds every task's mapped slot
+    /// as a tentative reservation (for the owner, expiring after `ttl` seconds) and binds
+    /// the task's job to it, so that once its inputs are ready it starts at its reserved
+    /// start at the latest (earlier where processors are free). All or none: if one slot cannot be held, those already held are released and
+    /// the refusal names the task. Phase two is [`World::settle_workflow`].
+    pub fn hold_workflow(
+        &mut self,
+        now: i64,
+        wf: &mut WorkflowRecord,
+        jobs: &mut [JobRecord],
+        ttl: i64,
+    ) -> Result<(), Refusal> {
+        let mut held = Vec::new();
+        for (i, (t, j)) in wf.tasks.iter_mut().zip(jobs.iter_mut()).enumerate() {
+            let acl = foresight_api::AclSpec {
+                users: vec![wf.user.clone()],
+                ..Default::default()
+            };
+            match self.create_reservation(
+                now,
+                &wf.user,
+                &t.cluster,
+                super::Held::Count(j.procs),
+                t.planned_start,
+                t.planned_end,
+                acl,
+                Some(ttl),
+            ) {
+                Ok(r) => {
+                    held.push(r);
+                    t.reservation = Some(r);
+                    j.reservation = Some(r);
+                    // The slot is the latest start: a task whose inputs are ready early
+                    // starts early where processors are free, as the plan only got longer
+                    // by waiting.
+                    j.allow_early_start = true;
+                }
+                Err(e) => {
+                    for r in held {
+                        let _ = self.release_reservation(now, r);
+                    }
+                    return Err(about_task(i, &t.name, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase two: commits every slot [`World::hold_workflow`] held (the workflow is
+    /// stored), or releases them all (it is not).
+    pub fn settle_workflow(&mut self, now: i64, wf: &WorkflowRecord, commit: bool) {
+        for r in wf.tasks.iter().filter_map(|t| t.reservation) {
+            let _ = if commit {
+                self.commit_reservation(r)
+            } else {
+                self.release_reservation(now, r)
+            };
+        }
     }
 
     /// Takes in a workflow and its jobs, both durable: links the tasks and queues them.
@@ -344,9 +412,14 @@ impl World {
                 state.map_or("over".into(), |s| s.to_string())
             )));
         }
+        let held: Vec<u64> = wf.tasks.iter().filter_map(|t| t.reservation).collect();
         for j in open {
             // A task the gate cancelled meanwhile is already final: nothing to do.
             let _ = self.cancel(now, j);
+        }
+        // The slots reserved for the tasks are given back (ended ones stay as they are).
+        for r in held {
+            let _ = self.release_reservation(now, r);
         }
         Ok(())
     }
@@ -376,6 +449,7 @@ impl World {
                     started_at: j.and_then(|j| j.started_at),
                     ended_at: j.and_then(|j| j.ended_at),
                     retries: t.retries,
+                    reservation: t.reservation,
                     reason: j.and_then(|j| j.reason.clone()),
                 }
             })
@@ -515,6 +589,66 @@ edges:
         again.add_workflow(wf);
         assert_eq!(launched(&mut again), vec![1]);
         assert!(again.jobs[&4].links.as_ref().unwrap().waiting);
+    }
+
+    /// Phase one holds every slot or none: a slot another reservation took between the
+    /// mapping and the hold fails the whole workflow, naming the task, and releases the
+    /// slots already held; phase two commits them all.
+    #[test]
+    fn a_workflow_holds_every_slot_or_none() {
+        use foresight_api::{AclSpec, ReservationState};
+        let mut w = world(vec![cluster("a", 4)]);
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(DIAMOND, false).unwrap();
+        let (wf, jobs) = w
+            .plan_workflow(1_000, &ann, &spec, MapperName::Greedy)
+            .unwrap();
+        // Someone reserves C's slot meanwhile (C takes 2 of the 4 processors; 3 are taken).
+        let c = &wf.tasks[2];
+        w.create_reservation(
+            1_000,
+            "root",
+            "a",
+            crate::world::Held::Count(3),
+            c.planned_start,
+            c.planned_end,
+            AclSpec::default(),
+            None,
+        )
+        .unwrap();
+        let (mut wf1, mut jobs1) = (wf.clone(), jobs.clone());
+        let e = w
+            .hold_workflow(1_000, &mut wf1, &mut jobs1, 60)
+            .unwrap_err();
+        assert_eq!(e.field(), Some("tasks[2].start"), "{e:?}");
+        assert!(e.reason().starts_with("task \"C\": "), "{e:?}");
+        let states: Vec<ReservationState> =
+            w.reservations.values().skip(1).map(|r| r.state).collect();
+        assert_eq!(
+            states,
+            vec![ReservationState::Released; 2],
+            "A's and B's slots"
+        );
+
+        // On a free cluster every slot is held tentatively, then committed.
+        let mut w = world(vec![cluster("a", 4)]);
+        let (mut wf, mut jobs) = w
+            .plan_workflow(1_000, &ann, &spec, MapperName::Greedy)
+            .unwrap();
+        w.hold_workflow(1_000, &mut wf, &mut jobs, 60).unwrap();
+        assert!(jobs
+            .iter()
+            .zip(&wf.tasks)
+            .all(|(j, t)| j.reservation.is_some() && j.reservation == t.reservation));
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Tentative && r.expires_at == Some(1_060)));
+        w.settle_workflow(1_000, &wf, true);
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Committed));
     }
 
     #[test]
