@@ -8,11 +8,16 @@ mod dependency;
 mod duration;
 mod job_ref;
 pub mod usage;
+mod workflow;
 
 pub use array::ArraySpec;
 pub use dependency::{combine, Dependency, DependencyKind, DependencyVerdict};
 pub use duration::{format_duration, parse_duration};
 pub use job_ref::JobRef;
+pub use workflow::{
+    derive_state, parse_workflow, EdgeSpec, FailurePolicy, MapperName, SubmittedWorkflow,
+    WorkflowSpec, WorkflowState, WorkflowTaskSpec, WorkflowTaskView, WorkflowView,
+};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! `foresight`: the one binary: the service (`foresight server start`), its client (`job`,
-//! `estimate`, `reservation`, `cluster`, `user`, `plan show`), trace simulations
+//! `workflow`, `estimate`, `reservation`, `cluster`, `user`, `plan show`), trace simulations
 //! (`foresight sim run|grid`) and slot selection (`foresight plan select`).
 #![forbid(unsafe_code)]
 
@@ -35,6 +35,14 @@ enum Command {
     Job {
         #[command(subcommand)]
         command: commands::client::JobCommand,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Workflows: DAGs of tasks with data edges, mapped onto the grid and run in
+    /// dependency order.
+    Workflow {
+        #[command(subcommand)]
+        command: commands::workflow::WorkflowCommand,
         #[command(flatten)]
         conn: Connection,
     },
@@ -98,6 +106,9 @@ fn main() -> ExitCode {
         Command::Plan { command } => commands::plan::run(command),
         Command::Server { command } => commands::server::run(command).map(|()| ExitCode::SUCCESS),
         Command::Job { command, conn } => commands::client::job(&conn, command),
+        Command::Workflow { command, conn } => {
+            commands::workflow::run(&conn, command).map(|()| ExitCode::SUCCESS)
+        }
         Command::Estimate { opts, conn } => {
             commands::client::estimate(&conn, opts).map(|()| ExitCode::SUCCESS)
         }

@@ -291,6 +291,9 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/jobs/{id}/requeue", post(requeue_job))
         .route("/jobs/{id}/explain", get(explain_job))
         .route("/jobs/{id}/output", get(crate::output::job_output))
+        .route("/workflows", post(submit_workflow).get(list_workflows))
+        .route("/workflows/{id}", get(show_workflow))
+        .route("/workflows/{id}/cancel", post(cancel_workflow))
         .route("/estimate", post(estimate))
         .route(
             "/reservations",
@@ -336,7 +339,8 @@ pub fn router(service: Arc<Service>) -> Router {
         list_reservations, show_reservation, commit_reservation, release_reservation,
         list_clusters, show_plan, list_users, create_user, change_budget, change_unix_user, whoami,
         healthz, crate::output::job_output, user_admin::change_credentials,
-        user_admin::rotate_token, user_admin::change_state, user_admin::remove_user
+        user_admin::rotate_token, user_admin::change_state, user_admin::remove_user,
+        submit_workflow, list_workflows, show_workflow, cancel_workflow
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
@@ -344,7 +348,8 @@ pub fn router(service: Arc<Service>) -> Router {
         ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan, SlotView,
         UserView, CreateUser, CreatedUser, BudgetChange, UnixUserChange, foresight_api::ApiError,
         UserCredentials, CredentialsChange, UserStateChange,
-        Walltime
+        Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,
+        SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
@@ -588,6 +593,51 @@ job_action!(
     "Puts a job back in the queue.",
     |w, now, id| w.requeue(now, id)
 );
+
+/// Submits a workflow: its tasks are mapped onto the grid's current plan and become jobs
+/// that run in dependency order; all are accepted or none (400 naming the task, the edge or
+/// the field at fault: a cycle, an unknown task, a duplicate name, a task no cluster can
+/// host).
+#[utoipa::path(post, path = "/api/v1/workflows", request_body = WorkflowSpec,
+    responses((status = 201, body = SubmittedWorkflow), (status = 400, body = foresight_api::ApiError)))]
+async fn submit_workflow(
+    State(s): State<AppState>,
+    caller: Caller,
+    Body(spec): Body<WorkflowSpec>,
+) -> Result<(StatusCode, Json<SubmittedWorkflow>), Refusal> {
+    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
+    let done = s.submit_workflow(&caller.0, spec, None).await?;
+    Ok((StatusCode::CREATED, Json(done)))
+}
+
+/// Lists workflows: the caller's own, or everyone's for administrators.
+#[utoipa::path(get, path = "/api/v1/workflows", responses((status = 200, body = [WorkflowView])))]
+async fn list_workflows(State(s): State<AppState>, caller: Caller) -> Json<Vec<WorkflowView>> {
+    Json(s.workflows(&caller.0))
+}
+
+/// One workflow, with each task's planned and actual start.
+#[utoipa::path(get, path = "/api/v1/workflows/{id}", params(("id" = u64, Path, description = "Workflow id")),
+    responses((status = 200, body = WorkflowView), (status = 404, body = foresight_api::ApiError)))]
+async fn show_workflow(
+    State(s): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+) -> Result<Json<WorkflowView>, Refusal> {
+    s.workflow(&caller.0, id).map(Json)
+}
+
+/// Cancels every task of a workflow that has not ended.
+#[utoipa::path(post, path = "/api/v1/workflows/{id}/cancel", params(("id" = u64, Path, description = "Workflow id")),
+    responses((status = 200, body = WorkflowView), (status = 404, body = foresight_api::ApiError),
+              (status = 409, body = foresight_api::ApiError)))]
+async fn cancel_workflow(
+    State(s): State<AppState>,
+    caller: Caller,
+    Id(id): Id,
+) -> Result<Json<WorkflowView>, Refusal> {
+    s.cancel_workflow(&caller.0, id).await.map(Json)
+}
 
 /// Why a job has not started yet.
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/explain", params(("id" = String, Path, description = "Job id, or ARRAY_TASK")),

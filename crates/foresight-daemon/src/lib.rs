@@ -33,6 +33,7 @@ pub mod service;
 mod user_admin;
 pub mod wiki_rm;
 pub mod wiki_server;
+mod workflows;
 #[doc(hidden)]
 pub mod world;
 

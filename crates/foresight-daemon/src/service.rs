@@ -81,12 +81,12 @@ pub struct Service {
     /// Users by token hash, for authentication without the state's lock: refreshed from
     /// the users each write to the store carries, so it is as current as what is on disk.
     tokens: std::sync::RwLock<HashMap<String, UserRecord>>,
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
     /// Each cluster's resource manager, in configuration order.
     managers: Vec<Arc<dyn ResourceManager>>,
     /// Commands run against Slurm clusters so far.
     pub slurm_commands: Arc<AtomicU64>,
-    wake: Notify,
+    pub(crate) wake: Notify,
     flush_lock: tokio::sync::Mutex<()>,
     /// Its configuration.
     pub cfg: Config,
@@ -237,8 +237,20 @@ impl Service {
             created = Some(token);
         }
         let jobs = store.load_jobs(false).await?;
+        let workflows = store.load_workflows().await?;
+        // A workflow stored just before a crash may have tasks whose dependencies were not
+        // written yet: set them before any task can be queued.
+        let mut jobs: std::collections::BTreeMap<u64, JobRecord> =
+            jobs.into_iter().map(|j| (j.id, j)).collect();
+        for wf in &workflows {
+            crate::world::link_tasks(&mut jobs, wf);
+        }
+        let jobs: Vec<JobRecord> = jobs.into_values().collect();
         let reservations = store.load_reservations().await?;
         let adopt = world.restore(now, jobs, reservations, users);
+        for wf in workflows {
+            world.add_workflow(wf);
+        }
         for (k, job, attempt) in adopt {
             let Some(exec) = &executors[k] else { continue };
             match exec.adopt(job.0, attempt) {
@@ -410,7 +422,7 @@ impl Service {
             // status files at the next start.
             return;
         }
-        let (jobs, reservations, users, effects) = {
+        let (jobs, reservations, users, workflows, effects) = {
             let mut w = self.world();
             // The running totals of uncharged local jobs take in what changed before it
             // is no longer marked.
@@ -427,7 +439,11 @@ impl Service {
                 .into_iter()
                 .filter_map(|n| w.users.get(&n).cloned())
                 .collect();
-            (jobs, rs, us, std::mem::take(&mut w.effects))
+            let wfs: Vec<_> = std::mem::take(&mut w.dirty_workflows)
+                .into_iter()
+                .filter_map(|id| w.workflows.get(&id).cloned())
+                .collect();
+            (jobs, rs, us, wfs, std::mem::take(&mut w.effects))
         };
         let mut failed = None;
         if let Err(e) = self.store.put_reservations(&reservations).await {
@@ -435,6 +451,8 @@ impl Service {
         } else if let Err(e) = self.store.update_users(&users).await {
             failed = Some(e);
         } else if let Err(e) = self.store.update_jobs(&jobs).await {
+            failed = Some(e);
+        } else if let Err(e) = self.store.update_workflows(&workflows).await {
             failed = Some(e);
         }
         if let Some(e) = failed {
@@ -446,6 +464,7 @@ impl Service {
             w.dirty_reservations
                 .extend(reservations.iter().map(|r| ReservationId(r.id)));
             w.dirty_users.extend(users.iter().map(|u| u.name.clone()));
+            w.dirty_workflows.extend(workflows.iter().map(|x| x.id));
             w.effects.splice(0..0, effects);
             return;
         }

@@ -1,4 +1,4 @@
-//! Durable state of the service: jobs, reservations and users. Every write is one
+//! Durable state of the service: jobs, reservations, users and workflows. Every write is one
 //! transaction that is on disk when the call returns; the plan is not stored, it is derived
 //! from these on start-up.
 //!
@@ -324,6 +324,63 @@ pub struct UserRecord {
     pub removed: bool,
 }
 
+/// A workflow as stored: its tasks (each a job of `jobs`), their edges, where and when the
+/// mapping placed each task, and how many times each was retried. Its state is not stored:
+/// it is derived from its tasks' jobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRecord {
+    /// Id (assigned by the store).
+    #[serde(skip)]
+    pub id: u64,
+    /// Owner: every task's job is the owner's.
+    pub user: String,
+    /// Name.
+    pub name: String,
+    /// The mapping algorithm that placed the tasks.
+    pub mapper: foresight_api::MapperName,
+    /// What a failed task does.
+    pub on_failure: foresight_api::FailurePolicy,
+    /// Submitted.
+    pub submitted_at: i64,
+    /// The tasks, in submission order.
+    pub tasks: Vec<WorkflowTaskRecord>,
+    /// Data edges, as indices into `tasks`.
+    pub edges: Vec<WorkflowEdgeRecord>,
+}
+
+/// One task of a stored workflow.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowTaskRecord {
+    /// Its name in the workflow.
+    pub name: String,
+    /// Its job: 0 until the store has numbered it (filled in by
+    /// [`Store::insert_workflow`]).
+    pub job: u64,
+    /// The cluster the mapping chose.
+    pub cluster: String,
+    /// The start the mapping planned.
+    pub planned_start: i64,
+    /// The end the mapping planned.
+    pub planned_end: i64,
+    /// Runs after a failure so far.
+    #[serde(default)]
+    pub retries: u32,
+    /// The reservation holding its slot (a workflow reserved two-phase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<u64>,
+}
+
+/// Data from one task to another, by task index.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowEdgeRecord {
+    /// The producing task.
+    pub from: usize,
+    /// The consuming task.
+    pub to: usize,
+    /// MB moved.
+    pub data_mb: f64,
+}
+
 /// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend
 /// are interchangeable.
 #[async_trait::async_trait]
@@ -345,6 +402,18 @@ pub trait Store: Send + Sync {
     async fn update_users(&self, us: &[UserRecord]) -> Result<()>;
     /// Every user.
     async fn load_users(&self) -> Result<Vec<UserRecord>>;
+    /// Stores a workflow and its tasks' jobs in one transaction: all or nothing. The jobs
+    /// are numbered in order and `tasks[i].job` is set to the i-th job's id in the stored
+    /// workflow; returns the workflow's id and the jobs' ids.
+    async fn insert_workflow(
+        &self,
+        wf: &WorkflowRecord,
+        jobs: &[JobRecord],
+    ) -> Result<(u64, Vec<u64>)>;
+    /// Writes the current state of workflows, all in one transaction.
+    async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()>;
+    /// Every workflow, by id.
+    async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
 }

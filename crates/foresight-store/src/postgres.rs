@@ -2,7 +2,10 @@
 //! on a server that several processes can reach.
 
 use crate::location::redact;
-use crate::{decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord};
+use crate::{
+    decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord,
+    WorkflowRecord,
+};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
 use std::str::FromStr;
@@ -255,6 +258,75 @@ impl Store for PgStore {
                 u.name = name;
                 u.token_hash = hash;
                 Ok(u)
+            })
+            .collect()
+    }
+
+    async fn insert_workflow(
+        &self,
+        wf: &WorkflowRecord,
+        jobs: &[JobRecord],
+    ) -> Result<(u64, Vec<u64>)> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut ids = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES ($1, $2, $3, $4) \
+                 RETURNING id",
+            )
+            .bind(&j.user)
+            .bind(j.state.as_str())
+            .bind(j.submitted_at)
+            .bind(encode(j))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db())?;
+            ids.push(id as u64);
+        }
+        let mut stored = wf.clone();
+        for (t, id) in stored.tasks.iter_mut().zip(&ids) {
+            t.job = *id;
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO workflows (user_name, data) VALUES ($1, $2) RETURNING id",
+        )
+        .bind(&stored.user)
+        .bind(encode(&stored))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok((id as u64, ids))
+    }
+
+    async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()> {
+        if wfs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for w in wfs {
+            sqlx::query("UPDATE workflows SET data = $1 WHERE id = $2")
+                .bind(encode(w))
+                .bind(w.id as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>> {
+        let rows = sqlx::query("SELECT id, data FROM workflows ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut w: WorkflowRecord = decode("workflows", id.to_string(), &data)?;
+                w.id = id as u64;
+                Ok(w)
             })
             .collect()
     }

@@ -1,6 +1,9 @@
 //! The embedded SQLite store: one file, write-ahead log, every commit synced.
 
-use crate::{decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord};
+use crate::{
+    decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord,
+    WorkflowRecord,
+};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 use std::path::Path;
@@ -176,6 +179,75 @@ impl Store for SqliteStore {
                 .map_err(self.db())?;
         }
         tx.commit().await.map_err(self.db())
+    }
+
+    async fn insert_workflow(
+        &self,
+        wf: &WorkflowRecord,
+        jobs: &[JobRecord],
+    ) -> Result<(u64, Vec<u64>)> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut ids = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES (?, ?, ?, ?) \
+                 RETURNING id",
+            )
+            .bind(&j.user)
+            .bind(j.state.as_str())
+            .bind(j.submitted_at)
+            .bind(encode(j))
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db())?;
+            ids.push(id as u64);
+        }
+        let mut stored = wf.clone();
+        for (t, id) in stored.tasks.iter_mut().zip(&ids) {
+            t.job = *id;
+        }
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO workflows (user_name, data) VALUES (?, ?) RETURNING id",
+        )
+        .bind(&stored.user)
+        .bind(encode(&stored))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok((id as u64, ids))
+    }
+
+    async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()> {
+        if wfs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for w in wfs {
+            sqlx::query("UPDATE workflows SET data = ? WHERE id = ?")
+                .bind(encode(w))
+                .bind(w.id as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>> {
+        let rows = sqlx::query("SELECT id, data FROM workflows ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        rows.iter()
+            .map(|row| {
+                let id: i64 = row.get(0);
+                let data: String = row.get(1);
+                let mut w: WorkflowRecord = decode("workflows", id.to_string(), &data)?;
+                w.id = id as u64;
+                Ok(w)
+            })
+            .collect()
     }
 
     async fn close(&self) {

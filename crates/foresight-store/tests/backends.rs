@@ -82,7 +82,84 @@ on_both_backends!(
     a_damaged_record_is_an_error_naming_its_table_and_row,
     empty_writes_are_no_ops,
     dependencies_and_array_membership_survive_reopening,
+    a_workflow_and_its_jobs_survive_reopening_and_updates_replace_it,
+    a_workflow_is_stored_with_all_its_jobs_or_not_at_all,
 );
+
+fn workflow(user: &str) -> foresight_store::WorkflowRecord {
+    use foresight_store::{WorkflowEdgeRecord, WorkflowTaskRecord};
+    let task = |name: &str, start: i64| WorkflowTaskRecord {
+        name: name.into(),
+        job: 0,
+        cluster: "a".into(),
+        planned_start: start,
+        planned_end: start + 60,
+        retries: 0,
+        reservation: Some(9),
+    };
+    foresight_store::WorkflowRecord {
+        id: 0,
+        user: user.into(),
+        name: "pair".into(),
+        mapper: foresight_api::MapperName::Heft,
+        on_failure: foresight_api::FailurePolicy::Retry(2),
+        submitted_at: 1_000,
+        tasks: vec![task("mesh", 1_000), task("solve \u{e9}", 1_060)],
+        edges: vec![WorkflowEdgeRecord {
+            from: 0,
+            to: 1,
+            data_mb: 12.5,
+        }],
+    }
+}
+
+/// A workflow comes back with its tasks' job ids filled in, and an update replaces it.
+async fn a_workflow_and_its_jobs_survive_reopening_and_updates_replace_it(b: Backend) {
+    let store = b.open().await;
+    store.insert_jobs(&[job("bob")]).await.unwrap();
+    let wf = workflow("ann");
+    let (id, ids) = store
+        .insert_workflow(&wf, &[job("ann"), job("ann")])
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![2, 3]);
+    let (id2, _) = store
+        .insert_workflow(&workflow("bob"), &[job("bob"), job("bob")])
+        .await
+        .unwrap();
+    assert!(id2 > id);
+    store.close().await;
+    let store = b.open().await;
+    let all = store.load_workflows().await.unwrap();
+    assert_eq!(all.len(), 2);
+    let mut expected = wf.clone();
+    expected.id = id;
+    expected.tasks[0].job = 2;
+    expected.tasks[1].job = 3;
+    assert_eq!(all[0], expected);
+    assert_eq!(store.load_jobs(false).await.unwrap().len(), 5);
+    expected.tasks[0].retries = 1;
+    store.update_workflows(&[expected.clone()]).await.unwrap();
+    store.update_workflows(&[]).await.unwrap();
+    store.close().await;
+    let store = b.open().await;
+    assert_eq!(store.load_workflows().await.unwrap()[0], expected);
+}
+
+/// When the workflow cannot be written, none of its jobs is stored either.
+async fn a_workflow_is_stored_with_all_its_jobs_or_not_at_all(b: Backend) {
+    let store = b.open().await;
+    store.insert_jobs(&[job("ann")]).await.unwrap();
+    store.close().await;
+    b.execute("DROP TABLE workflows").await;
+    let store = b.open().await;
+    let e = store
+        .insert_workflow(&workflow("ann"), &[job("ann"), job("ann")])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("workflows"), "{e}");
+    assert_eq!(store.load_jobs(false).await.unwrap().len(), 1);
+}
 
 /// Dependencies, array membership and the waiting flag are fields of the stored record.
 async fn dependencies_and_array_membership_survive_reopening(b: Backend) {

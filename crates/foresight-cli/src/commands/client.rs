@@ -200,7 +200,11 @@ impl Client {
         self.send(self.http.get(self.url(path)).query(query))
     }
 
-    fn post<T: DeserializeOwned, B: Serialize>(&self, path: &str, body: &B) -> Result<T> {
+    pub(crate) fn post<T: DeserializeOwned, B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
         self.send(self.http.post(self.url(path)).json(body))
     }
 

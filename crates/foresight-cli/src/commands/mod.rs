@@ -8,3 +8,4 @@ pub mod sim_auction;
 pub mod sim_sweep;
 pub mod sim_workflow;
 pub mod tail;
+pub mod workflow;

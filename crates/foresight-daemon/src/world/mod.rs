@@ -260,6 +260,12 @@ pub struct World {
     /// Set while the gate decides (`Some(again)`): a job ending meanwhile asks for one more
     /// pass instead of deciding inside the pass.
     waking: Option<bool>,
+    /// Workflows by id (`workflow.rs`).
+    pub workflows: BTreeMap<u64, foresight_store::WorkflowRecord>,
+    /// Which workflow task each task's job is: (workflow, task index).
+    task_of: HashMap<u64, (u64, usize)>,
+    /// Changed since last written.
+    pub dirty_workflows: BTreeSet<u64>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     #[cfg(test)]
     actions: Vec<BrokerAction>,
@@ -325,6 +331,9 @@ impl World {
             sent: BTreeSet::new(),
             waiting: BTreeSet::new(),
             waking: None,
+            workflows: BTreeMap::new(),
+            task_of: HashMap::new(),
+            dirty_workflows: BTreeSet::new(),
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -1048,7 +1057,12 @@ impl World {
 
     /// The last part of a job's attempt ended at `now` (when it really ended).
     fn job_ended(&mut self, now: Time, id: JobId, last: &Outcome) {
-        let requeue = self.requeue.remove(&id);
+        let retry = if self.requeue.contains(&id) {
+            None
+        } else {
+            self.retry_task(id)
+        };
+        let requeue = self.requeue.remove(&id) || retry.is_some();
         // A global job: the broker has charged what was used of what was reserved. A local
         // job (or one in an administrative reservation) pays here for what it held.
         if let Some(amount) = self.local_charge(now, id) {
@@ -1065,7 +1079,7 @@ impl World {
             j.exit_code = None;
             j.signal = None;
             j.state_after = None;
-            j.reason = Some(format!("requeued (attempt {})", j.attempt));
+            j.reason = Some(retry.unwrap_or_else(|| format!("requeued (attempt {})", j.attempt)));
             j.parts.clear();
             let global = j.cluster.is_none() && j.reservation.is_none();
             if global {
@@ -2188,8 +2202,10 @@ impl World {
 mod gate;
 mod remote;
 mod wiki;
+mod workflow;
 
 pub use gate::display_id;
+pub use workflow::link_tasks;
 
 #[cfg(test)]
 mod charge_tests;

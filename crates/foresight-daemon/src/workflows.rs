@@ -1,0 +1,90 @@
+//! The service's side of workflows: submission (mapped under the state's lock, stored with
+//! all its task jobs in one transaction, then queued), views and cancellation, each for the
+//! owner or an administrator only. The state itself is `world/workflow.rs`.
+
+use crate::refusal::Refusal;
+use crate::service::{unix_now, Service};
+use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
+use foresight_store::UserRecord;
+use std::sync::Arc;
+
+/// How long phase one may hold a workflow's slots before they lapse by themselves (should
+/// the service die between the phases): the store's one transaction takes far less.
+const HOLD_SECONDS: i64 = 60;
+
+impl Service {
+    /// Maps a workflow on the grid's current plan and accepts its tasks as jobs: all or
+    /// none. `mapper` overrides the one the workflow names (DSC by default).
+    pub async fn submit_workflow(
+        self: &Arc<Self>,
+        user: &UserRecord,
+        spec: WorkflowSpec,
+        mapper: Option<MapperName>,
+    ) -> Result<SubmittedWorkflow, Refusal> {
+        let now = unix_now();
+        let mapper = mapper.or(spec.mapper).unwrap_or_default();
+        let (mut record, mut jobs) = {
+            let mut w = self.world();
+            let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
+            if spec.reserve {
+                // Phase one, under the same lock as the mapping: the slots it found are free.
+                w.hold_workflow(now, &mut record, &mut jobs, HOLD_SECONDS)?;
+            }
+            (record, jobs)
+        };
+        let stored = self.store.insert_workflow(&record, &jobs).await;
+        if spec.reserve {
+            // Phase two: all committed with the workflow stored, or all released.
+            self.world().settle_workflow(now, &record, stored.is_ok());
+        }
+        let (id, ids) = match stored {
+            Ok(x) => x,
+            Err(e) => {
+                self.flush().await;
+                return Err(Refusal::internal(format!("storing the workflow: {e}")));
+            }
+        };
+        record.id = id;
+        for ((j, t), jid) in jobs.iter_mut().zip(record.tasks.iter_mut()).zip(&ids) {
+            j.id = *jid;
+            t.job = *jid;
+        }
+        self.world().accept_workflow(now, record, jobs);
+        self.wake.notify_one();
+        self.flush().await;
+        Ok(SubmittedWorkflow { id, jobs: ids })
+    }
+
+    /// A workflow, if the user may see it (its owner, or an administrator).
+    pub fn workflow(&self, user: &UserRecord, id: u64) -> Result<WorkflowView, Refusal> {
+        let w = self.world();
+        match w.workflow_view(id) {
+            Some(v) if user.admin || v.user == user.name => Ok(v),
+            // Someone else's workflow looks like none at all: ids leak nothing.
+            _ => Err(Refusal::not_found_at("id", format!("no workflow {id}"))),
+        }
+    }
+
+    /// The workflows the user may see, oldest first.
+    pub fn workflows(&self, user: &UserRecord) -> Vec<WorkflowView> {
+        let w = self.world();
+        w.workflows
+            .values()
+            .filter(|wf| user.admin || wf.user == user.name)
+            .filter_map(|wf| w.workflow_view(wf.id))
+            .collect()
+    }
+
+    /// Cancels every task of a workflow that has not ended.
+    pub async fn cancel_workflow(
+        self: &Arc<Self>,
+        user: &UserRecord,
+        id: u64,
+    ) -> Result<WorkflowView, Refusal> {
+        self.workflow(user, id)?;
+        self.world().cancel_workflow(unix_now(), id)?;
+        self.wake.notify_one();
+        self.flush().await;
+        self.workflow(user, id)
+    }
+}

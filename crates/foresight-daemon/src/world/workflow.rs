@@ -1,0 +1,693 @@
+//! Workflows in the service: a DAG of tasks, mapped as a whole onto the grid's current plan
+//! by `foresight_core::workflow::map`, each task then a job of the owner that waits at the
+//! gate (`gate.rs`) for its predecessors (`afterok`). The workflow's state is derived from
+//! its tasks'; a failed task either runs again (`retry: N`) or, through the gate, cancels
+//! its dependants with a reason naming it.
+//!
+//! # Where a task runs
+//! Each task's job is a **local job of the cluster the mapping chose** (`cluster` set), not
+//! a global job with a hint. The mapping has already weighed every cluster, data transfers
+//! included, which the broker's per-job choice cannot see (it plans one job at a time, with
+//! no edges), so a hint the broker may override would undo the mapping; pinning keeps the
+//! mapping's placement and leaves the broker (and its cycle) untouched. The task is then
+//! queued by that cluster's own policy once its inputs are ready, and the mapping's start
+//! is kept as the task's planned start, shown beside the actual one.
+
+use super::World;
+use crate::refusal::Refusal;
+use foresight_api::{
+    derive_state, DependencyKind, FailurePolicy, JobState, WorkflowSpec, WorkflowTaskView,
+    WorkflowView,
+};
+use foresight_core::forecast::forecast;
+use foresight_core::profile::Profile;
+use foresight_core::time::{Dur, Time};
+use foresight_core::workflow::{self, Edge, GridState, Mapper, Site, Task, TaskId};
+use foresight_core::{JobId, ReservationId};
+use foresight_store::{
+    ConditionRecord, DependencyRecord, JobRecord, Links, WorkflowEdgeRecord, WorkflowRecord,
+    WorkflowTaskRecord,
+};
+use std::collections::{BTreeMap, HashMap};
+
+/// The same refusal about task `index` of a workflow (`tasks[index].field`), naming it.
+fn about_task(index: usize, name: &str, r: Refusal) -> Refusal {
+    match r {
+        Refusal::Invalid { field, reason } => Refusal::Invalid {
+            field: format!("tasks[{index}].{field}"),
+            reason: format!("task {name:?}: {reason}"),
+        },
+        Refusal::Forbidden { field, reason } => Refusal::Forbidden {
+            field: format!("tasks[{index}].{field}"),
+            reason: format!("task {name:?}: {reason}"),
+        },
+        Refusal::Conflict { field, reason } => Refusal::Conflict {
+            field: Some(match field {
+                Some(f) => format!("tasks[{index}].{f}"),
+                None => format!("tasks[{index}]"),
+            }),
+            reason: format!("task {name:?}: {reason}"),
+        },
+        other => other,
+    }
+}
+
+/// Sets each task's dependency on its predecessors' jobs (`afterok`, one condition per
+/// predecessor, named by task), where not set yet: at submission once the store has
+/// numbered the jobs, and at restart for a workflow stored just before a crash. The task's
+/// job was stored waiting, so it never runs before this.
+pub fn link_tasks(jobs: &mut BTreeMap<u64, JobRecord>, wf: &WorkflowRecord) {
+    for (i, t) in wf.tasks.iter().enumerate() {
+        let Some(j) = jobs.get_mut(&t.job) else {
+            continue;
+        };
+        let links = j.links.get_or_insert_with(Links::default);
+        if links.dependency.is_some() {
+            continue;
+        }
+        let before: Vec<usize> =
+            wf.edges
+                .iter()
+                .filter(|e| e.to == i)
+                .map(|e| e.from)
+                .fold(Vec::new(), |mut v, f| {
+                    if !v.contains(&f) {
+                        v.push(f);
+                    }
+                    v
+                });
+        if before.is_empty() {
+            continue;
+        }
+        let ids: Vec<String> = before
+            .iter()
+            .map(|&p| wf.tasks[p].job.to_string())
+            .collect();
+        links.dependency = Some(DependencyRecord {
+            text: format!("afterok:{}", ids.join(":")),
+            any: false,
+            singleton: false,
+            on: before
+                .iter()
+                .map(|&p| ConditionRecord {
+                    kind: DependencyKind::AfterOk,
+                    target: format!("task {}", wf.tasks[p].name),
+                    jobs: vec![wf.tasks[p].job],
+                })
+                .collect(),
+        });
+    }
+}
+
+impl World {
+    /// The grid as the mapping sees it now: every cluster that takes work, with the free
+    /// processors its local scheduler's forecast leaves (running jobs to their estimates,
+    /// queued jobs and reservations where they are planned).
+    pub fn workflow_grid(&self, now: Time) -> GridState {
+        let sites = self
+            .clusters
+            .iter()
+            .zip(&self.broker.clusters)
+            .filter(|(c, _)| c.unavailable_reason.is_none())
+            .map(|(c, g)| {
+                let mut free = Profile::new(g.sched.capacity());
+                for o in forecast(&g.sched, now, |_| 0.0) {
+                    if o.window.end > now {
+                        free.take(o.window.start.max(now), o.window.end, o.procs);
+                    }
+                }
+                Site {
+                    name: c.cfg.name.clone(),
+                    free,
+                    speed: c.cfg.slowest_speed(),
+                    features: Vec::new(),
+                    bandwidth_mb_s: c.cfg.bandwidth_mb_s,
+                    latency: Dur(c.cfg.latency_seconds),
+                }
+            })
+            .collect();
+        GridState {
+            now,
+            horizon: Time::MAX,
+            sites,
+        }
+    }
+
+    /// Checks and maps a workflow; returns its record (jobs not numbered yet) and one job
+    /// per task, each pinned to its cluster and waiting for its predecessors. Nothing is
+    /// changed: the caller stores both in one transaction, then calls
+    /// [`World::accept_workflow`].
+    pub fn plan_workflow(
+        &self,
+        now: Time,
+        user: &foresight_store::UserRecord,
+        spec: &WorkflowSpec,
+        mapper: foresight_api::MapperName,
+    ) -> Result<(WorkflowRecord, Vec<JobRecord>), Refusal> {
+        let walltimes = spec
+            .check()
+            .map_err(|(field, reason)| Refusal::invalid(&field, reason))?;
+        crate::limits::name("name", &spec.name)?;
+        let index: HashMap<&str, usize> = spec
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
+        let edges: Vec<WorkflowEdgeRecord> = spec
+            .edges
+            .iter()
+            .map(|e| WorkflowEdgeRecord {
+                from: index[e.from.as_str()],
+                to: index[e.to.as_str()],
+                data_mb: e.data_mb,
+            })
+            .collect();
+        let wf = workflow::Workflow {
+            name: spec.name.clone(),
+            priority: spec.priority,
+            tasks: spec
+                .tasks
+                .iter()
+                .zip(&walltimes)
+                .enumerate()
+                .map(|(i, (t, &w))| Task {
+                    requires: t.requires.clone(),
+                    ..Task::new(i as u32 + 1, t.name.clone(), t.procs, Dur(w))
+                })
+                .collect(),
+            edges: edges
+                .iter()
+                .map(|e| Edge {
+                    from: TaskId(e.from as u32 + 1),
+                    to: TaskId(e.to as u32 + 1),
+                    data_mb: e.data_mb,
+                })
+                .collect(),
+        };
+        let grid = self.workflow_grid(now);
+        if grid.sites.is_empty() {
+            return Err(Refusal::conflict("no cluster takes work now"));
+        }
+        let how = match mapper {
+            foresight_api::MapperName::Dsc => Mapper::Dsc(Default::default()),
+            foresight_api::MapperName::Heft => Mapper::Heft,
+            foresight_api::MapperName::Greedy => Mapper::Greedy,
+        };
+        let mapping = workflow::map(&wf, &grid, &how).map_err(|e| {
+            let field = match e {
+                workflow::WorkflowError::Cycle { .. }
+                | workflow::WorkflowError::InvalidEdge { .. }
+                | workflow::WorkflowError::UnknownTask { .. } => "edges",
+                _ => "tasks",
+            };
+            Refusal::invalid(field, e.to_string())
+        })?;
+        let cred = self.job_credentials(&user.name, Default::default())?;
+        let mut tasks = Vec::with_capacity(spec.tasks.len());
+        let mut jobs = Vec::with_capacity(spec.tasks.len());
+        for (i, (t, &walltime)) in spec.tasks.iter().zip(&walltimes).enumerate() {
+            let p = mapping
+                .placements
+                .iter()
+                .find(|p| p.task == TaskId(i as u32 + 1))
+                .ok_or_else(|| Refusal::internal(format!("task {:?} was not mapped", t.name)))?;
+            let cluster = grid.sites[p.site].name.clone();
+            let job = JobRecord {
+                id: 0,
+                user: user.name.clone(),
+                name: Some(format!("{}.{}", spec.name, t.name)),
+                procs: t.procs,
+                walltime,
+                price: None,
+                cluster: Some(cluster.clone()),
+                reservation: None,
+                allow_early_start: false,
+                co_allocate: false,
+                command: t.command.clone(),
+                env: t.env.clone(),
+                cwd: t.cwd.clone(),
+                cred: cred.clone(),
+                state: JobState::Pending,
+                state_after: None,
+                held: false,
+                suspended: false,
+                priority: 0,
+                requeue: false,
+                exit_code: None,
+                signal: None,
+                reason: None,
+                submitted_at: now.secs(),
+                begin: None,
+                first_planned_start: Some(p.start.secs()),
+                planned_start: None,
+                started_at: None,
+                ended_at: None,
+                charged: 0.0,
+                settled: 0.0,
+                parts: vec![],
+                attempt: 0,
+                stdout: None,
+                stderr: None,
+                // Waiting from the first write on: its dependencies are set once the store
+                // has numbered the jobs (`link_tasks`), and until then it must not run.
+                links: Some(Links {
+                    waiting: true,
+                    ..Links::default()
+                }),
+            };
+            self.admit(&job).map_err(|r| about_task(i, &t.name, r))?;
+            jobs.push(job);
+            tasks.push(WorkflowTaskRecord {
+                name: t.name.clone(),
+                job: 0,
+                cluster,
+                planned_start: p.start.secs(),
+                planned_end: p.end.secs(),
+                retries: 0,
+                reservation: None,
+            });
+        }
+        let record = WorkflowRecord {
+            id: 0,
+            user: user.name.clone(),
+            name: spec.name.clone(),
+            mapper,
+            on_failure: spec.on_failure,
+            submitted_at: now.secs(),
+            tasks,
+            edges,
+        };
+        Ok((record, jobs))
+    }
+
+    /// Phase one of a workflow's two-phase reservation: holds every task's mapped slot
+    /// as a tentative reservation (for the owner, expiring after `ttl` seconds) and binds
+    /// the task's job to it, so that once its inputs are ready it starts at its reserved
+    /// start at the latest (earlier where processors are free). All or none: if one slot cannot be held, those already held are released and
+    /// the refusal names the task. Phase two is [`World::settle_workflow`].
+    pub fn hold_workflow(
+        &mut self,
+        now: Time,
+        wf: &mut WorkflowRecord,
+        jobs: &mut [JobRecord],
+        ttl: i64,
+    ) -> Result<(), Refusal> {
+        let mut held = Vec::new();
+        for (i, (t, j)) in wf.tasks.iter_mut().zip(jobs.iter_mut()).enumerate() {
+            let acl = foresight_api::AclSpec {
+                users: vec![wf.user.clone()],
+                ..Default::default()
+            };
+            match self.create_reservation(
+                now,
+                &wf.user,
+                &t.cluster,
+                super::Held::Count(j.procs),
+                t.planned_start,
+                t.planned_end,
+                acl,
+                Some(ttl),
+            ) {
+                Ok(r) => {
+                    held.push(r);
+                    t.reservation = Some(r.0);
+                    j.reservation = Some(r.0);
+                    // The slot is the latest start: a task whose inputs are ready early
+                    // starts early where processors are free, as the plan only got longer
+                    // by waiting.
+                    j.allow_early_start = true;
+                }
+                Err(e) => {
+                    for r in held {
+                        let _ = self.release_reservation(now, r);
+                    }
+                    return Err(about_task(i, &t.name, e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase two: commits every slot [`World::hold_workflow`] held (the workflow is
+    /// stored), or releases them all (it is not).
+    pub fn settle_workflow(&mut self, now: Time, wf: &WorkflowRecord, commit: bool) {
+        for r in wf
+            .tasks
+            .iter()
+            .filter_map(|t| t.reservation)
+            .map(ReservationId)
+        {
+            let _ = if commit {
+                self.commit_reservation(r)
+            } else {
+                self.release_reservation(now, r)
+            };
+        }
+    }
+
+    /// Takes in a workflow and its jobs, both durable: links the tasks and queues them.
+    pub fn accept_workflow(&mut self, now: Time, wf: WorkflowRecord, jobs: Vec<JobRecord>) {
+        let mut by_id: BTreeMap<u64, JobRecord> = jobs.into_iter().map(|j| (j.id, j)).collect();
+        link_tasks(&mut by_id, &wf);
+        self.dirty_jobs.extend(by_id.keys().copied().map(JobId));
+        self.add_workflow(wf);
+        self.accept(now, by_id.into_values().collect());
+    }
+
+    /// Remembers a workflow (at acceptance, or restored).
+    pub fn add_workflow(&mut self, wf: WorkflowRecord) {
+        for (i, t) in wf.tasks.iter().enumerate() {
+            self.task_of.insert(t.job, (wf.id, i));
+        }
+        self.workflows.insert(wf.id, wf);
+    }
+
+    /// Whether the job that just failed is a workflow task with a retry left: if so, one
+    /// retry is counted and the reason it runs again is returned.
+    pub(super) fn retry_task(&mut self, id: JobId) -> Option<String> {
+        let j = self.jobs.get(&id)?;
+        let state = j.state_after.unwrap_or(if j.exit_code == Some(0) {
+            JobState::Completed
+        } else {
+            JobState::Failed
+        });
+        if !matches!(state, JobState::Failed | JobState::Timeout) {
+            return None;
+        }
+        let why = match (j.exit_code, j.signal, &j.reason) {
+            (_, _, _) if state == JobState::Timeout => "timed out".to_string(),
+            (Some(c), _, _) if c != 0 => format!("exited with code {c}"),
+            (_, Some(s), _) => format!("killed by signal {s}"),
+            (_, _, Some(r)) => r.clone(),
+            _ => "failed".into(),
+        };
+        let &(w, i) = self.task_of.get(&id.0)?;
+        let wf = self.workflows.get_mut(&w)?;
+        let FailurePolicy::Retry(n) = wf.on_failure else {
+            return None;
+        };
+        let t = &mut wf.tasks[i];
+        if t.retries >= n {
+            return None;
+        }
+        t.retries += 1;
+        self.dirty_workflows.insert(w);
+        Some(format!(
+            "retry {} of {n} of task {}: the last run {why}",
+            t.retries, t.name
+        ))
+    }
+
+    /// Cancels every task of a workflow that has not ended.
+    pub fn cancel_workflow(&mut self, now: Time, id: u64) -> Result<(), Refusal> {
+        let wf = self
+            .workflows
+            .get(&id)
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no workflow {id}")))?;
+        let open: Vec<JobId> = wf
+            .tasks
+            .iter()
+            .map(|t| JobId(t.job))
+            .filter(|j| self.jobs.get(j).is_some_and(|j| !j.state.is_final()))
+            .collect();
+        if open.is_empty() {
+            let state = self.workflow_view(id).map(|v| v.state);
+            return Err(Refusal::conflict(format!(
+                "workflow {id} is already {}",
+                state.map_or("over".into(), |s| s.to_string())
+            )));
+        }
+        let held: Vec<ReservationId> = wf
+            .tasks
+            .iter()
+            .filter_map(|t| t.reservation)
+            .map(ReservationId)
+            .collect();
+        for j in open {
+            // A task the gate cancelled meanwhile is already final: nothing to do.
+            let _ = self.cancel(now, j);
+        }
+        // The slots reserved for the tasks are given back (ended ones stay as they are).
+        for r in held {
+            let _ = self.release_reservation(now, r);
+        }
+        Ok(())
+    }
+
+    /// A workflow as the API shows it.
+    pub fn workflow_view(&self, id: u64) -> Option<WorkflowView> {
+        let wf = self.workflows.get(&id)?;
+        let tasks: Vec<WorkflowTaskView> = wf
+            .tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let j = self.jobs.get(&JobId(t.job));
+                WorkflowTaskView {
+                    name: t.name.clone(),
+                    job: t.job,
+                    state: j.map_or(JobState::Cancelled, |j| j.state),
+                    cluster: t.cluster.clone(),
+                    after: wf
+                        .edges
+                        .iter()
+                        .filter(|e| e.to == i)
+                        .map(|e| wf.tasks[e.from].name.clone())
+                        .collect(),
+                    planned_start: t.planned_start,
+                    planned_end: t.planned_end,
+                    started_at: j.and_then(|j| j.started_at),
+                    ended_at: j.and_then(|j| j.ended_at),
+                    retries: t.retries,
+                    reservation: t.reservation,
+                    reason: j.and_then(|j| j.reason.clone()),
+                }
+            })
+            .collect();
+        let state = derive_state(wf.tasks.iter().map(|t| match self.jobs.get(&JobId(t.job)) {
+            Some(j) => (j.state, j.started_at.is_some() || j.attempt > 0),
+            None => (JobState::Cancelled, false),
+        }));
+        Some(WorkflowView {
+            id,
+            name: wf.name.clone(),
+            user: wf.user.clone(),
+            state,
+            mapper: wf.mapper,
+            on_failure: wf.on_failure,
+            submitted_at: wf.submitted_at,
+            planned_end: wf.tasks.iter().map(|t| t.planned_end).max().unwrap_or(0),
+            tasks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::tests::{cluster, exit, launches, world};
+    use super::*;
+    use foresight_api::{parse_workflow, MapperName, WorkflowState};
+
+    const DIAMOND: &str = "\
+name: d
+on_failure: {retry: 1}
+tasks:
+  - {name: A, command: [a], walltime: 1}
+  - {name: B, command: [b], walltime: 1}
+  - {name: C, command: [c], processors: 2, walltime: 1}
+  - {name: D, command: [d], walltime: 1}
+edges:
+  - {from: A, to: B}
+  - {from: A, to: C}
+  - {from: B, to: D}
+  - {from: C, to: D}
+";
+
+    /// Plans and accepts a workflow as the service does, numbering its jobs from `first`.
+    fn submit(w: &mut World, yaml: &str, first: u64) -> u64 {
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(yaml, false).unwrap();
+        let (mut wf, mut jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Heft)
+            .unwrap();
+        wf.id = 7;
+        for (i, (j, t)) in jobs.iter_mut().zip(wf.tasks.iter_mut()).enumerate() {
+            j.id = first + i as u64;
+            t.job = j.id;
+        }
+        w.accept_workflow(Time(1_000), wf, jobs);
+        7
+    }
+
+    fn launched(w: &mut World) -> Vec<u64> {
+        launches(w).iter().map(|l| l.1).collect()
+    }
+
+    #[test]
+    fn tasks_run_in_order_retry_once_then_cancel_their_dependants() {
+        let mut w = world(vec![cluster("a", 4)]);
+        let id = submit(&mut w, DIAMOND, 1);
+        assert_eq!(
+            w.jobs[&JobId(4)]
+                .links
+                .as_ref()
+                .unwrap()
+                .dependency
+                .as_ref()
+                .unwrap()
+                .text,
+            "afterok:2:3"
+        );
+        assert_eq!(w.jobs[&JobId(1)].cluster.as_deref(), Some("a"));
+        assert_eq!(launched(&mut w), vec![1]);
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        assert_eq!(launched(&mut w), vec![2, 3]);
+        // B fails: one retry, a new attempt of the same job; D still waits.
+        w.on_finished(Time(1_020), 0, JobId(2), 0, &exit(3));
+        assert_eq!(w.jobs[&JobId(2)].attempt, 1);
+        // Started again at once on the free cluster (the retry's reason shows while it waits).
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+        assert_eq!(w.workflows[&id].tasks[1].retries, 1);
+        assert!(w.dirty_workflows.contains(&id));
+        assert_eq!(launched(&mut w), vec![2]);
+        assert_eq!(w.jobs[&JobId(4)].state, JobState::Pending);
+        // It fails again: no retry left, D is cancelled naming B.
+        w.on_finished(Time(1_030), 0, JobId(2), 1, &exit(4));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Failed);
+        assert_eq!(w.jobs[&JobId(4)].state, JobState::Cancelled);
+        let reason = w.jobs[&JobId(4)].reason.clone().unwrap();
+        assert!(
+            reason.contains("afterok:task B (job 2 is failed)"),
+            "{reason}"
+        );
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
+        w.on_finished(Time(1_040), 0, JobId(3), 0, &exit(0));
+        let v = w.workflow_view(id).unwrap();
+        assert_eq!(v.state, WorkflowState::Failed);
+        assert_eq!(v.tasks[3].after, vec!["B".to_string(), "C".to_string()]);
+        assert_eq!(
+            w.cancel_workflow(Time(1_050), id).unwrap_err(),
+            Refusal::conflict("workflow 7 is already failed")
+        );
+    }
+
+    #[test]
+    fn a_restart_links_tasks_stored_before_their_links() {
+        let mut w = world(vec![cluster("a", 4)]);
+        let id = submit(&mut w, DIAMOND, 1);
+        let wf = w.workflows[&id].clone();
+        // As stored by the transaction, before the flush that writes the links.
+        let mut jobs: BTreeMap<u64, JobRecord> = w
+            .jobs
+            .values()
+            .cloned()
+            .map(|mut j| {
+                j.links = Some(Links {
+                    waiting: true,
+                    ..Links::default()
+                });
+                j.state = JobState::Pending;
+                j.parts.clear();
+                (j.id, j)
+            })
+            .collect();
+        link_tasks(&mut jobs, &wf);
+        let mut again = world(vec![cluster("a", 4)]);
+        again.restore(Time(1_100), jobs.into_values().collect(), vec![], vec![]);
+        again.add_workflow(wf);
+        assert_eq!(launched(&mut again), vec![1]);
+        assert!(again.jobs[&JobId(4)].links.as_ref().unwrap().waiting);
+    }
+
+    /// Phase one holds every slot or none: a slot another reservation took between the
+    /// mapping and the hold fails the whole workflow, naming the task, and releases the
+    /// slots already held; phase two commits them all.
+    #[test]
+    fn a_workflow_holds_every_slot_or_none() {
+        use foresight_api::{AclSpec, ReservationState};
+        let mut w = world(vec![cluster("a", 4)]);
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(DIAMOND, false).unwrap();
+        let (wf, jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Greedy)
+            .unwrap();
+        // Someone reserves C's slot meanwhile (C takes 2 of the 4 processors; 3 are taken).
+        let c = &wf.tasks[2];
+        w.create_reservation(
+            Time(1_000),
+            "root",
+            "a",
+            crate::world::Held::Count(3),
+            c.planned_start,
+            c.planned_end,
+            AclSpec::default(),
+            None,
+        )
+        .unwrap();
+        let (mut wf1, mut jobs1) = (wf.clone(), jobs.clone());
+        let e = w
+            .hold_workflow(Time(1_000), &mut wf1, &mut jobs1, 60)
+            .unwrap_err();
+        assert_eq!(e.field(), Some("tasks[2].start"), "{e:?}");
+        assert!(e.reason().starts_with("task \"C\": "), "{e:?}");
+        let states: Vec<ReservationState> =
+            w.reservations.values().skip(1).map(|r| r.state).collect();
+        assert_eq!(
+            states,
+            vec![ReservationState::Released; 2],
+            "A's and B's slots"
+        );
+
+        // On a free cluster every slot is held tentatively, then committed.
+        let mut w = world(vec![cluster("a", 4)]);
+        let (mut wf, mut jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Greedy)
+            .unwrap();
+        w.hold_workflow(Time(1_000), &mut wf, &mut jobs, 60)
+            .unwrap();
+        assert!(jobs
+            .iter()
+            .zip(&wf.tasks)
+            .all(|(j, t)| j.reservation.is_some() && j.reservation == t.reservation));
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Tentative && r.expires_at == Some(1_060)));
+        w.settle_workflow(Time(1_000), &wf, true);
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Committed));
+    }
+
+    #[test]
+    fn bad_workflows_name_the_task_and_change_nothing() {
+        let w = world(vec![cluster("a", 4), cluster("b", 2)]);
+        let ann = w.users["ann"].clone();
+        let plan = |yaml: &str| {
+            let spec = parse_workflow(yaml, false).unwrap();
+            w.plan_workflow(Time(1_000), &ann, &spec, MapperName::Dsc)
+        };
+        let big = DIAMOND.replace("processors: 2", "processors: 5");
+        let e = plan(&big).unwrap_err();
+        assert_eq!(e.field(), Some("tasks"));
+        assert!(e.reason().contains("task \"C\" can never run"), "{e:?}");
+        let cyc = DIAMOND.replace("{from: C, to: D}", "{from: D, to: A}");
+        let e = plan(&cyc).unwrap_err();
+        assert_eq!(e.field(), Some("edges"));
+        assert!(e.reason().contains("cycle"), "{e:?}");
+        let cmd = DIAMOND.replace("command: [d]", "command: [d], cwd: relative");
+        let e = plan(&cmd).unwrap_err();
+        assert_eq!(e.field(), Some("tasks[3].cwd"));
+        assert!(e.reason().starts_with("task \"D\": "), "{e:?}");
+        assert!(w.jobs.is_empty() && w.workflows.is_empty());
+        // A good one: every task on a cluster that can host it, D after B and C.
+        let (wf, jobs) = plan(DIAMOND).unwrap();
+        assert_eq!(jobs.len(), 4);
+        assert!(wf.tasks[3].planned_start >= wf.tasks[1].planned_end.max(wf.tasks[2].planned_end));
+        assert!(jobs.iter().all(|j| j.links.as_ref().unwrap().waiting));
+    }
+}
