@@ -25,6 +25,13 @@ pub struct Config {
     /// and the lock stay in the data directory either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// `single` (the default: this service alone plans the grid) or `dispatcher` (one of
+    /// several peer dispatchers sharing a PostgreSQL store, see `[dispatcher]`).
+    #[serde(default)]
+    pub mode: crate::dispatcher_config::Mode,
+    /// The `[dispatcher]` table: site, lease, auction (for `mode = "dispatcher"`).
+    #[serde(default)]
+    pub dispatcher: crate::dispatcher_config::DispatcherConfig,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -287,6 +294,8 @@ impl Default for Config {
             listen: default_listen(),
             data_dir: default_data_dir(),
             store: None,
+            mode: Default::default(),
+            dispatcher: Default::default(),
             cycle_ms: default_cycle_ms(),
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
@@ -343,6 +352,7 @@ impl Config {
     pub fn check(&self) -> anyhow::Result<()> {
         self.http.check()?;
         self.store_location()?;
+        self.dispatcher.check(self.mode, self.store.as_deref())?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {
                 anyhow::bail!("unix_user.{name}: {account:?} is not a Unix account name");

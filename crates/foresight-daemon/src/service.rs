@@ -92,6 +92,8 @@ pub struct Service {
     pub timings: Mutex<Timings>,
     closing: AtomicBool,
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
+    /// This site's dispatcher, in dispatcher mode.
+    dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
 }
 
 type InsertRequest = (
@@ -152,7 +154,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let store = foresight_store::open(&cfg.store_location()?).await?;
+        let (store, dispatcher) = crate::dispatcher::open_store(&cfg).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -265,6 +267,7 @@ impl Service {
             cfg,
             timings: Mutex::new(Timings::default()),
             closing: AtomicBool::new(false),
+            dispatcher,
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
@@ -280,6 +283,9 @@ impl Service {
                     s.world()
                         .on_finished(unix_now(), k, f.job, f.attempt, &f.outcome);
                     s.wake.notify_one();
+                    if let Some(d) = &s.dispatcher {
+                        d.poke();
+                    }
                     s.flush().await;
                 }
             });
@@ -287,6 +293,24 @@ impl Service {
         let s = service.clone();
         tokio::spawn(async move { s.cycle_loop().await });
         Ok((service, created))
+    }
+
+    /// Starts this site's dispatcher (dispatcher mode), announcing `url` as its address.
+    pub async fn start_dispatcher(self: &Arc<Self>, url: &str) -> anyhow::Result<()> {
+        if let Some(d) = &self.dispatcher {
+            d.run(self.clone(), url).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether shutdown has begun.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// Asks for a scheduling cycle soon.
+    pub(crate) fn wake_cycle(&self) {
+        self.wake.notify_one();
     }
 
     /// The state, locked. Never held across an await.
@@ -781,6 +805,9 @@ impl Service {
                     stderr: None,
                     links,
                 };
+                if self.dispatcher.is_some() {
+                    crate::dispatcher::admit_global(&rec, array.is_some()).map_err(at)?;
+                }
                 w.admit(&rec).map_err(at)?;
                 firsts.push(records.len());
                 match array {
@@ -829,6 +856,11 @@ impl Service {
             .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
             .map(|r| r.id)
             .collect();
+        if let Some(d) = &self.dispatcher {
+            // Global jobs went to the shared queue with their records: sold by auction.
+            records.retain(|r| !foresight_store::is_global(r));
+            d.poke();
+        }
         let plan_now = records
             .iter()
             .any(|r| !r.held && r.cluster.is_none() && r.reservation.is_none());

@@ -82,6 +82,32 @@ impl PgServer {
         self.url(&name)
     }
 
+    /// Runs `sql` with `psql` on the database at `url` (of this server); its output,
+    /// unaligned, one row a line, columns separated by `|`. Panics with psql's error.
+    pub fn psql(&self, url: &str, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                url,
+                "-c",
+                sql,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running {}/psql: {e}", self.bin.display()));
+        assert!(
+            out.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     fn start() -> Result<PgServer, String> {
         let bin = binaries()?;
         let owner = Owner::current()?;

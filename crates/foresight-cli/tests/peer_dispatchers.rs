@@ -1,0 +1,319 @@
+//! Peer dispatchers on real processes: several `foresight server start --mode dispatcher`
+//! against one throwaway PostgreSQL, global jobs submitted through different dispatchers,
+//! each sold by an auction and run exactly once (counted through a file every run appends
+//! to), also when a dispatcher is killed with SIGKILL while it bids or holds claims.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One dispatcher process.
+struct Peer {
+    site: String,
+    dir: PathBuf,
+    config: PathBuf,
+    child: Option<Child>,
+    url: String,
+    starts: u32,
+}
+
+impl Peer {
+    fn start(root: &Path, site: &str, store: &str, procs: u32) -> Peer {
+        let dir = root.join(site);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("foresight.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"mode = "dispatcher"
+store = "{store}"
+
+[[cluster]]
+name = "{site}-c"
+procs = {procs}
+
+[dispatcher]
+site = "{site}"
+lease_ms = 1500
+heartbeat_ms = 250
+poll_ms = 200
+prior_runtime_seconds = 1
+
+[dispatcher.auction]
+alpha = 0.3
+"#
+            ),
+        )
+        .unwrap();
+        let mut p = Peer {
+            site: site.to_string(),
+            dir,
+            config,
+            child: None,
+            url: String::new(),
+            starts: 0,
+        };
+        p.launch();
+        p
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn launch(&mut self) {
+        let url_file = self.data().join("server.url");
+        let _ = std::fs::remove_file(&url_file);
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.dir.join(format!("stderr.{}.log", self.starts))).unwrap();
+        let mut child = Command::new(BIN)
+            .args(["server", "start", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&self.config)
+            .arg("--data-dir")
+            .arg(self.data())
+            .env("FORESIGHT_LOG", "foresight_daemon=info")
+            .env("FORESIGHT_UNIX_USER", "*=root")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let url = wait_for(
+            &format!("dispatcher {} to listen", self.site),
+            Duration::from_secs(30),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "dispatcher {} exited with {status}: {}",
+                        self.site,
+                        self.logs()
+                    );
+                }
+                std::fs::read_to_string(&url_file)
+                    .ok()
+                    .filter(|s| s.ends_with('\n'))
+            },
+        );
+        self.url = url.trim().to_string();
+        self.child = Some(child);
+    }
+
+    fn sigkill(&mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    fn logs(&self) -> String {
+        (1..=self.starts)
+            .map(|n| {
+                let text = std::fs::read_to_string(self.dir.join(format!("stderr.{n}.log")))
+                    .unwrap_or_default();
+                format!("--- dispatcher {} (run {n}) ---\n{text}", self.site)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = wait_for_exit(&mut c, Duration::from_secs(10));
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+fn wait_for_exit(c: &mut Child, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if c.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    false
+}
+
+/// Runs per job id, from the lines `ID CLUSTER` every run appends to `log`.
+fn runs(log: &Path) -> BTreeMap<u64, Vec<String>> {
+    let mut by_job: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let (id, cluster) = line.split_once(' ').unwrap();
+        by_job
+            .entry(id.parse().unwrap())
+            .or_default()
+            .push(cluster.to_string());
+    }
+    by_job
+}
+
+fn psql(url: &str, sql: &str) -> String {
+    foresight_testkit::postgres::server().psql(url, sql)
+}
+
+/// A job that appends `ID CLUSTER` to `log`, then sleeps `secs`.
+fn counted_job(log: &Path, secs: f64) -> Value {
+    job_body(
+        1,
+        60,
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo \"$FORESIGHT_JOB_ID $FORESIGHT_CLUSTER\" >> {}; sleep {secs}",
+                log.display()
+            ),
+        ],
+    )
+}
+
+fn admin_token(p: &Peer) -> String {
+    std::fs::read_to_string(p.data().join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn global_jobs_submitted_to_any_dispatcher_run_exactly_once() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let peers: Vec<Peer> = ["a", "b", "c"]
+        .iter()
+        .map(|s| Peer::start(&root, s, &store, 2))
+        .collect();
+    let token = admin_token(&peers[0]);
+    let log = root.join("runs.log");
+    let n = 18;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let http = Http::new(&peers[i % 3].url, &token);
+        ids.push(http.submit(counted_job(&log, 0.3)));
+    }
+    let done = |url: &str| -> u64 {
+        psql(url, "SELECT count(*) FROM global_jobs WHERE state = 'done'")
+            .parse()
+            .unwrap()
+    };
+    wait_for("every global job to end", Duration::from_secs(90), || {
+        (done(&store) == n as u64).then_some(())
+    });
+    let runs = runs(&log);
+    for id in &ids {
+        assert_eq!(
+            runs.get(id).map(Vec::len),
+            Some(1),
+            "job {id} must run exactly once: {runs:?}"
+        );
+    }
+    assert_eq!(runs.len(), n, "{runs:?}");
+    // Each job ran where its auction's winner is recorded, and the work was shared.
+    let winners = psql(
+        &store,
+        "SELECT job_id || ' ' || site || '-c' FROM global_jobs ORDER BY job_id",
+    );
+    for line in winners.lines() {
+        let (id, cluster) = line.split_once(' ').unwrap();
+        assert_eq!(runs[&id.parse::<u64>().unwrap()], vec![cluster.to_string()]);
+    }
+    let sites: std::collections::BTreeSet<_> = runs.values().flatten().collect();
+    assert!(sites.len() >= 2, "the jobs ran on {sites:?}");
+    // Auctions had competition: several dispatchers bid in some.
+    let contested: u64 = psql(
+        &store,
+        "SELECT count(*) FROM global_jobs WHERE bidders >= 2",
+    )
+    .parse()
+    .unwrap();
+    assert!(contested > 0, "no auction had two bidders");
+}
+
+#[test]
+fn a_dispatcher_killed_mid_auction_loses_nothing_and_runs_nothing_twice() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let mut peers: Vec<Peer> = ["a", "b", "c"]
+        .iter()
+        .map(|s| Peer::start(&root, s, &store, 2))
+        .collect();
+    let token = admin_token(&peers[0]);
+    let log = root.join("runs.log");
+    let n = 15;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let http = Http::new(&peers[i % 3].url, &token);
+        ids.push(http.submit(counted_job(&log, 1.0)));
+    }
+    // Kill b once it takes part: bidding in an open auction or holding an award.
+    wait_for("b to bid or hold a claim", Duration::from_secs(30), || {
+        let busy: u64 = psql(
+            &store,
+            "SELECT (SELECT count(*) FROM bids WHERE site = 'b') + \
+             (SELECT count(*) FROM global_jobs WHERE site = 'b' AND state = 'claimed')",
+        )
+        .parse()
+        .unwrap();
+        (busy > 0).then_some(())
+    });
+    peers[1].sigkill();
+    // The survivors sell and run everything b had not started; what b had started stays
+    // b's (its processes run on under their supervisors).
+    let b_started = || -> u64 {
+        psql(
+            &store,
+            "SELECT count(*) FROM global_jobs WHERE site = 'b' AND state IN ('started', 'done')",
+        )
+        .parse()
+        .unwrap()
+    };
+    wait_for(
+        "the survivors to end every other job",
+        Duration::from_secs(90),
+        || {
+            let done: u64 = psql(
+                &store,
+                "SELECT count(*) FROM global_jobs WHERE state = 'done' AND site <> 'b'",
+            )
+            .parse()
+            .unwrap();
+            (done + b_started() == n as u64).then_some(())
+        },
+    );
+    // b comes back: it reports what it had started, and starts nothing it lost.
+    peers[1].launch();
+    wait_for("every global job to end", Duration::from_secs(60), || {
+        let done: u64 = psql(
+            &store,
+            "SELECT count(*) FROM global_jobs WHERE state = 'done'",
+        )
+        .parse()
+        .unwrap();
+        (done == n as u64).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let runs = runs(&log);
+    for id in &ids {
+        assert_eq!(
+            runs.get(id).map(Vec::len),
+            Some(1),
+            "job {id} must run exactly once: {runs:?}"
+        );
+    }
+}
