@@ -348,11 +348,16 @@ impl Config {
         }
     }
 
+    /// Refuses a dispatcher without its site or its shared store: checked once the command
+    /// line has had its say (`--mode`, `--site`, `--store` complete a file).
+    pub fn check_mode(&self) -> anyhow::Result<()> {
+        self.dispatcher.check(self.mode, self.store.as_deref())
+    }
+
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
         self.http.check()?;
         self.store_location()?;
-        self.dispatcher.check(self.mode, self.store.as_deref())?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {
                 anyhow::bail!("unix_user.{name}: {account:?} is not a Unix account name");

@@ -85,6 +85,7 @@ fn effective(o: &ServerOpts) -> Result<Config> {
         cfg.unix_users_from_env(&v)?;
     }
     cfg.check()?;
+    cfg.check_mode()?;
     Ok(cfg)
 }
 
