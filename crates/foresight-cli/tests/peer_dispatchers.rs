@@ -25,6 +25,19 @@ struct Peer {
 
 impl Peer {
     fn start(root: &Path, site: &str, store: &str, procs: u32) -> Peer {
+        Peer::start_with(root, site, store, procs, 1500, 1, 0.3)
+    }
+
+    /// A dispatcher with this lease, prior mean runtime (seconds) and α.
+    fn start_with(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        lease_ms: u64,
+        prior: u64,
+        alpha: f64,
+    ) -> Peer {
         let dir = root.join(site);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("foresight.toml");
@@ -40,13 +53,13 @@ procs = {procs}
 
 [dispatcher]
 site = "{site}"
-lease_ms = 1500
+lease_ms = {lease_ms}
 heartbeat_ms = 250
 poll_ms = 200
-prior_runtime_seconds = 1
+prior_runtime_seconds = {prior}
 
 [dispatcher.auction]
-alpha = 0.3
+alpha = {alpha}
 "#
             ),
         )
@@ -103,6 +116,15 @@ alpha = 0.3
         );
         self.url = url.trim().to_string();
         self.child = Some(child);
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
     }
 
     fn sigkill(&mut self) {
@@ -316,4 +338,52 @@ fn a_dispatcher_killed_mid_auction_loses_nothing_and_runs_nothing_twice() {
             "job {id} must run exactly once: {runs:?}"
         );
     }
+}
+
+#[test]
+fn a_dispatcher_frozen_past_its_lease_loses_its_award_and_does_not_start_it_on_waking() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    // Only b can hold a 4-processor job; auctions last 1 s, leases 3 s.
+    let _a = Peer::start_with(&root, "a", &store, 2, 3000, 2, 0.5);
+    let b = Peer::start_with(&root, "b", &store, 4, 3000, 2, 0.5);
+    let token = admin_token(&_a);
+    let log = root.join("runs.log");
+    let mut body = counted_job(&log, 0.2);
+    body["procs"] = 4.into();
+    let id = Http::new(&_a.url, &token).submit(body);
+    wait_for("b to bid", Duration::from_secs(20), || {
+        let n: u64 = psql(
+            &store,
+            &format!("SELECT count(*) FROM bids WHERE job_id = {id} AND site = 'b'"),
+        )
+        .parse()
+        .unwrap();
+        (n > 0).then_some(())
+    });
+    // b freezes with its bid standing (its database connections stay open, it just stops
+    // answering); a closes the auction: b, still inside its lease, is awarded the job.
+    b.signal("-STOP");
+    let state = |id: u64| {
+        psql(&store, &format!("SELECT state || ' ' || COALESCE(site, '-') || ' ' || epoch FROM global_jobs WHERE job_id = {id}"))
+    };
+    wait_for("the award to frozen b", Duration::from_secs(10), || {
+        (state(id) == "claimed b 1").then_some(())
+    });
+    // Past b's lease, a gives the award back to the queue under a new epoch.
+    wait_for("a to reclaim b's award", Duration::from_secs(10), || {
+        (state(id) == "queued - 2").then_some(())
+    });
+    assert!(!log.exists(), "nothing ran while b was frozen");
+    // b wakes: its old claim is void; it bids again, wins under a new epoch and runs the job
+    // once.
+    b.signal("-CONT");
+    wait_for("the job to end", Duration::from_secs(30), || {
+        let s = state(id);
+        s.starts_with("done b ").then_some(s)
+    });
+    let epoch: i64 = state(id).rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(epoch >= 3, "won again under a new epoch: {epoch}");
+    assert_eq!(runs(&log)[&id], vec!["b-c".to_string()]);
 }

@@ -50,6 +50,14 @@ impl Dispatcher {
         }
     }
 
+    /// The most processors a global job may ask for: the largest cluster of any site.
+    pub async fn largest_cluster(&self) -> Result<u32, crate::Refusal> {
+        self.queue
+            .largest_cluster()
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("reading the dispatchers: {e}")))
+    }
+
     /// Asks for a round soon (this site's load changed).
     pub fn poke(&self) {
         self.wake.notify_one();
@@ -58,7 +66,13 @@ impl Dispatcher {
     /// Enters the site (refreshing its lease) and starts the heartbeat, listener and round
     /// tasks; they stop when the service closes.
     pub async fn run(self: &Arc<Self>, service: Arc<Service>, url: &str) -> anyhow::Result<()> {
-        self.queue.register(std::process::id(), url).await?;
+        let largest = {
+            let w = service.world();
+            w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
+        };
+        self.queue
+            .register(std::process::id(), url, largest)
+            .await?;
         self.started
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -387,14 +401,25 @@ pub(crate) async fn open_store(
     }
 }
 
-/// Refuses a global job the shared queue cannot take yet: it is sold as it is, so it cannot
-/// be held, wait for other jobs or be an array.
+/// Refuses a global job the shared queue cannot take: larger than every site's largest
+/// cluster (`largest`), or what it cannot sell yet (it is sold as it is, so it cannot be
+/// held, wait for other jobs or be an array).
 pub(crate) fn admit_global(
     rec: &foresight_store::JobRecord,
     array: bool,
+    largest: u32,
 ) -> Result<(), crate::Refusal> {
     if !foresight_store::is_global(rec) {
         return Ok(());
+    }
+    if rec.procs > largest {
+        return Err(crate::Refusal::invalid(
+            "procs",
+            format!(
+                "{} processors asked; the largest cluster of any site has {largest}",
+                rec.procs
+            ),
+        ));
     }
     let what = if rec.held {
         "held"

@@ -723,6 +723,10 @@ impl Service {
     ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
         let now = unix_now();
+        let largest_site = match &self.dispatcher {
+            Some(d) => Some(d.largest_cluster().await?),
+            None => None,
+        };
         let mut records = Vec::with_capacity(requests.len());
         // Where each request's records start in `records`.
         let mut firsts = Vec::with_capacity(requests.len());
@@ -805,10 +809,17 @@ impl Service {
                     stderr: None,
                     links,
                 };
-                if self.dispatcher.is_some() {
-                    crate::dispatcher::admit_global(&rec, array.is_some()).map_err(at)?;
+                match largest_site {
+                    Some(largest) if foresight_store::is_global(&rec) => {
+                        crate::dispatcher::admit_global(&rec, array.is_some(), largest)
+                            .map_err(at)?;
+                        // Its size is checked against every site's clusters, not this one's.
+                        let mut here = rec.clone();
+                        here.procs = here.procs.min(1);
+                        w.admit(&here).map_err(at)?;
+                    }
+                    _ => w.admit(&rec).map_err(at)?,
                 }
-                w.admit(&rec).map_err(at)?;
                 firsts.push(records.len());
                 match array {
                     None => records.push(rec),

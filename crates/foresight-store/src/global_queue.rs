@@ -123,18 +123,20 @@ impl GlobalQueue {
         }
     }
 
-    /// Enters (or re-enters) this site's dispatcher, alive from now.
-    pub async fn register(&self, pid: u32, url: &str) -> Result<()> {
+    /// Enters (or re-enters) this site's dispatcher, alive from now; `max_procs` is its
+    /// largest cluster.
+    pub async fn register(&self, pid: u32, url: &str, max_procs: u32) -> Result<()> {
         sqlx::query(
-            "INSERT INTO dispatchers (site, pid, url, heartbeat_at, lease_ms, started_at) \
-             VALUES ($1, $2, $3, now(), $4, now()) ON CONFLICT (site) DO UPDATE SET \
-             pid = EXCLUDED.pid, url = EXCLUDED.url, heartbeat_at = now(), \
-             lease_ms = EXCLUDED.lease_ms, started_at = now()",
+            "INSERT INTO dispatchers (site, pid, url, heartbeat_at, lease_ms, started_at, \
+             max_procs) VALUES ($1, $2, $3, now(), $4, now(), $5) ON CONFLICT (site) DO UPDATE \
+             SET pid = EXCLUDED.pid, url = EXCLUDED.url, heartbeat_at = now(), \
+             lease_ms = EXCLUDED.lease_ms, started_at = now(), max_procs = EXCLUDED.max_procs",
         )
         .bind(&self.site)
         .bind(pid as i32)
         .bind(url)
         .bind(self.lease_ms)
+        .bind(max_procs as i32)
         .execute(&self.pool)
         .await
         .map_err(self.db())?;
@@ -161,6 +163,16 @@ impl GlobalQueue {
         .await
         .map_err(self.db())?;
         Ok(ids.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// The largest cluster of any site that has run a dispatcher, processors: the most a
+    /// global job may ask for.
+    pub async fn largest_cluster(&self) -> Result<u32> {
+        let max: Option<i32> = sqlx::query_scalar("SELECT max(max_procs) FROM dispatchers")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(max.unwrap_or(0).max(0) as u32)
     }
 
     /// Renews this site's lease.

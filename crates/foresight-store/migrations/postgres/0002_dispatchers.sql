@@ -19,6 +19,8 @@ CREATE TABLE dispatchers (
     site         TEXT COLLATE "C" PRIMARY KEY,
     pid          INTEGER     NOT NULL,
     url          TEXT        NOT NULL DEFAULT '',
+    -- Processors of the site's largest cluster: no larger global job can ever be sold.
+    max_procs    INTEGER     NOT NULL DEFAULT 0,
     heartbeat_at TIMESTAMPTZ NOT NULL,
     lease_ms     BIGINT      NOT NULL,
     started_at   TIMESTAMPTZ NOT NULL
