@@ -73,10 +73,11 @@ impl Dispatcher {
         self.queue
             .register(std::process::id(), url, largest)
             .await?;
+        let started = self.queue.started_here().await?;
         self.started
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .extend(self.queue.started_here().await?);
+            .extend(started);
         let d = self.clone();
         let s = service.clone();
         tokio::spawn(async move { d.heartbeat_loop(&s).await });
@@ -185,8 +186,32 @@ impl Dispatcher {
             .map(|ms| Duration::from_millis(ms as u64)))
     }
 
-    /// Reports the ends of global jobs this site ran.
+    /// Takes in the jobs the queue says this site started but it does not hold (the answer
+    /// to a start was lost with the database connection after the commit), and reports the
+    /// ends of those it ran.
     async fn report_finished(&self, service: &Service) -> anyhow::Result<()> {
+        for id in self.queue.started_here().await? {
+            if service.world().jobs.contains_key(&id) {
+                self.started
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id);
+                continue;
+            }
+            if let Some(record) = self.queue.record(id).await? {
+                tracing::info!(
+                    site = self.queue.site(),
+                    job = id,
+                    "adopting a job started here"
+                );
+                service.world().accept(unix_now(), vec![record]);
+                service.wake_cycle();
+                self.started
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id);
+            }
+        }
         let ended: Vec<(u64, Option<f64>)> = {
             let started = self
                 .started
@@ -196,16 +221,13 @@ impl Dispatcher {
             let w = service.world();
             started
                 .into_iter()
-                .filter_map(|id| match w.jobs.get(&id) {
-                    None => Some((id, None)),
-                    Some(j) if j.state.is_final() => {
-                        let runtime = match (j.started_at, j.ended_at) {
-                            (Some(s), Some(e)) => Some((e - s).max(0) as f64),
-                            _ => None,
-                        };
-                        Some((id, runtime))
-                    }
-                    Some(_) => None,
+                .filter_map(|id| {
+                    let j = w.jobs.get(&id).filter(|j| j.state.is_final())?;
+                    let runtime = match (j.started_at, j.ended_at) {
+                        (Some(s), Some(e)) => Some((e - s).max(0) as f64),
+                        _ => None,
+                    };
+                    Some((id, runtime))
                 })
                 .collect()
         };
