@@ -55,6 +55,16 @@ fn global_jobs_submitted_to_any_dispatcher_run_exactly_once() {
         let (id, cluster) = line.split_once(' ').unwrap();
         assert_eq!(runs[&id.parse::<u64>().unwrap()], vec![cluster.to_string()]);
     }
+    // Every dispatcher shows every job, wherever it ran.
+    for p in &peers {
+        let http = Http::new(&p.url, &token);
+        for id in &ids {
+            let (status, j) = http.get(&format!("/jobs/{id}"));
+            assert_eq!(status, 200, "{} job {id}: {j}", p.site);
+            assert_eq!(j["state"], "completed", "{} job {id}: {j}", p.site);
+            assert_eq!(j["cluster"].as_str(), Some(runs[id][0].as_str()), "{j}");
+        }
+    }
     let sites: std::collections::BTreeSet<_> = runs.values().flatten().collect();
     assert!(sites.len() >= 2, "the jobs ran on {sites:?}");
     // Auctions had competition: several dispatchers bid in some.

@@ -58,6 +58,17 @@ impl Dispatcher {
             .map_err(|e| crate::Refusal::internal(format!("reading the dispatchers: {e}")))
     }
 
+    /// A job as the shared store has it, wherever it runs.
+    pub async fn shared_job(
+        &self,
+        id: u64,
+    ) -> Result<Option<foresight_store::SharedJob>, crate::Refusal> {
+        self.queue
+            .shared_job(id)
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("reading job {id}: {e}")))
+    }
+
     /// Asks for a round soon (this site's load changed).
     pub fn poke(&self) {
         self.wake.notify_one();

@@ -966,6 +966,35 @@ impl Service {
         view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {r}")))
     }
 
+    /// A job this service does not hold: in dispatcher mode, one still in the global queue
+    /// or run by another site, as the shared store has it; else what `not_here` says.
+    pub async fn job_elsewhere(
+        &self,
+        user: &UserRecord,
+        r: foresight_api::JobRef,
+        not_here: Refusal,
+    ) -> Result<JobView, Refusal> {
+        let Some(d) = &self.dispatcher else {
+            return Err(not_here);
+        };
+        if r.task.is_some() {
+            return Err(not_here);
+        }
+        let shared = d.shared_job(r.job).await?;
+        match shared {
+            Some(j) if user.admin || j.record.user == user.name => {
+                let mut view = record_view(&self.world(), &j.record);
+                view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
+                    (Some(site), _) => format!("run by site {site}"),
+                    (None, Some(q)) => format!("in the global queue ({q})"),
+                    (None, None) => "in the shared store".into(),
+                });
+                Ok(view)
+            }
+            _ => Err(not_here),
+        }
+    }
+
     /// A job, if the user may see it.
     pub fn job(&self, user: &UserRecord, id: u64) -> Result<JobView, Refusal> {
         let w = self.world();
@@ -1512,8 +1541,12 @@ fn check_owner(w: &World, user: &UserRecord, id: u64) -> Result<(), Refusal> {
 
 /// A job as the API shows it.
 pub fn view_of(w: &World, id: u64) -> Option<JobView> {
-    let j = w.jobs.get(&id)?;
-    Some(JobView {
+    w.jobs.get(&id).map(|j| record_view(w, j))
+}
+
+/// A job record as the API shows it (`w` gives its planned start on its cluster).
+pub fn record_view(w: &World, j: &JobRecord) -> JobView {
+    JobView {
         id: j.id,
         name: j.name.clone(),
         user: j.user.clone(),
@@ -1575,7 +1608,7 @@ pub fn view_of(w: &World, id: u64) -> Option<JobView> {
             .as_ref()
             .and_then(|l| l.dependency.as_ref())
             .map(|d| d.text.clone()),
-    })
+    }
 }
 
 /// A user as the API shows it.
