@@ -26,6 +26,13 @@ pub struct Config {
     /// and the lock stay in the data directory either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
+    /// `single` (the default: this service alone plans the grid) or `dispatcher` (one of
+    /// several peer dispatchers sharing a PostgreSQL store, see `[dispatcher]`).
+    #[serde(default)]
+    pub mode: crate::dispatcher_config::Mode,
+    /// The `[dispatcher]` table: site, lease, auction (for `mode = "dispatcher"`).
+    #[serde(default)]
+    pub dispatcher: crate::dispatcher_config::DispatcherConfig,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -261,6 +268,8 @@ impl Default for Config {
             listen: default_listen(),
             data_dir: default_data_dir(),
             store: None,
+            mode: Default::default(),
+            dispatcher: Default::default(),
             cycle_ms: default_cycle_ms(),
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
@@ -311,6 +320,12 @@ impl Config {
                 foresight_store::StoreLocation::parse(s).map_err(|e| anyhow::anyhow!("store: {e}"))
             }
         }
+    }
+
+    /// Refuses a dispatcher without its site or its shared store: checked once the command
+    /// line has had its say (`--mode`, `--site`, `--store` complete a file).
+    pub fn check_mode(&self) -> anyhow::Result<()> {
+        self.dispatcher.check(self.mode, self.store.as_deref())
     }
 
     /// Refuses what cannot run, naming the field.

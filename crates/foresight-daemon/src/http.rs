@@ -526,8 +526,11 @@ async fn show_job(
     caller: Caller,
     JobPath(r): JobPath,
 ) -> Result<Json<JobView>, Refusal> {
-    let id = s.job_id(&caller.0, r)?;
-    s.job(&caller.0, id).map(Json)
+    match s.job_id(&caller.0, r) {
+        Ok(id) => s.job(&caller.0, id).map(Json),
+        // A peer dispatcher shows too the jobs it does not hold: queued or at another site.
+        Err(not_here) => s.job_elsewhere(&caller.0, r, not_here).await.map(Json),
+    }
 }
 
 macro_rules! job_action {

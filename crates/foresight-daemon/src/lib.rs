@@ -7,6 +7,8 @@
 //! - `data_lock`: one server per data directory (`server.lock`).
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
+//! - [`dispatcher_config`] and `dispatcher`: peer dispatcher mode, where each site's
+//!   service bids in English auctions for the global jobs of a shared PostgreSQL queue.
 //! - [`http_config`]: the `[http]` table; `acceptor`: the accept loop that serves it
 //!   (HTTPS, timeouts, the connection limit).
 //! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
@@ -20,6 +22,8 @@ mod accounts;
 pub mod config;
 mod dashboard;
 mod data_lock;
+mod dispatcher;
+pub mod dispatcher_config;
 mod error;
 pub mod http;
 pub mod http_config;
@@ -69,6 +73,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
              --tls-cert and --tls-key (or [http] tls_cert and tls_key)"
         );
     }
+    service.start_dispatcher(&url).await?;
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
         println!(

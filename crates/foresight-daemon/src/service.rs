@@ -94,6 +94,8 @@ pub struct Service {
     pub timings: Mutex<Timings>,
     closing: AtomicBool,
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
+    /// This site's dispatcher, in dispatcher mode.
+    dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
 }
 
 type InsertRequest = (
@@ -158,7 +160,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let store = foresight_store::open(&cfg.store_location()?).await?;
+        let (store, dispatcher) = crate::dispatcher::open_store(&cfg).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -283,6 +285,7 @@ impl Service {
             cfg,
             timings: Mutex::new(Timings::default()),
             closing: AtomicBool::new(false),
+            dispatcher,
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
@@ -298,6 +301,9 @@ impl Service {
                     s.world()
                         .on_finished(unix_now(), k, JobId(f.job), f.attempt, &f.outcome);
                     s.wake.notify_one();
+                    if let Some(d) = &s.dispatcher {
+                        d.poke();
+                    }
                     s.flush().await;
                 }
             });
@@ -305,6 +311,24 @@ impl Service {
         let s = service.clone();
         tokio::spawn(async move { s.cycle_loop().await });
         Ok((service, created))
+    }
+
+    /// Starts this site's dispatcher (dispatcher mode), announcing `url` as its address.
+    pub async fn start_dispatcher(self: &Arc<Self>, url: &str) -> anyhow::Result<()> {
+        if let Some(d) = &self.dispatcher {
+            d.run(self.clone(), url).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether shutdown has begun.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
+    }
+
+    /// Asks for a scheduling cycle soon.
+    pub(crate) fn wake_cycle(&self) {
+        self.wake.notify_one();
     }
 
     /// The state, locked. Never held across an await.
@@ -744,6 +768,10 @@ impl Service {
     ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
         let now = unix_now();
+        let largest_site = match &self.dispatcher {
+            Some(d) => Some(d.largest_cluster().await?),
+            None => None,
+        };
         let mut records = Vec::with_capacity(requests.len());
         // Where each request's records start in `records`.
         let mut firsts = Vec::with_capacity(requests.len());
@@ -827,7 +855,17 @@ impl Service {
                     links,
                     begin: r.begin,
                 };
-                w.admit(&rec).map_err(at)?;
+                match largest_site {
+                    Some(largest) if foresight_store::is_global(&rec) => {
+                        crate::dispatcher::admit_global(&rec, array.is_some(), largest)
+                            .map_err(at)?;
+                        // Its size is checked against every site's clusters, not this one's.
+                        let mut here = rec.clone();
+                        here.procs = here.procs.min(1);
+                        w.admit(&here).map_err(at)?;
+                    }
+                    _ => w.admit(&rec).map_err(at)?,
+                }
                 firsts.push(records.len());
                 match array {
                     None => records.push(rec),
@@ -889,6 +927,11 @@ impl Service {
             .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
             .map(|r| r.id)
             .collect();
+        if let Some(d) = &self.dispatcher {
+            // Global jobs went to the shared queue with their records: sold by auction.
+            records.retain(|r| !foresight_store::is_global(r));
+            d.poke();
+        }
         // A global job is planned at the next cycle; a begin time is a new moment for the
         // cycle to wake at.
         let plan_now = records.iter().any(|r| {
@@ -984,6 +1027,35 @@ impl Service {
         self.wake.notify_one();
         self.flush().await;
         view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {r}")))
+    }
+
+    /// A job this service does not hold: in dispatcher mode, one still in the global queue
+    /// or run by another site, as the shared store has it; else what `not_here` says.
+    pub async fn job_elsewhere(
+        &self,
+        user: &UserRecord,
+        r: foresight_api::JobRef,
+        not_here: Refusal,
+    ) -> Result<JobView, Refusal> {
+        let Some(d) = &self.dispatcher else {
+            return Err(not_here);
+        };
+        if r.task.is_some() {
+            return Err(not_here);
+        }
+        let shared = d.shared_job(r.job).await?;
+        match shared {
+            Some(j) if user.admin || j.record.user == user.name => {
+                let mut view = record_view(&self.world(), &j.record);
+                view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
+                    (Some(site), _) => format!("run by site {site}"),
+                    (None, Some(q)) => format!("in the global queue ({q})"),
+                    (None, None) => "in the shared store".into(),
+                });
+                Ok(view)
+            }
+            _ => Err(not_here),
+        }
     }
 
     /// A job, if the user may see it.
@@ -1552,8 +1624,12 @@ fn check_owner(w: &World, user: &UserRecord, id: JobId) -> Result<(), Refusal> {
 
 /// A job as the API shows it.
 pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
-    let j = w.jobs.get(&id)?;
-    Some(JobView {
+    w.jobs.get(&id).map(|j| record_view(w, j))
+}
+
+/// A job record as the API shows it (`w` gives its planned start on its cluster).
+pub fn record_view(w: &World, j: &JobRecord) -> JobView {
+    JobView {
         id: j.id,
         name: j.name.clone(),
         user: j.user.clone(),
@@ -1610,7 +1686,7 @@ pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
             .and_then(|l| l.dependency.as_ref())
             .map(|d| d.text.clone()),
         begin: j.begin,
-    })
+    }
 }
 
 /// A queued local job's planned start: where its cluster's policy holds it, or, while it

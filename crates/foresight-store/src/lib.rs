@@ -8,13 +8,19 @@
 //!   migrations under `migrations/sqlite/`.
 //! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
 //! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
+//! - [`GlobalQueue`]: the global queue, auctions and leases shared by peer dispatchers
+//!   (PostgreSQL only).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod global_queue;
 mod location;
 mod postgres;
 mod sqlite;
 
+pub use global_queue::{
+    is_global, Claim, Closed, GlobalQueue, QueuedJob, SharedJob, TieRule, GLOBAL_CHANNEL,
+};
 pub use location::StoreLocation;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

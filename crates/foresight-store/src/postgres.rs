@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The advisory lock a service holds on its database for its whole life (advisory locks are
-/// per database). One service per database: two would both start the same jobs. Peer
-/// dispatchers sharing one queue will claim rows instead of taking this lock.
+/// per database). One single-mode service per database, exclusively: two would both start
+/// the same jobs. Peer dispatchers hold it shared (they claim rows instead), so that a
+/// single-mode service and dispatchers never run on one database together.
 const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768; // "Foresigh"
 
 /// How long opening waits for the server before saying it cannot be reached.
@@ -29,6 +30,9 @@ pub struct PgStore {
     name: String,
     /// The connection holding [`SERVICE_LOCK`]; closing it releases the lock.
     lock: Arc<tokio::sync::Mutex<Option<PgConnection>>>,
+    /// The site of a peer dispatcher: it sees and writes only its site's jobs and
+    /// reservations, and its new global jobs go to the shared queue. `None`: single mode.
+    site: Option<String>,
 }
 
 impl PgStore {
@@ -36,6 +40,27 @@ impl PgStore {
     /// the database for this service (refusing one that another service holds) and brings
     /// its schema up to date. The database must exist; its tables are created.
     pub async fn open(url: &str) -> Result<PgStore> {
+        PgStore::open_as(url, None).await
+    }
+
+    /// Connects as the dispatcher of `site`, beside other sites' dispatchers on the same
+    /// database: refused while a single-mode service or another dispatcher of `site` holds
+    /// it.
+    pub async fn open_site(url: &str, site: &str) -> Result<PgStore> {
+        PgStore::open_as(url, Some(site)).await
+    }
+
+    /// The connection pool, for the global queue's queries.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The URL without its password.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn open_as(url: &str, site: Option<&str>) -> Result<PgStore> {
         let name = redact(url);
         let db = |source| StoreError::Database {
             path: name.clone(),
@@ -62,11 +87,35 @@ impl PgStore {
                 location: name.clone(),
                 reason: e.to_string(),
             })?;
-        let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(SERVICE_LOCK)
-            .fetch_one(&mut lock)
-            .await
-            .map_err(db)?;
+        let taken: bool = sqlx::query_scalar(if site.is_some() {
+            "SELECT pg_try_advisory_lock_shared($1)"
+        } else {
+            "SELECT pg_try_advisory_lock($1)"
+        })
+        .bind(SERVICE_LOCK)
+        .fetch_one(&mut lock)
+        .await
+        .map_err(db)?;
+        if taken {
+            if let Some(site) = site {
+                // One dispatcher per site: the site's key in the two-key space of advisory
+                // locks, which never meets SERVICE_LOCK's one-key space.
+                let mine: bool = sqlx::query_scalar(
+                    "SELECT pg_try_advisory_lock(hashtext('foresight site'), hashtext($1))",
+                )
+                .bind(site)
+                .fetch_one(&mut lock)
+                .await
+                .map_err(db)?;
+                if !mine {
+                    let _ = lock.close().await;
+                    return Err(StoreError::InUse {
+                        location: name,
+                        holder: format!("another dispatcher of site {site:?}"),
+                    });
+                }
+            }
+        }
         if !taken {
             let holder: Option<String> = sqlx::query_scalar(
                 "SELECT a.application_name || ' from ' || COALESCE(host(a.client_addr), 'a local socket') \
@@ -102,6 +151,7 @@ impl PgStore {
             pool,
             name,
             lock: Arc::new(tokio::sync::Mutex::new(Some(lock))),
+            site: site.map(str::to_string),
         })
     }
 
@@ -118,19 +168,45 @@ impl Store for PgStore {
     async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let mut ids = Vec::with_capacity(jobs.len());
+        let mut queued = false;
         for j in jobs {
+            // A dispatcher's new global job belongs to no site yet: it joins the shared
+            // queue in the same transaction, so that it is never stored without its place.
+            let global = self.site.is_some() && crate::is_global(j);
+            let site = if global { None } else { self.site.as_deref() };
             let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES ($1, $2, $3, $4) \
-                 RETURNING id",
+                "INSERT INTO jobs (user_name, state, submitted_at, data, site) \
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
             )
             .bind(&j.user)
             .bind(j.state.as_str())
             .bind(j.submitted_at)
             .bind(encode(j))
+            .bind(site)
             .fetch_one(&mut *tx)
             .await
             .map_err(self.db())?;
+            if global {
+                sqlx::query(
+                    "INSERT INTO global_jobs (job_id, procs, priority) VALUES ($1, $2, $3)",
+                )
+                .bind(id)
+                .bind(j.procs as i32)
+                .bind(j.priority as i32)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+                queued = true;
+            }
             ids.push(id as u64);
+        }
+        if queued {
+            // Delivered at commit: every dispatcher wakes to bid.
+            sqlx::query("SELECT pg_notify($1, 'queued')")
+                .bind(crate::GLOBAL_CHANNEL)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
         }
         tx.commit().await.map_err(self.db())?;
         Ok(ids)
@@ -142,13 +218,18 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for j in jobs {
-            sqlx::query("UPDATE jobs SET state = $1, data = $2 WHERE id = $3")
-                .bind(j.state.as_str())
-                .bind(encode(j))
-                .bind(j.id as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
+            // A dispatcher writes only its own site's jobs.
+            sqlx::query(
+                "UPDATE jobs SET state = $1, data = $2 WHERE id = $3 \
+                 AND site IS NOT DISTINCT FROM $4",
+            )
+            .bind(j.state.as_str())
+            .bind(encode(j))
+            .bind(j.id as i64)
+            .bind(self.site.as_deref())
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
         }
         tx.commit().await.map_err(self.db())
     }
@@ -156,11 +237,13 @@ impl Store for PgStore {
     async fn load_jobs(&self, unfinished_only: bool) -> Result<Vec<JobRecord>> {
         let sql = if unfinished_only {
             "SELECT id, data FROM jobs WHERE state NOT IN \
-             ('completed', 'failed', 'cancelled', 'timeout') ORDER BY id"
+             ('completed', 'failed', 'cancelled', 'timeout') \
+             AND site IS NOT DISTINCT FROM $1 ORDER BY id"
         } else {
-            "SELECT id, data FROM jobs ORDER BY id"
+            "SELECT id, data FROM jobs WHERE site IS NOT DISTINCT FROM $1 ORDER BY id"
         };
         let rows = sqlx::query(sql)
+            .bind(self.site.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
@@ -182,12 +265,14 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for r in rs {
             sqlx::query(
-                "INSERT INTO reservations (id, state, data) VALUES ($1, $2, $3) \
-                 ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, data = EXCLUDED.data",
+                "INSERT INTO reservations (id, state, data, site) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (site, id) DO UPDATE SET state = EXCLUDED.state, \
+                 data = EXCLUDED.data",
             )
             .bind(r.id as i64)
             .bind(r.state.as_str())
             .bind(encode(r))
+            .bind(self.site.as_deref().unwrap_or(""))
             .execute(&mut *tx)
             .await
             .map_err(self.db())?;
@@ -196,7 +281,8 @@ impl Store for PgStore {
     }
 
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>> {
-        let rows = sqlx::query("SELECT id, data FROM reservations ORDER BY id")
+        let rows = sqlx::query("SELECT id, data FROM reservations WHERE site = $1 ORDER BY id")
+            .bind(self.site.as_deref().unwrap_or(""))
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;

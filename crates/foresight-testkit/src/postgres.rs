@@ -28,6 +28,10 @@ pub struct PgServer {
     port: u16,
     bin: PathBuf,
     next: AtomicU32,
+    /// Its data directory, log and `postgres` options, to restart it.
+    data: PathBuf,
+    log: PathBuf,
+    opts: String,
     /// The write end of the guard's pipe: closed when this process exits.
     _guard: Mutex<ChildStdin>,
 }
@@ -80,6 +84,71 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr)
         );
         self.url(&name)
+    }
+
+    /// Runs `sql` with `psql` on the database at `url` (of this server); its output,
+    /// unaligned, one row a line, columns separated by `|`. Panics with psql's error.
+    pub fn psql(&self, url: &str, sql: &str) -> String {
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                url,
+                "-c",
+                sql,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running {}/psql: {e}", self.bin.display()));
+        assert!(
+            out.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Stops the server (`-m fast`: clients are disconnected), waits `down`, and starts it
+    /// again on the same port with the same data. For tests of reconnection: every test of
+    /// the binary shares the server, so such a test belongs in a test binary of its own.
+    pub fn restart(&self, down: std::time::Duration) {
+        let owner = Owner::current().unwrap_or_else(|e| panic!("{e}"));
+        let stop = owner
+            .command(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "fast", "-w", "stop"])
+            .current_dir(self.data.parent().unwrap_or(&self.data))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running pg_ctl stop: {e}"));
+        assert!(
+            stop.status.success(),
+            "pg_ctl stop: {}",
+            String::from_utf8_lossy(&stop.stderr)
+        );
+        std::thread::sleep(down);
+        let start = owner
+            .command(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-l")
+            .arg(&self.log)
+            .args(["-w", "-t", "60", "-o", &self.opts, "start"])
+            .current_dir(self.data.parent().unwrap_or(&self.data))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("running pg_ctl start: {e}"));
+        assert!(
+            start.status.success(),
+            "pg_ctl start: {}",
+            String::from_utf8_lossy(&start.stderr)
+        );
     }
 
     fn start() -> Result<PgServer, String> {
@@ -163,6 +232,9 @@ impl PgServer {
                     port,
                     bin,
                     next: AtomicU32::new(0),
+                    data,
+                    log,
+                    opts,
                     _guard: Mutex::new(guard_pipe),
                 });
             }

@@ -29,6 +29,14 @@ pub struct ServerOpts {
     /// DATA_DIR/foresight.db].
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// `single` (this service alone) or `dispatcher` (one of several peer dispatchers, one
+    /// per site, sharing a PostgreSQL --store) [config: mode] [default: single].
+    #[arg(long, value_name = "MODE")]
+    mode: Option<foresight_daemon::dispatcher_config::Mode>,
+    /// This dispatcher's site, unique among the dispatchers of one store [config:
+    /// dispatcher.site].
+    #[arg(long, value_name = "NAME")]
+    site: Option<String>,
     /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
@@ -54,6 +62,12 @@ fn effective(o: &ServerOpts) -> Result<Config> {
     if let Some(s) = &o.store {
         cfg.store = Some(s.clone());
     }
+    if let Some(m) = o.mode {
+        cfg.mode = m;
+    }
+    if let Some(site) = &o.site {
+        cfg.dispatcher.site = Some(site.clone());
+    }
     if let Some(l) = &o.listen {
         cfg.listen = l.clone();
     }
@@ -71,6 +85,7 @@ fn effective(o: &ServerOpts) -> Result<Config> {
         cfg.unix_users_from_env(&v)?;
     }
     cfg.check()?;
+    cfg.check_mode()?;
     Ok(cfg)
 }
 

@@ -1,0 +1,208 @@
+//! Dispatcher processes for the peer tests: each with its own data directory and config on
+//! a shared store, and the counting of runs through the file every job appends to.
+#![allow(dead_code)] // each test file uses a different part
+
+use crate::common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One dispatcher process.
+pub struct Peer {
+    pub site: String,
+    dir: PathBuf,
+    config: PathBuf,
+    child: Option<Child>,
+    pub url: String,
+    starts: u32,
+}
+
+impl Peer {
+    pub fn start(root: &Path, site: &str, store: &str, procs: u32) -> Peer {
+        Peer::start_with(root, site, store, procs, 1500, 1, 0.3)
+    }
+
+    /// A dispatcher with this lease, prior mean runtime (seconds) and α.
+    pub fn start_with(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        lease_ms: u64,
+        prior: u64,
+        alpha: f64,
+    ) -> Peer {
+        let dir = root.join(site);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("foresight.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"mode = "dispatcher"
+store = "{store}"
+
+[[cluster]]
+name = "{site}-c"
+procs = {procs}
+
+[dispatcher]
+site = "{site}"
+lease_ms = {lease_ms}
+heartbeat_ms = 250
+poll_ms = 200
+prior_runtime_seconds = {prior}
+
+[dispatcher.auction]
+alpha = {alpha}
+"#
+            ),
+        )
+        .unwrap();
+        let mut p = Peer {
+            site: site.to_string(),
+            dir,
+            config,
+            child: None,
+            url: String::new(),
+            starts: 0,
+        };
+        p.launch();
+        p
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn launch(&mut self) {
+        let url_file = self.data().join("server.url");
+        let _ = std::fs::remove_file(&url_file);
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.dir.join(format!("stderr.{}.log", self.starts))).unwrap();
+        let mut child = Command::new(BIN)
+            .args(["server", "start", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&self.config)
+            .arg("--data-dir")
+            .arg(self.data())
+            .env("FORESIGHT_LOG", "foresight_daemon=info")
+            .env("FORESIGHT_UNIX_USER", "*=root")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let url = wait_for(
+            &format!("dispatcher {} to listen", self.site),
+            Duration::from_secs(30),
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!(
+                        "dispatcher {} exited with {status}: {}",
+                        self.site,
+                        self.logs()
+                    );
+                }
+                std::fs::read_to_string(&url_file)
+                    .ok()
+                    .filter(|s| s.ends_with('\n'))
+            },
+        );
+        self.url = url.trim().to_string();
+        self.child = Some(child);
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    pub fn sigkill(&mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    pub fn logs(&self) -> String {
+        (1..=self.starts)
+            .map(|n| {
+                let text = std::fs::read_to_string(self.dir.join(format!("stderr.{n}.log")))
+                    .unwrap_or_default();
+                format!("--- dispatcher {} (run {n}) ---\n{text}", self.site)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = wait_for_exit(&mut c, Duration::from_secs(10));
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+pub fn wait_for_exit(c: &mut Child, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if c.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    false
+}
+
+/// Runs per job id, from the lines `ID CLUSTER` every run appends to `log`.
+pub fn runs(log: &Path) -> BTreeMap<u64, Vec<String>> {
+    let mut by_job: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let (id, cluster) = line.split_once(' ').unwrap();
+        by_job
+            .entry(id.parse().unwrap())
+            .or_default()
+            .push(cluster.to_string());
+    }
+    by_job
+}
+
+pub fn psql(url: &str, sql: &str) -> String {
+    foresight_testkit::postgres::server().psql(url, sql)
+}
+
+/// A job that appends `ID CLUSTER` to `log`, then sleeps `secs`.
+pub fn counted_job(log: &Path, secs: f64) -> Value {
+    job_body(
+        1,
+        60,
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo \"$FORESIGHT_JOB_ID $FORESIGHT_CLUSTER\" >> {}; sleep {secs}",
+                log.display()
+            ),
+        ],
+    )
+}
+
+pub fn admin_token(p: &Peer) -> String {
+    std::fs::read_to_string(p.data().join("admin.token"))
+        .unwrap()
+        .trim()
+        .to_string()
+}

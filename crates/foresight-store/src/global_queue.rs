@@ -1,0 +1,522 @@
+//! The shared global queue of peer dispatchers: rows in PostgreSQL that every site's
+//! dispatcher reads and writes (`migrations/postgres/0003_dispatchers.sql` describes them).
+//!
+//! Every decision two dispatchers could race on is one statement or one transaction whose
+//! `WHERE` clause says what must still hold, so that the database, not a process, decides:
+//! - an auction is opened once (`state = 'queued'` → `'auction'`);
+//! - a bid counts only while its auction is open (`closes_at > now()`);
+//! - an auction is closed by exactly one dispatcher: the one that takes its row with
+//!   `FOR UPDATE SKIP LOCKED` once due, and sets its one winner in that transaction;
+//! - a winner starts the job only with the claim epoch it was awarded, inside its lease, in
+//!   the transaction that hands the job to its site ([`GlobalQueue::start`]);
+//! - a dispatcher whose lease ran out loses its claims and bids ([`GlobalQueue::reclaim`]).
+//!
+//! Times are the database's clock (`now()`), never a process's.
+
+use crate::{decode, encode, JobRecord, PgStore, Result, StoreError};
+use sqlx::{PgPool, Row};
+
+/// The `LISTEN/NOTIFY` channel on which the queue announces changes (a job queued, an
+/// auction opened or closed, a claim given back): dispatchers wake on it to bid or close.
+pub const GLOBAL_CHANNEL: &str = "foresight_global";
+
+/// Whether a job goes to the shared queue (no cluster and no reservation asked for).
+pub fn is_global(j: &JobRecord) -> bool {
+    j.cluster.is_none() && j.reservation.is_none()
+}
+
+/// A global job on offer: queued, or in an auction still open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuedJob {
+    /// The job.
+    pub job: u64,
+    /// Processors it needs.
+    pub procs: u32,
+    /// Its absolute priority level.
+    pub priority: u32,
+    /// Its auction is open (else it waits for one).
+    pub in_auction: bool,
+}
+
+/// A job awarded to this site: valid only with its epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The job.
+    pub job: u64,
+    /// The claim epoch of the award.
+    pub epoch: i64,
+}
+
+/// How one due auction ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Closed {
+    /// Sold to `site`, the best of `bidders` live bids.
+    Awarded {
+        /// The job.
+        job: u64,
+        /// The winner.
+        site: String,
+        /// How many live sites had bid.
+        bidders: u32,
+    },
+    /// No live bid at the opening price or above: queued again.
+    Unsold {
+        /// The job.
+        job: u64,
+    },
+}
+
+/// Who wins among equal highest bids (the auction's `tie` option).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TieRule {
+    /// The lowest site name.
+    LowestSite,
+    /// The bid placed first, then the lowest site name.
+    EarliestBid,
+}
+
+/// A job as any dispatcher may show it, wherever it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedJob {
+    /// Its record as last written by the site that owns it (or as submitted, while queued).
+    pub record: JobRecord,
+    /// The site that runs it, once started there.
+    pub site: Option<String>,
+    /// Its place in the global queue (`queued`, `auction`, `claimed`, `started`, `done`),
+    /// for a global job.
+    pub queue_state: Option<String>,
+}
+
+/// One site's door to the global queue.
+#[derive(Clone, Debug)]
+pub struct GlobalQueue {
+    pool: PgPool,
+    name: String,
+    site: String,
+    lease_ms: i64,
+}
+
+/// A site is alive while this holds for its `dispatchers` row.
+const ALIVE: &str = "d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()";
+
+impl GlobalQueue {
+    /// The queue as `site` sees it, on `store`'s database; `lease_ms` is how long its
+    /// claims outlive its last heartbeat.
+    pub fn new(store: &PgStore, site: &str, lease_ms: u64) -> GlobalQueue {
+        GlobalQueue {
+            pool: store.pool().clone(),
+            name: store.name().to_string(),
+            site: site.to_string(),
+            lease_ms: lease_ms as i64,
+        }
+    }
+
+    /// This site's name.
+    pub fn site(&self) -> &str {
+        &self.site
+    }
+
+    fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        move |source| StoreError::Database {
+            path: self.name.clone(),
+            source,
+        }
+    }
+
+    /// Enters (or re-enters) this site's dispatcher, alive from now; `max_procs` is its
+    /// largest cluster.
+    pub async fn register(&self, pid: u32, url: &str, max_procs: u32) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO dispatchers (site, pid, url, heartbeat_at, lease_ms, started_at, \
+             max_procs) VALUES ($1, $2, $3, now(), $4, now(), $5) ON CONFLICT (site) DO UPDATE \
+             SET pid = EXCLUDED.pid, url = EXCLUDED.url, heartbeat_at = now(), \
+             lease_ms = EXCLUDED.lease_ms, started_at = now(), max_procs = EXCLUDED.max_procs",
+        )
+        .bind(&self.site)
+        .bind(pid as i32)
+        .bind(url)
+        .bind(self.lease_ms)
+        .bind(max_procs as i32)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(())
+    }
+
+    /// A connection listening on [`GLOBAL_CHANNEL`]; it reconnects by itself when the
+    /// database goes away (notifications sent meanwhile are lost: poll as well).
+    pub async fn listen(&self) -> Result<sqlx::postgres::PgListener> {
+        let mut l = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(self.db())?;
+        l.listen(GLOBAL_CHANNEL).await.map_err(self.db())?;
+        Ok(l)
+    }
+
+    /// Global jobs this site started that have not ended yet.
+    pub async fn started_here(&self) -> Result<Vec<u64>> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT job_id FROM global_jobs WHERE state = 'started' AND site = $1",
+        )
+        .bind(&self.site)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(ids.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// The largest cluster of any site that has run a dispatcher, processors: the most a
+    /// global job may ask for.
+    pub async fn largest_cluster(&self) -> Result<u32> {
+        let max: Option<i32> = sqlx::query_scalar("SELECT max(max_procs) FROM dispatchers")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(max.unwrap_or(0).max(0) as u32)
+    }
+
+    /// Renews this site's lease.
+    pub async fn heartbeat(&self) -> Result<()> {
+        sqlx::query("UPDATE dispatchers SET heartbeat_at = now() WHERE site = $1")
+            .bind(&self.site)
+            .execute(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(())
+    }
+
+    /// Gives back to the queue what dead sites held: their awarded but unstarted jobs (under
+    /// a new epoch, so that their old claims are void) and their standing bids. Returns the
+    /// jobs queued again.
+    pub async fn reclaim(&self) -> Result<Vec<u64>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let dead = format!("SELECT d.site FROM dispatchers d WHERE NOT ({ALIVE})");
+        let jobs: Vec<i64> = sqlx::query_scalar(&format!(
+            "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
+             claimed_at = NULL WHERE state = 'claimed' AND site IN ({dead}) RETURNING job_id"
+        ))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        sqlx::query(&format!("DELETE FROM bids WHERE site IN ({dead})"))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        if !jobs.is_empty() {
+            notify(&mut tx, "reclaimed").await.map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(jobs.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// Jobs on offer, highest priority first, then oldest: queued ones and those whose
+    /// auction is still open.
+    pub async fn on_offer(&self, limit: u32) -> Result<Vec<QueuedJob>> {
+        let rows = sqlx::query(
+            "SELECT job_id, procs, priority, state FROM global_jobs \
+             WHERE state = 'queued' OR (state = 'auction' AND closes_at > now()) \
+             ORDER BY priority DESC, job_id LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(rows
+            .iter()
+            .map(|r| QueuedJob {
+                job: r.get::<i64, _>(0) as u64,
+                procs: r.get::<i32, _>(1) as u32,
+                priority: r.get::<i32, _>(2) as u32,
+                in_auction: r.get::<String, _>(3) == "auction",
+            })
+            .collect())
+    }
+
+    /// Opens `job`'s auction, to close `duration_ms` from now, unless it is no longer queued
+    /// (someone else opened it first: then bid in theirs). Returns whether this site opened it.
+    pub async fn open(&self, job: u64, duration_ms: i64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let opened = sqlx::query(
+            "UPDATE global_jobs SET state = 'auction', opened_by = $2, opened_at = now(), \
+             closes_at = now() + $3 * interval '1 millisecond', auctions = auctions + 1 \
+             WHERE job_id = $1 AND state = 'queued'",
+        )
+        .bind(job as i64)
+        .bind(&self.site)
+        .bind(duration_ms.max(0))
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if opened {
+            notify(&mut tx, "opened").await.map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(opened)
+    }
+
+    /// Places or replaces this site's bid in `job`'s auction, if it is still open. Returns
+    /// whether the bid stands.
+    pub async fn bid(&self, job: u64, price: f64, procs: u32) -> Result<bool> {
+        let placed = sqlx::query(
+            "INSERT INTO bids (job_id, site, price, procs, bid_at) \
+             SELECT $1, $2, $3, $4, now() FROM global_jobs \
+             WHERE job_id = $1 AND state = 'auction' AND closes_at > now() \
+             ON CONFLICT (job_id, site) DO UPDATE SET price = EXCLUDED.price, \
+             procs = EXCLUDED.procs, bid_at = CASE WHEN bids.price = EXCLUDED.price \
+             THEN bids.bid_at ELSE EXCLUDED.bid_at END",
+        )
+        .bind(job as i64)
+        .bind(&self.site)
+        .bind(price)
+        .bind(procs as i32)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db())?
+        .rows_affected();
+        Ok(placed == 1)
+    }
+
+    /// Withdraws this site's bid from `job`'s auction (it can no longer run the job now).
+    pub async fn withdraw(&self, job: u64) -> Result<()> {
+        sqlx::query("DELETE FROM bids WHERE job_id = $1 AND site = $2")
+            .bind(job as i64)
+            .bind(&self.site)
+            .execute(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(())
+    }
+
+    /// This site's standing bids in open auctions: job and processors needed, so that the
+    /// same processors are not offered twice.
+    pub async fn standing_bids(&self) -> Result<Vec<(u64, u32)>> {
+        let rows = sqlx::query(
+            "SELECT g.job_id, g.procs FROM bids b JOIN global_jobs g ON g.job_id = b.job_id \
+             WHERE b.site = $1 AND g.state = 'auction' ORDER BY g.job_id",
+        )
+        .bind(&self.site)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<i64, _>(0) as u64, r.get::<i32, _>(1) as u32))
+            .collect())
+    }
+
+    /// The earliest close of an open auction, as milliseconds from now (0 if one is due).
+    pub async fn next_close_ms(&self) -> Result<Option<i64>> {
+        let ms: Option<f64> = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM (min(closes_at) - now()))::float8 * 1000 \
+             FROM global_jobs WHERE state = 'auction'",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(ms.map(|m| m.max(0.0).ceil() as i64))
+    }
+
+    /// Closes one due auction, if any is due and not being closed by another dispatcher:
+    /// the row is taken with `FOR UPDATE SKIP LOCKED`, and its one winner (the best live bid
+    /// at `opening_bid` or above, ties by `tie`) is set in the same transaction, with a new
+    /// claim epoch. `None`: nothing left to close.
+    pub async fn close_one(&self, opening_bid: f64, tie: TieRule) -> Result<Option<Closed>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let due: Option<i64> = sqlx::query_scalar(
+            "SELECT job_id FROM global_jobs WHERE state = 'auction' AND closes_at <= now() \
+             ORDER BY closes_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED",
+        )
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let Some(job) = due else {
+            return Ok(None);
+        };
+        let order = match tie {
+            TieRule::LowestSite => "b.price DESC, b.site",
+            TieRule::EarliestBid => "b.price DESC, b.bid_at, b.site",
+        };
+        let bids: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT b.site FROM bids b JOIN dispatchers d ON d.site = b.site \
+             WHERE b.job_id = $1 AND b.price >= $2 AND {ALIVE} ORDER BY {order}"
+        ))
+        .bind(job)
+        .bind(opening_bid)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let closed = match bids.first() {
+            Some(winner) => {
+                sqlx::query(
+                    "UPDATE global_jobs SET state = 'claimed', site = $2, epoch = epoch + 1, \
+                     claimed_at = now(), bidders = $3 WHERE job_id = $1",
+                )
+                .bind(job)
+                .bind(winner)
+                .bind(bids.len() as i32)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+                Closed::Awarded {
+                    job: job as u64,
+                    site: winner.clone(),
+                    bidders: bids.len() as u32,
+                }
+            }
+            None => {
+                sqlx::query(
+                    "UPDATE global_jobs SET state = 'queued', closes_at = NULL WHERE job_id = $1",
+                )
+                .bind(job)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+                Closed::Unsold { job: job as u64 }
+            }
+        };
+        sqlx::query("DELETE FROM bids WHERE job_id = $1")
+            .bind(job)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        notify(&mut tx, "closed").await.map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(Some(closed))
+    }
+
+    /// Jobs awarded to this site and not yet started, with their epochs.
+    pub async fn claims(&self) -> Result<Vec<Claim>> {
+        let rows = sqlx::query(
+            "SELECT job_id, epoch FROM global_jobs WHERE state = 'claimed' AND site = $1 \
+             ORDER BY priority DESC, job_id",
+        )
+        .bind(&self.site)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(rows
+            .iter()
+            .map(|r| Claim {
+                job: r.get::<i64, _>(0) as u64,
+                epoch: r.get(1),
+            })
+            .collect())
+    }
+
+    /// The record of a claimed job, as submitted.
+    pub async fn record(&self, job: u64) -> Result<Option<JobRecord>> {
+        let data: Option<String> = sqlx::query_scalar("SELECT data FROM jobs WHERE id = $1")
+            .bind(job as i64)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.db())?;
+        data.map(|d| {
+            let mut r: JobRecord = decode("jobs", job.to_string(), &d)?;
+            r.id = job;
+            Ok(r)
+        })
+        .transpose()
+    }
+
+    /// Starts a claimed job at this site: in one transaction, checks that the claim still
+    /// holds (this site, this epoch, not started, and this site's lease not run out), marks
+    /// it started and makes `record` (placed on one of the site's clusters) the site's job.
+    /// Returns `false`, changing nothing, when the claim is void: the job is someone
+    /// else's to start.
+    pub async fn start(&self, claim: Claim, record: &JobRecord) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let valid = sqlx::query(&format!(
+            "UPDATE global_jobs SET state = 'started', started_at = now() \
+             WHERE job_id = $1 AND site = $2 AND epoch = $3 AND state = 'claimed' \
+             AND EXISTS (SELECT 1 FROM dispatchers d WHERE d.site = $2 AND {ALIVE})"
+        ))
+        .bind(claim.job as i64)
+        .bind(&self.site)
+        .bind(claim.epoch)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if !valid {
+            return Ok(false);
+        }
+        sqlx::query("UPDATE jobs SET site = $2, state = $3, data = $4 WHERE id = $1")
+            .bind(claim.job as i64)
+            .bind(&self.site)
+            .bind(record.state.as_str())
+            .bind(encode(record))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        sqlx::query("DELETE FROM bids WHERE job_id = $1")
+            .bind(claim.job as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(true)
+    }
+
+    /// Records that a job this site started has ended after `runtime_s` seconds (the
+    /// auctions' mean runtime is taken over these; `None`: it never ran).
+    pub async fn finished(&self, job: u64, runtime_s: Option<f64>) -> Result<()> {
+        sqlx::query(
+            "UPDATE global_jobs SET state = 'done', ended_at = now(), runtime_s = $3 \
+             WHERE job_id = $1 AND site = $2 AND state = 'started'",
+        )
+        .bind(job as i64)
+        .bind(&self.site)
+        .bind(runtime_s)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(())
+    }
+
+    /// Runtimes of the `n` global jobs that ended last, latest first, seconds.
+    pub async fn recent_runtimes(&self, n: u32) -> Result<Vec<f64>> {
+        sqlx::query_scalar(
+            "SELECT runtime_s FROM global_jobs WHERE state = 'done' AND runtime_s IS NOT NULL \
+             ORDER BY ended_at DESC LIMIT $1",
+        )
+        .bind(i64::from(n))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())
+    }
+
+    /// A job as stored, wherever it runs: for a dispatcher asked about a job another site
+    /// runs, or one still in the queue.
+    pub async fn shared_job(&self, id: u64) -> Result<Option<SharedJob>> {
+        let row = sqlx::query(
+            "SELECT j.data, j.site, g.state FROM jobs j \
+             LEFT JOIN global_jobs g ON g.job_id = j.id WHERE j.id = $1",
+        )
+        .bind(id as i64)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(self.db())?;
+        row.map(|r| {
+            let mut record: JobRecord = decode("jobs", id.to_string(), &r.get::<String, _>(0))?;
+            record.id = id;
+            Ok(SharedJob {
+                record,
+                site: r.get(1),
+                queue_state: r.get(2),
+            })
+        })
+        .transpose()
+    }
+}
+
+async fn notify(tx: &mut sqlx::PgConnection, what: &str) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(GLOBAL_CHANNEL)
+        .bind(what)
+        .execute(tx)
+        .await
+        .map(|_| ())
+}
