@@ -315,7 +315,7 @@ pub struct SubmitOpts {
     #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
     /// Not before this time, as `sbatch --begin`: 16:00, now+1hour, now+90 (= 90 s),
-    /// 2026-11-23, 2026-11-23T16:00[:00] (local time; or with a zone, …T16:00:00Z), midnight,
+    /// 2026-11-23, 2026-11-23T16:00(:00) (local time; or with a zone, …T16:00:00Z), midnight,
     /// tomorrow, +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
     #[arg(long, value_name = "TIME")]
     begin: Option<String>,
@@ -967,7 +967,7 @@ pub struct EstimateOpts {
     #[arg(short = 't', long, default_value = "1h", value_name = "TIME")]
     time: String,
     /// Not before this time, as `sbatch --begin`: 16:00, now+1hour, now+90 (= 90 s),
-    /// 2026-11-23, 2026-11-23T16:00[:00] (local time; or with a zone, …T16:00:00Z), midnight,
+    /// 2026-11-23, 2026-11-23T16:00(:00) (local time; or with a zone, …T16:00:00Z), midnight,
     /// tomorrow, +DURATION as -t (+10m; +90 = 90 minutes), or seconds since the epoch.
     #[arg(long, value_name = "TIME")]
     begin: Option<String>,
