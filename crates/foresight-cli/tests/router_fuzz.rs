@@ -119,6 +119,12 @@ fn valid_body(method: &str, path: &str, now: i64) -> Option<Value> {
             json!({"groups": ["g"], "accounts": ["a"], "classes": [], "qos": ["normal"]})
         }
         ("post", "/api/v1/users/{name}/state") => json!({"disabled": false}),
+        ("post", "/api/v1/workflows") => json!({
+            "name": "fzw", "on_failure": "cancel",
+            "tasks": [{"name": "A", "command": ["true"], "walltime": 60, "procs": 1},
+                      {"name": "B", "command": ["true"], "walltime": 60, "procs": 1}],
+            "edges": [{"from": "A", "to": "B", "data_mb": 1.0}]
+        }),
         _ => return None,
     })
 }
