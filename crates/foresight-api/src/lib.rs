@@ -30,11 +30,23 @@ pub const API_PREFIX: &str = "/api/v1";
 /// has a start for it beyond the lead time; `reserved`: its processors are reserved;
 /// `running`; then one of the final states.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    ToSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     /// Waiting for the planner (or held).
+    #[default]
     Pending,
     /// Planned to start later than the lead time.
     Planned,

@@ -13,7 +13,6 @@
 //! `AUCTION_MS=D`, the auction length, default 20).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use foresight_api::JobState;
 use foresight_store::{GlobalQueue, JobRecord, PgStore, Store, TieRule};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,42 +20,11 @@ use std::time::Instant;
 
 fn job() -> JobRecord {
     JobRecord {
-        id: 0,
         user: "bench".into(),
-        name: None,
         procs: 1,
         walltime: 60,
-        price: None,
-        cluster: None,
-        reservation: None,
-        allow_early_start: false,
-        co_allocate: false,
         command: vec!["true".into()],
-        env: Default::default(),
-        cwd: None,
-        cred: Default::default(),
-        state: JobState::Pending,
-        state_after: None,
-        held: false,
-        suspended: false,
-        priority: 0,
-        requeue: false,
-        exit_code: None,
-        signal: None,
-        reason: None,
-        submitted_at: 0,
-        begin: None,
-        first_planned_start: None,
-        planned_start: None,
-        started_at: None,
-        ended_at: None,
-        charged: 0.0,
-        settled: 0.0,
-        parts: vec![],
-        attempt: 0,
-        stdout: None,
-        stderr: None,
-        links: None,
+        ..Default::default()
     }
 }
 

@@ -120,8 +120,9 @@ pub struct PartRecord {
     pub started_at: Option<i64>,
 }
 
-/// A job as stored: the request plus everything that happened to it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A job as stored: the request plus everything that happened to it. `Default` is a pending job of nobody with nothing
+/// set, so that tests and builders name only what they need.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
     /// Id (assigned by the store).
     #[serde(skip)]

@@ -419,7 +419,13 @@ impl Store for PgStore {
 
     async fn close(&self) {
         self.pool.close().await;
-        if let Some(lock) = self.lock.lock().await.take() {
+        if let Some(mut lock) = self.lock.lock().await.take() {
+            // Released before the answer comes back: the server would also release it when
+            // the connection ends, but only after the client has gone, so that a store
+            // reopened at once could still find it held.
+            let _ = sqlx::query("SELECT pg_advisory_unlock_all()")
+                .execute(&mut lock)
+                .await;
             let _ = lock.close().await;
         }
     }

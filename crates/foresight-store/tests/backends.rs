@@ -197,42 +197,14 @@ async fn dependencies_and_array_membership_survive_reopening(b: Backend) {
 
 fn job(user: &str) -> JobRecord {
     JobRecord {
-        id: 0,
         user: user.into(),
         name: Some("j".into()),
         procs: 2,
         walltime: 60,
-        price: None,
-        cluster: None,
-        reservation: None,
-        allow_early_start: false,
         co_allocate: true,
         command: vec!["true".into()],
-        env: Default::default(),
-        cwd: None,
-        cred: Default::default(),
-        state: JobState::Pending,
-        state_after: None,
-        held: false,
-        suspended: false,
-        priority: 0,
-        requeue: false,
-        exit_code: None,
-        signal: None,
-        reason: None,
         submitted_at: 1_000,
-        first_planned_start: None,
-        planned_start: None,
-        started_at: None,
-        ended_at: None,
-        charged: 0.0,
-        settled: 0.0,
-        parts: vec![],
-        attempt: 0,
-        stdout: None,
-        stderr: None,
-        links: None,
-        begin: None,
+        ..Default::default()
     }
 }
 

@@ -3,49 +3,19 @@
 //! cannot start, and the database's locks keep modes and sites apart.
 #![allow(clippy::unwrap_used)]
 
-use foresight_api::JobState;
 use foresight_store::{Claim, Closed, GlobalQueue, JobRecord, PgStore, Store, StoreError, TieRule};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 fn job(procs: u32) -> JobRecord {
     JobRecord {
-        id: 0,
         user: "ann".into(),
         name: Some("g".into()),
         procs,
         walltime: 60,
-        price: None,
-        cluster: None,
-        reservation: None,
-        allow_early_start: false,
-        co_allocate: false,
         command: vec!["true".into()],
-        env: Default::default(),
-        cwd: None,
-        cred: Default::default(),
-        state: JobState::Pending,
-        state_after: None,
-        held: false,
-        suspended: false,
-        priority: 0,
-        requeue: false,
-        exit_code: None,
-        signal: None,
-        reason: None,
         submitted_at: 1_000,
-        begin: None,
-        first_planned_start: None,
-        planned_start: None,
-        started_at: None,
-        ended_at: None,
-        charged: 0.0,
-        settled: 0.0,
-        parts: vec![],
-        attempt: 0,
-        stdout: None,
-        stderr: None,
-        links: None,
+        ..Default::default()
     }
 }
 
