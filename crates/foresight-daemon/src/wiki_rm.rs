@@ -91,16 +91,17 @@ pub fn check(at: &str, c: &ClusterConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether Foresight's global jobs may be planned on cluster `c`: not on a WIKI cluster
-/// without `submit_url`, whose queue they cannot reach (its own jobs are still scheduled).
-pub fn takes_global_jobs(c: &ClusterConfig) -> bool {
+/// Whether Foresight's jobs (global ones, or submitted with `--cluster`) may go to cluster
+/// `c`: not to a WIKI cluster without `submit_url`, whose queue they cannot reach (its own
+/// jobs are still scheduled).
+pub fn takes_foresight_jobs(c: &ClusterConfig) -> bool {
     c.kind != "wiki" || c.wiki_rm.as_ref().is_some_and(|w| w.submit_url.is_some())
 }
 
 /// Why a WIKI cluster without `submit_url` takes no global job.
 pub fn no_route_reason() -> String {
     "no wiki_rm.submit_url: Foresight's jobs cannot reach this WIKI resource manager's \
-     queue, so global jobs are not planned here (its own jobs are scheduled)"
+     queue, so none is planned or submitted here (its own jobs are scheduled)"
         .to_string()
 }
 

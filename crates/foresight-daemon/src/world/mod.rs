@@ -552,6 +552,12 @@ impl World {
                 let k = self
                     .cluster_index(c)
                     .ok_or_else(|| self.unknown_cluster(c))?;
+                if !crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
+                    return Err(Refusal::invalid(
+                        "cluster",
+                        format!("cluster {c}: {}", crate::wiki_rm::no_route_reason()),
+                    ));
+                }
                 let max = self.clusters[k].admission_limit();
                 if j.procs > max {
                     return Err(Refusal::invalid(

@@ -326,7 +326,7 @@ impl World {
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
             Ok(state) => {
-                if crate::wiki_rm::takes_global_jobs(&self.clusters[k].cfg) {
+                if crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
                     self.broker.on_cluster_up(now, k);
                     self.clusters[k].unavailable_reason = None;
                 } else {

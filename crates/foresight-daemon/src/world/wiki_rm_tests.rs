@@ -6,7 +6,7 @@ use super::tests::{job, world};
 use super::*;
 use crate::config::{ClusterConfig, Config};
 use crate::wiki_rm::WikiRmConfig;
-use foresight_rm::{RmJob, RmJobState, RmReservation};
+use foresight_rm::{BookedPart, RmJob, RmJobState, RmReservation};
 
 fn slurm(name: &str) -> ClusterConfig {
     ClusterConfig {
@@ -156,6 +156,11 @@ fn a_wiki_cluster_without_a_submission_route_is_offered_no_global_job() {
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.parts.len(), 1, "{j:?}");
     assert_eq!(j.parts[0].cluster, "a", "{j:?}");
+    // A job submitted to it is refused, naming the setting.
+    let mut pinned = job(2, "ann", 1, 60);
+    pinned.cluster = Some("w".into());
+    let e = w.admit(&pinned).unwrap_err();
+    assert!(e.reason().contains("wiki_rm.submit_url"), "{e:?}");
     // A failed read is still a down cluster.
     w.sync_remote(Time(1_001), 0, Err("no answer".into()));
     assert!(!w.cluster_up(0));
