@@ -52,6 +52,10 @@ pub async fn job_output(
             "job {id} has no {which} yet: it has not started"
         )));
     };
+    // Where the part ran on a WIKI peer, the peer has it.
+    if let Some(bytes) = s.output_elsewhere(id, q.part, q.stderr, q.offset).await? {
+        return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes));
+    }
     // The first part's file names the others: `ID.0.out` → `ID.N.out`.
     let path = std::path::PathBuf::from(first);
     let path = if parts == 1 {

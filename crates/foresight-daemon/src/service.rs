@@ -250,6 +250,13 @@ impl Service {
         let jobs: Vec<JobRecord> = jobs.into_values().collect();
         let reservations = store.load_reservations().await?;
         let adopt = world.restore(now, jobs, reservations, users);
+        // A WIKI cluster's adapter keeps its book in memory: give it back.
+        for (k, c) in cfg.cluster.iter().enumerate() {
+            if c.kind == "wiki" {
+                let (held, parts) = world.wiki_book(k);
+                managers[k].restore_book(&held, &parts);
+            }
+        }
         for wf in workflows {
             world.add_workflow(wf);
         }
@@ -726,6 +733,49 @@ impl Service {
             tokens.retain(|_, known| known.name != u.name);
             tokens.insert(u.token_hash.clone(), u.clone());
         }
+    }
+
+    /// Part `part` of job `id`'s output (`stderr`: error) from `offset` on, when its
+    /// cluster's resource manager holds it (a WIKI peer); `None` when it is in this server's
+    /// output directory.
+    pub async fn output_elsewhere(
+        &self,
+        id: JobId,
+        part: usize,
+        stderr: bool,
+        offset: u64,
+    ) -> Result<Option<Vec<u8>>, Refusal> {
+        let found = {
+            let w = self.world();
+            w.jobs.get(&id).and_then(|j| {
+                let p = j.parts.get(part)?;
+                let k = w.cluster_index(&p.cluster)?;
+                let external = p.external.clone()?;
+                Some((
+                    k,
+                    p.cluster.clone(),
+                    foresight_rm::PartHandle {
+                        job: id.0,
+                        attempt: j.attempt,
+                        external: Some(external),
+                    },
+                ))
+            })
+        };
+        let Some((k, cluster, handle)) = found else {
+            return Ok(None);
+        };
+        self.managers[k]
+            .output(&handle, stderr, offset)
+            .await
+            .map_err(|e| {
+                let why = format!("job {id}: its output on cluster {cluster}: {e}");
+                if e.is_unreachable() {
+                    Refusal::internal(why)
+                } else {
+                    Refusal::not_found(why)
+                }
+            })
     }
 
     /// Adds each remote cluster's own answer (`sbatch --test-only`) to an estimate, asked
@@ -1323,12 +1373,7 @@ impl Service {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
                 // A cluster Maui schedules is up, though it takes no global job.
-                state: if g.available || c.cfg.is_wiki_scheduled() {
-                    "up"
-                } else {
-                    "down"
-                }
-                .into(),
+                state: if w.cluster_up(k) { "up" } else { "down" }.into(),
                 reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
                 busy: c.busy(),

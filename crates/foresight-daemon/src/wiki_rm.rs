@@ -91,6 +91,20 @@ pub fn check(at: &str, c: &ClusterConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether Foresight's jobs (global ones, or submitted with `--cluster`) may go to cluster
+/// `c`: not to a WIKI cluster without `submit_url`, whose queue they cannot reach (its own
+/// jobs are still scheduled).
+pub fn takes_foresight_jobs(c: &ClusterConfig) -> bool {
+    c.kind != "wiki" || c.wiki_rm.as_ref().is_some_and(|w| w.submit_url.is_some())
+}
+
+/// Why a WIKI cluster without `submit_url` takes no global job.
+pub fn no_route_reason() -> String {
+    "no wiki_rm.submit_url: Foresight's jobs cannot reach this WIKI resource manager's \
+     queue, so none is planned or submitted here (its own jobs are scheduled)"
+        .to_string()
+}
+
 /// How often cluster `c` is polled.
 pub fn poll_every(c: &ClusterConfig) -> Duration {
     Duration::from_millis(c.wiki_rm.as_ref().map_or(1_000, |w| w.poll_ms.max(1)))
@@ -109,15 +123,15 @@ pub fn build(c: &ClusterConfig, instance: &str) -> anyhow::Result<WikiCluster> {
         .unwrap_or_else(crate::wiki_server::daemon_user);
     let client = WikiClient::new(w.address.clone(), key, auth)
         .with_timeout(Duration::from_millis(w.timeout_ms.max(1)));
+    let naming = foresight_rm::slurm::Naming::instance(instance)
+        .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
     let route = match (&w.submit_url, &w.token_file) {
         (Some(url), Some(tf)) => {
             let token = std::fs::read_to_string(tf)
                 .map_err(|e| anyhow::anyhow!("{at}: wiki_rm.token_file {}: {e}", tf.display()))?;
-            let naming = foresight_rm::slurm::Naming::instance(instance)
-                .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
             let cluster = w.submit_cluster.as_deref().unwrap_or(&c.name);
             Some(
-                SubmitRoute::new(url, cluster, &token, naming)
+                SubmitRoute::new(url, cluster, &token, naming.clone())
                     .map_err(|e| anyhow::anyhow!("{at}: {e}"))?,
             )
         }
@@ -127,7 +141,7 @@ pub fn build(c: &ClusterConfig, instance: &str) -> anyhow::Result<WikiCluster> {
         .policy
         .parse()
         .map_err(|e| anyhow::anyhow!("{at}: policy: {e}"))?;
-    Ok(WikiCluster::new(client, route, policy))
+    Ok(WikiCluster::new(client, route, policy, naming))
 }
 
 /// The key in `path`; the error never quotes the file's contents.

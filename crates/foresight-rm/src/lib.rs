@@ -38,8 +38,8 @@ pub use error::ExecError;
 pub use executor::LocalExecutor;
 pub use local::LocalCluster;
 pub use manager::{
-    ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, RmJob, RmJobState,
-    RmReservation, Submission,
+    BookedPart, ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, RmJob,
+    RmJobState, RmReservation, Submission,
 };
 pub use slurm::{SlurmClient, SlurmCluster, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};

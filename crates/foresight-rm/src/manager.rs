@@ -53,6 +53,21 @@ pub struct ReserveRequest {
     pub procs: u32,
 }
 
+/// A part the service submitted (or was about to submit) to a cluster, as its records keep
+/// it: given back after a restart to a manager that keeps its book in memory (see
+/// [`ResourceManager::restore_book`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookedPart {
+    /// The Foresight job.
+    pub job: u64,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The Foresight reservation it runs in, if any.
+    pub reservation: Option<u64>,
+    /// Not to start before this Unix second.
+    pub begin: Option<i64>,
+}
+
 /// Where a job is in its resource manager.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RmJobState {
@@ -192,6 +207,28 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
 
     /// Puts a part back in the resource manager's queue to run again.
     async fn requeue(&self, part: &PartHandle) -> Result<(), RmError>;
+
+    /// After a restart of the service: the reservations it holds on this cluster and its
+    /// parts there, from its records. A manager whose resource manager keeps them (Slurm)
+    /// ignores this; one that keeps them itself (a WIKI resource manager, which has no
+    /// reservations) rebuilds its book from it, so that nothing is withdrawn or started
+    /// twice for having been forgotten.
+    fn restore_book(&self, reservations: &[ReserveRequest], parts: &[BookedPart]) {
+        let _ = (reservations, parts);
+    }
+
+    /// A part's standard output (`stderr`: error) from byte `offset` on, when the resource
+    /// manager holds it where the service cannot read it (a WIKI peer serves it over its REST
+    /// API); `None` when it is in the service's own output directory.
+    async fn output(
+        &self,
+        part: &PartHandle,
+        stderr: bool,
+        offset: u64,
+    ) -> Result<Option<Vec<u8>>, RmError> {
+        let _ = (part, stderr, offset);
+        Ok(None)
+    }
 
     /// Moves reservation `to.id` to `[to.start, to.end)` and, when it has been submitted,
     /// the part bound to it to begin at `to.start`: how a resource manager that schedules

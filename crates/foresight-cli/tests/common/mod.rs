@@ -77,6 +77,9 @@ pub struct Server {
     starts: u32,
     /// `FORESIGHT_LOG` of the daemon.
     log: String,
+    /// `--listen` of the next launch (None: a free port); set it to the current address to
+    /// restart on the same port.
+    pub listen: Option<String>,
 }
 
 impl Server {
@@ -133,6 +136,7 @@ impl Server {
             token: String::new(),
             starts: 0,
             log: level.to_string(),
+            listen: None,
         };
         s.launch();
         s
@@ -170,7 +174,8 @@ impl Server {
                 .unwrap()
         };
         let mut cmd = Command::new(BIN);
-        cmd.args(["server", "start", "--listen", "127.0.0.1:0", "--data-dir"])
+        let listen = self.listen.as_deref().unwrap_or("127.0.0.1:0");
+        cmd.args(["server", "start", "--listen", listen, "--data-dir"])
             .arg(&self.dir)
             .env("FORESIGHT_LOG", &self.log)
             // Tests run as root in CI: their users' jobs run as root on purpose (the

@@ -254,6 +254,9 @@ pub struct World {
     confirmed_at: HashMap<ReservationId, Time>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
     sent: BTreeSet<(usize, String)>,
+    /// How this instance names what it makes on remote clusters (`instance`): the
+    /// reservations of ours it reads back in their snapshots.
+    naming: foresight_rm::slurm::Naming,
     /// Jobs waiting at the gate for their dependencies, array limit or singleton turn
     /// (`gate.rs`); their records say so too (`links.waiting`), for restarts.
     waiting: BTreeSet<JobId>,
@@ -328,6 +331,8 @@ impl World {
             submitting: BTreeSet::new(),
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
+            // Checked with the configuration; the default names otherwise.
+            naming: foresight_rm::slurm::Naming::instance(&cfg.instance).unwrap_or_default(),
             sent: BTreeSet::new(),
             waiting: BTreeSet::new(),
             waking: None,
@@ -547,6 +552,12 @@ impl World {
                 let k = self
                     .cluster_index(c)
                     .ok_or_else(|| self.unknown_cluster(c))?;
+                if !crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
+                    return Err(Refusal::invalid(
+                        "cluster",
+                        format!("cluster {c}: {}", crate::wiki_rm::no_route_reason()),
+                    ));
+                }
                 let max = self.clusters[k].admission_limit();
                 if j.procs > max {
                     return Err(Refusal::invalid(
@@ -2210,3 +2221,5 @@ mod charge_tests;
 mod same_decisions;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wiki_rm_tests;

@@ -20,7 +20,9 @@ use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId};
-use foresight_rm::{ClusterState, Outcome, PartHandle, ReserveRequest, RmJobState, Submission};
+use foresight_rm::{
+    BookedPart, ClusterState, Outcome, PartHandle, ReserveRequest, RmJobState, Submission,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Ids of the mirror's stand-ins for the cluster's own jobs and reservations, apart from
@@ -152,6 +154,60 @@ impl World {
             .and_then(|r| self.cluster_index(&r.cluster))
     }
 
+    /// Whether cluster `k` is up: takes global jobs, or answers while it takes none by design
+    /// (scheduled by Maui through WIKI, or a WIKI cluster without a submission route).
+    pub fn cluster_up(&self, k: usize) -> bool {
+        let c = &self.clusters[k];
+        self.broker.clusters[k].available
+            || c.cfg.is_wiki_scheduled()
+            || (c.snapshot.is_some()
+                && c.unavailable_reason.as_deref()
+                    == Some(crate::wiki_rm::no_route_reason().as_str()))
+    }
+
+    /// The book of WIKI cluster `k` as the records keep it, given back to its adapter after a
+    /// restart: the live reservations held there, and every part there not ended with its
+    /// reservation and the second it may start.
+    pub fn wiki_book(&self, k: usize) -> (Vec<ReserveRequest>, Vec<BookedPart>) {
+        let name = &self.clusters[k].cfg.name;
+        let reservations = self
+            .reservations
+            .values()
+            .filter(|r| &r.cluster == name && r.state.is_live())
+            .map(|r| ReserveRequest {
+                id: r.id,
+                start: r.start,
+                end: r.end,
+                procs: r.procs,
+            })
+            .collect();
+        let parts = self
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_final())
+            .flat_map(|j| {
+                j.parts
+                    .iter()
+                    .filter(|p| &p.cluster == name && !p.ended)
+                    .map(|p| BookedPart {
+                        job: j.id,
+                        attempt: j.attempt,
+                        reservation: p.reservation,
+                        begin: self.part_begin(j, p.reservation),
+                    })
+            })
+            .collect();
+        (reservations, parts)
+    }
+
+    /// When a remote part may start: not before its reservation, nor the job's own begin.
+    fn part_begin(&self, j: &foresight_store::JobRecord, reservation: Option<u64>) -> Option<i64> {
+        let reservation = reservation
+            .and_then(|r| self.reservations.get(&ReservationId(r)))
+            .filter(|r| r.kind == "job");
+        reservation.map(|r| r.start).max(j.begin)
+    }
+
     /// Submits the parts of job `id` on remote clusters that are not there yet.
     pub(super) fn submit_remote_parts(&mut self, id: JobId) {
         let Some(j) = self.jobs.get(&id) else { return };
@@ -168,12 +224,7 @@ impl World {
             {
                 continue;
             }
-            let reservation = p
-                .reservation
-                .and_then(|r| self.reservations.get(&ReservationId(r)))
-                .filter(|r| r.kind == "job");
-            // Not before its reservation, nor before the job's own begin time.
-            let begin = reservation.map(|r| r.start).max(j.begin);
+            let begin = self.part_begin(j, p.reservation);
             // Slurm picks the processors: the spec only says how many.
             let Some(spec) = self.part_spec(id, index, (0..p.procs).collect()) else {
                 continue;
@@ -275,8 +326,13 @@ impl World {
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
             Ok(state) => {
-                self.broker.on_cluster_up(now, k);
-                self.clusters[k].unavailable_reason = None;
+                if crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
+                    self.broker.on_cluster_up(now, k);
+                    self.clusters[k].unavailable_reason = None;
+                } else {
+                    // Up, but none of Foresight's jobs can reach its queue.
+                    self.clusters[k].unavailable_reason = Some(crate::wiki_rm::no_route_reason());
+                }
                 self.reconcile(now, k, &state);
                 self.rebuild_mirror(now, k, &state);
                 self.clusters[k].snapshot = Some(state);
@@ -651,8 +707,7 @@ impl World {
             let rid = j
                 .reservation
                 .as_deref()
-                .and_then(|r| r.strip_prefix("foresight-"))
-                .and_then(|r| r.parse::<u64>().ok());
+                .and_then(|r| self.naming.reservation_id(r));
             if let (Some(rid), Some(limit)) = (rid, j.time_limit) {
                 let end = j.start.unwrap_or(now.secs()) + limit;
                 let e = part_end.entry(rid).or_insert(end);

@@ -8,19 +8,26 @@
 //! it like a Slurm cluster: it reserves (here: in this adapter's own book, since WIKI has no
 //! reservations, honoured by the pass), submits through the [`SubmitRoute`], and follows
 //! the parts in the snapshots.
+//!
+//! The book (reservations, and where and when each part may start) lives in this process:
+//! after a restart the service gives it back from its records
+//! ([`restore_book`](ResourceManager::restore_book)), and the parts are found again in the
+//! resource manager's queue by the names this instance gave them.
 
 use super::client::WikiClient;
 use super::dispatch::starts;
 use super::error::WikiError;
+use super::estimate::estimate_start;
 use super::message::CancelType;
 use super::mirror::{cluster_state, OurPart};
 use super::route::SubmitRoute;
 use crate::manager::{
-    ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, Submission,
+    BookedPart, ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, Submission,
 };
+use crate::slurm::Naming;
 use async_trait::async_trait;
 use foresight_core::policy::Policy;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 /// What this adapter keeps between passes: the reservations Foresight holds on the cluster,
@@ -28,8 +35,21 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 struct Book {
     reservations: BTreeMap<u64, ReserveRequest>,
-    /// WIKI job id → (reservation, begin) of our parts submitted by this process.
-    parts: HashMap<String, (Option<u64>, Option<i64>)>,
+    /// (job, attempt) → where and when the part may start.
+    parts: HashMap<(u64, u32), Booked>,
+    /// Scheduling passes begun.
+    pass: u64,
+}
+
+/// One part in the book.
+#[derive(Clone, Copy, Debug)]
+struct Booked {
+    reservation: Option<u64>,
+    begin: Option<i64>,
+    /// The pass during which it was entered: a pass forgets only the parts its listing no
+    /// longer shows that were entered before it began (a submission answered during the pass
+    /// may be missing from a listing taken earlier).
+    pass: u64,
 }
 
 /// A WIKI resource manager driven by Foresight.
@@ -38,18 +58,26 @@ pub struct WikiCluster {
     client: WikiClient,
     route: Option<SubmitRoute>,
     policy: Policy,
+    naming: Naming,
     book: Mutex<Book>,
 }
 
 impl WikiCluster {
     /// The resource manager behind `client`; Foresight's parts reach its queue through
     /// `route` (none: only the cluster's own jobs are scheduled, and submissions are refused);
-    /// its own queued jobs are started as `policy` would.
-    pub fn new(client: WikiClient, route: Option<SubmitRoute>, policy: Policy) -> WikiCluster {
+    /// its own queued jobs are started as `policy` would; reservations are named as `naming`
+    /// (this instance, as the route names parts) names them.
+    pub fn new(
+        client: WikiClient,
+        route: Option<SubmitRoute>,
+        policy: Policy,
+        naming: Naming,
+    ) -> WikiCluster {
         WikiCluster {
             client,
             route,
             policy,
+            naming,
             book: Mutex::new(Book::default()),
         }
     }
@@ -59,22 +87,34 @@ impl WikiCluster {
     }
 
     /// Our parts in the queue: the route's listing (it survives our restarts), with the
-    /// reservation and begin of those this process submitted.
+    /// reservation and begin the book holds for each.
     async fn ours(&self) -> Result<HashMap<String, OurPart>, RmError> {
         let Some(route) = &self.route else {
             return Ok(HashMap::new());
         };
         let mut ours = route.ours().await?;
+        // Where one name is listed twice (a submission whose answer was lost, sent again),
+        // only the newest is the part: the service cancels the other.
+        let mut newest: HashMap<(u64, u32), &str> = HashMap::new();
+        for (id, part) in &ours {
+            let e = newest
+                .entry((part.job, part.attempt))
+                .or_insert(id.as_str());
+            if peer_order(id) > peer_order(e) {
+                *e = id.as_str();
+            }
+        }
+        let newest: HashSet<String> = newest.into_values().map(str::to_owned).collect();
         let book = self.book();
         for (id, part) in ours.iter_mut() {
-            match book.parts.get(id) {
-                Some(&(reservation, begin)) => {
-                    part.reservation = reservation;
-                    part.begin = begin;
+            match book.parts.get(&(part.job, part.attempt)) {
+                Some(b) if newest.contains(id) => {
+                    part.reservation = b.reservation;
+                    part.begin = b.begin;
                 }
-                // Submitted before this process started: not started by this process (the
-                // service reconciles it: follows it once running, else withdraws it).
-                None => part.begin = Some(i64::MAX),
+                // Not in the book (an attempt the service gave up, or a duplicate): never
+                // started by this adapter; the service cancels it.
+                _ => part.begin = Some(i64::MAX),
             }
         }
         Ok(ours)
@@ -88,6 +128,11 @@ impl WikiCluster {
             ))
         })
     }
+}
+
+/// The order of a peer's job ids: numeric ones by value.
+fn peer_order(id: &str) -> (u64, &str) {
+    (id.parse().unwrap_or(0), id)
 }
 
 /// A transport failure (no answer) is the cluster being unreachable; a refusal is not.
@@ -110,6 +155,11 @@ impl ResourceManager for WikiCluster {
 
     async fn snapshot(&self) -> Result<ClusterState, RmError> {
         let now = super::frame::unix_now();
+        let pass = {
+            let mut book = self.book();
+            book.pass += 1;
+            book.pass
+        };
         let nodes = self.client.get_nodes().await.map_err(wiki_error)?;
         let mut jobs = self.client.get_jobs().await.map_err(wiki_error)?;
         let ours = self.ours().await?;
@@ -128,15 +178,81 @@ impl ResourceManager for WikiCluster {
             nodes = self.client.get_nodes().await.map_err(wiki_error)?;
             jobs = self.client.get_jobs().await.map_err(wiki_error)?;
         }
-        // Forget the book entries of parts the resource manager no longer lists.
+        // Forget the parts that ended or are no longer listed.
+        let listed: HashSet<(u64, u32)> = ours
+            .values()
+            .filter(|o| o.outcome.is_none())
+            .map(|o| (o.job, o.attempt))
+            .collect();
         self.book()
             .parts
-            .retain(|id, _| jobs.iter().any(|j| &j.id == id));
-        Ok(cluster_state(now, &nodes, &jobs, &ours, &reservations))
+            .retain(|key, b| b.pass >= pass || listed.contains(key));
+        Ok(cluster_state(
+            now,
+            &nodes,
+            &jobs,
+            &ours,
+            &reservations,
+            &self.naming,
+        ))
     }
 
-    async fn estimate_start(&self, _procs: u32, _walltime: i64) -> Result<Option<i64>, RmError> {
-        Ok(None)
+    /// When the cluster's policy would start such a job queued now, around what runs, the
+    /// queue and Foresight's reservations (see `estimate`), from a fresh GETNODES and
+    /// GETJOBS.
+    async fn estimate_start(&self, procs: u32, walltime: i64) -> Result<Option<i64>, RmError> {
+        if procs == 0 {
+            return Err(RmError::Invalid(
+                "an estimate needs at least one processor".to_owned(),
+            ));
+        }
+        let now = super::frame::unix_now();
+        let nodes = self.client.get_nodes().await.map_err(wiki_error)?;
+        let jobs = self.client.get_jobs().await.map_err(wiki_error)?;
+        let ours = self.ours().await?;
+        let reservations = self.book().reservations.clone();
+        Ok(estimate_start(
+            now,
+            &nodes,
+            &jobs,
+            &ours,
+            &reservations,
+            &self.policy,
+            procs,
+            walltime,
+        ))
+    }
+
+    fn restore_book(&self, reservations: &[ReserveRequest], parts: &[BookedPart]) {
+        let mut book = self.book();
+        let pass = book.pass;
+        for r in reservations {
+            book.reservations.insert(r.id, r.clone());
+        }
+        for p in parts {
+            book.parts.insert(
+                (p.job, p.attempt),
+                Booked {
+                    reservation: p.reservation,
+                    begin: p.begin,
+                    pass,
+                },
+            );
+        }
+    }
+
+    /// From the peer's REST API (`GET /api/v1/jobs/{id}/output`), where the part ran.
+    async fn output(
+        &self,
+        part: &PartHandle,
+        stderr: bool,
+        offset: u64,
+    ) -> Result<Option<Vec<u8>>, RmError> {
+        let Some(route) = &self.route else {
+            return Ok(None);
+        };
+        let id = self.external(part)?;
+        route.output(id, stderr, offset).await.map(Some)
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<(), RmError> {
@@ -164,9 +280,17 @@ impl ResourceManager for WikiCluster {
             )));
         };
         let id = route.submit(sub).await?;
-        self.book()
-            .parts
-            .insert(id.clone(), (sub.reservation, sub.begin));
+        let mut book = self.book();
+        let pass = book.pass;
+        book.parts.insert(
+            (sub.spec.job, sub.spec.attempt),
+            Booked {
+                reservation: sub.reservation,
+                begin: sub.begin,
+                pass,
+            },
+        );
+        drop(book);
         Ok(PartHandle {
             job: sub.spec.job,
             attempt: sub.spec.attempt,
@@ -220,9 +344,9 @@ impl ResourceManager for WikiCluster {
             )));
         }
         book.reservations.insert(to.id, to.clone());
-        if let Some(id) = part.and_then(|p| p.external.as_deref()) {
-            if let Some(entry) = book.parts.get_mut(id) {
-                entry.1 = Some(to.start);
+        if let Some(p) = part {
+            if let Some(entry) = book.parts.get_mut(&(p.job, p.attempt)) {
+                entry.begin = Some(to.start);
             }
         }
         Ok(())

@@ -74,9 +74,43 @@ pub fn starts(
     }
 
     // The local policy over the rest, around our reservations that have not begun.
+    let Some(mut sched) = local_view(now, nodes, jobs, ours, reservations, &started_ours, policy)
+    else {
+        return out;
+    };
+    let t = Time(now);
+    let mut actions = Vec::new();
+    sched.schedule(t, &mut actions);
+    for a in actions {
+        if let Action::Start { job, .. } = a {
+            let j = &jobs[job.0 as usize];
+            if let Some(tasklist) = take(j.tasks) {
+                out.push(Start {
+                    job: j.id.clone(),
+                    tasklist,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The cluster as its local policy sees it at `now`: running and suspended jobs (and ours in
+/// `started`, being started this pass) until their limits, Foresight's reservations that have
+/// not begun, and the resource manager's own queued jobs in queue order. Job ids are indices
+/// in `jobs`. `None` when no processor is up.
+pub(super) fn local_view(
+    now: i64,
+    nodes: &[NodeRecord],
+    jobs: &[JobRecord],
+    ours: &HashMap<String, OurPart>,
+    reservations: &BTreeMap<u64, ReserveRequest>,
+    started: &[String],
+    policy: &Policy,
+) -> Option<LocalScheduler> {
     let capacity = processors(nodes);
     if capacity == 0 {
-        return out;
+        return None;
     }
     let mut sched = LocalScheduler::new(capacity, policy.clone());
     let t = Time(now);
@@ -84,7 +118,7 @@ pub fn starts(
         jobs.iter().any(|j| {
             ours.get(&j.id).and_then(|o| o.reservation) == Some(rid)
                 && (matches!(j.state, JobState::Running | JobState::Suspended)
-                    || started_ours.contains(&j.id))
+                    || started.contains(&j.id))
         })
     };
     for r in reservations.values() {
@@ -100,8 +134,8 @@ pub fn starts(
     }
     let limit = |j: &JobRecord| Dur(i64::try_from(j.wclimit_secs).unwrap_or(i64::MAX).max(1));
     for (n, j) in jobs.iter().enumerate() {
-        let running = matches!(j.state, JobState::Running | JobState::Suspended)
-            || started_ours.contains(&j.id);
+        let running =
+            matches!(j.state, JobState::Running | JobState::Suspended) || started.contains(&j.id);
         if !running {
             continue;
         }
@@ -124,20 +158,7 @@ pub fn starts(
         let submit = Time(i64::try_from(j.queue_time).unwrap_or(now).min(now));
         let _ = sched.submit(Job::new(JobId(n as u64), submit, j.tasks, limit(j)));
     }
-    let mut actions = Vec::new();
-    sched.schedule(t, &mut actions);
-    for a in actions {
-        if let Action::Start { job, .. } = a {
-            let j = &jobs[job.0 as usize];
-            if let Some(tasklist) = take(j.tasks) {
-                out.push(Start {
-                    job: j.id.clone(),
-                    tasklist,
-                });
-            }
-        }
-    }
-    out
+    Some(sched)
 }
 
 #[cfg(test)]

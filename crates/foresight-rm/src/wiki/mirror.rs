@@ -5,11 +5,11 @@
 //! WIKI has no reservations: when Foresight is a WIKI resource manager's scheduler, the
 //! reservations it makes there are its own book ([`ReserveRequest`]s), which
 //! [`crate::WikiCluster`] honours itself when it starts jobs (see `dispatch`), and which are
-//! reported here under the names the mirror reads (`foresight-<id>`).
+//! reported here under the instance's names (`<instance>-<id>`, [`Naming::reservation`]).
 
 use super::record::{JobRecord, JobState, NodeRecord, NodeState};
 use crate::manager::{ClusterState, ReserveRequest, RmJob, RmJobState, RmReservation};
-use crate::slurm::reservation_name;
+use crate::slurm::Naming;
 use crate::spec::Outcome;
 use std::collections::{BTreeMap, HashMap};
 
@@ -49,22 +49,27 @@ pub fn free_slots(nodes: &[NodeRecord]) -> Vec<String> {
 }
 
 /// The cluster at `taken_at` as the forecast reads it: its processors, its jobs (ours carry
-/// `(job, attempt)` and their reservation's name), and the reservations Foresight holds.
+/// `(job, attempt)` and their reservation's name), and the reservations Foresight holds, all
+/// named as `naming` (this instance) names them.
 pub fn cluster_state(
     taken_at: i64,
     nodes: &[NodeRecord],
     jobs: &[JobRecord],
     ours: &HashMap<String, OurPart>,
     reservations: &BTreeMap<u64, ReserveRequest>,
+    naming: &Naming,
 ) -> ClusterState {
     ClusterState {
         taken_at,
         processors: processors(nodes),
-        jobs: jobs.iter().map(|j| rm_job(j, ours.get(&j.id))).collect(),
+        jobs: jobs
+            .iter()
+            .map(|j| rm_job(j, ours.get(&j.id), naming))
+            .collect(),
         reservations: reservations
             .values()
             .map(|r| RmReservation {
-                name: reservation_name(r.id),
+                name: naming.reservation(r.id),
                 foresight: Some(r.id),
                 start: r.start,
                 end: r.end,
@@ -74,8 +79,8 @@ pub fn cluster_state(
     }
 }
 
-/// One GETJOBS record as an [`RmJob`].
-pub fn rm_job(j: &JobRecord, ours: Option<&OurPart>) -> RmJob {
+/// One GETJOBS record as an [`RmJob`] (its reservation named by `naming`).
+pub fn rm_job(j: &JobRecord, ours: Option<&OurPart>, naming: &Naming) -> RmJob {
     let secs = |t: Option<u64>| t.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
     let started = secs(j.start_time);
     let state = match j.state {
@@ -101,7 +106,9 @@ pub fn rm_job(j: &JobRecord, ours: Option<&OurPart>) -> RmJob {
             _ => None,
         },
         priority: 0,
-        reservation: ours.and_then(|o| o.reservation).map(reservation_name),
+        reservation: ours
+            .and_then(|o| o.reservation)
+            .map(|r| naming.reservation(r)),
     }
 }
 
@@ -205,13 +212,20 @@ mod tests {
                 procs: 2,
             },
         )]);
-        let s = cluster_state(1_300, &nodes, &jobs, &ours, &reservations);
+        let s = cluster_state(
+            1_300,
+            &nodes,
+            &jobs,
+            &ours,
+            &reservations,
+            &Naming::instance("east").unwrap(),
+        );
         assert_eq!(s.taken_at, 1_300);
         assert_eq!(s.processors, 2);
         assert_eq!(
             s.reservations,
             [RmReservation {
-                name: "foresight-5".into(),
+                name: "east-5".into(),
                 foresight: Some(5),
                 start: 2_000,
                 end: 2_600,
@@ -228,7 +242,7 @@ mod tests {
         let o = by_id["8"];
         assert_eq!(o.state, RmJobState::Pending);
         assert_eq!(o.foresight, Some((42, 1)));
-        assert_eq!(o.reservation.as_deref(), Some("foresight-5"));
+        assert_eq!(o.reservation.as_deref(), Some("east-5"));
         assert_eq!(o.start, None);
         assert_eq!(o.submitted_at, 1_000);
         assert_eq!(by_id["9"].state, RmJobState::Pending);
@@ -264,7 +278,11 @@ mod tests {
             begin: None,
             outcome: Some(done.clone()),
         };
-        let j = rm_job(&job("3", JobState::Completed, 1), Some(&ours));
+        let j = rm_job(
+            &job("3", JobState::Completed, 1),
+            Some(&ours),
+            &Naming::default(),
+        );
         assert_eq!(j.state, RmJobState::Ended(done));
     }
 }

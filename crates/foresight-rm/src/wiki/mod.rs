@@ -16,9 +16,11 @@
 //! - `server`: [`serve`], [`WikiServerConfig`], the [`WikiBackend`] trait a cluster
 //!   implements, [`respond`] and [`check_tasklist`].
 //! - `client`: [`WikiClient`].
-//! - `mirror`, `dispatch`, `route`, `cluster`: the scheduler side, [`WikiCluster`]: a WIKI
-//!   resource manager as a [`crate::ResourceManager`] Foresight schedules (records → forecast,
-//!   which jobs to `STARTJOB` where, how Foresight's jobs reach its queue: [`SubmitRoute`]).
+//! - `mirror`, `dispatch`, `estimate`, `route`, `cluster`: the scheduler side,
+//!   [`WikiCluster`]: a WIKI resource manager as a [`crate::ResourceManager`] Foresight
+//!   schedules (records → forecast, which jobs to `STARTJOB` where, when a job submitted now
+//!   would start, how Foresight's jobs reach its queue and their output comes back:
+//!   [`SubmitRoute`]).
 //! - `error`: [`WikiError`], [`BackendError`].
 //!
 //! # Choices where Maui's behaviour decides
@@ -35,6 +37,7 @@ mod client;
 mod cluster;
 mod dispatch;
 mod error;
+mod estimate;
 mod frame;
 mod message;
 mod mirror;
@@ -46,6 +49,7 @@ pub use client::WikiClient;
 pub use cluster::WikiCluster;
 pub use dispatch::{starts, Start};
 pub use error::{BackendError, WikiError};
+pub use estimate::estimate_start;
 pub use frame::{
     checksum, crc16, mix, parse_size, read_frame, unix_now, Frame, Key, HEADER_BYTES,
     MAX_FRAME_BYTES, MAX_SKEW_SECS,

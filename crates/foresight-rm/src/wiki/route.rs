@@ -3,7 +3,8 @@
 //! route is its REST API: a part is submitted, with the peer's token, as a job of the peer's
 //! WIKI-scheduled cluster, where it waits (`Idle` in GETJOBS) for our `STARTJOB`. Its name,
 //! `<instance>-<job>.<attempt>` ([`Naming::part`]), is how it is recognised again, after a
-//! restart too; the peer's record gives its exit status once it ends.
+//! restart too; the peer's record gives its exit status once it ends, and the peer serves
+//! its output.
 
 use super::mirror::OurPart;
 use crate::manager::{RmError, Submission};
@@ -155,6 +156,41 @@ impl SubmitRoute {
                 ))
             })
             .collect())
+    }
+}
+
+impl SubmitRoute {
+    /// The output of the peer's job `id` (`stderr`: its standard error) from byte `offset`
+    /// on: `GET /api/v1/jobs/{id}/output`.
+    pub async fn output(&self, id: &str, stderr: bool, offset: u64) -> Result<Vec<u8>, RmError> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(RmError::Invalid(format!(
+                "{id:?} is not a job id of the peer at {}",
+                self.base
+            )));
+        }
+        let url = format!("{}/api/v1/jobs/{id}/output", self.base);
+        let resp = self
+            .http
+            .get(&url)
+            .bearer_auth(&self.token)
+            .query(&[
+                ("stderr", stderr.to_string()),
+                ("offset", offset.to_string()),
+            ])
+            .send()
+            .await
+            .map_err(|e| unreachable(&url, e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            return Err(RmError::Invalid(format!(
+                "submit_url {url}: the peer answered {status}: {}",
+                text.chars().take(300).collect::<String>()
+            )));
+        }
+        let bytes = resp.bytes().await.map_err(|e| unreachable(&url, e))?;
+        Ok(bytes.to_vec())
     }
 }
 
