@@ -169,6 +169,16 @@ impl Cluster {
             self.procs()
         }
     }
+
+    /// The most processors a global job may ask of it: none where no global job can go
+    /// (a WIKI cluster without a submission route).
+    fn global_admission_limit(&self) -> u32 {
+        if crate::wiki_rm::takes_foresight_jobs(&self.cfg) {
+            self.admission_limit()
+        } else {
+            0
+        }
+    }
 }
 
 /// What an administrative reservation holds.
@@ -432,11 +442,11 @@ impl World {
         )
     }
 
-    /// All processors of the grid.
+    /// All processors a global job may span: those of the clusters that take global jobs.
     pub fn total_procs(&self) -> u32 {
         self.clusters
             .iter()
-            .map(|c| c.admission_limit())
+            .map(|c| c.global_admission_limit())
             .fold(0u32, u32::saturating_add)
     }
 
@@ -576,7 +586,7 @@ impl World {
                 } else {
                     self.clusters
                         .iter()
-                        .map(|c| c.admission_limit())
+                        .map(|c| c.global_admission_limit())
                         .max()
                         .unwrap_or(0)
                 };

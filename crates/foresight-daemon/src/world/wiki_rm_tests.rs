@@ -161,6 +161,10 @@ fn a_wiki_cluster_without_a_submission_route_is_offered_no_global_job() {
     pinned.cluster = Some("w".into());
     let e = w.admit(&pinned).unwrap_err();
     assert!(e.reason().contains("wiki_rm.submit_url"), "{e:?}");
+    // A global job only w's processors could hold is refused at submission: it would
+    // otherwise wait for ever.
+    let e = w.admit(&job(3, "ann", 3, 60)).unwrap_err();
+    assert!(e.reason().contains("largest possible is 2"), "{e:?}");
     // A failed read is still a down cluster.
     w.sync_remote(Time(1_001), 0, Err("no answer".into()));
     assert!(!w.cluster_up(0));
