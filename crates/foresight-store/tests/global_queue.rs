@@ -5,8 +5,8 @@
 
 use foresight_api::JobState;
 use foresight_store::{
-    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Store, StoreError,
-    TieRule, UnsoldRule,
+    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store,
+    StoreError, TieRule, UnsoldRule,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -468,4 +468,119 @@ async fn a_site_lists_the_jobs_it_does_not_hold() {
         .unwrap()
         .is_empty());
     assert!(a.jobs_elsewhere(Some("bob"), Some("pending"), 10).await.unwrap()[0].record.id == lb);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (b_store, b) = site(&url, "b", 60_000).await;
+    let ann = foresight_store::UserRecord {
+        name: "ann".into(),
+        token_hash: "x".into(),
+        budget: Some(150.0),
+        ..Default::default()
+    };
+    a_store.insert_user(&ann).await.unwrap();
+    let budget = |s: &PgStore| {
+        let s = s.clone();
+        async move {
+            let u = s.load_users().await.unwrap();
+            let u = u.iter().find(|u| u.name == "ann").unwrap();
+            (u.budget.unwrap(), u.spent)
+        }
+    };
+    for round in 0..10 {
+        let ids = a_store.insert_jobs(&[job(1), job(1)]).await.unwrap();
+        for (id, q) in ids.iter().zip([&a, &b]) {
+            assert!(q.open(*id, 30).await.unwrap());
+            assert!(q.bid(*id, 1.0, 1).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while a
+            .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap()
+            .is_some()
+        {}
+        let (ca, cb) = (a.claims().await.unwrap()[0], b.claims().await.unwrap()[0]);
+        let started = |q: &GlobalQueue, c: Claim, cluster: &str| {
+            let q = q.clone();
+            let mut placed = job(1);
+            placed.id = c.job;
+            placed.cluster = Some(cluster.into());
+            tokio::spawn(async move { q.start_holding(c, &placed, 100.0).await.unwrap() })
+        };
+        let (ta, tb) = (started(&a, ca, "a-c"), started(&b, cb, "b-c"));
+        let (ra, rb) = (ta.await.unwrap(), tb.await.unwrap());
+        let outcomes = [ra, rb];
+        let won = outcomes.iter().filter(|o| **o == Start::Started).count();
+        assert_eq!(won, 1, "round {round}: {outcomes:?}");
+        assert!(
+            outcomes.contains(&Start::OverBudget { left: 50.0 }),
+            "round {round}: {outcomes:?}"
+        );
+        assert_eq!(budget(&a_store).await, (50.0, 100.0), "the hold is taken once");
+        // The loser gives its award back; the winner ends the job after charging 30.
+        let (winner, loser, wstore, wclaim, lclaim) = if ra == Start::Started {
+            (&a, &b, &a_store, ca, cb)
+        } else {
+            (&b, &a, &b_store, cb, ca)
+        };
+        assert!(loser.unclaim(lclaim).await.unwrap());
+        assert_eq!(
+            loser.shared_job(lclaim.job).await.unwrap().unwrap().queue_state.as_deref(),
+            Some("queued")
+        );
+        let mut ran = wstore
+            .load_jobs(false)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.id == wclaim.job)
+            .unwrap();
+        ran.charged = 30.0;
+        ran.state = JobState::Completed;
+        wstore.update_jobs(&[ran]).await.unwrap();
+        // A stale cached copy of the user written back changes no budget.
+        let mut stale = ann.clone();
+        stale.budget = Some(1e9);
+        stale.spent = 0.0;
+        loser_store(&a_store, &b_store, winner).update_users(&[stale]).await.unwrap();
+        winner.finished(wclaim.job, Some(1.0)).await.unwrap();
+        assert_eq!(budget(&a_store).await, (120.0, 30.0), "hold back, real cost charged");
+        // The queued one is cancelled, and the budget set back for the next round.
+        assert_eq!(
+            a.apply(lclaim.job, QueueOp::Cancel, 0).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            a.change_budget("ann", Some(Some(150.0)), None).await.unwrap(),
+            Some(Ok((Some(150.0), 30.0)))
+        );
+        let mut reset = ann.clone();
+        reset.budget = Some(150.0);
+        a_store.update_users(&[reset]).await.unwrap();
+        let (_, spent) = budget(&a_store).await;
+        assert_eq!(spent, 30.0, "update_users keeps the database's spending");
+        // Back to no spending for the next round.
+        foresight_testkit::postgres::server().psql(
+            &url,
+            "UPDATE users SET data = replace(data, '\"spent\":30.0', '\"spent\":0.0') \
+             WHERE name = 'ann'",
+        );
+    }
+    assert_eq!(
+        a.change_budget("ann", None, Some(5.0)).await.unwrap(),
+        Some(Ok((Some(155.0), 0.0)))
+    );
+    assert_eq!(a.change_budget("nobody", None, Some(5.0)).await.unwrap(), None);
+}
+
+fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &GlobalQueue) -> &'a PgStore {
+    if winner.site() == "a" {
+        b
+    } else {
+        a
+    }
 }
