@@ -493,10 +493,10 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
     for round in 0..10 {
         let ids = a_store.insert_jobs(&[job(1), job(1)]).await.unwrap();
         for (id, q) in ids.iter().zip([&a, &b]) {
-            assert!(q.open(*id, 30).await.unwrap());
+            assert!(q.open(*id, 500).await.unwrap());
             assert!(q.bid(*id, 1.0, 1).await.unwrap());
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(550)).await;
         while a
             .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
             .await
