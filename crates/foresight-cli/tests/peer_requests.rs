@@ -112,8 +112,9 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
         assert_eq!(j["held"], false, "{j}");
     }
     wait_for("the released jobs to end", Duration::from_secs(30), || {
-        (queue_state(&store, g2).starts_with("done ") && queue_state(&store, g3).starts_with("done "))
-            .then_some(())
+        (queue_state(&store, g2).starts_with("done ")
+            && queue_state(&store, g3).starts_with("done "))
+        .then_some(())
     });
     let ran = runs(&log);
     assert_eq!(ran[&g2].len(), 1);
@@ -126,7 +127,11 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
         let by_id = |id: u64| listed.iter().find(|j| j["id"] == id).unwrap();
         assert_eq!(by_id(g1)["state"], "cancelled");
         for id in [g2, g3] {
-            let site = queue_state(&store, id).split(' ').nth(1).unwrap().to_string();
+            let site = queue_state(&store, id)
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .to_string();
             assert_eq!(by_id(id)["state"], "completed");
             assert_eq!(by_id(id)["cluster"], format!("{site}-c"));
         }
@@ -139,10 +144,20 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
         // The state filter applies at every site.
         let (status, v) = http.get("/jobs?state=cancelled");
         assert_eq!(status, 200);
-        let ids: Vec<u64> = v.as_array().unwrap().iter().map(|j| j["id"].as_u64().unwrap()).collect();
+        let ids: Vec<u64> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
         assert_eq!(ids, vec![block_a, block_b, g1]);
         let (_, v) = http.get("/jobs?limit=2");
-        let ids: Vec<u64> = v.as_array().unwrap().iter().map(|j| j["id"].as_u64().unwrap()).collect();
+        let ids: Vec<u64> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect();
         assert_eq!(ids, vec![g2, g3], "the newest");
     }
     // Another user sees none of them; the CLI lists them too.
@@ -153,7 +168,7 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
     let (status, _) = bob.post(&format!("/jobs/{g1}/cancel"), &json!({}));
     assert_eq!(status, 404, "not bob's job");
     let out = std::process::Command::new(BIN)
-        .args(["job", "list"])
+        .args(["job", "list", "--all"])
         .env("FORESIGHT_SERVER", &b.url)
         .env("FORESIGHT_TOKEN", &ann)
         .output()
@@ -187,7 +202,9 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
     for (i, id) in ids.iter().enumerate() {
         if i == n - 1 {
             wait_for("the last job to start", Duration::from_secs(20), || {
-                queue_state(&store, *id).starts_with("started").then_some(())
+                queue_state(&store, *id)
+                    .starts_with("started")
+                    .then_some(())
             });
         } else {
             std::thread::sleep(Duration::from_millis(60));
@@ -200,10 +217,14 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
     for p in &peers {
         let http = Http::new(&p.url, &token);
         for id in &ids {
-            wait_for(&format!("job {id} cancelled at {}", p.site), Duration::from_secs(20), || {
-                let (_, j) = http.get(&format!("/jobs/{id}"));
-                (j["state"] == "cancelled").then_some(())
-            });
+            wait_for(
+                &format!("job {id} cancelled at {}", p.site),
+                Duration::from_secs(20),
+                || {
+                    let (_, j) = http.get(&format!("/jobs/{id}"));
+                    (j["state"] == "cancelled").then_some(())
+                },
+            );
         }
     }
     // Long enough for any job left running to write its end.
@@ -215,27 +236,42 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
         let q = queue_state(&store, *id);
         match ran.get(id).map(Vec::len) {
             None => {
-                assert_eq!(q, "cancelled -", "job {id} never ran: cancelled in the queue");
+                assert_eq!(
+                    q, "cancelled -",
+                    "job {id} never ran: cancelled in the queue"
+                );
                 never += 1;
             }
             Some(1) => {
-                assert!(q.starts_with("done "), "job {id} ran, so a site started it: {q}");
+                assert!(
+                    q.starts_with("done "),
+                    "job {id} ran, so a site started it: {q}"
+                );
                 killed += 1;
             }
             Some(k) => panic!("job {id} ran {k} times"),
         }
     }
     assert!(ended.is_empty(), "killed jobs never finish: {ended:?}");
-    assert!(never > 0 && killed > 0, "never run {never}, killed {killed}");
-    let pending: u64 = psql(&store, "SELECT count(*) FROM global_jobs WHERE cancel_requested")
-        .parse()
-        .unwrap();
+    assert!(
+        never > 0 && killed > 0,
+        "never run {never}, killed {killed}"
+    );
+    let pending: u64 = psql(
+        &store,
+        "SELECT count(*) FROM global_jobs WHERE cancel_requested",
+    )
+    .parse()
+    .unwrap();
     assert_eq!(pending, 0, "every request was carried out");
 }
 
 /// `cat`'s budget left and spending as the shared database has them.
 fn shared_budget(store: &str, user: &str) -> (f64, f64) {
-    let data = psql(store, &format!("SELECT data FROM users WHERE name = '{user}'"));
+    let data = psql(
+        store,
+        &format!("SELECT data FROM users WHERE name = '{user}'"),
+    );
     let u: Value = serde_json::from_str(&data).unwrap();
     (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
 }
@@ -253,8 +289,7 @@ fn two_sites_racing_for_the_last_of_one_budget_never_both_spend_it() {
     // Enough for one job's worst case (1 processor × 60 s), not two.
     let worst = tariff * 60.0;
     let budget = 1.5 * worst;
-    let (status, created) =
-        admin.post("/users", &json!({ "name": "cat", "budget": budget }));
+    let (status, created) = admin.post("/users", &json!({ "name": "cat", "budget": budget }));
     assert_eq!(status, 201, "{created}");
     let cat = created["token"].as_str().unwrap().to_string();
     let b = Peer::start(&root, "b", &store, 2);
@@ -282,7 +317,9 @@ fn two_sites_racing_for_the_last_of_one_budget_never_both_spend_it() {
         lowest = lowest.min(shared_budget(&store, "cat").0);
         let done: u64 = psql(
             &store,
-            &format!("SELECT count(*) FROM global_jobs WHERE state = 'done' AND job_id IN ({j1}, {j2})"),
+            &format!(
+                "SELECT count(*) FROM global_jobs WHERE state = 'done' AND job_id IN ({j1}, {j2})"
+            ),
         )
         .parse()
         .unwrap();
@@ -304,25 +341,42 @@ fn two_sites_racing_for_the_last_of_one_budget_never_both_spend_it() {
     }
     assert_eq!(spans.len(), 2, "{spans:?}");
     let s: Vec<(f64, f64)> = spans.values().copied().collect();
-    let (first, second) = if s[0].0 <= s[1].0 { (s[0], s[1]) } else { (s[1], s[0]) };
+    let (first, second) = if s[0].0 <= s[1].0 {
+        (s[0], s[1])
+    } else {
+        (s[1], s[0])
+    };
     assert!(first.1 > 0.0 && second.1 > 0.0, "{spans:?}");
     assert!(second.0 >= first.1, "the runs overlapped: {spans:?}");
     // What is left is the budget less what both really cost (charged by the sites that ran
     // them, through the database), and every dispatcher shows it.
     let (left, spent) = shared_budget(&store, "cat");
     assert!(spent > 0.0 && spent < 2.0 * worst, "spent {spent}");
-    assert!((left + spent - budget).abs() < 1e-6, "left {left} + spent {spent} != {budget}");
+    assert!(
+        (left + spent - budget).abs() < 1e-6,
+        "left {left} + spent {spent} != {budget}"
+    );
     for p in [&a, &b] {
         let http = Http::new(&p.url, &admin_token(&a));
-        wait_for(&format!("{} to show the shared budget", p.site), Duration::from_secs(10), || {
-            let (_, users) = http.get("/users");
-            let u = users.as_array().unwrap().iter().find(|u| u["name"] == "cat").cloned().unwrap();
-            ((u["budget"].as_f64().unwrap() - left).abs() < 1e-6).then_some(())
-        });
+        wait_for(
+            &format!("{} to show the shared budget", p.site),
+            Duration::from_secs(10),
+            || {
+                let (_, users) = http.get("/users");
+                let u = users
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|u| u["name"] == "cat")
+                    .cloned()
+                    .unwrap();
+                ((u["budget"].as_f64().unwrap() - left).abs() < 1e-6).then_some(())
+            },
+        );
     }
     // A top-up through one dispatcher lands in the database, on top of what was charged.
-    let (status, v) = Http::new(&b.url, &admin_token(&a))
-        .post("/users/cat/budget", &json!({ "add": 10.0 }));
+    let (status, v) =
+        Http::new(&b.url, &admin_token(&a)).post("/users/cat/budget", &json!({ "add": 10.0 }));
     assert_eq!(status, 200, "{v}");
     let (after, spent_after) = shared_budget(&store, "cat");
     assert!((after - (left + 10.0)).abs() < 1e-6, "{after}");

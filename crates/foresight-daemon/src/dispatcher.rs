@@ -109,7 +109,9 @@ impl Dispatcher {
         match self.queue.change_budget(user, set, add).await {
             Ok(Some(Err(why))) => Err(crate::Refusal::invalid("add", why)),
             Ok(r) => Ok(r.map(|r| r.unwrap_or((None, 0.0)))),
-            Err(e) => Err(crate::Refusal::internal(format!("changing {user:?}'s budget: {e}"))),
+            Err(e) => Err(crate::Refusal::internal(format!(
+                "changing {user:?}'s budget: {e}"
+            ))),
         }
     }
 
@@ -293,7 +295,12 @@ impl Dispatcher {
                 };
                 if !j.state.is_final() {
                     if let Err(e) = w.cancel(now, JobId(id)) {
-                        tracing::warn!(site = self.queue.site(), job = id, "cancel: {}", e.reason());
+                        tracing::warn!(
+                            site = self.queue.site(),
+                            job = id,
+                            "cancel: {}",
+                            e.reason()
+                        );
                     }
                 }
                 applied.push(id);
@@ -302,7 +309,11 @@ impl Dispatcher {
         service.wake_cycle();
         service.flush().await;
         for id in applied {
-            tracing::info!(site = self.queue.site(), job = id, "cancelled from another site");
+            tracing::info!(
+                site = self.queue.site(),
+                job = id,
+                "cancelled from another site"
+            );
             self.queue.cancel_applied(id).await?;
         }
         Ok(())

@@ -890,7 +890,10 @@ async fn change_budget(
             w.change_budget(&name, change.set, change.add).map(|_| ())
         })
         .await?;
-    match s.change_shared_budget(&name, change.set, change.add).await? {
+    match s
+        .change_shared_budget(&name, change.set, change.add)
+        .await?
+    {
         Some(v) => Ok(Json(v)),
         None => Ok(Json(view)),
     }

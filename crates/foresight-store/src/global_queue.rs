@@ -513,7 +513,12 @@ impl GlobalQueue {
     /// user's budget in the same transaction, refused if less is left; the hold is given
     /// back when the job ends ([`GlobalQueue::finished`]), its real cost being charged with
     /// its record.
-    pub async fn start_holding(&self, claim: Claim, record: &JobRecord, hold: f64) -> Result<Start> {
+    pub async fn start_holding(
+        &self,
+        claim: Claim,
+        record: &JobRecord,
+        hold: f64,
+    ) -> Result<Start> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let valid = sqlx::query(&format!(
             "UPDATE global_jobs SET state = 'started', started_at = now() \
@@ -718,9 +723,7 @@ impl GlobalQueue {
                 return Ok(OpOutcome::Requested { site });
             }
             (QueueOp::Hold, "held") => ("", Some(format!("job {job} is already held"))),
-            (QueueOp::Release, s) if s != "started" => {
-                ("", Some(format!("job {job} is not held")))
-            }
+            (QueueOp::Release, s) if s != "started" => ("", Some(format!("job {job} is not held"))),
             (_, "started") => (
                 "",
                 Some(format!(
@@ -731,7 +734,10 @@ impl GlobalQueue {
             ),
             (_, s) => (
                 "",
-                Some(format!("job {job} has ended ({})", if s == "done" { "ran" } else { s })),
+                Some(format!(
+                    "job {job} has ended ({})",
+                    if s == "done" { "ran" } else { s }
+                )),
             ),
         };
         if let Some(why) = refused {
@@ -832,8 +838,7 @@ impl GlobalQueue {
         rows.iter()
             .map(|r| {
                 let id = r.get::<i64, _>(0) as u64;
-                let mut record: JobRecord =
-                    decode("jobs", id.to_string(), &r.get::<String, _>(1))?;
+                let mut record: JobRecord = decode("jobs", id.to_string(), &r.get::<String, _>(1))?;
                 record.id = id;
                 Ok(SharedJob {
                     record,

@@ -16,10 +16,11 @@ pub(crate) async fn take(
     amount: f64,
     require: bool,
 ) -> std::result::Result<std::result::Result<(), f64>, BudgetError> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
-        .bind(user)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let data: Option<String> =
+        sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
     let Some(data) = data else {
         return Ok(Ok(()));
     };
@@ -47,10 +48,11 @@ pub(crate) async fn current(
     tx: &mut PgConnection,
     user: &str,
 ) -> std::result::Result<Option<(Option<f64>, f64)>, BudgetError> {
-    let data: Option<String> = sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
-        .bind(user)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let data: Option<String> =
+        sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
     data.map(|d| {
         let u: UserRecord = decode("users", user.to_string(), &d)?;
         Ok((u.budget, u.spent))
@@ -91,7 +93,9 @@ impl BudgetError {
 }
 
 /// Budgets as the database has them: name, budget left (`None`: unlimited), spent.
-pub(crate) async fn all(pool: &sqlx::PgPool) -> std::result::Result<Vec<(String, Option<f64>, f64)>, BudgetError> {
+pub(crate) async fn all(
+    pool: &sqlx::PgPool,
+) -> std::result::Result<Vec<(String, Option<f64>, f64)>, BudgetError> {
     let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, data FROM users ORDER BY name")
         .fetch_all(pool)
         .await?;

@@ -5,8 +5,8 @@
 
 use foresight_api::JobState;
 use foresight_store::{
-    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store,
-    StoreError, TieRule, UnsoldRule,
+    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store, StoreError,
+    TieRule, UnsoldRule,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -109,7 +109,11 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
             let q = q.clone();
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(c) = q.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap() {
+                while let Some(c) = q
+                    .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+                    .await
+                    .unwrap()
+                {
                     mine.push(c);
                 }
                 mine
@@ -165,14 +169,18 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.open(id, 0).await.unwrap());
     // Opened with no time to bid: it closes unsold and is queued again.
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Unsold { job: id })
     );
     assert!(a.open(id, 100).await.unwrap());
     assert!(a.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Awarded {
             job: id,
             site: "a".into(),
@@ -201,7 +209,9 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(b.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -261,43 +271,71 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
         place(&a, submitted_held).await,
         ("held".into(), None, JobState::Pending, true)
     );
-    let offered: Vec<u64> = a.on_offer(10).await.unwrap().iter().map(|j| j.job).collect();
+    let offered: Vec<u64> = a
+        .on_offer(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.job)
+        .collect();
     assert_eq!(offered, vec![queued, in_auction, claimed]);
     assert!(a.open(in_auction, 60_000).await.unwrap());
     assert!(b.bid(in_auction, 1.0, 1).await.unwrap());
     assert!(a.open(claimed, 0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Unsold { .. })
     ));
     assert!(a.open(claimed, 100).await.unwrap());
     assert!(b.bid(claimed, 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
     // Hold from a site that is not the winner: the award is void.
     for id in [queued, in_auction, claimed] {
-        assert_eq!(a.apply(id, QueueOp::Hold, 2_000).await.unwrap(), OpOutcome::Done);
-        assert_eq!(place(&b, id).await, ("held".into(), None, JobState::Pending, true));
+        assert_eq!(
+            a.apply(id, QueueOp::Hold, 2_000).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            place(&b, id).await,
+            ("held".into(), None, JobState::Pending, true)
+        );
     }
     assert!(b.on_offer(10).await.unwrap().is_empty());
-    assert!(!b.bid(in_auction, 5.0, 1).await.unwrap(), "its auction ended");
+    assert!(
+        !b.bid(in_auction, 5.0, 1).await.unwrap(),
+        "its auction ended"
+    );
     let mut placed = job(1);
     placed.id = claimed;
     placed.cluster = Some("b-c".into());
-    assert!(!b.start(claim, &placed).await.unwrap(), "a held job's claim is void");
+    assert!(
+        !b.start(claim, &placed).await.unwrap(),
+        "a held job's claim is void"
+    );
     assert!(matches!(
         a.apply(queued, QueueOp::Hold, 2_000).await.unwrap(),
         OpOutcome::Refused(m) if m.contains("already held")
     ));
     // Released, each goes on sale again; cancelled, it never will.
     for id in [queued, in_auction, claimed, submitted_held] {
-        assert_eq!(b.apply(id, QueueOp::Release, 2_000).await.unwrap(), OpOutcome::Done);
-        assert_eq!(place(&a, id).await, ("queued".into(), None, JobState::Pending, false));
+        assert_eq!(
+            b.apply(id, QueueOp::Release, 2_000).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            place(&a, id).await,
+            ("queued".into(), None, JobState::Pending, false)
+        );
     }
     assert!(matches!(
         b.apply(queued, QueueOp::Release, 2_000).await.unwrap(),
@@ -306,7 +344,10 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
     assert!(a.open(in_auction, 60_000).await.unwrap());
     assert!(b.bid(in_auction, 1.0, 1).await.unwrap());
     for id in [queued, in_auction, claimed] {
-        assert_eq!(b.apply(id, QueueOp::Cancel, 3_000).await.unwrap(), OpOutcome::Done);
+        assert_eq!(
+            b.apply(id, QueueOp::Cancel, 3_000).await.unwrap(),
+            OpOutcome::Done
+        );
         let j = a.shared_job(id).await.unwrap().unwrap();
         assert_eq!(j.queue_state.as_deref(), Some("cancelled"));
         assert_eq!(j.record.state, JobState::Cancelled);
@@ -316,10 +357,19 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
             OpOutcome::Refused(m) if m.contains("ended (cancelled)")
         ));
     }
-    let offered: Vec<u64> = a.on_offer(10).await.unwrap().iter().map(|j| j.job).collect();
+    let offered: Vec<u64> = a
+        .on_offer(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.job)
+        .collect();
     assert_eq!(offered, vec![submitted_held]);
     // A site's local job is not the queue's.
-    assert_eq!(a.apply(999_999, QueueOp::Cancel, 0).await.unwrap(), OpOutcome::NotGlobal);
+    assert_eq!(
+        a.apply(999_999, QueueOp::Cancel, 0).await.unwrap(),
+        OpOutcome::NotGlobal
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -406,7 +456,9 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
     // The first closes under "wait" (queued, no auction until a site bids), the second under
     // "reopen" (a new auction after the back-off, whoever bids).
     assert_eq!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait).await.unwrap(),
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Unsold { job: ids[0] })
     );
     assert_eq!(
@@ -417,9 +469,15 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
     assert_eq!(auctions(ids[1]), "auction 2");
     // During the back-off it is not on offer and bids are refused.
     let offered = a.on_offer(10).await.unwrap();
-    assert_eq!(offered.iter().map(|j| j.job).collect::<Vec<_>>(), vec![ids[0]]);
+    assert_eq!(
+        offered.iter().map(|j| j.job).collect::<Vec<_>>(),
+        vec![ids[0]]
+    );
     assert!(!a.bid(ids[1], 1.0, 1).await.unwrap());
-    assert_eq!(a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(), None);
+    assert_eq!(
+        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        None
+    );
     tokio::time::sleep(Duration::from_millis(450)).await;
     let offered = a.on_offer(10).await.unwrap();
     assert!(offered.iter().any(|j| j.job == ids[1] && j.in_auction));
@@ -455,19 +513,35 @@ async fn a_site_lists_the_jobs_it_does_not_hold() {
     };
     assert_eq!(
         seen(a.jobs_elsewhere(None, None, 10).await.unwrap()),
-        vec![(g, None, Some("queued".into())), (lb, Some("b".into()), None)]
+        vec![
+            (g, None, Some("queued".into())),
+            (lb, Some("b".into()), None)
+        ]
     );
     assert_eq!(
         seen(b.jobs_elsewhere(Some("ann"), None, 10).await.unwrap()),
-        vec![(g, None, Some("queued".into())), (la, Some("a".into()), None)]
+        vec![
+            (g, None, Some("queued".into())),
+            (la, Some("a".into()), None)
+        ]
     );
-    assert_eq!(seen(b.jobs_elsewhere(Some("ann"), None, 1).await.unwrap()).len(), 1);
+    assert_eq!(
+        seen(b.jobs_elsewhere(Some("ann"), None, 1).await.unwrap()).len(),
+        1
+    );
     assert!(b
         .jobs_elsewhere(Some("ann"), Some("running"), 10)
         .await
         .unwrap()
         .is_empty());
-    assert!(a.jobs_elsewhere(Some("bob"), Some("pending"), 10).await.unwrap()[0].record.id == lb);
+    assert!(
+        a.jobs_elsewhere(Some("bob"), Some("pending"), 10)
+            .await
+            .unwrap()[0]
+            .record
+            .id
+            == lb
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -520,7 +594,11 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
             outcomes.contains(&Start::OverBudget { left: 50.0 }),
             "round {round}: {outcomes:?}"
         );
-        assert_eq!(budget(&a_store).await, (50.0, 100.0), "the hold is taken once");
+        assert_eq!(
+            budget(&a_store).await,
+            (50.0, 100.0),
+            "the hold is taken once"
+        );
         // The loser gives its award back; the winner ends the job after charging 30.
         let (winner, loser, wstore, wclaim, lclaim) = if ra == Start::Started {
             (&a, &b, &a_store, ca, cb)
@@ -529,7 +607,13 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         };
         assert!(loser.unclaim(lclaim).await.unwrap());
         assert_eq!(
-            loser.shared_job(lclaim.job).await.unwrap().unwrap().queue_state.as_deref(),
+            loser
+                .shared_job(lclaim.job)
+                .await
+                .unwrap()
+                .unwrap()
+                .queue_state
+                .as_deref(),
             Some("queued")
         );
         let mut ran = wstore
@@ -546,16 +630,25 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         let mut stale = ann.clone();
         stale.budget = Some(1e9);
         stale.spent = 0.0;
-        loser_store(&a_store, &b_store, winner).update_users(&[stale]).await.unwrap();
+        loser_store(&a_store, &b_store, winner)
+            .update_users(&[stale])
+            .await
+            .unwrap();
         winner.finished(wclaim.job, Some(1.0)).await.unwrap();
-        assert_eq!(budget(&a_store).await, (120.0, 30.0), "hold back, real cost charged");
+        assert_eq!(
+            budget(&a_store).await,
+            (120.0, 30.0),
+            "hold back, real cost charged"
+        );
         // The queued one is cancelled, and the budget set back for the next round.
         assert_eq!(
             a.apply(lclaim.job, QueueOp::Cancel, 0).await.unwrap(),
             OpOutcome::Done
         );
         assert_eq!(
-            a.change_budget("ann", Some(Some(150.0)), None).await.unwrap(),
+            a.change_budget("ann", Some(Some(150.0)), None)
+                .await
+                .unwrap(),
             Some(Ok((Some(150.0), 30.0)))
         );
         let mut reset = ann.clone();
@@ -574,7 +667,10 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         a.change_budget("ann", None, Some(5.0)).await.unwrap(),
         Some(Ok((Some(155.0), 0.0)))
     );
-    assert_eq!(a.change_budget("nobody", None, Some(5.0)).await.unwrap(), None);
+    assert_eq!(
+        a.change_budget("nobody", None, Some(5.0)).await.unwrap(),
+        None
+    );
 }
 
 fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &GlobalQueue) -> &'a PgStore {
