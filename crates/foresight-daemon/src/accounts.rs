@@ -133,26 +133,29 @@ impl World {
         self.uncharged.set_aside(shares)
     }
 
+    /// How the jobs changed since their last recount move their users' uncharged totals:
+    /// `(user, +now − counted)` for each such local job (a global job never counts).
+    fn uncharged_corrections(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
+        self.dirty_jobs
+            .iter()
+            .filter(|id| self.jobs.get(id).is_none_or(|j| !is_global(j)))
+            .flat_map(|&id| {
+                let counted = self.uncharged.of_job(id).map(|(u, w)| (u, -w));
+                let now = self.uncharged_worst_case(id);
+                counted.into_iter().chain(now)
+            })
+    }
+
     /// What `user`'s admitted local jobs may still cost: the running total, corrected for
     /// jobs changed since their last recount (a few, not every record), and what is set
     /// aside for jobs being stored.
     pub(crate) fn uncharged_of(&self, user: &str) -> f64 {
-        let mut total = self.uncharged.total(user) + self.uncharged.aside(user);
-        for &id in &self.dirty_jobs {
-            let counted = self.uncharged.of_job(id);
-            let now = self.uncharged_worst_case(id);
-            if let Some((u, w)) = counted {
-                if u == user {
-                    total -= w;
-                }
-            }
-            if let Some((u, w)) = now {
-                if u == user {
-                    total += w;
-                }
-            }
-        }
-        total.max(0.0)
+        let correction: f64 = self
+            .uncharged_corrections()
+            .filter(|(u, _)| *u == user)
+            .map(|(_, w)| w)
+            .sum();
+        (self.uncharged.total(user) + self.uncharged.aside(user) + correction).max(0.0)
     }
 
     /// What the broker may plan with for `user`: their budget less what their local jobs
@@ -172,6 +175,33 @@ impl World {
         let left = self.plannable_budget(user);
         let id = foresight_core::UserId(self.intern(0, user));
         self.broker.set_budget(id, left);
+    }
+
+    /// [`World::sync_broker_budget`] for every user, with one pass over the changed jobs
+    /// rather than one per user: after a cycle every planned job is changed until the next
+    /// write.
+    pub(crate) fn sync_broker_budgets(&mut self) {
+        let mut correction: BTreeMap<&str, f64> = BTreeMap::new();
+        for (u, w) in self.uncharged_corrections() {
+            *correction.entry(u).or_insert(0.0) += w;
+        }
+        let left: Vec<(String, Option<f64>)> = self
+            .users
+            .iter()
+            .map(|(name, u)| {
+                let left = u.budget.map(|b| {
+                    let owed = self.uncharged.total(name)
+                        + self.uncharged.aside(name)
+                        + correction.get(name.as_str()).copied().unwrap_or(0.0);
+                    (b - owed.max(0.0)).max(0.0)
+                });
+                (name.clone(), left)
+            })
+            .collect();
+        for (name, left) in left {
+            let id = foresight_core::UserId(self.intern(0, &name));
+            self.broker.set_budget(id, left);
+        }
     }
 
     /// The uncharged total of every user by a scan of every record: what the running total

@@ -1688,10 +1688,7 @@ impl World {
         // What their local jobs may still cost is set aside: a global job's reservation
         // never takes the money an admitted local job was admitted with.
         self.recount_dirty();
-        let users: Vec<String> = self.users.keys().cloned().collect();
-        for name in users {
-            self.sync_broker_budget(&name);
-        }
+        self.sync_broker_budgets();
         let mut out = Vec::new();
         let plan = self.broker.begin_cycle(now, &mut out);
         self.carry_out(now, out);
