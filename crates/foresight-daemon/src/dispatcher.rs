@@ -3,8 +3,10 @@
 //! Each round (woken by `LISTEN/NOTIFY`, by its poll timer, or by an auction falling due) it
 //! 1. reports the global jobs it ran that have ended (their runtimes set the auctions'
 //!    length);
+//!    stops the jobs it started that their owners have since cancelled from any site;
 //! 2. gives back to the queue what dead dispatchers held ([`GlobalQueue::reclaim`]);
 //! 3. closes the auctions that are due, exactly one winner each ([`GlobalQueue::close_one`]);
+//!    one without a valid bid is queued again or reopened after a back-off (`unsold`);
 //! 4. starts the jobs it was awarded, each only if its claim still holds
 //!    ([`GlobalQueue::start`]), on its least loaded cluster that can hold them;
 //! 5. bids in every auction for a job its site can run now, opening the auction of a job
@@ -17,10 +19,14 @@
 
 use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
-use foresight_core::auction::{make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie};
+use foresight_core::auction::{
+    make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
+};
 use foresight_core::time::Dur;
 use foresight_core::JobId;
-use foresight_store::{Claim, Closed, GlobalQueue, TieRule};
+use foresight_store::{
+    Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start, TieRule, UnsoldRule,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -67,6 +73,46 @@ impl Dispatcher {
             .shared_job(id)
             .await
             .map_err(|e| crate::Refusal::internal(format!("reading job {id}: {e}")))
+    }
+
+    /// Cancels, holds or releases a global job that no site has started, or asks the site
+    /// that started it to cancel it (`now`: Unix seconds).
+    pub async fn apply(&self, id: u64, op: QueueOp, now: i64) -> Result<OpOutcome, crate::Refusal> {
+        self.queue
+            .apply(id, op, now)
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("job {id} in the global queue: {e}")))
+    }
+
+    /// The newest `limit` jobs (of `user`, else everyone's; in `state`, else any) this site
+    /// does not hold: queued, or run by other sites.
+    pub async fn jobs_elsewhere(
+        &self,
+        user: Option<&str>,
+        state: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SharedJob>, crate::Refusal> {
+        self.queue
+            .jobs_elsewhere(user, state, limit)
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("reading the shared jobs: {e}")))
+    }
+
+    /// Sets and tops up a user's budget in the shared database (the dispatchers' copies
+    /// follow at their next round); `None` for an unknown user.
+    pub async fn change_budget(
+        &self,
+        user: &str,
+        set: Option<Option<f64>>,
+        add: Option<f64>,
+    ) -> Result<Option<(Option<f64>, f64)>, crate::Refusal> {
+        match self.queue.change_budget(user, set, add).await {
+            Ok(Some(Err(why))) => Err(crate::Refusal::invalid("add", why)),
+            Ok(r) => Ok(r.map(|r| r.unwrap_or((None, 0.0)))),
+            Err(e) => Err(crate::Refusal::internal(format!(
+                "changing {user:?}'s budget: {e}"
+            ))),
+        }
     }
 
     /// Asks for a round soon (this site's load changed).
@@ -160,7 +206,9 @@ impl Dispatcher {
 
     /// One round; answers how long until the next auction falls due.
     async fn round(&self, service: &Arc<Service>) -> anyhow::Result<Option<Duration>> {
+        self.refresh_budgets(service).await?;
         self.report_finished(service).await?;
+        self.apply_cancels(service).await?;
         for job in self.queue.reclaim().await? {
             tracing::info!(
                 site = self.queue.site(),
@@ -172,18 +220,36 @@ impl Dispatcher {
             Tie::LowestSite => TieRule::LowestSite,
             Tie::EarliestBid => TieRule::EarliestBid,
         };
+        let unsold = match self.cfg.auction.unsold {
+            Unsold::Wait => UnsoldRule::Wait,
+            Unsold::Reopen { delay } => {
+                let mean = self.mean_runtime().await?;
+                UnsoldRule::Reopen {
+                    delay_ms: (delay * mean * 1000.0).round() as i64,
+                    duration_ms: (self.cfg.auction.alpha * mean * 1000.0).round() as i64,
+                }
+            }
+        };
         while let Some(closed) = self
             .queue
-            .close_one(self.cfg.auction.opening_bid, tie)
+            .close_one(self.cfg.auction.opening_bid, tie, unsold)
             .await?
         {
             match closed {
                 Closed::Awarded { job, site, bidders } => {
                     tracing::info!(site = self.queue.site(), job, winner = %site, bidders, "auction closed")
                 }
-                Closed::Unsold { job } => {
-                    tracing::info!(site = self.queue.site(), job, "auction closed unsold")
-                }
+                Closed::Unsold { job } => match unsold {
+                    UnsoldRule::Wait => {
+                        tracing::info!(site = self.queue.site(), job, "auction closed unsold")
+                    }
+                    UnsoldRule::Reopen { delay_ms, .. } => tracing::info!(
+                        site = self.queue.site(),
+                        job,
+                        delay_ms,
+                        "auction closed unsold; reopens after its back-off"
+                    ),
+                },
             }
         }
         for claim in self.queue.claims().await? {
@@ -195,6 +261,80 @@ impl Dispatcher {
             .next_close_ms()
             .await?
             .map(|ms| Duration::from_millis(ms as u64)))
+    }
+
+    /// Takes every user's budget and spending from the database, where other sites' charges
+    /// land: this site's copy admits its submissions.
+    async fn refresh_budgets(&self, service: &Service) -> anyhow::Result<()> {
+        let budgets = self.queue.budgets().await?;
+        let mut w = service.world();
+        for (name, budget, spent) in budgets {
+            if let Some(u) = w.users.get_mut(&name) {
+                u.budget = budget;
+                u.spent = spent;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the jobs this site started whose owners cancelled them from another site (a
+    /// job not yet taken in waits for the next round, after [`Self::report_finished`]
+    /// adopts it).
+    async fn apply_cancels(&self, service: &Arc<Service>) -> anyhow::Result<()> {
+        let asked = self.queue.cancel_requests().await?;
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let mut applied = Vec::new();
+        {
+            let mut w = service.world();
+            let now = unix_now();
+            for id in asked {
+                let Some(j) = w.jobs.get(&JobId(id)) else {
+                    continue;
+                };
+                if !j.state.is_final() {
+                    if let Err(e) = w.cancel(now, JobId(id)) {
+                        tracing::warn!(
+                            site = self.queue.site(),
+                            job = id,
+                            "cancel: {}",
+                            e.reason()
+                        );
+                    }
+                }
+                applied.push(id);
+            }
+        }
+        service.wake_cycle();
+        service.flush().await;
+        for id in applied {
+            tracing::info!(
+                site = self.queue.site(),
+                job = id,
+                "cancelled from another site"
+            );
+            self.queue.cancel_applied(id).await?;
+        }
+        Ok(())
+    }
+
+    /// The mean runtime of recently finished global jobs, seconds (the prior until one has).
+    async fn mean_runtime(&self) -> anyhow::Result<f64> {
+        let mut tracker = RuntimeTracker::new(
+            self.cfg.runtime_window as usize,
+            Dur(self.cfg.prior_runtime_seconds as i64),
+        );
+        for r in self
+            .queue
+            .recent_runtimes(self.cfg.runtime_window)
+            .await?
+            .into_iter()
+            .rev()
+        {
+            tracker.record(Dur(r.round() as i64));
+        }
+        Ok(tracker.mean())
     }
 
     /// Takes in the jobs the queue says this site started but it does not hold (the answer
@@ -276,14 +416,34 @@ impl Dispatcher {
             return Ok(());
         };
         record.cluster = Some(cluster);
-        if !self.queue.start(claim, &record).await? {
-            tracing::info!(
-                site = self.queue.site(),
-                job = claim.job,
-                epoch = claim.epoch,
-                "claim no longer holds; not started"
-            );
-            return Ok(());
+        // The most it may cost here is taken from its user's budget as it starts.
+        let hold = {
+            let w = service.world();
+            w.local_tariff(&record)
+                .map_or(0.0, |p| crate::world::World::worst_case(&record, p))
+        };
+        match self.queue.start_holding(claim, &record, hold).await? {
+            Start::Started => {}
+            Start::Void => {
+                tracing::info!(
+                    site = self.queue.site(),
+                    job = claim.job,
+                    epoch = claim.epoch,
+                    "claim no longer holds; not started"
+                );
+                return Ok(());
+            }
+            Start::OverBudget { left } => {
+                tracing::info!(
+                    site = self.queue.site(),
+                    job = claim.job,
+                    hold,
+                    left,
+                    "its user's budget is short here; given back to the queue"
+                );
+                self.queue.unclaim(claim).await?;
+                return Ok(());
+            }
         }
         tracing::info!(
             site = self.queue.site(),
@@ -308,20 +468,7 @@ impl Dispatcher {
             return Ok(());
         }
         let standing: BTreeMap<u64, u32> = self.queue.standing_bids().await?.into_iter().collect();
-        let mut tracker = RuntimeTracker::new(
-            self.cfg.runtime_window as usize,
-            Dur(self.cfg.prior_runtime_seconds as i64),
-        );
-        for r in self
-            .queue
-            .recent_runtimes(self.cfg.runtime_window)
-            .await?
-            .into_iter()
-            .rev()
-        {
-            tracker.record(Dur(r.round() as i64));
-        }
-        let mean = tracker.mean();
+        let mean = self.mean_runtime().await?;
         let free = {
             let w = service.world();
             free_by_cluster(&w)
@@ -435,8 +582,8 @@ pub(crate) async fn open_store(
 }
 
 /// Refuses a global job the shared queue cannot take: larger than every site's largest
-/// cluster (`largest`), or what it cannot sell yet (it is sold as it is, so it cannot be
-/// held, wait for other jobs or be an array).
+/// cluster (`largest`), or what it cannot sell yet (it is sold as it is, so it cannot
+/// wait for other jobs or be an array; a held one waits off sale until released).
 pub(crate) fn admit_global(
     rec: &foresight_store::JobRecord,
     array: bool,
@@ -454,9 +601,7 @@ pub(crate) fn admit_global(
             ),
         ));
     }
-    let what = if rec.held {
-        "held"
-    } else if rec.links.as_ref().is_some_and(|l| l.dependency.is_some()) {
+    let what = if rec.links.as_ref().is_some_and(|l| l.dependency.is_some()) {
         "given dependencies"
     } else if array {
         "an array"

@@ -105,12 +105,6 @@ impl DispatcherConfig {
         if let Some(p) = self.auction.problems().first() {
             anyhow::bail!("dispatcher.auction: {p}");
         }
-        if self.auction.unsold != foresight_core::auction::Unsold::Wait {
-            anyhow::bail!(
-                "dispatcher.auction.unsold: dispatchers support only rule = \"wait\" (an \
-                 unsold job is auctioned again as soon as a site can bid)"
-            );
-        }
         Ok(())
     }
 }

@@ -510,12 +510,10 @@ async fn list_jobs(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| Refusal::invalid("state", e))?;
-    Ok(Json(s.jobs(
-        &caller.0,
-        state,
-        f.user.as_deref(),
-        f.limit.unwrap_or(1000),
-    )))
+    // A peer dispatcher lists too the jobs it does not hold: queued or at other sites.
+    s.jobs_everywhere(&caller.0, state, f.user.as_deref(), f.limit.unwrap_or(1000))
+        .await
+        .map(Json)
 }
 
 /// One job.
@@ -535,9 +533,15 @@ async fn show_job(
 
 macro_rules! job_action {
     ($name:ident, $path:literal, $doc:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
-        job_action!($name, $path, $doc, false, |$w, $now, $id| $body);
+        job_action!($name, $path, $doc, false, None, |$w, $now, $id| $body);
+    };
+    ($name:ident, $path:literal, $doc:literal, queue $op:expr, |$w:ident, $now:ident, $id:ident| $body:expr) => {
+        job_action!($name, $path, $doc, false, Some($op), |$w, $now, $id| $body);
     };
     ($name:ident, $path:literal, $doc:literal, $admin:literal, |$w:ident, $now:ident, $id:ident| $body:expr) => {
+        job_action!($name, $path, $doc, $admin, None, |$w, $now, $id| $body);
+    };
+    ($name:ident, $path:literal, $doc:literal, $admin:literal, $queue:expr, |$w:ident, $now:ident, $id:ident| $body:expr) => {
         #[doc = $doc]
         #[utoipa::path(post, path = $path, params(("id" = String, Path, description = "Job id, or ARRAY_TASK; an array job's id acts on every task")),
             responses((status = 200, body = JobView), (status = 404, body = foresight_api::ApiError),
@@ -550,6 +554,11 @@ macro_rules! job_action {
             if $admin {
                 caller.admin()?;
             }
+            let queue: Option<foresight_store::QueueOp> = $queue;
+            if let (Some(op), Err(not_here)) = (queue, s.job_ids(&caller.0, r)) {
+                // A peer dispatcher acts too on global jobs it does not hold.
+                return s.job_op_elsewhere(&caller.0, r, op, not_here).await.map(Json);
+            }
             s.job_op_each(&caller.0, r, |$w, $now, $id| $body)
                 .await
                 .map(Json)
@@ -561,18 +570,21 @@ job_action!(
     cancel_job,
     "/api/v1/jobs/{id}/cancel",
     "Cancels a job.",
+    queue foresight_store::QueueOp::Cancel,
     |w, now, id| w.cancel(now, id)
 );
 job_action!(
     hold_job,
     "/api/v1/jobs/{id}/hold",
     "Holds a job that has not started.",
+    queue foresight_store::QueueOp::Hold,
     |w, now, id| w.hold(now, id)
 );
 job_action!(
     release_job,
     "/api/v1/jobs/{id}/release",
     "Releases a held job.",
+    queue foresight_store::QueueOp::Release,
     |w, now, id| w.release(now, id)
 );
 job_action!(
@@ -872,12 +884,19 @@ async fn change_budget(
     Body(change): Body<BudgetChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
+    // Checked as in single mode; a peer dispatcher then changes the shared row.
     let (_, view) = s
         .change_user(&name, |w, _| {
             w.change_budget(&name, change.set, change.add).map(|_| ())
         })
         .await?;
-    Ok(Json(view))
+    match s
+        .change_shared_budget(&name, change.set, change.add)
+        .await?
+    {
+        Some(v) => Ok(Json(v)),
+        None => Ok(Json(view)),
+    }
 }
 
 /// An account name as `useradd` would accept it, so that a mapping cannot smuggle anything

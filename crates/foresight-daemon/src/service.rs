@@ -723,6 +723,31 @@ impl Service {
         Ok((out, user_view(&rec)))
     }
 
+    /// In dispatcher mode, sets and tops up `name`'s budget in the shared database (the
+    /// copy in this service was changed already, with the same checks): the view after.
+    /// `None` in single mode.
+    pub async fn change_shared_budget(
+        &self,
+        name: &str,
+        set: Option<Option<f64>>,
+        add: Option<f64>,
+    ) -> Result<Option<UserView>, Refusal> {
+        let Some(d) = &self.dispatcher else {
+            return Ok(None);
+        };
+        let Some((budget, spent)) = d.change_budget(name, set, add).await? else {
+            return Err(Refusal::not_found_at("name", format!("no user {name:?}")));
+        };
+        let mut w = self.world();
+        let u = w
+            .users
+            .get_mut(name)
+            .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
+        u.budget = budget;
+        u.spent = spent;
+        Ok(Some(user_view(u)))
+    }
+
     /// Brings the authentication index up to date with these user records.
     fn remember_users(&self, users: &[UserRecord]) {
         if users.is_empty() {
@@ -1096,16 +1121,99 @@ impl Service {
         let shared = d.shared_job(r.job).await?;
         match shared {
             Some(j) if user.admin || j.record.user == user.name => {
-                let mut view = record_view(&self.world(), &j.record);
-                view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
-                    (Some(site), _) => format!("run by site {site}"),
-                    (None, Some(q)) => format!("in the global queue ({q})"),
-                    (None, None) => "in the shared store".into(),
-                });
-                Ok(view)
+                Ok(shared_view(&self.world(), &j))
             }
             _ => Err(not_here),
         }
+    }
+
+    /// Cancels, holds or releases a job this service does not hold: in dispatcher mode, a
+    /// global job no site has started (in the queue, in auction, or awarded), done in the
+    /// shared queue whichever dispatcher is asked; a cancelled job some other site started
+    /// is stopped by that site, which this waits a few seconds for. Else what `not_here`
+    /// says.
+    pub async fn job_op_elsewhere(
+        &self,
+        user: &UserRecord,
+        r: foresight_api::JobRef,
+        op: foresight_store::QueueOp,
+        not_here: Refusal,
+    ) -> Result<JobView, Refusal> {
+        let Some(d) = &self.dispatcher else {
+            return Err(not_here);
+        };
+        if r.task.is_some() {
+            return Err(not_here);
+        }
+        let site = match d.shared_job(r.job).await? {
+            Some(j) if user.admin || j.record.user == user.name => j.site,
+            _ => return Err(not_here),
+        };
+        match d.apply(r.job, op, unix_now().secs()).await? {
+            foresight_store::OpOutcome::Done => {}
+            foresight_store::OpOutcome::Refused(why) => return Err(Refusal::conflict(why)),
+            foresight_store::OpOutcome::NotGlobal => {
+                return Err(Refusal::conflict(format!(
+                    "job {} is a local job of site {}: ask that site's dispatcher",
+                    r.job,
+                    site.unwrap_or_default()
+                )))
+            }
+            foresight_store::OpOutcome::Requested { site } => {
+                let deadline = Instant::now() + CANCEL_WAIT;
+                while Instant::now() < deadline {
+                    if let Some(j) = d.shared_job(r.job).await? {
+                        if j.record.state.is_final() {
+                            return Ok(shared_view(&self.world(), &j));
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let mut view = self.job_elsewhere(user, r, not_here).await?;
+                view.reason = Some(format!("cancel asked of site {site}, which runs it"));
+                return Ok(view);
+            }
+        }
+        self.job_elsewhere(user, r, not_here).await
+    }
+
+    /// Jobs the user may see, filtered, at every site: in dispatcher mode those this site
+    /// holds and the newest of the others (queued, or run by other sites, which their
+    /// reason names).
+    pub async fn jobs_everywhere(
+        &self,
+        user: &UserRecord,
+        state: Option<JobState>,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<JobView>, Refusal> {
+        let mut views = self.jobs(user, state, owner, limit);
+        let Some(d) = &self.dispatcher else {
+            return Ok(views);
+        };
+        let who = match owner {
+            _ if user.admin => owner,
+            Some(o) if o != user.name => return Ok(views),
+            _ => Some(user.name.as_str()),
+        };
+        let cap = u32::try_from(limit).unwrap_or(u32::MAX);
+        let elsewhere = d
+            .jobs_elsewhere(who, state.map(JobState::as_str), cap)
+            .await?;
+        {
+            let w = self.world();
+            let here: std::collections::BTreeSet<u64> = views.iter().map(|v| v.id).collect();
+            views.extend(
+                elsewhere
+                    .iter()
+                    .filter(|j| !here.contains(&j.record.id))
+                    .map(|j| shared_view(&w, j)),
+            );
+        }
+        views.sort_by_key(|v| v.id);
+        let extra = views.len().saturating_sub(limit);
+        views.drain(..extra);
+        Ok(views)
     }
 
     /// A job, if the user may see it.
@@ -1665,6 +1773,25 @@ fn check_owner(w: &World, user: &UserRecord, id: JobId) -> Result<(), Refusal> {
         // Someone else's job looks like no job at all: ids leak nothing.
         _ => Err(Refusal::not_found_at("id", format!("no job {id}"))),
     }
+}
+
+/// How long cancelling a job another site started waits for that site to stop it.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A job of the shared store as the API shows it, its reason naming where it is: the site
+/// that runs it, or its place in the global queue.
+fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
+    let mut view = record_view(w, &j.record);
+    view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
+        (Some(site), _) => format!("run by site {site}"),
+        (None, Some("cancelled")) => "cancelled in the global queue".into(),
+        (None, Some("held")) => {
+            "held in the global queue: released with `foresight job release`".into()
+        }
+        (None, Some(q)) => format!("in the global queue ({q})"),
+        (None, None) => "in the shared store".into(),
+    });
+    view
 }
 
 /// A job as the API shows it.

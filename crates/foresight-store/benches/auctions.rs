@@ -13,7 +13,7 @@
 //! `AUCTION_MS=D`, the auction length, default 20).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use foresight_store::{GlobalQueue, JobRecord, PgStore, Store, TieRule};
+use foresight_store::{GlobalQueue, JobRecord, PgStore, Store, TieRule, UnsoldRule};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,7 +54,7 @@ async fn dispatcher(q: GlobalQueue, k: usize, started: Arc<AtomicU64>, n: u64, m
         q.reclaim().await.unwrap();
         trips += trips::ONE + trips::RECLAIM;
         while q
-            .close_one(0.0, TieRule::LowestSite)
+            .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap()
             .is_some()

@@ -75,6 +75,63 @@ pub enum TieRule {
     EarliestBid,
 }
 
+/// What becomes of a job whose auction closes without a valid bid (the auction's `unsold`
+/// option).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsoldRule {
+    /// Queued again: the next site able to bid opens a new auction.
+    Wait,
+    /// A new auction opens `delay_ms` after the close and lasts `duration_ms`; bids are
+    /// refused until it opens.
+    Reopen {
+        /// The back-off before the new auction opens, milliseconds.
+        delay_ms: i64,
+        /// The new auction's length, milliseconds.
+        duration_ms: i64,
+    },
+}
+
+/// An owner's request on a global job, from any dispatcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueOp {
+    /// Never run it; stop it if its site started it.
+    Cancel,
+    /// Take it off sale until released.
+    Hold,
+    /// Put a held job on sale again.
+    Release,
+}
+
+/// How a [`QueueOp`] went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpOutcome {
+    /// Done in the queue (the job had not started anywhere); its record says so already.
+    Done,
+    /// The job was cancelled after `site` started it: that site's dispatcher stops it.
+    Requested {
+        /// The site running it.
+        site: String,
+    },
+    /// Refused: why (the job's place in the queue says the request does not apply).
+    Refused(String),
+    /// The job is not in the global queue (a site's local job, or no such job).
+    NotGlobal,
+}
+
+/// How a [`GlobalQueue::start_holding`] went.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Start {
+    /// Started: the job is this site's.
+    Started,
+    /// The claim no longer holds: someone else's to start (nothing changed).
+    Void,
+    /// Its user's budget has less left than the job may cost (nothing changed).
+    OverBudget {
+        /// What the budget has left.
+        left: f64,
+    },
+}
+
 /// A job as any dispatcher may show it, wherever it runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedJob {
@@ -214,7 +271,8 @@ impl GlobalQueue {
     pub async fn on_offer(&self, limit: u32) -> Result<Vec<QueuedJob>> {
         let rows = sqlx::query(
             "SELECT job_id, procs, priority, state FROM global_jobs \
-             WHERE state = 'queued' OR (state = 'auction' AND closes_at > now()) \
+             WHERE state = 'queued' OR (state = 'auction' AND opened_at <= now() \
+             AND closes_at > now()) \
              ORDER BY priority DESC, job_id LIMIT $1",
         )
         .bind(i64::from(limit))
@@ -262,7 +320,7 @@ impl GlobalQueue {
         let placed = sqlx::query(
             "INSERT INTO bids (job_id, site, price, procs, bid_at) \
              SELECT $1, $2, $3, $4, now() FROM global_jobs \
-             WHERE job_id = $1 AND state = 'auction' AND closes_at > now() \
+             WHERE job_id = $1 AND state = 'auction' AND opened_at <= now() AND closes_at > now() \
              ON CONFLICT (job_id, site) DO UPDATE SET price = EXCLUDED.price, \
              procs = EXCLUDED.procs, bid_at = CASE WHEN bids.price = EXCLUDED.price \
              THEN bids.bid_at ELSE EXCLUDED.bid_at END",
@@ -321,8 +379,14 @@ impl GlobalQueue {
     /// Closes one due auction, if any is due and not being closed by another dispatcher:
     /// the row is taken with `FOR UPDATE SKIP LOCKED`, and its one winner (the best live bid
     /// at `opening_bid` or above, ties by `tie`) is set in the same transaction, with a new
-    /// claim epoch. `None`: nothing left to close.
-    pub async fn close_one(&self, opening_bid: f64, tie: TieRule) -> Result<Option<Closed>> {
+    /// claim epoch; without one, `unsold` says whether it is queued again or reopened.
+    /// `None`: nothing left to close.
+    pub async fn close_one(
+        &self,
+        opening_bid: f64,
+        tie: TieRule,
+        unsold: UnsoldRule,
+    ) -> Result<Option<Closed>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let due: Option<i64> = sqlx::query_scalar(
             "SELECT job_id FROM global_jobs WHERE state = 'auction' AND closes_at <= now() \
@@ -366,10 +430,26 @@ impl GlobalQueue {
                 }
             }
             None => {
-                sqlx::query(
-                    "UPDATE global_jobs SET state = 'queued', closes_at = NULL WHERE job_id = $1",
-                )
-                .bind(job)
+                match unsold {
+                    UnsoldRule::Wait => sqlx::query(
+                        "UPDATE global_jobs SET state = 'queued', closes_at = NULL \
+                         WHERE job_id = $1",
+                    )
+                    .bind(job),
+                    UnsoldRule::Reopen {
+                        delay_ms,
+                        duration_ms,
+                    } => sqlx::query(
+                        "UPDATE global_jobs SET opened_by = $2, \
+                         opened_at = now() + $3 * interval '1 millisecond', \
+                         closes_at = now() + ($3 + $4) * interval '1 millisecond', \
+                         auctions = auctions + 1 WHERE job_id = $1",
+                    )
+                    .bind(job)
+                    .bind(&self.site)
+                    .bind(delay_ms.max(0))
+                    .bind(duration_ms.max(1)),
+                }
                 .execute(&mut *tx)
                 .await
                 .map_err(self.db())?;
@@ -426,6 +506,19 @@ impl GlobalQueue {
     /// Returns `false`, changing nothing, when the claim is void: the job is someone
     /// else's to start.
     pub async fn start(&self, claim: Claim, record: &JobRecord) -> Result<bool> {
+        Ok(self.start_holding(claim, record, 0.0).await? == Start::Started)
+    }
+
+    /// [`GlobalQueue::start`], also taking `hold` (the most the job may cost here) from its
+    /// user's budget in the same transaction, refused if less is left; the hold is given
+    /// back when the job ends ([`GlobalQueue::finished`]), its real cost being charged with
+    /// its record.
+    pub async fn start_holding(
+        &self,
+        claim: Claim,
+        record: &JobRecord,
+        hold: f64,
+    ) -> Result<Start> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let valid = sqlx::query(&format!(
             "UPDATE global_jobs SET state = 'started', started_at = now() \
@@ -441,7 +534,22 @@ impl GlobalQueue {
         .rows_affected()
             == 1;
         if !valid {
-            return Ok(false);
+            return Ok(Start::Void);
+        }
+        let hold = if hold.is_finite() { hold.max(0.0) } else { 0.0 };
+        if hold > 0.0 {
+            let taken = crate::shared_budget::take(&mut tx, &record.user, hold, true)
+                .await
+                .map_err(|e| e.at(&self.name))?;
+            if let Err(left) = taken {
+                return Ok(Start::OverBudget { left });
+            }
+            sqlx::query("UPDATE global_jobs SET budget_hold = $2 WHERE job_id = $1")
+                .bind(claim.job as i64)
+                .bind(hold)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
         }
         sqlx::query("UPDATE jobs SET site = $2, state = $3, data = $4 WHERE id = $1")
             .bind(claim.job as i64)
@@ -457,22 +565,108 @@ impl GlobalQueue {
             .await
             .map_err(self.db())?;
         tx.commit().await.map_err(self.db())?;
-        Ok(true)
+        Ok(Start::Started)
+    }
+
+    /// Gives an award this site cannot start (its user's budget is short) back to the
+    /// queue, under a new epoch; the job is auctioned again.
+    pub async fn unclaim(&self, claim: Claim) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let done = sqlx::query(
+            "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
+             claimed_at = NULL, closes_at = NULL WHERE job_id = $1 AND site = $2 \
+             AND epoch = $3 AND state = 'claimed'",
+        )
+        .bind(claim.job as i64)
+        .bind(&self.site)
+        .bind(claim.epoch)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if done {
+            notify(&mut tx, "unclaimed").await.map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(done)
+    }
+
+    /// Every user's budget left (`None`: unlimited) and spending, as the database has them:
+    /// a dispatcher's copy is refreshed from these.
+    pub async fn budgets(&self) -> Result<Vec<(String, Option<f64>, f64)>> {
+        crate::shared_budget::all(&self.pool)
+            .await
+            .map_err(|e| e.at(&self.name))
+    }
+
+    /// Sets (`set`; `Some(None)`: unlimited) and then tops up (`add`) `user`'s budget in the
+    /// database, in one transaction. Answers the budget and spending after, or `None` for
+    /// an unknown user; `Err` text when `add` meets an unlimited budget.
+    pub async fn change_budget(
+        &self,
+        user: &str,
+        set: Option<Option<f64>>,
+        add: Option<f64>,
+    ) -> Result<Option<std::result::Result<(Option<f64>, f64), String>>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let data: Option<String> =
+            sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
+                .bind(user)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        let Some(data) = data else {
+            return Ok(None);
+        };
+        let mut u: crate::UserRecord = decode("users", user.to_string(), &data)?;
+        if let Some(s) = set {
+            u.budget = s;
+        }
+        if let Some(a) = add {
+            match u.budget.as_mut() {
+                Some(b) => *b += a,
+                None => {
+                    return Ok(Some(Err(format!(
+                        "user {user:?}'s budget is unlimited: nothing to add to (set a number \
+                         with `set` first)"
+                    ))))
+                }
+            }
+        }
+        sqlx::query("UPDATE users SET data = $2 WHERE name = $1")
+            .bind(user)
+            .bind(encode(&u))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(Some(Ok((u.budget, u.spent))))
     }
 
     /// Records that a job this site started has ended after `runtime_s` seconds (the
     /// auctions' mean runtime is taken over these; `None`: it never ran).
+    /// The budget held when it started goes back to its user in the same transaction.
     pub async fn finished(&self, job: u64, runtime_s: Option<f64>) -> Result<()> {
-        sqlx::query(
-            "UPDATE global_jobs SET state = 'done', ended_at = now(), runtime_s = $3 \
-             WHERE job_id = $1 AND site = $2 AND state = 'started'",
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let held: Option<(f64, String)> = sqlx::query_as(
+            "UPDATE global_jobs g SET state = 'done', ended_at = now(), runtime_s = $3 \
+             FROM jobs j WHERE g.job_id = $1 AND g.site = $2 AND g.state = 'started' \
+             AND j.id = g.job_id RETURNING g.budget_hold, j.user_name",
         )
         .bind(job as i64)
         .bind(&self.site)
         .bind(runtime_s)
-        .execute(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(self.db())?;
+        if let Some((hold, user)) = held.filter(|(h, _)| *h > 0.0) {
+            crate::shared_budget::take(&mut tx, &user, -hold, false)
+                .await
+                .map_err(|e| e.at(&self.name))?
+                .ok();
+        }
+        tx.commit().await.map_err(self.db())?;
         Ok(())
     }
 
@@ -486,6 +680,173 @@ impl GlobalQueue {
         .fetch_all(&self.pool)
         .await
         .map_err(self.db())
+    }
+
+    /// Applies an owner's request to a global job, whichever site asks: in one transaction
+    /// that takes the job's queue row with `FOR UPDATE`, so that it is ordered with the
+    /// award and the start. A job not yet started (queued, in auction, awarded, held) is
+    /// cancelled or held in the queue: its auction ends, its bids go, its claim is void
+    /// (new epoch) and its record says so (`now`: Unix seconds, its end time if cancelled).
+    /// A job its site already started can only be cancelled, by asking that site.
+    pub async fn apply(&self, job: u64, op: QueueOp, now: i64) -> Result<OpOutcome> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let row = sqlx::query(
+            "SELECT g.state, g.site, j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE g.job_id = $1 FOR UPDATE",
+        )
+        .bind(job as i64)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let Some(row) = row else {
+            return Ok(OpOutcome::NotGlobal);
+        };
+        let state: String = row.get(0);
+        let site: Option<String> = row.get(1);
+        let mut record: JobRecord = decode("jobs", job.to_string(), &row.get::<String, _>(2))?;
+        record.id = job;
+        let unstarted = matches!(state.as_str(), "queued" | "auction" | "claimed");
+        let (new_state, refused) = match (op, state.as_str()) {
+            (QueueOp::Cancel, "held") => ("cancelled", None),
+            (QueueOp::Cancel, _) if unstarted => ("cancelled", None),
+            (QueueOp::Hold, _) if unstarted => ("held", None),
+            (QueueOp::Release, "held") => ("queued", None),
+            (QueueOp::Cancel, "started") => {
+                let site = site.unwrap_or_default();
+                sqlx::query("UPDATE global_jobs SET cancel_requested = true WHERE job_id = $1")
+                    .bind(job as i64)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
+                notify(&mut tx, "cancel").await.map_err(self.db())?;
+                tx.commit().await.map_err(self.db())?;
+                return Ok(OpOutcome::Requested { site });
+            }
+            (QueueOp::Hold, "held") => ("", Some(format!("job {job} is already held"))),
+            (QueueOp::Release, s) if s != "started" => ("", Some(format!("job {job} is not held"))),
+            (_, "started") => (
+                "",
+                Some(format!(
+                    "job {job} has started at site {}: only jobs that have not started can be \
+                     held or released from another site (ask that site's dispatcher)",
+                    site.unwrap_or_default()
+                )),
+            ),
+            (_, s) => (
+                "",
+                Some(format!(
+                    "job {job} has ended ({})",
+                    if s == "done" { "ran" } else { s }
+                )),
+            ),
+        };
+        if let Some(why) = refused {
+            return Ok(OpOutcome::Refused(why));
+        }
+        match new_state {
+            "cancelled" => {
+                record.state = foresight_api::JobState::Cancelled;
+                record.held = false;
+                record.ended_at = Some(now);
+                record.reason = Some("cancelled".into());
+            }
+            "held" => {
+                record.held = true;
+                record.reason = Some("held".into());
+            }
+            _ => {
+                record.held = false;
+                record.reason = None;
+            }
+        }
+        sqlx::query(
+            "UPDATE global_jobs SET state = $2, site = NULL, epoch = epoch + 1, \
+             claimed_at = NULL, closes_at = NULL, opened_at = NULL, \
+             ended_at = CASE WHEN $2 = 'cancelled' THEN now() ELSE NULL END \
+             WHERE job_id = $1",
+        )
+        .bind(job as i64)
+        .bind(new_state)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        sqlx::query("DELETE FROM bids WHERE job_id = $1")
+            .bind(job as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
+            .bind(job as i64)
+            .bind(record.state.as_str())
+            .bind(encode(&record))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        notify(&mut tx, new_state).await.map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(OpOutcome::Done)
+    }
+
+    /// Jobs this site started that their owners have since cancelled: this site stops them
+    /// and then calls [`GlobalQueue::cancel_applied`].
+    pub async fn cancel_requests(&self) -> Result<Vec<u64>> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT job_id FROM global_jobs WHERE site = $1 AND cancel_requested \
+             ORDER BY job_id",
+        )
+        .bind(&self.site)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(ids.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// This site has stopped `job` as its owner asked.
+    pub async fn cancel_applied(&self, job: u64) -> Result<()> {
+        sqlx::query(
+            "UPDATE global_jobs SET cancel_requested = false WHERE job_id = $1 AND site = $2",
+        )
+        .bind(job as i64)
+        .bind(&self.site)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(())
+    }
+
+    /// The newest `limit` jobs (of `user`, or everyone's; in `state`, or any) that this site
+    /// does not hold: queued in the global queue or run by another site, newest first.
+    pub async fn jobs_elsewhere(
+        &self,
+        user: Option<&str>,
+        state: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SharedJob>> {
+        let rows = sqlx::query(
+            "SELECT j.id, j.data, j.site, g.state FROM jobs j \
+             LEFT JOIN global_jobs g ON g.job_id = j.id \
+             WHERE j.site IS DISTINCT FROM $1 AND ($2::text IS NULL OR j.user_name = $2) \
+             AND ($3::text IS NULL OR j.state = $3) ORDER BY j.id DESC LIMIT $4",
+        )
+        .bind(&self.site)
+        .bind(user)
+        .bind(state)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        rows.iter()
+            .map(|r| {
+                let id = r.get::<i64, _>(0) as u64;
+                let mut record: JobRecord = decode("jobs", id.to_string(), &r.get::<String, _>(1))?;
+                record.id = id;
+                Ok(SharedJob {
+                    record,
+                    site: r.get(2),
+                    queue_state: r.get(3),
+                })
+            })
+            .collect()
     }
 
     /// A job as stored, wherever it runs: for a dispatcher asked about a job another site

@@ -16,10 +16,12 @@
 mod global_queue;
 mod location;
 mod postgres;
+mod shared_budget;
 mod sqlite;
 
 pub use global_queue::{
-    is_global, Claim, Closed, GlobalQueue, QueuedJob, SharedJob, TieRule, GLOBAL_CHANNEL,
+    is_global, Claim, Closed, GlobalQueue, OpOutcome, QueueOp, QueuedJob, SharedJob, Start,
+    TieRule, UnsoldRule, GLOBAL_CHANNEL,
 };
 pub use location::StoreLocation;
 pub use postgres::PgStore;

@@ -188,11 +188,14 @@ impl Store for PgStore {
             .map_err(self.db())?;
             if global {
                 sqlx::query(
-                    "INSERT INTO global_jobs (job_id, procs, priority) VALUES ($1, $2, $3)",
+                    "INSERT INTO global_jobs (job_id, procs, priority, state) \
+                     VALUES ($1, $2, $3, $4)",
                 )
                 .bind(id)
                 .bind(j.procs as i32)
                 .bind(j.priority as i32)
+                // Submitted held: off sale until released.
+                .bind(if j.held { "held" } else { "queued" })
                 .execute(&mut *tx)
                 .await
                 .map_err(self.db())?;
@@ -218,6 +221,29 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for j in jobs {
+            if self.site.is_some() {
+                // What the job was charged since its record was last written is taken from
+                // its user's budget in the database, in this transaction.
+                let old: Option<String> = sqlx::query_scalar(
+                    "SELECT data FROM jobs WHERE id = $1 AND site IS NOT DISTINCT FROM $2 \
+                     FOR UPDATE",
+                )
+                .bind(j.id as i64)
+                .bind(self.site.as_deref())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db())?;
+                if let Some(old) = old {
+                    let old: JobRecord = decode("jobs", j.id.to_string(), &old)?;
+                    let delta = j.charged - old.charged;
+                    if delta != 0.0 && delta.is_finite() {
+                        crate::shared_budget::take(&mut tx, &j.user, delta, false)
+                            .await
+                            .map_err(|e| e.at(&self.name))?
+                            .ok();
+                    }
+                }
+            }
             // A dispatcher writes only its own site's jobs.
             sqlx::query(
                 "UPDATE jobs SET state = $1, data = $2 WHERE id = $3 \
@@ -319,9 +345,21 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for u in us {
+            let mut u = u.clone();
+            if self.site.is_some() {
+                // A dispatcher's copy of a budget may be stale: the database's stands (it
+                // changes only with the jobs' charges and the budget operations).
+                if let Some((budget, spent)) = crate::shared_budget::current(&mut tx, &u.name)
+                    .await
+                    .map_err(|e| e.at(&self.name))?
+                {
+                    u.budget = budget;
+                    u.spent = spent;
+                }
+            }
             sqlx::query("UPDATE users SET token_hash = $1, data = $2 WHERE name = $3")
                 .bind(&u.token_hash)
-                .bind(encode(u))
+                .bind(encode(&u))
                 .bind(&u.name)
                 .execute(&mut *tx)
                 .await

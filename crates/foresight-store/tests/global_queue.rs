@@ -3,7 +3,11 @@
 //! cannot start, and the database's locks keep modes and sites apart.
 #![allow(clippy::unwrap_used)]
 
-use foresight_store::{Claim, Closed, GlobalQueue, JobRecord, PgStore, Store, StoreError, TieRule};
+use foresight_api::JobState;
+use foresight_store::{
+    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store, StoreError,
+    TieRule, UnsoldRule,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -76,7 +80,11 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
             let q = q.clone();
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(c) = q.close_one(0.0, TieRule::LowestSite).await.unwrap() {
+                while let Some(c) = q
+                    .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+                    .await
+                    .unwrap()
+                {
                     mine.push(c);
                 }
                 mine
@@ -132,14 +140,18 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.open(id, 0).await.unwrap());
     // Opened with no time to bid: it closes unsold and is queued again.
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite).await.unwrap(),
+        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Unsold { job: id })
     );
     assert!(a.open(id, 100).await.unwrap());
     assert!(a.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite).await.unwrap(),
+        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Awarded {
             job: id,
             site: "a".into(),
@@ -168,7 +180,9 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(b.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite).await.unwrap(),
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -198,4 +212,442 @@ async fn single_mode_and_dispatchers_never_share_a_database() {
     a.close().await;
     // Site a is free again once its dispatcher has gone.
     let _a = PgStore::open_site(&url, "a").await.unwrap();
+}
+
+/// The queue state, site and epoch of `id`, as `shared_job` shows them.
+async fn place(q: &GlobalQueue, id: u64) -> (String, Option<String>, JobState, bool) {
+    let j = q.shared_job(id).await.unwrap().unwrap();
+    (
+        j.queue_state.unwrap(),
+        j.site,
+        j.record.state,
+        j.record.held,
+    )
+}
+
+#[tokio::test]
+async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (_, b) = site(&url, "b", 60_000).await;
+    let mut held = job(1);
+    held.held = true;
+    let ids = a_store
+        .insert_jobs(&[job(1), job(1), job(1), held])
+        .await
+        .unwrap();
+    let (queued, in_auction, claimed, submitted_held) = (ids[0], ids[1], ids[2], ids[3]);
+    // Submitted held: off sale.
+    assert_eq!(
+        place(&a, submitted_held).await,
+        ("held".into(), None, JobState::Pending, true)
+    );
+    let offered: Vec<u64> = a
+        .on_offer(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.job)
+        .collect();
+    assert_eq!(offered, vec![queued, in_auction, claimed]);
+    assert!(a.open(in_auction, 60_000).await.unwrap());
+    assert!(b.bid(in_auction, 1.0, 1).await.unwrap());
+    assert!(a.open(claimed, 0).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(matches!(
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
+        Some(Closed::Unsold { .. })
+    ));
+    assert!(a.open(claimed, 100).await.unwrap());
+    assert!(b.bid(claimed, 1.0, 1).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
+        Some(Closed::Awarded { .. })
+    ));
+    let claim = b.claims().await.unwrap()[0];
+    // Hold from a site that is not the winner: the award is void.
+    for id in [queued, in_auction, claimed] {
+        assert_eq!(
+            a.apply(id, QueueOp::Hold, 2_000).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            place(&b, id).await,
+            ("held".into(), None, JobState::Pending, true)
+        );
+    }
+    assert!(b.on_offer(10).await.unwrap().is_empty());
+    assert!(
+        !b.bid(in_auction, 5.0, 1).await.unwrap(),
+        "its auction ended"
+    );
+    let mut placed = job(1);
+    placed.id = claimed;
+    placed.cluster = Some("b-c".into());
+    assert!(
+        !b.start(claim, &placed).await.unwrap(),
+        "a held job's claim is void"
+    );
+    assert!(matches!(
+        a.apply(queued, QueueOp::Hold, 2_000).await.unwrap(),
+        OpOutcome::Refused(m) if m.contains("already held")
+    ));
+    // Released, each goes on sale again; cancelled, it never will.
+    for id in [queued, in_auction, claimed, submitted_held] {
+        assert_eq!(
+            b.apply(id, QueueOp::Release, 2_000).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            place(&a, id).await,
+            ("queued".into(), None, JobState::Pending, false)
+        );
+    }
+    assert!(matches!(
+        b.apply(queued, QueueOp::Release, 2_000).await.unwrap(),
+        OpOutcome::Refused(m) if m.contains("not held")
+    ));
+    assert!(a.open(in_auction, 60_000).await.unwrap());
+    assert!(b.bid(in_auction, 1.0, 1).await.unwrap());
+    for id in [queued, in_auction, claimed] {
+        assert_eq!(
+            b.apply(id, QueueOp::Cancel, 3_000).await.unwrap(),
+            OpOutcome::Done
+        );
+        let j = a.shared_job(id).await.unwrap().unwrap();
+        assert_eq!(j.queue_state.as_deref(), Some("cancelled"));
+        assert_eq!(j.record.state, JobState::Cancelled);
+        assert_eq!(j.record.ended_at, Some(3_000));
+        assert!(matches!(
+            a.apply(id, QueueOp::Cancel, 3_000).await.unwrap(),
+            OpOutcome::Refused(m) if m.contains("ended (cancelled)")
+        ));
+    }
+    let offered: Vec<u64> = a
+        .on_offer(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.job)
+        .collect();
+    assert_eq!(offered, vec![submitted_held]);
+    // A site's local job is not the queue's.
+    assert_eq!(
+        a.apply(999_999, QueueOp::Cancel, 0).await.unwrap(),
+        OpOutcome::NotGlobal
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_racing_the_winners_start_has_exactly_one_outcome() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (_, b) = site(&url, "b", 60_000).await;
+    let n = 30;
+    let ids = a_store.insert_jobs(&vec![job(1); n]).await.unwrap();
+    for &id in &ids {
+        assert!(a.open(id, 50).await.unwrap());
+        assert!(a.bid(id, 1.0, 1).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    while b
+        .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        .await
+        .unwrap()
+        .is_some()
+    {}
+    let claims = a.claims().await.unwrap();
+    assert_eq!(claims.len(), n);
+    let (mut cancelled_first, mut started_first) = (0, 0);
+    for (k, claim) in claims.into_iter().enumerate() {
+        let (a2, b2) = (a.clone(), b.clone());
+        let mut placed = job(1);
+        placed.id = claim.job;
+        placed.cluster = Some("a-c".into());
+        // Alternate who is sent first; the database orders them either way.
+        let start = tokio::spawn(async move { a2.start(claim, &placed).await.unwrap() });
+        let cancel = tokio::spawn(async move {
+            if k % 2 == 0 {
+                tokio::task::yield_now().await;
+            }
+            b2.apply(claim.job, QueueOp::Cancel, 5_000).await.unwrap()
+        });
+        let (started, outcome) = (start.await.unwrap(), cancel.await.unwrap());
+        let j = a.shared_job(claim.job).await.unwrap().unwrap();
+        match (started, &outcome) {
+            (false, OpOutcome::Done) => {
+                cancelled_first += 1;
+                assert_eq!(j.queue_state.as_deref(), Some("cancelled"));
+                assert_eq!(j.record.state, JobState::Cancelled);
+                assert_eq!(j.site, None, "never handed to a");
+            }
+            (true, OpOutcome::Requested { site }) => {
+                started_first += 1;
+                assert_eq!(site, "a");
+                assert_eq!(j.queue_state.as_deref(), Some("started"));
+                assert_eq!(j.site.as_deref(), Some("a"));
+                assert!(a.cancel_requests().await.unwrap().contains(&claim.job));
+            }
+            other => panic!("job {}: {other:?}", claim.job),
+        }
+    }
+    assert_eq!(cancelled_first + started_first, n);
+    // The site stops what it started and clears the requests.
+    for id in a.cancel_requests().await.unwrap() {
+        a.cancel_applied(id).await.unwrap();
+    }
+    assert!(a.cancel_requests().await.unwrap().is_empty());
+    assert!(b.cancel_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_unsold_auction_reopens_after_its_back_off() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let ids = a_store.insert_jobs(&[job(1), job(1)]).await.unwrap();
+    let auctions = |id: u64| {
+        foresight_testkit::postgres::server().psql(
+            &url,
+            &format!("SELECT state || ' ' || auctions FROM global_jobs WHERE job_id = {id}"),
+        )
+    };
+    for &id in &ids {
+        assert!(a.open(id, 0).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let reopen = UnsoldRule::Reopen {
+        delay_ms: 400,
+        duration_ms: 200,
+    };
+    // The first closes under "wait" (queued, no auction until a site bids), the second under
+    // "reopen" (a new auction after the back-off, whoever bids).
+    assert_eq!(
+        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap(),
+        Some(Closed::Unsold { job: ids[0] })
+    );
+    assert_eq!(
+        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        Some(Closed::Unsold { job: ids[1] })
+    );
+    assert_eq!(auctions(ids[0]), "queued 1");
+    assert_eq!(auctions(ids[1]), "auction 2");
+    // During the back-off it is not on offer and bids are refused.
+    let offered = a.on_offer(10).await.unwrap();
+    assert_eq!(
+        offered.iter().map(|j| j.job).collect::<Vec<_>>(),
+        vec![ids[0]]
+    );
+    assert!(!a.bid(ids[1], 1.0, 1).await.unwrap());
+    assert_eq!(
+        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        None
+    );
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let offered = a.on_offer(10).await.unwrap();
+    assert!(offered.iter().any(|j| j.job == ids[1] && j.in_auction));
+    assert!(a.bid(ids[1], 1.0, 1).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(
+        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        Some(Closed::Awarded {
+            job: ids[1],
+            site: "a".into(),
+            bidders: 1
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_site_lists_the_jobs_it_does_not_hold() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (b_store, b) = site(&url, "b", 60_000).await;
+    let mut local_a = job(1);
+    local_a.cluster = Some("a-c".into());
+    let mut local_b = job(1);
+    local_b.cluster = Some("b-c".into());
+    local_b.user = "bob".into();
+    let la = a_store.insert_jobs(&[local_a]).await.unwrap()[0];
+    let lb = b_store.insert_jobs(&[local_b]).await.unwrap()[0];
+    let g = a_store.insert_jobs(&[job(1)]).await.unwrap()[0];
+    let seen = |js: Vec<foresight_store::SharedJob>| -> Vec<(u64, Option<String>, Option<String>)> {
+        js.into_iter()
+            .map(|j| (j.record.id, j.site, j.queue_state))
+            .collect()
+    };
+    assert_eq!(
+        seen(a.jobs_elsewhere(None, None, 10).await.unwrap()),
+        vec![
+            (g, None, Some("queued".into())),
+            (lb, Some("b".into()), None)
+        ]
+    );
+    assert_eq!(
+        seen(b.jobs_elsewhere(Some("ann"), None, 10).await.unwrap()),
+        vec![
+            (g, None, Some("queued".into())),
+            (la, Some("a".into()), None)
+        ]
+    );
+    assert_eq!(
+        seen(b.jobs_elsewhere(Some("ann"), None, 1).await.unwrap()).len(),
+        1
+    );
+    assert!(b
+        .jobs_elsewhere(Some("ann"), Some("running"), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        a.jobs_elsewhere(Some("bob"), Some("pending"), 10)
+            .await
+            .unwrap()[0]
+            .record
+            .id
+            == lb
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (b_store, b) = site(&url, "b", 60_000).await;
+    let ann = foresight_store::UserRecord {
+        name: "ann".into(),
+        token_hash: "x".into(),
+        budget: Some(150.0),
+        ..Default::default()
+    };
+    a_store.insert_user(&ann).await.unwrap();
+    let budget = |s: &PgStore| {
+        let s = s.clone();
+        async move {
+            let u = s.load_users().await.unwrap();
+            let u = u.iter().find(|u| u.name == "ann").unwrap();
+            (u.budget.unwrap(), u.spent)
+        }
+    };
+    for round in 0..10 {
+        let ids = a_store.insert_jobs(&[job(1), job(1)]).await.unwrap();
+        for (id, q) in ids.iter().zip([&a, &b]) {
+            assert!(q.open(*id, 500).await.unwrap());
+            assert!(q.bid(*id, 1.0, 1).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        while a
+            .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .await
+            .unwrap()
+            .is_some()
+        {}
+        let (ca, cb) = (a.claims().await.unwrap()[0], b.claims().await.unwrap()[0]);
+        let started = |q: &GlobalQueue, c: Claim, cluster: &str| {
+            let q = q.clone();
+            let mut placed = job(1);
+            placed.id = c.job;
+            placed.cluster = Some(cluster.into());
+            tokio::spawn(async move { q.start_holding(c, &placed, 100.0).await.unwrap() })
+        };
+        let (ta, tb) = (started(&a, ca, "a-c"), started(&b, cb, "b-c"));
+        let (ra, rb) = (ta.await.unwrap(), tb.await.unwrap());
+        let outcomes = [ra, rb];
+        let won = outcomes.iter().filter(|o| **o == Start::Started).count();
+        assert_eq!(won, 1, "round {round}: {outcomes:?}");
+        assert!(
+            outcomes.contains(&Start::OverBudget { left: 50.0 }),
+            "round {round}: {outcomes:?}"
+        );
+        assert_eq!(
+            budget(&a_store).await,
+            (50.0, 100.0),
+            "the hold is taken once"
+        );
+        // The loser gives its award back; the winner ends the job after charging 30.
+        let (winner, loser, wstore, wclaim, lclaim) = if ra == Start::Started {
+            (&a, &b, &a_store, ca, cb)
+        } else {
+            (&b, &a, &b_store, cb, ca)
+        };
+        assert!(loser.unclaim(lclaim).await.unwrap());
+        assert_eq!(
+            loser
+                .shared_job(lclaim.job)
+                .await
+                .unwrap()
+                .unwrap()
+                .queue_state
+                .as_deref(),
+            Some("queued")
+        );
+        let mut ran = wstore
+            .load_jobs(false)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.id == wclaim.job)
+            .unwrap();
+        ran.charged = 30.0;
+        ran.state = JobState::Completed;
+        wstore.update_jobs(&[ran]).await.unwrap();
+        // A stale cached copy of the user written back changes no budget.
+        let mut stale = ann.clone();
+        stale.budget = Some(1e9);
+        stale.spent = 0.0;
+        loser_store(&a_store, &b_store, winner)
+            .update_users(&[stale])
+            .await
+            .unwrap();
+        winner.finished(wclaim.job, Some(1.0)).await.unwrap();
+        assert_eq!(
+            budget(&a_store).await,
+            (120.0, 30.0),
+            "hold back, real cost charged"
+        );
+        // The queued one is cancelled, and the budget set back for the next round.
+        assert_eq!(
+            a.apply(lclaim.job, QueueOp::Cancel, 0).await.unwrap(),
+            OpOutcome::Done
+        );
+        assert_eq!(
+            a.change_budget("ann", Some(Some(150.0)), None)
+                .await
+                .unwrap(),
+            Some(Ok((Some(150.0), 30.0)))
+        );
+        let mut reset = ann.clone();
+        reset.budget = Some(150.0);
+        a_store.update_users(&[reset]).await.unwrap();
+        let (_, spent) = budget(&a_store).await;
+        assert_eq!(spent, 30.0, "update_users keeps the database's spending");
+        // Back to no spending for the next round.
+        foresight_testkit::postgres::server().psql(
+            &url,
+            "UPDATE users SET data = replace(data, '\"spent\":30.0', '\"spent\":0.0') \
+             WHERE name = 'ann'",
+        );
+    }
+    assert_eq!(
+        a.change_budget("ann", None, Some(5.0)).await.unwrap(),
+        Some(Ok((Some(155.0), 0.0)))
+    );
+    assert_eq!(
+        a.change_budget("nobody", None, Some(5.0)).await.unwrap(),
+        None
+    );
+}
+
+fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &GlobalQueue) -> &'a PgStore {
+    if winner.site() == "a" {
+        b
+    } else {
+        a
+    }
 }
