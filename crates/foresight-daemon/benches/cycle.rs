@@ -109,6 +109,8 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         stderr: None,
         links: None,
         begin: None,
+        requires: Vec::new(),
+        licences: Default::default(),
     }
 }
 

@@ -57,6 +57,8 @@ fn job() -> JobRecord {
         stdout: None,
         stderr: None,
         links: None,
+        requires: Vec::new(),
+        licences: Default::default(),
     }
 }
 

@@ -233,6 +233,8 @@ fn job(user: &str) -> JobRecord {
         stderr: None,
         links: None,
         begin: None,
+        requires: Vec::new(),
+        licences: Default::default(),
     }
 }
 

@@ -46,6 +46,8 @@ fn job(procs: u32) -> JobRecord {
         stdout: None,
         stderr: None,
         links: None,
+        requires: Vec::new(),
+        licences: Default::default(),
     }
 }
 

@@ -70,6 +70,8 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
         stderr: None,
         links: None,
         begin: None,
+        requires: Vec::new(),
+        licences: Default::default(),
     }
 }
 
