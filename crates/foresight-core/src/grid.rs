@@ -674,7 +674,7 @@ mod tests {
             home: None,
             ..global(5, 2, 50, 2.0)
         };
-        let d = plan_cycle(Time(0), &views, &[ansys.clone()], &cfg);
+        let d = plan_cycle(Time(0), &views, std::slice::from_ref(&ansys), &cfg);
         assert!(
             matches!(&d[0], Decision::Reserve { parts, .. } if parts == &vec![Part { cluster: 1, procs: 2 }]),
             "{d:?}"

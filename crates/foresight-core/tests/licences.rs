@@ -4,6 +4,7 @@
 //! - a job needing 2 of a pool of 4 never runs while others hold 3;
 //! - processors are never overbooked and every job starts;
 //! - jobs without licences are scheduled exactly as on a cluster without pools.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::{
     Action, BackfillChoice, Dur, Event, Job, JobId, LocalScheduler, Policy, Time,

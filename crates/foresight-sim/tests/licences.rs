@@ -2,6 +2,7 @@
 //! jobs ask for licences of a small pool, every policy keeps the licences held at any
 //! instant within the pool, every job runs, and licences make jobs wait (the same workload
 //! without the pool waits less).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::Policy;
 use foresight_sim::prediction::Prediction;
