@@ -218,6 +218,15 @@ pub struct SubmitJob {
     /// an instant already past changes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<i64>,
+    /// Features the cluster must offer (installed software, architecture), as configured in
+    /// its `features`: the job is offered only the clusters that have them all, and refused
+    /// when none has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Licences held for the whole run, by pool (`{"ansys": 2}`): a local job starts only
+    /// when its cluster's pools have them free. Refused when a pool is smaller.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
 }
 
 /// Many jobs in one request: accepted all together or not at all.

@@ -58,6 +58,10 @@ pub struct WorkflowTaskSpec {
     /// Features a cluster must have (installed software, for instance).
     #[serde(default)]
     pub requires: Vec<String>,
+    /// Licences held for the whole run, by pool (`{ansys: 2}`): the task is mapped only onto
+    /// a cluster that draws on every such pool, and starts when they are free.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
     /// Extra environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,

@@ -85,6 +85,7 @@ fn main() {
             priority: 0,
             requeue: false,
             begin: None,
+            requires: Default::default(),
         })
         .collect();
     let cfg = PlannerConfig {

@@ -13,6 +13,7 @@ use crate::select::{Criterion, Processor, Selection, Slot, SlotPlan, SlotRequest
 use crate::time::{Dur, Time};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// A job for the grid: it may run on any cluster, or on several at once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,6 +51,10 @@ pub struct GlobalJob {
     /// and the broker never moves it before. `None` may start at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<Time>,
+    /// Features every processor it runs on must offer (software, architecture): the planner
+    /// offers it only the clusters that have them all.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub requires: BTreeSet<String>,
 }
 
 impl GlobalJob {
@@ -344,6 +349,47 @@ impl GridPlan {
                 "{} processors asked without co-allocation, the largest cluster has {}",
                 job.procs, self.largest
             ))
+        } else if !job.requires.is_empty() {
+            self.features_refusal(job)
+        } else {
+            None
+        }
+    }
+
+    /// Why too few processors offer every feature `job` requires, if so.
+    fn features_refusal(&self, job: &GlobalJob) -> Option<String> {
+        let mut per_cluster = vec![0usize; self.links.len()];
+        for (p, proc) in self.plan.processors().iter().enumerate() {
+            if job.requires.is_subset(&proc.features) {
+                per_cluster[self.cluster_of[p]] += 1;
+            }
+        }
+        let capable: usize = per_cluster.iter().sum();
+        let largest = per_cluster.iter().copied().max().unwrap_or(0);
+        let need = job.procs as usize;
+        if capable == 0 {
+            let missing = job.requires.iter().find(|f| {
+                !self
+                    .plan
+                    .processors()
+                    .iter()
+                    .any(|p| p.features.contains(*f))
+            });
+            return Some(match missing {
+                Some(f) => format!("no cluster offers feature {f:?}"),
+                None => format!("no cluster offers all of the features {:?}", job.requires),
+            });
+        }
+        if capable < need {
+            Some(format!(
+                "{need} processors with features {:?} asked, the grid has {capable}",
+                job.requires
+            ))
+        } else if !job.co_allocate && largest < need {
+            Some(format!(
+                "{need} processors with features {:?} asked without co-allocation, the largest such cluster has {largest}",
+                job.requires
+            ))
         } else {
             None
         }
@@ -371,7 +417,7 @@ impl GridPlan {
             walltime: job.walltime,
             max_price: job.max_price,
             min_memory_mb: 0,
-            features: Default::default(),
+            features: job.requires.clone(),
             criterion: job.criterion.clone(),
             not_before: job.eligible(self.now),
             deadline: None,
@@ -484,7 +530,6 @@ mod tests {
     use crate::job::Job;
     use crate::policy::Policy;
     use crate::scheduler::Event;
-    use std::collections::BTreeSet;
 
     fn procs(cluster: &str, n: usize) -> Vec<Processor> {
         (0..n)
@@ -513,6 +558,7 @@ mod tests {
             priority: 0,
             requeue: false,
             begin: None,
+            requires: Default::default(),
         }
     }
 
@@ -549,6 +595,7 @@ mod tests {
                 latency: Dur(0),
             },
         ];
+        features_choose_the_cluster(&views);
         let cfg = PlannerConfig {
             horizon: Dur(10_000),
             lead_time: Dur(30),
@@ -598,6 +645,56 @@ mod tests {
         let d = plan_cycle(Time(0), &views, &[alone], &cfg);
         assert!(
             matches!(&d[0], Decision::Refuse { reason, .. } if reason.contains("largest cluster has 4")),
+            "{d:?}"
+        );
+    }
+
+    /// Only c1 offers `ansys`: a job requiring it goes there although c0 is the home of its
+    /// input and would start it as early; one requiring a feature no cluster has is refused,
+    /// naming it.
+    fn features_choose_the_cluster(views: &[ClusterView<'_>]) {
+        let mut p1 = views[1].processors.to_vec();
+        for p in &mut p1 {
+            p.features.insert("ansys".into());
+        }
+        let views = [
+            views[0],
+            ClusterView {
+                processors: &p1,
+                ..views[1]
+            },
+        ];
+        let cfg = PlannerConfig {
+            horizon: Dur(10_000),
+            lead_time: Dur(1_000),
+            plan_depth: 100,
+        };
+        let ansys = GlobalJob {
+            requires: BTreeSet::from(["ansys".to_string()]),
+            home: None,
+            ..global(5, 2, 50, 2.0)
+        };
+        let d = plan_cycle(Time(0), &views, std::slice::from_ref(&ansys), &cfg);
+        assert!(
+            matches!(&d[0], Decision::Reserve { parts, .. } if parts == &vec![Part { cluster: 1, procs: 2 }]),
+            "{d:?}"
+        );
+        let too_many = GlobalJob {
+            procs: 5,
+            ..ansys.clone()
+        };
+        let d = plan_cycle(Time(0), &views, &[too_many], &cfg);
+        assert!(
+            matches!(&d[0], Decision::Refuse { reason, .. } if reason.contains("the grid has 4")),
+            "{d:?}"
+        );
+        let abaqus = GlobalJob {
+            requires: BTreeSet::from(["abaqus".to_string()]),
+            ..ansys
+        };
+        let d = plan_cycle(Time(0), &views, &[abaqus], &cfg);
+        assert!(
+            matches!(&d[0], Decision::Refuse { reason, .. } if reason == "no cluster offers feature \"abaqus\""),
             "{d:?}"
         );
     }

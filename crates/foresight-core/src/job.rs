@@ -4,6 +4,7 @@
 use crate::ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
 use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Who a job runs as. Priorities, fairshare and reservation ACLs are all keyed by these.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -48,6 +49,10 @@ pub struct Job {
     /// no earlier. `None` is eligible at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<Time>,
+    /// Licences held for the whole run, by pool name (`ansys` → 2): the job starts only when
+    /// its cluster's pools have that many free for its whole planned run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
 }
 
 impl Job {
@@ -63,7 +68,14 @@ impl Job {
             may_start_early: false,
             prediction: None,
             begin: None,
+            licences: BTreeMap::new(),
         }
+    }
+
+    /// Sets the licences the job holds while it runs.
+    pub fn with_licences(mut self, licences: BTreeMap<String, u32>) -> Job {
+        self.licences = licences;
+        self
     }
 
     /// Sets the instant before which the job may not start.

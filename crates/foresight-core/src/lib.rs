@@ -8,6 +8,7 @@
 //! - [`time`]: integer seconds, [`Time`], [`Dur`], [`Interval`].
 //! - [`ids`]: typed identifiers.
 //! - [`job`]: the rigid parallel job and its credentials.
+//! - [`licence`]: licence pools held in time like processors.
 //! - [`profile`]: the availability profile (free processors over time).
 //! - [`reservation`]: administrative advance reservations and their ACLs.
 //! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
@@ -34,6 +35,7 @@ pub mod forecast;
 pub mod grid;
 pub mod ids;
 pub mod job;
+pub mod licence;
 pub mod policy;
 pub mod predict;
 pub mod priority;

@@ -24,6 +24,7 @@
 use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
+use crate::licence::LicenceBook;
 use crate::policy::{
     BackfillChoice, BackfillMetric, BackfillOrder, Compression, PassOnSubmit, Policy, QueueOrder,
 };
@@ -178,6 +179,9 @@ pub struct LocalScheduler {
     /// How many waiting jobs without a reservation ask for each processor count: when the
     /// smallest does not fit in the free processors, a pass can stop without walking.
     unreserved_by_procs: BTreeMap<u32, u32>,
+    /// Free licences over time, per pool; empty (and every licence check skipped) when the
+    /// cluster draws on no pool.
+    licences: LicenceBook,
 }
 
 impl LocalScheduler {
@@ -198,6 +202,7 @@ impl LocalScheduler {
             skipped: Vec::new(),
             horizon: Horizons::default(),
             first_free: FirstFree::default(),
+            licences: LicenceBook::default(),
             unreserved_by_procs: BTreeMap::new(),
         }
     }
@@ -353,6 +358,15 @@ impl LocalScheduler {
                 capacity: self.capacity,
             });
         }
+        if !job.licences.is_empty() {
+            if let Some(reason) = self.licences.refusal(&job.licences) {
+                return Err(CoreError::InvalidJob {
+                    job: job.id,
+                    field: "licences",
+                    reason,
+                });
+            }
+        }
         if let Some(rid) = job.reservation {
             let slot = self
                 .admin
@@ -421,6 +435,7 @@ impl LocalScheduler {
         }
         if end > from {
             self.profile_mut(domain).take(from, end, job.procs);
+            self.licences.take(&job.licences, from, end);
         }
         let placement = Placement { domain, start, end };
         self.jobs.insert(
@@ -440,9 +455,10 @@ impl LocalScheduler {
             return Err(CoreError::NotRunning(id));
         };
         let (procs, user) = (entry.job.procs, entry.job.cred.user);
-        self.jobs.remove(&id);
+        let entry = self.jobs.remove(&id).expect("invariant: looked up above");
         if now < p.end {
             self.profile_mut(p.domain).give(now, p.end, procs);
+            self.licences.give(&entry.job.licences, now, p.end);
         }
         let used = f64::from(procs) * (now - p.start).as_secs().max(0) as f64;
         if self.policy.priority.fairshare != 0.0 {
@@ -483,6 +499,7 @@ impl LocalScheduler {
                 }
             }
             self.profile_mut(p.domain).take(from, end, procs);
+            self.hold_licences(id, from, end, true);
         }
         if let Some(e) = self.jobs.get_mut(&id) {
             e.state = State::Running(Placement { end, ..p });
@@ -508,6 +525,7 @@ impl LocalScheduler {
                 let procs = entry.job.procs;
                 if let Some(p) = reservation {
                     self.profile_mut(p.domain).give(p.start, p.end, procs);
+                    self.hold_licences(id, p.start, p.end, false);
                     self.unmark_reserved(id);
                     self.released = true;
                 } else {
@@ -597,6 +615,7 @@ impl LocalScheduler {
         };
         let procs = self.jobs[&id].job.procs;
         self.profile_mut(p.domain).give(p.start, p.end, procs);
+        self.hold_licences(id, p.start, p.end, false);
         self.unmark_reserved(id);
         if let Some(i) = self.queue.position(id) {
             self.queue.set_reserved(i, false);
@@ -758,6 +777,9 @@ impl LocalScheduler {
     /// The domain in which the job can start now, if any.
     fn fits_now(&self, id: JobId, now: Time) -> Option<Domain> {
         let job = &self.jobs[&id].job;
+        if !job.licences.is_empty() && !self.licences.fits(&job.licences, now, job.plan()) {
+            return None;
+        }
         if self.admin.is_empty() {
             return self
                 .pool
@@ -774,13 +796,24 @@ impl LocalScheduler {
         let now = job.begin.map_or(now, |b| b.max(now));
         let plan = job.plan();
         let place = |domain: Domain| {
-            self.profile(domain)
-                .earliest(now, job.procs, plan)
-                .map(|start| Placement {
-                    domain,
-                    start,
-                    end: start + plan,
-                })
+            let profile = self.profile(domain);
+            let mut start = profile.earliest(now, job.procs, plan)?;
+            if !job.licences.is_empty() {
+                // Processors and licences both free for the whole run: each answer is a
+                // lower bound of the other's, so alternate until they agree.
+                loop {
+                    let l = self.licences.earliest(&job.licences, start, plan)?;
+                    if l == start {
+                        break;
+                    }
+                    start = profile.earliest(l, job.procs, plan)?;
+                }
+            }
+            Some(Placement {
+                domain,
+                start,
+                end: start + plan,
+            })
         };
         if self.admin.is_empty() {
             return place(Domain::Pool);
@@ -788,6 +821,43 @@ impl LocalScheduler {
         self.domains(job, now)
             .filter_map(place)
             .min_by_key(|p| p.start)
+    }
+
+    /// Holds (`take`) or lets go of the job's licences over `[start, end)`; nothing when the
+    /// cluster has no pool, so jobs without licences pay one branch.
+    fn hold_licences(&mut self, id: JobId, start: Time, end: Time, take: bool) {
+        if self.licences.is_empty() {
+            return;
+        }
+        let Some(e) = self.jobs.get(&id) else { return };
+        if take {
+            self.licences.take(&e.job.licences, start, end);
+        } else {
+            self.licences.give(&e.job.licences, start, end);
+        }
+    }
+
+    /// The job's licences stay free for its whole plan from `now`.
+    fn licences_fit_now(&self, id: JobId, now: Time) -> bool {
+        let job = &self.jobs[&id].job;
+        job.licences.is_empty() || self.licences.fits(&job.licences, now, job.plan())
+    }
+
+    /// Makes the cluster draw on a licence pool of `count` licences (before any job asks for
+    /// it): jobs asking for it then start, and are reserved, only where their licences stay
+    /// free for their whole run.
+    pub fn add_licence_pool(&mut self, name: &str, count: u32) {
+        self.licences.add_pool(name, count);
+    }
+
+    /// Licences of the pool free at `t`, for invariant checks and explanations.
+    pub fn licences_free_at(&self, name: &str, t: Time) -> Option<i64> {
+        self.licences.free_at(name, t)
+    }
+
+    /// The licences a known job holds while it runs.
+    pub fn licences_of(&self, id: JobId) -> Option<&BTreeMap<String, u32>> {
+        self.jobs.get(&id).map(|e| &e.job.licences)
     }
 
     fn count_unreserved(&mut self, procs: u32, delta: i32) {
@@ -816,6 +886,9 @@ impl LocalScheduler {
     /// Runs one scheduling pass at `now`, appending decisions to `out`.
     pub fn schedule(&mut self, now: Time, out: &mut Vec<Action>) {
         self.pool.advance(now);
+        if !self.licences.is_empty() {
+            self.licences.advance(now);
+        }
         for s in self.admin.values_mut() {
             s.profile.advance(now);
         }
@@ -903,11 +976,13 @@ impl LocalScheduler {
                 }
             }
             self.profile_mut(old.domain).give(old.start, old.end, procs);
+            self.hold_licences(id, old.start, old.end, false);
             let new = match self.earliest(id, now) {
                 Some(p) if p.start < old.start => p,
                 _ => old,
             };
             self.profile_mut(new.domain).take(new.start, new.end, procs);
+            self.hold_licences(id, new.start, new.end, true);
             if new != old {
                 self.set_reservation(id, new);
                 out.push(Action::Reserve {
@@ -958,12 +1033,15 @@ impl LocalScheduler {
                 // Late (the caller ticked after the reserved start): the rest of the old span
                 // may now overlap later promises, so place the job again from now.
                 self.profile_mut(p.domain).give(p.start, p.end, slot.procs);
+                self.hold_licences(slot.id, p.start, p.end, false);
                 let Some(again) = self.earliest(slot.id, now) else {
                     self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+                    self.hold_licences(slot.id, p.start, p.end, true);
                     continue;
                 };
                 self.profile_mut(again.domain)
                     .take(again.start, again.end, slot.procs);
+                self.hold_licences(slot.id, again.start, again.end, true);
                 if again.start > now {
                     self.set_reservation(slot.id, again);
                     out.push(Action::Reserve {
@@ -999,6 +1077,7 @@ impl LocalScheduler {
         let slot = *self.queue.get(i);
         let end = now + slot.estimate;
         self.profile_mut(domain).take(now, end, slot.procs);
+        self.hold_licences(slot.id, now, end, true);
         self.mark_started(
             i,
             Placement {
@@ -1016,6 +1095,7 @@ impl LocalScheduler {
             return false;
         };
         self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+        self.hold_licences(slot.id, p.start, p.end, true);
         self.queue.set_reserved(i, true);
         self.count_unreserved(slot.procs, -1);
         self.reserved.push(slot.id);
@@ -1087,13 +1167,15 @@ impl LocalScheduler {
                 continue;
             }
             let domain = if plain {
-                let fits = i64::from(slot.procs) <= free_now && {
-                    if !horizon_valid {
-                        self.pool.horizons(now, &mut horizon);
-                        horizon_valid = true;
+                let fits = i64::from(slot.procs) <= free_now
+                    && {
+                        if !horizon_valid {
+                            self.pool.horizons(now, &mut horizon);
+                            horizon_valid = true;
+                        }
+                        now + slot.estimate <= horizon.get(slot.procs)
                     }
-                    now + slot.estimate <= horizon.get(slot.procs)
-                };
+                    && (self.licences.is_empty() || self.licences_fit_now(slot.id, now));
                 fits.then_some(Domain::Pool)
             } else {
                 self.fits_now(slot.id, now)
@@ -1350,6 +1432,7 @@ impl LocalScheduler {
             let procs = self.jobs[&id].job.procs;
             if let Some(p) = self.earliest(id, begin) {
                 self.profile_mut(p.domain).take(p.start, p.end, procs);
+                self.hold_licences(id, p.start, p.end, true);
                 self.queue.set_reserved(i, true);
                 self.count_unreserved(procs, -1);
                 self.reserved.push(id);
@@ -1393,10 +1476,12 @@ impl GreedySearch<'_> {
         if let Some(domain) = s.fits_now(slot.id, self.now) {
             let end = self.now + slot.estimate;
             s.profile_mut(domain).take(self.now, end, slot.procs);
+            s.hold_licences(slot.id, self.now, end, true);
             self.current.push(i);
             self.dfs(s, k + 1, value + self.metrics[k]);
             self.current.pop();
             s.profile_mut(domain).give(self.now, end, slot.procs);
+            s.hold_licences(slot.id, self.now, end, false);
         }
         self.dfs(s, k + 1, value);
     }

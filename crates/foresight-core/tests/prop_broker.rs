@@ -311,6 +311,7 @@ proptest! {
                         priority: 0,
                         requeue: false,
                         begin,
+                        requires: Default::default(),
                     });
                 }
                 Op::Local { cluster, procs, walltime, used, begin } => {

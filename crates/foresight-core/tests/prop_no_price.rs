@@ -109,6 +109,7 @@ proptest! {
             priority: 0,
             requeue: false,
             begin: None,
+            requires: Default::default(),
         });
         let mut out = Vec::new();
         b.on_cycle(now, &mut out);

@@ -335,6 +335,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                             priority,
                             requeue,
                             begin: None,
+                            requires: Default::default(),
                         },
                     );
                 }

@@ -44,6 +44,7 @@ fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> G
         priority,
         requeue,
         begin: None,
+        requires: Default::default(),
     }
 }
 

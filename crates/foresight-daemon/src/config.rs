@@ -2,6 +2,7 @@
 //! many processors as the machine has cores).
 
 use foresight_core::broker::ClusterSpec;
+use foresight_core::licence::LicencePool;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -56,6 +57,10 @@ pub struct Config {
     /// The clusters of the grid.
     #[serde(default = "default_clusters")]
     pub cluster: Vec<ClusterConfig>,
+    /// Licence pools (`[[licence]] name = "ansys" count = 4 clusters = ["a"]`): jobs of
+    /// those clusters that ask for them (`--licence ansys:2`) start only when they are free.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub licence: Vec<LicencePool>,
     /// Users known from the start (more can be added through the API).
     #[serde(default)]
     pub user: Vec<UserConfig>,
@@ -277,6 +282,7 @@ impl Default for Config {
             grace_seconds: default_grace(),
             max_output_bytes: None,
             cluster: default_clusters(),
+            licence: Vec::new(),
             user: Vec::new(),
             unix_user: std::collections::BTreeMap::new(),
             http: Default::default(),
@@ -404,6 +410,32 @@ impl Config {
             if c.kind != "local" && c.groups.is_some() {
                 // Its size comes from its resource manager, which says nothing of speeds.
                 anyhow::bail!("{at}: groups are for kind = \"local\" clusters; give speed");
+            }
+        }
+        let known: Vec<&str> = self.cluster.iter().map(|c| c.name.as_str()).collect();
+        foresight_core::licence::check_pools(&self.licence, &known)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        for pool in &self.licence {
+            if pool.clusters.len() > 1 {
+                anyhow::bail!(
+                    "licence {:?}: a pool shared by several clusters is not supported by the \
+                     service yet; give one cluster per pool",
+                    pool.name
+                );
+            }
+            for c in self
+                .cluster
+                .iter()
+                .filter(|c| pool.clusters.contains(&c.name))
+            {
+                if c.kind != "local" || c.scheduler != "local" {
+                    anyhow::bail!(
+                        "licence {:?}: cluster {:?} is not scheduled by Foresight (kind = \
+                         \"local\", scheduler = \"local\"), so its licences cannot be held",
+                        pool.name,
+                        c.name
+                    );
+                }
             }
         }
         if self.cycle_ms == 0 {

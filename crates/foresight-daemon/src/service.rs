@@ -929,6 +929,8 @@ impl Service {
                     stderr: None,
                     links,
                     begin: r.begin,
+                    requires: r.requires,
+                    licences: r.licences,
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
@@ -1407,6 +1409,7 @@ impl Service {
                 criterion: Criterion::EarliestFinish,
                 priority: 0,
                 requeue: false,
+                requires: Default::default(),
                 begin: req.begin.map(Time),
             };
             let queue: Vec<GlobalJob> = w

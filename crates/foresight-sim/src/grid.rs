@@ -631,6 +631,7 @@ pub(crate) fn global_stream(
                 criterion: Criterion::EarliestFinish,
                 priority: 0,
                 requeue: false,
+                requires: Default::default(),
                 begin: None,
             },
             Dur(runtime),

@@ -42,7 +42,8 @@ pub mod workload;
 pub use metrics::{ClassMetrics, Metrics};
 pub use prediction::Prediction;
 pub use runner::{
-    simulate, simulate_stream, simulate_stream_with, simulate_with, Outcome, SimError, SimOutput,
+    simulate, simulate_licensed, simulate_stream, simulate_stream_with, simulate_with, Outcome,
+    SimError, SimOutput,
 };
 pub use swf::{SwfError, SwfReader, SwfRecord, Trace};
-pub use workload::{Converter, Semantics, SimJob, Workload};
+pub use workload::{Converter, LicenceDemand, Semantics, SimJob, Workload};

@@ -171,6 +171,44 @@ pub fn simulate_stream_with(
     prediction: &Prediction,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
+    run_stream(jobs, procs, policy, semantics, prediction, &[], progress)
+}
+
+/// [`simulate_with`] on a cluster drawing on licence pools `(name, count)`: jobs asking
+/// for licences ([`foresight_core::Job::licences`], e.g. drawn by
+/// [`crate::workload::Workload::with_licence_demands`]) start only when they are free.
+pub fn simulate_licensed(
+    workload: &Workload,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    pools: &[(String, u32)],
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput, SimError> {
+    let mut out = run_stream(
+        workload.jobs.iter().cloned(),
+        procs,
+        policy,
+        semantics,
+        prediction,
+        pools,
+        progress,
+    )?;
+    out.metrics.skipped = workload.skipped.total();
+    out.metrics.cut_at_estimate = workload.cut_at_estimate;
+    Ok(out)
+}
+
+fn run_stream(
+    jobs: impl Iterator<Item = SimJob>,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    pools: &[(String, u32)],
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput, SimError> {
     let policy = match semantics {
         Semantics::Default => policy.clone(),
         Semantics::Pyss => policy.clone().pyss_timing(),
@@ -180,6 +218,9 @@ pub fn simulate_stream_with(
     // instant follows start-event order.
     let start_event_at_reservation = policy.reservation_depth == foresight_core::policy::ALL;
     let mut sched = LocalScheduler::new(procs, policy);
+    for (name, count) in pools {
+        sched.add_licence_pool(name, *count);
+    }
     let mut jobs = jobs.peekable();
     // Per job, indexed by id: what the simulator alone knows, and what happened.
     let mut known: Vec<SimJob> = Vec::with_capacity(jobs.size_hint().0);

@@ -49,6 +49,19 @@ pub struct SimJob {
     pub app: Option<u64>,
 }
 
+/// Licence demands to draw over a workload's jobs ([`Workload::with_licence_demands`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LicenceDemand {
+    /// The pool asked from.
+    pub pool: String,
+    /// Share of jobs that ask for licences, 0 to 1.
+    pub share: f64,
+    /// The most licences one job asks for (at least 1).
+    pub max: u32,
+    /// Seed.
+    pub seed: u64,
+}
+
 /// Why records were not simulated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
@@ -229,6 +242,19 @@ impl Workload {
             skipped: conv.skipped,
             cut_at_estimate: conv.cut_at_estimate,
         }
+    }
+
+    /// The same workload with licence demands drawn (seeded): each job asks, with
+    /// probability `share`, for 1 to `max` licences of the pool, uniformly.
+    pub fn with_licence_demands(mut self, demand: &LicenceDemand) -> Workload {
+        let mut rng = Pcg64::seed_from_u64(demand.seed);
+        for j in &mut self.jobs {
+            if rng.gen_bool(demand.share.clamp(0.0, 1.0)) {
+                let n = rng.gen_range(1..=demand.max.max(1));
+                j.job.licences.insert(demand.pool.clone(), n);
+            }
+        }
+        self
     }
 
     /// A seeded synthetic workload: Poisson arrivals at `load` (offered utilization) on

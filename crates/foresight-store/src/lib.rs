@@ -211,6 +211,14 @@ pub struct JobRecord {
     /// field of the stored record, so that it needs no migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<i64>,
+    /// Features its cluster must offer (`--requires`). A field of the stored record, so
+    /// that it needs no migration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Licences it holds while it runs, by pool (`--licence ansys:2`). A field of the
+    /// stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
 }
 
 /// A job's relations to other jobs: what it waits for, and the array it belongs to.

@@ -328,6 +328,14 @@ pub struct SubmitOpts {
     /// Run inside this reservation.
     #[arg(long)]
     reservation: Option<u64>,
+    /// A feature the cluster must offer (installed software, architecture; repeat or join
+    /// with commas): only clusters whose `features` have them all are used.
+    #[arg(long, value_delimiter = ',', value_name = "FEATURE")]
+    requires: Vec<String>,
+    /// Licences held for the whole run, NAME:COUNT (`ansys:2`; a bare NAME is one; repeat
+    /// or join with commas): the job starts only when its pool has them free.
+    #[arg(long, value_delimiter = ',', value_name = "NAME:COUNT")]
+    licence: Vec<String>,
     /// With --reservation: may start before it if processors are free.
     #[arg(long)]
     allow_early_start: bool,
@@ -417,6 +425,7 @@ pub struct IdOpts {
 pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode> {
     // Input is checked before looking for a server.
     let mut begin = None;
+    let mut licences = BTreeMap::new();
     if let JobCommand::Submit(o) = &cmd {
         walltime_ok(&o.time)?;
         begin = begin_of(o.begin.as_deref())?;
@@ -427,6 +436,11 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
         if let Some(a) = &o.array {
             a.parse::<ArraySpec>()
                 .map_err(|e| bad(format!("--array: {e}")))?;
+        }
+        for l in &o.licence {
+            let (name, count) = foresight_core::licence::parse_demand(l)
+                .map_err(|e| bad(format!("--licence: {e}")))?;
+            *licences.entry(name).or_insert(0u32) += count;
         }
     }
     let c = Client::new(conn)?;
@@ -466,6 +480,8 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 priority: o.priority,
                 requeue: o.requeue,
                 begin,
+                requires: o.requires,
+                licences,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {

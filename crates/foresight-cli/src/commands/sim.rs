@@ -101,6 +101,17 @@ pub struct SimRunOpts {
     /// Synthetic workload: random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Synthetic workload: the cluster draws on this licence pool, NAME:COUNT (`ansys:4`);
+    /// a share of the jobs (`--licence-share`) asks for 1 to `--licence-max` of it, and
+    /// starts only when they are free.
+    #[arg(long, value_name = "NAME:COUNT")]
+    licence_pool: Option<String>,
+    /// Share of jobs asking for licences of `--licence-pool` (seeded by `--seed`).
+    #[arg(long, default_value_t = 0.3, requires = "licence_pool")]
+    licence_share: f64,
+    /// The most licences one job asks for.
+    #[arg(long, default_value_t = 1, requires = "licence_pool")]
+    licence_max: u32,
     /// Runtime predictor the policy plans with: none (the estimate), tsafrir (mean of the
     /// user's last two runs) or app (median of the last runs of the same application and
     /// processor count). The estimate stays the kill time.
@@ -352,6 +363,9 @@ fn simulate_workload(
         overrun: opts.no_clip,
     };
     Ok(match &opts.trace {
+        Some(_) if opts.licence_pool.is_some() => {
+            bail!("--licence-pool draws licence demands over the synthetic workload; leave out --trace")
+        }
         Some(path) => {
             let source = path.display().to_string();
             let run = replay_with(
@@ -372,12 +386,47 @@ fn simulate_workload(
                 bail!("--procs must be at least 1");
             }
             let w = Workload::synthetic(opts.jobs, procs, opts.load, opts.seed);
-            let name = format!(
+            let mut name = format!(
                 "synthetic: {} jobs, load {}, seed {}",
                 opts.jobs, opts.load, opts.seed
             );
-            let out = simulate_with(&w, procs, policy, semantics, &prediction, progress)
-                .with_context(|| format!("simulating {name}"))?;
+            let out = match &opts.licence_pool {
+                None => simulate_with(&w, procs, policy, semantics, &prediction, progress),
+                Some(pool) => {
+                    let (pool, count) = foresight_core::licence::parse_demand(pool)
+                        .map_err(|e| anyhow::anyhow!("--licence-pool: {e}"))?;
+                    if !(0.0..=1.0).contains(&opts.licence_share) {
+                        bail!("--licence-share must be between 0 and 1");
+                    }
+                    if opts.licence_max == 0 || opts.licence_max > count {
+                        bail!(
+                            "--licence-max must be from 1 to the pool's {count}, got {}",
+                            opts.licence_max
+                        );
+                    }
+                    name.push_str(&format!(
+                        ", {}% of jobs asking 1-{} of {count} {pool:?} licences",
+                        opts.licence_share * 100.0,
+                        opts.licence_max
+                    ));
+                    let w = w.with_licence_demands(&foresight_sim::LicenceDemand {
+                        pool: pool.clone(),
+                        share: opts.licence_share,
+                        max: opts.licence_max,
+                        seed: opts.seed,
+                    });
+                    foresight_sim::simulate_licensed(
+                        &w,
+                        procs,
+                        policy,
+                        semantics,
+                        &prediction,
+                        &[(pool, count)],
+                        progress,
+                    )
+                }
+            }
+            .with_context(|| format!("simulating {name}"))?;
             (None, procs, out, name, Skipped::default())
         }
     })

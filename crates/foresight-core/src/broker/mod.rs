@@ -39,7 +39,7 @@ pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 pub use compress::MOVE_RETRY_SECS;
 pub use preempt::Preemption;
-pub use spec::ClusterSpec;
+pub use spec::{check_feature, features_refusal, ClusterSpec};
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};

@@ -59,6 +59,10 @@ pub struct ClusterSpec {
     /// Link latency, seconds.
     #[serde(default)]
     pub latency_seconds: i64,
+    /// Features its processors offer (installed software, architecture: `["ansys", "gpu"]`):
+    /// a job that `requires` a feature is offered only the clusters that have it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
 
 fn one() -> f64 {
@@ -70,6 +74,43 @@ fn default_policy() -> String {
 fn default_bandwidth() -> f64 {
     100.0
 }
+/// A feature name: letters, digits, `-`, `_`, `.`, `+` (`ansys`, `gcc-12`, `x86_64`).
+pub fn check_feature(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c))
+    {
+        return Err(format!(
+            "feature {name:?}: use letters, digits, '-', '_', '.' or '+'"
+        ));
+    }
+    Ok(())
+}
+
+/// Why no cluster of `specs` can run a job that requires `requires`, naming the first
+/// feature none of them offers beside the others (`None`: some cluster has them all).
+pub fn features_refusal<'a>(
+    specs: impl IntoIterator<Item = &'a ClusterSpec> + Clone,
+    requires: &[String],
+) -> Option<String> {
+    if requires.is_empty()
+        || specs
+            .clone()
+            .into_iter()
+            .any(|s| requires.iter().all(|f| s.features.contains(f)))
+    {
+        return None;
+    }
+    let missing = requires
+        .iter()
+        .find(|f| !specs.clone().into_iter().any(|s| s.features.contains(*f)));
+    Some(match missing {
+        Some(f) => format!("no cluster offers feature {f:?}"),
+        None => format!("no cluster offers all of the features {requires:?} together"),
+    })
+}
+
 fn positive(x: f64) -> bool {
     x.is_finite() && x > 0.0
 }
@@ -87,6 +128,7 @@ impl ClusterSpec {
             local_premium: one(),
             bandwidth_mb_s: default_bandwidth(),
             latency_seconds: 0,
+            features: Vec::new(),
         }
     }
 
@@ -184,6 +226,9 @@ impl ClusterSpec {
         self.policy
             .parse::<Policy>()
             .map_err(|e| at(format!("policy: {e}")))?;
+        for f in &self.features {
+            check_feature(f).map_err(|e| at(format!("features: {e}")))?;
+        }
         Ok(())
     }
 
@@ -194,6 +239,13 @@ impl ClusterSpec {
     pub fn grid_cluster(&self, kept: u32) -> GridCluster {
         let mut processors = processors_of(&self.name, &self.speed_groups());
         processors.truncate(kept as usize);
+        if !self.features.is_empty() {
+            let features: std::collections::BTreeSet<String> =
+                self.features.iter().cloned().collect();
+            for p in &mut processors {
+                p.features = features.clone();
+            }
+        }
         GridCluster {
             tariff: self.prices(),
             bandwidth_mb_s: self.bandwidth_mb_s,
@@ -229,6 +281,26 @@ mod tests {
         assert_eq!(c.slowest_speed(), 1.0);
         assert_eq!(s.local_speed(), 1.0);
         assert_eq!(c.sched.capacity(), 3);
+    }
+
+    #[test]
+    fn features_reach_the_processors_and_refusals_name_the_feature() {
+        let a = spec("name = \"a\"\nprocs = 2\nfeatures = [\"ansys\", \"gpu\"]").unwrap();
+        let b = spec("name = \"b\"\nprocs = 2\nfeatures = [\"fluent\"]").unwrap();
+        let c = a.grid_cluster(2);
+        assert!(c.processors.iter().all(|p| p.features.contains("ansys")));
+        let both = [a, b];
+        assert_eq!(features_refusal(&both, &["ansys".into()]), None);
+        assert_eq!(
+            features_refusal(&both, &["abaqus".into()]).unwrap(),
+            "no cluster offers feature \"abaqus\""
+        );
+        assert!(features_refusal(&both, &["ansys".into(), "fluent".into()])
+            .unwrap()
+            .contains("all of the features"));
+        assert!(spec("name = \"a\"\nprocs = 2\nfeatures = [\"a b\"]")
+            .unwrap_err()
+            .contains("cluster \"a\": features: feature \"a b\""));
     }
 
     #[test]

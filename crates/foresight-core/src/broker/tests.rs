@@ -34,6 +34,7 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
         priority: 0,
         requeue: false,
         begin: None,
+        requires: Default::default(),
     }
 }
 

@@ -5,11 +5,13 @@
 use crate::config::{ClusterConfig, Config};
 use crate::refusal::Refusal;
 use foresight_api::{AclSpec, JobState, ReservationState};
+use foresight_core::broker::ClusterSpec;
 use foresight_core::broker::{
     Broker, BrokerAction, CyclePlan, GridCluster, Phase, Preemption, ReservationEnd, ReservedPart,
     WaitReason,
 };
 use foresight_core::grid::{ClusterView, Decision, GlobalJob, PlannerConfig};
+use foresight_core::licence::LicencePool;
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::Domain;
 use foresight_core::select::Criterion;
@@ -280,6 +282,8 @@ pub struct World {
     /// Changed since last written.
     pub dirty_workflows: BTreeSet<u64>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
+    /// The configured licence pools (`[[licence]]`), for admission.
+    pub(crate) licences: Vec<LicencePool>,
     #[cfg(test)]
     actions: Vec<BrokerAction>,
 }
@@ -313,6 +317,11 @@ impl World {
                 }
             })
             .collect();
+        for pool in &cfg.licence {
+            for g in grid.iter_mut().filter(|g| pool.clusters.contains(&g.name)) {
+                g.sched.add_licence_pool(&pool.name, pool.count);
+            }
+        }
         let planner = PlannerConfig {
             horizon: Dur(cfg.horizon_seconds),
             lead_time: Dur(cfg.lead_time_seconds),
@@ -349,6 +358,7 @@ impl World {
             workflows: BTreeMap::new(),
             task_of: HashMap::new(),
             dirty_workflows: BTreeSet::new(),
+            licences: cfg.licence.clone(),
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -555,8 +565,10 @@ impl World {
                     ));
                 }
             }
+            self.admit_needs(j, Some(&res.cluster))?;
             return self.check_budget(j, self.local_tariff(j).unwrap_or(0.0));
         }
+        self.admit_needs(j, j.cluster.as_deref())?;
         match &j.cluster {
             Some(c) => {
                 let k = self
@@ -606,6 +618,63 @@ impl World {
                 }
                 self.check_budget(j, j.price.unwrap_or_else(|| self.default_price()))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses features no cluster offers (or `cluster`, for a job of one cluster) and
+    /// licences no pool can give, naming the feature or the pool and its size.
+    fn admit_needs(&self, j: &JobRecord, cluster: Option<&str>) -> Result<(), Refusal> {
+        for f in &j.requires {
+            foresight_core::broker::check_feature(f)
+                .map_err(|e| Refusal::invalid("requires", e))?;
+        }
+        let specs: Vec<&ClusterSpec> = self
+            .clusters
+            .iter()
+            .filter(|c| cluster.is_none_or(|n| c.cfg.name == n))
+            .map(|c| &c.cfg.spec)
+            .collect();
+        if let Some(why) =
+            foresight_core::broker::features_refusal(specs.iter().copied(), &j.requires)
+        {
+            let why = match cluster {
+                Some(c) => why.replace(
+                    "no cluster offers",
+                    &format!("cluster {c:?} does not offer"),
+                ),
+                None => why,
+            };
+            return Err(Refusal::invalid("requires", why));
+        }
+        if j.licences.is_empty() {
+            return Ok(());
+        }
+        let Some(cluster) = cluster else {
+            return Err(Refusal::invalid(
+                "licences",
+                "are held by jobs of one cluster: give the cluster (--cluster) whose pools \
+                 they come from",
+            ));
+        };
+        let pools: Vec<LicencePool> = self
+            .licences
+            .iter()
+            .filter(|p| p.clusters.iter().any(|c| c == cluster))
+            .cloned()
+            .collect();
+        if let Some(name) = j
+            .licences
+            .keys()
+            .find(|n| !pools.iter().any(|p| &p.name == *n))
+        {
+            return Err(Refusal::invalid(
+                "licences",
+                format!("no licence pool {name:?} serves cluster {cluster:?}"),
+            ));
+        }
+        if let Some(why) = foresight_core::licence::demand_refusal(&j.licences, &pools) {
+            return Err(Refusal::invalid("licences", why));
         }
         Ok(())
     }
@@ -725,6 +794,7 @@ impl World {
             priority,
             requeue,
             begin: begin.map(Time),
+            requires: self.jobs[&id].requires.iter().cloned().collect(),
         };
         Some(job)
     }
@@ -777,9 +847,11 @@ impl World {
             return;
         }
         let cred = self.cred(&user, &credn);
+        let licences = self.jobs[&id].licences.clone();
         let mut job = Job::new(id, Time(submitted), procs, Dur(walltime))
             .with_cred(cred)
-            .with_begin(begin.map(Time));
+            .with_begin(begin.map(Time))
+            .with_licences(licences);
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }

@@ -116,11 +116,25 @@ impl World {
                         free.take(o.window.start.max(now), o.window.end, o.procs);
                     }
                 }
+                // A licence pool the cluster draws on is a feature to the mapper: a task
+                // asking for its licences goes only where the pool is.
+                let features = c
+                    .cfg
+                    .features
+                    .iter()
+                    .cloned()
+                    .chain(
+                        self.licences
+                            .iter()
+                            .filter(|p| p.clusters.contains(&c.cfg.name))
+                            .map(|p| format!("licence:{}", p.name)),
+                    )
+                    .collect();
                 Site {
                     name: c.cfg.name.clone(),
                     free,
                     speed: c.cfg.slowest_speed(),
-                    features: Vec::new(),
+                    features,
                     bandwidth_mb_s: c.cfg.bandwidth_mb_s,
                     latency: Dur(c.cfg.latency_seconds),
                 }
@@ -172,7 +186,12 @@ impl World {
                 .zip(&walltimes)
                 .enumerate()
                 .map(|(i, (t, &w))| Task {
-                    requires: t.requires.clone(),
+                    requires: t
+                        .requires
+                        .iter()
+                        .cloned()
+                        .chain(t.licences.keys().map(|l| format!("licence:{l}")))
+                        .collect(),
                     ..Task::new(i as u32 + 1, t.name.clone(), t.procs, Dur(w))
                 })
                 .collect(),
@@ -255,6 +274,8 @@ impl World {
                     waiting: true,
                     ..Links::default()
                 }),
+                requires: t.requires.clone(),
+                licences: t.licences.clone(),
             };
             self.admit(&job).map_err(|r| about_task(i, &t.name, r))?;
             jobs.push(job);
