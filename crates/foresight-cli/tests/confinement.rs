@@ -192,7 +192,10 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
     second.block_on(async {
         let (executor, _events) = executor(&s.jobs);
         assert_eq!(executor.adopt(3, 0).unwrap(), Adoption::Lost);
-        assert!(is_dead(&child), "the setsid child survived its job's adoption");
+        assert!(
+            is_dead(&child),
+            "the setsid child survived its job's adoption"
+        );
     });
 }
 
@@ -206,7 +209,10 @@ async fn suspend_stops_a_double_forked_setsid_child() {
     let s = scratch();
     let (executor, mut events) = executor(&s.jobs);
     let ticks = s.work.join("ticks");
-    let rest = format!("while :; do echo . >> {}; sleep 0.02; done", ticks.display());
+    let rest = format!(
+        "while :; do echo . >> {}; sleep 0.02; done",
+        ticks.display()
+    );
     executor
         .launch(&escaping_job(4, &s.work, "child.pid", &rest))
         .await
@@ -220,7 +226,11 @@ async fn suspend_stops_a_double_forked_setsid_child() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let frozen = size();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(size(), frozen, "the child ticked while its job was suspended");
+    assert_eq!(
+        size(),
+        frozen,
+        "the child ticked while its job was suspended"
+    );
     executor.resume(4, 0).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(size() > frozen, "the child ticks again once resumed");

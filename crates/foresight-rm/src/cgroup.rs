@@ -71,7 +71,9 @@ pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
         if right.split_whitespace().next()? != "cgroup2" {
             return None;
         }
-        left.split_whitespace().nth(4).map(|p| PathBuf::from(unescape(p)))
+        left.split_whitespace()
+            .nth(4)
+            .map(|p| PathBuf::from(unescape(p)))
     })
 }
 
@@ -81,7 +83,9 @@ fn unescape(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
         match (bytes[i], octal) {
             (b'\\', Some(d)) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -101,7 +105,10 @@ fn unescape(field: &str) -> String {
 pub(crate) fn parent_name(root: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let crc = crc::Crc::<u64>::new(&crc::CRC_64_ECMA_182);
-    format!("foresight-{:016x}", crc.checksum(root.as_os_str().as_bytes()))
+    format!(
+        "foresight-{:016x}",
+        crc.checksum(root.as_os_str().as_bytes())
+    )
 }
 
 /// Resolves `wanted` for the executor rooted at `root`: makes the parent cgroup when a
@@ -121,8 +128,8 @@ pub(crate) fn resolve(wanted: Confinement, root: &Path) -> Result<Confined, Stri
 fn probe(root: &Path) -> Result<PathBuf, String> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let mount = cgroup2_mount(&mountinfo)
-        .ok_or_else(|| "no cgroup v2 hierarchy is mounted".to_string())?;
+    let mount =
+        cgroup2_mount(&mountinfo).ok_or_else(|| "no cgroup v2 hierarchy is mounted".to_string())?;
     let parent = mount.join(parent_name(root));
     match fs::create_dir(&parent) {
         Ok(()) => {}
@@ -135,7 +142,12 @@ fn probe(root: &Path) -> Result<PathBuf, String> {
             ))
         }
     }
-    for file in ["cgroup.kill", "cgroup.freeze", "cgroup.procs", "cgroup.events"] {
+    for file in [
+        "cgroup.kill",
+        "cgroup.freeze",
+        "cgroup.procs",
+        "cgroup.events",
+    ] {
         if !parent.join(file).exists() {
             let _ = fs::remove_dir(&parent);
             return Err(format!(
@@ -235,7 +247,10 @@ mod tests {
         );
         let unified =
             "31 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw,nsdelegate";
-        assert_eq!(cgroup2_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(
+            cgroup2_mount(unified),
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
         let v1_only = "37 35 0:32 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd";
         assert_eq!(cgroup2_mount(v1_only), None);
         assert_eq!(cgroup2_mount(""), None);
@@ -247,9 +262,18 @@ mod tests {
     #[test]
     fn parent_names_are_stable_and_distinct() {
         let a = parent_name(Path::new("/var/lib/foresight/clusters/local"));
-        assert_eq!(a, parent_name(Path::new("/var/lib/foresight/clusters/local")));
-        assert_ne!(a, parent_name(Path::new("/var/lib/foresight/clusters/other")));
-        assert!(a.starts_with("foresight-") && a.len() == "foresight-".len() + 16, "{a}");
+        assert_eq!(
+            a,
+            parent_name(Path::new("/var/lib/foresight/clusters/local"))
+        );
+        assert_ne!(
+            a,
+            parent_name(Path::new("/var/lib/foresight/clusters/other"))
+        );
+        assert!(
+            a.starts_with("foresight-") && a.len() == "foresight-".len() + 16,
+            "{a}"
+        );
     }
 
     #[test]
@@ -272,8 +296,8 @@ mod tests {
             ("cgroup", Confinement::Cgroup),
             ("session", Confinement::Session),
         ] {
-            let c: C = serde_json::from_str(&format!("{{\"confinement\":\"{text}\"}}"))
-                .expect("parses");
+            let c: C =
+                serde_json::from_str(&format!("{{\"confinement\":\"{text}\"}}")).expect("parses");
             assert_eq!(c.confinement, want);
             assert_eq!(want.to_string(), text);
         }

@@ -20,8 +20,7 @@
 use crate::cgroup::{Cgroup, Confined, Confinement};
 use crate::error::ExecError;
 use crate::layout::{
-    parse_attempt_dir_name, unix_now, AttemptDir, CANCEL, CGROUP, STATUS, SUPERVISOR_LOG,
-    SUSPENDED,
+    parse_attempt_dir_name, unix_now, AttemptDir, CANCEL, CGROUP, STATUS, SUPERVISOR_LOG, SUSPENDED,
 };
 use crate::spec::{Adoption, Finished, LaunchSpec, Outcome};
 use crate::supervisor::Handshake;

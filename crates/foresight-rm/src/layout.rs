@@ -241,7 +241,9 @@ impl AttemptDir {
         let path = self.file(CGROUP);
         match fs::read_to_string(&path) {
             Ok(text) if text.trim().is_empty() => Ok(None),
-            Ok(text) => Ok(Some(crate::cgroup::Cgroup::new(Path::new(text.trim_end_matches('\n'))))),
+            Ok(text) => Ok(Some(crate::cgroup::Cgroup::new(Path::new(
+                text.trim_end_matches('\n'),
+            )))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io_error(path, e)),
         }

@@ -816,7 +816,11 @@ mod tests {
         spec.cwd = tmp.path().to_path_buf();
         // A stand-in launcher: what it writes on its stdin is the launch error.
         let says = |text: &str| -> Vec<OsString> {
-            vec!["sh".into(), "-c".into(), format!("printf '{text}' >&0; exit 127").into()]
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("printf '{text}' >&0; exit 127").into(),
+            ]
         };
         let err = start_job(&spec, &says("no such program: x"), None).expect_err("reported");
         assert_eq!(err, "no such program: x");
