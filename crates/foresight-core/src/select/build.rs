@@ -4,7 +4,7 @@
 use super::error::PlanError;
 use super::hot::{seconds_between, Hot, Scan, NEVER};
 use super::mark::MAX_MARKS;
-use super::memo::{Bounds, UsableCache, WalkStates};
+use super::memo::{Bounds, ReachCache, UsableCache, WalkStates};
 use super::processor::Processor;
 use super::tier::{block_reach, tier_bounds, tiers};
 use super::{Slot, SlotPlan, NONE};
@@ -342,6 +342,8 @@ impl SlotPlan {
             bounds: Bounds::default(),
             usable: UsableCache::default(),
             walk_states: WalkStates::default(),
+            commits: 0,
+            reach: ReachCache::default(),
             processors,
             clusters,
             cluster_of,

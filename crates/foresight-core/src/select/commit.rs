@@ -14,6 +14,7 @@ impl SlotPlan {
     /// replaced by what is left before and after. Amortized cost: the pieces go to small
     /// side lists, merged in by walks, and the plan is re-indexed once they grow large.
     pub fn commit(&mut self, sel: &Selection) {
+        self.commits += 1;
         for (k, u) in sel.slots.iter().enumerate() {
             let holds = |i: u32| {
                 let s = self.slots.get(i as usize);

@@ -2,7 +2,7 @@
 //! level walked, and the best window over them by the criterion.
 
 use super::cheapest::Walk;
-use super::memo::{BoundEntry, BoundKey};
+use super::memo::{BoundEntry, BoundKey, Reach};
 use super::request::{Criterion, SlotRequest};
 use super::selection::{NoFit, Selection};
 use super::{SlotPlan, NONE};
@@ -248,37 +248,14 @@ impl SlotPlan {
         let need = req.procs as usize;
         // Per suitable processor: has it any time within the price, and a free run of the
         // job's length there (at its speed, after its cluster's staging)?
-        // Slots that meet end to end make one run, as the walks join them.
-        let mut runs: Vec<Vec<(Time, Time)>> = vec![Vec::new(); self.processors.len()];
-        for s in self.live_slots() {
-            let p = s.processor as usize;
-            if suitable_proc.is_none_or(|ok| ok[p]) && s.cost <= req.max_price {
-                runs[p].push((s.start, s.end));
-            }
-        }
-        let priced: Vec<bool> = runs.iter().map(|r| !r.is_empty()).collect();
-        let long_enough: Vec<bool> = runs
-            .iter_mut()
+        let reach = self.reach(req.max_price, suitable_proc, avail);
+        let priced: Vec<bool> = reach.iter().map(|&(priced, _)| priced).collect();
+        let long_enough: Vec<bool> = reach
+            .iter()
             .enumerate()
-            .map(|(p, slots)| {
-                let Some(from) = avail[self.cluster_of[p] as usize] else {
-                    return false;
-                };
-                let dur =
-                    Dur((req.walltime.as_secs() as f64 / self.processors[p].speed).ceil() as i64);
-                slots.sort_unstable();
-                let mut run: Option<(Time, Time)> = None;
-                for &(start, end) in slots.iter() {
-                    run = match run {
-                        Some((s, e)) if e == start => Some((s, end)),
-                        _ => Some((start, end)),
-                    };
-                    let (s, e) = run.expect("invariant: just set");
-                    if e - s.max(from) >= dur {
-                        return true;
-                    }
-                }
-                false
+            .map(|(p, &(_, longest))| {
+                let dur = (req.walltime.as_secs() as f64 / self.processors[p].speed).ceil() as i64;
+                avail[self.cluster_of[p] as usize].is_some() && longest >= dur
             })
             .collect();
         let priced_count = priced.iter().filter(|x| **x).count();
@@ -343,6 +320,59 @@ impl SlotPlan {
         )
     }
 
+    /// Per suitable processor: has it time at `max_price`, and how long is its longest
+    /// run of adjacent slots within that price from its cluster's usable time? Each
+    /// processor's own list holds its live slots in time order, so one pass over it
+    /// answers both. Kept until the next commit when every processor is suitable.
+    fn reach(
+        &self,
+        max_price: f64,
+        suitable_proc: Option<&[bool]>,
+        avail: &[Option<Time>],
+    ) -> Reach {
+        if suitable_proc.is_none() {
+            if let Some(kept) = self.reach.find(self.commits, max_price, avail) {
+                return kept;
+            }
+        }
+        let reach: Reach = (0..self.processors.len())
+            .map(|p| {
+                if suitable_proc.is_some_and(|ok| !ok[p]) {
+                    return (false, i64::MIN);
+                }
+                let from = avail[self.cluster_of[p] as usize];
+                let (mut priced, mut longest) = (false, i64::MIN);
+                // Slots within the price that meet end to end make one run, as the walks
+                // join them.
+                let mut run: Option<(Time, Time)> = None;
+                let mut i = self.head[p];
+                while i != NONE {
+                    let s = &self.slots[i as usize];
+                    i = self.next[i as usize];
+                    if s.cost > max_price {
+                        continue;
+                    }
+                    priced = true;
+                    let Some(from) = from else {
+                        break;
+                    };
+                    run = match run {
+                        Some((start, end)) if end == s.start => Some((start, s.end)),
+                        _ => Some((s.start, s.end)),
+                    };
+                    let (start, end) = run.expect("invariant: just set");
+                    longest = longest.max((end - start.max(from)).as_secs());
+                }
+                (priced, longest)
+            })
+            .collect();
+        if suitable_proc.is_none() {
+            self.reach
+                .keep(self.commits, max_price, avail, reach.clone());
+        }
+        reach
+    }
+
     /// Per processor once, so that a pass over slots reads one flag, not a record: is it
     /// usable at this level (at least `min_speed` fast, of cluster `only` if given)? When
     /// every processor meets the request's requirements the answer depends only on the
@@ -386,6 +416,33 @@ mod tests {
     /// The reason of a no-fit answer.
     fn why(plan: &SlotPlan, r: &SlotRequest, staging: &[Option<Dur>]) -> String {
         plan.select(r, staging).unwrap_err().reason
+    }
+
+    #[test]
+    fn a_no_fit_reason_follows_the_commits_between_requests() {
+        // Two processors of one cluster, free for 1 000 s each: a job of 3 never fits, and
+        // the reason first names the whole window; once a commit cuts p1's time to 400 s
+        // the same request's reason must say so (a reach kept from before the commit would
+        // still count p1 as long enough).
+        let ps = procs(&[("p0", "c", 1.0), ("p1", "c", 1.0)]);
+        let mut plan =
+            SlotPlan::new(ps, [slot("p0", 0, 1000, 1.0), slot("p1", 0, 1000, 1.0)]).unwrap();
+        let mut big = req(2, 800, Criterion::EarliestStart);
+        big.max_price = 1.0;
+        let mut small = req(1, 600, Criterion::EarliestStart);
+        small.max_price = 1.0;
+        assert!(plan.select(&big, &[]).is_ok());
+        let mut wide = big.clone();
+        wide.walltime = Dur(2000);
+        assert!(why(&plan, &wide, &[]).starts_with("only 0 suitable processors"));
+        // Take 600 s of one processor: the other keeps 1 000 s, this one 400 s.
+        let sel = plan.select(&small, &[]).unwrap();
+        plan.commit(&sel);
+        assert_eq!(
+            why(&plan, &big, &[]),
+            "only 1 suitable processors within the price have 800 s free in one run (the \
+             walltime at their speed, after staging), 2 needed"
+        );
     }
 
     #[test]

@@ -130,3 +130,47 @@ impl Bounds {
         list.push_back(entry);
     }
 }
+
+/// Per processor: whether it has time at the price, and the longest run of adjacent slots
+/// within the price from its cluster's usable time, in seconds (`i64::MIN` without one).
+pub(super) type Reach = Arc<[(bool, i64)]>;
+
+/// The processors' reach for one price and set of usable times, until the next commit. A
+/// request that finds no window says why from it, and on a full horizon most of a long
+/// queue finds none: those after the first read it instead of every slot again.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ReachCache(Memo<Option<ReachEntry>>);
+
+#[derive(Clone, Debug)]
+struct ReachEntry {
+    commits: u64,
+    max_price: u64,
+    avail: Vec<Option<Time>>,
+    reach: Reach,
+}
+
+impl ReachCache {
+    pub(super) fn find(
+        &self,
+        commits: u64,
+        max_price: f64,
+        avail: &[Option<Time>],
+    ) -> Option<Reach> {
+        self.0
+            .lock()
+            .as_ref()
+            .filter(|e| {
+                e.commits == commits && e.max_price == max_price.to_bits() && e.avail == avail
+            })
+            .map(|e| e.reach.clone())
+    }
+
+    pub(super) fn keep(&self, commits: u64, max_price: f64, avail: &[Option<Time>], reach: Reach) {
+        *self.0.lock() = Some(ReachEntry {
+            commits,
+            max_price: max_price.to_bits(),
+            avail: avail.to_vec(),
+            reach,
+        });
+    }
+}

@@ -83,7 +83,7 @@ pub use selection::{NoFit, Selection, UsedSlot};
 
 use crate::time::Time;
 use hot::{Hot, Scan};
-use memo::{Bounds, UsableCache, WalkStates};
+use memo::{Bounds, ReachCache, UsableCache, WalkStates};
 use std::collections::BTreeSet;
 
 /// A piece of time on one processor that a global job may take, at a price per
@@ -203,6 +203,11 @@ pub struct SlotPlan {
     /// allocated and cleared for each: a walk takes one, leaves it as it found it (no
     /// processor counted) and gives it back.
     walk_states: WalkStates,
+    /// Commits so far: what a memo of the plan's free time is valid for.
+    commits: u64,
+    /// The processors' reach at one price, for the reasons of requests that find no
+    /// window (see [`ReachCache`]).
+    reach: ReachCache,
 }
 
 impl SlotPlan {
