@@ -10,7 +10,7 @@
 //! Each attempt is confined as [`Confinement`] asks (see `cgroup`): in a cgroup v2 of its own
 //! under a parent made for this executor, or by the supervisor's session sweep alone. The
 //! attempt's cgroup path is in its directory (`cgroup`), so that a restarted daemon, with
-//! whatever setting, still kills or freezes exactly that attempt's processes.
+//! whatever setting, still kills exactly that attempt's processes.
 //!
 //! The supervisor is spawned in a process group of its own with null stdin and its stderr in
 //! `supervisor.log`, so neither a SIGKILL of the daemon's process group nor a closed terminal
@@ -292,15 +292,13 @@ impl LocalExecutor {
         }
     }
 
-    /// Stops every process of the attempt (SIGSTOP to its group, and its cgroup frozen). Its
-    /// walltime clock stops too. Fails with [`ExecError::Finished`] when it has already ended.
+    /// Stops every process of the attempt's group (SIGSTOP). Its walltime clock stops too. Fails with [`ExecError::Finished`] when it has already ended.
     #[tracing::instrument(skip(self))]
     pub fn suspend(&self, job: u64, attempt: u32) -> Result<(), ExecError> {
         self.stop_or_continue(job, attempt, true)
     }
 
-    /// Continues a suspended attempt (its cgroup thawed, and SIGCONT to its group) and
-    /// restarts its walltime clock.
+    /// Continues a suspended attempt (SIGCONT to its group) and restarts its walltime clock.
     /// Resuming an attempt that is not suspended is harmless.
     #[tracing::instrument(skip(self))]
     pub fn resume(&self, job: u64, attempt: u32) -> Result<(), ExecError> {
@@ -429,20 +427,6 @@ impl LocalExecutor {
             }
             Signal::SIGCONT
         };
-        // The group is stopped (as with Slurm, its processes show as stopped) and, with a
-        // cgroup, the whole job is frozen too, escapees included; resumed in reverse order.
-        let cgroup = dir.read_cgroup()?.filter(Cgroup::exists);
-        let freeze = |frozen: bool| match &cgroup {
-            Some(cgroup) => match cgroup.freeze(frozen) {
-                Ok(()) => Ok(()),
-                Err(_) if !cgroup.exists() || dir.has(STATUS) => Err(finished()),
-                Err(source) => Err(dir.io_error(cgroup.path.join("cgroup.freeze"), source)),
-            },
-            None => Ok(()),
-        };
-        if !stop {
-            freeze(false)?;
-        }
         match killpg(Pid::from_raw(process.pgid), signal) {
             Ok(()) => {}
             // The whole group is gone: the job ended and its outcome is being recorded.
@@ -456,9 +440,6 @@ impl LocalExecutor {
                     source,
                 })
             }
-        }
-        if stop {
-            freeze(true)?;
         }
         self.signal_supervisor(&dir, pid, Signal::SIGUSR2)
     }
