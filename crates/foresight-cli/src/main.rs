@@ -89,6 +89,10 @@ enum Command {
     /// Run one job under supervision (started by the local executor, not by people).
     #[command(hide = true)]
     Supervise {
+        /// Be the job's launcher, which the supervisor starts: enter its cgroup, become its
+        /// account, exec its command.
+        #[arg(long)]
+        exec: bool,
         /// The job's directory, holding its launch spec.
         dir: std::path::PathBuf,
     },
@@ -126,7 +130,10 @@ fn main() -> ExitCode {
         Command::Report { command, conn } => {
             commands::accounting::report(&conn, command).map(|()| ExitCode::SUCCESS)
         }
-        Command::Supervise { dir } => Ok(ExitCode::from(foresight_rm::supervise(&dir))),
+        Command::Supervise { exec: false, dir } => {
+            Ok(ExitCode::from(foresight_rm::supervise(&dir)))
+        }
+        Command::Supervise { exec: true, dir } => Ok(ExitCode::from(foresight_rm::exec_job(&dir))),
         Command::Completion { shell } => {
             clap_complete::generate(
                 shell,

@@ -1,9 +1,10 @@
 //! Users' jobs are isolated from each other and from the service: with the daemon running as
-//! root, each job runs as its user's Unix account, and cannot read the admin token, another
-//! user's output, or another user's job spec (which holds the job's environment).
+//! root, each job runs as its user's Unix account with that account's groups (and no other),
+//! and cannot list the data directory or read the admin token, another user's output, or
+//! another user's job spec (which holds the job's environment).
 //!
-//! Needs root and `useradd` (it creates two throwaway accounts and deletes them at the end);
-//! elsewhere it says why and passes.
+//! Needs root, `useradd` and `groupadd` (it creates two throwaway accounts and a throwaway
+//! group, and deletes them at the end); elsewhere it says why and passes.
 
 #![allow(clippy::unwrap_used, clippy::print_stderr)] // tests fail loudly by design
 
@@ -19,12 +20,16 @@ use std::time::Duration;
 struct UnixUser(String);
 
 impl UnixUser {
-    fn create(name: &str) -> UnixUser {
+    /// An account, member of the supplementary `groups` besides its own primary group.
+    fn create(name: &str, groups: &[&UnixGroup]) -> UnixUser {
         let _ = Command::new("userdel").arg(name).status();
-        let status = Command::new("useradd")
-            .args(["--no-create-home", "--shell", "/bin/sh", name])
-            .status()
-            .unwrap();
+        let mut useradd = Command::new("useradd");
+        useradd.args(["--no-create-home", "--shell", "/bin/sh"]);
+        if !groups.is_empty() {
+            let names: Vec<&str> = groups.iter().map(|g| g.0.as_str()).collect();
+            useradd.args(["--groups", &names.join(",")]);
+        }
+        let status = useradd.arg(name).status().unwrap();
         assert!(status.success(), "useradd {name}");
         UnixUser(name.to_string())
     }
@@ -41,15 +46,44 @@ impl Drop for UnixUser {
     }
 }
 
+/// A Unix group made for the test, deleted on drop (after the accounts in it).
+struct UnixGroup(String);
+
+impl UnixGroup {
+    fn create(name: &str) -> UnixGroup {
+        let _ = Command::new("groupdel").arg(name).status();
+        let status = Command::new("groupadd").arg(name).status().unwrap();
+        assert!(status.success(), "groupadd {name}");
+        UnixGroup(name.to_string())
+    }
+
+    fn gid(&self) -> u32 {
+        let out = Command::new("getent")
+            .args(["group", &self.0])
+            .output()
+            .unwrap();
+        let line = String::from_utf8_lossy(&out.stdout).to_string();
+        line.split(':').nth(2).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for UnixGroup {
+    fn drop(&mut self) {
+        let _ = Command::new("groupdel").arg(&self.0).status();
+    }
+}
+
 fn can_run() -> bool {
     let uid = Command::new("id").arg("-u").output().map(|o| o.stdout);
     if !uid.is_ok_and(|u| u.trim_ascii() == b"0") {
         eprintln!("isolation: not root, so jobs cannot switch accounts: skipped");
         return false;
     }
-    if Command::new("useradd").arg("--help").output().is_err() {
-        eprintln!("isolation: no useradd on this host: skipped");
-        return false;
+    for tool in ["useradd", "groupadd"] {
+        if Command::new(tool).arg("--help").output().is_err() {
+            eprintln!("isolation: no {tool} on this host: skipped");
+            return false;
+        }
     }
     true
 }
@@ -66,14 +100,16 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
         return;
     }
     let tag = std::process::id() % 100_000;
-    let alice_unix = UnixUser::create(&format!("fsiso-a{tag}"));
-    let bob_unix = UnixUser::create(&format!("fsiso-b{tag}"));
+    let extra = UnixGroup::create(&format!("fsiso-g{tag}"));
+    let alice_unix = UnixUser::create(&format!("fsiso-a{tag}"), &[&extra]);
+    let bob_unix = UnixUser::create(&format!("fsiso-b{tag}"), &[]);
     let s = Server::start(2);
     // The temporary directory is 0700; open it as an operator would open /var/lib.
     std::fs::set_permissions(s.root(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let data = s.root().join("data");
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&data), 0o711, "data directory");
+    assert_eq!(mode(&data), 0o700, "data directory");
+    assert_eq!(mode(&data.join("output")), 0o700, "output directory");
     assert_eq!(mode(&data.join("admin.token")), 0o600, "admin.token");
     assert_eq!(mode(&data.join("foresight.db")), 0o600, "database");
 
@@ -81,7 +117,8 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     let bob = add_user(&s, "bob", &bob_unix.0);
     let (code, body) = s.http_as(&alice).post(
         "/api/v1/jobs",
-        &json!({"walltime": 60, "command": ["sh", "-c", "id -un; echo alice-output-secret"],
+        &json!({"walltime": 60,
+                "command": ["sh", "-c", "id -un; id -G; pwd; echo alice-output-secret"],
                 "env": {"ALICE_SECRET": "alice-env-secret"}}),
     );
     assert_eq!(code, 201, "{body}");
@@ -90,7 +127,32 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     assert_eq!(job["state"], "completed", "{job}");
     let a_out = data.join("output").join(format!("{a}.out"));
     let text = std::fs::read_to_string(&a_out).unwrap();
-    assert_eq!(text, format!("{}\nalice-output-secret\n", alice_unix.0));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[0], alice_unix.0, "{text}");
+    // Her groups: her own primary group and the extra one she is a member of; never root's.
+    let gids: std::collections::BTreeSet<u32> = lines[1]
+        .split_whitespace()
+        .map(|g| g.parse().unwrap())
+        .collect();
+    let primary = String::from_utf8_lossy(
+        &Command::new("id")
+            .args(["-g", &alice_unix.0])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .parse::<u32>()
+    .unwrap();
+    assert_eq!(
+        gids,
+        [primary, extra.gid()].into_iter().collect(),
+        "id -G in alice's job: {text}"
+    );
+    // Without a home directory and kept out of the data directory, she starts in `/`.
+    assert_eq!(lines[2], "/", "{text}");
+    assert_eq!(lines[3], "alice-output-secret", "{text}");
     let meta = std::fs::metadata(&a_out).unwrap();
     assert_eq!(meta.uid(), alice_unix.uid(), "alice owns her output");
     assert_eq!(meta.mode() & 0o777, 0o600, "her output is private");
@@ -101,7 +163,8 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     assert_eq!(mode(&spec), 0o600, "spec.json");
 
     let script = format!(
-        "id -un; for f in {} {} {}; do cat \"$f\" || echo \"denied $f\"; done",
+        "id -un; ls {} || echo \"denied ls\"; for f in {} {} {}; do cat \"$f\" || echo \"denied $f\"; done",
+        data.display(),
         data.join("admin.token").display(),
         a_out.display(),
         spec.display()
@@ -116,7 +179,11 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     let out = std::fs::read_to_string(data.join("output").join(format!("{b}.out"))).unwrap();
     let err = std::fs::read_to_string(data.join("output").join(format!("{b}.err"))).unwrap();
     assert!(out.starts_with(&format!("{}\n", bob_unix.0)), "{out}");
-    assert_eq!(out.matches("denied ").count(), 3, "{out}\n{err}");
+    assert_eq!(out.matches("denied ").count(), 4, "{out}\n{err}");
+    assert!(
+        out.contains("denied ls"),
+        "bob listed the data directory: {out}"
+    );
     assert!(!out.contains(&s.token), "bob read the admin token");
     assert!(
         !out.contains("alice-output-secret"),
@@ -126,7 +193,7 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
         !out.contains("alice-env-secret"),
         "bob read alice's environment"
     );
-    assert_eq!(err.matches("Permission denied").count(), 3, "{err}");
+    assert_eq!(err.matches("Permission denied").count(), 4, "{err}");
 
     // A user whose account does not exist cannot run local jobs, and is told why.
     let carol = add_user(&s, "carol", "fsiso-nobody-here");
@@ -141,4 +208,5 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
         "{message}"
     );
     drop(s);
+    drop((alice_unix, bob_unix));
 }

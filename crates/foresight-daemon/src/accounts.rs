@@ -356,9 +356,11 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
 
 /// Makes the data directory safe before anything is written: files the service creates are
 /// private (umask 077: database, WAL, tokens, attempt directories with each job's spec and
-/// environment); the directory and `output/` are 0711, so a job's user can open its own
-/// output files (0600, owned by that user) by name but nobody can list them; files left by
-/// earlier versions are made private too.
+/// environment), and the directory itself and `output/` are 0700, so no job (whatever its
+/// account) can list or open anything in them. Jobs still write their output there: the
+/// supervisor, still root, opens a job's output files (0600, owned by the job's account) and
+/// hands them to the job as its stdout and stderr; users read them through the API. Modes
+/// left by earlier versions are tightened too.
 pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
     foresight_rm::account::private_umask();
     let output = dir.join("output");
@@ -371,8 +373,8 @@ pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
             Err(e) => Err(anyhow::anyhow!("chmod {mode:o} {}: {e}", path.display())),
         }
     };
-    chmod(dir, 0o711)?;
-    chmod(&output, 0o711)?;
+    chmod(dir, 0o700)?;
+    chmod(&output, 0o700)?;
     chmod(&dir.join("clusters"), 0o700)?;
     for name in [
         "foresight.db",
@@ -391,6 +393,21 @@ pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The working directory of a job that names none (a REST submission without `cwd`): the
+/// output directory when the job runs as the daemon's own account or as root, which can
+/// enter it; otherwise the home directory of the job's account (`/` when it has none), since
+/// the data directory is closed to every other account.
+pub(crate) fn default_cwd(output_dir: &Path, account: &str) -> std::path::PathBuf {
+    if !foresight_rm::account::running_as_root() {
+        return output_dir.to_path_buf();
+    }
+    match foresight_rm::account::lookup(account) {
+        Ok(Some(a)) if a.uid == 0 => output_dir.to_path_buf(),
+        Ok(Some(a)) if a.home.is_dir() => a.home,
+        _ => std::path::PathBuf::from("/"),
+    }
 }
 
 /// The four credential kinds a job names, in [`JobRecord::cred`]'s order: the request field
@@ -452,9 +469,11 @@ impl World {
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))
     }
 
-    /// Replaces the lists the change gives. Names are checked like user names.
+    /// Replaces the lists the change gives. Names are checked like user names. The user's
+    /// jobs that have not started follow at once (see `world::credentials`).
     pub fn change_credentials(
         &mut self,
+        now: Time,
         name: &str,
         change: foresight_api::CredentialsChange,
     ) -> Result<&foresight_store::UserRecord, Refusal> {
@@ -494,6 +513,7 @@ impl World {
             }
         }
         self.dirty_users.insert(name.to_string());
+        self.recheck_credentials(now, name);
         Ok(&self.users[name])
     }
 

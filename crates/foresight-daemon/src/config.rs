@@ -54,6 +54,12 @@ pub struct Config {
     /// saying so, so that a runaway job cannot fill the data directory's disk. Unset: no cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_bytes: Option<u64>,
+    /// How local jobs are confined, so that nothing they start outlives them: `"auto"` (the
+    /// default: a cgroup v2 per job where cgroup v2 is writable, else the session sweep),
+    /// `"cgroup"` (a cgroup or the service refuses to start) or `"session"` (the supervisor's
+    /// session and process-group sweep only).
+    #[serde(default)]
+    pub confinement: foresight_rm::Confinement,
     /// The clusters of the grid.
     #[serde(default = "default_clusters")]
     pub cluster: Vec<ClusterConfig>,
@@ -281,6 +287,7 @@ impl Default for Config {
             plan_depth: default_plan_depth(),
             grace_seconds: default_grace(),
             max_output_bytes: None,
+            confinement: Default::default(),
             cluster: default_clusters(),
             licence: Vec::new(),
             user: Vec::new(),

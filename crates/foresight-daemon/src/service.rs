@@ -191,10 +191,16 @@ impl Service {
                 executors.push(None);
                 continue;
             }
-            let (exec, rx) = LocalExecutor::new(
+            let (exec, rx) = LocalExecutor::confined(
                 dir.join("clusters").join(&c.name),
                 vec![exe.clone().into_os_string(), "supervise".into()],
+                cfg.confinement,
             )?;
+            tracing::info!(
+                cluster = %c.name,
+                "local jobs are confined by {}",
+                exec.confinement()
+            );
             managers.push(Arc::new(LocalCluster::new(
                 c.name.clone(),
                 c.procs,

@@ -24,8 +24,8 @@ pub async fn change_credentials(
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
     let (_, view) = s
-        .change_user(&name, |w, _| {
-            w.change_credentials(&name, change).map(|_| ())
+        .change_user(&name, |w, now| {
+            w.change_credentials(now, &name, change).map(|_| ())
         })
         .await?;
     Ok(Json(view))

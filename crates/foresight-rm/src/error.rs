@@ -22,6 +22,14 @@ pub enum ExecError {
         "the supervisor command is empty: give at least the program (e.g. [foresight, supervise])"
     )]
     NoSupervisor,
+    /// The confinement asked for cannot be had on this host.
+    #[error("confinement = \"{wanted}\": {reason}")]
+    Confinement {
+        /// The setting.
+        wanted: crate::cgroup::Confinement,
+        /// Why it cannot be had.
+        reason: String,
+    },
     /// `LocalExecutor::new` was called outside a tokio runtime, which its watchers need.
     #[error("the local executor must be created inside a tokio runtime")]
     NoRuntime,

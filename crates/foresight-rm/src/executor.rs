@@ -7,14 +7,20 @@
 //! each supervisor it started (reaping it) and reads the outcome the moment it exits; adopted
 //! supervisors are not its children, so their status files are polled every 200 ms instead.
 //!
+//! Each attempt is confined as [`Confinement`] asks (see `cgroup`): in a cgroup v2 of its own
+//! under a parent made for this executor, or by the supervisor's session sweep alone. The
+//! attempt's cgroup path is in its directory (`cgroup`), so that a restarted daemon, with
+//! whatever setting, still kills exactly that attempt's processes.
+//!
 //! The supervisor is spawned in a process group of its own with null stdin and its stderr in
 //! `supervisor.log`, so neither a SIGKILL of the daemon's process group nor a closed terminal
 //! reaches it. (A service manager that kills a whole cgroup, like systemd's default
 //! `KillMode=control-group`, still does: run the daemon with `KillMode=process`.)
 
+use crate::cgroup::{Cgroup, Confined, Confinement};
 use crate::error::ExecError;
 use crate::layout::{
-    parse_attempt_dir_name, unix_now, AttemptDir, CANCEL, STATUS, SUPERVISOR_LOG, SUSPENDED,
+    parse_attempt_dir_name, unix_now, AttemptDir, CANCEL, CGROUP, STATUS, SUPERVISOR_LOG, SUSPENDED,
 };
 use crate::spec::{Adoption, Finished, LaunchSpec, Outcome};
 use crate::supervisor::Handshake;
@@ -25,7 +31,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -59,15 +65,32 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     /// Attempts with a watcher task in this process, so each gets exactly one Finished event.
     watched: Mutex<HashSet<(u64, u32)>>,
+    /// How attempts launched from now on are confined.
+    confined: Confined,
 }
+
+/// How long a killed cgroup may take to empty before it is given up on.
+const CGROUP_KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl LocalExecutor {
     /// An executor keeping attempt directories under `root` (created if missing) and starting
-    /// supervisors as `supervisor... <attempt dir>`, e.g. `[current_exe, "supervise"]`.
+    /// supervisors as `supervisor... <attempt dir>`, e.g. `[current_exe, "supervise"]`; the
+    /// same command with `--exec` before the directory must run [`crate::exec_job`].
+    /// Jobs are confined in cgroups where cgroup v2 is writable ([`Confinement::Auto`]).
     /// Must be called inside a tokio runtime, where the watcher tasks will run.
     pub fn new(
         root: PathBuf,
         supervisor: Vec<OsString>,
+    ) -> Result<(LocalExecutor, mpsc::UnboundedReceiver<Finished>), ExecError> {
+        LocalExecutor::confined(root, supervisor, Confinement::Auto)
+    }
+
+    /// [`LocalExecutor::new`] with the confinement `wanted`; [`ExecError::Confinement`] when
+    /// it is [`Confinement::Cgroup`] and this host has no writable cgroup v2 hierarchy.
+    pub fn confined(
+        root: PathBuf,
+        supervisor: Vec<OsString>,
+        wanted: Confinement,
     ) -> Result<(LocalExecutor, mpsc::UnboundedReceiver<Finished>), ExecError> {
         if supervisor.is_empty() {
             return Err(ExecError::NoSupervisor);
@@ -79,6 +102,8 @@ impl LocalExecutor {
         };
         fs::create_dir_all(&root).map_err(root_error)?;
         let absolute = fs::canonicalize(&root).map_err(root_error)?;
+        let confined = crate::cgroup::resolve(wanted, &absolute)
+            .map_err(|reason| ExecError::Confinement { wanted, reason })?;
         let (events, receiver) = mpsc::unbounded_channel();
         let inner = Inner {
             root: absolute,
@@ -86,6 +111,7 @@ impl LocalExecutor {
             events,
             runtime,
             watched: Mutex::new(HashSet::new()),
+            confined,
         };
         Ok((
             LocalExecutor {
@@ -98,6 +124,11 @@ impl LocalExecutor {
     /// The (absolute) directory holding one directory per attempt.
     pub fn root(&self) -> &Path {
         &self.inner.root
+    }
+
+    /// How the attempts this executor launches are confined, for the daemon's start log.
+    pub fn confinement(&self) -> &Confined {
+        &self.inner.confined
     }
 
     /// The directory of one attempt, `root/<job>.<attempt>`, whether or not it exists.
@@ -147,6 +178,12 @@ impl LocalExecutor {
             Err(e) => return Err(dir.io_error(dir.path.clone(), e)),
         }
         dir.write_spec(spec)?;
+        if let Confined::Cgroup(parent) = &self.inner.confined {
+            let cgroup = parent.join(crate::layout::attempt_dir_name(spec.job, spec.attempt));
+            let mut line = cgroup.into_os_string().into_vec();
+            line.push(b'\n');
+            dir.write(CGROUP, &line, false)?;
+        }
         let log_path = dir.file(SUPERVISOR_LOG);
         let log = fs::File::create(&log_path).map_err(|e| dir.io_error(log_path.clone(), e))?;
 
@@ -255,8 +292,7 @@ impl LocalExecutor {
         }
     }
 
-    /// Stops every process of the attempt (SIGSTOP to its group). Its walltime clock stops
-    /// too. Fails with [`ExecError::Finished`] when it has already ended.
+    /// Stops every process of the attempt's group (SIGSTOP). Its walltime clock stops too. Fails with [`ExecError::Finished`] when it has already ended.
     #[tracing::instrument(skip(self))]
     pub fn suspend(&self, job: u64, attempt: u32) -> Result<(), ExecError> {
         self.stop_or_continue(job, attempt, true)
@@ -417,6 +453,7 @@ impl LocalExecutor {
                 let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
             }
         }
+        self.inner.kill_cgroup(dir);
         self.reap(child);
     }
 
@@ -433,6 +470,16 @@ impl std::fmt::Debug for LocalExecutor {
             .field("root", &self.inner.root)
             .field("supervisor", &self.inner.supervisor)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    /// Removes this executor's parent cgroup if no attempt's cgroup is left in it (one
+    /// still running keeps it, for the next daemon).
+    fn drop(&mut self) {
+        if let Confined::Cgroup(parent) = &self.confined {
+            let _ = fs::remove_dir(parent);
+        }
     }
 }
 
@@ -459,9 +506,30 @@ impl Inner {
             .contains(&key)
     }
 
-    /// Kills the process group of an attempt whose supervisor is gone, if its leader is still
-    /// the process the supervisor started (so the group id cannot be a stranger's).
+    /// Kills every process in the attempt's cgroup, if it has one, and removes the cgroup.
+    /// True when there was one to kill.
+    fn kill_cgroup(&self, dir: &AttemptDir) -> bool {
+        let Some(cgroup) = dir.read_cgroup().ok().flatten().filter(Cgroup::exists) else {
+            return false;
+        };
+        tracing::warn!(
+            job = dir.job,
+            attempt = dir.attempt,
+            cgroup = %cgroup.path.display(),
+            "killing the cgroup of an unsupervised attempt"
+        );
+        if !cgroup.kill_and_remove(CGROUP_KILL_TIMEOUT) {
+            tracing::warn!(job = dir.job, attempt = dir.attempt, cgroup = %cgroup.path.display(),
+                "the cgroup could not be emptied and removed");
+        }
+        true
+    }
+
+    /// Kills an attempt whose supervisor is gone: all of its cgroup, if it has one, and its
+    /// process group if its leader is still the process the supervisor started (so the group
+    /// id cannot be a stranger's).
     fn kill_orphaned_job(&self, dir: &AttemptDir) {
+        self.kill_cgroup(dir);
         if let Some(process) = dir.read_job().ok().flatten() {
             if dir.job_leader_alive(&process) {
                 tracing::warn!(
@@ -494,8 +562,12 @@ impl Inner {
             "the supervisor {how} without recording an outcome (see {})",
             dir.file(SUPERVISOR_LOG).display()
         );
+        let mut killed = self.kill_cgroup(dir);
         if let Some(process) = process.filter(|p| dir.job_leader_alive(p)) {
             let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
+            killed = true;
+        }
+        if killed {
             error.push_str("; the job was killed");
         }
         let now = unix_now();

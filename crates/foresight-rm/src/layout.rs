@@ -4,6 +4,7 @@
 //! | file             | written by | when                         | content                          |
 //! |------------------|------------|------------------------------|----------------------------------|
 //! | `spec.json`      | executor   | before spawning supervisor   | versioned [`LaunchSpec`]         |
+//! | `cgroup`         | executor   | before spawning supervisor   | the attempt's cgroup v2 path     |
 //! | `supervisor.log` | (stderr)   | while the supervisor runs    | the supervisor's own complaints  |
 //! | `supervisor.pid` | supervisor | first thing, signals ready   | its pid                          |
 //! | `job.json`       | supervisor | right after spawning the job | pgid + start time of the leader  |
@@ -29,6 +30,7 @@ pub(crate) const SUPERVISOR_LOG: &str = "supervisor.log";
 pub(crate) const JOB: &str = "job.json";
 pub(crate) const CANCEL: &str = "cancel";
 pub(crate) const SUSPENDED: &str = "suspended";
+pub(crate) const CGROUP: &str = "cgroup";
 
 /// Format version of `spec.json`, `job.json` and `status.json`. A restarted (maybe upgraded)
 /// daemon adopts attempts whose supervisor is an older binary: BUMP THIS on any incompatible
@@ -231,6 +233,20 @@ impl AttemptDir {
 
     pub fn read_job(&self) -> Result<Option<JobProcess>, ExecError> {
         Ok(self.read_json::<JobBody>(JOB)?.map(|b| b.job))
+    }
+
+    /// The cgroup the attempt is confined in, None when it runs without one (the session
+    /// sweep, or an attempt launched before cgroups were used).
+    pub fn read_cgroup(&self) -> Result<Option<crate::cgroup::Cgroup>, ExecError> {
+        let path = self.file(CGROUP);
+        match fs::read_to_string(&path) {
+            Ok(text) if text.trim().is_empty() => Ok(None),
+            Ok(text) => Ok(Some(crate::cgroup::Cgroup::new(Path::new(
+                text.trim_end_matches('\n'),
+            )))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error(path, e)),
+        }
     }
 
     /// The supervisor's pid, None when not (yet) written or not a plausible pid: a corrupt 0 or

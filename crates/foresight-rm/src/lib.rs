@@ -9,6 +9,7 @@
 //! - `layout`: the attempt directory `root/<job>.<attempt>/`, the only contract between the two.
 //! - `spec`: the data exchanged: [`LaunchSpec`], [`Outcome`], [`Finished`], [`Adoption`].
 //! - [`account`]: the Unix accounts jobs run as, when the daemon is root.
+//! - `cgroup`: [`Confinement`] of jobs, a cgroup v2 per attempt or the session sweep.
 //! - `error`: [`ExecError`].
 //! - `manager`: [`ResourceManager`], the one interface the service has to any cluster, and
 //!   the data it exchanges ([`ClusterState`], [`Submission`], [`PartHandle`], ...).
@@ -24,6 +25,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod account;
+mod cgroup;
 mod error;
 mod executor;
 mod layout;
@@ -34,6 +36,7 @@ mod spec;
 mod supervisor;
 pub mod wiki;
 
+pub use cgroup::{Confined, Confinement};
 pub use error::ExecError;
 pub use executor::LocalExecutor;
 pub use local::LocalCluster;
@@ -43,7 +46,7 @@ pub use manager::{
 };
 pub use slurm::{SlurmClient, SlurmCluster, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
-pub use supervisor::supervise;
+pub use supervisor::{exec_job, supervise};
 pub use wiki::WikiCluster;
 
 /// The tokio this crate is built against, re-exported so that callers without their own tokio

@@ -24,6 +24,7 @@
 //! containers nor unprivileged daemons can count on, while the subreaper works everywhere
 //! on Linux ≥ 3.4.
 
+use crate::cgroup::Cgroup;
 use crate::layout::{
     parse_attempt_dir_name, proc_stat, unix_now, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID,
     SUSPENDED,
@@ -33,8 +34,9 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -118,7 +120,14 @@ async fn run(path: &Path) -> u8 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         complain(&format!("cannot become a child subreaper: {e}"));
     }
-    let (mut child, piped) = match start_job(&spec) {
+    let cgroup = match dir.read_cgroup() {
+        Ok(cgroup) => cgroup,
+        Err(e) => {
+            fail_before_start(&e.to_string());
+            return 1;
+        }
+    };
+    let (mut child, piped) = match start_job(&spec, &launcher(path), cgroup.as_ref()) {
         Ok(started) => started,
         Err(error) => {
             let now = unix_now();
@@ -158,7 +167,16 @@ async fn run(path: &Path) -> u8 {
         (Some(files), Some(cap)) => Some(copy_capped_output(&mut child, files, cap)),
         _ => None,
     };
-    let outcome = police(&dir, &spec, &mut child, pgid, started_at, &mut signals).await;
+    let outcome = police(
+        &dir,
+        &spec,
+        &mut child,
+        pgid,
+        cgroup.as_ref(),
+        started_at,
+        &mut signals,
+    )
+    .await;
     if let Some(copies) = copies {
         // The job and its descendants are gone, so the pipes are closed; wait for the copies
         // to finish (bounded, should a stray process still hold a pipe open).
@@ -180,12 +198,29 @@ async fn run(path: &Path) -> u8 {
 /// file and, unless both streams share it, the stderr file.
 type PipedOutput = (File, Option<File>);
 
-/// Spawns the job in its own process group; the error is the text that goes into the outcome.
-/// With an output cap, also the files its piped streams are to be copied to.
-fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> {
-    let Some((program, args)) = spec.command.split_first() else {
+/// The launcher of this attempt's job: this very binary, with the arguments this supervisor
+/// was started with (`... supervise DIR`), `--exec` inserted before the directory.
+fn launcher(dir: &Path) -> Vec<OsString> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let prefix = args.get(1..args.len().saturating_sub(1)).unwrap_or(&[]);
+    let mut launcher = vec![OsString::from("/proc/self/exe")];
+    launcher.extend(prefix.iter().cloned());
+    launcher.push("--exec".into());
+    launcher.push(dir.as_os_str().to_owned());
+    launcher
+}
+
+/// Spawns the job in its own process group (and its cgroup, if any) through `launcher`
+/// (see [`exec_job`]); the error is the text that goes into the outcome. With an output
+/// cap, also the files its piped streams are to be copied to.
+fn start_job(
+    spec: &LaunchSpec,
+    launcher: &[OsString],
+    cgroup: Option<&Cgroup>,
+) -> Result<(Child, Option<PipedOutput>), String> {
+    if spec.command.is_empty() {
         return Err("empty command".into());
-    };
+    }
     match std::fs::metadata(&spec.cwd) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -197,13 +232,7 @@ fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> 
         Err(e) => return Err(format!("bad working directory {}: {e}", spec.cwd.display())),
     }
     // As root the job runs as its account, which must exist; otherwise as ourselves.
-    let account = match &spec.unix_user {
-        Some(name) if crate::account::running_as_root() => match crate::account::lookup(name)? {
-            Some(account) => Some(account),
-            None => return Err(format!("no Unix account {name:?} on this host")),
-        },
-        _ => None,
-    };
+    let account = job_account(spec)?;
     let owner = account.as_ref().map(|a| (a.uid, a.gid));
     let stdout_path = spec.cwd.join(&spec.stdout);
     let stderr_path = spec.cwd.join(&spec.stderr);
@@ -215,13 +244,24 @@ fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> 
         open_output(&stderr_path, spec.attempt, owner)
     }
     .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
+    if let Some(cgroup) = cgroup {
+        cgroup
+            .create()
+            .map_err(|e| format!("cannot create cgroup {}: {e}", cgroup.path.display()))?;
+    }
+    // The launcher reports what failed before its exec on this pipe (its stdin), which the
+    // exec closes: end of file without a word means the job runs.
+    let (report, report_writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("cannot make a pipe: {e}"))?;
 
     let processors: Vec<String> = spec.processors.iter().map(u32::to_string).collect();
+    let (program, args) = launcher
+        .split_first()
+        .ok_or_else(|| "no launcher".to_string())?;
     let mut command = Command::new(program);
     command
         .args(args)
-        .current_dir(&spec.cwd)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(report_writer))
         .process_group(0)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .env("FORESIGHT_JOB_ID", spec.job.to_string())
@@ -239,21 +279,107 @@ fn start_job(spec: &LaunchSpec) -> Result<(Child, Option<PipedOutput>), String> 
         None
     };
     if let Some(a) = &account {
-        // std drops the supplementary groups, then sets the gid, then the uid, before exec.
         command
-            .uid(a.uid)
-            .gid(a.gid)
             .env("USER", &a.name)
             .env("LOGNAME", &a.name)
             .env("HOME", &a.home);
     }
     crate::account::job_umask();
-    let child = command.spawn().map_err(|e| match e.kind() {
+    let spawned = command.spawn();
+    // Our copy of the pipe's write end goes with the command, so that the launcher's exec
+    // (or exit) is the end of the report.
+    drop(command);
+    let mut child = spawned.map_err(|e| format!("cannot start the job's launcher: {e}"))?;
+    let mut error = String::new();
+    let _ = File::from(report).read_to_string(&mut error);
+    if !error.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        if let Some(cgroup) = cgroup {
+            cgroup.kill_and_remove(Duration::from_secs(5));
+        }
+        return Err(error);
+    }
+    Ok((child, piped))
+}
+
+/// The account the job runs as: its user's when we are root, else None (ourselves).
+fn job_account(spec: &LaunchSpec) -> Result<Option<crate::account::Account>, String> {
+    match &spec.unix_user {
+        Some(name) if crate::account::running_as_root() => match crate::account::lookup(name)? {
+            Some(account) => Ok(Some(account)),
+            None => Err(format!("no Unix account {name:?} on this host")),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// The job's launcher, `foresight supervise --exec DIR`, started by the supervisor with the
+/// job's environment, output files, process group and umask, and the write end of the
+/// supervisor's report pipe as its stdin. It enters the attempt's cgroup, becomes the job's
+/// account (its groups from the group database, then its gid, then its uid: never root's
+/// groups), changes to the working directory as that account, and `exec`s the job's command
+/// with stdin from `/dev/null`. Whatever fails before the `exec` is written to the pipe, and
+/// the launcher exits with 127; a successful `exec` closes the pipe (close-on-exec).
+pub fn exec_job(dir: &Path) -> u8 {
+    use std::os::fd::AsFd;
+    let Ok(report) = io::stdin().as_fd().try_clone_to_owned() else {
+        return 127;
+    };
+    let mut report = File::from(report);
+    match become_job(dir) {
+        Ok(never) => match never {},
+        Err(error) => {
+            let _ = report.write_all(error.as_bytes());
+            127
+        }
+    }
+}
+
+/// The launcher's steps; returns only on failure, with the launch error.
+fn become_job(dir: &Path) -> Result<std::convert::Infallible, String> {
+    use std::os::fd::AsRawFd;
+    let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+    nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| format!("cannot redirect stdin: {e}"))?;
+    drop(null);
+    let (job, attempt) = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_attempt_dir_name)
+        .unwrap_or((0, 0));
+    let attempt_dir = AttemptDir {
+        job,
+        attempt,
+        path: dir.to_path_buf(),
+    };
+    let spec = attempt_dir.read_spec().map_err(|e| e.to_string())?;
+    if let Some(cgroup) = attempt_dir.read_cgroup().map_err(|e| e.to_string())? {
+        cgroup
+            .enter()
+            .map_err(|e| format!("cannot enter cgroup {}: {e}", cgroup.path.display()))?;
+    }
+    if let Some(a) = job_account(&spec)? {
+        use nix::unistd::{initgroups, setgid, setuid, Gid, Uid};
+        let name = std::ffi::CString::new(a.name.clone())
+            .map_err(|_| format!("account name {:?} contains a NUL byte", a.name))?;
+        initgroups(&name, Gid::from_raw(a.gid))
+            .map_err(|e| format!("cannot take the groups of account {:?}: {e}", a.name))?;
+        setgid(Gid::from_raw(a.gid))
+            .map_err(|e| format!("cannot take gid {} of account {:?}: {e}", a.gid, a.name))?;
+        setuid(Uid::from_raw(a.uid))
+            .map_err(|e| format!("cannot take uid {} of account {:?}: {e}", a.uid, a.name))?;
+    }
+    std::env::set_current_dir(&spec.cwd)
+        .map_err(|e| format!("bad working directory {}: {e}", spec.cwd.display()))?;
+    let Some((program, args)) = spec.command.split_first() else {
+        return Err("empty command".into());
+    };
+    let e = Command::new(program).args(args).exec();
+    Err(match e.kind() {
         io::ErrorKind::NotFound => format!("no such program: {program}"),
         io::ErrorKind::PermissionDenied => format!("cannot execute {program}: permission denied"),
         _ => format!("cannot start {program}: {e}"),
-    })?;
-    Ok((child, piped))
+    })
 }
 
 /// An output file that takes at most `cap` bytes (counting what earlier attempts wrote), then
@@ -357,6 +483,7 @@ async fn police(
     spec: &LaunchSpec,
     child: &mut Child,
     pgid: i32,
+    cgroup: Option<&Cgroup>,
     started_at: i64,
     signals: &mut Signals,
 ) -> Outcome {
@@ -370,9 +497,13 @@ async fn police(
     let never = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
     let terminate = |kill_at: &mut Option<Instant>| {
         if kill_at.is_none() {
-            // TERM first, then CONT: a stopped process only acts on TERM once continued.
+            // TERM first, then CONT (or a thaw): a stopped process only acts on TERM once
+            // continued.
             let _ = killpg(group, Signal::SIGTERM);
             let _ = killpg(group, Signal::SIGCONT);
+            if let Some(cgroup) = cgroup {
+                let _ = cgroup.freeze(false);
+            }
             *kill_at = Some(Instant::now() + grace);
         }
     };
@@ -403,6 +534,9 @@ async fn police(
             }
             _ = tokio::time::sleep_until(kill_at.unwrap_or(never).into()), if kill_at.is_some() => {
                 let _ = killpg(group, Signal::SIGKILL);
+                if let Some(cgroup) = cgroup {
+                    let _ = cgroup.kill();
+                }
                 kill_at = Some(never);
             }
             _ = tokio::time::sleep(TICK) => {}
@@ -418,7 +552,16 @@ async fn police(
             Some(format!("cannot reap job process {pgid}: {e}")),
         ),
     };
-    // Then whatever escaped the group (setsid) and was handed to us as a subreaper.
+    // Then whatever escaped the group: all of the cgroup, and what was handed to us as a
+    // subreaper.
+    if let Some(cgroup) = cgroup {
+        if !cgroup.kill_and_remove(Duration::from_secs(10)) {
+            complain(&format!(
+                "cannot empty and remove cgroup {}",
+                cgroup.path.display()
+            ));
+        }
+    }
     sweep_descendants();
     Outcome {
         exit_code,
@@ -643,7 +786,7 @@ mod tests {
         let mut spec = crate::spec::tests::sample_spec();
         spec.cwd = tmp.path().to_path_buf();
         spec.unix_user = Some("foresight-no-such-account".into());
-        let err = start_job(&spec).expect_err("missing account");
+        let err = start_job(&spec, &["true".into()], None).expect_err("missing account");
         assert_eq!(
             err,
             "no Unix account \"foresight-no-such-account\" on this host"
@@ -652,20 +795,37 @@ mod tests {
     }
 
     #[test]
-    fn missing_program_and_bad_cwd_are_named() {
+    fn a_bad_cwd_is_named_before_anything_starts() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut spec = crate::spec::tests::sample_spec();
         spec.unix_user = None;
-        spec.cwd = tmp.path().to_path_buf();
-        spec.command = vec!["foresight-no-such-program-xyz".into()];
-        let err = start_job(&spec).expect_err("missing program");
-        assert_eq!(err, "no such program: foresight-no-such-program-xyz");
-
         spec.cwd = tmp.path().join("missing");
-        let err = start_job(&spec).expect_err("missing cwd");
+        let err = start_job(&spec, &["true".into()], None).expect_err("missing cwd");
         assert!(
             err.starts_with("bad working directory") && err.contains("missing"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_launcher_reports_on_the_pipe_and_its_exec_closes_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut spec = crate::spec::tests::sample_spec();
+        spec.unix_user = None;
+        spec.max_output_bytes = None;
+        spec.cwd = tmp.path().to_path_buf();
+        // A stand-in launcher: what it writes on its stdin is the launch error.
+        let says = |text: &str| -> Vec<OsString> {
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("printf '{text}' >&0; exit 127").into(),
+            ]
+        };
+        let err = start_job(&spec, &says("no such program: x"), None).expect_err("reported");
+        assert_eq!(err, "no such program: x");
+        let exec: Vec<OsString> = vec!["sh".into(), "-c".into(), "exec true".into()];
+        let (mut child, _) = start_job(&spec, &exec, None).expect("started");
+        assert!(child.wait().expect("wait").success());
     }
 }

@@ -846,6 +846,18 @@ impl World {
             self.queue_for_wiki(k, id);
             return;
         }
+        if let Some(why) = self.unadmitted(id) {
+            // Its user lost the credential that admitted it (see `credentials`).
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.held = true;
+                j.state = JobState::Pending;
+                j.planned_start = None;
+                j.parts.clear();
+                j.reason = Some(format!("held: {why}"));
+                self.dirty_jobs.insert(id);
+            }
+            return;
+        }
         let cred = self.cred(&user, &credn);
         let licences = self.jobs[&id].licences.clone();
         let mut job = Job::new(id, Time(submitted), procs, Dur(walltime))
@@ -985,10 +997,10 @@ impl World {
             processors,
             command: j.command.clone(),
             env: self.job_env(j, &part.cluster),
-            cwd: j
-                .cwd
-                .clone()
-                .map_or_else(|| self.output_dir.clone(), PathBuf::from),
+            cwd: j.cwd.clone().map_or_else(
+                || crate::accounts::default_cwd(&self.output_dir, &self.unix_account(&j.user).0),
+                PathBuf::from,
+            ),
             stdout: self.output_dir.join(out("out")),
             stderr: self.output_dir.join(out("err")),
             walltime_secs: part
@@ -1339,6 +1351,12 @@ impl World {
         if !j.held {
             return Err(Refusal::conflict(format!("job {id} is not held")));
         }
+        if let Some(why) = self.unadmitted(id) {
+            return Err(Refusal::forbidden("reservation", why));
+        }
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return Err(Refusal::not_found_at("id", format!("no job {id}")));
+        };
         j.held = false;
         j.reason = None;
         let global = j.cluster.is_none() && j.reservation.is_none();
@@ -2289,6 +2307,7 @@ impl World {
     }
 }
 
+mod credentials;
 mod gate;
 mod remote;
 mod wiki;
@@ -2299,6 +2318,8 @@ pub use workflow::link_tasks;
 
 #[cfg(test)]
 mod charge_tests;
+#[cfg(test)]
+mod credential_tests;
 #[cfg(test)]
 mod same_decisions;
 #[cfg(test)]

@@ -1,0 +1,200 @@
+#![allow(clippy::unwrap_used)]
+//! Confinement of local jobs, against real processes and the real `foresight supervise`:
+//! a job's double-forked `setsid` children (which leave its process group and session, and
+//! are no longer its descendants) are stopped with it on suspend, and killed with it on
+//! cancel, at its walltime, and when a restarted daemon finds the job unsupervised.
+//!
+//! Where cgroup v2 is writable (root on this machine) the executor confines each attempt in
+//! its own cgroup; elsewhere it falls back to the session + process-group sweep, which
+//! catches escapees only while the supervisor lives. The tests that need a cgroup say so
+//! and pass where there is none.
+
+use foresight_rm::tokio;
+use foresight_rm::{Adoption, Finished, LaunchSpec, LocalExecutor};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tempfile::TempDir;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+struct Scratch {
+    _tmp: TempDir,
+    jobs: PathBuf,
+    work: PathBuf,
+}
+
+fn scratch() -> Scratch {
+    let tmp = tempfile::tempdir().unwrap();
+    let jobs = tmp.path().join("jobs");
+    let work = tmp.path().join("work");
+    fs::create_dir(&work).unwrap();
+    let work = fs::canonicalize(work).unwrap();
+    Scratch {
+        _tmp: tmp,
+        jobs,
+        work,
+    }
+}
+
+fn executor(root: &Path) -> (LocalExecutor, UnboundedReceiver<Finished>) {
+    LocalExecutor::new(
+        root.to_path_buf(),
+        vec![env!("CARGO_BIN_EXE_foresight").into(), "supervise".into()],
+    )
+    .unwrap()
+}
+
+/// A job whose shell double-forks a `setsid` child: the child writes its pid to `PIDFILE`,
+/// then does what `rest` says (`exec sleep 1000` by default), while the job sleeps.
+fn escaping_job(job: u64, work: &Path, pidfile: &str, rest: &str) -> LaunchSpec {
+    let inner = format!("echo $$ > {pidfile}; {rest}");
+    let script = format!("(setsid sh -c '{inner}' &) ; sleep 1000");
+    LaunchSpec {
+        job,
+        attempt: 0,
+        cluster: "local".into(),
+        processors: vec![0],
+        command: vec!["sh".into(), "-c".into(), script],
+        env: Vec::new(),
+        cwd: work.to_path_buf(),
+        stdout: format!("{job}.out").into(),
+        stderr: format!("{job}.err").into(),
+        walltime_secs: 60,
+        grace_secs: 1,
+        unix_user: None,
+        max_output_bytes: None,
+    }
+}
+
+async fn next(events: &mut UnboundedReceiver<Finished>) -> Finished {
+    tokio::time::timeout(Duration::from_secs(30), events.recv())
+        .await
+        .expect("a Finished event within 30 s")
+        .expect("the channel is open")
+}
+
+async fn wait_for_line(path: &Path) -> String {
+    for _ in 0..400 {
+        if let Ok(text) = fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text.trim().to_string();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{} was never written", path.display());
+}
+
+/// (state, ppid, session) of a live process; None when it is gone.
+fn stat(pid: &str) -> Option<(char, i32, i32)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((f[0].chars().next()?, f[1].parse().ok()?, f[3].parse().ok()?))
+}
+
+fn is_dead(pid: &str) -> bool {
+    stat(pid).is_none_or(|(state, _, _)| state == 'Z')
+}
+
+/// Kills the processes a test left behind, whatever it asserted.
+struct Leftovers(Vec<String>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", pid])
+                .status();
+        }
+    }
+}
+
+/// Whether this host gives the executor a writable cgroup v2 hierarchy (as root with
+/// cgroup2 mounted); the tests that need one pass elsewhere, saying why.
+fn cgroup_v2_writable() -> bool {
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let mounted = fs::read_to_string("/proc/self/mountinfo")
+        .is_ok_and(|m| m.lines().any(|l| l.contains(" - cgroup2 ")));
+    if !(root && mounted) {
+        eprintln!("no writable cgroup v2 here (root: {root}, cgroup2 mounted: {mounted}): skipped");
+    }
+    root && mounted
+}
+
+/// The double-forked child is not the job's descendant, not in its process group and not in
+/// its session, yet dies when the job is cancelled.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn a_double_forked_setsid_child_dies_when_the_job_is_cancelled() {
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let spec = escaping_job(1, &s.work, "child.pid", "exec sleep 1000");
+    executor.launch(&spec).await.unwrap();
+    let child = wait_for_line(&s.work.join("child.pid")).await;
+    let _leftovers = Leftovers(vec![child.clone()]);
+    let job_pgid = fs::read_to_string(executor.job_dir(1, 0).join("job.json")).unwrap();
+    let (_, _, session) = stat(&child).unwrap();
+    assert!(
+        !job_pgid.contains(&format!("\"pgid\": {session}")),
+        "the child has its own session"
+    );
+    executor.cancel(1, 0).unwrap();
+    let finished = next(&mut events).await;
+    assert!(finished.outcome.cancelled, "{:?}", finished.outcome);
+    assert!(is_dead(&child), "the setsid child outlived the cancel");
+}
+
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn a_double_forked_setsid_child_dies_at_the_walltime() {
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let mut spec = escaping_job(2, &s.work, "child.pid", "exec sleep 1000");
+    spec.walltime_secs = 1;
+    executor.launch(&spec).await.unwrap();
+    let child = wait_for_line(&s.work.join("child.pid")).await;
+    let _leftovers = Leftovers(vec![child.clone()]);
+    let finished = next(&mut events).await;
+    assert!(finished.outcome.timed_out, "{:?}", finished.outcome);
+    assert!(is_dead(&child), "the setsid child outlived the walltime");
+}
+
+/// The daemon and the supervisor both die; the restarted daemon's adoption kills every
+/// process of the job (not only its process group) before the attempt can run again.
+#[test]
+fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
+    if !cgroup_v2_writable() {
+        return;
+    }
+    let s = scratch();
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let child = first.block_on(async {
+        let (executor, _events) = executor(&s.jobs);
+        executor
+            .launch(&escaping_job(3, &s.work, "child.pid", "exec sleep 1000"))
+            .await
+            .unwrap();
+        wait_for_line(&s.work.join("child.pid")).await
+    });
+    drop(first);
+    let _leftovers = Leftovers(vec![child.clone()]);
+    let supervisor = fs::read_to_string(s.jobs.join("3.0/supervisor.pid")).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", supervisor.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!is_dead(&child), "the child runs on without a supervisor");
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let (executor, _events) = executor(&s.jobs);
+        assert_eq!(executor.adopt(3, 0).unwrap(), Adoption::Lost);
+        assert!(
+            is_dead(&child),
+            "the setsid child survived its job's adoption"
+        );
+    });
+}

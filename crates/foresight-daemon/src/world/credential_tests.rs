@@ -1,0 +1,148 @@
+//! A job's credentials follow its user's: when an administrator takes a group (account,
+//! class, QoS) away from a user, their queued jobs no longer enter the reservations that
+//! credential admitted them to. Hand-checked cases on the world, no processes.
+#![allow(clippy::unwrap_used)]
+
+use super::tests::{cluster, job, world};
+use super::*;
+use foresight_api::CredentialsChange;
+
+/// `cat`, a member of group `physics`.
+fn with_physicist(w: &mut World) {
+    w.add_user(UserRecord {
+        name: "cat".into(),
+        token_hash: "hash-cat".into(),
+        budget: None,
+        credentials: foresight_api::UserCredentials {
+            groups: vec!["physics".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+}
+
+fn physics_only() -> AclSpec {
+    AclSpec {
+        groups: vec!["physics".into()],
+        ..AclSpec::default()
+    }
+}
+
+fn no_more_physics() -> CredentialsChange {
+    CredentialsChange {
+        groups: Some(Vec::new()),
+        ..CredentialsChange::default()
+    }
+}
+
+/// A job bound to a group's reservation, queued while its user was in the group, is held
+/// (naming the group) once the user is not, instead of starting in the reservation.
+#[test]
+fn a_bound_job_is_held_when_its_user_leaves_the_admitting_group() {
+    let mut w = world(vec![cluster("a", 4)]);
+    with_physicist(&mut w);
+    let r = w
+        .create_reservation(
+            Time(1_000),
+            "admin",
+            "a",
+            Held::Count(2),
+            2_000,
+            3_000,
+            physics_only(),
+            None,
+        )
+        .unwrap();
+    let mut bound = job(1, "cat", 2, 60);
+    bound.reservation = Some(r.0);
+    bound.cred = w.job_credentials("cat", Default::default()).unwrap();
+    assert_eq!(bound.cred[0].as_deref(), Some("physics"));
+    w.admit(&bound).unwrap();
+    w.accept(Time(1_000), vec![bound]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
+
+    w.change_credentials(Time(1_500), "cat", no_more_physics())
+        .unwrap();
+    w.cycle(Time(2_000));
+    let j = &w.jobs[&JobId(1)];
+    assert_ne!(j.state, JobState::Running, "{j:?}");
+    assert!(j.held, "{j:?}");
+    let reason = j.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("group \"physics\"") && reason.contains(&format!("reservation {r}")),
+        "{reason}"
+    );
+    assert_eq!(j.cred[0], None, "the job no longer claims the group");
+    // Released while the user is still out of the group, it is refused, naming the group.
+    let e = w.release(Time(2_001), JobId(1)).unwrap_err();
+    assert!(e.reason().contains("physics"), "{}", e.reason());
+    assert!(w.jobs[&JobId(1)].held);
+    // Once the group is granted again, it may run in the reservation.
+    w.change_credentials(
+        Time(2_002),
+        "cat",
+        CredentialsChange {
+            groups: Some(vec!["physics".into()]),
+            ..CredentialsChange::default()
+        },
+    )
+    .unwrap();
+    w.release(Time(2_003), JobId(1)).unwrap();
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+}
+
+/// A local job not bound to any reservation may use one its credentials admit it to; once
+/// its user has lost the credential, it is queued again with the user's current ones and
+/// waits for the pool instead.
+#[test]
+fn a_queued_local_job_no_longer_enters_a_reservation_of_a_group_its_user_left() {
+    let mut w = world(vec![cluster("a", 2)]);
+    with_physicist(&mut w);
+    // Ann's job holds both processors until 2 000; from then on they are the physicists'.
+    let mut busy = job(1, "ann", 2, 1_000);
+    busy.cluster = Some("a".into());
+    w.accept(Time(1_000), vec![busy]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    let r = w
+        .create_reservation(
+            Time(1_000),
+            "admin",
+            "a",
+            Held::Count(2),
+            2_000,
+            5_000,
+            physics_only(),
+            None,
+        )
+        .unwrap();
+    let mut local = job(2, "cat", 2, 100);
+    local.cluster = Some("a".into());
+    local.cred = w.job_credentials("cat", Default::default()).unwrap();
+    w.admit(&local).unwrap();
+    w.accept(Time(1_000), vec![local]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Pending);
+
+    w.change_credentials(Time(1_500), "cat", no_more_physics())
+        .unwrap();
+    let done = Outcome {
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+        started_at: 1_000,
+        ended_at: 2_000,
+        error: None,
+    };
+    w.on_finished(Time(2_000), 0, JobId(1), 0, &done);
+    w.cycle(Time(2_000));
+    let j = &w.jobs[&JobId(2)];
+    assert_eq!(
+        j.state,
+        JobState::Pending,
+        "job 2 entered reservation {r} on a group its user left: {j:?}"
+    );
+    assert_eq!(j.cred[0], None, "the job no longer claims the group");
+}
