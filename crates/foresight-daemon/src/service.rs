@@ -1388,11 +1388,7 @@ impl Service {
         let now = unix_now();
         let input = {
             let w = self.world();
-            let total = if req.co_allocate {
-                w.total_procs()
-            } else {
-                w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
-            };
+            let total = w.global_limit(req.co_allocate);
             if req.procs > total {
                 return Err(Refusal::invalid(
                     "procs",

@@ -460,6 +460,20 @@ impl World {
             .fold(0u32, u32::saturating_add)
     }
 
+    /// The most processors a global job may ask: those of every cluster that takes global
+    /// jobs when it may span clusters, else the largest such cluster's.
+    pub fn global_limit(&self, co_allocate: bool) -> u32 {
+        if co_allocate {
+            self.total_procs()
+        } else {
+            self.clusters
+                .iter()
+                .map(|c| c.global_admission_limit())
+                .max()
+                .unwrap_or(0)
+        }
+    }
+
     /// The price a global job without a price pays at most: the dearest base tariff, so it
     /// takes free time anywhere but never displaces a queued local job (the planner prices
     /// such time above it: [`foresight_core::grid::displacement_floor`]).
@@ -593,15 +607,7 @@ impl World {
                 self.check_budget(j, self.broker.clusters[k].tariff.base)?;
             }
             None => {
-                let max = if j.co_allocate {
-                    self.total_procs()
-                } else {
-                    self.clusters
-                        .iter()
-                        .map(|c| c.global_admission_limit())
-                        .max()
-                        .unwrap_or(0)
-                };
+                let max = self.global_limit(j.co_allocate);
                 if j.procs > max {
                     return Err(Refusal::invalid(
                         "procs",
