@@ -164,23 +164,8 @@ pub(super) fn local_view(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wiki::fixture::nodes;
     use crate::wiki::NodeState;
-
-    fn nodes(n: u32, busy: &[u32]) -> Vec<NodeRecord> {
-        (0..n)
-            .map(|p| {
-                let b = busy.contains(&p);
-                NodeRecord {
-                    cproc: 1,
-                    aproc: u32::from(!b),
-                    ..NodeRecord::new(
-                        format!("p{p}"),
-                        if b { NodeState::Busy } else { NodeState::Idle },
-                    )
-                }
-            })
-            .collect()
-    }
 
     fn job(id: &str, state: JobState, tasks: u32, queued: u64, limit: u64) -> JobRecord {
         JobRecord {

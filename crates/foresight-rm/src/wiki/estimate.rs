@@ -53,23 +53,8 @@ pub fn estimate_start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wiki::{JobState, NodeState};
-
-    fn nodes(n: u32, busy: &[u32]) -> Vec<NodeRecord> {
-        (0..n)
-            .map(|p| {
-                let b = busy.contains(&p);
-                NodeRecord {
-                    cproc: 1,
-                    aproc: u32::from(!b),
-                    ..NodeRecord::new(
-                        format!("p{p}"),
-                        if b { NodeState::Busy } else { NodeState::Idle },
-                    )
-                }
-            })
-            .collect()
-    }
+    use crate::wiki::fixture::nodes;
+    use crate::wiki::JobState;
 
     fn job(id: &str, state: JobState, tasks: u32, limit: u64) -> JobRecord {
         JobRecord {

@@ -38,6 +38,8 @@ mod cluster;
 mod dispatch;
 mod error;
 mod estimate;
+#[cfg(test)]
+mod fixture;
 mod frame;
 mod message;
 mod mirror;
