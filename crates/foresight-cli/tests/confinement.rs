@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used)]
 //! Confinement of local jobs, against real processes and the real `foresight supervise`:
 //! a job's double-forked `setsid` children (which leave its process group and session, and
-//! are no longer its descendants) are stopped with it on suspend, and killed with it on
-//! cancel, at its walltime, and when a restarted daemon finds the job unsupervised.
+//! are no longer its descendants) are killed with it on cancel, at its walltime, and when a
+//! restarted daemon finds the job unsupervised. (Suspend stops the job's process group
+//! only: escaped children keep running while it is suspended.)
 //!
 //! Where cgroup v2 is writable (root on this machine) the executor confines each attempt in
 //! its own cgroup; elsewhere it falls back to the session + process-group sweep, which
