@@ -333,6 +333,12 @@ pub struct JobView {
     /// Not eligible to start before this instant (`--begin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub begin: Option<i64>,
+    /// Features its cluster must offer, as submitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
+    /// Licences it holds while it runs, by pool, as submitted.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
 }
 
 impl JobView {

@@ -141,6 +141,8 @@ mod tests {
             array_task_id: None,
             dependency: None,
             begin: None,
+            requires: vec![],
+            licences: Default::default(),
         }
     }
 

@@ -58,6 +58,15 @@ fn jobs_sharing_a_licence_pool_run_one_after_the_other() {
     );
     assert_eq!(f["state"], "completed", "{f}");
     assert_eq!(g["state"], "completed", "{g}");
+    // The job says what it held, in the API and in `job show`.
+    assert_eq!(f["licences"]["ansys"], 3, "{f}");
+    let out = s
+        .cli()
+        .args(["job", "show", &first.to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("licences      ansys:3"), "{text}");
     // 1 processor each on a cluster of 4: only the licences keep them apart.
     let (a, b) = if int(&f, "started_at") <= int(&g, "started_at") {
         (f, g)
@@ -78,6 +87,7 @@ fn features_choose_the_cluster_and_impossible_demands_are_refused() {
     assert_eq!(j["state"], "completed", "{j}");
     assert_eq!(j["parts"][0]["cluster"], "a", "{j}");
     assert_eq!(j["parts"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(j["requires"][0], "ansys", "{j}");
 
     let e = refused(&s, &["--requires", "abaqus", "--", "true"]);
     assert!(e.contains("no cluster offers feature \"abaqus\""), "{e}");

@@ -1863,6 +1863,8 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
             .and_then(|l| l.dependency.as_ref())
             .map(|d| d.text.clone()),
         begin: j.begin,
+        requires: j.requires.clone(),
+        licences: j.licences.clone(),
     }
 }
 

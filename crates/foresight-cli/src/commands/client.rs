@@ -938,6 +938,13 @@ pub fn job_details(j: &JobView) -> String {
     if let Some(b) = j.begin {
         kv("begin", when(Some(b)));
     }
+    if !j.requires.is_empty() {
+        kv("requires", j.requires.join(","));
+    }
+    if !j.licences.is_empty() {
+        let held: Vec<String> = j.licences.iter().map(|(p, n)| format!("{p}:{n}")).collect();
+        kv("licences", held.join(","));
+    }
     // A job that ended without starting has no plan left.
     let ended_unstarted = j.state.is_final() && j.started_at.is_none();
     kv(
