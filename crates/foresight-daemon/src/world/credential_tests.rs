@@ -146,3 +146,56 @@ fn a_queued_local_job_no_longer_enters_a_reservation_of_a_group_its_user_left() 
     );
     assert_eq!(j.cred[0], None, "the job no longer claims the group");
 }
+
+/// Credentials changed in the store while the service was down: at restore, a queued local
+/// job takes its user's current credentials before its cluster's scheduler sees it, so it
+/// does not enter a reservation of a group its user has left.
+#[test]
+fn a_restored_queued_job_takes_its_users_current_credentials() {
+    let mut w = world(vec![cluster("a", 2)]);
+    with_physicist(&mut w);
+    let r = w
+        .create_reservation(
+            Time(1_000),
+            "admin",
+            "a",
+            Held::Count(2),
+            1_000,
+            5_000,
+            physics_only(),
+            None,
+        )
+        .unwrap();
+    // Held at submission so that it is still queued when the service stops.
+    let mut local = job(1, "cat", 2, 100);
+    local.cluster = Some("a".into());
+    local.held = true;
+    local.cred = w.job_credentials("cat", Default::default()).unwrap();
+    assert_eq!(local.cred[0].as_deref(), Some("physics"));
+    w.admit(&local).unwrap();
+    w.accept(Time(1_000), vec![local]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
+
+    let mut users: Vec<UserRecord> = w.users.values().cloned().collect();
+    for u in users.iter_mut().filter(|u| u.name == "cat") {
+        u.credentials.groups.clear();
+    }
+    let mut again = world(vec![cluster("a", 2)]);
+    again.restore(
+        Time(1_100),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        users,
+    );
+    let j = &again.jobs[&JobId(1)];
+    assert_eq!(j.cred[0], None, "the job still claims the group: {j:?}");
+    again.release(Time(1_100), JobId(1)).unwrap();
+    again.cycle(Time(1_100));
+    let j = &again.jobs[&JobId(1)];
+    assert_eq!(
+        j.state,
+        JobState::Pending,
+        "job 1 entered reservation {r} on a group its user left: {j:?}"
+    );
+}

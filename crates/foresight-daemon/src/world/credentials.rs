@@ -20,18 +20,7 @@ impl World {
     /// Applies `user`'s current credentials to their jobs that have not started; see the
     /// module docs. Called after every change of the user's credentials.
     pub(crate) fn recheck_credentials(&mut self, now: Time, user: &str) {
-        let lists: [Vec<String>; 4] = match self.users.get(user) {
-            Some(u) => {
-                let c = &u.credentials;
-                [
-                    c.groups.clone(),
-                    c.accounts.clone(),
-                    c.classes.clone(),
-                    c.qos.clone(),
-                ]
-            }
-            None => Default::default(),
-        };
+        let lists = self.credential_lists(user);
         let ids: Vec<JobId> = self
             .jobs
             .values()
@@ -40,19 +29,7 @@ impl World {
             .collect();
         for id in ids {
             let j = &self.jobs[&id];
-            let mut lost = Vec::new();
-            let mut cred = j.cred.clone();
-            for (k, c) in j.cred.iter().enumerate() {
-                match c {
-                    Some(name) if !lists[k].contains(name) => {
-                        lost.push(format!("{} {name:?}", KINDS[k]));
-                        cred[k] = lists[k].first().cloned();
-                    }
-                    // None stands for the user's default, which they may have now.
-                    None => cred[k] = lists[k].first().cloned(),
-                    Some(_) => {}
-                }
-            }
+            let (cred, lost) = current_cred(&lists, &j.cred);
             if cred == j.cred {
                 continue;
             }
@@ -91,6 +68,52 @@ impl World {
             let held = self.jobs[&id].held || self.hold(now, id).is_ok();
             if let Some(j) = self.jobs.get_mut(&id).filter(|_| held) {
                 j.reason = Some(reason);
+            }
+        }
+    }
+
+    /// `user`'s credentials now, by kind in [`JobRecord::cred`]'s order (none for a user
+    /// who no longer exists).
+    fn credential_lists(&self, user: &str) -> [Vec<String>; 4] {
+        match self.users.get(user) {
+            Some(u) => {
+                let c = &u.credentials;
+                [
+                    c.groups.clone(),
+                    c.accounts.clone(),
+                    c.classes.clone(),
+                    c.qos.clone(),
+                ]
+            }
+            None => Default::default(),
+        }
+    }
+
+    /// At restore, before any job is placed: the jobs that have not started take their
+    /// users' credentials as they are in the store now, which an administrator may have
+    /// changed while the service was down. The placement of a bound job then checks its
+    /// reservation against them, as after a change while running.
+    pub(super) fn refresh_credentials(&mut self) {
+        let mut lists: BTreeMap<String, [Vec<String>; 4]> = BTreeMap::new();
+        let ids: Vec<JobId> = self
+            .jobs
+            .values()
+            .filter(|j| j.started_at.is_none() && !j.state.is_final())
+            .map(|j| JobId(j.id))
+            .collect();
+        for id in ids {
+            let user = self.jobs[&id].user.clone();
+            let kinds = match lists.get(&user) {
+                Some(k) => k,
+                None => {
+                    let k = self.credential_lists(&user);
+                    lists.entry(user).or_insert(k)
+                }
+            };
+            let (cred, _) = current_cred(kinds, &self.jobs[&id].cred);
+            if let Some(j) = self.jobs.get_mut(&id).filter(|j| j.cred != cred) {
+                j.cred = cred;
+                self.dirty_jobs.insert(id);
             }
         }
     }
@@ -141,4 +164,27 @@ impl World {
             }
         ))
     }
+}
+
+/// A job's credentials `cred` against its user's `lists` now: each credential the user no
+/// longer holds is replaced by their first of that kind (as a submission naming none would
+/// get), and one not given takes the user's default; with the credentials it lost, named.
+fn current_cred(
+    lists: &[Vec<String>; 4],
+    cred: &[Option<String>; 4],
+) -> ([Option<String>; 4], Vec<String>) {
+    let mut lost = Vec::new();
+    let mut now = cred.clone();
+    for (k, c) in cred.iter().enumerate() {
+        match c {
+            Some(name) if !lists[k].contains(name) => {
+                lost.push(format!("{} {name:?}", KINDS[k]));
+                now[k] = lists[k].first().cloned();
+            }
+            // None stands for the user's default, which they may have now.
+            None => now[k] = lists[k].first().cloned(),
+            Some(_) => {}
+        }
+    }
+    (now, lost)
 }

@@ -2187,6 +2187,7 @@ impl World {
         for j in jobs {
             self.jobs.insert(JobId(j.id), j);
         }
+        self.refresh_credentials();
         // Running jobs first, so that their processors are taken before any queued job is
         // placed (a backfilled running job may have a later id than a waiting one); then
         // reserved jobs, then the queues in id order.
