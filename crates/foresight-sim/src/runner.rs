@@ -123,17 +123,15 @@ pub fn simulate_with(
     prediction: &Prediction,
     progress: &mut dyn FnMut(usize),
 ) -> Result<SimOutput, SimError> {
-    let mut out = simulate_stream_with(
-        workload.jobs.iter().cloned(),
+    simulate_licensed(
+        workload,
         procs,
         policy,
         semantics,
         prediction,
+        &[],
         progress,
-    )?;
-    out.metrics.skipped = workload.skipped.total();
-    out.metrics.cut_at_estimate = workload.cut_at_estimate;
-    Ok(out)
+    )
 }
 
 /// Runs jobs as they arrive from `jobs`, which must come in order of submission with ids
