@@ -160,3 +160,60 @@ fn a_job_for_one_cluster_carries_no_priority() {
     let err = String::from_utf8(e.get_output().stderr.clone()).unwrap();
     assert!(err.contains("priority"), "{err}");
 }
+
+#[test]
+fn a_job_suspended_by_preemption_resumes_after_a_restart() {
+    let mut s = Server::start(2);
+    let dir = s.scratch();
+    let pid_file = dir.join("low.pid");
+    let script = format!(
+        "echo $$ > {}; for i in 1 2 3 4 5 6; do sleep 0.5; done",
+        pid_file.display()
+    );
+    let low = s.submit(&["-n", "2", "-t", "1m", "--", "sh", "-c", &script]);
+    s.wait_job(low, "running", Duration::from_secs(20), running);
+    let pid = read_pid(&pid_file);
+    // The high job runs across the restart.
+    let high = s.submit(&["--priority", "1", "-n", "2", "-t", "1m", "--", "sleep", "5"]);
+    s.wait_job(high, "running", Duration::from_secs(10), running);
+    common::wait_for(
+        "the low job's process stopped",
+        Duration::from_secs(5),
+        || (proc_state(&pid) == Some('T')).then_some(()),
+    );
+    let status = s
+        .sigterm(Duration::from_secs(10))
+        .expect("exits within 10 s of SIGTERM");
+    assert!(status.success(), "{status}");
+    s.launch();
+
+    // After the restart the low job is still suspended by the high one, not running.
+    let l = s.show(low);
+    assert_eq!(l["state"], "running", "{l}");
+    assert_eq!(l["suspended"], true, "{l}");
+    assert_eq!(proc_state(&pid), Some('T'), "still stopped after the restart");
+    let h = s.wait_final(high, Duration::from_secs(20));
+    assert_eq!(h["state"], "completed", "{h}");
+    let l = s.wait_job(low, "resumed", Duration::from_secs(10), |j| {
+        j["suspended"] == false
+    });
+    assert_eq!(l["state"], "running", "{l}");
+    common::wait_for(
+        "the low job's process continued",
+        Duration::from_secs(5),
+        || matches!(proc_state(&pid), Some('S' | 'R')).then_some(()),
+    );
+    let l = s.wait_final(low, Duration::from_secs(30));
+    assert_eq!(l["state"], "completed", "{l}");
+    assert_eq!(l["exit_code"], 0, "{l}");
+    // The time it was stopped (the high job's 5 s, the restart within them) counts
+    // neither against its walltime nor in its charge (default tariff: 1 per
+    // processor-second).
+    let elapsed = int(&l, "ended_at") - int(&l, "started_at");
+    assert!(elapsed >= 7, "elapsed {elapsed} s: {l}");
+    let charged = l["charged"].as_f64().unwrap();
+    assert!(
+        charged > 0.0 && charged <= 2.0 * (elapsed - 4) as f64,
+        "charged {charged} for {elapsed} s of which at least 4 stopped: {l}"
+    );
+}

@@ -937,6 +937,7 @@ impl Service {
                     begin: r.begin,
                     requires: r.requires,
                     licences: r.licences,
+                    preemption: None,
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {

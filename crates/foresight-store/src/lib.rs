@@ -219,6 +219,27 @@ pub struct JobRecord {
     /// stored record, so that it needs no migration.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub licences: BTreeMap<String, u32>,
+    /// What preemption by higher priority levels did to a global job: kept so that a
+    /// restart knows a job stopped for another is not running (it holds no processors and
+    /// resumes by itself), and what its stopped time was. A field of the stored record, so
+    /// that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preemption: Option<PreemptionRecord>,
+}
+
+/// A global job's time stopped by preemption (absolute priorities), in seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PreemptionRecord {
+    /// When it was stopped, while it is; `None` once it runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    /// Run time it had left when stopped: the length of the reservation it resumes in.
+    #[serde(default)]
+    pub left: i64,
+    /// Time spent stopped before `since` (every earlier preemption): neither run nor
+    /// charged.
+    #[serde(default)]
+    pub suspended: i64,
 }
 
 /// A job's relations to other jobs: what it waits for, and the array it belongs to.

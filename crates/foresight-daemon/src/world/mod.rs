@@ -20,7 +20,7 @@ use foresight_core::{
     AccountId, ClassId, Credentials, GroupId, Job, JobId, QosId, ReservationId, UserId,
 };
 use foresight_rm::{ClusterState, LaunchSpec, Outcome, PartHandle, ReserveRequest, Submission};
-use foresight_store::{JobRecord, PartRecord, ReservationRecord, UserRecord};
+use foresight_store::{JobRecord, PartRecord, PreemptionRecord, ReservationRecord, UserRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
@@ -753,14 +753,24 @@ impl World {
         // What the current attempt's reservation was charged: earlier attempts' use is
         // settled and never refunded.
         let cost = j.charged - j.settled;
-        let phase = match (j.state, j.started_at) {
-            (JobState::Running, Some(s)) => Phase::Running {
+        let stopped = j.preemption.clone().unwrap_or_default();
+        let phase = match (j.state, j.started_at, stopped.since) {
+            // Stopped for a job of a higher level: it holds nothing, and resumes by itself.
+            (JobState::Running, Some(s), Some(since)) => Phase::Suspended {
+                start: Time(s),
+                cost,
+                parts,
+                since: Time(since),
+                left: Dur(stopped.left.max(1)),
+                suspended: Dur(stopped.suspended),
+            },
+            (JobState::Running, Some(s), None) => Phase::Running {
                 start: Time(s),
                 end,
                 cost,
                 parts,
                 ended,
-                suspended: Dur::ZERO,
+                suspended: Dur(stopped.suspended),
             },
             _ => Phase::Reserved {
                 start,
@@ -1947,6 +1957,7 @@ impl World {
                     .filter(|p| !p.ended)
                     .map(|p| (p.cluster.clone(), std::mem::take(&mut p.processors)))
                     .collect();
+                self.record_preemption(id);
                 for (c, processors) in parts {
                     let Some(k) = self.cluster_index(&c) else {
                         continue;
@@ -2005,6 +2016,35 @@ impl World {
             j.reason = None;
             j.planned_start = j.planned_start.or(Some(now.secs()));
             let _ = end;
+            self.dirty_jobs.insert(id);
+        }
+        self.record_preemption(id);
+    }
+
+    /// Writes down, in job `id`'s record, what preemption did to it as the broker has it
+    /// now (stopped since when, with how much left; time stopped before), so that a restart
+    /// puts it back as it was ([`World::adopt_global`]).
+    fn record_preemption(&mut self, id: JobId) {
+        let rec = match self.broker.entry(id).map(|e| &e.phase) {
+            Some(Phase::Suspended {
+                since,
+                left,
+                suspended,
+                ..
+            }) => PreemptionRecord {
+                since: Some(since.secs()),
+                left: left.as_secs(),
+                suspended: suspended.as_secs(),
+            },
+            Some(Phase::Running { suspended, .. }) => PreemptionRecord {
+                since: None,
+                left: 0,
+                suspended: suspended.as_secs(),
+            },
+            _ => return,
+        };
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.preemption = Some(rec);
             self.dirty_jobs.insert(id);
         }
     }
@@ -2213,12 +2253,19 @@ impl World {
             match j.state {
                 JobState::Running => {
                     let cred = self.cred(&j.user, &j.cred);
+                    // Stopped for a job of a higher level: its processes are kept (and
+                    // followed), its processors are not its own until it resumes.
+                    let stopped = global && j.preemption.as_ref().is_some_and(|p| p.since.is_some());
                     for p in j.parts.iter().filter(|p| !p.ended) {
                         let Some(k) = self.cluster_index(&p.cluster) else {
                             continue;
                         };
                         if self.clusters[k].remote {
                             continue; // followed from the cluster's snapshots
+                        }
+                        if stopped {
+                            adopt.push((k, id, j.attempt));
+                            continue;
                         }
                         let domain = match p.reservation {
                             Some(r)
