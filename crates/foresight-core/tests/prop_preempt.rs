@@ -284,22 +284,66 @@ proptest! {
     /// counted idle for later ones; a suspended job kept waiting for a queued job of a
     /// higher level that the planner then did not start.
     ///
-    /// Still known to fail (so ignored): levels are served *before* the planner, on a guess
-    /// of where the jobs that fit will go, and the planner may place them elsewhere. Shrunk
-    /// case (clusters of 4 and 6): at 62 a co-allocated level-3 job of 5 is guessed onto c1
-    /// alone and a level-3 job of 3 onto c0, so suspended job 3 (level 0, 1 processor)
-    /// resumes into c1's last idle processor; the planner then puts the job of 5 as 4 on c0
-    /// + 1 on c1 and the job of 3 on c1, leaving c1 one idle processor, and a queued level-1
-    /// job of 2 waits a cycle before it preempts job 3 (1 idle + job 3's 1 would do).
-    /// Ops: `Global(p0, 5, 10), Wait(1), Local(c0, 4, 59), Global(p0, 1, 45),
-    /// Global(p0, 1, 10), Wait(1), 4 × Global(p0, 1, 10), Global(p3, 6, 10),
-    /// Global(p1, 4, 10), Global(p3, 5, 10), Global(p3, 3, 10), Global(p1, 2, 10)`.
-    /// Fixing it means resuming lower levels after the planner, against its real placement.
+    /// The seventh, levels served on a guess of where the planner puts the jobs that fit
+    /// (it may put them elsewhere), is fixed by serving the levels again after the planner:
+    /// `levels_are_served_again_where_the_planner_really_put_the_jobs` below.
+    ///
+    /// Still known to fail (so ignored): the planner's own test of whether a job it starts
+    /// would be taken back at once (`start_would_be_preempted`) counts a waiting job of a
+    /// higher level as able to start where the planner itself then does not start it, so
+    /// a job of a lower level the planner starts in the cycle holds processors that job
+    /// could take; jobs started in this very cycle are not stopped again before they ran,
+    /// so it waits a cycle. Shrunk case (clusters of 4 and 6), at 62: queued job 10 (level
+    /// 1, 3 processors) waits while lower levels hold what it needs on c1. Ops:
+    /// `Global(p0, 5, 10), Wait(1), Local(c0, 4, 59), Global(p0, 1, 45), Global(p0, 1, 10),
+    /// Wait(1), 4 × Global(p0, 1, 10), Global(p3, 6, 10), Global(p1, 3, 10),
+    /// Global(p3, 6, 10), Global(p3, 5, 10), Global(p2, 2, 11)`. Fixing it means the
+    /// planner's test and the second pass agreeing on what "can start now" is (the pass
+    /// displaces forecast local jobs, the planner does not).
     #[test]
-    #[ignore = "known counterexample: levels are served on a guess of the planner's placement"]
+    #[ignore = "known counterexample: the planner starts a lower level a waiting higher level needs"]
     fn no_job_waits_on_lower_levels(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, true)?;
     }
+}
+
+/// The seventh counterexample (clusters of 4 and 6). At 62 a co-allocated level-3 job of 5
+/// processors and a level-3 job of 3 fit the idle processors, so they claim some: the first
+/// served claimed c1 alone, the second c0. Suspended job 3 (level 0, 1 processor) then
+/// resumed into c1's last idle processor, before the planner ran; the planner put the job
+/// of 5 as 4 on c0 + 1 on c1 and the job of 3 on c1, and a queued level-1 job of 2 found
+/// c1's last idle processor taken by a level-0 job it could have had, and waited a cycle
+/// before it preempted it. Now job 3 is served after the planner, on the clusters as the
+/// planner left them.
+#[test]
+fn levels_are_served_again_where_the_planner_really_put_the_jobs() {
+    let g = |priority, procs, walltime| Op::Global {
+        priority,
+        procs,
+        walltime,
+        requeue: false,
+    };
+    let mut ops = vec![
+        g(0, 5, 10),
+        Op::Wait(1),
+        Op::Local {
+            cluster: 0,
+            procs: 4,
+            walltime: 59,
+        },
+        g(0, 1, 45),
+        g(0, 1, 10),
+        Op::Wait(1),
+    ];
+    ops.extend(std::iter::repeat_n(g(0, 1, 10), 4));
+    ops.extend([
+        g(3, 6, 10),
+        g(1, 4, 10),
+        g(3, 5, 10),
+        g(3, 3, 10),
+        g(1, 2, 10),
+    ]);
+    run(ops, true).unwrap();
 }
 
 fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {

@@ -1,5 +1,6 @@
-//! Absolute priorities in the broker's cycle (seed 001). Before the planner runs, waiting
-//! jobs are served by level, in [`preempt::service_order`]:
+//! Absolute priorities in the broker's cycle (seed 001). Waiting jobs are served by level,
+//! in [`preempt::service_order`], twice a cycle ([`Stage`]): before the planner runs, and
+//! again after its decisions are carried out, against where it really put the jobs:
 //! - a suspended job resumes as soon as the clusters it ran on have room for the rest of its
 //!   run, before any queued job of its level or below is planned;
 //! - a job that cannot start now (queued, or suspended on one cluster) takes the processors
@@ -11,8 +12,16 @@
 //!   the processors it fits into: they are not idle for the jobs served after it (a later
 //!   job that no longer fits preempts in this cycle; a suspended job of a lower level
 //!   resumes only beside the claims);
-//! - after the planner, a job of a lower level is not started where a waiting job of a
-//!   higher level would take its processors back at the next cycle.
+//! - the claims are a guess of where the planner puts those jobs, and the planner may put
+//!   them elsewhere (a co-allocated job over several clusters, a job on another cluster
+//!   than the first that fits): so before the planner, once a job has claimed processors,
+//!   the suspended jobs served after it wait for the second pass, which serves every job
+//!   still waiting again on the clusters as the planner left them. A job the planner did
+//!   not start after all then preempts in this very cycle, and a suspended job resumes
+//!   only into processors nobody was given;
+//! - the planner does not start a job of a lower level where a waiting job of a higher
+//!   level (queued, or suspended and waiting for the second pass) would take its processors
+//!   back at once.
 //!
 //! Local jobs are never preempted: they are not the broker's to stop. Only clusters the
 //! broker schedules itself take part: on a cluster that schedules itself (Slurm) a running
@@ -28,9 +37,19 @@ use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
 use std::collections::BTreeSet;
 
+/// When in a cycle waiting jobs are served by level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Before the planner: suspended jobs served after a claim wait for the second pass.
+    BeforePlanning,
+    /// After the planner's decisions are carried out: every waiting job, on the clusters
+    /// as they are.
+    AfterPlanning,
+}
+
 impl Broker {
     /// Serves waiting jobs by level: resumes, preempts (see the module documentation).
-    pub(super) fn serve_levels(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+    pub(super) fn serve_levels(&mut self, now: Time, stage: Stage, out: &mut Vec<BrokerAction>) {
         let any_suspended = self
             .jobs
             .values()
@@ -68,10 +87,13 @@ impl Broker {
             };
             let level = e.job.priority;
             if matches!(e.phase, Phase::Suspended { .. }) {
+                if stage == Stage::BeforePlanning && claims.any() {
+                    continue; // the second pass serves it, against the real placement
+                }
                 if self.try_resume(now, id, &claims, out) {
                     continue;
                 }
-                self.preempt_for(now, id, &claims, out);
+                self.preempt_for(now, id, &claims, stage, out);
             } else {
                 let can_preempt = self.lowest_running_level().is_some_and(|l| l < level);
                 if !can_preempt && !any_suspended {
@@ -81,7 +103,7 @@ impl Broker {
                     continue;
                 }
                 if can_preempt {
-                    self.preempt_for(now, id, &claims, out);
+                    self.preempt_for(now, id, &claims, stage, out);
                 }
             }
         }
@@ -91,13 +113,15 @@ impl Broker {
     /// waiting job of a higher level processors it takes back at the next cycle: that job
     /// cannot start on idle processors once `id` runs, but idle processors plus those of
     /// running global jobs below its level (`id` among them) on one of `id`'s clusters would
-    /// be enough for it. The planner then leaves `id` waiting rather than start it to be
-    /// preempted. Never for equal levels.
+    /// be enough for it. The same for a suspended job of a higher level on its cluster
+    /// (one the first pass left to the second). The planner then leaves `id` waiting rather
+    /// than start it to be preempted. Never for equal levels.
     pub(super) fn start_would_be_preempted(
         &self,
         now: Time,
         id: JobId,
         parts: &[(usize, u32)],
+        len: Dur,
     ) -> bool {
         let Some(level) = self.jobs.get(&id).map(|e| e.job.priority) else {
             return false;
@@ -111,7 +135,21 @@ impl Broker {
             .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
             .take(self.planner.plan_depth)
             .collect();
-        if higher.is_empty() {
+        // Suspended jobs of a higher level, on one cluster: (cluster, processors, level,
+        // run time left).
+        let stopped: Vec<(usize, u32, u32, Dur)> = self
+            .jobs
+            .values()
+            .filter(|e| e.job.priority > level)
+            .filter_map(|e| match &e.phase {
+                Phase::Suspended { parts, left, .. } => match parts.as_slice() {
+                    [p] => Some((p.cluster, p.procs, e.job.priority, *left)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        if higher.is_empty() && stopped.is_empty() {
             return false;
         }
         // Idle processors per cluster once `id` runs.
@@ -129,26 +167,82 @@ impl Broker {
                 (c.sched.idle_at(now) - mine).max(0)
             })
             .collect();
-        higher.iter().any(|w| {
-            let need = i64::from(w.job.procs);
-            let fits = idle.iter().any(|&i| i >= need)
-                || (w.job.co_allocate && idle.iter().sum::<i64>() >= need);
-            if fits {
+        let lower_than = |k: usize, level: u32| -> i64 {
+            self.holders(k)
+                .iter()
+                .filter(|h| h.priority < level)
+                .map(|h| i64::from(h.procs))
+                .sum()
+        };
+        let taken_back = stopped.iter().any(|&(k, procs, w_level, left)| {
+            let need = i64::from(procs);
+            let Some(&(_, n)) = parts.iter().find(|(pk, _)| *pk == k) else {
+                return false;
+            };
+            if self.clusters[k].self_scheduled
+                || !self.clusters[k].available
+                || self.fits_beside(now, k, parts, len, procs, rounded(left, self, k))
+            {
                 return false;
             }
-            parts.iter().any(|&(k, n)| {
-                if self.clusters[k].self_scheduled || !self.clusters[k].available {
+            idle[k] + lower_than(k, w_level) + i64::from(n) >= need
+        });
+        taken_back
+            || higher.iter().any(|w| {
+                let need = i64::from(w.job.procs);
+                // As the planner would start it: for its run, past the clusters' forecasts.
+                let fits = (0..self.clusters.len()).any(|k| {
+                    self.single_cluster_run(w.job.id, k)
+                        .is_some_and(|(wlen, _)| {
+                            self.fits_beside(now, k, parts, len, w.job.procs, wlen)
+                        })
+                }) || (w.job.co_allocate && idle.iter().sum::<i64>() >= need);
+                if fits {
                     return false;
                 }
-                let lower: i64 = self
-                    .holders(k)
-                    .iter()
-                    .filter(|h| h.priority < w.job.priority)
-                    .map(|h| i64::from(h.procs))
-                    .sum();
-                idle[k] + lower + i64::from(n) >= need
+                parts.iter().any(|&(k, n)| {
+                    if self.clusters[k].self_scheduled || !self.clusters[k].available {
+                        return false;
+                    }
+                    idle[k] + lower_than(k, w.job.priority) + i64::from(n) >= need
+                })
             })
-        })
+    }
+
+    /// True when `procs` processors of cluster `k` can be held now for `len` once a job
+    /// runs there with `parts` (cluster, processors) for `parts_len`.
+    fn fits_beside(
+        &self,
+        now: Time,
+        k: usize,
+        parts: &[(usize, u32)],
+        parts_len: Dur,
+        procs: u32,
+        len: Dur,
+    ) -> bool {
+        let c = &self.clusters[k];
+        if !c.available || c.self_scheduled {
+            return false;
+        }
+        let mine: u32 = parts
+            .iter()
+            .filter(|(pk, _)| *pk == k)
+            .map(|(_, n)| *n)
+            .sum();
+        if c.sched.idle_at(now) - i64::from(mine) < i64::from(procs) {
+            return false;
+        }
+        let mut sched = c.sched.clone();
+        if mine > 0
+            && sched
+                .add_reservation_displacing(probe(1, mine, now, rounded(parts_len, self, k)))
+                .is_err()
+        {
+            return false;
+        }
+        sched
+            .add_reservation_displacing(probe(2, procs, now, len))
+            .is_ok()
     }
 
     /// The lowest level among running global jobs that could be preempted.
@@ -258,6 +352,7 @@ impl Broker {
         now: Time,
         id: JobId,
         claims: &Claims,
+        stage: Stage,
         out: &mut Vec<BrokerAction>,
     ) -> bool {
         let Some(e) = self.jobs.get(&id) else {
@@ -287,7 +382,11 @@ impl Broker {
             if self.budgets.get(&user).is_some_and(|&left| cost > left) {
                 continue;
             }
-            let holders = self.holders(k);
+            let mut holders = self.holders(k);
+            if stage == Stage::AfterPlanning {
+                // Started by the planner in this very cycle: not stopped before it ran.
+                holders.retain(|h| h.started < now);
+            }
             let idle = claims
                 .idle(&self.clusters[k].sched, now, k)
                 .clamp(0, i64::from(u32::MAX)) as u32;
@@ -527,6 +626,11 @@ impl Claims {
             procs: vec![0; clusters],
             count: 0,
         }
+    }
+
+    /// True when some job has claimed processors.
+    fn any(&self) -> bool {
+        self.procs.iter().any(|&p| p > 0)
     }
 
     /// A probe id not yet used among the claims.

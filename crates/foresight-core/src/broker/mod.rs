@@ -817,6 +817,7 @@ impl Broker {
             let available: Vec<bool> = self.clusters.iter().map(|c| c.available).collect();
             self.apply_planned(now, decisions, &available, out);
         }
+        self.serve_levels(now, levels::Stage::AfterPlanning, out);
         self.settle(now);
     }
 
@@ -869,7 +870,7 @@ impl Broker {
             self.carry_out(now, k, actions, out);
         }
         self.compress(now, out);
-        self.serve_levels(now, out);
+        self.serve_levels(now, levels::Stage::BeforePlanning, out);
         self.cycle_input(now)
     }
 
@@ -881,7 +882,7 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         self.apply_decisions(&plan, decisions, out);
-        self.close_cycle(plan);
+        self.close_cycle(plan, out);
     }
 
     /// Carries out some of the decisions made on `plan`, the next ones in their order: a
@@ -900,8 +901,10 @@ impl Broker {
         }
     }
 
-    /// Ends a cycle whose decisions are all applied ([`Broker::apply_decisions`]).
-    pub fn close_cycle(&mut self, plan: CyclePlan) {
+    /// Ends a cycle whose decisions are all applied ([`Broker::apply_decisions`]): waiting
+    /// jobs are served by level again, on the clusters as the planner left them.
+    pub fn close_cycle(&mut self, plan: CyclePlan, out: &mut Vec<BrokerAction>) {
+        self.serve_levels(plan.now, levels::Stage::AfterPlanning, out);
         self.settle(plan.now);
     }
 
@@ -974,7 +977,7 @@ impl Broker {
                 } => {
                     let here: Vec<(usize, u32)> =
                         parts.iter().map(|p| (p.cluster, p.procs)).collect();
-                    if start <= now && self.start_would_be_preempted(now, job, &here) {
+                    if start <= now && self.start_would_be_preempted(now, job, &here, end - start) {
                         // Planned again next cycle; started now it would only be preempted.
                         continue;
                     }

@@ -332,7 +332,7 @@ fn decisions_applied_in_slices_decide_as_at_once() {
         for slice in decisions.chunks(1) {
             sliced.apply_decisions(&plan, slice.to_vec(), &mut b);
         }
-        sliced.close_cycle(plan);
+        sliced.close_cycle(plan, &mut b);
         assert_eq!(a, b, "at {now}");
         let phases = |x: &Broker| x.entries().map(|e| e.phase.clone()).collect::<Vec<_>>();
         assert_eq!(phases(&whole), phases(&sliced), "at {now}");
@@ -349,7 +349,7 @@ fn decisions_applied_in_slices_decide_as_at_once() {
     assert!(b.withdraw(Time(0), last, &mut meanwhile));
     let mut after = Vec::new();
     b.apply_decisions(&plan, rest.to_vec(), &mut after);
-    b.close_cycle(plan);
+    b.close_cycle(plan, &mut after);
     assert!(
         after.iter().all(|a| !matches!(a,
         BrokerAction::Start { job, .. } | BrokerAction::Planned { job, .. } if *job == last)),

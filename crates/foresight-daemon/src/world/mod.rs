@@ -1839,7 +1839,10 @@ impl World {
 
     /// Ends a cycle whose decisions are all carried out.
     pub fn close_cycle(&mut self, plan: CyclePlan) {
-        self.broker.close_cycle(plan);
+        let now = plan.now();
+        let mut out = Vec::new();
+        self.broker.close_cycle(plan, &mut out);
+        self.carry_out(now, out);
     }
 
     /// The planner's views of the clusters.
@@ -2255,7 +2258,8 @@ impl World {
                     let cred = self.cred(&j.user, &j.cred);
                     // Stopped for a job of a higher level: its processes are kept (and
                     // followed), its processors are not its own until it resumes.
-                    let stopped = global && j.preemption.as_ref().is_some_and(|p| p.since.is_some());
+                    let stopped =
+                        global && j.preemption.as_ref().is_some_and(|p| p.since.is_some());
                     for p in j.parts.iter().filter(|p| !p.ended) {
                         let Some(k) = self.cluster_index(&p.cluster) else {
                             continue;
