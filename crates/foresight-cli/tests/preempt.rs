@@ -191,7 +191,11 @@ fn a_job_suspended_by_preemption_resumes_after_a_restart() {
     let l = s.show(low);
     assert_eq!(l["state"], "running", "{l}");
     assert_eq!(l["suspended"], true, "{l}");
-    assert_eq!(proc_state(&pid), Some('T'), "still stopped after the restart");
+    assert_eq!(
+        proc_state(&pid),
+        Some('T'),
+        "still stopped after the restart"
+    );
     let h = s.wait_final(high, Duration::from_secs(20));
     assert_eq!(h["state"], "completed", "{h}");
     let l = s.wait_job(low, "resumed", Duration::from_secs(10), |j| {
