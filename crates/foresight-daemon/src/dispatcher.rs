@@ -115,6 +115,46 @@ impl Dispatcher {
         }
     }
 
+    /// Stores a submission of `user`: its global jobs into the shared queue, if they fit
+    /// the user's budget with their other global jobs that have not started and
+    /// `committed_here` (what their local jobs here may still cost); refused (402, with
+    /// the figures) otherwise, nothing stored.
+    pub async fn submit(
+        &self,
+        user: &str,
+        jobs: &[foresight_store::JobRecord],
+        committed_here: f64,
+    ) -> Result<Vec<u64>, crate::Refusal> {
+        match self.queue.submit(user, jobs, committed_here).await {
+            Ok(foresight_store::Submitted::Stored(ids)) => Ok(ids),
+            Ok(foresight_store::Submitted::OverBudget(o)) => {
+                let here = if o.committed_here > 0.0 {
+                    format!(
+                        ", less {:.2} that {user}'s unfinished local jobs here may still cost",
+                        o.committed_here
+                    )
+                } else {
+                    String::new()
+                };
+                Err(crate::Refusal::over_budget(format!(
+                    "the {} global job{} submitted may cost {:.2} at worst (processors × \
+                     walltime × {} per processor-second, the highest tariff of any site); with \
+                     {:.2} for the {} global job{} of {user} not yet started, that exceeds the \
+                     remaining budget {:.2}{here}; nothing was submitted",
+                    o.jobs,
+                    if o.jobs == 1 { "" } else { "s" },
+                    o.worst,
+                    o.price,
+                    o.queued,
+                    o.queued_jobs,
+                    if o.queued_jobs == 1 { "" } else { "s" },
+                    o.left,
+                )))
+            }
+            Err(e) => Err(crate::Refusal::internal(format!("storing the jobs: {e}"))),
+        }
+    }
+
     /// Asks for a round soon (this site's load changed).
     pub fn poke(&self) {
         self.wake.notify_one();
@@ -123,12 +163,19 @@ impl Dispatcher {
     /// Enters the site (refreshing its lease) and starts the heartbeat, listener and round
     /// tasks; they stop when the service closes.
     pub async fn run(self: &Arc<Self>, service: Arc<Service>, url: &str) -> anyhow::Result<()> {
-        let largest = {
+        let (largest, dearest) = {
             let w = service.world();
-            w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
+            let largest = w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0);
+            let dearest = w
+                .broker
+                .clusters
+                .iter()
+                .map(|c| c.tariff.base)
+                .fold(0.0, f64::max);
+            (largest, dearest)
         };
         self.queue
-            .register(std::process::id(), url, largest)
+            .register(std::process::id(), url, largest, dearest)
             .await?;
         let started = self.queue.started_here().await?;
         self.started
@@ -206,7 +253,7 @@ impl Dispatcher {
 
     /// One round; answers how long until the next auction falls due.
     async fn round(&self, service: &Arc<Service>) -> anyhow::Result<Option<Duration>> {
-        self.refresh_budgets(service).await?;
+        self.refresh_users(service).await?;
         self.report_finished(service).await?;
         self.apply_cancels(service).await?;
         for job in self.queue.reclaim().await? {
@@ -263,18 +310,28 @@ impl Dispatcher {
             .map(|ms| Duration::from_millis(ms as u64)))
     }
 
-    /// Takes every user's budget and spending from the database, where other sites' charges
-    /// land: this site's copy admits its submissions.
-    async fn refresh_budgets(&self, service: &Service) -> anyhow::Result<()> {
-        let budgets = self.queue.budgets().await?;
-        let mut w = service.world();
-        for (name, budget, spent) in budgets {
-            if let Some(u) = w.users.get_mut(&name) {
-                u.budget = budget;
-                u.spent = spent;
-            }
+    /// Takes every user from the database, where other sites create and change users and
+    /// charge their jobs: this site's copy authenticates and admits its submissions (a
+    /// notification wakes a round as soon as another site changes a user).
+    async fn refresh_users(&self, service: &Arc<Service>) -> anyhow::Result<()> {
+        let users = self.queue.users().await?;
+        if service.adopt_users(users) {
+            // A user disabled elsewhere had jobs here cancelled.
+            service.wake_cycle();
+            service.flush().await;
         }
         Ok(())
+    }
+
+    /// The user whose token has this hash, as the shared database has them.
+    pub async fn user_by_token(
+        &self,
+        hash: &str,
+    ) -> Result<Option<foresight_store::UserRecord>, crate::Refusal> {
+        self.queue
+            .user_by_token(hash)
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("reading the shared users: {e}")))
     }
 
     /// Stops the jobs this site started whose owners cancelled them from another site (a
@@ -439,9 +496,9 @@ impl Dispatcher {
                     job = claim.job,
                     hold,
                     left,
-                    "its user's budget is short here; given back to the queue"
+                    "its user's budget is short here; off sale until it changes"
                 );
-                self.queue.unclaim(claim).await?;
+                self.queue.over_budget(claim, hold, left).await?;
                 return Ok(());
             }
         }

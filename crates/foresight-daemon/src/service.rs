@@ -754,6 +754,50 @@ impl Service {
         Ok(Some(user_view(u)))
     }
 
+    /// [`Service::authenticate`]; in dispatcher mode a token this service has not seen is
+    /// also looked up in the shared database: its user may have been created, or given a
+    /// new token, through another site's dispatcher a moment ago.
+    pub async fn authenticate_shared(&self, token: &str) -> Result<UserRecord, Refusal> {
+        let known = self.authenticate(token);
+        let Some(d) = &self.dispatcher else {
+            return known;
+        };
+        let hash = token_hash(token);
+        let unseen = !self
+            .tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&hash);
+        if known.is_ok() || !unseen {
+            return known;
+        }
+        match d.user_by_token(&hash).await? {
+            Some(u) => {
+                self.adopt_users(vec![u]);
+                self.authenticate(token)
+            }
+            None => known,
+        }
+    }
+
+    /// Takes in users as the shared database has them (dispatcher mode): new ones, changed
+    /// ones (see [`World::adopt_user`]) and everyone's budget and spending. The
+    /// authentication index follows under the state's lock. Answers whether any record
+    /// changed beyond its budget.
+    pub(crate) fn adopt_users(&self, users: Vec<UserRecord>) -> bool {
+        let now = unix_now();
+        let mut w = self.world();
+        let mut changed = Vec::new();
+        for u in users {
+            let name = u.name.clone();
+            if w.adopt_user(now, u) {
+                changed.push(w.users[&name].clone());
+            }
+        }
+        self.remember_users(&changed);
+        !changed.is_empty()
+    }
+
     /// Brings the authentication index up to date with these user records.
     fn remember_users(&self, users: &[UserRecord]) {
         if users.is_empty() {
@@ -978,14 +1022,30 @@ impl Service {
         }
         // Until they are taken in, what these local jobs may cost is set aside, so that a
         // submission checked while they are being stored counts them.
-        let ticket = self.world().set_aside_admitted(&records);
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let stored = match self.inserts.send((records.clone(), reply)) {
-            Err(_) => Err(Refusal::internal("the store writer has stopped")),
-            Ok(()) => answer
-                .await
-                .map_err(|_| Refusal::internal("the store writer has stopped"))
-                .and_then(|r| r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))),
+        let (ticket, committed) = {
+            let mut w = self.world();
+            let ticket = w.set_aside_admitted(&records);
+            (ticket, w.uncharged_of(&user.name))
+        };
+        let shared = self
+            .dispatcher
+            .as_ref()
+            .filter(|_| records.iter().any(foresight_store::is_global));
+        let stored = if let Some(d) = shared {
+            // Global jobs are checked against the budget in the shared database, with the
+            // user's other global jobs not yet started, and stored in the same transaction.
+            d.submit(&user.name, &records, committed).await
+        } else {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            match self.inserts.send((records.clone(), reply)) {
+                Err(_) => Err(Refusal::internal("the store writer has stopped")),
+                Ok(()) => answer
+                    .await
+                    .map_err(|_| Refusal::internal("the store writer has stopped"))
+                    .and_then(|r| {
+                        r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))
+                    }),
+            }
         };
         let ids = match stored {
             Ok(ids) => ids,
@@ -1793,6 +1853,11 @@ fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
         (None, Some("held")) => {
             "held in the global queue: released with `foresight job release`".into()
         }
+        (None, Some("over_budget")) => j
+            .record
+            .reason
+            .clone()
+            .unwrap_or_else(|| "over budget: waits off sale".into()),
         (None, Some(q)) => format!("in the global queue ({q})"),
         (None, None) => "in the shared store".into(),
     });
