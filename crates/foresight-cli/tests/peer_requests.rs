@@ -626,3 +626,146 @@ fn holding_a_job_another_site_started_is_refused_naming_that_site() {
     let (status, v) = Http::new(&other.url, &token).post(&format!("/jobs/{id}/cancel"), &json!({}));
     assert_eq!(status, 200, "{v}");
 }
+
+/// A job that appends `ID start T` to `times`, sleeps `secs`, appends `ID end T`, then
+/// exits with `code`.
+fn timed_job(times: &Path, secs: f64, code: i32) -> Value {
+    job_body(
+        1,
+        60,
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo \"$FORESIGHT_JOB_ID start $(date +%s.%N) $FORESIGHT_ARRAY_JOB_ID \
+                 $FORESIGHT_ARRAY_TASK_ID\" >> {t}; sleep {secs}; \
+                 echo \"$FORESIGHT_JOB_ID end $(date +%s.%N)\" >> {t}; exit {code}",
+                t = times.display()
+            ),
+        ],
+    )
+}
+
+/// Per job: (start, end) times and the array job and task ids it saw, from `times`.
+fn spans(times: &Path) -> std::collections::BTreeMap<u64, (f64, f64, String)> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in lines(times) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let e = out
+            .entry(f[0].parse::<u64>().unwrap())
+            .or_insert((0.0, 0.0, String::new()));
+        let t: f64 = f[2].parse().unwrap();
+        if f[1] == "start" {
+            assert_eq!(e.0, 0.0, "job {} started twice", f[0]);
+            e.0 = t;
+            e.2 = f[3..].join(" ");
+        } else {
+            e.1 = t;
+        }
+    }
+    out
+}
+
+#[test]
+fn global_dependencies_and_arrays_are_sold_once_their_dependencies_hold_at_any_site() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let a = Peer::start(&root, "a", &store, 2);
+    let b = Peer::start(&root, "b", &store, 2);
+    let token = admin_token(&a);
+    let (on_a, on_b) = (Http::new(&a.url, &token), Http::new(&b.url, &token));
+    let times = root.join("times.log");
+    // j2 waits for j1, submitted through the other dispatcher; a failing job's dependant is
+    // cancelled; an array's tasks are sold one by one, and a job waits for the whole array.
+    let j1 = on_a.submit(timed_job(&times, 1.5, 0));
+    let mut after = timed_job(&times, 0.1, 0);
+    after["dependency"] = format!("afterok:{j1}").into();
+    let j2 = on_b.submit(after);
+    assert_eq!(queue_state(&store, j2), "waiting -");
+    let (_, v) = on_a.get(&format!("/jobs/{j2}"));
+    assert_eq!(
+        v["reason"],
+        format!("waiting in the global queue for its dependencies (afterok:{j1})"),
+        "{v}"
+    );
+    let failing = on_b.submit(timed_job(&times, 0.1, 3));
+    let mut doomed = timed_job(&times, 0.1, 0);
+    doomed["dependency"] = format!("afterok:{failing}").into();
+    let j3 = on_a.submit(doomed);
+    let mut array = timed_job(&times, 0.3, 0);
+    array["array"] = "0-2".into();
+    let arr = on_a.submit(array);
+    let mut after_array = timed_job(&times, 0.1, 0);
+    after_array["dependency"] = format!("afterok:{arr}").into();
+    let j4 = on_b.submit(after_array);
+    wait_for("every job to end", Duration::from_secs(60), || {
+        let open: u64 = psql(
+            &store,
+            "SELECT count(*) FROM global_jobs WHERE state NOT IN ('done', 'cancelled')",
+        )
+        .parse()
+        .unwrap();
+        (open == 0).then_some(())
+    });
+    let s = spans(&times);
+    // j2 ran once, after j1 had ended (wherever each ran).
+    assert!(s[&j2].0 >= s[&j1].1, "{s:?}");
+    // j3 never ran, cancelled with the reason.
+    assert!(!s.contains_key(&j3), "{s:?}");
+    assert_eq!(queue_state(&store, j3), "cancelled -");
+    for http in [&on_a, &on_b] {
+        let (_, v) = http.get(&format!("/jobs/{j3}"));
+        assert_eq!(v["state"], "cancelled", "{v}");
+        let reason = v["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with(&format!(
+                "DependencyNeverSatisfied: afterok:{failing} can never hold (afterok:{failing} \
+                 (job {failing} is failed"
+            )),
+            "{v}"
+        );
+    }
+    // Three tasks, each its own global job, run once with their array and task ids.
+    let tasks: Vec<u64> = (arr..arr + 3).collect();
+    let mut seen: Vec<String> = tasks.iter().map(|t| s[t].2.clone()).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![format!("{arr} 0"), format!("{arr} 1"), format!("{arr} 2")],
+        "{s:?}"
+    );
+    let sold: u64 = psql(
+        &store,
+        &format!(
+            "SELECT count(*) FROM global_jobs WHERE job_id BETWEEN {arr} AND {} \
+             AND state = 'done'",
+            arr + 2
+        ),
+    )
+    .parse()
+    .unwrap();
+    assert_eq!(sold, 3);
+    // j4 waited for every task.
+    let last_task = tasks.iter().map(|t| s[t].1).fold(0.0, f64::max);
+    assert!(s[&j4].0 >= last_task, "{s:?}");
+    // What cannot be sold across sites is refused, naming why.
+    let mut limited = timed_job(&times, 0.1, 0);
+    limited["array"] = "0-3%2".into();
+    let (status, v) = on_a.post("/jobs", &limited);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["field"], "array", "{v}");
+    let mut single = timed_job(&times, 0.1, 0);
+    single["dependency"] = "singleton".into();
+    let (status, v) = on_a.post("/jobs", &single);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["field"], "dependency", "{v}");
+    let mut unknown = timed_job(&times, 0.1, 0);
+    unknown["dependency"] = "afterok:99999".into();
+    let (status, v) = on_b.post("/jobs", &unknown);
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("no job 99999"),
+        "{v}"
+    );
+}

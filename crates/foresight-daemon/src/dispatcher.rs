@@ -19,6 +19,7 @@
 
 use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
+use foresight_api::{combine, DependencyVerdict};
 use foresight_core::auction::{
     make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
 };
@@ -256,6 +257,7 @@ impl Dispatcher {
         self.refresh_users(service).await?;
         self.report_finished(service).await?;
         self.apply_cancels(service).await?;
+        self.decide_waiting().await?;
         for job in self.queue.reclaim().await? {
             tracing::info!(
                 site = self.queue.site(),
@@ -376,6 +378,95 @@ impl Dispatcher {
         Ok(())
     }
 
+    /// Puts on sale the global jobs waiting for dependencies that now hold (the jobs they
+    /// name may run at any site: their states are read from the shared store), and cancels,
+    /// with the reason, those whose dependencies can never hold. Any dispatcher may decide
+    /// a job; the queue takes each decision once.
+    async fn decide_waiting(&self) -> anyhow::Result<()> {
+        let waiting = self.queue.waiting().await?;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let named: BTreeSet<u64> = waiting
+            .iter()
+            .filter_map(|r| r.links.as_ref()?.dependency.as_ref())
+            .flat_map(|d| d.on.iter().flat_map(|c| c.jobs.iter().copied()))
+            .collect();
+        let named: Vec<u64> = named.into_iter().collect();
+        let mut states = BTreeMap::new();
+        for (id, state, started) in self.queue.job_states(&named).await? {
+            if let Ok(s) = state.parse::<foresight_api::JobState>() {
+                states.insert(id, (s, started));
+            }
+        }
+        for r in waiting {
+            let Some(d) = r.links.as_ref().and_then(|l| l.dependency.as_ref()) else {
+                // Nothing to wait for.
+                self.queue.dependencies_met(r.id).await?;
+                continue;
+            };
+            match dependency_verdict(d, &states) {
+                (DependencyVerdict::Met, _) => {
+                    if self.queue.dependencies_met(r.id).await? {
+                        tracing::info!(
+                            site = self.queue.site(),
+                            job = r.id,
+                            "dependencies hold: on sale"
+                        );
+                    }
+                }
+                (DependencyVerdict::Never, why) => {
+                    if self
+                        .queue
+                        .dependencies_never(r.id, &why, unix_now().secs())
+                        .await?
+                    {
+                        tracing::info!(site = self.queue.site(), job = r.id, "{why}");
+                    }
+                }
+                (DependencyVerdict::Wait, _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A global job's `dependency`, parsed and resolved to job ids wherever they are (only
+    /// jobs `user` may see; an administrator sees all): 400 naming what is unknown.
+    pub async fn resolve_dependency(
+        &self,
+        user: &foresight_store::UserRecord,
+        text: &str,
+    ) -> Result<foresight_store::DependencyRecord, crate::Refusal> {
+        let d: foresight_api::Dependency = text
+            .parse()
+            .map_err(|e: String| crate::Refusal::invalid("dependency", e))?;
+        let mut on = Vec::new();
+        for (kind, r) in &d.on {
+            let jobs = self
+                .queue
+                .resolve((!user.admin).then_some(user.name.as_str()), r.job, r.task)
+                .await
+                .map_err(|e| crate::Refusal::internal(format!("resolving {r}: {e}")))?;
+            if jobs.is_empty() {
+                return Err(crate::Refusal::invalid(
+                    "dependency",
+                    format!("no job {r} (in {:?})", text.trim()),
+                ));
+            }
+            on.push(foresight_store::ConditionRecord {
+                kind: *kind,
+                target: r.to_string(),
+                jobs,
+            });
+        }
+        Ok(foresight_store::DependencyRecord {
+            text: d.to_string(),
+            any: d.any,
+            singleton: d.singleton,
+            on,
+        })
+    }
+
     /// The mean runtime of recently finished global jobs, seconds (the prior until one has).
     async fn mean_runtime(&self) -> anyhow::Result<f64> {
         let mut tracker = RuntimeTracker::new(
@@ -473,6 +564,15 @@ impl Dispatcher {
             return Ok(());
         };
         record.cluster = Some(cluster);
+        // Its dependencies held in the queue, on jobs this site may not know: its gate here
+        // must not wait for them again.
+        if let Some(l) = record.links.as_mut() {
+            l.dependency = None;
+            l.waiting = false;
+        }
+        if record.links.as_ref().is_some_and(|l| l.array.is_none()) {
+            record.links = None;
+        }
         // The most it may cost here is taken from its user's budget as it starts.
         let hold = {
             let w = service.world();
@@ -639,11 +739,12 @@ pub(crate) async fn open_store(
 }
 
 /// Refuses a global job the shared queue cannot take: larger than every site's largest
-/// cluster (`largest`), or what it cannot sell yet (it is sold as it is, so it cannot
-/// wait for other jobs or be an array; a held one waits off sale until released).
+/// cluster (`largest`), or what it cannot sell yet (a `singleton`, or an array limit
+/// `%N`: those would have to count jobs at every site). Dependencies wait in the queue
+/// ([`Dispatcher::decide_waiting`]); an array's tasks are sold one by one.
 pub(crate) fn admit_global(
     rec: &foresight_store::JobRecord,
-    array: bool,
+    array_limit: Option<u32>,
     largest: u32,
 ) -> Result<(), crate::Refusal> {
     if !foresight_store::is_global(rec) {
@@ -658,18 +759,169 @@ pub(crate) fn admit_global(
             ),
         ));
     }
-    let what = if rec.links.as_ref().is_some_and(|l| l.dependency.is_some()) {
-        "given dependencies"
-    } else if array {
-        "an array"
+    let (field, what) = if rec
+        .links
+        .as_ref()
+        .and_then(|l| l.dependency.as_ref())
+        .is_some_and(|d| d.singleton)
+    {
+        ("dependency", "a singleton")
+    } else if array_limit.is_some() {
+        ("array", "an array with a limit (%N)")
     } else {
         return Ok(());
     };
     Err(crate::Refusal::invalid(
-        "cluster",
+        field,
         format!(
-            "in dispatcher mode a global job cannot be {what} (it is auctioned as submitted); \
-             name a cluster of this site (--cluster) or submit it without"
+            "in dispatcher mode a global job cannot be {what} (its tasks and namesakes may \
+             run at any site); name a cluster of this site (--cluster) or submit it without"
         ),
     ))
+}
+
+/// Where a global job's dependency stands, from the states of the jobs it names (`states`:
+/// id → state and whether it has started; a job missing there is gone), with the reason
+/// it waits or can never run, worded as a site's gate words it.
+pub(crate) fn dependency_verdict(
+    d: &foresight_store::DependencyRecord,
+    states: &BTreeMap<u64, (foresight_api::JobState, bool)>,
+) -> (DependencyVerdict, String) {
+    let mut verdicts = Vec::new();
+    let mut why_wait = None;
+    let mut why_never = Vec::new();
+    for c in &d.on {
+        let per_job: Vec<(DependencyVerdict, String)> = c
+            .jobs
+            .iter()
+            .map(|id| match states.get(id) {
+                Some((state, started)) => (
+                    c.kind.verdict(*state, *started),
+                    format!("job {id} is {state}"),
+                ),
+                None => (DependencyVerdict::Never, format!("job {id} is gone")),
+            })
+            .collect();
+        let v = combine(false, per_job.iter().map(|p| p.0));
+        let detail = per_job
+            .iter()
+            .find(|p| p.0 == v)
+            .map_or(String::new(), |p| p.1.clone());
+        let term = format!("{}:{}", c.kind.as_str(), c.target);
+        match v {
+            DependencyVerdict::Wait if why_wait.is_none() => {
+                why_wait = Some(format!("{term} ({detail})"))
+            }
+            DependencyVerdict::Never => why_never.push(format!("{term} ({detail})")),
+            _ => {}
+        }
+        verdicts.push(v);
+    }
+    match combine(d.any, verdicts) {
+        DependencyVerdict::Never => (
+            DependencyVerdict::Never,
+            format!(
+                "DependencyNeverSatisfied: {} can never hold ({})",
+                d.text,
+                why_never.join(", ")
+            ),
+        ),
+        DependencyVerdict::Wait => (
+            DependencyVerdict::Wait,
+            format!("Dependency: waiting for {}", why_wait.unwrap_or_default()),
+        ),
+        DependencyVerdict::Met => (DependencyVerdict::Met, String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use foresight_api::{DependencyKind, JobState};
+    use foresight_store::{ConditionRecord, DependencyRecord};
+
+    fn dep(any: bool, on: &[(DependencyKind, &[u64])]) -> DependencyRecord {
+        DependencyRecord {
+            text: "t".into(),
+            any,
+            singleton: false,
+            on: on
+                .iter()
+                .map(|(kind, jobs)| ConditionRecord {
+                    kind: *kind,
+                    target: jobs[0].to_string(),
+                    jobs: jobs.to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_dependency_holds_waits_or_never_holds_by_the_states_of_the_jobs_it_names() {
+        use DependencyKind::*;
+        let states: BTreeMap<u64, (JobState, bool)> = [
+            (1, (JobState::Completed, true)),
+            (2, (JobState::Running, true)),
+            (3, (JobState::Failed, true)),
+            (4, (JobState::Pending, false)),
+        ]
+        .into_iter()
+        .collect();
+        struct Case {
+            name: &'static str,
+            d: DependencyRecord,
+            want: DependencyVerdict,
+            why: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "afterok on a completed job",
+                d: dep(false, &[(AfterOk, &[1])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+            Case {
+                name: "afterok on a running job",
+                d: dep(false, &[(AfterOk, &[2])]),
+                want: DependencyVerdict::Wait,
+                why: "Dependency: waiting for afterok:2 (job 2 is running)",
+            },
+            Case {
+                name: "after a job has started",
+                d: dep(false, &[(After, &[2])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+            Case {
+                name: "afterok on a failed job",
+                d: dep(false, &[(AfterOk, &[3])]),
+                want: DependencyVerdict::Never,
+                why: "DependencyNeverSatisfied: t can never hold (afterok:3 (job 3 is failed))",
+            },
+            Case {
+                name: "a job gone",
+                d: dep(false, &[(AfterAny, &[9])]),
+                want: DependencyVerdict::Never,
+                why: "DependencyNeverSatisfied: t can never hold (afterany:9 (job 9 is gone))",
+            },
+            Case {
+                name: "every task of an array",
+                d: dep(false, &[(AfterOk, &[1, 4])]),
+                want: DependencyVerdict::Wait,
+                why: "Dependency: waiting for afterok:1 (job 4 is pending)",
+            },
+            Case {
+                name: "one of two is enough (?)",
+                d: dep(true, &[(AfterOk, &[3]), (AfterNotOk, &[3])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+        ];
+        for c in cases {
+            let (v, why) = dependency_verdict(&c.d, &states);
+            assert_eq!(v, c.want, "{}", c.name);
+            assert_eq!(why, c.why, "{}", c.name);
+        }
+    }
 }

@@ -897,6 +897,25 @@ impl Service {
             Some(d) => Some(d.largest_cluster().await?),
             None => None,
         };
+        // A global job's dependencies may name jobs of any site: resolved in the shared store.
+        let mut shared_deps = Vec::with_capacity(requests.len());
+        if let Some(d) = &self.dispatcher {
+            for (i, r) in requests.iter().enumerate() {
+                let global = r.cluster.is_none() && r.reservation.is_none();
+                shared_deps.push(match (&r.dependency, global) {
+                    (Some(text), true) => {
+                        Some(d.resolve_dependency(user, text).await.map_err(|e| {
+                            if batch {
+                                e.at(i)
+                            } else {
+                                e
+                            }
+                        })?)
+                    }
+                    _ => None,
+                });
+            }
+        }
         let mut records = Vec::with_capacity(requests.len());
         // Where each request's records start in `records`.
         let mut firsts = Vec::with_capacity(requests.len());
@@ -917,12 +936,15 @@ impl Service {
                         crate::limits::name(field, c).map_err(at)?;
                     }
                 }
-                let dependency = r
-                    .dependency
-                    .as_deref()
-                    .map(|d| w.resolve_dependency(user, d))
-                    .transpose()
-                    .map_err(at)?;
+                let dependency = match shared_deps.get_mut(i).and_then(Option::take) {
+                    Some(d) => Some(d),
+                    None => r
+                        .dependency
+                        .as_deref()
+                        .map(|d| w.resolve_dependency(user, d))
+                        .transpose()
+                        .map_err(at)?,
+                };
                 let array = r
                     .array
                     .as_deref()
@@ -984,8 +1006,12 @@ impl Service {
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
-                        crate::dispatcher::admit_global(&rec, array.is_some(), largest)
-                            .map_err(at)?;
+                        crate::dispatcher::admit_global(
+                            &rec,
+                            array.as_ref().and_then(|a| a.limit),
+                            largest,
+                        )
+                        .map_err(at)?;
                         // Its size is checked against every site's clusters, not this one's.
                         let mut here = rec.clone();
                         here.procs = here.procs.min(1);
@@ -1849,10 +1875,23 @@ fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
     let mut view = record_view(w, &j.record);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
         (Some(site), _) => format!("run by site {site}"),
-        (None, Some("cancelled")) => "cancelled in the global queue".into(),
+        // Cancelled in the queue: by its owner, or because its dependencies can never hold
+        // (which its record says).
+        (None, Some("cancelled")) => match j.record.reason.as_deref() {
+            Some(why) if why != "cancelled" => why.to_string(),
+            _ => "cancelled in the global queue".into(),
+        },
         (None, Some("held")) => {
             "held in the global queue: released with `foresight job release`".into()
         }
+        (None, Some("waiting")) => format!(
+            "waiting in the global queue for its dependencies ({})",
+            j.record
+                .links
+                .as_ref()
+                .and_then(|l| l.dependency.as_ref())
+                .map_or("", |d| d.text.as_str())
+        ),
         (None, Some("over_budget")) => j
             .record
             .reason

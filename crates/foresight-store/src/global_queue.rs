@@ -134,7 +134,7 @@ pub enum Start {
 
 /// The states of a global job that has not started and may still run: its worst case
 /// counts against its user's budget.
-const UNSTARTED: &str = "'queued', 'auction', 'claimed', 'held', 'over_budget'";
+const UNSTARTED: &str = "'queued', 'auction', 'claimed', 'held', 'over_budget', 'waiting'";
 
 /// How a [`GlobalQueue::submit`] went.
 #[derive(Clone, Debug, PartialEq)]
@@ -378,6 +378,128 @@ impl GlobalQueue {
             .map_err(self.db())?;
         tx.commit().await.map_err(self.db())?;
         Ok(Submitted::Stored(ids))
+    }
+
+    /// The jobs a dependency on `job` names (`task`: task `task` of array job `job`),
+    /// wherever they are, among those `user` may see (`None`: an administrator, anyone's):
+    /// an array job's id names all its tasks, any other id that job.
+    pub async fn resolve(
+        &self,
+        user: Option<&str>,
+        job: u64,
+        task: Option<u32>,
+    ) -> Result<Vec<u64>> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE ($2::text IS NULL OR user_name = $2) AND CASE \
+             WHEN $3::bigint IS NULL THEN id = $1 \
+             OR (data::jsonb #>> '{links,array,job}')::bigint = $1 \
+             ELSE (data::jsonb #>> '{links,array,job}')::bigint = $1 \
+             AND (data::jsonb #>> '{links,array,task}')::bigint = $3 END ORDER BY id",
+        )
+        .bind(job as i64)
+        .bind(user)
+        .bind(task.map(i64::from))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(ids.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// Global jobs waiting for their dependencies, oldest first, with their records.
+    pub async fn waiting(&self) -> Result<Vec<JobRecord>> {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT g.job_id, j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE g.state = 'waiting' ORDER BY g.job_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        rows.into_iter()
+            .map(|(id, data)| {
+                let mut r: JobRecord = decode("jobs", id.to_string(), &data)?;
+                r.id = id as u64;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    /// Where jobs stand, wherever they run: each id found with its state as its site last
+    /// wrote it, and whether it has started (a dependency `after` holds then).
+    pub async fn job_states(&self, ids: &[u64]) -> Result<Vec<(u64, String, bool)>> {
+        let ids: Vec<i64> = ids.iter().map(|&j| j as i64).collect();
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+            "SELECT j.id, j.state, (j.data::jsonb ->> 'started_at') IS NOT NULL \
+             OR COALESCE((j.data::jsonb ->> 'attempt')::bigint, 0) > 0 \
+             OR COALESCE(g.state IN ('started', 'done'), false) \
+             FROM jobs j LEFT JOIN global_jobs g ON g.job_id = j.id WHERE j.id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, s, started)| (id as u64, s, started))
+            .collect())
+    }
+
+    /// Puts a job whose dependencies hold on sale. Returns whether it was still waiting.
+    pub async fn dependencies_met(&self, job: u64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let done = sqlx::query(
+            "UPDATE global_jobs SET state = 'queued' WHERE job_id = $1 AND state = 'waiting'",
+        )
+        .bind(job as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if done {
+            notify(&mut tx, "dependencies met")
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(done)
+    }
+
+    /// Cancels a waiting job whose dependencies can never hold, saying why (`now`: Unix
+    /// seconds). Returns whether it was still waiting.
+    pub async fn dependencies_never(&self, job: u64, reason: &str, now: i64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let data: Option<String> = sqlx::query_scalar(
+            "SELECT j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE g.job_id = $1 AND g.state = 'waiting' FOR UPDATE",
+        )
+        .bind(job as i64)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let Some(data) = data else {
+            return Ok(false);
+        };
+        let mut record: JobRecord = decode("jobs", job.to_string(), &data)?;
+        record.state = foresight_api::JobState::Cancelled;
+        record.ended_at = Some(now);
+        record.reason = Some(reason.to_string());
+        sqlx::query(
+            "UPDATE global_jobs SET state = 'cancelled', ended_at = now() WHERE job_id = $1",
+        )
+        .bind(job as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
+            .bind(job as i64)
+            .bind(record.state.as_str())
+            .bind(encode(&record))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        notify(&mut tx, "cancelled").await.map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(true)
     }
 
     /// Jobs on offer, highest priority first, then oldest: queued ones and those whose
@@ -880,13 +1002,23 @@ impl GlobalQueue {
         record.id = job;
         let unstarted = matches!(
             state.as_str(),
-            "queued" | "auction" | "claimed" | "over_budget"
+            "queued" | "auction" | "claimed" | "over_budget" | "waiting"
         );
+        // Released, a job with dependencies waits for them again.
+        let released = if record
+            .links
+            .as_ref()
+            .is_some_and(|l| l.dependency.is_some())
+        {
+            "waiting"
+        } else {
+            "queued"
+        };
         let (new_state, refused) = match (op, state.as_str()) {
             (QueueOp::Cancel, "held") => ("cancelled", None),
             (QueueOp::Cancel, _) if unstarted => ("cancelled", None),
             (QueueOp::Hold, _) if unstarted => ("held", None),
-            (QueueOp::Release, "held") => ("queued", None),
+            (QueueOp::Release, "held") => (released, None),
             (QueueOp::Cancel, "started") => {
                 let site = site.unwrap_or_default();
                 sqlx::query("UPDATE global_jobs SET cancel_requested = true WHERE job_id = $1")

@@ -455,6 +455,8 @@ pub(crate) async fn insert_jobs_in(
 ) -> std::result::Result<Vec<u64>, sqlx::Error> {
     let mut ids = Vec::with_capacity(jobs.len());
     let mut queued = false;
+    // The id of the first task of the array being stored: its array job's id.
+    let mut array_job = 0;
     for j in jobs {
         let global = site.is_some() && crate::is_global(j);
         let owner = if global { None } else { site };
@@ -470,6 +472,23 @@ pub(crate) async fn insert_jobs_in(
         .fetch_one(&mut *tx)
         .await?;
         if global {
+            if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
+                // A global task is never written again by a site before it starts: it
+                // takes its array job's id now.
+                if a.position == 0 {
+                    array_job = id as u64;
+                }
+                let mut numbered = j.clone();
+                if let Some(a) = numbered.links.as_mut().and_then(|l| l.array.as_mut()) {
+                    a.job = array_job;
+                }
+                sqlx::query("UPDATE jobs SET data = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(encode(&numbered))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let waits = j.links.as_ref().is_some_and(|l| l.dependency.is_some());
             sqlx::query(
                 "INSERT INTO global_jobs (job_id, procs, priority, state, worst_case) \
                  SELECT $1, $2, $3, $4, $5 * COALESCE(max(max_tariff), 0) FROM dispatchers",
@@ -477,8 +496,14 @@ pub(crate) async fn insert_jobs_in(
             .bind(id)
             .bind(j.procs as i32)
             .bind(j.priority as i32)
-            // Submitted held: off sale until released.
-            .bind(if j.held { "held" } else { "queued" })
+            // Submitted held: off sale until released; with dependencies: until they hold.
+            .bind(if j.held {
+                "held"
+            } else if waits {
+                "waiting"
+            } else {
+                "queued"
+            })
             .bind(f64::from(j.procs) * j.walltime.max(0) as f64)
             .execute(&mut *tx)
             .await?;
