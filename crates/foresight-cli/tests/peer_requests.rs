@@ -48,7 +48,6 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
     let root = std::fs::canonicalize(tmp.path()).unwrap();
     let a = Peer::start(&root, "a", &store, 2);
     let admin = admin_token(&a);
-    // Users are read at start: ann exists before b starts.
     let (status, created) = Http::new(&a.url, &admin).post("/users", &json!({ "name": "ann" }));
     assert_eq!(status, 201, "{created}");
     let ann = created["token"].as_str().unwrap().to_string();
@@ -515,6 +514,18 @@ fn queued_global_jobs_count_against_the_budget_at_submission_across_dispatchers(
     .parse()
     .unwrap();
     assert_eq!(queued, 1, "nothing refused was stored");
+    // A local job counts them too: an hour on a's cluster does not fit beside it.
+    let mut local = job();
+    local["cluster"] = "a-c".into();
+    let (status, v) = Http::new(&a.url, &fay).post("/jobs", &local);
+    assert_eq!(status, 402, "{v}");
+    let msg = v["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(&format!(
+            "{worst:.2} for the 1 global job of fay not yet started"
+        )) && msg.contains(&format!("{worst:.2} that fay's unfinished local jobs here")),
+        "{v}"
+    );
     // Cancelled, the queued job no longer counts: another is admitted.
     let (status, v) = Http::new(&b.url, &fay).post(&format!("/jobs/{first}/cancel"), &json!({}));
     assert_eq!(status, 200, "{v}");

@@ -116,10 +116,10 @@ impl Dispatcher {
         }
     }
 
-    /// Stores a submission of `user`: its global jobs into the shared queue, if they fit
-    /// the user's budget with their other global jobs that have not started and
-    /// `committed_here` (what their local jobs here may still cost); refused (402, with
-    /// the figures) otherwise, nothing stored.
+    /// Stores a submission of `user`, its global jobs into the shared queue, if it fits the
+    /// user's budget with their global jobs that have not started and `committed_here`
+    /// (what their local jobs here may still cost, this submission's included); refused
+    /// (402, with the figures) otherwise, nothing stored.
     pub async fn submit(
         &self,
         user: &str,
@@ -129,27 +129,36 @@ impl Dispatcher {
         match self.queue.submit(user, jobs, committed_here).await {
             Ok(foresight_store::Submitted::Stored(ids)) => Ok(ids),
             Ok(foresight_store::Submitted::OverBudget(o)) => {
-                let here = if o.committed_here > 0.0 {
-                    format!(
-                        ", less {:.2} that {user}'s unfinished local jobs here may still cost",
+                let plural = |n: u32| if n == 1 { "" } else { "s" };
+                let mut parts = Vec::new();
+                if o.jobs > 0 {
+                    parts.push(format!(
+                        "the {} global job{} submitted may cost {:.2} at worst (processors × \
+                         walltime × {} per processor-second, the highest tariff of any site)",
+                        o.jobs,
+                        plural(o.jobs),
+                        o.worst,
+                        o.price
+                    ));
+                }
+                if o.queued_jobs > 0 {
+                    parts.push(format!(
+                        "{:.2} for the {} global job{} of {user} not yet started",
+                        o.queued,
+                        o.queued_jobs,
+                        plural(o.queued_jobs)
+                    ));
+                }
+                if o.committed_here > 0.0 {
+                    parts.push(format!(
+                        "{:.2} that {user}'s unfinished local jobs here may still cost",
                         o.committed_here
-                    )
-                } else {
-                    String::new()
-                };
+                    ));
+                }
                 Err(crate::Refusal::over_budget(format!(
-                    "the {} global job{} submitted may cost {:.2} at worst (processors × \
-                     walltime × {} per processor-second, the highest tariff of any site); with \
-                     {:.2} for the {} global job{} of {user} not yet started, that exceeds the \
-                     remaining budget {:.2}{here}; nothing was submitted",
-                    o.jobs,
-                    if o.jobs == 1 { "" } else { "s" },
-                    o.worst,
-                    o.price,
-                    o.queued,
-                    o.queued_jobs,
-                    if o.queued_jobs == 1 { "" } else { "s" },
-                    o.left,
+                    "{}: more than the remaining budget {:.2}; nothing was submitted",
+                    parts.join(", plus "),
+                    o.left
                 )))
             }
             Err(e) => Err(crate::Refusal::internal(format!("storing the jobs: {e}"))),

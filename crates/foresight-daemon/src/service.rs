@@ -1053,13 +1053,18 @@ impl Service {
             let ticket = w.set_aside_admitted(&records);
             (ticket, w.uncharged_of(&user.name))
         };
+        let limited = self
+            .world()
+            .users
+            .get(&user.name)
+            .is_some_and(|u| u.budget.is_some());
         let shared = self
             .dispatcher
             .as_ref()
-            .filter(|_| records.iter().any(foresight_store::is_global));
+            .filter(|_| limited || records.iter().any(foresight_store::is_global));
         let stored = if let Some(d) = shared {
-            // Global jobs are checked against the budget in the shared database, with the
-            // user's other global jobs not yet started, and stored in the same transaction.
+            // Checked against the budget in the shared database, with the user's global jobs
+            // not yet started (wherever submitted), and stored in the same transaction.
             d.submit(&user.name, &records, committed).await
         } else {
             let (reply, answer) = tokio::sync::oneshot::channel();

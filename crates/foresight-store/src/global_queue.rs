@@ -313,11 +313,12 @@ impl GlobalQueue {
     }
 
     /// Stores a submission of `user` (global jobs into the queue, local ones as this site's),
-    /// all or none, unless its global jobs do not fit the user's budget: what they may cost
+    /// all or none, unless it does not fit the user's budget: what its global jobs may cost
     /// at worst (processors × walltime × the highest tariff of any site), with the worst
     /// cases of the user's global jobs that have not started (queued, in auction, awarded,
-    /// held or waiting for budget) and `committed_here` (what the user's unfinished local
-    /// jobs at this site may still cost), must not exceed what the budget has left. The
+    /// held, waiting for dependencies or budget) and `committed_here` (what the user's
+    /// unfinished local jobs at this site may still cost, this submission's included), must
+    /// not exceed what the budget has left. The
     /// check and the insert are one transaction holding the user's row `FOR UPDATE`, so two
     /// sites cannot both admit the last of one budget.
     pub async fn submit(
@@ -338,7 +339,7 @@ impl GlobalQueue {
             None => None,
         };
         let global: Vec<&JobRecord> = jobs.iter().filter(|j| is_global(j)).collect();
-        if let (Some(left), false) = (budget, global.is_empty()) {
+        if let Some(left) = budget {
             let price: f64 =
                 sqlx::query_scalar("SELECT COALESCE(max(max_tariff), 0)::float8 FROM dispatchers")
                     .fetch_one(&mut *tx)
