@@ -2,8 +2,7 @@
 //! Confinement of local jobs, against real processes and the real `foresight supervise`:
 //! a job's double-forked `setsid` children (which leave its process group and session, and
 //! are no longer its descendants) are killed with it on cancel, at its walltime, and when a
-//! restarted daemon finds the job unsupervised. (Suspend stops the job's process group
-//! only: escaped children keep running while it is suspended.)
+//! restarted daemon finds the job unsupervised, and are held while it is suspended.
 //!
 //! Where cgroup v2 is writable (root on this machine) the executor confines each attempt in
 //! its own cgroup; elsewhere it falls back to the session + process-group sweep, which
@@ -75,10 +74,18 @@ async fn a_double_forked_setsid_child_dies_when_the_job_is_cancelled() {
         !job_pgid.contains(&format!("\"pgid\": {session}")),
         "the child has its own session"
     );
+    let cgroup = fs::read_to_string(s.jobs.join("1.0/cgroup")).unwrap_or_default();
     executor.cancel(1, 0).unwrap();
     let finished = next(&mut events).await;
     assert!(finished.outcome.cancelled, "{:?}", finished.outcome);
     assert!(is_dead(&child), "the setsid child outlived the cancel");
+    if !cgroup.trim().is_empty() {
+        // Its cgroup, and the executor's parent with its last attempt, are removed.
+        let cgroup = Path::new(cgroup.trim());
+        assert!(!cgroup.exists(), "{} is left", cgroup.display());
+        let parent = cgroup.parent().unwrap();
+        assert!(!parent.exists(), "{} is left", parent.display());
+    }
 }
 
 #[tokio::test(crate = "foresight_rm::tokio")]
@@ -131,4 +138,68 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
             "the setsid child survived its job's adoption"
         );
     });
+}
+
+/// How many lines a file has now (0 while it does not exist).
+fn line_count(path: &Path) -> usize {
+    fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// A suspended job holds still whole: its own process is stopped (`T`), and a double-forked
+/// `setsid` child that keeps writing is frozen with it; both go on once resumed.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn a_suspended_jobs_setsid_child_is_held_until_resume() {
+    if !cgroup_v2_writable() {
+        return;
+    }
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let ticks = s.work.join("ticks");
+    let rest = format!(
+        "while :; do echo tick >> {}; sleep 0.05; done",
+        ticks.display()
+    );
+    executor
+        .launch(&escaping_job(4, &s.work, "child.pid", &rest))
+        .await
+        .unwrap();
+    let child = wait_for_line(&s.work.join("child.pid")).await;
+    let _leftovers = Leftovers(vec![child.clone()]);
+    let leader: String = fs::read_to_string(s.jobs.join("4.0/job.json"))
+        .ok()
+        .and_then(|t| {
+            let v: serde_json::Value = serde_json::from_str(&t).ok()?;
+            Some(v["job"]["pgid"].to_string())
+        })
+        .expect("the supervisor records the job process");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        line_count(&ticks) > 0,
+        "the child writes while the job runs"
+    );
+
+    executor.suspend(4, 0).unwrap();
+    // The supervisor freezes the cgroup once the group has stopped (SIGUSR2 wakes it).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        proc_stat(&leader).map(|p| p.state),
+        Some('T'),
+        "the job's own process reads as stopped"
+    );
+    let held = line_count(&ticks);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        line_count(&ticks),
+        held,
+        "the setsid child kept writing while its job was suspended"
+    );
+
+    executor.resume(4, 0).unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(line_count(&ticks) > held, "the child goes on after resume");
+    assert_ne!(proc_stat(&leader).map(|p| p.state), Some('T'));
+    executor.cancel(4, 0).unwrap();
+    let finished = next(&mut events).await;
+    assert!(finished.outcome.cancelled, "{:?}", finished.outcome);
+    assert!(is_dead(&child), "the setsid child outlived the cancel");
 }
