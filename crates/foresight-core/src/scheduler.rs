@@ -24,7 +24,7 @@
 use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
-use crate::licence::LicenceBook;
+use crate::licence::{Hold, LicenceBook};
 use crate::policy::{
     BackfillChoice, BackfillMetric, BackfillOrder, Compression, PassOnSubmit, Policy, QueueOrder,
 };
@@ -685,16 +685,23 @@ impl LocalScheduler {
         Ok(())
     }
 
-    /// The next start or end of an administrative reservation, or begin time of a deferred
-    /// job, after `now`: a moment at which jobs may become able to start with no other
+    /// The next start or end of an administrative reservation, begin time of a deferred
+    /// job, or return of licences another cluster held from a shared pool, after `now`: a
+    /// moment at which jobs may become able to start with no other
     /// event, so the caller must tick then.
     pub fn next_boundary(&self, now: Time) -> Option<Time> {
         let begin = self.deferred.iter().map(|&(b, _)| b).find(|&b| b > now);
+        let comeback = if self.queue.is_empty() {
+            None
+        } else {
+            self.licences.next_comeback(now)
+        };
         self.admin
             .values()
             .flat_map(|s| [s.res.window.start, s.res.window.end])
             .filter(|t| *t > now)
             .chain(begin)
+            .chain(comeback)
             .min()
     }
 
@@ -848,6 +855,27 @@ impl LocalScheduler {
     /// free for their whole run.
     pub fn add_licence_pool(&mut self, name: &str, count: u32) {
         self.licences.add_pool(name, count);
+    }
+
+    /// Makes the pool one this cluster shares with others (a floating licence server): every
+    /// change this scheduler makes to it is journaled for them
+    /// ([`LocalScheduler::drain_licence_journal`]); the broker passes it on.
+    pub fn share_licence_pool(&mut self, name: &str) {
+        self.licences.share(name);
+    }
+
+    /// The changes this scheduler made to shared pools since the last call.
+    pub fn drain_licence_journal(&mut self) -> Vec<Hold> {
+        self.licences.drain_journal()
+    }
+
+    /// Applies a change another cluster's scheduler made to a pool shared with this one.
+    pub fn apply_licence_hold(&mut self, hold: &Hold) {
+        self.licences.apply(hold);
+        if hold.delta > 0 {
+            // Licences came back: waiting jobs may start.
+            self.released = true;
+        }
     }
 
     /// Licences of the pool free at `t`, for invariant checks and explanations.
