@@ -174,6 +174,16 @@ impl LicenceBook {
             .copied()
     }
 
+    /// Every pool, by name, with its free licences over time.
+    pub fn profiles(&self) -> impl Iterator<Item = (&str, &Profile)> {
+        self.pools.iter().map(|(n, p)| (n.as_str(), p))
+    }
+
+    /// The fewest licences of the pool free during `[start, end)`.
+    pub fn min_free(&self, name: &str, start: Time, end: Time) -> Option<i64> {
+        self.pools.get(name).map(|p| p.min_free(start, end))
+    }
+
     /// The pool's size, if known.
     pub fn count(&self, name: &str) -> Option<u32> {
         self.pools.get(name).map(Profile::capacity)

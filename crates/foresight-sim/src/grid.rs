@@ -633,6 +633,7 @@ pub(crate) fn global_stream(
                 requeue: false,
                 requires: Default::default(),
                 begin: None,
+                licences: Default::default(),
             },
             Dur(runtime),
         ));

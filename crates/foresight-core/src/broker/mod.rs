@@ -1137,6 +1137,31 @@ impl Broker {
             }
             held.push(i);
         }
+        // The licences are held once, by the first part's reservation (the planner put
+        // every part on clusters drawing on the job's pools).
+        let licences = &self.jobs[&id].job.licences;
+        if let (false, Some(first)) = (licences.is_empty(), parts.first()) {
+            if let Err(e) = self.clusters[first.cluster]
+                .sched
+                .hold_licences_in_reservation(first.reservation, licences)
+            {
+                for q in &parts {
+                    let _ = self.clusters[q.cluster]
+                        .sched
+                        .remove_reservation(now, q.reservation);
+                }
+                let name = self.clusters[first.cluster].name.clone();
+                self.refused(
+                    now,
+                    id,
+                    first.cluster,
+                    format!("cluster {name} refused the reservation: {e}"),
+                    false,
+                    out,
+                );
+                return;
+            }
+        }
         let awaiting: BTreeSet<ReservationId> = parts
             .iter()
             .filter(|p| self.clusters[p.cluster].self_scheduled)

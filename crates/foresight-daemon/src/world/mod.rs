@@ -659,11 +659,12 @@ impl World {
             return Ok(());
         }
         let Some(cluster) = cluster else {
-            return Err(Refusal::invalid(
-                "licences",
-                "are held by jobs of one cluster: give the cluster (--cluster) whose pools \
-                 they come from",
-            ));
+            // A global job: the planner places it on clusters drawing on its pools.
+            if let Some(why) = foresight_core::licence::demand_refusal(&j.licences, &self.licences)
+            {
+                return Err(Refusal::invalid("licences", why));
+            }
+            return Ok(());
         };
         let pools: Vec<LicencePool> = self
             .licences
@@ -803,6 +804,7 @@ impl World {
             requeue,
             begin: begin.map(Time),
             requires: self.jobs[&id].requires.iter().cloned().collect(),
+            licences: self.jobs[&id].licences.clone(),
         };
         Some(job)
     }
