@@ -115,3 +115,66 @@ fn features_choose_the_cluster_and_impossible_demands_are_refused() {
     let e = refused(&s, &["--licence", "ansys:0", "--", "true"]);
     assert!(e.contains("--licence"), "{e}");
 }
+
+/// A floating licence server: one pool of 4 drawn on by clusters a and b. A job on each
+/// asks for 3; they run one after the other although each has its own idle cluster.
+#[test]
+fn a_pool_shared_by_two_clusters_is_held_once() {
+    let s = Server::with_config(
+        r#"
+[[cluster]]
+name = "a"
+procs = 4
+
+[[cluster]]
+name = "b"
+procs = 4
+
+[[licence]]
+name = "ansys"
+count = 4
+clusters = ["a", "b"]
+"#,
+    );
+    let on = |c: &'static str| {
+        [
+            "--cluster",
+            c,
+            "--licence",
+            "ansys:3",
+            "-t",
+            "1m",
+            "--",
+            "sleep",
+            "2",
+        ]
+    };
+    let first = s.submit(&on("a"));
+    let second = s.submit(&on("b"));
+    let (f, g) = (
+        s.wait_final(first, Duration::from_secs(30)),
+        s.wait_final(second, Duration::from_secs(30)),
+    );
+    assert_eq!(f["state"], "completed", "{f}");
+    assert_eq!(g["state"], "completed", "{g}");
+    assert_eq!(f["parts"][0]["cluster"], "a", "{f}");
+    assert_eq!(g["parts"][0]["cluster"], "b", "{g}");
+    let (a, b) = if int(&f, "started_at") <= int(&g, "started_at") {
+        (f, g)
+    } else {
+        (g, f)
+    };
+    assert!(
+        int(&b, "started_at") >= int(&a, "ended_at"),
+        "they overlapped: {a} {b}"
+    );
+    // More than the shared pool holds is refused on either cluster.
+    let e = refused(
+        &s,
+        &["--cluster", "b", "--licence", "ansys:5", "--", "true"],
+    );
+    assert!(
+        e.contains("5 licences \"ansys\" asked, the pool \"ansys\" has 4"),
+        "{e}"
+    );
+}

@@ -306,3 +306,50 @@ fn embedded_default_workload_runs() {
     let u = out["utilization"].as_f64().unwrap();
     assert!(u > 0.3 && u <= 1.0, "{u}");
 }
+
+/// `--licence-pool` over a trace: 40 one-processor jobs of 100 s at once on 64 processors
+/// and a pool of 1 licence. Processors never make a job wait; half the jobs ask for the
+/// licence, so they run one after the other and wait, and the others do not. The report
+/// gives both waits. Same seed, same draws: the run repeats exactly.
+#[test]
+fn licence_demands_over_a_trace_make_only_the_asking_jobs_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("; MaxProcs: 64\n");
+    for i in 1..=40 {
+        text.push_str(&format!(
+            "{i} 0 -1 100 1 -1 -1 1 100 -1 1 1 1 -1 1 -1 -1 -1\n"
+        ));
+    }
+    let trace = write(&dir, "flat.swf", &text);
+    let t = trace.to_str().unwrap();
+    let args = [
+        "sim",
+        "run",
+        "--trace",
+        t,
+        "--licence-pool",
+        "ansys:1",
+        "--licence-share",
+        "0.5",
+        "--seed",
+        "7",
+    ];
+    let run = json_run(&args);
+    assert_eq!(run, {
+        let mut again = json_run(&args);
+        again["elapsed_seconds"] = run["elapsed_seconds"].clone();
+        again
+    });
+    let name = run["trace"].as_str().unwrap();
+    // "...; mean wait W s for the N jobs asking for licences, 0 s for the M others"
+    let (_, tail) = name.split_once("; mean wait ").unwrap();
+    let words: Vec<&str> = tail.split_whitespace().collect();
+    let wait: f64 = words[0].parse().unwrap();
+    let asking: usize = words[4].parse().unwrap();
+    let others_wait: f64 = words[9].parse().unwrap();
+    assert!((10..=30).contains(&asking), "{name}");
+    // n jobs one after the other: waits 0, 100, …, (n−1)·100, mean 50·(n−1).
+    assert_eq!(wait, 50.0 * (asking as f64 - 1.0), "{name}");
+    assert_eq!(others_wait, 0.0, "{name}");
+    assert_eq!(run["jobs"], 40);
+}

@@ -86,6 +86,7 @@ fn main() {
             requeue: false,
             begin: None,
             requires: Default::default(),
+            licences: Default::default(),
         })
         .collect();
     let cfg = PlannerConfig {

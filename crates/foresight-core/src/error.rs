@@ -70,6 +70,14 @@ pub enum CoreError {
         /// The fewest processors free during its window.
         free: i64,
     },
+    /// A reservation cannot hold the licences asked for its window.
+    #[error("reservation {reservation}: {reason}")]
+    LicencesUnavailable {
+        /// The reservation.
+        reservation: ReservationId,
+        /// Which pool, how many asked and how many free.
+        reason: String,
+    },
     /// The reservation id is taken.
     #[error("reservation {0} already exists")]
     DuplicateReservation(ReservationId),

@@ -8,12 +8,13 @@
 
 use crate::forecast::{forecast, slots_from_forecast, Tariff};
 use crate::ids::{JobId, UserId};
+use crate::licence_plan::LicencePlan;
 use crate::scheduler::LocalScheduler;
 use crate::select::{Criterion, Processor, Selection, Slot, SlotPlan, SlotRequest};
 use crate::time::{Dur, Time};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A job for the grid: it may run on any cluster, or on several at once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +56,11 @@ pub struct GlobalJob {
     /// offers it only the clusters that have them all.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub requires: BTreeSet<String>,
+    /// Licences held for the whole run, by pool (`ansys` → 2): the planner places it only
+    /// on clusters drawing on every pool asked, in a window where the pools have them free,
+    /// and its reservation holds them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub licences: BTreeMap<String, u32>,
 }
 
 impl GlobalJob {
@@ -83,6 +89,10 @@ pub struct ClusterView<'a> {
     /// Link latency.
     pub latency: Dur,
 }
+
+/// Windows searched for a job asking for licences before the planner gives up for this
+/// cycle: each starts where the previous one's licences become free.
+const MAX_LICENCE_ROUNDS: usize = 64;
 
 /// Knobs of the cycle.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -254,6 +264,8 @@ pub struct GridPlan {
     links: Vec<(f64, Dur)>,
     total: usize,
     largest: usize,
+    /// The licence pools, held in time like the processors.
+    licences: LicencePlan,
 }
 
 /// Where [`GridPlan::place`] put a job.
@@ -282,9 +294,15 @@ impl GridPlan {
             .par_iter()
             .map(|c| {
                 let f = forecast(c.sched, now, |_| 1.0);
-                slots_from_forecast(c.processors, &f, now, horizon, c.tariff, floor)
+                let slots = slots_from_forecast(c.processors, &f, now, horizon, c.tariff, floor);
+                (slots, f)
             })
             .collect();
+        let (per_cluster, forecasts): (Vec<_>, Vec<_>) = per_cluster.into_iter().unzip();
+        let licences = LicencePlan::new(
+            &clusters.iter().map(|c| c.sched).collect::<Vec<_>>(),
+            &forecasts.iter().map(Vec::as_slice).collect::<Vec<_>>(),
+        );
         // Each cluster's slots number its processors from 0: offset them to the grid's.
         let mut slots = Vec::with_capacity(per_cluster.iter().map(Vec::len).sum());
         let mut first = 0u32;
@@ -334,6 +352,7 @@ impl GridPlan {
                 .collect(),
             total,
             largest,
+            licences,
         })
     }
 
@@ -349,10 +368,40 @@ impl GridPlan {
                 "{} processors asked without co-allocation, the largest cluster has {}",
                 job.procs, self.largest
             ))
+        } else if !job.licences.is_empty() {
+            self.licences_refusal(job)
         } else if !job.requires.is_empty() {
             self.features_refusal(job)
         } else {
             None
+        }
+    }
+
+    /// Why `job`'s licences can never be had, or too few processors draw on its pools.
+    fn licences_refusal(&self, job: &GlobalJob) -> Option<String> {
+        if let Some(why) = self.licences.refusal(&job.licences) {
+            return Some(why);
+        }
+        let mut per_cluster = vec![0usize; self.links.len()];
+        for &c in &self.cluster_of {
+            if self.licences.serves(&job.licences, c) {
+                per_cluster[c] += 1;
+            }
+        }
+        let serving: usize = per_cluster.iter().sum();
+        let largest = per_cluster.iter().copied().max().unwrap_or(0);
+        let need = job.procs as usize;
+        if serving < need || (!job.co_allocate && largest < need) {
+            return Some(format!(
+                "{need} processors asked, the clusters drawing on the licence pools {:?} have {}",
+                job.licences.keys().collect::<Vec<_>>(),
+                if job.co_allocate { serving } else { largest }
+            ));
+        }
+        if job.requires.is_empty() {
+            None
+        } else {
+            self.features_refusal(job)
         }
     }
 
@@ -395,13 +444,45 @@ impl GridPlan {
         }
     }
 
-    /// The best window for `job`, on the clusters `only` allows (all when `None`).
+    /// The best window for `job`, on the clusters `only` allows (all when `None`); for a
+    /// job asking for licences, only on clusters drawing on its pools and in a window where
+    /// they are free: the window is searched again from where they are, until both agree.
     fn select(&self, job: &GlobalJob, only: Option<usize>) -> Result<Selection, String> {
+        if job.licences.is_empty() {
+            return self.select_from(job, only, job.eligible(self.now));
+        }
+        let mut from = job.eligible(self.now);
+        for _ in 0..MAX_LICENCE_ROUNDS {
+            let sel = self.select_from(job, only, from)?;
+            match self
+                .licences
+                .earliest(&job.licences, sel.start, sel.end - sel.start)
+            {
+                Some(t) if t == sel.start => return Ok(sel),
+                Some(t) => from = t,
+                None => break,
+            }
+        }
+        Err(format!(
+            "the licences {:?} are not free together with the processors within the plan",
+            job.licences
+        ))
+    }
+
+    /// [`GridPlan::select`] of a window starting no earlier than `from`.
+    fn select_from(
+        &self,
+        job: &GlobalJob,
+        only: Option<usize>,
+        from: Time,
+    ) -> Result<Selection, String> {
         let staging: Vec<Option<Dur>> = self
             .order
             .iter()
             .map(|&c| {
-                if only.is_some_and(|o| o != c) {
+                if only.is_some_and(|o| o != c)
+                    || !(job.licences.is_empty() || self.licences.serves(&job.licences, c))
+                {
                     return None;
                 }
                 let (bandwidth, latency) = self.links[c];
@@ -419,7 +500,7 @@ impl GridPlan {
             min_memory_mb: 0,
             features: job.requires.clone(),
             criterion: job.criterion.clone(),
-            not_before: job.eligible(self.now),
+            not_before: from,
             deadline: None,
             co_allocate: job.co_allocate && only.is_none(),
         };
@@ -451,6 +532,9 @@ impl GridPlan {
             Ok(sel) => sel,
         };
         self.plan.commit(&sel);
+        if !job.licences.is_empty() {
+            self.licences.take(&job.licences, sel.start, sel.end);
+        }
         let mut chosen = sel.processors.clone();
         chosen.sort_unstable();
         let window = Some((sel.start, sel.end, chosen.clone()));
@@ -559,6 +643,7 @@ mod tests {
             requeue: false,
             begin: None,
             requires: Default::default(),
+            licences: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! - [`ids`]: typed identifiers.
 //! - [`job`]: the rigid parallel job and its credentials.
 //! - [`licence`]: licence pools held in time like processors.
+//! - [`licence_plan`]: licence pools as the grid planner holds them.
 //! - [`profile`]: the availability profile (free processors over time).
 //! - [`reservation`]: administrative advance reservations and their ACLs.
 //! - [`policy`]: local policies as one algorithm parameterised by order, reservation depth
@@ -36,6 +37,7 @@ pub mod grid;
 pub mod ids;
 pub mod job;
 pub mod licence;
+pub mod licence_plan;
 pub mod policy;
 pub mod predict;
 pub mod priority;

@@ -101,11 +101,33 @@ pub fn parse_demand(text: &str) -> Result<(String, u32), String> {
     Ok((name.to_string(), count))
 }
 
+/// A change a scheduler made to a pool it shares with other clusters (a floating licence
+/// server): the other clusters' schedulers apply it to their own view of the pool
+/// ([`LicenceBook::apply`]), so that the pool is one pool of `count` licences across them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// The pool.
+    pub pool: String,
+    /// From.
+    pub start: Time,
+    /// Until (excluded).
+    pub end: Time,
+    /// Licences given back (positive) or taken (negative).
+    pub delta: i64,
+}
+
 /// Free licences over time, per pool, as one scheduler holds them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LicenceBook {
     /// By pool name.
     pools: BTreeMap<String, Profile>,
+    /// Pools other clusters draw on too: every change to them is journaled.
+    shared: std::collections::BTreeSet<String>,
+    /// Changes to shared pools not yet passed on ([`LicenceBook::drain_journal`]).
+    journal: Vec<Hold>,
+    /// When licences other clusters held come back: no event of this cluster's own marks
+    /// those instants, so its scheduler must be woken then.
+    comebacks: std::collections::BTreeSet<Time>,
 }
 
 impl LicenceBook {
@@ -117,6 +139,49 @@ impl LicenceBook {
     /// Adds (or resizes, while nothing is held) a pool of `count` licences.
     pub fn add_pool(&mut self, name: &str, count: u32) {
         self.pools.insert(name.to_string(), Profile::new(count));
+    }
+
+    /// Marks the pool as shared with other clusters: from now on every change this book
+    /// makes to it is journaled for them.
+    pub fn share(&mut self, name: &str) {
+        if self.pools.contains_key(name) {
+            self.shared.insert(name.to_string());
+        }
+    }
+
+    /// The changes to shared pools made since the last call, oldest first.
+    pub fn drain_journal(&mut self) -> Vec<Hold> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Applies a change another cluster made to a pool shared with this one (not journaled
+    /// again); a pool this book does not know is ignored.
+    pub fn apply(&mut self, hold: &Hold) {
+        if let Some(p) = self.pools.get_mut(&hold.pool) {
+            p.add(hold.start, hold.end, hold.delta);
+            let back = if hold.delta > 0 { hold.start } else { hold.end };
+            if back < Time::MAX {
+                self.comebacks.insert(back);
+            }
+        }
+    }
+
+    /// The first instant after `now` at which licences another cluster held come back.
+    pub fn next_comeback(&self, now: Time) -> Option<Time> {
+        self.comebacks
+            .range((std::ops::Bound::Excluded(now), std::ops::Bound::Unbounded))
+            .next()
+            .copied()
+    }
+
+    /// Every pool, by name, with its free licences over time.
+    pub fn profiles(&self) -> impl Iterator<Item = (&str, &Profile)> {
+        self.pools.iter().map(|(n, p)| (n.as_str(), p))
+    }
+
+    /// The fewest licences of the pool free during `[start, end)`.
+    pub fn min_free(&self, name: &str, start: Time, end: Time) -> Option<i64> {
+        self.pools.get(name).map(|p| p.min_free(start, end))
     }
 
     /// The pool's size, if known.
@@ -150,6 +215,9 @@ impl LicenceBook {
     pub fn advance(&mut self, now: Time) {
         for p in self.pools.values_mut() {
             p.advance(now);
+        }
+        while self.comebacks.first().is_some_and(|&t| t <= now) {
+            self.comebacks.pop_first();
         }
     }
 
@@ -186,6 +254,14 @@ impl LicenceBook {
         for (name, &n) in demand {
             if let Some(p) = self.pools.get_mut(name) {
                 p.take(start, end, n);
+                if self.shared.contains(name) {
+                    self.journal.push(Hold {
+                        pool: name.clone(),
+                        start,
+                        end,
+                        delta: -i64::from(n),
+                    });
+                }
             }
         }
     }
@@ -198,6 +274,14 @@ impl LicenceBook {
         for (name, &n) in demand {
             if let Some(p) = self.pools.get_mut(name) {
                 p.give(start, end, n);
+                if self.shared.contains(name) {
+                    self.journal.push(Hold {
+                        pool: name.clone(),
+                        start,
+                        end,
+                        delta: i64::from(n),
+                    });
+                }
             }
         }
     }

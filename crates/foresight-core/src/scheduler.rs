@@ -24,7 +24,7 @@
 use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
-use crate::licence::LicenceBook;
+use crate::licence::{Hold, LicenceBook};
 use crate::policy::{
     BackfillChoice, BackfillMetric, BackfillOrder, Compression, PassOnSubmit, Policy, QueueOrder,
 };
@@ -149,6 +149,9 @@ enum State {
 struct AdminSlot {
     res: AdminReservation,
     profile: Profile,
+    /// Licences the reservation holds over its window (a global job's, whose part bound to
+    /// it holds none of its own).
+    licences: BTreeMap<String, u32>,
 }
 
 /// The local scheduler of one cluster of identical processors.
@@ -558,7 +561,14 @@ impl LocalScheduler {
         }
         self.pool.take(start, end, res.procs);
         let profile = Profile::window(res.procs, start, end);
-        self.admin.insert(res.id, AdminSlot { res, profile });
+        self.admin.insert(
+            res.id,
+            AdminSlot {
+                res,
+                profile,
+                licences: BTreeMap::new(),
+            },
+        );
         Ok(())
     }
 
@@ -575,7 +585,14 @@ impl LocalScheduler {
         if self.pool.min_free(start, end) >= i64::from(res.procs) {
             self.pool.take(start, end, res.procs);
             let profile = Profile::window(res.procs, start, end);
-            self.admin.insert(res.id, AdminSlot { res, profile });
+            self.admin.insert(
+                res.id,
+                AdminSlot {
+                    res,
+                    profile,
+                    licences: BTreeMap::new(),
+                },
+            );
             return Ok(());
         }
         let mut without_queue = self.pool.clone();
@@ -603,9 +620,59 @@ impl LocalScheduler {
         }
         self.pool.take(start, end, res.procs);
         let profile = Profile::window(res.procs, start, end);
-        self.admin.insert(res.id, AdminSlot { res, profile });
+        self.admin.insert(
+            res.id,
+            AdminSlot {
+                res,
+                profile,
+                licences: BTreeMap::new(),
+            },
+        );
         self.released = true;
         Ok(())
+    }
+
+    /// Makes an administrative reservation hold licences over its whole window, so that no
+    /// local job takes them from under it: a global job's reservation holds the licences
+    /// its part (bound to the reservation, asking none itself) runs with. Refused, holding
+    /// nothing, when the pools cannot give them for the whole window; given back when the
+    /// reservation is released.
+    pub fn hold_licences_in_reservation(
+        &mut self,
+        id: ReservationId,
+        demand: &BTreeMap<String, u32>,
+    ) -> Result<()> {
+        let slot = self
+            .admin
+            .get(&id)
+            .ok_or(CoreError::UnknownReservation(id))?;
+        let Interval { start, end } = slot.res.window;
+        if let Some(reason) = self.licences.refusal(demand) {
+            return Err(CoreError::LicencesUnavailable {
+                reservation: id,
+                reason,
+            });
+        }
+        for (name, &n) in demand {
+            let free = self.licences.min_free(name, start, end).unwrap_or(0);
+            if free < i64::from(n) {
+                return Err(CoreError::LicencesUnavailable {
+                    reservation: id,
+                    reason: format!("{n} licences {name:?} asked from {start}, {free} free then"),
+                });
+            }
+        }
+        self.licences.take(demand, start, end);
+        let slot = self.admin.get_mut(&id).expect("invariant: looked up above");
+        for (name, &n) in demand {
+            *slot.licences.entry(name.clone()).or_insert(0) += n;
+        }
+        Ok(())
+    }
+
+    /// The licence pools this cluster draws on, as it holds them now.
+    pub fn licence_book(&self) -> &LicenceBook {
+        &self.licences
     }
 
     /// Takes a waiting job's reservation away; the next pass places it again.
@@ -639,6 +706,7 @@ impl LocalScheduler {
             .ok_or(CoreError::UnknownReservation(id))?;
         let Interval { start, end } = slot.res.window;
         self.pool.give(start.max(now), end, slot.res.procs);
+        self.licences.give(&slot.licences, start.max(now), end);
         let inside: Vec<(JobId, Placement, u32, bool)> = self
             .jobs
             .values()
@@ -685,16 +753,23 @@ impl LocalScheduler {
         Ok(())
     }
 
-    /// The next start or end of an administrative reservation, or begin time of a deferred
-    /// job, after `now`: a moment at which jobs may become able to start with no other
+    /// The next start or end of an administrative reservation, begin time of a deferred
+    /// job, or return of licences another cluster held from a shared pool, after `now`: a
+    /// moment at which jobs may become able to start with no other
     /// event, so the caller must tick then.
     pub fn next_boundary(&self, now: Time) -> Option<Time> {
         let begin = self.deferred.iter().map(|&(b, _)| b).find(|&b| b > now);
+        let comeback = if self.queue.is_empty() {
+            None
+        } else {
+            self.licences.next_comeback(now)
+        };
         self.admin
             .values()
             .flat_map(|s| [s.res.window.start, s.res.window.end])
             .filter(|t| *t > now)
             .chain(begin)
+            .chain(comeback)
             .min()
     }
 
@@ -848,6 +923,27 @@ impl LocalScheduler {
     /// free for their whole run.
     pub fn add_licence_pool(&mut self, name: &str, count: u32) {
         self.licences.add_pool(name, count);
+    }
+
+    /// Makes the pool one this cluster shares with others (a floating licence server): every
+    /// change this scheduler makes to it is journaled for them
+    /// ([`LocalScheduler::drain_licence_journal`]); the broker passes it on.
+    pub fn share_licence_pool(&mut self, name: &str) {
+        self.licences.share(name);
+    }
+
+    /// The changes this scheduler made to shared pools since the last call.
+    pub fn drain_licence_journal(&mut self) -> Vec<Hold> {
+        self.licences.drain_journal()
+    }
+
+    /// Applies a change another cluster's scheduler made to a pool shared with this one.
+    pub fn apply_licence_hold(&mut self, hold: &Hold) {
+        self.licences.apply(hold);
+        if hold.delta > 0 {
+            // Licences came back: waiting jobs may start.
+            self.released = true;
+        }
     }
 
     /// Licences of the pool free at `t`, for invariant checks and explanations.

@@ -312,6 +312,7 @@ proptest! {
                         requeue: false,
                         begin,
                         requires: Default::default(),
+                        licences: Default::default(),
                     });
                 }
                 Op::Local { cluster, procs, walltime, used, begin } => {

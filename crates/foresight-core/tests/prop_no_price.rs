@@ -110,6 +110,7 @@ proptest! {
             requeue: false,
             begin: None,
             requires: Default::default(),
+            licences: Default::default(),
         });
         let mut out = Vec::new();
         b.on_cycle(now, &mut out);

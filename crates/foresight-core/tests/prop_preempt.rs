@@ -380,6 +380,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                             requeue,
                             begin: None,
                             requires: Default::default(),
+                            licences: Default::default(),
                         },
                     );
                 }

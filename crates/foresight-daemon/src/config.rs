@@ -423,13 +423,6 @@ impl Config {
         foresight_core::licence::check_pools(&self.licence, &known)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         for pool in &self.licence {
-            if pool.clusters.len() > 1 {
-                anyhow::bail!(
-                    "licence {:?}: a pool shared by several clusters is not supported by the \
-                     service yet; give one cluster per pool",
-                    pool.name
-                );
-            }
             for c in self
                 .cluster
                 .iter()

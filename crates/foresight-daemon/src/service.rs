@@ -1505,6 +1505,7 @@ impl Service {
                 requeue: false,
                 requires: Default::default(),
                 begin: req.begin.map(Time),
+                licences: Default::default(),
             };
             let queue: Vec<GlobalJob> = w
                 .broker

@@ -19,8 +19,10 @@
 //! start charge the base tariff for what it uses and return the rest. No budget goes below
 //! zero; the report gives each user's charge and what is left.
 
+mod licence;
 mod run;
 mod seeds;
+pub use licence::LicenceConfig;
 pub use run::lookahead_trace;
 pub use seeds::{simulate_seeds, summarize, BrokerRuns, SeedSummary};
 
@@ -94,6 +96,10 @@ pub struct GridConfig {
     pub user: Vec<UserConfig>,
     /// The global stream.
     pub global: GlobalStream,
+    /// Licence pools (`[[licence]]`, the service's keys) and the shares of jobs asking
+    /// for them.
+    #[serde(default)]
+    pub licence: Vec<LicenceConfig>,
 }
 
 fn default_cycle() -> i64 {
@@ -327,6 +333,8 @@ impl GridConfig {
             }
             c.spec.check(true)?;
         }
+        let known: Vec<&str> = self.cluster.iter().map(|c| c.name.as_str()).collect();
+        licence::check(&self.licence, &known)?;
         let mut ids = std::collections::BTreeSet::new();
         for u in &self.user {
             if !ids.insert(u.id) {
@@ -468,6 +476,10 @@ pub struct GridReport {
     pub moved_earlier: u64,
     /// Span simulated (first submission to last end), seconds.
     pub span: i64,
+    /// Jobs, local and global, that asked for licences (`[[licence]]`).
+    pub with_licences: GroupReport,
+    /// Jobs, local and global, that asked for none.
+    pub without_licences: GroupReport,
 }
 
 /// A job of a [`LookaheadTrace`]: local jobs are numbered per cluster, global ones over the
@@ -633,6 +645,7 @@ pub(crate) fn global_stream(
                 requeue: false,
                 requires: Default::default(),
                 begin: None,
+                licences: Default::default(),
             },
             Dur(runtime),
         ));

@@ -12,7 +12,7 @@ use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
 use foresight_sim::replay::replay_with;
 use foresight_sim::swf::SwfHeader;
 use foresight_sim::workload::Skipped;
-use foresight_sim::{simulate_with, Prediction, Semantics, SimOutput, Trace, Workload};
+use foresight_sim::{simulate_with, Converter, Prediction, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use std::fs::File;
@@ -101,9 +101,9 @@ pub struct SimRunOpts {
     /// Synthetic workload: random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Synthetic workload: the cluster draws on this licence pool, NAME:COUNT (`ansys:4`);
-    /// a share of the jobs (`--licence-share`) asks for 1 to `--licence-max` of it, and
-    /// starts only when they are free.
+    /// The cluster draws on this licence pool, NAME:COUNT (`ansys:4`); a share of the jobs
+    /// (`--licence-share`, synthetic or from `--trace`) asks for 1 to `--licence-max` of it,
+    /// and starts only when they are free.
     #[arg(long, value_name = "NAME:COUNT")]
     licence_pool: Option<String>,
     /// Share of jobs asking for licences of `--licence-pool` (seeded by `--seed`).
@@ -363,8 +363,42 @@ fn simulate_workload(
         overrun: opts.no_clip,
     };
     Ok(match &opts.trace {
-        Some(_) if opts.licence_pool.is_some() => {
-            bail!("--licence-pool draws licence demands over the synthetic workload; leave out --trace")
+        Some(path) if opts.licence_pool.is_some() => {
+            // Licence demands are drawn over the whole trace, so it is read first.
+            let trace = Trace::read(path, opts.lenient)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let procs = match opts.procs {
+                Some(p) => p,
+                None => trace
+                    .header
+                    .machine_size()
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "{}: the header gives no machine size; give --procs",
+                            path.display()
+                        )
+                    })?,
+            };
+            if procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let conv = Converter::new(procs, semantics).overrun(opts.no_clip);
+            let w = Workload::from_trace_with(&trace, conv);
+            let skipped = w.skipped;
+            let mut name = path.display().to_string();
+            let out = simulate_licensed_workload(
+                opts,
+                w,
+                procs,
+                policy,
+                semantics,
+                &prediction,
+                &mut name,
+                progress,
+            )
+            .with_context(|| format!("simulating {name}"))?;
+            (Some(trace), procs, out, name, skipped)
         }
         Some(path) => {
             let source = path.display().to_string();
@@ -391,45 +425,100 @@ fn simulate_workload(
                 opts.jobs, opts.load, opts.seed
             );
             let out = match &opts.licence_pool {
-                None => simulate_with(&w, procs, policy, semantics, &prediction, progress),
-                Some(pool) => {
-                    let (pool, count) = foresight_core::licence::parse_demand(pool)
-                        .map_err(|e| anyhow::anyhow!("--licence-pool: {e}"))?;
-                    if !(0.0..=1.0).contains(&opts.licence_share) {
-                        bail!("--licence-share must be between 0 and 1");
-                    }
-                    if opts.licence_max == 0 || opts.licence_max > count {
-                        bail!(
-                            "--licence-max must be from 1 to the pool's {count}, got {}",
-                            opts.licence_max
-                        );
-                    }
-                    name.push_str(&format!(
-                        ", {}% of jobs asking 1-{} of {count} {pool:?} licences",
-                        opts.licence_share * 100.0,
-                        opts.licence_max
-                    ));
-                    let w = w.with_licence_demands(&foresight_sim::LicenceDemand {
-                        pool: pool.clone(),
-                        share: opts.licence_share,
-                        max: opts.licence_max,
-                        seed: opts.seed,
-                    });
-                    foresight_sim::simulate_licensed(
-                        &w,
-                        procs,
-                        policy,
-                        semantics,
-                        &prediction,
-                        &[(pool, count)],
-                        progress,
-                    )
-                }
+                None => simulate_with(&w, procs, policy, semantics, &prediction, progress)
+                    .map_err(anyhow::Error::from),
+                Some(_) => simulate_licensed_workload(
+                    opts,
+                    w,
+                    procs,
+                    policy,
+                    semantics,
+                    &prediction,
+                    &mut name,
+                    progress,
+                ),
             }
             .with_context(|| format!("simulating {name}"))?;
             (None, procs, out, name, Skipped::default())
         }
     })
+}
+
+/// `--licence-pool`: draws the demands over `w` (seeded by `--seed`), names them in `name`,
+/// and simulates the cluster drawing on the pool.
+#[allow(clippy::too_many_arguments)]
+fn simulate_licensed_workload(
+    opts: &SimRunOpts,
+    w: Workload,
+    procs: u32,
+    policy: &Policy,
+    semantics: Semantics,
+    prediction: &Prediction,
+    name: &mut String,
+    progress: &mut dyn FnMut(usize),
+) -> Result<SimOutput> {
+    let pool = opts
+        .licence_pool
+        .as_deref()
+        .expect("invariant: called with --licence-pool");
+    let (pool, count) = foresight_core::licence::parse_demand(pool)
+        .map_err(|e| anyhow::anyhow!("--licence-pool: {e}"))?;
+    if !(0.0..=1.0).contains(&opts.licence_share) {
+        bail!("--licence-share must be between 0 and 1");
+    }
+    if opts.licence_max == 0 || opts.licence_max > count {
+        bail!(
+            "--licence-max must be from 1 to the pool's {count}, got {}",
+            opts.licence_max
+        );
+    }
+    name.push_str(&format!(
+        ", {}% of jobs asking 1-{} of {count} {pool:?} licences",
+        opts.licence_share * 100.0,
+        opts.licence_max
+    ));
+    let w = w.with_licence_demands(&foresight_sim::LicenceDemand {
+        pool: pool.clone(),
+        share: opts.licence_share,
+        max: opts.licence_max,
+        seed: opts.seed,
+    });
+    let asking: std::collections::HashSet<foresight_core::JobId> = w
+        .jobs
+        .iter()
+        .filter(|j| !j.job.licences.is_empty())
+        .map(|j| j.job.id)
+        .collect();
+    let out = foresight_sim::simulate_licensed(
+        &w,
+        procs,
+        policy,
+        semantics,
+        prediction,
+        &[(pool, count)],
+        progress,
+    )?;
+    // The wait of jobs with and without licences: what holding them costs.
+    let (mut with, mut without) = ((0usize, 0i64), (0usize, 0i64));
+    for o in &out.outcomes {
+        let wait = (o.start - o.submit).as_secs();
+        let side = if asking.contains(&o.id) {
+            &mut with
+        } else {
+            &mut without
+        };
+        side.0 += 1;
+        side.1 += wait;
+    }
+    let mean = |(n, sum): (usize, i64)| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
+    name.push_str(&format!(
+        "; mean wait {:.0} s for the {} jobs asking for licences, {:.0} s for the {} others",
+        mean(with),
+        with.0,
+        mean(without),
+        without.0
+    ));
+    Ok(out)
 }
 
 /// A bar of `total` jobs with percentage and ETA, or a spinner counting jobs when the total
@@ -781,6 +870,17 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                         r.broker,
                         idle / 3600.0,
                         r.moved_earlier
+                    );
+                }
+                if r.with_licences.jobs > 0 {
+                    println!(
+                        "{:<16} mean wait of the {} jobs asking for licences: {:.0} s; of the \
+                         {} others: {:.0} s",
+                        r.broker,
+                        r.with_licences.jobs,
+                        r.with_licences.mean_wait,
+                        r.without_licences.jobs,
+                        r.without_licences.mean_wait
                     );
                 }
             }

@@ -68,8 +68,11 @@ impl Broker {
             .jobs
             .iter()
             .filter(|(id, e)| match &e.phase {
+                // A reservation holding licences stays where it is: a move would leave
+                // them behind.
                 Phase::Reserved { start, parts, .. } => {
                     *start > now
+                        && e.job.licences.is_empty()
                         && parts.iter().all(|p| self.clusters[p.cluster].available)
                         && !self.moving.contains_key(id)
                         && self.move_not_before.get(id).is_none_or(|&t| t <= now)

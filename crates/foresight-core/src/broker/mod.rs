@@ -232,6 +232,9 @@ pub struct Broker {
     moving: BTreeMap<JobId, compress::PendingMove>,
     /// Jobs whose move a cluster refused: not moved again before then.
     move_not_before: HashMap<JobId, Time>,
+    /// The clusters drawing on each licence pool shared by several (a floating licence
+    /// server): a change one cluster's scheduler makes to it is passed on to the others.
+    shared_pools: BTreeMap<String, Vec<usize>>,
 }
 
 /// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
@@ -257,6 +260,25 @@ impl Broker {
             idle_since: None,
             moving: BTreeMap::new(),
             move_not_before: HashMap::new(),
+            shared_pools: BTreeMap::new(),
+        }
+    }
+
+    /// Makes clusters `on` draw on a licence pool of `count` licences (before any job asks
+    /// for it). Drawn on by several clusters, it is one pool (a floating licence server):
+    /// whatever one cluster holds, the others cannot.
+    pub fn add_licence_pool(&mut self, name: &str, count: u32, on: &[usize]) {
+        let mut on: Vec<usize> = on.to_vec();
+        on.sort_unstable();
+        on.dedup();
+        for &k in &on {
+            self.clusters[k].sched.add_licence_pool(name, count);
+            if on.len() > 1 {
+                self.clusters[k].sched.share_licence_pool(name);
+            }
+        }
+        if on.len() > 1 {
+            self.shared_pools.insert(name.to_string(), on);
         }
     }
 
@@ -1118,6 +1140,31 @@ impl Broker {
             }
             held.push(i);
         }
+        // The licences are held once, by the first part's reservation (the planner put
+        // every part on clusters drawing on the job's pools).
+        let licences = &self.jobs[&id].job.licences;
+        if let (false, Some(first)) = (licences.is_empty(), parts.first()) {
+            if let Err(e) = self.clusters[first.cluster]
+                .sched
+                .hold_licences_in_reservation(first.reservation, licences)
+            {
+                for q in &parts {
+                    let _ = self.clusters[q.cluster]
+                        .sched
+                        .remove_reservation(now, q.reservation);
+                }
+                let name = self.clusters[first.cluster].name.clone();
+                self.refused(
+                    now,
+                    id,
+                    first.cluster,
+                    format!("cluster {name} refused the reservation: {e}"),
+                    false,
+                    out,
+                );
+                return;
+            }
+        }
         let awaiting: BTreeSet<ReservationId> = parts
             .iter()
             .filter(|p| self.clusters[p.cluster].self_scheduled)
@@ -1368,6 +1415,46 @@ impl Broker {
         }
         if let Some(at) = self.clusters[k].sched.next_boundary(now) {
             out.push(BrokerAction::Wake { cluster: k, at });
+        }
+        self.spread_licences(now, out);
+    }
+
+    /// Passes every change made to a shared licence pool on to the other clusters drawing
+    /// on it; those that got licences back from `now` run a pass, so that their waiting
+    /// jobs take them at once.
+    fn spread_licences(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        if self.shared_pools.is_empty() {
+            return;
+        }
+        let mut woken = BTreeSet::new();
+        for k in 0..self.clusters.len() {
+            for h in self.clusters[k].sched.drain_licence_journal() {
+                let Some(on) = self.shared_pools.get(&h.pool) else {
+                    continue;
+                };
+                // When the licences come back to the others: at the end of a hold, at
+                // the start of a give.
+                let back = if h.delta > 0 { h.start } else { h.end };
+                for &o in on.iter().filter(|&&o| o != k) {
+                    self.clusters[o].sched.apply_licence_hold(&h);
+                    if back <= now {
+                        if h.delta > 0 && now < h.end {
+                            woken.insert(o);
+                        }
+                    } else if back < Time::MAX && self.clusters[o].sched.waiting() > 0 {
+                        // Nothing else tells a cluster whose jobs wait for these licences
+                        // that another cluster lets go of them then.
+                        out.push(BrokerAction::Wake {
+                            cluster: o,
+                            at: back,
+                        });
+                    }
+                }
+            }
+        }
+        // A pass only takes licences (or gives back ones held from later), so this ends.
+        for o in woken {
+            self.pass(now, o, out);
         }
     }
 

@@ -35,6 +35,7 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
         requeue: false,
         begin: None,
         requires: Default::default(),
+        licences: Default::default(),
     }
 }
 

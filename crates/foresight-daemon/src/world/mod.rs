@@ -317,22 +317,24 @@ impl World {
                 }
             })
             .collect();
-        for pool in &cfg.licence {
-            for g in grid.iter_mut().filter(|g| pool.clusters.contains(&g.name)) {
-                g.sched.add_licence_pool(&pool.name, pool.count);
-            }
-        }
         let planner = PlannerConfig {
             horizon: Dur(cfg.horizon_seconds),
             lead_time: Dur(cfg.lead_time_seconds),
             plan_depth: cfg.plan_depth,
         };
+        let mut broker = Broker::new(grid, planner, 1);
+        for pool in &cfg.licence {
+            let on: Vec<usize> = (0..broker.clusters.len())
+                .filter(|&k| pool.clusters.contains(&broker.clusters[k].name))
+                .collect();
+            broker.add_licence_pool(&pool.name, pool.count, &on);
+        }
         World {
             clusters,
             jobs: BTreeMap::new(),
             reservations: BTreeMap::new(),
             users: BTreeMap::new(),
-            broker: Broker::new(grid, planner, 1),
+            broker,
             names: HashMap::new(),
             requeue: BTreeSet::new(),
             stopping: BTreeSet::new(),
@@ -657,11 +659,12 @@ impl World {
             return Ok(());
         }
         let Some(cluster) = cluster else {
-            return Err(Refusal::invalid(
-                "licences",
-                "are held by jobs of one cluster: give the cluster (--cluster) whose pools \
-                 they come from",
-            ));
+            // A global job: the planner places it on clusters drawing on its pools.
+            if let Some(why) = foresight_core::licence::demand_refusal(&j.licences, &self.licences)
+            {
+                return Err(Refusal::invalid("licences", why));
+            }
+            return Ok(());
         };
         let pools: Vec<LicencePool> = self
             .licences
@@ -811,6 +814,7 @@ impl World {
             requeue,
             begin: begin.map(Time),
             requires: self.jobs[&id].requires.iter().cloned().collect(),
+            licences: self.jobs[&id].licences.clone(),
         };
         Some(job)
     }

@@ -483,6 +483,31 @@ impl<'a> GridRun<'a> {
         for (&user, &b) in &budgets {
             core.set_budget(user, Some(b));
         }
+        // Licence pools and the jobs asking for them (drawn apart from the streams).
+        for l in &cfg.licence {
+            let on: Vec<usize> = (0..clusters.len())
+                .filter(|&k| l.clusters.contains(&clusters[k].name))
+                .collect();
+            core.add_licence_pool(&l.name, l.count, &on);
+        }
+        for (k, c) in clusters.iter_mut().enumerate() {
+            let name = c.name.clone();
+            let drawn = super::licence::demands(&cfg.licence, k as u64, c.local.len(), |l| {
+                l.clusters.contains(&name).then_some(l.local_share)
+            });
+            for ((job, _), d) in c.local.iter_mut().zip(drawn) {
+                job.licences = d;
+            }
+        }
+        let mut globals = globals;
+        if kind == Broker::Lookahead {
+            let drawn = super::licence::demands(&cfg.licence, u64::MAX, globals.len(), |l| {
+                Some(l.global_share)
+            });
+            for (g, d) in globals.iter_mut().zip(drawn) {
+                g.job.licences = d;
+            }
+        }
         let last_arrival = globals.last().map_or(Time(0), |g| g.job.submit);
         let mut r = GridRun {
             cfg,
@@ -620,6 +645,25 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
         (r.kind == Broker::Lookahead).then(|| r.broker.stats().idle_while_waiting);
     report.moved_earlier = r.broker.stats().moves;
     report.users = report_users(globals, users, &r.budgets);
+    // Every finished job, local and global, by whether it asked for licences.
+    let mut by_licences: [Vec<(Time, Time, Time)>; 2] = [Vec::new(), Vec::new()];
+    for c in &r.clusters {
+        for (id, &(start, end, _)) in c.ran.iter().filter(|(id, _)| id.0 < GLOBAL_PART) {
+            let job = &c.local[id.0 as usize].0;
+            by_licences[usize::from(job.licences.is_empty())].push((job.submit, start, end));
+        }
+    }
+    for g in &done {
+        let item = (
+            g.job.submit,
+            g.start.expect("invariant: ended jobs started"),
+            g.end.expect("invariant: filtered"),
+        );
+        by_licences[usize::from(g.job.licences.is_empty())].push(item);
+    }
+    let [with, without] = by_licences;
+    report.with_licences = report_group(with.into_iter());
+    report.without_licences = report_group(without.into_iter());
     report
 }
 
