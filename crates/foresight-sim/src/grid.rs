@@ -326,6 +326,13 @@ impl GridConfig {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
             c.spec.check(true)?;
+            if c.spec.predict.is_some() {
+                return Err(format!(
+                    "cluster {:?}: predict is a setting of the service; `sim grid` plans with \
+                     estimates (use `sim run --predict` for one cluster)",
+                    c.name
+                ));
+            }
         }
         let mut ids = std::collections::BTreeSet::new();
         for u in &self.user {

@@ -276,6 +276,7 @@ impl World {
                 }),
                 requires: t.requires.clone(),
                 licences: t.licences.clone(),
+                ..JobRecord::default()
             };
             self.admit(&job).map_err(|r| about_task(i, &t.name, r))?;
             jobs.push(job);
