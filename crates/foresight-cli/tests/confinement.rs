@@ -2,48 +2,22 @@
 //! Confinement of local jobs, against real processes and the real `foresight supervise`:
 //! a job's double-forked `setsid` children (which leave its process group and session, and
 //! are no longer its descendants) are killed with it on cancel, at its walltime, and when a
-//! restarted daemon finds the job unsupervised. (Suspend stops the job's process group
-//! only: escaped children keep running while it is suspended.)
+//! restarted daemon finds the job unsupervised, and are held while it is suspended.
 //!
 //! Where cgroup v2 is writable (root on this machine) the executor confines each attempt in
 //! its own cgroup; elsewhere it falls back to the session + process-group sweep, which
 //! catches escapees only while the supervisor lives. The tests that need a cgroup say so
 //! and pass where there is none.
 
+#[path = "common/executor.rs"]
+mod fixture;
+
+use fixture::*;
 use foresight_rm::tokio;
-use foresight_rm::{Adoption, Finished, LaunchSpec, LocalExecutor};
+use foresight_rm::{Adoption, LaunchSpec};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-use tempfile::TempDir;
-use tokio::sync::mpsc::UnboundedReceiver;
-
-struct Scratch {
-    _tmp: TempDir,
-    jobs: PathBuf,
-    work: PathBuf,
-}
-
-fn scratch() -> Scratch {
-    let tmp = tempfile::tempdir().unwrap();
-    let jobs = tmp.path().join("jobs");
-    let work = tmp.path().join("work");
-    fs::create_dir(&work).unwrap();
-    let work = fs::canonicalize(work).unwrap();
-    Scratch {
-        _tmp: tmp,
-        jobs,
-        work,
-    }
-}
-
-fn executor(root: &Path) -> (LocalExecutor, UnboundedReceiver<Finished>) {
-    LocalExecutor::new(
-        root.to_path_buf(),
-        vec![env!("CARGO_BIN_EXE_foresight").into(), "supervise".into()],
-    )
-    .unwrap()
-}
 
 /// A job whose shell double-forks a `setsid` child: the child writes its pid to `PIDFILE`,
 /// then does what `rest` says (`exec sleep 1000` by default), while the job sleeps.
@@ -51,51 +25,9 @@ fn escaping_job(job: u64, work: &Path, pidfile: &str, rest: &str) -> LaunchSpec 
     let inner = format!("echo $$ > {pidfile}; {rest}");
     let script = format!("(setsid sh -c '{inner}' &) ; sleep 1000");
     LaunchSpec {
-        job,
-        attempt: 0,
-        cluster: "local".into(),
         processors: vec![0],
-        command: vec!["sh".into(), "-c".into(), script],
-        env: Vec::new(),
-        cwd: work.to_path_buf(),
-        stdout: format!("{job}.out").into(),
-        stderr: format!("{job}.err").into(),
-        walltime_secs: 60,
-        grace_secs: 1,
-        unix_user: None,
-        max_output_bytes: None,
+        ..spec(job, work, &["sh", "-c", &script])
     }
-}
-
-async fn next(events: &mut UnboundedReceiver<Finished>) -> Finished {
-    tokio::time::timeout(Duration::from_secs(30), events.recv())
-        .await
-        .expect("a Finished event within 30 s")
-        .expect("the channel is open")
-}
-
-async fn wait_for_line(path: &Path) -> String {
-    for _ in 0..400 {
-        if let Ok(text) = fs::read_to_string(path) {
-            if text.ends_with('\n') {
-                return text.trim().to_string();
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{} was never written", path.display());
-}
-
-/// (state, ppid, session) of a live process; None when it is gone.
-fn stat(pid: &str) -> Option<(char, i32, i32)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some((f[0].chars().next()?, f[1].parse().ok()?, f[3].parse().ok()?))
-}
-
-fn is_dead(pid: &str) -> bool {
-    stat(pid).is_none_or(|(state, _, _)| state == 'Z')
 }
 
 /// Kills the processes a test left behind, whatever it asserted.
@@ -137,7 +69,7 @@ async fn a_double_forked_setsid_child_dies_when_the_job_is_cancelled() {
     let child = wait_for_line(&s.work.join("child.pid")).await;
     let _leftovers = Leftovers(vec![child.clone()]);
     let job_pgid = fs::read_to_string(executor.job_dir(1, 0).join("job.json")).unwrap();
-    let (_, _, session) = stat(&child).unwrap();
+    let session = proc_stat(&child).unwrap().session;
     assert!(
         !job_pgid.contains(&format!("\"pgid\": {session}")),
         "the child has its own session"
@@ -198,4 +130,68 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
             "the setsid child survived its job's adoption"
         );
     });
+}
+
+/// How many lines a file has now (0 while it does not exist).
+fn line_count(path: &Path) -> usize {
+    fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// A suspended job holds still whole: its own process is stopped (`T`), and a double-forked
+/// `setsid` child that keeps writing is frozen with it; both go on once resumed.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn a_suspended_jobs_setsid_child_is_held_until_resume() {
+    if !cgroup_v2_writable() {
+        return;
+    }
+    let s = scratch();
+    let (executor, mut events) = executor(&s.jobs);
+    let ticks = s.work.join("ticks");
+    let rest = format!(
+        "while :; do echo tick >> {}; sleep 0.05; done",
+        ticks.display()
+    );
+    executor
+        .launch(&escaping_job(4, &s.work, "child.pid", &rest))
+        .await
+        .unwrap();
+    let child = wait_for_line(&s.work.join("child.pid")).await;
+    let _leftovers = Leftovers(vec![child.clone()]);
+    let leader: String = fs::read_to_string(s.jobs.join("4.0/job.json"))
+        .ok()
+        .and_then(|t| {
+            let v: serde_json::Value = serde_json::from_str(&t).ok()?;
+            Some(v["job"]["pgid"].to_string())
+        })
+        .expect("the supervisor records the job process");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        line_count(&ticks) > 0,
+        "the child writes while the job runs"
+    );
+
+    executor.suspend(4, 0).unwrap();
+    // The supervisor freezes the cgroup once the group has stopped (SIGUSR2 wakes it).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        proc_stat(&leader).map(|p| p.state),
+        Some('T'),
+        "the job's own process reads as stopped"
+    );
+    let held = line_count(&ticks);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        line_count(&ticks),
+        held,
+        "the setsid child kept writing while its job was suspended"
+    );
+
+    executor.resume(4, 0).unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(line_count(&ticks) > held, "the child goes on after resume");
+    assert_ne!(proc_stat(&leader).map(|p| p.state), Some('T'));
+    executor.cancel(4, 0).unwrap();
+    let finished = next(&mut events).await;
+    assert!(finished.outcome.cancelled, "{:?}", finished.outcome);
+    assert!(is_dead(&child), "the setsid child outlived the cancel");
 }

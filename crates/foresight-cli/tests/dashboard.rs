@@ -543,7 +543,14 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     let begin = b.text_until("#job-begin", "the begin time", |t| !t.is_empty());
     assert_eq!(begin.as_bytes()[10], b' ', "{begin}");
     assert!(!begin.contains('Z'), "{begin}");
-    assert!(b.text("#explain").contains("waits for its begin time"));
+    let explain = b.text("#explain");
+    assert!(explain.contains("waits for its begin time"), "{explain}");
+    // How far ahead, as the CLI's explain says it (`(in 2h)`, or seconds less).
+    assert!(
+        explain.contains("(in 2h)") || explain.contains("(in 1h59m"),
+        "{explain}"
+    );
+    assert!(!explain.contains("s from now"), "{explain}");
     // Its reason names its planned start in local time too, not as the service writes it.
     let reason = b.text("#job-reason");
     assert!(

@@ -3,66 +3,16 @@
 //! supervisor: exit codes, environment, output files, walltime, cancel, suspend/resume,
 //! process groups and adoption after a (simulated) daemon death.
 
+#[path = "common/executor.rs"]
+mod fixture;
+
+use fixture::*;
 use foresight_rm::tokio;
 use foresight_rm::{Adoption, ExecError, Finished, LaunchSpec, LocalExecutor, Outcome};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-use tempfile::TempDir;
 use tokio::sync::mpsc::UnboundedReceiver;
-
-/// A scratch area: `jobs/` is the executor root, `work/` the jobs' working directory.
-struct Scratch {
-    _tmp: TempDir,
-    jobs: PathBuf,
-    work: PathBuf,
-}
-
-fn scratch() -> Scratch {
-    let tmp = tempfile::tempdir().unwrap();
-    let jobs = tmp.path().join("jobs");
-    let work = tmp.path().join("work");
-    fs::create_dir(&work).unwrap();
-    let work = fs::canonicalize(work).unwrap();
-    Scratch {
-        _tmp: tmp,
-        jobs,
-        work,
-    }
-}
-
-fn executor(root: &Path) -> (LocalExecutor, UnboundedReceiver<Finished>) {
-    LocalExecutor::new(
-        root.to_path_buf(),
-        vec![env!("CARGO_BIN_EXE_foresight").into(), "supervise".into()],
-    )
-    .unwrap()
-}
-
-fn spec(job: u64, work: &Path, command: &[&str]) -> LaunchSpec {
-    LaunchSpec {
-        job,
-        attempt: 0,
-        cluster: "local".into(),
-        processors: vec![0, 1],
-        command: command.iter().map(|s| s.to_string()).collect(),
-        env: Vec::new(),
-        cwd: work.to_path_buf(),
-        stdout: format!("{job}.out").into(),
-        stderr: format!("{job}.err").into(),
-        walltime_secs: 60,
-        grace_secs: 1,
-        unix_user: None,
-        max_output_bytes: None,
-    }
-}
-
-async fn next(events: &mut UnboundedReceiver<Finished>) -> Finished {
-    tokio::time::timeout(Duration::from_secs(30), events.recv())
-        .await
-        .expect("a Finished event within 30 s")
-        .expect("the channel is open")
-}
 
 /// Launches and waits for the one Finished event of this attempt.
 async fn run(
@@ -80,40 +30,6 @@ async fn run(
         Some(finished.outcome.clone())
     );
     finished.outcome
-}
-
-/// Polls `path` until it holds a line; the jobs below write pids this way.
-async fn wait_for_line(path: &Path) -> String {
-    for _ in 0..200 {
-        if let Ok(text) = fs::read_to_string(path) {
-            if text.ends_with('\n') {
-                return text.trim().to_string();
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{} was never written", path.display());
-}
-
-/// (state, ppid, pgrp) from /proc/<pid>/stat; None when the process is gone.
-fn proc_stat(pid: &str) -> Option<(char, i32, i32)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
-}
-
-fn parse_stat(text: &str) -> Option<(char, i32, i32)> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some((
-        fields[0].chars().next()?,
-        fields[1].parse().ok()?,
-        fields[2].parse().ok()?,
-    ))
-}
-
-/// Gone, or a zombie waiting for whoever inherited it.
-fn is_dead(pid: &str) -> bool {
-    proc_stat(pid).is_none_or(|(state, _, _)| state == 'Z')
 }
 
 async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
@@ -313,15 +229,11 @@ async fn suspend_stops_the_job_and_its_walltime_clock() {
     executor.resume(9, 0).unwrap(); // harmless when not suspended
     executor.suspend(9, 0).unwrap();
     wait_until("the job is stopped", || {
-        proc_stat(&pid).is_some_and(|(st, _, _)| st == 'T')
+        proc_stat(&pid).is_some_and(|p| p.state == 'T')
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        proc_stat(&pid).map(|(st, _, _)| st),
-        Some('T'),
-        "still stopped"
-    );
+    assert_eq!(proc_stat(&pid).map(|p| p.state), Some('T'), "still stopped");
     assert_eq!(executor.outcome(9, 0).unwrap(), None);
     assert!(events.try_recv().is_err(), "no event while suspended");
     executor.resume(9, 0).unwrap();
@@ -430,9 +342,10 @@ async fn the_job_has_its_own_process_group_apart_from_the_daemon() {
     let mut lines = out.lines();
     let job_line = lines.next().unwrap();
     let job_pid: i32 = job_line.split(' ').next().unwrap().parse().unwrap();
-    let (_, supervisor_pid, job_group) = parse_stat(job_line).unwrap();
-    let (_, _, supervisor_group) = parse_stat(lines.next().unwrap()).unwrap();
-    let (_, _, our_group) = proc_stat("self").unwrap();
+    let job = parse_stat(job_line).unwrap();
+    let (supervisor_pid, job_group) = (job.ppid, job.pgrp);
+    let supervisor_group = parse_stat(lines.next().unwrap()).unwrap().pgrp;
+    let our_group = proc_stat("self").unwrap().pgrp;
     assert_eq!(job_group, job_pid, "the job leads its own group");
     assert_eq!(
         supervisor_group, supervisor_pid,

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{wait_for, BIN};
+use common::{free_port, wait_for, BIN};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -290,12 +290,4 @@ fn a_token_is_not_sent_over_plain_http_to_another_machine() {
         drop(stream);
         let _ = cli.join();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }

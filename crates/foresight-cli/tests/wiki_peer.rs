@@ -7,78 +7,15 @@
 //! that ran on B from B; A's estimate asks the cluster's policy over what B reports.
 
 mod common;
+#[path = "common/wiki.rs"]
+mod wiki;
 
 use common::{lines, wait_for, Server};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
+use wiki::{first_cluster as cluster, wiki_pair};
 
-const KEY: u32 = 4418;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Daemon B (cluster `maui`, 4 processors, scheduled through WIKI) and daemon A (cluster `w`
-/// of kind `wiki` on B), and the directory holding their key and B's token.
-fn pair() -> (Server, Server, tempfile::TempDir) {
-    let keys = tempfile::tempdir().unwrap();
-    let key_file = std::fs::canonicalize(keys.path()).unwrap().join("wiki.key");
-    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
-    let port = free_port();
-    let b = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "maui"
-procs = 4
-scheduler = "wiki"
-
-[cluster.wiki]
-listen = "127.0.0.1:{port}"
-key_file = "{}"
-allowed_peers = ["127.0.0.1"]
-"#,
-        key_file.display()
-    ));
-    let token_file = keys.path().join("peer.token");
-    std::fs::write(&token_file, &b.token).unwrap();
-    let a = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "w"
-kind = "wiki"
-policy = "fcfs"
-
-[cluster.wiki_rm]
-address = "127.0.0.1:{port}"
-key_file = "{}"
-poll_ms = 300
-timeout_ms = 1000
-submit_url = "{}"
-submit_cluster = "maui"
-token_file = "{}"
-"#,
-        key_file.display(),
-        b.url,
-        token_file.display()
-    ));
-    wait_for("cluster w up", Duration::from_secs(15), || {
-        (cluster(&a)["state"] == "up").then_some(())
-    });
-    (a, b, keys)
-}
-
-fn cluster(a: &Server) -> Value {
-    let (status, c) = a.http().get("/clusters");
-    assert_eq!(status, 200, "{c}");
-    c[0].clone()
-}
-
-/// A global job of `procs` processors that appends its processors to `runs`, then sleeps.
 fn submit(a: &Server, procs: u32, walltime: i64, runs: &Path, sleep: u32) -> u64 {
     let script = format!(
         "echo $FORESIGHT_PROCESSORS >> {}; sleep {sleep}",
@@ -114,7 +51,7 @@ fn ran_once(runs: &Path, processors: &str) {
 
 #[test]
 fn a_restart_of_the_scheduler_keeps_running_and_queued_parts_in_place() {
-    let (mut a, b, _keys) = pair();
+    let (mut a, b, _keys) = wiki_pair(1000);
     let dir = a.scratch();
     let (r1, r2) = (dir.join("g1.runs"), dir.join("g2.runs"));
     // g1 runs on p0, p1; g2 needs all four processors: reserved after g1's limit, queued on
@@ -170,7 +107,7 @@ fn a_restart_of_the_scheduler_keeps_running_and_queued_parts_in_place() {
 
 #[test]
 fn a_restart_of_the_resource_manager_keeps_the_running_part_and_runs_nothing_twice() {
-    let (a, mut b, _keys) = pair();
+    let (a, mut b, _keys) = wiki_pair(1000);
     let dir = a.scratch();
     let (r1, r2) = (dir.join("g1.runs"), dir.join("g2.runs"));
     let g1 = submit(&a, 2, 30, &r1, 8);
@@ -241,7 +178,7 @@ fn rm_estimate(a: &Server, procs: u32, walltime: i64) -> Value {
 
 #[test]
 fn the_output_of_a_part_that_ran_on_the_peer_comes_from_the_peer() {
-    let (a, b, _keys) = pair();
+    let (a, b, _keys) = wiki_pair(1000);
     let script = "echo out-on-$FORESIGHT_PROCESSORS; echo err-line >&2";
     let g = a.http().submit(json!({
         "procs": 3, "walltime": 30, "command": ["sh", "-c", script],
@@ -262,7 +199,7 @@ fn the_output_of_a_part_that_ran_on_the_peer_comes_from_the_peer() {
 
 #[test]
 fn an_estimate_asks_the_cluster_policy_over_what_the_peer_reports() {
-    let (a, _b, _keys) = pair();
+    let (a, _b, _keys) = wiki_pair(1000);
     // Nothing runs on B: a job of 2 processors would start now.
     let t0 = common::now();
     let e = rm_estimate(&a, 2, 60);

@@ -7,74 +7,22 @@
 //! going away marks A's cluster down.
 
 mod common;
+#[path = "common/wiki.rs"]
+mod wiki;
 
 use common::{wait_for, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-const KEY: u32 = 4418;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use wiki::{first_cluster as cluster_state, wiki_pair};
 
 /// B's jobs, as its administrator sees them.
 fn peer_jobs(b: &Server) -> Vec<Value> {
     b.http().jobs()
 }
 
-fn cluster_state(a: &Server) -> Value {
-    let (status, c) = a.http().get("/clusters");
-    assert_eq!(status, 200, "{c}");
-    c[0].clone()
-}
-
 #[test]
 fn a_wiki_cluster_schedules_jobs_onto_a_peer_through_its_wiki_server() {
-    let keys = tempfile::tempdir().unwrap();
-    let key_file = std::fs::canonicalize(keys.path()).unwrap().join("wiki.key");
-    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
-    let port = free_port();
-    let mut b = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "maui"
-procs = 4
-scheduler = "wiki"
-
-[cluster.wiki]
-listen = "127.0.0.1:{port}"
-key_file = "{}"
-allowed_peers = ["127.0.0.1"]
-"#,
-        key_file.display()
-    ));
-    let token_file = keys.path().join("peer.token");
-    std::fs::write(&token_file, &b.token).unwrap();
-    let a = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "w"
-kind = "wiki"
-policy = "fcfs"
-
-[cluster.wiki_rm]
-address = "127.0.0.1:{port}"
-key_file = "{}"
-poll_ms = 300
-timeout_ms = 2000
-submit_url = "{}"
-submit_cluster = "maui"
-token_file = "{}"
-"#,
-        key_file.display(),
-        b.url,
-        token_file.display()
-    ));
+    let (a, mut b, _keys) = wiki_pair(2000);
 
     // A reads B: four processors, up.
     wait_for("cluster w up", Duration::from_secs(15), || {

@@ -20,9 +20,12 @@
 //! kills and reaps all its remaining descendants (repeating while any is left, since a dying
 //! process may fork). If the supervisor itself is SIGKILLed, the executor kills the job's
 //! group instead (its descendants outside the group then escape).
-//! cgroups are not used: they need a writable, delegated cgroup v2 tree, which neither
-//! containers nor unprivileged daemons can count on, while the subreaper works everywhere
-//! on Linux ≥ 3.4.
+//!
+//! Where the attempt has a cgroup of its own ([`crate::cgroup`]), it is what catches every
+//! escapee: it is killed whole at the end, and frozen while the job is suspended. A suspend
+//! stops the job's group with SIGSTOP first and freezes the cgroup only once the group's
+//! leader shows it has stopped, so the job's own processes read as stopped (`T`, as Slurm's
+//! suspended jobs do) and whatever left the group is held by the freezer.
 
 use crate::cgroup::Cgroup;
 use crate::layout::{
@@ -493,6 +496,8 @@ async fn police(
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
     let mut cancelled = false;
+    // Whether the cgroup is frozen because the job is suspended.
+    let mut frozen = false;
     // Far enough never to fire; stands in for a disabled timer in `select!`.
     let never = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
     let terminate = |kill_at: &mut Option<Instant>| {
@@ -516,7 +521,14 @@ async fn police(
             cancelled = true;
             terminate(&mut kill_at);
         }
-        clock.set_running(!dir.has(SUSPENDED), now);
+        let suspended = dir.has(SUSPENDED);
+        clock.set_running(!suspended, now);
+        if let Some(cgroup) = cgroup {
+            if kill_at.is_none() && suspended != frozen {
+                hold_escapees(cgroup, group, suspended).await;
+                frozen = suspended;
+            }
+        }
         let deadline = if kill_at.is_none() {
             clock.deadline()
         } else {
@@ -641,6 +653,30 @@ fn descendants(root: i32) -> Vec<i32> {
 }
 
 /// Whether the leader has exited, without reaping it (so its pid stays reserved).
+/// Freezes (`suspended`) or thaws the attempt's cgroup, so that processes which left the
+/// job's group are suspended with it. The group is stopped first and frozen only once its
+/// leader has stopped (at most half a second): a process frozen before it acts on its
+/// SIGSTOP would stay frozen in `S` with the stop pending, not stopped.
+async fn hold_escapees(cgroup: &Cgroup, group: Pid, suspended: bool) {
+    if suspended {
+        // The daemon sent this already; again in case this tick read the marker first.
+        let _ = killpg(group, Signal::SIGSTOP);
+        for _ in 0..50 {
+            if proc_stat(group.as_raw()).is_none_or(|s| s.state == 'T' || s.state == 'Z') {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    if let Err(e) = cgroup.freeze(suspended) {
+        complain(&format!(
+            "cannot {} cgroup {}: {e}",
+            if suspended { "freeze" } else { "thaw" },
+            cgroup.path.display()
+        ));
+    }
+}
+
 fn leader_exited(leader: Pid) -> bool {
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
     match waitid(Id::Pid(leader), flags) {

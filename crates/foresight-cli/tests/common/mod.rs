@@ -23,6 +23,15 @@ procs = 2
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_foresight");
 
+/// A loopback port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Seconds since the epoch, as the service counts.
 pub fn now() -> i64 {
     SystemTime::now()

@@ -66,10 +66,24 @@ function fmtTime(t) {
 }
 
 /** A message with its UTC instants (`2026-11-23T15:00:00Z`, as the service writes them)
- *  shown as fmtTime shows every other time, like the CLI's explain. */
+ *  shown as fmtTime shows every other time, and `(N s from now)` as `(in 2h)`: what the
+ *  CLI's explain shows. */
 function localizeText(text) {
-  return text.replace(/\b(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})Z\b/g,
-    (m) => fmtTime(Date.parse(m) / 1000));
+  return text
+    .replace(/\b(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})Z\b/g,
+      (m) => fmtTime(Date.parse(m) / 1000))
+    .replace(/\((\d+) s from now\)/g, (_, n) => `(in ${fmtSpan(Number(n))})`);
+}
+
+/** A span as the CLI writes one (`1d2h`, `2h`, `1h2m3s`, `0s`): `foresight_api::format_duration`. */
+function fmtSpan(secs) {
+  if (secs <= 0) return `${secs}s`;
+  let rest = secs;
+  let out = '';
+  for (const [unit, name] of [[86400, 'd'], [3600, 'h'], [60, 'm'], [1, 's']]) {
+    if (rest >= unit) { out += `${Math.floor(rest / unit)}${name}`; rest %= unit; }
+  }
+  return out;
 }
 
 /** squeue's `M:SS`, `H:MM:SS`, `D-HH:MM:SS`. */
