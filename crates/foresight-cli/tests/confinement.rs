@@ -74,10 +74,18 @@ async fn a_double_forked_setsid_child_dies_when_the_job_is_cancelled() {
         !job_pgid.contains(&format!("\"pgid\": {session}")),
         "the child has its own session"
     );
+    let cgroup = fs::read_to_string(s.jobs.join("1.0/cgroup")).unwrap_or_default();
     executor.cancel(1, 0).unwrap();
     let finished = next(&mut events).await;
     assert!(finished.outcome.cancelled, "{:?}", finished.outcome);
     assert!(is_dead(&child), "the setsid child outlived the cancel");
+    if !cgroup.trim().is_empty() {
+        // Its cgroup, and the executor's parent with its last attempt, are removed.
+        let cgroup = Path::new(cgroup.trim());
+        assert!(!cgroup.exists(), "{} is left", cgroup.display());
+        let parent = cgroup.parent().unwrap();
+        assert!(!parent.exists(), "{} is left", parent.display());
+    }
 }
 
 #[tokio::test(crate = "foresight_rm::tokio")]

@@ -634,6 +634,32 @@ impl World {
         Ok(())
     }
 
+    /// Takes in a user as the shared database has them (dispatcher mode: another site
+    /// created or changed them, or charged their jobs). A new user is added and a changed
+    /// one replaced, unless this site has a change of its own not yet written (then only
+    /// the budget and spending follow the database). A user disabled elsewhere has their
+    /// jobs here that have not started cancelled, as if disabled here. Answers whether the
+    /// record changed beyond the budget (the authentication index must follow).
+    pub(crate) fn adopt_user(&mut self, now: Time, u: foresight_store::UserRecord) -> bool {
+        let dirty = self.dirty_users.contains(&u.name);
+        let Some(old) = self.users.get_mut(&u.name) else {
+            self.users.insert(u.name.clone(), u);
+            return true;
+        };
+        old.budget = u.budget;
+        old.spent = u.spent;
+        if dirty || *old == u {
+            return false;
+        }
+        let newly_disabled = u.disabled && !old.disabled;
+        let name = u.name.clone();
+        *old = u;
+        if newly_disabled {
+            self.cancel_queued_jobs_of(now, &name);
+        }
+        true
+    }
+
     /// Cancels every job of `user` that has not started.
     fn cancel_queued_jobs_of(&mut self, now: Time, user: &str) {
         let queued: Vec<JobId> = self

@@ -19,6 +19,7 @@
 
 use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
+use foresight_api::{combine, DependencyVerdict};
 use foresight_core::auction::{
     make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
 };
@@ -115,6 +116,55 @@ impl Dispatcher {
         }
     }
 
+    /// Stores a submission of `user`, its global jobs into the shared queue, if it fits the
+    /// user's budget with their global jobs that have not started and `committed_here`
+    /// (what their local jobs here may still cost, this submission's included); refused
+    /// (402, with the figures) otherwise, nothing stored.
+    pub async fn submit(
+        &self,
+        user: &str,
+        jobs: &[foresight_store::JobRecord],
+        committed_here: f64,
+    ) -> Result<Vec<u64>, crate::Refusal> {
+        match self.queue.submit(user, jobs, committed_here).await {
+            Ok(foresight_store::Submitted::Stored(ids)) => Ok(ids),
+            Ok(foresight_store::Submitted::OverBudget(o)) => {
+                let plural = |n: u32| if n == 1 { "" } else { "s" };
+                let mut parts = Vec::new();
+                if o.jobs > 0 {
+                    parts.push(format!(
+                        "the {} global job{} submitted may cost {:.2} at worst (processors × \
+                         walltime × {} per processor-second, the highest tariff of any site)",
+                        o.jobs,
+                        plural(o.jobs),
+                        o.worst,
+                        o.price
+                    ));
+                }
+                if o.queued_jobs > 0 {
+                    parts.push(format!(
+                        "{:.2} for the {} global job{} of {user} not yet started",
+                        o.queued,
+                        o.queued_jobs,
+                        plural(o.queued_jobs)
+                    ));
+                }
+                if o.committed_here > 0.0 {
+                    parts.push(format!(
+                        "{:.2} that {user}'s unfinished local jobs here may still cost",
+                        o.committed_here
+                    ));
+                }
+                Err(crate::Refusal::over_budget(format!(
+                    "{}: more than the remaining budget {:.2}; nothing was submitted",
+                    parts.join(", plus "),
+                    o.left
+                )))
+            }
+            Err(e) => Err(crate::Refusal::internal(format!("storing the jobs: {e}"))),
+        }
+    }
+
     /// Asks for a round soon (this site's load changed).
     pub fn poke(&self) {
         self.wake.notify_one();
@@ -123,12 +173,19 @@ impl Dispatcher {
     /// Enters the site (refreshing its lease) and starts the heartbeat, listener and round
     /// tasks; they stop when the service closes.
     pub async fn run(self: &Arc<Self>, service: Arc<Service>, url: &str) -> anyhow::Result<()> {
-        let largest = {
+        let (largest, dearest) = {
             let w = service.world();
-            w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0)
+            let largest = w.clusters.iter().map(|c| c.procs()).max().unwrap_or(0);
+            let dearest = w
+                .broker
+                .clusters
+                .iter()
+                .map(|c| c.tariff.base)
+                .fold(0.0, f64::max);
+            (largest, dearest)
         };
         self.queue
-            .register(std::process::id(), url, largest)
+            .register(std::process::id(), url, largest, dearest)
             .await?;
         let started = self.queue.started_here().await?;
         self.started
@@ -206,9 +263,10 @@ impl Dispatcher {
 
     /// One round; answers how long until the next auction falls due.
     async fn round(&self, service: &Arc<Service>) -> anyhow::Result<Option<Duration>> {
-        self.refresh_budgets(service).await?;
+        self.refresh_users(service).await?;
         self.report_finished(service).await?;
         self.apply_cancels(service).await?;
+        self.decide_waiting().await?;
         for job in self.queue.reclaim().await? {
             tracing::info!(
                 site = self.queue.site(),
@@ -263,18 +321,28 @@ impl Dispatcher {
             .map(|ms| Duration::from_millis(ms as u64)))
     }
 
-    /// Takes every user's budget and spending from the database, where other sites' charges
-    /// land: this site's copy admits its submissions.
-    async fn refresh_budgets(&self, service: &Service) -> anyhow::Result<()> {
-        let budgets = self.queue.budgets().await?;
-        let mut w = service.world();
-        for (name, budget, spent) in budgets {
-            if let Some(u) = w.users.get_mut(&name) {
-                u.budget = budget;
-                u.spent = spent;
-            }
+    /// Takes every user from the database, where other sites create and change users and
+    /// charge their jobs: this site's copy authenticates and admits its submissions (a
+    /// notification wakes a round as soon as another site changes a user).
+    async fn refresh_users(&self, service: &Arc<Service>) -> anyhow::Result<()> {
+        let users = self.queue.users().await?;
+        if service.adopt_users(users) {
+            // A user disabled elsewhere had jobs here cancelled.
+            service.wake_cycle();
+            service.flush().await;
         }
         Ok(())
+    }
+
+    /// The user whose token has this hash, as the shared database has them.
+    pub async fn user_by_token(
+        &self,
+        hash: &str,
+    ) -> Result<Option<foresight_store::UserRecord>, crate::Refusal> {
+        self.queue
+            .user_by_token(hash)
+            .await
+            .map_err(|e| crate::Refusal::internal(format!("reading the shared users: {e}")))
     }
 
     /// Stops the jobs this site started whose owners cancelled them from another site (a
@@ -317,6 +385,95 @@ impl Dispatcher {
             self.queue.cancel_applied(id).await?;
         }
         Ok(())
+    }
+
+    /// Puts on sale the global jobs waiting for dependencies that now hold (the jobs they
+    /// name may run at any site: their states are read from the shared store), and cancels,
+    /// with the reason, those whose dependencies can never hold. Any dispatcher may decide
+    /// a job; the queue takes each decision once.
+    async fn decide_waiting(&self) -> anyhow::Result<()> {
+        let waiting = self.queue.waiting().await?;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let named: BTreeSet<u64> = waiting
+            .iter()
+            .filter_map(|r| r.links.as_ref()?.dependency.as_ref())
+            .flat_map(|d| d.on.iter().flat_map(|c| c.jobs.iter().copied()))
+            .collect();
+        let named: Vec<u64> = named.into_iter().collect();
+        let mut states = BTreeMap::new();
+        for (id, state, started) in self.queue.job_states(&named).await? {
+            if let Ok(s) = state.parse::<foresight_api::JobState>() {
+                states.insert(id, (s, started));
+            }
+        }
+        for r in waiting {
+            let Some(d) = r.links.as_ref().and_then(|l| l.dependency.as_ref()) else {
+                // Nothing to wait for.
+                self.queue.dependencies_met(r.id).await?;
+                continue;
+            };
+            match dependency_verdict(d, &states) {
+                (DependencyVerdict::Met, _) => {
+                    if self.queue.dependencies_met(r.id).await? {
+                        tracing::info!(
+                            site = self.queue.site(),
+                            job = r.id,
+                            "dependencies hold: on sale"
+                        );
+                    }
+                }
+                (DependencyVerdict::Never, why) => {
+                    if self
+                        .queue
+                        .dependencies_never(r.id, &why, unix_now().secs())
+                        .await?
+                    {
+                        tracing::info!(site = self.queue.site(), job = r.id, "{why}");
+                    }
+                }
+                (DependencyVerdict::Wait, _) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A global job's `dependency`, parsed and resolved to job ids wherever they are (only
+    /// jobs `user` may see; an administrator sees all): 400 naming what is unknown.
+    pub async fn resolve_dependency(
+        &self,
+        user: &foresight_store::UserRecord,
+        text: &str,
+    ) -> Result<foresight_store::DependencyRecord, crate::Refusal> {
+        let d: foresight_api::Dependency = text
+            .parse()
+            .map_err(|e: String| crate::Refusal::invalid("dependency", e))?;
+        let mut on = Vec::new();
+        for (kind, r) in &d.on {
+            let jobs = self
+                .queue
+                .resolve((!user.admin).then_some(user.name.as_str()), r.job, r.task)
+                .await
+                .map_err(|e| crate::Refusal::internal(format!("resolving {r}: {e}")))?;
+            if jobs.is_empty() {
+                return Err(crate::Refusal::invalid(
+                    "dependency",
+                    format!("no job {r} (in {:?})", text.trim()),
+                ));
+            }
+            on.push(foresight_store::ConditionRecord {
+                kind: *kind,
+                target: r.to_string(),
+                jobs,
+            });
+        }
+        Ok(foresight_store::DependencyRecord {
+            text: d.to_string(),
+            any: d.any,
+            singleton: d.singleton,
+            on,
+        })
     }
 
     /// The mean runtime of recently finished global jobs, seconds (the prior until one has).
@@ -416,6 +573,15 @@ impl Dispatcher {
             return Ok(());
         };
         record.cluster = Some(cluster);
+        // Its dependencies held in the queue, on jobs this site may not know: its gate here
+        // must not wait for them again.
+        if let Some(l) = record.links.as_mut() {
+            l.dependency = None;
+            l.waiting = false;
+        }
+        if record.links.as_ref().is_some_and(|l| l.array.is_none()) {
+            record.links = None;
+        }
         // The most it may cost here is taken from its user's budget as it starts.
         let hold = {
             let w = service.world();
@@ -439,9 +605,9 @@ impl Dispatcher {
                     job = claim.job,
                     hold,
                     left,
-                    "its user's budget is short here; given back to the queue"
+                    "its user's budget is short here; off sale until it changes"
                 );
-                self.queue.unclaim(claim).await?;
+                self.queue.over_budget(claim, hold, left).await?;
                 return Ok(());
             }
         }
@@ -582,11 +748,12 @@ pub(crate) async fn open_store(
 }
 
 /// Refuses a global job the shared queue cannot take: larger than every site's largest
-/// cluster (`largest`), or what it cannot sell yet (it is sold as it is, so it cannot
-/// wait for other jobs or be an array; a held one waits off sale until released).
+/// cluster (`largest`), or what it cannot sell yet (a `singleton`, or an array limit
+/// `%N`: those would have to count jobs at every site). Dependencies wait in the queue
+/// ([`Dispatcher::decide_waiting`]); an array's tasks are sold one by one.
 pub(crate) fn admit_global(
     rec: &foresight_store::JobRecord,
-    array: bool,
+    array_limit: Option<u32>,
     largest: u32,
 ) -> Result<(), crate::Refusal> {
     if !foresight_store::is_global(rec) {
@@ -601,18 +768,169 @@ pub(crate) fn admit_global(
             ),
         ));
     }
-    let what = if rec.links.as_ref().is_some_and(|l| l.dependency.is_some()) {
-        "given dependencies"
-    } else if array {
-        "an array"
+    let (field, what) = if rec
+        .links
+        .as_ref()
+        .and_then(|l| l.dependency.as_ref())
+        .is_some_and(|d| d.singleton)
+    {
+        ("dependency", "a singleton")
+    } else if array_limit.is_some() {
+        ("array", "an array with a limit (%N)")
     } else {
         return Ok(());
     };
     Err(crate::Refusal::invalid(
-        "cluster",
+        field,
         format!(
-            "in dispatcher mode a global job cannot be {what} (it is auctioned as submitted); \
-             name a cluster of this site (--cluster) or submit it without"
+            "in dispatcher mode a global job cannot be {what} (its tasks and namesakes may \
+             run at any site); name a cluster of this site (--cluster) or submit it without"
         ),
     ))
+}
+
+/// Where a global job's dependency stands, from the states of the jobs it names (`states`:
+/// id → state and whether it has started; a job missing there is gone), with the reason
+/// it waits or can never run, worded as a site's gate words it.
+pub(crate) fn dependency_verdict(
+    d: &foresight_store::DependencyRecord,
+    states: &BTreeMap<u64, (foresight_api::JobState, bool)>,
+) -> (DependencyVerdict, String) {
+    let mut verdicts = Vec::new();
+    let mut why_wait = None;
+    let mut why_never = Vec::new();
+    for c in &d.on {
+        let per_job: Vec<(DependencyVerdict, String)> = c
+            .jobs
+            .iter()
+            .map(|id| match states.get(id) {
+                Some((state, started)) => (
+                    c.kind.verdict(*state, *started),
+                    format!("job {id} is {state}"),
+                ),
+                None => (DependencyVerdict::Never, format!("job {id} is gone")),
+            })
+            .collect();
+        let v = combine(false, per_job.iter().map(|p| p.0));
+        let detail = per_job
+            .iter()
+            .find(|p| p.0 == v)
+            .map_or(String::new(), |p| p.1.clone());
+        let term = format!("{}:{}", c.kind.as_str(), c.target);
+        match v {
+            DependencyVerdict::Wait if why_wait.is_none() => {
+                why_wait = Some(format!("{term} ({detail})"))
+            }
+            DependencyVerdict::Never => why_never.push(format!("{term} ({detail})")),
+            _ => {}
+        }
+        verdicts.push(v);
+    }
+    match combine(d.any, verdicts) {
+        DependencyVerdict::Never => (
+            DependencyVerdict::Never,
+            format!(
+                "DependencyNeverSatisfied: {} can never hold ({})",
+                d.text,
+                why_never.join(", ")
+            ),
+        ),
+        DependencyVerdict::Wait => (
+            DependencyVerdict::Wait,
+            format!("Dependency: waiting for {}", why_wait.unwrap_or_default()),
+        ),
+        DependencyVerdict::Met => (DependencyVerdict::Met, String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use foresight_api::{DependencyKind, JobState};
+    use foresight_store::{ConditionRecord, DependencyRecord};
+
+    fn dep(any: bool, on: &[(DependencyKind, &[u64])]) -> DependencyRecord {
+        DependencyRecord {
+            text: "t".into(),
+            any,
+            singleton: false,
+            on: on
+                .iter()
+                .map(|(kind, jobs)| ConditionRecord {
+                    kind: *kind,
+                    target: jobs[0].to_string(),
+                    jobs: jobs.to_vec(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_dependency_holds_waits_or_never_holds_by_the_states_of_the_jobs_it_names() {
+        use DependencyKind::*;
+        let states: BTreeMap<u64, (JobState, bool)> = [
+            (1, (JobState::Completed, true)),
+            (2, (JobState::Running, true)),
+            (3, (JobState::Failed, true)),
+            (4, (JobState::Pending, false)),
+        ]
+        .into_iter()
+        .collect();
+        struct Case {
+            name: &'static str,
+            d: DependencyRecord,
+            want: DependencyVerdict,
+            why: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "afterok on a completed job",
+                d: dep(false, &[(AfterOk, &[1])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+            Case {
+                name: "afterok on a running job",
+                d: dep(false, &[(AfterOk, &[2])]),
+                want: DependencyVerdict::Wait,
+                why: "Dependency: waiting for afterok:2 (job 2 is running)",
+            },
+            Case {
+                name: "after a job has started",
+                d: dep(false, &[(After, &[2])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+            Case {
+                name: "afterok on a failed job",
+                d: dep(false, &[(AfterOk, &[3])]),
+                want: DependencyVerdict::Never,
+                why: "DependencyNeverSatisfied: t can never hold (afterok:3 (job 3 is failed))",
+            },
+            Case {
+                name: "a job gone",
+                d: dep(false, &[(AfterAny, &[9])]),
+                want: DependencyVerdict::Never,
+                why: "DependencyNeverSatisfied: t can never hold (afterany:9 (job 9 is gone))",
+            },
+            Case {
+                name: "every task of an array",
+                d: dep(false, &[(AfterOk, &[1, 4])]),
+                want: DependencyVerdict::Wait,
+                why: "Dependency: waiting for afterok:1 (job 4 is pending)",
+            },
+            Case {
+                name: "one of two is enough (?)",
+                d: dep(true, &[(AfterOk, &[3]), (AfterNotOk, &[3])]),
+                want: DependencyVerdict::Met,
+                why: "",
+            },
+        ];
+        for c in cases {
+            let (v, why) = dependency_verdict(&c.d, &states);
+            assert_eq!(v, c.want, "{}", c.name);
+            assert_eq!(why, c.why, "{}", c.name);
+        }
+    }
 }

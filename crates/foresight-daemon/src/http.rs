@@ -36,7 +36,7 @@ impl FromRequestParts<AppState> for Caller {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| Refusal::unauthenticated("Authorization must be 'Bearer <token>'"))?;
-        state.authenticate(token.trim()).map(Caller)
+        state.authenticate_shared(token.trim()).await.map(Caller)
     }
 }
 

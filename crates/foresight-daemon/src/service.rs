@@ -766,6 +766,50 @@ impl Service {
         Ok(Some(user_view(u)))
     }
 
+    /// [`Service::authenticate`]; in dispatcher mode a token this service has not seen is
+    /// also looked up in the shared database: its user may have been created, or given a
+    /// new token, through another site's dispatcher a moment ago.
+    pub async fn authenticate_shared(&self, token: &str) -> Result<UserRecord, Refusal> {
+        let known = self.authenticate(token);
+        let Some(d) = &self.dispatcher else {
+            return known;
+        };
+        let hash = token_hash(token);
+        let unseen = !self
+            .tokens
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&hash);
+        if known.is_ok() || !unseen {
+            return known;
+        }
+        match d.user_by_token(&hash).await? {
+            Some(u) => {
+                self.adopt_users(vec![u]);
+                self.authenticate(token)
+            }
+            None => known,
+        }
+    }
+
+    /// Takes in users as the shared database has them (dispatcher mode): new ones, changed
+    /// ones (see [`World::adopt_user`]) and everyone's budget and spending. The
+    /// authentication index follows under the state's lock. Answers whether any record
+    /// changed beyond its budget.
+    pub(crate) fn adopt_users(&self, users: Vec<UserRecord>) -> bool {
+        let now = unix_now();
+        let mut w = self.world();
+        let mut changed = Vec::new();
+        for u in users {
+            let name = u.name.clone();
+            if w.adopt_user(now, u) {
+                changed.push(w.users[&name].clone());
+            }
+        }
+        self.remember_users(&changed);
+        !changed.is_empty()
+    }
+
     /// Brings the authentication index up to date with these user records.
     fn remember_users(&self, users: &[UserRecord]) {
         if users.is_empty() {
@@ -865,6 +909,25 @@ impl Service {
             Some(d) => Some(d.largest_cluster().await?),
             None => None,
         };
+        // A global job's dependencies may name jobs of any site: resolved in the shared store.
+        let mut shared_deps = Vec::with_capacity(requests.len());
+        if let Some(d) = &self.dispatcher {
+            for (i, r) in requests.iter().enumerate() {
+                let global = r.cluster.is_none() && r.reservation.is_none();
+                shared_deps.push(match (&r.dependency, global) {
+                    (Some(text), true) => {
+                        Some(d.resolve_dependency(user, text).await.map_err(|e| {
+                            if batch {
+                                e.at(i)
+                            } else {
+                                e
+                            }
+                        })?)
+                    }
+                    _ => None,
+                });
+            }
+        }
         let mut records = Vec::with_capacity(requests.len());
         // Where each request's records start in `records`.
         let mut firsts = Vec::with_capacity(requests.len());
@@ -885,12 +948,15 @@ impl Service {
                         crate::limits::name(field, c).map_err(at)?;
                     }
                 }
-                let dependency = r
-                    .dependency
-                    .as_deref()
-                    .map(|d| w.resolve_dependency(user, d))
-                    .transpose()
-                    .map_err(at)?;
+                let dependency = match shared_deps.get_mut(i).and_then(Option::take) {
+                    Some(d) => Some(d),
+                    None => r
+                        .dependency
+                        .as_deref()
+                        .map(|d| w.resolve_dependency(user, d))
+                        .transpose()
+                        .map_err(at)?,
+                };
                 let array = r
                     .array
                     .as_deref()
@@ -954,8 +1020,12 @@ impl Service {
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
-                        crate::dispatcher::admit_global(&rec, array.is_some(), largest)
-                            .map_err(at)?;
+                        crate::dispatcher::admit_global(
+                            &rec,
+                            array.as_ref().and_then(|a| a.limit),
+                            largest,
+                        )
+                        .map_err(at)?;
                         // Its size is checked against every site's clusters, not this one's.
                         let mut here = rec.clone();
                         here.procs = here.procs.min(1);
@@ -992,14 +1062,35 @@ impl Service {
         }
         // Until they are taken in, what these local jobs may cost is set aside, so that a
         // submission checked while they are being stored counts them.
-        let ticket = self.world().set_aside_admitted(&records);
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let stored = match self.inserts.send((records.clone(), reply)) {
-            Err(_) => Err(Refusal::internal("the store writer has stopped")),
-            Ok(()) => answer
-                .await
-                .map_err(|_| Refusal::internal("the store writer has stopped"))
-                .and_then(|r| r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))),
+        let (ticket, committed) = {
+            let mut w = self.world();
+            let ticket = w.set_aside_admitted(&records);
+            (ticket, w.uncharged_of(&user.name))
+        };
+        let limited = self
+            .world()
+            .users
+            .get(&user.name)
+            .is_some_and(|u| u.budget.is_some());
+        let shared = self
+            .dispatcher
+            .as_ref()
+            .filter(|_| limited || records.iter().any(foresight_store::is_global));
+        let stored = if let Some(d) = shared {
+            // Checked against the budget in the shared database, with the user's global jobs
+            // not yet started (wherever submitted), and stored in the same transaction.
+            d.submit(&user.name, &records, committed).await
+        } else {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            match self.inserts.send((records.clone(), reply)) {
+                Err(_) => Err(Refusal::internal("the store writer has stopped")),
+                Ok(()) => answer
+                    .await
+                    .map_err(|_| Refusal::internal("the store writer has stopped"))
+                    .and_then(|r| {
+                        r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))
+                    }),
+            }
         };
         let ids = match stored {
             Ok(ids) => ids,
@@ -1803,10 +1894,28 @@ fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
     let mut view = record_view(w, &j.record);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
         (Some(site), _) => format!("run by site {site}"),
-        (None, Some("cancelled")) => "cancelled in the global queue".into(),
+        // Cancelled in the queue: by its owner, or because its dependencies can never hold
+        // (which its record says).
+        (None, Some("cancelled")) => match j.record.reason.as_deref() {
+            Some(why) if why != "cancelled" => why.to_string(),
+            _ => "cancelled in the global queue".into(),
+        },
         (None, Some("held")) => {
             "held in the global queue: released with `foresight job release`".into()
         }
+        (None, Some("waiting")) => format!(
+            "waiting in the global queue for its dependencies ({})",
+            j.record
+                .links
+                .as_ref()
+                .and_then(|l| l.dependency.as_ref())
+                .map_or("", |d| d.text.as_str())
+        ),
+        (None, Some("over_budget")) => j
+            .record
+            .reason
+            .clone()
+            .unwrap_or_else(|| "over budget: waits off sale".into()),
         (None, Some(q)) => format!("in the global queue ({q})"),
         (None, None) => "in the shared store".into(),
     });

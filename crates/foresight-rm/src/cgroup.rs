@@ -172,9 +172,16 @@ impl Cgroup {
         }
     }
 
-    /// Makes it (and its parent, should that be gone); an existing one is fine.
+    /// Makes it (and its parent, should that be gone); an existing one is fine. The parent
+    /// may be removed by the last attempt of another supervisor in between: then again.
     pub fn create(&self) -> io::Result<()> {
-        fs::create_dir_all(&self.path)
+        let mut tries = 0;
+        loop {
+            match fs::create_dir_all(&self.path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
+                done => return done,
+            }
+        }
     }
 
     pub fn exists(&self) -> bool {
@@ -222,10 +229,18 @@ impl Cgroup {
         while self.populated() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
-        match fs::remove_dir(&self.path) {
+        let gone = match fs::remove_dir(&self.path) {
             Ok(()) => true,
             Err(e) => e.kind() == io::ErrorKind::NotFound,
+        };
+        // The executor's parent goes with its last attempt (it fails while another is in
+        // it), so finished daemons and test runs leave no empty cgroups behind.
+        if gone {
+            if let Some(parent) = self.path.parent() {
+                let _ = fs::remove_dir(parent);
+            }
         }
+        gone
     }
 }
 

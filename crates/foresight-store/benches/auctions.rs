@@ -104,7 +104,7 @@ fn main() {
             let site = format!("s{k}");
             let store = PgStore::open_site(&url, &site).await.unwrap();
             let q = GlobalQueue::new(&store, &site, 60_000);
-            q.register(std::process::id(), "", 4).await.unwrap();
+            q.register(std::process::id(), "", 4, 0.0).await.unwrap();
             queues.push((store, q));
         }
         queues[0]

@@ -132,6 +132,38 @@ pub enum Start {
     },
 }
 
+/// The states of a global job that has not started and may still run: its worst case
+/// counts against its user's budget.
+const UNSTARTED: &str = "'queued', 'auction', 'claimed', 'held', 'over_budget', 'waiting'";
+
+/// How a [`GlobalQueue::submit`] went.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Submitted {
+    /// Stored: the jobs' ids, in order.
+    Stored(Vec<u64>),
+    /// Refused, nothing stored: the figures.
+    OverBudget(OverBudget),
+}
+
+/// Why a submission's global jobs do not fit their user's budget.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OverBudget {
+    /// What the submitted global jobs may cost at worst.
+    pub worst: f64,
+    /// How many global jobs were submitted.
+    pub jobs: u32,
+    /// The price they may pay per processor-second: the highest tariff of any site.
+    pub price: f64,
+    /// What the user's global jobs that have not started may cost at worst.
+    pub queued: f64,
+    /// How many those are.
+    pub queued_jobs: u32,
+    /// What the user's unfinished local jobs at the submitting site may still cost.
+    pub committed_here: f64,
+    /// The budget left.
+    pub left: f64,
+}
+
 /// A job as any dispatcher may show it, wherever it runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedJob {
@@ -181,19 +213,33 @@ impl GlobalQueue {
     }
 
     /// Enters (or re-enters) this site's dispatcher, alive from now; `max_procs` is its
-    /// largest cluster.
-    pub async fn register(&self, pid: u32, url: &str, max_procs: u32) -> Result<()> {
+    /// largest cluster, `max_tariff` the highest base tariff of its clusters (per
+    /// processor-second).
+    pub async fn register(
+        &self,
+        pid: u32,
+        url: &str,
+        max_procs: u32,
+        max_tariff: f64,
+    ) -> Result<()> {
         sqlx::query(
             "INSERT INTO dispatchers (site, pid, url, heartbeat_at, lease_ms, started_at, \
-             max_procs) VALUES ($1, $2, $3, now(), $4, now(), $5) ON CONFLICT (site) DO UPDATE \
+             max_procs, max_tariff) VALUES ($1, $2, $3, now(), $4, now(), $5, $6) \
+             ON CONFLICT (site) DO UPDATE \
              SET pid = EXCLUDED.pid, url = EXCLUDED.url, heartbeat_at = now(), \
-             lease_ms = EXCLUDED.lease_ms, started_at = now(), max_procs = EXCLUDED.max_procs",
+             lease_ms = EXCLUDED.lease_ms, started_at = now(), max_procs = EXCLUDED.max_procs, \
+             max_tariff = EXCLUDED.max_tariff",
         )
         .bind(&self.site)
         .bind(pid as i32)
         .bind(url)
         .bind(self.lease_ms)
         .bind(max_procs as i32)
+        .bind(if max_tariff.is_finite() {
+            max_tariff.max(0.0)
+        } else {
+            0.0
+        })
         .execute(&self.pool)
         .await
         .map_err(self.db())?;
@@ -264,6 +310,197 @@ impl GlobalQueue {
         }
         tx.commit().await.map_err(self.db())?;
         Ok(jobs.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// Stores a submission of `user` (global jobs into the queue, local ones as this site's),
+    /// all or none, unless it does not fit the user's budget: what its global jobs may cost
+    /// at worst (processors × walltime × the highest tariff of any site), with the worst
+    /// cases of the user's global jobs that have not started (queued, in auction, awarded,
+    /// held, waiting for dependencies or budget) and `committed_here` (what the user's
+    /// unfinished local jobs at this site may still cost, this submission's included), must
+    /// not exceed what the budget has left. The
+    /// check and the insert are one transaction holding the user's row `FOR UPDATE`, so two
+    /// sites cannot both admit the last of one budget.
+    pub async fn submit(
+        &self,
+        user: &str,
+        jobs: &[JobRecord],
+        committed_here: f64,
+    ) -> Result<Submitted> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let data: Option<String> =
+            sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
+                .bind(user)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        let budget = match data {
+            Some(d) => decode::<crate::UserRecord>("users", user.to_string(), &d)?.budget,
+            None => None,
+        };
+        let global: Vec<&JobRecord> = jobs.iter().filter(|j| is_global(j)).collect();
+        if let Some(left) = budget {
+            let price: f64 =
+                sqlx::query_scalar("SELECT COALESCE(max(max_tariff), 0)::float8 FROM dispatchers")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
+            let worst: f64 = global
+                .iter()
+                .map(|j| f64::from(j.procs) * j.walltime.max(0) as f64 * price)
+                .sum();
+            let (queued, queued_jobs): (f64, i64) = sqlx::query_as(&format!(
+                "SELECT COALESCE(sum(g.worst_case), 0)::float8, count(*) FROM global_jobs g \
+                 JOIN jobs j ON j.id = g.job_id WHERE j.user_name = $1 AND g.state IN ({UNSTARTED})"
+            ))
+            .bind(user)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(self.db())?;
+            let committed_here = if committed_here.is_finite() {
+                committed_here.max(0.0)
+            } else {
+                0.0
+            };
+            if worst + queued + committed_here > left {
+                return Ok(Submitted::OverBudget(OverBudget {
+                    worst,
+                    jobs: global.len() as u32,
+                    price,
+                    queued,
+                    queued_jobs: queued_jobs as u32,
+                    committed_here,
+                    left,
+                }));
+            }
+        }
+        let ids = crate::postgres::insert_jobs_in(&mut tx, Some(&self.site), jobs)
+            .await
+            .map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(Submitted::Stored(ids))
+    }
+
+    /// The jobs a dependency on `job` names (`task`: task `task` of array job `job`),
+    /// wherever they are, among those `user` may see (`None`: an administrator, anyone's):
+    /// an array job's id names all its tasks, any other id that job.
+    pub async fn resolve(
+        &self,
+        user: Option<&str>,
+        job: u64,
+        task: Option<u32>,
+    ) -> Result<Vec<u64>> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE ($2::text IS NULL OR user_name = $2) AND CASE \
+             WHEN $3::bigint IS NULL THEN id = $1 \
+             OR (data::jsonb #>> '{links,array,job}')::bigint = $1 \
+             ELSE (data::jsonb #>> '{links,array,job}')::bigint = $1 \
+             AND (data::jsonb #>> '{links,array,task}')::bigint = $3 END ORDER BY id",
+        )
+        .bind(job as i64)
+        .bind(user)
+        .bind(task.map(i64::from))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(ids.into_iter().map(|j| j as u64).collect())
+    }
+
+    /// Global jobs waiting for their dependencies, oldest first, with their records.
+    pub async fn waiting(&self) -> Result<Vec<JobRecord>> {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT g.job_id, j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE g.state = 'waiting' ORDER BY g.job_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        rows.into_iter()
+            .map(|(id, data)| {
+                let mut r: JobRecord = decode("jobs", id.to_string(), &data)?;
+                r.id = id as u64;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    /// Where jobs stand, wherever they run: each id found with its state as its site last
+    /// wrote it, and whether it has started (a dependency `after` holds then).
+    pub async fn job_states(&self, ids: &[u64]) -> Result<Vec<(u64, String, bool)>> {
+        let ids: Vec<i64> = ids.iter().map(|&j| j as i64).collect();
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+            "SELECT j.id, j.state, (j.data::jsonb ->> 'started_at') IS NOT NULL \
+             OR COALESCE((j.data::jsonb ->> 'attempt')::bigint, 0) > 0 \
+             OR COALESCE(g.state IN ('started', 'done'), false) \
+             FROM jobs j LEFT JOIN global_jobs g ON g.job_id = j.id WHERE j.id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, s, started)| (id as u64, s, started))
+            .collect())
+    }
+
+    /// Puts a job whose dependencies hold on sale. Returns whether it was still waiting.
+    pub async fn dependencies_met(&self, job: u64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let done = sqlx::query(
+            "UPDATE global_jobs SET state = 'queued' WHERE job_id = $1 AND state = 'waiting'",
+        )
+        .bind(job as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if done {
+            notify(&mut tx, "dependencies met")
+                .await
+                .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(done)
+    }
+
+    /// Cancels a waiting job whose dependencies can never hold, saying why (`now`: Unix
+    /// seconds). Returns whether it was still waiting.
+    pub async fn dependencies_never(&self, job: u64, reason: &str, now: i64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let data: Option<String> = sqlx::query_scalar(
+            "SELECT j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE g.job_id = $1 AND g.state = 'waiting' FOR UPDATE",
+        )
+        .bind(job as i64)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let Some(data) = data else {
+            return Ok(false);
+        };
+        let mut record: JobRecord = decode("jobs", job.to_string(), &data)?;
+        record.state = foresight_api::JobState::Cancelled;
+        record.ended_at = Some(now);
+        record.reason = Some(reason.to_string());
+        sqlx::query(
+            "UPDATE global_jobs SET state = 'cancelled', ended_at = now() WHERE job_id = $1",
+        )
+        .bind(job as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
+            .bind(job as i64)
+            .bind(record.state.as_str())
+            .bind(encode(&record))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        notify(&mut tx, "cancelled").await.map_err(self.db())?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(true)
     }
 
     /// Jobs on offer, highest priority first, then oldest: queued ones and those whose
@@ -568,6 +805,42 @@ impl GlobalQueue {
         Ok(Start::Started)
     }
 
+    /// Takes an award this site cannot start off sale, its user's budget being short: it
+    /// needs `needs` here, the budget has `left`. Its claim is void (new epoch) and its
+    /// record's reason says so; it waits, not auctioned, until its user's budget changes or
+    /// a hold comes back ([`GlobalQueue::change_budget`], [`GlobalQueue::finished`]), then
+    /// goes back on sale. Returns whether the claim still held.
+    pub async fn over_budget(&self, claim: Claim, needs: f64, left: f64) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let done = sqlx::query(
+            "UPDATE global_jobs SET state = 'over_budget', site = NULL, epoch = epoch + 1, \
+             claimed_at = NULL, closes_at = NULL, opened_at = NULL, needs = $4 \
+             WHERE job_id = $1 AND site = $2 AND epoch = $3 AND state = 'claimed'",
+        )
+        .bind(claim.job as i64)
+        .bind(&self.site)
+        .bind(claim.epoch)
+        .bind(needs)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if done {
+            let why = format!(
+                "over budget: needs {needs:.2} (its worst case at site {}), has {left:.2}; \
+                 waits off sale until its user's budget changes or a running job's hold comes \
+                 back",
+                self.site
+            );
+            set_reason(&mut tx, claim.job, Some(why))
+                .await
+                .map_err(|e| e.at(&self.name))?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(done)
+    }
+
     /// Gives an award this site cannot start (its user's budget is short) back to the
     /// queue, under a new epoch; the job is auctioned again.
     pub async fn unclaim(&self, claim: Claim) -> Result<bool> {
@@ -592,12 +865,27 @@ impl GlobalQueue {
         Ok(done)
     }
 
-    /// Every user's budget left (`None`: unlimited) and spending, as the database has them:
-    /// a dispatcher's copy is refreshed from these.
-    pub async fn budgets(&self) -> Result<Vec<(String, Option<f64>, f64)>> {
-        crate::shared_budget::all(&self.pool)
-            .await
-            .map_err(|e| e.at(&self.name))
+    /// Every user as the database has them (created, changed or charged by any site): a
+    /// dispatcher's copy is refreshed from these.
+    pub async fn users(&self) -> Result<Vec<crate::UserRecord>> {
+        let rows: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT name, token_hash, data FROM users ORDER BY name")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.db())?;
+        rows.into_iter().map(user_of).collect()
+    }
+
+    /// The user whose token has this hash, as the database has them: a token a dispatcher
+    /// has not seen may be a user another site created or gave a new token a moment ago.
+    pub async fn user_by_token(&self, token_hash: &str) -> Result<Option<crate::UserRecord>> {
+        let row: Option<(String, String, String)> =
+            sqlx::query_as("SELECT name, token_hash, data FROM users WHERE token_hash = $1")
+                .bind(token_hash)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(self.db())?;
+        row.map(user_of).transpose()
     }
 
     /// Sets (`set`; `Some(None)`: unlimited) and then tops up (`add`) `user`'s budget in the
@@ -640,6 +928,10 @@ impl GlobalQueue {
             .execute(&mut *tx)
             .await
             .map_err(self.db())?;
+        notify_users(&mut tx).await.map_err(self.db())?;
+        back_on_sale(&mut tx, user)
+            .await
+            .map_err(|e| e.at(&self.name))?;
         tx.commit().await.map_err(self.db())?;
         Ok(Some(Ok((u.budget, u.spent))))
     }
@@ -665,6 +957,10 @@ impl GlobalQueue {
                 .await
                 .map_err(|e| e.at(&self.name))?
                 .ok();
+            // What waited for budget may fit now.
+            back_on_sale(&mut tx, &user)
+                .await
+                .map_err(|e| e.at(&self.name))?;
         }
         tx.commit().await.map_err(self.db())?;
         Ok(())
@@ -705,12 +1001,25 @@ impl GlobalQueue {
         let site: Option<String> = row.get(1);
         let mut record: JobRecord = decode("jobs", job.to_string(), &row.get::<String, _>(2))?;
         record.id = job;
-        let unstarted = matches!(state.as_str(), "queued" | "auction" | "claimed");
+        let unstarted = matches!(
+            state.as_str(),
+            "queued" | "auction" | "claimed" | "over_budget" | "waiting"
+        );
+        // Released, a job with dependencies waits for them again.
+        let released = if record
+            .links
+            .as_ref()
+            .is_some_and(|l| l.dependency.is_some())
+        {
+            "waiting"
+        } else {
+            "queued"
+        };
         let (new_state, refused) = match (op, state.as_str()) {
             (QueueOp::Cancel, "held") => ("cancelled", None),
             (QueueOp::Cancel, _) if unstarted => ("cancelled", None),
             (QueueOp::Hold, _) if unstarted => ("held", None),
-            (QueueOp::Release, "held") => ("queued", None),
+            (QueueOp::Release, "held") => (released, None),
             (QueueOp::Cancel, "started") => {
                 let site = site.unwrap_or_default();
                 sqlx::query("UPDATE global_jobs SET cancel_requested = true WHERE job_id = $1")
@@ -872,6 +1181,70 @@ impl GlobalQueue {
         .transpose()
     }
 }
+
+/// Puts `user`'s jobs that wait for budget back on sale (their budget changed, or a hold
+/// came back), clearing the reason their records give; announced at commit.
+async fn back_on_sale(
+    tx: &mut sqlx::PgConnection,
+    user: &str,
+) -> std::result::Result<(), crate::shared_budget::BudgetError> {
+    let jobs: Vec<i64> = sqlx::query_scalar(
+        "UPDATE global_jobs g SET state = 'queued', needs = 0 FROM jobs j \
+         WHERE j.id = g.job_id AND j.user_name = $1 AND g.state = 'over_budget' \
+         RETURNING g.job_id",
+    )
+    .bind(user)
+    .fetch_all(&mut *tx)
+    .await?;
+    for &job in &jobs {
+        set_reason(tx, job as u64, None).await?;
+    }
+    if !jobs.is_empty() {
+        notify(tx, "back on sale").await?;
+    }
+    Ok(())
+}
+
+/// Sets the reason a queued job's record gives (`None`: clears it).
+async fn set_reason(
+    tx: &mut sqlx::PgConnection,
+    job: u64,
+    reason: Option<String>,
+) -> std::result::Result<(), crate::shared_budget::BudgetError> {
+    let data: Option<String> = sqlx::query_scalar("SELECT data FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(job as i64)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(data) = data else {
+        return Ok(());
+    };
+    let mut record: JobRecord = decode("jobs", job.to_string(), &data)?;
+    record.reason = reason;
+    sqlx::query("UPDATE jobs SET data = $2 WHERE id = $1")
+        .bind(job as i64)
+        .bind(encode(&record))
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+fn user_of((name, token_hash, data): (String, String, String)) -> Result<crate::UserRecord> {
+    let mut u: crate::UserRecord = decode("users", name.clone(), &data)?;
+    u.name = name;
+    u.token_hash = token_hash;
+    Ok(u)
+}
+
+/// Announces on [`GLOBAL_CHANNEL`] that users changed (one created, a token, a credential, a
+/// budget, a user disabled): every dispatcher reads them again at once ([`GlobalQueue::users`]).
+pub(crate) async fn notify_users(
+    tx: &mut sqlx::PgConnection,
+) -> std::result::Result<(), sqlx::Error> {
+    notify(tx, USERS_CHANGED).await
+}
+
+/// The payload of a notification that users changed.
+pub const USERS_CHANGED: &str = "users";
 
 async fn notify(tx: &mut sqlx::PgConnection, what: &str) -> std::result::Result<(), sqlx::Error> {
     sqlx::query("SELECT pg_notify($1, $2)")

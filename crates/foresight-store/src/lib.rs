@@ -20,8 +20,8 @@ mod shared_budget;
 mod sqlite;
 
 pub use global_queue::{
-    is_global, Claim, Closed, GlobalQueue, OpOutcome, QueueOp, QueuedJob, SharedJob, Start,
-    TieRule, UnsoldRule, GLOBAL_CHANNEL,
+    is_global, Claim, Closed, GlobalQueue, OpOutcome, OverBudget, QueueOp, QueuedJob, SharedJob,
+    Start, Submitted, TieRule, UnsoldRule, GLOBAL_CHANNEL, USERS_CHANGED,
 };
 pub use location::StoreLocation;
 pub use postgres::PgStore;

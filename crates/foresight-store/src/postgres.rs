@@ -167,50 +167,9 @@ impl PgStore {
 impl Store for PgStore {
     async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let mut ids = Vec::with_capacity(jobs.len());
-        let mut queued = false;
-        for j in jobs {
-            // A dispatcher's new global job belongs to no site yet: it joins the shared
-            // queue in the same transaction, so that it is never stored without its place.
-            let global = self.site.is_some() && crate::is_global(j);
-            let site = if global { None } else { self.site.as_deref() };
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (user_name, state, submitted_at, data, site) \
-                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            )
-            .bind(&j.user)
-            .bind(j.state.as_str())
-            .bind(j.submitted_at)
-            .bind(encode(j))
-            .bind(site)
-            .fetch_one(&mut *tx)
+        let ids = insert_jobs_in(&mut tx, self.site.as_deref(), jobs)
             .await
             .map_err(self.db())?;
-            if global {
-                sqlx::query(
-                    "INSERT INTO global_jobs (job_id, procs, priority, state) \
-                     VALUES ($1, $2, $3, $4)",
-                )
-                .bind(id)
-                .bind(j.procs as i32)
-                .bind(j.priority as i32)
-                // Submitted held: off sale until released.
-                .bind(if j.held { "held" } else { "queued" })
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-                queued = true;
-            }
-            ids.push(id as u64);
-        }
-        if queued {
-            // Delivered at commit: every dispatcher wakes to bid.
-            sqlx::query("SELECT pg_notify($1, 'queued')")
-                .bind(crate::GLOBAL_CHANNEL)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-        }
         tx.commit().await.map_err(self.db())?;
         Ok(ids)
     }
@@ -324,14 +283,23 @@ impl Store for PgStore {
     }
 
     async fn insert_user(&self, u: &UserRecord) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
         let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES ($1, $2, $3)")
             .bind(&u.name)
             .bind(&u.token_hash)
             .bind(encode(u))
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await;
         match result {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Peer dispatchers take in the new user at once.
+                if self.site.is_some() {
+                    crate::global_queue::notify_users(&mut tx)
+                        .await
+                        .map_err(self.db())?;
+                }
+                tx.commit().await.map_err(self.db())
+            }
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
                 Err(StoreError::UserExists(u.name.clone()))
             }
@@ -362,6 +330,12 @@ impl Store for PgStore {
                 .bind(encode(&u))
                 .bind(&u.name)
                 .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
+        if self.site.is_some() {
+            // Peer dispatchers take in the change (a token, a credential, a user disabled).
+            crate::global_queue::notify_users(&mut tx)
                 .await
                 .map_err(self.db())?;
         }
@@ -511,4 +485,82 @@ impl Store for PgStore {
             let _ = lock.close().await;
         }
     }
+}
+
+/// Stores new jobs inside the caller's transaction, as `site`'s (`None`: single mode). A
+/// dispatcher's new global job belongs to no site yet: it joins the shared queue in the same
+/// transaction, so that it is never stored without its place, with what it may cost at worst
+/// (its processors × walltime × the highest tariff of any site); every dispatcher is told at
+/// commit.
+pub(crate) async fn insert_jobs_in(
+    tx: &mut PgConnection,
+    site: Option<&str>,
+    jobs: &[JobRecord],
+) -> std::result::Result<Vec<u64>, sqlx::Error> {
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut queued = false;
+    // The id of the first task of the array being stored: its array job's id.
+    let mut array_job = 0;
+    for j in jobs {
+        let global = site.is_some() && crate::is_global(j);
+        let owner = if global { None } else { site };
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (user_name, state, submitted_at, data, site) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(&j.user)
+        .bind(j.state.as_str())
+        .bind(j.submitted_at)
+        .bind(encode(j))
+        .bind(owner)
+        .fetch_one(&mut *tx)
+        .await?;
+        if global {
+            if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
+                // A global task is never written again by a site before it starts: it
+                // takes its array job's id now.
+                if a.position == 0 {
+                    array_job = id as u64;
+                }
+                let mut numbered = j.clone();
+                if let Some(a) = numbered.links.as_mut().and_then(|l| l.array.as_mut()) {
+                    a.job = array_job;
+                }
+                sqlx::query("UPDATE jobs SET data = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(encode(&numbered))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let waits = j.links.as_ref().is_some_and(|l| l.dependency.is_some());
+            sqlx::query(
+                "INSERT INTO global_jobs (job_id, procs, priority, state, worst_case) \
+                 SELECT $1, $2, $3, $4, $5 * COALESCE(max(max_tariff), 0) FROM dispatchers",
+            )
+            .bind(id)
+            .bind(j.procs as i32)
+            .bind(j.priority as i32)
+            // Submitted held: off sale until released; with dependencies: until they hold.
+            .bind(if j.held {
+                "held"
+            } else if waits {
+                "waiting"
+            } else {
+                "queued"
+            })
+            .bind(f64::from(j.procs) * j.walltime.max(0) as f64)
+            .execute(&mut *tx)
+            .await?;
+            queued = true;
+        }
+        ids.push(id as u64);
+    }
+    if queued {
+        // Delivered at commit: every dispatcher wakes to bid.
+        sqlx::query("SELECT pg_notify($1, 'queued')")
+            .bind(crate::GLOBAL_CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(ids)
 }

@@ -3,7 +3,7 @@
 //! `FOR UPDATE`, never written back from a dispatcher's cached copy. So two sites racing for
 //! the last of one user's budget are ordered by the database, and one of them is refused.
 
-use crate::{decode, encode, Result, UserRecord};
+use crate::{decode, encode, UserRecord};
 use sqlx::PgConnection;
 
 /// Moves `amount` from `user`'s budget to their spending (a negative amount gives back),
@@ -90,20 +90,4 @@ impl BudgetError {
             BudgetError::Store(e) => e,
         }
     }
-}
-
-/// Budgets as the database has them: name, budget left (`None`: unlimited), spent.
-pub(crate) async fn all(
-    pool: &sqlx::PgPool,
-) -> std::result::Result<Vec<(String, Option<f64>, f64)>, BudgetError> {
-    let rows: Vec<(String, String)> = sqlx::query_as("SELECT name, data FROM users ORDER BY name")
-        .fetch_all(pool)
-        .await?;
-    rows.into_iter()
-        .map(|(name, data)| {
-            let u: UserRecord = decode("users", name.clone(), &data)?;
-            Ok((name, u.budget, u.spent))
-        })
-        .collect::<Result<Vec<_>>>()
-        .map_err(BudgetError::Store)
 }

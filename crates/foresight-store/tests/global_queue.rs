@@ -27,7 +27,10 @@ fn job(procs: u32) -> JobRecord {
 async fn site(url: &str, name: &str, lease_ms: u64) -> (PgStore, GlobalQueue) {
     let store = PgStore::open_site(url, name).await.unwrap();
     let queue = GlobalQueue::new(&store, name, lease_ms);
-    queue.register(std::process::id(), "", 4).await.unwrap();
+    queue
+        .register(std::process::id(), "", 4, 0.0)
+        .await
+        .unwrap();
     (store, queue)
 }
 
