@@ -1,4 +1,4 @@
--- The same table as migrations/sqlite/0005_runs.sql: the statistics store of runtime
+-- The same table as migrations/sqlite/0006_runs.sql: the statistics store of runtime
 -- prediction, one row per finished run, keyed by user, application, parameters and processor
 -- type (the cluster; NULL for a global job, whose runtimes are on the reference processor).
 CREATE TABLE runs (
