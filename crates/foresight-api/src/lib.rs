@@ -227,6 +227,11 @@ pub struct SubmitJob {
     /// when its cluster's pools have them free. Refused when a pool is smaller.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub licences: BTreeMap<String, u32>,
+    /// The application it runs, for runtime prediction: runs of the same application with
+    /// the same processors and arguments predict each other (`predict = "app"`). Unset:
+    /// the program (the command's first word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 /// Many jobs in one request: accepted all together or not at all.
@@ -339,6 +344,27 @@ pub struct JobView {
     /// Licences it holds while it runs, by pool, as submitted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub licences: BTreeMap<String, u32>,
+    /// The application, as named at submission (`--app`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// The runtime its cluster's local policy plans with instead of its walltime, which
+    /// stays its kill; absent when its cluster does not predict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<PredictionView>,
+}
+
+/// A job's predicted runtime and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PredictionView {
+    /// The runtime planned now, seconds.
+    pub seconds: i64,
+    /// The predictor: `tsafrir` (the user's last two runs) or `app` (the last runs of the
+    /// same application, processors and arguments on the cluster).
+    pub predictor: String,
+    /// How many finished runs it was drawn from; 0: none, so the walltime.
+    pub runs: u32,
+    /// How often it was corrected because the job outlived it (then it is the walltime).
+    pub corrections: u32,
 }
 
 impl JobView {

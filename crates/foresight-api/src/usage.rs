@@ -143,6 +143,8 @@ mod tests {
             begin: None,
             requires: vec![],
             licences: Default::default(),
+            app: None,
+            prediction: None,
         }
     }
 

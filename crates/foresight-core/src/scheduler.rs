@@ -511,6 +511,46 @@ impl LocalScheduler {
         Ok(())
     }
 
+    /// Running jobs planned by a prediction that have outlived it at `now` while it is still
+    /// shorter than their estimate, with their plan so far (from their start): each is due a
+    /// [`LocalScheduler::correct`] by [`crate::predict::corrected`]. In job id order.
+    pub fn outlived(&self, now: Time) -> Vec<(JobId, Dur)> {
+        let mut due: Vec<(JobId, Dur)> = self
+            .jobs
+            .iter()
+            .filter_map(|(id, e)| match e.state {
+                State::Running(p)
+                    if e.job.prediction.is_some()
+                        && p.end <= now
+                        && p.end - p.start < e.job.estimate =>
+                {
+                    Some((*id, p.end - p.start))
+                }
+                _ => None,
+            })
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// The earliest end after `now` of a running job's plan that is shorter than its
+    /// estimate: when [`LocalScheduler::outlived`] may next name a job.
+    pub fn next_plan_end(&self, now: Time) -> Option<Time> {
+        self.jobs
+            .values()
+            .filter_map(|e| match e.state {
+                State::Running(p)
+                    if e.job.prediction.is_some()
+                        && p.end > now
+                        && p.end - p.start < e.job.estimate =>
+                {
+                    Some(p.end)
+                }
+                _ => None,
+            })
+            .min()
+    }
+
     /// Removes a waiting job from the queue (releasing its reservation) or ends a running one
     /// at `now`.
     pub fn cancel(&mut self, now: Time, id: JobId) -> Result<()> {

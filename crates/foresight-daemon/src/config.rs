@@ -46,6 +46,16 @@ pub struct Config {
     /// At most this many queued global jobs are planned per cycle, in priority order.
     #[serde(default = "default_plan_depth")]
     pub plan_depth: usize,
+    /// Runtime prediction (`none`, `tsafrir`, `app`): local policies plan each job with the
+    /// runtime predicted from the finished runs of its user (`tsafrir`) or of its application
+    /// and parameters on its cluster (`app`) instead of its walltime, which stays the kill.
+    /// A cluster's own `predict` wins for its local policy.
+    #[serde(default)]
+    pub predict: foresight_core::predict::Predictor,
+    /// Backfill order of local policies (`fcfs`, or `spf`: shortest planned runtime first);
+    /// a cluster's own `backfill_order` wins.
+    #[serde(default)]
+    pub backfill_order: foresight_core::BackfillOrder,
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
@@ -285,6 +295,8 @@ impl Default for Config {
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
             plan_depth: default_plan_depth(),
+            predict: Default::default(),
+            backfill_order: Default::default(),
             grace_seconds: default_grace(),
             max_output_bytes: None,
             confinement: Default::default(),

@@ -349,7 +349,8 @@ pub fn router(service: Arc<Service>) -> Router {
         UserView, CreateUser, CreatedUser, BudgetChange, UnixUserChange, foresight_api::ApiError,
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,
-        SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState
+        SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState,
+        foresight_api::PredictionView
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))

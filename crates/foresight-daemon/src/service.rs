@@ -255,6 +255,9 @@ impl Service {
         }
         let jobs: Vec<JobRecord> = jobs.into_values().collect();
         let reservations = store.load_reservations().await?;
+        // The statistics of runtime prediction first: jobs queued again at restore are
+        // predicted from them.
+        world.restore_runs(store.load_runs(World::runs_kept()).await?);
         let adopt = world.restore(now, jobs, reservations, users);
         // A WIKI cluster's adapter keeps its book in memory: give it back.
         for (k, c) in cfg.cluster.iter().enumerate() {
@@ -459,7 +462,7 @@ impl Service {
             // status files at the next start.
             return;
         }
-        let (jobs, reservations, users, workflows, effects) = {
+        let (jobs, reservations, users, workflows, runs, effects) = {
             let mut w = self.world();
             // The running totals of uncharged local jobs take in what changed before it
             // is no longer marked.
@@ -480,10 +483,13 @@ impl Service {
                 .into_iter()
                 .filter_map(|id| w.workflows.get(&id).cloned())
                 .collect();
-            (jobs, rs, us, wfs, std::mem::take(&mut w.effects))
+            let runs = std::mem::take(&mut w.dirty_runs);
+            (jobs, rs, us, wfs, runs, std::mem::take(&mut w.effects))
         };
         let mut failed = None;
-        if let Err(e) = self.store.put_reservations(&reservations).await {
+        if let Err(e) = self.store.insert_runs(&runs).await {
+            failed = Some(e);
+        } else if let Err(e) = self.store.put_reservations(&reservations).await {
             failed = Some(e);
         } else if let Err(e) = self.store.update_users(&users).await {
             failed = Some(e);
@@ -502,10 +508,16 @@ impl Service {
                 .extend(reservations.iter().map(|r| ReservationId(r.id)));
             w.dirty_users.extend(users.iter().map(|u| u.name.clone()));
             w.dirty_workflows.extend(workflows.iter().map(|x| x.id));
+            w.dirty_runs.splice(0..0, runs);
             w.effects.splice(0..0, effects);
             return;
         }
         self.remember_users(&users);
+        // A job started by its prediction is due a correction when that runs out: the
+        // cycle's wake-up must know.
+        if effects.iter().any(|e| matches!(e, Effect::Launch { .. })) && self.world().predicting() {
+            self.wake.notify_one();
+        }
         for e in effects {
             self.run_effect(e);
         }
@@ -1004,6 +1016,8 @@ impl Service {
                     requires: r.requires,
                     licences: r.licences,
                     preemption: None,
+                    app: r.app,
+                    prediction: None,
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
@@ -1976,6 +1990,16 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
         begin: j.begin,
         requires: j.requires.clone(),
         licences: j.licences.clone(),
+        app: j.app.clone(),
+        prediction: j
+            .prediction
+            .as_ref()
+            .map(|p| foresight_api::PredictionView {
+                seconds: p.seconds,
+                predictor: p.predictor.clone(),
+                runs: p.runs,
+                corrections: p.corrections,
+            }),
     }
 }
 

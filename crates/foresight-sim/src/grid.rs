@@ -332,6 +332,13 @@ impl GridConfig {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
             c.spec.check(true)?;
+            if c.spec.predict.is_some() {
+                return Err(format!(
+                    "cluster {:?}: predict is a setting of the service; `sim grid` plans with \
+                     estimates (use `sim run --predict` for one cluster)",
+                    c.name
+                ));
+            }
         }
         let known: Vec<&str> = self.cluster.iter().map(|c| c.name.as_str()).collect();
         licence::check(&self.licence, &known)?;

@@ -225,6 +225,14 @@ pub struct JobRecord {
     /// that it needs no migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemption: Option<PreemptionRecord>,
+    /// The application it runs, as named at submission (`--app`), for runtime prediction;
+    /// `None`: its program. A field of the stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// The runtime its cluster's local policy plans with instead of the walltime, seconds,
+    /// and where it came from; `None`: planned with the walltime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Prediction>,
 }
 
 /// A global job's time stopped by preemption (absolute priorities), in seconds.
@@ -240,6 +248,20 @@ pub struct PreemptionRecord {
     /// charged.
     #[serde(default)]
     pub suspended: i64,
+}
+
+/// A prediction of a job's runtime as the scheduler uses it, and where it came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// The runtime planned now, seconds (the first guess, or its last correction).
+    pub seconds: i64,
+    /// The predictor (`tsafrir`, `app`).
+    pub predictor: String,
+    /// How many earlier runs it was drawn from (0: none, so the walltime).
+    pub runs: u32,
+    /// How often it was corrected because the job outlived it.
+    #[serde(default)]
+    pub corrections: u32,
 }
 
 /// A job's relations to other jobs: what it waits for, and the array it belongs to.
@@ -419,6 +441,27 @@ pub struct WorkflowEdgeRecord {
     pub data_mb: f64,
 }
 
+/// One finished run of a job, for runtime prediction (the statistics store, seed 003): who
+/// ran what, with which parameters, on which processor type, and for how long.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The job that ran.
+    pub job: u64,
+    /// Its owner.
+    pub user: String,
+    /// The application: the `--app` name, or the program the job ran.
+    pub app: String,
+    /// The application's parameters that shape its runtime (processors and arguments).
+    pub params: String,
+    /// The processor type: the cluster it ran on; `None` for a global job, whose runtime
+    /// counts on the reference processor.
+    pub cluster: Option<String>,
+    /// How long it ran, seconds.
+    pub runtime: i64,
+    /// When it ended, seconds since the epoch.
+    pub ended_at: i64,
+}
+
 /// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend
 /// are interchangeable.
 #[async_trait::async_trait]
@@ -452,6 +495,12 @@ pub trait Store: Send + Sync {
     async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()>;
     /// Every workflow, by id.
     async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>>;
+    /// Adds finished runs to the statistics store, in one transaction, in order.
+    async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()>;
+    /// The runs a predictor may still look at: the last `per_key` of every user and the last
+    /// `per_key` of every (application, parameters, cluster), oldest first. Replayed in this
+    /// order they leave each user's and each application's last `per_key` runs in place.
+    async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
 }
@@ -464,6 +513,12 @@ pub async fn open(location: &StoreLocation) -> Result<std::sync::Arc<dyn Store>>
         StoreLocation::Postgres(url) => std::sync::Arc::new(PgStore::open(url).await?),
     })
 }
+
+/// The runs [`Store::load_runs`] returns (`{n}` stands for the placeholder of `per_key`).
+const LOAD_RUNS: &str = "SELECT job_id, user_name, app, params, cluster, runtime, ended_at FROM \
+     (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_name ORDER BY id DESC) AS by_user, \
+     ROW_NUMBER() OVER (PARTITION BY app, params, cluster ORDER BY id DESC) AS by_app \
+     FROM runs) AS last WHERE by_user <= {n} OR by_app <= {n} ORDER BY id";
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {
     serde_json::from_str(data).map_err(|source| StoreError::Decode { table, id, source })

@@ -3,8 +3,8 @@
 
 use crate::location::redact;
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord,
-    WorkflowRecord,
+    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserRecord,
+    WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
@@ -427,6 +427,50 @@ impl Store for PgStore {
                 Ok(w)
             })
             .collect()
+    }
+
+    async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for r in runs {
+            sqlx::query(
+                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(r.job as i64)
+            .bind(&r.user)
+            .bind(&r.app)
+            .bind(&r.params)
+            .bind(&r.cluster)
+            .bind(r.runtime)
+            .bind(r.ended_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>> {
+        let rows = sqlx::query(&LOAD_RUNS.replace("{n}", "$1"))
+            .bind(per_key as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(rows
+            .iter()
+            .map(|row| RunRecord {
+                job: row.get::<i64, _>(0) as u64,
+                user: row.get(1),
+                app: row.get(2),
+                params: row.get(3),
+                cluster: row.get(4),
+                runtime: row.get(5),
+                ended_at: row.get(6),
+            })
+            .collect())
     }
 
     async fn close(&self) {

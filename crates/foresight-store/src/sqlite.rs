@@ -1,8 +1,8 @@
 //! The embedded SQLite store: one file, write-ahead log, every commit synced.
 
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, Store, StoreError, UserRecord,
-    WorkflowRecord,
+    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserRecord,
+    WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -248,6 +248,50 @@ impl Store for SqliteStore {
                 Ok(w)
             })
             .collect()
+    }
+
+    async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()> {
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        for r in runs {
+            sqlx::query(
+                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(r.job as i64)
+            .bind(&r.user)
+            .bind(&r.app)
+            .bind(&r.params)
+            .bind(&r.cluster)
+            .bind(r.runtime)
+            .bind(r.ended_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())
+    }
+
+    async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>> {
+        let rows = sqlx::query(&LOAD_RUNS.replace("{n}", "?1"))
+            .bind(per_key as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        Ok(rows
+            .iter()
+            .map(|row| RunRecord {
+                job: row.get::<i64, _>(0) as u64,
+                user: row.get(1),
+                app: row.get(2),
+                params: row.get(3),
+                cluster: row.get(4),
+                runtime: row.get(5),
+                ended_at: row.get(6),
+            })
+            .collect())
     }
 
     async fn close(&self) {

@@ -4,7 +4,8 @@
 
 use foresight_api::{JobState, ReservationState};
 use foresight_store::{
-    JobRecord, PartRecord, ReservationRecord, Store, StoreError, StoreLocation, UserRecord,
+    JobRecord, PartRecord, ReservationRecord, RunRecord, Store, StoreError, StoreLocation,
+    UserRecord,
 };
 use std::sync::Arc;
 
@@ -84,7 +85,67 @@ on_both_backends!(
     dependencies_and_array_membership_survive_reopening,
     a_workflow_and_its_jobs_survive_reopening_and_updates_replace_it,
     a_workflow_is_stored_with_all_its_jobs_or_not_at_all,
+    runs_come_back_as_the_last_per_user_and_per_application,
 );
+
+fn run(job: u64, user: &str, app: &str, cluster: Option<&str>, runtime: i64) -> RunRecord {
+    RunRecord {
+        job,
+        user: user.into(),
+        app: app.into(),
+        params: "1 procs: []".into(),
+        cluster: cluster.map(String::from),
+        runtime,
+        ended_at: 1_000 + runtime,
+    }
+}
+
+async fn runs_come_back_as_the_last_per_user_and_per_application(b: Backend) {
+    let store = b.open().await;
+    assert!(store.load_runs(2).await.unwrap().is_empty());
+    store.insert_runs(&[]).await.unwrap();
+    let all = vec![
+        run(1, "a", "x", Some("c1"), 10),
+        run(2, "a", "x", Some("c1"), 20),
+        run(3, "b", "x", Some("c1"), 30),
+        run(4, "a", "y", None, 40),
+        run(5, "a", "x", Some("c1"), 50),
+        run(6, "b", "z", Some("c2"), 60),
+    ];
+    store.insert_runs(&all[..3]).await.unwrap();
+    store.insert_runs(&all[3..]).await.unwrap();
+    // A job record carries its application and its prediction.
+    let mut j = job("a");
+    j.app = Some("x".into());
+    j.prediction = Some(foresight_store::Prediction {
+        seconds: 15,
+        predictor: "tsafrir".into(),
+        runs: 2,
+        corrections: 1,
+    });
+    let id = store.insert_jobs(std::slice::from_ref(&j)).await.unwrap()[0];
+    store.close().await;
+
+    let store = b.open().await;
+    // Everything, oldest first, when every key keeps more than it has.
+    assert_eq!(store.load_runs(8).await.unwrap(), all);
+    // User a's last two are runs 4 and 5, b's are 3 and 6; x on c1's last two are 3 and 5;
+    // run 1 and run 2 are behind both.
+    let runtimes: Vec<i64> = store
+        .load_runs(2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.runtime)
+        .collect();
+    assert_eq!(runtimes, vec![30, 40, 50, 60]);
+    let back = store.load_jobs(false).await.unwrap();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].id, id);
+    assert_eq!(back[0].app, j.app);
+    assert_eq!(back[0].prediction, j.prediction);
+    store.close().await;
+}
 
 fn workflow(user: &str) -> foresight_store::WorkflowRecord {
     use foresight_store::{WorkflowEdgeRecord, WorkflowTaskRecord};

@@ -336,6 +336,10 @@ pub struct SubmitOpts {
     /// or join with commas): the job starts only when its pool has them free.
     #[arg(long, value_delimiter = ',', value_name = "NAME:COUNT")]
     licence: Vec<String>,
+    /// The application it runs, for runtime prediction: runs of one application with the
+    /// same processors and arguments predict each other (default: the program).
+    #[arg(long, value_name = "NAME")]
+    app: Option<String>,
     /// With --reservation: may start before it if processors are free.
     #[arg(long)]
     allow_early_start: bool,
@@ -482,6 +486,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 begin,
                 requires: o.requires,
                 licences,
+                app: o.app,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
@@ -905,6 +910,21 @@ fn show_job(j: &JobView, out: Output) -> Result<()> {
     Ok(())
 }
 
+/// A prediction and where it came from: `2s (tsafrir: the user's last 2 runs)`.
+fn prediction_text(p: &foresight_api::PredictionView) -> String {
+    let source = match (p.predictor.as_str(), p.runs) {
+        (name, 0) => format!("{name}: no earlier runs, so the walltime"),
+        ("tsafrir", n) => format!("tsafrir: mean of the user's last {n} runs"),
+        ("app", n) => format!("app: median of the application's last {n} runs"),
+        (name, n) => format!("{name}: {n} runs"),
+    };
+    let corrected = match p.corrections {
+        0 => String::new(),
+        n => format!(", corrected {n}x: outlived"),
+    };
+    format!("{} ({source}{corrected})", format_duration(p.seconds))
+}
+
 /// The `job show` text.
 pub fn job_details(j: &JobView) -> String {
     let mut s = String::new();
@@ -944,6 +964,12 @@ pub fn job_details(j: &JobView) -> String {
     if !j.licences.is_empty() {
         let held: Vec<String> = j.licences.iter().map(|(p, n)| format!("{p}:{n}")).collect();
         kv("licences", held.join(","));
+    }
+    if let Some(a) = &j.app {
+        kv("app", a.clone());
+    }
+    if let Some(p) = &j.prediction {
+        kv("predicted", prediction_text(p));
     }
     // A job that ended without starting has no plan left.
     let ended_unstarted = j.state.is_final() && j.started_at.is_none();

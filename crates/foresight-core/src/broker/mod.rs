@@ -455,6 +455,41 @@ impl Broker {
         self.settle(now);
     }
 
+    /// Local jobs that have outlived their predicted plan at `now` (on the clusters the
+    /// broker schedules) are planned to their estimate ([`crate::predict::corrected`]), and
+    /// each cluster that corrected one runs a pass at once, as EASY++ does: the processors
+    /// were not free at the plan's end after all. The kill stays the caller's, at the
+    /// estimate. Returns (cluster, job, new plan from its start) for each correction.
+    pub fn correct_outlived(
+        &mut self,
+        now: Time,
+        out: &mut Vec<BrokerAction>,
+    ) -> Vec<(usize, JobId, Dur)> {
+        let mut done = Vec::new();
+        for k in 0..self.clusters.len() {
+            if self.clusters[k].self_scheduled {
+                continue;
+            }
+            let due = self.clusters[k].sched.outlived(now);
+            if due.is_empty() {
+                continue;
+            }
+            self.observe(now);
+            for (id, plan) in due {
+                let Some(estimate) = self.clusters[k].sched.estimate_of(id) else {
+                    continue;
+                };
+                let longer = crate::predict::corrected(plan, estimate);
+                if self.clusters[k].sched.correct(now, id, longer).is_ok() {
+                    done.push((k, id, longer));
+                }
+            }
+            self.pass(now, k, out);
+            self.settle(now);
+        }
+        done
+    }
+
     /// A job on cluster `k` (local, or a global job's part) ended at `now`: its processors
     /// are free, a global job's reservation there ends, and when a global job's last part
     /// ends the unused share of its charge is refunded. Freed processors go to waiting

@@ -6,7 +6,8 @@
 
 use super::cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 use crate::forecast::Tariff;
-use crate::policy::Policy;
+use crate::policy::{BackfillOrder, Policy};
+use crate::predict::Predictor;
 use crate::scheduler::LocalScheduler;
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
@@ -63,6 +64,14 @@ pub struct ClusterSpec {
     /// a job that `requires` a feature is offered only the clusters that have it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// Runtime prediction for its local policy: `none`, `tsafrir` or `app` (see
+    /// [`Predictor`]); unset: the grid's setting. Plans only: the walltime stays the kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predict: Option<Predictor>,
+    /// The order backfill candidates are tried in: `fcfs` or `spf` (shortest planned runtime
+    /// first; with `predict` that is EASY++); unset: the grid's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill_order: Option<BackfillOrder>,
 }
 
 fn one() -> f64 {
@@ -129,6 +138,8 @@ impl ClusterSpec {
             bandwidth_mb_s: default_bandwidth(),
             latency_seconds: 0,
             features: Vec::new(),
+            predict: None,
+            backfill_order: None,
         }
     }
 
@@ -164,7 +175,18 @@ impl ClusterSpec {
 
     /// Its local policy (checked by [`ClusterSpec::check`]; the default policy otherwise).
     pub fn local_policy(&self) -> Policy {
-        self.policy.parse().unwrap_or_else(|_| Policy::easy())
+        let mut policy: Policy = self.policy.parse().unwrap_or_else(|_| Policy::easy());
+        if let Some(order) = self.backfill_order {
+            policy.backfill_order = order;
+        }
+        policy
+    }
+
+    /// The same cluster with the grid's prediction settings where it has none of its own.
+    pub fn with_defaults(mut self, predict: Predictor, backfill_order: BackfillOrder) -> Self {
+        self.predict.get_or_insert(predict);
+        self.backfill_order.get_or_insert(backfill_order);
+        self
     }
 
     /// Its prices.

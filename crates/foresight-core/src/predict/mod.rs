@@ -55,6 +55,17 @@ impl Predictor {
             Predictor::App => Some(app_prediction(stats, key, estimate)),
         }
     }
+
+    /// How many finished runs its prediction for `key` draws on (0: none, so the
+    /// estimate): the user's last two for Tsafrir's, the key's last [`app::WINDOW`] for the
+    /// application's. Says where a prediction came from.
+    pub fn history(self, stats: &RuntimeStats, key: &RunKey) -> usize {
+        match self {
+            Predictor::None => 0,
+            Predictor::Tsafrir => stats.user_runs(key.user).count().min(2),
+            Predictor::App => stats.app_runs(key).count().min(app::WINDOW),
+        }
+    }
 }
 
 impl std::str::FromStr for Predictor {

@@ -284,6 +284,13 @@ pub struct World {
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     /// The configured licence pools (`[[licence]]`), for admission.
     pub(crate) licences: Vec<LicencePool>,
+    /// The statistics store of runtime prediction: the last finished runs per user and per
+    /// application (`prediction.rs`).
+    pub(crate) runtimes: foresight_core::predict::RuntimeStats,
+    /// Finished runs not yet written to the store.
+    pub dirty_runs: Vec<foresight_store::RunRecord>,
+    /// Each cluster's predictor, for its local policy.
+    predictors: Vec<foresight_core::predict::Predictor>,
     #[cfg(test)]
     actions: Vec<BrokerAction>,
 }
@@ -302,7 +309,10 @@ impl World {
                     self_scheduled: c.is_remote(),
                     // Slurm reserves and limits jobs in whole minutes.
                     granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
-                    ..c.grid_cluster(c.procs)
+                    ..c.spec
+                        .clone()
+                        .with_defaults(cfg.predict, cfg.backfill_order)
+                        .grid_cluster(c.procs)
                 });
                 Cluster {
                     cfg: c.clone(),
@@ -361,6 +371,13 @@ impl World {
             task_of: HashMap::new(),
             dirty_workflows: BTreeSet::new(),
             licences: cfg.licence.clone(),
+            runtimes: Default::default(),
+            dirty_runs: Vec::new(),
+            predictors: cfg
+                .cluster
+                .iter()
+                .map(|c| c.predict.unwrap_or(cfg.predict))
+                .collect(),
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -491,6 +508,9 @@ impl World {
         use crate::limits;
         if let Some(n) = &j.name {
             limits::name("name", n)?;
+        }
+        if let Some(a) = &j.app {
+            limits::name("app", a)?;
         }
         for (field, c) in ["group", "account", "class", "qos"].iter().zip(&j.cred) {
             if let Some(c) = c {
@@ -690,6 +710,8 @@ impl World {
 
     /// Takes in jobs the store has made durable.
     pub fn accept(&mut self, now: Time, jobs: Vec<JobRecord>) {
+        // A pass for these must not take the processors of a job past its prediction.
+        self.correct_outlived(now);
         for j in jobs {
             let id = JobId(j.id);
             let held = j.held;
@@ -887,6 +909,7 @@ impl World {
         if let Some(r) = reservation {
             job = job.in_reservation(ReservationId(r), early);
         }
+        let job = job.with_prediction(self.predict_local(k, id));
         // The part is recorded before the scheduler may start it.
         if let Some(j) = self.jobs.get_mut(&id) {
             j.parts = vec![PartRecord {
@@ -1094,6 +1117,8 @@ impl World {
 
     /// A part's process ended (or could not start).
     pub fn on_finished(&mut self, now: Time, k: usize, id: JobId, attempt: u32, outcome: &Outcome) {
+        // The pass this end brings must not take the processors of a job past its prediction.
+        self.correct_outlived(now);
         let name = self.clusters[k].cfg.name.clone();
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
@@ -1230,6 +1255,7 @@ impl World {
                 _ => "failed".into(),
             });
         }
+        self.record_run(id);
         self.wake_waiting(now);
     }
 
@@ -1759,7 +1785,11 @@ impl World {
             ReservationState::Active => Some(Time(r.end)),
             _ => None,
         });
-        bounds.chain(expiries).filter(|&x| x > now).min()
+        bounds
+            .chain(expiries)
+            .chain(self.next_plan_end(now))
+            .filter(|&x| x > now)
+            .min()
     }
 
     /// How many queued global jobs one cycle plans.
@@ -1784,6 +1814,7 @@ impl World {
     /// the broker, and the broker prepares its planning, which the caller runs off the lock
     /// ([`CyclePlan::decide`]) before [`World::finish_cycle`].
     pub fn begin_cycle(&mut self, now: Time) -> CyclePlan {
+        self.correct_outlived(now);
         self.wake_waiting(now);
         self.stats.cycles += 1;
         self.stats.last_cycle_at = Some(now);
@@ -2294,7 +2325,12 @@ impl World {
                             _ => j.walltime,
                         };
                         let job = Job::new(id, Time(j.submitted_at), p.procs, Dur(walltime))
-                            .with_cred(cred);
+                            .with_cred(cred)
+                            .with_prediction(if global {
+                                None
+                            } else {
+                                prediction::restored_plan(&j)
+                            });
                         let start = Time(j.started_at.unwrap_or(now.secs()));
                         let _ = self.broker.clusters[k]
                             .sched
@@ -2371,6 +2407,7 @@ impl World {
 
 mod credentials;
 mod gate;
+mod prediction;
 mod remote;
 mod wiki;
 mod workflow;

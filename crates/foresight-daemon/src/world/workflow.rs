@@ -276,7 +276,7 @@ impl World {
                 }),
                 requires: t.requires.clone(),
                 licences: t.licences.clone(),
-                preemption: None,
+                ..JobRecord::default()
             };
             self.admit(&job).map_err(|r| about_task(i, &t.name, r))?;
             jobs.push(job);

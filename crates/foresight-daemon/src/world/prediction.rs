@@ -1,0 +1,166 @@
+//! Runtime prediction in the service: the statistics store of finished runs, filled as jobs
+//! end and restored from the store at start, and the predictions local policies plan with
+//! (the simulator's `foresight_core::predict` code: the same predictors, the same
+//! correction).
+//!
+//! A run is keyed by its user, its application (the `--app` name, else the program), the
+//! application's parameters (processors and arguments) and its processor type: the cluster
+//! for a local job, the reference processor for a global job (whose walltime and runtime
+//! count on it).
+
+use super::World;
+use foresight_api::JobState;
+use foresight_core::predict::stats::KEPT;
+use foresight_core::predict::{Predictor, RunKey};
+use foresight_core::time::{Dur, Time};
+use foresight_core::{JobId, UserId};
+use foresight_store::{JobRecord, Prediction, RunRecord};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// A hash that is the same in every run of the service (`DefaultHasher::new` has fixed
+/// keys); keys are recomputed from the stored text at every start anyway.
+fn hash(text: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// The application a job runs: its `--app` name, else its program.
+fn app_of(j: &JobRecord) -> String {
+    j.app
+        .clone()
+        .unwrap_or_else(|| j.command.first().cloned().unwrap_or_default())
+}
+
+/// The parameters that shape an application's runtime: processors and arguments.
+fn params_of(j: &JobRecord) -> String {
+    let args = j.command.get(1..).unwrap_or_default();
+    format!(
+        "{} procs: {}",
+        j.procs,
+        serde_json::to_string(args).expect("invariant: strings serialize")
+    )
+}
+
+impl World {
+    /// The statistics key of a run of `user`'s application `app` with `params` on `cluster`
+    /// (`None`: the reference processor of the grid).
+    fn run_key(&mut self, user: &str, app: &str, params: &str, cluster: Option<&str>) -> RunKey {
+        RunKey {
+            user: UserId(self.intern(0, user)),
+            app: Some(hash(app)),
+            params: hash(params),
+            // 0 is the grid's reference processor; a cluster's type is never 0.
+            arch: cluster.map_or(0, |c| (hash(c) as u32).max(1)),
+        }
+    }
+
+    /// Runs the store kept, oldest first, back into the statistics.
+    pub fn restore_runs(&mut self, runs: Vec<RunRecord>) {
+        for r in runs {
+            let key = self.run_key(&r.user, &r.app, &r.params, r.cluster.as_deref());
+            self.runtimes.record(&key, Dur(r.runtime.max(0)));
+        }
+    }
+
+    /// How many runs the service keeps per user and per application: what every predictor
+    /// may look at.
+    pub fn runs_kept() -> usize {
+        KEPT
+    }
+
+    /// A job reached its final state: a run that really ran (completed, failed, or stopped
+    /// at its walltime; not cancelled) joins the statistics and is written to the store.
+    pub(super) fn record_run(&mut self, id: JobId) {
+        let Some(j) = self.jobs.get(&id) else { return };
+        let (Some(start), Some(end)) = (j.started_at, j.ended_at) else {
+            return;
+        };
+        if !matches!(
+            j.state,
+            JobState::Completed | JobState::Failed | JobState::Timeout
+        ) {
+            return;
+        }
+        let global = j.cluster.is_none() && j.reservation.is_none();
+        let cluster = if global {
+            None
+        } else {
+            j.parts.first().map(|p| p.cluster.clone())
+        };
+        let run = RunRecord {
+            job: id.0,
+            user: j.user.clone(),
+            app: app_of(j),
+            params: params_of(j),
+            cluster,
+            runtime: (end - start).max(0),
+            ended_at: end,
+        };
+        let key = self.run_key(&run.user, &run.app, &run.params, run.cluster.as_deref());
+        self.runtimes.record(&key, Dur(run.runtime));
+        self.dirty_runs.push(run);
+    }
+
+    /// The runtime cluster `k`'s local policy plans job `id` with: its predictor's guess
+    /// from the runs finished so far, recorded on the job (with where it came from) for
+    /// `job show`. `None` (and nothing recorded) when the cluster does not predict.
+    pub(super) fn predict_local(&mut self, k: usize, id: JobId) -> Option<Dur> {
+        let predictor = self.predictors.get(k).copied().unwrap_or_default();
+        if predictor == Predictor::None {
+            return None;
+        }
+        let cluster = self.clusters[k].cfg.name.clone();
+        let j = self.jobs.get(&id)?;
+        let (user, app, params, walltime) = (j.user.clone(), app_of(j), params_of(j), j.walltime);
+        let key = self.run_key(&user, &app, &params, Some(&cluster));
+        let plan = predictor.predict(&self.runtimes, &key, Dur(walltime))?;
+        let runs = predictor.history(&self.runtimes, &key) as u32;
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.prediction = Some(Prediction {
+                seconds: plan.as_secs(),
+                predictor: predictor.name().into(),
+                runs,
+                corrections: 0,
+            });
+            self.dirty_jobs.insert(id);
+        }
+        Some(plan)
+    }
+
+    /// Local jobs that have outlived their prediction are planned to their walltime (where
+    /// they are killed anyway), and their clusters plan again at once.
+    pub fn correct_outlived(&mut self, now: Time) {
+        let mut out = Vec::new();
+        let done = self.broker.correct_outlived(now, &mut out);
+        for (_, id, plan) in done {
+            if let Some(p) = self.jobs.get_mut(&id).and_then(|j| j.prediction.as_mut()) {
+                p.seconds = plan.as_secs();
+                p.corrections += 1;
+                self.dirty_jobs.insert(id);
+            }
+        }
+        self.carry_out(now, out);
+    }
+
+    /// Whether some cluster's local policy plans with predictions.
+    pub fn predicting(&self) -> bool {
+        self.predictors.iter().any(|p| *p != Predictor::None)
+    }
+
+    /// When the next running job's prediction runs out (a correction is then due).
+    pub(super) fn next_plan_end(&self, now: Time) -> Option<Time> {
+        self.broker
+            .clusters
+            .iter()
+            .filter(|c| !c.self_scheduled)
+            .filter_map(|c| c.sched.next_plan_end(now))
+            .min()
+    }
+}
+
+/// The runtime a running job's plan was at when the service stopped, for its restore: the
+/// prediction (as corrected so far), or `None` for the walltime.
+pub(super) fn restored_plan(j: &JobRecord) -> Option<Dur> {
+    j.prediction.as_ref().map(|p| Dur(p.seconds))
+}
