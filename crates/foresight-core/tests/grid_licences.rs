@@ -134,10 +134,10 @@ impl Driver {
                     self.wakes.insert((at, cluster));
                 }
                 BrokerAction::Reserved { job, start, .. }
-                | BrokerAction::Moved { job, start, .. } => {
-                    if !self.starts.contains_key(&job) {
-                        self.reserved.insert(job, start);
-                    }
+                | BrokerAction::Moved { job, start, .. }
+                    if !self.starts.contains_key(&job) =>
+                {
+                    self.reserved.insert(job, start);
                 }
                 BrokerAction::Ended { job, .. } => {
                     self.ended.insert(job);
@@ -175,7 +175,7 @@ impl Driver {
                 let n = self.parts.get_mut(&job).unwrap();
                 *n -= 1;
                 if *n == 0 {
-                    if self.runtime.get(&job).is_some() && job.0 < GLOBAL {
+                    if self.runtime.contains_key(&job) && job.0 < GLOBAL {
                         self.ended.insert(job);
                     }
                     for (pool, k) in self.demand.get(&job).cloned().unwrap_or_default() {
