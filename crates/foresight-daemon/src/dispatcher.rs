@@ -327,6 +327,22 @@ impl Dispatcher {
     /// notification wakes a round as soon as another site changes a user).
     async fn refresh_users(&self, service: &Arc<Service>) -> anyhow::Result<()> {
         let users = self.queue.users().await?;
+        let disabled: Vec<String> = users
+            .iter()
+            .filter(|u| u.disabled)
+            .map(|u| u.name.clone())
+            .collect();
+        for job in self
+            .queue
+            .cancel_unstarted_of(&disabled, unix_now().secs())
+            .await?
+        {
+            tracing::info!(
+                site = self.queue.site(),
+                job,
+                "cancelled: its user was disabled"
+            );
+        }
         if service.adopt_users(users) {
             // A user disabled elsewhere had jobs here cancelled.
             service.wake_cycle();
