@@ -308,6 +308,41 @@ fn a_global_job_waits_for_its_licences_and_its_reservation_holds_them() {
     assert_eq!(d.peak["ansys"], 3);
 }
 
+/// Work conservation with licences. Cluster 0 (4 processors) runs local jobs A (2
+/// processors, 1 licence, to 190) and B (2 processors, estimated to 200): a global job of 4
+/// processors asking 3 of the pool is reserved from 200. B ends at 160; at the cycle at 180
+/// the reservation moves earlier, to A's end at 190 (before, a reservation holding
+/// licences never moved), and its licences move with it: a local job on cluster 1 asking 2
+/// for 20 s from 185 finds only 1 free from 190 until the global job ends at 240, and
+/// starts then.
+#[test]
+fn a_reserved_global_job_moves_earlier_with_its_licences() {
+    let pools = Pools::from([("ansys".to_string(), (4, vec![0, 1]))]);
+    let mut d = Driver::new(&[4, 1], Policy::easy(), pools);
+    d.local(0, asking(1, 0, 2, 190, "ansys", 1), 190);
+    d.local(0, asking(2, 0, 2, 200, "ansys", 0), 160);
+    let mut wide = global(3, 0, 4, 50, demand("ansys", 3));
+    wide.co_allocate = false;
+    d.global(wide, 50);
+    d.run(Time(155));
+    assert_eq!(d.reserved.get(&JobId(GLOBAL + 3)), Some(&Time(200)));
+    d.run(Time(185));
+    assert_eq!(
+        d.reserved.get(&JobId(GLOBAL + 3)),
+        Some(&Time(190)),
+        "moved earlier"
+    );
+    d.local(1, asking(4, 185, 1, 20, "ansys", 2), 20);
+    d.run(Time(1_000));
+    assert_eq!(d.starts[&JobId(GLOBAL + 3)], Time(190));
+    assert_eq!(
+        d.starts[&JobId(4)],
+        Time(240),
+        "the moved window holds the licences"
+    );
+    assert_eq!(d.peak["ansys"], 3);
+}
+
 /// A global job asking for a pool no cluster draws on, or for more than it has, is
 /// refused, naming the pool.
 #[test]

@@ -68,11 +68,14 @@ impl Broker {
             .jobs
             .iter()
             .filter(|(id, e)| match &e.phase {
-                // A reservation holding licences stays where it is: a move would leave
-                // them behind.
+                // A job holding licences moves with them only among clusters the broker
+                // schedules (a mirror's reservation holds none, nor does a held window).
                 Phase::Reserved { start, parts, .. } => {
                     *start > now
-                        && e.job.licences.is_empty()
+                        && (e.job.licences.is_empty()
+                            || parts
+                                .iter()
+                                .all(|p| !self.clusters[p.cluster].self_scheduled))
                         && parts.iter().all(|p| self.clusters[p.cluster].available)
                         && !self.moving.contains_key(id)
                         && self.move_not_before.get(id).is_none_or(|&t| t <= now)
@@ -209,8 +212,8 @@ impl Broker {
 }
 
 /// A copy of `sched` with part `p`'s reservation (and the part bound to it) moved to start
-/// at `t`, or `None` when the processors are not free for the whole new window without
-/// displacing anything.
+/// at `t`, with the licences it holds, or `None` when the processors or the licences are
+/// not free for the whole new window without displacing anything.
 fn moved_to(
     sched: &LocalScheduler,
     now: Time,
@@ -218,8 +221,10 @@ fn moved_to(
     p: &ReservedPart,
     t: Time,
 ) -> Option<LocalScheduler> {
+    let licences = sched.reservation_licences(p.reservation).cloned();
     let mut s = sched.clone();
     s.cancel(now, part.id).ok()?;
+    // Gives its licences back too: the new window takes them again below.
     s.remove_reservation(now, p.reservation).ok()?;
     s.add_reservation(AdminReservation {
         id: p.reservation,
@@ -231,6 +236,9 @@ fn moved_to(
         },
     })
     .ok()?;
+    if let Some(held) = licences.filter(|h| !h.is_empty()) {
+        s.hold_licences_in_reservation(p.reservation, &held).ok()?;
+    }
     s.submit(part.clone()).ok()?;
     Some(s)
 }
