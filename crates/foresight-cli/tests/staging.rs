@@ -29,7 +29,17 @@ const STAGE_B: i64 = 5;
 
 /// Fills cluster `a` for ten minutes, so that global jobs go to `b`.
 fn fill_a(s: &Server) -> u64 {
-    let id = s.submit(&["--cluster", "a", "-n", "2", "-t", "10m", "--", "sleep", "600"]);
+    let id = s.submit(&[
+        "--cluster",
+        "a",
+        "-n",
+        "2",
+        "-t",
+        "10m",
+        "--",
+        "sleep",
+        "600",
+    ]);
     s.wait_job(id, "running", Duration::from_secs(60), |j| {
         j["state"] == "running"
     });
@@ -77,7 +87,11 @@ fn a_global_job_placed_away_from_its_input_finds_it_copied_and_starts_after_the_
     let st = &j["staging"][0];
     assert_eq!(st["cluster"], "b", "{j}");
     assert!(st["error"].is_null(), "{j}");
-    let (began, ended, started) = (int(st, "began_at"), int(st, "ended_at"), int(&j, "started_at"));
+    let (began, ended, started) = (
+        int(st, "began_at"),
+        int(st, "ended_at"),
+        int(&j, "started_at"),
+    );
     assert!(began <= ended && ended <= started, "{j}");
     // The planner started b's slots after the transfer its link needs.
     assert!(
@@ -90,7 +104,10 @@ fn a_global_job_placed_away_from_its_input_finds_it_copied_and_starts_after_the_
     );
     let shown = s.run(&["job", "show", &id.to_string()]);
     assert!(shown.contains("to b: began"), "{shown}");
-    assert!(shown.contains(&format!("{}@a (2000000 bytes)", f.display())), "{shown}");
+    assert!(
+        shown.contains(&format!("{}@a (2000000 bytes)", f.display())),
+        "{shown}"
+    );
     s.run(&["job", "cancel", &filler.to_string()]);
 }
 
@@ -120,7 +137,11 @@ fn a_job_on_its_datas_cluster_is_not_copied() {
     let j = s.wait_final(id, Duration::from_secs(120));
     assert_eq!(j["state"], "completed", "{j}");
     assert_eq!(j["parts"][0]["cluster"], "a", "{j}");
-    assert!(j.get("staging").is_none_or(|v| v.as_array().unwrap().is_empty()), "{j}");
+    assert!(
+        j.get("staging")
+            .is_none_or(|v| v.as_array().unwrap().is_empty()),
+        "{j}"
+    );
 }
 
 #[test]

@@ -194,15 +194,30 @@ mod tests {
         let ok = measure(vec![spec(f.to_str().unwrap(), Some("a"))], known).unwrap();
         assert_eq!(ok[0].bytes, 5);
         for (name, s, want) in [
-            ("missing", spec("/nonexistent/in.dat", None), "/nonexistent/in.dat"),
+            (
+                "missing",
+                spec("/nonexistent/in.dat", None),
+                "/nonexistent/in.dat",
+            ),
             ("relative", spec("in.dat", None), "absolute"),
-            ("unknown", spec(f.to_str().unwrap(), Some("zz")), "unknown cluster"),
-            ("directory", spec(dir.to_str().unwrap(), None), "not a regular file"),
+            (
+                "unknown",
+                spec(f.to_str().unwrap(), Some("zz")),
+                "unknown cluster",
+            ),
+            (
+                "directory",
+                spec(dir.to_str().unwrap(), None),
+                "not a regular file",
+            ),
         ] {
             let e = measure(vec![s], known).unwrap_err().to_string();
             assert!(e.contains(want), "{name}: {e}");
         }
-        let twice = vec![spec(f.to_str().unwrap(), None), spec(f.to_str().unwrap(), None)];
+        let twice = vec![
+            spec(f.to_str().unwrap(), None),
+            spec(f.to_str().unwrap(), None),
+        ];
         assert!(measure(twice, known)
             .unwrap_err()
             .to_string()

@@ -984,7 +984,10 @@ pub fn job_details(j: &JobView) -> String {
         kv("predicted", prediction_text(p));
     }
     for i in &j.inputs {
-        let at = i.cluster.as_deref().map_or(String::new(), |c| format!("@{c}"));
+        let at = i
+            .cluster
+            .as_deref()
+            .map_or(String::new(), |c| format!("@{c}"));
         kv("input", format!("{}{at} ({} bytes)", i.path, i.bytes));
     }
     for st in &j.staging {
@@ -995,7 +998,11 @@ pub fn job_details(j: &JobView) -> String {
         };
         kv(
             "staging",
-            format!("to {}: began {}, {how}", st.cluster, when(Some(st.began_at))),
+            format!(
+                "to {}: began {}, {how}",
+                st.cluster,
+                when(Some(st.began_at))
+            ),
         );
     }
     // A job that ended without starting has no plan left.
@@ -1752,22 +1759,6 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn what_the_server_returns_cannot_drive_the_terminal() {
-        assert_eq!(printable("Größe\tok"), "Größe\\u{9}ok");
-        assert_eq!(printable("\u{1b}]0;owned\u{7}"), "\\u{1b}]0;owned\\u{7}");
-        let t = table(&["NAME", "X"], &[vec!["a\u{1b}[2J".into(), "1".into()]]);
-        assert!(!t.contains('\u{1b}'), "{t:?}");
-        assert!(t.contains("a\\u{1b}[2J  1"), "{t:?}");
-        let long = "n".repeat(70_000);
-        assert!(table(&["NAME"], &[vec![long]]).len() > 70_000);
-    }
-}
-
 /// `--input PATH[@CLUSTER]`: the text after the last `@` names the cluster unless it holds a
 /// `/` (then the `@` belongs to the path); a relative path is made absolute here, where the
 /// user stands.
@@ -1784,4 +1775,20 @@ fn parse_input(text: &str) -> Result<InputSpec> {
         path: path.display().to_string(),
         cluster: cluster.map(Into::into),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_server_returns_cannot_drive_the_terminal() {
+        assert_eq!(printable("Größe\tok"), "Größe\\u{9}ok");
+        assert_eq!(printable("\u{1b}]0;owned\u{7}"), "\\u{1b}]0;owned\\u{7}");
+        let t = table(&["NAME", "X"], &[vec!["a\u{1b}[2J".into(), "1".into()]]);
+        assert!(!t.contains('\u{1b}'), "{t:?}");
+        assert!(t.contains("a\\u{1b}[2J  1"), "{t:?}");
+        let long = "n".repeat(70_000);
+        assert!(table(&["NAME"], &[vec![long]]).len() > 70_000);
+    }
 }

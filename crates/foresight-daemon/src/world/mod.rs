@@ -835,7 +835,8 @@ impl World {
             walltime: Dur(walltime),
             max_price: price.unwrap_or_else(|| self.default_price()),
             input_mb: crate::staging::input_mb(&self.jobs[&id]),
-            home: crate::staging::data_cluster(&self.jobs[&id]).and_then(|c| self.cluster_index(&c)),
+            home: crate::staging::data_cluster(&self.jobs[&id])
+                .and_then(|c| self.cluster_index(&c)),
             co_allocate,
             criterion: Criterion::EarliestFinish,
             priority,
