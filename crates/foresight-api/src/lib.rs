@@ -232,6 +232,52 @@ pub struct SubmitJob {
     /// the program (the command's first word).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// Input files, measured at submission (a missing or unreadable one is refused) and
+    /// copied into the job's working directory on every cluster it runs on other than
+    /// the one holding them, before it starts. The planner delays a cluster's slots by the
+    /// time its link takes to bring them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputSpec>,
+}
+
+/// One input file of a job and where it lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    /// Absolute path of the file, as seen on its cluster.
+    pub path: String,
+    /// The cluster holding it; absent: where the job is submitted (a local job's cluster,
+    /// a dispatcher's site, or the service's own host for a global job of the central
+    /// service).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+}
+
+/// An input file as accepted: where it lives and its size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct InputView {
+    /// Absolute path on its cluster.
+    pub path: String,
+    /// The cluster holding it (absent: where the job was submitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Its size at submission, bytes.
+    pub bytes: u64,
+}
+
+/// The copy of a job's inputs to one cluster it runs on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct StagingView {
+    /// The cluster the inputs were copied to.
+    pub cluster: String,
+    /// When the copy began, seconds since the epoch.
+    pub began_at: i64,
+    /// When it ended (done or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Many jobs in one request: accepted all together or not at all.
@@ -351,6 +397,13 @@ pub struct JobView {
     /// stays its kill; absent when its cluster does not predict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<PredictionView>,
+    /// Its input files, with their sizes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputView>,
+    /// Each copy of its inputs to a cluster it runs on, in order (none for a job run
+    /// where its inputs live).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staging: Vec<StagingView>,
 }
 
 /// A job's predicted runtime and where it came from.

@@ -145,6 +145,8 @@ mod tests {
             licences: Default::default(),
             app: None,
             prediction: None,
+            inputs: Vec::new(),
+            staging: Vec::new(),
         }
     }
 

@@ -1107,3 +1107,65 @@ fn a_restarted_daemon_readopts_a_running_slurm_job() {
         assert!(out.contains("adopted"), "{out:?}");
     });
 }
+
+/// A global job whose input lives on c1, full of a local job, runs on c2: the service copies
+/// the input into the working directory it submits with before submitting, and the job finds
+/// it there.
+#[test]
+fn a_global_job_sent_to_slurm_away_from_its_input_finds_it_copied() {
+    scenario("staging", |clusters| {
+        let mut s = Scenario::start("staging", clusters, 30);
+        let local = s.local(0, 8, 5, "sleep 120");
+        let c1 = s.clusters[0].clone();
+        wait_for("the local job running", secs(30), || {
+            c1.job(&local).filter(|j| slurm_state(j) == "RUNNING")
+        });
+        wait_for("c1 busy in the daemon's view", secs(15), || {
+            s.cluster_list()
+                .iter()
+                .find(|c| c["name"] == "c1")
+                .filter(|c| c["busy"].as_u64() == Some(8))
+                .map(|_| ())
+        });
+        let scratch = s.server().scratch();
+        let data = scratch.join("on-c1");
+        std::fs::create_dir_all(&data).unwrap();
+        let f = data.join("in.dat");
+        std::fs::write(&f, b"input staged to the other cluster\n").unwrap();
+        let work = scratch.join("work");
+        let arg = format!("{}@c1", f.display());
+        let cmp = format!("cmp in.dat {}", f.display());
+        let id = s.server().submit(&[
+            "-n",
+            "6",
+            "-t",
+            "1m",
+            "--input",
+            &arg,
+            "--chdir",
+            work.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &cmp,
+        ]);
+        let j = s.server().wait_final(id, secs(120));
+        assert_eq!(j["state"], "completed", "{j}");
+        assert!(
+            j["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["cluster"] == "c2"),
+            "{j}"
+        );
+        let st = &j["staging"][0];
+        assert_eq!(st["cluster"], "c2", "{j}");
+        assert!(int(st, "ended_at") <= int(&j, "started_at"), "{j}");
+        assert_eq!(
+            std::fs::read(work.join("in.dat")).unwrap(),
+            std::fs::read(&f).unwrap()
+        );
+        let _ = &mut s;
+    });
+}

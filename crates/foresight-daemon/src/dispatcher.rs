@@ -24,12 +24,14 @@ use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
     make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
 };
+use foresight_core::broker::ClusterSpec;
+use foresight_core::grid::staging_time;
 use foresight_core::time::Dur;
 use foresight_core::JobId;
 use foresight_store::{
     Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start, TieRule, UnsoldRule,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -45,12 +47,16 @@ pub struct Dispatcher {
     wake: Notify,
     /// Global jobs this site started and has not yet reported ended.
     started: Mutex<BTreeSet<u64>>,
+    /// Each job on offer's input: MB and the cluster holding it, read once from its
+    /// record (they never change), for the staging term of bids.
+    inputs: Mutex<HashMap<u64, (f64, Option<String>)>>,
 }
 
 impl Dispatcher {
     /// The dispatcher of `queue`'s site.
     pub fn new(queue: GlobalQueue, cfg: DispatcherConfig) -> Dispatcher {
         Dispatcher {
+            inputs: Mutex::new(HashMap::new()),
             queue,
             cfg,
             wake: Notify::new(),
@@ -579,12 +585,17 @@ impl Dispatcher {
         let Some(mut record) = self.queue.record(claim.job).await? else {
             return Ok(());
         };
+        let data = crate::staging::data_cluster(&record);
         let cluster = {
             let w = service.world();
             let free = free_by_cluster(&w);
+            // The most free processors, as bid; among equals the cluster holding the input.
             free.into_iter()
                 .filter(|(k, _)| w.clusters[*k].procs() >= record.procs)
-                .max_by_key(|(k, f)| (*f, std::cmp::Reverse(*k)))
+                .max_by_key(|(k, f)| {
+                    let here = data.as_deref() == Some(w.clusters[*k].cfg.name.as_str());
+                    (*f, here, std::cmp::Reverse(*k))
+                })
                 .map(|(k, _)| w.clusters[k].cfg.name.clone())
         };
         let Some(cluster) = cluster else {
@@ -663,7 +674,7 @@ impl Dispatcher {
             let w = service.world();
             free_by_cluster(&w)
                 .into_iter()
-                .map(|(k, f)| (w.clusters[k].procs(), f))
+                .map(|(k, f)| (w.clusters[k].procs(), f, w.clusters[k].cfg.spec.clone()))
                 .collect::<Vec<_>>()
         };
         // Processors promised by standing bids, which a new bid may not offer again
@@ -688,14 +699,16 @@ impl Dispatcher {
                 priority: job.priority.min(u32::from(u8::MAX)) as u8,
                 home: SiteId(0),
             };
-            // The cluster that can give the job the most now: a bid is for one cluster.
+            let (input_mb, data) = self.input_of(job.job).await?;
+            // The cluster that can give the job the most now (a bid is for one cluster),
+            // among equals the one its input reaches soonest; the bid weighs that transfer.
             let best = free
                 .iter()
-                .filter(|(procs, _)| *procs >= job.procs)
-                .map(|(_, f)| *f)
-                .max();
+                .filter(|(procs, _, _)| *procs >= job.procs)
+                .map(|(_, f, spec)| (*f, stage_time(input_mb, data.as_deref(), spec)))
+                .max_by_key(|(f, stage)| (*f, std::cmp::Reverse(*stage)));
             let others = held.saturating_sub(if reserve { own } else { 0 });
-            let offer = best.and_then(|f| make_offer(&lot, f, &[], others, Dur(0)));
+            let offer = best.and_then(|(f, stage)| make_offer(&lot, f, &[], others, stage));
             let priced = offer
                 .map(|(o, _)| (o, price(&self.cfg.auction, job.procs, &o, mean)))
                 .filter(|(_, p)| *p >= self.cfg.auction.opening_bid);
@@ -719,6 +732,42 @@ impl Dispatcher {
         }
         Ok(())
     }
+}
+
+impl Dispatcher {
+    /// A job's input size (MB) and data cluster, read from its record the first time.
+    async fn input_of(&self, job: u64) -> anyhow::Result<(f64, Option<String>)> {
+        if let Some(known) = self.lock_inputs().get(&job) {
+            return Ok(known.clone());
+        }
+        let input = match self.queue.record(job).await? {
+            Some(r) => (
+                crate::staging::input_mb(&r),
+                crate::staging::data_cluster(&r),
+            ),
+            None => (0.0, None),
+        };
+        let mut inputs = self.lock_inputs();
+        // Jobs long gone from the offer are forgotten now and then.
+        if inputs.len() > 4 * OFFER_WINDOW as usize {
+            inputs.clear();
+        }
+        inputs.insert(job, input.clone());
+        Ok(input)
+    }
+
+    fn lock_inputs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (f64, Option<String>)>> {
+        self.inputs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Time to bring `input_mb` MB of a job's input from cluster `data` to the cluster `spec`
+/// describes over its link: none where the input lives, or for a job without input.
+fn stage_time(input_mb: f64, data: Option<&str>, spec: &ClusterSpec) -> Dur {
+    if input_mb <= 0.0 || data == Some(spec.name.as_str()) {
+        return Dur::ZERO;
+    }
+    staging_time(input_mb, spec.bandwidth_mb_s, Dur(spec.latency_seconds))
 }
 
 /// Processors each cluster of this site could give a new job now: idle ones, less those
@@ -811,4 +860,41 @@ pub(crate) fn admit_global(
              run at any site); name a cluster of this site (--cluster) or submit it without"
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bid_pays_for_the_time_its_cluster_takes_to_fetch_the_input() {
+        // A job of 4 processors with 500 MB of input on cluster "a"; this site's cluster
+        // "b" has 8 free processors and a link of 50 MB/s with 5 s latency; mean runtime
+        // 100 s, default weights (procs 1, stage 1, uncapped).
+        let cfg = foresight_core::auction::AuctionConfig::default();
+        let mut b = ClusterSpec::new("b", 8);
+        b.bandwidth_mb_s = 50.0;
+        b.latency_seconds = 5;
+        let lot = Lot {
+            job: JobId(1),
+            procs: 4,
+            priority: 0,
+            home: SiteId(0),
+        };
+        let bid = |stage: Dur| {
+            let (offer, _) = make_offer(&lot, 8, &[], 0, stage).expect("8 free procs fit 4");
+            price(&cfg, 4, &offer, 100.0)
+        };
+        // From a: 500 / 50 = 10 s + 5 s latency = 15 s; bid = 8/4 − 15/100 = 1.85.
+        let far = stage_time(500.0, Some("a"), &b);
+        assert_eq!(far, Dur(15));
+        assert!((bid(far) - 1.85).abs() < 1e-12, "{}", bid(far));
+        // Held on b itself: nothing to fetch, the full 8/4 = 2.
+        let near = stage_time(500.0, Some("b"), &b);
+        assert_eq!(near, Dur::ZERO);
+        assert!((bid(near) - 2.0).abs() < 1e-12);
+        // No input: nothing to fetch either; 1 MB rounds up to one second (+ latency).
+        assert_eq!(stage_time(0.0, Some("a"), &b), Dur::ZERO);
+        assert_eq!(stage_time(1.0, None, &b), Dur(6));
+    }
 }

@@ -350,7 +350,8 @@ pub fn router(service: Arc<Service>) -> Router {
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,
         SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState,
-        foresight_api::PredictionView
+        foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
+        foresight_api::StagingView
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))

@@ -35,6 +35,7 @@ mod output;
 mod plan_view;
 mod refusal;
 pub mod service;
+mod staging;
 mod user_admin;
 pub mod wiki_rm;
 pub mod wiki_server;

@@ -526,10 +526,29 @@ impl Service {
     fn run_effect(self: &Arc<Self>, e: Effect) {
         let s = self.clone();
         match e {
-            Effect::Launch { cluster, spec } => {
+            Effect::Launch {
+                cluster,
+                spec,
+                stage,
+            } => {
                 let manager = self.managers[cluster].clone();
                 let (job, attempt) = (spec.job, spec.attempt);
                 tokio::spawn(async move {
+                    if !stage.is_empty() {
+                        let result = crate::staging::stage(&stage).await;
+                        if let Err(e) = &result {
+                            tracing::warn!(job, cluster, "staging input failed: {e}");
+                        }
+                        let go = s
+                            .world()
+                            .staged(unix_now(), cluster, JobId(job), attempt, result);
+                        if !go {
+                            s.wake.notify_one();
+                            s.flush().await;
+                            return;
+                        }
+                        s.flush().await;
+                    }
                     if let Some(dir) = spec.stdout.parent() {
                         let _ = std::fs::create_dir_all(dir);
                     }
@@ -637,9 +656,28 @@ impl Service {
             Effect::Submit {
                 cluster,
                 submission,
+                stage,
             } => {
                 let manager = self.managers[cluster].clone();
                 tokio::spawn(async move {
+                    if !stage.is_empty() {
+                        let (job, attempt) = (submission.spec.job, submission.spec.attempt);
+                        s.world()
+                            .remote_staging_began(unix_now(), cluster, JobId(job), attempt);
+                        let result = crate::staging::stage(&stage).await;
+                        let go = s.world().remote_staged(
+                            unix_now(),
+                            cluster,
+                            JobId(job),
+                            attempt,
+                            result,
+                        );
+                        if !go {
+                            s.wake.notify_one();
+                            s.flush().await;
+                            return;
+                        }
+                    }
                     if let Some(dir) = submission.spec.stdout.parent() {
                         let _ = std::fs::create_dir_all(dir);
                     }
@@ -969,6 +1007,23 @@ impl Service {
                     })
                     .transpose()
                     .map_err(at)?;
+                // In dispatcher mode an input may live on another site's cluster.
+                let inputs = crate::staging::measure(r.inputs, |c| {
+                    largest_site.is_some() || w.cluster_index(c).is_some()
+                })
+                .map_err(at)?;
+                // A dispatcher's global job: unnamed inputs are on this site (its first
+                // cluster), from which other sites stage them.
+                let inputs = match (&largest_site, &r.cluster, w.clusters.first()) {
+                    (Some(_), None, Some(here)) => inputs
+                        .into_iter()
+                        .map(|mut i| {
+                            i.cluster.get_or_insert_with(|| here.cfg.name.clone());
+                            i
+                        })
+                        .collect(),
+                    _ => inputs,
+                };
                 let links = (dependency.is_some() || array.is_some()).then_some(Links {
                     dependency,
                     array: None,
@@ -1018,6 +1073,8 @@ impl Service {
                     preemption: None,
                     app: r.app,
                     prediction: None,
+                    inputs,
+                    staging: Vec::new(),
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
@@ -2000,6 +2057,25 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
                 runs: p.runs,
                 corrections: p.corrections,
             }),
+        inputs: j
+            .inputs
+            .iter()
+            .map(|i| foresight_api::InputView {
+                path: i.path.clone(),
+                cluster: i.cluster.clone(),
+                bytes: i.bytes,
+            })
+            .collect(),
+        staging: j
+            .staging
+            .iter()
+            .map(|s| foresight_api::StagingView {
+                cluster: s.cluster.clone(),
+                began_at: s.began_at,
+                ended_at: s.ended_at,
+                error: s.error.clone(),
+            })
+            .collect(),
     }
 }
 

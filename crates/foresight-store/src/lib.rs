@@ -233,6 +233,44 @@ pub struct JobRecord {
     /// and where it came from; `None`: planned with the walltime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prediction: Option<Prediction>,
+    /// Its input files, measured at submission (`--input`). A field of the stored record,
+    /// so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputRecord>,
+    /// Each copy of its inputs to a cluster it runs on, in order: kept so that `job show`
+    /// says when staging began and ended, and why it failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staging: Vec<StagingRecord>,
+}
+
+/// One input file of a job: where it lives and how big it was at submission.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputRecord {
+    /// Absolute path on its cluster.
+    pub path: String,
+    /// The cluster holding it; `None`: where the job was submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Size at submission, bytes.
+    pub bytes: u64,
+}
+
+/// A copy of a job's inputs to one cluster, seconds since the epoch.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagingRecord {
+    /// The cluster copied to.
+    pub cluster: String,
+    /// The run attempt it was for.
+    #[serde(default)]
+    pub attempt: u32,
+    /// When the copy began.
+    pub began_at: i64,
+    /// When it ended, done or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A global job's time stopped by preemption (absolute priorities), in seconds.

@@ -340,6 +340,12 @@ pub struct SubmitOpts {
     /// same processors and arguments predict each other (default: the program).
     #[arg(long, value_name = "NAME")]
     app: Option<String>,
+    /// An input file, PATH[@CLUSTER] (repeat for more): measured at submission, and copied
+    /// into the job's working directory before it starts on any cluster other than
+    /// CLUSTER, the one holding it (default: where the job is submitted). A relative PATH
+    /// is taken from the current directory.
+    #[arg(long, value_name = "PATH[@CLUSTER]")]
+    input: Vec<String>,
     /// With --reservation: may start before it if processors are free.
     #[arg(long)]
     allow_early_start: bool,
@@ -462,6 +468,11 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 None => std::env::current_dir()?,
             };
             let cwd = std::path::absolute(&cwd)?;
+            let inputs = o
+                .input
+                .iter()
+                .map(|i| parse_input(i))
+                .collect::<Result<Vec<_>, _>>()?;
             let req = SubmitJob {
                 name: o.name,
                 procs: o.procs,
@@ -487,6 +498,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 requires: o.requires,
                 licences,
                 app: o.app,
+                inputs,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
@@ -970,6 +982,28 @@ pub fn job_details(j: &JobView) -> String {
     }
     if let Some(p) = &j.prediction {
         kv("predicted", prediction_text(p));
+    }
+    for i in &j.inputs {
+        let at = i
+            .cluster
+            .as_deref()
+            .map_or(String::new(), |c| format!("@{c}"));
+        kv("input", format!("{}{at} ({} bytes)", i.path, i.bytes));
+    }
+    for st in &j.staging {
+        let how = match (&st.ended_at, &st.error) {
+            (_, Some(e)) => format!("failed {}: {e}", when(st.ended_at)),
+            (Some(_), None) => format!("done {}", when(st.ended_at)),
+            (None, None) => "copying".into(),
+        };
+        kv(
+            "staging",
+            format!(
+                "to {}: began {}, {how}",
+                st.cluster,
+                when(Some(st.began_at))
+            ),
+        );
     }
     // A job that ended without starting has no plan left.
     let ended_unstarted = j.state.is_final() && j.started_at.is_none();
@@ -1723,6 +1757,24 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--input PATH[@CLUSTER]`: the text after the last `@` names the cluster unless it holds a
+/// `/` (then the `@` belongs to the path); a relative path is made absolute here, where the
+/// user stands.
+fn parse_input(text: &str) -> Result<InputSpec> {
+    let (path, cluster) = match text.rsplit_once('@') {
+        Some((p, c)) if !c.contains('/') => (p, Some(c)),
+        _ => (text, None),
+    };
+    if path.is_empty() || cluster.is_some_and(str::is_empty) {
+        return Err(bad(format!("--input {text:?}: expected PATH[@CLUSTER]")));
+    }
+    let path = std::path::absolute(path).map_err(|e| bad(format!("--input {text:?}: {e}")))?;
+    Ok(InputSpec {
+        path: path.display().to_string(),
+        cluster: cluster.map(Into::into),
+    })
 }
 
 #[cfg(test)]

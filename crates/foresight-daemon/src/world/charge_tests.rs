@@ -335,7 +335,7 @@ mod property {
                 }
                 for e in effects {
                     match e {
-                        Effect::Launch { cluster, spec } => {
+                        Effect::Launch { cluster, spec, .. } => {
                             let walltime = spec.walltime_secs as i64;
                             let run = ((self.w.jobs[&JobId(spec.job)].walltime as f64
                                 * self.used[&spec.job])

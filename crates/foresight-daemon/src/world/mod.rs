@@ -33,6 +33,9 @@ pub enum Effect {
         cluster: usize,
         /// What to run.
         spec: LaunchSpec,
+        /// Input files to copy into its working directory first (none when its inputs live
+        /// on that cluster); the outcome goes to [`World::staged`].
+        stage: Vec<crate::staging::Copy>,
     },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
     Kill {
@@ -76,6 +79,9 @@ pub enum Effect {
         cluster: usize,
         /// What to submit.
         submission: Submission,
+        /// Input files to copy into its working directory first; a failed copy goes to
+        /// [`World::remote_staged`] instead of submitting.
+        stage: Vec<crate::staging::Copy>,
     },
     /// Move a reserved job's reservations (and its submitted parts' begin times) on
     /// clusters that schedule themselves, in order, all or none: when a step fails, the
@@ -828,8 +834,9 @@ impl World {
             procs,
             walltime: Dur(walltime),
             max_price: price.unwrap_or_else(|| self.default_price()),
-            input_mb: 0.0,
-            home: None,
+            input_mb: crate::staging::input_mb(&self.jobs[&id]),
+            home: crate::staging::data_cluster(&self.jobs[&id])
+                .and_then(|c| self.cluster_index(&c)),
             co_allocate,
             criterion: Criterion::EarliestFinish,
             priority,
@@ -992,6 +999,45 @@ impl World {
             return;
         };
         j.parts[index].processors = taken.clone();
+        j.state = JobState::Running;
+        j.reason = None;
+        let Some(spec) = self.part_spec(id, index, taken) else {
+            return;
+        };
+        let stage = crate::staging::copies(&self.jobs[&id], &name, &spec.cwd);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if index == 0 {
+                j.stdout = Some(spec.stdout.display().to_string());
+                j.stderr = Some(spec.stderr.display().to_string());
+            }
+            if !stage.is_empty() {
+                // It starts once its input is there: staging is time before the start.
+                j.staging.push(foresight_store::StagingRecord {
+                    cluster: name.clone(),
+                    attempt: j.attempt,
+                    began_at: now.secs(),
+                    ended_at: None,
+                    error: None,
+                });
+                j.reason = Some(format!("staging its input to {name}"));
+            }
+        }
+        if stage.is_empty() {
+            self.mark_started(now, id);
+        }
+        self.dirty_jobs.insert(id);
+        self.effects.push(Effect::Launch {
+            cluster: k,
+            spec,
+            stage,
+        });
+    }
+
+    /// Records a job's start (its first part's), and how far it was from the plan.
+    fn mark_started(&mut self, now: Time, id: JobId) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         if j.started_at.is_none() {
             j.started_at = Some(now.secs());
             if let Some(p) = j.first_planned_start {
@@ -999,19 +1045,62 @@ impl World {
                 self.stats.estimate_error_count += 1;
             }
         }
-        j.state = JobState::Running;
-        j.reason = None;
-        let Some(spec) = self.part_spec(id, index, taken) else {
-            return;
+        self.dirty_jobs.insert(id);
+    }
+
+    /// The copy of a part's input to cluster `k` ended: done, the part starts now (true:
+    /// launch it); failed or no longer wanted (the job was cancelled or requeued
+    /// meanwhile), the part ends without having run and releases what it held (false).
+    pub fn staged(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        attempt: u32,
+        result: Result<(), String>,
+    ) -> bool {
+        let name = self.clusters[k].cfg.name.clone();
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return false;
         };
-        if index == 0 {
-            if let Some(j) = self.jobs.get_mut(&id) {
-                j.stdout = Some(spec.stdout.display().to_string());
-                j.stderr = Some(spec.stderr.display().to_string());
-            }
+        if let Some(s) = j
+            .staging
+            .iter_mut()
+            .rev()
+            .find(|s| s.cluster == name && s.attempt == attempt)
+        {
+            s.ended_at = Some(now.secs());
+            s.error = result.as_ref().err().cloned();
         }
         self.dirty_jobs.insert(id);
-        self.effects.push(Effect::Launch { cluster: k, spec });
+        let current = j.attempt == attempt && j.state == JobState::Running;
+        let cancelled = j.state_after == Some(JobState::Cancelled) || self.stopping.contains(&id);
+        match result {
+            Ok(()) if current && !cancelled => {
+                if j.reason.as_deref() == Some(&format!("staging its input to {name}")) {
+                    j.reason = None;
+                }
+                self.mark_started(now, id);
+                true
+            }
+            Ok(()) => {
+                let mut outcome =
+                    Outcome::failed(now.secs(), now.secs(), "stopped while staging".into());
+                outcome.error = None;
+                outcome.cancelled = true;
+                self.on_finished(now, k, id, attempt, &outcome);
+                false
+            }
+            Err(e) => {
+                let outcome = Outcome::failed(
+                    now.secs(),
+                    now.secs(),
+                    format!("staging its input to {name} failed: {e}"),
+                );
+                self.on_finished(now, k, id, attempt, &outcome);
+                false
+            }
+        }
     }
 
     /// What part `index` of job `id` runs, on `processors`: its command, environment and

@@ -240,11 +240,73 @@ impl World {
         }
         for (k, submission) in subs {
             self.submitting.insert((id, attempt, k));
+            let name = self.clusters[k].cfg.name.clone();
+            let stage = crate::staging::copies(&self.jobs[&id], &name, &submission.spec.cwd);
             self.effects.push(Effect::Submit {
                 cluster: k,
                 submission,
+                stage,
             });
         }
+    }
+
+    /// The copy of a part's input before its submission to remote cluster `k` began.
+    pub fn remote_staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+        let name = self.clusters[k].cfg.name.clone();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.staging.push(foresight_store::StagingRecord {
+                cluster: name,
+                attempt,
+                began_at: now.secs(),
+                ended_at: None,
+                error: None,
+            });
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// The copy of a part's input before its submission to remote cluster `k` ended: done
+    /// (true: submit it now), or failed, which fails the part (and so the job) with the
+    /// reason and releases what it held (false).
+    pub fn remote_staged(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        attempt: u32,
+        result: Result<(), String>,
+    ) -> bool {
+        let name = self.clusters[k].cfg.name.clone();
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        if let Some(s) = j
+            .staging
+            .iter_mut()
+            .rev()
+            .find(|s| s.cluster == name && s.attempt == attempt)
+        {
+            s.ended_at = Some(now.secs());
+            s.error = result.as_ref().err().cloned();
+        }
+        self.dirty_jobs.insert(id);
+        let Err(e) = result else {
+            return true;
+        };
+        self.submitting.remove(&(id, attempt, k));
+        let why = format!("staging its input to {name} failed: {e}");
+        let wanted = j.attempt == attempt && !j.state.is_final() && j.state_after.is_none();
+        if !wanted {
+            return false;
+        }
+        if j.state == JobState::Running {
+            let outcome = failed_outcome(now, why);
+            self.finish_remote_part(now, k, id, attempt, &outcome);
+        } else {
+            self.unqueue(now, id);
+            self.fail(now, id, why);
+        }
+        false
     }
 
     /// A remote cluster answered a submission: the part's id there, or why not

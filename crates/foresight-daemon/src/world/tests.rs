@@ -49,7 +49,7 @@ pub(super) fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
     std::mem::take(&mut w.effects)
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Launch { cluster, spec } => Some((cluster, spec.job, spec.processors)),
+            Effect::Launch { cluster, spec, .. } => Some((cluster, spec.job, spec.processors)),
             _ => None,
         })
         .collect()
@@ -592,6 +592,7 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
             Effect::Submit {
                 cluster,
                 submission,
+                ..
             } => Some((cluster, submission)),
             _ => None,
         })

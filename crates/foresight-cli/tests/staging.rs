@@ -1,0 +1,215 @@
+//! Input staging on the real binary with real files: a global job whose input lives on
+//! cluster `a` is placed on `b` (a is full), finds the input copied into its working
+//! directory there, and starts only after the transfer its link needs; a job run on its
+//! data's cluster is not copied; a missing input is refused naming it; a copy that fails
+//! fails the job with the reason and releases its processors.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod common;
+
+use common::{int, Server};
+use std::path::Path;
+use std::time::Duration;
+
+/// `b`'s link brings 1 MB/s after 3 s of latency: 2 MB of input take 2 + 3 = 5 s.
+const GRID: &str = r#"
+[[cluster]]
+name = "a"
+procs = 2
+
+[[cluster]]
+name = "b"
+procs = 2
+bandwidth_mb_s = 1.0
+latency_seconds = 3
+"#;
+
+/// Seconds `b`'s link takes for the 2 MB input.
+const STAGE_B: i64 = 5;
+
+/// Fills cluster `a` for ten minutes, so that global jobs go to `b`.
+fn fill_a(s: &Server) -> u64 {
+    let id = s.submit(&[
+        "--cluster",
+        "a",
+        "-n",
+        "2",
+        "-t",
+        "10m",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    s.wait_job(id, "running", Duration::from_secs(60), |j| {
+        j["state"] == "running"
+    });
+    id
+}
+
+/// A 2 MB input file on `a`'s side, under `dir`.
+fn input(dir: &Path) -> std::path::PathBuf {
+    let a = dir.join("on-a");
+    std::fs::create_dir_all(&a).unwrap();
+    let f = a.join("in.dat");
+    let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&f, data).unwrap();
+    f
+}
+
+#[test]
+fn a_global_job_placed_away_from_its_input_finds_it_copied_and_starts_after_the_transfer() {
+    let s = Server::with_config(GRID);
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let work = scratch.join("work-b");
+    std::fs::create_dir_all(&work).unwrap();
+    let filler = fill_a(&s);
+    let arg = format!("{}@a", f.display());
+    let id = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--input",
+        &arg,
+        "--chdir",
+        work.to_str().unwrap(),
+        "--",
+        "cmp",
+        "in.dat",
+        f.to_str().unwrap(),
+    ]);
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "the copy is identical: {j}");
+    assert_eq!(j["parts"][0]["cluster"], "b", "{j}");
+    assert_eq!(j["inputs"][0]["bytes"], 2_000_000, "{j}");
+    assert_eq!(j["inputs"][0]["cluster"], "a", "{j}");
+    let st = &j["staging"][0];
+    assert_eq!(st["cluster"], "b", "{j}");
+    assert!(st["error"].is_null(), "{j}");
+    let (began, ended, started) = (
+        int(st, "began_at"),
+        int(st, "ended_at"),
+        int(&j, "started_at"),
+    );
+    assert!(began <= ended && ended <= started, "{j}");
+    // The planner started b's slots after the transfer its link needs.
+    assert!(
+        started >= int(&j, "submitted_at") + STAGE_B,
+        "started before 2 MB could cross b's link: {j}"
+    );
+    assert_eq!(
+        std::fs::read(work.join("in.dat")).unwrap(),
+        std::fs::read(&f).unwrap()
+    );
+    let shown = s.run(&["job", "show", &id.to_string()]);
+    assert!(shown.contains("to b: began"), "{shown}");
+    assert!(
+        shown.contains(&format!("{}@a (2000000 bytes)", f.display())),
+        "{shown}"
+    );
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+#[test]
+fn a_job_on_its_datas_cluster_is_not_copied() {
+    let s = Server::with_config(GRID);
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let work = scratch.join("work-a");
+    std::fs::create_dir_all(&work).unwrap();
+    let arg = format!("{}@a", f.display());
+    // b is as free as a but 5 s away: the earliest finish is on a, where nothing moves.
+    let id = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--input",
+        &arg,
+        "--chdir",
+        work.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "test ! -e in.dat",
+    ]);
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["parts"][0]["cluster"], "a", "{j}");
+    assert!(
+        j.get("staging")
+            .is_none_or(|v| v.as_array().unwrap().is_empty()),
+        "{j}"
+    );
+}
+
+#[test]
+fn a_missing_input_is_refused_naming_it() {
+    let s = Server::with_config(GRID);
+    let missing = s.scratch().join("no-such-input.dat");
+    let arg = format!("{}@a", missing.display());
+    let out = s
+        .cli()
+        .args(["job", "submit", "--input", &arg, "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    // Over REST: 400 naming the field and the file; an unknown cluster likewise.
+    let body = serde_json::json!({
+        "walltime": 60,
+        "command": ["true"],
+        "inputs": [{ "path": missing.display().to_string() }],
+    });
+    let (status, e) = s.http().post("/jobs", &body);
+    assert_eq!(status, 400, "{e}");
+    assert!(e.to_string().contains("no-such-input.dat"), "{e}");
+    assert!(e.to_string().contains("inputs"), "{e}");
+    let f = input(&s.scratch());
+    let body = serde_json::json!({
+        "walltime": 60,
+        "command": ["true"],
+        "inputs": [{ "path": f.display().to_string(), "cluster": "zz" }],
+    });
+    let (status, e) = s.http().post("/jobs", &body);
+    assert_eq!(status, 400, "{e}");
+    assert!(e.to_string().contains("unknown cluster"), "{e}");
+}
+
+#[test]
+fn a_failing_copy_fails_the_job_with_the_reason_and_frees_its_processors() {
+    let s = Server::with_config(GRID);
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let work = scratch.join("work-b");
+    let filler = fill_a(&s);
+    let arg = format!("{}@a", f.display());
+    let id = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--input",
+        &arg,
+        "--chdir",
+        work.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    // Gone before b's start, at least 5 s away: the copy cannot be made.
+    std::fs::remove_file(&f).unwrap();
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "failed", "{j}");
+    let reason = j["reason"].as_str().unwrap();
+    assert!(reason.contains("staging its input to b failed"), "{j}");
+    assert!(reason.contains("in.dat"), "{j}");
+    assert!(j["started_at"].is_null(), "it never started: {j}");
+    assert!(j["staging"][0]["error"].is_string(), "{j}");
+    // b's processors are free again: a local job of both runs there at once.
+    let next = s.submit(&["--cluster", "b", "-n", "2", "-t", "1m", "--", "true"]);
+    let n = s.wait_final(next, Duration::from_secs(60));
+    assert_eq!(n["state"], "completed", "{n}");
+    s.run(&["job", "cancel", &filler.to_string()]);
+}

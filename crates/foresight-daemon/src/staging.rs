@@ -1,0 +1,227 @@
+//! Input staging: a job's input files are measured when it is submitted, and copied into
+//! its working directory on every cluster it runs on other than the one that holds them,
+//! before it starts. The planner reads the size and the data's cluster
+//! ([`foresight_core::grid::GlobalJob::input_mb`], `home`) and starts a far cluster's slots
+//! after the transfer; the copy itself runs in a task of its own, outside the world's lock.
+
+use crate::refusal::Refusal;
+use foresight_api::InputSpec;
+use foresight_store::{InputRecord, JobRecord};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Bytes in the MB that link bandwidths (`bandwidth_mb_s`) count in.
+pub const BYTES_PER_MB: f64 = 1_000_000.0;
+
+/// Most input files one job may name.
+const MAX_INPUTS: usize = 256;
+
+/// One file to copy before a part starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Copy {
+    /// The input file, on the cluster that holds it.
+    pub from: PathBuf,
+    /// Its place in the job's working directory on the cluster the part runs on.
+    pub to: PathBuf,
+}
+
+/// Measures the input files a submission names: each must be an absolute path to a
+/// readable regular file; two inputs may not share a file name (they land in one working
+/// directory). `known` says whether a cluster name is one the input may live on.
+pub fn measure(
+    inputs: Vec<InputSpec>,
+    known: impl Fn(&str) -> bool,
+) -> Result<Vec<InputRecord>, Refusal> {
+    if inputs.len() > MAX_INPUTS {
+        return Err(Refusal::invalid(
+            "inputs",
+            format!("at most {MAX_INPUTS} input files, got {}", inputs.len()),
+        ));
+    }
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    for i in inputs {
+        let bad = |why: String| Refusal::invalid("inputs", format!("input {}: {why}", i.path));
+        let path = Path::new(&i.path);
+        if !path.is_absolute() {
+            return Err(bad("give an absolute path".into()));
+        }
+        if let Some(c) = &i.cluster {
+            if !known(c) {
+                return Err(bad(format!("unknown cluster {c:?}")));
+            }
+        }
+        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(bad("not a regular file".into()));
+        }
+        // Readable by the service, which copies it.
+        std::fs::File::open(path).map_err(|e| bad(format!("cannot be read: {e}")))?;
+        let name = file_name(path).ok_or_else(|| bad("has no file name".into()))?;
+        if let Some(first) = names.insert(name.clone(), i.path.clone()) {
+            return Err(bad(format!(
+                "{first} has the same file name {name:?}: both would land in one working directory"
+            )));
+        }
+        out.push(InputRecord {
+            path: i.path,
+            cluster: i.cluster,
+            bytes: meta.len(),
+        });
+    }
+    Ok(out)
+}
+
+fn file_name(p: &Path) -> Option<String> {
+    p.file_name().map(|n| n.to_string_lossy().into_owned())
+}
+
+/// The cluster where an input of `j` lives: its own, or, when it names none, where the
+/// job was submitted (a local job's cluster; `None` for a global job of the central
+/// service, whose inputs are on the service's host).
+fn home_of<'a>(j: &'a JobRecord, input: &'a InputRecord) -> Option<&'a str> {
+    input.cluster.as_deref().or(j.cluster.as_deref())
+}
+
+/// The cluster holding most of a job's input bytes (ties: the first named), if any: the
+/// planner's data cluster, from which every other cluster stages.
+pub fn data_cluster(j: &JobRecord) -> Option<String> {
+    let mut by: Vec<(&str, u64)> = Vec::new();
+    for i in &j.inputs {
+        let Some(c) = home_of(j, i) else { continue };
+        match by.iter_mut().find(|(n, _)| *n == c) {
+            Some(e) => e.1 += i.bytes,
+            None => by.push((c, i.bytes)),
+        }
+    }
+    let best = by.iter().map(|e| e.1).max()?;
+    by.into_iter()
+        .find(|e| e.1 == best)
+        .map(|e| e.0.to_string())
+}
+
+/// The job's input size in MB, as the planner weighs transfers.
+pub fn input_mb(j: &JobRecord) -> f64 {
+    j.inputs.iter().map(|i| i.bytes as f64).sum::<f64>() / BYTES_PER_MB
+}
+
+/// The copies a part of `j` on `cluster` needs before it starts, into `cwd`: every input
+/// that lives elsewhere and is not already that very file.
+pub fn copies(j: &JobRecord, cluster: &str, cwd: &Path) -> Vec<Copy> {
+    j.inputs
+        .iter()
+        .filter(|i| home_of(j, i) != Some(cluster))
+        .filter_map(|i| {
+            let from = PathBuf::from(&i.path);
+            let to = cwd.join(file_name(&from)?);
+            (to != from).then_some(Copy { from, to })
+        })
+        .collect()
+}
+
+/// Copies every file, in order, creating the working directory; stops at the first
+/// failure, naming the file and the cause. Runs in a task of its own.
+pub async fn stage(copies: &[Copy]) -> Result<(), String> {
+    for c in copies {
+        if let Some(dir) = c.to.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        tokio::fs::copy(&c.from, &c.to)
+            .await
+            .map_err(|e| format!("copying {} to {}: {e}", c.from.display(), c.to.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(path: &str, cluster: Option<&str>, bytes: u64) -> InputRecord {
+        InputRecord {
+            path: path.into(),
+            cluster: cluster.map(Into::into),
+            bytes,
+        }
+    }
+
+    #[test]
+    fn the_data_cluster_holds_most_bytes_and_a_local_jobs_unnamed_inputs_are_on_its_cluster() {
+        let mut j = JobRecord {
+            inputs: vec![
+                input("/a/x", Some("a"), 10),
+                input("/b/y", Some("b"), 20),
+                input("/c/z", None, 15),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(data_cluster(&j).as_deref(), Some("b"));
+        assert!((input_mb(&j) - 45e-6).abs() < 1e-12);
+        // A local job of a: its unnamed input is on a, which now holds 25 bytes.
+        j.cluster = Some("a".into());
+        assert_eq!(data_cluster(&j).as_deref(), Some("a"));
+        let cwd = Path::new("/w");
+        let on_a = copies(&j, "a", cwd);
+        assert_eq!(
+            on_a,
+            vec![Copy {
+                from: "/b/y".into(),
+                to: "/w/y".into()
+            }]
+        );
+        assert_eq!(copies(&j, "c", cwd).len(), 3);
+        // A file already in the working directory is not copied onto itself.
+        let j = JobRecord {
+            inputs: vec![input("/w/x", Some("a"), 1)],
+            ..Default::default()
+        };
+        assert!(copies(&j, "b", cwd).is_empty());
+    }
+
+    #[test]
+    fn a_missing_relative_or_unknown_input_is_refused_naming_it() {
+        let dir = std::env::temp_dir().join(format!("foresight-measure-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("in.dat");
+        std::fs::write(&f, b"12345").unwrap();
+        let spec = |p: &str, c: Option<&str>| InputSpec {
+            path: p.into(),
+            cluster: c.map(Into::into),
+        };
+        let known = |c: &str| c == "a";
+        let ok = measure(vec![spec(f.to_str().unwrap(), Some("a"))], known).unwrap();
+        assert_eq!(ok[0].bytes, 5);
+        for (name, s, want) in [
+            (
+                "missing",
+                spec("/nonexistent/in.dat", None),
+                "/nonexistent/in.dat",
+            ),
+            ("relative", spec("in.dat", None), "absolute"),
+            (
+                "unknown",
+                spec(f.to_str().unwrap(), Some("zz")),
+                "unknown cluster",
+            ),
+            (
+                "directory",
+                spec(dir.to_str().unwrap(), None),
+                "not a regular file",
+            ),
+        ] {
+            let e = measure(vec![s], known).unwrap_err().to_string();
+            assert!(e.contains(want), "{name}: {e}");
+        }
+        let twice = vec![
+            spec(f.to_str().unwrap(), None),
+            spec(f.to_str().unwrap(), None),
+        ];
+        assert!(measure(twice, known)
+            .unwrap_err()
+            .to_string()
+            .contains("same file name"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
