@@ -84,7 +84,8 @@ fn live(j: &Value) -> bool {
     )
 }
 
-/// The Slurm state of attempt `attempt` of Foresight job `id` (the newest such Slurm job).
+/// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` (the newest such
+/// Slurm job).
 fn part_state(conf: &PathBuf, id: u64, attempt: u32) -> Option<String> {
     let want = format!("{INSTANCE}-{id}.{attempt}");
     jobs(conf)
@@ -206,7 +207,7 @@ fn fill(s: &Server, conf: &PathBuf, cleanup: &mut Cleanup, low_args: &[&str]) ->
     let low = s.submit(low_args);
     s.wait_job(low, "running", secs(60), |j| j["state"] == "running");
     wait_for("the low part running in Slurm", secs(30), || {
-        (part_state(conf, low, 1).as_deref() == Some("RUNNING")).then_some(())
+        (part_state(conf, low, 0).as_deref() == Some("RUNNING")).then_some(())
     });
     (local, low)
 }
@@ -243,17 +244,17 @@ fn a_high_level_job_suspends_a_low_one_on_slurm_which_resumes_and_completes() {
             "--",
             "sh",
             "-c",
-            "for i in $(seq 20); do sleep 1; done",
+            "for i in $(seq 40); do sleep 1; done",
         ],
     );
     let high = s.submit(&["--priority", "3", "-n", "6", "-t", "2m", "--", "sleep", "8"]);
     // Suspended in Slurm, and the high job runs there, long before the low one's end.
     wait_for("the low part suspended in Slurm", secs(30), || {
-        (part_state(&conf, low, 1).as_deref() == Some("SUSPENDED")).then_some(())
+        (part_state(&conf, low, 0).as_deref() == Some("SUSPENDED")).then_some(())
     });
     let h = s.wait_job(high, "running", secs(40), |j| j["state"] == "running");
     assert_eq!(h["priority"], 3, "{h}");
-    assert_eq!(part_state(&conf, high, 1).as_deref(), Some("RUNNING"));
+    assert_eq!(part_state(&conf, high, 0).as_deref(), Some("RUNNING"));
     let l = s.show(low);
     assert_eq!(l["state"], "running", "{l}");
     assert_eq!(l["suspended"], true, "{l}");
@@ -262,7 +263,7 @@ fn a_high_level_job_suspends_a_low_one_on_slurm_which_resumes_and_completes() {
         reason.contains(&format!("preempted by job {high}")),
         "{reason}"
     );
-    assert_eq!(part_state(&conf, low, 1).as_deref(), Some("SUSPENDED"));
+    assert_eq!(part_state(&conf, low, 0).as_deref(), Some("SUSPENDED"));
     // The site's own job is never preempted.
     assert_eq!(local_state(&conf, &local), "RUNNING");
 
@@ -270,7 +271,7 @@ fn a_high_level_job_suspends_a_low_one_on_slurm_which_resumes_and_completes() {
     assert_eq!(h["state"], "completed", "{h}");
     // Then the low job is resumed in Slurm (the same Slurm job) and completes.
     wait_for("the low part resumed in Slurm", secs(40), || {
-        (part_state(&conf, low, 1).as_deref() == Some("RUNNING")).then_some(())
+        (part_state(&conf, low, 0).as_deref() == Some("RUNNING")).then_some(())
     });
     let l = s.wait_job(low, "resumed", secs(20), |j| j["suspended"] == false);
     assert_eq!(l["state"], "running", "{l}");
@@ -278,7 +279,7 @@ fn a_high_level_job_suspends_a_low_one_on_slurm_which_resumes_and_completes() {
     let l = s.wait_final(low, secs(90));
     assert_eq!(l["state"], "completed", "{l}");
     assert_eq!(l["exit_code"], 0, "{l}");
-    assert_eq!(l["attempt"], 1, "suspended, not run again: {l}");
+    assert_eq!(l["attempt"], 0, "suspended, not run again: {l}");
     assert_eq!(local_state(&conf, &local), "RUNNING");
 }
 
@@ -302,18 +303,18 @@ fn a_requeueable_low_job_on_slurm_is_requeued_and_runs_again() {
     let high = s.submit(&["--priority", "3", "-n", "6", "-t", "2m", "--", "sleep", "5"]);
     let h = s.wait_job(high, "running", secs(40), |j| j["state"] == "running");
     assert_eq!(
-        part_state(&conf, high, 1).as_deref(),
+        part_state(&conf, high, 0).as_deref(),
         Some("RUNNING"),
         "{h}"
     );
     // The first attempt of the low job no longer runs in Slurm.
-    let first = part_state(&conf, low, 1).unwrap_or_default();
+    let first = part_state(&conf, low, 0).unwrap_or_default();
     assert!(first != "RUNNING" && first != "SUSPENDED", "{first}");
     assert_eq!(local_state(&conf, &local), "RUNNING");
     let h = s.wait_final(high, secs(60));
     assert_eq!(h["state"], "completed", "{h}");
     let l = s.wait_final(low, secs(120));
     assert_eq!(l["state"], "completed", "{l}");
-    assert_eq!(l["attempt"], 2, "ran again as its next attempt: {l}");
+    assert_eq!(l["attempt"], 1, "ran again as its next attempt: {l}");
     assert_eq!(local_state(&conf, &local), "RUNNING");
 }

@@ -74,6 +74,25 @@ impl Broker {
             return;
         }
         self.ask_resumes(now, out);
+        // The lowest level running wholly on such a cluster: only jobs above it may preempt.
+        let Some(lowest) = self
+            .jobs
+            .values()
+            .filter_map(|e| match &e.phase {
+                Phase::Running { parts, .. }
+                    if !parts.is_empty()
+                        && parts
+                            .iter()
+                            .all(|p| self.clusters[p.cluster].self_scheduled) =>
+                {
+                    Some(e.job.priority)
+                }
+                _ => None,
+            })
+            .min()
+        else {
+            return;
+        };
         let mut waiting: Vec<_> = self
             .queue
             .iter()
@@ -81,6 +100,7 @@ impl Broker {
             .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
             .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
             .take(self.planner.plan_depth)
+            .filter(|e| e.job.priority > lowest)
             .map(|e| {
                 (
                     preempt::service_order(e.job.priority, None, e.job.id),
