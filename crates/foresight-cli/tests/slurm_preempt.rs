@@ -16,7 +16,7 @@ mod common;
 
 use common::{wait_for, Server};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -45,7 +45,7 @@ fn cluster(test: &str) -> Option<(String, PathBuf)> {
     Some((name.trim().to_string(), PathBuf::from(conf.trim())))
 }
 
-fn slurm(conf: &PathBuf, program: &str) -> Command {
+fn slurm(conf: &Path, program: &str) -> Command {
     let mut c = Command::new(program);
     c.env("SLURM_CONF", conf)
         .env_remove("SLURM_TIME_FORMAT")
@@ -54,7 +54,7 @@ fn slurm(conf: &PathBuf, program: &str) -> Command {
 }
 
 /// Every job Slurm shows.
-fn jobs(conf: &PathBuf) -> Vec<Value> {
+fn jobs(conf: &Path) -> Vec<Value> {
     wait_for("squeue --json", secs(10), || {
         let out = slurm(conf, "squeue").arg("--json").output().ok()?;
         let v: Value = serde_json::from_slice(&out.stdout).ok()?;
@@ -86,7 +86,7 @@ fn live(j: &Value) -> bool {
 
 /// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` (the newest such
 /// Slurm job).
-fn part_state(conf: &PathBuf, id: u64, attempt: u32) -> Option<String> {
+fn part_state(conf: &Path, id: u64, attempt: u32) -> Option<String> {
     let want = format!("{INSTANCE}-{id}.{attempt}");
     jobs(conf)
         .into_iter()
@@ -96,7 +96,7 @@ fn part_state(conf: &PathBuf, id: u64, attempt: u32) -> Option<String> {
 }
 
 /// A local job of the site's own user, straight to Slurm: its Slurm id.
-fn sbatch_local(conf: &PathBuf, procs: u32, script: &str) -> String {
+fn sbatch_local(conf: &Path, procs: u32, script: &str) -> String {
     let jobs_dir = conf.parent().unwrap().parent().unwrap().join("jobs");
     let out = Command::new("runuser")
         .args(["-u", OTHER_USER, "--", "env"])
@@ -168,7 +168,7 @@ impl Drop for Cleanup {
 
 /// A daemon following the one cluster, under this file's instance name; it waits until the
 /// cluster is up and no job of this instance is left on it.
-fn server(cluster: &str, conf: &PathBuf) -> Server {
+fn server(cluster: &str, conf: &Path) -> Server {
     wait_for("no job of this instance left", secs(60), || {
         (!jobs(conf)
             .iter()
@@ -195,13 +195,13 @@ fn server(cluster: &str, conf: &PathBuf) -> Server {
 
 /// The local job on 2 CPUs, the low global job on the other 6, running; returns the local
 /// job's Slurm id and the low job's id.
-fn fill(s: &Server, conf: &PathBuf, cleanup: &mut Cleanup, low_args: &[&str]) -> (String, u64) {
+fn fill(s: &Server, conf: &Path, cleanup: &mut Cleanup, low_args: &[&str]) -> (String, u64) {
     let local = sbatch_local(conf, 2, "sleep 240");
     cleanup.local.push(local.clone());
     wait_for("the local job running", secs(30), || {
         jobs(conf)
             .iter()
-            .any(|j| j["job_id"].to_string() == local && state(j) == "RUNNING")
+            .any(|j| j["job_id"] == local.parse::<u64>().unwrap_or(0) && state(j) == "RUNNING")
             .then_some(())
     });
     let low = s.submit(low_args);
@@ -212,10 +212,10 @@ fn fill(s: &Server, conf: &PathBuf, cleanup: &mut Cleanup, low_args: &[&str]) ->
     (local, low)
 }
 
-fn local_state(conf: &PathBuf, local: &str) -> String {
+fn local_state(conf: &Path, local: &str) -> String {
     jobs(conf)
         .iter()
-        .find(|j| j["job_id"].to_string() == local)
+        .find(|j| j["job_id"] == local.parse::<u64>().unwrap_or(0))
         .map(state)
         .unwrap_or_default()
 }

@@ -96,7 +96,10 @@ fn end(b: &mut Broker, t: i64, id: u64) {
     b.on_part_ended(Time(t), 0, JobId(id), &mut out);
 }
 
-fn asked(out: &[BrokerAction]) -> Vec<(u64, usize, Vec<(u64, Preemption)>)> {
+/// (job asking, cluster, victims and how) of each preemption asked.
+type Asked = (u64, usize, Vec<(u64, Preemption)>);
+
+fn asked(out: &[BrokerAction]) -> Vec<Asked> {
     out.iter()
         .filter_map(|a| match a {
             BrokerAction::PreemptAsked {

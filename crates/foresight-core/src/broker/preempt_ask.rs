@@ -386,7 +386,7 @@ impl Broker {
                 _ => None,
             })
             .collect();
-        stopped.sort_by(|a, b| a.0.cmp(&b.0));
+        stopped.sort_by_key(|a| a.0);
         // Waiting jobs of a higher level come first: (level, processors) of each.
         let higher: Vec<(u32, u32)> = self
             .queue
