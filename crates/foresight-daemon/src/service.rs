@@ -9,7 +9,7 @@ use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SubmitJob, UserView,
 };
-use foresight_core::broker::{GridCluster, Phase};
+use foresight_core::broker::{GridCluster, Phase, Preemption};
 use foresight_core::grid::{Decision, GlobalJob, GridPlan, PlannerConfig};
 use foresight_core::scheduler::JobStatus;
 use foresight_core::select::Criterion;
@@ -628,6 +628,44 @@ impl Service {
                     }
                     s.world()
                         .reservation_answered(unix_now(), ReservationId(request.id), answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
+            Effect::ReserveOverSuspended { cluster, request } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    let answer = manager
+                        .reserve_over_suspended(&request)
+                        .await
+                        .map_err(|e| e.to_string());
+                    if let Err(e) = &answer {
+                        tracing::warn!("reservation {} refused: {e}", request.id);
+                    }
+                    s.world()
+                        .reservation_answered(unix_now(), ReservationId(request.id), answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
+            Effect::Preempt {
+                cluster,
+                by,
+                victims,
+            } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    let answer = preempt_all(manager.as_ref(), &victims).await;
+                    s.world().preemption_answered(unix_now(), by, answer);
+                    s.wake.notify_one();
+                    s.flush().await;
+                });
+            }
+            Effect::ResumePart { cluster, job, part } => {
+                let manager = self.managers[cluster].clone();
+                tokio::spawn(async move {
+                    let answer = manager.resume(&part).await.map_err(|e| e.to_string());
+                    s.world().resume_answered(unix_now(), job, answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -2124,6 +2162,37 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
         expires_at: r.expires_at,
         owner: r.owner.clone(),
     }
+}
+
+/// Stops every part of `victims` on one cluster, suspends first, then requeues (which
+/// cannot be undone), all or none: when one fails, the parts suspended so far are resumed
+/// and the error names the part and quotes the resource manager.
+async fn preempt_all(
+    manager: &dyn ResourceManager,
+    victims: &[(foresight_rm::PartHandle, Preemption)],
+) -> Result<(), String> {
+    let mut order: Vec<&(foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
+    order.sort_by_key(|(_, how)| *how == Preemption::Requeue);
+    let mut suspended = Vec::new();
+    for (part, how) in order {
+        let done = match how {
+            Preemption::Suspend => manager.suspend(part).await,
+            Preemption::Requeue => manager.requeue(part).await,
+        };
+        match done {
+            Ok(()) if *how == Preemption::Suspend => suspended.push(part),
+            Ok(()) => {}
+            Err(e) => {
+                for p in suspended {
+                    if let Err(undo) = manager.resume(p).await {
+                        tracing::warn!("resuming job {} after a refused preemption: {undo}", p.job);
+                    }
+                }
+                return Err(format!("stopping job {}: {e}", part.job));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it

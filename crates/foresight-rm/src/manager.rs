@@ -188,6 +188,14 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
     /// Holds an advance reservation for Foresight's jobs. Refusals are errors naming why.
     async fn reserve(&self, req: &ReserveRequest) -> Result<(), RmError>;
 
+    /// [`reserve`](Self::reserve) for a job that preempted others here: the processors it
+    /// needs are held by jobs just suspended for it (and by their reservations), which a
+    /// resource manager that counts a suspended job's processors as busy for reservations
+    /// (Slurm) must be told to overlook. The same as `reserve` elsewhere.
+    async fn reserve_over_suspended(&self, req: &ReserveRequest) -> Result<(), RmError> {
+        self.reserve(req).await
+    }
+
     /// Gives back a reservation made by [`reserve`](Self::reserve). Releasing one that does
     /// not exist is not an error (a retry after a crash).
     async fn release(&self, reservation: u64) -> Result<(), RmError>;

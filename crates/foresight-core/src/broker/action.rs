@@ -56,6 +56,16 @@ pub enum WaitReason {
     },
     /// A cluster of its reservation went down before it started.
     LostCluster(usize),
+    /// A cluster that schedules itself refused to preempt the jobs it would have run
+    /// beside; planned again after `until`.
+    PreemptionRefused {
+        /// Cluster index.
+        cluster: usize,
+        /// What it said.
+        detail: String,
+        /// Not planned before this.
+        until: Time,
+    },
 }
 
 impl fmt::Display for WaitReason {
@@ -80,6 +90,9 @@ impl fmt::Display for WaitReason {
             ),
             WaitReason::LostCluster(_) => {
                 write!(f, "a cluster of its reservation went down; planned again")
+            }
+            WaitReason::PreemptionRefused { detail, .. } => {
+                write!(f, "{detail}; victims left running, planned again")
             }
         }
     }
@@ -232,6 +245,26 @@ pub enum BrokerAction {
         how: Preemption,
         /// Its parts as they were.
         parts: Vec<ReservedPart>,
+    },
+    /// On a cluster that schedules itself: stop `victims` (running global jobs of lower
+    /// levels, wholly on that cluster) as said, all or none, so that `by` can start there;
+    /// then answer with [`crate::broker::Broker::on_preemption_answered`]. Until then they
+    /// run and `by` waits, out of the queue.
+    PreemptAsked {
+        /// The job to make room for.
+        by: JobId,
+        /// Cluster index.
+        cluster: usize,
+        /// The jobs to stop, and how.
+        victims: Vec<(JobId, Preemption)>,
+    },
+    /// On a cluster that schedules itself: continue suspended job `job`, then answer with
+    /// [`crate::broker::Broker::on_resume_answered`]; it holds no processors until then.
+    ResumeAsked {
+        /// The job.
+        job: JobId,
+        /// Cluster index.
+        cluster: usize,
     },
     /// A suspended job continues now, on the clusters it ran on, in new reservations.
     Resumed {

@@ -449,7 +449,13 @@ impl Broker {
     }
 
     /// Takes running job `v`'s processors for job `by`: suspended, or to be requeued.
-    fn preempt_job(&mut self, now: Time, v: JobId, by: JobId, out: &mut Vec<BrokerAction>) {
+    pub(super) fn preempt_job(
+        &mut self,
+        now: Time,
+        v: JobId,
+        by: JobId,
+        out: &mut Vec<BrokerAction>,
+    ) {
         let Some(e) = self.jobs.get(&v) else { return };
         let Phase::Running {
             start,

@@ -32,6 +32,7 @@ mod cluster;
 mod compress;
 mod levels;
 pub mod preempt;
+mod preempt_ask;
 mod queue;
 mod spec;
 
@@ -235,6 +236,10 @@ pub struct Broker {
     /// The clusters drawing on each licence pool shared by several (a floating licence
     /// server): a change one cluster's scheduler makes to it is passed on to the others.
     shared_pools: BTreeMap<String, Vec<usize>>,
+    /// Preemptions asked of clusters that schedule themselves, by the job they are for.
+    preempt_asks: BTreeMap<JobId, preempt_ask::PendingPreemption>,
+    /// Suspended jobs whose resumption was asked of a cluster that schedules itself.
+    resume_asks: BTreeSet<JobId>,
 }
 
 /// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
@@ -261,6 +266,8 @@ impl Broker {
             moving: BTreeMap::new(),
             move_not_before: HashMap::new(),
             shared_pools: BTreeMap::new(),
+            preempt_asks: BTreeMap::new(),
+            resume_asks: BTreeSet::new(),
         }
     }
 
@@ -891,6 +898,7 @@ impl Broker {
             self.apply_planned(now, decisions, &available, out);
         }
         self.serve_levels(now, levels::Stage::AfterPlanning, out);
+        self.serve_remote_levels(now, out);
         self.settle(now);
     }
 
@@ -944,6 +952,7 @@ impl Broker {
         }
         self.compress(now, out);
         self.serve_levels(now, levels::Stage::BeforePlanning, out);
+        self.serve_remote_levels(now, out);
         self.cycle_input(now)
     }
 
@@ -978,6 +987,7 @@ impl Broker {
     /// jobs are served by level again, on the clusters as the planner left them.
     pub fn close_cycle(&mut self, plan: CyclePlan, out: &mut Vec<BrokerAction>) {
         self.serve_levels(plan.now, levels::Stage::AfterPlanning, out);
+        self.serve_remote_levels(plan.now, out);
         self.settle(plan.now);
     }
 

@@ -99,6 +99,35 @@ pub enum Effect {
         /// The part.
         part: PartHandle,
     },
+    /// Stop the parts of `victims` on a cluster that schedules itself so that job `by` can
+    /// start there (suspend, or requeue), all or none: when one fails, those suspended are
+    /// resumed; the answer goes to [`World::preemption_answered`].
+    Preempt {
+        /// Cluster index.
+        cluster: usize,
+        /// The job to make room for.
+        by: JobId,
+        /// The parts to stop, and how.
+        victims: Vec<(PartHandle, Preemption)>,
+    },
+    /// Resume a part a preemption suspended on a cluster that schedules itself; the answer
+    /// goes to [`World::resume_answered`].
+    ResumePart {
+        /// Cluster index.
+        cluster: usize,
+        /// The job.
+        job: JobId,
+        /// The part.
+        part: PartHandle,
+    },
+    /// [`Effect::Reserve`] for a job that preempted others there: over the processors of
+    /// the jobs suspended for it.
+    ReserveOverSuspended {
+        /// Cluster index.
+        cluster: usize,
+        /// What to hold.
+        request: ReserveRequest,
+    },
     /// Suspend (true) or resume (false) a part on a cluster that schedules itself.
     Control {
         /// Cluster index.
@@ -297,6 +326,12 @@ pub struct World {
     pub dirty_runs: Vec<foresight_store::RunRecord>,
     /// Each cluster's predictor, for its local policy.
     predictors: Vec<foresight_core::predict::Predictor>,
+    /// Victims of preemptions asked of clusters that schedule themselves and not answered
+    /// yet, by the job asking (`preempt_remote.rs`).
+    preempt_victims: BTreeMap<JobId, Vec<JobId>>,
+    /// Jobs whose preemption was just answered yes: their reservation is made over the
+    /// victims' processors.
+    preempting: BTreeSet<JobId>,
     #[cfg(test)]
     actions: Vec<BrokerAction>,
 }
@@ -366,6 +401,8 @@ impl World {
             max_output_bytes: cfg.max_output_bytes,
             stats: Stats::default(),
             submitting: BTreeSet::new(),
+            preempt_victims: BTreeMap::new(),
+            preempting: BTreeSet::new(),
             submitted_at: HashMap::new(),
             confirmed_at: HashMap::new(),
             // Checked with the configuration; the default names otherwise.
@@ -2062,6 +2099,12 @@ impl World {
                 BrokerAction::Charge { job, amount, .. } => self.charge(job, amount),
                 BrokerAction::Preempted { job, by, how, .. } => self.preempted(job, by, how),
                 BrokerAction::Resumed { job, end, parts } => self.resumed(now, job, end, &parts),
+                BrokerAction::PreemptAsked {
+                    by,
+                    cluster,
+                    victims,
+                } => self.ask_preemption(now, by, cluster, &victims),
+                BrokerAction::ResumeAsked { job, cluster } => self.ask_resume(now, job, cluster),
             }
         }
     }
@@ -2102,6 +2145,9 @@ impl World {
                     let Some(k) = self.cluster_index(&c) else {
                         continue;
                     };
+                    if self.clusters[k].remote {
+                        continue; // stopped there already, when the broker asked
+                    }
                     // A stopped process uses no processor: they go to the job preempting it.
                     self.clusters[k].free.extend(processors);
                     self.effects.push(Effect::Pause {
@@ -2126,6 +2172,19 @@ impl World {
             let rec = self.job_reservation(id, &user, p, ReservationState::Active);
             self.reservations.insert(rid, rec);
             self.dirty_reservations.insert(rid);
+            if self.clusters[p.cluster].remote {
+                // Resumed there already, when the broker asked; it runs on in the
+                // reservation it was submitted to, the new one is the mirror's.
+                let name = self.clusters[p.cluster].cfg.name.clone();
+                if let Some(part) = self
+                    .jobs
+                    .get_mut(&id)
+                    .and_then(|j| j.parts.iter_mut().find(|q| q.cluster == name && !q.ended))
+                {
+                    part.reservation = Some(rid.0);
+                }
+                continue;
+            }
             let taken: Vec<u32> = self.clusters[p.cluster]
                 .free
                 .iter()
@@ -2229,14 +2288,22 @@ impl World {
         rec.expires_at = Some((now + Dur(60)).secs());
         self.reservations.insert(rid, rec);
         self.dirty_reservations.insert(rid);
-        self.effects.push(Effect::Reserve {
-            cluster: k,
-            request: ReserveRequest {
-                id: rid.0,
-                start,
-                end,
-                procs: part.procs,
-            },
+        let request = ReserveRequest {
+            id: rid.0,
+            start,
+            end,
+            procs: part.procs,
+        };
+        self.effects.push(if self.preempting.contains(&id) {
+            Effect::ReserveOverSuspended {
+                cluster: k,
+                request,
+            }
+        } else {
+            Effect::Reserve {
+                cluster: k,
+                request,
+            }
         });
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Planned;
@@ -2510,6 +2577,7 @@ impl World {
 mod credentials;
 mod gate;
 mod prediction;
+mod preempt_remote;
 mod remote;
 mod wiki;
 mod workflow;

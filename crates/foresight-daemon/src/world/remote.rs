@@ -514,14 +514,30 @@ impl World {
         }
         // Reservations of ours there that no live record wants: release. One that finished at
         // its end is left to the cluster, which ends it itself: releasing it would cancel a
-        // part still finishing inside it.
+        // part still finishing inside it. So is one a part we still want runs in, or is
+        // suspended in (preempted: Slurm refuses to delete it while the part is in it, and
+        // releasing would cancel the part).
+        let occupied: BTreeSet<&str> = state
+            .jobs
+            .iter()
+            .filter(|j| matches!(j.state, RmJobState::Running | RmJobState::Suspended))
+            .filter(|j| {
+                j.foresight.is_some_and(|(id, attempt)| {
+                    self.jobs.get(&JobId(id)).is_some_and(|r| {
+                        r.attempt == attempt && !r.state.is_final() && r.state_after.is_none()
+                    })
+                })
+            })
+            .filter_map(|j| j.reservation.as_deref())
+            .collect();
         for r in &state.reservations {
             let Some(rid) = r.foresight.map(ReservationId) else {
                 continue;
             };
-            let wanted = self.reservations.get(&rid).is_some_and(|x| {
-                x.state.is_live() || x.state == ReservationState::Finished && Time(x.end) <= now
-            });
+            let wanted = occupied.contains(r.name.as_str())
+                || self.reservations.get(&rid).is_some_and(|x| {
+                    x.state.is_live() || x.state == ReservationState::Finished && Time(x.end) <= now
+                });
             if !wanted {
                 let key = (k, format!("reservation {rid}"));
                 seen.insert(key.clone());
@@ -579,6 +595,27 @@ impl World {
                         RmJobState::Running | RmJobState::Suspended => {
                             let start = t.start.map_or(now, Time);
                             self.remote_part_started(now, id, &name, start);
+                            if matches!(t.state, RmJobState::Suspended) && self.stray_suspended(id)
+                            {
+                                let key = (k, format!("resume job {}", t.external));
+                                seen.insert(key.clone());
+                                if self.sent.insert(key) {
+                                    tracing::info!(
+                                        "cluster {name}: resuming job {} (part of job {id}), \
+                                         suspended by a preemption no record kept",
+                                        t.external
+                                    );
+                                    self.effects.push(Effect::Control {
+                                        cluster: k,
+                                        part: PartHandle {
+                                            job: id.0,
+                                            attempt,
+                                            external: Some(t.external.clone()),
+                                        },
+                                        stop: false,
+                                    });
+                                }
+                            }
                         }
                         RmJobState::Ended(outcome) => {
                             if outcome.started_at > 0 && outcome.error.is_none() {
@@ -833,6 +870,15 @@ impl World {
                 }
                 (RmJobState::Running | RmJobState::Suspended, Some((id, _))) => {
                     let id = JobId(id);
+                    let preempted = matches!(j.state, RmJobState::Suspended)
+                        && self
+                            .broker
+                            .entry(id)
+                            .is_some_and(|e| matches!(e.phase, Phase::Suspended { .. }));
+                    if preempted {
+                        // Slurm gives a suspended job's cores to other jobs: none held.
+                        continue;
+                    }
                     let r = self.jobs.get(&id).and_then(|x| {
                         x.parts
                             .iter()

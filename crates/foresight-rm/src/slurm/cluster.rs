@@ -320,6 +320,22 @@ impl ResourceManager for SlurmCluster {
         }
     }
 
+    /// [`reserve`](Self::reserve) with `Flags=IGNORE_JOBS,OVERLAP`. Slurm 22.05 frees a
+    /// suspended job's cores for new jobs, but refuses a reservation over them ("Requested
+    /// nodes are busy") without `IGNORE_JOBS`, and over the suspended job's own reservation
+    /// (which cannot be deleted while the job is in it) without `OVERLAP`.
+    async fn reserve_over_suspended(&self, req: &ReserveRequest) -> Result<(), RmError> {
+        let mut r = self.reservation_request(req)?;
+        r.flags = vec!["IGNORE_JOBS".to_owned(), "OVERLAP".to_owned()];
+        match self.client.create_reservation(&r).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == Some(FailureKind::DuplicateReservation) => {
+                self.check_existing(req, e).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// `scontrol delete reservation foresight-<id>`. Not found is success. While jobs are bound
     /// to it (Slurm refuses even for pending ones), the Foresight parts bound to it are
     /// cancelled (one `squeue --json`, one `scancel`) and the delete is retried for a few

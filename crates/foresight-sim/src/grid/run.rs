@@ -320,7 +320,10 @@ impl GridRun<'_> {
                 | BrokerAction::Ended { .. } => {}
                 // The grid workloads give every global job one priority level, so the
                 // broker never preempts in them.
-                BrokerAction::Preempted { .. } | BrokerAction::Resumed { .. } => {
+                BrokerAction::Preempted { .. }
+                | BrokerAction::Resumed { .. }
+                | BrokerAction::PreemptAsked { .. }
+                | BrokerAction::ResumeAsked { .. } => {
                     unreachable!("invariant: one priority level, nothing is preempted")
                 }
             }

@@ -1,0 +1,540 @@
+//! Absolute priorities on clusters that schedule themselves (Slurm): there a running job's
+//! processors are its resource manager's, so a preemption is asked of it and answered, like
+//! a reservation ([`Broker::on_reservation_answered`]):
+//! - a waiting job of a higher level that fits nowhere now, and that running global jobs of
+//!   **strictly lower** levels on such a cluster would make room for ([`preempt::victims`],
+//!   every part of each on that cluster), is taken out of the queue and the broker asks
+//!   ([`BrokerAction::PreemptAsked`]) to suspend them, or requeue those that say they may be
+//!   requeued. Only when the answer is yes ([`Broker::on_preemption_answered`]) are they
+//!   preempted as on any cluster ([`BrokerAction::Preempted`]) and the waiting job reserved
+//!   there at once; a refusal leaves them running and the job queued again, planned as
+//!   before after a pause (1–64 s, doubling), with the cluster's words in its wait reason;
+//! - a suspended job there resumes when the mirror of the cluster shows room for the rest
+//!   of its run: asked ([`BrokerAction::ResumeAsked`]), it holds its processors again only
+//!   when the answer is yes ([`Broker::on_resume_answered`]); a refusal leaves it suspended
+//!   and asked again after a pause;
+//! - local jobs of the cluster (not the broker's) are never candidates; a cluster lost
+//!   between ask and answer: the victims are recorded as the answer says (suspended jobs
+//!   resume once it is back), and the waiting job is queued again.
+//!
+//! What Slurm 22.05 does with a suspended job's processors (`scontrol suspend`, checked by
+//! hand on the local test clusters, `select/cons_tres`, `CR_Core`): its cores are free for
+//! jobs outside any reservation, and for jobs of the reservation it runs in; a new
+//! reservation over them is refused ("Requested nodes are busy") unless made with
+//! `Flags=IGNORE_JOBS`, and with `OVERLAP` too where the suspended job's own reservation
+//! still holds them (it cannot be deleted while the job is in it: "Requested reservation is
+//! in use"). `scontrol resume` never checks that the cores are free again (it runs both jobs
+//! on them), which is why the broker asks it only where its mirror shows room.
+//!
+//! Clusters the broker schedules itself are not touched here, so with none that schedules
+//! itself every decision is the one [`super::levels`] makes.
+
+use super::preempt::{self, Holder, Preemption};
+use super::{Broker, BrokerAction, Phase, ReservedPart, WaitReason, MAX_BACKOFF_DOUBLINGS};
+use crate::ids::{JobId, ReservationId};
+use crate::reservation::{Acl, AdminReservation};
+use crate::scheduler::LocalScheduler;
+use crate::time::{Dur, Interval, Time};
+use std::collections::BTreeSet;
+
+/// A preemption asked of a cluster that schedules itself, not answered yet.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct PendingPreemption {
+    /// The cluster.
+    cluster: usize,
+    /// The jobs to stop there, and how.
+    victims: Vec<(JobId, Preemption)>,
+    /// Processors the waiting job needs there, for how long, at what cost.
+    need: u32,
+    len: Dur,
+    cost: f64,
+}
+
+impl Broker {
+    /// True when job `id` waits for the answer to a preemption asked for it, or is a victim
+    /// of one, or waits for the answer to its resumption.
+    pub(super) fn asked_about(&self, id: JobId) -> bool {
+        self.resume_asks.contains(&id)
+            || self.preempt_asks.contains_key(&id)
+            || self
+                .preempt_asks
+                .values()
+                .any(|a| a.victims.iter().any(|(v, _)| *v == id))
+    }
+
+    /// Serves waiting jobs by level on the clusters that schedule themselves: asks to
+    /// resume suspended jobs where there is room, then to preempt for waiting jobs that fit
+    /// nowhere now (see the module documentation). Nothing without such a cluster.
+    pub(super) fn serve_remote_levels(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        if !self
+            .clusters
+            .iter()
+            .any(|c| c.self_scheduled && c.available)
+        {
+            return;
+        }
+        self.ask_resumes(now, out);
+        // The lowest level running wholly on such a cluster: only jobs above it may preempt.
+        let Some(lowest) = self
+            .jobs
+            .values()
+            .filter_map(|e| match &e.phase {
+                Phase::Running { parts, .. }
+                    if !parts.is_empty()
+                        && parts
+                            .iter()
+                            .all(|p| self.clusters[p.cluster].self_scheduled) =>
+                {
+                    Some(e.job.priority)
+                }
+                _ => None,
+            })
+            .min()
+        else {
+            return;
+        };
+        let mut waiting: Vec<_> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
+            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
+            .take(self.planner.plan_depth)
+            .filter(|e| e.job.priority > lowest)
+            .map(|e| {
+                (
+                    preempt::service_order(e.job.priority, None, e.job.id),
+                    e.job.id,
+                )
+            })
+            .collect();
+        waiting.sort();
+        for (_, id) in waiting {
+            if self.fits_anywhere_now(now, id) {
+                continue;
+            }
+            self.ask_preemption(now, id, out);
+        }
+    }
+
+    /// True when job `id` fits on the idle processors of some available cluster now.
+    fn fits_anywhere_now(&self, now: Time, id: JobId) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return true;
+        };
+        let need = i64::from(e.job.procs);
+        let idle: Vec<i64> = self
+            .clusters
+            .iter()
+            .filter(|c| c.available)
+            .map(|c| c.sched.idle_at(now).max(0))
+            .collect();
+        idle.iter().any(|&i| i >= need) || (e.job.co_allocate && idle.iter().sum::<i64>() >= need)
+    }
+
+    /// How long job `id` runs on cluster `k` and what that costs; `None` when `k` cannot
+    /// take it by itself.
+    fn run_on(&self, id: JobId, k: usize) -> Option<(Dur, f64)> {
+        let e = self.jobs.get(&id)?;
+        let c = &self.clusters[k];
+        if !c.available || e.job.procs > c.sched.capacity() || c.tariff.base > e.job.max_price {
+            return None;
+        }
+        let secs = (e.job.walltime.as_secs() as f64 / c.slowest_speed()).ceil() as i64;
+        let len = granular(Dur(secs), c.granularity);
+        let cost = c.tariff.base * f64::from(e.job.procs) * len.as_secs() as f64;
+        Some((len, cost))
+    }
+
+    /// The running global jobs wholly on cluster `k` that could be preempted there.
+    fn remote_holders(&self, k: usize) -> Vec<Holder> {
+        self.jobs
+            .values()
+            .filter(|e| !self.requeueing.contains(&e.job.id) && !self.asked_about(e.job.id))
+            .filter_map(|e| match &e.phase {
+                Phase::Running {
+                    start,
+                    parts,
+                    ended,
+                    ..
+                } if ended.is_empty() && !parts.is_empty() => {
+                    if parts.iter().any(|p| p.cluster != k) {
+                        return None;
+                    }
+                    Some(Holder {
+                        job: e.job.id,
+                        priority: e.job.priority,
+                        procs: parts.iter().map(|p| p.procs).sum(),
+                        started: *start,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Asks to preempt what job `id` needs on the cluster that schedules itself where that
+    /// stops the fewest processors; false (nothing asked) when none can make room for it.
+    fn ask_preemption(&mut self, now: Time, id: JobId, out: &mut Vec<BrokerAction>) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let (level, user) = (e.job.priority, e.job.user);
+        let mut best: Option<(u32, PendingPreemption)> = None;
+        for k in 0..self.clusters.len() {
+            let c = &self.clusters[k];
+            if !c.self_scheduled
+                || !c.available
+                || self.preempt_asks.values().any(|a| a.cluster == k)
+            {
+                continue;
+            }
+            let Some((len, cost)) = self.run_on(id, k) else {
+                continue;
+            };
+            if self.budgets.get(&user).is_some_and(|&left| cost > left) {
+                continue;
+            }
+            let holders = self.remote_holders(k);
+            let need = self.jobs[&id].job.procs;
+            let idle = c.sched.idle_at(now).clamp(0, i64::from(u32::MAX)) as u32;
+            let Some(victims) = preempt::victims(need, idle, level, &holders) else {
+                continue;
+            };
+            if victims.is_empty() {
+                continue;
+            }
+            // Would it really start at once once they are gone?
+            let mut sched = c.sched.clone();
+            for v in &victims {
+                self.release_in(&mut sched, now, *v, k);
+            }
+            if sched
+                .add_reservation_displacing(probe(need, now, len))
+                .is_err()
+            {
+                continue;
+            }
+            let stopped: u32 = holders
+                .iter()
+                .filter(|h| victims.contains(&h.job))
+                .map(|h| h.procs)
+                .sum();
+            if best.as_ref().is_none_or(|b| stopped < b.0) {
+                let victims = victims
+                    .into_iter()
+                    .map(|v| (v, Preemption::of(self.jobs[&v].job.requeue)))
+                    .collect();
+                best = Some((
+                    stopped,
+                    PendingPreemption {
+                        cluster: k,
+                        victims,
+                        need,
+                        len,
+                        cost,
+                    },
+                ));
+            }
+        }
+        let Some((_, ask)) = best else {
+            return false;
+        };
+        self.queue.remove(&id);
+        out.push(BrokerAction::PreemptAsked {
+            by: id,
+            cluster: ask.cluster,
+            victims: ask.victims.clone(),
+        });
+        self.preempt_asks.insert(id, ask);
+        true
+    }
+
+    /// Gives back, in `sched` (a copy of cluster `k`'s mirror), what running job `v` holds.
+    fn release_in(&self, sched: &mut LocalScheduler, now: Time, v: JobId, k: usize) {
+        let _ = sched.cancel(now, v);
+        if let Some(Phase::Running { parts, .. }) = self.jobs.get(&v).map(|e| &e.phase) {
+            for p in parts.iter().filter(|p| p.cluster == k) {
+                let _ = sched.remove_reservation(now, p.reservation);
+            }
+        }
+    }
+
+    /// The cluster answered the preemption asked for job `by` ([`BrokerAction::PreemptAsked`]):
+    /// every victim stopped as asked (`Ok`), or none (`Err`: what the cluster said; the caller
+    /// has resumed any it had suspended). On yes the victims are preempted and `by` is
+    /// reserved there at once (asked of the cluster like any reservation); on no they keep
+    /// running and `by` is queued again, after a pause. An answer for nothing asked changes
+    /// nothing.
+    pub fn on_preemption_answered(
+        &mut self,
+        now: Time,
+        by: JobId,
+        answer: Result<(), String>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        let Some(ask) = self.preempt_asks.remove(&by) else {
+            self.settle(now);
+            return;
+        };
+        let k = ask.cluster;
+        let name = self.clusters[k].name.clone();
+        let waiting = self
+            .jobs
+            .get(&by)
+            .is_some_and(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }));
+        match answer {
+            Err(why) => {
+                if waiting {
+                    let victims: Vec<String> =
+                        ask.victims.iter().map(|(v, _)| v.to_string()).collect();
+                    self.preemption_refused(
+                        now,
+                        by,
+                        k,
+                        format!(
+                            "cluster {name} refused to preempt job(s) {}: {why}",
+                            victims.join(", ")
+                        ),
+                        out,
+                    );
+                }
+            }
+            Ok(()) => {
+                for (v, _) in &ask.victims {
+                    let running_here = matches!(
+                        self.jobs.get(v).map(|e| &e.phase),
+                        Some(Phase::Running { parts, ended, .. })
+                            if ended.is_empty() && parts.iter().all(|p| p.cluster == k)
+                    );
+                    if running_here {
+                        self.preempt_job(now, *v, by, out);
+                    }
+                }
+                if !waiting {
+                    // Withdrawn meanwhile: the victims resume when there is room.
+                } else if !self.clusters[k].available {
+                    self.requeue_entry(by);
+                    let reason = WaitReason::LostCluster(k);
+                    if let Some(e) = self.jobs.get_mut(&by) {
+                        e.reason = Some(reason.clone());
+                    }
+                    out.push(BrokerAction::Waiting { job: by, reason });
+                } else {
+                    let part = ReservedPart {
+                        cluster: k,
+                        reservation: ReservationId(0),
+                        procs: ask.need,
+                        processors: Vec::new(),
+                        window: Interval::new(now, now + ask.len),
+                    };
+                    self.reserve(now, by, now, now + ask.len, ask.cost, vec![part], out);
+                }
+            }
+        }
+        self.settle(now);
+    }
+
+    /// Job `id` is queued again after a refused preemption, not planned before a pause that
+    /// doubles with each refusal in a row (1–64 s).
+    fn preemption_refused(
+        &mut self,
+        now: Time,
+        id: JobId,
+        cluster: usize,
+        detail: String,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let Some(e) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        e.refusals += 1;
+        let until = now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS));
+        e.not_before = until;
+        e.phase = Phase::Queued;
+        let level = e.job.priority;
+        self.queue.insert(id, level);
+        let reason = WaitReason::PreemptionRefused {
+            cluster,
+            detail,
+            until,
+        };
+        e.reason = Some(reason.clone());
+        out.push(BrokerAction::Waiting { job: id, reason });
+    }
+
+    /// Asks to resume the suspended jobs on clusters that schedule themselves whose mirror
+    /// has room now for the rest of their run, in the order waiting jobs are served.
+    fn ask_resumes(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
+        let mut stopped: Vec<_> = self
+            .jobs
+            .values()
+            .filter(|e| !self.resume_asks.contains(&e.job.id) && e.not_before <= now)
+            .filter_map(|e| match &e.phase {
+                Phase::Suspended {
+                    since, parts, left, ..
+                } => match parts.as_slice() {
+                    [p] if self.clusters[p.cluster].self_scheduled => Some((
+                        preempt::service_order(e.job.priority, Some(*since), e.job.id),
+                        e.job.id,
+                        p.clone(),
+                        *left,
+                    )),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        stopped.sort_by_key(|a| a.0);
+        // Waiting jobs of a higher level come first: (level, processors) of each.
+        let higher: Vec<(u32, u32)> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
+            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
+            .take(self.planner.plan_depth)
+            .map(|e| (e.job.priority, e.job.procs))
+            .chain(
+                self.preempt_asks
+                    .keys()
+                    .filter_map(|id| self.jobs.get(id))
+                    .map(|e| (e.job.priority, e.job.procs)),
+            )
+            .collect();
+        // Processors asked for in this pass, per cluster: not room for the next.
+        let mut asked: Vec<Vec<AdminReservation>> = vec![Vec::new(); self.clusters.len()];
+        for (_, id, p, left) in stopped {
+            let c = &self.clusters[p.cluster];
+            let level = self.jobs[&id].job.priority;
+            let outranked = higher
+                .iter()
+                .any(|&(l, n)| l > level && n <= c.sched.capacity());
+            if !c.available
+                || outranked
+                || self.preempt_asks.values().any(|a| a.cluster == p.cluster)
+            {
+                continue;
+            }
+            let len = granular(left, c.granularity);
+            let mut sched = c.sched.clone();
+            for r in &asked[p.cluster] {
+                let _ = sched.add_reservation_displacing(r.clone());
+            }
+            let held: i64 = asked[p.cluster].iter().map(|r| i64::from(r.procs)).sum();
+            let mut r = probe(p.procs, now, len);
+            r.id = ReservationId(u64::MAX - 1 - asked[p.cluster].len() as u64);
+            if c.sched.idle_at(now) - held < i64::from(p.procs)
+                || sched.add_reservation_displacing(r.clone()).is_err()
+            {
+                continue;
+            }
+            asked[p.cluster].push(r);
+            self.resume_asks.insert(id);
+            out.push(BrokerAction::ResumeAsked {
+                job: id,
+                cluster: p.cluster,
+            });
+        }
+    }
+
+    /// The cluster answered the resumption of suspended job `id`
+    /// ([`BrokerAction::ResumeAsked`]): it runs again (`Ok`), in new reservations of the
+    /// mirror for the rest of its run, or stays suspended (`Err`: why), asked again after a
+    /// pause (1–64 s, doubling). An answer for nothing asked changes nothing.
+    pub fn on_resume_answered(
+        &mut self,
+        now: Time,
+        id: JobId,
+        answer: Result<(), String>,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        if !self.resume_asks.remove(&id) {
+            self.settle(now);
+            return;
+        }
+        let Some(Phase::Suspended {
+            start,
+            cost,
+            parts,
+            since,
+            left,
+            suspended,
+        }) = self.jobs.get(&id).map(|e| e.phase.clone())
+        else {
+            self.settle(now);
+            return;
+        };
+        if answer.is_err() {
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.refusals += 1;
+                e.not_before = now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS));
+            }
+            self.settle(now);
+            return;
+        }
+        let mut new_parts = Vec::with_capacity(parts.len());
+        for p in &parts {
+            let window = Interval::new(
+                now,
+                now + granular(left, self.clusters[p.cluster].granularity),
+            );
+            let rid = self.allocate_reservation();
+            // It runs whatever the mirror says: the mirror catches up at its next rebuild.
+            let _ = self.clusters[p.cluster]
+                .sched
+                .add_reservation_displacing(AdminReservation {
+                    id: rid,
+                    procs: p.procs,
+                    window,
+                    acl: Acl {
+                        job: Some(id),
+                        ..Acl::nobody()
+                    },
+                });
+            new_parts.push(ReservedPart {
+                reservation: rid,
+                window,
+                ..p.clone()
+            });
+        }
+        let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.phase = Phase::Running {
+                start,
+                end,
+                cost,
+                parts: new_parts.clone(),
+                ended: BTreeSet::new(),
+                suspended: suspended + (now - since),
+            };
+            e.reason = None;
+            e.refusals = 0;
+            e.not_before = Time::MIN;
+        }
+        out.push(BrokerAction::Resumed {
+            job: id,
+            end,
+            parts: new_parts,
+        });
+        self.settle(now);
+    }
+}
+
+/// `len` (at least a second) in multiples of `granularity`.
+fn granular(len: Dur, granularity: Dur) -> Dur {
+    let g = granularity.as_secs().max(1);
+    Dur(g * ((len.as_secs().max(1) + g - 1) / g))
+}
+
+/// A reservation to try on a copy of a scheduler.
+fn probe(procs: u32, start: Time, len: Dur) -> AdminReservation {
+    AdminReservation {
+        id: ReservationId(u64::MAX),
+        procs,
+        window: Interval::new(start, start + len),
+        acl: Acl::nobody(),
+    }
+}

@@ -1,0 +1,356 @@
+//! Absolute priorities on a cluster that schedules itself (Slurm), as stories on one such
+//! cluster of 4 processors: the preemption is asked of it and answered; the waiting job is
+//! reserved there only when the answer is yes; a refusal leaves the victims running; the
+//! cluster lost between ask and answer loses nobody; resumption is asked and answered too;
+//! local jobs are never candidates.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use foresight_core::broker::{
+    processors_of, Broker, BrokerAction, GridCluster, Phase, Preemption, SpeedGroup, WaitReason,
+};
+use foresight_core::grid::{GlobalJob, PlannerConfig};
+use foresight_core::scheduler::Domain;
+use foresight_core::select::Criterion;
+use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+
+fn slurm_broker() -> Broker {
+    let mut c = GridCluster::new(
+        "s",
+        processors_of(
+            "s",
+            &[SpeedGroup {
+                procs: 4,
+                speed: 1.0,
+            }],
+        ),
+        LocalScheduler::new(4, Policy::easy()),
+    );
+    c.self_scheduled = true;
+    c.granularity = Dur(60);
+    Broker::new(
+        vec![c],
+        PlannerConfig {
+            horizon: Dur(86_400),
+            lead_time: Dur(0),
+            plan_depth: 64,
+        },
+        1,
+    )
+}
+
+fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> GlobalJob {
+    GlobalJob {
+        id: JobId(id),
+        user: UserId(1),
+        submit: Time(0),
+        procs,
+        walltime: Dur(walltime),
+        max_price: 1.0,
+        input_mb: 0.0,
+        home: None,
+        co_allocate: false,
+        criterion: Criterion::EarliestFinish,
+        priority,
+        requeue,
+        begin: None,
+        requires: Default::default(),
+        licences: Default::default(),
+    }
+}
+
+fn cycle(b: &mut Broker, t: i64) -> Vec<BrokerAction> {
+    let mut out = Vec::new();
+    b.on_cycle(Time(t), &mut out);
+    out
+}
+
+/// Answers yes to every reservation asked in `out`, then reports the job started at `t`.
+fn reserve_and_start(b: &mut Broker, t: i64, out: &[BrokerAction]) -> Vec<BrokerAction> {
+    let mut all = Vec::new();
+    for a in out {
+        if let BrokerAction::Ask { job, part } = a {
+            let mut o = Vec::new();
+            b.on_reservation_answered(Time(t), part.reservation, Ok(()), &mut o);
+            assert!(
+                o.iter()
+                    .any(|x| matches!(x, BrokerAction::Reserved { job: j, .. } if j == job)),
+                "{o:?}"
+            );
+            b.on_part_started(Time(t), *job);
+            // The mirror shows it running, as the service's next snapshot does.
+            let run = Job::new(*job, Time(t), part.procs, part.window.len());
+            b.clusters[0]
+                .sched
+                .restore_running(Time(t), run, Time(t), Domain::Reservation(part.reservation))
+                .unwrap();
+            all.extend(o);
+        }
+    }
+    all
+}
+
+/// Job `id`'s part ends at `t`: gone from the mirror too, as at the next snapshot.
+fn end(b: &mut Broker, t: i64, id: u64) {
+    let _ = b.clusters[0].sched.cancel(Time(t), JobId(id));
+    let mut out = Vec::new();
+    b.on_part_ended(Time(t), 0, JobId(id), &mut out);
+}
+
+/// (job asking, cluster, victims and how) of each preemption asked.
+type Asked = (u64, usize, Vec<(u64, Preemption)>);
+
+fn asked(out: &[BrokerAction]) -> Vec<Asked> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::PreemptAsked {
+                by,
+                cluster,
+                victims,
+            } => Some((
+                by.0,
+                *cluster,
+                victims.iter().map(|(v, h)| (v.0, *h)).collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn preempted(out: &[BrokerAction]) -> Vec<(u64, u64, Preemption)> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Preempted { job, by, how, .. } => Some((job.0, by.0, *how)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn resume_asked(out: &[BrokerAction]) -> Vec<u64> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::ResumeAsked { job, .. } => Some(job.0),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reservation_asks(out: &[BrokerAction]) -> Vec<(u64, i64, i64)> {
+    out.iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { job, part } => {
+                Some((job.0, part.window.start.secs(), part.window.end.secs()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn running(b: &Broker, id: u64) -> bool {
+    matches!(
+        b.entry(JobId(id)).map(|e| &e.phase),
+        Some(Phase::Running { .. })
+    )
+}
+
+fn suspended(b: &Broker, id: u64) -> bool {
+    matches!(
+        b.entry(JobId(id)).map(|e| &e.phase),
+        Some(Phase::Suspended { .. })
+    )
+}
+
+/// A level-0 job fills the cluster from t=0 (reserved to 600); a level-3 job of 120 s
+/// arrives at t=10. Returns the broker and the actions of the cycle at t=10.
+fn low_running_high_arrives(requeue: bool) -> (Broker, Vec<BrokerAction>) {
+    let mut b = slurm_broker();
+    b.submit(Time(0), global(1, 0, 4, 600, requeue));
+    let out = cycle(&mut b, 0);
+    assert_eq!(reservation_asks(&out), vec![(1, 0, 600)]);
+    reserve_and_start(&mut b, 0, &out);
+    assert!(running(&b, 1));
+    b.submit(Time(10), global(2, 3, 4, 120, false));
+    let out = cycle(&mut b, 10);
+    (b, out)
+}
+
+/// Asked, then answered yes: only then is the low job preempted and the high one reserved
+/// at once; when the high one has ended, the low one's resumption is asked, and it holds
+/// its processors again on the answer, for the rest of its run.
+#[test]
+fn an_accepted_preemption_reserves_the_high_job_then_the_low_one_resumes() {
+    let (mut b, out) = low_running_high_arrives(false);
+    assert_eq!(
+        asked(&out),
+        vec![(2, 0, vec![(1, Preemption::Suspend)])],
+        "{out:?}"
+    );
+    // Nothing is preempted before the answer, and the high job is not planned meanwhile.
+    assert!(preempted(&out).is_empty());
+    assert!(reservation_asks(&out).is_empty());
+    assert!(running(&b, 1));
+    let out = cycle(&mut b, 11);
+    assert!(asked(&out).is_empty(), "asked once: {out:?}");
+    assert!(reservation_asks(&out).is_empty());
+
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    assert!(suspended(&b, 1));
+    // Reserved at once, for its walltime in whole minutes.
+    assert_eq!(reservation_asks(&out), vec![(2, 12, 132)]);
+    reserve_and_start(&mut b, 12, &out);
+    assert!(running(&b, 2));
+    // While it runs, the low job is not asked to resume.
+    assert!(resume_asked(&cycle(&mut b, 60)).is_empty());
+
+    end(&mut b, 100, 2);
+    let out = cycle(&mut b, 140);
+    assert_eq!(resume_asked(&out), vec![1]);
+    assert!(suspended(&b, 1), "suspended until the answer");
+    assert!(resume_asked(&cycle(&mut b, 141)).is_empty(), "asked once");
+    let mut out = Vec::new();
+    b.on_resume_answered(Time(142), JobId(1), Ok(()), &mut out);
+    // Stopped at 12 with 588 s left (to 600): in whole minutes, 600 s from 142.
+    let resumed: Vec<(u64, i64)> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Resumed { job, end, .. } => Some((job.0, end.secs())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resumed, vec![(1, 742)]);
+    match &b.entry(JobId(1)).unwrap().phase {
+        Phase::Running { suspended, .. } => assert_eq!(*suspended, Dur(130)),
+        p => panic!("{p:?}"),
+    }
+}
+
+/// A refusal (a Slurm error) leaves the victim running and the high job queued, with the
+/// cluster's words in its reason, asked again only after the pause.
+#[test]
+fn a_refused_preemption_leaves_the_victims_running() {
+    let (mut b, out) = low_running_high_arrives(false);
+    assert_eq!(asked(&out).len(), 1);
+    let mut out = Vec::new();
+    b.on_preemption_answered(
+        Time(12),
+        JobId(2),
+        Err("scontrol suspend 7: Access/permission denied".into()),
+        &mut out,
+    );
+    assert!(preempted(&out).is_empty());
+    assert!(reservation_asks(&out).is_empty());
+    assert!(running(&b, 1));
+    let e = b.entry(JobId(2)).unwrap();
+    assert_eq!(e.phase, Phase::Queued);
+    match &e.reason {
+        Some(r @ WaitReason::PreemptionRefused { until, detail, .. }) => {
+            assert_eq!(*until, Time(13));
+            assert!(detail.contains("Access/permission denied"), "{detail}");
+            assert!(detail.contains("job(s) 1"), "{detail}");
+            assert!(r.to_string().contains("victims left running"), "{r}");
+        }
+        r => panic!("{r:?}"),
+    }
+    // Queued again: not asked before the pause is over, asked again after it.
+    let out = cycle(&mut b, 12);
+    assert!(asked(&out).is_empty(), "{out:?}");
+    let out = cycle(&mut b, 13);
+    assert_eq!(asked(&out).len(), 1, "{out:?}");
+    // A second answer for the same ask changes nothing.
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(14), JobId(2), Ok(()), &mut out);
+    let mut again = Vec::new();
+    b.on_preemption_answered(Time(14), JobId(2), Ok(()), &mut again);
+    assert!(again.is_empty(), "{again:?}");
+}
+
+/// The cluster goes down between ask and answer: the answer still counts for the victims
+/// (suspended there), and the high job is queued again rather than reserved on a cluster
+/// the planner cannot use. Back up, the high job goes first, then the low one resumes.
+#[test]
+fn a_cluster_lost_between_ask_and_answer_loses_nobody() {
+    let (mut b, out) = low_running_high_arrives(false);
+    assert_eq!(asked(&out).len(), 1);
+    let mut out = Vec::new();
+    b.on_cluster_down(Time(11), 0, &mut out);
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    assert!(reservation_asks(&out).is_empty());
+    assert!(suspended(&b, 1));
+    let e = b.entry(JobId(2)).unwrap();
+    assert_eq!(e.phase, Phase::Queued);
+    assert_eq!(e.reason, Some(WaitReason::LostCluster(0)));
+    assert!(b.queued().any(|e| e.job.id == JobId(2)));
+    // Nothing is asked of a cluster that is down.
+    let out = cycle(&mut b, 20);
+    assert!(resume_asked(&out).is_empty() && reservation_asks(&out).is_empty());
+    b.on_cluster_up(Time(30), 0);
+    let out = cycle(&mut b, 30);
+    assert!(
+        resume_asked(&out).is_empty(),
+        "the higher level first: {out:?}"
+    );
+    assert_eq!(reservation_asks(&out), vec![(2, 30, 150)]);
+    reserve_and_start(&mut b, 30, &out);
+    end(&mut b, 150, 2);
+    assert_eq!(resume_asked(&cycle(&mut b, 151)), vec![1]);
+}
+
+/// A victim that says it may be requeued is asked to be requeued; once its part has ended
+/// it is queued again as a new run.
+#[test]
+fn a_requeueable_victim_is_requeued() {
+    let (mut b, out) = low_running_high_arrives(true);
+    assert_eq!(asked(&out), vec![(2, 0, vec![(1, Preemption::Requeue)])]);
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Requeue)]);
+    assert_eq!(reservation_asks(&out), vec![(2, 12, 132)]);
+    end(&mut b, 13, 1);
+    let e = b.entry(JobId(1)).unwrap();
+    assert_eq!(e.phase, Phase::Queued);
+}
+
+/// A refused resumption leaves the job suspended, asked again after the pause.
+#[test]
+fn a_refused_resumption_is_asked_again_later() {
+    let (mut b, _) = low_running_high_arrives(false);
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    reserve_and_start(&mut b, 12, &out);
+    end(&mut b, 100, 2);
+    assert_eq!(resume_asked(&cycle(&mut b, 140)), vec![1]);
+    let mut out = Vec::new();
+    b.on_resume_answered(Time(141), JobId(1), Err("Slurm down".into()), &mut out);
+    assert!(out.is_empty());
+    assert!(suspended(&b, 1));
+    assert!(resume_asked(&cycle(&mut b, 141)).is_empty(), "paused");
+    assert_eq!(resume_asked(&cycle(&mut b, 142)), vec![1]);
+}
+
+/// Local work of the cluster (its own users' jobs) is never a candidate, nor a global job
+/// of the same level.
+#[test]
+fn local_jobs_and_equal_levels_are_never_asked_for() {
+    let mut b = slurm_broker();
+    let mut out = Vec::new();
+    b.submit_local(
+        Time(0),
+        0,
+        Job::new(JobId(100), Time(0), 4, Dur(600)),
+        &mut out,
+    )
+    .unwrap();
+    b.submit(Time(10), global(2, 3, 4, 120, false));
+    let out = cycle(&mut b, 10);
+    assert!(asked(&out).is_empty(), "{out:?}");
+
+    let mut b = slurm_broker();
+    b.submit(Time(0), global(1, 3, 4, 600, false));
+    let out = cycle(&mut b, 0);
+    reserve_and_start(&mut b, 0, &out);
+    b.submit(Time(10), global(2, 3, 4, 120, false));
+    let out = cycle(&mut b, 10);
+    assert!(asked(&out).is_empty(), "{out:?}");
+}

@@ -1,0 +1,135 @@
+//! Preemption on clusters that schedule themselves (Slurm), as the broker asks it
+//! (`foresight_core::broker` `preempt_ask`): the victims are stopped there through the
+//! resource manager (`scontrol suspend`, or `scontrol requeue` for jobs that say they may be
+//! requeued), all or none, and the answer goes back to the broker; resumptions likewise
+//! (`scontrol resume`).
+//!
+//! A restart of the service between ask and answer loses nobody: the ask changes no record
+//! but reasons, so the waiting job is still pending in its record and is queued and served
+//! again; a victim Slurm suspended whose answer was never recorded runs in its record, and
+//! reconciliation resumes it at the cluster's first snapshot ([`World::stray_suspended`]);
+//! a victim whose answer was recorded is back as suspended (its record's preemption) and is
+//! resumed when there is room, as before the restart.
+
+use super::{Effect, World};
+use foresight_api::JobState;
+use foresight_core::broker::Preemption;
+use foresight_core::time::Time;
+use foresight_core::JobId;
+use foresight_rm::PartHandle;
+
+impl World {
+    /// The broker asks cluster `k` to stop `victims` so that job `by` can start there.
+    pub(super) fn ask_preemption(
+        &mut self,
+        now: Time,
+        by: JobId,
+        k: usize,
+        victims: &[(JobId, Preemption)],
+    ) {
+        let name = self.clusters[k].cfg.name.clone();
+        let mut parts = Vec::with_capacity(victims.len());
+        for &(v, how) in victims {
+            let Some(j) = self.jobs.get(&v) else {
+                return self.preemption_answered(now, by, Err(format!("job {v} is unknown")));
+            };
+            let external = j
+                .parts
+                .iter()
+                .find(|p| p.cluster == name && !p.ended)
+                .and_then(|p| p.external.clone());
+            if external.is_none() {
+                return self.preemption_answered(
+                    now,
+                    by,
+                    Err(format!("job {v} has no Slurm job id on {name} yet")),
+                );
+            }
+            parts.push((
+                PartHandle {
+                    job: v.0,
+                    attempt: j.attempt,
+                    external,
+                },
+                how,
+            ));
+        }
+        let list: Vec<String> = victims.iter().map(|(v, _)| v.to_string()).collect();
+        if let Some(j) = self.jobs.get_mut(&by) {
+            j.reason = Some(format!(
+                "asking cluster {name} to preempt job(s) {} of lower priority",
+                list.join(", ")
+            ));
+            self.dirty_jobs.insert(by);
+        }
+        self.preempt_victims
+            .insert(by, victims.iter().map(|&(v, _)| v).collect());
+        self.effects.push(Effect::Preempt {
+            cluster: k,
+            by,
+            victims: parts,
+        });
+    }
+
+    /// Cluster answered the preemption asked for job `by`: every victim stopped (`Ok`), or
+    /// none (`Err`: why; any suspended meanwhile was resumed).
+    pub fn preemption_answered(&mut self, now: Time, by: JobId, answer: Result<(), String>) {
+        if let Err(why) = &answer {
+            tracing::info!("preemption for job {by} refused: {why}");
+        }
+        self.preempt_victims.remove(&by);
+        if answer.is_ok() {
+            self.preempting.insert(by);
+        }
+        let mut out = Vec::new();
+        self.broker
+            .on_preemption_answered(now, by, answer, &mut out);
+        self.carry_out(now, out);
+        self.preempting.remove(&by);
+    }
+
+    /// The broker asks cluster `k` to resume suspended job `id`.
+    pub(super) fn ask_resume(&mut self, now: Time, id: JobId, k: usize) {
+        let name = self.clusters[k].cfg.name.clone();
+        let Some(j) = self.jobs.get(&id) else {
+            return self.resume_answered(now, id, Err(format!("job {id} is unknown")));
+        };
+        let external = j
+            .parts
+            .iter()
+            .find(|p| p.cluster == name && !p.ended)
+            .and_then(|p| p.external.clone());
+        let part = PartHandle {
+            job: id.0,
+            attempt: j.attempt,
+            external,
+        };
+        self.effects.push(Effect::ResumePart {
+            cluster: k,
+            job: id,
+            part,
+        });
+    }
+
+    /// Cluster answered the resumption of job `id`.
+    pub fn resume_answered(&mut self, now: Time, id: JobId, answer: Result<(), String>) {
+        if let Err(why) = &answer {
+            tracing::info!("resuming job {id} refused: {why}");
+        }
+        let mut out = Vec::new();
+        self.broker.on_resume_answered(now, id, answer, &mut out);
+        self.carry_out(now, out);
+    }
+
+    /// True when the cluster's report that job `id`'s part there is suspended is news: its
+    /// record neither says it is suspended (by its owner, or by preemption) nor is it a
+    /// victim of a preemption asked and not yet answered. That is a preemption whose answer
+    /// a restart lost: the part is resumed, and the job that asked is served again.
+    pub(super) fn stray_suspended(&self, id: JobId) -> bool {
+        !self.preempt_victims.values().any(|v| v.contains(&id))
+            && self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Running && !j.suspended)
+    }
+}
