@@ -45,7 +45,7 @@ use crate::ids::{JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// When in a cycle waiting jobs are served by level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,12 +59,13 @@ pub(super) enum Stage {
 
 impl Broker {
     /// Serves waiting jobs by level: resumes, preempts (see the module documentation).
-    /// After the planner, again while a pass starts something: a job that fit on idle
-    /// processors when it was served may have lost them to a job of its level served after
-    /// it, and then takes processors of a lower level in its turn.
+    /// After the planner, from the start again each time a job starts or resumes: a job
+    /// that fit on idle processors when it was served may have lost them to a job of its
+    /// level served after it, and then takes processors of a lower level in its turn,
+    /// before any lower level is served.
     pub(super) fn serve_levels(&mut self, now: Time, stage: Stage, out: &mut Vec<BrokerAction>) {
         // Each pass that acts starts a job that cannot be stopped again in this cycle.
-        let bound = self.jobs.len() + 1;
+        let bound = 2 * self.jobs.len() + 2;
         for _ in 0..bound {
             let before = out.len();
             self.serve_levels_once(now, stage, out);
@@ -110,7 +111,11 @@ impl Broker {
         // Queued jobs served before that fit on the processors idle as they are: a job of a
         // lower level served after them does not take those from under them.
         let mut fitting: Vec<Fitting> = Vec::new();
+        let acted = out.len();
         for (_, id) in waiting {
+            if stage == Stage::AfterPlanning && out.len() > acted {
+                return; // served again from the first
+            }
             let Some(e) = self.jobs.get(&id) else {
                 continue;
             };
@@ -535,7 +540,7 @@ impl Broker {
                 {
                     vec![(p.cluster, p.procs, rounded(*left, self, p.cluster), 0.0)]
                 }
-                _ => return false,
+                _ => return self.preempt_across(now, id, claims, fitting, stage, out),
             },
             _ => (0..self.clusters.len())
                 .filter_map(|k| {
@@ -588,7 +593,7 @@ impl Broker {
             }
         }
         let Some((_, k, victims, need, len, cost)) = best else {
-            return false;
+            return self.preempt_across(now, id, claims, fitting, stage, out);
         };
         for v in victims {
             self.preempt_job(now, v, id, out);
@@ -604,6 +609,189 @@ impl Broker {
             window: Interval::new(now, now + len),
         };
         self.reserve(now, id, now, now + len, cost, vec![part], out);
+        true
+    }
+
+    /// The running global jobs below `level` holding processors of cluster `k` that a job
+    /// may take at this stage.
+    fn lower_holders(&self, now: Time, k: usize, level: u32, stage: Stage) -> Vec<Holder> {
+        let mut holders = self.holders(k);
+        holders.retain(|h| h.priority < level);
+        if stage == Stage::AfterPlanning {
+            // Started by the planner in this very cycle: not stopped before it ran.
+            holders.retain(|h| h.started < now);
+        }
+        holders
+    }
+
+    /// Preempts what job `id` needs over several clusters and starts it there at once: a
+    /// suspended job with parts on several takes lower levels' processors on each of them;
+    /// a queued co-allocated job that no cluster can make room for alone takes them over
+    /// every cluster, the idle ones counted. False (nothing done) when they do not make
+    /// room for it that way.
+    fn preempt_across(
+        &mut self,
+        now: Time,
+        id: JobId,
+        claims: &Claims,
+        fitting: &[Fitting],
+        stage: Stage,
+        out: &mut Vec<BrokerAction>,
+    ) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let level = e.job.priority;
+        let usable = |k: usize| self.clusters[k].available && !self.clusters[k].self_scheduled;
+        let idle = |k: usize| claims.idle(&self.clusters[k].sched, now, k).max(0);
+        // (cluster, processors, window length) of every part, the victims, the cost.
+        let (parts, victims, cost): (Vec<(usize, u32, Dur)>, BTreeSet<JobId>, f64) = match &e.phase
+        {
+            Phase::Suspended { parts, left, .. } if parts.len() > 1 => {
+                if !parts.iter().all(|p| usable(p.cluster)) {
+                    return false;
+                }
+                let mut victims = BTreeSet::new();
+                for p in parts {
+                    let holders = self.lower_holders(now, p.cluster, level, stage);
+                    let Some(v) = preempt::victims(
+                        p.procs,
+                        idle(p.cluster).clamp(0, i64::from(u32::MAX)) as u32,
+                        level,
+                        &holders,
+                    ) else {
+                        return false;
+                    };
+                    victims.extend(v);
+                }
+                let parts = parts
+                    .iter()
+                    .map(|p| (p.cluster, p.procs, rounded(*left, self, p.cluster)))
+                    .collect();
+                (parts, victims, 0.0)
+            }
+            Phase::Queued | Phase::Planned { .. } if e.job.co_allocate => {
+                let job = &e.job;
+                let ks: Vec<usize> = (0..self.clusters.len())
+                    .filter(|&k| usable(k) && self.clusters[k].tariff.base <= job.max_price)
+                    .collect();
+                // Every lower job, counted by what it frees on those clusters together.
+                let mut spread: BTreeMap<JobId, Holder> = BTreeMap::new();
+                for &k in &ks {
+                    for h in self.lower_holders(now, k, level, stage) {
+                        spread
+                            .entry(h.job)
+                            .and_modify(|x| x.procs += h.procs)
+                            .or_insert(h);
+                    }
+                }
+                let all: Vec<Holder> = spread.into_values().collect();
+                let idle_all: i64 = ks.iter().map(|&k| idle(k)).sum();
+                let Some(v) = preempt::victims(
+                    job.procs,
+                    idle_all.clamp(0, i64::from(u32::MAX)) as u32,
+                    level,
+                    &all,
+                ) else {
+                    return false;
+                };
+                let victims: BTreeSet<JobId> = v.into_iter().collect();
+                // Room per cluster once they are gone, the largest first.
+                let mut room: Vec<(i64, usize)> = ks
+                    .iter()
+                    .map(|&k| {
+                        let freed: i64 = self
+                            .holders(k)
+                            .iter()
+                            .filter(|h| victims.contains(&h.job))
+                            .map(|h| i64::from(h.procs))
+                            .sum();
+                        (idle(k) + freed, k)
+                    })
+                    .collect();
+                room.sort_by_key(|&(r, k)| (std::cmp::Reverse(r), k));
+                let slowest = room
+                    .iter()
+                    .filter(|(r, _)| *r > 0)
+                    .map(|&(_, k)| self.clusters[k].slowest_speed())
+                    .fold(f64::INFINITY, f64::min);
+                let secs = (job.walltime.as_secs() as f64 / slowest).ceil() as i64;
+                let mut need = i64::from(job.procs);
+                let mut parts = Vec::new();
+                let mut cost = 0.0;
+                for (r, k) in room {
+                    let take = r.min(need);
+                    if take <= 0 {
+                        continue;
+                    }
+                    let len = rounded(Dur(secs.max(1)), self, k);
+                    cost += self.clusters[k].tariff.base * take as f64 * len.as_secs() as f64;
+                    parts.push((k, take as u32, len));
+                    need -= take;
+                }
+                if need > 0 {
+                    return false;
+                }
+                if self.budgets.get(&job.user).is_some_and(|&left| cost > left) {
+                    return false;
+                }
+                (parts, victims, cost)
+            }
+            _ => return false,
+        };
+        if victims.is_empty() {
+            return false; // it fits without preemption: not this function's to start
+        }
+        // Would every part really start at once once they are gone?
+        let mut taken = Vec::new();
+        for &(k, procs, len) in &parts {
+            let mut sched = claims.applied(&self.clusters[k].sched, k);
+            let mut freed = 0i64;
+            for v in &victims {
+                let held = self.reservations_on(*v, k);
+                if !held.is_empty() {
+                    freed += self
+                        .holders(k)
+                        .iter()
+                        .filter(|h| h.job == *v)
+                        .map(|h| i64::from(h.procs))
+                        .sum::<i64>();
+                    release(&mut sched, now, *v, &held);
+                }
+            }
+            if sched
+                .add_reservation_displacing(probe(0, procs, now, len))
+                .is_err()
+            {
+                return false;
+            }
+            taken.push((k, i64::from(procs) - freed));
+        }
+        if !self.keeps_fitting(now, level, fitting, &taken) {
+            return false;
+        }
+        for v in victims {
+            self.preempt_job(now, v, id, out);
+        }
+        if matches!(self.jobs[&id].phase, Phase::Suspended { .. }) {
+            return self.try_resume(now, id, claims, fitting, out);
+        }
+        let end = parts
+            .iter()
+            .map(|&(_, _, len)| now + len)
+            .max()
+            .unwrap_or(now);
+        let reserved = parts
+            .into_iter()
+            .map(|(k, procs, len)| ReservedPart {
+                cluster: k,
+                reservation: ReservationId(0),
+                procs,
+                processors: Vec::new(),
+                window: Interval::new(now, now + len),
+            })
+            .collect();
+        self.reserve(now, id, now, end, cost, reserved, out);
         true
     }
 
@@ -747,6 +935,23 @@ impl Broker {
                 window: w,
                 ..p.clone()
             });
+        }
+        // Its licences were given back with its reservations: held again by the first
+        // part's, as when it was first reserved; it stays suspended if they are taken.
+        let licences = self.jobs[&id].job.licences.clone();
+        if let (false, Some(first)) = (licences.is_empty(), new_parts.first()) {
+            if self.clusters[first.cluster]
+                .sched
+                .hold_licences_in_reservation(first.reservation, &licences)
+                .is_err()
+            {
+                for q in &new_parts {
+                    let _ = self.clusters[q.cluster]
+                        .sched
+                        .remove_reservation(now, q.reservation);
+                }
+                return false;
+            }
         }
         let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
         let job = self.jobs[&id].job.clone();
