@@ -625,3 +625,25 @@ fn a_resumed_job_holds_its_licences_again() {
     out.extend(cycle(&mut b, 110));
     assert!(started(&out).contains(&100), "{out:?}");
 }
+
+/// Co-allocated job 1 (level 1, 10 processors over both clusters, 100 s) is suspended at 5
+/// by job 2 (level 3, 4 processors of c0, 10 s). At 6 job 3 (level 0, 6 processors, 1000
+/// s) starts on c1, idle meanwhile. At 15 job 2 ends: job 1 takes c1 back from job 3 and
+/// resumes on both clusters, to end at 110.
+#[test]
+fn a_suspended_co_allocated_job_takes_lower_levels_on_each_of_its_clusters_to_resume() {
+    let mut b = two_clusters();
+    let mut low = global(1, 1, 10, 100, false);
+    low.co_allocate = true;
+    b.submit(Time(0), low);
+    assert_eq!(starts(&cycle(&mut b, 0)), vec![(1, 0, 4), (1, 1, 6)]);
+    b.submit(Time(5), global(2, 3, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    b.submit(Time(6), global(3, 0, 6, 1000, false));
+    assert_eq!(starts(&cycle(&mut b, 6)), vec![(3, 1, 6)]);
+    let mut out = end(&mut b, 15, 2);
+    out.extend(cycle(&mut b, 15));
+    assert_eq!(preempted(&out), vec![(3, 1, Preemption::Suspend)]);
+    assert_eq!(resumed_parts(&out, 1), vec![(0, 4, 110), (1, 6, 110)]);
+}
