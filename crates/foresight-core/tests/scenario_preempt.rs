@@ -502,3 +502,148 @@ fn a_co_allocated_job_claims_the_idle_processors_it_spans() {
     s.dedup();
     assert_eq!(s, vec![7, 8]);
 }
+
+/// The starts of `out` as (job, cluster, processors), sorted.
+fn starts(out: &[BrokerAction]) -> Vec<(u64, usize, u32)> {
+    let mut v: Vec<_> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Start {
+                job,
+                cluster,
+                procs,
+                ..
+            } => Some((job.0, *cluster, *procs)),
+            _ => None,
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The parts job `id` resumed with in `out`, as (cluster, processors, window end).
+fn resumed_parts(out: &[BrokerAction], id: u64) -> Vec<(usize, u32, i64)> {
+    let mut v: Vec<_> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Resumed { job, parts, .. } if job.0 == id => Some(parts.clone()),
+            _ => None,
+        })
+        .flatten()
+        .map(|p| (p.cluster, p.procs, p.window.end.secs()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Co-allocated job 1 (level 0, 10 processors, 100 s) fills both clusters (4 of c0, 6 of
+/// c1). At 5 comes co-allocated job 2 (level 2, 8 processors, 10 s), too large for either
+/// cluster alone: it takes job 1's processors on both at once (1 is suspended, every part,
+/// 95 s left), runs over both, and at 15, once it ended on both, job 1 resumes on both to
+/// end at 110.
+#[test]
+fn a_co_allocated_job_preempts_over_several_clusters_and_the_suspended_one_resumes_on_all() {
+    let mut b = two_clusters();
+    let mut low = global(1, 0, 10, 100, false);
+    low.co_allocate = true;
+    b.submit(Time(0), low);
+    assert_eq!(starts(&cycle(&mut b, 0)), vec![(1, 0, 4), (1, 1, 6)]);
+    let mut high = global(2, 2, 8, 10, false);
+    high.co_allocate = true;
+    b.submit(Time(5), high);
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    let s = starts(&out);
+    assert_eq!(s.iter().map(|x| x.2).sum::<u32>(), 8, "{s:?}");
+    assert!(
+        s.iter().all(|x| x.0 == 2) && s.len() == 2,
+        "over both: {s:?}"
+    );
+    assert!(matches!(
+        phase(&b, 1),
+        Some(Phase::Suspended { parts, left: Dur(95), .. }) if parts.len() == 2
+    ));
+    let mut out = Vec::new();
+    for k in 0..2 {
+        b.on_part_ended(Time(15), k, JobId(2), &mut out);
+    }
+    out.extend(cycle(&mut b, 15));
+    assert_eq!(resumed_parts(&out, 1), vec![(0, 4, 110), (1, 6, 110)]);
+    assert!(matches!(phase(&b, 1), Some(Phase::Running { parts, .. }) if parts.len() == 2));
+}
+
+/// Co-allocated job 1 (level 0, 10 processors) over both clusters is suspended, every part,
+/// by job 2 (level 2, 4 processors of c0 alone, 10 s); c1 stays idle meanwhile (the
+/// suspended job keeps its processes there). At 15, once job 2 ended, job 1 resumes on both
+/// clusters.
+#[test]
+fn a_co_allocated_job_suspended_for_one_cluster_resumes_on_every_cluster() {
+    let mut b = two_clusters();
+    let mut low = global(1, 0, 10, 100, false);
+    low.co_allocate = true;
+    b.submit(Time(0), low);
+    assert_eq!(starts(&cycle(&mut b, 0)), vec![(1, 0, 4), (1, 1, 6)]);
+    b.submit(Time(5), global(2, 2, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    assert_eq!(started(&out), vec![2]);
+    let out = cycle(&mut b, 10);
+    assert!(resumed(&out).is_empty(), "c0 is job 2's till 15");
+    let mut out = end(&mut b, 15, 2);
+    out.extend(cycle(&mut b, 15));
+    assert_eq!(resumed_parts(&out, 1), vec![(0, 4, 110), (1, 6, 110)]);
+}
+
+/// Job 1 (level 0, 2 processors of c0, 100 s) holds c0's one licence `lic`. Job 2 (level 2,
+/// 4 processors, 10 s) suspends it at 5, which gives the licence back while it is stopped;
+/// at 15 job 1 resumes and holds the licence again: a local job asking for it at 20 waits
+/// till job 1 ends at 110, and starts then.
+#[test]
+fn a_resumed_job_holds_its_licences_again() {
+    let mut b = broker(4);
+    b.add_licence_pool("lic", 1, &[0]);
+    let mut low = global(1, 0, 2, 100, false);
+    low.licences = [("lic".to_string(), 1)].into_iter().collect();
+    b.submit(Time(0), low);
+    assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
+    b.submit(Time(5), global(2, 2, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    let mut out = end(&mut b, 15, 2);
+    out.extend(cycle(&mut b, 15));
+    assert_eq!(resumed(&out), vec![(1, 110)]);
+    let mut out = Vec::new();
+    let local = Job::new(JobId(100), Time(20), 2, Dur(10))
+        .with_licences([("lic".to_string(), 1)].into_iter().collect());
+    b.submit_local(Time(20), 0, local, &mut out).unwrap();
+    out.extend(cycle(&mut b, 20));
+    assert!(
+        !started(&out).contains(&100),
+        "the local job took the licence job 1 runs with"
+    );
+    let mut out = end(&mut b, 110, 1);
+    out.extend(cycle(&mut b, 110));
+    assert!(started(&out).contains(&100), "{out:?}");
+}
+
+/// Co-allocated job 1 (level 1, 10 processors over both clusters, 100 s) is suspended at 5
+/// by job 2 (level 3, 4 processors of c0, 10 s). At 6 job 3 (level 0, 6 processors, 1000
+/// s) starts on c1, idle meanwhile. At 15 job 2 ends: job 1 takes c1 back from job 3 and
+/// resumes on both clusters, to end at 110.
+#[test]
+fn a_suspended_co_allocated_job_takes_lower_levels_on_each_of_its_clusters_to_resume() {
+    let mut b = two_clusters();
+    let mut low = global(1, 1, 10, 100, false);
+    low.co_allocate = true;
+    b.submit(Time(0), low);
+    assert_eq!(starts(&cycle(&mut b, 0)), vec![(1, 0, 4), (1, 1, 6)]);
+    b.submit(Time(5), global(2, 3, 4, 10, false));
+    let out = cycle(&mut b, 5);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    b.submit(Time(6), global(3, 0, 6, 1000, false));
+    assert_eq!(starts(&cycle(&mut b, 6)), vec![(3, 1, 6)]);
+    let mut out = end(&mut b, 15, 2);
+    out.extend(cycle(&mut b, 15));
+    assert_eq!(preempted(&out), vec![(3, 1, Preemption::Suspend)]);
+    assert_eq!(resumed_parts(&out, 1), vec![(0, 4, 110), (1, 6, 110)]);
+}

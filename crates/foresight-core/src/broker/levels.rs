@@ -19,9 +19,19 @@
 //!   still waiting again on the clusters as the planner left them. A job the planner did
 //!   not start after all then preempts in this very cycle, and a suspended job resumes
 //!   only into processors nobody was given;
+//! - before the planner, once a job has claimed processors, queued jobs served after it
+//!   that need preemption wait for the second pass too; after the planner, a queued job
+//!   that fits claims nothing (the planner kept it for later), but a job of a lower level
+//!   neither resumes into nor preempts with the idle processors it fits into (a higher
+//!   level comes first on idle processors); and the second pass is repeated while it
+//!   starts something, since a job served before may have lost its idle processors to a
+//!   job of its level served after it;
 //! - the planner does not start a job of a lower level where a waiting job of a higher
 //!   level (queued, or suspended and waiting for the second pass) would take its processors
-//!   back at once.
+//!   back at once, nor where, once the second pass has served every waiting job (played on
+//!   copies of the broker, with and without the start), a queued job of a higher level
+//!   would wait on processors of lower levels it would not wait on otherwise: jobs started
+//!   in a cycle are not stopped again in it.
 //!
 //! Local jobs are never preempted: they are not the broker's to stop. Only clusters the
 //! broker schedules itself take part: on a cluster that schedules itself (Slurm) a running
@@ -30,12 +40,12 @@
 //! happens, and the broker decides exactly as it did without levels.
 
 use super::preempt::{self, Holder, Preemption};
-use super::{bound_part, Broker, BrokerAction, Phase, ReservationEnd, ReservedPart};
+use super::{bound_part, Broker, BrokerAction, GridCluster, Phase, ReservationEnd, ReservedPart};
 use crate::ids::{JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// When in a cycle waiting jobs are served by level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +59,24 @@ pub(super) enum Stage {
 
 impl Broker {
     /// Serves waiting jobs by level: resumes, preempts (see the module documentation).
+    /// After the planner, from the start again each time a job starts or resumes: a job
+    /// that fit on idle processors when it was served may have lost them to a job of its
+    /// level served after it, and then takes processors of a lower level in its turn,
+    /// before any lower level is served.
     pub(super) fn serve_levels(&mut self, now: Time, stage: Stage, out: &mut Vec<BrokerAction>) {
+        // Each pass that acts starts a job that cannot be stopped again in this cycle.
+        let bound = 2 * self.jobs.len() + 2;
+        for _ in 0..bound {
+            let before = out.len();
+            self.serve_levels_once(now, stage, out);
+            if stage == Stage::BeforePlanning || out.len() == before {
+                return;
+            }
+        }
+    }
+
+    /// One pass over the waiting jobs in their service order.
+    fn serve_levels_once(&mut self, now: Time, stage: Stage, out: &mut Vec<BrokerAction>) {
         let any_suspended = self
             .jobs
             .values()
@@ -81,7 +108,14 @@ impl Broker {
         // Processors queued jobs served before (that fit without preemption) are about to
         // get from the planner: not idle for the jobs served after them.
         let mut claims = Claims::new(self.clusters.len());
+        // Queued jobs served before that fit on the processors idle as they are: a job of a
+        // lower level served after them does not take those from under them.
+        let mut fitting: Vec<Fitting> = Vec::new();
+        let acted = out.len();
         for (_, id) in waiting {
+            if stage == Stage::AfterPlanning && out.len() > acted {
+                return; // served again from the first
+            }
             let Some(e) = self.jobs.get(&id) else {
                 continue;
             };
@@ -90,20 +124,38 @@ impl Broker {
                 if stage == Stage::BeforePlanning && claims.any() {
                     continue; // the second pass serves it, against the real placement
                 }
-                if self.try_resume(now, id, &claims, out) {
+                if self.try_resume(now, id, &claims, &fitting, out) {
                     continue;
                 }
-                self.preempt_for(now, id, &claims, stage, out);
+                self.preempt_for(now, id, &claims, &fitting, stage, out);
             } else {
                 let can_preempt = self.lowest_running_level().is_some_and(|l| l < level);
                 if !can_preempt && !any_suspended {
                     continue;
                 }
-                if self.fits_now(now, id, &mut claims) {
+                if self.fits_idle(now, e.job.procs, e.job.co_allocate, &[]) {
+                    fitting.push(Fitting {
+                        level,
+                        procs: e.job.procs,
+                        co_allocate: e.job.co_allocate,
+                    });
+                }
+                // After the planner, a job that fits and was not started is kept for later
+                // by the planner: its processors are nobody's this cycle (a job of a lower
+                // level still does not take them, `fitting`).
+                let mut unclaimed = Claims::new(self.clusters.len());
+                let claiming = match stage {
+                    Stage::BeforePlanning => &mut claims,
+                    Stage::AfterPlanning => &mut unclaimed,
+                };
+                if self.fits_now(now, id, claiming) {
                     continue;
                 }
-                if can_preempt {
-                    self.preempt_for(now, id, &claims, stage, out);
+                // Once a job has claimed processors the placement is a guess: the second
+                // pass preempts, against the real one.
+                let guessing = stage == Stage::BeforePlanning && claims.any();
+                if can_preempt && !guessing {
+                    self.preempt_for(now, id, &claims, &fitting, stage, out);
                 }
             }
         }
@@ -187,26 +239,105 @@ impl Broker {
             }
             idle[k] + lower_than(k, w_level) + i64::from(n) >= need
         });
-        taken_back
-            || higher.iter().any(|w| {
-                let need = i64::from(w.job.procs);
-                // As the planner would start it: for its run, past the clusters' forecasts.
-                let fits = (0..self.clusters.len()).any(|k| {
-                    self.single_cluster_run(w.job.id, k)
-                        .is_some_and(|(wlen, _)| {
-                            self.fits_beside(now, k, parts, len, w.job.procs, wlen)
-                        })
-                }) || (w.job.co_allocate && idle.iter().sum::<i64>() >= need);
-                if fits {
+        if taken_back || self.strands_higher(now, id, parts, len, &higher) {
+            return true;
+        }
+        higher.iter().any(|w| {
+            let need = i64::from(w.job.procs);
+            // As the planner would start it: for its run, past the clusters' forecasts.
+            let fits = (0..self.clusters.len()).any(|k| {
+                self.single_cluster_run(w.job.id, k)
+                    .is_some_and(|(wlen, _)| {
+                        self.fits_beside(now, k, parts, len, w.job.procs, wlen)
+                    })
+            }) || (w.job.co_allocate && idle.iter().sum::<i64>() >= need);
+            if fits {
+                return false;
+            }
+            let on_its_clusters = parts.iter().any(|&(k, n)| {
+                if self.clusters[k].self_scheduled || !self.clusters[k].available {
                     return false;
                 }
-                parts.iter().any(|&(k, n)| {
-                    if self.clusters[k].self_scheduled || !self.clusters[k].available {
-                        return false;
-                    }
-                    idle[k] + lower_than(k, w.job.priority) + i64::from(n) >= need
-                })
+                idle[k] + lower_than(k, w.job.priority) + i64::from(n) >= need
+            });
+            // It fit on the idle processors before `id` took some: the second pass
+            // would keep them from any lower level, so does the planner.
+            on_its_clusters || self.fits_idle(now, w.job.procs, w.job.co_allocate, &[])
+        })
+    }
+
+    /// True when starting job `id` now with `parts` (cluster, processors) for `len` would
+    /// leave a queued job of a higher level in `higher` waiting on processors of lower
+    /// levels, where it would not wait otherwise, once the second pass has served every
+    /// waiting job (both played on copies of the broker: the pass resumes and preempts
+    /// jobs together, not one waiting job at a time). Jobs started in this cycle are not
+    /// stopped again in it, so such a start would hold that job for a cycle.
+    fn strands_higher(
+        &self,
+        now: Time,
+        id: JobId,
+        parts: &[(usize, u32)],
+        len: Dur,
+        higher: &[&super::Entry],
+    ) -> bool {
+        let mut scratch = Vec::new();
+        let mut with = self.clone();
+        let reserved = parts
+            .iter()
+            .map(|&(k, procs)| ReservedPart {
+                cluster: k,
+                reservation: ReservationId(0),
+                procs,
+                processors: Vec::new(),
+                window: Interval::new(now, now + rounded(len, self, k)),
             })
+            .collect();
+        with.reserve(now, id, now, now + len, 0.0, reserved, &mut scratch);
+        if !matches!(
+            with.jobs.get(&id).map(|e| &e.phase),
+            Some(Phase::Running { .. })
+        ) {
+            return false;
+        }
+        with.serve_levels(now, Stage::AfterPlanning, &mut scratch);
+        let mut without = self.clone();
+        without.serve_levels(now, Stage::AfterPlanning, &mut scratch);
+        let (with, without) = (with.level_counts(now), without.level_counts(now));
+        higher.iter().any(|w| {
+            let strands = |c: &LevelCounts| {
+                c.strands(
+                    &self.clusters,
+                    w.job.procs,
+                    w.job.priority,
+                    w.job.co_allocate,
+                )
+            };
+            strands(&with) && !strands(&without)
+        })
+    }
+
+    /// Idle processors and running global jobs' levels per cluster.
+    fn level_counts(&self, now: Time) -> LevelCounts {
+        let idle: Vec<i64> = self
+            .clusters
+            .iter()
+            .map(|c| {
+                if c.available && !c.self_scheduled {
+                    c.sched.idle_at(now)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let mut running: Vec<Vec<(u32, i64)>> = vec![Vec::new(); self.clusters.len()];
+        for e in self.jobs.values() {
+            if let Phase::Running { parts, ended, .. } = &e.phase {
+                for p in parts.iter().filter(|p| !ended.contains(&p.cluster)) {
+                    running[p.cluster].push((e.job.priority, i64::from(p.procs)));
+                }
+            }
+        }
+        LevelCounts { idle, running }
     }
 
     /// True when `procs` processors of cluster `k` can be held now for `len` once a job
@@ -243,6 +374,46 @@ impl Broker {
         sched
             .add_reservation_displacing(probe(2, procs, now, len))
             .is_ok()
+    }
+
+    /// True when `procs` processors are idle now on one cluster the broker schedules itself
+    /// (or over several, `co_allocate`), counted as they are once `taken` (cluster,
+    /// processors; negative gives back) is taken from them.
+    fn fits_idle(&self, now: Time, procs: u32, co_allocate: bool, taken: &[(usize, i64)]) -> bool {
+        let need = i64::from(procs);
+        let mut sum = 0;
+        for (k, c) in self.clusters.iter().enumerate() {
+            if !c.available || c.self_scheduled {
+                continue;
+            }
+            let mine: i64 = taken
+                .iter()
+                .filter(|(tk, _)| *tk == k)
+                .map(|(_, n)| n)
+                .sum();
+            let idle = (c.sched.idle_at(now) - mine).max(0);
+            if procs <= c.sched.capacity() && idle >= need {
+                return true;
+            }
+            sum += idle;
+        }
+        co_allocate && sum >= need
+    }
+
+    /// True when taking `taken` (cluster, processors) of the idle processors for a job of
+    /// `level` leaves every queued job of a higher level in `fitting` that fits now
+    /// fitting still: that job would otherwise wait on processors a lower level holds.
+    fn keeps_fitting(
+        &self,
+        now: Time,
+        level: u32,
+        fitting: &[Fitting],
+        taken: &[(usize, i64)],
+    ) -> bool {
+        fitting.iter().filter(|f| f.level > level).all(|f| {
+            !self.fits_idle(now, f.procs, f.co_allocate, &[])
+                || self.fits_idle(now, f.procs, f.co_allocate, taken)
+        })
     }
 
     /// The lowest level among running global jobs that could be preempted.
@@ -352,6 +523,7 @@ impl Broker {
         now: Time,
         id: JobId,
         claims: &Claims,
+        fitting: &[Fitting],
         stage: Stage,
         out: &mut Vec<BrokerAction>,
     ) -> bool {
@@ -368,7 +540,7 @@ impl Broker {
                 {
                     vec![(p.cluster, p.procs, rounded(*left, self, p.cluster), 0.0)]
                 }
-                _ => return false,
+                _ => return self.preempt_across(now, id, claims, fitting, stage, out),
             },
             _ => (0..self.clusters.len())
                 .filter_map(|k| {
@@ -412,18 +584,22 @@ impl Broker {
                 .filter(|h| victims.contains(&h.job))
                 .map(|h| h.procs)
                 .sum();
+            let taken = [(k, i64::from(need) - i64::from(stopped))];
+            if !self.keeps_fitting(now, level, fitting, &taken) {
+                continue;
+            }
             if best.as_ref().is_none_or(|b| stopped < b.0) {
                 best = Some((stopped, k, victims, need, len, cost));
             }
         }
         let Some((_, k, victims, need, len, cost)) = best else {
-            return false;
+            return self.preempt_across(now, id, claims, fitting, stage, out);
         };
         for v in victims {
             self.preempt_job(now, v, id, out);
         }
         if matches!(self.jobs[&id].phase, Phase::Suspended { .. }) {
-            return self.try_resume(now, id, claims, out);
+            return self.try_resume(now, id, claims, fitting, out);
         }
         let part = ReservedPart {
             cluster: k,
@@ -433,6 +609,189 @@ impl Broker {
             window: Interval::new(now, now + len),
         };
         self.reserve(now, id, now, now + len, cost, vec![part], out);
+        true
+    }
+
+    /// The running global jobs below `level` holding processors of cluster `k` that a job
+    /// may take at this stage.
+    fn lower_holders(&self, now: Time, k: usize, level: u32, stage: Stage) -> Vec<Holder> {
+        let mut holders = self.holders(k);
+        holders.retain(|h| h.priority < level);
+        if stage == Stage::AfterPlanning {
+            // Started by the planner in this very cycle: not stopped before it ran.
+            holders.retain(|h| h.started < now);
+        }
+        holders
+    }
+
+    /// Preempts what job `id` needs over several clusters and starts it there at once: a
+    /// suspended job with parts on several takes lower levels' processors on each of them;
+    /// a queued co-allocated job that no cluster can make room for alone takes them over
+    /// every cluster, the idle ones counted. False (nothing done) when they do not make
+    /// room for it that way.
+    fn preempt_across(
+        &mut self,
+        now: Time,
+        id: JobId,
+        claims: &Claims,
+        fitting: &[Fitting],
+        stage: Stage,
+        out: &mut Vec<BrokerAction>,
+    ) -> bool {
+        let Some(e) = self.jobs.get(&id) else {
+            return false;
+        };
+        let level = e.job.priority;
+        let usable = |k: usize| self.clusters[k].available && !self.clusters[k].self_scheduled;
+        let idle = |k: usize| claims.idle(&self.clusters[k].sched, now, k).max(0);
+        // (cluster, processors, window length) of every part, the victims, the cost.
+        let (parts, victims, cost): (Vec<(usize, u32, Dur)>, BTreeSet<JobId>, f64) = match &e.phase
+        {
+            Phase::Suspended { parts, left, .. } if parts.len() > 1 => {
+                if !parts.iter().all(|p| usable(p.cluster)) {
+                    return false;
+                }
+                let mut victims = BTreeSet::new();
+                for p in parts {
+                    let holders = self.lower_holders(now, p.cluster, level, stage);
+                    let Some(v) = preempt::victims(
+                        p.procs,
+                        idle(p.cluster).clamp(0, i64::from(u32::MAX)) as u32,
+                        level,
+                        &holders,
+                    ) else {
+                        return false;
+                    };
+                    victims.extend(v);
+                }
+                let parts = parts
+                    .iter()
+                    .map(|p| (p.cluster, p.procs, rounded(*left, self, p.cluster)))
+                    .collect();
+                (parts, victims, 0.0)
+            }
+            Phase::Queued | Phase::Planned { .. } if e.job.co_allocate => {
+                let job = &e.job;
+                let ks: Vec<usize> = (0..self.clusters.len())
+                    .filter(|&k| usable(k) && self.clusters[k].tariff.base <= job.max_price)
+                    .collect();
+                // Every lower job, counted by what it frees on those clusters together.
+                let mut spread: BTreeMap<JobId, Holder> = BTreeMap::new();
+                for &k in &ks {
+                    for h in self.lower_holders(now, k, level, stage) {
+                        spread
+                            .entry(h.job)
+                            .and_modify(|x| x.procs += h.procs)
+                            .or_insert(h);
+                    }
+                }
+                let all: Vec<Holder> = spread.into_values().collect();
+                let idle_all: i64 = ks.iter().map(|&k| idle(k)).sum();
+                let Some(v) = preempt::victims(
+                    job.procs,
+                    idle_all.clamp(0, i64::from(u32::MAX)) as u32,
+                    level,
+                    &all,
+                ) else {
+                    return false;
+                };
+                let victims: BTreeSet<JobId> = v.into_iter().collect();
+                // Room per cluster once they are gone, the largest first.
+                let mut room: Vec<(i64, usize)> = ks
+                    .iter()
+                    .map(|&k| {
+                        let freed: i64 = self
+                            .holders(k)
+                            .iter()
+                            .filter(|h| victims.contains(&h.job))
+                            .map(|h| i64::from(h.procs))
+                            .sum();
+                        (idle(k) + freed, k)
+                    })
+                    .collect();
+                room.sort_by_key(|&(r, k)| (std::cmp::Reverse(r), k));
+                let slowest = room
+                    .iter()
+                    .filter(|(r, _)| *r > 0)
+                    .map(|&(_, k)| self.clusters[k].slowest_speed())
+                    .fold(f64::INFINITY, f64::min);
+                let secs = (job.walltime.as_secs() as f64 / slowest).ceil() as i64;
+                let mut need = i64::from(job.procs);
+                let mut parts = Vec::new();
+                let mut cost = 0.0;
+                for (r, k) in room {
+                    let take = r.min(need);
+                    if take <= 0 {
+                        continue;
+                    }
+                    let len = rounded(Dur(secs.max(1)), self, k);
+                    cost += self.clusters[k].tariff.base * take as f64 * len.as_secs() as f64;
+                    parts.push((k, take as u32, len));
+                    need -= take;
+                }
+                if need > 0 {
+                    return false;
+                }
+                if self.budgets.get(&job.user).is_some_and(|&left| cost > left) {
+                    return false;
+                }
+                (parts, victims, cost)
+            }
+            _ => return false,
+        };
+        if victims.is_empty() {
+            return false; // it fits without preemption: not this function's to start
+        }
+        // Would every part really start at once once they are gone?
+        let mut taken = Vec::new();
+        for &(k, procs, len) in &parts {
+            let mut sched = claims.applied(&self.clusters[k].sched, k);
+            let mut freed = 0i64;
+            for v in &victims {
+                let held = self.reservations_on(*v, k);
+                if !held.is_empty() {
+                    freed += self
+                        .holders(k)
+                        .iter()
+                        .filter(|h| h.job == *v)
+                        .map(|h| i64::from(h.procs))
+                        .sum::<i64>();
+                    release(&mut sched, now, *v, &held);
+                }
+            }
+            if sched
+                .add_reservation_displacing(probe(0, procs, now, len))
+                .is_err()
+            {
+                return false;
+            }
+            taken.push((k, i64::from(procs) - freed));
+        }
+        if !self.keeps_fitting(now, level, fitting, &taken) {
+            return false;
+        }
+        for v in victims {
+            self.preempt_job(now, v, id, out);
+        }
+        if matches!(self.jobs[&id].phase, Phase::Suspended { .. }) {
+            return self.try_resume(now, id, claims, fitting, out);
+        }
+        let end = parts
+            .iter()
+            .map(|&(_, _, len)| now + len)
+            .max()
+            .unwrap_or(now);
+        let reserved = parts
+            .into_iter()
+            .map(|(k, procs, len)| ReservedPart {
+                cluster: k,
+                reservation: ReservationId(0),
+                procs,
+                processors: Vec::new(),
+                window: Interval::new(now, now + len),
+            })
+            .collect();
+        self.reserve(now, id, now, end, cost, reserved, out);
         true
     }
 
@@ -513,11 +872,13 @@ impl Broker {
         now: Time,
         id: JobId,
         claims: &Claims,
+        fitting: &[Fitting],
         out: &mut Vec<BrokerAction>,
     ) -> bool {
         let Some(e) = self.jobs.get(&id) else {
             return false;
         };
+        let level = e.job.priority;
         let Phase::Suspended {
             start,
             cost,
@@ -552,6 +913,13 @@ impl Broker {
                 return false;
             }
         }
+        let taken: Vec<(usize, i64)> = parts
+            .iter()
+            .map(|p| (p.cluster, i64::from(p.procs)))
+            .collect();
+        if !self.keeps_fitting(now, level, fitting, &taken) {
+            return false;
+        }
         let mut new_parts = Vec::with_capacity(parts.len());
         for (p, w) in parts.iter().zip(windows) {
             let rid = self.allocate_reservation();
@@ -573,6 +941,23 @@ impl Broker {
                 window: w,
                 ..p.clone()
             });
+        }
+        // Its licences were given back with its reservations: held again by the first
+        // part's, as when it was first reserved; it stays suspended if they are taken.
+        let licences = self.jobs[&id].job.licences.clone();
+        if let (false, Some(first)) = (licences.is_empty(), new_parts.first()) {
+            if self.clusters[first.cluster]
+                .sched
+                .hold_licences_in_reservation(first.reservation, &licences)
+                .is_err()
+            {
+                for q in &new_parts {
+                    let _ = self.clusters[q.cluster]
+                        .sched
+                        .remove_reservation(now, q.reservation);
+                }
+                return false;
+            }
         }
         let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
         let job = self.jobs[&id].job.clone();
@@ -614,6 +999,42 @@ fn release(sched: &mut LocalScheduler, now: Time, v: JobId, reservations: &[Rese
     for r in reservations {
         let _ = sched.remove_reservation(now, *r);
     }
+}
+
+/// Idle processors per cluster and the running global jobs there (level, processors).
+struct LevelCounts {
+    idle: Vec<i64>,
+    running: Vec<Vec<(u32, i64)>>,
+}
+
+impl LevelCounts {
+    /// True when a queued job of `level` needing `procs` does not fit on the idle
+    /// processors while those plus the ones lower levels hold on one cluster would do.
+    fn strands(&self, clusters: &[GridCluster], procs: u32, level: u32, co_allocate: bool) -> bool {
+        let need = i64::from(procs);
+        let usable = |k: usize| {
+            let c = &clusters[k];
+            c.available && !c.self_scheduled && procs <= c.sched.capacity()
+        };
+        let fits = (0..clusters.len()).any(|k| usable(k) && self.idle[k] >= need)
+            || (co_allocate && self.idle.iter().map(|i| i.max(&0)).sum::<i64>() >= need);
+        !fits
+            && (0..clusters.len()).any(|k| {
+                let lower: i64 = self.running[k]
+                    .iter()
+                    .filter(|(l, _)| *l < level)
+                    .map(|(_, n)| n)
+                    .sum();
+                usable(k) && self.idle[k].max(0) + lower >= need
+            })
+    }
+}
+
+/// A queued job served earlier in a pass that fit on the idle processors.
+struct Fitting {
+    level: u32,
+    procs: u32,
+    co_allocate: bool,
 }
 
 /// Processors of each cluster that queued jobs served earlier in a cycle fit into without
