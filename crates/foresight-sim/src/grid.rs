@@ -653,6 +653,7 @@ pub(crate) fn global_stream(
                 requires: Default::default(),
                 begin: None,
                 licences: Default::default(),
+                prediction: None,
             },
             Dur(runtime),
         ));

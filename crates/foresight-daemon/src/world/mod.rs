@@ -837,6 +837,7 @@ impl World {
             begin: begin.map(Time),
             requires: self.jobs[&id].requires.iter().cloned().collect(),
             licences: self.jobs[&id].licences.clone(),
+            prediction: None,
         };
         Some(job)
     }
