@@ -427,13 +427,28 @@ fn a_user_created_or_changed_through_one_dispatcher_is_known_at_once_to_the_othe
         status, 401,
         "the old token is gone once the new one was seen"
     );
-    // Disabled through a: b refuses dan soon after.
+    // A global job of dan's, queued held at b: it is in the shared queue, at no site.
+    let mut held = counted_job(&log, 0.1);
+    held["hold"] = true.into();
+    let queued = Http::new(&b.url, &new_token).submit(held);
+    assert_eq!(queue_state(&store, queued), "held -");
+    // Disabled through a: b refuses dan soon after, and the job in the shared queue is
+    // cancelled with the reason (before, it stayed held there for ever).
     let (status, v) = admin.post("/users/dan/state", &json!({ "disabled": true }));
     assert_eq!(status, 200, "{v}");
     wait_for("b to refuse disabled dan", Duration::from_secs(5), || {
         let (status, _) = Http::new(&b.url, &new_token).get("/whoami");
         (status == 401).then_some(())
     });
+    wait_for(
+        "dan's queued global job to be cancelled",
+        Duration::from_secs(10),
+        || (queue_state(&store, queued) == "cancelled -").then_some(()),
+    );
+    let (status, j) = admin.get(&format!("/jobs/{queued}"));
+    assert_eq!(status, 200, "{j}");
+    assert_eq!(j["state"], "cancelled", "{j}");
+    assert_eq!(j["reason"], "cancelled: user \"dan\" was disabled", "{j}");
     // A token nobody holds is still refused everywhere.
     let (status, _) = Http::new(&b.url, "no-such-token").get("/whoami");
     assert_eq!(status, 401);

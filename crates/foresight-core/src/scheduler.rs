@@ -710,6 +710,11 @@ impl LocalScheduler {
         Ok(())
     }
 
+    /// The licences reservation `id` holds (`None`: no such reservation).
+    pub fn reservation_licences(&self, id: ReservationId) -> Option<&BTreeMap<String, u32>> {
+        self.admin.get(&id).map(|slot| &slot.licences)
+    }
+
     /// The licence pools this cluster draws on, as it holds them now.
     pub fn licence_book(&self) -> &LicenceBook {
         &self.licences

@@ -17,9 +17,10 @@
 //! [`RuntimeTracker`]), as in `sim auction`; the auction's state is rows in PostgreSQL
 //! instead of an [`AuctionHouse`](foresight_core::auction::AuctionHouse) in memory.
 
+use crate::dependency::{dependency_verdict, Named};
 use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
-use foresight_api::{combine, DependencyVerdict};
+use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
     make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
 };
@@ -326,6 +327,22 @@ impl Dispatcher {
     /// notification wakes a round as soon as another site changes a user).
     async fn refresh_users(&self, service: &Arc<Service>) -> anyhow::Result<()> {
         let users = self.queue.users().await?;
+        let disabled: Vec<String> = users
+            .iter()
+            .filter(|u| u.disabled)
+            .map(|u| u.name.clone())
+            .collect();
+        for job in self
+            .queue
+            .cancel_unstarted_of(&disabled, unix_now().secs())
+            .await?
+        {
+            tracing::info!(
+                site = self.queue.site(),
+                job,
+                "cancelled: its user was disabled"
+            );
+        }
         if service.adopt_users(users) {
             // A user disabled elsewhere had jobs here cancelled.
             service.wake_cycle();
@@ -414,7 +431,14 @@ impl Dispatcher {
                 self.queue.dependencies_met(r.id).await?;
                 continue;
             };
-            match dependency_verdict(d, &states) {
+            let named = |id| {
+                states.get(&id).map(|&(state, started)| Named {
+                    state,
+                    started,
+                    label: id.to_string(),
+                })
+            };
+            match dependency_verdict(d, named, None) {
                 (DependencyVerdict::Met, _) => {
                     if self.queue.dependencies_met(r.id).await? {
                         tracing::info!(
@@ -787,150 +811,4 @@ pub(crate) fn admit_global(
              run at any site); name a cluster of this site (--cluster) or submit it without"
         ),
     ))
-}
-
-/// Where a global job's dependency stands, from the states of the jobs it names (`states`:
-/// id → state and whether it has started; a job missing there is gone), with the reason
-/// it waits or can never run, worded as a site's gate words it.
-pub(crate) fn dependency_verdict(
-    d: &foresight_store::DependencyRecord,
-    states: &BTreeMap<u64, (foresight_api::JobState, bool)>,
-) -> (DependencyVerdict, String) {
-    let mut verdicts = Vec::new();
-    let mut why_wait = None;
-    let mut why_never = Vec::new();
-    for c in &d.on {
-        let per_job: Vec<(DependencyVerdict, String)> = c
-            .jobs
-            .iter()
-            .map(|id| match states.get(id) {
-                Some((state, started)) => (
-                    c.kind.verdict(*state, *started),
-                    format!("job {id} is {state}"),
-                ),
-                None => (DependencyVerdict::Never, format!("job {id} is gone")),
-            })
-            .collect();
-        let v = combine(false, per_job.iter().map(|p| p.0));
-        let detail = per_job
-            .iter()
-            .find(|p| p.0 == v)
-            .map_or(String::new(), |p| p.1.clone());
-        let term = format!("{}:{}", c.kind.as_str(), c.target);
-        match v {
-            DependencyVerdict::Wait if why_wait.is_none() => {
-                why_wait = Some(format!("{term} ({detail})"))
-            }
-            DependencyVerdict::Never => why_never.push(format!("{term} ({detail})")),
-            _ => {}
-        }
-        verdicts.push(v);
-    }
-    match combine(d.any, verdicts) {
-        DependencyVerdict::Never => (
-            DependencyVerdict::Never,
-            format!(
-                "DependencyNeverSatisfied: {} can never hold ({})",
-                d.text,
-                why_never.join(", ")
-            ),
-        ),
-        DependencyVerdict::Wait => (
-            DependencyVerdict::Wait,
-            format!("Dependency: waiting for {}", why_wait.unwrap_or_default()),
-        ),
-        DependencyVerdict::Met => (DependencyVerdict::Met, String::new()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use foresight_api::{DependencyKind, JobState};
-    use foresight_store::{ConditionRecord, DependencyRecord};
-
-    fn dep(any: bool, on: &[(DependencyKind, &[u64])]) -> DependencyRecord {
-        DependencyRecord {
-            text: "t".into(),
-            any,
-            singleton: false,
-            on: on
-                .iter()
-                .map(|(kind, jobs)| ConditionRecord {
-                    kind: *kind,
-                    target: jobs[0].to_string(),
-                    jobs: jobs.to_vec(),
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn a_dependency_holds_waits_or_never_holds_by_the_states_of_the_jobs_it_names() {
-        use DependencyKind::*;
-        let states: BTreeMap<u64, (JobState, bool)> = [
-            (1, (JobState::Completed, true)),
-            (2, (JobState::Running, true)),
-            (3, (JobState::Failed, true)),
-            (4, (JobState::Pending, false)),
-        ]
-        .into_iter()
-        .collect();
-        struct Case {
-            name: &'static str,
-            d: DependencyRecord,
-            want: DependencyVerdict,
-            why: &'static str,
-        }
-        let cases = [
-            Case {
-                name: "afterok on a completed job",
-                d: dep(false, &[(AfterOk, &[1])]),
-                want: DependencyVerdict::Met,
-                why: "",
-            },
-            Case {
-                name: "afterok on a running job",
-                d: dep(false, &[(AfterOk, &[2])]),
-                want: DependencyVerdict::Wait,
-                why: "Dependency: waiting for afterok:2 (job 2 is running)",
-            },
-            Case {
-                name: "after a job has started",
-                d: dep(false, &[(After, &[2])]),
-                want: DependencyVerdict::Met,
-                why: "",
-            },
-            Case {
-                name: "afterok on a failed job",
-                d: dep(false, &[(AfterOk, &[3])]),
-                want: DependencyVerdict::Never,
-                why: "DependencyNeverSatisfied: t can never hold (afterok:3 (job 3 is failed))",
-            },
-            Case {
-                name: "a job gone",
-                d: dep(false, &[(AfterAny, &[9])]),
-                want: DependencyVerdict::Never,
-                why: "DependencyNeverSatisfied: t can never hold (afterany:9 (job 9 is gone))",
-            },
-            Case {
-                name: "every task of an array",
-                d: dep(false, &[(AfterOk, &[1, 4])]),
-                want: DependencyVerdict::Wait,
-                why: "Dependency: waiting for afterok:1 (job 4 is pending)",
-            },
-            Case {
-                name: "one of two is enough (?)",
-                d: dep(true, &[(AfterOk, &[3]), (AfterNotOk, &[3])]),
-                want: DependencyVerdict::Met,
-                why: "",
-            },
-        ];
-        for c in cases {
-            let (v, why) = dependency_verdict(&c.d, &states);
-            assert_eq!(v, c.want, "{}", c.name);
-            assert_eq!(why, c.why, "{}", c.name);
-        }
-    }
 }

@@ -22,6 +22,7 @@ mod accounts;
 pub mod config;
 mod dashboard;
 mod data_lock;
+mod dependency;
 mod dispatcher;
 pub mod dispatcher_config;
 mod error;

@@ -491,11 +491,7 @@ impl GlobalQueue {
         .execute(&mut *tx)
         .await
         .map_err(self.db())?;
-        sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
-            .bind(job as i64)
-            .bind(record.state.as_str())
-            .bind(encode(&record))
-            .execute(&mut *tx)
+        write_job_row(&mut tx, job, &record)
             .await
             .map_err(self.db())?;
         notify(&mut tx, "cancelled").await.map_err(self.db())?;
@@ -985,6 +981,41 @@ impl GlobalQueue {
     /// (new epoch) and its record says so (`now`: Unix seconds, its end time if cancelled).
     /// A job its site already started can only be cancelled, by asking that site.
     pub async fn apply(&self, job: u64, op: QueueOp, now: i64) -> Result<OpOutcome> {
+        self.apply_saying(job, op, now, "cancelled").await
+    }
+
+    /// Cancels the global jobs of these users (disabled, at any site) that have not
+    /// started, as [`GlobalQueue::apply`] cancels one, each record giving the reason;
+    /// jobs already started run on. Any dispatcher may do it: a job is cancelled once.
+    /// Returns the jobs cancelled.
+    pub async fn cancel_unstarted_of(&self, users: &[String], now: i64) -> Result<Vec<u64>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        let jobs: Vec<(i64, String)> = sqlx::query_as(&format!(
+            "SELECT g.job_id, j.user_name FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
+             WHERE j.user_name = ANY($1) AND g.state IN ({UNSTARTED}) ORDER BY g.job_id"
+        ))
+        .bind(users)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
+        let mut cancelled = Vec::new();
+        for (job, user) in jobs {
+            let why = format!("cancelled: user {user:?} was disabled");
+            if self
+                .apply_saying(job as u64, QueueOp::Cancel, now, &why)
+                .await?
+                == OpOutcome::Done
+            {
+                cancelled.push(job as u64);
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// [`GlobalQueue::apply`], a cancelled record giving `why` as its reason.
+    async fn apply_saying(&self, job: u64, op: QueueOp, now: i64, why: &str) -> Result<OpOutcome> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let row = sqlx::query(
             "SELECT g.state, g.site, j.data FROM global_jobs g JOIN jobs j ON j.id = g.job_id \
@@ -1057,7 +1088,7 @@ impl GlobalQueue {
                 record.state = foresight_api::JobState::Cancelled;
                 record.held = false;
                 record.ended_at = Some(now);
-                record.reason = Some("cancelled".into());
+                record.reason = Some(why.to_string());
             }
             "held" => {
                 record.held = true;
@@ -1084,11 +1115,7 @@ impl GlobalQueue {
             .execute(&mut *tx)
             .await
             .map_err(self.db())?;
-        sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
-            .bind(job as i64)
-            .bind(record.state.as_str())
-            .bind(encode(&record))
-            .execute(&mut *tx)
+        write_job_row(&mut tx, job, &record)
             .await
             .map_err(self.db())?;
         notify(&mut tx, new_state).await.map_err(self.db())?;
@@ -1220,12 +1247,25 @@ async fn set_reason(
     };
     let mut record: JobRecord = decode("jobs", job.to_string(), &data)?;
     record.reason = reason;
-    sqlx::query("UPDATE jobs SET data = $2 WHERE id = $1")
-        .bind(job as i64)
-        .bind(encode(&record))
-        .execute(&mut *tx)
-        .await?;
+    write_job_row(tx, job, &record).await?;
     Ok(())
+}
+
+/// Writes job `job`'s record back to its row, the state column beside it kept in step:
+/// every change to a job in the shared queue goes through here. (The id is the row's: a
+/// record decoded from its data does not carry it.)
+async fn write_job_row(
+    tx: &mut sqlx::PgConnection,
+    job: u64,
+    record: &JobRecord,
+) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
+        .bind(job as i64)
+        .bind(record.state.as_str())
+        .bind(encode(record))
+        .execute(tx)
+        .await
+        .map(|_| ())
 }
 
 fn user_of((name, token_hash, data): (String, String, String)) -> Result<crate::UserRecord> {

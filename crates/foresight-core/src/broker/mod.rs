@@ -855,6 +855,22 @@ impl Broker {
         } {
             self.next_reservation = self.next_reservation.max(p.reservation.0 + 1);
         }
+        // The licences its reservation held: the schedulers got the reservation back, not
+        // what it held, and the first part's holds them (as `reserve_parts` had them).
+        if let (false, Phase::Reserved { parts, .. } | Phase::Running { parts, .. }) =
+            (job.licences.is_empty(), &phase)
+        {
+            if let Some(first) = parts.first() {
+                let sched = &mut self.clusters[first.cluster].sched;
+                if sched
+                    .reservation_licences(first.reservation)
+                    .is_some_and(|held| held.is_empty())
+                {
+                    // Refused only if the pools shrank meanwhile; the job runs as reserved.
+                    let _ = sched.hold_licences_in_reservation(first.reservation, &job.licences);
+                }
+            }
+        }
         let queued = matches!(phase, Phase::Queued | Phase::Planned { .. });
         self.jobs.insert(
             id,

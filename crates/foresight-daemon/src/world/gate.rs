@@ -4,8 +4,9 @@
 //! dependency that can never hold cancels the job, with the reason.
 
 use super::World;
+use crate::dependency::{dependency_verdict, Named};
 use crate::refusal::Refusal;
-use foresight_api::{combine, Dependency, DependencyVerdict, JobState};
+use foresight_api::{Dependency, DependencyVerdict, JobState};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
@@ -159,65 +160,17 @@ impl World {
             return (DependencyVerdict::Met, String::new());
         };
         if let Some(d) = &l.dependency {
-            let mut verdicts = Vec::new();
-            let mut why_wait = None;
-            let mut why_never = Vec::new();
-            for c in &d.on {
-                let per_job: Vec<(DependencyVerdict, String)> = c
-                    .jobs
-                    .iter()
-                    .map(|id| match self.jobs.get(&JobId(*id)) {
-                        Some(t) => (
-                            c.kind
-                                .verdict(t.state, t.started_at.is_some() || t.attempt > 0),
-                            format!("job {} is {}", display_id(t), t.state),
-                        ),
-                        None => (DependencyVerdict::Never, format!("job {id} is gone")),
-                    })
-                    .collect();
-                let v = combine(false, per_job.iter().map(|p| p.0));
-                let detail = per_job
-                    .iter()
-                    .find(|p| p.0 == v)
-                    .map_or(String::new(), |p| p.1.clone());
-                let term = format!("{}:{}", c.kind.as_str(), c.target);
-                match v {
-                    DependencyVerdict::Wait if why_wait.is_none() => {
-                        why_wait = Some(format!("{term} ({detail})"));
-                    }
-                    DependencyVerdict::Never => why_never.push(format!("{term} ({detail})")),
-                    _ => {}
-                }
-                verdicts.push(v);
-            }
-            if d.singleton {
-                verdicts.push(self.singleton_verdict(j, tally).0);
-            }
-            match combine(d.any, verdicts) {
-                DependencyVerdict::Never => {
-                    return (
-                        DependencyVerdict::Never,
-                        format!(
-                            "DependencyNeverSatisfied: {} can never hold ({})",
-                            d.text,
-                            why_never.join(", ")
-                        ),
-                    )
-                }
-                DependencyVerdict::Wait => {
-                    let why = why_wait
-                        .or_else(|| {
-                            d.singleton
-                                .then(|| self.singleton_verdict(j, tally).1)
-                                .flatten()
-                        })
-                        .unwrap_or_default();
-                    return (
-                        DependencyVerdict::Wait,
-                        format!("Dependency: waiting for {why}"),
-                    );
-                }
-                DependencyVerdict::Met => {}
+            let named = |id| {
+                self.jobs.get(&JobId(id)).map(|t| Named {
+                    state: t.state,
+                    started: t.started_at.is_some() || t.attempt > 0,
+                    label: display_id(t),
+                })
+            };
+            let singleton = d.singleton.then(|| self.singleton_verdict(j, tally));
+            let verdict = dependency_verdict(d, named, singleton);
+            if verdict.0 != DependencyVerdict::Met {
+                return verdict;
             }
         }
         if let Some(a) = &l.array {

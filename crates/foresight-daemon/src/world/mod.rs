@@ -1257,6 +1257,19 @@ impl World {
             });
         }
         self.record_run(id);
+        // A workflow task's reserved slot: the rest of it goes back at the task's end, so
+        // that a task ending early leaves no processors idle under its reservation.
+        let slot = self.task_of.get(&id.0).and_then(|&(w, i)| {
+            self.workflows
+                .get(&w)
+                .and_then(|wf| wf.tasks.get(i))
+                .and_then(|t| t.reservation)
+        });
+        if let Some(r) = slot.map(ReservationId) {
+            if self.reservations.get(&r).is_some_and(|x| x.state.is_live()) {
+                self.end_reservation(now, r, ReservationState::Finished);
+            }
+        }
         self.wake_waiting(now);
     }
 

@@ -337,6 +337,53 @@ fn restore_rebuilds_the_schedulers() {
     assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_060));
 }
 
+/// After a restart, the reservation of a reserved global job holds its licences again:
+/// before, it came back without them, and local jobs could take them underneath it.
+#[test]
+fn restore_holds_a_reserved_global_jobs_licences_again() {
+    let with_pool = || {
+        let cfg = Config {
+            cluster: vec![cluster("a", 2)],
+            licence: vec![foresight_core::licence::LicencePool {
+                name: "ansys".into(),
+                count: 2,
+                clusters: vec!["a".into()],
+            }],
+            data_dir: "/nonexistent".into(),
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "ann".into(),
+            ..Default::default()
+        });
+        w
+    };
+    let mut w = with_pool();
+    let mut licensed = job(2, "ann", 2, 100);
+    licensed.licences = [("ansys".to_string(), 2)].into_iter().collect();
+    w.accept(Time(1_000), vec![job(1, "ann", 1, 100), licensed]);
+    w.cycle(Time(1_000));
+    w.cycle(Time(1_045));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
+    let free = |w: &World| {
+        w.broker.clusters[0]
+            .sched
+            .licence_book()
+            .min_free("ansys", Time(1_100), Time(1_200))
+    };
+    assert_eq!(free(&w), Some(0), "held by job 2's reservation");
+    let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
+    let res: Vec<ReservationRecord> = w.reservations.values().cloned().collect();
+    let users: Vec<UserRecord> = w.users.values().cloned().collect();
+    let mut again = with_pool();
+    again.restore(Time(1_050), jobs, res, users);
+    assert_eq!(free(&again), Some(0), "job 2's licences after the restart");
+    again.cycle(Time(1_050));
+    assert_eq!(free(&again), Some(0), "and after a cycle");
+}
+
 /// After a restart, a running job with a later id (it was backfilled) keeps its processors:
 /// the waiting job with an earlier id must not be started on them.
 #[test]

@@ -685,6 +685,42 @@ edges:
             .all(|r| r.state == ReservationState::Committed));
     }
 
+    /// A reserved task that ends before its slot does gives the rest of the slot back at
+    /// its end: the reservation is over and the cluster's scheduler no longer holds it.
+    #[test]
+    fn a_reserved_task_gives_back_the_rest_of_its_slot_when_it_ends() {
+        use foresight_api::ReservationState;
+        let mut w = world(vec![cluster("a", 4)]);
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(DIAMOND, false).unwrap();
+        let (mut wf, mut jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Greedy)
+            .unwrap();
+        wf.id = 7;
+        for (i, (j, t)) in jobs.iter_mut().zip(wf.tasks.iter_mut()).enumerate() {
+            j.id = 1 + i as u64;
+            t.job = j.id;
+        }
+        w.hold_workflow(Time(1_000), &mut wf, &mut jobs, 60)
+            .unwrap();
+        w.settle_workflow(Time(1_000), &wf, true);
+        let a = ReservationId(wf.tasks[0].reservation.unwrap());
+        let b = ReservationId(wf.tasks[1].reservation.unwrap());
+        w.accept_workflow(Time(1_000), wf, jobs);
+        assert_eq!(launched(&mut w), vec![1]);
+        let held = |w: &World, r: ReservationId| {
+            w.broker.clusters[0].sched.reservations().any(|x| x.id == r)
+        };
+        assert!(held(&w, a));
+        // A ends 10 s in, long before its one-minute slot does.
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        assert_eq!(w.reservations[&a].state, ReservationState::Finished);
+        assert!(!held(&w, a), "A's slot is still held after A ended");
+        // B's slot, not used yet, stands.
+        assert!(held(&w, b));
+        assert!(w.reservations[&b].state.is_live());
+    }
+
     #[test]
     fn bad_workflows_name_the_task_and_change_nothing() {
         let w = world(vec![cluster("a", 4), cluster("b", 2)]);
