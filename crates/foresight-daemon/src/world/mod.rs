@@ -291,6 +291,8 @@ pub struct World {
     pub dirty_runs: Vec<foresight_store::RunRecord>,
     /// Each cluster's predictor, for its local policy.
     predictors: Vec<foresight_core::predict::Predictor>,
+    /// The grid's predictor (the configuration's `predict`), for global jobs.
+    global_predictor: foresight_core::predict::Predictor,
     #[cfg(test)]
     actions: Vec<BrokerAction>,
 }
@@ -378,6 +380,7 @@ impl World {
                 .iter()
                 .map(|c| c.predict.unwrap_or(cfg.predict))
                 .collect(),
+            global_predictor: cfg.predict,
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -737,6 +740,7 @@ impl World {
 
     /// Hands a global job to the broker: planned from the next cycle on.
     fn enqueue_global(&mut self, now: Time, id: JobId) {
+        self.predict_global(id);
         if let Some(job) = self.global_job(id) {
             self.broker.submit(now, job);
         }
@@ -837,7 +841,7 @@ impl World {
             begin: begin.map(Time),
             requires: self.jobs[&id].requires.iter().cloned().collect(),
             licences: self.jobs[&id].licences.clone(),
-            prediction: None,
+            prediction: prediction::restored_plan(&self.jobs[&id]),
         };
         Some(job)
     }
