@@ -87,6 +87,7 @@ fn main() {
             begin: None,
             requires: Default::default(),
             licences: Default::default(),
+            prediction: None,
         })
         .collect();
     let cfg = PlannerConfig {

@@ -6,12 +6,12 @@
 //! The cycle is pure: it reads the clusters' local schedulers and returns decisions; the
 //! caller (simulator or service) makes the reservations, two-phase, and dispatches.
 
-use crate::forecast::{forecast, slots_from_forecast, Tariff};
-use crate::ids::{JobId, UserId};
+use crate::forecast::{forecast, slots_from_forecast, Occupancy, OccupancyKind, Tariff};
+use crate::ids::{JobId, ReservationId, UserId};
 use crate::licence_plan::LicencePlan;
-use crate::scheduler::LocalScheduler;
+use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::{Criterion, Processor, Selection, Slot, SlotPlan, SlotRequest};
-use crate::time::{Dur, Time};
+use crate::time::{Dur, Interval, Time};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,9 +61,23 @@ pub struct GlobalJob {
     /// and its reservation holds them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub licences: BTreeMap<String, u32>,
+    /// Its predicted runtime on reference processors ([`crate::predict`]), when shorter than
+    /// the walltime: planned beyond the lead time, its window is this long, so that it and
+    /// the jobs behind it plan earlier; its reservation, its guarantee and its kill time, stays
+    /// the walltime. `None` plans with the walltime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<Dur>,
 }
 
 impl GlobalJob {
+    /// How long it is planned to run beyond the lead time, on reference processors: its
+    /// prediction when that is shorter than the walltime (at least a second).
+    pub fn predicted(&self) -> Option<Dur> {
+        self.prediction
+            .filter(|p| *p < self.walltime)
+            .map(|p| Dur(p.as_secs().max(1)))
+    }
+
     /// The earliest instant the job may start at, planned at `now`: its begin, if later.
     pub fn eligible(&self, now: Time) -> Time {
         self.begin.map_or(now, |b| b.max(now))
@@ -247,6 +261,52 @@ pub fn displacement_floor(clusters: &[ClusterView<'_>]) -> f64 {
     }
 }
 
+/// A forecast in which the reservation of a global job's part running on a prediction
+/// shorter than its estimate holds its processors only to the prediction's end, or to
+/// `from` (just past the lead time) if later: the rest of its window is offered to jobs
+/// planned beyond the lead time, which hold nothing, never to a reservation made now (the
+/// running job keeps its guarantee to its walltime). A correction lengthens the prediction
+/// and takes the offer back at the next planning.
+fn open_predicted_tails(
+    sched: &LocalScheduler,
+    forecast: &[Occupancy],
+    from: Time,
+) -> Vec<Occupancy> {
+    let ends: BTreeMap<ReservationId, Time> = sched
+        .predicted_runs()
+        .filter_map(|(_, p)| match p.domain {
+            Domain::Reservation(r) => Some((r, p.end)),
+            Domain::Pool => None,
+        })
+        .collect();
+    if ends.is_empty() {
+        return forecast.to_vec();
+    }
+    // Only a reservation for exactly one job: an administrative one may start more later.
+    let single: BTreeSet<ReservationId> = sched
+        .reservations()
+        .filter(|r| r.acl.job.is_some())
+        .map(|r| r.id)
+        .collect();
+    forecast
+        .iter()
+        .map(|o| match o.kind {
+            OccupancyKind::Held(r) if single.contains(&r) => match ends.get(&r) {
+                Some(&end) => Occupancy {
+                    window: Interval::new(
+                        o.window.start,
+                        end.max(from).min(o.window.end).max(o.window.start),
+                    ),
+                    ..*o
+                },
+                None => *o,
+            },
+            _ => *o,
+        })
+        .filter(|o| o.window.end > o.window.start)
+        .collect()
+}
+
 /// The grid's plan at one instant: every cluster's forecast as one slot plan, onto which
 /// global jobs are placed one after another. A cycle places the queue ([`plan_cycle`]);
 /// an estimate places the queue and then asks where one more job would go, on the grid or
@@ -294,7 +354,8 @@ impl GridPlan {
             .par_iter()
             .map(|c| {
                 let f = forecast(c.sched, now, |_| 1.0);
-                let slots = slots_from_forecast(c.processors, &f, now, horizon, c.tariff, floor);
+                let open = open_predicted_tails(c.sched, &f, now + cfg.lead_time + Dur(1));
+                let slots = slots_from_forecast(c.processors, &open, now, horizon, c.tariff, floor);
                 (slots, f)
             })
             .collect();
@@ -447,13 +508,13 @@ impl GridPlan {
     /// The best window for `job`, on the clusters `only` allows (all when `None`); for a
     /// job asking for licences, only on clusters drawing on its pools and in a window where
     /// they are free: the window is searched again from where they are, until both agree.
-    fn select(&self, job: &GlobalJob, only: Option<usize>) -> Result<Selection, String> {
+    fn select(&self, job: &GlobalJob, only: Option<usize>, len: Dur) -> Result<Selection, String> {
         if job.licences.is_empty() {
-            return self.select_from(job, only, job.eligible(self.now));
+            return self.select_from(job, only, job.eligible(self.now), len);
         }
         let mut from = job.eligible(self.now);
         for _ in 0..MAX_LICENCE_ROUNDS {
-            let sel = self.select_from(job, only, from)?;
+            let sel = self.select_from(job, only, from, len)?;
             match self
                 .licences
                 .earliest(&job.licences, sel.start, sel.end - sel.start)
@@ -469,12 +530,14 @@ impl GridPlan {
         ))
     }
 
-    /// [`GridPlan::select`] of a window starting no earlier than `from`.
+    /// [`GridPlan::select`] of a window starting no earlier than `from`, `len` long on
+    /// reference processors.
     fn select_from(
         &self,
         job: &GlobalJob,
         only: Option<usize>,
         from: Time,
+        len: Dur,
     ) -> Result<Selection, String> {
         let staging: Vec<Option<Dur>> = self
             .order
@@ -495,7 +558,7 @@ impl GridPlan {
             .collect();
         let req = SlotRequest {
             procs: job.procs,
-            walltime: job.walltime,
+            walltime: len,
             max_price: job.max_price,
             min_memory_mb: 0,
             features: job.requires.clone(),
@@ -505,6 +568,20 @@ impl GridPlan {
             co_allocate: job.co_allocate && only.is_none(),
         };
         self.plan.select(&req, &staging).map_err(|no| no.reason)
+    }
+
+    /// The window the cycle gives `job`: by its prediction when that window starts beyond the
+    /// lead time (nothing is held for it yet, so a short guess costs nobody), else by its
+    /// walltime, the length of the reservation it is about to get.
+    fn select_planned(&self, job: &GlobalJob) -> Result<Selection, String> {
+        if let Some(p) = job.predicted() {
+            if let Ok(sel) = self.select(job, None, p) {
+                if sel.start - self.now > self.cfg.lead_time {
+                    return Ok(sel);
+                }
+            }
+        }
+        self.select(job, None, job.walltime)
     }
 
     /// Places `job` where the cycle would: its window is taken from the plan for the jobs
@@ -519,7 +596,7 @@ impl GridPlan {
                 window: None,
             };
         }
-        let sel = match self.select(job, None) {
+        let sel = match self.select_planned(job) {
             Err(reason) => {
                 return Placed {
                     decision: Decision::NoFit {
@@ -593,7 +670,7 @@ impl GridPlan {
                 }
             }
         }
-        self.select(job, only)
+        self.select(job, only, job.walltime)
     }
 
     /// The view index of the plan's processor `p`.
@@ -644,6 +721,7 @@ mod tests {
             begin: None,
             requires: Default::default(),
             licences: Default::default(),
+            prediction: None,
         }
     }
 

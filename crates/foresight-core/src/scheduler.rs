@@ -1531,6 +1531,18 @@ impl LocalScheduler {
         })
     }
 
+    /// Running jobs planned by a prediction shorter than their estimate, with their
+    /// placement (its end is the prediction's): the grid planner offers what such a job
+    /// would leave of its reservation to jobs it plans beyond the lead time.
+    pub fn predicted_runs(&self) -> impl Iterator<Item = (JobId, Placement)> + '_ {
+        self.jobs.values().filter_map(|e| match e.state {
+            State::Running(p) if e.job.prediction.is_some() && p.end - p.start < e.job.estimate => {
+                Some((e.job.id, p))
+            }
+            _ => None,
+        })
+    }
+
     /// Every job reservation and its processors, for invariant checks.
     pub fn job_reservations(&self) -> impl Iterator<Item = (JobId, u32, Placement)> + '_ {
         self.jobs.values().filter_map(|e| match e.state {

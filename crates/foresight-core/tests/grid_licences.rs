@@ -285,6 +285,7 @@ fn global(
         begin: None,
         requires: Default::default(),
         licences,
+        prediction: None,
     }
 }
 

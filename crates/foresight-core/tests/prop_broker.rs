@@ -5,7 +5,9 @@
 //! earlier; after a cycle no reserved job waits on idle processors nobody else wants; and
 //! once arrivals stop, every global job that fits the grid ends — also those longer than the
 //! planning horizon. Some jobs, local and global, carry a begin time (up to beyond the
-//! horizon): none starts, is reserved or is moved before it.
+//! horizon): none starts, is reserved or is moved before it. Some global jobs carry a
+//! prediction, right or wrong, and are corrected when they outlive it: their reservation is
+//! still their walltime long.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
@@ -22,6 +24,8 @@ enum Op {
         walltime: i64,
         used: f64,
         begin: Option<i64>,
+        /// Share of the walltime predicted.
+        predicted: Option<f64>,
     },
     Local {
         cluster: usize,
@@ -40,12 +44,13 @@ fn op(sizes: &[u32]) -> impl Strategy<Value = Op> {
     let largest = *sizes.iter().max().unwrap();
     // A begin time, seconds after submission: often none, sometimes beyond the horizon.
     let begin = || prop::option::weighted(0.3, 0i64..5_000);
+    let predicted = || prop::option::weighted(0.5, 0.01f64..1.2);
     prop_oneof![
-        3 => (1..=total, 10i64..300, 0.05f64..1.0, begin())
-            .prop_map(|(procs, walltime, used, begin)| Op::Global { procs, walltime, used, begin }),
+        3 => (1..=total, 10i64..300, 0.05f64..1.0, begin(), predicted())
+            .prop_map(|(procs, walltime, used, begin, predicted)| Op::Global { procs, walltime, used, begin, predicted }),
         // Longer than the planning horizon (3600 s): the horizon grows for it.
-        1 => (1..=total, 3_000i64..9_000, 0.05f64..1.0, begin())
-            .prop_map(|(procs, walltime, used, begin)| Op::Global { procs, walltime, used, begin }),
+        1 => (1..=total, 3_000i64..9_000, 0.05f64..1.0, begin(), predicted())
+            .prop_map(|(procs, walltime, used, begin, predicted)| Op::Global { procs, walltime, used, begin, predicted }),
         2 => (0..n, 1..=largest, 10i64..300, 0.05f64..1.0, begin()).prop_map(
             move |(cluster, procs, walltime, used, begin)| Op::Local {
                 cluster,
@@ -80,6 +85,8 @@ struct Driver {
     budget0: f64,
     /// Begin times of the jobs that have one.
     begin: BTreeMap<JobId, Time>,
+    /// Global jobs' walltimes.
+    walltime: BTreeMap<JobId, Dur>,
 }
 
 impl Driver {
@@ -112,7 +119,11 @@ impl Driver {
                 BrokerAction::Wake { cluster, at } => {
                     self.wakes.insert((at, cluster));
                 }
-                BrokerAction::Reserved { job, start, .. } => {
+                BrokerAction::Reserved {
+                    job, start, end, ..
+                } => {
+                    // Planned by a prediction or not, it is reserved for its walltime.
+                    prop_assert_eq!(end - start, self.walltime[&job]);
                     let begin = self.begin.get(&job);
                     prop_assert!(
                         begin.is_none_or(|&b| start >= b),
@@ -203,7 +214,13 @@ impl Driver {
             let next_end = self.running.first().map(|r| r.0);
             let next_wake = self.wakes.first().map(|w| w.0);
             let next_cycle = Time((self.now.secs() / 30 + 1) * 30);
-            let t = [next_end, next_wake, Some(next_cycle)]
+            let next_plan_end = self
+                .broker
+                .clusters
+                .iter()
+                .filter_map(|c| c.sched.next_plan_end(self.now))
+                .min();
+            let t = [next_end, next_wake, Some(next_cycle), next_plan_end]
                 .into_iter()
                 .flatten()
                 .min()
@@ -229,6 +246,8 @@ impl Driver {
                 self.wakes.pop_first();
                 self.broker.tick(t, k, &mut out);
             }
+            // As the simulator and the service do: corrections first, then the cycle.
+            self.broker.correct_outlived(t, &mut out);
             let cycle = t == next_cycle;
             if cycle {
                 self.broker.on_cycle(t, &mut out);
@@ -281,6 +300,7 @@ proptest! {
             charged: BTreeMap::new(),
             budget0,
             begin: BTreeMap::new(),
+            walltime: BTreeMap::new(),
         };
         let mut withdrawn = BTreeSet::new();
         let mut next = 0u64;
@@ -289,13 +309,14 @@ proptest! {
             let now = d.now;
             let mut out = Vec::new();
             match op {
-                Op::Global { procs, walltime, used, begin } => {
+                Op::Global { procs, walltime, used, begin, predicted } => {
                     let id = JobId(GLOBAL + next);
                     let begin = begin.map(|b| now + Dur(b));
                     if let Some(b) = begin {
                         d.begin.insert(id, b);
                     }
                     d.runtime.insert(id, walltime as f64 * used);
+                    d.walltime.insert(id, Dur(walltime));
                     d.submitted.push(id);
                     d.broker.submit(now, GlobalJob {
                         id,
@@ -313,6 +334,7 @@ proptest! {
                         begin,
                         requires: Default::default(),
                         licences: Default::default(),
+                        prediction: predicted.map(|p| Dur((walltime as f64 * p) as i64)),
                     });
                 }
                 Op::Local { cluster, procs, walltime, used, begin } => {

@@ -111,6 +111,7 @@ proptest! {
             begin: None,
             requires: Default::default(),
             licences: Default::default(),
+            prediction: None,
         });
         let mut out = Vec::new();
         b.on_cycle(now, &mut out);

@@ -475,6 +475,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                             begin: None,
                             requires: Default::default(),
                             licences: Default::default(),
+                            prediction: None,
                         },
                     );
                 }

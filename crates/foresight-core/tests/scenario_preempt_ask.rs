@@ -55,6 +55,7 @@ fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> G
         begin: None,
         requires: Default::default(),
         licences: Default::default(),
+        prediction: None,
     }
 }
 

@@ -1615,6 +1615,7 @@ impl Service {
                 requires: Default::default(),
                 begin: req.begin.map(Time),
                 licences: Default::default(),
+                prediction: None,
             };
             let queue: Vec<GlobalJob> = w
                 .broker

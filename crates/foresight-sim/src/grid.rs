@@ -30,8 +30,9 @@ use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
 pub use foresight_core::broker::{ClusterSpec, SpeedGroup};
 use foresight_core::grid::GlobalJob;
+use foresight_core::predict::Predictor;
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, Time, UserId};
+use foresight_core::{BackfillOrder, Dur, Job, JobId, Time, UserId};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
@@ -100,6 +101,15 @@ pub struct GridConfig {
     /// for them.
     #[serde(default)]
     pub licence: Vec<LicenceConfig>,
+    /// Runtime prediction, as the service's key: every cluster's local policy (unless the
+    /// cluster sets its own `predict`) and the grid planner for global jobs plan with it;
+    /// walltimes stay the kill times.
+    #[serde(default)]
+    pub predict: Predictor,
+    /// Backfill order of every cluster without its own `backfill_order` (`spf` with
+    /// `predict`: EASY++).
+    #[serde(default)]
+    pub backfill_order: BackfillOrder,
 }
 
 fn default_cycle() -> i64 {
@@ -332,13 +342,6 @@ impl GridConfig {
                 return Err(format!("cluster {:?} is defined twice", c.name));
             }
             c.spec.check(true)?;
-            if c.spec.predict.is_some() {
-                return Err(format!(
-                    "cluster {:?}: predict is a setting of the service; `sim grid` plans with \
-                     estimates (use `sim run --predict` for one cluster)",
-                    c.name
-                ));
-            }
         }
         let known: Vec<&str> = self.cluster.iter().map(|c| c.name.as_str()).collect();
         licence::check(&self.licence, &known)?;
@@ -481,6 +484,11 @@ pub struct GridReport {
     pub idle_while_waiting: Option<f64>,
     /// Reserved global jobs moved earlier because processors freed up before planned.
     pub moved_earlier: u64,
+    /// The grid's predictor (`predict`).
+    pub predict: String,
+    /// Running jobs corrected for outliving their prediction: local jobs and global jobs'
+    /// parts (a co-allocated job counts once per cluster).
+    pub corrected: u64,
     /// Span simulated (first submission to last end), seconds.
     pub span: i64,
     /// Jobs, local and global, that asked for licences (`[[licence]]`).
@@ -519,6 +527,16 @@ pub(crate) fn local_stream(
     days: f64,
     index: usize,
 ) -> Result<(Vec<(Job, Dur)>, u64), GridError> {
+    local_stream_apps(c, procs, days, index).map(|(jobs, _, rejected)| (jobs, rejected))
+}
+
+/// [`local_stream`] with each job's application (SWF executable), for runtime prediction.
+pub(crate) fn local_stream_apps(
+    c: &ClusterConfig,
+    procs: u32,
+    days: f64,
+    index: usize,
+) -> Result<LocalJobs, GridError> {
     let span = (days * 86_400.0) as i64;
     let w = match &c.local.trace {
         Some(path) => {
@@ -547,8 +565,9 @@ pub(crate) fn local_stream(
         .map(|j| j.job.submit.secs())
         .find(|&s| s >= skip);
     let Some(origin) = first else {
-        return Ok((out, 0));
+        return Ok((out, Vec::new(), 0));
     };
+    let mut apps = Vec::new();
     for sim in &w.jobs {
         let at = sim.job.submit.secs();
         if at < origin {
@@ -569,9 +588,14 @@ pub(crate) fn local_stream(
         job.estimate = Dur(((job.estimate.as_secs() as f64) / speed).ceil().max(1.0) as i64);
         let runtime = runtime.min(job.estimate);
         out.push((job, runtime));
+        apps.push(sim.app);
     }
-    Ok((out, rejected))
+    Ok((out, apps, rejected))
 }
+
+/// A local stream: `(job, runtime)`, each job's application, and how many jobs were left
+/// out as larger than the cluster.
+pub(crate) type LocalJobs = (Vec<(Job, Dur)>, Vec<Option<u64>>, u64);
 
 pub(crate) fn global_stream(
     g: &GlobalStream,
@@ -653,6 +677,7 @@ pub(crate) fn global_stream(
                 requires: Default::default(),
                 begin: None,
                 licences: Default::default(),
+                prediction: None,
             },
             Dur(runtime),
         ));

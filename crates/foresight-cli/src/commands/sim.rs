@@ -57,6 +57,11 @@ pub struct SimGridOpts {
     /// the same seeds.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     seeds: u64,
+    /// Runtime predictor of the local policies and of the grid planner: none, tsafrir or
+    /// app (overrides the configuration's `predict`). Walltimes stay the kill times and a
+    /// global job's reservation stays its walltime long.
+    #[arg(long, value_name = "PREDICTOR")]
+    predict: Option<Predictor>,
 }
 
 /// Options of `foresight sim run`.
@@ -747,7 +752,10 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             )
         })?]
     };
-    let cfg = GridConfig::read(&opts.config)?;
+    let mut cfg = GridConfig::read(&opts.config)?;
+    if let Some(p) = opts.predict {
+        cfg.predict = p;
+    }
     if opts.seeds > 1 {
         if opts.plot.is_some() {
             bail!("--plot draws one run: drop --seeds, or set the seed in the configuration");
@@ -870,6 +878,13 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                         r.broker,
                         idle / 3600.0,
                         r.moved_earlier
+                    );
+                }
+                if r.predict != "none" {
+                    println!(
+                        "{:<16} planned with predict = {}: {} running jobs outlived their \
+                         prediction and were corrected",
+                        r.broker, r.predict, r.corrected
                     );
                 }
                 if r.with_licences.jobs > 0 {

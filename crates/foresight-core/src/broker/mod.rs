@@ -462,11 +462,14 @@ impl Broker {
         self.settle(now);
     }
 
-    /// Local jobs that have outlived their predicted plan at `now` (on the clusters the
-    /// broker schedules) are planned to their estimate ([`crate::predict::corrected`]), and
-    /// each cluster that corrected one runs a pass at once, as EASY++ does: the processors
-    /// were not free at the plan's end after all. The kill stays the caller's, at the
-    /// estimate. Returns (cluster, job, new plan from its start) for each correction.
+    /// Local jobs and global jobs' parts that have outlived their predicted plan at `now`
+    /// (on the clusters the broker schedules) are planned to their estimate
+    /// ([`crate::predict::corrected`]), and each cluster that corrected one runs a pass at
+    /// once, as EASY++ does: the processors were not free at the plan's end after all. When
+    /// a global job was corrected, the grid is planned again at once (a cycle): the jobs
+    /// planned into the rest of its reservation move behind it. The kill stays the caller's,
+    /// at the estimate (a global job's reservation end). Returns (cluster, job, new plan from
+    /// its start) for each correction.
     pub fn correct_outlived(
         &mut self,
         now: Time,
@@ -493,6 +496,9 @@ impl Broker {
             }
             self.pass(now, k, out);
             self.settle(now);
+        }
+        if done.iter().any(|(_, id, _)| self.jobs.contains_key(id)) {
+            self.on_cycle(now, out);
         }
         done
     }
@@ -1575,9 +1581,18 @@ fn refund(cost: f64, used: i64, reserved: i64) -> f64 {
 
 /// What a global job's part is to the local scheduler of its cluster: a job of the part's
 /// processors for the reservation's length, bound to that reservation.
+/// A predicted job plans its part by its prediction, stretched as its walltime is to the
+/// window (the slowest processor chosen, the granularity), so that a part that outlives it is
+/// corrected like a local job ([`Broker::correct_outlived`]).
 fn bound_part(job: &GlobalJob, p: &ReservedPart) -> Job {
-    Job::new(job.id, job.submit, p.procs, p.window.len())
+    let len = p.window.len();
+    let prediction = job.predicted().map(|pred| {
+        let wall = job.walltime.as_secs().max(1);
+        Dur((pred.as_secs() * len.as_secs() + wall - 1) / wall)
+    });
+    Job::new(job.id, job.submit, p.procs, len)
         .with_user(job.user)
+        .with_prediction(prediction.filter(|&d| d < len))
         .in_reservation(p.reservation, false)
 }
 

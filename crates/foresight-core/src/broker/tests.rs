@@ -36,6 +36,7 @@ fn global(id: u64, procs: u32, walltime: i64) -> GlobalJob {
         begin: None,
         requires: Default::default(),
         licences: Default::default(),
+        prediction: None,
     }
 }
 

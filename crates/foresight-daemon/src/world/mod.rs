@@ -332,6 +332,8 @@ pub struct World {
     /// Jobs whose preemption was just answered yes: their reservation is made over the
     /// victims' processors.
     preempting: BTreeSet<JobId>,
+    /// The grid's predictor (the configuration's `predict`), for global jobs.
+    global_predictor: foresight_core::predict::Predictor,
     #[cfg(test)]
     actions: Vec<BrokerAction>,
 }
@@ -421,6 +423,7 @@ impl World {
                 .iter()
                 .map(|c| c.predict.unwrap_or(cfg.predict))
                 .collect(),
+            global_predictor: cfg.predict,
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -780,6 +783,7 @@ impl World {
 
     /// Hands a global job to the broker: planned from the next cycle on.
     fn enqueue_global(&mut self, now: Time, id: JobId) {
+        self.predict_global(id);
         if let Some(job) = self.global_job(id) {
             self.broker.submit(now, job);
         }
@@ -881,6 +885,7 @@ impl World {
             begin: begin.map(Time),
             requires: self.jobs[&id].requires.iter().cloned().collect(),
             licences: self.jobs[&id].licences.clone(),
+            prediction: prediction::restored_plan(&self.jobs[&id]),
         };
         Some(job)
     }

@@ -107,13 +107,26 @@ impl World {
     /// `job show`. `None` (and nothing recorded) when the cluster does not predict.
     pub(super) fn predict_local(&mut self, k: usize, id: JobId) -> Option<Dur> {
         let predictor = self.predictors.get(k).copied().unwrap_or_default();
+        let cluster = self.clusters[k].cfg.name.clone();
+        self.predict(predictor, id, Some(&cluster))
+    }
+
+    /// The runtime the grid planner plans global job `id` with (on reference processors),
+    /// by the grid's predictor from the global runs finished so far; recorded on the job for
+    /// `job show` as a local job's is. `None` when the grid does not predict.
+    pub(super) fn predict_global(&mut self, id: JobId) -> Option<Dur> {
+        self.predict(self.global_predictor, id, None)
+    }
+
+    /// `predictor`'s guess for job `id` run on `cluster` (`None`: the reference processor),
+    /// recorded on the job.
+    fn predict(&mut self, predictor: Predictor, id: JobId, cluster: Option<&str>) -> Option<Dur> {
         if predictor == Predictor::None {
             return None;
         }
-        let cluster = self.clusters[k].cfg.name.clone();
         let j = self.jobs.get(&id)?;
         let (user, app, params, walltime) = (j.user.clone(), app_of(j), params_of(j), j.walltime);
-        let key = self.run_key(&user, &app, &params, Some(&cluster));
+        let key = self.run_key(&user, &app, &params, cluster);
         let plan = predictor.predict(&self.runtimes, &key, Dur(walltime))?;
         let runs = predictor.history(&self.runtimes, &key) as u32;
         if let Some(j) = self.jobs.get_mut(&id) {
@@ -143,9 +156,10 @@ impl World {
         self.carry_out(now, out);
     }
 
-    /// Whether some cluster's local policy plans with predictions.
+    /// Whether some cluster's local policy, or the grid planner, plans with predictions.
     pub fn predicting(&self) -> bool {
-        self.predictors.iter().any(|p| *p != Predictor::None)
+        self.global_predictor != Predictor::None
+            || self.predictors.iter().any(|p| *p != Predictor::None)
     }
 
     /// When the next running job's prediction runs out (a correction is then due).
@@ -163,4 +177,75 @@ impl World {
 /// prediction (as corrected so far), or `None` for the walltime.
 pub(super) fn restored_plan(j: &JobRecord) -> Option<Dur> {
     j.prediction.as_ref().map(|p| Dur(p.seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::super::tests::{cluster, exit, job};
+    use super::*;
+    use crate::config::Config;
+    use foresight_core::broker::Phase;
+    use foresight_store::UserRecord;
+
+    /// The grid's `predict` plans global jobs: ann's first global job (walltime 1 000) has
+    /// no history and is planned by its walltime; it runs 100 s. Her second is predicted
+    /// 100 s (Tsafrir: her one finished run), recorded for `job show`, and handed to the
+    /// broker; its reservation is still its walltime long. Running at 1 300, past its
+    /// prediction, it is corrected once.
+    #[test]
+    fn a_global_job_is_planned_by_its_prediction_and_corrected_when_it_outlives_it() {
+        let cfg = Config {
+            cluster: vec![cluster("a", 4)],
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        w.accept(Time(1_000), vec![job(1, "ann", 4, 1_000)]);
+        let p = w.jobs[&JobId(1)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.runs), (1_000, 0));
+        assert_eq!(w.broker.entry(JobId(1)).unwrap().job.predicted(), None);
+        w.cycle(Time(1_000));
+        assert_eq!(w.jobs[&JobId(1)].started_at, Some(1_000));
+        let attempt = w.jobs[&JobId(1)].attempt;
+        w.on_finished(Time(1_100), 0, JobId(1), attempt, &exit(0));
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
+
+        w.accept(
+            Time(1_200),
+            vec![JobRecord {
+                submitted_at: 1_200,
+                ..job(2, "ann", 4, 1_000)
+            }],
+        );
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!(
+            (p.seconds, p.predictor.as_str(), p.runs, p.corrections),
+            (100, "tsafrir", 1, 0)
+        );
+        assert_eq!(
+            w.broker.entry(JobId(2)).unwrap().job.prediction,
+            Some(Dur(100))
+        );
+        w.cycle(Time(1_200));
+        match &w.broker.entry(JobId(2)).unwrap().phase {
+            Phase::Running { start, end, .. } => {
+                assert_eq!((*start, *end), (Time(1_200), Time(2_200)))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.predicting());
+        assert_eq!(w.next_plan_end(Time(1_200)), Some(Time(1_300)));
+        w.correct_outlived(Time(1_300));
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.corrections), (1_000, 1));
+        assert_eq!(w.next_plan_end(Time(1_300)), None);
+    }
 }

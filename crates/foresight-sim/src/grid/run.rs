@@ -3,13 +3,14 @@
 //! bookkeeping: the virtual clock, the streams, what ran where, and the baselines.
 
 use super::{
-    cancellations, global_stream, local_stream, report_group, Broker, ClusterReport, GridConfig,
-    GridError, GridReport, UserConfig, UserReport,
+    cancellations, global_stream, local_stream_apps, report_group, Broker, ClusterReport,
+    GridConfig, GridError, GridReport, UserConfig, UserReport,
 };
 use crate::plot::Span;
 use foresight_core::broker::{self, BrokerAction, Phase};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::policy::ALL;
+use foresight_core::predict::{corrected, Predictor, RunKey, RuntimeStats};
 use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -32,6 +33,8 @@ enum Ev {
     Tick { cluster: usize },
     /// A global job's user cancels it (if it has not started).
     Cancel { index: usize },
+    /// A running job's predicted plan may end: jobs that outlive theirs are corrected.
+    Correct,
 }
 
 /// What the simulator keeps of a cluster besides what the broker holds.
@@ -43,11 +46,20 @@ struct SimCluster {
     ran: BTreeMap<JobId, (Time, Time, u32)>,
     ticks: BTreeSet<Time>,
     rejected: u64,
+    /// Each local job's application (SWF executable), for the `app` predictor.
+    apps: Vec<Option<u64>>,
+    /// Its local policy's predictor.
+    predictor: Predictor,
+    /// The runs of its local jobs that finished: a trace's users are its own, so every
+    /// cluster keeps its statistics apart.
+    stats: RuntimeStats,
 }
 
 struct GlobalState {
     job: GlobalJob,
     runtime: Dur,
+    /// Its runtime on reference processors, what the statistics record.
+    reference_runtime: Dur,
     start: Option<Time>,
     end: Option<Time>,
     parts_left: u32,
@@ -86,6 +98,16 @@ struct GridRun<'a> {
     seq: u64,
     last_arrival: Time,
     give_up: Time,
+    /// The grid's predictor, for global jobs.
+    predictor: Predictor,
+    /// The runs of global jobs that finished, on reference processors.
+    global_stats: RuntimeStats,
+    /// Whether any job is planned by a prediction (else no correction is ever due).
+    predicting: bool,
+    /// Instants a [`Ev::Correct`] is queued for.
+    corrections: BTreeSet<Time>,
+    /// Jobs corrected for outliving their prediction (local jobs and global jobs' parts).
+    corrected: u64,
 }
 
 impl GridRun<'_> {
@@ -106,7 +128,12 @@ impl GridRun<'_> {
     }
 
     fn on_local(&mut self, now: Time, cluster: usize, index: usize) -> Result<(), GridError> {
-        let job = self.clusters[cluster].local[index].0.clone();
+        let c = &self.clusters[cluster];
+        let job = c.local[index].0.clone();
+        let guess = c
+            .predictor
+            .predict(&c.stats, &local_key(&job, c.apps[index]), job.estimate);
+        let job = job.with_prediction(guess);
         let mut out = Vec::new();
         let r = self.broker.submit_local(now, cluster, job, &mut out);
         r.map_err(self.core(cluster))?;
@@ -121,7 +148,14 @@ impl GridRun<'_> {
             gs.parts_left = gs.parts_left.saturating_sub(1);
             if gs.parts_left == 0 {
                 gs.end = Some(now);
+                let run = gs.reference_runtime.min(gs.job.walltime);
+                self.global_stats.record(&global_key(&gs.job), run);
             }
+        } else {
+            let c = &mut self.clusters[cluster];
+            let i = job.0 as usize;
+            let key = local_key(&c.local[i].0, c.apps[i]);
+            c.stats.record(&key, c.local[i].1);
         }
         if cluster < n {
             let mut out = Vec::new();
@@ -148,6 +182,10 @@ impl GridRun<'_> {
             self.push(now + after, Ev::Cancel { index });
         }
         let n = self.n();
+        let job = &self.globals[index].job;
+        let guess = self
+            .predictor
+            .predict(&self.global_stats, &global_key(job), job.walltime);
         let g = &mut self.globals[index];
         let budget = self
             .budgets
@@ -158,6 +196,8 @@ impl GridRun<'_> {
             g.refused = true;
             return Ok(());
         }
+        // The same statistics plan global jobs, whatever the broker.
+        g.job.prediction = guess;
         if self.kind == Broker::Lookahead {
             self.broker.submit(now, g.job.clone());
             return Ok(());
@@ -196,7 +236,14 @@ impl GridRun<'_> {
         g.parts_left = 1;
         g.clusters = 1;
         g.runtime = run;
-        let job = Job::new(g.job.id, now, g.job.procs, est).with_user(g.job.user);
+        let planned = g
+            .job
+            .predicted()
+            .map(|p| Dur(((p.as_secs() as f64) / speed).ceil() as i64))
+            .filter(|&p| p < est);
+        let job = Job::new(g.job.id, now, g.job.procs, est)
+            .with_user(g.job.user)
+            .with_prediction(planned);
         if t < n {
             let mut out = Vec::new();
             let r = self.broker.submit_local(now, t, job, &mut out);
@@ -248,6 +295,58 @@ impl GridRun<'_> {
             }
         }
         self.globals[index].cancelled = true;
+    }
+
+    /// Jobs that outlived their prediction are corrected, on the broker's clusters (and the
+    /// grid plans again when one is a global job's part) and on the dedicated partitions.
+    fn on_correct(&mut self, now: Time) {
+        while self.corrections.first().is_some_and(|&t| t <= now) {
+            self.corrections.pop_first();
+        }
+        let mut out = Vec::new();
+        self.corrected += self.broker.correct_outlived(now, &mut out).len() as u64;
+        self.carry_out(now, &out);
+        let n = self.n();
+        for i in 0..self.partitions.len() {
+            let p = &mut self.partitions[i];
+            let due = p.outlived(now);
+            if due.is_empty() {
+                continue;
+            }
+            for (id, plan) in due {
+                if let Some(estimate) = p.estimate_of(id) {
+                    if p.correct(now, id, corrected(plan, estimate)).is_ok() {
+                        self.corrected += 1;
+                    }
+                }
+            }
+            let mut actions = Vec::new();
+            let _ = p.handle(now, Event::Tick, &mut actions);
+            self.carry_out_partition(now, n + i, actions);
+        }
+        for k in 0..2 * n {
+            self.plan_correction(now, k);
+        }
+    }
+
+    /// Queues a correction at the next end of a predicted plan on cluster (or partition) `k`.
+    fn plan_correction(&mut self, now: Time, k: usize) {
+        if !self.predicting {
+            return;
+        }
+        let n = self.n();
+        let next = if k < n {
+            self.broker.clusters[k].sched.next_plan_end(now)
+        } else {
+            self.partitions
+                .get(k - n)
+                .and_then(|p| p.next_plan_end(now))
+        };
+        if let Some(at) = next {
+            if self.corrections.insert(at) {
+                self.push(at, Ev::Correct);
+            }
+        }
     }
 
     fn on_cycle(&mut self, now: Time) {
@@ -369,6 +468,29 @@ impl GridRun<'_> {
             .ran
             .insert(job, (now, now + runtime, procs));
         self.push(now + runtime, Ev::End { cluster: k, job });
+        self.plan_correction(now, k);
+    }
+}
+
+/// The statistics key of a local job: its user, its application and, as its parameters,
+/// the processors it asks for (as `sim run`'s).
+fn local_key(job: &Job, app: Option<u64>) -> RunKey {
+    RunKey {
+        user: job.cred.user,
+        app,
+        params: u64::from(job.procs),
+        arch: 0,
+    }
+}
+
+/// The statistics key of a global job: its user and processors; the synthetic stream names
+/// no application, so the `app` predictor plans global jobs with their walltime.
+fn global_key(job: &GlobalJob) -> RunKey {
+    RunKey {
+        user: job.user,
+        app: None,
+        params: u64::from(job.procs),
+        arch: 0,
     }
 }
 
@@ -435,8 +557,12 @@ impl<'a> GridRun<'a> {
                 }
                 _ => c.procs,
             };
-            let (local, rejected) = local_stream(c, kept, days, k)?;
-            grid.push(c.grid_cluster(kept));
+            let (local, apps, rejected) = local_stream_apps(c, kept, days, k)?;
+            let spec = c
+                .spec
+                .clone()
+                .with_defaults(cfg.predict, cfg.backfill_order);
+            grid.push(spec.grid_cluster(kept));
             clusters.push(SimCluster {
                 name: c.name.clone(),
                 procs: c.procs,
@@ -444,6 +570,9 @@ impl<'a> GridRun<'a> {
                 ran: BTreeMap::new(),
                 ticks: BTreeSet::new(),
                 rejected,
+                apps,
+                predictor: spec.predict.unwrap_or_default(),
+                stats: RuntimeStats::new(),
             });
         }
         let budgets: BTreeMap<UserId, f64> =
@@ -462,6 +591,7 @@ impl<'a> GridRun<'a> {
                 GlobalState {
                     job,
                     runtime,
+                    reference_runtime: runtime,
                     start: None,
                     end: None,
                     parts_left: 0,
@@ -524,6 +654,15 @@ impl<'a> GridRun<'a> {
             seq: 0,
             last_arrival,
             give_up: last_arrival + Dur(30 * 86_400),
+            predictor: cfg.predict,
+            global_stats: RuntimeStats::new(),
+            predicting: cfg.predict != Predictor::None
+                || cfg
+                    .cluster
+                    .iter()
+                    .any(|c| c.spec.predict.is_some_and(|p| p != Predictor::None)),
+            corrections: BTreeSet::new(),
+            corrected: 0,
         };
         for k in 0..r.n() {
             for i in 0..r.clusters[k].local.len() {
@@ -550,6 +689,13 @@ impl<'a> GridRun<'a> {
     /// Runs every event to the end.
     fn drive(&mut self) -> Result<(), GridError> {
         while let Some(Reverse((now, _, ev))) = self.heap.pop() {
+            // As the service does: a submission, an end or a cycle first corrects the jobs
+            // that have outlived their prediction, so that its pass does not take their
+            // processors.
+            let corrects = !matches!(ev, Ev::Tick { .. } | Ev::Cancel { .. });
+            if corrects && self.corrections.first().is_some_and(|&t| t <= now) {
+                self.on_correct(now);
+            }
             match ev {
                 Ev::Local { cluster, index } => self.on_local(now, cluster, index)?,
                 Ev::End { cluster, job } => self.on_end(now, cluster, job)?,
@@ -557,6 +703,8 @@ impl<'a> GridRun<'a> {
                 Ev::Global { index } => self.on_global(now, index)?,
                 Ev::Cycle => self.on_cycle(now),
                 Ev::Cancel { index } => self.on_cancel(now, index),
+                // Done above, if still due.
+                Ev::Correct => {}
             }
         }
         Ok(())
@@ -647,6 +795,8 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
     report.idle_while_waiting =
         (r.kind == Broker::Lookahead).then(|| r.broker.stats().idle_while_waiting);
     report.moved_earlier = r.broker.stats().moves;
+    report.predict = r.predictor.name().to_string();
+    report.corrected = r.corrected;
     report.users = report_users(globals, users, &r.budgets);
     // Every finished job, local and global, by whether it asked for licences.
     let mut by_licences: [Vec<(Time, Time, Time)>; 2] = [Vec::new(), Vec::new()];

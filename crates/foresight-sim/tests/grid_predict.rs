@@ -1,0 +1,88 @@
+//! `sim grid` with runtime prediction: the local policies and the grid planner plan with
+//! predictions, jobs that outlive theirs are corrected, and nothing runs past its walltime or
+//! overbooks a cluster; without a predictor every figure is as before.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
+
+const GRID: &str = r#"
+days = 1
+cycle_seconds = 300
+lead_time_seconds = 600
+[[cluster]]
+name = "a"
+procs = 64
+local = { load = 0.6, seed = 1 }
+[[cluster]]
+name = "b"
+procs = 64
+speed = 2.0
+tariff = 2.0
+local = { load = 0.6, seed = 2 }
+[[user]]
+id = 0
+budget = 1e12
+[global]
+arrivals_per_hour = 3
+procs = [8, 100]
+runtime_seconds = [600, 7200]
+estimate_factor = [1.0, 4.0]
+price = [2.0, 8.0]
+input_mb = 500
+seed = 3
+"#;
+
+fn with_predict(predict: &str) -> GridConfig {
+    let text = format!("predict = \"{predict}\"\n{GRID}");
+    GridConfig::parse(&text, "grid.toml").unwrap()
+}
+
+#[test]
+fn every_broker_runs_with_predictions_and_corrects_what_outlives_them() {
+    let none = GridConfig::parse(GRID, "grid.toml").unwrap();
+    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+        let plain = simulate_grid(&none, broker).unwrap();
+        assert_eq!(plain, simulate_grid(&with_predict("none"), broker).unwrap());
+        assert_eq!(plain.predict, "none");
+        assert_eq!(plain.corrected, 0);
+        for predict in ["tsafrir", "app"] {
+            let r = simulate_grid(&with_predict(predict), broker).unwrap();
+            assert_eq!(r.predict, predict);
+            assert_eq!(r.global_submitted, plain.global_submitted, "{predict}");
+            assert_eq!(r.global_unfinished, 0, "{broker:?} {predict}");
+            assert_eq!(r.global.jobs + r.global_refused, r.global_submitted);
+            assert_eq!(r.max_start_skew, 0, "co-allocated parts start together");
+            for c in &r.clusters {
+                assert!(c.utilization > 0.0 && c.utilization <= 1.0, "{c:?}");
+            }
+            // Tsafrir's guesses are often short: some jobs outlive them.
+            if predict == "tsafrir" {
+                assert!(r.corrected > 0, "{broker:?}: {r:?}");
+                assert_ne!(r, plain, "{broker:?}: predictions changed nothing");
+            }
+            // Deterministic.
+            assert_eq!(r, simulate_grid(&with_predict(predict), broker).unwrap());
+        }
+    }
+}
+
+#[test]
+fn a_clusters_own_predictor_overrides_the_grids() {
+    // Before, a cluster's predict was refused by `sim grid`.
+    let text = GRID.replacen(
+        "procs = 64\nlocal = { load = 0.6, seed = 1 }",
+        "procs = 64\npredict = \"tsafrir\"\nlocal = { load = 0.6, seed = 1 }",
+        1,
+    );
+    let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
+    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    // The grid's predictor (none) plans global jobs; cluster a's local jobs are corrected.
+    assert_eq!(r.predict, "none");
+    assert!(r.corrected > 0, "{r:?}");
+    let bad = format!("predict = \"oracle\"\n{GRID}");
+    let err = GridConfig::parse(&bad, "grid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("predict") && err.contains("oracle"), "{err}");
+}
