@@ -340,7 +340,7 @@ pub struct SubmitOpts {
     /// same processors and arguments predict each other (default: the program).
     #[arg(long, value_name = "NAME")]
     app: Option<String>,
-    /// An input file, PATH[@CLUSTER] (repeat for more): measured at submission, and copied
+    /// An input file, `PATH[@CLUSTER]` (repeat for more): measured at submission, and copied
     /// into the job's working directory before it starts on any cluster other than
     /// CLUSTER, the one holding it (default: where the job is submitted). A relative PATH
     /// is taken from the current directory.
