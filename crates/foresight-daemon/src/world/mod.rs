@@ -1105,7 +1105,10 @@ impl World {
         if !self.staging_ended(now, &name, id, attempt, &result) {
             return false;
         }
-        let j = self.jobs.get_mut(&id).expect("invariant: staging_ended found it");
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: staging_ended found it");
         let current = j.attempt == attempt && j.state == JobState::Running;
         let cancelled = j.state_after == Some(JobState::Cancelled) || self.stopping.contains(&id);
         match result {
