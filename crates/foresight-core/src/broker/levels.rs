@@ -58,6 +58,36 @@ pub(super) enum Stage {
 }
 
 impl Broker {
+    /// Job `id` runs again on `parts` (new reservations from now): its phase says so, and
+    /// [`BrokerAction::Resumed`] tells the caller. `suspended` is all its time stopped.
+    pub(super) fn mark_resumed(
+        &mut self,
+        id: JobId,
+        start: Time,
+        cost: f64,
+        parts: &[ReservedPart],
+        suspended: Dur,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        let end = parts.iter().map(|p| p.window.end).max().unwrap_or(start);
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.phase = Phase::Running {
+                start,
+                end,
+                cost,
+                parts: parts.to_vec(),
+                ended: BTreeSet::new(),
+                suspended,
+            };
+            e.reason = None;
+        }
+        out.push(BrokerAction::Resumed {
+            job: id,
+            end,
+            parts: parts.to_vec(),
+        });
+    }
+
     /// Serves waiting jobs by level: resumes, preempts (see the module documentation).
     /// After the planner, from the start again each time a job starts or resumes: a job
     /// that fit on idle processors when it was served may have lost them to a job of its
@@ -959,24 +989,8 @@ impl Broker {
                 return false;
             }
         }
-        let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
         let job = self.jobs[&id].job.clone();
-        if let Some(e) = self.jobs.get_mut(&id) {
-            e.phase = Phase::Running {
-                start,
-                end,
-                cost,
-                parts: new_parts.clone(),
-                ended: BTreeSet::new(),
-                suspended: suspended + (now - since),
-            };
-            e.reason = None;
-        }
-        out.push(BrokerAction::Resumed {
-            job: id,
-            end,
-            parts: new_parts.clone(),
-        });
+        self.mark_resumed(id, start, cost, &new_parts, suspended + (now - since), out);
         for p in &new_parts {
             let mut actions = Vec::new();
             let _ = self.clusters[p.cluster].sched.handle(

@@ -35,7 +35,6 @@ use crate::ids::{JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::LocalScheduler;
 use crate::time::{Dur, Interval, Time};
-use std::collections::BTreeSet;
 
 /// A preemption asked of a cluster that schedules itself, not answered yet.
 #[derive(Clone, Debug, PartialEq)]
@@ -500,25 +499,11 @@ impl Broker {
                 ..p.clone()
             });
         }
-        let end = new_parts.iter().map(|p| p.window.end).max().unwrap_or(now);
+        self.mark_resumed(id, start, cost, &new_parts, suspended + (now - since), out);
         if let Some(e) = self.jobs.get_mut(&id) {
-            e.phase = Phase::Running {
-                start,
-                end,
-                cost,
-                parts: new_parts.clone(),
-                ended: BTreeSet::new(),
-                suspended: suspended + (now - since),
-            };
-            e.reason = None;
             e.refusals = 0;
             e.not_before = Time::MIN;
         }
-        out.push(BrokerAction::Resumed {
-            job: id,
-            end,
-            parts: new_parts,
-        });
         self.settle(now);
     }
 }

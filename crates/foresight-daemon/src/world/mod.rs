@@ -1102,19 +1102,13 @@ impl World {
         result: Result<(), String>,
     ) -> bool {
         let name = self.clusters[k].cfg.name.clone();
-        let Some(j) = self.jobs.get_mut(&id) else {
+        if !self.staging_ended(now, &name, id, attempt, &result) {
             return false;
-        };
-        if let Some(s) = j
-            .staging
-            .iter_mut()
-            .rev()
-            .find(|s| s.cluster == name && s.attempt == attempt)
-        {
-            s.ended_at = Some(now.secs());
-            s.error = result.as_ref().err().cloned();
         }
-        self.dirty_jobs.insert(id);
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: staging_ended found it");
         let current = j.attempt == attempt && j.state == JobState::Running;
         let cancelled = j.state_after == Some(JobState::Cancelled) || self.stopping.contains(&id);
         match result {
@@ -1143,6 +1137,32 @@ impl World {
                 false
             }
         }
+    }
+
+    /// Records the end of the copy of job `id`'s input to cluster `name` for `attempt`
+    /// (with the error, if it failed); false when the job is gone.
+    pub(super) fn staging_ended(
+        &mut self,
+        now: Time,
+        name: &str,
+        id: JobId,
+        attempt: u32,
+        result: &Result<(), String>,
+    ) -> bool {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        if let Some(s) = j
+            .staging
+            .iter_mut()
+            .rev()
+            .find(|s| s.cluster == name && s.attempt == attempt)
+        {
+            s.ended_at = Some(now.secs());
+            s.error = result.as_ref().err().cloned();
+        }
+        self.dirty_jobs.insert(id);
+        true
     }
 
     /// What part `index` of job `id` runs, on `processors`: its command, environment and

@@ -277,24 +277,15 @@ impl World {
         result: Result<(), String>,
     ) -> bool {
         let name = self.clusters[k].cfg.name.clone();
-        let Some(j) = self.jobs.get_mut(&id) else {
+        if !self.staging_ended(now, &name, id, attempt, &result) {
             return false;
-        };
-        if let Some(s) = j
-            .staging
-            .iter_mut()
-            .rev()
-            .find(|s| s.cluster == name && s.attempt == attempt)
-        {
-            s.ended_at = Some(now.secs());
-            s.error = result.as_ref().err().cloned();
         }
-        self.dirty_jobs.insert(id);
         let Err(e) = result else {
             return true;
         };
         self.submitting.remove(&(id, attempt, k));
         let why = format!("staging its input to {name} failed: {e}");
+        let j = &self.jobs[&id];
         let wanted = j.attempt == attempt && !j.state.is_final() && j.state_after.is_none();
         if !wanted {
             return false;
