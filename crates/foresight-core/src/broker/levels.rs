@@ -58,6 +58,17 @@ pub(super) enum Stage {
 }
 
 impl Broker {
+    /// The queued jobs that may start at `now` (not held back, past their begin time), in
+    /// queue order, as deep as the planner looks: the jobs levels are served for.
+    pub(super) fn queued_now(&self, now: Time) -> impl Iterator<Item = &super::Entry> + '_ {
+        self.queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
+            .filter(move |e| e.not_before <= now && e.job.eligible(now) <= now)
+            .take(self.planner.plan_depth)
+    }
+
     /// Job `id` runs again on `parts` (new reservations from now): its phase says so, and
     /// [`BrokerAction::Resumed`] tells the caller. `suspended` is all its time stopped.
     pub(super) fn mark_resumed(
@@ -115,12 +126,7 @@ impl Broker {
             return;
         }
         let mut waiting: Vec<_> = self
-            .queue
-            .iter()
-            .filter_map(|id| self.jobs.get(id))
-            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
-            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
-            .take(self.planner.plan_depth)
+            .queued_now(now)
             .map(|e| {
                 (
                     preempt::service_order(e.job.priority, None, e.job.id),

@@ -93,12 +93,7 @@ impl Broker {
             return;
         };
         let mut waiting: Vec<_> = self
-            .queue
-            .iter()
-            .filter_map(|id| self.jobs.get(id))
-            .filter(|e| matches!(e.phase, Phase::Queued | Phase::Planned { .. }))
-            .filter(|e| e.not_before <= now && e.job.eligible(now) <= now)
-            .take(self.planner.plan_depth)
+            .queued_now(now)
             .filter(|e| e.job.priority > lowest)
             .map(|e| {
                 (
