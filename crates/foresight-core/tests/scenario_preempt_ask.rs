@@ -355,3 +355,47 @@ fn local_jobs_and_equal_levels_are_never_asked_for() {
     let out = cycle(&mut b, 10);
     assert!(asked(&out).is_empty(), "{out:?}");
 }
+
+/// Two requeueable victims; the cluster requeues the first, then fails on the second: the
+/// preemption is refused (the high job waits, the second victim runs on), but the first,
+/// whose run Slurm has killed, is preempted alone and queued again as a new run once its
+/// part has ended: nothing is lost.
+#[test]
+fn a_requeue_done_before_a_refusal_is_recorded() {
+    let mut b = slurm_broker();
+    b.submit(Time(0), global(1, 0, 2, 600, true));
+    b.submit(Time(0), global(3, 0, 2, 600, true));
+    let out = cycle(&mut b, 0);
+    reserve_and_start(&mut b, 0, &out);
+    assert!(running(&b, 1) && running(&b, 3));
+    b.submit(Time(10), global(2, 3, 4, 120, false));
+    let out = cycle(&mut b, 10);
+    assert_eq!(
+        asked(&out),
+        vec![(
+            2,
+            0,
+            vec![(1, Preemption::Requeue), (3, Preemption::Requeue)]
+        )],
+        "{out:?}"
+    );
+    let mut out = Vec::new();
+    b.on_preemption_answered(
+        Time(12),
+        JobId(2),
+        Err("stopping job 3: scontrol requeue 8: Invalid job id".into()),
+        &mut out,
+    );
+    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(1), &mut out);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Requeue)]);
+    assert!(reservation_asks(&out).is_empty(), "{out:?}");
+    assert!(running(&b, 3));
+    assert_eq!(b.entry(JobId(2)).unwrap().phase, Phase::Queued);
+    // Told twice, it changes nothing more.
+    let mut again = Vec::new();
+    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(1), &mut again);
+    assert!(preempted(&again).is_empty(), "{again:?}");
+    end(&mut b, 13, 1);
+    assert_eq!(b.entry(JobId(1)).unwrap().phase, Phase::Queued);
+    assert!(b.queued().any(|e| e.job.id == JobId(1)));
+}

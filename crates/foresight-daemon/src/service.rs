@@ -655,8 +655,18 @@ impl Service {
             } => {
                 let manager = self.managers[cluster].clone();
                 tokio::spawn(async move {
-                    let answer = preempt_all(manager.as_ref(), &victims).await;
-                    s.world().preemption_answered(unix_now(), by, answer);
+                    let (answer, requeued) = preempt_all(manager.as_ref(), &victims).await;
+                    {
+                        let mut w = s.world();
+                        let now = unix_now();
+                        let refused = answer.is_err();
+                        w.preemption_answered(now, by, answer);
+                        if refused {
+                            for v in requeued {
+                                w.requeued_anyway(now, by, cluster, JobId(v));
+                            }
+                        }
+                    }
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -2167,14 +2177,17 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
 
 /// Stops every part of `victims` on one cluster, suspends first, then requeues (which
 /// cannot be undone), all or none: when one fails, the parts suspended so far are resumed
-/// and the error names the part and quotes the resource manager.
+/// and the error names the part and quotes the resource manager. Also the jobs requeued,
+/// which on an error the caller records as requeued all the same
+/// ([`World::requeued_anyway`](crate::world::World::requeued_anyway)).
 async fn preempt_all(
     manager: &dyn ResourceManager,
     victims: &[(foresight_rm::PartHandle, Preemption)],
-) -> Result<(), String> {
+) -> (Result<(), String>, Vec<u64>) {
     let mut order: Vec<&(foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
     order.sort_by_key(|(_, how)| *how == Preemption::Requeue);
     let mut suspended = Vec::new();
+    let mut requeued = Vec::new();
     for (part, how) in order {
         let done = match how {
             Preemption::Suspend => manager.suspend(part).await,
@@ -2182,18 +2195,18 @@ async fn preempt_all(
         };
         match done {
             Ok(()) if *how == Preemption::Suspend => suspended.push(part),
-            Ok(()) => {}
+            Ok(()) => requeued.push(part.job),
             Err(e) => {
                 for p in suspended {
                     if let Err(undo) = manager.resume(p).await {
                         tracing::warn!("resuming job {} after a refused preemption: {undo}", p.job);
                     }
                 }
-                return Err(format!("stopping job {}: {e}", part.job));
+                return (Err(format!("stopping job {}: {e}", part.job)), requeued);
             }
         }
     }
-    Ok(())
+    (Ok(()), requeued)
 }
 
 /// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it

@@ -23,7 +23,9 @@
 //! reservation over them is refused ("Requested nodes are busy") unless made with
 //! `Flags=IGNORE_JOBS`, and with `OVERLAP` too where the suspended job's own reservation
 //! still holds them (it cannot be deleted while the job is in it: "Requested reservation is
-//! in use"). `scontrol resume` never checks that the cores are free again (it runs both jobs
+//! in use"), and with `IGNORE_JOBS` a bare `CoreCnt` may take cores of running jobs too,
+//! so the service names the idle nodes and cores (the suspended job's among them).
+//! `scontrol resume` never checks that the cores are free again (it runs both jobs
 //! on them), which is why the broker asks it only where its mirror shows room.
 //!
 //! Clusters the broker schedules itself are not touched here, so with none that schedules
@@ -326,6 +328,34 @@ impl Broker {
                     self.reserve(now, by, now, now + ask.len, ask.cost, vec![part], out);
                 }
             }
+        }
+        self.settle(now);
+    }
+
+    /// The cluster requeued victim `v` of the preemption asked for job `by`, though the
+    /// preemption as a whole failed ([`Broker::on_preemption_answered`] with `Err`): a
+    /// requeue cannot be undone (Slurm has already killed the run). `v` is preempted alone,
+    /// to run again as its next attempt once its part has ended; `by` waits as the refusal
+    /// says. Nothing for a job not running wholly on that cluster, or that may not be
+    /// requeued.
+    pub fn on_requeued_anyway(
+        &mut self,
+        now: Time,
+        by: JobId,
+        k: usize,
+        v: JobId,
+        out: &mut Vec<BrokerAction>,
+    ) {
+        self.observe(now);
+        let running_here = self.jobs.get(&v).is_some_and(|e| {
+            e.job.requeue
+                && matches!(&e.phase, Phase::Running { parts, ended, .. }
+                    if ended.is_empty()
+                        && !parts.is_empty()
+                        && parts.iter().all(|p| p.cluster == k))
+        });
+        if running_here && !self.requeueing.contains(&v) {
+            self.preempt_job(now, v, by, out);
         }
         self.settle(now);
     }

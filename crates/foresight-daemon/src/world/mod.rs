@@ -1905,19 +1905,11 @@ impl World {
         id: ReservationId,
         state: ReservationState,
     ) -> Option<usize> {
-        let r = self.reservations.get_mut(&id)?;
-        if !r.state.is_live() {
-            return None;
-        }
-        r.state = state;
-        r.expires_at = None;
-        let cluster = r.cluster.clone();
+        let k = self.close_reservation_record(id, state)?;
+        let r = &self.reservations[&id];
         // At its end a remote cluster ends it itself; releasing it there would cancel a part
         // still finishing inside it (one that started a second or two late).
         let ends_by_itself = state == ReservationState::Finished && Time(r.end) <= now;
-        self.dirty_reservations.insert(id);
-        self.confirmed_at.remove(&id);
-        let k = self.cluster_index(&cluster)?;
         if self.clusters[k].remote && !ends_by_itself {
             self.effects.push(Effect::Release {
                 cluster: k,
@@ -1925,6 +1917,25 @@ impl World {
             });
         }
         Some(k)
+    }
+
+    /// Records a reservation's end, and nothing more: its cluster's index (`None` when it
+    /// had ended already).
+    fn close_reservation_record(
+        &mut self,
+        id: ReservationId,
+        state: ReservationState,
+    ) -> Option<usize> {
+        let r = self.reservations.get_mut(&id)?;
+        if !r.state.is_live() {
+            return None;
+        }
+        r.state = state;
+        r.expires_at = None;
+        let cluster = r.cluster.clone();
+        self.dirty_reservations.insert(id);
+        self.confirmed_at.remove(&id);
+        self.cluster_index(&cluster)
     }
 
     fn tick_cluster(&mut self, now: Time, k: usize) {
@@ -2107,16 +2118,20 @@ impl World {
                 }
                 // The broker has taken it out of the local scheduler and run a pass.
                 BrokerAction::ReservationEnded {
-                    reservation, how, ..
+                    cluster,
+                    reservation,
+                    job,
+                    how,
                 } => {
-                    self.close_reservation(
-                        now,
-                        reservation,
-                        match how {
-                            ReservationEnd::Released => ReservationState::Released,
-                            ReservationEnd::Finished => ReservationState::Finished,
-                        },
-                    );
+                    let state = match how {
+                        ReservationEnd::Released => ReservationState::Released,
+                        ReservationEnd::Finished => ReservationState::Finished,
+                    };
+                    if self.suspended_in_rm(cluster, job) {
+                        self.close_reservation_record(reservation, state);
+                    } else {
+                        self.close_reservation(now, reservation, state);
+                    }
                 }
                 BrokerAction::Refused { job, reason } => {
                     self.fail(now, job, reason.to_string());
@@ -2614,6 +2629,8 @@ pub use workflow::link_tasks;
 mod charge_tests;
 #[cfg(test)]
 mod credential_tests;
+#[cfg(test)]
+mod preempt_remote_tests;
 #[cfg(test)]
 mod same_decisions;
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use super::{Effect, World};
 use foresight_api::JobState;
-use foresight_core::broker::Preemption;
+use foresight_core::broker::{Phase, Preemption};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_rm::PartHandle;
@@ -88,6 +88,21 @@ impl World {
         self.preempting.remove(&by);
     }
 
+    /// Cluster `k` requeued victim `v` of the preemption asked for job `by`, which failed
+    /// on a later victim: a requeue cannot be undone, so `v` is recorded as preempted to
+    /// run again (its Slurm job is cancelled, and it is queued again as its next attempt
+    /// when that ends), while `by` waits as the refusal says.
+    pub fn requeued_anyway(&mut self, now: Time, by: JobId, k: usize, v: JobId) {
+        tracing::info!(
+            "job {v} was requeued on cluster {} before the preemption for job {by} failed: it \
+             runs again",
+            self.clusters[k].cfg.name
+        );
+        let mut out = Vec::new();
+        self.broker.on_requeued_anyway(now, by, k, v, &mut out);
+        self.carry_out(now, out);
+    }
+
     /// The broker asks cluster `k` to resume suspended job `id`.
     pub(super) fn ask_resume(&mut self, now: Time, id: JobId, k: usize) {
         let name = self.clusters[k].cfg.name.clone();
@@ -131,5 +146,17 @@ impl World {
                 .jobs
                 .get(&id)
                 .is_some_and(|j| j.state == JobState::Running && !j.suspended)
+    }
+
+    /// True when job `id` is suspended on cluster `k`, one that schedules itself: its
+    /// reservation there is ended in the records only. Slurm refuses to delete a reservation
+    /// a job is in, and releasing it would cancel the parts bound to it, the suspended one
+    /// too; reconciliation releases it once no part of ours is in it.
+    pub(super) fn suspended_in_rm(&self, k: usize, id: JobId) -> bool {
+        self.clusters.get(k).is_some_and(|c| c.remote)
+            && matches!(
+                self.broker.entry(id).map(|e| &e.phase),
+                Some(Phase::Suspended { .. })
+            )
     }
 }

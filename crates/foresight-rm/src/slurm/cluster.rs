@@ -12,7 +12,7 @@
 use super::client::SlurmClient;
 use super::commands::{
     minutes_ceil, shell_command, shell_quote, JobControl, JobScript, Naming, ReservationRequest,
-    SbatchRequest, StartTime,
+    ReservationSize, SbatchRequest, StartTime,
 };
 use super::error::{FailureKind, SlurmError};
 use super::model::{Job, JobState, Node, Reservation, SlurmJobId, Snapshot};
@@ -320,12 +320,25 @@ impl ResourceManager for SlurmCluster {
         }
     }
 
-    /// [`reserve`](Self::reserve) with `Flags=IGNORE_JOBS,OVERLAP`. Slurm 22.05 frees a
-    /// suspended job's cores for new jobs, but refuses a reservation over them ("Requested
-    /// nodes are busy") without `IGNORE_JOBS`, and over the suspended job's own reservation
-    /// (which cannot be deleted while the job is in it) without `OVERLAP`.
+    /// [`reserve`](Self::reserve) with `Flags=IGNORE_JOBS,OVERLAP`, on the idle cores of
+    /// named nodes (`Nodes=.. CoreCnt=a,b,..`, see [`free_cores`](super::free_cores)).
+    /// Slurm 22.05 frees a suspended job's cores for new jobs, but refuses a reservation over
+    /// them ("Requested nodes are busy") without `IGNORE_JOBS`, and over the suspended job's
+    /// own reservation (which cannot be deleted while the job is in it) without `OVERLAP`;
+    /// and with `IGNORE_JOBS` a bare `CoreCnt` may take cores of running jobs.
     async fn reserve_over_suspended(&self, req: &ReserveRequest) -> Result<(), RmError> {
         let mut r = self.reservation_request(req)?;
+        let nodes = self.client.nodes().await?.items;
+        let Some(cores) =
+            super::free_cores::idle_cores(&nodes, self.partition.as_deref(), req.procs)
+        else {
+            return Err(RmError::Invalid(format!(
+                "reservation {}: the nodes have fewer than {} idle cores, even with the \
+                 suspended jobs' counted as idle",
+                r.name, req.procs
+            )));
+        };
+        r.size = ReservationSize::CoresOn(cores);
         r.flags = vec!["IGNORE_JOBS".to_owned(), "OVERLAP".to_owned()];
         match self.client.create_reservation(&r).await {
             Ok(_) => Ok(()),

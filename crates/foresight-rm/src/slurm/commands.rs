@@ -351,6 +351,10 @@ pub enum ReservationSize {
     Nodes(u32),
     /// `Nodes=LIST`: these nodes (a Slurm host list).
     NodeList(String),
+    /// `Nodes=A,B,.. CoreCnt=a,b,..`: so many cores on each of these nodes. For a
+    /// reservation that ignores running jobs, which would otherwise take any cores, busy
+    /// ones too.
+    CoresOn(Vec<(String, u32)>),
 }
 
 /// One `scontrol create reservation`.
@@ -422,7 +426,7 @@ impl ReservationRequest {
             ),
             format!("Duration={}", self.duration_minutes),
         ];
-        a.push(match &self.size {
+        let size = match &self.size {
             ReservationSize::Cores(0) | ReservationSize::Nodes(0) => {
                 return Err(SlurmError::invalid(
                     "a reservation holds at least one core or node",
@@ -440,7 +444,22 @@ impl ReservationRequest {
                 }
                 format!("Nodes={list}")
             }
-        });
+            ReservationSize::CoresOn(per_node) => {
+                if per_node.is_empty() || per_node.iter().any(|(_, n)| *n == 0) {
+                    return Err(SlurmError::invalid(
+                        "a reservation holds at least one core on each node it names",
+                    ));
+                }
+                for (node, _) in per_node {
+                    check_name("node", node)?;
+                }
+                let nodes: Vec<&str> = per_node.iter().map(|(n, _)| n.as_str()).collect();
+                let cores: Vec<String> = per_node.iter().map(|(_, c)| c.to_string()).collect();
+                a.push(format!("Nodes={}", nodes.join(",")));
+                format!("CoreCnt={}", cores.join(","))
+            }
+        };
+        a.push(size);
         if let Some(p) = &self.partition {
             check_name("partition", p)?;
             a.push(format!("PartitionName={p}"));
@@ -586,6 +605,24 @@ mod tests {
         assert_eq!(Naming::instance("foresight").unwrap(), default);
         for bad in ["", "a-b", "a b", "é", &"x".repeat(41)] {
             assert!(Naming::instance(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Cores on named nodes: both lists, in the same order; none empty or zero.
+    #[test]
+    fn cores_on_named_nodes() {
+        let mut r = ReservationRequest::foresight(3, StartTime::Now, 2, 6, "root");
+        r.size = ReservationSize::CoresOn(vec![("c1-n2".into(), 4), ("c1-n3".into(), 2)]);
+        let a = r.args().unwrap();
+        assert!(a.contains(&"Nodes=c1-n2,c1-n3".to_owned()), "{a:?}");
+        assert!(a.contains(&"CoreCnt=4,2".to_owned()), "{a:?}");
+        for bad in [
+            vec![],
+            vec![("c1-n2".to_owned(), 0)],
+            vec![("n 1".to_owned(), 2)],
+        ] {
+            r.size = ReservationSize::CoresOn(bad.clone());
+            assert!(r.args().is_err(), "{bad:?}");
         }
     }
 

@@ -50,6 +50,7 @@ mod client;
 mod cluster;
 mod commands;
 mod error;
+mod free_cores;
 mod model;
 mod parse;
 mod runner;

@@ -1,0 +1,283 @@
+//! Preemption on a cluster that schedules itself (Slurm), as effects and records:
+//! hand-checked cases, no processes.
+#![allow(clippy::unwrap_used)]
+
+use super::tests::{job, world};
+use super::*;
+use crate::config::ClusterConfig;
+use foresight_rm::{RmJob, RmJobState, RmReservation};
+
+fn slurm(name: &str) -> ClusterConfig {
+    ClusterConfig {
+        kind: "slurm".into(),
+        slurm_conf: Some(format!("/etc/{name}/slurm.conf").into()),
+        ..ClusterConfig::local(name, 0)
+    }
+}
+
+/// Our part of job `job` (attempt `attempt`) as Slurm shows it, bound to reservation `rid`.
+fn ours(external: &str, job: u64, attempt: u32, procs: u32, rid: u64, state: RmJobState) -> RmJob {
+    RmJob {
+        external: external.into(),
+        foresight: Some((job, attempt)),
+        user: "root".into(),
+        state,
+        procs,
+        time_limit: Some(300),
+        submitted_at: 1_000,
+        start: Some(1_001),
+        priority: 0,
+        reservation: Some(format!("foresight-{rid}")),
+    }
+}
+
+fn reservation(rid: u64, start: i64, end: i64, procs: u32) -> RmReservation {
+    RmReservation {
+        name: format!("foresight-{rid}"),
+        foresight: Some(rid),
+        start,
+        end,
+        procs,
+    }
+}
+
+fn snapshot(at: i64, jobs: Vec<RmJob>, reservations: Vec<RmReservation>) -> ClusterState {
+    ClusterState {
+        taken_at: at,
+        processors: 8,
+        jobs,
+        reservations,
+    }
+}
+
+/// The one reservation asked of the cluster, and whether over suspended jobs.
+fn asked(effects: &[Effect]) -> Option<(u64, bool)> {
+    effects.iter().find_map(|e| match e {
+        Effect::Reserve { request, .. } => Some((request.id, false)),
+        Effect::ReserveOverSuspended { request, .. } => Some((request.id, true)),
+        _ => None,
+    })
+}
+
+/// A level-0 job runs on 6 of the 8 processors of a Slurm cluster, bound to its
+/// reservation; it returns that reservation's id.
+fn low_running(w: &mut World, requeue: bool) -> u64 {
+    w.sync_remote(Time(1_000), 0, Ok(snapshot(1_000, vec![], vec![])));
+    let mut low = job(1, "ann", 6, 300);
+    low.requeue = requeue;
+    w.accept(Time(1_000), vec![low]);
+    w.cycle(Time(1_000));
+    let (rid, over) = asked(&std::mem::take(&mut w.effects)).unwrap();
+    assert!(!over);
+    w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
+    w.part_submitted(
+        Time(1_000),
+        0,
+        JobId(1),
+        0,
+        Ok(PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some("5".into()),
+        }),
+    );
+    w.sync_remote(
+        Time(1_002),
+        0,
+        Ok(snapshot(
+            1_002,
+            vec![ours("5", 1, 0, 6, rid, RmJobState::Running)],
+            vec![reservation(rid, 1_000, 1_300, 6)],
+        )),
+    );
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    w.effects.clear();
+    rid
+}
+
+/// A level-3 job of 6 arrives; the broker asks to preempt job 1; the cluster says yes.
+/// Returns the effects of the answer.
+fn high_preempts(w: &mut World, how: Preemption) -> Vec<Effect> {
+    let mut high = job(2, "ann", 6, 120);
+    high.priority = 3;
+    high.submitted_at = 1_003;
+    w.accept(Time(1_003), vec![high]);
+    w.cycle(Time(1_003));
+    let effects = std::mem::take(&mut w.effects);
+    let victims = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Preempt { by, victims, .. } if *by == JobId(2) => Some(victims.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no preemption asked: {effects:?}"));
+    assert_eq!(victims.len(), 1);
+    assert_eq!(victims[0].0.external.as_deref(), Some("5"));
+    assert_eq!(victims[0].1, how);
+    w.preemption_answered(Time(1_004), JobId(2), Ok(()));
+    std::mem::take(&mut w.effects)
+}
+
+/// The suspended job's reservation stays in Slurm while the job is suspended in it: Slurm
+/// refuses to delete a reservation a job is in, and releasing it cancels the parts bound
+/// to it, which would kill the suspended job. The high job's reservation is asked over
+/// the suspended processors; a snapshot showing the suspended job releases nothing.
+#[test]
+fn a_suspended_victims_reservation_is_not_released_in_slurm() {
+    let mut w = world(vec![slurm("c1")]);
+    let low_rid = low_running(&mut w, false);
+    let effects = high_preempts(&mut w, Preemption::Suspend);
+    let released: Vec<&Effect> = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Release { .. } | Effect::Cancel { .. }))
+        .collect();
+    assert!(released.is_empty(), "{released:?}");
+    let (high_rid, over) = asked(&effects).unwrap();
+    assert!(over, "{effects:?}");
+    assert_ne!(high_rid, low_rid);
+    assert!(w.jobs[&JobId(1)].suspended);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+
+    // Slurm shows job 1 suspended in its reservation, the high one's reservation beside it.
+    w.reservation_answered(Time(1_004), ReservationId(high_rid), Ok(()));
+    w.effects.clear();
+    w.sync_remote(
+        Time(1_005),
+        0,
+        Ok(snapshot(
+            1_005,
+            vec![ours("5", 1, 0, 6, low_rid, RmJobState::Suspended)],
+            vec![
+                reservation(low_rid, 1_000, 1_300, 6),
+                reservation(high_rid, 1_004, 1_124, 6),
+            ],
+        )),
+    );
+    let effects = std::mem::take(&mut w.effects);
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Release { .. } | Effect::Cancel { .. })),
+        "{effects:?}"
+    );
+    assert!(w.jobs[&JobId(1)].suspended);
+}
+
+/// Two requeueable level-0 jobs of 3 run; a level-3 job of 6 needs both. Slurm requeues
+/// the first, then fails on the second: the preemption is refused, but the first job's
+/// record follows what Slurm did (its Slurm job is cancelled, and it is pending again as
+/// its next attempt once that has ended); the second runs on, the high job waits.
+#[test]
+fn a_requeue_before_a_failed_preemption_is_recorded() {
+    let mut w = world(vec![slurm("c1")]);
+    w.sync_remote(Time(1_000), 0, Ok(snapshot(1_000, vec![], vec![])));
+    let mut lows = vec![job(1, "ann", 3, 300), job(3, "ann", 3, 300)];
+    for j in &mut lows {
+        j.requeue = true;
+    }
+    w.accept(Time(1_000), lows);
+    w.cycle(Time(1_000));
+    let rids: Vec<(u64, u64)> = std::mem::take(&mut w.effects)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Reserve { request, .. } => Some(request.id),
+            _ => None,
+        })
+        .zip([1, 3])
+        .collect();
+    assert_eq!(rids.len(), 2);
+    let mut running = Vec::new();
+    let mut reservations = Vec::new();
+    for (rid, _) in &rids {
+        w.reservation_answered(Time(1_000), ReservationId(*rid), Ok(()));
+    }
+    for (rid, id) in &rids {
+        let ext = format!("{}", 10 + id);
+        w.part_submitted(
+            Time(1_000),
+            0,
+            JobId(*id),
+            0,
+            Ok(PartHandle {
+                job: *id,
+                attempt: 0,
+                external: Some(ext.clone()),
+            }),
+        );
+        running.push(ours(&ext, *id, 0, 3, *rid, RmJobState::Running));
+        reservations.push(reservation(*rid, 1_000, 1_300, 3));
+    }
+    w.sync_remote(
+        Time(1_002),
+        0,
+        Ok(snapshot(1_002, running.clone(), reservations.clone())),
+    );
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    assert_eq!(w.jobs[&JobId(3)].state, JobState::Running);
+    w.effects.clear();
+
+    let mut high = job(2, "ann", 6, 120);
+    high.priority = 3;
+    high.submitted_at = 1_003;
+    w.accept(Time(1_003), vec![high]);
+    w.cycle(Time(1_003));
+    let effects = std::mem::take(&mut w.effects);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Preempt { victims, .. } if victims.len() == 2)),
+        "{effects:?}"
+    );
+    w.preemption_answered(
+        Time(1_004),
+        JobId(2),
+        Err("stopping job 3: Invalid job id specified".into()),
+    );
+    w.requeued_anyway(Time(1_004), JobId(2), 0, JobId(1));
+    let effects = std::mem::take(&mut w.effects);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Cancel { part, .. }
+            if part.job == 1 && part.external.as_deref() == Some("11"))),
+        "{effects:?}"
+    );
+    assert!(!effects
+        .iter()
+        .any(|e| matches!(e, Effect::Cancel { part, .. } if part.job == 3)));
+    let reason = w.jobs[&JobId(1)].reason.clone().unwrap_or_default();
+    assert!(reason.contains("to run again"), "{reason}");
+    assert!(!w.jobs[&JobId(2)].state.is_final());
+    assert_ne!(w.jobs[&JobId(2)].state, JobState::Running);
+
+    // Slurm shows the first one's Slurm job ended (cancelled), the second running.
+    let mut gone = running[0].clone();
+    gone.state = RmJobState::Ended(foresight_rm::Outcome {
+        exit_code: None,
+        signal: Some(15),
+        timed_out: false,
+        cancelled: true,
+        started_at: 1_001,
+        ended_at: 1_005,
+        error: None,
+    });
+    w.sync_remote(
+        Time(1_006),
+        0,
+        Ok(snapshot(
+            1_006,
+            vec![gone, running[1].clone()],
+            reservations,
+        )),
+    );
+    let j = &w.jobs[&JobId(1)];
+    assert_eq!(j.attempt, 1, "{j:?}");
+    assert!(
+        matches!(
+            j.state,
+            JobState::Pending | JobState::Planned | JobState::Reserved
+        ),
+        "{j:?}"
+    );
+    assert_eq!(w.jobs[&JobId(3)].state, JobState::Running);
+}
