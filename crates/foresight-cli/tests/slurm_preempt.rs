@@ -18,6 +18,7 @@ use common::{wait_for, Server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -84,13 +85,18 @@ fn live(j: &Value) -> bool {
     )
 }
 
-/// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` (the newest such
-/// Slurm job).
+/// The highest Slurm job id when the scenario's daemon started: Slurm jobs of earlier
+/// runs of the same name (shown for `MinJobAge`) are not this run's.
+static FIRST_ID: AtomicU64 = AtomicU64::new(0);
+
+/// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` in this run (the
+/// newest such Slurm job).
 fn part_state(conf: &Path, id: u64, attempt: u32) -> Option<String> {
     let want = format!("{INSTANCE}-{id}.{attempt}");
+    let first = FIRST_ID.load(Ordering::SeqCst);
     jobs(conf)
         .into_iter()
-        .filter(|j| name(j) == want)
+        .filter(|j| name(j) == want && j["job_id"].as_u64().unwrap_or(0) > first)
         .max_by_key(|j| j["job_id"].as_u64().unwrap_or(0))
         .map(|j| state(&j))
 }
@@ -175,6 +181,12 @@ fn server(cluster: &str, conf: &Path) -> Server {
             .any(|j| live(j) && name(j).starts_with(&format!("{INSTANCE}-"))))
         .then_some(())
     });
+    let newest = jobs(conf)
+        .iter()
+        .filter_map(|j| j["job_id"].as_u64())
+        .max()
+        .unwrap_or(0);
+    FIRST_ID.store(newest, Ordering::SeqCst);
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ninstance = \"{INSTANCE}\"\nlead_time_seconds = 0\n\
          cycle_ms = 200\n\n[[cluster]]\nname = \"{cluster}\"\nkind = \"slurm\"\n\
