@@ -356,8 +356,8 @@ fn local_jobs_and_equal_levels_are_never_asked_for() {
     assert!(asked(&out).is_empty(), "{out:?}");
 }
 
-/// Two requeueable victims; the cluster requeues the first, then fails on the second: the
-/// preemption is refused (the high job waits, the second victim runs on), but the first,
+/// Two requeueable victims (the one started last first); the cluster requeues job 3, then
+/// fails on job 1: the preemption is refused (the high job waits, job 1 runs on), but job 3,
 /// whose run Slurm has killed, is preempted alone and queued again as a new run once its
 /// part has ended: nothing is lost.
 #[test]
@@ -375,7 +375,7 @@ fn a_requeue_done_before_a_refusal_is_recorded() {
         vec![(
             2,
             0,
-            vec![(1, Preemption::Requeue), (3, Preemption::Requeue)]
+            vec![(3, Preemption::Requeue), (1, Preemption::Requeue)]
         )],
         "{out:?}"
     );
@@ -383,19 +383,19 @@ fn a_requeue_done_before_a_refusal_is_recorded() {
     b.on_preemption_answered(
         Time(12),
         JobId(2),
-        Err("stopping job 3: scontrol requeue 8: Invalid job id".into()),
+        Err("stopping job 1: scontrol requeue 7: Invalid job id".into()),
         &mut out,
     );
-    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(1), &mut out);
-    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Requeue)]);
+    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(3), &mut out);
+    assert_eq!(preempted(&out), vec![(3, 2, Preemption::Requeue)]);
     assert!(reservation_asks(&out).is_empty(), "{out:?}");
-    assert!(running(&b, 3));
+    assert!(running(&b, 1));
     assert_eq!(b.entry(JobId(2)).unwrap().phase, Phase::Queued);
     // Told twice, it changes nothing more.
     let mut again = Vec::new();
-    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(1), &mut again);
+    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(3), &mut again);
     assert!(preempted(&again).is_empty(), "{again:?}");
-    end(&mut b, 13, 1);
-    assert_eq!(b.entry(JobId(1)).unwrap().phase, Phase::Queued);
-    assert!(b.queued().any(|e| e.job.id == JobId(1)));
+    end(&mut b, 13, 3);
+    assert_eq!(b.entry(JobId(3)).unwrap().phase, Phase::Queued);
+    assert!(b.queued().any(|e| e.job.id == JobId(3)));
 }
