@@ -1991,7 +1991,11 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
     let mut view = record_view(w, &j.record);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
-        (Some(site), _) => format!("run by site {site}"),
+        // Stopped there for a job of a higher level: why, as that site says.
+        (Some(site), _) => match j.record.reason.as_deref() {
+            Some(why) if j.record.suspended => format!("run by site {site}; {why}"),
+            _ => format!("run by site {site}"),
+        },
         // Cancelled in the queue: by its owner, or because its dependencies can never hold
         // (which its record says).
         (None, Some("cancelled")) => match j.record.reason.as_deref() {
