@@ -641,8 +641,17 @@ impl Dispatcher {
         // It runs here as a global job of its level, on whichever cluster of the site the
         // broker gives it: it preempts lower levels' global jobs here, and is preempted by
         // higher ones (suspended, or requeued here if it may be), as in single mode; it stays
-        // this site's job throughout.
-        record.cluster = None;
+        // this site's job throughout. Not yet for a user with a limited budget: the broker
+        // would weigh its cost against a budget the hold has already been taken from, so
+        // such a job runs as a local job of that cluster (never preempted).
+        let limited = service
+            .world()
+            .users
+            .get(&record.user)
+            .is_some_and(|u| u.budget.is_some());
+        if limited {
+            record.cluster = Some(cluster);
+        }
         match self.queue.start_holding(claim, &record, hold).await? {
             Start::Started => {}
             Start::Void => {
