@@ -535,7 +535,7 @@ impl Service {
                 let (job, attempt) = (spec.job, spec.attempt);
                 tokio::spawn(async move {
                     if !stage.is_empty() {
-                        let result = crate::staging::stage(&stage).await;
+                        let result = crate::staging::stage(&stage, spec.unix_user.as_deref()).await;
                         if let Err(e) = &result {
                             tracing::warn!(job, cluster, "staging input failed: {e}");
                         }
@@ -702,7 +702,9 @@ impl Service {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
                             .remote_staging_began(unix_now(), cluster, JobId(job), attempt);
-                        let result = crate::staging::stage(&stage).await;
+                        let result =
+                            crate::staging::stage(&stage, submission.spec.unix_user.as_deref())
+                                .await;
                         let go = s.world().remote_staged(
                             unix_now(),
                             cluster,
@@ -1002,6 +1004,16 @@ impl Service {
                     }
                     _ => None,
                 });
+            }
+        }
+        // Inputs are measured and copied by the service: first, each must be readable by the
+        // account the job runs as, asked of the system as that account.
+        if requests.iter().any(|r| !r.inputs.is_empty()) {
+            let account = self.world().unix_account(&user.name).0;
+            for (i, r) in requests.iter().enumerate() {
+                crate::staging::readable_by(&r.inputs, &account)
+                    .await
+                    .map_err(|e| if batch { e.at(i) } else { e })?;
             }
         }
         let mut records = Vec::with_capacity(requests.len());
