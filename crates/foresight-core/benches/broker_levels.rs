@@ -63,7 +63,13 @@ fn prepared(levels: u32) -> Broker {
             let name = format!("c{k}");
             GridCluster::new(
                 &name,
-                processors_of(&name, &[SpeedGroup { procs: 64, speed: 1.0 }]),
+                processors_of(
+                    &name,
+                    &[SpeedGroup {
+                        procs: 64,
+                        speed: 1.0,
+                    }],
+                ),
                 LocalScheduler::new(64, Policy::easy()),
             )
         })

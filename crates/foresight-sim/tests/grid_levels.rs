@@ -18,7 +18,7 @@ use proptest::prelude::*;
 /// levels, `requeue` of its jobs requeueable, arriving `rate` an hour for `hours`.
 fn grid(sizes: &[u32], load: f64, levels: u32, requeue: f64, rate: f64, seed: u64) -> String {
     let mut text =
-        format!("days = 0.125\ncycle_seconds = 60\nlead_time_seconds = 0\nhorizon_hours = 24\n");
+        "days = 0.125\ncycle_seconds = 60\nlead_time_seconds = 0\nhorizon_hours = 24\n".to_string();
     for (k, procs) in sizes.iter().enumerate() {
         text.push_str(&format!(
             "[[cluster]]\nname = \"c{k}\"\nprocs = {procs}\n\
