@@ -15,7 +15,7 @@ use levels_check::Sight;
 use proptest::prelude::*;
 
 /// A grid of `sizes` clusters with local load `load`, and a global stream of `levels`
-/// levels, `requeue` of its jobs requeueable, arriving `rate` an hour for `hours`.
+/// levels, a share `requeue` of its jobs requeueable, arriving `rate` an hour for 3 hours.
 fn grid(sizes: &[u32], load: f64, levels: u32, requeue: f64, rate: f64, seed: u64) -> String {
     let mut text =
         "days = 0.125\ncycle_seconds = 60\nlead_time_seconds = 0\nhorizon_hours = 24\n".to_string();
