@@ -423,7 +423,8 @@ impl LocalScheduler {
                 return Err(CoreError::UnknownReservation(r));
             }
         }
-        let end = job.end_if_started(start);
+        // Planned like a job started here: to its prediction (if any), not its estimate.
+        let end = start + job.plan();
         let from = now.min(end);
         let free = self
             .profile_mut(domain)
