@@ -408,7 +408,7 @@ impl LocalScheduler {
 
     /// Puts back a job that was already running when the caller lost its state (a service
     /// restart): it holds `job.procs` processors of `domain` from `start` to the end of its
-    /// estimate, as if it had been started then. Refused when those processors are not free
+    /// plan (its prediction, else its estimate), as if it had been started then. Refused when those processors are not free
     /// from `now` on.
     pub fn restore_running(
         &mut self,
