@@ -1083,14 +1083,9 @@ impl World {
                 j.reason = Some(format!("staging its input to {name}"));
             } else if !stage.is_empty() {
                 // It starts once its input is there: staging is time before the start.
-                j.staging.push(foresight_store::StagingRecord {
-                    cluster: name.clone(),
-                    attempt: j.attempt,
-                    began_at: now.secs(),
-                    ended_at: None,
-                    error: None,
-                });
                 j.reason = Some(format!("staging its input to {name}"));
+                let attempt = j.attempt;
+                self.staging_began(now, k, id, attempt);
             }
         }
         if stage.is_empty() {
@@ -1165,6 +1160,21 @@ impl World {
                 self.on_finished(now, k, id, attempt, &outcome);
                 false
             }
+        }
+    }
+
+    /// Records the start of a copy of job `id`'s input to cluster `k` for `attempt`.
+    pub(super) fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+        let name = self.clusters[k].cfg.name.clone();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.staging.push(foresight_store::StagingRecord {
+                cluster: name,
+                attempt,
+                began_at: now.secs(),
+                ended_at: None,
+                error: None,
+            });
+            self.dirty_jobs.insert(id);
         }
     }
 
@@ -2461,17 +2471,7 @@ impl World {
             }
         }
         for (k, stage, unix_user) in copies {
-            let name = self.clusters[k].cfg.name.clone();
-            if let Some(j) = self.jobs.get_mut(&id) {
-                j.staging.push(foresight_store::StagingRecord {
-                    cluster: name,
-                    attempt,
-                    began_at: now.secs(),
-                    ended_at: None,
-                    error: None,
-                });
-            }
-            self.dirty_jobs.insert(id);
+            self.staging_began(now, k, id, attempt);
             self.effects.push(Effect::StageAhead {
                 cluster: k,
                 job: id.0,

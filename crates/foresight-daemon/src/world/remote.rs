@@ -252,17 +252,7 @@ impl World {
 
     /// The copy of a part's input before its submission to remote cluster `k` began.
     pub fn remote_staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
-        let name = self.clusters[k].cfg.name.clone();
-        if let Some(j) = self.jobs.get_mut(&id) {
-            j.staging.push(foresight_store::StagingRecord {
-                cluster: name,
-                attempt,
-                began_at: now.secs(),
-                ended_at: None,
-                error: None,
-            });
-            self.dirty_jobs.insert(id);
-        }
+        self.staging_began(now, k, id, attempt);
     }
 
     /// The copy of a part's input before its submission to remote cluster `k` ended: done
