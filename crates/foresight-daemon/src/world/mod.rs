@@ -2622,7 +2622,7 @@ impl World {
                         let job = Job::new(id, Time(j.submitted_at), p.procs, Dur(walltime))
                             .with_cred(cred)
                             .with_prediction(if global {
-                                None
+                                prediction::part_plan(&j, walltime)
                             } else {
                                 prediction::restored_plan(&j)
                             });
