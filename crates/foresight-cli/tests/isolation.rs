@@ -210,3 +210,104 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     drop(s);
     drop((alice_unix, bob_unix));
 }
+
+/// Two clusters: inputs named on `a` are copied for parts that run on `b`.
+const TWO_CLUSTERS: &str = r#"
+[[cluster]]
+name = "a"
+procs = 2
+
+[[cluster]]
+name = "b"
+procs = 2
+"#;
+
+#[test]
+fn staged_inputs_are_copied_as_the_jobs_account_and_never_as_root() {
+    use std::os::unix::fs::{chown, symlink};
+    if !can_run() {
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let dan_unix = UnixUser::create(&format!("fsiso-s{tag}"), &[]);
+    let s = Server::with_config(TWO_CLUSTERS);
+    let root = s.root();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let dir = |name: &str, mode: u32| {
+        let d = root.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+        d
+    };
+    let public = dir("public", 0o755).join("in.dat");
+    std::fs::write(&public, "public data\n").unwrap();
+    std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Readable as a file, but behind a directory only root may enter.
+    let secret = dir("private", 0o700).join("secret.dat");
+    std::fs::write(&secret, "root-only data\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let victim = root.join("victim.dat");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let work = |name: &str| {
+        let d = dir(name, 0o755);
+        chown(&d, Some(dan_unix.uid()), None).unwrap();
+        d
+    };
+    let dan = add_user(&s, "dan", &dan_unix.0);
+    let submit = |input: &std::path::Path, cwd: &std::path::Path, command: &str| {
+        let (code, body) = s.http_as(&dan).post(
+            "/api/v1/jobs",
+            &json!({"walltime": 60, "cluster": "b", "cwd": cwd,
+                    "inputs": [{"path": input, "cluster": "a"}],
+                    "command": ["sh", "-c", command]}),
+        );
+        assert_eq!(code, 201, "{body}");
+        s.wait_final(int(&body, "id") as u64, Duration::from_secs(60))
+    };
+
+    // An input the account may read lands in its working directory, owned by it.
+    let w1 = work("work-1");
+    let j = submit(&public, &w1, "cat in.dat");
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(
+        std::fs::metadata(w1.join("in.dat")).unwrap().uid(),
+        dan_unix.uid(),
+        "the copy belongs to the job's account"
+    );
+
+    // One it may not read is refused at submission, naming the file and the account, and
+    // the service does not measure it for the user.
+    let w2 = work("work-2");
+    let (code, body) = s.http_as(&dan).post(
+        "/api/v1/jobs",
+        &json!({"walltime": 60, "cluster": "b", "cwd": w2,
+                "inputs": [{"path": secret, "cluster": "a"}],
+                "command": ["cat", "secret.dat"]}),
+    );
+    assert_eq!(code, 400, "root staged a file dan cannot read: {body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(secret.to_str().unwrap()) && message.contains(&dan_unix.0),
+        "{message}"
+    );
+    assert!(!w2.join("secret.dat").exists());
+
+    // A symbolic link planted where the copy goes does not make root write through it: the
+    // copy, made as dan, fails the job and says why.
+    let w3 = work("work-3");
+    symlink(&victim, w3.join("in.dat")).unwrap();
+    let j = submit(&public, &w3, "true");
+    assert_eq!(j["state"], "failed", "{j}");
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("staging its input") && reason.contains(&dan_unix.0),
+        "{reason}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "untouched\n",
+        "the copy wrote through a link into a file of root's"
+    );
+    drop(s);
+    drop(dan_unix);
+}

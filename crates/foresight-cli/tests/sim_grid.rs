@@ -314,3 +314,96 @@ fn seeds_give_intervals_and_paired_differences() {
         .failure()
         .stderr(contains("--plot draws one run"));
 }
+
+/// `--levels 4` draws four priority levels over the global stream: the report gives each
+/// level's figures and what preemption did, in the table and in JSON, for one seed and over
+/// seeds; one level (the default) adds nothing to either. Bad level counts are named.
+#[test]
+fn levels_are_reported_per_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("grid.toml");
+    std::fs::write(
+        &cfg,
+        GRID.replace("arrivals_per_hour = 3", "arrivals_per_hour = 8"),
+    )
+    .unwrap();
+    let sim = |extra: &[&str]| {
+        let mut args = vec!["sim", "grid", "--config", cfg.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = Command::cargo_bin("foresight")
+            .unwrap()
+            .args(&args)
+            .assert()
+            .success();
+        String::from_utf8_lossy(&out.get_output().stdout).to_string()
+    };
+    let doc: Value = serde_json::from_str(&sim(&[
+        "--broker",
+        "lookahead",
+        "--levels",
+        "4",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let levels = &doc[0]["levels"];
+    let per = levels["per_level"].as_array().unwrap();
+    assert_eq!(per.len(), 4, "{levels}");
+    let finished: u64 = per.iter().map(|l| l["finished"].as_u64().unwrap()).sum();
+    assert_eq!(finished, doc[0]["global"]["jobs"].as_u64().unwrap());
+    assert!(levels["preemptions"].as_u64().unwrap() > 0, "{levels}");
+    assert_eq!(doc[0]["global_unfinished"], 0);
+
+    let one: Value = serde_json::from_str(&sim(&["--broker", "lookahead", "-o", "json"])).unwrap();
+    assert!(one[0].get("levels").is_none(), "{}", one[0]);
+
+    let text = sim(&["--broker", "lookahead", "--levels", "4"]);
+    assert!(
+        text.contains("response") && text.contains("preemptions:"),
+        "{text}"
+    );
+    let text = sim(&["--broker", "lookahead", "--levels", "2", "--seeds", "2"]);
+    assert!(text.contains("per priority level"), "{text}");
+    assert!(text.contains("preemptions per run"), "{text}");
+
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args([
+            "sim",
+            "grid",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--levels",
+            "0",
+        ])
+        .assert()
+        .failure()
+        .stderr(contains("--levels"));
+    std::fs::write(
+        &cfg,
+        GRID.replace("price = [2.0, 6.0]", "price = [2.0, 6.0]\nlevels = 0"),
+    )
+    .unwrap();
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args(["sim", "grid", "--config", cfg.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(contains("global.levels must be within [1, 1000], got 0"));
+    std::fs::write(
+        &cfg,
+        GRID.replace(
+            "price = [2.0, 6.0]",
+            "price = [2.0, 6.0]\nrequeue_share = 1.5",
+        ),
+    )
+    .unwrap();
+    Command::cargo_bin("foresight")
+        .unwrap()
+        .args(["sim", "grid", "--config", cfg.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(contains(
+            "global.requeue_share must be within [0, 1], got 1.5",
+        ));
+}

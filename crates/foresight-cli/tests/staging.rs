@@ -1,8 +1,8 @@
 //! Input staging on the real binary with real files: a global job whose input lives on
 //! cluster `a` is placed on `b` (a is full), finds the input copied into its working
-//! directory there, and starts only after the transfer its link needs; a job run on its
-//! data's cluster is not copied; a missing input is refused naming it; a copy that fails
-//! fails the job with the reason and releases its processors.
+//! directory there, copied while it was reserved, and starts only after the transfer its
+//! link needs; a job run on its data's cluster is not copied; a missing input is refused
+//! naming it; a copy that fails fails the job with the reason and releases its processors.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod common;
@@ -93,6 +93,12 @@ fn a_global_job_placed_away_from_its_input_finds_it_copied_and_starts_after_the_
         int(&j, "started_at"),
     );
     assert!(began <= ended && ended <= started, "{j}");
+    // The copy ran while the job was reserved, in the transfer time the planner set
+    // aside before its slot, not after its start.
+    assert!(
+        began + STAGE_B - 2 <= started,
+        "the copy began at the start, so the job waited for the transfer twice: {j}"
+    );
     // The planner started b's slots after the transfer its link needs.
     assert!(
         started >= int(&j, "submitted_at") + STAGE_B,

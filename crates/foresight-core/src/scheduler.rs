@@ -408,7 +408,7 @@ impl LocalScheduler {
 
     /// Puts back a job that was already running when the caller lost its state (a service
     /// restart): it holds `job.procs` processors of `domain` from `start` to the end of its
-    /// estimate, as if it had been started then. Refused when those processors are not free
+    /// plan (its prediction, else its estimate), as if it had been started then. Refused when those processors are not free
     /// from `now` on.
     pub fn restore_running(
         &mut self,
@@ -423,7 +423,8 @@ impl LocalScheduler {
                 return Err(CoreError::UnknownReservation(r));
             }
         }
-        let end = job.end_if_started(start);
+        // Planned like a job started here: to its prediction (if any), not its estimate.
+        let end = start + job.plan();
         let from = now.min(end);
         let free = self
             .profile_mut(domain)

@@ -20,6 +20,9 @@ use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
+mod levels_check;
+use levels_check::Sight;
+
 const SIZES: [u32; 2] = [4, 6];
 const LOCAL: u64 = 1 << 40;
 
@@ -168,49 +171,15 @@ impl Driver {
             }
             todo = next;
         }
-        // Windows are half-open: a part whose window ends at `now` holds nothing at `now`,
-        // even while its end (one of several at this instant) is yet to be reported.
-        for (k, &size) in SIZES.iter().enumerate() {
-            let used: u32 = self
-                .running
-                .iter()
-                .filter(|((_, c), (end, _))| *c == k && *end > self.now)
-                .map(|(_, (_, p))| p)
-                .sum();
-            prop_assert!(used <= size, "cluster {k} runs {used} of {size}");
-        }
-        Ok(())
+        self.sight().capacity().map_err(TestCaseError::fail)
     }
 
-    /// Idle processors of cluster `k` plus those global jobs below `level` hold there.
-    fn room(&self, k: usize, level: u32) -> u32 {
-        let mut busy = 0;
-        let mut lower = 0;
-        for ((job, c), (_, procs)) in &self.running {
-            if *c != k {
-                continue;
-            }
-            busy += procs;
-            if job.0 < LOCAL && self.level[job] < level {
-                lower += procs;
-            }
+    fn sight(&self) -> Sight<'_> {
+        Sight {
+            broker: &self.broker,
+            now: self.now,
+            running: &self.running,
         }
-        SIZES[k] - busy + lower
-    }
-
-    /// True when taking `used` idle processors of cluster `k` for a job of `level` would
-    /// leave a queued job of a higher level that fits on the idle processors now without
-    /// them: the higher level comes first on idle processors, even while the planner keeps
-    /// it for later.
-    fn yields(&self, idle: &[u32], level: u32, k: usize, used: u32) -> bool {
-        let mut after = idle.to_vec();
-        after[k] = after[k].saturating_sub(used);
-        self.broker.queued().any(|q| {
-            q.job.priority > level
-                && q.not_before <= self.now
-                && fits_idle(idle, q.job.procs, q.job.co_allocate)
-                && !fits_idle(&after, q.job.procs, q.job.co_allocate)
-        })
     }
 
     fn advance(&mut self, to: Time) -> Result<(), TestCaseError> {
@@ -241,54 +210,10 @@ impl Driver {
         if !self.strict {
             return Ok(());
         }
-        let idle: Vec<u32> = (0..SIZES.len()).map(|k| self.room(k, 0)).collect();
-        for e in self.broker.queued() {
-            if e.not_before > self.now || self.requeued.contains(&e.job.id) {
-                continue;
-            }
-            // It could start without preempting anyone: the planner's to place.
-            let fits = fits_idle(&idle, e.job.procs, e.job.co_allocate);
-            for k in 0..SIZES.len() {
-                // Taking what it needs on `k` uses at least this many idle processors there.
-                let lower = self.room(k, e.job.priority) - idle[k];
-                let used = e.job.procs.saturating_sub(lower);
-                prop_assert!(
-                    fits || self.room(k, e.job.priority) < e.job.procs
-                        || self.yields(&idle, e.job.priority, k, used),
-                    "at {}: queued job {} (level {}, {} procs) waits while lower levels hold \
-                     what it needs on cluster {k}",
-                    self.now,
-                    e.job.id,
-                    e.job.priority,
-                    e.job.procs
-                );
-            }
-        }
-        if !self.started_global {
-            for e in self.broker.entries() {
-                if let Phase::Suspended { parts, .. } = &e.phase {
-                    if let [p] = parts.as_slice() {
-                        // Queued jobs of a higher level come first on idle processors,
-                        // even while the planner keeps them for later.
-                        let yields = self.yields(&idle, e.job.priority, p.cluster, p.procs);
-                        prop_assert!(
-                            yields || self.room(p.cluster, e.job.priority) < p.procs,
-                            "at {}: suspended job {} waits while cluster {} has room",
-                            self.now,
-                            e.job.id,
-                            p.cluster
-                        );
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.sight()
+            .no_job_waits_on_lower_levels(&self.requeued, self.started_global)
+            .map_err(TestCaseError::fail)
     }
-}
-
-/// True when `procs` processors are idle on one cluster (or over several, `co_allocate`).
-fn fits_idle(idle: &[u32], procs: u32, co_allocate: bool) -> bool {
-    idle.iter().any(|&i| i >= procs) || (co_allocate && idle.iter().sum::<u32>() >= procs)
 }
 
 proptest! {

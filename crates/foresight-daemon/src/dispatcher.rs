@@ -8,8 +8,11 @@
 //! 3. closes the auctions that are due, exactly one winner each ([`GlobalQueue::close_one`]);
 //!    one without a valid bid is queued again or reopened after a back-off (`unsold`);
 //! 4. starts the jobs it was awarded, each only if its claim still holds
-//!    ([`GlobalQueue::start`]), on its least loaded cluster that can hold them;
-//! 5. bids in every auction for a job its site can run now, opening the auction of a job
+//!    ([`GlobalQueue::start`]), as global jobs of their levels in this site's broker, which
+//!    preempts lower levels' global jobs for them (and them for higher ones) as in single
+//!    mode;
+//! 5. bids in every auction for a job its site can run now — on free processors, or on
+//!    those of running global jobs of strictly lower levels — opening the auction of a job
 //!    still queued, and re-bids as its load changes; it withdraws a bid it can no longer
 //!    honour.
 //!
@@ -22,7 +25,8 @@ use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
 use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
-    make_offer, price, Lot, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
+    make_offer, price, AuctionConfig, Lot, Offer, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
+    Victim,
 };
 use foresight_core::broker::ClusterSpec;
 use foresight_core::grid::staging_time;
@@ -579,7 +583,7 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Hands an awarded job to this site's least loaded cluster that can hold it, if the
+    /// Hands an awarded job to this site's broker as a global job of its level, if the
     /// claim still holds.
     async fn start(&self, service: &Arc<Service>, claim: Claim) -> anyhow::Result<()> {
         let Some(mut record) = self.queue.record(claim.job).await? else {
@@ -588,15 +592,25 @@ impl Dispatcher {
         let data = crate::staging::data_cluster(&record);
         let cluster = {
             let w = service.world();
-            let free = free_by_cluster(&w);
-            // The most free processors, as bid; among equals the cluster holding the input.
-            free.into_iter()
-                .filter(|(k, _)| w.clusters[*k].procs() >= record.procs)
-                .max_by_key(|(k, f)| {
-                    let here = data.as_deref() == Some(w.clusters[*k].cfg.name.as_str());
-                    (*f, here, std::cmp::Reverse(*k))
+            let load = site_load(&w, unix_now().secs());
+            // The most processors it may have, free or preempted, as bid; among equals the
+            // cluster holding the input.
+            let lot = Lot {
+                job: JobId(record.id),
+                procs: record.procs,
+                priority: record.priority.min(u32::from(u8::MAX)) as u8,
+                home: SiteId(0),
+            };
+            load.iter()
+                .filter(|c| c.procs >= record.procs)
+                .max_by_key(|c| {
+                    let capacity =
+                        make_offer(&lot, c.free_for(record.priority), &c.victims, 0, Dur::ZERO)
+                            .map_or(0, |(o, _)| o.capacity);
+                    let here = data.as_deref() == Some(c.spec.name.as_str());
+                    (capacity, here)
                 })
-                .map(|(k, _)| w.clusters[k].cfg.name.clone())
+                .map(|c| c.spec.name.clone())
         };
         let Some(cluster) = cluster else {
             // Nothing here can ever hold it (the configuration changed since the bid).
@@ -607,7 +621,6 @@ impl Dispatcher {
             );
             return Ok(());
         };
-        record.cluster = Some(cluster);
         // Its dependencies held in the queue, on jobs this site may not know: its gate here
         // must not wait for them again.
         if let Some(l) = record.links.as_mut() {
@@ -617,12 +630,28 @@ impl Dispatcher {
         if record.links.as_ref().is_some_and(|l| l.array.is_none()) {
             record.links = None;
         }
-        // The most it may cost here is taken from its user's budget as it starts.
+        // The most it may cost here (at the tariff of the cluster it is likeliest to run on)
+        // is taken from its user's budget as it starts.
         let hold = {
             let w = service.world();
-            w.local_tariff(&record)
-                .map_or(0.0, |p| crate::world::World::worst_case(&record, p))
+            w.cluster_index(&cluster).map_or(0.0, |k| {
+                crate::world::World::worst_case(&record, w.broker.clusters[k].tariff.base)
+            })
         };
+        // It runs here as a global job of its level, on whichever cluster of the site the
+        // broker gives it: it preempts lower levels' global jobs here, and is preempted by
+        // higher ones (suspended, or requeued here if it may be), as in single mode; it stays
+        // this site's job throughout. Not yet for a user with a limited budget: the broker
+        // would weigh its cost against a budget the hold has already been taken from, so
+        // such a job runs as a local job of that cluster (never preempted).
+        let limited = service
+            .world()
+            .users
+            .get(&record.user)
+            .is_some_and(|u| u.budget.is_some());
+        if limited {
+            record.cluster = Some(cluster);
+        }
         match self.queue.start_holding(claim, &record, hold).await? {
             Start::Started => {}
             Start::Void => {
@@ -670,12 +699,9 @@ impl Dispatcher {
         }
         let standing: BTreeMap<u64, u32> = self.queue.standing_bids().await?.into_iter().collect();
         let mean = self.mean_runtime().await?;
-        let free = {
+        let load = {
             let w = service.world();
-            free_by_cluster(&w)
-                .into_iter()
-                .map(|(k, f)| (w.clusters[k].procs(), f, w.clusters[k].cfg.spec.clone()))
-                .collect::<Vec<_>>()
+            site_load(&w, unix_now().secs())
         };
         // Processors promised by standing bids, which a new bid may not offer again
         // (`overcommit = "reserve"`); bids in auctions that are no longer open lapse.
@@ -700,18 +726,20 @@ impl Dispatcher {
                 home: SiteId(0),
             };
             let (input_mb, data) = self.input_of(job.job).await?;
-            // The cluster that can give the job the most now (a bid is for one cluster),
-            // among equals the one its input reaches soonest; the bid weighs that transfer.
-            let best = free
-                .iter()
-                .filter(|(procs, _, _)| *procs >= job.procs)
-                .map(|(_, f, spec)| (*f, stage_time(input_mb, data.as_deref(), spec)))
-                .max_by_key(|(f, stage)| (*f, std::cmp::Reverse(*stage)));
             let others = held.saturating_sub(if reserve { own } else { 0 });
-            let offer = best.and_then(|(f, stage)| make_offer(&lot, f, &[], others, stage));
-            let priced = offer
-                .map(|(o, _)| (o, price(&self.cfg.auction, job.procs, &o, mean)))
-                .filter(|(_, p)| *p >= self.cfg.auction.opening_bid);
+            // The cluster whose offer prices highest (a bid is for one cluster): processors
+            // free for the job's level, then those of lower levels' global jobs it would
+            // preempt, less the time its input takes to get there.
+            let priced = best_offer(
+                &load,
+                &lot,
+                job.priority,
+                others,
+                |spec| stage_time(input_mb, data.as_deref(), spec),
+                &self.cfg.auction,
+                mean,
+            )
+            .filter(|(_, p)| *p >= self.cfg.auction.opening_bid);
             match priced {
                 Some((offer, p)) => {
                     if !job.in_auction {
@@ -770,26 +798,123 @@ fn stage_time(input_mb: f64, data: Option<&str>, spec: &ClusterSpec) -> Dur {
     staging_time(input_mb, spec.bandwidth_mb_s, Dur(spec.latency_seconds))
 }
 
-/// Processors each cluster of this site could give a new job now: idle ones, less those
-/// that jobs already queued there are waiting for.
-fn free_by_cluster(w: &crate::world::World) -> Vec<(usize, u32)> {
-    let mut waiting: BTreeMap<&str, u32> = BTreeMap::new();
+/// What one cluster of this site could give a global job now.
+#[derive(Clone, Debug)]
+struct ClusterLoad {
+    /// Its processors.
+    procs: u32,
+    /// Its link and name, for the staging term.
+    spec: ClusterSpec,
+    /// Idle processors, less those its queued local jobs wait for.
+    idle: u32,
+    /// Global jobs waiting for processors here, by level: suspended ones (to resume here)
+    /// and awarded ones not started yet (counted on every cluster that could hold them).
+    waiting: Vec<(u32, u32)>,
+    /// Its running global jobs, which a job of a higher level may preempt (local jobs never
+    /// are, so they are not here).
+    victims: Vec<Victim>,
+}
+
+impl ClusterLoad {
+    /// Idle processors a job of level `priority` may have: the broker serves waiting jobs
+    /// of its level and above first (a suspended job before a queued one).
+    fn free_for(&self, priority: u32) -> u32 {
+        let before: u32 = self
+            .waiting
+            .iter()
+            .filter(|(level, _)| *level >= priority)
+            .map(|(_, procs)| procs)
+            .sum();
+        self.idle.saturating_sub(before)
+    }
+}
+
+/// This site's best offer for `lot` (of level `priority`, on which `others` processors of
+/// standing bids elsewhere are held) and its price, `None` if no cluster can run it now: the
+/// offer of the cluster that prices highest (a bid is for one cluster; the first among
+/// equals), on processors free for its level, then those of lower levels' global jobs it
+/// would preempt, less the time its input takes to get there (`stage`).
+fn best_offer(
+    load: &[ClusterLoad],
+    lot: &Lot,
+    priority: u32,
+    others: u32,
+    stage: impl Fn(&ClusterSpec) -> Dur,
+    cfg: &AuctionConfig,
+    mean_runtime: f64,
+) -> Option<(Offer, f64)> {
+    load.iter()
+        .filter(|c| c.procs >= lot.procs)
+        .filter_map(|c| {
+            let (offer, _) = make_offer(
+                lot,
+                c.free_for(priority),
+                &c.victims,
+                others,
+                stage(&c.spec),
+            )?;
+            Some((offer, price(cfg, lot.procs, &offer, mean_runtime)))
+        })
+        .fold(None, |best: Option<(Offer, f64)>, o| match best {
+            Some(b) if b.1 >= o.1 => Some(b),
+            _ => Some(o),
+        })
+}
+
+/// Each usable cluster of this site as a bid sees it at `now` (Unix seconds).
+fn site_load(w: &crate::world::World, now: i64) -> Vec<ClusterLoad> {
+    let mut load: Vec<ClusterLoad> = w
+        .clusters
+        .iter()
+        .map(|c| ClusterLoad {
+            procs: c.procs(),
+            spec: c.cfg.spec.clone(),
+            idle: c.procs().saturating_sub(c.busy()),
+            waiting: Vec::new(),
+            victims: Vec::new(),
+        })
+        .collect();
     for j in w.jobs.values() {
-        if j.state == foresight_api::JobState::Pending {
-            if let Some(c) = &j.cluster {
-                *waiting.entry(c.as_str()).or_default() += j.procs;
+        if j.state.is_final() || j.held {
+            continue;
+        }
+        if !foresight_store::is_global(j) {
+            if j.state == foresight_api::JobState::Pending {
+                if let Some(k) = j.cluster.as_deref().and_then(|c| w.cluster_index(c)) {
+                    load[k].idle = load[k].idle.saturating_sub(j.procs);
+                }
             }
+            continue;
+        }
+        let live: Vec<&foresight_store::PartRecord> = j.parts.iter().filter(|p| !p.ended).collect();
+        let running = j.state == foresight_api::JobState::Running;
+        match live.first().and_then(|p| w.cluster_index(&p.cluster)) {
+            // Stopped where it ran: it resumes there.
+            Some(k) if running && j.suspended => load[k].waiting.push((j.priority, j.procs)),
+            // A job over several clusters is not offered: preempting it stops them all.
+            Some(k) if running && live.iter().all(|p| p.cluster == live[0].cluster) => {
+                let end = j.started_at.unwrap_or(now) + j.walltime;
+                load[k].victims.push(Victim {
+                    job: JobId(j.id),
+                    priority: j.priority.min(u32::from(u8::MAX)) as u8,
+                    procs: live.iter().map(|p| p.procs).sum(),
+                    remaining: Dur((end - now).max(0)),
+                });
+            }
+            Some(_) => {}
+            None if j.state == foresight_api::JobState::Pending => {
+                for c in load.iter_mut().filter(|c| c.procs >= j.procs) {
+                    c.waiting.push((j.priority, j.procs));
+                }
+            }
+            None => {}
         }
     }
     w.clusters
         .iter()
-        .enumerate()
-        .filter(|(_, c)| c.unavailable_reason.is_none())
-        .map(|(k, c)| {
-            let idle = c.procs().saturating_sub(c.busy());
-            let queued = waiting.get(c.cfg.name.as_str()).copied().unwrap_or(0);
-            (k, idle.saturating_sub(queued))
-        })
+        .zip(load)
+        .filter(|(c, _)| c.unavailable_reason.is_none())
+        .map(|(_, l)| l)
         .collect()
 }
 
@@ -896,5 +1021,81 @@ mod tests {
         // No input: nothing to fetch either; 1 MB rounds up to one second (+ latency).
         assert_eq!(stage_time(0.0, Some("a"), &b), Dur::ZERO);
         assert_eq!(stage_time(1.0, None, &b), Dur(6));
+    }
+
+    fn victim(job: u64, priority: u8, procs: u32, remaining: i64) -> Victim {
+        Victim {
+            job: JobId(job),
+            priority,
+            procs,
+            remaining: Dur(remaining),
+        }
+    }
+
+    #[test]
+    fn a_bid_with_victims_prices_the_work_it_preempts() {
+        // Cluster x: 8 processors, 2 idle; a job of level 2 suspended there (2 processors,
+        // waiting to resume); running global jobs 10 (level 0, 4 processors, 100 s left),
+        // 11 (level 1, 2, 50 s) and 12 (level 3, 2, 10 s). Cluster y: 4 processors, all
+        // idle. Mean runtime 100 s, default weights (procs 1, preempt 0.25, stage 1,
+        // uncapped), no input to stage.
+        let cfg = AuctionConfig::default();
+        let x = |left: i64| ClusterLoad {
+            procs: 8,
+            spec: ClusterSpec::new("x", 8),
+            idle: 2,
+            waiting: vec![(2, 2)],
+            victims: vec![
+                victim(10, 0, 4, left),
+                victim(11, 1, 2, 50),
+                victim(12, 3, 2, 10),
+            ],
+        };
+        let y = ClusterLoad {
+            procs: 4,
+            spec: ClusterSpec::new("y", 4),
+            idle: 4,
+            waiting: vec![],
+            victims: vec![],
+        };
+        let lot = |priority: u8| Lot {
+            job: JobId(1),
+            procs: 4,
+            priority,
+            home: SiteId(0),
+        };
+        let best = |load: &[ClusterLoad], priority: u8| {
+            best_offer(
+                load,
+                &lot(priority),
+                u32::from(priority),
+                0,
+                |_| Dur::ZERO,
+                &cfg,
+                100.0,
+            )
+        };
+        // Level 3 on x: the 2 idle processors (the suspended job's level is lower), then job
+        // 10 (the lowest level first): 6 processors, preempting (1 + 0) × 4 × 100 = 400
+        // processor-seconds: 6/4 − 0.25 × 400/(4 × 100) = 1.25.
+        let (offer, p) = best(&[x(100)], 3).unwrap();
+        assert_eq!((offer.procs, offer.capacity), (6, 2 + 4 + 2));
+        assert_eq!(offer.preempt_work, 400.0);
+        assert!((p - 1.25).abs() < 1e-12, "{p}");
+        // Beside y's 4 free processors (4/4 = 1): x's 1.25 is the better bid...
+        let (offer, p) = best(&[y.clone(), x(100)], 3).unwrap();
+        assert_eq!(offer.preempt_work, 400.0);
+        assert!((p - 1.25).abs() < 1e-12, "{p}");
+        // ...but not when job 10 has 300 s left: 6/4 − 0.25 × 1200/400 = 0.75 < 1.
+        let (offer, p) = best(&[x(300), y.clone()], 3).unwrap();
+        assert_eq!((offer.procs, offer.preempt_work), (4, 0.0));
+        assert!((p - 1.0).abs() < 1e-12, "{p}");
+        // Level 1 on x: the suspended level-2 job resumes into the idle processors first, so
+        // only job 10 is offered: 4/4 − 0.25 × 400/400 = 0.75.
+        let (offer, p) = best(&[x(100)], 1).unwrap();
+        assert_eq!((offer.procs, offer.capacity), (4, 4));
+        assert!((p - 0.75).abs() < 1e-12, "{p}");
+        // Level 0: nothing idle for it, nobody lower to preempt: no bid.
+        assert_eq!(best(&[x(100)], 0), None);
     }
 }

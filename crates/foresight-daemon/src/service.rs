@@ -96,7 +96,13 @@ pub struct Service {
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
     /// This site's dispatcher, in dispatcher mode.
     dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
+    /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
+    /// cluster): a launch meanwhile waits for its copy's outcome.
+    ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
 }
+
+/// The outcome of a copy made ahead of a job's start, once it is known.
+type AheadCopy = tokio::sync::watch::Receiver<Option<Result<(), String>>>;
 
 type InsertRequest = (
     Vec<JobRecord>,
@@ -302,6 +308,7 @@ impl Service {
             timings: Mutex::new(Timings::default()),
             closing: AtomicBool::new(false),
             dispatcher,
+            ahead: Mutex::default(),
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
@@ -523,6 +530,23 @@ impl Service {
         }
     }
 
+    fn lock_ahead(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u32, usize), AheadCopy>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The outcome of the copy made ahead for this part, once it ends; `None` when there is
+    /// none running (never made, or lost to a restart).
+    async fn ahead_outcome(
+        &self,
+        job: u64,
+        attempt: u32,
+        cluster: usize,
+    ) -> Option<Result<(), String>> {
+        let mut outcome = self.lock_ahead().get(&(job, attempt, cluster)).cloned()?;
+        let seen = outcome.wait_for(Option::is_some).await.ok()?.clone();
+        seen
+    }
+
     fn run_effect(self: &Arc<Self>, e: Effect) {
         let s = self.clone();
         match e {
@@ -535,7 +559,11 @@ impl Service {
                 let (job, attempt) = (spec.job, spec.attempt);
                 tokio::spawn(async move {
                     if !stage.is_empty() {
-                        let result = crate::staging::stage(&stage).await;
+                        let result = match s.ahead_outcome(job, attempt, cluster).await {
+                            Some(Ok(())) => Ok(()),
+                            // Failed ahead, or lost to a restart: copied now.
+                            _ => crate::staging::stage(&stage, spec.unix_user.as_deref()).await,
+                        };
                         if let Err(e) = &result {
                             tracing::warn!(job, cluster, "staging input failed: {e}");
                         }
@@ -701,6 +729,27 @@ impl Service {
                     }
                 });
             }
+            Effect::StageAhead {
+                cluster,
+                job,
+                attempt,
+                stage,
+                unix_user,
+            } => {
+                let (tell, outcome) = tokio::sync::watch::channel(None);
+                self.lock_ahead().insert((job, attempt, cluster), outcome);
+                tokio::spawn(async move {
+                    let result = crate::staging::stage(&stage, unix_user.as_deref()).await;
+                    if let Err(e) = &result {
+                        tracing::warn!(job, cluster, "staging input ahead failed: {e}");
+                    }
+                    s.world()
+                        .staged_ahead(unix_now(), cluster, JobId(job), attempt, &result);
+                    let _ = tell.send(Some(result));
+                    s.lock_ahead().remove(&(job, attempt, cluster));
+                    s.flush().await;
+                });
+            }
             Effect::Submit {
                 cluster,
                 submission,
@@ -712,7 +761,9 @@ impl Service {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
                             .remote_staging_began(unix_now(), cluster, JobId(job), attempt);
-                        let result = crate::staging::stage(&stage).await;
+                        let result =
+                            crate::staging::stage(&stage, submission.spec.unix_user.as_deref())
+                                .await;
                         let go = s.world().remote_staged(
                             unix_now(),
                             cluster,
@@ -1012,6 +1063,16 @@ impl Service {
                     }
                     _ => None,
                 });
+            }
+        }
+        // Inputs are measured and copied by the service: first, each must be readable by the
+        // account the job runs as, asked of the system as that account.
+        if requests.iter().any(|r| !r.inputs.is_empty()) {
+            let account = self.world().unix_account(&user.name).0;
+            for (i, r) in requests.iter().enumerate() {
+                crate::staging::readable_by(&r.inputs, &account)
+                    .await
+                    .map_err(|e| if batch { e.at(i) } else { e })?;
             }
         }
         let mut records = Vec::with_capacity(requests.len());
@@ -2001,7 +2062,11 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
     let mut view = record_view(w, &j.record);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
-        (Some(site), _) => format!("run by site {site}"),
+        // Stopped there for a job of a higher level: why, as that site says.
+        (Some(site), _) => match j.record.reason.as_deref() {
+            Some(why) if j.record.suspended => format!("run by site {site}; {why}"),
+            _ => format!("run by site {site}"),
+        },
         // Cancelled in the queue: by its owner, or because its dependencies can never hold
         // (which its record says).
         (None, Some("cancelled")) => match j.record.reason.as_deref() {

@@ -121,7 +121,64 @@ pub fn copies(j: &JobRecord, cluster: &str, cwd: &Path) -> Vec<Copy> {
 
 /// Copies every file, in order, creating the working directory; stops at the first
 /// failure, naming the file and the cause. Runs in a task of its own.
-pub async fn stage(copies: &[Copy]) -> Result<(), String> {
+///
+/// When the service is root and the job runs as another Unix account (`account`), every
+/// copy is made as that account, with its groups: the service never reads an input the
+/// job's account could not read, and never writes where it could not write (a working
+/// directory is the user's, and a symbolic link planted there must not make root overwrite
+/// its target).
+pub async fn stage(copies: &[Copy], account: Option<&str>) -> Result<(), String> {
+    match account.map(as_account).transpose()? {
+        Some(Some(a)) => stage_as(copies, &a).await,
+        _ => stage_here(copies).await,
+    }
+}
+
+/// Refuses (400, naming the file) an input the job's Unix account cannot read, when the
+/// service is root and the account is another: the service would otherwise measure, and
+/// later stage, a file only root may read. Asked of the system as that account (`test -r`
+/// under `setpriv`), so groups and access lists count as they would for the job.
+pub async fn readable_by(inputs: &[InputSpec], account: &str) -> Result<(), Refusal> {
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let refuse = |why: String| Refusal::invalid("inputs", why);
+    let Some(a) = as_account(account).map_err(refuse)? else {
+        return Ok(());
+    };
+    let mut command = vec![
+        "sh",
+        "-c",
+        r#"for f; do test -r "$f" || { printf %s "$f"; exit 1; }; done"#,
+        "sh",
+    ];
+    command.extend(inputs.iter().map(|i| i.path.as_str()));
+    let out = setpriv(&a, &command, &[])
+        .await
+        .map_err(|e| refuse(format!("checking the inputs as {account:?}: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let path = String::from_utf8_lossy(&out.stdout).to_string();
+    Err(refuse(format!(
+        "input {path}: not readable by Unix account {account:?}, which the job runs as"
+    )))
+}
+
+/// The account copies are made as: `None` when the service is not root (jobs then run as
+/// the service's own user) or the account is root itself.
+fn as_account(name: &str) -> Result<Option<foresight_rm::account::Account>, String> {
+    if !foresight_rm::account::running_as_root() {
+        return Ok(None);
+    }
+    match foresight_rm::account::lookup(name)? {
+        Some(a) if a.uid == 0 => Ok(None),
+        Some(a) => Ok(Some(a)),
+        None => Err(format!("no Unix account {name:?} on this host")),
+    }
+}
+
+async fn stage_here(copies: &[Copy]) -> Result<(), String> {
     for c in copies {
         if let Some(dir) = c.to.parent() {
             tokio::fs::create_dir_all(dir)
@@ -133,6 +190,66 @@ pub async fn stage(copies: &[Copy]) -> Result<(), String> {
             .map_err(|e| format!("copying {} to {}: {e}", c.from.display(), c.to.display()))?;
     }
     Ok(())
+}
+
+/// Each copy by `cp` as the account.
+async fn stage_as(copies: &[Copy], a: &foresight_rm::account::Account) -> Result<(), String> {
+    for c in copies {
+        if let Some(dir) = c.to.parent() {
+            run_as(a, &["mkdir", "-p", "--"], &[dir])
+                .await
+                .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name))?;
+        }
+        run_as(a, &["cp", "-T", "--"], &[&c.from, &c.to])
+            .await
+            .map_err(|e| {
+                format!(
+                    "copying {} to {} as {:?}: {e}",
+                    c.from.display(),
+                    c.to.display(),
+                    a.name
+                )
+            })?;
+    }
+    Ok(())
+}
+
+/// Runs `command` with `paths` as account `a`; its error output is the error.
+async fn run_as(
+    a: &foresight_rm::account::Account,
+    command: &[&str],
+    paths: &[&Path],
+) -> Result<(), String> {
+    let out = setpriv(a, command, paths).await?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(if said.is_empty() {
+        format!("{} exited with {}", command[0], out.status)
+    } else {
+        said
+    })
+}
+
+/// Runs `command` with `paths` under `setpriv` (util-linux) as account `a`: its uid, its gid
+/// and its groups from the group database, as the job's launcher takes them.
+async fn setpriv(
+    a: &foresight_rm::account::Account,
+    command: &[&str],
+    paths: &[&Path],
+) -> Result<std::process::Output, String> {
+    tokio::process::Command::new("setpriv")
+        .arg(format!("--reuid={}", a.uid))
+        .arg(format!("--regid={}", a.gid))
+        .arg("--init-groups")
+        .arg("--")
+        .args(command)
+        .args(paths)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run setpriv (util-linux): {e}"))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ mod licence;
 mod run;
 mod seeds;
 pub use licence::LicenceConfig;
-pub use run::lookahead_trace;
+pub use run::{lookahead_trace, lookahead_watched, Moment};
 pub use seeds::{simulate_seeds, summarize, BrokerRuns, SeedSummary};
 
 use crate::swf::Trace;
@@ -232,10 +232,26 @@ pub struct GlobalStream {
     /// When a job is cancelled: seconds after its submission, uniform in this range.
     #[serde(default = "default_cancel_after")]
     pub cancel_after_seconds: [i64; 2],
+    /// Absolute priority levels of global jobs, each job's drawn uniformly from `0..levels`
+    /// (0 the lowest; seed 001 uses 4): a job of a higher level preempts running global
+    /// jobs of lower ones. One level: nothing is ever preempted.
+    #[serde(default = "one_level")]
+    pub levels: u32,
+    /// Share of global jobs that, preempted, are killed and run anew from the start
+    /// (requeued) rather than suspended and resumed where they stopped.
+    #[serde(default)]
+    pub requeue_share: f64,
     /// Seed.
     #[serde(default)]
     pub seed: u64,
 }
+
+fn one_level() -> u32 {
+    1
+}
+
+/// Most priority levels a grid may draw from (more would leave most levels empty).
+pub const MAX_LEVELS: u32 = 1_000;
 
 fn default_cancel_after() -> [i64; 2] {
     [60, 3600]
@@ -385,6 +401,18 @@ impl GridConfig {
                 "global.cancel_after_seconds must be [min, max] with 0 <= min <= max".into(),
             );
         }
+        if !(1..=MAX_LEVELS).contains(&g.levels) {
+            return Err(format!(
+                "global.levels must be within [1, {MAX_LEVELS}], got {}",
+                g.levels
+            ));
+        }
+        if !(0.0..=1.0).contains(&g.requeue_share) {
+            return Err(format!(
+                "global.requeue_share must be within [0, 1], got {}",
+                g.requeue_share
+            ));
+        }
         Ok(())
     }
 }
@@ -495,6 +523,44 @@ pub struct GridReport {
     pub with_licences: GroupReport,
     /// Jobs, local and global, that asked for none.
     pub without_licences: GroupReport,
+    /// Absolute priorities (`global.levels` above 1): figures per level and preemptions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub levels: Option<LevelsReport>,
+}
+
+/// The global jobs of one priority level.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LevelReport {
+    /// The level (0 the lowest).
+    pub level: u32,
+    /// Jobs of this level submitted.
+    pub submitted: u64,
+    /// Of them, finished.
+    pub finished: u64,
+    /// Mean wait of the finished ones (submission to first start), seconds.
+    pub mean_wait: f64,
+    /// Mean response of the finished ones (submission to end), seconds.
+    pub mean_response: f64,
+    /// Mean bounded slowdown of the finished ones: response over the run time of the
+    /// attempt that finished (at least τ = 10 s), so that time spent suspended counts.
+    pub mean_bsld: f64,
+    /// Times jobs of this level were preempted.
+    pub preempted: u64,
+}
+
+/// What absolute priorities did in a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LevelsReport {
+    /// Per level, the lowest first.
+    pub per_level: Vec<LevelReport>,
+    /// Running global jobs preempted (suspended or requeued).
+    pub preemptions: u64,
+    /// Of them, requeued: killed and run anew.
+    pub requeues: u64,
+    /// Suspended jobs resumed.
+    pub resumptions: u64,
+    /// Processor-seconds of work requeued jobs had done and lost.
+    pub lost_proc_seconds: f64,
 }
 
 /// A job of a [`LookaheadTrace`]: local jobs are numbered per cluster, global ones over the
@@ -698,6 +764,21 @@ pub(crate) fn cancellations(g: &GlobalStream, n: usize) -> Vec<Option<Dur>> {
             let cancel = rng.gen::<f64>() < g.cancel_share;
             let after = rng.gen_range(lo.min(hi)..=hi.max(lo)).max(0);
             cancel.then_some(Dur(after))
+        })
+        .collect()
+}
+
+/// Each of `n` global jobs' priority level and whether it is requeued when preempted: drawn
+/// from a generator of their own, so that the stream itself is the same whatever the levels.
+pub(crate) fn levels(g: &GlobalStream, n: usize) -> Vec<(u32, bool)> {
+    if g.levels <= 1 && g.requeue_share <= 0.0 {
+        return vec![(0, false); n];
+    }
+    let mut rng = Pcg64::seed_from_u64(g.seed ^ 0x6c65_7665_6c73);
+    (0..n)
+        .map(|_| {
+            let level = rng.gen_range(0..g.levels.max(1));
+            (level, rng.gen::<f64>() < g.requeue_share)
         })
         .collect()
 }

@@ -62,6 +62,11 @@ pub struct SimGridOpts {
     /// global job's reservation stays its walltime long.
     #[arg(long, value_name = "PREDICTOR")]
     predict: Option<Predictor>,
+    /// Absolute priority levels of the global jobs, drawn uniformly (overrides the
+    /// configuration's `global.levels`; 1: nothing is preempted). The report gives the
+    /// figures per level and what preemption did.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(foresight_sim::grid::MAX_LEVELS)))]
+    levels: Option<u32>,
 }
 
 /// Options of `foresight sim run`.
@@ -756,6 +761,9 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
     if let Some(p) = opts.predict {
         cfg.predict = p;
     }
+    if let Some(n) = opts.levels {
+        cfg.global.levels = n;
+    }
     if opts.seeds > 1 {
         if opts.plot.is_some() {
             bail!("--plot draws one run: drop --seeds, or set the seed in the configuration");
@@ -932,9 +940,55 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     );
                 }
             }
+            print_levels(reports.iter().map(|(r, _)| r));
         }
     }
     Ok(())
+}
+
+/// The figures per priority level of the runs that had several, and what preemption did.
+fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridReport>) {
+    let mut header = true;
+    for r in reports {
+        let Some(l) = &r.levels else { continue };
+        if header {
+            println!();
+            println!(
+                "{:<16} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10}",
+                "broker",
+                "level",
+                "submitted",
+                "finished",
+                "glob wt",
+                "response",
+                "glob bsd",
+                "preempted"
+            );
+            header = false;
+        }
+        for p in &l.per_level {
+            println!(
+                "{:<16} {:>6} {:>9} {:>9} {:>8.0}s {:>9.0}s {:>9.2} {:>10}",
+                r.broker,
+                p.level,
+                p.submitted,
+                p.finished,
+                p.mean_wait,
+                p.mean_response,
+                p.mean_bsld,
+                p.preempted
+            );
+        }
+        println!(
+            "{:<16} preemptions: {} ({} requeued, {} resumed); work lost to requeues: {:.1} \
+             processor-hours",
+            r.broker,
+            l.preemptions,
+            l.requeues,
+            l.resumptions,
+            l.lost_proc_seconds / 3600.0
+        );
+    }
 }
 
 /// `sim grid --seeds N`: every broker over N seeds, summarized.
@@ -1001,6 +1055,28 @@ fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> R
                 cell(s.local_wait_vs_first),
                 cell(s.global_wait_vs_first)
             );
+        }
+    }
+    if summary.iter().any(|s| !s.level_response.is_empty()) {
+        println!();
+        println!("per priority level (0 the lowest), over the seeds where it finished jobs");
+        println!(
+            "{:<16} {:>6} {:>17} {:>13}",
+            "broker", "level", "response s", "bsld"
+        );
+        for s in &summary {
+            for (level, (resp, bsld)) in s.level_response.iter().zip(&s.level_bsld).enumerate() {
+                println!(
+                    "{:<16} {:>6} {:>17} {:>13}",
+                    s.broker,
+                    level,
+                    format!("{resp:.0}"),
+                    format!("{bsld:.2}"),
+                );
+            }
+            if let Some(e) = s.preemptions {
+                println!("{:<16} preemptions per run: {e:.1}", s.broker);
+            }
         }
     }
     println!(

@@ -463,9 +463,12 @@ impl Broker {
     }
 
     /// Local jobs and global jobs' parts that have outlived their predicted plan at `now`
-    /// (on the clusters the broker schedules) are planned to their estimate
-    /// ([`crate::predict::corrected`]), and each cluster that corrected one runs a pass at
-    /// once, as EASY++ does: the processors were not free at the plan's end after all. When
+    /// are planned to their estimate ([`crate::predict::corrected`]), and each cluster the
+    /// broker schedules that corrected one runs a pass at once, as EASY++ does: the
+    /// processors were not free at the plan's end after all. On a self-scheduled cluster
+    /// (Slurm) only the mirror's plan of a global job's part is corrected: the cluster runs
+    /// its own queue, and its mirror is rebuilt from its snapshots with the plan the caller
+    /// keeps. When
     /// a global job was corrected, the grid is planned again at once (a cycle): the jobs
     /// planned into the rest of its reservation move behind it. The kill stays the caller's,
     /// at the estimate (a global job's reservation end). Returns (cluster, job, new plan from
@@ -477,9 +480,6 @@ impl Broker {
     ) -> Vec<(usize, JobId, Dur)> {
         let mut done = Vec::new();
         for k in 0..self.clusters.len() {
-            if self.clusters[k].self_scheduled {
-                continue;
-            }
             let due = self.clusters[k].sched.outlived(now);
             if due.is_empty() {
                 continue;
@@ -494,7 +494,9 @@ impl Broker {
                     done.push((k, id, longer));
                 }
             }
-            self.pass(now, k, out);
+            if !self.clusters[k].self_scheduled {
+                self.pass(now, k, out);
+            }
             self.settle(now);
         }
         if done.iter().any(|(_, id, _)| self.jobs.contains_key(id)) {

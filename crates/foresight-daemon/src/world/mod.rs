@@ -37,6 +37,21 @@ pub enum Effect {
         /// on that cluster); the outcome goes to [`World::staged`].
         stage: Vec<crate::staging::Copy>,
     },
+    /// Copy a reserved job's input to the cluster it will start on, ahead of its start
+    /// (during the transfer the planner set aside); the outcome goes to
+    /// [`World::staged_ahead`], and a launch meanwhile waits for it.
+    StageAhead {
+        /// Cluster index.
+        cluster: usize,
+        /// The job.
+        job: u64,
+        /// Its attempt.
+        attempt: u32,
+        /// The files.
+        stage: Vec<crate::staging::Copy>,
+        /// The Unix account the copy is made as (see [`crate::staging::stage`]).
+        unix_user: Option<String>,
+    },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
     Kill {
         /// Cluster index.
@@ -1046,22 +1061,31 @@ impl World {
         let Some(spec) = self.part_spec(id, index, taken) else {
             return;
         };
-        let stage = crate::staging::copies(&self.jobs[&id], &name, &spec.cwd);
+        let mut stage = crate::staging::copies(&self.jobs[&id], &name, &spec.cwd);
+        let ahead = self.jobs[&id]
+            .staging
+            .iter()
+            .rev()
+            .find(|s| s.cluster == name && s.attempt == self.jobs[&id].attempt)
+            .map(|s| (s.ended_at.is_some(), s.error.is_none()));
+        if ahead == Some((true, true)) {
+            // Copied ahead, while it was reserved.
+            stage.clear();
+        }
         if let Some(j) = self.jobs.get_mut(&id) {
             if index == 0 {
                 j.stdout = Some(spec.stdout.display().to_string());
                 j.stderr = Some(spec.stderr.display().to_string());
             }
-            if !stage.is_empty() {
-                // It starts once its input is there: staging is time before the start.
-                j.staging.push(foresight_store::StagingRecord {
-                    cluster: name.clone(),
-                    attempt: j.attempt,
-                    began_at: now.secs(),
-                    ended_at: None,
-                    error: None,
-                });
+            if !stage.is_empty() && ahead == Some((false, true)) {
+                // The copy ahead is still running: the launch waits for it (or, after a
+                // restart lost it, copies again), and its record is that copy's.
                 j.reason = Some(format!("staging its input to {name}"));
+            } else if !stage.is_empty() {
+                // It starts once its input is there: staging is time before the start.
+                j.reason = Some(format!("staging its input to {name}"));
+                let attempt = j.attempt;
+                self.staging_began(now, k, id, attempt);
             }
         }
         if stage.is_empty() {
@@ -1136,6 +1160,21 @@ impl World {
                 self.on_finished(now, k, id, attempt, &outcome);
                 false
             }
+        }
+    }
+
+    /// Records the start of a copy of job `id`'s input to cluster `k` for `attempt`.
+    pub(super) fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+        let name = self.clusters[k].cfg.name.clone();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.staging.push(foresight_store::StagingRecord {
+                cluster: name,
+                attempt,
+                began_at: now.secs(),
+                ended_at: None,
+                error: None,
+            });
+            self.dirty_jobs.insert(id);
         }
     }
 
@@ -2416,6 +2455,68 @@ impl World {
             .collect();
         self.dirty_jobs.insert(id);
         self.submit_remote_parts(id);
+        self.stage_ahead(now, id);
+    }
+
+    /// Starts copying a reserved job's input to each cluster it will run on that the
+    /// broker schedules itself, now rather than at its start: the planner placed its
+    /// slots there after the transfer, so the copy runs in that time instead of after it.
+    /// (Slurm parts are copied before they are submitted, which is also at reservation.)
+    fn stage_ahead(&mut self, now: Time, id: JobId) {
+        let Some(j) = self.jobs.get(&id) else { return };
+        let attempt = j.attempt;
+        let mut copies = Vec::new();
+        for (index, p) in j.parts.iter().enumerate() {
+            let Some(k) = self.cluster_index(&p.cluster) else {
+                continue;
+            };
+            let begun = j
+                .staging
+                .iter()
+                .any(|s| s.cluster == p.cluster && s.attempt == attempt);
+            if self.clusters[k].remote || p.ended || begun {
+                continue;
+            }
+            let Some(spec) = self.part_spec(id, index, Vec::new()) else {
+                continue;
+            };
+            let stage = crate::staging::copies(j, &p.cluster, &spec.cwd);
+            if !stage.is_empty() {
+                copies.push((k, stage, spec.unix_user));
+            }
+        }
+        for (k, stage, unix_user) in copies {
+            self.staging_began(now, k, id, attempt);
+            self.effects.push(Effect::StageAhead {
+                cluster: k,
+                job: id.0,
+                attempt,
+                stage,
+                unix_user,
+            });
+        }
+    }
+
+    /// A copy made ahead of a reserved job's start ended: recorded. A part launched
+    /// meanwhile is waiting for it and goes on (or fails) through [`World::staged`]; a
+    /// copy that failed ahead is made again at the start, and only that failure fails it.
+    pub fn staged_ahead(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        attempt: u32,
+        result: &Result<(), String>,
+    ) {
+        let name = self.clusters[k].cfg.name.clone();
+        let launched = self.jobs.get(&id).is_some_and(|j| {
+            j.attempt == attempt
+                && j.reason.as_deref() == Some(&format!("staging its input to {name}"))
+        });
+        // A launched part's wait ends through `staged`, which records the end itself.
+        if !launched {
+            self.staging_ended(now, &name, id, attempt, result);
+        }
     }
 
     // ---------------------------------------------------------------- restart
@@ -2536,7 +2637,7 @@ impl World {
                         let job = Job::new(id, Time(j.submitted_at), p.procs, Dur(walltime))
                             .with_cred(cred)
                             .with_prediction(if global {
-                                None
+                                prediction::part_plan(&j, walltime)
                             } else {
                                 prediction::restored_plan(&j)
                             });

@@ -141,8 +141,9 @@ impl World {
         Some(plan)
     }
 
-    /// Local jobs that have outlived their prediction are planned to their walltime (where
-    /// they are killed anyway), and their clusters plan again at once.
+    /// Local jobs and global jobs' parts (on Slurm clusters too) that have outlived their
+    /// prediction are planned to their walltime (where they are killed anyway), and their
+    /// clusters, or the grid planner, plan again at once.
     pub fn correct_outlived(&mut self, now: Time) {
         let mut out = Vec::new();
         let done = self.broker.correct_outlived(now, &mut out);
@@ -167,7 +168,6 @@ impl World {
         self.broker
             .clusters
             .iter()
-            .filter(|c| !c.self_scheduled)
             .filter_map(|c| c.sched.next_plan_end(now))
             .min()
     }
@@ -177,6 +177,22 @@ impl World {
 /// prediction (as corrected so far), or `None` for the walltime.
 pub(super) fn restored_plan(j: &JobRecord) -> Option<Dur> {
     j.prediction.as_ref().map(|p| Dur(p.seconds))
+}
+
+/// The plan of a running global job's part that is `len` long (its reservation's window, or
+/// its limit on a remote cluster), for its restore and for a remote cluster's mirror: the
+/// job's prediction stretched as its walltime is to `len` (as the broker binds a part),
+/// or, once corrected, the corrected plan itself, which the correction gave in the part's
+/// time. `None` (planned to `len`) when it has no prediction shorter than `len`.
+pub(super) fn part_plan(j: &JobRecord, len: i64) -> Option<Dur> {
+    let p = j.prediction.as_ref()?;
+    let plan = if p.corrections > 0 {
+        p.seconds
+    } else {
+        let wall = j.walltime.max(1);
+        (p.seconds.max(1) * len + wall - 1) / wall
+    };
+    (plan < len).then_some(Dur(plan.max(1)))
 }
 
 #[cfg(test)]
@@ -247,5 +263,189 @@ mod tests {
         let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
         assert_eq!((p.seconds, p.corrections), (1_000, 1));
         assert_eq!(w.next_plan_end(Time(1_300)), None);
+    }
+
+    /// A world of one 4-processor cluster predicting with Tsafrir in which ann's global job
+    /// 1 ran 100 s and her job 2 (walltime 1 000, predicted 100 s) runs from 1 200.
+    fn running_predicted_global_job() -> World {
+        let cfg = Config {
+            cluster: vec![cluster("a", 4)],
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        w.accept(Time(1_000), vec![job(1, "ann", 4, 1_000)]);
+        w.cycle(Time(1_000));
+        let attempt = w.jobs[&JobId(1)].attempt;
+        w.on_finished(Time(1_100), 0, JobId(1), attempt, &exit(0));
+        w.accept(
+            Time(1_200),
+            vec![JobRecord {
+                submitted_at: 1_200,
+                ..job(2, "ann", 4, 1_000)
+            }],
+        );
+        w.cycle(Time(1_200));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+        w
+    }
+
+    /// The same world started again from what `w` would have stored.
+    fn restarted(w: &World, now: Time) -> World {
+        let cfg = Config {
+            cluster: vec![cluster("a", 4)],
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        };
+        let mut again = World::new(&cfg);
+        let adopt = again.restore(
+            now,
+            w.jobs.values().cloned().collect(),
+            w.reservations.values().cloned().collect(),
+            w.users.values().cloned().collect(),
+        );
+        assert_eq!(adopt, vec![(0, JobId(2), 0)]);
+        again
+    }
+
+    /// A running global part keeps its prediction across a restart: restored at 1 250, it
+    /// is still planned to end at 1 300 (its prediction), not at its walltime, and is
+    /// corrected once when it outlives it. Before, it came back planned to its walltime and
+    /// was never corrected.
+    #[test]
+    fn a_running_global_part_keeps_its_prediction_across_a_restart() {
+        let w = running_predicted_global_job();
+        let mut again = restarted(&w, Time(1_250));
+        assert!(again.broker.clusters[0].sched.is_running(JobId(2)));
+        assert_eq!(again.next_plan_end(Time(1_250)), Some(Time(1_300)));
+        again.correct_outlived(Time(1_300));
+        let p = again.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.corrections), (1_000, 1));
+        assert_eq!(again.next_plan_end(Time(1_300)), None);
+    }
+
+    /// A part corrected before a restart comes back with its corrected plan (its walltime)
+    /// and its count of corrections, and is not corrected a second time.
+    #[test]
+    fn a_corrected_global_part_keeps_its_corrections_across_a_restart() {
+        let mut w = running_predicted_global_job();
+        w.correct_outlived(Time(1_300));
+        let mut again = restarted(&w, Time(1_400));
+        assert_eq!(again.next_plan_end(Time(1_400)), None);
+        again.correct_outlived(Time(1_500));
+        let p = again.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.runs, p.corrections), (1_000, 1, 1));
+    }
+
+    /// A global part on a Slurm cluster is planned to its prediction in the cluster's mirror
+    /// (its reservation's rest offered to the planner) and corrected when it outlives it;
+    /// the correction survives the mirror's rebuild at the next snapshot, and Slurm's kill
+    /// time stays the walltime (nothing is cancelled or resubmitted). Before, parts on Slurm
+    /// were planned to their limit and never corrected.
+    #[test]
+    fn a_global_part_on_slurm_is_planned_by_its_prediction_and_corrected() {
+        use super::super::tests::{empty_state, ours, slurm};
+        use super::super::Effect;
+        use foresight_core::ReservationId;
+        use foresight_rm::{PartHandle, RmJobState, RmReservation};
+        let cfg = Config {
+            cluster: vec![slurm("c1")],
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        let two = job(2, "ann", 4, 1_000);
+        // Ann's one earlier run of the same application took 100 s.
+        w.restore_runs(vec![RunRecord {
+            job: 1,
+            user: "ann".into(),
+            app: app_of(&two),
+            params: params_of(&two),
+            cluster: None,
+            runtime: 100,
+            ended_at: 900,
+        }]);
+        w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+        w.accept(Time(1_000), vec![two]);
+        assert_eq!(w.jobs[&JobId(2)].prediction.as_ref().unwrap().seconds, 100);
+        w.cycle(Time(1_000));
+        let rid = std::mem::take(&mut w.effects)
+            .into_iter()
+            .find_map(|e| match e {
+                Effect::Reserve { request, .. } => Some(request.id),
+                _ => None,
+            })
+            .unwrap();
+        w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
+        w.part_submitted(
+            Time(1_000),
+            0,
+            JobId(2),
+            0,
+            Ok(PartHandle {
+                job: 2,
+                attempt: 0,
+                external: Some("8".into()),
+            }),
+        );
+        std::mem::take(&mut w.effects);
+        let mut running = ours("8", 2, 0, 4, RmJobState::Running);
+        running.start = Some(1_000);
+        running.time_limit = Some(1_020);
+        running.reservation = Some(format!("foresight-{rid}"));
+        let snapshot = |at: i64| {
+            let mut s = empty_state(at, 8);
+            s.jobs.push(running.clone());
+            s.reservations.push(RmReservation {
+                name: format!("foresight-{rid}"),
+                foresight: Some(rid),
+                start: 1_000,
+                end: 2_020,
+                procs: 4,
+            });
+            s
+        };
+        w.sync_remote(Time(1_010), 0, Ok(snapshot(1_010)));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+        // 100 s on the reference processor, stretched as 1 000 s are to Slurm's 1 020.
+        assert_eq!(w.next_plan_end(Time(1_010)), Some(Time(1_102)));
+        assert!(w.broker.clusters[0].sched.predicted_runs().count() == 1);
+
+        w.sync_remote(Time(1_102), 0, Ok(snapshot(1_102)));
+        w.correct_outlived(Time(1_102));
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!(p.corrections, 1);
+        assert!(p.seconds >= 1_020, "{p:?}");
+        assert_eq!(w.next_plan_end(Time(1_102)), None);
+        // The next snapshot rebuilds the mirror with the corrected plan.
+        w.sync_remote(Time(1_110), 0, Ok(snapshot(1_110)));
+        assert_eq!(w.next_plan_end(Time(1_110)), None);
+        assert_eq!(w.broker.clusters[0].sched.predicted_runs().count(), 0);
+        w.correct_outlived(Time(1_200));
+        assert_eq!(
+            w.jobs[&JobId(2)].prediction.as_ref().unwrap().corrections,
+            1
+        );
+        let effects = std::mem::take(&mut w.effects);
+        assert!(
+            !effects
+                .iter()
+                .any(|e| matches!(e, Effect::Cancel { .. } | Effect::Submit { .. })),
+            "{effects:?}"
+        );
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
     }
 }

@@ -252,17 +252,7 @@ impl World {
 
     /// The copy of a part's input before its submission to remote cluster `k` began.
     pub fn remote_staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
-        let name = self.clusters[k].cfg.name.clone();
-        if let Some(j) = self.jobs.get_mut(&id) {
-            j.staging.push(foresight_store::StagingRecord {
-                cluster: name,
-                attempt,
-                began_at: now.secs(),
-                ended_at: None,
-                error: None,
-            });
-            self.dirty_jobs.insert(id);
-        }
+        self.staging_began(now, k, id, attempt);
     }
 
     /// The copy of a part's input before its submission to remote cluster `k` ended: done
@@ -788,6 +778,9 @@ impl World {
         // Where a part of ours runs past its reservation (it started late), the reservation
         // holds its processors until the part's limit.
         let mut part_end: HashMap<u64, i64> = HashMap::new();
+        // The job each of our reservations runs, so that its window past the part's
+        // prediction is offered to the planner as on a cluster the broker schedules.
+        let mut part_job: HashMap<u64, JobId> = HashMap::new();
         for j in &state.jobs {
             if j.foresight.is_none()
                 || !matches!(j.state, RmJobState::Running | RmJobState::Suspended)
@@ -798,6 +791,9 @@ impl World {
                 .reservation
                 .as_deref()
                 .and_then(|r| self.naming.reservation_id(r));
+            if let (Some(rid), Some((job, _))) = (rid, j.foresight) {
+                part_job.insert(rid, JobId(job));
+            }
             if let (Some(rid), Some(limit)) = (rid, j.time_limit) {
                 let end = j.start.unwrap_or(now.secs()) + limit;
                 let e = part_end.entry(rid).or_insert(end);
@@ -814,7 +810,7 @@ impl World {
                     procs: p.min(procs),
                     window: Interval::new(Time(start), Time(end)),
                     acl: Acl {
-                        job: None,
+                        job: part_job.get(&id).copied(),
                         ..Acl::nobody()
                     },
                 };
@@ -882,7 +878,15 @@ impl World {
                     };
                     let start = j.start.map_or(now, Time);
                     let estimate = Dur(limit.max((now - start).as_secs()) + SLURM_END_PAD_SECS);
-                    let job = Job::new(id, start, procs_asked, estimate);
+                    // Planned to its prediction (or its correction) like a part on a
+                    // cluster the broker schedules; Slurm still kills it at its limit.
+                    let plan = match (domain, self.jobs.get(&id)) {
+                        (Domain::Reservation(_), Some(rec)) => {
+                            super::prediction::part_plan(rec, limit)
+                        }
+                        _ => None,
+                    };
+                    let job = Job::new(id, start, procs_asked, estimate).with_prediction(plan);
                     let _ = mirror.restore_running(t, job, start, domain);
                 }
                 (RmJobState::Pending, None) if j.reservation.is_none() => {

@@ -505,7 +505,7 @@ fn reservations_of_named_processors_never_share_one() {
 
 // ------------------------------------------------------------------ remote (Slurm) clusters
 
-fn slurm(name: &str) -> ClusterConfig {
+pub(super) fn slurm(name: &str) -> ClusterConfig {
     ClusterConfig {
         kind: "slurm".into(),
         slurm_conf: Some(format!("/etc/{name}/slurm.conf").into()),
@@ -513,7 +513,7 @@ fn slurm(name: &str) -> ClusterConfig {
     }
 }
 
-fn empty_state(at: i64, procs: u32) -> ClusterState {
+pub(super) fn empty_state(at: i64, procs: u32) -> ClusterState {
     ClusterState {
         taken_at: at,
         processors: procs,
@@ -522,7 +522,7 @@ fn empty_state(at: i64, procs: u32) -> ClusterState {
     }
 }
 
-fn ours(external: &str, job: u64, attempt: u32, procs: u32, state: RmJobState) -> RmJob {
+pub(super) fn ours(external: &str, job: u64, attempt: u32, procs: u32, state: RmJobState) -> RmJob {
     RmJob {
         external: external.into(),
         foresight: Some((job, attempt)),

@@ -4,7 +4,7 @@
 
 use super::{
     cancellations, global_stream, local_stream_apps, report_group, Broker, ClusterReport,
-    GridConfig, GridError, GridReport, UserConfig, UserReport,
+    GridConfig, GridError, GridReport, LevelReport, LevelsReport, UserConfig, UserReport,
 };
 use crate::plot::Span;
 use foresight_core::broker::{self, BrokerAction, Phase};
@@ -21,8 +21,14 @@ pub(super) const GLOBAL_PART: u64 = 1 << 40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    /// A job on a cluster (`0..n`) or a dedicated partition (`n..2n`) ended.
-    End { cluster: usize, job: JobId },
+    /// A job on a cluster (`0..n`) or a dedicated partition (`n..2n`) ended. `run` is a
+    /// global job's run it ends (a preemption withdraws the ends of the run it stops); 0
+    /// for local jobs.
+    End {
+        cluster: usize,
+        job: JobId,
+        run: u32,
+    },
     /// A local job is submitted.
     Local { cluster: usize, index: usize },
     /// A global job arrives.
@@ -42,8 +48,11 @@ struct SimCluster {
     name: String,
     procs: u32,
     local: Vec<(Job, Dur)>,
-    /// Work per running or finished job: start, end, procs; for the report.
+    /// Work per running or finished job: start, end, procs; for the report. A preempted
+    /// global job's part: its latest run here.
     ran: BTreeMap<JobId, (Time, Time, u32)>,
+    /// Earlier runs of preempted global jobs' parts: job, start, stop, procs.
+    stopped: Vec<(JobId, Time, Time, u32)>,
     ticks: BTreeSet<Time>,
     rejected: u64,
     /// Each local job's application (SWF executable), for the `app` predictor.
@@ -72,14 +81,23 @@ struct GlobalState {
     /// What a queued job holds of its user's budget until it starts (the most it can be
     /// charged where it was queued); the difference to the charge is returned at the start.
     held: f64,
-    /// Latest start of any of its parts (the first is `start`).
-    last_part_start: Option<Time>,
     /// Its user cancels it this long after its submission, if it has not started.
     cancel_after: Option<Dur>,
     /// Cancelled before it started.
     cancelled: bool,
     /// Where a baseline broker queued it (clusters `0..n`, dedicated partitions `n..2n`).
     queued_at: Option<usize>,
+    /// Its current run: raised by each preemption, which withdraws the ends of the run
+    /// it stops.
+    run: u32,
+    /// First start of its current attempt (a requeued job starts anew).
+    attempt_start: Option<Time>,
+    /// Largest gap between its first and last part to start within one attempt.
+    skew: Dur,
+    /// Times it was preempted.
+    preempted: u32,
+    /// Suspended parts: cluster → run time left.
+    left: BTreeMap<usize, Dur>,
 }
 
 /// One run of the grid.
@@ -108,6 +126,23 @@ struct GridRun<'a> {
     corrections: BTreeSet<Time>,
     /// Jobs corrected for outliving their prediction (local jobs and global jobs' parts).
     corrected: u64,
+    /// What absolute priorities did (preemptions, requeues, resumptions, lost work).
+    levels: LevelCounts,
+    /// Global jobs requeued by preemption while the current event was carried out.
+    requeued_now: BTreeSet<JobId>,
+    /// Whether the current event's carry-out started a global job's part.
+    started_global: bool,
+    /// Every part running whose end has not been handled: (job, cluster) → (end, procs).
+    live: BTreeMap<(JobId, usize), (Time, u32)>,
+}
+
+/// What absolute priorities did in a run, for the report.
+#[derive(Default)]
+struct LevelCounts {
+    preemptions: u64,
+    requeues: u64,
+    resumptions: u64,
+    lost_proc_seconds: f64,
 }
 
 impl GridRun<'_> {
@@ -141,10 +176,14 @@ impl GridRun<'_> {
         Ok(())
     }
 
-    fn on_end(&mut self, now: Time, cluster: usize, job: JobId) -> Result<(), GridError> {
+    fn on_end(&mut self, now: Time, cluster: usize, job: JobId, run: u32) -> Result<(), GridError> {
         let n = self.n();
         if job.0 >= GLOBAL_PART {
             let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
+            if run != gs.run {
+                return Ok(()); // withdrawn: its run was preempted
+            }
+            self.live.remove(&(job, cluster % n));
             gs.parts_left = gs.parts_left.saturating_sub(1);
             if gs.parts_left == 0 {
                 gs.end = Some(now);
@@ -152,6 +191,7 @@ impl GridRun<'_> {
                 self.global_stats.record(&global_key(&gs.job), run);
             }
         } else {
+            self.live.remove(&(job, cluster % n));
             let c = &mut self.clusters[cluster];
             let i = job.0 as usize;
             let key = local_key(&c.local[i].0, c.apps[i]);
@@ -357,11 +397,15 @@ impl GridRun<'_> {
             || self.broker.entries().any(|e| {
                 matches!(
                     e.phase,
-                    Phase::Queued | Phase::Planned { .. } | Phase::Reserving { .. }
+                    Phase::Queued
+                        | Phase::Planned { .. }
+                        | Phase::Reserving { .. }
+                        | Phase::Suspended { .. }
                 )
             });
         let next = now + Dur(self.cfg.cycle_seconds);
-        // Keep cycling while jobs wait or more are still to arrive.
+        // Keep cycling while jobs wait (suspended ones resume at a cycle) or more are still
+        // to arrive.
         if (pending || now < self.last_arrival) && next <= self.give_up {
             self.push(next, Ev::Cycle);
         }
@@ -396,10 +440,14 @@ impl GridRun<'_> {
                         .fold(f64::INFINITY, f64::min);
                     let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
                     let slowest = if slowest.is_finite() { slowest } else { 1.0 };
-                    gs.runtime = Dur(((gs.runtime.as_secs() as f64) / slowest).ceil() as i64)
-                        .min(*end - *start);
+                    // From its runtime on reference processors: a requeued job is
+                    // reserved again, and runs anew.
+                    gs.runtime =
+                        Dur(((gs.reference_runtime.as_secs() as f64) / slowest).ceil() as i64)
+                            .min(*end - *start);
                     gs.parts_left = parts.len() as u32;
                     gs.clusters = parts.len() as u32;
+                    gs.attempt_start = None;
                 }
                 BrokerAction::Charge { job, user, amount } => {
                     self.globals[(job.0 - GLOBAL_PART) as usize].charged += amount;
@@ -417,15 +465,90 @@ impl GridRun<'_> {
                 | BrokerAction::Moved { .. }
                 | BrokerAction::ReservationEnded { .. }
                 | BrokerAction::Ended { .. } => {}
-                // The grid workloads give every global job one priority level, so the
-                // broker never preempts in them.
-                BrokerAction::Preempted { .. }
-                | BrokerAction::Resumed { .. }
-                | BrokerAction::PreemptAsked { .. }
-                | BrokerAction::ResumeAsked { .. } => {
-                    unreachable!("invariant: one priority level, nothing is preempted")
+                BrokerAction::Preempted {
+                    job, how, parts, ..
+                } => self.preempted(now, *job, *how, parts),
+                BrokerAction::Resumed { job, parts, .. } => self.resumed(now, *job, parts),
+                // Asked only of clusters that schedule themselves (Slurm): the simulator's
+                // are all the broker's.
+                BrokerAction::PreemptAsked { .. } | BrokerAction::ResumeAsked { .. } => {
+                    unreachable!("invariant: the broker schedules every simulated cluster")
                 }
             }
+        }
+    }
+
+    /// A running global job gives its processors to a job of a higher level: its parts
+    /// stop now and the ends of their run are withdrawn. Suspended, each part keeps the
+    /// run time it has left; requeued, its parts are killed (reported ended to the broker,
+    /// which queues it again) and the work they did is lost.
+    fn preempted(
+        &mut self,
+        now: Time,
+        job: JobId,
+        how: broker::Preemption,
+        parts: &[broker::ReservedPart],
+    ) {
+        let i = (job.0 - GLOBAL_PART) as usize;
+        self.levels.preemptions += 1;
+        let gs = &mut self.globals[i];
+        gs.run += 1;
+        gs.preempted += 1;
+        let runtime = gs.runtime;
+        for p in parts {
+            self.live.remove(&(job, p.cluster));
+            let c = &mut self.clusters[p.cluster];
+            let left = match c.ran.remove(&job) {
+                Some((start, end, procs)) => {
+                    let stop = now.clamp(start, end);
+                    c.stopped.push((job, start, stop, procs));
+                    end - stop
+                }
+                None => runtime, // not started there: nothing done
+            };
+            match how {
+                broker::Preemption::Suspend => {
+                    self.globals[i].left.insert(p.cluster, left);
+                }
+                broker::Preemption::Requeue => {
+                    let done = (runtime.as_secs() - left.as_secs()).max(0) as f64;
+                    self.levels.lost_proc_seconds += f64::from(p.procs) * done;
+                }
+            }
+        }
+        if how == broker::Preemption::Requeue {
+            self.levels.requeues += 1;
+            self.requeued_now.insert(job);
+            let mut out = Vec::new();
+            for p in parts {
+                self.broker.on_part_ended(now, p.cluster, job, &mut out);
+            }
+            self.carry_out(now, &out);
+        }
+    }
+
+    /// A suspended global job continues on its clusters: each part runs the time it had
+    /// left from now.
+    fn resumed(&mut self, now: Time, job: JobId, parts: &[broker::ReservedPart]) {
+        let i = (job.0 - GLOBAL_PART) as usize;
+        self.levels.resumptions += 1;
+        for p in parts {
+            let gs = &mut self.globals[i];
+            let left = gs.left.remove(&p.cluster).unwrap_or(gs.runtime);
+            let run = gs.run;
+            self.clusters[p.cluster]
+                .ran
+                .insert(job, (now, now + left, p.procs));
+            self.live.insert((job, p.cluster), (now + left, p.procs));
+            self.push(
+                now + left,
+                Ev::End {
+                    cluster: p.cluster,
+                    job,
+                    run,
+                },
+            );
+            self.plan_correction(now, p.cluster);
         }
     }
 
@@ -446,10 +569,12 @@ impl GridRun<'_> {
 
     fn started(&mut self, now: Time, k: usize, job: JobId, procs: u32) {
         let owner = k % self.n();
-        let runtime = if job.0 >= GLOBAL_PART {
+        let (runtime, run) = if job.0 >= GLOBAL_PART {
+            self.started_global = true;
             let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
             gs.start.get_or_insert(now);
-            gs.last_part_start = Some(now);
+            let first = *gs.attempt_start.get_or_insert(now);
+            gs.skew = gs.skew.max(now - first);
             if gs.queued {
                 // Queued brokers charge the base tariff for what was used and return the
                 // rest of what they held.
@@ -460,14 +585,22 @@ impl GridRun<'_> {
                     *b += (gs.held - gs.charged).max(0.0);
                 }
             }
-            gs.runtime
+            (gs.runtime, gs.run)
         } else {
-            self.clusters[owner].local[job.0 as usize].1
+            (self.clusters[owner].local[job.0 as usize].1, 0)
         };
         self.clusters[owner]
             .ran
             .insert(job, (now, now + runtime, procs));
-        self.push(now + runtime, Ev::End { cluster: k, job });
+        self.live.insert((job, owner), (now + runtime, procs));
+        self.push(
+            now + runtime,
+            Ev::End {
+                cluster: k,
+                job,
+                run,
+            },
+        );
         self.plan_correction(now, k);
     }
 }
@@ -492,6 +625,35 @@ fn global_key(job: &GlobalJob) -> RunKey {
         params: u64::from(job.procs),
         arch: 0,
     }
+}
+
+/// A `lookahead` run as the simulator sees it after one event, for checking the broker's
+/// invariants against the simulator's own record of what runs where.
+pub struct Moment<'a> {
+    /// The event's instant.
+    pub now: Time,
+    /// The event was a planning cycle.
+    pub cycle: bool,
+    /// The broker, after the event.
+    pub broker: &'a broker::Broker,
+    /// Every part running whose end the simulator has not yet handled (local jobs and
+    /// global jobs' parts, by the broker's ids): (job, cluster) → (end, processors).
+    pub running: &'a BTreeMap<(JobId, usize), (Time, u32)>,
+    /// Global jobs preempted to be requeued during the event.
+    pub requeued: &'a BTreeSet<JobId>,
+    /// Whether the event started a global job's part.
+    pub started_global: bool,
+}
+
+/// [`super::simulate_grid`]'s `lookahead` run, with the global stream, showing `watch` the
+/// run after every event.
+pub fn lookahead_watched(
+    cfg: &GridConfig,
+    watch: &mut dyn FnMut(&Moment<'_>),
+) -> Result<GridReport, GridError> {
+    let mut r = GridRun::new(cfg, Broker::Lookahead, true)?;
+    r.drive_watched(watch)?;
+    Ok(report(&r, &cfg.user))
 }
 
 pub(super) fn run(
@@ -568,6 +730,7 @@ impl<'a> GridRun<'a> {
                 procs: c.procs,
                 local,
                 ran: BTreeMap::new(),
+                stopped: Vec::new(),
                 ticks: BTreeSet::new(),
                 rejected,
                 apps,
@@ -583,11 +746,15 @@ impl<'a> GridRun<'a> {
             Vec::new()
         };
         let cancels = cancellations(&cfg.global, stream.len());
+        let drawn = super::levels(&cfg.global, stream.len());
         let globals: Vec<GlobalState> = stream
             .into_iter()
             .zip(cancels)
-            .map(|((mut job, runtime), cancel_after)| {
+            .zip(drawn)
+            .map(|(((mut job, runtime), cancel_after), (level, requeue))| {
                 job.id = JobId(GLOBAL_PART + job.id.0);
+                job.priority = level;
+                job.requeue = requeue;
                 GlobalState {
                     job,
                     runtime,
@@ -600,10 +767,14 @@ impl<'a> GridRun<'a> {
                     charged: 0.0,
                     queued: false,
                     held: 0.0,
-                    last_part_start: None,
                     cancel_after,
                     cancelled: false,
                     queued_at: None,
+                    run: 0,
+                    attempt_start: None,
+                    skew: Dur::ZERO,
+                    preempted: 0,
+                    left: BTreeMap::new(),
                 }
             })
             .collect();
@@ -663,6 +834,10 @@ impl<'a> GridRun<'a> {
                     .any(|c| c.spec.predict.is_some_and(|p| p != Predictor::None)),
             corrections: BTreeSet::new(),
             corrected: 0,
+            levels: LevelCounts::default(),
+            requeued_now: BTreeSet::new(),
+            started_global: false,
+            live: BTreeMap::new(),
         };
         for k in 0..r.n() {
             for i in 0..r.clusters[k].local.len() {
@@ -688,7 +863,14 @@ impl<'a> GridRun<'a> {
 
     /// Runs every event to the end.
     fn drive(&mut self) -> Result<(), GridError> {
+        self.drive_watched(&mut |_| {})
+    }
+
+    /// [`GridRun::drive`], showing `watch` the run after every event.
+    fn drive_watched(&mut self, watch: &mut dyn FnMut(&Moment<'_>)) -> Result<(), GridError> {
         while let Some(Reverse((now, _, ev))) = self.heap.pop() {
+            self.requeued_now.clear();
+            self.started_global = false;
             // As the service does: a submission, an end or a cycle first corrects the jobs
             // that have outlived their prediction, so that its pass does not take their
             // processors.
@@ -698,7 +880,7 @@ impl<'a> GridRun<'a> {
             }
             match ev {
                 Ev::Local { cluster, index } => self.on_local(now, cluster, index)?,
-                Ev::End { cluster, job } => self.on_end(now, cluster, job)?,
+                Ev::End { cluster, job, run } => self.on_end(now, cluster, job, run)?,
                 Ev::Tick { cluster } => self.on_tick(now, cluster),
                 Ev::Global { index } => self.on_global(now, index)?,
                 Ev::Cycle => self.on_cycle(now),
@@ -706,6 +888,14 @@ impl<'a> GridRun<'a> {
                 // Done above, if still due.
                 Ev::Correct => {}
             }
+            watch(&Moment {
+                now,
+                cycle: ev == Ev::Cycle,
+                broker: &self.broker,
+                running: &self.live,
+                requeued: &self.requeued_now,
+                started_global: self.started_global,
+            });
         }
         Ok(())
     }
@@ -724,8 +914,18 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
         let mut items = Vec::new();
         let mut area = 0.0;
         let mut global_area = 0.0;
-        let mut spans = Vec::with_capacity(c.ran.len());
-        for (id, &(start, end, procs)) in &c.ran {
+        let mut spans = Vec::with_capacity(c.ran.len() + c.stopped.len());
+        // Every run: a preempted global part's earlier ones too.
+        let runs = c
+            .ran
+            .iter()
+            .map(|(id, &(start, end, procs))| (id, start, end, procs))
+            .chain(
+                c.stopped
+                    .iter()
+                    .map(|(id, start, end, procs)| (id, *start, *end, *procs)),
+            );
+        for (id, start, end, procs) in runs {
             let submit = if id.0 >= GLOBAL_PART {
                 r.globals[(id.0 - GLOBAL_PART) as usize].job.submit
             } else {
@@ -787,11 +987,7 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
         done.iter().filter(|g| g.clusters > 1).count() as f64 / done.len() as f64
     };
     report.charged = globals.iter().map(|g| g.charged).sum();
-    report.max_start_skew = globals
-        .iter()
-        .filter_map(|g| Some((g.last_part_start? - g.start?).as_secs()))
-        .max()
-        .unwrap_or(0);
+    report.max_start_skew = globals.iter().map(|g| g.skew.as_secs()).max().unwrap_or(0);
     report.idle_while_waiting =
         (r.kind == Broker::Lookahead).then(|| r.broker.stats().idle_while_waiting);
     report.moved_earlier = r.broker.stats().moves;
@@ -817,7 +1013,46 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
     let [with, without] = by_licences;
     report.with_licences = report_group(with.into_iter());
     report.without_licences = report_group(without.into_iter());
+    if r.cfg.global.levels > 1 {
+        report.levels = Some(report_levels(r));
+    }
     report
+}
+
+/// Per priority level: the global jobs' figures, and what preemption did.
+fn report_levels(r: &GridRun<'_>) -> LevelsReport {
+    let mut per_level: Vec<LevelReport> = (0..r.cfg.global.levels)
+        .map(|level| LevelReport {
+            level,
+            ..LevelReport::default()
+        })
+        .collect();
+    for g in &r.globals {
+        let l = &mut per_level[g.job.priority as usize];
+        l.submitted += 1;
+        l.preempted += u64::from(g.preempted);
+        let (Some(start), Some(end)) = (g.start, g.end) else {
+            continue;
+        };
+        let response = (end - g.job.submit).as_secs() as f64;
+        l.finished += 1;
+        l.mean_wait += (start - g.job.submit).as_secs() as f64;
+        l.mean_response += response;
+        l.mean_bsld += (response / g.runtime.as_secs().max(10) as f64).max(1.0);
+    }
+    for l in per_level.iter_mut().filter(|l| l.finished > 0) {
+        let n = l.finished as f64;
+        l.mean_wait /= n;
+        l.mean_response /= n;
+        l.mean_bsld /= n;
+    }
+    LevelsReport {
+        per_level,
+        preemptions: r.levels.preemptions,
+        requeues: r.levels.requeues,
+        resumptions: r.levels.resumptions,
+        lost_proc_seconds: r.levels.lost_proc_seconds,
+    }
 }
 
 /// Per-user figures: every configured user and every user who submitted, by id.
@@ -978,5 +1213,82 @@ seed = 3
             }
         }
         assert!(checked > 10, "only {checked} local jobs with a begin ran");
+    }
+
+    /// One cluster of 4 processors, no local work, cycles every 10 s. A level-0 job of
+    /// 4 × 100 s starts at 0; a level-3 job of 4 × 50 s arrives at 10 and takes its
+    /// processors at once: it runs 10–60 while the low job is suspended with 90 s left,
+    /// which resumes at the cycle of 60 and ends at 150. Suspended, the requeueable low job
+    /// is killed instead and runs its 100 s anew from 60: it ends at 160, 40 processor-s ×
+    /// 10 lost.
+    #[test]
+    fn a_higher_level_preempts_a_lower_one_on_the_simulated_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.swf");
+        std::fs::write(&empty, "; no local jobs\n").unwrap();
+        let global = dir.path().join("global.swf");
+        std::fs::write(
+            &global,
+            "1 0 -1 100 4 -1 -1 4 100 -1 1 1 1 -1 -1 -1 -1 -1\n\
+             2 10 -1 50 4 -1 -1 4 50 -1 1 1 1 -1 -1 -1 -1 -1\n",
+        )
+        .unwrap();
+        let text = format!(
+            "days = 1\ncycle_seconds = 10\nlead_time_seconds = 0\n\
+             [[cluster]]\nname = \"a\"\nprocs = 4\nlocal = {{ trace = {:?} }}\n\
+             [global]\ntrace = {:?}\nprice = [1.0, 1.0]\nestimate_factor = [1.0, 1.0]\n\
+             levels = 4\n",
+            empty.display().to_string(),
+            global.display().to_string()
+        );
+        let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
+        for requeue in [false, true] {
+            let mut r = GridRun::new(&cfg, Broker::Lookahead, true).unwrap();
+            assert_eq!(r.globals.len(), 2);
+            r.globals[0].job.priority = 0;
+            r.globals[0].job.requeue = requeue;
+            r.globals[1].job.priority = 3;
+            r.drive().unwrap();
+            let (low, high) = (&r.globals[0], &r.globals[1]);
+            assert_eq!((high.start, high.end), (Some(Time(10)), Some(Time(60))));
+            assert_eq!(low.start, Some(Time(0)));
+            let levels = report(&r, &cfg.user).levels.unwrap();
+            assert_eq!(levels.preemptions, 1);
+            if requeue {
+                assert_eq!(low.end, Some(Time(160)));
+                assert_eq!((levels.requeues, levels.resumptions), (1, 0));
+                assert_eq!(levels.lost_proc_seconds, 40.0);
+            } else {
+                assert_eq!(low.end, Some(Time(150)));
+                assert_eq!((levels.requeues, levels.resumptions), (0, 1));
+                assert_eq!(levels.lost_proc_seconds, 0.0);
+            }
+            let per: Vec<(u64, f64)> = levels
+                .per_level
+                .iter()
+                .map(|l| (l.finished, l.mean_response))
+                .collect();
+            let low_end = if requeue { 160.0 } else { 150.0 };
+            assert_eq!(per, vec![(1, low_end), (0, 0.0), (0, 0.0), (1, 50.0)]);
+            assert_eq!(levels.per_level[0].preempted, 1);
+            // The cluster never ran more than its 4 processors: the low job's runs are
+            // 0–10 and from 60 on.
+            let c = &r.clusters[0];
+            let mut runs: Vec<(i64, i64, u32)> = c
+                .ran
+                .values()
+                .chain(
+                    c.stopped
+                        .iter()
+                        .map(|(_, s, e, p)| (*s, *e, *p))
+                        .collect::<Vec<_>>()
+                        .iter(),
+                )
+                .map(|&(s, e, p)| (s.secs(), e.secs(), p))
+                .collect();
+            runs.sort_unstable();
+            let low_last = if requeue { (60, 160, 4) } else { (60, 150, 4) };
+            assert_eq!(runs, vec![(0, 10, 4), (10, 60, 4), low_last]);
+        }
     }
 }

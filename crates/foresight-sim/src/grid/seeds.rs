@@ -81,6 +81,16 @@ pub struct SeedSummary {
     pub local_wait_vs_first: Option<Estimate>,
     /// The same for the global mean wait.
     pub global_wait_vs_first: Option<Estimate>,
+    /// Per priority level (the lowest first; `global.levels` above 1 only), over the seeds
+    /// where the level finished jobs: mean response, seconds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub level_response: Vec<Estimate>,
+    /// The same for the mean bounded slowdown.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub level_bsld: Vec<Estimate>,
+    /// Preemptions per run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptions: Option<Estimate>,
 }
 
 /// The summary of every broker's runs; the paired differences are against `runs[0]`.
@@ -96,6 +106,27 @@ pub fn summarize(runs: &[BrokerRuns]) -> Vec<SeedSummary> {
             .map(|(a, b)| f(a) - f(b))
             .collect();
         Estimate::ci95(&diffs)
+    };
+    // Per level, over the runs where it finished jobs.
+    let per_level = |r: &BrokerRuns, f: &dyn Fn(&super::LevelReport) -> f64| -> Vec<Estimate> {
+        let levels = r
+            .runs
+            .iter()
+            .filter_map(|g| g.levels.as_ref().map(|l| l.per_level.len()))
+            .max()
+            .unwrap_or(0);
+        (0..levels)
+            .map(|i| {
+                let xs: Vec<f64> = r
+                    .runs
+                    .iter()
+                    .filter_map(|g| g.levels.as_ref()?.per_level.get(i))
+                    .filter(|l| l.finished > 0)
+                    .map(f)
+                    .collect();
+                Estimate::ci95(&xs)
+            })
+            .collect()
     };
     let local_wait = |g: &GridReport| g.local.mean_wait;
     let global_wait = |g: &GridReport| g.global.mean_wait;
@@ -120,6 +151,14 @@ pub fn summarize(runs: &[BrokerRuns]) -> Vec<SeedSummary> {
                 .map(|v| Estimate::ci95(&v)),
             local_wait_vs_first: (i > 0).then(|| paired(r, &local_wait)),
             global_wait_vs_first: (i > 0).then(|| paired(r, &global_wait)),
+            level_response: per_level(r, &|l| l.mean_response),
+            level_bsld: per_level(r, &|l| l.mean_bsld),
+            preemptions: r
+                .runs
+                .iter()
+                .map(|g| g.levels.as_ref().map(|l| l.preemptions as f64))
+                .collect::<Option<Vec<f64>>>()
+                .map(|v| Estimate::ci95(&v)),
         })
         .collect()
 }
