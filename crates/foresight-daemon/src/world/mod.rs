@@ -49,7 +49,7 @@ pub enum Effect {
         attempt: u32,
         /// The files.
         stage: Vec<crate::staging::Copy>,
-        /// The Unix account the copy is made as (see [`crate::staging::stage`]).
+        /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
