@@ -321,7 +321,7 @@ impl ResourceManager for SlurmCluster {
     }
 
     /// [`reserve`](Self::reserve) with `Flags=IGNORE_JOBS,OVERLAP`, on the idle cores of
-    /// named nodes (`Nodes=.. CoreCnt=a,b,..`, see [`free_cores`](super::free_cores)).
+    /// named nodes (`Nodes=.. CoreCnt=a,b,..`, chosen from the idle CPUs `sinfo` reports).
     /// Slurm 22.05 frees a suspended job's cores for new jobs, but refuses a reservation over
     /// them ("Requested nodes are busy") without `IGNORE_JOBS`, and over the suspended job's
     /// own reservation (which cannot be deleted while the job is in it) without `OVERLAP`;
