@@ -1,8 +1,9 @@
 //! One server per data directory: `DATA_DIR/server.lock`, held with an exclusive `flock` for
 //! the server's whole life and holding its PID. Two servers on one directory would both
-//! launch the same jobs and delete each other's `server.url`; the second one refuses instead,
-//! naming the PID that holds the lock. The kernel drops the lock when the holder exits, even
-//! on SIGKILL, so a stale file never blocks a restart; the file is never deleted (deleting it
+//! launch the same jobs and delete each other's `server.url`; the second one, after trying
+//! for a few seconds, refuses instead, naming the PID that holds the lock. The kernel drops
+//! the lock when the holder and the children it was forking have let go of it, even on
+//! SIGKILL, so a stale file never blocks a restart; the file is never deleted (deleting it
 //! would let a third server lock a new file while the second holds the old one).
 
 use nix::fcntl::{Flock, FlockArg};
@@ -27,7 +28,7 @@ impl DataDirLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| anyhow::anyhow!("opening {}: {e}", path.display()))?;
-        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        let mut file = match lock_within(file, BUSY_FOR) {
             Ok(locked) => locked,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
                 let mut text = String::new();
@@ -53,6 +54,30 @@ impl DataDirLock {
         };
         write(&mut file).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
         Ok(DataDirLock { _file: file })
+    }
+}
+
+/// How long a busy lock is tried again before the server gives up. A server killed with
+/// SIGKILL while it was starting a job leaves the lock with the child it had just forked
+/// until that child's `exec` closes it (the descriptor is close-on-exec): a restart at once
+/// must wait out that moment, not refuse.
+const BUSY_FOR: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Takes the lock, trying again every 50 ms while it is busy, for at most `patience`.
+fn lock_within(
+    file: File,
+    patience: std::time::Duration,
+) -> Result<Flock<File>, (File, nix::errno::Errno)> {
+    let deadline = std::time::Instant::now() + patience;
+    let mut file = file;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < deadline => {
+                file = f;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
 }
 
