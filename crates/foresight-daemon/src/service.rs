@@ -760,7 +760,7 @@ impl Service {
                     if !stage.is_empty() {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
-                            .remote_staging_began(unix_now(), cluster, JobId(job), attempt);
+                            .staging_began(unix_now(), cluster, JobId(job), attempt);
                         let result =
                             crate::staging::stage(&stage, submission.spec.unix_user.as_deref())
                                 .await;

@@ -1164,7 +1164,7 @@ impl World {
     }
 
     /// Records the start of a copy of job `id`'s input to cluster `k` for `attempt`.
-    pub(super) fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+    pub fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
         let name = self.clusters[k].cfg.name.clone();
         if let Some(j) = self.jobs.get_mut(&id) {
             j.staging.push(foresight_store::StagingRecord {
@@ -2511,7 +2511,10 @@ impl World {
         let name = self.clusters[k].cfg.name.clone();
         let launched = self.jobs.get(&id).is_some_and(|j| {
             j.attempt == attempt
-                && j.reason.as_deref() == Some(&format!("staging its input to {name}"))
+                && j.state == JobState::Running
+                && j.parts
+                    .iter()
+                    .any(|p| p.cluster == name && !p.processors.is_empty())
         });
         // A launched part's wait ends through `staged`, which records the end itself.
         if !launched {

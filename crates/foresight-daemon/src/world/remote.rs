@@ -250,11 +250,6 @@ impl World {
         }
     }
 
-    /// The copy of a part's input before its submission to remote cluster `k` began.
-    pub fn remote_staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
-        self.staging_began(now, k, id, attempt);
-    }
-
     /// The copy of a part's input before its submission to remote cluster `k` ended: done
     /// (true: submit it now), or failed, which fails the part (and so the job) with the
     /// reason and releases what it held (false).
