@@ -25,8 +25,9 @@ pub struct SimAuctionOpts {
     /// Write an SVG of response per priority and participation against α to FILE.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Also run the same streams under the centralized lookahead broker (`sim grid`'s), which
-    /// knows no priorities or preemption, and report its response per priority level.
+    /// Also run the same streams under the centralized lookahead broker (`sim grid`'s, serving
+    /// the same priority levels and preempting lower ones' global jobs), and report its
+    /// response per priority level.
     #[arg(long)]
     compare_lookahead: bool,
     /// Output format.
