@@ -85,7 +85,7 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
         Format::Table => {
             print_table(&report, cfg.site.len());
             if let Some(l) = &lookahead {
-                let mut line = "lookahead (centralized, no priorities or preemption):".to_string();
+                let mut line = "lookahead (centralized, same levels, preempting):".to_string();
                 for p in (0..l.len()).rev() {
                     line += &format!("  prio {p} {}", cell(&l[p], 1.0));
                 }
