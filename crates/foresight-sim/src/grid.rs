@@ -413,9 +413,11 @@ impl GridConfig {
             ));
         }
         if g.levels_from_queue && g.trace.is_none() {
-            return Err("global.levels_from_queue needs global.trace (synthetic jobs have no \
+            return Err(
+                "global.levels_from_queue needs global.trace (synthetic jobs have no \
                         queue)"
-                .into());
+                    .into(),
+            );
         }
         if !(0.0..=1.0).contains(&g.requeue_share) {
             return Err(format!(

@@ -11,7 +11,8 @@
 mod levels_check;
 
 use foresight_sim::grid::{
-    lookahead_trace, lookahead_watched, simulate_grid, Broker, GridConfig, LookaheadTrace, TracedJob,
+    lookahead_trace, lookahead_watched, simulate_grid, Broker, GridConfig, LookaheadTrace,
+    TracedJob,
 };
 use levels_check::Sight;
 use proptest::prelude::*;
@@ -163,10 +164,19 @@ fn a_queue_outside_the_levels_is_named() {
         .and_then(|cfg| lookahead_trace(&cfg).map(|_| ()))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("job 2: queue 5 is not a level within 0..2"), "{e}");
+    assert!(
+        e.contains("job 2: queue 5 is not a level within 0..2"),
+        "{e}"
+    );
     assert!(e.contains("global-0-5.swf"), "{e}");
-    let synthetic = "days = 1\n[[cluster]]\nname = \"c0\"\nprocs = 4\nlocal = { load = 0.0, seed = 1 }\n\
+    let synthetic =
+        "days = 1\n[[cluster]]\nname = \"c0\"\nprocs = 4\nlocal = { load = 0.0, seed = 1 }\n\
                      [global]\nprice = [1.0, 1.0]\nlevels = 2\nlevels_from_queue = true\n";
-    let e = GridConfig::parse(synthetic, "grid.toml").unwrap_err().to_string();
-    assert!(e.contains("global.levels_from_queue needs global.trace"), "{e}");
+    let e = GridConfig::parse(synthetic, "grid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("global.levels_from_queue needs global.trace"),
+        "{e}"
+    );
 }

@@ -38,9 +38,7 @@ pub fn lookahead_response(
     // A one-second job at time 0 opens every trace, so that the grid simulator (which starts
     // each trace at its first job) keeps all streams aligned; it is left out of the figures.
     // The opener is of level 0, the lowest: it never preempts anything.
-    let write = |name: &str,
-                 procs: u32,
-                 jobs: &mut dyn Iterator<Item = (i64, u32, i64, u8)>| {
+    let write = |name: &str, procs: u32, jobs: &mut dyn Iterator<Item = (i64, u32, i64, u8)>| {
         let mut text = format!("; MaxProcs: {procs}\n");
         let all = std::iter::once((0, 1, 1, 0)).chain(jobs);
         for (i, (submit, p, runtime, level)) in all.enumerate() {
