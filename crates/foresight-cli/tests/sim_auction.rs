@@ -80,6 +80,10 @@ fn compares_with_the_lookahead_broker_on_the_same_streams() {
     for e in l {
         assert!(e["mean"].as_f64().unwrap() >= 1.0, "{e}");
     }
+    // It serves the same levels, preempting lower ones: the top level (index 3) is served
+    // far sooner than the lowest (on seed 1: 1.9 against 33.9 mean runtimes).
+    let mean = |i: usize| l[i]["mean"].as_f64().unwrap();
+    assert!(2.0 * mean(3) < mean(0), "{l:?}");
 }
 
 #[test]

@@ -237,6 +237,11 @@ pub struct GlobalStream {
     /// jobs of lower ones. One level: nothing is ever preempted.
     #[serde(default = "one_level")]
     pub levels: u32,
+    /// With a trace: each job's level is its SWF queue number (field 15) instead of drawn,
+    /// so that a stream written with levels is replayed with the same ones. A queue outside
+    /// `0..levels` is refused, naming the job.
+    #[serde(default)]
+    pub levels_from_queue: bool,
     /// Share of global jobs that, preempted, are killed and run anew from the start
     /// (requeued) rather than suspended and resumed where they stopped.
     #[serde(default)]
@@ -406,6 +411,13 @@ impl GridConfig {
                 "global.levels must be within [1, {MAX_LEVELS}], got {}",
                 g.levels
             ));
+        }
+        if g.levels_from_queue && g.trace.is_none() {
+            return Err(
+                "global.levels_from_queue needs global.trace (synthetic jobs have no \
+                        queue)"
+                    .into(),
+            );
         }
         if !(0.0..=1.0).contains(&g.requeue_share) {
             return Err(format!(
@@ -584,6 +596,8 @@ pub struct LookaheadTrace {
     pub cancel_after: Vec<Option<Dur>>,
     /// Per cluster, when each job or part that ran there started.
     pub starts: Vec<BTreeMap<TracedJob, Time>>,
+    /// When each global job ended (its last part, after any suspensions), if it ran.
+    pub ends: Vec<Option<Time>>,
 }
 
 /// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.
@@ -671,8 +685,8 @@ pub(crate) fn global_stream(
 ) -> Result<Vec<(GlobalJob, Dur)>, GridError> {
     let mut rng = Pcg64::seed_from_u64(g.seed);
     let span = days * 86_400.0;
-    // (submit, procs, estimate, runtime) of every arrival.
-    let arrivals: Vec<(i64, u32, i64, i64)> = match &g.trace {
+    // (submit, procs, estimate, runtime, level) of every arrival.
+    let arrivals: Vec<(i64, u32, i64, i64, u32)> = match &g.trace {
         Some(path) => {
             let trace = Trace::read(path, false)?;
             let w = Workload::from_trace(&trace, u32::MAX, Semantics::Default);
@@ -682,21 +696,43 @@ pub(crate) fn global_stream(
                 .iter()
                 .map(|j| j.job.submit.secs())
                 .find(|&s| s >= skip);
-            w.jobs
+            let mut out = Vec::new();
+            for j in w
+                .jobs
                 .iter()
                 .filter(|j| origin.is_some_and(|o| j.job.submit.secs() >= o))
-                .map(|j| {
-                    let t =
-                        ((j.job.submit.secs() - origin.unwrap_or(0)) as f64 * g.time_scale) as i64;
-                    (
-                        t,
-                        j.job.procs,
-                        j.job.estimate.as_secs(),
-                        j.runtime.as_secs(),
-                    )
-                })
-                .take_while(|a| (a.0 as f64) < span)
-                .collect()
+            {
+                let t = ((j.job.submit.secs() - origin.unwrap_or(0)) as f64 * g.time_scale) as i64;
+                if t as f64 >= span {
+                    break;
+                }
+                let level = if g.levels_from_queue {
+                    let queue = trace.records[j.record].queue;
+                    match u32::try_from(queue) {
+                        Ok(q) if q < g.levels => q,
+                        _ => {
+                            return Err(GridError::Config {
+                                path: path.display().to_string(),
+                                message: format!(
+                                    "job {}: queue {queue} is not a level within 0..{} \
+                                     (global.levels_from_queue)",
+                                    j.trace_id, g.levels
+                                ),
+                            })
+                        }
+                    }
+                } else {
+                    0
+                };
+                out.push((
+                    t,
+                    j.job.procs,
+                    j.job.estimate.as_secs(),
+                    j.runtime.as_secs(),
+                    level,
+                ));
+            }
+            out
         }
         None => {
             let mean_gap = 3600.0 / g.arrivals_per_hour.max(1e-9);
@@ -712,13 +748,13 @@ pub(crate) fn global_stream(
                 let runtime = (lo * (hi / lo).powf(rng.gen::<f64>())).round().max(1.0) as i64;
                 let factor = rng.gen_range(g.estimate_factor[0]..=g.estimate_factor[1]);
                 let estimate = ((runtime as f64) * factor).ceil() as i64;
-                out.push((t as i64, procs, estimate, runtime));
+                out.push((t as i64, procs, estimate, runtime, 0));
             }
             out
         }
     };
     let mut out = Vec::new();
-    for (t, procs, estimate, runtime) in arrivals {
+    for (t, procs, estimate, runtime, level) in arrivals {
         let price = rng.gen_range(g.price[0]..=g.price[1]);
         let user = if users.is_empty() {
             0
@@ -738,7 +774,7 @@ pub(crate) fn global_stream(
                 home: Some(rng.gen_range(0..clusters)),
                 co_allocate: rng.gen::<f64>() >= g.no_coallocation_share,
                 criterion: Criterion::EarliestFinish,
-                priority: 0,
+                priority: level,
                 requeue: false,
                 requires: Default::default(),
                 begin: None,

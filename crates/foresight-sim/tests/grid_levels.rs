@@ -10,7 +10,10 @@
 #[path = "../../foresight-core/tests/levels_check/mod.rs"]
 mod levels_check;
 
-use foresight_sim::grid::{lookahead_watched, simulate_grid, Broker, GridConfig};
+use foresight_sim::grid::{
+    lookahead_trace, lookahead_watched, simulate_grid, Broker, GridConfig, LookaheadTrace,
+    TracedJob,
+};
 use levels_check::Sight;
 use proptest::prelude::*;
 
@@ -98,4 +101,82 @@ fn a_loaded_grid_of_four_levels_preempts_suspends_and_requeues() {
     assert!(levels.lost_proc_seconds > 0.0, "{levels:?}");
     assert_eq!(r.global_unfinished, 0);
     assert_eq!(levels.per_level.len(), 4);
+}
+
+/// One cluster of 4 with one local job of 1 s at 0, and a global trace of two whole-cluster jobs: the
+/// first (SWF job 1) submitted at 0 for 1000 s, the second at 100 for 200 s, their queues
+/// (`q1`, `q2`) read as levels.
+fn two_jobs(dir: &std::path::Path, q1: i64, q2: i64) -> String {
+    let trace = dir.join(format!("global-{q1}-{q2}.swf"));
+    std::fs::write(
+        &trace,
+        format!(
+            "; MaxProcs: 4\n\
+             1 0 -1 1000 4 -1 -1 4 1000 -1 1 1 1 -1 {q1} -1 -1 -1\n\
+             2 100 -1 200 4 -1 -1 4 200 -1 1 1 1 -1 {q2} -1 -1 -1\n"
+        ),
+    )
+    .unwrap();
+    let local = dir.join("local.swf");
+    std::fs::write(&local, "1 0 -1 1 1 -1 -1 1 1 -1 1 1 1 -1 1 -1 -1 -1\n").unwrap();
+    format!(
+        "days = 1\ncycle_seconds = 60\nlead_time_seconds = 0\nhorizon_hours = 24\n\
+         [[cluster]]\nname = \"c0\"\nprocs = 4\nlocal = {{ trace = {:?} }}\n\
+         [global]\ntrace = {:?}\nprice = [1.0, 1.0]\nlevels = 2\nlevels_from_queue = true\n",
+        local.display().to_string(),
+        trace.display().to_string()
+    )
+}
+
+#[test]
+fn levels_can_be_read_from_the_traces_queue_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    // The second job is of the higher level: it suspends the first, whose end moves by the
+    // second's run.
+    let cfg = GridConfig::parse(&two_jobs(dir.path(), 0, 1), "grid.toml").unwrap();
+    let t = lookahead_trace(&cfg).unwrap();
+    let levels: Vec<u32> = t.global.iter().map(|(g, _)| g.priority).collect();
+    assert_eq!(levels, [0, 1]);
+    // (start, end) of each, the start being its last (a resumption's).
+    let run = |t: &LookaheadTrace, i: u64| {
+        let start = t.starts[0][&TracedJob::Global(i)].0;
+        (start, t.ends[i as usize].unwrap().0)
+    };
+    let ((s1, e1), (s2, e2)) = (run(&t, 0), run(&t, 1));
+    // Cycles every 60 s: the first starts at the cycle at 60 and runs 60 s; the second,
+    // submitted at 100, suspends it at 120 and runs to 320; the first resumes at the cycle
+    // at 360 with 940 s left.
+    assert_eq!((s2, e2), (120, 320));
+    assert_eq!((s1, e1), (360, 1300));
+    // The other way round nothing is preempted: the first runs through, the second starts
+    // at the cycle after its end.
+    let cfg = GridConfig::parse(&two_jobs(dir.path(), 1, 0), "grid.toml").unwrap();
+    let t = lookahead_trace(&cfg).unwrap();
+    let ((s1, e1), (s2, e2)) = (run(&t, 0), run(&t, 1));
+    assert_eq!([(s1, e1), (s2, e2)], [(60, 1060), (1080, 1280)]);
+}
+
+#[test]
+fn a_queue_outside_the_levels_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = two_jobs(dir.path(), 0, 5);
+    let e = GridConfig::parse(&text, "grid.toml")
+        .and_then(|cfg| lookahead_trace(&cfg).map(|_| ()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("job 2: queue 5 is not a level within 0..2"),
+        "{e}"
+    );
+    assert!(e.contains("global-0-5.swf"), "{e}");
+    let synthetic =
+        "days = 1\n[[cluster]]\nname = \"c0\"\nprocs = 4\nlocal = { load = 0.0, seed = 1 }\n\
+                     [global]\nprice = [1.0, 1.0]\nlevels = 2\nlevels_from_queue = true\n";
+    let e = GridConfig::parse(synthetic, "grid.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("global.levels_from_queue needs global.trace"),
+        "{e}"
+    );
 }

@@ -25,8 +25,9 @@ pub struct SimAuctionOpts {
     /// Write an SVG of response per priority and participation against α to FILE.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// Also run the same streams under the centralized lookahead broker (`sim grid`'s), which
-    /// knows no priorities or preemption, and report its response per priority level.
+    /// Also run the same streams under the centralized lookahead broker (`sim grid`'s, serving
+    /// the same priority levels and preempting lower ones' global jobs), and report its
+    /// response per priority level.
     #[arg(long)]
     compare_lookahead: bool,
     /// Output format.
@@ -84,7 +85,7 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
         Format::Table => {
             print_table(&report, cfg.site.len());
             if let Some(l) = &lookahead {
-                let mut line = "lookahead (centralized, no priorities or preemption):".to_string();
+                let mut line = "lookahead (centralized, same levels, preempting):".to_string();
                 for p in (0..l.len()).rev() {
                     line += &format!("  prio {p} {}", cell(&l[p], 1.0));
                 }

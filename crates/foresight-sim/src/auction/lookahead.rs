@@ -2,17 +2,19 @@
 //! brokered by the lookahead planner of `sim grid` instead of auctions.
 //!
 //! The grid simulator reads streams from SWF traces, so the run's streams are written as
-//! traces into a directory and read back. What it cannot take: absolute priorities and
-//! preemption (it plans by price; every job here pays the same), per-job input sizes and
-//! homes (it stages the mean input size over each cluster's link, the inter-centre bandwidth
-//! here, from a home it draws itself), and local queues in strict priority order (its clusters
-//! run FCFS). Global jobs never take time forecast for local jobs (their premium is
-//! prohibitive), as auctions never preempt local jobs. The result is per priority level only
-//! in that jobs are grouped by the priority they would have had.
+//! traces into a directory and read back, each global job's priority as its SWF queue number
+//! (`global.levels_from_queue`): the lookahead broker serves them by level and preempts
+//! lower levels' global jobs (suspending them; they resume where they stopped), as the
+//! auctions' sites do. What it cannot take: per-job input sizes and homes (it stages the
+//! mean input size over each cluster's link, the inter-centre bandwidth here, from a home it
+//! draws itself), and local queues in strict priority order (its clusters run FCFS). Global
+//! jobs never take time forecast for local jobs (their premium is prohibitive), as auctions
+//! never preempt local jobs. A job's response is its end (after any suspensions) less its
+//! submission.
 
 use super::config::AuctionSimConfig;
 use super::workload::Streams;
-use crate::grid::{lookahead_trace, GridConfig, GridError, TracedJob};
+use crate::grid::{lookahead_trace, GridConfig, GridError};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -35,13 +37,14 @@ pub fn lookahead_response(
         .unwrap_or(0);
     // A one-second job at time 0 opens every trace, so that the grid simulator (which starts
     // each trace at its first job) keeps all streams aligned; it is left out of the figures.
-    let write = |name: &str, procs: u32, jobs: &mut dyn Iterator<Item = (i64, u32, i64)>| {
+    // The opener is of level 0, the lowest: it never preempts anything.
+    let write = |name: &str, procs: u32, jobs: &mut dyn Iterator<Item = (i64, u32, i64, u8)>| {
         let mut text = format!("; MaxProcs: {procs}\n");
-        let all = std::iter::once((0, 1, 1)).chain(jobs);
-        for (i, (submit, p, runtime)) in all.enumerate() {
+        let all = std::iter::once((0, 1, 1, 0)).chain(jobs);
+        for (i, (submit, p, runtime, level)) in all.enumerate() {
             let _ = writeln!(
                 text,
-                "{} {submit} -1 {runtime} {p} -1 -1 {p} {runtime} -1 1 1 1 -1 1 -1 -1 -1",
+                "{} {submit} -1 {runtime} {p} -1 -1 {p} {runtime} -1 1 1 1 -1 {level} -1 -1 -1",
                 i + 1
             );
         }
@@ -59,7 +62,7 @@ pub fn lookahead_response(
         &mut streams
             .global
             .iter()
-            .map(|g| (g.submit, g.procs, g.runtime)),
+            .map(|g| (g.submit, g.procs, g.runtime, g.priority)),
     )?;
     let cycle = ((0.05 * cfg.global.mean_runtime_seconds).round() as i64).max(1) * k;
     let mut toml = format!(
@@ -75,7 +78,7 @@ pub fn lookahead_response(
             procs,
             &mut streams.local[i]
                 .iter()
-                .map(|j| (j.submit, j.procs, j.runtime)),
+                .map(|j| (j.submit, j.procs, j.runtime, 0)),
         )?;
         let _ = write!(
             toml,
@@ -90,9 +93,11 @@ pub fn lookahead_response(
     let _ = write!(
         toml,
         "[global]\ntrace = {:?}\nprice = [1.0, 1.0]\nestimate_factor = [1.0, 1.0]\n\
-         input_mb = {}\nno_coallocation_share = 1.0\nseed = {seed}\n",
+         input_mb = {}\nno_coallocation_share = 1.0\nlevels = {}\nlevels_from_queue = true\n\
+         seed = {seed}\n",
         global.display().to_string(),
         (cfg.global.input_mb[0] + cfg.global.input_mb[1]) / 2.0,
+        cfg.global.priorities.max(1),
     );
     let grid = GridConfig::parse(&toml, "lookahead comparison")?;
     let trace = lookahead_trace(&grid)?;
@@ -102,16 +107,12 @@ pub fn lookahead_response(
     let mut sum = vec![0.0; levels];
     let mut n = vec![0u64; levels];
     let mut unstarted = 0;
+    // Trace job 1 is the opener; global job i is trace job i + 2, index i + 1 of the ends.
     for (i, spec) in g.iter().enumerate() {
-        let start = trace
-            .starts
-            .iter()
-            .filter_map(|c| c.get(&TracedJob::Global(i as u64 + 1)))
-            .min();
-        match start {
-            Some(t) => {
+        match trace.ends.get(i + 1).copied().flatten() {
+            Some(end) => {
                 let p = usize::from(spec.priority);
-                sum[p] += (t.0 + spec.runtime - spec.submit) as f64;
+                sum[p] += (end.0 - spec.submit) as f64;
                 n[p] += 1;
             }
             None => unstarted += 1,

@@ -701,6 +701,7 @@ pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridEr
                     .collect()
             })
             .collect(),
+        ends: r.globals.iter().map(|g| g.end).collect(),
     })
 }
 
@@ -753,7 +754,9 @@ impl<'a> GridRun<'a> {
             .zip(drawn)
             .map(|(((mut job, runtime), cancel_after), (level, requeue))| {
                 job.id = JobId(GLOBAL_PART + job.id.0);
-                job.priority = level;
+                if !cfg.global.levels_from_queue {
+                    job.priority = level;
+                }
                 job.requeue = requeue;
                 GlobalState {
                     job,
