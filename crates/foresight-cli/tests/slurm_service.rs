@@ -1169,3 +1169,141 @@ fn a_global_job_sent_to_slurm_away_from_its_input_finds_it_copied() {
         let _ = &mut s;
     });
 }
+
+/// A 3-task chain on Slurm of one processor each: A runs `first` in a slot of `walltime`,
+/// B and C each a 10 s slot.
+fn chain_workflow(first: &str, walltime: &str) -> String {
+    format!(
+        "name: chain\ntasks:\n  - {{name: A, command: [sh, -c, '{first}'], walltime: {walltime}}}\n  \
+         - {{name: B, command: [sh, -c, 'sleep 3'], walltime: 10s}}\n  \
+         - {{name: C, command: [sh, -c, 'sleep 3'], walltime: 10s}}\n\
+         edges:\n  - {{from: A, to: B}}\n  - {{from: B, to: C}}\n"
+    )
+}
+
+impl Scenario {
+    /// `workflow submit FILE --reserve`; the workflow's view.
+    fn submit_reserved_workflow(&self, yaml: &str) -> Value {
+        let path = self.server().scratch().join("wf.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let id = self
+            .server()
+            .run(&["workflow", "submit", path.to_str().unwrap(), "--reserve"]);
+        self.workflow(id.trim().parse().unwrap())
+    }
+
+    fn workflow(&self, id: u64) -> Value {
+        let text = self
+            .server()
+            .run(&["workflow", "show", &id.to_string(), "-o", "json"]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("workflow show ({e}): {text}"))
+    }
+
+    /// Each task's (cluster index, Slurm reservation name), checking that Slurm holds every
+    /// one: one core from the task's planned start.
+    fn workflow_slots(&self, w: &Value) -> Vec<(usize, String)> {
+        w["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let k = self.cluster_index(t["cluster"].as_str().unwrap());
+                let name = format!("foresight-{}", t["reservation"].as_u64().unwrap());
+                let r = self.clusters[k]
+                    .reservations()
+                    .into_iter()
+                    .find(|r| r.get("ReservationName") == Some(&name))
+                    .unwrap_or_else(|| panic!("task {t}: no {name} in Slurm"));
+                assert_eq!(r["CoreCnt"], "1", "{r:?}");
+                let rec = self.reservation(t["reservation"].as_u64().unwrap());
+                assert!(
+                    rec["state"] == "committed" || rec["state"] == "active",
+                    "{rec}"
+                );
+                assert_eq!(rec["start"], t["planned_start"], "{rec} {t}");
+                (k, name)
+            })
+            .collect()
+    }
+
+    fn wait_slots_gone(&self, slots: &[(usize, String)], timeout: Duration) {
+        wait_for(
+            "the workflow's reservations gone from Slurm",
+            timeout,
+            || {
+                slots
+                    .iter()
+                    .all(|(k, name)| !self.clusters[*k].reservation_names().contains(name))
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// `workflow submit --reserve` over Slurm: every task's slot is a Slurm reservation made
+/// before the submission returns; each task runs inside its own, after its predecessor;
+/// each reservation is gone once its task is over.
+#[test]
+fn a_reserved_workflow_runs_in_its_slurm_reservations() {
+    scenario("reserved_workflow", |clusters| {
+        let s = Scenario::start("reserved workflow", clusters, 30);
+        let w = s.submit_reserved_workflow(&chain_workflow("sleep 3", "10s"));
+        let id = w["id"].as_u64().unwrap();
+        let slots = s.workflow_slots(&w);
+        // The reservation each task's Slurm job runs in, read while it runs (Slurm forgets
+        // it once the reservation is deleted).
+        let mut ran_in: BTreeMap<u64, String> = BTreeMap::new();
+        let w = wait_for(&format!("workflow {id} over"), secs(60), || {
+            for t in w["tasks"].as_array().unwrap() {
+                let job = t["job"].as_u64().unwrap();
+                let k = s.cluster_index(t["cluster"].as_str().unwrap());
+                for j in live_parts(&s, k, job) {
+                    if slurm_state(&j) == "RUNNING" {
+                        ran_in.insert(job, slurm_str(&j, "resv_name").to_string());
+                    }
+                }
+            }
+            let w = s.workflow(id);
+            (w["state"] != "running" && w["state"] != "pending").then_some(w)
+        });
+        assert_eq!(w["state"], "completed", "{w}");
+        let mut last_end = 0;
+        for (t, (k, name)) in w["tasks"].as_array().unwrap().iter().zip(&slots) {
+            let parts = s.parts(*k, t["job"].as_u64().unwrap());
+            assert_eq!(parts.len(), 1, "task {t}: {:?}", parts.iter().map(brief));
+            let j = &parts[0];
+            let job = t["job"].as_u64().unwrap();
+            assert_eq!(ran_in.get(&job), Some(name), "task {t}: {}", brief(j));
+            assert_eq!(slurm_state(j), "COMPLETED", "task {t}: {}", brief(j));
+            let start = slurm_time(j, "start_time");
+            assert!(
+                start >= last_end,
+                "task {t} started before its predecessor ended"
+            );
+            last_end = slurm_time(j, "end_time");
+        }
+        s.wait_slots_gone(&slots, secs(15));
+    });
+}
+
+/// Cancelling a reserved workflow whose first task runs on Slurm releases every slot there.
+#[test]
+fn cancelling_a_reserved_workflow_releases_its_slurm_reservations() {
+    scenario("reserved_workflow_cancel", |clusters| {
+        let s = Scenario::start("reserved workflow cancel", clusters, 30);
+        let w = s.submit_reserved_workflow(&chain_workflow("sleep 100", "2m"));
+        let id = w["id"].as_u64().unwrap();
+        let slots = s.workflow_slots(&w);
+        let a = w["tasks"][0]["job"].as_u64().unwrap();
+        s.wait_job(a, "running", secs(20), |j| j["state"] == "running");
+        s.server().run(&["workflow", "cancel", &id.to_string()]);
+        s.wait_slots_gone(&slots, secs(20));
+        let k = slots[0].0;
+        wait_for("task A's Slurm job gone", secs(20), || {
+            live_parts(&s, k, a).is_empty().then_some(())
+        });
+        wait_for("the workflow cancelled", secs(10), || {
+            (s.workflow(id)["state"] == "cancelled").then_some(())
+        });
+    });
+}

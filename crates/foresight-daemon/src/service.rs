@@ -547,6 +547,24 @@ impl Service {
         seen
     }
 
+    /// Phase one on a cluster that schedules itself: asks it to hold `request`; a refusal
+    /// comes back as its text. Global jobs ([`Effect::Reserve`]) and reserved workflows
+    /// both reserve through here.
+    pub(crate) async fn reserve_on(
+        &self,
+        cluster: usize,
+        request: &foresight_rm::ReserveRequest,
+    ) -> Result<(), String> {
+        let answer = self.managers[cluster]
+            .reserve(request)
+            .await
+            .map_err(|e| e.to_string());
+        if let Err(e) = &answer {
+            tracing::warn!("reservation {} refused: {e}", request.id);
+        }
+        answer
+    }
+
     fn run_effect(self: &Arc<Self>, e: Effect) {
         let s = self.clone();
         match e {
@@ -648,12 +666,8 @@ impl Service {
                 });
             }
             Effect::Reserve { cluster, request } => {
-                let manager = self.managers[cluster].clone();
                 tokio::spawn(async move {
-                    let answer = manager.reserve(&request).await.map_err(|e| e.to_string());
-                    if let Err(e) = &answer {
-                        tracing::warn!("reservation {} refused: {e}", request.id);
-                    }
+                    let answer = s.reserve_on(cluster, &request).await;
                     s.world()
                         .reservation_answered(unix_now(), ReservationId(request.id), answer);
                     s.wake.notify_one();

@@ -23,15 +23,36 @@ impl Service {
     ) -> Result<SubmittedWorkflow, Refusal> {
         let now = unix_now();
         let mapper = mapper.or(spec.mapper).unwrap_or_default();
-        let (mut record, mut jobs) = {
+        let (mut record, mut jobs, remote) = {
             let mut w = self.world();
             let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
-            if spec.reserve {
+            let remote = if spec.reserve {
                 // Phase one, under the same lock as the mapping: the slots it found are free.
-                w.hold_workflow(now, &mut record, &mut jobs, HOLD_SECONDS)?;
-            }
-            (record, jobs)
+                w.hold_workflow(now, &mut record, &mut jobs, HOLD_SECONDS)?
+            } else {
+                Vec::new()
+            };
+            (record, jobs, remote)
         };
+        if !remote.is_empty() {
+            // The slots on Slurm clusters, asked there one by one until one is refused.
+            let mut answers = Vec::with_capacity(remote.len());
+            for slot in &remote {
+                let answer = self.reserve_on(slot.cluster, &slot.request).await;
+                let refused = answer.is_err();
+                answers.push((slot.task, answer));
+                if refused {
+                    break;
+                }
+            }
+            let held = self
+                .world()
+                .remote_slots_answered(unix_now(), &record, &answers);
+            if let Err(r) = held {
+                self.flush().await;
+                return Err(r);
+            }
+        }
         let stored = self.store.insert_workflow(&record, &jobs).await;
         if spec.reserve {
             // Phase two: all committed with the workflow stored, or all released.

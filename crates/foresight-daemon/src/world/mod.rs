@@ -937,9 +937,11 @@ impl World {
             // The cluster's own scheduler queues it; Foresight follows it from snapshots.
             let name = self.clusters[k].cfg.name.clone();
             if let Some(j) = self.jobs.get_mut(&id) {
+                // Bound to its reservation there (a reserved workflow task's slot).
                 j.parts = vec![PartRecord {
                     cluster: name.clone(),
                     procs,
+                    reservation,
                     ..PartRecord::default()
                 }];
                 j.reason = Some(format!("submitted to {name}"));
@@ -1726,14 +1728,6 @@ impl World {
         acl: AclSpec,
         ttl: Option<i64>,
     ) -> Result<ReservationId, Refusal> {
-        let (procs, processors) = match held {
-            Held::Count(n) => (n, Vec::new()),
-            Held::These(mut list) => {
-                list.sort_unstable();
-                list.dedup();
-                (list.len() as u32, list)
-            }
-        };
         let k = self
             .cluster_index(cluster)
             .ok_or_else(|| self.unknown_cluster(cluster))?;
@@ -1746,7 +1740,42 @@ impl World {
                 ),
             ));
         }
-        let max = self.clusters[k].cfg.procs;
+        self.make_reservation(now, owner, k, held, start, end, acl, ttl)
+    }
+
+    /// [`World::create_reservation`] on cluster `k`, of any kind: on a cluster that
+    /// schedules itself (Slurm) only the record and the mirror's hold are made here (by
+    /// count, never named processors); the caller asks the cluster for it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn make_reservation(
+        &mut self,
+        now: Time,
+        owner: &str,
+        k: usize,
+        held: Held,
+        start: i64,
+        end: i64,
+        acl: AclSpec,
+        ttl: Option<i64>,
+    ) -> Result<ReservationId, Refusal> {
+        let (procs, processors) = match held {
+            Held::Count(n) => (n, Vec::new()),
+            Held::These(mut list) => {
+                list.sort_unstable();
+                list.dedup();
+                (list.len() as u32, list)
+            }
+        };
+        let cluster = self.clusters[k].cfg.name.clone();
+        let cluster = cluster.as_str();
+        let remote = self.clusters[k].remote;
+        if remote && !processors.is_empty() {
+            return Err(Refusal::invalid(
+                "processors",
+                format!("cluster {cluster} is run by Slurm, which picks the processors"),
+            ));
+        }
+        let max = self.clusters[k].procs();
         if procs == 0 || procs > max {
             return Err(Refusal::invalid(
                 "procs",
@@ -1834,7 +1863,10 @@ impl World {
         let id = ReservationId(id);
         self.reservations.insert(id, rec);
         self.dirty_reservations.insert(id);
-        self.tick_cluster(now, k);
+        if !remote {
+            // A remote cluster's mirror decides nothing: it only holds the window.
+            self.tick_cluster(now, k);
+        }
         Ok(id)
     }
 

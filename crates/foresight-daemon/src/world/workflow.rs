@@ -24,11 +24,24 @@ use foresight_core::profile::Profile;
 use foresight_core::time::{Dur, Time};
 use foresight_core::workflow::{self, Edge, GridState, Mapper, Site, Task, TaskId};
 use foresight_core::{JobId, ReservationId};
+use foresight_rm::ReserveRequest;
 use foresight_store::{
     ConditionRecord, DependencyRecord, JobRecord, Links, WorkflowEdgeRecord, WorkflowRecord,
     WorkflowTaskRecord,
 };
 use std::collections::{BTreeMap, HashMap};
+
+/// A workflow task's slot on a cluster that schedules itself (Slurm), recorded by phase
+/// one and still to be asked of the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteSlot {
+    /// The task's index in the workflow.
+    pub task: usize,
+    /// Cluster index.
+    pub cluster: usize,
+    /// The reservation to make there.
+    pub request: ReserveRequest,
+}
 
 /// The same refusal about task `index` of a workflow (`tasks[index].field`), naming it.
 fn about_task(index: usize, name: &str, r: Refusal) -> Refusal {
@@ -306,32 +319,55 @@ impl World {
     /// Phase one of a workflow's two-phase reservation: holds every task's mapped slot
     /// as a tentative reservation (for the owner, expiring after `ttl` seconds) and binds
     /// the task's job to it, so that once its inputs are ready it starts at its reserved
-    /// start at the latest (earlier where processors are free). All or none: if one slot cannot be held, those already held are released and
-    /// the refusal names the task. Phase two is [`World::settle_workflow`].
+    /// start at the latest (earlier where processors are free; on Slurm, in its slot). All or
+    /// none: if one slot cannot be held, those already held are released and the refusal
+    /// names the task.
+    ///
+    /// A slot on a cluster that schedules itself (Slurm) is recorded and held in its mirror
+    /// here, its window rounded up to the cluster's granularity (Slurm reserves whole
+    /// minutes); the cluster itself is asked by the caller, outside the state's lock, for
+    /// each slot returned, and the answers go to [`World::remote_slots_answered`]. Slurm has
+    /// no tentative reservation: it holds them for real, and they are released if the
+    /// workflow fails or its phase one lapses. Phase two is [`World::settle_workflow`].
     pub fn hold_workflow(
         &mut self,
         now: Time,
         wf: &mut WorkflowRecord,
         jobs: &mut [JobRecord],
         ttl: i64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Vec<RemoteSlot>, Refusal> {
         let mut held = Vec::new();
+        let mut remote = Vec::new();
         for (i, (t, j)) in wf.tasks.iter_mut().zip(jobs.iter_mut()).enumerate() {
             let acl = foresight_api::AclSpec {
                 users: vec![wf.user.clone()],
                 ..Default::default()
             };
-            match self.create_reservation(
-                now,
-                &wf.user,
-                &t.cluster,
-                super::Held::Count(j.procs),
-                t.planned_start,
-                t.planned_end,
-                acl,
-                Some(ttl),
-            ) {
-                Ok(r) => {
+            let k = self
+                .cluster_index(&t.cluster)
+                .ok_or_else(|| self.unknown_cluster(&t.cluster));
+            let made = k.and_then(|k| {
+                let end = if self.clusters[k].remote {
+                    let g = self.broker.clusters[k].granularity.as_secs().max(1);
+                    let len = (t.planned_end - t.planned_start).max(1);
+                    t.planned_start + (len + g - 1) / g * g
+                } else {
+                    t.planned_end
+                };
+                let r = self.make_reservation(
+                    now,
+                    &wf.user,
+                    k,
+                    super::Held::Count(j.procs),
+                    t.planned_start,
+                    end,
+                    acl,
+                    Some(ttl),
+                )?;
+                Ok((k, r, end))
+            });
+            match made {
+                Ok((k, r, end)) => {
                     held.push(r);
                     t.reservation = Some(r.0);
                     j.reservation = Some(r.0);
@@ -339,6 +375,18 @@ impl World {
                     // starts early where processors are free, as the plan only got longer
                     // by waiting.
                     j.allow_early_start = true;
+                    if self.clusters[k].remote {
+                        remote.push(RemoteSlot {
+                            task: i,
+                            cluster: k,
+                            request: ReserveRequest {
+                                id: r.0,
+                                start: t.planned_start,
+                                end,
+                                procs: j.procs,
+                            },
+                        });
+                    }
                 }
                 Err(e) => {
                     for r in held {
@@ -348,7 +396,48 @@ impl World {
                 }
             }
         }
-        Ok(())
+        Ok(remote)
+    }
+
+    /// The clusters that schedule themselves answered phase one for the slots
+    /// [`World::hold_workflow`] returned, as `(task, answer)`: all held, or the first refusal
+    /// (409 naming the task and quoting the cluster), after which every slot of the
+    /// workflow is released, on every cluster. A slot whose record lapsed meanwhile counts
+    /// as refused.
+    pub fn remote_slots_answered(
+        &mut self,
+        now: Time,
+        wf: &WorkflowRecord,
+        answers: &[(usize, Result<(), String>)],
+    ) -> Result<(), Refusal> {
+        let mut refused = None;
+        for (i, answer) in answers {
+            let Some(t) = wf.tasks.get(*i) else { continue };
+            let rid = t.reservation.map(ReservationId);
+            let live = rid
+                .and_then(|r| self.reservations.get(&r))
+                .is_some_and(|r| r.state.is_live());
+            let why = match answer {
+                Ok(()) if live => {
+                    if let Some(r) = rid {
+                        self.confirmed_at.insert(r, now);
+                    }
+                    continue;
+                }
+                Ok(()) => "its tentative reservation lapsed before the cluster held it".into(),
+                Err(why) => format!("cluster {} refused to reserve its slot: {why}", t.cluster),
+            };
+            refused.get_or_insert((*i, why));
+        }
+        let Some((i, why)) = refused else {
+            return Ok(());
+        };
+        self.settle_workflow(now, wf, false);
+        Err(about_task(
+            i,
+            &wf.tasks[i].name,
+            Refusal::conflict_at("start", why),
+        ))
     }
 
     /// Phase two: commits every slot [`World::hold_workflow`] held (the workflow is
@@ -509,8 +598,10 @@ impl World {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::super::tests::{cluster, exit, launches, world};
+    use super::super::Effect;
     use super::*;
     use foresight_api::{parse_workflow, MapperName, WorkflowState};
+    use std::collections::BTreeSet;
 
     const DIAMOND: &str = "\
 name: d
@@ -747,5 +838,268 @@ edges:
         assert_eq!(jobs.len(), 4);
         assert!(wf.tasks[3].planned_start >= wf.tasks[1].planned_end.max(wf.tasks[2].planned_end));
         assert!(jobs.iter().all(|j| j.links.as_ref().unwrap().waiting));
+    }
+
+    /// A chain whose first task needs a local cluster and the others a Slurm one.
+    const MIXED: &str = "\
+name: m
+tasks:
+  - {name: A, command: [a], walltime: 10s, requires: [here]}
+  - {name: B, command: [b], walltime: 10s, requires: [slurm]}
+  - {name: C, command: [c], walltime: 10s, requires: [slurm]}
+edges:
+  - {from: A, to: B}
+  - {from: B, to: C}
+";
+
+    /// A local cluster `a` (feature `here`) and a Slurm cluster `c1` (feature `slurm`, 8
+    /// processors as last read).
+    fn mixed() -> World {
+        use super::super::tests::{empty_state, slurm};
+        let mut a = cluster("a", 4);
+        a.spec.features = vec!["here".into()];
+        let mut c1 = slurm("c1");
+        c1.spec.features = vec!["slurm".into()];
+        let mut w = world(vec![a, c1]);
+        w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+        w
+    }
+
+    /// Phase one on a Slurm cluster: the task's slot is a tentative reservation there too,
+    /// asked of Slurm (not refused as an administrative reservation would be).
+    #[test]
+    fn a_reserved_workflow_holds_its_slurm_slots_too() {
+        use foresight_api::ReservationState;
+        let mut w = mixed();
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(MIXED, false).unwrap();
+        let (mut wf, mut jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Heft)
+            .unwrap();
+        assert_eq!(
+            wf.tasks
+                .iter()
+                .map(|t| t.cluster.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "c1", "c1"]
+        );
+        w.hold_workflow(Time(1_000), &mut wf, &mut jobs, 60)
+            .unwrap();
+        assert!(wf.tasks.iter().all(|t| t.reservation.is_some()));
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Tentative && r.expires_at == Some(1_060)));
+    }
+
+    /// Plans and holds MIXED in `w` as the service does (workflow 7, jobs 1..=3): the Slurm
+    /// slots still to ask.
+    fn hold_mixed(w: &mut World) -> (WorkflowRecord, Vec<JobRecord>, Vec<RemoteSlot>) {
+        let ann = w.users["ann"].clone();
+        let spec = parse_workflow(MIXED, false).unwrap();
+        let (mut wf, mut jobs) = w
+            .plan_workflow(Time(1_000), &ann, &spec, MapperName::Heft)
+            .unwrap();
+        wf.id = 7;
+        for (i, (j, t)) in jobs.iter_mut().zip(wf.tasks.iter_mut()).enumerate() {
+            j.id = 1 + i as u64;
+            t.job = j.id;
+        }
+        let remote = w
+            .hold_workflow(Time(1_000), &mut wf, &mut jobs, 60)
+            .unwrap();
+        (wf, jobs, remote)
+    }
+
+    fn released(effects: &[Effect]) -> BTreeSet<u64> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Release { reservation, .. } => Some(reservation.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// All or none across a local and a Slurm cluster: Slurm refuses C's slot after it held
+    /// B's; the workflow is refused (409 naming C, quoting Slurm), B's and C's reservations
+    /// are released in Slurm and A's leaves the local scheduler.
+    #[test]
+    fn one_slurm_refusal_releases_every_slot_of_the_workflow() {
+        use foresight_api::ReservationState;
+        let mut w = mixed();
+        let (wf, _, remote) = hold_mixed(&mut w);
+        assert_eq!(
+            remote
+                .iter()
+                .map(|s| (s.task, s.cluster))
+                .collect::<Vec<_>>(),
+            [(1, 1), (2, 1)]
+        );
+        // Slurm reserves whole minutes: the 10 s slots are held for 60 s.
+        for s in &remote {
+            assert_eq!(s.request.start, wf.tasks[s.task].planned_start);
+            assert_eq!(s.request.end - s.request.start, 60, "{s:?}");
+            assert_eq!(s.request.procs, 1);
+            assert_eq!(Some(s.request.id), wf.tasks[s.task].reservation);
+        }
+        w.effects.clear();
+        let answers = [
+            (1, Ok(())),
+            (2, Err("Requested nodes are busy".to_string())),
+        ];
+        let e = w
+            .remote_slots_answered(Time(1_001), &wf, &answers)
+            .unwrap_err();
+        assert!(matches!(e, Refusal::Conflict { .. }), "{e:?}");
+        assert_eq!(e.field(), Some("tasks[2].start"), "{e:?}");
+        assert!(
+            e.reason()
+                .starts_with("task \"C\": cluster c1 refused to reserve its slot: "),
+            "{e:?}"
+        );
+        assert!(e.reason().contains("Requested nodes are busy"), "{e:?}");
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Released));
+        assert_eq!(
+            released(&w.effects),
+            remote.iter().map(|s| s.request.id).collect()
+        );
+        let a = ReservationId(wf.tasks[0].reservation.unwrap());
+        assert!(!w.broker.clusters[0].sched.reservations().any(|x| x.id == a));
+    }
+
+    /// Once held everywhere and committed, a Slurm task is submitted into its reservation when
+    /// its input is ready, gives the rest of its slot back in Slurm when it ends early, and
+    /// cancelling the workflow releases the slots left.
+    #[test]
+    fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
+        use super::super::tests::{empty_state, ours};
+        use foresight_api::ReservationState;
+        use foresight_rm::{PartHandle, RmJobState, RmReservation};
+        let mut w = mixed();
+        let (wf, jobs, remote) = hold_mixed(&mut w);
+        let answers: Vec<_> = remote.iter().map(|s| (s.task, Ok(()))).collect();
+        w.remote_slots_answered(Time(1_001), &wf, &answers).unwrap();
+        w.settle_workflow(Time(1_001), &wf, true);
+        assert!(w
+            .reservations
+            .values()
+            .all(|r| r.state == ReservationState::Committed));
+        let rid = |i: usize| wf.tasks[i].reservation.unwrap();
+        let (b, c) = (rid(1), rid(2));
+        w.accept_workflow(Time(1_001), wf, jobs);
+        assert_eq!(launched(&mut w), vec![1]);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        let submitted: Vec<_> = std::mem::take(&mut w.effects)
+            .into_iter()
+            .filter_map(|e| match e {
+                Effect::Submit {
+                    cluster,
+                    submission,
+                    ..
+                } => Some((cluster, submission.spec.job, submission.reservation)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(submitted, vec![(1, 2, Some(b))]);
+        w.part_submitted(
+            Time(1_011),
+            1,
+            JobId(2),
+            0,
+            Ok(PartHandle {
+                job: 2,
+                attempt: 0,
+                external: Some("51".into()),
+            }),
+        );
+        // B ran 5 s of its one-minute slot.
+        let mut s = empty_state(1_030, 8);
+        let mut done = ours("51", 2, 0, 1, RmJobState::Ended(exit(0)));
+        done.start = Some(1_020);
+        done.reservation = Some(format!("foresight-{b}"));
+        s.jobs.push(done);
+        for r in [b, c] {
+            s.reservations.push(RmReservation {
+                name: format!("foresight-{r}"),
+                foresight: Some(r),
+                start: w.reservations[&ReservationId(r)].start,
+                end: w.reservations[&ReservationId(r)].end,
+                procs: 1,
+            });
+        }
+        w.sync_remote(Time(1_030), 1, Ok(s));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+        assert_eq!(
+            w.reservations[&ReservationId(b)].state,
+            ReservationState::Finished
+        );
+        let effects = std::mem::take(&mut w.effects);
+        assert_eq!(released(&effects), BTreeSet::from([b]));
+        // C follows B, into its own slot.
+        assert!(effects.iter().any(|e| matches!(
+            e,
+            Effect::Submit { cluster: 1, submission, .. }
+                if submission.spec.job == 3 && submission.reservation == Some(c)
+        )));
+        w.cancel_workflow(Time(1_031), 7).unwrap();
+        assert_eq!(released(&w.effects), BTreeSet::from([c]));
+        assert_eq!(
+            w.reservations[&ReservationId(c)].state,
+            ReservationState::Released
+        );
+    }
+
+    /// A restart between the phases: a committed workflow slot on Slurm is kept, a
+    /// tentative one (its workflow never stored) is released there at the first snapshot.
+    #[test]
+    fn a_restart_keeps_committed_slurm_slots_and_drops_tentative_ones() {
+        use super::super::tests::empty_state;
+        use foresight_api::{AclSpec, ReservationState};
+        use foresight_rm::RmReservation;
+        use foresight_store::ReservationRecord;
+        let mut w = world(vec![super::super::tests::slurm("c1")]);
+        let slot = |id: u64, state: ReservationState| ReservationRecord {
+            id,
+            kind: "admin".into(),
+            cluster: "c1".into(),
+            procs: 1,
+            processors: vec![],
+            start: 1_000,
+            end: 1_060,
+            acl: AclSpec {
+                users: vec!["ann".into()],
+                ..AclSpec::default()
+            },
+            state,
+            expires_at: (state == ReservationState::Tentative).then_some(1_060),
+            owner: "ann".into(),
+        };
+        w.restore(
+            Time(1_010),
+            vec![],
+            vec![
+                slot(1, ReservationState::Committed),
+                slot(2, ReservationState::Tentative),
+            ],
+            vec![],
+        );
+        let mut s = empty_state(1_011, 8);
+        for id in [1, 2] {
+            s.reservations.push(RmReservation {
+                name: format!("foresight-{id}"),
+                foresight: Some(id),
+                start: 1_000,
+                end: 1_060,
+                procs: 1,
+            });
+        }
+        w.sync_remote(Time(1_011), 0, Ok(s));
+        assert_eq!(released(&w.effects), BTreeSet::from([2]));
+        assert!(w.reservations[&ReservationId(1)].state.is_live());
+        assert!(!w.reservations[&ReservationId(2)].state.is_live());
     }
 }
