@@ -584,6 +584,12 @@ pub struct LookaheadTrace {
     pub cancel_after: Vec<Option<Dur>>,
     /// Per cluster, when each job or part that ran there started.
     pub starts: Vec<BTreeMap<TracedJob, Time>>,
+    /// Per cluster, each local job's application (SWF executable; `None`: unknown), which
+    /// the `app` predictor keys its statistics by.
+    pub apps: Vec<Vec<Option<u64>>>,
+    /// Running jobs corrected for outliving their prediction (local jobs and global jobs'
+    /// parts).
+    pub corrected: u64,
 }
 
 /// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.
