@@ -359,7 +359,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
     }
 
     // The first disagreement, in time: the later ones follow from it.
-    let mut differ: Vec<(Time, &str, TracedJob, Option<Time>, Option<Time>)> = Vec::new();
+    let mut differ: Vec<(Time, String)> = Vec::new();
     for (k, (sim, service)) in trace.starts.iter().zip(&d.starts).enumerate() {
         let name = grid.cluster[k].name.as_str();
         let jobs: BTreeSet<&TracedJob> = sim.keys().chain(service.keys()).collect();
@@ -367,17 +367,18 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
             let (a, b) = (sim.get(job).copied(), service.get(job).copied());
             if a != b {
                 let first = a.into_iter().chain(b).min().unwrap();
-                differ.push((first, name, *job, a, b));
+                differ.push((
+                    first,
+                    format!(
+                        "{job:?} on {name}: the simulator started it at {a:?}, the service at {b:?}"
+                    ),
+                ));
             }
         }
     }
     differ.sort();
-    if let Some((_, name, job, sim, service)) = differ.first() {
-        panic!(
-            "{job:?} on {name}: the simulator started it at {sim:?}, the service at {service:?} \
-             ({} starts differ)",
-            differ.len()
-        );
+    if let Some((_, what)) = differ.first() {
+        panic!("{what} ({} starts differ)", differ.len());
     }
     let withdrawn = d
         .world
