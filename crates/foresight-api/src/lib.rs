@@ -409,7 +409,8 @@ pub struct JobView {
 /// A job's predicted runtime and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PredictionView {
-    /// The runtime planned now, seconds.
+    /// The runtime planned now, seconds in its walltime's units: on the reference
+    /// processor for a global job, on its cluster's for a local one.
     pub seconds: i64,
     /// The predictor: `tsafrir` (the user's last two runs) or `app` (the last runs of the
     /// same application, processors and arguments on the cluster).

@@ -11,7 +11,7 @@ use crate::ids::{JobId, ReservationId};
 use crate::policy::ALL;
 use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::{Processor, Slot};
-use crate::time::{Interval, Time};
+use crate::time::{Dur, Interval, Time};
 use serde::{Deserialize, Serialize};
 
 /// What a cluster charges global jobs, per processor-second.
@@ -70,7 +70,32 @@ pub fn forecast(
     now: Time,
     priority: impl Fn(JobId) -> f64,
 ) -> Vec<Occupancy> {
+    forecast_holding(sched, now, priority, now)
+}
+
+/// [`forecast`] in which every running job planned by a prediction (outside a reservation)
+/// holds its processors at least until `until`, or its estimate if sooner: a reservation made
+/// now, starting before `until`, is then never placed on processors that a job outliving
+/// its prediction would still hold (the job keeps them to its estimate, its kill time).
+/// Time past `until` is offered by the prediction, to jobs that hold nothing yet.
+pub fn forecast_holding(
+    sched: &LocalScheduler,
+    now: Time,
+    priority: impl Fn(JobId) -> f64,
+    until: Time,
+) -> Vec<Occupancy> {
     let mut copy = sched.clone();
+    let short: Vec<(JobId, Dur)> = copy
+        .predicted_runs()
+        .filter(|(_, p)| p.domain == Domain::Pool && p.end < until)
+        .filter_map(|(job, p)| {
+            let estimate = copy.estimate_of(job)?;
+            Some((job, (until - p.start).min(estimate)))
+        })
+        .collect();
+    for (job, plan) in short {
+        let _ = copy.correct(now, job, plan);
+    }
     copy.set_reservation_depth(ALL);
     let mut actions = Vec::new();
     copy.schedule(now, &mut actions);

@@ -6,7 +6,7 @@
 //! The cycle is pure: it reads the clusters' local schedulers and returns decisions; the
 //! caller (simulator or service) makes the reservations, two-phase, and dispatches.
 
-use crate::forecast::{forecast, slots_from_forecast, Occupancy, OccupancyKind, Tariff};
+use crate::forecast::{forecast_holding, slots_from_forecast, Occupancy, OccupancyKind, Tariff};
 use crate::ids::{JobId, ReservationId, UserId};
 use crate::licence_plan::LicencePlan;
 use crate::scheduler::{Domain, LocalScheduler};
@@ -353,8 +353,11 @@ impl GridPlan {
         let per_cluster: Vec<_> = clusters
             .par_iter()
             .map(|c| {
-                let f = forecast(c.sched, now, |_| 1.0);
-                let open = open_predicted_tails(c.sched, &f, now + cfg.lead_time + Dur(1));
+                // Running jobs planned by a prediction hold their processors beyond the
+                // lead time, as parts running in a reservation do (below).
+                let from = now + cfg.lead_time + Dur(1);
+                let f = forecast_holding(c.sched, now, |_| 1.0, from);
+                let open = open_predicted_tails(c.sched, &f, from);
                 let slots = slots_from_forecast(c.processors, &open, now, horizon, c.tariff, floor);
                 (slots, f)
             })

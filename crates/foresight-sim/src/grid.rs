@@ -598,6 +598,12 @@ pub struct LookaheadTrace {
     pub starts: Vec<BTreeMap<TracedJob, Time>>,
     /// When each global job ended (its last part, after any suspensions), if it ran.
     pub ends: Vec<Option<Time>>,
+    /// Per cluster, each local job's application (SWF executable; `None`: unknown), which
+    /// the `app` predictor keys its statistics by.
+    pub apps: Vec<Vec<Option<u64>>>,
+    /// Running jobs corrected for outliving their prediction (local jobs and global jobs'
+    /// parts).
+    pub corrected: u64,
 }
 
 /// Loads a local stream: `(job, runtime)` sorted by submission, within `days`.

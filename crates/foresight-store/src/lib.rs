@@ -291,7 +291,10 @@ pub struct PreemptionRecord {
 /// A prediction of a job's runtime as the scheduler uses it, and where it came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prediction {
-    /// The runtime planned now, seconds (the first guess, or its last correction).
+    /// The runtime planned now (the first guess, or its last correction), seconds in the
+    /// units of the job's walltime: on the reference processor for a global job (each part
+    /// is planned by it stretched as the walltime is to the part's window), on its
+    /// cluster's processors for a local one.
     pub seconds: i64,
     /// The predictor (`tsafrir`, `app`).
     pub predictor: String,

@@ -1484,6 +1484,8 @@ impl World {
             self.kill_unended_parts(id);
             return Ok(());
         }
+        // The pass this brings must not take the processors of a job past its prediction.
+        self.correct_outlived(now);
         self.unqueue(now, id);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.state = JobState::Cancelled;
@@ -2009,7 +2011,11 @@ impl World {
         self.cluster_index(&cluster)
     }
 
+    /// A pass of cluster `k`'s local policy at `now`, after the jobs that outlived their
+    /// prediction are corrected: the pass must not take their processors (nor would the
+    /// service launch on them, which the simulator cannot see).
     fn tick_cluster(&mut self, now: Time, k: usize) {
+        self.correct_outlived(now);
         let mut out = Vec::new();
         self.broker.tick(now, k, &mut out);
         self.carry_out(now, out);
@@ -2607,7 +2613,8 @@ impl World {
             self.reservations.insert(ReservationId(r.id), r);
         }
         let mut adopt = Vec::new();
-        for j in jobs {
+        for mut j in jobs {
+            prediction::migrate_prediction(&mut j);
             self.jobs.insert(JobId(j.id), j);
         }
         self.refresh_credentials();

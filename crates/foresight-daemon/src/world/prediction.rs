@@ -147,9 +147,20 @@ impl World {
     pub fn correct_outlived(&mut self, now: Time) {
         let mut out = Vec::new();
         let done = self.broker.correct_outlived(now, &mut out);
-        for (_, id, plan) in done {
-            if let Some(p) = self.jobs.get_mut(&id).and_then(|j| j.prediction.as_mut()) {
-                p.seconds = plan.as_secs();
+        for (k, id, plan) in done {
+            let estimate = self.broker.clusters[k].sched.estimate_of(id);
+            let Some(j) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let global = j.cluster.is_none() && j.reservation.is_none();
+            let seconds = match estimate {
+                // The part's plan counts in the part's time: on reference processors, as
+                // its walltime is to its estimate (the window, or its limit on Slurm).
+                Some(e) if global => reference_plan(plan, e, j.walltime),
+                _ => plan.as_secs(),
+            };
+            if let Some(p) = j.prediction.as_mut() {
+                p.seconds = seconds;
                 p.corrections += 1;
                 self.dirty_jobs.insert(id);
             }
@@ -174,25 +185,45 @@ impl World {
 }
 
 /// The runtime a running job's plan was at when the service stopped, for its restore: the
-/// prediction (as corrected so far), or `None` for the walltime.
+/// prediction (as corrected so far), or `None` for the walltime. In the job's walltime's
+/// units: on reference processors for a global job.
 pub(super) fn restored_plan(j: &JobRecord) -> Option<Dur> {
     j.prediction.as_ref().map(|p| Dur(p.seconds))
 }
 
+/// A global job's part's plan of `plan` seconds from its start, on a part whose estimate is
+/// `estimate` (its window, or its limit on a remote cluster), on reference processors: as
+/// the job's `walltime` is to the estimate, rounded up (the part's whole estimate is the
+/// walltime).
+fn reference_plan(plan: Dur, estimate: Dur, walltime: i64) -> i64 {
+    let e = estimate.as_secs().max(1);
+    (plan.as_secs() * walltime.max(1) + e - 1) / e
+}
+
 /// The plan of a running global job's part that is `len` long (its reservation's window, or
 /// its limit on a remote cluster), for its restore and for a remote cluster's mirror: the
-/// job's prediction stretched as its walltime is to `len` (as the broker binds a part),
-/// or, once corrected, the corrected plan itself, which the correction gave in the part's
-/// time. `None` (planned to `len`) when it has no prediction shorter than `len`.
+/// job's prediction (on reference processors, corrected or not) stretched as its walltime
+/// is to `len`, as the broker binds a part. `None` (planned to `len`) when it has no
+/// prediction shorter than `len`.
 pub(super) fn part_plan(j: &JobRecord, len: i64) -> Option<Dur> {
     let p = j.prediction.as_ref()?;
-    let plan = if p.corrections > 0 {
-        p.seconds
-    } else {
-        let wall = j.walltime.max(1);
-        (p.seconds.max(1) * len + wall - 1) / wall
-    };
+    let wall = j.walltime.max(1);
+    let plan = (p.seconds.max(1) * len + wall - 1) / wall;
     (plan < len).then_some(Dur(plan.max(1)))
+}
+
+/// A stored record's prediction in the units it has now (see [`Prediction`]'s `seconds`).
+/// Records written before a global job's prediction was kept on reference processors
+/// hold a corrected global job's plan in its part's time; a global part's correction
+/// always takes it to its estimate (it is only corrected while shorter), which on
+/// reference processors is the walltime, so that is what such a plan becomes.
+pub(super) fn migrate_prediction(j: &mut JobRecord) {
+    let global = j.cluster.is_none() && j.reservation.is_none();
+    if let Some(p) = j.prediction.as_mut() {
+        if global && p.corrections > 0 {
+            p.seconds = j.walltime;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -265,16 +296,28 @@ mod tests {
         assert_eq!(w.next_plan_end(Time(1_300)), None);
     }
 
-    /// A world of one 4-processor cluster predicting with Tsafrir in which ann's global job
-    /// 1 ran 100 s and her job 2 (walltime 1 000, predicted 100 s) runs from 1 200.
-    fn running_predicted_global_job() -> World {
-        let cfg = Config {
-            cluster: vec![cluster("a", 4)],
+    /// One 4-processor cluster `speed` times as fast as the reference processor, predicting
+    /// with Tsafrir.
+    fn predicting(speed: f64) -> Config {
+        let mut a = cluster("a", 4);
+        a.spec.speed = Some(speed);
+        Config {
+            cluster: vec![a],
             data_dir: "/nonexistent".into(),
             predict: Predictor::Tsafrir,
             ..Config::default()
-        };
-        let mut w = World::new(&cfg);
+        }
+    }
+
+    /// A world of one 4-processor cluster predicting with Tsafrir in which ann's global job
+    /// 1 ran 100 s and her job 2 (walltime 1 000, predicted 100 s) runs from 1 200.
+    fn running_predicted_global_job() -> World {
+        running_predicted_global_job_at(1.0)
+    }
+
+    /// [`running_predicted_global_job`] on a cluster `speed` times as fast.
+    fn running_predicted_global_job_at(speed: f64) -> World {
+        let mut w = World::new(&predicting(speed));
         w.add_user(UserRecord {
             name: "ann".into(),
             token_hash: "hash-ann".into(),
@@ -298,16 +341,16 @@ mod tests {
 
     /// The same world started again from what `w` would have stored.
     fn restarted(w: &World, now: Time) -> World {
-        let cfg = Config {
-            cluster: vec![cluster("a", 4)],
-            data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
-            ..Config::default()
-        };
-        let mut again = World::new(&cfg);
+        restarted_from(w.jobs.values().cloned().collect(), w, now, 1.0)
+    }
+
+    /// A world on a cluster `speed` times as fast started again from `jobs` and what `w`
+    /// would have stored besides.
+    fn restarted_from(jobs: Vec<JobRecord>, w: &World, now: Time, speed: f64) -> World {
+        let mut again = World::new(&predicting(speed));
         let adopt = again.restore(
             now,
-            w.jobs.values().cloned().collect(),
+            jobs,
             w.reservations.values().cloned().collect(),
             w.users.values().cloned().collect(),
         );
@@ -342,6 +385,41 @@ mod tests {
         again.correct_outlived(Time(1_500));
         let p = again.jobs[&JobId(2)].prediction.clone().unwrap();
         assert_eq!((p.seconds, p.runs, p.corrections), (1_000, 1, 1));
+    }
+
+    /// On a cluster twice as fast as the reference processor, ann's job 2 (walltime 1 000
+    /// and predicted 100 s, both on the reference processor) runs in a 500 s window, planned
+    /// 50 s. Corrected at 1 250 to its whole window, its prediction reads 1 000 s, still on
+    /// the reference processor, not 500 s of the part's time; restarted, the part is
+    /// planned to its window and not corrected again. A record that holds the corrected
+    /// plan in the part's time, as the service stored it before, is read the same way.
+    /// Before, the stored plan mixed the two units, and such a record came back planned to
+    /// 250 s and was corrected a second time.
+    #[test]
+    fn a_corrected_global_prediction_stays_on_the_reference_processor() {
+        let mut w = running_predicted_global_job_at(2.0);
+        assert_eq!(w.next_plan_end(Time(1_200)), Some(Time(1_250)));
+        w.correct_outlived(Time(1_250));
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.corrections), (1_000, 1));
+        assert_eq!(w.next_plan_end(Time(1_250)), None);
+
+        let mut old = w.jobs.clone();
+        old.get_mut(&JobId(2))
+            .unwrap()
+            .prediction
+            .as_mut()
+            .unwrap()
+            .seconds = 500;
+        for jobs in [w.jobs.clone(), old] {
+            let jobs: Vec<JobRecord> = jobs.into_values().collect();
+            let mut again = restarted_from(jobs, &w, Time(1_300), 2.0);
+            assert_eq!(again.next_plan_end(Time(1_300)), None);
+            again.correct_outlived(Time(1_600));
+            let p = again.jobs[&JobId(2)].prediction.clone().unwrap();
+            assert_eq!((p.seconds, p.corrections), (1_000, 1));
+            assert_eq!(again.broker.entry(JobId(2)).unwrap().job.predicted(), None);
+        }
     }
 
     /// A global part on a Slurm cluster is planned to its prediction in the cluster's mirror
@@ -427,8 +505,8 @@ mod tests {
         w.sync_remote(Time(1_102), 0, Ok(snapshot(1_102)));
         w.correct_outlived(Time(1_102));
         let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
-        assert_eq!(p.corrections, 1);
-        assert!(p.seconds >= 1_020, "{p:?}");
+        // Planned to its limit: the walltime on the reference processor.
+        assert_eq!((p.seconds, p.corrections), (1_000, 1));
         assert_eq!(w.next_plan_end(Time(1_102)), None);
         // The next snapshot rebuilds the mirror with the corrected plan.
         w.sync_remote(Time(1_110), 0, Ok(snapshot(1_110)));

@@ -2,16 +2,20 @@
 //! co-allocation, jobs ending long before their walltimes, users cancelling jobs that have
 //! not started) run by `sim grid` and by the
 //! service's [`World`] driven by the simulator's virtual clock and event order starts every
-//! job and every part at the same second on the same cluster.
+//! job and every part at the same second on the same cluster, with each predictor: jobs are
+//! planned by their predictions from the same statistics, and the same running jobs are
+//! corrected at the same instants.
 //!
 //! The driver below is the simulator's event loop (`foresight_sim::grid` `run.rs`) with the
 //! service's entry points in place of the simulator's: `accept` for submissions,
-//! `on_finished` for ends, `cycle` for planning cycles. Whatever either side does after a
-//! broker decision is thereby compared.
+//! `on_finished` for ends, `cycle` for planning cycles, `correct_outlived` when a running
+//! job's prediction runs out. Whatever either side does after a broker decision is thereby
+//! compared.
 #![allow(clippy::unwrap_used)]
 
 use super::*;
 use crate::config::ClusterConfig;
+use foresight_core::predict::Predictor;
 use foresight_sim::grid::{lookahead_trace, GridConfig, LookaheadTrace, TracedJob};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -79,6 +83,7 @@ enum Ev {
     Cycle,
     Tick { cluster: usize },
     Cancel { index: usize },
+    Correct,
 }
 
 struct Driver<'a> {
@@ -92,6 +97,8 @@ struct Driver<'a> {
     last_arrival: i64,
     /// Per cluster, when each job or part started there.
     starts: Vec<BTreeMap<TracedJob, Time>>,
+    /// Instants a correction is queued for (the simulator's `Ev::Correct`).
+    corrections: BTreeSet<i64>,
 }
 
 impl Driver<'_> {
@@ -100,9 +107,21 @@ impl Driver<'_> {
         self.heap.push(Reverse((t, self.seq, ev)));
     }
 
-    fn record(&self, id: u64, user: String, procs: u32, walltime: i64, now: i64) -> JobRecord {
+    /// A job as the service takes it. `app` is the simulator's application: the service
+    /// names one for every job (its program, else `--app`), so a job whose application the
+    /// simulator does not know runs one of its own, which has no history.
+    fn record(
+        &self,
+        id: u64,
+        user: String,
+        app: Option<u64>,
+        procs: u32,
+        walltime: i64,
+        now: i64,
+    ) -> JobRecord {
         JobRecord {
             submitted_at: now,
+            app: Some(app.map_or_else(|| format!("unknown-{id}"), |a| format!("app-{a}"))),
             ..super::tests::job(id, &user, procs, walltime)
         }
     }
@@ -144,7 +163,9 @@ impl Driver<'_> {
                 let (job, runtime) = &self.trace.local[cluster][index];
                 let id = local_id(cluster, index as u64);
                 self.runtimes.insert(id, runtime.as_secs());
-                let mut r = self.record(id, "owner".into(), job.procs, job.estimate.as_secs(), now);
+                let app = self.trace.apps[cluster][index];
+                let user = local_user(cluster, job.cred.user.0);
+                let mut r = self.record(id, user, app, job.procs, job.estimate.as_secs(), now);
                 r.cluster = Some(self.grid.cluster[cluster].name.clone());
                 self.world.accept(Time(now), vec![r]);
             }
@@ -162,9 +183,11 @@ impl Driver<'_> {
                 let (job, runtime) = &self.trace.global[index];
                 let id = GLOBAL + index as u64;
                 self.runtimes.insert(id, runtime.as_secs());
+                // The simulator's global jobs name no application.
                 let mut r = self.record(
                     id,
                     format!("u{}", job.user.0),
+                    None,
                     job.procs,
                     job.walltime.as_secs(),
                     now,
@@ -195,6 +218,10 @@ impl Driver<'_> {
                 self.ticks[cluster].remove(&now);
                 self.world.tick_cluster(Time(now), cluster);
             }
+            Ev::Correct => {
+                self.corrections.remove(&now);
+                self.world.correct_outlived(Time(now));
+            }
             Ev::Cycle => {
                 self.world.cycle(Time(now));
                 let b = &self.world.broker;
@@ -208,17 +235,46 @@ impl Driver<'_> {
                 if pending || now < self.last_arrival {
                     self.follow(now);
                     self.push(now + self.grid.cycle_seconds, Ev::Cycle);
+                    self.plan_correction(now);
                     return;
                 }
             }
         }
         self.follow(now);
+        self.plan_correction(now);
+    }
+
+    /// Queues a correction at the next end of a running job's prediction, as the service's
+    /// cycle wakes up then.
+    fn plan_correction(&mut self, now: i64) {
+        if let Some(at) = self.world.next_plan_end(Time(now)) {
+            if self.corrections.insert(at.secs()) {
+                self.push(at.secs(), Ev::Correct);
+            }
+        }
     }
 }
 
-#[test]
-fn the_service_decides_what_the_simulator_decides() {
-    let grid = GridConfig::parse(GRID, "same-decisions.toml").unwrap();
+/// The service's name of a local user: a trace's users are its cluster's own.
+fn local_user(cluster: usize, user: u32) -> String {
+    format!("c{cluster}-u{user}")
+}
+
+/// What both sides did with one workload: the simulator's run, and the service's starts
+/// and corrections.
+struct Both {
+    trace: LookaheadTrace,
+    /// Per cluster, when the service started each job or part there.
+    starts: Vec<BTreeMap<TracedJob, Time>>,
+    /// Corrections the service made (counted on its jobs' predictions).
+    corrected: u64,
+}
+
+/// Runs the grid `text` with `predict` by the simulator and by the service, and checks that
+/// they started the same jobs at the same seconds and that the service's records agree.
+fn same_decisions(text: &str, predict: Predictor) -> Both {
+    let mut grid = GridConfig::parse(text, "same-decisions.toml").unwrap();
+    grid.predict = predict;
     let trace = lookahead_trace(&grid).unwrap();
     let globals = trace.global.len();
     let coallocated = trace.starts[0]
@@ -244,22 +300,24 @@ fn the_service_decides_what_the_simulator_decides() {
         horizon_seconds: grid.horizon_hours * 3600,
         lead_time_seconds: grid.lead_time_seconds,
         plan_depth: grid.plan_depth,
+        predict,
         ..Config::default()
     };
     let mut world = World::new(&cfg);
-    world.add_user(UserRecord {
-        name: "owner".into(),
-        token_hash: "owner".into(),
-        admin: false,
-        budget: None,
-        spent: 0.0,
-        unix_user: None,
-        ..Default::default()
+    let locals = trace.local.iter().enumerate().flat_map(|(k, jobs)| {
+        jobs.iter()
+            .map(move |(job, _)| local_user(k, job.cred.user.0))
     });
-    for (job, _) in &trace.global {
+    let names: BTreeSet<String> = trace
+        .global
+        .iter()
+        .map(|(job, _)| format!("u{}", job.user.0))
+        .chain(locals)
+        .collect();
+    for name in names {
         world.add_user(UserRecord {
-            name: format!("u{}", job.user.0),
-            token_hash: format!("u{}", job.user.0),
+            token_hash: name.clone(),
+            name,
             admin: false,
             budget: None,
             spent: 0.0,
@@ -277,6 +335,7 @@ fn the_service_decides_what_the_simulator_decides() {
         runtimes: HashMap::new(),
         last_arrival: trace.global.last().map_or(0, |g| g.0.submit.secs()),
         starts: vec![BTreeMap::new(); grid.cluster.len()],
+        corrections: BTreeSet::new(),
     };
     for (k, local) in trace.local.iter().enumerate() {
         for (i, (job, _)) in local.iter().enumerate() {
@@ -299,16 +358,27 @@ fn the_service_decides_what_the_simulator_decides() {
         d.on_event(now, ev);
     }
 
+    // The first disagreement, in time: the later ones follow from it.
+    let mut differ: Vec<(Time, String)> = Vec::new();
     for (k, (sim, service)) in trace.starts.iter().zip(&d.starts).enumerate() {
-        let name = &grid.cluster[k].name;
-        for (job, at) in sim {
-            assert_eq!(
-                service.get(job),
-                Some(at),
-                "{job:?} on {name}: the simulator started it at {at}"
-            );
+        let name = grid.cluster[k].name.as_str();
+        let jobs: BTreeSet<&TracedJob> = sim.keys().chain(service.keys()).collect();
+        for job in jobs {
+            let (a, b) = (sim.get(job).copied(), service.get(job).copied());
+            if a != b {
+                let first = a.into_iter().chain(b).min().unwrap();
+                differ.push((
+                    first,
+                    format!(
+                        "{job:?} on {name}: the simulator started it at {a:?}, the service at {b:?}"
+                    ),
+                ));
+            }
         }
-        assert_eq!(sim.len(), service.len(), "jobs started on {name}");
+    }
+    differ.sort();
+    if let Some((_, what)) = differ.first() {
+        panic!("{what} ({} starts differ)", differ.len());
     }
     let withdrawn = d
         .world
@@ -338,4 +408,101 @@ fn the_service_decides_what_the_simulator_decides() {
         };
         assert_eq!(j.state, done, "job {id}");
     }
+    let corrected = d
+        .world
+        .jobs
+        .values()
+        .filter_map(|j| j.prediction.as_ref())
+        .map(|p| u64::from(p.corrections))
+        .sum();
+    assert_eq!(corrected, trace.corrected, "corrections");
+    let starts = std::mem::take(&mut d.starts);
+    drop(d);
+    Both {
+        trace,
+        starts,
+        corrected,
+    }
+}
+
+/// With `predict`, the workload's decisions are not those without predictions (some job
+/// starts elsewhere or at another second), and jobs that outlived their predictions were
+/// corrected: a side that ignored predictions, or corrected at other instants, would
+/// disagree with the other.
+fn predictions_matter(text: &str, predict: Predictor) {
+    let with = same_decisions(text, predict);
+    assert!(with.corrected >= 3, "{} corrections", with.corrected);
+    let mut grid = GridConfig::parse(text, "same-decisions.toml").unwrap();
+    grid.predict = Predictor::None;
+    let without = lookahead_trace(&grid).unwrap();
+    let changed = (0..with.starts.len())
+        .map(|k| {
+            let (a, b) = (&with.trace.starts[k], &without.starts[k]);
+            a.iter().filter(|(j, t)| b.get(j) != Some(t)).count()
+        })
+        .sum::<usize>();
+    assert!(changed >= 5, "only {changed} starts moved by {predict:?}");
+}
+
+#[test]
+fn the_service_decides_what_the_simulator_decides() {
+    let both = same_decisions(GRID, Predictor::None);
+    assert_eq!(both.corrected, 0);
+}
+
+/// Tsafrir's predictor: local users have histories of their own on each cluster, global
+/// jobs (all of one user here) the grid's; local jobs and global parts outlive their
+/// predictions and are corrected.
+#[test]
+fn the_service_decides_what_the_simulator_decides_with_tsafrir_predictions() {
+    predictions_matter(GRID, Predictor::Tsafrir);
+}
+
+/// The `app` predictor: local traces whose jobs run a few applications, each about as long
+/// as its last runs (some longer, so corrections land), far below their estimates.
+#[test]
+fn the_service_decides_what_the_simulator_decides_with_app_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = GRID.to_string();
+    for (k, (procs, gap)) in [(16, 300), (8, 600)].into_iter().enumerate() {
+        let path = dir.path().join(format!("local-{k}.swf"));
+        std::fs::write(&path, app_trace(k as u64 + 1, procs, gap, 43_200)).unwrap();
+        let synthetic = [
+            "local = { load = 0.7, seed = 3 }",
+            "local = { load = 0.6, seed = 5 }",
+        ][k];
+        text = text.replace(synthetic, &format!("local = {{ trace = {:?} }}", path));
+    }
+    assert!(!text.contains("load ="), "{text}");
+    predictions_matter(&text, Predictor::App);
+}
+
+/// An SWF trace of a cluster of `procs` processors with a job every `gap` seconds for
+/// `span` seconds: four applications (executables 1-4) of 300 to 2 400 s on 1 to 8
+/// processors, each run 80 % to 130 % of its application's length, estimated at three
+/// times that length, by six users.
+fn app_trace(seed: u64, procs: u32, gap: i64, span: i64) -> String {
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    let mut next = move |n: u64| {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % n
+    };
+    let mut out = String::new();
+    for i in 0..span / gap {
+        let app = next(4);
+        let base = [300, 600, 1_200, 2_400][app as usize];
+        let p = [1, 2, 4, 8][app as usize].min(procs);
+        let run = base * (80 + next(51) as i64) / 100;
+        let user = 1 + next(6);
+        let submit = i * gap + next(gap as u64) as i64;
+        out.push_str(&format!(
+            "{} {submit} 0 {run} {p} -1 -1 {p} {} -1 1 {user} 1 {} 1 -1 -1 -1\n",
+            i + 1,
+            base * 3,
+            app + 1
+        ));
+    }
+    out
 }

@@ -702,6 +702,8 @@ pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridEr
             })
             .collect(),
         ends: r.globals.iter().map(|g| g.end).collect(),
+        apps: r.clusters.iter().map(|c| c.apps.clone()).collect(),
+        corrected: r.corrected,
     })
 }
 
@@ -874,11 +876,10 @@ impl<'a> GridRun<'a> {
         while let Some(Reverse((now, _, ev))) = self.heap.pop() {
             self.requeued_now.clear();
             self.started_global = false;
-            // As the service does: a submission, an end or a cycle first corrects the jobs
-            // that have outlived their prediction, so that its pass does not take their
-            // processors.
-            let corrects = !matches!(ev, Ev::Tick { .. } | Ev::Cancel { .. });
-            if corrects && self.corrections.first().is_some_and(|&t| t <= now) {
+            // As the service does: every event (a submission, an end, a cycle, a tick, a
+            // cancel) first corrects the jobs that have outlived their prediction, so that
+            // its pass does not take their processors.
+            if self.corrections.first().is_some_and(|&t| t <= now) {
                 self.on_correct(now);
             }
             match ev {
