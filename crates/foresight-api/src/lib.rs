@@ -238,6 +238,26 @@ pub struct SubmitJob {
     /// time its link takes to bring them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<InputSpec>,
+    /// Output files, as HTCondor's `transfer_output_files`: after the job completes (exit
+    /// 0; nothing is copied after a failure, a timeout or a cancel), each is copied from
+    /// its working directory on the cluster it ran on to the same relative path under its
+    /// working directory on the output's cluster, as the job's Unix account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputSpec>,
+}
+
+/// One output file of a job and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Path relative to the job's working directory (no `..`, not absolute), where the
+    /// job writes it and where the copy lands.
+    pub path: String,
+    /// The cluster it is copied to; absent: where the job was submitted (a local job's
+    /// cluster; for a global job its input's cluster, else the service's own host, that
+    /// is, the working directory it names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// One input file of a job and where it lives.
@@ -404,6 +424,13 @@ pub struct JobView {
     /// where its inputs live).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging: Vec<StagingView>,
+    /// Its output files, as submitted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputSpec>,
+    /// The copy of its outputs back, once it completed: to which cluster, when, and why
+    /// it failed (absent when nothing needed copying).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_staging: Option<StagingView>,
 }
 
 /// A job's predicted runtime and where it came from.

@@ -147,6 +147,8 @@ mod tests {
             prediction: None,
             inputs: Vec::new(),
             staging: Vec::new(),
+            outputs: Vec::new(),
+            output_staging: None,
         }
     }
 

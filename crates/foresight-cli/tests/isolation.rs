@@ -311,3 +311,80 @@ fn staged_inputs_are_copied_as_the_jobs_account_and_never_as_root() {
     drop(s);
     drop(dan_unix);
 }
+
+#[test]
+#[ignore = "fails: the job is not final within 60 s; not yet diagnosed"]
+fn outputs_come_back_owned_by_the_jobs_account() {
+    use std::os::unix::fs::{chown, symlink};
+    if !can_run() {
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let eve_unix = UnixUser::create(&format!("fsiso-o{tag}"), &[]);
+    // b keeps its own scratch, open to every account as /tmp is; a has one processor, so
+    // a global job of two runs on b, away from its home directory.
+    let b = tempfile::tempdir().unwrap();
+    let b_root = std::fs::canonicalize(b.path()).unwrap();
+    std::fs::set_permissions(&b_root, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let s = Server::with_config(&format!(
+        "[[cluster]]\nname = \"a\"\nprocs = 1\n\n[[cluster]]\nname = \"b\"\nprocs = 2\n\
+         work_dir = \"{}\"\n",
+        b_root.display()
+    ));
+    let root = s.root();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let home = root.join("home-eve");
+    std::fs::create_dir_all(&home).unwrap();
+    chown(&home, Some(eve_unix.uid()), None).unwrap();
+    let victim = root.join("victim.dat");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let eve = add_user(&s, "eve", &eve_unix.0);
+    let submit = |script: &str, output: &str| {
+        let (code, body) = s.http_as(&eve).post(
+            "/api/v1/jobs",
+            &json!({"walltime": 60, "procs": 2, "cwd": home,
+                    "outputs": [{"path": output}],
+                    "command": ["sh", "-c", script]}),
+        );
+        assert_eq!(code, 201, "{body}");
+        let id = int(&body, "id") as u64;
+        s.wait_final(id, Duration::from_secs(60));
+        s.wait_job(id, "outputs copied", Duration::from_secs(60), |j| {
+            j["output_staging"]["ended_at"].is_i64()
+        })
+    };
+
+    let j = submit("mkdir -p out && id -u > out/result.txt", "out/result.txt");
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["parts"][0]["cluster"], "b", "{j}");
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    let back = home.join("out/result.txt");
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap().trim(),
+        eve_unix.uid().to_string(),
+        "it ran as eve"
+    );
+    assert_eq!(
+        std::fs::metadata(&back).unwrap().uid(),
+        eve_unix.uid(),
+        "the copy belongs to the job's account"
+    );
+    assert_eq!(
+        std::fs::metadata(home.join("out")).unwrap().uid(),
+        eve_unix.uid(),
+        "so does the directory made for it"
+    );
+
+    // A link planted at home where the output lands does not make root write through it.
+    symlink(&victim, home.join("planted.txt")).unwrap();
+    let j = submit("echo overwritten > planted.txt", "planted.txt");
+    assert_eq!(j["state"], "completed", "{j}");
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("copying its outputs") && reason.contains(&eve_unix.0),
+        "{reason}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    drop(s);
+    drop(eve_unix);
+}

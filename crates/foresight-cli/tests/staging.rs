@@ -3,6 +3,9 @@
 //! directory there, copied while it was reserved, and starts only after the transfer its
 //! link needs; a job run on its data's cluster is not copied; a missing input is refused
 //! naming it; a copy that fails fails the job with the reason and releases its processors.
+//! Outputs: a job run in a far cluster's own `work_dir` has its outputs copied back home once
+//! it completes (again after a restart that cut the copy); bad paths are refused; a missing
+//! output is recorded on the completed job; a failed job's outputs are not copied.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod common;
@@ -217,5 +220,214 @@ fn a_failing_copy_fails_the_job_with_the_reason_and_frees_its_processors() {
     let next = s.submit(&["--cluster", "b", "-n", "2", "-t", "1m", "--", "true"]);
     let n = s.wait_final(next, Duration::from_secs(60));
     assert_eq!(n["state"], "completed", "{n}");
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+// ------------------------------------------------------------------------- outputs
+
+/// [`GRID`] where `b` does not share the jobs' working directories: a job from elsewhere
+/// runs in `b`'s own `work_dir`, under `scratch`.
+fn grid_with_work_dir(scratch: &Path) -> String {
+    format!(
+        "{GRID}work_dir = \"{}\"\n",
+        scratch.join("b-scratch").display()
+    )
+}
+
+/// A server on [`grid_with_work_dir`], with `b`'s scratch outside the server's own files.
+fn server_with_work_dir() -> (Server, tempfile::TempDir) {
+    let b = tempfile::tempdir().unwrap();
+    let b_root = std::fs::canonicalize(b.path()).unwrap();
+    (Server::with_config(&grid_with_work_dir(&b_root)), b)
+}
+
+/// A global job of 2 processors, `a` full: it runs on `b`, in `b`'s work_dir, with its
+/// input from `a` and the outputs named.
+fn submit_to_b(s: &Server, home: &Path, input: &Path, outputs: &[&str], script: &str) -> u64 {
+    let arg = format!("{}@a", input.display());
+    let mut args = vec![
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--input",
+        &arg,
+        "--chdir",
+        home.to_str().unwrap(),
+    ];
+    for o in outputs {
+        args.extend(["--output-file", o]);
+    }
+    args.extend(["--", "sh", "-c", script]);
+    s.submit(&args)
+}
+
+#[test]
+fn a_global_jobs_output_comes_back_from_the_cluster_it_ran_on_to_its_home() {
+    let (s, b_dir) = server_with_work_dir();
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let filler = fill_a(&s);
+    let id = submit_to_b(
+        &s,
+        &home,
+        &f,
+        &["out/result.txt"],
+        "test -s in.dat && mkdir -p out && echo \"made in $PWD\" > out/result.txt",
+    );
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["parts"][0]["cluster"], "b", "{j}");
+    // It ran in b's own directory, not in its home, which b does not share.
+    let ran_in = std::fs::canonicalize(b_dir.path())
+        .unwrap()
+        .join("b-scratch")
+        .join(format!("job-{id}"));
+    let there = std::fs::read_to_string(ran_in.join("out/result.txt")).unwrap();
+    assert_eq!(there, format!("made in {}\n", ran_in.display()));
+    // Its output is back home, at the same relative path, with the same content, once the
+    // copy has ended (the job is completed while it runs).
+    let j = wait_outputs_ended(&s, id);
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    assert_eq!(j["output_staging"]["cluster"], "a", "{j}");
+    assert!(j["reason"].is_null(), "{j}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("out/result.txt")).unwrap(),
+        there
+    );
+    assert!(!home.join("in.dat").exists(), "only outputs come back");
+    let shown = s.run(&["job", "show", &id.to_string()]);
+    assert!(shown.contains("out/result.txt"), "{shown}");
+    assert!(shown.contains("back to a: began"), "{shown}");
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+/// The job once its output copy has ended.
+fn wait_outputs_ended(s: &Server, id: u64) -> serde_json::Value {
+    common::wait_for("the outputs copied", Duration::from_secs(60), || {
+        let j = s.show(id);
+        j["output_staging"]["ended_at"].is_i64().then_some(j)
+    })
+}
+
+#[test]
+fn an_output_path_outside_the_working_directory_is_refused_naming_the_field() {
+    let s = Server::with_config(GRID);
+    for (path, want) in [
+        ("/etc/passwd", "relative"),
+        ("../up.txt", ".."),
+        ("out/../../up.txt", ".."),
+        ("", "empty"),
+    ] {
+        let body = serde_json::json!({
+            "walltime": 60,
+            "command": ["true"],
+            "outputs": [{ "path": path }],
+        });
+        let (status, e) = s.http().post("/jobs", &body);
+        assert_eq!(status, 400, "{path:?}: {e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("outputs") && text.contains(want),
+            "{path:?}: {e}"
+        );
+    }
+    let body = serde_json::json!({
+        "walltime": 60,
+        "command": ["true"],
+        "outputs": [{ "path": "r.txt", "cluster": "zz" }],
+    });
+    let (status, e) = s.http().post("/jobs", &body);
+    assert_eq!(status, 400, "{e}");
+    assert!(e.to_string().contains("unknown cluster"), "{e}");
+    let out = s
+        .cli()
+        .args(["job", "submit", "--output-file", "../x@a", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("outputs") && err.contains("../x"), "{err}");
+    assert!(s.http().jobs().is_empty(), "nothing was accepted");
+}
+
+#[test]
+fn a_missing_output_is_recorded_on_the_completed_job_and_a_failed_job_copies_nothing() {
+    let (s, _b_dir) = server_with_work_dir();
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let filler = fill_a(&s);
+    let id = submit_to_b(
+        &s,
+        &home,
+        &f,
+        &["written.txt", "missing.txt"],
+        "echo ok > written.txt",
+    );
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "the job itself succeeded: {j}");
+    let j = wait_outputs_ended(&s, id);
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("copying its outputs to a failed") && reason.contains("missing.txt"),
+        "{j}"
+    );
+    assert!(j["output_staging"]["error"].is_string(), "{j}");
+    let shown = s.run(&["job", "show", &id.to_string()]);
+    assert!(shown.contains("missing.txt"), "{shown}");
+    // A failed job's outputs stay where it ran.
+    let id = submit_to_b(
+        &s,
+        &home,
+        &f,
+        &["partial.txt"],
+        "echo half > partial.txt; exit 3",
+    );
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(j["output_staging"].is_null(), "{j}");
+    assert!(!home.join("partial.txt").exists());
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+#[test]
+fn outputs_a_kill_cut_short_are_copied_after_the_restart() {
+    let (mut s, b_dir) = server_with_work_dir();
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let filler = fill_a(&s);
+    // The output is a named pipe: the copy blocks reading it until the service is killed.
+    let id = submit_to_b(&s, &home, &f, &["result.txt"], "mkfifo result.txt");
+    s.wait_job(
+        id,
+        "its outputs being copied",
+        Duration::from_secs(120),
+        |j| j["state"] == "completed" && j["output_staging"]["began_at"].is_i64(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let j = s.show(id);
+    assert!(j["output_staging"]["ended_at"].is_null(), "{j}");
+    s.sigkill();
+    // The file is there now, whole.
+    let ran_in = std::fs::canonicalize(b_dir.path())
+        .unwrap()
+        .join("b-scratch")
+        .join(format!("job-{id}"));
+    std::fs::remove_file(ran_in.join("result.txt")).unwrap();
+    std::fs::write(ran_in.join("result.txt"), "complete\n").unwrap();
+    s.launch();
+    let j = wait_outputs_ended(&s, id);
+    assert_eq!(j["state"], "completed", "{j}");
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("result.txt")).unwrap(),
+        "complete\n"
+    );
     s.run(&["job", "cancel", &filler.to_string()]);
 }

@@ -135,6 +135,12 @@ pub struct ClusterConfig {
     /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiki_rm: Option<crate::wiki_rm::WikiRmConfig>,
+    /// This cluster's own scratch file system, for a cluster that does not share its jobs'
+    /// working directories: a job placed here that was not submitted to it runs in
+    /// `WORK_DIR/job-ID` (made as the job's account), its inputs are copied there, and its
+    /// outputs back from there. Unset: the cluster sees the working directory the job names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_dir: Option<PathBuf>,
 }
 
 /// Reads of a cluster's shared settings (`c.name`, `c.procs`, `c.speed_groups()`) go to
@@ -262,6 +268,7 @@ impl ClusterConfig {
             scheduler: default_scheduler(),
             wiki: None,
             wiki_rm: None,
+            work_dir: None,
         }
     }
 
@@ -413,6 +420,12 @@ impl Config {
                 other => anyhow::bail!(
                     "{at}: kind {other:?} is not supported (supported: local, slurm, wiki)"
                 ),
+            }
+            if let Some(w) = c.work_dir.as_ref().filter(|w| !w.is_absolute()) {
+                anyhow::bail!(
+                    "{at}: work_dir must be an absolute path, not {}",
+                    w.display()
+                );
             }
             if c.kind != "wiki" && c.wiki_rm.is_some() {
                 anyhow::bail!("{at}: [cluster.wiki_rm] is for kind = \"wiki\" clusters");

@@ -351,7 +351,7 @@ pub fn router(service: Arc<Service>) -> Router {
         Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,
         SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState,
         foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
-        foresight_api::StagingView
+        foresight_api::StagingView, foresight_api::OutputSpec
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))

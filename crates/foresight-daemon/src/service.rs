@@ -576,6 +576,8 @@ impl Service {
                 let manager = self.managers[cluster].clone();
                 let (job, attempt) = (spec.job, spec.attempt);
                 tokio::spawn(async move {
+                    s.make_work_dir(cluster, &spec.cwd, spec.unix_user.as_deref())
+                        .await;
                     if !stage.is_empty() {
                         let result = match s.ahead_outcome(job, attempt, cluster).await {
                             Some(Ok(())) => Ok(()),
@@ -626,6 +628,20 @@ impl Service {
                             s.flush().await;
                         }
                     }
+                });
+            }
+            Effect::StageOutputs {
+                job,
+                stage,
+                unix_user,
+            } => {
+                tokio::spawn(async move {
+                    let result = crate::staging::stage(&stage, unix_user.as_deref()).await;
+                    if let Err(e) = &result {
+                        tracing::warn!(job, "copying outputs back failed: {e}");
+                    }
+                    s.world().outputs_copied(unix_now(), JobId(job), &result);
+                    s.flush().await;
                 });
             }
             Effect::Kill {
@@ -771,6 +787,12 @@ impl Service {
             } => {
                 let manager = self.managers[cluster].clone();
                 tokio::spawn(async move {
+                    s.make_work_dir(
+                        cluster,
+                        &submission.spec.cwd,
+                        submission.spec.unix_user.as_deref(),
+                    )
+                    .await;
                     if !stage.is_empty() {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
@@ -807,6 +829,21 @@ impl Service {
                     s.wake.notify_one();
                     s.flush().await;
                 });
+            }
+        }
+    }
+
+    /// Makes a part's working directory when it lies in its cluster's own `work_dir` (no
+    /// one else makes it), as the job's account. A failure is only logged: the part then
+    /// fails to start in it, with the resource manager's reason.
+    async fn make_work_dir(&self, cluster: usize, cwd: &std::path::Path, account: Option<&str>) {
+        let ours = self.cfg.cluster[cluster]
+            .work_dir
+            .as_ref()
+            .is_some_and(|w| cwd.starts_with(w));
+        if ours {
+            if let Err(e) = crate::staging::make_dir(cwd, account).await {
+                tracing::warn!(cluster, "making the working directory: {e}");
             }
         }
     }
@@ -1135,6 +1172,10 @@ impl Service {
                     largest_site.is_some() || w.cluster_index(c).is_some()
                 })
                 .map_err(at)?;
+                let outputs = crate::staging::check_outputs(r.outputs, |c| {
+                    largest_site.is_some() || w.cluster_index(c).is_some()
+                })
+                .map_err(at)?;
                 // A dispatcher's global job: unnamed inputs are on this site (its first
                 // cluster), from which other sites stage them.
                 let inputs = match (&largest_site, &r.cluster, w.clusters.first()) {
@@ -1198,6 +1239,8 @@ impl Service {
                     prediction: None,
                     inputs,
                     staging: Vec::new(),
+                    outputs,
+                    output_staging: None,
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
@@ -2204,6 +2247,23 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
                 error: s.error.clone(),
             })
             .collect(),
+        outputs: j
+            .outputs
+            .iter()
+            .map(|o| foresight_api::OutputSpec {
+                path: o.path.clone(),
+                cluster: o.cluster.clone(),
+            })
+            .collect(),
+        output_staging: j
+            .output_staging
+            .as_ref()
+            .map(|s| foresight_api::StagingView {
+                cluster: s.cluster.clone(),
+                began_at: s.began_at,
+                ended_at: s.ended_at,
+                error: s.error.clone(),
+            }),
     }
 }
 

@@ -3,10 +3,15 @@
 //! before it starts. The planner reads the size and the data's cluster
 //! ([`foresight_core::grid::GlobalJob::input_mb`], `home`) and starts a far cluster's slots
 //! after the transfer; the copy itself runs in a task of its own, outside the world's lock.
+//!
+//! Output staging goes the other way, with the same copy functions: once a job completes,
+//! its output files (relative to its working directory) are copied from its working
+//! directory on the cluster it ran on to the same relative paths under its working
+//! directory on the output's cluster.
 
 use crate::refusal::Refusal;
-use foresight_api::InputSpec;
-use foresight_store::{InputRecord, JobRecord};
+use foresight_api::{InputSpec, OutputSpec};
+use foresight_store::{InputRecord, JobRecord, OutputRecord};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -70,6 +75,101 @@ pub fn measure(
         });
     }
     Ok(out)
+}
+
+/// Checks the output files a submission names: each path must be relative to the working
+/// directory and stay under it (not empty, not absolute, no `..`), and its cluster, when
+/// named, must be known.
+pub fn check_outputs(
+    outputs: Vec<OutputSpec>,
+    known: impl Fn(&str) -> bool,
+) -> Result<Vec<OutputRecord>, Refusal> {
+    if outputs.len() > MAX_INPUTS {
+        return Err(Refusal::invalid(
+            "outputs",
+            format!("at most {MAX_INPUTS} output files, got {}", outputs.len()),
+        ));
+    }
+    let mut out = Vec::with_capacity(outputs.len());
+    for o in outputs {
+        let bad = |why: &str| Refusal::invalid("outputs", format!("output {:?}: {why}", o.path));
+        if o.path.is_empty() {
+            return Err(bad(
+                "is empty: name a file relative to the working directory",
+            ));
+        }
+        if o.path.contains('\0') {
+            return Err(bad("contains a NUL byte"));
+        }
+        let path = Path::new(&o.path);
+        if path.is_absolute() {
+            return Err(bad("must be relative to the job's working directory"));
+        }
+        if path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(bad(
+                "must stay under the job's working directory (no \"..\")",
+            ));
+        }
+        if path.file_name().is_none() {
+            return Err(bad("names no file"));
+        }
+        if let Some(c) = &o.cluster {
+            if !known(c) {
+                return Err(bad(&format!("unknown cluster {c:?}")));
+            }
+        }
+        out.push(OutputRecord {
+            path: o.path,
+            cluster: o.cluster,
+        });
+    }
+    Ok(out)
+}
+
+/// Where an output of `j` is copied to: its own cluster, or where the job was submitted
+/// (a local job's cluster), or its data's cluster; `None`: the service's own host, that
+/// is, the working directory the job names.
+pub fn output_home(j: &JobRecord, output: &OutputRecord) -> Option<String> {
+    output
+        .cluster
+        .clone()
+        .or_else(|| j.cluster.clone())
+        .or_else(|| data_cluster(j))
+}
+
+/// The copies of `outputs` from working directory `from` to working directory `to`: the
+/// same relative path under each (none when both are the same directory).
+pub fn output_copies<'a>(
+    outputs: impl IntoIterator<Item = &'a OutputRecord>,
+    from: &Path,
+    to: &Path,
+) -> Vec<Copy> {
+    if from == to {
+        return Vec::new();
+    }
+    outputs
+        .into_iter()
+        .map(|o| Copy {
+            from: from.join(&o.path),
+            to: to.join(&o.path),
+        })
+        .collect()
+}
+
+/// Makes directory `dir` (and its parents) as the job's account, as [`stage`] makes the
+/// directories it copies into: a working directory of a cluster's own `work_dir`.
+pub async fn make_dir(dir: &Path, account: Option<&str>) -> Result<(), String> {
+    match account.map(as_account).transpose()? {
+        Some(Some(a)) => run_as(&a, &["mkdir", "-p", "--"], &[dir])
+            .await
+            .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name)),
+        _ => tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|e| format!("creating {}: {e}", dir.display())),
+    }
 }
 
 fn file_name(p: &Path) -> Option<String> {
@@ -340,5 +440,63 @@ mod tests {
             .to_string()
             .contains("same file name"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_output_must_stay_under_the_working_directory() {
+        let spec = |p: &str, c: Option<&str>| OutputSpec {
+            path: p.into(),
+            cluster: c.map(Into::into),
+        };
+        let known = |c: &str| c == "a";
+        let ok =
+            check_outputs(vec![spec("out/r.txt", Some("a")), spec("./x", None)], known).unwrap();
+        assert_eq!(ok[0].path, "out/r.txt");
+        assert_eq!(ok[0].cluster.as_deref(), Some("a"));
+        for (name, s, want) in [
+            ("absolute", spec("/etc/passwd", None), "relative"),
+            ("parent", spec("../x", None), "\"..\""),
+            ("inner parent", spec("out/../../x", None), "\"..\""),
+            ("empty", spec("", None), "empty"),
+            ("dot", spec(".", None), "names no file"),
+            ("nul", spec("a\0b", None), "NUL"),
+            ("unknown", spec("r.txt", Some("zz")), "unknown cluster"),
+        ] {
+            let e = check_outputs(vec![s], known).unwrap_err();
+            assert_eq!(e.field(), Some("outputs"), "{name}");
+            assert!(e.to_string().contains(want), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn outputs_go_home_to_the_same_relative_path_and_never_onto_themselves() {
+        let mut j = JobRecord {
+            inputs: vec![input("/a/x", Some("a"), 10)],
+            outputs: vec![
+                OutputRecord {
+                    path: "out/r.txt".into(),
+                    cluster: None,
+                },
+                OutputRecord {
+                    path: "log".into(),
+                    cluster: Some("c".into()),
+                },
+            ],
+            ..Default::default()
+        };
+        // A global job: its data's cluster; a local job: its own cluster.
+        assert_eq!(output_home(&j, &j.outputs[0]).as_deref(), Some("a"));
+        assert_eq!(output_home(&j, &j.outputs[1]).as_deref(), Some("c"));
+        j.cluster = Some("b".into());
+        assert_eq!(output_home(&j, &j.outputs[0]).as_deref(), Some("b"));
+        let c = output_copies(&j.outputs, Path::new("/s/job-1"), Path::new("/home/u"));
+        assert_eq!(
+            c[0],
+            Copy {
+                from: "/s/job-1/out/r.txt".into(),
+                to: "/home/u/out/r.txt".into()
+            }
+        );
+        assert!(output_copies(&j.outputs, Path::new("/w"), Path::new("/w")).is_empty());
     }
 }

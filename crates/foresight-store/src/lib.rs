@@ -241,6 +241,24 @@ pub struct JobRecord {
     /// says when staging began and ended, and why it failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub staging: Vec<StagingRecord>,
+    /// Its output files (`--output-file`), copied back once it completes. A field of the
+    /// stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<OutputRecord>,
+    /// The copy of its outputs back: `ended_at` is `None` while it runs, and a restart
+    /// finds it so and copies again (a completed job is loaded like any other).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_staging: Option<StagingRecord>,
+}
+
+/// One output file of a job: where it is written and where it is copied to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRecord {
+    /// Path relative to the job's working directory.
+    pub path: String,
+    /// The cluster it is copied to; `None`: where the job was submitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// One input file of a job: where it lives and how big it was at submission.

@@ -346,6 +346,12 @@ pub struct SubmitOpts {
     /// is taken from the current directory.
     #[arg(long, value_name = "PATH[@CLUSTER]")]
     input: Vec<String>,
+    /// An output file, `PATH[@CLUSTER]` (repeat for more), relative to the working
+    /// directory: once the job completes (exit 0), copied from its working directory on the
+    /// cluster it ran on to the same PATH under its working directory on CLUSTER (default:
+    /// where the job is submitted, or its input's cluster).
+    #[arg(long, value_name = "PATH[@CLUSTER]")]
+    output_file: Vec<String>,
     /// With --reservation: may start before it if processors are free.
     #[arg(long)]
     allow_early_start: bool,
@@ -473,6 +479,11 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 .iter()
                 .map(|i| parse_input(i))
                 .collect::<Result<Vec<_>, _>>()?;
+            let outputs = o
+                .output_file
+                .iter()
+                .map(|f| parse_output(f))
+                .collect::<Result<Vec<_>, _>>()?;
             let req = SubmitJob {
                 name: o.name,
                 procs: o.procs,
@@ -499,6 +510,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
                 licences,
                 app: o.app,
                 inputs,
+                outputs,
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
@@ -1000,6 +1012,28 @@ pub fn job_details(j: &JobView) -> String {
             "staging",
             format!(
                 "to {}: began {}, {how}",
+                st.cluster,
+                when(Some(st.began_at))
+            ),
+        );
+    }
+    for o in &j.outputs {
+        let at = o
+            .cluster
+            .as_deref()
+            .map_or(String::new(), |c| format!("@{c}"));
+        kv("output", format!("{}{at}", o.path));
+    }
+    if let Some(st) = &j.output_staging {
+        let how = match (&st.ended_at, &st.error) {
+            (_, Some(e)) => format!("failed {}: {e}", when(st.ended_at)),
+            (Some(_), None) => format!("done {}", when(st.ended_at)),
+            (None, None) => "copying".into(),
+        };
+        kv(
+            "outputs",
+            format!(
+                "back to {}: began {}, {how}",
                 st.cluster,
                 when(Some(st.began_at))
             ),
@@ -1773,6 +1807,24 @@ fn parse_input(text: &str) -> Result<InputSpec> {
     let path = std::path::absolute(path).map_err(|e| bad(format!("--input {text:?}: {e}")))?;
     Ok(InputSpec {
         path: path.display().to_string(),
+        cluster: cluster.map(Into::into),
+    })
+}
+
+/// `--output-file PATH[@CLUSTER]`: split as `--input` is; the path stays relative (the
+/// server refuses any other).
+fn parse_output(text: &str) -> Result<OutputSpec> {
+    let (path, cluster) = match text.rsplit_once('@') {
+        Some((p, c)) if !c.contains('/') => (p, Some(c)),
+        _ => (text, None),
+    };
+    if path.is_empty() || cluster.is_some_and(str::is_empty) {
+        return Err(bad(format!(
+            "--output-file {text:?}: expected PATH[@CLUSTER]"
+        )));
+    }
+    Ok(OutputSpec {
+        path: path.into(),
         cluster: cluster.map(Into::into),
     })
 }

@@ -52,6 +52,16 @@ pub enum Effect {
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
+    /// Copy a completed job's outputs back from its working directory on the cluster it
+    /// ran on; the outcome goes to [`World::outputs_copied`].
+    StageOutputs {
+        /// The job.
+        job: u64,
+        /// The files.
+        stage: Vec<crate::staging::Copy>,
+        /// The Unix account the copy is made as (when the service is root).
+        unix_user: Option<String>,
+    },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
     Kill {
         /// Cluster index.
@@ -1232,10 +1242,7 @@ impl World {
             processors,
             command: j.command.clone(),
             env: self.job_env(j, &part.cluster),
-            cwd: j.cwd.clone().map_or_else(
-                || crate::accounts::default_cwd(&self.output_dir, &self.unix_account(&j.user).0),
-                PathBuf::from,
-            ),
+            cwd: self.work_dir_on(j, Some(&part.cluster)),
             stdout: self.output_dir.join(out("out")),
             stderr: self.output_dir.join(out("err")),
             walltime_secs: part
@@ -1448,6 +1455,9 @@ impl World {
             });
         }
         self.record_run(id);
+        if self.jobs[&id].state == JobState::Completed {
+            self.copy_outputs(now, id);
+        }
         // A workflow task's reserved slot: the rest of it goes back at the task's end, so
         // that a task ending early leaves no processors idle under its reservation.
         let slot = self.task_of.get(&id.0).and_then(|&(w, i)| {
@@ -2637,6 +2647,13 @@ impl World {
         for (_, id) in ids {
             let j = self.jobs[&id].clone();
             if j.state.is_final() {
+                // Its outputs were being copied back when the service stopped: again.
+                if j.output_staging
+                    .as_ref()
+                    .is_some_and(|s| s.ended_at.is_none())
+                {
+                    self.copy_outputs_again(id);
+                }
                 continue;
             }
             let global = j.cluster.is_none() && j.reservation.is_none();
@@ -2759,6 +2776,7 @@ impl World {
 
 mod credentials;
 mod gate;
+mod outputs;
 mod prediction;
 mod preempt_remote;
 mod remote;

@@ -1,0 +1,121 @@
+//! Output staging: once a job completes, its output files are copied back from its working
+//! directory on the cluster it ran on to its working directory on each output's cluster.
+//! The copy runs outside the lock ([`Effect::StageOutputs`]); its record on the job says
+//! whether it is running, done, or failed and why, and survives a restart, which copies
+//! again what it cut.
+
+use super::{Effect, World};
+use foresight_core::time::Time;
+use foresight_core::JobId;
+use foresight_store::{JobRecord, StagingRecord};
+use std::path::PathBuf;
+
+impl World {
+    /// Job `j`'s working directory on `cluster` (`None`: the service's own host): a
+    /// cluster with its own `work_dir` runs a job not submitted to it in `WORK_DIR/job-ID`;
+    /// everywhere else the job runs in the directory it names (by default the output
+    /// directory, or its account's home directory).
+    pub(super) fn work_dir_on(&self, j: &JobRecord, cluster: Option<&str>) -> PathBuf {
+        let scratch = cluster
+            .filter(|c| j.cluster.as_deref() != Some(*c))
+            .and_then(|c| self.cluster_index(c))
+            .and_then(|k| self.clusters[k].cfg.work_dir.clone());
+        if let Some(root) = scratch {
+            return root.join(format!("job-{}", j.id));
+        }
+        j.cwd.clone().map_or_else(
+            || crate::accounts::default_cwd(&self.output_dir, &self.unix_account(&j.user).0),
+            PathBuf::from,
+        )
+    }
+
+    /// The copies that bring `j`'s outputs back from the cluster its first part ran on,
+    /// and the names of the places they go to (a cluster, or `home` for the service's
+    /// host), in the order the outputs were named.
+    fn output_plan(&self, j: &JobRecord) -> (Vec<crate::staging::Copy>, Vec<String>) {
+        let Some(ran) = j.parts.first().map(|p| p.cluster.clone()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let from = self.work_dir_on(j, Some(&ran));
+        let mut copies = Vec::new();
+        let mut places: Vec<String> = Vec::new();
+        for o in &j.outputs {
+            let home = crate::staging::output_home(j, o);
+            let to = self.work_dir_on(j, home.as_deref());
+            let c = crate::staging::output_copies([o], &from, &to);
+            if c.is_empty() {
+                continue;
+            }
+            copies.extend(c);
+            let place = home.unwrap_or_else(|| "home".into());
+            if !places.contains(&place) {
+                places.push(place);
+            }
+        }
+        (copies, places)
+    }
+
+    /// A job completed: its outputs start their way back, if any must move. It stays
+    /// `completed`; its reason says the copy is running until it ends.
+    pub(super) fn copy_outputs(&mut self, now: Time, id: JobId) {
+        let Some(j) = self.jobs.get(&id) else {
+            return;
+        };
+        let (stage, places) = self.output_plan(j);
+        if stage.is_empty() {
+            return;
+        }
+        let unix_user = Some(self.unix_account(&j.user).0);
+        let to = places.join(",");
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        j.reason = Some(format!("copying its outputs to {to}"));
+        j.output_staging = Some(StagingRecord {
+            cluster: to,
+            attempt: j.attempt,
+            began_at: now.secs(),
+            ended_at: None,
+            error: None,
+        });
+        self.dirty_jobs.insert(id);
+        self.effects.push(Effect::StageOutputs {
+            job: id.0,
+            stage,
+            unix_user,
+        });
+    }
+
+    /// A restart found a job's outputs still being copied: the copy is made again from
+    /// the start (each file is copied whole, so a second copy is harmless).
+    pub(super) fn copy_outputs_again(&mut self, id: JobId) {
+        let Some(j) = self.jobs.get(&id) else {
+            return;
+        };
+        let (stage, _) = self.output_plan(j);
+        let unix_user = Some(self.unix_account(&j.user).0);
+        self.effects.push(Effect::StageOutputs {
+            job: id.0,
+            stage,
+            unix_user,
+        });
+    }
+
+    /// The copy of job `id`'s outputs ended: done, or failed with the reason, which the
+    /// job's reason then gives (its state stays `completed`: the job itself succeeded).
+    pub fn outputs_copied(&mut self, now: Time, id: JobId, result: &Result<(), String>) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let Some(s) = j.output_staging.as_mut() else {
+            return;
+        };
+        s.ended_at = Some(now.secs());
+        s.error = result.as_ref().err().cloned();
+        j.reason = match result {
+            Ok(()) => None,
+            Err(e) => Some(format!("copying its outputs to {} failed: {e}", s.cluster)),
+        };
+        self.dirty_jobs.insert(id);
+    }
+}
