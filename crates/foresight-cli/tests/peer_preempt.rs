@@ -197,3 +197,157 @@ fn a_higher_level_wins_with_a_lower_jobs_processors_which_resumes_after_it() {
         assert!(status < 300, "cancel {id}: {status} {v}");
     }
 }
+
+/// A user's budget left and spending as the shared database has them.
+fn shared_budget(store: &str, user: &str) -> (f64, f64) {
+    let data = psql(
+        store,
+        &format!("SELECT data FROM users WHERE name = '{user}'"),
+    );
+    let u: Value = serde_json::from_str(&data).unwrap();
+    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
+}
+
+/// Seconds a job spent suspended, from its record in the shared store.
+fn suspended_secs(store: &str, id: u64) -> i64 {
+    let data = psql(store, &format!("SELECT data FROM jobs WHERE id = {id}"));
+    let j: Value = serde_json::from_str(&data).unwrap();
+    j["preemption"]["suspended"].as_i64().unwrap_or(0)
+}
+
+/// A user with a limited budget takes part in priorities like anyone: dee's award of level
+/// 3 preempts the administrator's running job of level 0, and dee's job of level 1 is
+/// itself suspended for the administrator's job of level 5, then resumes. Each award is
+/// paid once: its hold (4 processors × walltime × tariff) leaves dee's shared budget as it
+/// starts, and when it ends what it really used is settled against the hold, the rest
+/// coming back: afterwards the budget is its start less the two real charges, exactly.
+#[test]
+fn a_budget_limited_users_awards_preempt_and_are_preempted_and_pay_once() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    // Short auctions (0.3 × a prior of 1 s); any bid wins, however much work it preempts
+    // (a mean runtime of a few seconds prices preempting a minute of work below 0).
+    let a = Peer::start_auction(
+        &root,
+        "a",
+        &store,
+        4,
+        1500,
+        1,
+        "alpha = 0.3\nopening_bid = -1e9",
+    );
+    let admin = Http::new(&a.url, &admin_token(&a));
+    let (_, clusters) = admin.get("/clusters");
+    let tariff = clusters[0]["tariff"].as_f64().unwrap();
+    assert!(tariff > 0.0, "{clusters}");
+    let start: f64 = 1000.0;
+    let (status, created) = admin.post("/users", &json!({ "name": "dee", "budget": start }));
+    assert_eq!(status, 201, "{created}");
+    let dee = Http::new(&a.url, created["token"].as_str().unwrap());
+    let log = root.join("runs.log");
+    let pid = |name: &str| root.join(format!("{name}.pid"));
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+
+    // The administrator's global job of level 0 takes all 4 processors.
+    let low = admin.submit(job(4, 60, &pid("low"), &log, 120));
+    let low_pid = read_pid(&pid("low"));
+    wait_for("the low job to run", Duration::from_secs(30), || {
+        (state_at(&admin, low)["state"] == "running").then_some(())
+    });
+
+    // dee's job of level 3 (4 processors, 30 s walltime, about 2 s of work) preempts it.
+    let mut high = job(4, 30, &pid("dee-high"), &log, 4);
+    high["priority"] = json!(3);
+    let high = dee.submit(high);
+    let hold = tariff * 4.0 * 30.0;
+    let mut lowest = start;
+    wait_for("the low job suspended", Duration::from_secs(30), || {
+        lowest = lowest.min(shared_budget(&store, "dee").0);
+        (state_at(&admin, low)["suspended"] == true).then_some(())
+    });
+    wait_for(
+        "the low job's process stopped",
+        Duration::from_secs(10),
+        || (proc_state(&low_pid) == Some('T')).then_some(()),
+    );
+    let h = wait_for("dee's high job to end", Duration::from_secs(30), || {
+        lowest = lowest.min(shared_budget(&store, "dee").0);
+        let h = state_at(&dee, high);
+        is_final(&h).then_some(h)
+    });
+    assert_eq!(h["state"], "completed", "{h}");
+    let hold_row = psql(
+        &store,
+        &format!("SELECT budget_hold FROM global_jobs WHERE job_id = {high}"),
+    );
+    assert_eq!(
+        hold_row.parse::<f64>().unwrap(),
+        hold,
+        "the hold: 4 × 30 s × {tariff}"
+    );
+    // While it ran its hold was all it took, never the hold and its charge.
+    assert!(lowest >= start - hold - 1e-9, "the budget fell to {lowest}");
+    // Never suspended: it used ended − started seconds on 4 processors.
+    let used = int(&h, "ended_at") - int(&h, "started_at");
+    let high_charge = h["charged"].as_f64().unwrap();
+    assert!(close(high_charge, tariff * 4.0 * used as f64), "{h}");
+    assert!(high_charge < hold, "{h}");
+    wait_for("dee's budget settled", Duration::from_secs(10), || {
+        close(shared_budget(&store, "dee").0, start - high_charge).then_some(())
+    });
+    let l = wait_for("the low job resumed", Duration::from_secs(10), || {
+        let l = state_at(&admin, low);
+        (l["suspended"] == false && l["state"] == "running").then_some(l)
+    });
+    assert_eq!(l["state"], "running", "{l}");
+    let (status, v) = admin.post(&format!("/jobs/{low}/cancel"), &json!({}));
+    assert!(status < 300, "cancel {low}: {status} {v}");
+
+    // dee's job of level 1 (60 s walltime, about 6 s of work) runs, and is suspended for the
+    // administrator's job of level 5, then resumes.
+    let mut mid = job(4, 60, &pid("dee-mid"), &log, 12);
+    mid["priority"] = json!(1);
+    let mid = dee.submit(mid);
+    let mid_pid = read_pid(&pid("dee-mid"));
+    let mut top = job(4, 30, &pid("top"), &log, 4);
+    top["priority"] = json!(5);
+    let top = admin.submit(top);
+    wait_for("dee's job suspended", Duration::from_secs(30), || {
+        (state_at(&dee, mid)["suspended"] == true).then_some(())
+    });
+    wait_for(
+        "dee's job's process stopped",
+        Duration::from_secs(10),
+        || (proc_state(&mid_pid) == Some('T')).then_some(()),
+    );
+    let t = wait_for("the top job to end", Duration::from_secs(30), || {
+        let t = state_at(&admin, top);
+        is_final(&t).then_some(t)
+    });
+    assert_eq!(t["state"], "completed", "{t}");
+    let m = wait_for("dee's job to end", Duration::from_secs(60), || {
+        let m = state_at(&dee, mid);
+        is_final(&m).then_some(m)
+    });
+    assert_eq!(m["state"], "completed", "{m}");
+    assert!(int(&m, "ended_at") >= int(&t, "ended_at"), "{m} {t}");
+    let stopped = suspended_secs(&store, mid);
+    assert!(stopped > 0, "dee's job was suspended for a while");
+    let used = int(&m, "ended_at") - int(&m, "started_at") - stopped;
+    let mid_charge = m["charged"].as_f64().unwrap();
+    assert!(close(mid_charge, tariff * 4.0 * used as f64), "{m}");
+    assert!(mid_charge < tariff * 4.0 * 60.0, "{m}");
+    // Each ran once, at a.
+    let runs = runs(&log);
+    for id in [high, mid, top] {
+        assert_eq!(runs[&id], vec!["a-c".to_string()], "{runs:?}");
+    }
+    // dee's budget: the start less what the two jobs really cost, and spent just that.
+    let want = start - high_charge - mid_charge;
+    let settled = wait_for("dee's budget settled", Duration::from_secs(10), || {
+        let (left, spent) = shared_budget(&store, "dee");
+        close(left, want).then_some((left, spent))
+    });
+    assert!(close(settled.1, high_charge + mid_charge), "{settled:?}");
+}

@@ -24,13 +24,18 @@ fn is_global(j: &JobRecord) -> bool {
 
 impl World {
     /// Moves `amount` from job `id`'s user's budget to the job's charge (a negative amount
-    /// gives back).
+    /// gives back). A prepaid job's charge is paid from its hold, which left the budget as
+    /// its site started it: the budget is not moved again (the shared database settles the
+    /// charge against the hold, see [`foresight_store::budget_taken`]).
     pub(crate) fn charge(&mut self, id: JobId, amount: f64) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
         j.charged += amount;
         self.dirty_jobs.insert(id);
+        if j.prepaid > 0.0 {
+            return;
+        }
         let user = j.user.clone();
         if let Some(u) = self.users.get_mut(&user) {
             u.spent += amount;

@@ -630,28 +630,29 @@ impl Dispatcher {
         if record.links.as_ref().is_some_and(|l| l.array.is_none()) {
             record.links = None;
         }
-        // The most it may cost here (at the tariff of the cluster it is likeliest to run on)
-        // is taken from its user's budget as it starts.
+        // For a user with a limited budget, the most it may cost here (at the tariff of the
+        // cluster it is likeliest to run on) is taken from the shared budget as it starts:
+        // the hold pays its charges, and what it was really charged is settled against the
+        // hold when it ends (`GlobalQueue::finished`), the rest going back. Its record
+        // carries the hold, so the broker never weighs its cost against the budget again.
         let hold = {
             let w = service.world();
-            w.cluster_index(&cluster).map_or(0.0, |k| {
-                crate::world::World::worst_case(&record, w.broker.clusters[k].tariff.base)
-            })
+            let limited = w
+                .users
+                .get(&record.user)
+                .is_some_and(|u| u.budget.is_some());
+            match w.cluster_index(&cluster) {
+                Some(k) if limited => {
+                    crate::world::World::worst_case(&record, w.broker.clusters[k].tariff.base)
+                }
+                _ => 0.0,
+            }
         };
+        record.prepaid = hold;
         // It runs here as a global job of its level, on whichever cluster of the site the
         // broker gives it: it preempts lower levels' global jobs here, and is preempted by
         // higher ones (suspended, or requeued here if it may be), as in single mode; it stays
-        // this site's job throughout. Not yet for a user with a limited budget: the broker
-        // would weigh its cost against a budget the hold has already been taken from, so
-        // such a job runs as a local job of that cluster (never preempted).
-        let limited = service
-            .world()
-            .users
-            .get(&record.user)
-            .is_some_and(|u| u.budget.is_some());
-        if limited {
-            record.cluster = Some(cluster);
-        }
+        // this site's job throughout.
         match self.queue.start_holding(claim, &record, hold).await? {
             Start::Started => {}
             Start::Void => {

@@ -1226,6 +1226,7 @@ impl Service {
                     ended_at: None,
                     charged: 0.0,
                     settled: 0.0,
+                    prepaid: 0.0,
                     parts: vec![],
                     attempt: 0,
                     stdout: None,

@@ -743,9 +743,9 @@ impl GlobalQueue {
     }
 
     /// [`GlobalQueue::start`], also taking `hold` (the most the job may cost here) from its
-    /// user's budget in the same transaction, refused if less is left; the hold is given
-    /// back when the job ends ([`GlobalQueue::finished`]), its real cost being charged with
-    /// its record.
+    /// user's budget in the same transaction, refused if less is left. The hold pays the
+    /// job's charges as they are written with its record; when it ends, what it was charged
+    /// is settled against the hold and the rest goes back ([`GlobalQueue::finished`]).
     pub async fn start_holding(
         &self,
         claim: Claim,
@@ -934,9 +934,19 @@ impl GlobalQueue {
 
     /// Records that a job this site started has ended after `runtime_s` seconds (the
     /// auctions' mean runtime is taken over these; `None`: it never ran).
-    /// The budget held when it started goes back to its user in the same transaction.
+    /// The job's charge is settled against the budget held when it started, in the same
+    /// transaction: what the hold holds beyond what the job was charged goes back to its
+    /// user ([`crate::budget_taken`]; a charge written later is settled as it comes).
     pub async fn finished(&self, job: u64, runtime_s: Option<f64>) -> Result<()> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
+        // The record's row first, as `update_jobs` takes it: its charge is the last written
+        // while the hold still covered it.
+        let data: Option<String> =
+            sqlx::query_scalar("SELECT data FROM jobs WHERE id = $1 FOR UPDATE")
+                .bind(job as i64)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db())?;
         let held: Option<(f64, String)> = sqlx::query_as(
             "UPDATE global_jobs g SET state = 'done', ended_at = now(), runtime_s = $3 \
              FROM jobs j WHERE g.job_id = $1 AND g.site = $2 AND g.state = 'started' \
@@ -949,7 +959,13 @@ impl GlobalQueue {
         .await
         .map_err(self.db())?;
         if let Some((hold, user)) = held.filter(|(h, _)| *h > 0.0) {
-            crate::shared_budget::take(&mut tx, &user, -hold, false)
+            let charged = match data {
+                Some(d) => decode::<JobRecord>("jobs", job.to_string(), &d)?.charged,
+                None => 0.0,
+            };
+            let back = crate::budget_taken(charged, hold, false)
+                - crate::budget_taken(charged, hold, true);
+            crate::shared_budget::take(&mut tx, &user, -back, false)
                 .await
                 .map_err(|e| e.at(&self.name))?
                 .ok();

@@ -25,6 +25,7 @@ pub use global_queue::{
 };
 pub use location::StoreLocation;
 pub use postgres::PgStore;
+pub use shared_budget::budget_taken;
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};
@@ -122,6 +123,10 @@ pub struct PartRecord {
     pub started_at: Option<i64>,
 }
 
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
 /// A job as stored: the request plus everything that happened to it. `Default` is a pending job of nobody with nothing
 /// set, so that tests and builders name only what they need.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -195,6 +200,12 @@ pub struct JobRecord {
     /// requeued job's new reservation is refunded on its own).
     #[serde(default)]
     pub settled: f64,
+    /// What its user paid for it before it came here: in dispatcher mode, the hold the site
+    /// that started it took from the user's shared budget (its worst case at the cluster's
+    /// tariff). `charged` is settled against it when it ends ([`budget_taken`]); 0 for
+    /// every other job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prepaid: f64,
     /// Where it runs.
     pub parts: Vec<PartRecord>,
     /// Run attempt (requeues add one).

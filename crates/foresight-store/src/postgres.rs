@@ -194,7 +194,18 @@ impl Store for PgStore {
                 .map_err(self.db())?;
                 if let Some(old) = old {
                     let old: JobRecord = decode("jobs", j.id.to_string(), &old)?;
-                    let delta = j.charged - old.charged;
+                    // An awarded job's charges are paid from the hold its start took, and
+                    // settled against it when it ends (`GlobalQueue::finished`).
+                    let hold: Option<(f64, String)> = sqlx::query_as(
+                        "SELECT budget_hold, state FROM global_jobs WHERE job_id = $1",
+                    )
+                    .bind(j.id as i64)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
+                    let (hold, ended) = hold.map_or((0.0, false), |(h, s)| (h, s == "done"));
+                    let delta = crate::budget_taken(j.charged, hold, ended)
+                        - crate::budget_taken(old.charged, hold, ended);
                     if delta != 0.0 && delta.is_finite() {
                         crate::shared_budget::take(&mut tx, &j.user, delta, false)
                             .await

@@ -6,6 +6,25 @@
 use crate::{decode, encode, UserRecord};
 use sqlx::PgConnection;
 
+/// What a job has taken from its user's budget so far, from what it was `charged` (its
+/// record's total, every run included) and what was `prepaid` for it (the hold its site
+/// took as it started it, see [`crate::JobRecord::prepaid`]):
+/// - without a hold, what it was charged;
+/// - while it has a hold and has not `ended`, the whole hold: its charges are paid from it;
+/// - once it has ended, what it was charged, at most the hold: the rest of the hold goes
+///   back. A job preempted and requeued runs again within the same hold; what its runs
+///   cost beyond the hold is not taken from the budget, so a preemption never takes the
+///   budget below what the hold left.
+pub fn budget_taken(charged: f64, prepaid: f64, ended: bool) -> f64 {
+    if prepaid <= 0.0 {
+        charged
+    } else if ended {
+        charged.clamp(0.0, prepaid)
+    } else {
+        prepaid
+    }
+}
+
 /// Moves `amount` from `user`'s budget to their spending (a negative amount gives back),
 /// inside the caller's transaction. With `require`, refuses (changing nothing, answering the
 /// budget left) when a limited budget holds less than `amount`. A user without a row (a
@@ -89,5 +108,91 @@ impl BudgetError {
             },
             BudgetError::Store(e) => e,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::budget_taken;
+
+    #[test]
+    fn a_held_job_takes_its_hold_while_it_runs_and_what_it_was_charged_once_it_ends() {
+        // A hold of 120 (4 processors × 30 s × tariff 1) for a job that used 4 × 7 s = 28.
+        struct Case {
+            name: &'static str,
+            charged: f64,
+            prepaid: f64,
+            ended: bool,
+            want: f64,
+        }
+        let cases = [
+            Case {
+                name: "no hold: the charge",
+                charged: 28.0,
+                prepaid: 0.0,
+                ended: false,
+                want: 28.0,
+            },
+            Case {
+                name: "no hold, ended",
+                charged: 28.0,
+                prepaid: 0.0,
+                ended: true,
+                want: 28.0,
+            },
+            Case {
+                name: "running: the hold",
+                charged: 120.0,
+                prepaid: 120.0,
+                ended: false,
+                want: 120.0,
+            },
+            Case {
+                name: "running, refunded: still the hold",
+                charged: 28.0,
+                prepaid: 120.0,
+                ended: false,
+                want: 120.0,
+            },
+            Case {
+                name: "ended: its charge, 92 back",
+                charged: 28.0,
+                prepaid: 120.0,
+                ended: true,
+                want: 28.0,
+            },
+            Case {
+                name: "ended, never ran",
+                charged: 0.0,
+                prepaid: 120.0,
+                ended: true,
+                want: 0.0,
+            },
+            // Requeued after 7 s (28), then a whole second run (120): 148 charged, the
+            // hold of 120 taken, never more.
+            Case {
+                name: "rerun beyond the hold: the hold",
+                charged: 148.0,
+                prepaid: 120.0,
+                ended: true,
+                want: 120.0,
+            },
+        ];
+        for c in cases {
+            assert_eq!(
+                budget_taken(c.charged, c.prepaid, c.ended),
+                c.want,
+                "{}",
+                c.name
+            );
+        }
+        // Settling moves what the job has taken from its hold (120) to its charge (28):
+        // 92 goes back, whenever the last charge is written.
+        let before = budget_taken(120.0, 120.0, false);
+        assert_eq!(before - budget_taken(120.0, 120.0, true), 0.0);
+        assert_eq!(
+            budget_taken(120.0, 120.0, true) - budget_taken(28.0, 120.0, true),
+            92.0
+        );
     }
 }

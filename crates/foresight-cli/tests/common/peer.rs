@@ -34,6 +34,28 @@ impl Peer {
         prior: u64,
         alpha: f64,
     ) -> Peer {
+        Peer::start_auction(
+            root,
+            site,
+            store,
+            procs,
+            lease_ms,
+            prior,
+            &format!("alpha = {alpha}"),
+        )
+    }
+
+    /// A dispatcher with this lease, prior mean runtime (seconds) and `[dispatcher.auction]`
+    /// table body.
+    pub fn start_auction(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        lease_ms: u64,
+        prior: u64,
+        auction: &str,
+    ) -> Peer {
         let dir = root.join(site);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("foresight.toml");
@@ -55,7 +77,7 @@ poll_ms = 200
 prior_runtime_seconds = {prior}
 
 [dispatcher.auction]
-alpha = {alpha}
+{auction}
 "#
             ),
         )

@@ -587,7 +587,7 @@ impl Broker {
         };
         let mut best: Option<(u32, usize, Vec<JobId>, u32, Dur, f64)> = None;
         for (k, need, len, cost) in places {
-            if self.budgets.get(&user).is_some_and(|&left| cost > left) {
+            if self.short_of(id, user, cost).is_some() {
                 continue;
             }
             let mut holders = self.holders(k);
@@ -768,7 +768,7 @@ impl Broker {
                 if need > 0 {
                     return false;
                 }
-                if self.budgets.get(&job.user).is_some_and(|&left| cost > left) {
+                if self.short_of(job.id, job.user, cost).is_some() {
                     return false;
                 }
                 (parts, victims, cost)

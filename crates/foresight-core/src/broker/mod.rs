@@ -225,6 +225,8 @@ pub struct Broker {
     arrivals: Vec<JobId>,
     /// What each user has left; a user without an entry has no limit.
     budgets: HashMap<UserId, f64>,
+    /// Jobs paid for before they came here (see [`Broker::set_prepaid`]).
+    prepaid: BTreeSet<JobId>,
     next_reservation: u64,
     stats: BrokerStats,
     /// The last moment observed, and the idle processors waiting jobs could use since.
@@ -260,6 +262,7 @@ impl Broker {
             requeueing: BTreeSet::new(),
             arrivals: Vec::new(),
             budgets: HashMap::new(),
+            prepaid: BTreeSet::new(),
             next_reservation: first_reservation.max(1),
             stats: BrokerStats::default(),
             idle_since: None,
@@ -326,6 +329,32 @@ impl Broker {
     /// What a user has left (`None`: no limit).
     pub fn budget(&self, user: UserId) -> Option<f64> {
         self.budgets.get(&user).copied()
+    }
+
+    /// Marks a job the broker knows as paid for before it came here: a peer dispatcher
+    /// took the most it may cost (its hold) from its user's shared budget as it started
+    /// it, and settles its charges against that hold when it ends. Such a job never waits
+    /// for budget, and its charges (still reported as [`BrokerAction::Charge`], so that its
+    /// record shows what it used) leave its user's budget here alone: `set_budget` gives
+    /// the broker what is left after the hold. Forgotten when the job leaves the broker.
+    pub fn set_prepaid(&mut self, job: JobId) {
+        if self.jobs.contains_key(&job) {
+            self.prepaid.insert(job);
+        }
+    }
+
+    /// Whether job `id` was paid for before it came here ([`Broker::set_prepaid`]).
+    pub fn is_prepaid(&self, id: JobId) -> bool {
+        self.prepaid.contains(&id)
+    }
+
+    /// What `user` has left when job `id` would cost `cost` and that is more (`None`: it
+    /// fits, the user has no limit, or the job is prepaid).
+    fn short_of(&self, id: JobId, user: UserId, cost: f64) -> Option<f64> {
+        if self.prepaid.contains(&id) {
+            return None;
+        }
+        self.budgets.get(&user).copied().filter(|&left| cost > left)
     }
 
     /// A global job the broker knows.
@@ -426,6 +455,7 @@ impl Broker {
         }
         self.unreserve(now, id, out);
         self.jobs.remove(&id);
+        self.prepaid.remove(&id);
         self.queue.remove(&id);
         self.arrivals.retain(|&a| a != id);
         self.compress(now, out);
@@ -576,6 +606,7 @@ impl Broker {
             let used = (since - first).as_secs() - suspended.as_secs();
             self.charge(id, user, -refund(cost, used, reserved), out);
             self.jobs.remove(&id);
+            self.prepaid.remove(&id);
             out.push(BrokerAction::Ended {
                 job: id,
                 start: first,
@@ -632,6 +663,7 @@ impl Broker {
             return released;
         }
         self.jobs.remove(&id);
+        self.prepaid.remove(&id);
         out.push(BrokerAction::Ended {
             job: id,
             start: first,
@@ -1134,6 +1166,7 @@ impl Broker {
                         .collect();
                     if down.is_empty() {
                         self.jobs.remove(&job);
+                        self.prepaid.remove(&job);
                         self.queue.remove(&job);
                         out.push(BrokerAction::Refused {
                             job,
@@ -1165,11 +1198,9 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         let user = self.jobs[&id].job.user;
-        if let Some(&left) = self.budgets.get(&user) {
-            if cost > left {
-                self.wait(id, WaitReason::OverBudget { cost, left }, out);
-                return;
-            }
+        if let Some(left) = self.short_of(id, user, cost) {
+            self.wait(id, WaitReason::OverBudget { cost, left }, out);
+            return;
         }
         let mut held: Vec<usize> = Vec::new();
         for i in 0..parts.len() {
@@ -1367,7 +1398,11 @@ impl Broker {
         if amount == 0.0 {
             return;
         }
-        if let Some(b) = self.budgets.get_mut(&user) {
+        if let Some(b) = self
+            .budgets
+            .get_mut(&user)
+            .filter(|_| !self.prepaid.contains(&job))
+        {
             *b -= amount;
         }
         out.push(BrokerAction::Charge { job, user, amount });

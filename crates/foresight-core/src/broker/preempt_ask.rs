@@ -188,7 +188,7 @@ impl Broker {
             let Some((len, cost)) = self.run_on(id, k) else {
                 continue;
             };
-            if self.budgets.get(&user).is_some_and(|&left| cost > left) {
+            if self.short_of(id, user, cost).is_some() {
                 continue;
             }
             let holders = self.remote_holders(k);

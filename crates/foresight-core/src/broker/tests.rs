@@ -247,6 +247,50 @@ fn over_budget_waits_and_resumes_when_the_budget_grows() {
     assert!(b.entry(JobId(1)).is_none());
 }
 
+/// A prepaid job (its hold taken from its user's budget before it came here) starts however
+/// little the user has left; its charges are still reported, at their full amounts, but
+/// leave the budget here alone; it is forgotten as it ends.
+#[test]
+fn a_prepaid_job_never_waits_for_budget_and_its_charges_leave_the_budget_alone() {
+    let mut b = Broker::new(vec![cluster("c", 2)], planner(60), 1);
+    b.set_budget(UserId(1), Some(10.0));
+    b.submit(Time(0), global(1, 1, 60));
+    b.set_prepaid(JobId(1));
+    assert!(b.is_prepaid(JobId(1)));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    assert_eq!(starts(&out), vec![(JobId(1), 0)]);
+    let charges = |out: &[BrokerAction]| -> Vec<f64> {
+        out.iter()
+            .filter_map(|a| match a {
+                BrokerAction::Charge { amount, .. } => Some(*amount),
+                _ => None,
+            })
+            .collect()
+    };
+    // 1 processor × 60 s × 1.0, reported; the budget stays 10.
+    assert_eq!(charges(&out), vec![60.0]);
+    assert_eq!(b.budget(UserId(1)), Some(10.0));
+    let mut out = Vec::new();
+    b.on_part_ended(Time(30), 0, JobId(1), &mut out);
+    assert_eq!(charges(&out), vec![-30.0]);
+    assert_eq!(b.budget(UserId(1)), Some(10.0));
+    assert!(b.entry(JobId(1)).is_none());
+    assert!(!b.is_prepaid(JobId(1)));
+    // The same job not prepaid waits: 60 > 10.
+    b.submit(Time(30), global(2, 1, 60));
+    let mut out = Vec::new();
+    b.on_cycle(Time(30), &mut out);
+    assert!(starts(&out).is_empty(), "{out:?}");
+    assert!(out.iter().any(|a| matches!(
+        a,
+        BrokerAction::Waiting {
+            reason: WaitReason::OverBudget { .. },
+            ..
+        }
+    )));
+}
+
 /// Phase one on a cluster that schedules itself: the job is reserved only when it answers;
 /// a refusal releases every part and pauses the job, doubling per refusal.
 #[test]

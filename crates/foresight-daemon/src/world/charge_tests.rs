@@ -71,6 +71,76 @@ fn hold_after_requeue_and_restart_keeps_the_used_share() {
     );
 }
 
+/// Two awards of a peer dispatcher for bob, whose shared budget had 310: the site took
+/// their holds (low: 2 processors × 100 s × 1.0 = 200; high: 2 × 50 × 1.0 = 100), leaving
+/// 10. Neither waits for the budget the holds already paid: the high one (level 3)
+/// preempts the low one (level 0), which resumes after it. Their records show what they
+/// really used; the budget here is not moved again; the shared database settles each
+/// charge against its hold ([`foresight_store::budget_taken`]). A job of bob's that is not
+/// prepaid still waits for budget.
+#[test]
+fn prepaid_awards_run_preempt_and_are_settled_against_their_holds() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.users.get_mut("bob").unwrap().budget = Some(10.0);
+    let mut low = job(1, "bob", 2, 100);
+    low.prepaid = 200.0;
+    w.accept(Time(1_000), vec![low]);
+    w.cycle(Time(1_000));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    launches(&mut w);
+    // The reservation's planned cost, paid from the hold: 2 × 100 × 1.0.
+    assert!(close(w.jobs[&JobId(1)].charged, 200.0));
+    assert_eq!(w.users["bob"].budget, Some(10.0));
+    assert_eq!(w.users["bob"].spent, 0.0);
+
+    let mut high = job(2, "bob", 2, 50);
+    high.priority = 3;
+    high.prepaid = 100.0;
+    w.accept(Time(1_010), vec![high]);
+    w.cycle(Time(1_010));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+    assert!(w.jobs[&JobId(1)].suspended, "the low award is preempted");
+    launches(&mut w);
+    // The high job uses 20 of its 50 s: 2 × 20 = 40.
+    w.on_finished(Time(1_030), 0, JobId(2), 0, &exit(0));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+    assert!(
+        close(w.jobs[&JobId(2)].charged, 40.0),
+        "{}",
+        w.jobs[&JobId(2)].charged
+    );
+    w.cycle(Time(1_030));
+    assert!(!w.jobs[&JobId(1)].suspended, "resumed after the high job");
+    // The low job ran 10 s, stopped 20 s, ran 30 s more: 40 s × 2 = 80.
+    w.on_finished(Time(1_060), 0, JobId(1), 0, &exit(0));
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
+    assert!(
+        close(w.jobs[&JobId(1)].charged, 80.0),
+        "{}",
+        w.jobs[&JobId(1)].charged
+    );
+    assert_eq!(w.users["bob"].budget, Some(10.0));
+    assert_eq!(w.users["bob"].spent, 0.0);
+    // Shared: 310 − 200 − 100 while they ran; after, 310 − 80 − 40 = 190, never 310 −
+    // (200 + 100) − (80 + 40) as hold plus charge would be.
+    let taken = |id: u64| {
+        let j = &w.jobs[&JobId(id)];
+        foresight_store::budget_taken(j.charged, j.prepaid, j.state.is_final())
+    };
+    assert!(close(310.0 - taken(1) - taken(2), 190.0));
+
+    // Not prepaid: 200 at worst is more than the 10 left, so it waits.
+    w.accept(Time(1_060), vec![job(3, "bob", 2, 100)]);
+    w.cycle(Time(1_060));
+    let j = &w.jobs[&JobId(3)];
+    assert_eq!(j.state, JobState::Pending);
+    assert!(
+        j.reason.as_deref().unwrap_or("").contains("budget"),
+        "{:?}",
+        j.reason
+    );
+}
+
 /// A job that ended while the service was down ends when its supervisor recorded, and is
 /// charged up to then, not up to the restart.
 #[test]

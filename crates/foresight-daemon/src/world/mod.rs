@@ -811,6 +811,15 @@ impl World {
         self.predict_global(id);
         if let Some(job) = self.global_job(id) {
             self.broker.submit(now, job);
+            self.mark_prepaid(id);
+        }
+    }
+
+    /// Tells the broker that job `id` was paid for before it came here (a peer dispatcher's
+    /// award, see [`JobRecord::prepaid`]): it never waits for budget here.
+    fn mark_prepaid(&mut self, id: JobId) {
+        if self.jobs.get(&id).is_some_and(|j| j.prepaid > 0.0) {
+            self.broker.set_prepaid(id);
         }
     }
 
@@ -877,6 +886,7 @@ impl World {
             },
         };
         self.broker.adopt(job, phase);
+        self.mark_prepaid(id);
     }
 
     /// A global job's record as the broker plans it.

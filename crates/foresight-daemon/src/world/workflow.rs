@@ -277,6 +277,7 @@ impl World {
                 ended_at: None,
                 charged: 0.0,
                 settled: 0.0,
+                prepaid: 0.0,
                 parts: vec![],
                 attempt: 0,
                 stdout: None,
