@@ -350,11 +350,19 @@ impl Server {
         pred: impl Fn(&Value) -> bool,
     ) -> Value {
         let http = self.http();
-        wait_for(&format!("job {id} {what}"), timeout, || {
+        let deadline = Instant::now() + timeout;
+        loop {
             let (status, j) = http.get(&format!("/jobs/{id}"));
             assert_eq!(status, 200, "{j}");
-            pred(&j).then_some(j)
-        })
+            if pred(&j) {
+                return j;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for job {id} {what}; it is {j}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Polls a job until it is in a final state.
