@@ -2238,16 +2238,7 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
                 bytes: i.bytes,
             })
             .collect(),
-        staging: j
-            .staging
-            .iter()
-            .map(|s| foresight_api::StagingView {
-                cluster: s.cluster.clone(),
-                began_at: s.began_at,
-                ended_at: s.ended_at,
-                error: s.error.clone(),
-            })
-            .collect(),
+        staging: j.staging.iter().map(staging_view).collect(),
         outputs: j
             .outputs
             .iter()
@@ -2256,15 +2247,17 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
                 cluster: o.cluster.clone(),
             })
             .collect(),
-        output_staging: j
-            .output_staging
-            .as_ref()
-            .map(|s| foresight_api::StagingView {
-                cluster: s.cluster.clone(),
-                began_at: s.began_at,
-                ended_at: s.ended_at,
-                error: s.error.clone(),
-            }),
+        output_staging: j.output_staging.as_ref().map(staging_view),
+    }
+}
+
+/// A copy's record as the API shows it (inputs in, outputs back).
+fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api::StagingView {
+    foresight_api::StagingView {
+        cluster: s.cluster.clone(),
+        began_at: s.began_at,
+        ended_at: s.ended_at,
+        error: s.error.clone(),
     }
 }
 

@@ -195,6 +195,8 @@ pub struct Entry {
     pub refusals: u32,
     /// Why it waits, if it does.
     pub reason: Option<WaitReason>,
+    /// Paid for before it came here ([`Broker::set_prepaid`]).
+    pub prepaid: bool,
 }
 
 /// Figures the broker keeps for `/metrics` and the simulator's report.
@@ -225,8 +227,6 @@ pub struct Broker {
     arrivals: Vec<JobId>,
     /// What each user has left; a user without an entry has no limit.
     budgets: HashMap<UserId, f64>,
-    /// Jobs paid for before they came here (see [`Broker::set_prepaid`]).
-    prepaid: BTreeSet<JobId>,
     next_reservation: u64,
     stats: BrokerStats,
     /// The last moment observed, and the idle processors waiting jobs could use since.
@@ -262,7 +262,6 @@ impl Broker {
             requeueing: BTreeSet::new(),
             arrivals: Vec::new(),
             budgets: HashMap::new(),
-            prepaid: BTreeSet::new(),
             next_reservation: first_reservation.max(1),
             stats: BrokerStats::default(),
             idle_since: None,
@@ -338,20 +337,20 @@ impl Broker {
     /// record shows what it used) leave its user's budget here alone: `set_budget` gives
     /// the broker what is left after the hold. Forgotten when the job leaves the broker.
     pub fn set_prepaid(&mut self, job: JobId) {
-        if self.jobs.contains_key(&job) {
-            self.prepaid.insert(job);
+        if let Some(e) = self.jobs.get_mut(&job) {
+            e.prepaid = true;
         }
     }
 
     /// Whether job `id` was paid for before it came here ([`Broker::set_prepaid`]).
     pub fn is_prepaid(&self, id: JobId) -> bool {
-        self.prepaid.contains(&id)
+        self.jobs.get(&id).is_some_and(|e| e.prepaid)
     }
 
     /// What `user` has left when job `id` would cost `cost` and that is more (`None`: it
     /// fits, the user has no limit, or the job is prepaid).
     fn short_of(&self, id: JobId, user: UserId, cost: f64) -> Option<f64> {
-        if self.prepaid.contains(&id) {
+        if self.is_prepaid(id) {
             return None;
         }
         self.budgets.get(&user).copied().filter(|&left| cost > left)
@@ -436,6 +435,7 @@ impl Broker {
                 not_before: Time::MIN,
                 refusals: 0,
                 reason: None,
+                prepaid: false,
             },
         );
         self.arrivals.push(id);
@@ -455,7 +455,6 @@ impl Broker {
         }
         self.unreserve(now, id, out);
         self.jobs.remove(&id);
-        self.prepaid.remove(&id);
         self.queue.remove(&id);
         self.arrivals.retain(|&a| a != id);
         self.compress(now, out);
@@ -606,7 +605,6 @@ impl Broker {
             let used = (since - first).as_secs() - suspended.as_secs();
             self.charge(id, user, -refund(cost, used, reserved), out);
             self.jobs.remove(&id);
-            self.prepaid.remove(&id);
             out.push(BrokerAction::Ended {
                 job: id,
                 start: first,
@@ -663,7 +661,6 @@ impl Broker {
             return released;
         }
         self.jobs.remove(&id);
-        self.prepaid.remove(&id);
         out.push(BrokerAction::Ended {
             job: id,
             start: first,
@@ -921,6 +918,7 @@ impl Broker {
                 not_before: Time::MIN,
                 refusals: 0,
                 reason: None,
+                prepaid: false,
             },
         );
         if queued {
@@ -1166,7 +1164,6 @@ impl Broker {
                         .collect();
                     if down.is_empty() {
                         self.jobs.remove(&job);
-                        self.prepaid.remove(&job);
                         self.queue.remove(&job);
                         out.push(BrokerAction::Refused {
                             job,
@@ -1398,12 +1395,10 @@ impl Broker {
         if amount == 0.0 {
             return;
         }
-        if let Some(b) = self
-            .budgets
-            .get_mut(&user)
-            .filter(|_| !self.prepaid.contains(&job))
-        {
-            *b -= amount;
+        if !self.is_prepaid(job) {
+            if let Some(b) = self.budgets.get_mut(&user) {
+                *b -= amount;
+            }
         }
         out.push(BrokerAction::Charge { job, user, amount });
     }

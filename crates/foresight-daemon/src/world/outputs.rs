@@ -55,17 +55,29 @@ impl World {
         (copies, places)
     }
 
+    /// The copy of `id`'s outputs to ask for, and the places it goes to (none: nothing to
+    /// copy, the job ran where its outputs belong).
+    fn output_copy(&self, id: JobId) -> Option<(Effect, Vec<String>)> {
+        let j = self.jobs.get(&id)?;
+        let (stage, places) = self.output_plan(j);
+        let unix_user = Some(self.unix_account(&j.user).0);
+        let copy = Effect::StageOutputs {
+            job: id.0,
+            stage,
+            unix_user,
+        };
+        Some((copy, places))
+    }
+
     /// A job completed: its outputs start their way back, if any must move. It stays
     /// `completed`; its reason says the copy is running until it ends.
     pub(super) fn copy_outputs(&mut self, now: Time, id: JobId) {
-        let Some(j) = self.jobs.get(&id) else {
+        let Some((copy, places)) = self.output_copy(id) else {
             return;
         };
-        let (stage, places) = self.output_plan(j);
-        if stage.is_empty() {
+        if places.is_empty() {
             return;
         }
-        let unix_user = Some(self.unix_account(&j.user).0);
         let to = places.join(",");
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
@@ -79,26 +91,15 @@ impl World {
             error: None,
         });
         self.dirty_jobs.insert(id);
-        self.effects.push(Effect::StageOutputs {
-            job: id.0,
-            stage,
-            unix_user,
-        });
+        self.effects.push(copy);
     }
 
     /// A restart found a job's outputs still being copied: the copy is made again from
     /// the start (each file is copied whole, so a second copy is harmless).
     pub(super) fn copy_outputs_again(&mut self, id: JobId) {
-        let Some(j) = self.jobs.get(&id) else {
-            return;
-        };
-        let (stage, _) = self.output_plan(j);
-        let unix_user = Some(self.unix_account(&j.user).0);
-        self.effects.push(Effect::StageOutputs {
-            job: id.0,
-            stage,
-            unix_user,
-        });
+        if let Some((copy, _)) = self.output_copy(id) {
+            self.effects.push(copy);
+        }
     }
 
     /// The copy of job `id`'s outputs ended: done, or failed with the reason, which the
