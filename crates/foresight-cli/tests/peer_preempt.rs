@@ -226,17 +226,9 @@ fn a_budget_limited_users_awards_preempt_and_are_preempted_and_pay_once() {
     let store = foresight_testkit::postgres::database();
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
-    // Short auctions (0.3 × a prior of 1 s); any bid wins, however much work it preempts
-    // (a mean runtime of a few seconds prices preempting a minute of work below 0).
-    let a = Peer::start_auction(
-        &root,
-        "a",
-        &store,
-        4,
-        1500,
-        1,
-        "alpha = 0.3\nopening_bid = -1e9",
-    );
+    // Short auctions (0.3 × a prior of 1 s), default opening bid: a mean runtime of a few
+    // seconds prices preempting a minute of work far below 0, and the bid is made all the same.
+    let a = Peer::start_auction(&root, "a", &store, 4, 1500, 1, "alpha = 0.3");
     let admin = Http::new(&a.url, &admin_token(&a));
     let (_, clusters) = admin.get("/clusters");
     let tariff = clusters[0]["tariff"].as_f64().unwrap();

@@ -5,11 +5,15 @@
 //! price; no bid is accepted after its auction's close or after an award; under
 //! `Overcommit::Reserve` no site's standing bids hold more processors than it said it has;
 //! and no auction is left open past its close.
+//!
+//! And without an opening bid (the default), the price never vetoes: every offer a site's
+//! load allows ([`make_offer`]) is accepted, however much preemption or staging it costs, so
+//! a job some site can run now (if need be by preempting lower priorities) is always sold.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::auction::{
-    price, AuctionConfig, AuctionEvent, AuctionHouse, Decision, Lot, Offer, Overcommit, ProcsCap,
-    RuntimeTracker, SiteId, Tie, Unsold,
+    make_offer, price, AuctionConfig, AuctionEvent, AuctionHouse, BidWeights, Decision, Lot, Offer,
+    Overcommit, ProcsCap, RuntimeTracker, SiteId, Tie, Unsold, Victim,
 };
 use foresight_core::{Dur, JobId, Time};
 use proptest::prelude::*;
@@ -62,7 +66,12 @@ fn config() -> impl Strategy<Value = AuctionConfig> {
             Just(Unsold::Reopen { delay: 0.2 })
         ],
         prop_oneof![Just(ProcsCap::Uncapped), Just(ProcsCap::Need)],
-        prop_oneof![Just(0.0), Just(0.8), Just(f64::NEG_INFINITY)],
+        prop_oneof![
+            Just(None),
+            Just(Some(0.0)),
+            Just(Some(0.8)),
+            Just(Some(f64::NEG_INFINITY))
+        ],
         prop_oneof![Just(0.1), Just(0.35), Just(1.0)],
     )
         .prop_map(
@@ -164,7 +173,7 @@ proptest! {
                         prop_assert!(offer.procs >= need);
                         let want = price(&cfg, need, &offer, mean);
                         prop_assert_eq!(*amount, want);
-                        prop_assert!(*amount >= cfg.opening_bid);
+                        prop_assert!(cfg.opening_bid.is_none_or(|min| *amount >= min));
                         if cfg.overcommit == Overcommit::Reserve {
                             let held: u32 = m.open.iter()
                                 .filter(|(k, _)| **k != j)
@@ -227,6 +236,168 @@ proptest! {
             let open: BTreeSet<u64> = house.open_auctions().map(|(l, _)| l.job.0).collect();
             let model: BTreeSet<u64> = m.open.keys().copied().collect();
             prop_assert_eq!(open, model);
+        }
+    }
+}
+
+/// A site's fixed load: free processors, running global jobs, and the staging time of each job.
+#[derive(Clone, Debug)]
+struct Load {
+    free: u32,
+    running: Vec<Victim>,
+    stage: Vec<i64>,
+}
+
+fn loads(jobs: usize) -> impl Strategy<Value = Vec<Load>> {
+    let site = (
+        0u32..24,
+        // Remaining runtimes up to 10^5 mean runtimes: preemption far dearer than processors.
+        prop::collection::vec((0u8..4, 1u32..16, 1i64..10_000_000), 0..5),
+        prop::collection::vec(prop_oneof![Just(0i64), 1i64..100_000_000], jobs),
+    )
+        .prop_map(|(free, vs, stage)| Load {
+            free,
+            running: vs
+                .into_iter()
+                .enumerate()
+                .map(|(k, (priority, procs, remaining))| Victim {
+                    job: JobId(1000 + k as u64),
+                    priority,
+                    procs,
+                    remaining: Dur(remaining),
+                })
+                .collect(),
+            stage,
+        });
+    prop::collection::vec(site, 1..5)
+}
+
+fn no_minimum() -> impl Strategy<Value = AuctionConfig> {
+    // The default `Overcommit::Reserve`: under `LapseOnAward` a site may offer the same
+    // processors in two auctions closing at once and keep neither, by design.
+    (
+        prop_oneof![Just(Tie::LowestSite), Just(Tie::EarliestBid)],
+        prop_oneof![Just(ProcsCap::Uncapped), Just(ProcsCap::Need)],
+        prop_oneof![
+            Just(BidWeights::default()),
+            (0.0f64..4.0, 0.0f64..4.0, 0.0f64..4.0).prop_map(|(procs, preempt, stage)| {
+                BidWeights {
+                    procs,
+                    preempt,
+                    stage,
+                }
+            }),
+        ],
+    )
+        .prop_map(|(tie, procs_cap, weights)| AuctionConfig {
+            tie,
+            procs_cap,
+            weights,
+            ..AuctionConfig::default()
+        })
+}
+
+/// Every site bids in `lot`'s auction what its load allows now (as a dispatcher does when an
+/// auction opens); returns the prices of the offers made.
+fn bid_all(
+    house: &mut AuctionHouse,
+    now: Time,
+    lot: &Lot,
+    sites: &[Load],
+    out: &mut Vec<Decision>,
+) -> Vec<(u32, f64)> {
+    let mut made = Vec::new();
+    for (s, load) in sites.iter().enumerate() {
+        let site = SiteId(s as u32);
+        let held = house.held(site, lot.job);
+        let stage = Dur(load.stage[lot.job.0 as usize]);
+        if let Some((offer, _)) = make_offer(lot, load.free, &load.running, held, stage) {
+            let p = price(house.config(), lot.procs, &offer, house.mean_runtime());
+            made.push((site.0, p));
+            out.extend(house.handle(
+                now,
+                AuctionEvent::Bid {
+                    job: lot.job,
+                    site,
+                    offer,
+                },
+            ));
+        }
+    }
+    made
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    #[test]
+    fn without_an_opening_bid_a_job_some_site_can_run_is_sold(
+        cfg in no_minimum(),
+        lots in prop::collection::vec((1u32..32, 0u8..4, 0i64..200), 1..6),
+        sites in loads(6),
+    ) {
+        prop_assert_eq!(cfg.opening_bid, None, "the default");
+        let opens_at = lots.clone();
+        let lots: Vec<Lot> = lots
+            .iter()
+            .enumerate()
+            .map(|(j, &(procs, priority, _))| Lot {
+                job: JobId(j as u64),
+                procs,
+                priority,
+                home: SiteId(0),
+            })
+            .collect();
+        let mut opens: Vec<(i64, usize)> =
+            opens_at.iter().enumerate().map(|(j, &(_, _, t))| (t, j)).collect();
+        opens.sort();
+        let mut house = AuctionHouse::new(cfg.clone(), RuntimeTracker::new(8, Dur(100)));
+        // Per job: the offers made in its auction (site, price), and how it ended.
+        let mut offers: BTreeMap<u64, Vec<(u32, f64)>> = BTreeMap::new();
+        let mut ended: BTreeMap<u64, Vec<Decision>> = BTreeMap::new();
+        let mut todo: Vec<(Time, Decision)> = Vec::new();
+        let mut times: Vec<Time> = opens.iter().map(|(t, _)| Time(*t)).collect();
+        times.push(Time(1_000_000));
+        for (k, now) in times.into_iter().enumerate() {
+            let event = match opens.get(k) {
+                Some((_, j)) => AuctionEvent::Open(lots[*j]),
+                None => AuctionEvent::Tick,
+            };
+            todo.extend(house.handle(now, event).into_iter().map(|d| (now, d)));
+            while let Some((now, d)) = todo.pop() {
+                let mut more = Vec::new();
+                match &d {
+                    Decision::Opened { job, .. } => {
+                        let made = bid_all(&mut house, now, &lots[job.0 as usize], &sites, &mut more);
+                        offers.entry(job.0).or_default().extend(made);
+                    }
+                    Decision::Refused { job, site, why } => {
+                        prop_assert!(false, "site {} refused in the auction of {}: {:?}", site, job, why);
+                    }
+                    Decision::Awarded { job, .. } | Decision::Unsold { job, .. } => {
+                        ended.entry(job.0).or_default().push(d.clone());
+                    }
+                    Decision::Lapsed { .. } => prop_assert!(false, "a lapse under Reserve: {:?}", d),
+                    Decision::Accepted { .. } | Decision::Rebid { .. } => {}
+                }
+                todo.extend(more.into_iter().map(|d| (now, d)));
+            }
+        }
+        prop_assert!(house.open_auctions().next().is_none(), "every auction closed");
+        for lot in &lots {
+            let j = lot.job.0;
+            let made = offers.get(&j).cloned().unwrap_or_default();
+            let end = ended.get(&j).cloned().unwrap_or_default();
+            prop_assert_eq!(end.len(), 1, "job {} closed once: {:?}", j, end);
+            match (&end[0], made.is_empty()) {
+                (Decision::Awarded { site, amount, .. }, false) => {
+                    let best = made.iter().map(|(_, p)| *p).fold(f64::NEG_INFINITY, f64::max);
+                    prop_assert_eq!(*amount, best, "job {}: the best offer wins", j);
+                    prop_assert!(made.iter().any(|(s, p)| *s == site.0 && *p == best));
+                    prop_assert_eq!(house.winner(lot.job), Some(*site));
+                }
+                (Decision::Unsold { bidders: 0, .. }, true) => {}
+                (d, _) => prop_assert!(false, "job {}: {:?} after offers {:?}", j, d, made),
+            }
         }
     }
 }

@@ -740,7 +740,7 @@ impl Dispatcher {
                 &self.cfg.auction,
                 mean,
             )
-            .filter(|(_, p)| *p >= self.cfg.auction.opening_bid);
+            .filter(|(_, p)| self.cfg.auction.clears_opening(*p));
             match priced {
                 Some((offer, p)) => {
                     if !job.in_auction {

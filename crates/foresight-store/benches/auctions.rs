@@ -54,7 +54,7 @@ async fn dispatcher(q: GlobalQueue, k: usize, started: Arc<AtomicU64>, n: u64, m
         q.reclaim().await.unwrap();
         trips += trips::ONE + trips::RECLAIM;
         while q
-            .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap()
             .is_some()

@@ -610,13 +610,14 @@ impl GlobalQueue {
     }
 
     /// Closes one due auction, if any is due and not being closed by another dispatcher:
-    /// the row is taken with `FOR UPDATE SKIP LOCKED`, and its one winner (the best live bid
-    /// at `opening_bid` or above, ties by `tie`) is set in the same transaction, with a new
-    /// claim epoch; without one, `unsold` says whether it is queued again or reopened.
+    /// the row is taken with `FOR UPDATE SKIP LOCKED`, and its one winner (the best live bid,
+    /// at `opening_bid` or above when one is set, ties by `tie`) is set in the same
+    /// transaction, with a new claim epoch; without one, `unsold` says whether it is queued
+    /// again or reopened.
     /// `None`: nothing left to close.
     pub async fn close_one(
         &self,
-        opening_bid: f64,
+        opening_bid: Option<f64>,
         tie: TieRule,
         unsold: UnsoldRule,
     ) -> Result<Option<Closed>> {
@@ -637,7 +638,7 @@ impl GlobalQueue {
         };
         let bids: Vec<String> = sqlx::query_scalar(&format!(
             "SELECT b.site FROM bids b JOIN dispatchers d ON d.site = b.site \
-             WHERE b.job_id = $1 AND b.price >= $2 AND {ALIVE} ORDER BY {order}"
+             WHERE b.job_id = $1 AND ($2::float8 IS NULL OR b.price >= $2) AND {ALIVE} ORDER BY {order}"
         ))
         .bind(job)
         .bind(opening_bid)

@@ -84,7 +84,7 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
                 while let Some(c) = q
-                    .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+                    .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
                     .await
                     .unwrap()
                 {
@@ -135,6 +135,39 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
 }
 
 #[tokio::test]
+async fn without_an_opening_bid_the_best_bid_wins_however_low() {
+    let url = foresight_testkit::postgres::database();
+    let (store, a) = site(&url, "a", 60_000).await;
+    let (_, b) = site(&url, "b", 60_000).await;
+    let ids = store.insert_jobs(&[job(1), job(1)]).await.unwrap();
+    for &id in &ids {
+        assert!(a.open(id, 300).await.unwrap());
+        // Prices a costly preemption or long staging gives: below 0, not below "none".
+        assert!(a.bid(id, -3.0, 1).await.unwrap());
+        assert!(b.bid(id, -1.5, 1).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let first = a
+        .close_one(None, TieRule::LowestSite, UnsoldRule::Wait)
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        Some(Closed::Awarded {
+            job: ids[0],
+            site: "b".into(),
+            bidders: 2
+        })
+    );
+    // A set opening bid of 0 keeps its meaning: both bids are below it.
+    let second = a
+        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
+        .await
+        .unwrap();
+    assert_eq!(second, Some(Closed::Unsold { job: ids[1] }));
+}
+
+#[tokio::test]
 async fn a_claim_lost_with_its_lease_is_not_started() {
     let url = foresight_testkit::postgres::database();
     let (_, a) = site(&url, "a", 300).await;
@@ -143,7 +176,7 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.open(id, 0).await.unwrap());
     // Opened with no time to bid: it closes unsold and is queued again.
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Unsold { job: id })
@@ -152,7 +185,7 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        b.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Awarded {
@@ -183,7 +216,7 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(b.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Awarded { .. })
@@ -258,7 +291,7 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
     assert!(a.open(claimed, 0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Unsold { .. })
@@ -267,7 +300,7 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
     assert!(b.bid(claimed, 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Awarded { .. })
@@ -359,7 +392,7 @@ async fn a_cancel_racing_the_winners_start_has_exactly_one_outcome() {
     }
     tokio::time::sleep(Duration::from_millis(80)).await;
     while b
-        .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
         .await
         .unwrap()
         .is_some()
@@ -430,13 +463,15 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
     // The first closes under "wait" (queued, no auction until a site bids), the second under
     // "reopen" (a new auction after the back-off, whoever bids).
     assert_eq!(
-        a.close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap(),
         Some(Closed::Unsold { job: ids[0] })
     );
     assert_eq!(
-        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
+            .await
+            .unwrap(),
         Some(Closed::Unsold { job: ids[1] })
     );
     assert_eq!(auctions(ids[0]), "queued 1");
@@ -449,7 +484,9 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
     );
     assert!(!a.bid(ids[1], 1.0, 1).await.unwrap());
     assert_eq!(
-        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
+            .await
+            .unwrap(),
         None
     );
     tokio::time::sleep(Duration::from_millis(450)).await;
@@ -458,7 +495,9 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
     assert!(a.bid(ids[1], 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(
-        a.close_one(0.0, TieRule::LowestSite, reopen).await.unwrap(),
+        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
+            .await
+            .unwrap(),
         Some(Closed::Awarded {
             job: ids[1],
             site: "a".into(),
@@ -546,7 +585,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         }
         tokio::time::sleep(Duration::from_millis(550)).await;
         while a
-            .close_one(0.0, TieRule::LowestSite, UnsoldRule::Wait)
+            .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
             .await
             .unwrap()
             .is_some()

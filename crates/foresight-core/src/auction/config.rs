@@ -13,9 +13,14 @@ pub struct AuctionConfig {
     pub alpha: f64,
     /// The bid's weights.
     pub weights: BidWeights,
-    /// The opening (minimum) bid: bids below it are refused. Default 0: a site whose
-    /// preemption and staging cost outweigh the processors it offers does not take the job.
-    pub opening_bid: f64,
+    /// The opening (minimum) bid the seed's auctioneer may set: bids below it are refused.
+    /// Default none (`"none"` in a file, or the key left out): every site able to run the job
+    /// now bids, so the price only ranks sites (free beats preempting, cheap preemption beats
+    /// costly, data-local beats staging) and never keeps a job of an absolute priority
+    /// waiting while some site could preempt for it. A number is a minimum price: with 0, a
+    /// site whose preemption and staging cost outweigh the processors it offers does not bid.
+    #[serde(with = "opening_bid_form")]
+    pub opening_bid: Option<f64>,
     /// Whether processors offered beyond the job's need count in the bid.
     pub procs_cap: ProcsCap,
     /// Who wins among equal highest bids.
@@ -31,7 +36,7 @@ impl Default for AuctionConfig {
         AuctionConfig {
             alpha: 0.35,
             weights: BidWeights::default(),
-            opening_bid: 0.0,
+            opening_bid: None,
             procs_cap: ProcsCap::Uncapped,
             tie: Tie::LowestSite,
             unsold: Unsold::Wait,
@@ -56,8 +61,8 @@ impl AuctionConfig {
                 p.push(format!("{name} must be a number >= 0, got {w}"));
             }
         }
-        if self.opening_bid.is_nan() {
-            p.push("opening_bid must be a number".into());
+        if self.opening_bid.is_some_and(f64::is_nan) {
+            p.push("opening_bid must be a number or \"none\"".into());
         }
         if let Unsold::Reopen { delay } = self.unsold {
             if !(delay.is_finite() && delay >= 0.0) {
@@ -65,6 +70,62 @@ impl AuctionConfig {
             }
         }
         p
+    }
+
+    /// Whether a bid at `amount` clears the opening bid (always, without one).
+    pub fn clears_opening(&self, amount: f64) -> bool {
+        self.opening_bid.is_none_or(|min| amount >= min)
+    }
+}
+
+/// The file form of [`AuctionConfig::opening_bid`]: a number, or the string `"none"` (TOML has
+/// no null; a JSON `null` reads as none too), so that the effective config prints and reads
+/// back the same.
+mod opening_bid_form {
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::Serializer;
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => s.serialize_f64(*x),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    struct Form;
+
+    impl Visitor<'_> for Form {
+        type Value = Option<f64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a number or \"none\"")
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<f64>, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<f64>, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<f64>, E> {
+            Ok(Some(v as f64))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<f64>, E> {
+            match v {
+                "none" => Ok(None),
+                other => Err(E::invalid_value(de::Unexpected::Str(other), &self)),
+            }
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<f64>, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Option<f64>, E> {
+            Ok(None)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        d.deserialize_any(Form)
     }
 }
 
@@ -143,4 +204,64 @@ pub enum Overcommit {
     /// A site may offer the same processors everywhere; when it wins one auction its standing
     /// bids elsewhere lapse until it bids again with its new load.
     LapseOnAward,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct File {
+        auction: AuctionConfig,
+    }
+
+    fn read(text: &str) -> Result<AuctionConfig, String> {
+        toml::from_str::<File>(text)
+            .map(|f| f.auction)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn opening_bid_is_none_unless_a_number_is_given() {
+        for (name, text, want) in [
+            ("left out", "[auction]\nalpha = 0.3", None),
+            ("none", "[auction]\nopening_bid = \"none\"", None),
+            ("zero", "[auction]\nopening_bid = 0.0", Some(0.0)),
+            ("integer", "[auction]\nopening_bid = 0", Some(0.0)),
+            ("negative", "[auction]\nopening_bid = -1e9", Some(-1e9)),
+        ] {
+            let cfg = read(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(cfg.opening_bid, want, "{name}");
+            let back = toml::to_string(&File {
+                auction: cfg.clone(),
+            })
+            .expect(name);
+            assert_eq!(read(&back), Ok(cfg), "{name} prints and reads back: {back}");
+        }
+        let err = read("[auction]\nopening_bid = \"free\"").unwrap_err();
+        assert!(
+            err.contains("opening_bid") && err.contains("\"none\""),
+            "{err}"
+        );
+        assert_eq!(AuctionConfig::default().opening_bid, None);
+    }
+
+    #[test]
+    fn only_a_set_opening_bid_refuses_and_nan_is_a_problem() {
+        let none = AuctionConfig::default();
+        assert!(none.clears_opening(-1e12) && none.problems().is_empty());
+        let zero = AuctionConfig {
+            opening_bid: Some(0.0),
+            ..AuctionConfig::default()
+        };
+        assert!(zero.clears_opening(0.0) && !zero.clears_opening(-0.001));
+        let nan = AuctionConfig {
+            opening_bid: Some(f64::NAN),
+            ..AuctionConfig::default()
+        };
+        assert_eq!(
+            nan.problems(),
+            vec!["opening_bid must be a number or \"none\""]
+        );
+    }
 }

@@ -61,7 +61,7 @@ pub enum Refusal {
     /// The processors are more than the site's capacity once its standing bids in other open
     /// auctions are held ([`Overcommit::Reserve`]).
     Held,
-    /// The bid is below the opening bid.
+    /// The bid is below the opening bid (only when one is set).
     BelowOpening,
 }
 
@@ -311,7 +311,7 @@ impl AuctionHouse {
             return;
         }
         let amount = price(&self.cfg, need, &offer, self.tracker.mean());
-        if amount < self.cfg.opening_bid {
+        if !self.cfg.clears_opening(amount) {
             out.push(refuse(Refusal::BelowOpening));
             return;
         }
@@ -618,6 +618,94 @@ mod tests {
                 closes: Time(120)
             }]
         );
+    }
+
+    #[test]
+    fn a_site_that_can_run_a_job_only_by_preempting_a_long_one_wins_under_the_defaults() {
+        // Mean runtime 100 s. A level-3 job of 4 processors; site 0's only way to run it is
+        // to preempt a level-0 job of 4 processors with 1000 s (10 mean runtimes) left; site 1
+        // can run nothing of it. Bid = 4/4 − 0.25 × (1 × 4 × 1000)/(4 × 100) = 1 − 2.5 = −1.5.
+        use crate::auction::bid::{make_offer, Victim};
+        let mut h = house(AuctionConfig::default());
+        let top = lot(1, 4, 3);
+        h.handle(Time(0), AuctionEvent::Open(top));
+        let running = [Victim {
+            job: JobId(9),
+            priority: 0,
+            procs: 4,
+            remaining: Dur(1000),
+        }];
+        let (o, victims) = make_offer(&top, 0, &running, 0, Dur(0)).expect("by preemption");
+        assert_eq!(victims, vec![JobId(9)]);
+        assert!(make_offer(&top, 2, &[], 0, Dur(0)).is_none());
+        let d = h.handle(Time(1), bid(1, 0, o));
+        assert_eq!(
+            d,
+            vec![Decision::Accepted {
+                job: JobId(1),
+                site: SiteId(0),
+                amount: -1.5
+            }]
+        );
+        let d = h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(
+            d,
+            vec![Decision::Awarded {
+                job: JobId(1),
+                site: SiteId(0),
+                amount: -1.5,
+                offer: o,
+                bidders: 1,
+            }]
+        );
+    }
+
+    #[test]
+    fn staging_longer_than_a_mean_runtime_does_not_keep_a_site_out() {
+        // Mean runtime 100 s; a job of 4 processors whose input is on neither site. Site 2
+        // offers 8 free processors after 300 s of staging: 8/4 − 300/100 = −1; site 1 offers
+        // 4 after 450 s: 4/4 − 4.5 = −3.5. Both bid; the cheaper staging (per processor) wins.
+        let mut h = house(AuctionConfig::default());
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+        h.handle(Time(1), bid(1, 1, offer(4, 4, 450)));
+        h.handle(Time(2), bid(1, 2, offer(8, 8, 300)));
+        let d = h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(
+            d,
+            vec![Decision::Awarded {
+                job: JobId(1),
+                site: SiteId(2),
+                amount: -1.0,
+                offer: offer(8, 8, 300),
+                bidders: 2,
+            }]
+        );
+    }
+
+    #[test]
+    fn a_set_opening_bid_still_refuses_lower_bids() {
+        // The seed's minimum price, when configured, keeps its meaning: 0 refuses −1.
+        let mut h = house(AuctionConfig {
+            opening_bid: Some(0.0),
+            ..AuctionConfig::default()
+        });
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+        let d = h.handle(Time(1), bid(1, 2, offer(8, 8, 300)));
+        assert_eq!(
+            d,
+            vec![Decision::Refused {
+                job: JobId(1),
+                site: SiteId(2),
+                why: Refusal::BelowOpening
+            }]
+        );
+        let d = h.handle(Time(2), bid(1, 1, offer(4, 4, 0)));
+        assert!(
+            matches!(d[..], [Decision::Accepted { amount, .. }] if amount == 1.0),
+            "{d:?}"
+        );
+        h.handle(Time(35), AuctionEvent::Tick);
+        assert_eq!(h.winner(JobId(1)), Some(SiteId(1)));
     }
 
     #[test]
