@@ -234,6 +234,74 @@ pub async fn stage(copies: &[Copy], account: Option<&str>) -> Result<(), String>
     }
 }
 
+/// Copies every file, in order, as [`stage`] does, within `timeout` for all of them: each
+/// file is copied by a process of its own (`cp`, as the account when there is one), which
+/// is killed at the timeout, so that a named pipe or a hung file system cannot hold the
+/// copy, or a thread of the service, forever. The error then names the file and the timeout.
+pub async fn stage_within(
+    copies: &[Copy],
+    account: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let a = account.map(as_account).transpose()?.flatten();
+    let deadline = tokio::time::Instant::now() + timeout;
+    for c in copies {
+        if let Some(dir) = c.to.parent() {
+            match &a {
+                Some(a) => run_as(a, &["mkdir", "-p", "--"], &[dir])
+                    .await
+                    .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name))?,
+                None => tokio::fs::create_dir_all(dir)
+                    .await
+                    .map_err(|e| format!("creating {}: {e}", dir.display()))?,
+            }
+        }
+        let copy = async {
+            let out = match &a {
+                Some(a) => setpriv(a, &["cp", "-T", "--"], &[&c.from, &c.to]).await?,
+                None => tokio::process::Command::new("cp")
+                    .args(["-T", "--"])
+                    .arg(&c.from)
+                    .arg(&c.to)
+                    .stdin(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .output()
+                    .await
+                    .map_err(|e| format!("cannot run cp: {e}"))?,
+            };
+            if out.status.success() {
+                return Ok(());
+            }
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            Err(if said.is_empty() {
+                format!("cp exited with {}", out.status)
+            } else {
+                said
+            })
+        };
+        match tokio::time::timeout_at(deadline, copy).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "copying {} to {}: {e}",
+                    c.from.display(),
+                    c.to.display()
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "copying {} to {} timed out after {} s (output_copy_timeout_seconds); \
+                     the copy was killed",
+                    c.from.display(),
+                    c.to.display(),
+                    timeout.as_secs()
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuses (400, naming the file) an input the job's Unix account cannot read, when the
 /// service is root and the account is another: the service would otherwise measure, and
 /// later stage, a file only root may read. Asked of the system as that account (`test -r`
@@ -347,6 +415,8 @@ async fn setpriv(
         .args(command)
         .args(paths)
         .stdin(std::process::Stdio::null())
+        // Dropped at a timeout: the process goes with it.
+        .kill_on_drop(true)
         .output()
         .await
         .map_err(|e| format!("cannot run setpriv (util-linux): {e}"))

@@ -104,6 +104,8 @@ impl World {
 
     /// The copy of job `id`'s outputs ended: done, or failed with the reason, which the
     /// job's reason then gives (its state stays `completed`: the job itself succeeded).
+    /// Jobs that wait for it (`afterok`, `afterany`, `afternotok`, a workflow's successors)
+    /// are decided now: a failed copy counts as not ok.
     pub fn outputs_copied(&mut self, now: Time, id: JobId, result: &Result<(), String>) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
@@ -118,5 +120,6 @@ impl World {
             Err(e) => Some(format!("copying its outputs to {} failed: {e}", s.cluster)),
         };
         self.dirty_jobs.insert(id);
+        self.wake_waiting(now);
     }
 }
