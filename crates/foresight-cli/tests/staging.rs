@@ -559,3 +559,54 @@ fn a_copy_that_outlasts_its_timeout_is_killed_and_fails_the_dependants_naming_th
     assert!(n["started_at"].is_null(), "{n}");
     s.run(&["job", "cancel", &filler.to_string()]);
 }
+
+#[test]
+fn a_co_allocated_jobs_outputs_come_from_the_part_that_wrote_them() {
+    let (s, _b_dir) = server_with_work_dir();
+    let home = s.scratch().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // 4 processors on a grid of 2 + 2: one part on a (in its home), one on b (in b's own
+    // work_dir); the outputs go to the service's host, its home.
+    let spanning = |outputs: &[&str], script: &str| {
+        let mut args = vec!["-n", "4", "-t", "1m", "--chdir", home.to_str().unwrap()];
+        for o in outputs {
+            args.extend(["--output-file", o]);
+        }
+        args.extend(["--", "sh", "-c", script]);
+        s.submit(&args)
+    };
+    let id = spanning(
+        &["made-on-a.txt", "made-on-b.txt"],
+        "echo $FORESIGHT_CLUSTER > made-on-$FORESIGHT_CLUSTER.txt",
+    );
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    let clusters: Vec<&str> = j["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cluster"].as_str().unwrap())
+        .collect();
+    assert!(clusters.contains(&"a") && clusters.contains(&"b"), "{j}");
+    let j = wait_outputs_ended(&s, id);
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    for c in ["a", "b"] {
+        let got = std::fs::read_to_string(home.join(format!("made-on-{c}.txt"))).unwrap();
+        assert_eq!(got, format!("{c}\n"));
+    }
+    // Both parts wrote the same path: neither is taken, and the job says why.
+    let id = spanning(&["same.txt"], "echo $FORESIGHT_CLUSTER > same.txt");
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    let j = wait_outputs_ended(&s, id);
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("output same.txt: more than one of the job's parts wrote it"),
+        "{j}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("same.txt")).unwrap(),
+        "a\n",
+        "the part at home keeps its own file"
+    );
+}
