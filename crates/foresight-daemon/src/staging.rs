@@ -334,7 +334,12 @@ pub async fn stage_within(
                 said
             })
         };
-        let what = || format!("copying {} to {}", from.display(), f.to.display());
+        let what = || {
+            let who = a
+                .as_ref()
+                .map_or(String::new(), |a| format!(" as {:?}", a.name));
+            format!("copying {} to {}{who}", from.display(), f.to.display())
+        };
         match tokio::time::timeout_at(deadline, copy).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(format!("{}: {e}", what())),
