@@ -431,3 +431,182 @@ fn outputs_a_kill_cut_short_are_copied_after_the_restart() {
     );
     s.run(&["job", "cancel", &filler.to_string()]);
 }
+
+/// A job that waits for a job of b's (`afterok`) in `home`, on `b` itself (free once the
+/// job it waits for has ended), checking that `file` is there with `want` in it.
+fn submit_dependant(s: &Server, home: &Path, on: u64, file: &str, want: &str) -> u64 {
+    let dep = format!("afterok:{on}");
+    let check = format!("grep -q {want} {file}");
+    s.submit(&[
+        "--cluster",
+        "b",
+        "-n",
+        "1",
+        "-t",
+        "1m",
+        "--dependency",
+        &dep,
+        "--chdir",
+        home.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &check,
+    ])
+}
+
+/// Where job `id` ran on `b` (its own `work_dir`).
+fn ran_on_b(b_dir: &Path, id: u64) -> std::path::PathBuf {
+    std::fs::canonicalize(b_dir)
+        .unwrap()
+        .join("b-scratch")
+        .join(format!("job-{id}"))
+}
+
+#[test]
+fn a_dependant_starts_only_once_the_outputs_it_needs_are_copied() {
+    let (s, b_dir) = server_with_work_dir();
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let filler = fill_a(&s);
+    // The output is a named pipe: its copy lasts until the test writes into it.
+    let id = submit_to_b(&s, &home, &f, &["result.txt"], "mkfifo result.txt");
+    let next = submit_dependant(&s, &home, id, "result.txt", "complete");
+    s.wait_job(
+        id,
+        "its outputs being copied",
+        Duration::from_secs(120),
+        |j| j["state"] == "completed" && j["output_staging"]["began_at"].is_i64(),
+    );
+    // Long after its predecessor completed, the dependant still waits, saying for what.
+    std::thread::sleep(Duration::from_secs(3));
+    let n = s.show(next);
+    assert_eq!(
+        n["state"], "pending",
+        "it started before the copy ended: {n}"
+    );
+    let reason = n["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("job {id} is copying its outputs to a")),
+        "{n}"
+    );
+    // The copy ends: the dependant starts and finds the file.
+    std::fs::write(ran_on_b(b_dir.path(), id).join("result.txt"), "complete\n").unwrap();
+    let j = wait_outputs_ended(&s, id);
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    let n = s.wait_final(next, Duration::from_secs(60));
+    assert_eq!(n["state"], "completed", "it did not find the output: {n}");
+    assert!(
+        int(&n, "started_at") >= int(&j["output_staging"], "ended_at"),
+        "{n} {j}"
+    );
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+/// Linux's `O_NONBLOCK`: opening a named pipe for writing with it fails (ENXIO) when no
+/// process has it open for reading.
+const O_NONBLOCK: i32 = 0o4000;
+
+#[test]
+fn a_copy_that_outlasts_its_timeout_is_killed_and_fails_the_dependants_naming_the_file() {
+    let b = tempfile::tempdir().unwrap();
+    let b_root = std::fs::canonicalize(b.path()).unwrap();
+    let config = format!(
+        "output_copy_timeout_seconds = 2\n{}",
+        grid_with_work_dir(&b_root)
+    );
+    let s = Server::with_config(&config);
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let filler = fill_a(&s);
+    // A named pipe nobody writes: the copy would block forever.
+    let id = submit_to_b(&s, &home, &f, &["stuck.fifo"], "mkfifo stuck.fifo");
+    let next = submit_dependant(&s, &home, id, "stuck.fifo", "x");
+    let j = wait_outputs_ended(&s, id);
+    assert_eq!(j["state"], "completed", "the job itself succeeded: {j}");
+    let error = j["output_staging"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("stuck.fifo") && error.contains("2 s"), "{j}");
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("timed out") && reason.contains("stuck.fifo"),
+        "{j}"
+    );
+    let took = int(&j["output_staging"], "ended_at") - int(&j["output_staging"], "began_at");
+    assert!((1..=10).contains(&took), "{j}");
+    // The copy's process is gone: nobody reads the pipe any more.
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(O_NONBLOCK)
+        .open(ran_on_b(b.path(), id).join("stuck.fifo"));
+    assert_eq!(
+        open.map(|_| ()).map_err(|e| e.raw_os_error()),
+        Err(Some(6)),
+        "ENXIO: no reader left"
+    );
+    // A failed copy is not ok: the dependant is cancelled, naming the copy's error.
+    let n = s.wait_final(next, Duration::from_secs(60));
+    assert_eq!(n["state"], "cancelled", "{n}");
+    let why = n["reason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("DependencyNeverSatisfied") && why.contains("stuck.fifo"),
+        "{n}"
+    );
+    assert!(n["started_at"].is_null(), "{n}");
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+#[test]
+fn a_co_allocated_jobs_outputs_come_from_the_part_that_wrote_them() {
+    let (s, _b_dir) = server_with_work_dir();
+    let home = s.scratch().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // 4 processors on a grid of 2 + 2: one part on a (in its home), one on b (in b's own
+    // work_dir); the outputs go to the service's host, its home.
+    let spanning = |outputs: &[&str], script: &str| {
+        let mut args = vec!["-n", "4", "-t", "1m", "--chdir", home.to_str().unwrap()];
+        for o in outputs {
+            args.extend(["--output-file", o]);
+        }
+        args.extend(["--", "sh", "-c", script]);
+        s.submit(&args)
+    };
+    let id = spanning(
+        &["made-on-a.txt", "made-on-b.txt"],
+        "echo $FORESIGHT_CLUSTER > made-on-$FORESIGHT_CLUSTER.txt",
+    );
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    let clusters: Vec<&str> = j["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cluster"].as_str().unwrap())
+        .collect();
+    assert!(clusters.contains(&"a") && clusters.contains(&"b"), "{j}");
+    let j = wait_outputs_ended(&s, id);
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    for c in ["a", "b"] {
+        let got = std::fs::read_to_string(home.join(format!("made-on-{c}.txt"))).unwrap();
+        assert_eq!(got, format!("{c}\n"));
+    }
+    // Both parts wrote the same path: neither is taken, and the job says why.
+    let id = spanning(&["same.txt"], "echo $FORESIGHT_CLUSTER > same.txt");
+    let j = s.wait_final(id, Duration::from_secs(120));
+    assert_eq!(j["state"], "completed", "{j}");
+    let j = wait_outputs_ended(&s, id);
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("output same.txt: more than one of the job's parts wrote it"),
+        "{j}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("same.txt")).unwrap(),
+        "a\n",
+        "the part at home keeps its own file"
+    );
+}

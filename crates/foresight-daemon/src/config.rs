@@ -59,6 +59,12 @@ pub struct Config {
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
+    /// Seconds a job's output copy may take, all its files together: at the timeout the
+    /// copying process is killed and the copy fails, naming the file and the timeout (an
+    /// output that is a named pipe, or a hung file system, would otherwise hold it forever).
+    /// Default: one hour.
+    #[serde(default = "default_output_copy_timeout")]
+    pub output_copy_timeout_seconds: u64,
     /// At most this many bytes in each output file of a local job (earlier attempts'
     /// output included); what a job writes beyond is dropped and the file ends with a line
     /// saying so, so that a runaway job cannot fill the data directory's disk. Unset: no cap.
@@ -240,6 +246,9 @@ fn default_plan_depth() -> usize {
 fn default_grace() -> u64 {
     5
 }
+fn default_output_copy_timeout() -> u64 {
+    3_600
+}
 fn default_sync_ms() -> u64 {
     1_000
 }
@@ -305,6 +314,7 @@ impl Default for Config {
             predict: Default::default(),
             backfill_order: Default::default(),
             grace_seconds: default_grace(),
+            output_copy_timeout_seconds: default_output_copy_timeout(),
             max_output_bytes: None,
             confinement: Default::default(),
             cluster: default_clusters(),

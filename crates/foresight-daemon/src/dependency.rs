@@ -3,7 +3,7 @@
 //! this site's records) and for the dispatchers (their states are read from the shared queue),
 //! so that the two cannot word or decide it differently.
 
-use foresight_api::{combine, DependencyVerdict, JobState};
+use foresight_api::{combine, DependencyKind, DependencyVerdict, JobState};
 use foresight_store::DependencyRecord;
 
 /// A job a dependency names, as the caller knows it.
@@ -13,6 +13,60 @@ pub(crate) struct Named {
     pub started: bool,
     /// How the reason names it (an array task reads `7_3`).
     pub label: String,
+    /// Where the copy of its outputs stands: a completed job's outputs are part of its
+    /// result, so `afterok`, `afterany` and `afternotok` wait for the copy to end, and a
+    /// failed copy counts as not ok.
+    pub outputs: OutputCopy,
+}
+
+/// Where the copy of a job's outputs stands, as a dependency reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OutputCopy {
+    /// Nothing to copy, or the copy is done (or not known to the caller).
+    #[default]
+    Done,
+    /// Running, to the places named.
+    Running(String),
+    /// Failed, with the error.
+    Failed(String),
+}
+
+impl OutputCopy {
+    /// The copy recorded on `j`.
+    pub(crate) fn of(j: &foresight_store::JobRecord) -> OutputCopy {
+        match &j.output_staging {
+            Some(s) if s.ended_at.is_none() => OutputCopy::Running(s.cluster.clone()),
+            Some(s) => s.error.clone().map_or(OutputCopy::Done, OutputCopy::Failed),
+            None => OutputCopy::Done,
+        }
+    }
+}
+
+/// How `kind` stands on job `n`, and how the reason says why.
+fn on_job(kind: DependencyKind, n: &Named) -> (DependencyVerdict, String) {
+    let plain = || {
+        (
+            kind.verdict(n.state, n.started),
+            format!("job {} is {}", n.label, n.state),
+        )
+    };
+    if kind == DependencyKind::After || !n.state.is_final() {
+        return plain();
+    }
+    match &n.outputs {
+        OutputCopy::Done => plain(),
+        OutputCopy::Running(to) => (
+            DependencyVerdict::Wait,
+            format!("job {} is copying its outputs to {to}", n.label),
+        ),
+        OutputCopy::Failed(e) => (
+            kind.verdict(JobState::Failed, n.started),
+            format!(
+                "job {} completed but copying its outputs failed: {e}",
+                n.label
+            ),
+        ),
+    }
 }
 
 /// The verdict on `d` and the reason it waits or can never hold. `named` looks a job up by
@@ -31,10 +85,7 @@ pub(crate) fn dependency_verdict(
             .jobs
             .iter()
             .map(|&id| match named(id) {
-                Some(n) => (
-                    c.kind.verdict(n.state, n.started),
-                    format!("job {} is {}", n.label, n.state),
-                ),
+                Some(n) => on_job(c.kind, &n),
                 None => (DependencyVerdict::Never, format!("job {id} is gone")),
             })
             .collect();
@@ -82,7 +133,6 @@ pub(crate) fn dependency_verdict(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use foresight_api::DependencyKind;
     use foresight_store::ConditionRecord;
     use std::collections::BTreeMap;
 
@@ -169,11 +219,70 @@ mod tests {
                     state,
                     started,
                     label: id.to_string(),
+                    outputs: OutputCopy::Done,
                 })
             };
             let (v, why) = dependency_verdict(&c.d, named, None);
             assert_eq!(v, c.want, "{}", c.name);
             assert_eq!(why, c.why, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn a_completed_jobs_output_copy_is_waited_for_and_a_failed_one_is_not_ok() {
+        use DependencyKind::*;
+        let completed = |outputs: OutputCopy| {
+            move |_| {
+                Some(Named {
+                    state: JobState::Completed,
+                    started: true,
+                    label: "1".into(),
+                    outputs: outputs.clone(),
+                })
+            }
+        };
+        let running = OutputCopy::Running("a".into());
+        let failed = OutputCopy::Failed("copying /w/r.txt: gone".into());
+        for (kind, copy, want, why) in [
+            (
+                AfterOk,
+                running.clone(),
+                DependencyVerdict::Wait,
+                "Dependency: waiting for afterok:1 (job 1 is copying its outputs to a)",
+            ),
+            (
+                AfterAny,
+                running.clone(),
+                DependencyVerdict::Wait,
+                "Dependency: waiting for afterany:1 (job 1 is copying its outputs to a)",
+            ),
+            (
+                AfterNotOk,
+                running.clone(),
+                DependencyVerdict::Wait,
+                "Dependency: waiting for afternotok:1 (job 1 is copying its outputs to a)",
+            ),
+            (After, running, DependencyVerdict::Met, ""),
+            (
+                AfterOk,
+                failed.clone(),
+                DependencyVerdict::Never,
+                "DependencyNeverSatisfied: t can never hold (afterok:1 (job 1 completed but \
+              copying its outputs failed: copying /w/r.txt: gone))",
+            ),
+            (AfterAny, failed.clone(), DependencyVerdict::Met, ""),
+            (AfterNotOk, failed, DependencyVerdict::Met, ""),
+            (AfterOk, OutputCopy::Done, DependencyVerdict::Met, ""),
+            (
+                AfterNotOk,
+                OutputCopy::Done,
+                DependencyVerdict::Never,
+                "DependencyNeverSatisfied: t can never hold (afternotok:1 (job 1 is completed))",
+            ),
+        ] {
+            let d = dep(false, &[(kind, &[1])]);
+            let (v, reason) = dependency_verdict(&d, completed(copy.clone()), None);
+            assert_eq!((v, reason.as_str()), (want, why), "{kind:?} with {copy:?}");
         }
     }
 }

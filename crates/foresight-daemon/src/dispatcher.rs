@@ -446,6 +446,8 @@ impl Dispatcher {
                     state,
                     started,
                     label: id.to_string(),
+                    // The shared queue holds no output copies: nothing to wait for.
+                    outputs: Default::default(),
                 })
             };
             match dependency_verdict(d, named, None) {

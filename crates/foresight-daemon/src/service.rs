@@ -636,11 +636,15 @@ impl Service {
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let result = crate::staging::stage(&stage, unix_user.as_deref()).await;
+                    let timeout = Duration::from_secs(s.cfg.output_copy_timeout_seconds);
+                    let result =
+                        crate::staging::stage_within(&stage, unix_user.as_deref(), timeout).await;
                     if let Err(e) = &result {
                         tracing::warn!(job, "copying outputs back failed: {e}");
                     }
                     s.world().outputs_copied(unix_now(), JobId(job), &result);
+                    // Jobs that waited for the copy may go now.
+                    s.wake.notify_one();
                     s.flush().await;
                 });
             }

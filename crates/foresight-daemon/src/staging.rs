@@ -4,10 +4,11 @@
 //! ([`foresight_core::grid::GlobalJob::input_mb`], `home`) and starts a far cluster's slots
 //! after the transfer; the copy itself runs in a task of its own, outside the world's lock.
 //!
-//! Output staging goes the other way, with the same copy functions: once a job completes,
-//! its output files (relative to its working directory) are copied from its working
-//! directory on the cluster it ran on to the same relative paths under its working
-//! directory on the output's cluster.
+//! Output staging goes the other way: once a job completes, its output files (relative to
+//! its working directory) are copied from its working directory on the cluster it ran on
+//! (for a co-allocated job, the one of its parts' directories that has the file) to the
+//! same relative paths under its working directory on the output's cluster, each by a
+//! process killed at the copy's timeout.
 
 use crate::refusal::Refusal;
 use foresight_api::{InputSpec, OutputSpec};
@@ -140,23 +141,33 @@ pub fn output_home(j: &JobRecord, output: &OutputRecord) -> Option<String> {
         .or_else(|| data_cluster(j))
 }
 
-/// The copies of `outputs` from working directory `from` to working directory `to`: the
-/// same relative path under each (none when both are the same directory).
-pub fn output_copies<'a>(
-    outputs: impl IntoIterator<Item = &'a OutputRecord>,
-    from: &Path,
-    to: &Path,
-) -> Vec<Copy> {
-    if from == to {
-        return Vec::new();
+/// One output to bring back: the file at the same relative path under each working
+/// directory the job's parts ran in (`from`: one for most jobs, several for a job
+/// co-allocated over clusters that do not share them), copied from the one that has it to
+/// `to`. The part that wrote it is found when the copy runs: none, or two, is an error
+/// naming the output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputFetch {
+    /// The output's path, as the job named it.
+    pub path: String,
+    /// Where it may be, one place per distinct working directory, in part order.
+    pub from: Vec<PathBuf>,
+    /// Its place in the working directory on the output's cluster.
+    pub to: PathBuf,
+}
+
+/// The fetch of `output` from working directories `dirs` (one per part, distinct) to
+/// working directory `to`: the same relative path under each (none when the job ran only
+/// in `to` itself).
+pub fn output_fetch(output: &OutputRecord, dirs: &[PathBuf], to: &Path) -> Option<OutputFetch> {
+    if dirs.iter().all(|d| d == to) {
+        return None;
     }
-    outputs
-        .into_iter()
-        .map(|o| Copy {
-            from: from.join(&o.path),
-            to: to.join(&o.path),
-        })
-        .collect()
+    Some(OutputFetch {
+        path: output.path.clone(),
+        from: dirs.iter().map(|d| d.join(&output.path)).collect(),
+        to: to.join(&output.path),
+    })
 }
 
 /// Makes directory `dir` (and its parents) as the job's account, as [`stage`] makes the
@@ -232,6 +243,143 @@ pub async fn stage(copies: &[Copy], account: Option<&str>) -> Result<(), String>
         Some(Some(a)) => stage_as(copies, &a).await,
         _ => stage_here(copies).await,
     }
+}
+
+/// Brings every output back, in order, as [`stage`] copies inputs, within `timeout` for
+/// all of them: each file is looked for in the parts' working directories and copied by a
+/// process of its own (`cp`, as the account when there is one), which is killed at the
+/// timeout, so that a named pipe or a hung file system cannot hold the copy, or a thread of
+/// the service, forever. The error then names the file and the timeout.
+pub async fn stage_within(
+    fetches: &[OutputFetch],
+    account: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let a = account.map(as_account).transpose()?.flatten();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = |what: String| {
+        format!(
+            "{what} timed out after {} s (output_copy_timeout_seconds); the copy was killed",
+            timeout.as_secs()
+        )
+    };
+    for f in fetches {
+        let from = match f.from.as_slice() {
+            [one] => one.clone(),
+            many => {
+                let found = tokio::time::timeout_at(deadline, existing(many, a.as_ref()))
+                    .await
+                    .map_err(|_| timed_out(format!("looking for output {}", f.path)))??;
+                let list = |p: &[PathBuf]| {
+                    p.iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                match found.as_slice() {
+                    [one] => one.clone(),
+                    [] => {
+                        return Err(format!(
+                            "output {}: in none of the working directories the job's parts \
+                             ran in ({})",
+                            f.path,
+                            list(many)
+                        ))
+                    }
+                    _ => {
+                        return Err(format!(
+                            "output {}: more than one of the job's parts wrote it ({}); \
+                             none is taken",
+                            f.path,
+                            list(&found)
+                        ))
+                    }
+                }
+            }
+        };
+        if from == f.to {
+            // Written where it belongs.
+            continue;
+        }
+        let copy = async {
+            if let Some(dir) = f.to.parent() {
+                match &a {
+                    Some(a) => run_as(a, &["mkdir", "-p", "--"], &[dir])
+                        .await
+                        .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name))?,
+                    None => tokio::fs::create_dir_all(dir)
+                        .await
+                        .map_err(|e| format!("creating {}: {e}", dir.display()))?,
+                }
+            }
+            let out = match &a {
+                Some(a) => setpriv(a, &["cp", "-T", "--"], &[&from, &f.to]).await?,
+                None => tokio::process::Command::new("cp")
+                    .args(["-T", "--"])
+                    .arg(&from)
+                    .arg(&f.to)
+                    .stdin(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .output()
+                    .await
+                    .map_err(|e| format!("cannot run cp: {e}"))?,
+            };
+            if out.status.success() {
+                return Ok(());
+            }
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            Err(if said.is_empty() {
+                format!("cp exited with {}", out.status)
+            } else {
+                said
+            })
+        };
+        let what = || {
+            let who = a
+                .as_ref()
+                .map_or(String::new(), |a| format!(" as {:?}", a.name));
+            format!("copying {} to {}{who}", from.display(), f.to.display())
+        };
+        match tokio::time::timeout_at(deadline, copy).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("{}: {e}", what())),
+            Err(_) => return Err(timed_out(what())),
+        }
+    }
+    Ok(())
+}
+
+/// Which of `paths` exist (a dangling link counts), as account `a` sees them when there is
+/// one.
+async fn existing(
+    paths: &[PathBuf],
+    a: Option<&foresight_rm::account::Account>,
+) -> Result<Vec<PathBuf>, String> {
+    let Some(a) = a else {
+        let mut found = Vec::new();
+        for p in paths {
+            if tokio::fs::symlink_metadata(p).await.is_ok() {
+                found.push(p.clone());
+            }
+        }
+        return Ok(found);
+    };
+    let script = r#"for f; do if test -e "$f" || test -L "$f"; then printf '%s\0' "$f"; fi; done"#;
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let out = setpriv(a, &["sh", "-c", script, "sh"], &refs).await?;
+    if !out.status.success() {
+        return Err(format!(
+            "looking for outputs as {:?}: {}",
+            a.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .collect())
 }
 
 /// Refuses (400, naming the file) an input the job's Unix account cannot read, when the
@@ -347,6 +495,8 @@ async fn setpriv(
         .args(command)
         .args(paths)
         .stdin(std::process::Stdio::null())
+        // Dropped at a timeout: the process goes with it.
+        .kill_on_drop(true)
         .output()
         .await
         .map_err(|e| format!("cannot run setpriv (util-linux): {e}"))
@@ -489,14 +639,20 @@ mod tests {
         assert_eq!(output_home(&j, &j.outputs[1]).as_deref(), Some("c"));
         j.cluster = Some("b".into());
         assert_eq!(output_home(&j, &j.outputs[0]).as_deref(), Some("b"));
-        let c = output_copies(&j.outputs, Path::new("/s/job-1"), Path::new("/home/u"));
+        let dirs = [PathBuf::from("/s/job-1")];
+        let c = output_fetch(&j.outputs[0], &dirs, Path::new("/home/u")).unwrap();
         assert_eq!(
-            c[0],
-            Copy {
-                from: "/s/job-1/out/r.txt".into(),
+            c,
+            OutputFetch {
+                path: "out/r.txt".into(),
+                from: vec!["/s/job-1/out/r.txt".into()],
                 to: "/home/u/out/r.txt".into()
             }
         );
-        assert!(output_copies(&j.outputs, Path::new("/w"), Path::new("/w")).is_empty());
+        assert!(output_fetch(&j.outputs[0], &["/w".into()], Path::new("/w")).is_none());
+        // Parts in two directories, one of them home: the file is looked for in both.
+        let two = [PathBuf::from("/w"), PathBuf::from("/s/job-1")];
+        let c = output_fetch(&j.outputs[1], &two, Path::new("/w")).unwrap();
+        assert_eq!(c.from, vec![PathBuf::from("/w/log"), "/s/job-1/log".into()]);
     }
 }

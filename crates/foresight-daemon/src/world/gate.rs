@@ -4,7 +4,7 @@
 //! dependency that can never hold cancels the job, with the reason.
 
 use super::World;
-use crate::dependency::{dependency_verdict, Named};
+use crate::dependency::{dependency_verdict, Named, OutputCopy};
 use crate::refusal::Refusal;
 use foresight_api::{Dependency, DependencyVerdict, JobState};
 use foresight_core::time::Time;
@@ -165,6 +165,7 @@ impl World {
                     state: t.state,
                     started: t.started_at.is_some() || t.attempt > 0,
                     label: display_id(t),
+                    outputs: OutputCopy::of(t),
                 })
             };
             let singleton = d.singleton.then(|| self.singleton_verdict(j, tally));

@@ -58,7 +58,7 @@ pub enum Effect {
         /// The job.
         job: u64,
         /// The files.
-        stage: Vec<crate::staging::Copy>,
+        stage: Vec<crate::staging::OutputFetch>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },

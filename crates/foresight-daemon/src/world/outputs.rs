@@ -1,5 +1,6 @@
 //! Output staging: once a job completes, its output files are copied back from its working
-//! directory on the cluster it ran on to its working directory on each output's cluster.
+//! directory on the cluster it ran on (a co-allocated job's: the part's that wrote the file)
+//! to its working directory on each output's cluster.
 //! The copy runs outside the lock ([`Effect::StageOutputs`]); its record on the job says
 //! whether it is running, done, or failed and why, and survives a restart, which copies
 //! again what it cut.
@@ -29,30 +30,36 @@ impl World {
         )
     }
 
-    /// The copies that bring `j`'s outputs back from the cluster its first part ran on,
-    /// and the names of the places they go to (a cluster, or `home` for the service's
-    /// host), in the order the outputs were named.
-    fn output_plan(&self, j: &JobRecord) -> (Vec<crate::staging::Copy>, Vec<String>) {
-        let Some(ran) = j.parts.first().map(|p| p.cluster.clone()) else {
+    /// The fetches that bring `j`'s outputs back from the working directories its parts
+    /// ran in (one per distinct directory, in part order: a co-allocated job's file is taken
+    /// from the part that wrote it), and the names of the places they go to (a cluster, or
+    /// `home` for the service's host), in the order the outputs were named.
+    fn output_plan(&self, j: &JobRecord) -> (Vec<crate::staging::OutputFetch>, Vec<String>) {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for p in &j.parts {
+            let d = self.work_dir_on(j, Some(&p.cluster));
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+        if dirs.is_empty() {
             return (Vec::new(), Vec::new());
-        };
-        let from = self.work_dir_on(j, Some(&ran));
-        let mut copies = Vec::new();
+        }
+        let mut fetches = Vec::new();
         let mut places: Vec<String> = Vec::new();
         for o in &j.outputs {
             let home = crate::staging::output_home(j, o);
             let to = self.work_dir_on(j, home.as_deref());
-            let c = crate::staging::output_copies([o], &from, &to);
-            if c.is_empty() {
+            let Some(f) = crate::staging::output_fetch(o, &dirs, &to) else {
                 continue;
-            }
-            copies.extend(c);
+            };
+            fetches.push(f);
             let place = home.unwrap_or_else(|| "home".into());
             if !places.contains(&place) {
                 places.push(place);
             }
         }
-        (copies, places)
+        (fetches, places)
     }
 
     /// The copy of `id`'s outputs to ask for, and the places it goes to (none: nothing to
@@ -104,6 +111,8 @@ impl World {
 
     /// The copy of job `id`'s outputs ended: done, or failed with the reason, which the
     /// job's reason then gives (its state stays `completed`: the job itself succeeded).
+    /// Jobs that wait for it (`afterok`, `afterany`, `afternotok`, a workflow's successors)
+    /// are decided now: a failed copy counts as not ok.
     pub fn outputs_copied(&mut self, now: Time, id: JobId, result: &Result<(), String>) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
@@ -118,5 +127,6 @@ impl World {
             Err(e) => Some(format!("copying its outputs to {} failed: {e}", s.cluster)),
         };
         self.dirty_jobs.insert(id);
+        self.wake_waiting(now);
     }
 }
