@@ -476,6 +476,10 @@ impl Config {
         if self.cycle_ms == 0 {
             anyhow::bail!("cycle_ms must be at least 1");
         }
+        if self.output_copy_timeout_seconds == 0 {
+            // Every output copy would fail at once.
+            anyhow::bail!("output_copy_timeout_seconds must be at least 1");
+        }
         if self.horizon_seconds <= 0 || self.lead_time_seconds < 0 {
             anyhow::bail!("horizon_seconds must be > 0 and lead_time_seconds >= 0");
         }
@@ -537,6 +541,15 @@ allowed_peers = ["10.0.0.5", "::1"]
         )
         .unwrap_err();
         assert!(e.contains("allowed_peers") || e.contains("invalid"), "{e}");
+    }
+
+    #[test]
+    fn an_output_copy_timeout_of_zero_is_refused() {
+        let base = "[[cluster]]\nname = \"a\"\nprocs = 1\n";
+        let e = check(&format!("output_copy_timeout_seconds = 0\n{base}")).unwrap_err();
+        assert!(e.contains("output_copy_timeout_seconds must be at least 1"), "{e}");
+        let cfg = check(&format!("output_copy_timeout_seconds = 5\n{base}")).unwrap();
+        assert_eq!(cfg.output_copy_timeout_seconds, 5);
     }
 
     #[test]
