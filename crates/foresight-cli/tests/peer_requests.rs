@@ -538,7 +538,9 @@ fn queued_global_jobs_count_against_the_budget_at_submission_across_dispatchers(
     assert!(
         msg.contains(&format!(
             "{worst:.2} for the 1 global job of fay not yet started"
-        )) && msg.contains(&format!("{worst:.2} that fay's unfinished local jobs here")),
+        )) && msg.contains(&format!(
+            "the 1 local job submitted may cost {worst:.2} at worst"
+        )),
         "{v}"
     );
     // Cancelled, the queued job no longer counts: another is admitted.

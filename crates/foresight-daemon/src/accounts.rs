@@ -26,14 +26,15 @@ impl World {
     /// Moves `amount` from job `id`'s user's budget to the job's charge (a negative amount
     /// gives back). A prepaid job's charge is paid from its hold, which left the budget as
     /// its site started it: the budget is not moved again (the shared database settles the
-    /// charge against the hold, see [`foresight_store::budget_taken`]).
+    /// charge against the hold, see [`foresight_store::budget_taken`]); so is a held local
+    /// job's ([`foresight_store::local_taken`]).
     pub(crate) fn charge(&mut self, id: JobId, amount: f64) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
         j.charged += amount;
         self.dirty_jobs.insert(id);
-        if j.prepaid > 0.0 {
+        if j.prepaid > 0.0 || j.budget_hold > 0.0 {
             return;
         }
         let user = j.user.clone();
@@ -93,10 +94,11 @@ impl World {
 
     /// What job `id` counts toward its user's uncharged total: the worst case of a local job
     /// (or a job in an administrative reservation) that is not final, whose current attempt
-    /// is charged only when it stops.
+    /// is charged only when it stops, unless a hold in the shared budget covers it.
     fn uncharged_worst_case(&self, id: JobId) -> Option<(&str, f64)> {
         let j = self.jobs.get(&id)?;
-        if j.state.is_final() {
+        // A held job's worst case has left the shared budget already.
+        if j.state.is_final() || j.budget_hold > 0.0 {
             return None;
         }
         let price = self.local_tariff(j)?;
@@ -126,7 +128,7 @@ impl World {
     /// refused by the store.
     pub(crate) fn set_aside_admitted(&mut self, records: &[JobRecord]) -> u64 {
         let mut by_user: BTreeMap<&str, f64> = BTreeMap::new();
-        for j in records {
+        for j in records.iter().filter(|j| j.budget_hold <= 0.0) {
             if let Some(price) = self.local_tariff(j) {
                 *by_user.entry(j.user.as_str()).or_insert(0.0) += World::worst_case(j, price);
             }
@@ -640,25 +642,40 @@ impl World {
     }
 
     /// Takes in a user as the shared database has them (dispatcher mode: another site
-    /// created or changed them, or charged their jobs). A new user is added and a changed
-    /// one replaced, unless this site has a change of its own not yet written (then only
-    /// the budget and spending follow the database). A user disabled elsewhere has their
-    /// jobs here that have not started cancelled, as if disabled here. Answers whether the
-    /// record changed beyond the budget (the authentication index must follow).
+    /// created or changed them, or charged their jobs). A new user is added; a known one
+    /// takes in what changed in the database since this site last read it, keeping this
+    /// site's own changes not yet written ([`foresight_store::merge_user`]); the budget and
+    /// spending are always the database's. A user disabled elsewhere has their jobs here
+    /// that have not started cancelled, as if disabled here. Answers whether the record
+    /// changed beyond the budget (the authentication index must follow).
     pub(crate) fn adopt_user(&mut self, now: Time, u: foresight_store::UserRecord) -> bool {
-        let dirty = self.dirty_users.contains(&u.name);
-        let Some(old) = self.users.get_mut(&u.name) else {
-            self.users.insert(u.name.clone(), u);
+        let Some(old) = self.users.get(&u.name) else {
+            self.add_user(u);
             return true;
         };
-        old.budget = u.budget;
-        old.spent = u.spent;
-        if dirty || *old == u {
+        let base = self.users_base.get(&u.name).unwrap_or(old);
+        let mut merged = match foresight_store::merge_user(base, old, &u) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(user = %u.name, "taking in the shared record whole: {e}");
+                u.clone()
+            }
+        };
+        merged.budget = u.budget;
+        merged.spent = u.spent;
+        let mut before = old.clone();
+        before.budget = u.budget;
+        before.spent = u.spent;
+        let name = u.name.clone();
+        self.users_base.insert(name.clone(), u);
+        if merged == before {
+            if let Some(old) = self.users.get_mut(&name) {
+                *old = merged;
+            }
             return false;
         }
-        let newly_disabled = u.disabled && !old.disabled;
-        let name = u.name.clone();
-        *old = u;
+        let newly_disabled = merged.disabled && !before.disabled;
+        self.users.insert(name.clone(), merged);
         if newly_disabled {
             self.cancel_queued_jobs_of(now, &name);
         }

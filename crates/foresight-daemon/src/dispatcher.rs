@@ -152,6 +152,15 @@ impl Dispatcher {
                         o.price
                     ));
                 }
+                if o.local_jobs > 0 {
+                    parts.push(format!(
+                        "the {} local job{} submitted may cost {:.2} at worst (processors × \
+                         walltime × their cluster's tariff)",
+                        o.local_jobs,
+                        plural(o.local_jobs),
+                        o.local
+                    ));
+                }
                 if o.queued_jobs > 0 {
                     parts.push(format!(
                         "{:.2} for the {} global job{} of {user} not yet started",
@@ -167,7 +176,8 @@ impl Dispatcher {
                     ));
                 }
                 Err(crate::Refusal::over_budget(format!(
-                    "{}: more than the remaining budget {:.2}; nothing was submitted",
+                    "{}: more than the remaining budget {:.2} of {user} (shared by every \
+                     site, less what its other jobs hold); nothing was submitted",
                     parts.join(", plus "),
                     o.left
                 )))

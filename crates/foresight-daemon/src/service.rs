@@ -482,9 +482,15 @@ impl Service {
                 .into_iter()
                 .filter_map(|id| w.reservations.get(&id).cloned())
                 .collect();
+            // Each user with the record it was changed from: only what changed here is
+            // written, over what other sites wrote meanwhile.
             let us: Vec<_> = std::mem::take(&mut w.dirty_users)
                 .into_iter()
-                .filter_map(|n| w.users.get(&n).cloned())
+                .filter_map(|n| {
+                    let user = w.users.get(&n)?.clone();
+                    let base = w.users_base.get(&n).cloned();
+                    Some(foresight_store::UserChange { base, user })
+                })
                 .collect();
             let wfs: Vec<_> = std::mem::take(&mut w.dirty_workflows)
                 .into_iter()
@@ -513,12 +519,24 @@ impl Service {
             w.dirty_jobs.extend(jobs.iter().map(|j| JobId(j.id)));
             w.dirty_reservations
                 .extend(reservations.iter().map(|r| ReservationId(r.id)));
-            w.dirty_users.extend(users.iter().map(|u| u.name.clone()));
+            w.dirty_users
+                .extend(users.iter().map(|u| u.user.name.clone()));
             w.dirty_workflows.extend(workflows.iter().map(|x| x.id));
             w.dirty_runs.splice(0..0, runs);
             w.effects.splice(0..0, effects);
             return;
         }
+        if !users.is_empty() {
+            // What was written is the base of the next change, unless the shared record was
+            // taken in meanwhile (that is the newer base).
+            let mut w = self.world();
+            for c in &users {
+                if w.users_base.get(&c.user.name) == c.base.as_ref() {
+                    w.users_base.insert(c.user.name.clone(), c.user.clone());
+                }
+            }
+        }
+        let users: Vec<UserRecord> = users.into_iter().map(|c| c.user).collect();
         self.remember_users(&users);
         // A job started by its prediction is due a correction when that runs out: the
         // cycle's wake-up must know.
@@ -1231,6 +1249,7 @@ impl Service {
                     charged: 0.0,
                     settled: 0.0,
                     prepaid: 0.0,
+                    budget_hold: 0.0,
                     parts: vec![],
                     attempt: 0,
                     stdout: None,
@@ -1288,6 +1307,19 @@ impl Service {
         }
         if records.is_empty() {
             return Err(Refusal::invalid("jobs", "no jobs given"));
+        }
+        // In dispatcher mode a limited budget holds each local job's worst case in the
+        // shared budget as the job is stored, so that every site's admissions count it
+        // (settled at its end, see `foresight_store::local_taken`).
+        if self.dispatcher.is_some() {
+            let w = self.world();
+            if w.users.get(&user.name).is_some_and(|u| u.budget.is_some()) {
+                for r in &mut records {
+                    if let Some(price) = w.local_tariff(r) {
+                        r.budget_hold = World::worst_case(r, price);
+                    }
+                }
+            }
         }
         // Until they are taken in, what these local jobs may cost is set aside, so that a
         // submission checked while they are being stored counts them.
@@ -1357,6 +1389,16 @@ impl Service {
         {
             let mut w = self.world();
             w.uncharged.release(ticket);
+            // The holds left the shared budget with the jobs: this copy follows at once.
+            let held: f64 = records.iter().map(|r| r.budget_hold).sum();
+            if held > 0.0 {
+                if let Some(u) = w.users.get_mut(&user.name) {
+                    u.spent += held;
+                    if let Some(b) = u.budget.as_mut() {
+                        *b -= held;
+                    }
+                }
+            }
             w.accept(now, records);
             w.dirty_jobs.extend(numbered.into_iter().map(JobId));
         }

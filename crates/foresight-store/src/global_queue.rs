@@ -158,8 +158,13 @@ pub struct OverBudget {
     pub queued: f64,
     /// How many those are.
     pub queued_jobs: u32,
-    /// What the user's unfinished local jobs at the submitting site may still cost.
+    /// What the user's unfinished local jobs at the submitting site may still cost, beyond
+    /// their holds.
     pub committed_here: f64,
+    /// What the submitted local jobs may cost at worst: the holds they would take.
+    pub local: f64,
+    /// How many local jobs were submitted.
+    pub local_jobs: u32,
     /// The budget left.
     pub left: f64,
 }
@@ -289,8 +294,8 @@ impl GlobalQueue {
     }
 
     /// Gives back to the queue what dead sites held: their awarded but unstarted jobs (under
-    /// a new epoch, so that their old claims are void) and their standing bids. Returns the
-    /// jobs queued again.
+    /// a new epoch, so that their old claims are void) and their standing bids; and to their
+    /// users the budget holds of their unfinished local jobs. Returns the jobs queued again.
     pub async fn reclaim(&self) -> Result<Vec<u64>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let dead = format!("SELECT d.site FROM dispatchers d WHERE NOT ({ALIVE})");
@@ -308,6 +313,35 @@ impl GlobalQueue {
         if !jobs.is_empty() {
             notify(&mut tx, "reclaimed").await.map_err(self.db())?;
         }
+        // The holds of dead sites' unfinished local jobs go back to their users: a site
+        // that never returns must not keep them forever. Its jobs' records, locked as its
+        // own writes lock them, carry the hold no more: if it returns, they are charged as
+        // they stop, without a hold.
+        let held: Vec<(i64, String)> = sqlx::query_as(&format!(
+            "SELECT id, data FROM jobs WHERE site IN ({dead}) AND state NOT IN \
+             ('completed', 'failed', 'cancelled', 'timeout') \
+             AND data LIKE '%\"budget_hold\":%' ORDER BY id FOR UPDATE"
+        ))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        for (id, data) in held {
+            let mut j: JobRecord = decode("jobs", id.to_string(), &data)?;
+            if j.budget_hold <= 0.0 || !j.budget_hold.is_finite() {
+                continue;
+            }
+            crate::shared_budget::take(&mut tx, &j.user, -j.budget_hold, false)
+                .await
+                .map_err(|e| e.at(&self.name))?
+                .ok();
+            j.budget_hold = 0.0;
+            sqlx::query("UPDATE jobs SET data = $2 WHERE id = $1")
+                .bind(id)
+                .bind(encode(&j))
+                .execute(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        }
         tx.commit().await.map_err(self.db())?;
         Ok(jobs.into_iter().map(|j| j as u64).collect())
     }
@@ -317,7 +351,8 @@ impl GlobalQueue {
     /// at worst (processors × walltime × the highest tariff of any site), with the worst
     /// cases of the user's global jobs that have not started (queued, in auction, awarded,
     /// held, waiting for dependencies or budget) and `committed_here` (what the user's
-    /// unfinished local jobs at this site may still cost, this submission's included), must
+    /// unfinished local jobs at this site may still cost beyond their holds), plus the holds
+    /// of its local jobs ([`JobRecord::budget_hold`], taken here as they are stored), must
     /// not exceed what the budget has left. The
     /// check and the insert are one transaction holding the user's row `FOR UPDATE`, so two
     /// sites cannot both admit the last of one budget.
@@ -339,6 +374,13 @@ impl GlobalQueue {
             None => None,
         };
         let global: Vec<&JobRecord> = jobs.iter().filter(|j| is_global(j)).collect();
+        // Local jobs with holds: every site's accepted local jobs are in the budget as
+        // their holds, so these must fit what the others left.
+        let held: Vec<&JobRecord> = jobs
+            .iter()
+            .filter(|j| !is_global(j) && j.budget_hold > 0.0)
+            .collect();
+        let local: f64 = held.iter().map(|j| j.budget_hold).sum();
         if let Some(left) = budget {
             let price: f64 =
                 sqlx::query_scalar("SELECT COALESCE(max(max_tariff), 0)::float8 FROM dispatchers")
@@ -362,7 +404,7 @@ impl GlobalQueue {
             } else {
                 0.0
             };
-            if worst + queued + committed_here > left {
+            if worst + local + queued + committed_here > left {
                 return Ok(Submitted::OverBudget(OverBudget {
                     worst,
                     jobs: global.len() as u32,
@@ -370,6 +412,8 @@ impl GlobalQueue {
                     queued,
                     queued_jobs: queued_jobs as u32,
                     committed_here,
+                    local,
+                    local_jobs: held.len() as u32,
                     left,
                 }));
             }
@@ -377,6 +421,9 @@ impl GlobalQueue {
         let ids = crate::postgres::insert_jobs_in(&mut tx, Some(&self.site), jobs)
             .await
             .map_err(self.db())?;
+        crate::shared_budget::take_holds(&mut tx, jobs)
+            .await
+            .map_err(|e| e.at(&self.name))?;
         tx.commit().await.map_err(self.db())?;
         Ok(Submitted::Stored(ids))
     }

@@ -25,7 +25,7 @@ pub use global_queue::{
 };
 pub use location::StoreLocation;
 pub use postgres::PgStore;
-pub use shared_budget::budget_taken;
+pub use shared_budget::{budget_taken, local_taken};
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};
@@ -206,6 +206,12 @@ pub struct JobRecord {
     /// every other job.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub prepaid: f64,
+    /// In dispatcher mode, what a local job's site took from its user's limited shared
+    /// budget as it accepted it: the job's worst case at its cluster's tariff, so that every
+    /// site's admissions see it. Its charges are settled against it ([`local_taken`]); 0
+    /// for every other job, and once a peer gave it back because the site died.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub budget_hold: f64,
     /// Where it runs.
     pub parts: Vec<PartRecord>,
     /// Run attempt (requeues add one).
@@ -454,6 +460,79 @@ pub struct UserRecord {
     pub removed: bool,
 }
 
+/// A user record to write, and the record its writer changed it from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UserChange {
+    /// The record as the writer last read it from the store (or last wrote it): the fields
+    /// where `user` differs from it are the writer's change. `None`: write `user` whole.
+    pub base: Option<UserRecord>,
+    /// The record as the writer has it now.
+    pub user: UserRecord,
+}
+
+impl From<UserRecord> for UserChange {
+    fn from(user: UserRecord) -> Self {
+        UserChange { base: None, user }
+    }
+}
+
+/// A three-way merge of user records: every field (down to each list of the credentials)
+/// that `mine` changed from `base` is taken from `mine`, every other from `theirs`. So
+/// changes to different fields from two writers both stand, and for one field changed by
+/// both the merge that runs later (the later writer) decides.
+pub fn merge_user(
+    base: &UserRecord,
+    mine: &UserRecord,
+    theirs: &UserRecord,
+) -> std::result::Result<UserRecord, serde_json::Error> {
+    let value = |u: &UserRecord| serde_json::to_value(u);
+    let merged = merge_value(&value(base)?, &value(mine)?, value(theirs)?);
+    let mut out: UserRecord = serde_json::from_value(merged)?;
+    out.name = theirs.name.clone();
+    out.token_hash = if mine.token_hash != base.token_hash {
+        mine.token_hash.clone()
+    } else {
+        theirs.token_hash.clone()
+    };
+    Ok(out)
+}
+
+fn merge_value(
+    base: &serde_json::Value,
+    mine: &serde_json::Value,
+    theirs: serde_json::Value,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match (base, mine, theirs) {
+        (Value::Object(b), Value::Object(m), Value::Object(mut t)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(m.keys()).collect();
+            for k in keys {
+                match (b.get(k), m.get(k)) {
+                    (bv, mv) if bv == mv => {}
+                    (_, None) => {
+                        t.remove(k);
+                    }
+                    (Some(bv), Some(mv)) => {
+                        let tv = t.remove(k).unwrap_or(Value::Null);
+                        t.insert(k.clone(), merge_value(bv, mv, tv));
+                    }
+                    (None, Some(mv)) => {
+                        t.insert(k.clone(), mv.clone());
+                    }
+                }
+            }
+            Value::Object(t)
+        }
+        (b, m, t) => {
+            if b == m {
+                t
+            } else {
+                m.clone()
+            }
+        }
+    }
+}
+
 /// A workflow as stored: its tasks (each a job of `jobs`), their edges, where and when the
 /// mapping placed each task, and how many times each was retried. Its state is not stored:
 /// it is derived from its tasks' jobs.
@@ -549,8 +628,12 @@ pub trait Store: Send + Sync {
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>>;
     /// Stores a new user; refuses a taken name.
     async fn insert_user(&self, u: &UserRecord) -> Result<()>;
-    /// Writes users' budgets, roles, credentials and tokens, in one transaction.
-    async fn update_users(&self, us: &[UserRecord]) -> Result<()>;
+    /// Writes users' budgets, roles, credentials and tokens, in one transaction. A change
+    /// with a base writes only the fields its writer changed, onto the row as the store has
+    /// it ([`merge_user`]), so that a writer with a stale copy undoes no one else's change;
+    /// a change without a base writes the whole record. A peer dispatcher's budget and
+    /// spending are never written from its copy: the database's stand.
+    async fn update_users(&self, changes: &[UserChange]) -> Result<()>;
     /// Every user.
     async fn load_users(&self) -> Result<Vec<UserRecord>>;
     /// Stores a workflow and its tasks' jobs in one transaction: all or nothing. The jobs

@@ -3,8 +3,8 @@
 
 use crate::location::redact;
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserRecord,
-    WorkflowRecord, LOAD_RUNS,
+    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserChange,
+    UserRecord, WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
@@ -170,6 +170,11 @@ impl Store for PgStore {
         let ids = insert_jobs_in(&mut tx, self.site.as_deref(), jobs)
             .await
             .map_err(self.db())?;
+        if self.site.is_some() {
+            crate::shared_budget::take_holds(&mut tx, jobs)
+                .await
+                .map_err(|e| e.at(&self.name))?;
+        }
         tx.commit().await.map_err(self.db())?;
         Ok(ids)
     }
@@ -180,6 +185,7 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for j in jobs {
+            let mut j = std::borrow::Cow::Borrowed(j);
             if self.site.is_some() {
                 // What the job was charged since its record was last written is taken from
                 // its user's budget in the database, in this transaction.
@@ -203,9 +209,23 @@ impl Store for PgStore {
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(self.db())?;
-                    let (hold, ended) = hold.map_or((0.0, false), |(h, s)| (h, s == "done"));
-                    let delta = crate::budget_taken(j.charged, hold, ended)
-                        - crate::budget_taken(old.charged, hold, ended);
+                    let delta = match hold {
+                        Some((hold, state)) => {
+                            let ended = state == "done";
+                            crate::budget_taken(j.charged, hold, ended)
+                                - crate::budget_taken(old.charged, hold, ended)
+                        }
+                        None => {
+                            // A local job's hold is the database's: taken as it was
+                            // accepted, given back by a peer if its site died.
+                            let hold = old.budget_hold;
+                            if j.budget_hold != hold {
+                                j.to_mut().budget_hold = hold;
+                            }
+                            crate::local_taken(j.charged, hold, j.state.is_final())
+                                - crate::local_taken(old.charged, hold, old.state.is_final())
+                        }
+                    };
                     if delta != 0.0 && delta.is_finite() {
                         crate::shared_budget::take(&mut tx, &j.user, delta, false)
                             .await
@@ -220,7 +240,7 @@ impl Store for PgStore {
                  AND site IS NOT DISTINCT FROM $4",
             )
             .bind(j.state.as_str())
-            .bind(encode(j))
+            .bind(encode(&*j))
             .bind(j.id as i64)
             .bind(self.site.as_deref())
             .execute(&mut *tx)
@@ -318,23 +338,41 @@ impl Store for PgStore {
         }
     }
 
-    async fn update_users(&self, us: &[UserRecord]) -> Result<()> {
-        if us.is_empty() {
+    async fn update_users(&self, changes: &[UserChange]) -> Result<()> {
+        if changes.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        for u in us {
-            let mut u = u.clone();
+        for c in changes {
+            let mut u = c.user.clone();
+            // The row as it is now, locked until commit: a peer's write waits, then merges
+            // onto this one's.
+            let row: Option<(String, String)> =
+                sqlx::query_as("SELECT token_hash, data FROM users WHERE name = $1 FOR UPDATE")
+                    .bind(&u.name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
+            let Some((hash, data)) = row else {
+                continue;
+            };
+            let mut theirs: UserRecord = decode("users", u.name.clone(), &data)?;
+            theirs.name = u.name.clone();
+            theirs.token_hash = hash;
+            if let Some(base) = &c.base {
+                u = crate::merge_user(base, &c.user, &theirs).map_err(|source| {
+                    StoreError::Decode {
+                        table: "users",
+                        id: c.user.name.clone(),
+                        source,
+                    }
+                })?;
+            }
             if self.site.is_some() {
                 // A dispatcher's copy of a budget may be stale: the database's stands (it
                 // changes only with the jobs' charges and the budget operations).
-                if let Some((budget, spent)) = crate::shared_budget::current(&mut tx, &u.name)
-                    .await
-                    .map_err(|e| e.at(&self.name))?
-                {
-                    u.budget = budget;
-                    u.spent = spent;
-                }
+                u.budget = theirs.budget;
+                u.spent = theirs.spent;
             }
             sqlx::query("UPDATE users SET token_hash = $1, data = $2 WHERE name = $3")
                 .bind(&u.token_hash)

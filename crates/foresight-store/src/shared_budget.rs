@@ -25,6 +25,21 @@ pub fn budget_taken(charged: f64, prepaid: f64, ended: bool) -> f64 {
     }
 }
 
+/// What a local job of a peer dispatcher has taken from its user's budget so far, from what
+/// it was `charged` (every attempt that has stopped) and the `hold` its site took as it
+/// accepted it (its worst case at its cluster's tariff, see
+/// [`crate::JobRecord::budget_hold`]): until it has `ended`, what it was charged plus the
+/// hold, which covers the attempt not charged yet; once it has ended, what it was charged,
+/// the hold going back. So a requeued job's next attempt is covered again, and a job
+/// cancelled before it started gives the whole hold back.
+pub fn local_taken(charged: f64, hold: f64, ended: bool) -> f64 {
+    if ended || hold <= 0.0 {
+        charged
+    } else {
+        charged + hold
+    }
+}
+
 /// Moves `amount` from `user`'s budget to their spending (a negative amount gives back),
 /// inside the caller's transaction. With `require`, refuses (changing nothing, answering the
 /// budget left) when a limited budget holds less than `amount`. A user without a row (a
@@ -61,22 +76,21 @@ pub(crate) async fn take(
     Ok(Ok(()))
 }
 
-/// `user`'s budget and spending as the database has them, for a record about to be written
-/// from a cached copy (inside the caller's transaction, the row taken `FOR UPDATE`).
-pub(crate) async fn current(
+/// Takes the holds of a dispatcher's new local jobs ([`crate::JobRecord::budget_hold`])
+/// from their users' budgets, inside the transaction that stores them (checked by the
+/// caller: a hold taken here is never refused). Answers what was taken.
+pub(crate) async fn take_holds(
     tx: &mut PgConnection,
-    user: &str,
-) -> std::result::Result<Option<(Option<f64>, f64)>, BudgetError> {
-    let data: Option<String> =
-        sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
-            .bind(user)
-            .fetch_optional(&mut *tx)
-            .await?;
-    data.map(|d| {
-        let u: UserRecord = decode("users", user.to_string(), &d)?;
-        Ok((u.budget, u.spent))
-    })
-    .transpose()
+    jobs: &[crate::JobRecord],
+) -> std::result::Result<f64, BudgetError> {
+    let mut taken = 0.0;
+    for j in jobs {
+        if !crate::is_global(j) && j.budget_hold > 0.0 && j.budget_hold.is_finite() {
+            take(tx, &j.user, j.budget_hold, false).await?.ok();
+            taken += j.budget_hold;
+        }
+    }
+    Ok(taken)
 }
 
 /// A database error, or a user row that does not decode.

@@ -1,8 +1,8 @@
 //! The embedded SQLite store: one file, write-ahead log, every commit synced.
 
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserRecord,
-    WorkflowRecord, LOAD_RUNS,
+    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserChange,
+    UserRecord, WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
@@ -164,15 +164,37 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn update_users(&self, us: &[UserRecord]) -> Result<()> {
-        if us.is_empty() {
+    async fn update_users(&self, changes: &[UserChange]) -> Result<()> {
+        if changes.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        for u in us {
+        for c in changes {
+            let mut u = c.user.clone();
+            if let Some(base) = &c.base {
+                let row: Option<(String, String)> =
+                    sqlx::query_as("SELECT token_hash, data FROM users WHERE name = ?")
+                        .bind(&u.name)
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(self.db())?;
+                let Some((hash, data)) = row else {
+                    continue;
+                };
+                let mut theirs: UserRecord = decode("users", u.name.clone(), &data)?;
+                theirs.name = u.name.clone();
+                theirs.token_hash = hash;
+                u = crate::merge_user(base, &c.user, &theirs).map_err(|source| {
+                    StoreError::Decode {
+                        table: "users",
+                        id: c.user.name.clone(),
+                        source,
+                    }
+                })?;
+            }
             sqlx::query("UPDATE users SET token_hash = ?, data = ? WHERE name = ?")
                 .bind(&u.token_hash)
-                .bind(encode(u))
+                .bind(encode(&u))
                 .bind(&u.name)
                 .execute(&mut *tx)
                 .await

@@ -86,7 +86,52 @@ on_both_backends!(
     a_workflow_and_its_jobs_survive_reopening_and_updates_replace_it,
     a_workflow_is_stored_with_all_its_jobs_or_not_at_all,
     runs_come_back_as_the_last_per_user_and_per_application,
+    a_user_change_writes_only_what_its_writer_changed,
 );
+
+/// Two writers change one user from the same copy: the second, which has not read the
+/// first's change, keeps it (a different field) and overrides only the field both changed.
+/// A change without a base writes the whole record.
+async fn a_user_change_writes_only_what_its_writer_changed(b: Backend) {
+    let store = b.open().await;
+    let mut base = user("ann", "h0");
+    base.budget = Some(10.0);
+    store.insert_user(&base).await.unwrap();
+    let change = |from: &UserRecord, to: &UserRecord| foresight_store::UserChange {
+        base: Some(from.clone()),
+        user: to.clone(),
+    };
+    let mut first = base.clone();
+    first.token_hash = "h1".into();
+    first.credentials.groups = vec!["g".into()];
+    first.unix_user = Some("first".into());
+    store.update_users(&[change(&base, &first)]).await.unwrap();
+    let mut second = base.clone();
+    second.disabled = true;
+    second.credentials.accounts = vec!["acc".into()];
+    second.unix_user = Some("second".into());
+    second.budget = Some(7.0);
+    store.update_users(&[change(&base, &second)]).await.unwrap();
+    let got = store.load_users().await.unwrap().remove(0);
+    let mut want = base.clone();
+    want.token_hash = "h1".into();
+    want.credentials.groups = vec!["g".into()];
+    want.credentials.accounts = vec!["acc".into()];
+    want.disabled = true;
+    want.unix_user = Some("second".into());
+    // A single service's budget is its own: its change is written.
+    want.budget = Some(7.0);
+    assert_eq!(got, want);
+    // Cleared by the writer (an unset field): cleared in the store.
+    let mut cleared = got.clone();
+    cleared.unix_user = None;
+    store.update_users(&[change(&got, &cleared)]).await.unwrap();
+    assert_eq!(store.load_users().await.unwrap()[0].unix_user, None);
+    // Whole: the stale first copy undoes everything else.
+    store.update_users(&[first.clone().into()]).await.unwrap();
+    assert_eq!(store.load_users().await.unwrap()[0], first);
+    store.close().await;
+}
 
 fn run(job: u64, user: &str, app: &str, cluster: Option<&str>, runtime: i64) -> RunRecord {
     RunRecord {
@@ -340,7 +385,7 @@ async fn records_survive_reopening_and_updates_replace_them(b: Backend) {
     u.token_hash = "h2".into();
     u.credentials.groups = vec!["physics".into()];
     u.disabled = true;
-    store.update_users(std::slice::from_ref(&u)).await.unwrap();
+    store.update_users(&[u.clone().into()]).await.unwrap();
     assert_eq!(store.load_users().await.unwrap(), vec![u]);
     // A fourth job continues the numbering: ids are never reused.
     assert_eq!(store.insert_jobs(&[job("cy")]).await.unwrap(), vec![4]);

@@ -644,7 +644,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         stale.budget = Some(1e9);
         stale.spent = 0.0;
         loser_store(&a_store, &b_store, winner)
-            .update_users(&[stale])
+            .update_users(&[stale.into()])
             .await
             .unwrap();
         winner.finished(wclaim.job, Some(1.0)).await.unwrap();
@@ -666,7 +666,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         );
         let mut reset = ann.clone();
         reset.budget = Some(150.0);
-        a_store.update_users(&[reset]).await.unwrap();
+        a_store.update_users(&[reset.into()]).await.unwrap();
         let (_, spent) = budget(&a_store).await;
         assert_eq!(spent, 30.0, "update_users keeps the database's spending");
         // Back to no spending for the next round.
@@ -692,4 +692,212 @@ fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &GlobalQueue) -> &'a 
     } else {
         a
     }
+}
+
+/// Two sites each change one user from the same cached copy: a writes its change, then b,
+/// which has not taken it in, writes its own. Changes to different fields both survive;
+/// a change to the same field is the later writer's (the row lock orders them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn peer_changes_to_one_user_survive_each_other() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, _a) = site(&url, "a", 60_000).await;
+    let (b_store, _b) = site(&url, "b", 60_000).await;
+    let cached = foresight_store::UserRecord {
+        name: "ann".into(),
+        token_hash: "old".into(),
+        budget: Some(100.0),
+        ..Default::default()
+    };
+    a_store.insert_user(&cached).await.unwrap();
+    let ann = |s: &PgStore| {
+        let s = s.clone();
+        async move {
+            let us = s.load_users().await.unwrap();
+            us.into_iter().find(|u| u.name == "ann").unwrap()
+        }
+    };
+    // a rotates the token and grants a group; b (stale) disables ann and grants a QoS.
+    let mut at_a = cached.clone();
+    at_a.token_hash = "new".into();
+    at_a.credentials.groups = vec!["physics".into()];
+    a_store
+        .update_users(&[user_change(&cached, &at_a)])
+        .await
+        .unwrap();
+    let mut at_b = cached.clone();
+    at_b.disabled = true;
+    at_b.credentials.qos = vec!["high".into()];
+    b_store
+        .update_users(&[user_change(&cached, &at_b)])
+        .await
+        .unwrap();
+    let now = ann(&a_store).await;
+    assert_eq!(
+        now.token_hash, "new",
+        "a's rotation survives b's write: {now:?}"
+    );
+    assert_eq!(
+        now.credentials.groups,
+        vec!["physics".to_string()],
+        "{now:?}"
+    );
+    assert!(now.disabled, "b's change is written: {now:?}");
+    assert_eq!(now.credentials.qos, vec!["high".to_string()], "{now:?}");
+    assert_eq!(now.budget, Some(100.0));
+    // The same field from both (b still on its stale copy): the later write stands.
+    let mut at_a2 = now.clone();
+    at_a2.unix_user = Some("ann_a".into());
+    a_store
+        .update_users(&[user_change(&now, &at_a2)])
+        .await
+        .unwrap();
+    let mut at_b2 = now.clone();
+    at_b2.unix_user = Some("ann_b".into());
+    b_store
+        .update_users(&[user_change(&now, &at_b2)])
+        .await
+        .unwrap();
+    let last = ann(&b_store).await;
+    assert_eq!(last.unix_user.as_deref(), Some("ann_b"), "{last:?}");
+    assert_eq!(last.token_hash, "new", "{last:?}");
+    assert!(last.disabled, "{last:?}");
+}
+
+/// What a writer holding `base` and now `user` asks the store to write.
+fn user_change(
+    base: &foresight_store::UserRecord,
+    user: &foresight_store::UserRecord,
+) -> foresight_store::UserChange {
+    foresight_store::UserChange {
+        base: Some(base.clone()),
+        user: user.clone(),
+    }
+}
+
+/// Local jobs of a limited budget hold their worst case in the shared budget as they are
+/// stored: two sites racing for the last of it cannot both take it; the hold is settled to
+/// the real charge at the end; a dead site's holds go back at a peer's next reclaim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_holds_count_at_every_site_settle_at_the_end_and_die_with_their_site() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let (b_store, b) = site(&url, "b", 60_000).await;
+    a_store
+        .insert_user(&foresight_store::UserRecord {
+            name: "ann".into(),
+            token_hash: "x".into(),
+            budget: Some(100.0),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let budget = |s: &PgStore| {
+        let s = s.clone();
+        async move {
+            let u = s.load_users().await.unwrap();
+            let u = u.iter().find(|u| u.name == "ann").unwrap();
+            (u.budget.unwrap(), u.spent)
+        }
+    };
+    let local = |cluster: &str, hold: f64| JobRecord {
+        cluster: Some(cluster.into()),
+        budget_hold: hold,
+        ..job(1)
+    };
+    for round in 0..5 {
+        let (ja, jb) = ([local("a-c", 60.0)], [local("b-c", 60.0)]);
+        let (ra, rb) = tokio::join!(a.submit("ann", &ja, 0.0), b.submit("ann", &jb, 0.0));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        let stored: Vec<_> = [&ra, &rb]
+            .into_iter()
+            .filter(|r| matches!(r, foresight_store::Submitted::Stored(_)))
+            .collect();
+        assert_eq!(stored.len(), 1, "round {round}: {ra:?} {rb:?}");
+        let refused = if matches!(ra, foresight_store::Submitted::Stored(_)) {
+            &rb
+        } else {
+            &ra
+        };
+        match refused {
+            foresight_store::Submitted::OverBudget(o) => {
+                assert_eq!((o.local, o.local_jobs, o.left), (60.0, 1, 40.0), "{o:?}")
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+        assert_eq!(
+            budget(&a_store).await,
+            (40.0, 60.0),
+            "round {round}: held once"
+        );
+        // The job ends after using 25: the rest of the hold comes back.
+        let winner = if matches!(ra, foresight_store::Submitted::Stored(_)) {
+            &a_store
+        } else {
+            &b_store
+        };
+        let mut ran = winner.load_jobs(true).await.unwrap().remove(0);
+        assert_eq!(ran.budget_hold, 60.0);
+        ran.state = JobState::Running;
+        winner
+            .update_jobs(std::slice::from_ref(&ran))
+            .await
+            .unwrap();
+        assert_eq!(
+            budget(&a_store).await,
+            (40.0, 60.0),
+            "round {round}: running"
+        );
+        ran.charged = 25.0;
+        ran.state = JobState::Completed;
+        winner.update_jobs(&[ran]).await.unwrap();
+        assert_eq!(
+            budget(&a_store).await,
+            (75.0, 25.0),
+            "round {round}: settled"
+        );
+        assert_eq!(
+            a.change_budget("ann", Some(Some(100.0)), None)
+                .await
+                .unwrap(),
+            Some(Ok((Some(100.0), 25.0)))
+        );
+        foresight_testkit::postgres::server().psql(
+            &url,
+            "UPDATE users SET data = replace(data, '\"spent\":25.0', '\"spent\":0.0') \
+             WHERE name = 'ann'",
+        );
+    }
+    // A job cancelled before it started gives its whole hold back.
+    let ids = match a.submit("ann", &[local("a-c", 30.0)], 0.0).await.unwrap() {
+        foresight_store::Submitted::Stored(ids) => ids,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(budget(&a_store).await, (70.0, 30.0));
+    let mut gone = a_store.load_jobs(true).await.unwrap().remove(0);
+    assert_eq!(gone.id, ids[0]);
+    gone.state = JobState::Cancelled;
+    a_store.update_jobs(&[gone]).await.unwrap();
+    assert_eq!(budget(&a_store).await, (100.0, 0.0));
+    // Site c holds 30 and dies (its lease of 300 ms runs out): a's reclaim gives it back.
+    let (c_store, c) = site(&url, "c", 300).await;
+    assert!(matches!(
+        c.submit("ann", &[local("c-c", 30.0)], 0.0).await.unwrap(),
+        foresight_store::Submitted::Stored(_)
+    ));
+    assert_eq!(budget(&a_store).await, (70.0, 30.0));
+    a.reclaim().await.unwrap();
+    assert_eq!(budget(&a_store).await, (70.0, 30.0), "c is alive");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    a.reclaim().await.unwrap();
+    assert_eq!(budget(&a_store).await, (100.0, 0.0), "c's hold is back");
+    a.reclaim().await.unwrap();
+    assert_eq!(budget(&a_store).await, (100.0, 0.0), "given back once");
+    // c returns with its job's old record: charged as it ends, the hold not given twice.
+    let mut late = c_store.load_jobs(true).await.unwrap().remove(0);
+    assert_eq!(late.budget_hold, 0.0, "its record carries the hold no more");
+    late.budget_hold = 30.0;
+    late.charged = 10.0;
+    late.state = JobState::Completed;
+    c_store.update_jobs(&[late]).await.unwrap();
+    assert_eq!(budget(&a_store).await, (90.0, 10.0));
 }

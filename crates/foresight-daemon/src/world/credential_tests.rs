@@ -199,3 +199,46 @@ fn a_restored_queued_job_takes_its_users_current_credentials() {
         "job 1 entered reservation {r} on a group its user left: {j:?}"
     );
 }
+
+/// A change made here and not yet written, and another site's change taken in meanwhile:
+/// the record keeps both, and what is written next is only this site's change (its base is
+/// the shared record). A user disabled elsewhere is disabled here though this site's own
+/// change is pending.
+#[test]
+fn a_change_here_and_one_taken_in_from_another_site_both_stand() {
+    let mut w = world(vec![cluster("c", 2)]);
+    with_physicist(&mut w);
+    let now = Time(1_000);
+    w.change_credentials(
+        now,
+        "cat",
+        CredentialsChange {
+            qos: Some(vec!["high".into()]),
+            ..CredentialsChange::default()
+        },
+    )
+    .unwrap();
+    assert!(w.dirty_users.contains("cat"));
+    // Meanwhile another site rotated cat's token, added a group and disabled cat.
+    let mut shared = w.users_base["cat"].clone();
+    shared.token_hash = "hash-cat-2".into();
+    shared.credentials.groups = vec!["physics".into(), "chemistry".into()];
+    shared.disabled = true;
+    shared.budget = Some(3.0);
+    assert!(w.adopt_user(now, shared.clone()));
+    let cat = &w.users["cat"];
+    assert_eq!(cat.token_hash, "hash-cat-2");
+    assert_eq!(cat.credentials.groups, ["physics", "chemistry"]);
+    assert_eq!(cat.credentials.qos, ["high"], "this site's change stays");
+    assert!(cat.disabled);
+    assert_eq!(cat.budget, Some(3.0));
+    assert_eq!(
+        w.users_base["cat"], shared,
+        "the next write is made from the shared record"
+    );
+    // Merged onto the shared record, the pending change writes only the QoS.
+    let written = foresight_store::merge_user(&w.users_base["cat"], cat, &shared).unwrap();
+    assert_eq!(&written, cat);
+    // Taking in the same record again changes nothing.
+    assert!(!w.adopt_user(now, shared));
+}

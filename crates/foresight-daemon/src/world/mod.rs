@@ -307,6 +307,10 @@ pub struct World {
     pub dirty_reservations: BTreeSet<ReservationId>,
     /// Changed since last written.
     pub dirty_users: BTreeSet<String>,
+    /// Each user as the store last had them (loaded, taken in from the shared database, or
+    /// written): what a write's change is made from, so that it writes only what changed
+    /// here ([`foresight_store::UserChange`]).
+    pub(crate) users_base: BTreeMap<String, UserRecord>,
     /// To do outside the lock.
     pub effects: Vec<Effect>,
     grace: u64,
@@ -421,6 +425,7 @@ impl World {
             uncharged: Default::default(),
             dirty_reservations: BTreeSet::new(),
             dirty_users: BTreeSet::new(),
+            users_base: BTreeMap::new(),
             effects: Vec::new(),
             grace: cfg.grace_seconds,
             output_dir: cfg.data_dir.join("output"),
@@ -456,8 +461,9 @@ impl World {
 
     // ---------------------------------------------------------------- users and names
 
-    /// Adds a user (from the store or the API).
+    /// Adds a user (from the store or the API), as stored.
     pub fn add_user(&mut self, u: UserRecord) {
+        self.users_base.insert(u.name.clone(), u.clone());
         self.users.insert(u.name.clone(), u);
     }
 

@@ -278,6 +278,7 @@ impl World {
                 charged: 0.0,
                 settled: 0.0,
                 prepaid: 0.0,
+                budget_hold: 0.0,
                 parts: vec![],
                 attempt: 0,
                 stdout: None,
