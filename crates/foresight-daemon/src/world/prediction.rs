@@ -544,7 +544,10 @@ mod tests {
             }],
             ..job(1, "ann", 4, 1_000)
         };
-        w.restore_runs(vec![run(7, 5, false), run(1, 50, false)], &[ran.clone()]);
+        w.restore_runs(
+            vec![run(7, 5, false), run(1, 50, false)],
+            std::slice::from_ref(&ran),
+        );
         let history = |w: &mut World| -> Vec<i64> {
             let user = w.run_key("ann", "x", "y", None).user;
             w.runtimes[&0].user_runs(user).map(Dur::as_secs).collect()
