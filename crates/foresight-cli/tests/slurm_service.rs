@@ -314,11 +314,22 @@ struct Scenario {
 impl Scenario {
     /// Waits for the clusters to be free of leftovers, then starts a daemon following them.
     fn start(name: &'static str, clusters: Vec<Cluster>, lead_time: i64) -> Scenario {
+        Scenario::start_with(name, clusters, lead_time, "")
+    }
+
+    /// [`Scenario::start`] with top-level settings `extra` (TOML lines) besides.
+    fn start_with(
+        name: &'static str,
+        clusters: Vec<Cluster>,
+        lead_time: i64,
+        extra: &str,
+    ) -> Scenario {
         eprintln!("--- {name}");
         ensure_up(&clusters);
         settle(&clusters);
-        let mut toml =
-            format!("listen = \"127.0.0.1:0\"\nlead_time_seconds = {lead_time}\ncycle_ms = 200\n");
+        let mut toml = format!(
+            "listen = \"127.0.0.1:0\"\nlead_time_seconds = {lead_time}\ncycle_ms = 200\n{extra}"
+        );
         for c in &clusters {
             toml.push_str(&format!(
                 "\n[[cluster]]\nname = \"{}\"\nkind = \"slurm\"\nslurm_conf = \"{}\"\nsync_ms = 1000\n",
@@ -1305,5 +1316,58 @@ fn cancelling_a_reserved_workflow_releases_its_slurm_reservations() {
         wait_for("the workflow cancelled", secs(10), || {
             (s.workflow(id)["state"] == "cancelled").then_some(())
         });
+    });
+}
+
+/// A global job of a user with history, on Slurm: planned by its prediction (Tsafrir: her
+/// one global run of about a second) while Slurm's time limit stays its walltime (2
+/// minutes, `sbatch --time`); running past its prediction, it is corrected once, to its
+/// walltime, and Slurm's limit is untouched (the part is neither cancelled nor submitted
+/// again).
+#[test]
+fn a_predicted_global_part_on_slurm_keeps_its_limit_and_is_corrected() {
+    scenario("predicted_part", |clusters| {
+        let s = Scenario::start_with("predicted part", clusters, 5, "predict = \"tsafrir\"\n");
+        let first = s.submit(1, "2m", "sleep 1");
+        let done = s.server().wait_final(first, secs(60));
+        assert_eq!(done["state"], "completed", "{done}");
+        let ran = int(&done, "ended_at") - int(&done, "started_at");
+
+        let id = s.submit(1, "2m", "sleep 30");
+        let j = s
+            .server()
+            .wait_job(id, "running", secs(30), |j| j["state"] == "running");
+        let p = &j["prediction"];
+        assert_eq!(p["predictor"], "tsafrir", "{j}");
+        assert_eq!(p["runs"], 1, "{j}");
+        // Planned by its first run's time, unless already corrected (a second or two in).
+        let seconds = p["seconds"].as_i64().unwrap();
+        if p["corrections"].as_u64().unwrap_or(0) == 0 {
+            assert_eq!(seconds, ran.max(1), "{j}");
+        } else {
+            assert_eq!(seconds, 120, "{j}");
+        }
+        let k = s.cluster_index(j["parts"][0]["cluster"].as_str().unwrap());
+        let part = s.wait_part(k, id, 0, "running", secs(30), |j| {
+            slurm_state(j) == "RUNNING"
+        });
+        // Slurm kills it at its walltime, not at its prediction.
+        assert_eq!(slurm_time(&part, "time_limit"), 2, "{}", brief(&part));
+
+        let j = s.server().wait_job(id, "corrected", secs(20), |j| {
+            j["prediction"]["corrections"] == 1
+        });
+        assert_eq!(j["state"], "running", "{j}");
+        assert_eq!(j["prediction"]["seconds"], 120, "{j}");
+        let text = s.server().run(&["job", "show", &id.to_string()]);
+        assert!(text.contains("corrected 1x"), "{text}");
+        let same = s.clusters[k].job(&slurm_id(&part)).unwrap();
+        assert_eq!(slurm_state(&same), "RUNNING", "{}", brief(&same));
+        assert_eq!(slurm_time(&same, "time_limit"), 2, "{}", brief(&same));
+        assert_eq!(live_parts(&s, k, id).len(), 1);
+        s.server().run(&["job", "cancel", &id.to_string()]);
+        let j = s.server().wait_final(id, secs(30));
+        assert_eq!(j["state"], "cancelled", "{j}");
+        assert_eq!(j["prediction"]["corrections"], 1, "{j}");
     });
 }

@@ -263,7 +263,7 @@ impl Service {
         let reservations = store.load_reservations().await?;
         // The statistics of runtime prediction first: jobs queued again at restore are
         // predicted from them.
-        world.restore_runs(store.load_runs(World::runs_kept()).await?);
+        world.restore_runs(store.load_runs(World::runs_kept()).await?, &jobs);
         let adopt = world.restore(now, jobs, reservations, users);
         // A WIKI cluster's adapter keeps its book in memory: give it back.
         for (k, c) in cfg.cluster.iter().enumerate() {

@@ -526,8 +526,8 @@ pub struct GridReport {
     pub moved_earlier: u64,
     /// The grid's predictor (`predict`).
     pub predict: String,
-    /// Running jobs corrected for outliving their prediction: local jobs and global jobs'
-    /// parts (a co-allocated job counts once per cluster).
+    /// Corrections of running jobs that outlived their prediction: local jobs and global
+    /// jobs (a co-allocated job's parts corrected together are one correction).
     pub corrected: u64,
     /// Span simulated (first submission to last end), seconds.
     pub span: i64,
@@ -601,8 +601,8 @@ pub struct LookaheadTrace {
     /// Per cluster, each local job's application (SWF executable; `None`: unknown), which
     /// the `app` predictor keys its statistics by.
     pub apps: Vec<Vec<Option<u64>>>,
-    /// Running jobs corrected for outliving their prediction (local jobs and global jobs'
-    /// parts).
+    /// Corrections of running jobs that outlived their prediction (local jobs and global
+    /// jobs; a co-allocated job's parts corrected together are one correction).
     pub corrected: u64,
 }
 

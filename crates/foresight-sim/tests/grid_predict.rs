@@ -86,3 +86,45 @@ fn a_clusters_own_predictor_overrides_the_grids() {
         .to_string();
     assert!(err.contains("predict") && err.contains("oracle"), "{err}");
 }
+
+/// One correction of a job's plan is one correction, however many parts it has: the
+/// user's second global job, co-allocated over two clusters of 4 processors, is predicted
+/// 100 s (her first run) but runs 500 s; both parts outlive the prediction at the same
+/// instant and are corrected together, which the report counts once. Before, it counted
+/// one correction per part (2).
+#[test]
+fn a_co_allocated_jobs_correction_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let global = dir.path().join("global.swf");
+    std::fs::write(
+        &global,
+        "; MaxProcs: 8\n\
+         1 0 -1 100 8 -1 -1 8 1000 -1 1 1 1 -1 1 -1 -1 -1\n\
+         2 600 -1 500 8 -1 -1 8 1000 -1 1 1 1 -1 1 -1 -1 -1\n",
+    )
+    .unwrap();
+    let local = dir.path().join("local.swf");
+    std::fs::write(&local, "1 0 -1 1 1 -1 -1 1 1 -1 1 1 1 -1 1 -1 -1 -1\n").unwrap();
+    let cluster = |name: &str| {
+        format!(
+            "[[cluster]]\nname = \"{name}\"\nprocs = 4\nlocal = {{ trace = {:?} }}\n",
+            local.display().to_string()
+        )
+    };
+    let text = format!(
+        "predict = \"tsafrir\"\ndays = 1\ncycle_seconds = 60\nlead_time_seconds = 0\n\
+         horizon_hours = 24\n{}{}[global]\ntrace = {:?}\nprice = [1.0, 1.0]\n",
+        cluster("c0"),
+        cluster("c1"),
+        global.display().to_string()
+    );
+    let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
+    let t = foresight_sim::grid::lookahead_trace(&cfg).unwrap();
+    // Both jobs ran, each over both clusters.
+    for k in 0..2 {
+        assert_eq!(t.starts[k].len(), 3, "cluster {k}: {:?}", t.starts[k]);
+    }
+    assert_eq!(t.corrected, 1);
+    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    assert_eq!(r.corrected, 1);
+}

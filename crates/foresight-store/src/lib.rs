@@ -121,6 +121,11 @@ pub struct PartRecord {
     /// When this part started, as its resource manager reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<i64>,
+    /// For a global job's part, the speed of the slowest processor the planner chose for
+    /// it: the job's parts run at the slowest of these, which turns its elapsed time into
+    /// reference seconds for its runtime statistics. `None` for a local job's part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<f64>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -609,6 +614,12 @@ pub struct RunRecord {
     pub runtime: i64,
     /// When it ended, seconds since the epoch.
     pub ended_at: i64,
+    /// Whether `runtime` counts on the reference processor: true for a global job's run
+    /// stored since global runs are kept so; false for a local job's run (on its cluster's
+    /// processors) and for a global job's run stored before, which holds its elapsed time
+    /// on the clusters it ran on (the service converts or drops those at start).
+    #[serde(default)]
+    pub on_reference: bool,
 }
 
 /// Durable state behind one interface, so that the SQLite default and a PostgreSQL backend
@@ -650,9 +661,10 @@ pub trait Store: Send + Sync {
     async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>>;
     /// Adds finished runs to the statistics store, in one transaction, in order.
     async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()>;
-    /// The runs a predictor may still look at: the last `per_key` of every user and the last
-    /// `per_key` of every (application, parameters, cluster), oldest first. Replayed in this
-    /// order they leave each user's and each application's last `per_key` runs in place.
+    /// The runs a predictor may still look at: the last `per_key` of every user on every
+    /// processor type (cluster, or the reference processor) and the last `per_key` of every
+    /// (application, parameters, cluster), oldest first. Replayed in this order they leave
+    /// each user's and each application's last `per_key` runs in place.
     async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
@@ -668,8 +680,9 @@ pub async fn open(location: &StoreLocation) -> Result<std::sync::Arc<dyn Store>>
 }
 
 /// The runs [`Store::load_runs`] returns (`{n}` stands for the placeholder of `per_key`).
-const LOAD_RUNS: &str = "SELECT job_id, user_name, app, params, cluster, runtime, ended_at FROM \
-     (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_name ORDER BY id DESC) AS by_user, \
+const LOAD_RUNS: &str = "SELECT job_id, user_name, app, params, cluster, runtime, ended_at, \
+     on_reference FROM \
+     (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_name, cluster ORDER BY id DESC) AS by_user, \
      ROW_NUMBER() OVER (PARTITION BY app, params, cluster ORDER BY id DESC) AS by_app \
      FROM runs) AS last WHERE by_user <= {n} OR by_app <= {n} ORDER BY id";
 

@@ -485,8 +485,8 @@ impl Store for PgStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for r in runs {
             sqlx::query(
-                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at, \
+                 on_reference) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(r.job as i64)
             .bind(&r.user)
@@ -495,6 +495,7 @@ impl Store for PgStore {
             .bind(&r.cluster)
             .bind(r.runtime)
             .bind(r.ended_at)
+            .bind(r.on_reference)
             .execute(&mut *tx)
             .await
             .map_err(self.db())?;
@@ -518,6 +519,7 @@ impl Store for PgStore {
                 cluster: row.get(4),
                 runtime: row.get(5),
                 ended_at: row.get(6),
+                on_reference: row.get(7),
             })
             .collect())
     }

@@ -279,8 +279,8 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for r in runs {
             sqlx::query(
-                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at, \
+                 on_reference) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(r.job as i64)
             .bind(&r.user)
@@ -289,6 +289,7 @@ impl Store for SqliteStore {
             .bind(&r.cluster)
             .bind(r.runtime)
             .bind(r.ended_at)
+            .bind(r.on_reference)
             .execute(&mut *tx)
             .await
             .map_err(self.db())?;
@@ -312,6 +313,7 @@ impl Store for SqliteStore {
                 cluster: row.get(4),
                 runtime: row.get(5),
                 ended_at: row.get(6),
+                on_reference: row.get(7),
             })
             .collect())
     }

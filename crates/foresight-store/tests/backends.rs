@@ -142,6 +142,8 @@ fn run(job: u64, user: &str, app: &str, cluster: Option<&str>, runtime: i64) -> 
         cluster: cluster.map(String::from),
         runtime,
         ended_at: 1_000 + runtime,
+        // A global job's run (no cluster) counts on the reference processor.
+        on_reference: cluster.is_none(),
     }
 }
 
@@ -174,8 +176,10 @@ async fn runs_come_back_as_the_last_per_user_and_per_application(b: Backend) {
     let store = b.open().await;
     // Everything, oldest first, when every key keeps more than it has.
     assert_eq!(store.load_runs(8).await.unwrap(), all);
-    // User a's last two are runs 4 and 5, b's are 3 and 6; x on c1's last two are 3 and 5;
-    // run 1 and run 2 are behind both.
+    // A user's runs are kept per processor type: a's last two on c1 are runs 2 and 5, on
+    // the reference processor run 4; b's are 3 (c1) and 6 (c2); x on c1's last two are 3
+    // and 5; only run 1 is behind all of them. (Before, a's last two were 4 and 5 over
+    // every cluster, and run 2, her second last on c1, was not read back.)
     let runtimes: Vec<i64> = store
         .load_runs(2)
         .await
@@ -183,7 +187,7 @@ async fn runs_come_back_as_the_last_per_user_and_per_application(b: Backend) {
         .iter()
         .map(|r| r.runtime)
         .collect();
-    assert_eq!(runtimes, vec![30, 40, 50, 60]);
+    assert_eq!(runtimes, vec![20, 30, 40, 50, 60]);
     let back = store.load_jobs(false).await.unwrap();
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].id, id);
@@ -500,6 +504,7 @@ async fn floats_and_text_come_back_exactly(b: Backend) {
                 ended: true,
                 external: Some("123".into()),
                 started_at: Some(i64::MIN),
+                speed: Some(0.1 + 0.2),
             }];
             j
         })

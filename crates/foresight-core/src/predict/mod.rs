@@ -89,10 +89,49 @@ pub fn capped(prediction: Dur, estimate: Dur) -> Dur {
     Dur(prediction.as_secs().clamp(1, estimate.as_secs().max(1)))
 }
 
+/// A global job's runtime on the reference processor, as its statistics keep it, from what
+/// can be observed: it ran `elapsed` seconds on processors whose slowest has `speed` (its
+/// parts start together and run at that speed). `elapsed × speed`, never past the job's
+/// `walltime` (also on the reference processor); the service and the simulator record
+/// exactly this, so a global job's history reads the same in both, on clusters of any
+/// speed. (A part runs `ceil(r / speed)` for a reference runtime `r`, so this can be up to
+/// `speed` seconds above `r`.)
+pub fn reference_runtime(elapsed: Dur, speed: f64, walltime: Dur) -> Dur {
+    let speed = if speed.is_finite() && speed > 0.0 {
+        speed
+    } else {
+        1.0
+    };
+    // A product that should be whole may come out a hair below it in floating point.
+    let secs = (elapsed.as_secs().max(0) as f64 * speed + 1e-6).floor() as i64;
+    Dur(secs.min(walltime.as_secs().max(0)))
+}
+
 /// How close a prediction came: min(p, r) / max(p, r), 1 for a perfect one. Both are
 /// counted as at least one second.
 pub fn accuracy(prediction: Dur, runtime: Dur) -> f64 {
     let p = prediction.as_secs().max(1) as f64;
     let r = runtime.as_secs().max(1) as f64;
     p.min(r) / p.max(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_global_runtime_counts_on_the_reference_processor() {
+        let w = Dur(1_000);
+        // Twice as fast: 50 s there are 100 s on the reference processor.
+        assert_eq!(reference_runtime(Dur(50), 2.0, w), Dur(100));
+        // Half as fast: 202 s there are 101 s.
+        assert_eq!(reference_runtime(Dur(202), 0.5, w), Dur(101));
+        // At speed 1 it is the elapsed time; never past the walltime.
+        assert_eq!(reference_runtime(Dur(300), 1.0, w), Dur(300));
+        assert_eq!(reference_runtime(Dur(600), 2.0, w), w);
+        // A product a hair below a whole second in floating point is that second.
+        assert_eq!(reference_runtime(Dur(100), 0.29, w), Dur(29));
+        // A speed that is not positive (never configured) counts as the reference.
+        assert_eq!(reference_runtime(Dur(70), 0.0, w), Dur(70));
+    }
 }

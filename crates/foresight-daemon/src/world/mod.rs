@@ -348,9 +348,10 @@ pub struct World {
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     /// The configured licence pools (`[[licence]]`), for admission.
     pub(crate) licences: Vec<LicencePool>,
-    /// The statistics store of runtime prediction: the last finished runs per user and per
-    /// application (`prediction.rs`).
-    pub(crate) runtimes: foresight_core::predict::RuntimeStats,
+    /// The statistics store of runtime prediction, one per processor type (a cluster's, or
+    /// 0 for the reference processor of global jobs), as the simulator keeps them apart:
+    /// the last finished runs per user and per application (`prediction.rs`).
+    pub(crate) runtimes: BTreeMap<u32, foresight_core::predict::RuntimeStats>,
     /// Finished runs not yet written to the store.
     pub dirty_runs: Vec<foresight_store::RunRecord>,
     /// Each cluster's predictor, for its local policy.
@@ -2501,6 +2502,16 @@ impl World {
             self.dirty_reservations.insert(rid);
         }
         let _ = now;
+        let records: Vec<PartRecord> = parts
+            .iter()
+            .map(|p| PartRecord {
+                cluster: self.clusters[p.cluster].cfg.name.clone(),
+                procs: p.procs,
+                reservation: Some(p.reservation.0),
+                speed: self.chosen_speed(p),
+                ..PartRecord::default()
+            })
+            .collect();
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -2508,15 +2519,7 @@ impl World {
         j.planned_start = Some(start.secs());
         j.first_planned_start.get_or_insert(start.secs());
         j.reason = None;
-        j.parts = parts
-            .iter()
-            .map(|p| PartRecord {
-                cluster: self.clusters[p.cluster].cfg.name.clone(),
-                procs: p.procs,
-                reservation: Some(p.reservation.0),
-                ..PartRecord::default()
-            })
-            .collect();
+        j.parts = records;
         self.dirty_jobs.insert(id);
         self.submit_remote_parts(id);
         self.stage_ahead(now, id);

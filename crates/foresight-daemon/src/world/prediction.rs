@@ -6,15 +6,21 @@
 //! A run is keyed by its user, its application (the `--app` name, else the program), the
 //! application's parameters (processors and arguments) and its processor type: the cluster
 //! for a local job, the reference processor for a global job (whose walltime and runtime
-//! count on it).
+//! count on it). Each processor type keeps its own statistics, as the simulator keeps each
+//! cluster's apart from the global jobs': a user's history on one cluster never predicts
+//! her jobs on another, nor her global jobs. A global job's runtime is recorded in reference
+//! seconds: its elapsed time at the speed of the slowest processor its parts were given
+//! ([`reference_runtime`], the simulator's rule).
 
 use super::World;
 use foresight_api::JobState;
+use foresight_core::broker::ReservedPart;
 use foresight_core::predict::stats::KEPT;
-use foresight_core::predict::{Predictor, RunKey};
+use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, UserId};
 use foresight_store::{JobRecord, Prediction, RunRecord};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// A hash that is the same in every run of the service (`DefaultHasher::new` has fixed
@@ -55,12 +61,61 @@ impl World {
         }
     }
 
-    /// Runs the store kept, oldest first, back into the statistics.
-    pub fn restore_runs(&mut self, runs: Vec<RunRecord>) {
+    /// Records a finished run of `key` in its processor type's statistics.
+    fn record(&mut self, key: &RunKey, runtime: Dur) {
+        self.runtimes
+            .entry(key.arch)
+            .or_default()
+            .record(key, runtime);
+    }
+
+    /// Runs the store kept, oldest first, back into the statistics; `jobs` are the stored
+    /// jobs. A global job's run stored before global runs were kept in reference seconds
+    /// holds its elapsed time on its clusters: it is converted as a run is recorded now, at
+    /// the speed of its job's slowest part (the speed the part records, else its cluster's
+    /// slowest processor), and dropped when its job or one of its clusters is gone.
+    pub fn restore_runs(&mut self, runs: Vec<RunRecord>, jobs: &[JobRecord]) {
+        let by_id: HashMap<u64, &JobRecord> = jobs.iter().map(|j| (j.id, j)).collect();
         for r in runs {
+            let mut runtime = Dur(r.runtime.max(0));
+            if r.cluster.is_none() && !r.on_reference {
+                let speed = by_id.get(&r.job).and_then(|j| self.run_speed(j));
+                let Some((speed, walltime)) = speed else {
+                    continue;
+                };
+                runtime = reference_runtime(runtime, speed, Dur(walltime));
+            }
             let key = self.run_key(&r.user, &r.app, &r.params, r.cluster.as_deref());
-            self.runtimes.record(&key, Dur(r.runtime.max(0)));
+            self.record(&key, runtime);
         }
+    }
+
+    /// The speed a global job's parts ran at, the slowest of theirs (see
+    /// [`PartRecord::speed`](foresight_store::PartRecord)), and its walltime; `None` when it
+    /// has no parts or one is on a cluster that is gone.
+    fn run_speed(&self, j: &JobRecord) -> Option<(f64, i64)> {
+        let mut slowest = f64::INFINITY;
+        for p in &j.parts {
+            let k = self.cluster_index(&p.cluster)?;
+            let speed = p
+                .speed
+                .unwrap_or_else(|| self.broker.clusters[k].slowest_speed());
+            slowest = slowest.min(speed);
+        }
+        slowest.is_finite().then_some((slowest, j.walltime))
+    }
+
+    /// The speed of the slowest processor the planner chose for a global job's part, which
+    /// it runs at (the part's record keeps it); `None` when it named none.
+    pub(super) fn chosen_speed(&self, p: &ReservedPart) -> Option<f64> {
+        let procs = &self.broker.clusters.get(p.cluster)?.processors;
+        let slowest = p
+            .processors
+            .iter()
+            .filter_map(|&i| procs.get(i as usize))
+            .map(|q| q.speed)
+            .fold(f64::INFINITY, f64::min);
+        slowest.is_finite().then_some(slowest)
     }
 
     /// How many runs the service keeps per user and per application: what every predictor
@@ -83,10 +138,17 @@ impl World {
             return;
         }
         let global = j.cluster.is_none() && j.reservation.is_none();
-        let cluster = if global {
-            None
+        let elapsed = (end - start).max(0);
+        let (cluster, runtime) = if global {
+            // Reference seconds: the time it ran (not the time it was stopped for a job of
+            // a higher level) at the speed of its slowest part.
+            let stopped = j.preemption.as_ref().map_or(0, |p| p.suspended);
+            let ran = Dur((elapsed - stopped).max(0));
+            let speed = self.run_speed(j).map_or(1.0, |(s, _)| s);
+            let runtime = reference_runtime(ran, speed, Dur(j.walltime)).as_secs();
+            (None, runtime)
         } else {
-            j.parts.first().map(|p| p.cluster.clone())
+            (j.parts.first().map(|p| p.cluster.clone()), elapsed)
         };
         let run = RunRecord {
             job: id.0,
@@ -94,11 +156,12 @@ impl World {
             app: app_of(j),
             params: params_of(j),
             cluster,
-            runtime: (end - start).max(0),
+            runtime,
             ended_at: end,
+            on_reference: global,
         };
         let key = self.run_key(&run.user, &run.app, &run.params, run.cluster.as_deref());
-        self.runtimes.record(&key, Dur(run.runtime));
+        self.record(&key, Dur(run.runtime));
         self.dirty_runs.push(run);
     }
 
@@ -127,8 +190,10 @@ impl World {
         let j = self.jobs.get(&id)?;
         let (user, app, params, walltime) = (j.user.clone(), app_of(j), params_of(j), j.walltime);
         let key = self.run_key(&user, &app, &params, cluster);
-        let plan = predictor.predict(&self.runtimes, &key, Dur(walltime))?;
-        let runs = predictor.history(&self.runtimes, &key) as u32;
+        let empty = RuntimeStats::new();
+        let stats = self.runtimes.get(&key.arch).unwrap_or(&empty);
+        let plan = predictor.predict(stats, &key, Dur(walltime))?;
+        let runs = predictor.history(stats, &key) as u32;
         if let Some(j) = self.jobs.get_mut(&id) {
             j.prediction = Some(Prediction {
                 seconds: plan.as_secs(),
@@ -143,10 +208,12 @@ impl World {
 
     /// Local jobs and global jobs' parts (on Slurm clusters too) that have outlived their
     /// prediction are planned to their walltime (where they are killed anyway), and their
-    /// clusters, or the grid planner, plan again at once.
+    /// clusters, or the grid planner, plan again at once. The parts of a co-allocated job
+    /// corrected together are one correction of its prediction.
     pub fn correct_outlived(&mut self, now: Time) {
         let mut out = Vec::new();
         let done = self.broker.correct_outlived(now, &mut out);
+        let mut counted = BTreeSet::new();
         for (k, id, plan) in done {
             let estimate = self.broker.clusters[k].sched.estimate_of(id);
             let Some(j) = self.jobs.get_mut(&id) else {
@@ -160,8 +227,12 @@ impl World {
                 _ => plan.as_secs(),
             };
             if let Some(p) = j.prediction.as_mut() {
-                p.seconds = seconds;
-                p.corrections += 1;
+                if counted.insert(id) {
+                    p.seconds = seconds;
+                    p.corrections += 1;
+                } else {
+                    p.seconds = p.seconds.max(seconds);
+                }
                 self.dirty_jobs.insert(id);
             }
         }
@@ -234,7 +305,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use foresight_core::broker::Phase;
-    use foresight_store::UserRecord;
+    use foresight_store::{PartRecord, UserRecord};
 
     /// The grid's `predict` plans global jobs: ann's first global job (walltime 1 000) has
     /// no history and is planned by its walltime; it runs 100 s. Her second is predicted
@@ -315,7 +386,8 @@ mod tests {
         running_predicted_global_job_at(1.0)
     }
 
-    /// [`running_predicted_global_job`] on a cluster `speed` times as fast.
+    /// [`running_predicted_global_job`] on a cluster `speed` times as fast, where job 1
+    /// runs 100 s of the reference processor's time (`100 / speed` there).
     fn running_predicted_global_job_at(speed: f64) -> World {
         let mut w = World::new(&predicting(speed));
         w.add_user(UserRecord {
@@ -326,7 +398,8 @@ mod tests {
         w.accept(Time(1_000), vec![job(1, "ann", 4, 1_000)]);
         w.cycle(Time(1_000));
         let attempt = w.jobs[&JobId(1)].attempt;
-        w.on_finished(Time(1_100), 0, JobId(1), attempt, &exit(0));
+        let ran = (100.0 / speed).ceil() as i64;
+        w.on_finished(Time(1_000 + ran), 0, JobId(1), attempt, &exit(0));
         w.accept(
             Time(1_200),
             vec![JobRecord {
@@ -337,6 +410,153 @@ mod tests {
         w.cycle(Time(1_200));
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
         w
+    }
+
+    /// A global job's run is recorded in reference seconds, as the simulator records it:
+    /// ann's first global job ran 50 s on a cluster twice as fast as the reference
+    /// processor, 100 s on it, and her second is predicted 100 s (and planned 50 s there).
+    /// Before, the service recorded 50 s, the part's time, beside runs of reference
+    /// seconds.
+    #[test]
+    fn a_global_run_on_a_faster_cluster_is_recorded_in_reference_seconds() {
+        let w = running_predicted_global_job_at(2.0);
+        assert_eq!(w.jobs[&JobId(1)].parts[0].speed, Some(2.0));
+        let run = &w.dirty_runs[0];
+        assert_eq!(
+            (run.runtime, run.cluster.as_deref(), run.on_reference),
+            (100, None, true)
+        );
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.runs), (100, 1));
+        assert_eq!(w.next_plan_end(Time(1_200)), Some(Time(1_250)));
+    }
+
+    /// Two 4-processor clusters a and b, predicting with Tsafrir, and ann.
+    fn two_predicting() -> World {
+        let cfg = Config {
+            cluster: vec![cluster("a", 4), cluster("b", 4)],
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        };
+        let mut w = World::new(&cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        w
+    }
+
+    /// A user's history stays with its processor type, as in the simulator: ann's local
+    /// job on a ran 300 s; her local job on b and her global job have no history there
+    /// and are planned by their walltimes, while her next job on a is predicted 300 s.
+    /// Before, all three were predicted 300 s from one history of ann's across clusters
+    /// and units.
+    #[test]
+    fn a_users_history_stays_with_its_processor_type() {
+        let mut w = two_predicting();
+        let local = |id: u64, c: &str, at: i64| JobRecord {
+            cluster: Some(c.into()),
+            submitted_at: at,
+            ..job(id, "ann", 1, 1_000)
+        };
+        w.accept(Time(1_000), vec![local(1, "a", 1_000)]);
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+        let attempt = w.jobs[&JobId(1)].attempt;
+        w.on_finished(Time(1_300), 0, JobId(1), attempt, &exit(0));
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
+        w.accept(
+            Time(1_400),
+            vec![
+                local(2, "b", 1_400),
+                JobRecord {
+                    submitted_at: 1_400,
+                    ..job(3, "ann", 2, 1_000)
+                },
+                local(4, "a", 1_400),
+            ],
+        );
+        let predicted = |id: u64| {
+            let p = w.jobs[&JobId(id)].prediction.clone().unwrap();
+            (p.seconds, p.runs)
+        };
+        assert_eq!(predicted(2), (1_000, 0));
+        assert_eq!(predicted(3), (1_000, 0));
+        assert_eq!(predicted(4), (300, 1));
+    }
+
+    /// One correction of a co-allocated job's prediction is one: ann's global job over a
+    /// and b (two parts) is predicted 100 s from her one global run, outlives it, and both
+    /// parts are corrected at once; its prediction says corrected once. Before, it said
+    /// twice (once per part).
+    #[test]
+    fn a_co_allocated_jobs_correction_counts_once() {
+        let mut w = two_predicting();
+        let two = job(2, "ann", 8, 1_000);
+        w.restore_runs(
+            vec![RunRecord {
+                job: 1,
+                user: "ann".into(),
+                app: app_of(&two),
+                params: params_of(&two),
+                cluster: None,
+                runtime: 100,
+                ended_at: 900,
+                on_reference: true,
+            }],
+            &[],
+        );
+        w.accept(Time(1_000), vec![two]);
+        w.cycle(Time(1_000));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+        assert_eq!(w.jobs[&JobId(2)].parts.len(), 2);
+        assert_eq!(w.next_plan_end(Time(1_000)), Some(Time(1_100)));
+        w.correct_outlived(Time(1_100));
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.corrections), (1_000, 1));
+        assert_eq!(w.next_plan_end(Time(1_100)), None);
+    }
+
+    /// Global runs stored before they were kept in reference seconds hold the elapsed time
+    /// on the job's clusters: at restore, one whose job ran on a cluster twice as fast (50 s
+    /// there) counts 100 s; one whose job is no longer stored is dropped. Runs stored in
+    /// reference seconds, and local runs, are read as they are.
+    #[test]
+    fn global_runs_stored_in_the_parts_time_are_converted_or_dropped_at_restore() {
+        let mut w = World::new(&predicting(2.0));
+        let next = job(3, "ann", 4, 1_000);
+        let run = |job: u64, runtime: i64, on_reference: bool| RunRecord {
+            job,
+            user: "ann".into(),
+            app: app_of(&next),
+            params: params_of(&next),
+            cluster: None,
+            runtime,
+            ended_at: 900,
+            on_reference,
+        };
+        let ran = JobRecord {
+            parts: vec![PartRecord {
+                cluster: "a".into(),
+                procs: 4,
+                ..PartRecord::default()
+            }],
+            ..job(1, "ann", 4, 1_000)
+        };
+        w.restore_runs(
+            vec![run(7, 5, false), run(1, 50, false)],
+            std::slice::from_ref(&ran),
+        );
+        let history = |w: &mut World| -> Vec<i64> {
+            let user = w.run_key("ann", "x", "y", None).user;
+            w.runtimes[&0].user_runs(user).map(Dur::as_secs).collect()
+        };
+        assert_eq!(history(&mut w), vec![100]);
+        // Stored in reference seconds: as it is.
+        let mut w = World::new(&predicting(2.0));
+        w.restore_runs(vec![run(1, 50, true)], &[ran]);
+        assert_eq!(history(&mut w), vec![50]);
     }
 
     /// The same world started again from what `w` would have stored.
@@ -447,15 +667,19 @@ mod tests {
         });
         let two = job(2, "ann", 4, 1_000);
         // Ann's one earlier run of the same application took 100 s.
-        w.restore_runs(vec![RunRecord {
-            job: 1,
-            user: "ann".into(),
-            app: app_of(&two),
-            params: params_of(&two),
-            cluster: None,
-            runtime: 100,
-            ended_at: 900,
-        }]);
+        w.restore_runs(
+            vec![RunRecord {
+                job: 1,
+                user: "ann".into(),
+                app: app_of(&two),
+                params: params_of(&two),
+                cluster: None,
+                runtime: 100,
+                ended_at: 900,
+                on_reference: true,
+            }],
+            &[],
+        );
         w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
         w.accept(Time(1_000), vec![two]);
         assert_eq!(w.jobs[&JobId(2)].prediction.as_ref().unwrap().seconds, 100);

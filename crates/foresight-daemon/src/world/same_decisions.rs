@@ -4,7 +4,9 @@
 //! service's [`World`] driven by the simulator's virtual clock and event order starts every
 //! job and every part at the same second on the same cluster, with each predictor: jobs are
 //! planned by their predictions from the same statistics, and the same running jobs are
-//! corrected at the same instants.
+//! corrected at the same instants. A second grid has a cluster twice as fast as the
+//! reference processor, where global parts run half their reference runtime: both sides
+//! keep a global job's history in reference seconds.
 //!
 //! The driver below is the simulator's event loop (`foresight_sim::grid` `run.rs`) with the
 //! service's entry points in place of the simulator's: `accept` for submissions,
@@ -94,6 +96,9 @@ struct Driver<'a> {
     seq: u64,
     ticks: Vec<BTreeSet<i64>>,
     runtimes: HashMap<u64, i64>,
+    /// Each global job's runtime on the reference processor, from which each of its
+    /// reservations sets its run in `runtimes`.
+    reference: HashMap<u64, i64>,
     last_arrival: i64,
     /// Per cluster, when each job or part started there.
     starts: Vec<BTreeMap<TracedJob, Time>>,
@@ -146,11 +151,26 @@ impl Driver<'_> {
                     self.push(at.secs(), Ev::Tick { cluster });
                 }
                 BrokerAction::Reserved {
-                    job, start, end, ..
+                    job,
+                    start,
+                    end,
+                    parts,
+                    ..
                 } => {
-                    // The part runs its runtime, or its window when shorter.
-                    let run = self.runtimes.get_mut(&job.0).unwrap();
-                    *run = (*run).min((end - start).as_secs());
+                    // The parts run its reference runtime at the speed of the slowest
+                    // processor chosen, or its window when shorter (the simulator's rule).
+                    let slowest = parts
+                        .iter()
+                        .flat_map(|p| {
+                            let procs = &self.world.broker.clusters[p.cluster].processors;
+                            p.processors.iter().map(move |&i| procs[i as usize].speed)
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    let slowest = if slowest.is_finite() { slowest } else { 1.0 };
+                    let reference = self.reference[&job.0] as f64;
+                    let run = (reference / slowest).ceil() as i64;
+                    self.runtimes
+                        .insert(job.0, run.min((end - start).as_secs()));
                 }
                 _ => {}
             }
@@ -183,6 +203,7 @@ impl Driver<'_> {
                 let (job, runtime) = &self.trace.global[index];
                 let id = GLOBAL + index as u64;
                 self.runtimes.insert(id, runtime.as_secs());
+                self.reference.insert(id, runtime.as_secs());
                 // The simulator's global jobs name no application.
                 let mut r = self.record(
                     id,
@@ -333,6 +354,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
         seq: 0,
         ticks: vec![BTreeSet::new(); grid.cluster.len()],
         runtimes: HashMap::new(),
+        reference: HashMap::new(),
         last_arrival: trace.global.last().map_or(0, |g| g.0.submit.secs()),
         starts: vec![BTreeMap::new(); grid.cluster.len()],
         corrections: BTreeSet::new(),
@@ -429,7 +451,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
 /// starts elsewhere or at another second), and jobs that outlived their predictions were
 /// corrected: a side that ignored predictions, or corrected at other instants, would
 /// disagree with the other.
-fn predictions_matter(text: &str, predict: Predictor) {
+fn predictions_matter(text: &str, predict: Predictor) -> Both {
     let with = same_decisions(text, predict);
     assert!(with.corrected >= 3, "{} corrections", with.corrected);
     let mut grid = GridConfig::parse(text, "same-decisions.toml").unwrap();
@@ -442,6 +464,7 @@ fn predictions_matter(text: &str, predict: Predictor) {
         })
         .sum::<usize>();
     assert!(changed >= 5, "only {changed} starts moved by {predict:?}");
+    with
 }
 
 #[test]
@@ -455,7 +478,7 @@ fn the_service_decides_what_the_simulator_decides() {
 /// predictions and are corrected.
 #[test]
 fn the_service_decides_what_the_simulator_decides_with_tsafrir_predictions() {
-    predictions_matter(GRID, Predictor::Tsafrir);
+    let _ = predictions_matter(GRID, Predictor::Tsafrir);
 }
 
 /// The `app` predictor: local traces whose jobs run a few applications, each about as long
@@ -474,7 +497,42 @@ fn the_service_decides_what_the_simulator_decides_with_app_predictions() {
         text = text.replace(synthetic, &format!("local = {{ trace = {:?} }}", path));
     }
     assert!(!text.contains("load ="), "{text}");
-    predictions_matter(&text, Predictor::App);
+    let _ = predictions_matter(&text, Predictor::App);
+}
+
+/// [`GRID`] with cluster b twice as fast as the reference processor: global parts there
+/// run half their reference runtime (rounded up) in windows half their walltime, and b's
+/// local jobs half their trace's runtimes and estimates.
+fn grid_at_speed_2() -> String {
+    let fast = GRID.replacen(
+        "name = \"b\"\nprocs = 8\n",
+        "name = \"b\"\nprocs = 8\nspeed = 2.0\n",
+        1,
+    );
+    assert_ne!(fast, GRID);
+    fast
+}
+
+#[test]
+fn the_service_decides_what_the_simulator_decides_on_a_faster_cluster() {
+    let both = same_decisions(&grid_at_speed_2(), Predictor::None);
+    assert_eq!(both.corrected, 0);
+}
+
+/// Tsafrir's predictor with global jobs running on the faster cluster: the service records
+/// a global job's run in reference seconds (its elapsed time at the speed of its slowest
+/// part), as the simulator does. Before, it recorded the elapsed time, so the user's
+/// history, and the predictions and decisions drawn from it, differed from the
+/// simulator's.
+#[test]
+fn the_service_decides_what_the_simulator_decides_on_a_faster_cluster_with_tsafrir() {
+    let both = predictions_matter(&grid_at_speed_2(), Predictor::Tsafrir);
+    // Global jobs did run on the faster cluster.
+    let on_b = both.starts[1]
+        .keys()
+        .filter(|j| matches!(j, TracedJob::Global(_)))
+        .count();
+    assert!(on_b >= 5, "{on_b} global parts on b");
 }
 
 /// An SWF trace of a cluster of `procs` processors with a job every `gap` seconds for

@@ -10,7 +10,7 @@ use crate::plot::Span;
 use foresight_core::broker::{self, BrokerAction, Phase};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::policy::ALL;
-use foresight_core::predict::{corrected, Predictor, RunKey, RuntimeStats};
+use foresight_core::predict::{corrected, reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -67,8 +67,12 @@ struct SimCluster {
 struct GlobalState {
     job: GlobalJob,
     runtime: Dur,
-    /// Its runtime on reference processors, what the statistics record.
+    /// Its runtime on reference processors, from which each reservation sets `runtime`.
     reference_runtime: Dur,
+    /// The speed of the slowest processor it runs on (its parts run at that speed): its
+    /// statistics record `runtime` at this speed on the reference processor, as the
+    /// service, which sees only the elapsed time, does.
+    speed: f64,
     start: Option<Time>,
     end: Option<Time>,
     parts_left: u32,
@@ -124,7 +128,8 @@ struct GridRun<'a> {
     predicting: bool,
     /// Instants a [`Ev::Correct`] is queued for.
     corrections: BTreeSet<Time>,
-    /// Jobs corrected for outliving their prediction (local jobs and global jobs' parts).
+    /// Corrections of running jobs that outlived their prediction (local jobs and global
+    /// jobs; the parts of a co-allocated job corrected together count once).
     corrected: u64,
     /// What absolute priorities did (preemptions, requeues, resumptions, lost work).
     levels: LevelCounts,
@@ -187,7 +192,7 @@ impl GridRun<'_> {
             gs.parts_left = gs.parts_left.saturating_sub(1);
             if gs.parts_left == 0 {
                 gs.end = Some(now);
-                let run = gs.reference_runtime.min(gs.job.walltime);
+                let run = reference_runtime(gs.runtime, gs.speed, gs.job.walltime);
                 self.global_stats.record(&global_key(&gs.job), run);
             }
         } else {
@@ -276,6 +281,7 @@ impl GridRun<'_> {
         g.parts_left = 1;
         g.clusters = 1;
         g.runtime = run;
+        g.speed = speed;
         let planned = g
             .job
             .predicted()
@@ -344,7 +350,14 @@ impl GridRun<'_> {
             self.corrections.pop_first();
         }
         let mut out = Vec::new();
-        self.corrected += self.broker.correct_outlived(now, &mut out).len() as u64;
+        // One correction of a job's plan is one, however many parts it has.
+        let jobs: BTreeSet<JobId> = self
+            .broker
+            .correct_outlived(now, &mut out)
+            .into_iter()
+            .map(|(_, id, _)| id)
+            .collect();
+        self.corrected += jobs.len() as u64;
         self.carry_out(now, &out);
         let n = self.n();
         for i in 0..self.partitions.len() {
@@ -445,6 +458,7 @@ impl GridRun<'_> {
                     gs.runtime =
                         Dur(((gs.reference_runtime.as_secs() as f64) / slowest).ceil() as i64)
                             .min(*end - *start);
+                    gs.speed = slowest;
                     gs.parts_left = parts.len() as u32;
                     gs.clusters = parts.len() as u32;
                     gs.attempt_start = None;
@@ -680,7 +694,7 @@ pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridEr
             .map(|g| {
                 let mut job = g.job.clone();
                 job.id = JobId(job.id.0 - GLOBAL_PART);
-                (job, g.runtime)
+                (job, g.reference_runtime)
             })
             .collect(),
         cancel_after: r.globals.iter().map(|g| g.cancel_after).collect(),
@@ -764,6 +778,7 @@ impl<'a> GridRun<'a> {
                     job,
                     runtime,
                     reference_runtime: runtime,
+                    speed: 1.0,
                     start: None,
                     end: None,
                     parts_left: 0,
