@@ -101,7 +101,8 @@ pub enum Decision {
         /// The site.
         site: SiteId,
     },
-    /// The site should re-bid in this open auction: its load changed.
+    /// The site should re-bid in this open auction: its load changed, or an auction it lost
+    /// closed and gave back what its bid held there ([`Overcommit::Reserve`]).
     Rebid {
         /// The job.
         job: JobId,
@@ -234,12 +235,12 @@ impl AuctionHouse {
                 }
             }
             AuctionEvent::LoadChanged(site) => {
-                for job in self.open.keys() {
-                    out.push(Decision::Rebid { job: *job, site });
-                }
                 let waiting = std::mem::take(&mut self.waiting);
                 for lot in waiting.into_values() {
                     self.start(lot, &mut out);
+                }
+                for job in self.open.keys() {
+                    out.push(Decision::Rebid { job: *job, site });
                 }
             }
             AuctionEvent::Finished(runtime) => self.tracker.record(runtime),
@@ -416,6 +417,19 @@ impl AuctionHouse {
             offer: win.offer,
             bidders,
         });
+        if self.cfg.overcommit == Overcommit::Reserve {
+            // What the losers' bids held here is theirs to offer again: a load change for
+            // them, so they re-bid in the auctions still open (where it may have been refused
+            // as `Held`).
+            for (&loser, _) in a.bids.iter().filter(|(s, b)| **s != site && !b.lapsed) {
+                for &other in self.open.keys() {
+                    out.push(Decision::Rebid {
+                        job: other,
+                        site: loser,
+                    });
+                }
+            }
+        }
         if self.cfg.overcommit == Overcommit::LapseOnAward {
             for (other, b) in self.open.iter_mut() {
                 if let Some(s) = b.bids.get_mut(&site) {
@@ -551,6 +565,55 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_auction_gives_back_what_the_losers_bid_held_and_asks_them_to_rebid() {
+        let mut h = house(AuctionConfig::default());
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 6, 0)));
+        h.handle(Time(10), AuctionEvent::Open(lot(2, 4, 0)));
+        // Site 0 (8/6) loses job 1 to site 1 (12/6); its bid holds 6 of its 8 meanwhile.
+        h.handle(Time(1), bid(1, 0, offer(8, 8, 0)));
+        h.handle(Time(2), bid(1, 1, offer(12, 12, 0)));
+        let d = h.handle(Time(11), bid(2, 0, offer(8, 8, 0)));
+        assert!(
+            matches!(
+                d[..],
+                [Decision::Refused {
+                    why: Refusal::Held,
+                    ..
+                }]
+            ),
+            "{d:?}"
+        );
+        let d = h.handle(Time(35), AuctionEvent::Tick);
+        assert!(
+            matches!(
+                d[0],
+                Decision::Awarded {
+                    site: SiteId(1),
+                    ..
+                }
+            ),
+            "{d:?}"
+        );
+        let rebids: Vec<_> = d
+            .iter()
+            .filter(|x| matches!(x, Decision::Rebid { .. }))
+            .collect();
+        assert_eq!(
+            rebids,
+            vec![&Decision::Rebid {
+                job: JobId(2),
+                site: SiteId(0)
+            }],
+            "only the loser re-bids, in the auction still open"
+        );
+        assert_eq!(h.held(SiteId(0), JobId(2)), 0);
+        let d = h.handle(Time(36), bid(2, 0, offer(8, 8, 0)));
+        assert!(matches!(d[..], [Decision::Accepted { .. }]), "{d:?}");
+        h.handle(Time(45), AuctionEvent::Tick);
+        assert_eq!(h.winner(JobId(2)), Some(SiteId(0)));
+    }
+
+    #[test]
     fn a_win_lapses_the_winners_other_bids() {
         let mut h = house(AuctionConfig {
             overcommit: Overcommit::LapseOnAward,
@@ -594,13 +657,20 @@ mod tests {
                 site: SiteId(0),
                 why: Refusal::Closed
             }));
+        // Reopened, then the site whose load changed is asked to bid in it.
         let d = h.handle(Time(50), AuctionEvent::LoadChanged(SiteId(2)));
         assert_eq!(
             d,
-            vec![Decision::Opened {
-                job: JobId(1),
-                closes: Time(85)
-            }]
+            vec![
+                Decision::Opened {
+                    job: JobId(1),
+                    closes: Time(85)
+                },
+                Decision::Rebid {
+                    job: JobId(1),
+                    site: SiteId(2)
+                }
+            ]
         );
 
         let mut h = house(AuctionConfig {

@@ -291,11 +291,11 @@ impl Sim<'_> {
         }
     }
 
-    /// Starts queued jobs in strict order, then has the site's dispatcher re-bid.
+    /// Starts queued jobs in strict order, then has the site's dispatcher re-bid (the house
+    /// asks it to).
     fn load_changed(&mut self, site: usize) {
         self.start_queued(site);
         self.house_event(AuctionEvent::LoadChanged(SiteId(site as u32)));
-        self.rebid(site, None);
     }
 
     fn start_queued(&mut self, site: usize) {
@@ -426,6 +426,9 @@ impl Sim<'_> {
     /// Delivers an event to the house and acts on its decisions (which may cause more).
     fn house_event(&mut self, ev: AuctionEvent) {
         let mut todo: VecDeque<Decision> = self.house.handle(self.now, ev).into();
+        // Sites asked to re-bid do so once, in every open auction in priority order, after
+        // the rest of these decisions.
+        let mut rebid = BTreeSet::new();
         while let Some(d) = todo.pop_front() {
             match d {
                 // Polling dispatchers see a new auction at their next read of the queue.
@@ -448,11 +451,14 @@ impl Sim<'_> {
                     self.bidders += bidders as u64;
                 }
                 Decision::Lapsed { job, site } => self.rebid(site.0 as usize, Some(job)),
-                Decision::Opened { .. }
-                | Decision::Accepted { .. }
-                | Decision::Refused { .. }
-                | Decision::Rebid { .. } => {}
+                Decision::Rebid { site, .. } => {
+                    rebid.insert(site.0 as usize);
+                }
+                Decision::Opened { .. } | Decision::Accepted { .. } | Decision::Refused { .. } => {}
             }
+        }
+        for site in rebid {
+            self.rebid(site, None);
         }
     }
 
