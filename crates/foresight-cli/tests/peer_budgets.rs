@@ -12,16 +12,6 @@ use peer::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// A user's budget left and spending as the shared database has them.
-fn shared_budget(store: &str, user: &str) -> (f64, f64) {
-    let data = psql(
-        store,
-        &format!("SELECT data FROM users WHERE name = '{user}'"),
-    );
-    let u: Value = serde_json::from_str(&data).unwrap();
-    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
-}
-
 /// eve's budget fits one local job's worst case (2 processors × 60 s × tariff) but not
 /// two. Each round she submits one at site a and one at site b at the same moment: exactly
 /// one is accepted and the other refused with 402 naming the budget; once the accepted job

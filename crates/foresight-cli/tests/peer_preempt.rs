@@ -198,16 +198,6 @@ fn a_higher_level_wins_with_a_lower_jobs_processors_which_resumes_after_it() {
     }
 }
 
-/// A user's budget left and spending as the shared database has them.
-fn shared_budget(store: &str, user: &str) -> (f64, f64) {
-    let data = psql(
-        store,
-        &format!("SELECT data FROM users WHERE name = '{user}'"),
-    );
-    let u: Value = serde_json::from_str(&data).unwrap();
-    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
-}
-
 /// Seconds a job spent suspended, from its record in the shared store.
 fn suspended_secs(store: &str, id: u64) -> i64 {
     let data = psql(store, &format!("SELECT data FROM jobs WHERE id = {id}"));

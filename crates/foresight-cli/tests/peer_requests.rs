@@ -255,16 +255,6 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
     assert_eq!(pending, 0, "every request was carried out");
 }
 
-/// `cat`'s budget left and spending as the shared database has them.
-fn shared_budget(store: &str, user: &str) -> (f64, f64) {
-    let data = psql(
-        store,
-        &format!("SELECT data FROM users WHERE name = '{user}'"),
-    );
-    let u: Value = serde_json::from_str(&data).unwrap();
-    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
-}
-
 #[test]
 fn two_sites_racing_for_the_last_of_one_budget_never_both_spend_it() {
     let store = foresight_testkit::postgres::database();

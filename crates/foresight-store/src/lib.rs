@@ -481,6 +481,27 @@ impl From<UserRecord> for UserChange {
     }
 }
 
+/// The user row as the store has it (`token_hash`, `data`), and what `c` writes over it: its
+/// changes merged onto that row when it has a base, else its whole record. Both backends
+/// write users through this, so that they merge alike.
+pub(crate) fn user_to_write(
+    c: &UserChange,
+    (hash, data): (String, String),
+) -> Result<(UserRecord, UserRecord)> {
+    let mut theirs: UserRecord = decode("users", c.user.name.clone(), &data)?;
+    theirs.name = c.user.name.clone();
+    theirs.token_hash = hash;
+    let mine = match &c.base {
+        Some(base) => merge_user(base, &c.user, &theirs).map_err(|source| StoreError::Decode {
+            table: "users",
+            id: c.user.name.clone(),
+            source,
+        })?,
+        None => c.user.clone(),
+    };
+    Ok((theirs, mine))
+}
+
 /// A three-way merge of user records: every field (down to each list of the credentials)
 /// that `mine` changed from `base` is taken from `mine`, every other from `theirs`. So
 /// changes to different fields from two writers both stand, and for one field changed by

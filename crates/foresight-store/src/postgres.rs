@@ -344,30 +344,18 @@ impl Store for PgStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for c in changes {
-            let mut u = c.user.clone();
             // The row as it is now, locked until commit: a peer's write waits, then merges
             // onto this one's.
             let row: Option<(String, String)> =
                 sqlx::query_as("SELECT token_hash, data FROM users WHERE name = $1 FOR UPDATE")
-                    .bind(&u.name)
+                    .bind(&c.user.name)
                     .fetch_optional(&mut *tx)
                     .await
                     .map_err(self.db())?;
-            let Some((hash, data)) = row else {
+            let Some(row) = row else {
                 continue;
             };
-            let mut theirs: UserRecord = decode("users", u.name.clone(), &data)?;
-            theirs.name = u.name.clone();
-            theirs.token_hash = hash;
-            if let Some(base) = &c.base {
-                u = crate::merge_user(base, &c.user, &theirs).map_err(|source| {
-                    StoreError::Decode {
-                        table: "users",
-                        id: c.user.name.clone(),
-                        source,
-                    }
-                })?;
-            }
+            let (theirs, mut u) = crate::user_to_write(c, row)?;
             if self.site.is_some() {
                 // A dispatcher's copy of a budget may be stale: the database's stands (it
                 // changes only with the jobs' charges and the budget operations).

@@ -170,28 +170,16 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for c in changes {
-            let mut u = c.user.clone();
-            if let Some(base) = &c.base {
-                let row: Option<(String, String)> =
-                    sqlx::query_as("SELECT token_hash, data FROM users WHERE name = ?")
-                        .bind(&u.name)
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(self.db())?;
-                let Some((hash, data)) = row else {
-                    continue;
-                };
-                let mut theirs: UserRecord = decode("users", u.name.clone(), &data)?;
-                theirs.name = u.name.clone();
-                theirs.token_hash = hash;
-                u = crate::merge_user(base, &c.user, &theirs).map_err(|source| {
-                    StoreError::Decode {
-                        table: "users",
-                        id: c.user.name.clone(),
-                        source,
-                    }
-                })?;
-            }
+            let row: Option<(String, String)> =
+                sqlx::query_as("SELECT token_hash, data FROM users WHERE name = ?")
+                    .bind(&c.user.name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
+            let Some(row) = row else {
+                continue;
+            };
+            let (_, u) = crate::user_to_write(c, row)?;
             sqlx::query("UPDATE users SET token_hash = ?, data = ? WHERE name = ?")
                 .bind(&u.token_hash)
                 .bind(encode(&u))

@@ -206,6 +206,16 @@ pub fn psql(url: &str, sql: &str) -> String {
     foresight_testkit::postgres::server().psql(url, sql)
 }
 
+/// A user's budget left and spending as the shared database has them.
+pub fn shared_budget(store: &str, user: &str) -> (f64, f64) {
+    let data = psql(
+        store,
+        &format!("SELECT data FROM users WHERE name = '{user}'"),
+    );
+    let u: Value = serde_json::from_str(&data).unwrap();
+    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
+}
+
 /// A job that appends `ID CLUSTER` to `log`, then sleeps `secs`.
 pub fn counted_job(log: &Path, secs: f64) -> Value {
     job_body(
