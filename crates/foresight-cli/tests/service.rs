@@ -1524,11 +1524,25 @@ fn cli_output_snapshots() {
     );
 
     // The service's clock has whole seconds: an instant job that happens to cross a second
-    // boundary has run 0:01, so the elapsed column of these instant jobs is read as 0:00.
-    let text = |args: &[&str]| redact(&s.run(args), &s.dir).replace(" 0:01  ", " 0:00  ");
+    // boundary has run 0:01 and is charged 1.00 for that processor-second, so the elapsed
+    // column and the charge of these instant jobs are read as zero.
+    let text = |args: &[&str]| {
+        redact(&s.run(args), &s.dir)
+            .replace(" 0:01  ", " 0:00  ")
+            .replace("charged       1.00", "charged       0.00")
+    };
     let json = |args: &[&str]| {
         let mut v = parse(&s.run(args));
         redact_json(&mut v, &s.dir);
+        let jobs = match &mut v {
+            Value::Array(jobs) => jobs.iter_mut().collect(),
+            job => vec![job],
+        };
+        for job in jobs {
+            if job["charged"] == json!(1.0) {
+                job["charged"] = json!(0.0);
+            }
+        }
         v
     };
     insta::assert_snapshot!("job_list_table", text(&["job", "list", "--all"]));

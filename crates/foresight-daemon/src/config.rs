@@ -547,7 +547,10 @@ allowed_peers = ["10.0.0.5", "::1"]
     fn an_output_copy_timeout_of_zero_is_refused() {
         let base = "[[cluster]]\nname = \"a\"\nprocs = 1\n";
         let e = check(&format!("output_copy_timeout_seconds = 0\n{base}")).unwrap_err();
-        assert!(e.contains("output_copy_timeout_seconds must be at least 1"), "{e}");
+        assert!(
+            e.contains("output_copy_timeout_seconds must be at least 1"),
+            "{e}"
+        );
         let cfg = check(&format!("output_copy_timeout_seconds = 5\n{base}")).unwrap();
         assert_eq!(cfg.output_copy_timeout_seconds, 5);
     }

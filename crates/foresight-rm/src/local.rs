@@ -223,12 +223,23 @@ mod tests {
     use std::fs;
 
     /// A process whose command line names `dir`, as a supervisor's does.
+    /// A process that passes for `dir`'s supervisor, returned once it has exec'd (before,
+    /// its command line is still the test's, and a loaded machine shows that window).
     fn fake_supervisor(dir: &Path) -> std::process::Child {
-        std::process::Command::new("sh")
+        let child = std::process::Command::new("sh")
             .args(["-c", "sleep 30; true", "supervisor"])
             .arg(dir)
             .spawn()
-            .expect("spawn sh")
+            .expect("spawn sh");
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !fs::read(&cmdline)
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&*dir.to_string_lossy()))
+        {
+            assert!(std::time::Instant::now() < deadline, "sh never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
     }
 
     fn attempt(root: &Path, job: u64) -> AttemptDir {
