@@ -1,6 +1,6 @@
 //! The invariants of absolute priorities, checked from a caller's record of what runs where
-//! rather than from the broker's own: shared by `prop_preempt.rs` (a small driver) and the
-//! grid simulator's tests (`foresight-sim/tests/grid_levels.rs`, which includes this file),
+//! rather than from the broker's own: shared by `properties/preempt.rs` (a small driver) and the
+//! grid simulator's tests (`foresight-sim/tests/simulation/grid_levels.rs`, which includes this file),
 //! so that both drivers of the broker are held to one statement of them.
 //!
 //! - no cluster runs more processors than it has;

@@ -1,0 +1,38 @@
+//! End-to-end tests of the `foresight` binary on local-executor clusters: the service, its
+//! CLI, REST API, dashboard, staging, workflows, isolation and the WIKI protocol. One binary
+//! (one link) for all of them; each module is one subject.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/executor.rs"]
+mod fixture;
+#[path = "../common/wiki.rs"]
+mod wiki;
+
+mod accounting;
+mod accounts;
+mod begin;
+mod cli_fixes;
+mod cli_hostile_server;
+mod cli_service;
+mod confinement;
+mod dashboard;
+mod data_dir_lock;
+mod dependencies;
+mod executor;
+mod inputs;
+mod isolation;
+mod licences;
+mod openapi;
+mod plan_select;
+mod predict_service;
+mod preempt;
+mod router_fuzz;
+mod service;
+mod slowloris;
+mod staging;
+mod tls;
+mod wiki_peer;
+mod wiki_scheduler;
+mod wiki_service;
+mod workflows;

@@ -1,0 +1,14 @@
+//! Peer dispatchers and the PostgreSQL store, end to end: real `foresight` processes on one
+//! throwaway PostgreSQL server (started once for this binary by `foresight-testkit`). The test
+//! that restarts that server is a binary of its own (`peer_restart`).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/peer.rs"]
+mod peer;
+
+mod budgets;
+mod dispatchers;
+mod postgres_store;
+mod preempt;
+mod requests;

@@ -1,0 +1,9 @@
+//! End-to-end tests of `foresight sim`: trace replays, grids, auctions, workflows,
+//! predictions and pictures, run through the binary.
+
+mod auction;
+mod grid;
+mod pictures;
+mod predict;
+mod run;
+mod workflow;
