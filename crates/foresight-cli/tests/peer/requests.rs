@@ -118,7 +118,20 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
     assert_eq!(ran[&g3].len(), 1);
     // Either dispatcher lists all of ann's jobs, wherever they ran, naming the site.
     for (http, other_job, other_site) in [(&on_a, block_b, "b"), (&on_b, block_a, "a")] {
-        let listed = http.jobs();
+        // The queue says done before every dispatcher has read it: wait for this one to.
+        let listed = wait_for(
+            "both released jobs listed ended",
+            Duration::from_secs(30),
+            || {
+                let listed = http.jobs();
+                let ended = |id: u64| {
+                    listed
+                        .iter()
+                        .any(|j| j["id"] == id && j["state"] != "running")
+                };
+                (ended(g2) && ended(g3)).then_some(listed)
+            },
+        );
         let ids: Vec<u64> = listed.iter().map(|j| j["id"].as_u64().unwrap()).collect();
         assert_eq!(ids, vec![block_a, block_b, g1, g2, g3], "{listed:?}");
         let by_id = |id: u64| listed.iter().find(|j| j["id"] == id).unwrap();
