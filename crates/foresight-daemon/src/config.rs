@@ -59,12 +59,17 @@ pub struct Config {
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
-    /// Seconds a job's output copy may take, all its files together: at the timeout the
-    /// copying process is killed and the copy fails, naming the file and the timeout (an
-    /// output that is a named pipe, or a hung file system, would otherwise hold it forever).
-    /// Default: one hour.
-    #[serde(default = "default_output_copy_timeout")]
-    pub output_copy_timeout_seconds: u64,
+    /// Seconds one copy of a job's files may take, all its files together: a part's input
+    /// copy, or the copy of a job's outputs back home. At the timeout the copying process
+    /// is killed and the copy fails, naming the file and this key (an input or output that
+    /// is a named pipe, or a hung file system, would otherwise hold it forever). One key
+    /// for both: a copy is a copy, and a file system that hangs hangs both ways. The old
+    /// name `output_copy_timeout_seconds` is still read. Default: one hour.
+    #[serde(
+        default = "default_copy_timeout",
+        alias = "output_copy_timeout_seconds"
+    )]
+    pub copy_timeout_seconds: u64,
     /// At most this many bytes in each output file of a local job (earlier attempts'
     /// output included); what a job writes beyond is dropped and the file ends with a line
     /// saying so, so that a runaway job cannot fill the data directory's disk. Unset: no cap.
@@ -246,7 +251,7 @@ fn default_plan_depth() -> usize {
 fn default_grace() -> u64 {
     5
 }
-fn default_output_copy_timeout() -> u64 {
+fn default_copy_timeout() -> u64 {
     3_600
 }
 fn default_sync_ms() -> u64 {
@@ -314,7 +319,7 @@ impl Default for Config {
             predict: Default::default(),
             backfill_order: Default::default(),
             grace_seconds: default_grace(),
-            output_copy_timeout_seconds: default_output_copy_timeout(),
+            copy_timeout_seconds: default_copy_timeout(),
             max_output_bytes: None,
             confinement: Default::default(),
             cluster: default_clusters(),
@@ -476,9 +481,9 @@ impl Config {
         if self.cycle_ms == 0 {
             anyhow::bail!("cycle_ms must be at least 1");
         }
-        if self.output_copy_timeout_seconds == 0 {
-            // Every output copy would fail at once.
-            anyhow::bail!("output_copy_timeout_seconds must be at least 1");
+        if self.copy_timeout_seconds == 0 {
+            // Every copy would fail at once.
+            anyhow::bail!("copy_timeout_seconds must be at least 1");
         }
         if self.horizon_seconds <= 0 || self.lead_time_seconds < 0 {
             anyhow::bail!("horizon_seconds must be > 0 and lead_time_seconds >= 0");
@@ -544,15 +549,24 @@ allowed_peers = ["10.0.0.5", "::1"]
     }
 
     #[test]
-    fn an_output_copy_timeout_of_zero_is_refused() {
+    fn a_copy_timeout_of_zero_is_refused_and_the_old_name_still_read() {
         let base = "[[cluster]]\nname = \"a\"\nprocs = 1\n";
-        let e = check(&format!("output_copy_timeout_seconds = 0\n{base}")).unwrap_err();
-        assert!(
-            e.contains("output_copy_timeout_seconds must be at least 1"),
-            "{e}"
-        );
-        let cfg = check(&format!("output_copy_timeout_seconds = 5\n{base}")).unwrap();
-        assert_eq!(cfg.output_copy_timeout_seconds, 5);
+        assert_eq!(check(base).unwrap().copy_timeout_seconds, 3_600);
+        for key in ["copy_timeout_seconds", "output_copy_timeout_seconds"] {
+            let e = check(&format!("{key} = 0\n{base}")).unwrap_err();
+            assert!(
+                e.contains("copy_timeout_seconds must be at least 1"),
+                "{key}: {e}"
+            );
+            let cfg = check(&format!("{key} = 5\n{base}")).unwrap();
+            assert_eq!(cfg.copy_timeout_seconds, 5, "{key}");
+        }
+        // Both names at once: which one counts would be a guess.
+        let e = check(&format!(
+            "copy_timeout_seconds = 5\noutput_copy_timeout_seconds = 6\n{base}"
+        ))
+        .unwrap_err();
+        assert!(e.contains("duplicate field `copy_timeout_seconds`"), "{e}");
     }
 
     #[test]

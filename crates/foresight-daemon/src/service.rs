@@ -600,7 +600,14 @@ impl Service {
                         let result = match s.ahead_outcome(job, attempt, cluster).await {
                             Some(Ok(())) => Ok(()),
                             // Failed ahead, or lost to a restart: copied now.
-                            _ => crate::staging::stage(&stage, spec.unix_user.as_deref()).await,
+                            _ => {
+                                crate::staging::stage(
+                                    &stage,
+                                    spec.unix_user.as_deref(),
+                                    s.copy_timeout(),
+                                )
+                                .await
+                            }
                         };
                         if let Err(e) = &result {
                             tracing::warn!(job, cluster, "staging input failed: {e}");
@@ -654,9 +661,12 @@ impl Service {
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let timeout = Duration::from_secs(s.cfg.output_copy_timeout_seconds);
-                    let result =
-                        crate::staging::stage_within(&stage, unix_user.as_deref(), timeout).await;
+                    let result = crate::staging::stage_within(
+                        &stage,
+                        unix_user.as_deref(),
+                        s.copy_timeout(),
+                    )
+                    .await;
                     if let Err(e) = &result {
                         tracing::warn!(job, "copying outputs back failed: {e}");
                     }
@@ -791,7 +801,8 @@ impl Service {
                 let (tell, outcome) = tokio::sync::watch::channel(None);
                 self.lock_ahead().insert((job, attempt, cluster), outcome);
                 tokio::spawn(async move {
-                    let result = crate::staging::stage(&stage, unix_user.as_deref()).await;
+                    let result =
+                        crate::staging::stage(&stage, unix_user.as_deref(), s.copy_timeout()).await;
                     if let Err(e) = &result {
                         tracing::warn!(job, cluster, "staging input ahead failed: {e}");
                     }
@@ -819,9 +830,12 @@ impl Service {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
                             .staging_began(unix_now(), cluster, JobId(job), attempt);
-                        let result =
-                            crate::staging::stage(&stage, submission.spec.unix_user.as_deref())
-                                .await;
+                        let result = crate::staging::stage(
+                            &stage,
+                            submission.spec.unix_user.as_deref(),
+                            s.copy_timeout(),
+                        )
+                        .await;
                         let go = s.world().remote_staged(
                             unix_now(),
                             cluster,
@@ -853,6 +867,11 @@ impl Service {
                 });
             }
         }
+    }
+
+    /// How long one copy of a job's files, inputs or outputs, may take.
+    fn copy_timeout(&self) -> Duration {
+        Duration::from_secs(self.cfg.copy_timeout_seconds)
     }
 
     /// Makes a part's working directory when it lies in its cluster's own `work_dir` (no

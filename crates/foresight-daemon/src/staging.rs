@@ -7,8 +7,10 @@
 //! Output staging goes the other way: once a job completes, its output files (relative to
 //! its working directory) are copied from its working directory on the cluster it ran on
 //! (for a co-allocated job, the one of its parts' directories that has the file) to the
-//! same relative paths under its working directory on the output's cluster, each by a
-//! process killed at the copy's timeout.
+//! same relative paths under its working directory on the output's cluster.
+//!
+//! Both directions copy through one copier: each file by a process of its own, as the
+//! job's account when there is one, all killed at one deadline (`copy_timeout_seconds`).
 
 use crate::refusal::Refusal;
 use foresight_api::{InputSpec, OutputSpec};
@@ -230,26 +232,39 @@ pub fn copies(j: &JobRecord, cluster: &str, cwd: &Path) -> Vec<Copy> {
         .collect()
 }
 
-/// Copies every file, in order, creating the working directory; stops at the first
-/// failure, naming the file and the cause. Runs in a task of its own.
+/// The configuration key that bounds every copy, input or output: a timeout's error names
+/// it, so that the operator knows what to change.
+const COPY_TIMEOUT_KEY: &str = "copy_timeout_seconds";
+
+/// Copies a part's input files, in order, within `timeout` for all of them: each file by a
+/// process of its own, killed at the timeout, so that an input that is a named pipe, or a
+/// hung file system, cannot hold the copy (and the job, and a task of the service) forever;
+/// the error then names the file and `copy_timeout_seconds`. The one copier of both
+/// directions (`copy_files`).
 ///
 /// When the service is root and the job runs as another Unix account (`account`), every
 /// copy is made as that account, with its groups: the service never reads an input the
 /// job's account could not read, and never writes where it could not write (a working
 /// directory is the user's, and a symbolic link planted there must not make root overwrite
 /// its target).
-pub async fn stage(copies: &[Copy], account: Option<&str>) -> Result<(), String> {
-    match account.map(as_account).transpose()? {
-        Some(Some(a)) => stage_as(copies, &a).await,
-        _ => stage_here(copies).await,
-    }
+pub async fn stage(
+    copies: &[Copy],
+    account: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let a = account.map(as_account).transpose()?.flatten();
+    copy_files(
+        copies,
+        a.as_ref(),
+        tokio::time::Instant::now() + timeout,
+        timeout,
+    )
+    .await
 }
 
-/// Brings every output back, in order, as [`stage`] copies inputs, within `timeout` for
-/// all of them: each file is looked for in the parts' working directories and copied by a
-/// process of its own (`cp`, as the account when there is one), which is killed at the
-/// timeout, so that a named pipe or a hung file system cannot hold the copy, or a thread of
-/// the service, forever. The error then names the file and the timeout.
+/// Brings every output back, in order, within `timeout` for all of them: each file is
+/// looked for in the parts' working directories, then all are copied as [`stage`] copies
+/// inputs, by the same copier and by the same deadline.
 pub async fn stage_within(
     fetches: &[OutputFetch],
     account: Option<&str>,
@@ -257,19 +272,14 @@ pub async fn stage_within(
 ) -> Result<(), String> {
     let a = account.map(as_account).transpose()?.flatten();
     let deadline = tokio::time::Instant::now() + timeout;
-    let timed_out = |what: String| {
-        format!(
-            "{what} timed out after {} s (output_copy_timeout_seconds); the copy was killed",
-            timeout.as_secs()
-        )
-    };
+    let mut copies = Vec::with_capacity(fetches.len());
     for f in fetches {
         let from = match f.from.as_slice() {
             [one] => one.clone(),
             many => {
                 let found = tokio::time::timeout_at(deadline, existing(many, a.as_ref()))
                     .await
-                    .map_err(|_| timed_out(format!("looking for output {}", f.path)))??;
+                    .map_err(|_| timed_out(format!("looking for output {}", f.path), timeout))??;
                 let list = |p: &[PathBuf]| {
                     p.iter()
                         .map(|p| p.display().to_string())
@@ -297,56 +307,151 @@ pub async fn stage_within(
                 }
             }
         };
-        if from == f.to {
-            // Written where it belongs.
-            continue;
-        }
-        let copy = async {
-            if let Some(dir) = f.to.parent() {
-                match &a {
-                    Some(a) => run_as(a, &["mkdir", "-p", "--"], &[dir])
-                        .await
-                        .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name))?,
-                    None => tokio::fs::create_dir_all(dir)
-                        .await
-                        .map_err(|e| format!("creating {}: {e}", dir.display()))?,
-                }
-            }
-            let out = match &a {
-                Some(a) => setpriv(a, &["cp", "-T", "--"], &[&from, &f.to]).await?,
-                None => tokio::process::Command::new("cp")
-                    .args(["-T", "--"])
-                    .arg(&from)
-                    .arg(&f.to)
-                    .stdin(std::process::Stdio::null())
-                    .kill_on_drop(true)
-                    .output()
-                    .await
-                    .map_err(|e| format!("cannot run cp: {e}"))?,
-            };
-            if out.status.success() {
-                return Ok(());
-            }
-            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            Err(if said.is_empty() {
-                format!("cp exited with {}", out.status)
-            } else {
-                said
-            })
-        };
-        let what = || {
-            let who = a
-                .as_ref()
-                .map_or(String::new(), |a| format!(" as {:?}", a.name));
-            format!("copying {} to {}{who}", from.display(), f.to.display())
-        };
-        match tokio::time::timeout_at(deadline, copy).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(format!("{}: {e}", what())),
-            Err(_) => return Err(timed_out(what())),
+        // One written where it belongs is not copied onto itself.
+        if from != f.to {
+            copies.push(Copy {
+                from,
+                to: f.to.clone(),
+            });
         }
     }
+    copy_files(&copies, a.as_ref(), deadline, timeout).await
+}
+
+/// The one copier of inputs and outputs: copies every file, in order, creating the
+/// directories it goes into, as account `a` when there is one; stops at the first failure,
+/// naming the file, the account and the cause. Each file is copied by a process of its own
+/// (`cp`), killed and reaped at `deadline`, shared by the whole list (`timeout` from its
+/// start), so that a named pipe or a hung file system cannot hold the copy, or a task of
+/// the service, forever; the error then names the file and the timeout's key.
+async fn copy_files(
+    copies: &[Copy],
+    a: Option<&foresight_rm::account::Account>,
+    deadline: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let who = a.map_or(String::new(), |a| format!(" as {:?}", a.name));
+    let mut made: Vec<&Path> = Vec::new();
+    for c in copies {
+        if let Some(dir) = c.to.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !made.contains(&dir) {
+                let what = || format!("creating {}{who}", dir.display());
+                run_until(deadline, a, &["mkdir", "-p", "--"], &[dir])
+                    .await
+                    .map_err(|e| e.told(what(), timeout))?;
+                made.push(dir);
+            }
+        }
+        let what = || format!("copying {} to {}{who}", c.from.display(), c.to.display());
+        run_until(deadline, a, &["cp", "-T", "--"], &[&c.from, &c.to])
+            .await
+            .map_err(|e| e.told(what(), timeout))?;
+    }
     Ok(())
+}
+
+/// Why a command of [`run_until`] failed.
+enum Failed {
+    /// It was still running at the deadline, and was killed.
+    TimedOut,
+    /// It could not be run, or failed saying this.
+    Said(String),
+}
+
+impl Failed {
+    /// The error of doing `what`, which had `timeout` in all.
+    fn told(self, what: String, timeout: std::time::Duration) -> String {
+        match self {
+            Failed::TimedOut => timed_out(what, timeout),
+            Failed::Said(e) => format!("{what}: {e}"),
+        }
+    }
+}
+
+/// The error of `what`, stopped at `timeout`.
+fn timed_out(what: String, timeout: std::time::Duration) -> String {
+    format!(
+        "{what} timed out after {} s ({COPY_TIMEOUT_KEY}); the copy was killed",
+        timeout.as_secs()
+    )
+}
+
+/// Runs `command` with `paths`, as account `a` when there is one; at `deadline` it is
+/// killed and reaped before this returns, so nothing of it is left. Its error output is the
+/// error.
+async fn run_until(
+    deadline: tokio::time::Instant,
+    a: Option<&foresight_rm::account::Account>,
+    command: &[&str],
+    paths: &[&Path],
+) -> Result<(), Failed> {
+    use tokio::io::AsyncReadExt;
+    let mut child = command_as(a, command, paths)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Failed::Said(format!("cannot run {}: {e}", program(a, command))))?;
+    let mut stderr = child.stderr.take().expect("invariant: stderr is piped");
+    let ran = tokio::time::timeout_at(deadline, async {
+        let mut said = Vec::new();
+        let _ = stderr.read_to_end(&mut said).await;
+        (child.wait().await, said)
+    })
+    .await;
+    let Ok((status, said)) = ran else {
+        // The wait dropped: kill it, and wait for it to be gone.
+        let _ = child.kill().await;
+        return Err(Failed::TimedOut);
+    };
+    let status = status.map_err(|e| Failed::Said(format!("waiting for {}: {e}", command[0])))?;
+    if status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&said).trim().to_string();
+    Err(Failed::Said(if said.is_empty() {
+        format!("{} exited with {status}", command[0])
+    } else {
+        said
+    }))
+}
+
+/// What runs `command`: `setpriv` (util-linux) when there is an account, else the command.
+fn program<'a>(a: Option<&foresight_rm::account::Account>, command: &[&'a str]) -> &'a str {
+    if a.is_some() {
+        "setpriv (util-linux)"
+    } else {
+        command[0]
+    }
+}
+
+/// `command` with `paths`, as account `a` when there is one: under `setpriv` (util-linux)
+/// with its uid, its gid and its groups from the group database, as the job's launcher
+/// takes them. Its input is empty; dropped, it is killed.
+fn command_as(
+    a: Option<&foresight_rm::account::Account>,
+    command: &[&str],
+    paths: &[&Path],
+) -> tokio::process::Command {
+    let mut c = match a {
+        Some(a) => {
+            let mut c = tokio::process::Command::new("setpriv");
+            c.arg(format!("--reuid={}", a.uid))
+                .arg(format!("--regid={}", a.gid))
+                .arg("--init-groups")
+                .arg("--")
+                .args(command);
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(command[0]);
+            c.args(&command[1..]);
+            c
+        }
+    };
+    c.args(paths)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    c
 }
 
 /// Which of `paths` exist (a dangling link counts), as account `a` sees them when there is
@@ -426,42 +531,6 @@ fn as_account(name: &str) -> Result<Option<foresight_rm::account::Account>, Stri
     }
 }
 
-async fn stage_here(copies: &[Copy]) -> Result<(), String> {
-    for c in copies {
-        if let Some(dir) = c.to.parent() {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        }
-        tokio::fs::copy(&c.from, &c.to)
-            .await
-            .map_err(|e| format!("copying {} to {}: {e}", c.from.display(), c.to.display()))?;
-    }
-    Ok(())
-}
-
-/// Each copy by `cp` as the account.
-async fn stage_as(copies: &[Copy], a: &foresight_rm::account::Account) -> Result<(), String> {
-    for c in copies {
-        if let Some(dir) = c.to.parent() {
-            run_as(a, &["mkdir", "-p", "--"], &[dir])
-                .await
-                .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name))?;
-        }
-        run_as(a, &["cp", "-T", "--"], &[&c.from, &c.to])
-            .await
-            .map_err(|e| {
-                format!(
-                    "copying {} to {} as {:?}: {e}",
-                    c.from.display(),
-                    c.to.display(),
-                    a.name
-                )
-            })?;
-    }
-    Ok(())
-}
-
 /// Runs `command` with `paths` as account `a`; its error output is the error.
 async fn run_as(
     a: &foresight_rm::account::Account,
@@ -480,23 +549,14 @@ async fn run_as(
     })
 }
 
-/// Runs `command` with `paths` under `setpriv` (util-linux) as account `a`: its uid, its gid
-/// and its groups from the group database, as the job's launcher takes them.
+/// Runs `command` with `paths` under `setpriv` (util-linux) as account `a`, as
+/// [`command_as`] makes it; its output.
 async fn setpriv(
     a: &foresight_rm::account::Account,
     command: &[&str],
     paths: &[&Path],
 ) -> Result<std::process::Output, String> {
-    tokio::process::Command::new("setpriv")
-        .arg(format!("--reuid={}", a.uid))
-        .arg(format!("--regid={}", a.gid))
-        .arg("--init-groups")
-        .arg("--")
-        .args(command)
-        .args(paths)
-        .stdin(std::process::Stdio::null())
-        // Dropped at a timeout: the process goes with it.
-        .kill_on_drop(true)
+    command_as(Some(a), command, paths)
         .output()
         .await
         .map_err(|e| format!("cannot run setpriv (util-linux): {e}"))
@@ -654,5 +714,184 @@ mod tests {
         let two = [PathBuf::from("/w"), PathBuf::from("/s/job-1")];
         let c = output_fetch(&j.outputs[1], &two, Path::new("/w")).unwrap();
         assert_eq!(c.from, vec![PathBuf::from("/w/log"), "/s/job-1/log".into()]);
+    }
+
+    // ------------------------------------------------------------------ the copier
+
+    /// A scratch directory any account may enter, removed on drop.
+    fn open_dir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        d
+    }
+
+    fn mkfifo(p: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {}", p.display());
+    }
+
+    /// The processes whose command line names `path`.
+    fn processes_naming(path: &Path) -> Vec<String> {
+        let want = path.display().to_string();
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(line) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            if line.contains(&want) {
+                found.push(format!("{}: {line}", e.file_name().to_string_lossy()));
+            }
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn a_named_pipe_times_out_after_the_files_before_it_and_its_copy_is_gone() {
+        let d = open_dir();
+        let (good, fifo) = (d.path().join("good.dat"), d.path().join("stuck.fifo"));
+        std::fs::write(&good, b"data").unwrap();
+        mkfifo(&fifo);
+        let to = d.path().join("work/sub");
+        let copies = [
+            Copy {
+                from: good.clone(),
+                to: to.join("good.dat"),
+            },
+            Copy {
+                from: fifo.clone(),
+                to: to.join("stuck.fifo"),
+            },
+        ];
+        let e = stage(&copies, None, std::time::Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        let want = format!(
+            "copying {} to {} timed out after 1 s (copy_timeout_seconds); the copy was killed",
+            fifo.display(),
+            to.join("stuck.fifo").display()
+        );
+        assert_eq!(e, want);
+        // In order: the file before it was copied, into the directory made for it.
+        assert_eq!(std::fs::read(to.join("good.dat")).unwrap(), b"data");
+        // Killed and reaped before the error came back: no process left reads the pipe.
+        assert_eq!(processes_naming(&fifo), Vec::<String>::new());
+        use std::os::unix::fs::OpenOptionsExt;
+        let open = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(0o4000) // O_NONBLOCK: ENXIO when nobody reads
+            .open(&fifo);
+        assert_eq!(open.map(|_| ()).map_err(|e| e.raw_os_error()), Err(Some(6)));
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_stops_the_copy_naming_it() {
+        let d = open_dir();
+        let missing = d.path().join("no-such.dat");
+        let after = d.path().join("after.dat");
+        std::fs::write(&after, b"x").unwrap();
+        let copies = [
+            Copy {
+                from: missing.clone(),
+                to: d.path().join("w/no-such.dat"),
+            },
+            Copy {
+                from: after,
+                to: d.path().join("w/after.dat"),
+            },
+        ];
+        let e = stage(&copies, None, std::time::Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with(&format!("copying {} to ", missing.display())),
+            "{e}"
+        );
+        assert!(e.contains("No such file or directory"), "{e}");
+        assert!(!d.path().join("w/after.dat").exists(), "it stopped there");
+        // An output likewise, and one written where it belongs is not copied.
+        let fetch = |from: &Path, to: &Path| OutputFetch {
+            path: "r.txt".into(),
+            from: vec![from.to_path_buf()],
+            to: to.to_path_buf(),
+        };
+        let here = d.path().join("here.txt");
+        std::fs::write(&here, b"y").unwrap();
+        let e = stage_within(
+            &[
+                fetch(&here, &here),
+                fetch(&missing, &d.path().join("h/r.txt")),
+            ],
+            None,
+            std::time::Duration::from_secs(60),
+        )
+        .await
+        .unwrap_err();
+        assert!(e.contains(&missing.display().to_string()), "{e}");
+    }
+
+    /// As root, a job's files are copied as its account: what it may read lands in
+    /// directories it owns, owned by it; what only root may read is refused, naming the
+    /// file and the account. Runs where the service would switch accounts (root, with a
+    /// `nobody` account).
+    #[tokio::test]
+    async fn files_are_copied_as_the_jobs_account() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let Ok(Some(nobody)) = as_account("nobody") else {
+            assert!(
+                !foresight_rm::account::running_as_root()
+                    || foresight_rm::account::lookup("nobody").unwrap().is_none(),
+                "as root, nobody is an account of its own"
+            );
+            return;
+        };
+        let d = open_dir();
+        let (open, secret) = (d.path().join("open.dat"), d.path().join("secret.dat"));
+        std::fs::write(&open, b"open").unwrap();
+        std::fs::write(&secret, b"secret").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let work = d.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::os::unix::fs::chown(&work, Some(nobody.uid), Some(nobody.gid)).unwrap();
+        let to = work.join("sub/open.dat");
+        let copy = |from: &Path, to: &Path| Copy {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        };
+        let timeout = std::time::Duration::from_secs(60);
+        stage(&[copy(&open, &to)], Some("nobody"), timeout)
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), b"open");
+        for made in [&to, &work.join("sub")] {
+            let m = std::fs::metadata(made).unwrap();
+            assert_eq!(m.uid(), nobody.uid, "{}", made.display());
+        }
+        let e = stage(
+            &[copy(&secret, &work.join("secret.dat"))],
+            Some("nobody"),
+            timeout,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.starts_with(&format!("copying {} to ", secret.display()))
+                && e.contains("as \"nobody\": ")
+                && e.contains("Permission denied"),
+            "{e}"
+        );
+        assert!(!work.join("secret.dat").exists());
+        // Root itself copies as the service.
+        stage(
+            &[copy(&open, &d.path().join("as-root.dat"))],
+            Some("root"),
+            timeout,
+        )
+        .await
+        .unwrap();
     }
 }

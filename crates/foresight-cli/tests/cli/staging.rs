@@ -2,7 +2,8 @@
 //! cluster `a` is placed on `b` (a is full), finds the input copied into its working
 //! directory there, copied while it was reserved, and starts only after the transfer its
 //! link needs; a job run on its data's cluster is not copied; a missing input is refused
-//! naming it; a copy that fails fails the job with the reason and releases its processors.
+//! naming it; a copy that fails fails the job with the reason and releases its processors,
+//! and one that never ends (a named pipe) is killed at `copy_timeout_seconds` and fails it.
 //! Outputs: a job run in a far cluster's own `work_dir` has its outputs copied back home once
 //! it completes (again after a restart that cut the copy); bad paths are refused; a missing
 //! output is recorded on the completed job; a failed job's outputs are not copied.
@@ -32,21 +33,122 @@ const STAGE_B: i64 = 5;
 
 /// Fills cluster `a` for ten minutes, so that global jobs go to `b`.
 fn fill_a(s: &Server) -> u64 {
-    let id = s.submit(&[
-        "--cluster",
-        "a",
-        "-n",
-        "2",
-        "-t",
-        "10m",
-        "--",
-        "sleep",
-        "600",
-    ]);
+    let id = JobBuilder::new()
+        .cluster("a")
+        .walltime("10m")
+        .submit(s, &["sleep", "600"]);
     s.wait_job(id, "running", Duration::from_secs(60), |j| {
         j["state"] == "running"
     });
     id
+}
+
+/// A job submitted through the CLI, as these tests vary it: 2 processors for a minute unless
+/// told otherwise, global unless given a cluster.
+struct JobBuilder {
+    procs: u32,
+    walltime: &'static str,
+    cluster: Option<&'static str>,
+    /// An input living on `a`.
+    input: Option<std::path::PathBuf>,
+    chdir: Option<std::path::PathBuf>,
+    outputs: Vec<String>,
+    dependency: Option<String>,
+    hold: bool,
+}
+
+impl JobBuilder {
+    fn new() -> JobBuilder {
+        JobBuilder {
+            procs: 2,
+            walltime: "1m",
+            cluster: None,
+            input: None,
+            chdir: None,
+            outputs: Vec::new(),
+            dependency: None,
+            hold: false,
+        }
+    }
+
+    fn procs(mut self, n: u32) -> Self {
+        self.procs = n;
+        self
+    }
+
+    fn walltime(mut self, t: &'static str) -> Self {
+        self.walltime = t;
+        self
+    }
+
+    fn cluster(mut self, c: &'static str) -> Self {
+        self.cluster = Some(c);
+        self
+    }
+
+    /// Its input, on `a`.
+    fn input(mut self, f: &Path) -> Self {
+        self.input = Some(f.to_path_buf());
+        self
+    }
+
+    fn chdir(mut self, d: &Path) -> Self {
+        self.chdir = Some(d.to_path_buf());
+        self
+    }
+
+    fn outputs(mut self, o: &[&str]) -> Self {
+        self.outputs.extend(o.iter().map(|o| o.to_string()));
+        self
+    }
+
+    /// Waits for job `on` to complete (`afterok`).
+    fn after(mut self, on: u64) -> Self {
+        self.dependency = Some(format!("afterok:{on}"));
+        self
+    }
+
+    fn hold(mut self) -> Self {
+        self.hold = true;
+        self
+    }
+
+    /// Submits it to run `command`; the job id.
+    fn submit(self, s: &Server, command: &[&str]) -> u64 {
+        let mut args = vec![
+            "-n".to_string(),
+            self.procs.to_string(),
+            "-t".into(),
+            self.walltime.into(),
+        ];
+        if let Some(c) = self.cluster {
+            args.extend(["--cluster".into(), c.into()]);
+        }
+        if let Some(f) = &self.input {
+            args.extend(["--input".into(), format!("{}@a", f.display())]);
+        }
+        if let Some(d) = &self.chdir {
+            args.extend(["--chdir".into(), d.display().to_string()]);
+        }
+        for o in &self.outputs {
+            args.extend(["--output-file".into(), o.clone()]);
+        }
+        if let Some(d) = &self.dependency {
+            args.extend(["--dependency".into(), d.clone()]);
+        }
+        if self.hold {
+            args.push("--hold".into());
+        }
+        args.push("--".into());
+        args.extend(command.iter().map(|c| c.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        s.submit(&args)
+    }
+
+    /// Submits it to run `sh -c script`.
+    fn sh(self, s: &Server, script: &str) -> u64 {
+        self.submit(s, &["sh", "-c", script])
+    }
 }
 
 /// A 2 MB input file on `a`'s side, under `dir`.
@@ -67,21 +169,10 @@ fn a_global_job_placed_away_from_its_input_finds_it_copied_and_starts_after_the_
     let work = scratch.join("work-b");
     std::fs::create_dir_all(&work).unwrap();
     let filler = fill_a(&s);
-    let arg = format!("{}@a", f.display());
-    let id = s.submit(&[
-        "-n",
-        "2",
-        "-t",
-        "1m",
-        "--input",
-        &arg,
-        "--chdir",
-        work.to_str().unwrap(),
-        "--",
-        "cmp",
-        "in.dat",
-        f.to_str().unwrap(),
-    ]);
+    let id = JobBuilder::new()
+        .input(&f)
+        .chdir(&work)
+        .submit(&s, &["cmp", "in.dat", f.to_str().unwrap()]);
     let j = s.wait_final(id, Duration::from_secs(120));
     assert_eq!(j["state"], "completed", "the copy is identical: {j}");
     assert_eq!(j["parts"][0]["cluster"], "b", "{j}");
@@ -127,22 +218,11 @@ fn a_job_on_its_datas_cluster_is_not_copied() {
     let f = input(&scratch);
     let work = scratch.join("work-a");
     std::fs::create_dir_all(&work).unwrap();
-    let arg = format!("{}@a", f.display());
     // b is as free as a but 5 s away: the earliest finish is on a, where nothing moves.
-    let id = s.submit(&[
-        "-n",
-        "2",
-        "-t",
-        "1m",
-        "--input",
-        &arg,
-        "--chdir",
-        work.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        "test ! -e in.dat",
-    ]);
+    let id = JobBuilder::new()
+        .input(&f)
+        .chdir(&work)
+        .sh(&s, "test ! -e in.dat");
     let j = s.wait_final(id, Duration::from_secs(120));
     assert_eq!(j["state"], "completed", "{j}");
     assert_eq!(j["parts"][0]["cluster"], "a", "{j}");
@@ -194,19 +274,10 @@ fn a_failing_copy_fails_the_job_with_the_reason_and_frees_its_processors() {
     let f = input(&scratch);
     let work = scratch.join("work-b");
     let filler = fill_a(&s);
-    let arg = format!("{}@a", f.display());
-    let id = s.submit(&[
-        "-n",
-        "2",
-        "-t",
-        "1m",
-        "--input",
-        &arg,
-        "--chdir",
-        work.to_str().unwrap(),
-        "--",
-        "true",
-    ]);
+    let id = JobBuilder::new()
+        .input(&f)
+        .chdir(&work)
+        .submit(&s, &["true"]);
     // Gone before b's start, at least 5 s away: the copy cannot be made.
     std::fs::remove_file(&f).unwrap();
     let j = s.wait_final(id, Duration::from_secs(120));
@@ -217,10 +288,60 @@ fn a_failing_copy_fails_the_job_with_the_reason_and_frees_its_processors() {
     assert!(j["started_at"].is_null(), "it never started: {j}");
     assert!(j["staging"][0]["error"].is_string(), "{j}");
     // b's processors are free again: a local job of both runs there at once.
-    let next = s.submit(&["--cluster", "b", "-n", "2", "-t", "1m", "--", "true"]);
+    let next = JobBuilder::new().cluster("b").submit(&s, &["true"]);
     let n = s.wait_final(next, Duration::from_secs(60));
     assert_eq!(n["state"], "completed", "{n}");
     s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+#[test]
+fn an_input_that_never_ends_fails_its_job_at_the_copy_timeout_naming_it() {
+    let s = Server::with_config(&format!("copy_timeout_seconds = 2\n{GRID}"));
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let work = scratch.join("work-b");
+    let filler = fill_a(&s);
+    let id = JobBuilder::new()
+        .input(&f)
+        .chdir(&work)
+        .hold()
+        .submit(&s, &["true"]);
+    // Measured as a file; by its copy, a named pipe nobody writes: the copy would block
+    // forever, and the job with it.
+    std::fs::remove_file(&f).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&f)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    s.run(&["job", "release", &id.to_string()]);
+    let j = s.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "failed", "{j}");
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("staging its input to b failed"), "{j}");
+    assert!(
+        reason.contains(&f.display().to_string())
+            && reason.contains("timed out after 2 s (copy_timeout_seconds)"),
+        "{j}"
+    );
+    assert!(j["started_at"].is_null(), "it never started: {j}");
+    // The copy's process is gone: nobody reads the pipe any more.
+    assert_no_reader(&f);
+    s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+/// Asserts that no process has the named pipe `fifo` open for reading.
+fn assert_no_reader(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(O_NONBLOCK)
+        .open(fifo);
+    assert_eq!(
+        open.map(|_| ()).map_err(|e| e.raw_os_error()),
+        Err(Some(6)),
+        "ENXIO: no reader left"
+    );
 }
 
 // ------------------------------------------------------------------------- outputs
@@ -244,22 +365,11 @@ fn server_with_work_dir() -> (Server, tempfile::TempDir) {
 /// A global job of 2 processors, `a` full: it runs on `b`, in `b`'s work_dir, with its
 /// input from `a` and the outputs named.
 fn submit_to_b(s: &Server, home: &Path, input: &Path, outputs: &[&str], script: &str) -> u64 {
-    let arg = format!("{}@a", input.display());
-    let mut args = vec![
-        "-n",
-        "2",
-        "-t",
-        "1m",
-        "--input",
-        &arg,
-        "--chdir",
-        home.to_str().unwrap(),
-    ];
-    for o in outputs {
-        args.extend(["--output-file", o]);
-    }
-    args.extend(["--", "sh", "-c", script]);
-    s.submit(&args)
+    JobBuilder::new()
+        .input(input)
+        .chdir(home)
+        .outputs(outputs)
+        .sh(s, script)
 }
 
 #[test]
@@ -435,24 +545,12 @@ fn outputs_a_kill_cut_short_are_copied_after_the_restart() {
 /// A job that waits for a job of b's (`afterok`) in `home`, on `b` itself (free once the
 /// job it waits for has ended), checking that `file` is there with `want` in it.
 fn submit_dependant(s: &Server, home: &Path, on: u64, file: &str, want: &str) -> u64 {
-    let dep = format!("afterok:{on}");
-    let check = format!("grep -q {want} {file}");
-    s.submit(&[
-        "--cluster",
-        "b",
-        "-n",
-        "1",
-        "-t",
-        "1m",
-        "--dependency",
-        &dep,
-        "--chdir",
-        home.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &check,
-    ])
+    JobBuilder::new()
+        .cluster("b")
+        .procs(1)
+        .after(on)
+        .chdir(home)
+        .sh(s, &format!("grep -q {want} {file}"))
 }
 
 /// Where job `id` ran on `b` (its own `work_dir`).
@@ -538,16 +636,7 @@ fn a_copy_that_outlasts_its_timeout_is_killed_and_fails_the_dependants_naming_th
     let took = int(&j["output_staging"], "ended_at") - int(&j["output_staging"], "began_at");
     assert!((1..=10).contains(&took), "{j}");
     // The copy's process is gone: nobody reads the pipe any more.
-    use std::os::unix::fs::OpenOptionsExt;
-    let open = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(O_NONBLOCK)
-        .open(ran_on_b(b.path(), id).join("stuck.fifo"));
-    assert_eq!(
-        open.map(|_| ()).map_err(|e| e.raw_os_error()),
-        Err(Some(6)),
-        "ENXIO: no reader left"
-    );
+    assert_no_reader(&ran_on_b(b.path(), id).join("stuck.fifo"));
     // A failed copy is not ok: the dependant is cancelled, naming the copy's error.
     let n = s.wait_final(next, Duration::from_secs(60));
     assert_eq!(n["state"], "cancelled", "{n}");
@@ -568,12 +657,11 @@ fn a_co_allocated_jobs_outputs_come_from_the_part_that_wrote_them() {
     // 4 processors on a grid of 2 + 2: one part on a (in its home), one on b (in b's own
     // work_dir); the outputs go to the service's host, its home.
     let spanning = |outputs: &[&str], script: &str| {
-        let mut args = vec!["-n", "4", "-t", "1m", "--chdir", home.to_str().unwrap()];
-        for o in outputs {
-            args.extend(["--output-file", o]);
-        }
-        args.extend(["--", "sh", "-c", script]);
-        s.submit(&args)
+        JobBuilder::new()
+            .procs(4)
+            .chdir(&home)
+            .outputs(outputs)
+            .sh(&s, script)
     };
     let id = spanning(
         &["made-on-a.txt", "made-on-b.txt"],

@@ -314,18 +314,7 @@ mod tests {
     /// prediction, it is corrected once.
     #[test]
     fn a_global_job_is_planned_by_its_prediction_and_corrected_when_it_outlives_it() {
-        let cfg = Config {
-            cluster: vec![cluster("a", 4)],
-            data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
-            ..Config::default()
-        };
-        let mut w = World::new(&cfg);
-        w.add_user(UserRecord {
-            name: "ann".into(),
-            token_hash: "hash-ann".into(),
-            ..Default::default()
-        });
+        let mut w = with_ann(&predicting_on(vec![cluster("a", 4)]));
         w.accept(Time(1_000), vec![job(1, "ann", 4, 1_000)]);
         let p = w.jobs[&JobId(1)].prediction.clone().unwrap();
         assert_eq!((p.seconds, p.runs), (1_000, 0));
@@ -367,16 +356,47 @@ mod tests {
         assert_eq!(w.next_plan_end(Time(1_300)), None);
     }
 
+    /// `clusters`, predicting with Tsafrir.
+    fn predicting_on(clusters: Vec<crate::config::ClusterConfig>) -> Config {
+        Config {
+            cluster: clusters,
+            data_dir: "/nonexistent".into(),
+            predict: Predictor::Tsafrir,
+            ..Config::default()
+        }
+    }
+
     /// One 4-processor cluster `speed` times as fast as the reference processor, predicting
     /// with Tsafrir.
     fn predicting(speed: f64) -> Config {
         let mut a = cluster("a", 4);
         a.spec.speed = Some(speed);
-        Config {
-            cluster: vec![a],
-            data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
-            ..Config::default()
+        predicting_on(vec![a])
+    }
+
+    /// A world of `cfg` where ann is a user.
+    fn with_ann(cfg: &Config) -> World {
+        let mut w = World::new(cfg);
+        w.add_user(UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        w
+    }
+
+    /// Ann's earlier run `job` of the application and parameters of job `like`, `runtime`
+    /// seconds long (`on_reference`: seconds of the reference processor), ended at 900.
+    fn anns_run(like: &JobRecord, job: u64, runtime: i64, on_reference: bool) -> RunRecord {
+        RunRecord {
+            job,
+            user: "ann".into(),
+            app: app_of(like),
+            params: params_of(like),
+            cluster: None,
+            runtime,
+            ended_at: 900,
+            on_reference,
         }
     }
 
@@ -389,12 +409,7 @@ mod tests {
     /// [`running_predicted_global_job`] on a cluster `speed` times as fast, where job 1
     /// runs 100 s of the reference processor's time (`100 / speed` there).
     fn running_predicted_global_job_at(speed: f64) -> World {
-        let mut w = World::new(&predicting(speed));
-        w.add_user(UserRecord {
-            name: "ann".into(),
-            token_hash: "hash-ann".into(),
-            ..Default::default()
-        });
+        let mut w = with_ann(&predicting(speed));
         w.accept(Time(1_000), vec![job(1, "ann", 4, 1_000)]);
         w.cycle(Time(1_000));
         let attempt = w.jobs[&JobId(1)].attempt;
@@ -433,19 +448,7 @@ mod tests {
 
     /// Two 4-processor clusters a and b, predicting with Tsafrir, and ann.
     fn two_predicting() -> World {
-        let cfg = Config {
-            cluster: vec![cluster("a", 4), cluster("b", 4)],
-            data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
-            ..Config::default()
-        };
-        let mut w = World::new(&cfg);
-        w.add_user(UserRecord {
-            name: "ann".into(),
-            token_hash: "hash-ann".into(),
-            ..Default::default()
-        });
-        w
+        with_ann(&predicting_on(vec![cluster("a", 4), cluster("b", 4)]))
     }
 
     /// A user's history stays with its processor type, as in the simulator: ann's local
@@ -494,19 +497,7 @@ mod tests {
     fn a_co_allocated_jobs_correction_counts_once() {
         let mut w = two_predicting();
         let two = job(2, "ann", 8, 1_000);
-        w.restore_runs(
-            vec![RunRecord {
-                job: 1,
-                user: "ann".into(),
-                app: app_of(&two),
-                params: params_of(&two),
-                cluster: None,
-                runtime: 100,
-                ended_at: 900,
-                on_reference: true,
-            }],
-            &[],
-        );
+        w.restore_runs(vec![anns_run(&two, 1, 100, true)], &[]);
         w.accept(Time(1_000), vec![two]);
         w.cycle(Time(1_000));
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
@@ -526,15 +517,8 @@ mod tests {
     fn global_runs_stored_in_the_parts_time_are_converted_or_dropped_at_restore() {
         let mut w = World::new(&predicting(2.0));
         let next = job(3, "ann", 4, 1_000);
-        let run = |job: u64, runtime: i64, on_reference: bool| RunRecord {
-            job,
-            user: "ann".into(),
-            app: app_of(&next),
-            params: params_of(&next),
-            cluster: None,
-            runtime,
-            ended_at: 900,
-            on_reference,
+        let run = |job: u64, runtime: i64, on_reference: bool| {
+            anns_run(&next, job, runtime, on_reference)
         };
         let ran = JobRecord {
             parts: vec![PartRecord {
@@ -653,33 +637,10 @@ mod tests {
         use super::super::Effect;
         use foresight_core::ReservationId;
         use foresight_rm::{PartHandle, RmJobState, RmReservation};
-        let cfg = Config {
-            cluster: vec![slurm("c1")],
-            data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
-            ..Config::default()
-        };
-        let mut w = World::new(&cfg);
-        w.add_user(UserRecord {
-            name: "ann".into(),
-            token_hash: "hash-ann".into(),
-            ..Default::default()
-        });
+        let mut w = with_ann(&predicting_on(vec![slurm("c1")]));
         let two = job(2, "ann", 4, 1_000);
         // Ann's one earlier run of the same application took 100 s.
-        w.restore_runs(
-            vec![RunRecord {
-                job: 1,
-                user: "ann".into(),
-                app: app_of(&two),
-                params: params_of(&two),
-                cluster: None,
-                runtime: 100,
-                ended_at: 900,
-                on_reference: true,
-            }],
-            &[],
-        );
+        w.restore_runs(vec![anns_run(&two, 1, 100, true)], &[]);
         w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
         w.accept(Time(1_000), vec![two]);
         assert_eq!(w.jobs[&JobId(2)].prediction.as_ref().unwrap().seconds, 100);
