@@ -34,7 +34,13 @@ pub(crate) enum OutputCopy {
 impl OutputCopy {
     /// The copy recorded on `j`.
     pub(crate) fn of(j: &foresight_store::JobRecord) -> OutputCopy {
-        match &j.output_staging {
+        OutputCopy::from_record(j.output_staging.as_ref())
+    }
+
+    /// The copy a job's `output_staging` records (`None`: nothing to copy), wherever the
+    /// job runs: a dispatcher reads it from the shared store, as its site wrote it.
+    pub(crate) fn from_record(s: Option<&foresight_store::StagingRecord>) -> OutputCopy {
+        match s {
             Some(s) if s.ended_at.is_none() => OutputCopy::Running(s.cluster.clone()),
             Some(s) => s.error.clone().map_or(OutputCopy::Done, OutputCopy::Failed),
             None => OutputCopy::Done,

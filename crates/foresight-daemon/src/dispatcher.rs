@@ -20,7 +20,7 @@
 //! [`RuntimeTracker`]), as in `sim auction`; the auction's state is rows in PostgreSQL
 //! instead of an [`AuctionHouse`](foresight_core::auction::AuctionHouse) in memory.
 
-use crate::dependency::{dependency_verdict, Named};
+use crate::dependency::{dependency_verdict, Named, OutputCopy};
 use crate::dispatcher_config::DispatcherConfig;
 use crate::service::{unix_now, Service};
 use foresight_api::DependencyVerdict;
@@ -139,50 +139,32 @@ impl Dispatcher {
     ) -> Result<Vec<u64>, crate::Refusal> {
         match self.queue.submit(user, jobs, committed_here).await {
             Ok(foresight_store::Submitted::Stored(ids)) => Ok(ids),
-            Ok(foresight_store::Submitted::OverBudget(o)) => {
-                let plural = |n: u32| if n == 1 { "" } else { "s" };
-                let mut parts = Vec::new();
-                if o.jobs > 0 {
-                    parts.push(format!(
-                        "the {} global job{} submitted may cost {:.2} at worst (processors × \
-                         walltime × {} per processor-second, the highest tariff of any site)",
-                        o.jobs,
-                        plural(o.jobs),
-                        o.worst,
-                        o.price
-                    ));
-                }
-                if o.local_jobs > 0 {
-                    parts.push(format!(
-                        "the {} local job{} submitted may cost {:.2} at worst (processors × \
-                         walltime × their cluster's tariff)",
-                        o.local_jobs,
-                        plural(o.local_jobs),
-                        o.local
-                    ));
-                }
-                if o.queued_jobs > 0 {
-                    parts.push(format!(
-                        "{:.2} for the {} global job{} of {user} not yet started",
-                        o.queued,
-                        o.queued_jobs,
-                        plural(o.queued_jobs)
-                    ));
-                }
-                if o.committed_here > 0.0 {
-                    parts.push(format!(
-                        "{:.2} that {user}'s unfinished local jobs here may still cost",
-                        o.committed_here
-                    ));
-                }
-                Err(crate::Refusal::over_budget(format!(
-                    "{}: more than the remaining budget {:.2} of {user} (shared by every \
-                     site, less what its other jobs hold); nothing was submitted",
-                    parts.join(", plus "),
-                    o.left
-                )))
-            }
+            Ok(foresight_store::Submitted::OverBudget(o)) => Err(over_budget(user, &o)),
             Err(e) => Err(crate::Refusal::internal(format!("storing the jobs: {e}"))),
+        }
+    }
+
+    /// Stores a workflow of `user` with its tasks (this site's local jobs, each with its
+    /// hold) if they fit the user's budget as [`Dispatcher::submit`] checks a submission;
+    /// 402 with the figures otherwise, nothing stored. Returns the workflow's id and its
+    /// jobs' ids.
+    pub async fn submit_workflow(
+        &self,
+        user: &str,
+        wf: &foresight_store::WorkflowRecord,
+        jobs: &[foresight_store::JobRecord],
+        committed_here: f64,
+    ) -> Result<(u64, Vec<u64>), crate::Refusal> {
+        match self
+            .queue
+            .submit_workflow(user, wf, jobs, committed_here)
+            .await
+        {
+            Ok(Ok(stored)) => Ok(stored),
+            Ok(Err(o)) => Err(over_budget(user, &o)),
+            Err(e) => Err(crate::Refusal::internal(format!(
+                "storing the workflow: {e}"
+            ))),
         }
     }
 
@@ -425,7 +407,8 @@ impl Dispatcher {
     }
 
     /// Puts on sale the global jobs waiting for dependencies that now hold (the jobs they
-    /// name may run at any site: their states are read from the shared store), and cancels,
+    /// name may run at any site: their states and output copies are read from the shared
+    /// store, as their sites wrote them), and cancels,
     /// with the reason, those whose dependencies can never hold. Any dispatcher may decide
     /// a job; the queue takes each decision once.
     async fn decide_waiting(&self) -> anyhow::Result<()> {
@@ -440,9 +423,10 @@ impl Dispatcher {
             .collect();
         let named: Vec<u64> = named.into_iter().collect();
         let mut states = BTreeMap::new();
-        for (id, state, started) in self.queue.job_states(&named).await? {
-            if let Ok(s) = state.parse::<foresight_api::JobState>() {
-                states.insert(id, (s, started));
+        for j in self.queue.job_states(&named).await? {
+            if let Ok(s) = j.state.parse::<foresight_api::JobState>() {
+                let copy = OutputCopy::from_record(j.output_staging.as_ref());
+                states.insert(j.id, (s, j.started, copy));
             }
         }
         for r in waiting {
@@ -452,12 +436,13 @@ impl Dispatcher {
                 continue;
             };
             let named = |id| {
-                states.get(&id).map(|&(state, started)| Named {
-                    state,
-                    started,
+                states.get(&id).map(|(state, started, copy)| Named {
+                    state: *state,
+                    started: *started,
                     label: id.to_string(),
-                    // The shared queue holds no output copies: nothing to wait for.
-                    outputs: Default::default(),
+                    // As in single mode: the copy its site runs is waited for, and a
+                    // failed one is not ok.
+                    outputs: copy.clone(),
                 })
             };
             match dependency_verdict(d, named, None) {
@@ -997,6 +982,52 @@ pub(crate) fn admit_global(
             "in dispatcher mode a global job cannot be {what} (its tasks and namesakes may \
              run at any site); name a cluster of this site (--cluster) or submit it without"
         ),
+    ))
+}
+
+/// The 402 refusing a submission over `user`'s shared budget, with the figures of the
+/// check ([`GlobalQueue::submit`]): what it may cost and what the budget already holds.
+fn over_budget(user: &str, o: &foresight_store::OverBudget) -> crate::Refusal {
+    let plural = |n: u32| if n == 1 { "" } else { "s" };
+    let mut parts = Vec::new();
+    if o.jobs > 0 {
+        parts.push(format!(
+            "the {} global job{} submitted may cost {:.2} at worst (processors × \
+                 walltime × {} per processor-second, the highest tariff of any site)",
+            o.jobs,
+            plural(o.jobs),
+            o.worst,
+            o.price
+        ));
+    }
+    if o.local_jobs > 0 {
+        parts.push(format!(
+            "the {} local job{} submitted may cost {:.2} at worst (processors × \
+                 walltime × their cluster's tariff)",
+            o.local_jobs,
+            plural(o.local_jobs),
+            o.local
+        ));
+    }
+    if o.queued_jobs > 0 {
+        parts.push(format!(
+            "{:.2} for the {} global job{} of {user} not yet started",
+            o.queued,
+            o.queued_jobs,
+            plural(o.queued_jobs)
+        ));
+    }
+    if o.committed_here > 0.0 {
+        parts.push(format!(
+            "{:.2} that {user}'s unfinished local jobs here may still cost",
+            o.committed_here
+        ));
+    }
+    crate::Refusal::over_budget(format!(
+        "{}: more than the remaining budget {:.2} of {user} (shared by every \
+             site, less what its other jobs hold); nothing was submitted",
+        parts.join(", plus "),
+        o.left
     ))
 }
 

@@ -95,7 +95,7 @@ pub struct Service {
     closing: AtomicBool,
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
     /// This site's dispatcher, in dispatcher mode.
-    dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
+    pub(crate) dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
     /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
     /// cluster): a launch meanwhile waits for its copy's outcome.
     ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,

@@ -4,6 +4,7 @@
 
 use crate::refusal::Refusal;
 use crate::service::{unix_now, Service};
+use crate::world::World;
 use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
 use foresight_store::UserRecord;
 use std::sync::Arc;
@@ -53,7 +54,37 @@ impl Service {
                 return Err(r);
             }
         }
-        let stored = self.store.insert_workflow(&record, &jobs).await;
+        // In dispatcher mode a limited budget holds each task's worst case (its processors
+        // × walltime × its mapped cluster's tariff: a task runs only there) in the shared
+        // budget as the workflow is stored, all tasks or none, as it does a local job's;
+        // settled at each task's end.
+        let limited = self
+            .world()
+            .users
+            .get(&user.name)
+            .is_some_and(|u| u.budget.is_some());
+        let stored = match &self.dispatcher {
+            Some(d) => {
+                let committed = {
+                    let w = self.world();
+                    if limited {
+                        for j in &mut jobs {
+                            if let Some(price) = w.local_tariff(j) {
+                                j.budget_hold = World::worst_case(j, price);
+                            }
+                        }
+                    }
+                    w.uncharged_of(&user.name)
+                };
+                d.submit_workflow(&user.name, &record, &jobs, committed)
+                    .await
+            }
+            None => self
+                .store
+                .insert_workflow(&record, &jobs)
+                .await
+                .map_err(|e| Refusal::internal(format!("storing the workflow: {e}"))),
+        };
         if spec.reserve {
             // Phase two: all committed with the workflow stored, or all released.
             self.world().settle_workflow(now, &record, stored.is_ok());
@@ -62,9 +93,19 @@ impl Service {
             Ok(x) => x,
             Err(e) => {
                 self.flush().await;
-                return Err(Refusal::internal(format!("storing the workflow: {e}")));
+                return Err(e);
             }
         };
+        // The holds left the shared budget with the tasks: this copy follows at once.
+        let held: f64 = jobs.iter().map(|j| j.budget_hold).sum();
+        if held > 0.0 {
+            if let Some(u) = self.world().users.get_mut(&user.name) {
+                u.spent += held;
+                if let Some(b) = u.budget.as_mut() {
+                    *b -= held;
+                }
+            }
+        }
         record.id = id;
         for ((j, t), jid) in jobs.iter_mut().zip(record.tasks.iter_mut()).zip(&ids) {
             j.id = *jid;

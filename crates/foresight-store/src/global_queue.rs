@@ -169,6 +169,21 @@ pub struct OverBudget {
     pub left: f64,
 }
 
+/// Where a job stands, wherever it runs, as a dependency on it reads it
+/// ([`GlobalQueue::job_states`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobStanding {
+    /// The job's id.
+    pub id: u64,
+    /// Its state, as its site last wrote it.
+    pub state: String,
+    /// Whether it has ever started.
+    pub started: bool,
+    /// The copy of its outputs back, written by the site that copies them: running while
+    /// `ended_at` is `None`, failed when `error` is set (`None`: nothing to copy).
+    pub output_staging: Option<crate::StagingRecord>,
+}
+
 /// A job as any dispatcher may show it, wherever it runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SharedJob {
@@ -363,6 +378,59 @@ impl GlobalQueue {
         committed_here: f64,
     ) -> Result<Submitted> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
+        if let Some(o) = self
+            .over_budget_in(&mut tx, user, jobs, committed_here)
+            .await?
+        {
+            return Ok(Submitted::OverBudget(o));
+        }
+        let ids = crate::postgres::insert_jobs_in(&mut tx, Some(&self.site), jobs)
+            .await
+            .map_err(self.db())?;
+        crate::shared_budget::take_holds(&mut tx, jobs)
+            .await
+            .map_err(|e| e.at(&self.name))?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(Submitted::Stored(ids))
+    }
+
+    /// Stores a workflow of `user` submitted at this site with its task jobs (this site's
+    /// local jobs), all or none, checked against the budget as [`GlobalQueue::submit`]
+    /// checks a submission: each task's hold ([`JobRecord::budget_hold`]) is taken in the
+    /// same transaction. Returns the workflow's id and its jobs' ids, in task order.
+    pub async fn submit_workflow(
+        &self,
+        user: &str,
+        wf: &crate::WorkflowRecord,
+        jobs: &[JobRecord],
+        committed_here: f64,
+    ) -> Result<std::result::Result<(u64, Vec<u64>), OverBudget>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        if let Some(o) = self
+            .over_budget_in(&mut tx, user, jobs, committed_here)
+            .await?
+        {
+            return Ok(Err(o));
+        }
+        let stored = crate::postgres::insert_workflow_in(&mut tx, Some(&self.site), wf, jobs)
+            .await
+            .map_err(self.db())?;
+        crate::shared_budget::take_holds(&mut tx, jobs)
+            .await
+            .map_err(|e| e.at(&self.name))?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(Ok(stored))
+    }
+
+    /// Inside `tx`, takes `user`'s row `FOR UPDATE` and says how `jobs` would overspend
+    /// their budget (`None`: they fit, or it is unlimited); see [`GlobalQueue::submit`].
+    async fn over_budget_in(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        user: &str,
+        jobs: &[JobRecord],
+        committed_here: f64,
+    ) -> Result<Option<OverBudget>> {
         let data: Option<String> =
             sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
                 .bind(user)
@@ -373,6 +441,9 @@ impl GlobalQueue {
             Some(d) => decode::<crate::UserRecord>("users", user.to_string(), &d)?.budget,
             None => None,
         };
+        let Some(left) = budget else {
+            return Ok(None);
+        };
         let global: Vec<&JobRecord> = jobs.iter().filter(|j| is_global(j)).collect();
         // Local jobs with holds: every site's accepted local jobs are in the budget as
         // their holds, so these must fit what the others left.
@@ -381,51 +452,42 @@ impl GlobalQueue {
             .filter(|j| !is_global(j) && j.budget_hold > 0.0)
             .collect();
         let local: f64 = held.iter().map(|j| j.budget_hold).sum();
-        if let Some(left) = budget {
-            let price: f64 =
-                sqlx::query_scalar("SELECT COALESCE(max(max_tariff), 0)::float8 FROM dispatchers")
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(self.db())?;
-            let worst: f64 = global
-                .iter()
-                .map(|j| f64::from(j.procs) * j.walltime.max(0) as f64 * price)
-                .sum();
-            let (queued, queued_jobs): (f64, i64) = sqlx::query_as(&format!(
-                "SELECT COALESCE(sum(g.worst_case), 0)::float8, count(*) FROM global_jobs g \
-                 JOIN jobs j ON j.id = g.job_id WHERE j.user_name = $1 AND g.state IN ({UNSTARTED})"
-            ))
-            .bind(user)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(self.db())?;
-            let committed_here = if committed_here.is_finite() {
-                committed_here.max(0.0)
-            } else {
-                0.0
-            };
-            if worst + local + queued + committed_here > left {
-                return Ok(Submitted::OverBudget(OverBudget {
-                    worst,
-                    jobs: global.len() as u32,
-                    price,
-                    queued,
-                    queued_jobs: queued_jobs as u32,
-                    committed_here,
-                    local,
-                    local_jobs: held.len() as u32,
-                    left,
-                }));
-            }
+        let price: f64 =
+            sqlx::query_scalar("SELECT COALESCE(max(max_tariff), 0)::float8 FROM dispatchers")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.db())?;
+        let worst: f64 = global
+            .iter()
+            .map(|j| f64::from(j.procs) * j.walltime.max(0) as f64 * price)
+            .sum();
+        let (queued, queued_jobs): (f64, i64) = sqlx::query_as(&format!(
+            "SELECT COALESCE(sum(g.worst_case), 0)::float8, count(*) FROM global_jobs g \
+             JOIN jobs j ON j.id = g.job_id WHERE j.user_name = $1 AND g.state IN ({UNSTARTED})"
+        ))
+        .bind(user)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(self.db())?;
+        let committed_here = if committed_here.is_finite() {
+            committed_here.max(0.0)
+        } else {
+            0.0
+        };
+        if worst + local + queued + committed_here > left {
+            return Ok(Some(OverBudget {
+                worst,
+                jobs: global.len() as u32,
+                price,
+                queued,
+                queued_jobs: queued_jobs as u32,
+                committed_here,
+                local,
+                local_jobs: held.len() as u32,
+                left,
+            }));
         }
-        let ids = crate::postgres::insert_jobs_in(&mut tx, Some(&self.site), jobs)
-            .await
-            .map_err(self.db())?;
-        crate::shared_budget::take_holds(&mut tx, jobs)
-            .await
-            .map_err(|e| e.at(&self.name))?;
-        tx.commit().await.map_err(self.db())?;
-        Ok(Submitted::Stored(ids))
+        Ok(None)
     }
 
     /// The jobs a dependency on `job` names (`task`: task `task` of array job `job`),
@@ -472,23 +534,34 @@ impl GlobalQueue {
     }
 
     /// Where jobs stand, wherever they run: each id found with its state as its site last
-    /// wrote it, and whether it has started (a dependency `after` holds then).
-    pub async fn job_states(&self, ids: &[u64]) -> Result<Vec<(u64, String, bool)>> {
+    /// wrote it, whether it has started (a dependency `after` holds then), and the copy of
+    /// its outputs as the site that copies them last wrote it (a dependant waits for it).
+    pub async fn job_states(&self, ids: &[u64]) -> Result<Vec<JobStanding>> {
         let ids: Vec<i64> = ids.iter().map(|&j| j as i64).collect();
-        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+        let rows: Vec<(i64, String, bool, Option<String>)> = sqlx::query_as(
             "SELECT j.id, j.state, (j.data::jsonb ->> 'started_at') IS NOT NULL \
              OR COALESCE((j.data::jsonb ->> 'attempt')::bigint, 0) > 0 \
-             OR COALESCE(g.state IN ('started', 'done'), false) \
+             OR COALESCE(g.state IN ('started', 'done'), false), \
+             j.data::jsonb ->> 'output_staging' \
              FROM jobs j LEFT JOIN global_jobs g ON g.job_id = j.id WHERE j.id = ANY($1)",
         )
         .bind(&ids)
         .fetch_all(&self.pool)
         .await
         .map_err(self.db())?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, s, started)| (id as u64, s, started))
-            .collect())
+        rows.into_iter()
+            .map(|(id, state, started, copy)| {
+                let output_staging = copy
+                    .map(|c| decode("jobs", format!("{id} output_staging"), &c))
+                    .transpose()?;
+                Ok(JobStanding {
+                    id: id as u64,
+                    state,
+                    started,
+                    output_staging,
+                })
+            })
+            .collect()
     }
 
     /// Puts a job whose dependencies hold on sale. Returns whether it was still waiting.

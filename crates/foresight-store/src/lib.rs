@@ -20,8 +20,8 @@ mod shared_budget;
 mod sqlite;
 
 pub use global_queue::{
-    is_global, Claim, Closed, GlobalQueue, OpOutcome, OverBudget, QueueOp, QueuedJob, SharedJob,
-    Start, Submitted, TieRule, UnsoldRule, GLOBAL_CHANNEL, USERS_CHANGED,
+    is_global, Claim, Closed, GlobalQueue, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
+    SharedJob, Start, Submitted, TieRule, UnsoldRule, GLOBAL_CHANNEL, USERS_CHANGED,
 };
 pub use location::StoreLocation;
 pub use postgres::PgStore;

@@ -403,35 +403,16 @@ impl Store for PgStore {
         jobs: &[JobRecord],
     ) -> Result<(u64, Vec<u64>)> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let mut ids = Vec::with_capacity(jobs.len());
-        for j in jobs {
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES ($1, $2, $3, $4) \
-                 RETURNING id",
-            )
-            .bind(&j.user)
-            .bind(j.state.as_str())
-            .bind(j.submitted_at)
-            .bind(encode(j))
-            .fetch_one(&mut *tx)
+        let stored = insert_workflow_in(&mut tx, self.site.as_deref(), wf, jobs)
             .await
             .map_err(self.db())?;
-            ids.push(id as u64);
+        if self.site.is_some() {
+            crate::shared_budget::take_holds(&mut tx, jobs)
+                .await
+                .map_err(|e| e.at(&self.name))?;
         }
-        let mut stored = wf.clone();
-        for (t, id) in stored.tasks.iter_mut().zip(&ids) {
-            t.job = *id;
-        }
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO workflows (user_name, data) VALUES ($1, $2) RETURNING id",
-        )
-        .bind(&stored.user)
-        .bind(encode(&stored))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(self.db())?;
         tx.commit().await.map_err(self.db())?;
-        Ok((id as u64, ids))
+        Ok(stored)
     }
 
     async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()> {
@@ -451,10 +432,16 @@ impl Store for PgStore {
     }
 
     async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>> {
-        let rows = sqlx::query("SELECT id, data FROM workflows ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.db())?;
+        // A dispatcher's workflows are those whose tasks are its site's jobs.
+        let rows = sqlx::query(
+            "SELECT w.id, w.data FROM workflows w WHERE $1::text IS NULL OR EXISTS \
+             (SELECT 1 FROM jobs j WHERE j.site = $1 \
+             AND j.id = (w.data::jsonb #>> '{tasks,0,job}')::bigint) ORDER BY w.id",
+        )
+        .bind(self.site.as_deref())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db())?;
         rows.iter()
             .map(|row| {
                 let id: i64 = row.get(0);
@@ -524,6 +511,29 @@ impl Store for PgStore {
             let _ = lock.close().await;
         }
     }
+}
+
+/// Stores a workflow and its task jobs inside the caller's transaction, the jobs as
+/// `site`'s (`None`: single mode) so that the site writes them as they run. Returns the
+/// workflow's id and its jobs' ids, in task order.
+pub(crate) async fn insert_workflow_in(
+    tx: &mut PgConnection,
+    site: Option<&str>,
+    wf: &WorkflowRecord,
+    jobs: &[JobRecord],
+) -> std::result::Result<(u64, Vec<u64>), sqlx::Error> {
+    let ids = insert_jobs_in(&mut *tx, site, jobs).await?;
+    let mut stored = wf.clone();
+    for (t, id) in stored.tasks.iter_mut().zip(&ids) {
+        t.job = *id;
+    }
+    let id: i64 =
+        sqlx::query_scalar("INSERT INTO workflows (user_name, data) VALUES ($1, $2) RETURNING id")
+            .bind(&stored.user)
+            .bind(encode(&stored))
+            .fetch_one(&mut *tx)
+            .await?;
+    Ok((id as u64, ids))
 }
 
 /// Stores new jobs inside the caller's transaction, as `site`'s (`None`: single mode). A

@@ -351,3 +351,35 @@ fn a_reserved_workflow_runs_in_its_committed_slots() {
         "a\nb\na\nc\n"
     );
 }
+
+/// A workflow's tasks are admitted together: each may fit the budget alone, but the
+/// workflow is refused with 402 (naming `tasks`, nothing submitted) unless all of them fit.
+#[test]
+fn a_workflow_whose_tasks_together_exceed_the_budget_is_refused_whole() {
+    let s = Server::start(4);
+    let (_, clusters) = s.http().get("/clusters");
+    let tariff = clusters[0]["tariff"].as_f64().unwrap();
+    assert!(tariff > 0.0, "{clusters}");
+    // One task of 1 processor × 60 s fits; three do not.
+    let one = tariff * 60.0;
+    let eve = s.add_user("eve", Some(one * 2.5));
+    let http = Http::new(&s.url, &eve);
+    let task = |name: &str| json!({"name": name, "command": ["true"], "walltime": 60});
+    let wf = json!({"name": "w", "tasks": [task("A"), task("B"), task("C")]});
+    let (status, v) = http.post("/workflows", &wf);
+    assert_eq!(status, 402, "{v}");
+    assert_eq!(v["field"], "tasks", "{v}");
+    let text = v["message"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&format!(
+            "the 3 jobs together may cost {:.2} at worst",
+            one * 3.0
+        )) && text.contains("none was submitted"),
+        "{v}"
+    );
+    assert!(s.http().jobs().is_empty());
+    // Two fit.
+    let wf = json!({"name": "w", "tasks": [task("A"), task("B")]});
+    let (status, v) = http.post("/workflows", &wf);
+    assert_eq!(status, 201, "{v}");
+}

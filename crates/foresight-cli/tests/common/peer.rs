@@ -56,6 +56,22 @@ impl Peer {
         prior: u64,
         auction: &str,
     ) -> Peer {
+        Peer::start_full(root, site, store, procs, lease_ms, prior, auction, "")
+    }
+
+    /// A dispatcher as [`Peer::start_auction`] makes it, with `cluster` added to its
+    /// cluster's table (e.g. a `work_dir`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_full(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        lease_ms: u64,
+        prior: u64,
+        auction: &str,
+        cluster: &str,
+    ) -> Peer {
         let dir = root.join(site);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("foresight.toml");
@@ -68,7 +84,7 @@ store = "{store}"
 [[cluster]]
 name = "{site}-c"
 procs = {procs}
-
+{cluster}
 [dispatcher]
 site = "{site}"
 lease_ms = {lease_ms}

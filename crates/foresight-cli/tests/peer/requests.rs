@@ -798,3 +798,84 @@ fn global_dependencies_and_arrays_are_sold_once_their_dependencies_hold_at_any_s
         "{v}"
     );
 }
+
+#[test]
+fn a_dependant_at_any_site_waits_for_the_output_copy_and_a_failed_copy_is_not_ok() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let scratch = root.join("a-scratch");
+    // Only a can run a 2-processor job; its cluster runs it in its own work_dir, so the
+    // outputs come back to the job's directory (`home`) when it completes.
+    let work_dir = format!("work_dir = \"{}\"\n", scratch.display());
+    let a = Peer::start_full(&root, "a", &store, 2, 1500, 1, "alpha = 0.3", &work_dir);
+    let b = Peer::start(&root, "b", &store, 1);
+    let token = admin_token(&a);
+    let (on_a, on_b) = (Http::new(&a.url, &token), Http::new(&b.url, &token));
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let times = root.join("times.log");
+    let made = |outputs: &[&str], script: &str| {
+        let mut j = job_body(2, 60, &["sh", "-c", script]);
+        j["cwd"] = home.display().to_string().into();
+        j["outputs"] = outputs.iter().map(|p| json!({ "path": p })).collect();
+        j
+    };
+    let dependant = |kind: &str, on: u64| {
+        let mut j = timed_job(&times, 0.1, 0);
+        j["dependency"] = format!("{kind}:{on}").into();
+        j
+    };
+    // n's output is a named pipe: its copy lasts until the test writes into it. A job that
+    // never writes its output fails its copy at once.
+    let n = on_a.submit(made(&["result.txt"], "mkfifo result.txt"));
+    let lost = on_a.submit(made(&["missing.txt"], "true"));
+    let next = on_b.submit(dependant("afterok", n));
+    let doomed = on_b.submit(dependant("afterok", lost));
+    let not_ok = on_b.submit(dependant("afternotok", lost));
+    wait_for("n's outputs being copied", Duration::from_secs(60), || {
+        let (_, j) = on_a.get(&format!("/jobs/{n}"));
+        (j["state"] == "completed" && j["output_staging"]["began_at"].is_i64()).then_some(())
+    });
+    // Long after n completed, its dependant still waits in the queue.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(queue_state(&store, next), "waiting -", "{}", b.logs());
+    assert!(
+        !spans(&times).contains_key(&next),
+        "it ran before the copy ended"
+    );
+    // The copy ends: the dependant is sold and runs, after the copy's end.
+    std::fs::write(scratch.join(format!("job-{n}/result.txt")), "complete\n").unwrap();
+    let ended = wait_for("n's copy to end", Duration::from_secs(60), || {
+        let (_, j) = on_a.get(&format!("/jobs/{n}"));
+        j["output_staging"]["ended_at"].as_i64()
+    });
+    assert_eq!(
+        std::fs::read_to_string(home.join("result.txt")).unwrap(),
+        "complete\n"
+    );
+    wait_for("every job to end", Duration::from_secs(60), || {
+        let open: u64 = psql(
+            &store,
+            "SELECT count(*) FROM global_jobs WHERE state NOT IN ('done', 'cancelled')",
+        )
+        .parse()
+        .unwrap();
+        (open == 0).then_some(())
+    });
+    let s = spans(&times);
+    assert!(s[&next].0 >= ended as f64, "{s:?} {ended}");
+    // A failed copy is not ok: afterok never holds, naming the copy's error; afternotok
+    // holds.
+    assert_eq!(queue_state(&store, doomed), "cancelled -");
+    assert!(!s.contains_key(&doomed), "{s:?}");
+    let (_, v) = on_b.get(&format!("/jobs/{doomed}"));
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!(
+            "job {lost} completed but copying its outputs failed"
+        )) && reason.contains("missing.txt"),
+        "{v}"
+    );
+    assert!(s.contains_key(&not_ok), "{s:?}");
+}

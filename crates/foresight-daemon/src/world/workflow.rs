@@ -305,6 +305,9 @@ impl World {
                 reservation: None,
             });
         }
+        // Each task passed alone; together they must fit the budget too, or none is taken.
+        let together: Vec<(&JobRecord, usize)> = jobs.iter().map(|j| (j, 1)).collect();
+        self.check_budget_together(&user.name, &together, "tasks")?;
         let record = WorkflowRecord {
             id: 0,
             user: user.name.clone(),
