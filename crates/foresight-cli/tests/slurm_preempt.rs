@@ -91,11 +91,24 @@ fn live(j: &Value) -> bool {
 /// runs of the same name (shown for `MinJobAge`) are not this run's.
 static FIRST_ID: AtomicU64 = AtomicU64::new(0);
 
+/// The same per cluster (by its `slurm.conf`) when a scenario follows several: each Slurm
+/// cluster numbers its jobs itself. Empty for one cluster, [`FIRST_ID`] then counts.
+static FIRST_IDS: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+
+/// The highest Slurm job id of the cluster at `conf` when the scenario's daemon started.
+fn first_id(conf: &Path) -> u64 {
+    let firsts = FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner());
+    firsts
+        .iter()
+        .find(|(c, _)| c == conf)
+        .map_or_else(|| FIRST_ID.load(Ordering::SeqCst), |(_, id)| *id)
+}
+
 /// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` in this run (the
 /// newest such Slurm job).
 fn part_state(conf: &Path, id: u64, attempt: u32) -> Option<String> {
     let want = format!("{INSTANCE}-{id}.{attempt}");
-    let first = FIRST_ID.load(Ordering::SeqCst);
+    let first = first_id(conf);
     jobs(conf)
         .into_iter()
         .filter(|j| name(j) == want && j["job_id"].as_u64().unwrap_or(0) > first)
@@ -189,6 +202,7 @@ fn server(cluster: &str, conf: &Path) -> Server {
         .max()
         .unwrap_or(0);
     FIRST_ID.store(newest, Ordering::SeqCst);
+    FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner()).clear();
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ninstance = \"{INSTANCE}\"\nlead_time_seconds = 0\n\
          cycle_ms = 200\n\n[[cluster]]\nname = \"{cluster}\"\nkind = \"slurm\"\n\
@@ -368,7 +382,7 @@ fn two_clusters(test: &str) -> Option<Vec<(String, PathBuf)>> {
 
 /// A daemon following both clusters, as [`server`] does one.
 fn server_on_two(clusters: &[(String, PathBuf)]) -> Server {
-    let mut first = 0;
+    let mut firsts = Vec::new();
     for (_, conf) in clusters {
         wait_for("no job of this instance left", secs(60), || {
             (!jobs(conf)
@@ -381,9 +395,9 @@ fn server_on_two(clusters: &[(String, PathBuf)]) -> Server {
             .filter_map(|j| j["job_id"].as_u64())
             .max()
             .unwrap_or(0);
-        first = first.max(newest);
+        firsts.push((conf.clone(), newest));
     }
-    FIRST_ID.store(first, Ordering::SeqCst);
+    *FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner()) = firsts;
     let mut toml = format!(
         "listen = \"127.0.0.1:0\"\ninstance = \"{INSTANCE}\"\nlead_time_seconds = 0\n\
          cycle_ms = 200\n"
