@@ -28,6 +28,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
+/// Copies `stage` as [`crate::staging::stage_within`] does, all within `timeout`; a fetch
+/// with a label (a workflow edge's file) is copied on its own, so that its error starts with
+/// the label and says which edge and file failed.
+async fn stage_labelled(
+    stage: &[crate::staging::OutputFetch],
+    labels: &[Option<String>],
+    account: Option<&str>,
+    timeout: Duration,
+) -> Result<(), String> {
+    if labels.iter().all(Option::is_none) {
+        return crate::staging::stage_within(stage, account, timeout).await;
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    for (k, f) in stage.iter().enumerate() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        crate::staging::stage_within(std::slice::from_ref(f), account, left)
+            .await
+            .map_err(|e| match labels.get(k) {
+                Some(Some(l)) => format!("{l}: {e}"),
+                _ => e,
+            })?;
+    }
+    Ok(())
+}
+
 /// Seconds since the Unix epoch: the service's `now`.
 pub fn unix_now() -> Time {
     Time(
@@ -264,6 +289,11 @@ impl Service {
         // The statistics of runtime prediction first: jobs queued again at restore are
         // predicted from them.
         world.restore_runs(store.load_runs(World::runs_kept()).await?, &jobs);
+        // The workflows first: a task's working directory, and the files a completed task
+        // was copying along its edges when the service stopped, depend on them.
+        for wf in workflows {
+            world.add_workflow(wf);
+        }
         let adopt = world.restore(now, jobs, reservations, users);
         // A WIKI cluster's adapter keeps its book in memory: give it back.
         for (k, c) in cfg.cluster.iter().enumerate() {
@@ -271,9 +301,6 @@ impl Service {
                 let (held, parts) = world.wiki_book(k);
                 managers[k].restore_book(&held, &parts);
             }
-        }
-        for wf in workflows {
-            world.add_workflow(wf);
         }
         for (k, job, attempt) in adopt {
             let Some(exec) = &executors[k] else { continue };
@@ -663,15 +690,13 @@ impl Service {
             Effect::StageOutputs {
                 job,
                 stage,
+                labels,
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let result = crate::staging::stage_within(
-                        &stage,
-                        unix_user.as_deref(),
-                        s.copy_timeout(),
-                    )
-                    .await;
+                    let result =
+                        stage_labelled(&stage, &labels, unix_user.as_deref(), s.copy_timeout())
+                            .await;
                     if let Err(e) = &result {
                         tracing::warn!(job, "copying outputs back failed: {e}");
                     }

@@ -59,6 +59,9 @@ pub enum Effect {
         job: u64,
         /// The files.
         stage: Vec<crate::staging::OutputFetch>,
+        /// What each file is, for its error, where it is more than an output (a workflow
+        /// edge's file: `edge A -> B, file F`); as long as `stage`.
+        labels: Vec<Option<String>>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
