@@ -89,7 +89,7 @@ static FIRST_ID: AtomicU64 = AtomicU64::new(0);
 
 /// The same per cluster (by its `slurm.conf`) when a scenario follows several: each Slurm
 /// cluster numbers its jobs itself. Empty for one cluster, [`FIRST_ID`] then counts.
-static FIRST_IDS: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+static FIRST_IDS: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
 
 /// The highest Slurm job id of the cluster at `conf` when the scenario's daemon started.
 fn first_id(conf: &Path) -> u64 {
