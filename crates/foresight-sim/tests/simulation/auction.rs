@@ -1,6 +1,7 @@
 //! The decentralized mode's simulation checked against seed 001's claims: results depend only
 //! on the ratio of times (scaling every time leaves responses in mean runtimes unchanged),
-//! mean response falls with priority, and a run is a function of its seed.
+//! mean response falls with priority, where the best α lies and why, and a run is a function
+//! of its seed.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_sim::auction::run::run;
@@ -9,8 +10,24 @@ use foresight_sim::auction::{sweep, AuctionSimConfig};
 use std::path::Path;
 
 fn example() -> AuctionSimConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/auction.toml");
+    example_named("auction.toml")
+}
+
+fn example_named(name: &str) -> AuctionSimConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
     AuctionSimConfig::read(&path).unwrap()
+}
+
+/// The top level's mean response (mean runtimes) at each of `alphas`, over 20 seeds.
+fn top_level_response(cfg: &AuctionSimConfig, alphas: &[f64]) -> Vec<f64> {
+    let report = sweep(cfg, alphas, 20);
+    report
+        .rows
+        .iter()
+        .map(|row| row.response.last().unwrap().mean)
+        .collect()
 }
 
 #[test]
@@ -63,6 +80,25 @@ fn mean_response_falls_as_priority_rises() {
             row.alpha
         );
     }
+}
+
+#[test]
+fn waiting_pays_only_when_dispatchers_learn_late_and_the_winning_site_matters() {
+    // The seed puts the top level's best α at 0.3–0.4. Where every site bids at once and
+    // staging is small, a longer auction only adds its own length: best at the smallest α.
+    let at_once = top_level_response(&example(), &[0.05, 0.3, 0.6]);
+    assert!(
+        at_once[0] < at_once[1] && at_once[1] < at_once[2],
+        "auction.toml: the top level's response should grow with α: {at_once:?}"
+    );
+    // Where dispatchers read the queue every 0.3 mean runtimes and inputs take up to 3.3 mean
+    // runtimes to stage, a short auction is sold to whoever bid first, often far from the
+    // input; a long one waits for nothing: the best α lies between.
+    let delayed = top_level_response(&example_named("auction-delayed.toml"), &[0.05, 0.3, 0.6]);
+    assert!(
+        delayed[1] < delayed[0] && delayed[1] < delayed[2],
+        "auction-delayed.toml: the top level's response should be least at α 0.3: {delayed:?}"
+    );
 }
 
 #[test]
