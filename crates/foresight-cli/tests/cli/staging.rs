@@ -12,7 +12,7 @@
 use crate::common;
 
 use crate::common::{int, Server};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `b`'s link brings 1 MB/s after 3 s of latency: 2 MB of input take 2 + 3 = 5 s.
@@ -375,11 +375,7 @@ fn submit_to_b(s: &Server, home: &Path, input: &Path, outputs: &[&str], script: 
 #[test]
 fn a_global_jobs_output_comes_back_from_the_cluster_it_ran_on_to_its_home() {
     let (s, b_dir) = server_with_work_dir();
-    let scratch = s.scratch();
-    let f = input(&scratch);
-    let home = scratch.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let filler = fill_a(&s);
+    let (home, f, filler) = home_with_a_full(&s);
     let id = submit_to_b(
         &s,
         &home,
@@ -412,6 +408,16 @@ fn a_global_jobs_output_comes_back_from_the_cluster_it_ran_on_to_its_home() {
     assert!(shown.contains("out/result.txt"), "{shown}");
     assert!(shown.contains("back to a: began"), "{shown}");
     s.run(&["job", "cancel", &filler.to_string()]);
+}
+
+/// A home directory and an input beside it, with `a` filled so that a global job of 2
+/// processors runs on `b`: (home, input, the filler's id).
+fn home_with_a_full(s: &Server) -> (PathBuf, PathBuf, u64) {
+    let scratch = s.scratch();
+    let f = input(&scratch);
+    let home = scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    (home, f, fill_a(s))
 }
 
 /// The job once its output copy has ended.
@@ -466,11 +472,7 @@ fn an_output_path_outside_the_working_directory_is_refused_naming_the_field() {
 #[test]
 fn a_missing_output_is_recorded_on_the_completed_job_and_a_failed_job_copies_nothing() {
     let (s, _b_dir) = server_with_work_dir();
-    let scratch = s.scratch();
-    let f = input(&scratch);
-    let home = scratch.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let filler = fill_a(&s);
+    let (home, f, filler) = home_with_a_full(&s);
     let id = submit_to_b(
         &s,
         &home,
@@ -507,11 +509,7 @@ fn a_missing_output_is_recorded_on_the_completed_job_and_a_failed_job_copies_not
 #[test]
 fn outputs_a_kill_cut_short_are_copied_after_the_restart() {
     let (mut s, b_dir) = server_with_work_dir();
-    let scratch = s.scratch();
-    let f = input(&scratch);
-    let home = scratch.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let filler = fill_a(&s);
+    let (home, f, filler) = home_with_a_full(&s);
     // The output is a named pipe: the copy blocks reading it until the service is killed.
     let id = submit_to_b(&s, &home, &f, &["result.txt"], "mkfifo result.txt");
     s.wait_job(
@@ -564,11 +562,7 @@ fn ran_on_b(b_dir: &Path, id: u64) -> std::path::PathBuf {
 #[test]
 fn a_dependant_starts_only_once_the_outputs_it_needs_are_copied() {
     let (s, b_dir) = server_with_work_dir();
-    let scratch = s.scratch();
-    let f = input(&scratch);
-    let home = scratch.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let filler = fill_a(&s);
+    let (home, f, filler) = home_with_a_full(&s);
     // The output is a named pipe: its copy lasts until the test writes into it.
     let id = submit_to_b(&s, &home, &f, &["result.txt"], "mkfifo result.txt");
     let next = submit_dependant(&s, &home, id, "result.txt", "complete");
@@ -616,11 +610,7 @@ fn a_copy_that_outlasts_its_timeout_is_killed_and_fails_the_dependants_naming_th
         grid_with_work_dir(&b_root)
     );
     let s = Server::with_config(&config);
-    let scratch = s.scratch();
-    let f = input(&scratch);
-    let home = scratch.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let filler = fill_a(&s);
+    let (home, f, filler) = home_with_a_full(&s);
     // A named pipe nobody writes: the copy would block forever.
     let id = submit_to_b(&s, &home, &f, &["stuck.fifo"], "mkfifo stuck.fifo");
     let next = submit_dependant(&s, &home, id, "stuck.fifo", "x");
