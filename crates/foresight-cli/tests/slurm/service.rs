@@ -206,6 +206,12 @@ fn is_live(j: &Value) -> bool {
     )
 }
 
+/// Whether a Slurm job's working directory lies under one of `roots`.
+fn is_under(j: &Value, roots: &[String]) -> bool {
+    let cwd = slurm_str(j, "current_working_directory");
+    roots.iter().any(|r| Path::new(cwd).starts_with(r))
+}
+
 /// A short view of a Slurm job for messages.
 fn brief(j: &Value) -> String {
     format!(
@@ -307,6 +313,9 @@ struct Scenario {
     /// (cluster index, Slurm id) of the local user's jobs this scenario submitted.
     local_jobs: Vec<(usize, String)>,
     name: &'static str,
+    /// The clusters' own `work_dir`s (`WORK/NAME`), when the scenario gives them one: its
+    /// Slurm jobs run there as well as under the daemon's directory.
+    work: Option<tempfile::TempDir>,
 }
 
 impl Scenario {
@@ -322,6 +331,24 @@ impl Scenario {
         lead_time: i64,
         extra: &str,
     ) -> Scenario {
+        Scenario::start_on(name, clusters, lead_time, extra, None)
+    }
+
+    /// [`Scenario::start_with`], each cluster with its own `work_dir` (`WORK/NAME`, see
+    /// [`Scenario::work_dir`]) and the feature of its name (`requires: [c1]` pins a job or
+    /// a task to c1): the clusters share no working directory.
+    fn start_apart(name: &'static str, clusters: Vec<Cluster>, lead_time: i64) -> Scenario {
+        let work = tempfile::tempdir().unwrap();
+        Scenario::start_on(name, clusters, lead_time, "", Some(work))
+    }
+
+    fn start_on(
+        name: &'static str,
+        clusters: Vec<Cluster>,
+        lead_time: i64,
+        extra: &str,
+        work: Option<tempfile::TempDir>,
+    ) -> Scenario {
         eprintln!("--- {name}");
         ensure_up(&clusters);
         settle(&clusters);
@@ -334,6 +361,14 @@ impl Scenario {
                 c.name,
                 c.conf.display()
             ));
+            if let Some(w) = &work {
+                let dir = std::fs::canonicalize(w.path()).unwrap().join(&c.name);
+                toml.push_str(&format!(
+                    "features = [\"{}\"]\nwork_dir = \"{}\"\n",
+                    c.name,
+                    dir.display()
+                ));
+            }
         }
         let server = Server::with_config_logging(&toml, "info");
         let s = Scenario {
@@ -341,6 +376,7 @@ impl Scenario {
             server: Some(server),
             local_jobs: Vec::new(),
             name,
+            work,
         };
         // Both clusters read and up before anything is submitted.
         wait_for("both clusters up", secs(30), || {
@@ -354,6 +390,32 @@ impl Scenario {
 
     fn server(&self) -> &Server {
         self.server.as_ref().unwrap()
+    }
+
+    /// Cluster `name`'s own `work_dir` (a scenario of [`Scenario::start_apart`]).
+    fn work_dir(&self, name: &str) -> PathBuf {
+        let w = self.work.as_ref().expect("a scenario started apart");
+        std::fs::canonicalize(w.path()).unwrap().join(name)
+    }
+
+    /// Whether a Slurm job's working directory is one of this scenario's: under the
+    /// daemon's directory or a cluster's own `work_dir`.
+    fn ours(&self, j: &Value) -> bool {
+        is_under(j, &self.roots())
+    }
+
+    /// The directories under which this scenario's Slurm jobs run.
+    fn roots(&self) -> Vec<String> {
+        let server = self.server.as_ref().map(Server::root);
+        let work = self
+            .work
+            .as_ref()
+            .and_then(|w| std::fs::canonicalize(w.path()).ok());
+        server
+            .into_iter()
+            .chain(work)
+            .map(|p| p.display().to_string())
+            .collect()
     }
 
     fn server_mut(&mut self) -> &mut Server {
@@ -406,15 +468,11 @@ impl Scenario {
     /// The Slurm jobs this daemon made for Foresight job `id` on cluster `k` (any attempt,
     /// ended ones too), oldest first.
     fn parts(&self, k: usize, id: u64) -> Vec<Value> {
-        let root = self.server().root().display().to_string();
         let prefix = format!("foresight-{id}.");
         let mut v: Vec<Value> = self.clusters[k]
             .jobs()
             .into_iter()
-            .filter(|j| {
-                slurm_str(j, "name").starts_with(&prefix)
-                    && slurm_str(j, "current_working_directory").starts_with(&root)
-            })
+            .filter(|j| slurm_str(j, "name").starts_with(&prefix) && self.ours(j))
             .collect();
         v.sort_by_key(|j| j["job_id"].as_u64().unwrap_or(0));
         v
@@ -493,7 +551,7 @@ impl Drop for Scenario {
                     .unwrap_or_default()
             })
             .unwrap_or_default();
-        let root = self.server.as_ref().map(|s| s.root().display().to_string());
+        let roots = self.roots();
         if std::thread::panicking() {
             for c in &self.clusters {
                 let jobs: Vec<String> =
@@ -514,11 +572,11 @@ impl Drop for Scenario {
         for (k, id) in &self.local_jobs {
             self.clusters[*k].scancel(id);
         }
-        if let Some(root) = root {
+        if !roots.is_empty() {
             for c in &self.clusters {
                 for j in c.try_jobs().unwrap_or_default() {
                     if slurm_str(&j, "name").starts_with("foresight-")
-                        && slurm_str(&j, "current_working_directory").starts_with(&root)
+                        && is_under(&j, &roots)
                         && is_live(&j)
                     {
                         c.scancel(&slurm_id(&j));
@@ -1367,5 +1425,147 @@ fn a_predicted_global_part_on_slurm_keeps_its_limit_and_is_corrected() {
         let j = s.server().wait_final(id, secs(30));
         assert_eq!(j["state"], "cancelled", "{j}");
         assert_eq!(j["prediction"]["corrections"], 1, "{j}");
+    });
+}
+
+// ------------------------------------------------------- outputs across clusters' work_dirs
+
+/// A global job pinned to c1 (`--requires c1`), c1 and c2 each with its own `work_dir`,
+/// names an output for c2: its Slurm job runs in c1's `WORK/c1/job-ID`, and once it
+/// completes the file is copied to `WORK/c2/job-ID` at the same relative path; `job show`
+/// and the API say the copy is done.
+#[test]
+fn a_slurm_jobs_output_is_copied_to_another_clusters_work_dir() {
+    scenario("outputs_apart", |clusters| {
+        let s = Scenario::start_apart("outputs apart", clusters, 30);
+        let id = s.server().submit(&[
+            "-n",
+            "1",
+            "-t",
+            "1m",
+            "--requires",
+            "c1",
+            "--output-file",
+            "out/result.txt@c2",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p out && echo \"made in $PWD\" > out/result.txt",
+        ]);
+        let j = s.server().wait_final(id, secs(40));
+        assert_eq!(j["state"], "completed", "{j}");
+        assert_eq!(j["parts"][0]["cluster"], "c1", "{j}");
+        // It ran on c1, in c1's own directory for it.
+        let part = s.parts(0, id);
+        assert_eq!(part.len(), 1, "{:?}", part.iter().map(brief));
+        let ran_in = s.work_dir("c1").join(format!("job-{id}"));
+        assert_eq!(
+            slurm_str(&part[0], "current_working_directory"),
+            ran_in.display().to_string(),
+            "{}",
+            brief(&part[0])
+        );
+        let made = format!("made in {}\n", ran_in.display());
+        assert_eq!(
+            std::fs::read_to_string(ran_in.join("out/result.txt")).unwrap(),
+            made
+        );
+        // Its output is in c2's directory for it once the copy is done.
+        let j = wait_for("the output copy over", secs(20), || {
+            let j = s.job(id);
+            j["output_staging"]["ended_at"].is_i64().then_some(j)
+        });
+        let st = &j["output_staging"];
+        assert_eq!(st["cluster"], "c2", "{j}");
+        assert!(st["error"].is_null(), "{j}");
+        assert!(j["reason"].is_null(), "{j}");
+        assert!(int(st, "began_at") >= int(&j, "ended_at"), "{j}");
+        let copied = s.work_dir("c2").join(format!("job-{id}/out/result.txt"));
+        assert_eq!(std::fs::read_to_string(&copied).unwrap(), made);
+        let shown = s.server().run(&["job", "show", &id.to_string()]);
+        assert!(shown.contains("out/result.txt@c2"), "{shown}");
+        assert!(shown.contains("back to c2: began"), "{shown}");
+        assert!(shown.contains(", done "), "{shown}");
+    });
+}
+
+/// A two-task workflow, A pinned to c1 and B to c2 (`requires`), the clusters with their
+/// own `work_dir`s: the edge A -> B names the file A writes, which is copied from
+/// `WORK/c1/workflow-ID` to `WORK/c2/workflow-ID` before B starts; B fails unless it reads
+/// A's content there, and the workflow completes.
+#[test]
+fn a_workflow_edges_file_moves_from_one_slurm_cluster_to_the_other() {
+    scenario("edge_files_apart", |clusters| {
+        let s = Scenario::start_apart("edge files apart", clusters, 30);
+        let c1 = s.work_dir("c1");
+        let yaml = format!(
+            r#"name: apart
+tasks:
+  - name: A
+    command: [sh, -c, 'mkdir -p out && echo "mesh from $PWD" > out/mesh.dat']
+    walltime: 1
+    requires: [c1]
+  - name: B
+    command: [sh, -c, 'grep -qx "mesh from {c1}/workflow-[0-9]*" out/mesh.dat && cp out/mesh.dat seen.txt']
+    walltime: 1
+    requires: [c2]
+edges:
+  - {{from: A, to: B, data_mb: 1, files: [out/mesh.dat]}}
+"#,
+            c1 = c1.display()
+        );
+        let path = s.server().scratch().join("wf.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let id: u64 = s
+            .server()
+            .run(&["workflow", "submit", path.to_str().unwrap()])
+            .trim()
+            .parse()
+            .unwrap();
+        let w = wait_for(&format!("workflow {id} over"), secs(40), || {
+            let w = s.workflow(id);
+            (w["state"] != "running" && w["state"] != "pending").then_some(w)
+        });
+        let task = |name: &str| {
+            w["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        let (a, b) = (task("A"), task("B"));
+        assert_eq!(a["cluster"], "c1", "{w}");
+        assert_eq!(b["cluster"], "c2", "{w}");
+        assert_eq!(w["state"], "completed", "{w}");
+        // Each ran as a Slurm job of its cluster, in that cluster's directory for the
+        // workflow.
+        for (k, t) in [(0, &a), (1, &b)] {
+            let parts = s.parts(k, t["job"].as_u64().unwrap());
+            assert_eq!(parts.len(), 1, "task {t}: {:?}", parts.iter().map(brief));
+            let name = &s.clusters[k].name;
+            assert_eq!(
+                slurm_str(&parts[0], "current_working_directory"),
+                s.work_dir(name)
+                    .join(format!("workflow-{id}"))
+                    .display()
+                    .to_string(),
+                "task {t}: {}",
+                brief(&parts[0])
+            );
+            assert_eq!(slurm_state(&parts[0]), "COMPLETED", "{}", brief(&parts[0]));
+        }
+        let seen = s.work_dir("c2").join(format!("workflow-{id}/seen.txt"));
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            format!("mesh from {}/workflow-{id}\n", c1.display())
+        );
+        // A's job records the copy to c2, done before B started.
+        let ja = s.job(a["job"].as_u64().unwrap());
+        let st = &ja["output_staging"];
+        assert_eq!(st["cluster"], "c2", "{ja}");
+        assert!(st["error"].is_null(), "{ja}");
+        assert!(int(&b, "started_at") >= int(st, "ended_at"), "{ja} {w}");
     });
 }

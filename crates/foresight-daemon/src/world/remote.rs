@@ -904,10 +904,16 @@ impl World {
             let _ = mirror.submit(job);
         }
         let speed = self.clusters[k].cfg.slowest_speed();
+        let features: std::collections::BTreeSet<String> =
+            self.clusters[k].cfg.features.iter().cloned().collect();
         let c = &mut self.broker.clusters[k];
         c.sched = mirror;
         if c.processors.len() != procs as usize {
+            // The size is the cluster's; the features are the configuration's.
             c.processors = processors_of(&name, &[SpeedGroup { procs, speed }]);
+            for p in &mut c.processors {
+                p.features.clone_from(&features);
+            }
         }
     }
 }

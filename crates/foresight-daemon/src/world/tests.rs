@@ -966,3 +966,28 @@ fn reserving(w: &World, id: u64) -> bool {
         .entry(JobId(id))
         .is_some_and(|e| matches!(e.phase, foresight_core::broker::Phase::Reserving { .. }))
 }
+
+/// A Slurm cluster's configured `features` hold for the processors its snapshot reports: a
+/// global job that requires one is reserved there, not refused for want of it.
+#[test]
+fn a_slurm_clusters_features_survive_its_reported_size() {
+    let mut c1 = slurm("c1");
+    c1.spec.features = vec!["one".into()];
+    let mut w = world(vec![c1, slurm("c2")]);
+    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    let mut j = job(1, "ann", 2, 60);
+    j.requires = vec!["one".into()];
+    w.accept(Time(1_000), vec![j]);
+    w.cycle(Time(1_000));
+    let j = &w.jobs[&JobId(1)];
+    assert_ne!(j.state, JobState::Failed, "{:?}", j.reason);
+    let asked: Vec<usize> = take_effects(&mut w)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Reserve { cluster, .. } => Some(cluster),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![0]);
+}
