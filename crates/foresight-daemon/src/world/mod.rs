@@ -1407,13 +1407,33 @@ impl World {
     /// A part that was running when the service stopped and is gone without a trace: the
     /// job runs again as a new attempt.
     pub fn mark_lost(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
-        self.requeue.insert(id);
+        self.mark_requeue(id);
         let outcome = Outcome::failed(
             now.secs(),
             now.secs(),
             "lost while the service was down".into(),
         );
         self.on_finished(now, k, id, attempt, &outcome);
+    }
+
+    /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
+    /// kept in its record too, for a restart before then.
+    fn mark_requeue(&mut self, id: JobId) {
+        self.requeue.insert(id);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.requeue_pending = true;
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// Forgets that job `id` is to run again; whether it was to.
+    fn unmark_requeue(&mut self, id: JobId) -> bool {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if std::mem::take(&mut j.requeue_pending) {
+                self.dirty_jobs.insert(id);
+            }
+        }
+        self.requeue.remove(&id)
     }
 
     fn is_job_reservation(&self, r: Option<u64>) -> bool {
@@ -1428,7 +1448,7 @@ impl World {
         } else {
             self.retry_task(id)
         };
-        let requeue = self.requeue.remove(&id) || retry.is_some();
+        let requeue = self.unmark_requeue(id) || retry.is_some();
         // A global job: the broker has charged what was used of what was reserved. A local
         // job (or one in an administrative reservation) pays here for what it held.
         if let Some(amount) = self.local_charge(now, id) {
@@ -1504,7 +1524,7 @@ impl World {
             )));
         }
         if j.state == JobState::Running {
-            self.requeue.remove(&id);
+            self.unmark_requeue(id);
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.state_after = Some(JobState::Cancelled);
             }
@@ -1722,7 +1742,7 @@ impl World {
         match j.state {
             JobState::Running => {
                 self.check_rerun_budget(now, id)?;
-                self.requeue.insert(id);
+                self.mark_requeue(id);
                 self.kill_unended_parts(id);
                 Ok(())
             }
@@ -2268,7 +2288,7 @@ impl World {
                 j.reason = Some(format!(
                     "preempted by job {by} (priority {level}): stopped, to run again"
                 ));
-                self.requeue.insert(id);
+                self.mark_requeue(id);
                 self.kill_unended_parts(id);
             }
             Preemption::Suspend => {
@@ -2644,6 +2664,9 @@ impl World {
         let mut adopt = Vec::new();
         for mut j in jobs {
             prediction::migrate_prediction(&mut j);
+            if j.requeue_pending && j.state == JobState::Running {
+                self.requeue.insert(JobId(j.id));
+            }
             self.jobs.insert(JobId(j.id), j);
         }
         self.refresh_credentials();
@@ -2691,6 +2714,16 @@ impl World {
                             continue; // followed from the cluster's snapshots
                         }
                         if stopped {
+                            adopt.push((k, id, j.attempt));
+                            continue;
+                        }
+                        // Being killed to run again: it is not planned as running (its
+                        // processors are its successor's), but they stay out of the free
+                        // ones until it is really gone, so nothing starts beside it.
+                        if j.requeue_pending {
+                            for q in &p.processors {
+                                self.clusters[k].free.remove(q);
+                            }
                             adopt.push((k, id, j.attempt));
                             continue;
                         }
