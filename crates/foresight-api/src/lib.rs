@@ -15,8 +15,9 @@ pub use dependency::{combine, Dependency, DependencyKind, DependencyVerdict};
 pub use duration::{format_duration, parse_duration};
 pub use job_ref::JobRef;
 pub use workflow::{
-    derive_state, parse_workflow, EdgeSpec, FailurePolicy, MapperName, SubmittedWorkflow,
-    WorkflowSpec, WorkflowState, WorkflowTaskSpec, WorkflowTaskView, WorkflowView,
+    derive_state, edge_file_problem, parse_workflow, EdgeSpec, FailurePolicy, MapperName,
+    SubmittedWorkflow, WorkflowSpec, WorkflowState, WorkflowTaskSpec, WorkflowTaskView,
+    WorkflowView,
 };
 
 use serde::{Deserialize, Serialize};

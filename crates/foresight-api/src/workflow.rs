@@ -78,9 +78,38 @@ pub struct EdgeSpec {
     pub from: String,
     /// The task consuming it: it starts after `from` completes.
     pub to: String,
-    /// How much data, in MB (also `size_mb`): staging time between clusters.
+    /// How much data, in MB (also `size_mb`): staging time between clusters. The mapping
+    /// weighs this figure, also when `files` are named: it places the tasks at submission,
+    /// before the files exist.
     #[serde(default, alias = "size_mb")]
     pub data_mb: f64,
+    /// Files `from` leaves for `to`, relative to `from`'s working directory (no absolute
+    /// path, no `..`): once `from` completes they are copied to the same relative paths in
+    /// `to`'s working directory, when `to` runs in another one, before `to` starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+}
+
+/// Why `path` cannot name a file an edge moves (relative to a working directory and under
+/// it), or `None` when it can: the rules of a job's output files.
+pub fn edge_file_problem(path: &str) -> Option<&'static str> {
+    let p = std::path::Path::new(path);
+    if path.is_empty() {
+        Some("is empty: name a file relative to the working directory")
+    } else if path.contains('\0') {
+        Some("contains a NUL byte")
+    } else if p.is_absolute() {
+        Some("must be relative to the task's working directory")
+    } else if p
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        Some("must stay under the task's working directory (no \"..\")")
+    } else if p.file_name().is_none() {
+        Some("names no file")
+    } else {
+        None
+    }
 }
 
 /// What a failed task does to the workflow.
@@ -308,7 +337,8 @@ pub fn parse_workflow(text: &str, json: bool) -> Result<WorkflowSpec, String> {
 
 impl WorkflowSpec {
     /// Checks what needs no grid: names present and unique, edges naming known tasks and
-    /// not a task to itself, walltimes that parse, processors and commands given. Returns
+    /// not a task to itself, edge files relative and under the working directory (see
+    /// [`edge_file_problem`]), walltimes that parse, processors and commands given. Returns
     /// each task's walltime in seconds; the error names the field at fault
     /// (`tasks[1].walltime`) and says what is wrong. Cycles and tasks no cluster can host
     /// are found by the mapping, which names the tasks.
@@ -379,6 +409,24 @@ impl WorkflowSpec {
                     format!("edges[{i}].data_mb"),
                     format!("edge {} -> {}: data_mb must be 0 or more", e.from, e.to),
                 ));
+            }
+            for (k, f) in e.files.iter().enumerate() {
+                let field = || format!("edges[{i}].files[{k}]");
+                if let Some(why) = edge_file_problem(f) {
+                    return Err((
+                        field(),
+                        format!("edge {} -> {}: file {f:?} {why}", e.from, e.to),
+                    ));
+                }
+                if let Some(first) = e.files[..k].iter().position(|g| g == f) {
+                    return Err((
+                        field(),
+                        format!(
+                            "edge {} -> {}: file {f:?} is named twice (files[{first}])",
+                            e.from, e.to
+                        ),
+                    ));
+                }
             }
         }
         Ok(walltimes)
@@ -491,6 +539,7 @@ edges:
                 from: f.to_string(),
                 to: t.to_string(),
                 data_mb: 0.0,
+                files: vec![],
             })
             .collect();
         w
@@ -525,6 +574,88 @@ edges:
         assert_eq!(w.check().unwrap_err().0, "tasks[1].procs");
         w.tasks.clear();
         assert_eq!(w.check().unwrap_err().0, "tasks");
+    }
+
+    #[test]
+    fn edge_files_read_from_yaml_and_json_and_stay_under_the_working_directory() {
+        let yaml = DIAMOND.replace(
+            "{from: A, to: B, size_mb: 100}",
+            "{from: A, to: B, size_mb: 100, files: [a.txt, out/mesh.dat]}",
+        );
+        let w = parse_workflow(&yaml, false).unwrap();
+        assert_eq!(w.edges[0].files, vec!["a.txt", "out/mesh.dat"]);
+        // The user's figure stays what the mapping weighs.
+        assert_eq!(w.edges[0].data_mb, 100.0);
+        assert!(w.edges[1].files.is_empty());
+        w.check().unwrap();
+        let json = serde_json::to_string(&w).unwrap();
+        assert_eq!(parse_workflow(&json, true).unwrap(), w);
+        // No files: the field is left out on the wire.
+        assert!(!serde_json::to_string(&w.edges[1])
+            .unwrap()
+            .contains("files"));
+
+        struct Case {
+            name: &'static str,
+            files: Vec<&'static str>,
+            field: &'static str,
+            why: &'static str,
+        }
+        let cases = [
+            Case {
+                name: "absolute",
+                files: vec!["/etc/passwd"],
+                field: "edges[0].files[0]",
+                why: "edge A -> B: file \"/etc/passwd\" must be relative to the task's working \
+                      directory",
+            },
+            Case {
+                name: "escaping",
+                files: vec!["ok.txt", "out/../../x"],
+                field: "edges[0].files[1]",
+                why: "edge A -> B: file \"out/../../x\" must stay under the task's working \
+                      directory (no \"..\")",
+            },
+            Case {
+                name: "empty",
+                files: vec![""],
+                field: "edges[0].files[0]",
+                why: "edge A -> B: file \"\" is empty: name a file relative to the working \
+                      directory",
+            },
+            Case {
+                name: "no file",
+                files: vec!["."],
+                field: "edges[0].files[0]",
+                why: "edge A -> B: file \".\" names no file",
+            },
+            Case {
+                name: "nul",
+                files: vec!["a\0b"],
+                field: "edges[0].files[0]",
+                why: "edge A -> B: file \"a\\0b\" contains a NUL byte",
+            },
+            Case {
+                name: "twice",
+                files: vec!["a.txt", "b.txt", "a.txt"],
+                field: "edges[0].files[2]",
+                why: "edge A -> B: file \"a.txt\" is named twice (files[0])",
+            },
+        ];
+        for c in cases {
+            let mut w = spec(&[("A", "B")]);
+            w.edges[0].files = c.files.iter().map(|f| f.to_string()).collect();
+            let (field, why) = w.check().unwrap_err();
+            assert_eq!(
+                (field.as_str(), why.as_str()),
+                (c.field, c.why),
+                "{}",
+                c.name
+            );
+        }
+        let mut w = spec(&[("A", "B")]);
+        w.edges[0].files = vec!["deep/dir/f.txt".into(), "./g".into()];
+        w.check().unwrap();
     }
 
     #[test]

@@ -28,6 +28,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
+/// Copies `stage` as [`crate::staging::stage_within`] does, all within `timeout`; a fetch
+/// with a label (a workflow edge's file) is copied on its own, so that its error starts with
+/// the label and says which edge and file failed.
+async fn stage_labelled(
+    stage: &[crate::staging::OutputFetch],
+    labels: &[Option<String>],
+    account: Option<&str>,
+    timeout: Duration,
+) -> Result<(), String> {
+    if labels.iter().all(Option::is_none) {
+        return crate::staging::stage_within(stage, account, timeout).await;
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    for (k, f) in stage.iter().enumerate() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        crate::staging::stage_within(std::slice::from_ref(f), account, left)
+            .await
+            .map_err(|e| match labels.get(k) {
+                Some(Some(l)) => format!("{l}: {e}"),
+                _ => e,
+            })?;
+    }
+    Ok(())
+}
+
 /// Seconds since the Unix epoch: the service's `now`.
 pub fn unix_now() -> Time {
     Time(
@@ -264,6 +289,11 @@ impl Service {
         // The statistics of runtime prediction first: jobs queued again at restore are
         // predicted from them.
         world.restore_runs(store.load_runs(World::runs_kept()).await?, &jobs);
+        // The workflows first: a task's working directory, and the files a completed task
+        // was copying along its edges when the service stopped, depend on them.
+        for wf in workflows {
+            world.add_workflow(wf);
+        }
         let adopt = world.restore(now, jobs, reservations, users);
         // A WIKI cluster's adapter keeps its book in memory: give it back.
         for (k, c) in cfg.cluster.iter().enumerate() {
@@ -271,9 +301,6 @@ impl Service {
                 let (held, parts) = world.wiki_book(k);
                 managers[k].restore_book(&held, &parts);
             }
-        }
-        for wf in workflows {
-            world.add_workflow(wf);
         }
         for (k, job, attempt) in adopt {
             let Some(exec) = &executors[k] else { continue };
@@ -352,6 +379,11 @@ impl Service {
     /// Asks for a scheduling cycle soon.
     pub(crate) fn wake_cycle(&self) {
         self.wake.notify_one();
+    }
+
+    /// The clusters' names, in configuration order (as `managers` are).
+    fn cluster_names(&self) -> Vec<String> {
+        self.cfg.cluster.iter().map(|c| c.name.clone()).collect()
     }
 
     /// The state, locked. Never held across an await.
@@ -658,15 +690,13 @@ impl Service {
             Effect::StageOutputs {
                 job,
                 stage,
+                labels,
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let result = crate::staging::stage_within(
-                        &stage,
-                        unix_user.as_deref(),
-                        s.copy_timeout(),
-                    )
-                    .await;
+                    let result =
+                        stage_labelled(&stage, &labels, unix_user.as_deref(), s.copy_timeout())
+                            .await;
                     if let Err(e) = &result {
                         tracing::warn!(job, "copying outputs back failed: {e}");
                     }
@@ -738,22 +768,19 @@ impl Service {
                     s.flush().await;
                 });
             }
-            Effect::Preempt {
-                cluster,
-                by,
-                victims,
-            } => {
-                let manager = self.managers[cluster].clone();
+            Effect::Preempt { by, victims, .. } => {
+                let managers = self.managers.clone();
+                let names = self.cluster_names();
                 tokio::spawn(async move {
-                    let (answer, requeued) = preempt_all(manager.as_ref(), &victims).await;
+                    let (answer, requeued) = preempt_all(&managers, &names, &victims).await;
                     {
                         let mut w = s.world();
                         let now = unix_now();
                         let refused = answer.is_err();
                         w.preemption_answered(now, by, answer);
                         if refused {
-                            for v in requeued {
-                                w.requeued_anyway(now, by, cluster, JobId(v));
+                            for (k, v) in requeued {
+                                w.requeued_anyway(now, by, k, JobId(v));
                             }
                         }
                     }
@@ -761,10 +788,11 @@ impl Service {
                     s.flush().await;
                 });
             }
-            Effect::ResumePart { cluster, job, part } => {
-                let manager = self.managers[cluster].clone();
+            Effect::ResumePart { job, parts } => {
+                let managers = self.managers.clone();
+                let names = self.cluster_names();
                 tokio::spawn(async move {
-                    let answer = manager.resume(&part).await.map_err(|e| e.to_string());
+                    let answer = resume_all(&managers, &names, &parts).await;
                     s.world().resume_answered(unix_now(), job, answer);
                     s.wake.notify_one();
                     s.flush().await;
@@ -2374,38 +2402,74 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
     }
 }
 
-/// Stops every part of `victims` on one cluster, suspends first, then requeues (which
-/// cannot be undone), all or none: when one fails, the parts suspended so far are resumed
-/// and the error names the part and quotes the resource manager. Also the jobs requeued,
-/// which on an error the caller records as requeued all the same
+/// Stops every part of `victims` (each on its cluster: a co-allocated victim has one per
+/// cluster), suspends first, then requeues (which cannot be undone), all or none: when one
+/// fails, the parts suspended so far are resumed, on every cluster, and the error names the
+/// part and its cluster and quotes the resource manager. Also the jobs requeued (with the
+/// cluster), which on an error the caller records as requeued all the same
 /// ([`World::requeued_anyway`](crate::world::World::requeued_anyway)).
 async fn preempt_all(
-    manager: &dyn ResourceManager,
-    victims: &[(foresight_rm::PartHandle, Preemption)],
-) -> (Result<(), String>, Vec<u64>) {
-    let mut order: Vec<&(foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
-    order.sort_by_key(|(_, how)| *how == Preemption::Requeue);
+    managers: &[Arc<dyn ResourceManager>],
+    names: &[String],
+    victims: &[(usize, foresight_rm::PartHandle, Preemption)],
+) -> (Result<(), String>, Vec<(usize, u64)>) {
+    let mut order: Vec<&(usize, foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
+    order.sort_by_key(|(_, _, how)| *how == Preemption::Requeue);
     let mut suspended = Vec::new();
     let mut requeued = Vec::new();
-    for (part, how) in order {
+    for (k, part, how) in order {
         let done = match how {
-            Preemption::Suspend => manager.suspend(part).await,
-            Preemption::Requeue => manager.requeue(part).await,
+            Preemption::Suspend => managers[*k].suspend(part).await,
+            Preemption::Requeue => managers[*k].requeue(part).await,
         };
         match done {
-            Ok(()) if *how == Preemption::Suspend => suspended.push(part),
-            Ok(()) => requeued.push(part.job),
+            Ok(()) if *how == Preemption::Suspend => suspended.push((*k, part)),
+            Ok(()) => requeued.push((*k, part.job)),
             Err(e) => {
-                for p in suspended {
-                    if let Err(undo) = manager.resume(p).await {
-                        tracing::warn!("resuming job {} after a refused preemption: {undo}", p.job);
+                for (u, p) in suspended {
+                    if let Err(undo) = managers[u].resume(p).await {
+                        tracing::warn!(
+                            "resuming job {} on cluster {} after a refused preemption: {undo}",
+                            p.job,
+                            names[u]
+                        );
                     }
                 }
-                return (Err(format!("stopping job {}: {e}", part.job)), requeued);
+                let on = &names[*k];
+                return (
+                    Err(format!("stopping job {} on {on}: {e}", part.job)),
+                    requeued,
+                );
             }
         }
     }
     (Ok(()), requeued)
+}
+
+/// Resumes every part of a suspended job (each on its cluster), all or none: when one
+/// fails, the parts resumed so far are suspended again and the error names the part and
+/// its cluster and quotes the resource manager.
+async fn resume_all(
+    managers: &[Arc<dyn ResourceManager>],
+    names: &[String],
+    parts: &[(usize, foresight_rm::PartHandle)],
+) -> Result<(), String> {
+    for (i, (k, part)) in parts.iter().enumerate() {
+        let Err(e) = managers[*k].resume(part).await else {
+            continue;
+        };
+        for (u, p) in &parts[..i] {
+            if let Err(undo) = managers[*u].suspend(p).await {
+                tracing::warn!(
+                    "suspending job {} on cluster {} again after a refused resumption: {undo}",
+                    p.job,
+                    names[*u]
+                );
+            }
+        }
+        return Err(format!("resuming job {} on {}: {e}", part.job, names[*k]));
+    }
+    Ok(())
 }
 
 /// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it
@@ -2451,6 +2515,28 @@ mod move_tests {
     struct Recorder {
         refuse_start: Option<i64>,
         moves: Mutex<Vec<(u64, i64)>>,
+        /// Refuses to stop (suspend or requeue) any part.
+        refuse_stop: bool,
+        /// Refuses to resume any part.
+        refuse_resume: bool,
+        /// What was asked of its parts: ("suspend" | "resume" | "requeue", Slurm id).
+        calls: Mutex<Vec<(&'static str, String)>>,
+    }
+
+    impl Recorder {
+        fn call(&self, what: &'static str, part: &PartHandle) -> Result<(), RmError> {
+            let refused = if what == "resume" {
+                self.refuse_resume
+            } else {
+                self.refuse_stop
+            };
+            if refused {
+                return Err(RmError::Invalid("Access/permission denied".into()));
+            }
+            let id = part.external.clone().unwrap_or_default();
+            self.calls.lock().unwrap().push((what, id));
+            Ok(())
+        }
     }
 
     #[async_trait]
@@ -2479,14 +2565,14 @@ mod move_tests {
         async fn cancel(&self, _: &PartHandle) -> Result<(), RmError> {
             Ok(())
         }
-        async fn suspend(&self, _: &PartHandle) -> Result<(), RmError> {
-            Ok(())
+        async fn suspend(&self, part: &PartHandle) -> Result<(), RmError> {
+            self.call("suspend", part)
         }
-        async fn resume(&self, _: &PartHandle) -> Result<(), RmError> {
-            Ok(())
+        async fn resume(&self, part: &PartHandle) -> Result<(), RmError> {
+            self.call("resume", part)
         }
-        async fn requeue(&self, _: &PartHandle) -> Result<(), RmError> {
-            Ok(())
+        async fn requeue(&self, part: &PartHandle) -> Result<(), RmError> {
+            self.call("requeue", part)
         }
         async fn move_reservation(
             &self,
@@ -2534,5 +2620,73 @@ mod move_tests {
         move_all(&managers, &steps).await.unwrap();
         assert_eq!(ok.moves.lock().unwrap().last(), Some(&(1, 20)));
         assert_eq!(*refusing.moves.lock().unwrap(), vec![(2, 20)]);
+    }
+
+    fn part(id: &str) -> PartHandle {
+        PartHandle {
+            job: 1,
+            attempt: 0,
+            external: Some(id.into()),
+        }
+    }
+
+    /// A co-allocated victim's parts on two clusters: c1 suspends its part, c2 refuses, so
+    /// c1's part is resumed and the refusal names the part, its cluster and the resource
+    /// manager's words. On two clusters that agree, both are stopped, and a resumption
+    /// refused on the second suspends the first again.
+    #[tokio::test]
+    async fn a_preemption_over_two_clusters_is_all_or_nothing() {
+        let c1 = Arc::new(Recorder::default());
+        let c2 = Arc::new(Recorder {
+            refuse_stop: true,
+            ..Recorder::default()
+        });
+        let managers: Vec<Arc<dyn ResourceManager>> = vec![c1.clone(), c2.clone()];
+        let names = vec!["c1".to_string(), "c2".to_string()];
+        let victims = [
+            (0, part("51"), Preemption::Suspend),
+            (1, part("52"), Preemption::Suspend),
+        ];
+        let (answer, requeued) = preempt_all(&managers, &names, &victims).await;
+        let e = answer.unwrap_err();
+        assert!(
+            e.contains("job 1 on c2") && e.contains("Access/permission denied"),
+            "{e}"
+        );
+        assert!(requeued.is_empty());
+        assert_eq!(
+            *c1.calls.lock().unwrap(),
+            vec![("suspend", "51".to_string()), ("resume", "51".to_string())]
+        );
+        assert!(c2.calls.lock().unwrap().is_empty());
+
+        let c2 = Arc::new(Recorder::default());
+        let managers: Vec<Arc<dyn ResourceManager>> = vec![c1.clone(), c2.clone()];
+        c1.calls.lock().unwrap().clear();
+        let (answer, _) = preempt_all(&managers, &names, &victims).await;
+        answer.unwrap();
+        assert_eq!(
+            *c1.calls.lock().unwrap(),
+            vec![("suspend", "51".to_string())]
+        );
+        assert_eq!(
+            *c2.calls.lock().unwrap(),
+            vec![("suspend", "52".to_string())]
+        );
+
+        // Resumed together: a refusal on c2 suspends c1's part again.
+        let refusing = Arc::new(Recorder {
+            refuse_resume: true,
+            ..Recorder::default()
+        });
+        let managers: Vec<Arc<dyn ResourceManager>> = vec![c1.clone(), refusing.clone()];
+        c1.calls.lock().unwrap().clear();
+        let parts = [(0, part("51")), (1, part("52"))];
+        let e = resume_all(&managers, &names, &parts).await.unwrap_err();
+        assert!(e.contains("job 1 on c2"), "{e}");
+        assert_eq!(
+            *c1.calls.lock().unwrap(),
+            vec![("resume", "51".to_string()), ("suspend", "51".to_string())]
+        );
     }
 }

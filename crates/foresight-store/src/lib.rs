@@ -611,14 +611,18 @@ pub struct WorkflowTaskRecord {
 }
 
 /// Data from one task to another, by task index.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkflowEdgeRecord {
     /// The producing task.
     pub from: usize,
     /// The consuming task.
     pub to: usize,
-    /// MB moved.
+    /// MB moved, as the user gave it: the mapping's weight.
     pub data_mb: f64,
+    /// Files copied from the producer's working directory to the consumer's, relative to
+    /// both (absent in records written before edges named files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 /// One finished run of a job, for runtime prediction (the statistics store, seed 003): who

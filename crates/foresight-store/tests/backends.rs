@@ -219,6 +219,7 @@ fn workflow(user: &str) -> foresight_store::WorkflowRecord {
             from: 0,
             to: 1,
             data_mb: 12.5,
+            files: vec!["mesh.dat".into()],
         }],
     }
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `foresight` binary on local-executor clusters: the service, its
 //! CLI, REST API, dashboard, staging, workflows, isolation and the WIKI protocol. One binary
 //! (one link) for all of them; each module is one subject.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -35,6 +35,10 @@ fn the_served_openapi_document_is_valid() {
     // The validator does say OK on a valid document, and rejects an invalid one: the
     // check above can fail.
     assert!(String::from_utf8_lossy(&out.stdout).contains("OK"));
+    // A workflow edge's files are documented as a list of paths.
+    let files = &doc["components"]["schemas"]["EdgeSpec"]["properties"]["files"];
+    assert_eq!(files["type"], "array", "{files}");
+    assert_eq!(files["items"]["type"], "string", "{files}");
     let mut broken = doc.clone();
     broken["paths"]["/api/v1/jobs"]["get"]["parameters"][0]["in"] = "path".into();
     std::fs::write(&path, serde_json::to_vec(&broken).unwrap()).unwrap();

@@ -383,3 +383,110 @@ fn a_workflow_whose_tasks_together_exceed_the_budget_is_refused_whole() {
     let (status, v) = http.post("/workflows", &wf);
     assert_eq!(status, 201, "{v}");
 }
+
+// ------------------------------------------------------------------ files on edges
+
+/// Clusters `a` (feature `one`) and `b` (feature `two`), each with its own scratch
+/// `work_dir` under `root`: they share no working directory.
+fn two_scratch_clusters(root: &std::path::Path) -> String {
+    format!(
+        r#"
+[[cluster]]
+name = "a"
+procs = 2
+features = ["one"]
+work_dir = "{a}"
+
+[[cluster]]
+name = "b"
+procs = 2
+features = ["two"]
+work_dir = "{b}"
+"#,
+        a = root.join("a").display(),
+        b = root.join("b").display(),
+    )
+}
+
+/// A on `a` writes `out/mesh.dat`; B on `b` reads it; the edge names `files`.
+fn mesh_then_solve(files: &str) -> String {
+    format!(
+        r#"name: cae
+tasks:
+  - name: A
+    command: [sh, -c, 'mkdir -p out && echo "mesh from $PWD" > out/mesh.dat']
+    walltime: 1
+    requires: [one]
+  - name: B
+    command: [sh, -c, 'cat out/mesh.dat > solved.txt && echo solved >> solved.txt']
+    walltime: 1
+    requires: [two]
+edges:
+  - {{from: A, to: B, data_mb: 1, files: {files}}}
+"#
+    )
+}
+
+/// A server on [`two_scratch_clusters`] under a directory of its own.
+fn scratch_server() -> (Server, tempfile::TempDir, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(d.path()).unwrap();
+    (Server::with_config(&two_scratch_clusters(&root)), d, root)
+}
+
+#[test]
+fn an_edges_files_move_to_the_cluster_the_successor_runs_on() {
+    let (s, _d, root) = scratch_server();
+    let id = submit(&s, &mesh_then_solve("[out/mesh.dat]"), &[]);
+    let w = wait_workflow(&s, id, "over", over);
+    assert_eq!(task(&w, "A")["cluster"], "a", "{w}");
+    assert_eq!(task(&w, "B")["cluster"], "b", "{w}");
+    assert_eq!(w["state"], "completed", "{w}");
+    // Each task ran in its cluster's own directory for the workflow; B found A's file
+    // there, at the same relative path.
+    let on = |c: &str| root.join(c).join(format!("workflow-{id}"));
+    let solved = std::fs::read_to_string(on("b").join("solved.txt")).unwrap();
+    assert_eq!(
+        solved,
+        format!("mesh from {}\nsolved\n", on("a").display()),
+        "{w}"
+    );
+    // A's job records the copy, done, to b.
+    let ja = s.show(task(&w, "A")["job"].as_u64().unwrap());
+    assert_eq!(ja["output_staging"]["cluster"], "b", "{ja}");
+    assert!(ja["output_staging"]["error"].is_null(), "{ja}");
+    assert!(ja["reason"].is_null(), "{ja}");
+    let started_b = int(task(&w, "B"), "started_at");
+    assert!(
+        started_b >= int(&ja["output_staging"], "ended_at"),
+        "{ja} {w}"
+    );
+}
+
+#[test]
+fn a_missing_edge_file_cancels_the_successor_naming_the_edge_and_the_file() {
+    let (s, _d, _root) = scratch_server();
+    let id = submit(&s, &mesh_then_solve("[out/mesh.dat, out/none.dat]"), &[]);
+    let w = wait_workflow(&s, id, "over", over);
+    assert_eq!(task(&w, "A")["state"], "completed", "{w}");
+    let b = task(&w, "B");
+    assert_eq!(b["state"], "cancelled", "{w}");
+    assert!(b["started_at"].is_null(), "{w}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("DependencyNeverSatisfied:")
+            && reason.contains("edge A -> B, file out/none.dat: ")
+            && reason.contains("No such file"),
+        "{reason}"
+    );
+    // The workflow ends as a task that is cancelled leaves it.
+    assert_eq!(w["state"], "cancelled", "{w}");
+    let ja = s.show(task(&w, "A")["job"].as_u64().unwrap());
+    assert!(
+        ja["reason"]
+            .as_str()
+            .unwrap()
+            .contains("edge A -> B, file out/none.dat"),
+        "{ja}"
+    );
+}

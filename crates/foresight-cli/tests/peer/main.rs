@@ -1,6 +1,7 @@
 //! Peer dispatchers and the PostgreSQL store, end to end: real `foresight` processes on one
 //! throwaway PostgreSQL server (started once for this binary by `foresight-testkit`). The test
 //! that restarts that server is a binary of its own (`peer_restart`).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,5 +1,6 @@
 //! End-to-end tests of `foresight sim`: trace replays, grids, auctions, workflows,
 //! predictions and pictures, run through the binary.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod auction;
 mod grid;

@@ -1,5 +1,6 @@
 //! The service against real Slurm clusters (`FORESIGHT_SLURM_CONFS`, see
 //! `scripts/local-slurm.sh`); every test skips without them.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 #[path = "../common/mod.rs"]
 mod common;

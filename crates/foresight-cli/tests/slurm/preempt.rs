@@ -5,10 +5,12 @@
 //! arrives. The low job is suspended in Slurm (`SUSPENDED`), the high one runs there at once
 //! and completes, then the low one is resumed and completes; the local job runs throughout.
 //! A low job that says it may be requeued is requeued instead and runs again as its next
-//! attempt.
+//! attempt. A low job co-allocated over two clusters is suspended whole (both parts) for a
+//! high job on one of them, and resumed whole once it has ended.
 //!
 //! They run only when `FORESIGHT_SLURM_CONFS` is set (`source /tmp/foresight-slurm/env`);
-//! otherwise each test says it skips and passes. They use the last cluster named there,
+//! otherwise each test says it skips and passes. They use the last cluster named there (the
+//! co-allocated one the first two),
 //! under their own instance name (`fspreempt-…`), so other instances on the cluster are left
 //! alone, and cancel at the end what they made.
 
@@ -85,11 +87,24 @@ fn live(j: &Value) -> bool {
 /// runs of the same name (shown for `MinJobAge`) are not this run's.
 static FIRST_ID: AtomicU64 = AtomicU64::new(0);
 
+/// The same per cluster (by its `slurm.conf`) when a scenario follows several: each Slurm
+/// cluster numbers its jobs itself. Empty for one cluster, [`FIRST_ID`] then counts.
+static FIRST_IDS: std::sync::Mutex<Vec<(PathBuf, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// The highest Slurm job id of the cluster at `conf` when the scenario's daemon started.
+fn first_id(conf: &Path) -> u64 {
+    let firsts = FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner());
+    firsts
+        .iter()
+        .find(|(c, _)| c == conf)
+        .map_or_else(|| FIRST_ID.load(Ordering::SeqCst), |(_, id)| *id)
+}
+
 /// The Slurm state of attempt `attempt` (0 first) of Foresight job `id` in this run (the
 /// newest such Slurm job).
 fn part_state(conf: &Path, id: u64, attempt: u32) -> Option<String> {
     let want = format!("{INSTANCE}-{id}.{attempt}");
-    let first = FIRST_ID.load(Ordering::SeqCst);
+    let first = first_id(conf);
     jobs(conf)
         .into_iter()
         .filter(|j| name(j) == want && j["job_id"].as_u64().unwrap_or(0) > first)
@@ -183,6 +198,7 @@ fn server(cluster: &str, conf: &Path) -> Server {
         .max()
         .unwrap_or(0);
     FIRST_ID.store(newest, Ordering::SeqCst);
+    FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner()).clear();
     let toml = format!(
         "listen = \"127.0.0.1:0\"\ninstance = \"{INSTANCE}\"\nlead_time_seconds = 0\n\
          cycle_ms = 200\n\n[[cluster]]\nname = \"{cluster}\"\nkind = \"slurm\"\n\
@@ -336,4 +352,143 @@ fn a_requeueable_low_job_on_slurm_is_requeued_and_runs_again() {
         "the low job's new run started before the high job: {l} {h}"
     );
     assert_eq!(local_state(&conf, &local), "RUNNING");
+}
+
+/// The first two clusters named in `FORESIGHT_SLURM_CONFS`, or None (after saying so).
+fn two_clusters(test: &str) -> Option<Vec<(String, PathBuf)>> {
+    let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
+        eprintln!("SKIP {test}: FORESIGHT_SLURM_CONFS is not set");
+        return None;
+    };
+    let two: Vec<(String, PathBuf)> = confs
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .take(2)
+        .map(|s| {
+            let (name, conf) = s.split_once('=').unwrap();
+            (name.trim().to_string(), PathBuf::from(conf.trim()))
+        })
+        .collect();
+    if two.len() < 2 {
+        eprintln!("SKIP {test}: two Slurm clusters are needed");
+        return None;
+    }
+    Some(two)
+}
+
+/// A daemon following both clusters, as [`server`] does one.
+fn server_on_two(clusters: &[(String, PathBuf)]) -> Server {
+    let mut firsts = Vec::new();
+    for (_, conf) in clusters {
+        wait_for("no job of this instance left", secs(60), || {
+            (!jobs(conf)
+                .iter()
+                .any(|j| live(j) && name(j).starts_with(&format!("{INSTANCE}-"))))
+            .then_some(())
+        });
+        let newest = jobs(conf)
+            .iter()
+            .filter_map(|j| j["job_id"].as_u64())
+            .max()
+            .unwrap_or(0);
+        firsts.push((conf.clone(), newest));
+    }
+    *FIRST_IDS.lock().unwrap_or_else(|p| p.into_inner()) = firsts;
+    let mut toml = format!(
+        "listen = \"127.0.0.1:0\"\ninstance = \"{INSTANCE}\"\nlead_time_seconds = 0\n\
+         cycle_ms = 200\n"
+    );
+    for (name, conf) in clusters {
+        toml.push_str(&format!(
+            "\n[[cluster]]\nname = \"{name}\"\nkind = \"slurm\"\nslurm_conf = \"{}\"\n\
+             sync_ms = 1000\n",
+            conf.display()
+        ));
+    }
+    let s = Server::with_config_logging(&toml, "info");
+    wait_for("both clusters up", secs(30), || {
+        let text = s.run(&["cluster", "list", "-o", "json"]);
+        let v: Value = serde_json::from_str(&text).ok()?;
+        let up = v.as_array()?;
+        (up.len() == 2
+            && up
+                .iter()
+                .all(|c| c["state"] == "up" && c["procs"].as_u64().unwrap_or(0) >= 8))
+        .then_some(())
+    });
+    s
+}
+
+/// A level-0 job of 12 runs co-allocated over both clusters of 8 (a part in each); a
+/// level-3 job of 8 arrives and fits nowhere: both parts are suspended in Slurm (one
+/// stopped means all stopped), the high job runs at once on one of the clusters and
+/// completes, then both parts are resumed together and the low job completes.
+#[test]
+fn a_co_allocated_low_job_is_suspended_on_both_clusters_and_resumed_on_both() {
+    let Some(clusters) = two_clusters("slurm preemption (co-allocated)") else {
+        return;
+    };
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _cleanup: Vec<Cleanup> = clusters
+        .iter()
+        .map(|(_, conf)| Cleanup {
+            conf: conf.clone(),
+            local: Vec::new(),
+        })
+        .collect();
+    let s = server_on_two(&clusters);
+    let confs: Vec<&Path> = clusters.iter().map(|(_, c)| c.as_path()).collect();
+    let parts_are = |id: u64, want: &str| {
+        confs
+            .iter()
+            .all(|c| part_state(c, id, 0).as_deref() == Some(want))
+    };
+    let low = s.submit(&[
+        "-n",
+        "12",
+        "-t",
+        "5m",
+        "--",
+        "sh",
+        "-c",
+        "for i in $(seq 20); do sleep 1; done",
+    ]);
+    let l = s.wait_job(low, "running", secs(60), |j| {
+        j["state"] == "running" && j["parts"].as_array().is_some_and(|p| p.len() == 2)
+    });
+    wait_for("both low parts running in Slurm", secs(30), || {
+        parts_are(low, "RUNNING").then_some(())
+    });
+    let high = s.submit(&["--priority", "3", "-n", "8", "-t", "2m", "--", "sleep", "6"]);
+    wait_for("both low parts suspended in Slurm", secs(60), || {
+        parts_are(low, "SUSPENDED").then_some(())
+    });
+    let h = s.wait_job(high, "running", secs(60), |j| j["state"] == "running");
+    assert!(
+        confs
+            .iter()
+            .any(|c| part_state(c, high, 0).as_deref() == Some("RUNNING")),
+        "{h}"
+    );
+    let l2 = s.show(low);
+    assert_eq!(l2["suspended"], true, "{l2}");
+    assert!(
+        l2["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("preempted by job {high}")),
+        "{l2}"
+    );
+    assert!(parts_are(low, "SUSPENDED"), "{l}");
+
+    let h = s.wait_final(high, secs(60));
+    assert_eq!(h["state"], "completed", "{h}");
+    wait_for("both low parts resumed in Slurm", secs(60), || {
+        parts_are(low, "RUNNING").then_some(())
+    });
+    let l = s.wait_job(low, "resumed", secs(30), |j| j["suspended"] == false);
+    assert_eq!(l["state"], "running", "{l}");
+    let l = s.wait_final(low, secs(90));
+    assert_eq!(l["state"], "completed", "{l}");
+    assert!(parts_are(low, "COMPLETED"), "{l}");
 }

@@ -240,8 +240,10 @@ pub struct Broker {
     shared_pools: BTreeMap<String, Vec<usize>>,
     /// Preemptions asked of clusters that schedule themselves, by the job they are for.
     preempt_asks: BTreeMap<JobId, preempt_ask::PendingPreemption>,
-    /// Suspended jobs whose resumption was asked of a cluster that schedules itself.
-    resume_asks: BTreeSet<JobId>,
+    /// Suspended jobs whose resumption was asked of a cluster that schedules itself, with
+    /// the reservations holding the processors of their parts on clusters the broker
+    /// schedules itself meanwhile (co-allocated jobs), so that nobody starts there first.
+    resume_asks: BTreeMap<JobId, Vec<ReservedPart>>,
 }
 
 /// Most refusals in a row before the pause stops doubling (2⁶ = 64 s).
@@ -269,7 +271,7 @@ impl Broker {
             move_not_before: HashMap::new(),
             shared_pools: BTreeMap::new(),
             preempt_asks: BTreeMap::new(),
-            resume_asks: BTreeSet::new(),
+            resume_asks: BTreeMap::new(),
         }
     }
 

@@ -35,7 +35,7 @@ use super::preempt::{self, Holder, Preemption};
 use super::{Broker, BrokerAction, Phase, ReservedPart, WaitReason, MAX_BACKOFF_DOUBLINGS};
 use crate::ids::{JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
-use crate::scheduler::LocalScheduler;
+use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
 
 /// A preemption asked of a cluster that schedules itself, not answered yet.
@@ -55,7 +55,7 @@ impl Broker {
     /// True when job `id` waits for the answer to a preemption asked for it, or is a victim
     /// of one, or waits for the answer to its resumption.
     pub(super) fn asked_about(&self, id: JobId) -> bool {
-        self.resume_asks.contains(&id)
+        self.resume_asks.contains_key(&id)
             || self.preempt_asks.contains_key(&id)
             || self
                 .preempt_asks
@@ -75,21 +75,12 @@ impl Broker {
             return;
         }
         self.ask_resumes(now, out);
-        // The lowest level running wholly on such a cluster: only jobs above it may preempt.
+        // The lowest level running on such a cluster: only jobs above it may preempt.
         let Some(lowest) = self
             .jobs
             .values()
-            .filter_map(|e| match &e.phase {
-                Phase::Running { parts, .. }
-                    if !parts.is_empty()
-                        && parts
-                            .iter()
-                            .all(|p| self.clusters[p.cluster].self_scheduled) =>
-                {
-                    Some(e.job.priority)
-                }
-                _ => None,
-            })
+            .filter(|e| self.stoppable_by_ask(&e.phase))
+            .map(|e| e.job.priority)
             .min()
         else {
             return;
@@ -142,31 +133,57 @@ impl Broker {
         Some((len, cost))
     }
 
-    /// The running global jobs wholly on cluster `k` that could be preempted there.
+    /// True for a running global job a preemption asked of a cluster that schedules itself
+    /// can stop: every part still running, one at least on such a cluster, every one on a
+    /// cluster that is up (a co-allocated job runs synchronously: it is stopped whole, each
+    /// part on its cluster, by its resource manager or, on a cluster the broker schedules
+    /// itself, by the caller's executor once the answer is yes).
+    fn stoppable_by_ask(&self, phase: &Phase) -> bool {
+        match phase {
+            Phase::Running { parts, ended, .. } => {
+                ended.is_empty()
+                    && parts
+                        .iter()
+                        .any(|p| self.clusters[p.cluster].self_scheduled)
+                    && parts.iter().all(|p| self.clusters[p.cluster].available)
+            }
+            _ => false,
+        }
+    }
+
+    /// The running global jobs holding processors of cluster `k` that a preemption asked
+    /// of it could stop: those wholly on it, and those co-allocated over it and others
+    /// (counted by what they hold on `k`).
     fn remote_holders(&self, k: usize) -> Vec<Holder> {
         self.jobs
             .values()
             .filter(|e| !self.requeueing.contains(&e.job.id) && !self.asked_about(e.job.id))
+            .filter(|e| self.stoppable_by_ask(&e.phase))
             .filter_map(|e| match &e.phase {
-                Phase::Running {
-                    start,
-                    parts,
-                    ended,
-                    ..
-                } if ended.is_empty() && !parts.is_empty() => {
-                    if parts.iter().any(|p| p.cluster != k) {
-                        return None;
-                    }
-                    Some(Holder {
+                Phase::Running { start, parts, .. } => {
+                    let procs: u32 = parts
+                        .iter()
+                        .filter(|p| p.cluster == k)
+                        .map(|p| p.procs)
+                        .sum();
+                    (procs > 0).then_some(Holder {
                         job: e.job.id,
                         priority: e.job.priority,
-                        procs: parts.iter().map(|p| p.procs).sum(),
+                        procs,
                         started: *start,
                     })
                 }
                 _ => None,
             })
             .collect()
+    }
+
+    /// Processors running job `v` holds on every cluster: what preempting it stops.
+    fn held_everywhere(&self, v: JobId) -> u32 {
+        match self.jobs.get(&v).map(|e| &e.phase) {
+            Some(Phase::Running { parts, .. }) => parts.iter().map(|p| p.procs).sum(),
+            _ => 0,
+        }
     }
 
     /// Asks to preempt what job `id` needs on the cluster that schedules itself where that
@@ -211,11 +228,8 @@ impl Broker {
             {
                 continue;
             }
-            let stopped: u32 = holders
-                .iter()
-                .filter(|h| victims.contains(&h.job))
-                .map(|h| h.procs)
-                .sum();
+            // Co-allocated victims stop on their other clusters too.
+            let stopped: u32 = victims.iter().map(|v| self.held_everywhere(*v)).sum();
             if best.as_ref().is_none_or(|b| stopped < b.0) {
                 let victims = victims
                     .into_iter()
@@ -299,12 +313,13 @@ impl Broker {
             }
             Ok(()) => {
                 for (v, _) in &ask.victims {
-                    let running_here = matches!(
+                    // Every part of it, on every cluster it spans: stopped as asked.
+                    let running = matches!(
                         self.jobs.get(v).map(|e| &e.phase),
                         Some(Phase::Running { parts, ended, .. })
-                            if ended.is_empty() && parts.iter().all(|p| p.cluster == k)
+                            if ended.is_empty() && parts.iter().any(|p| p.cluster == k)
                     );
-                    if running_here {
+                    if running {
                         self.preempt_job(now, *v, by, out);
                     }
                 }
@@ -332,11 +347,12 @@ impl Broker {
         self.settle(now);
     }
 
-    /// The cluster requeued victim `v` of the preemption asked for job `by`, though the
-    /// preemption as a whole failed ([`Broker::on_preemption_answered`] with `Err`): a
-    /// requeue cannot be undone (Slurm has already killed the run). `v` is preempted alone,
-    /// to run again as its next attempt once its part has ended; `by` waits as the refusal
-    /// says. Nothing for a job not running wholly on that cluster, or that may not be
+    /// Cluster `k` requeued (a part of) victim `v` of the preemption asked for job `by`,
+    /// though the preemption as a whole failed ([`Broker::on_preemption_answered`] with
+    /// `Err`): a requeue cannot be undone (Slurm has already killed the run). `v` is
+    /// preempted alone, every part of it (a co-allocated job's other parts are killed by the
+    /// caller), to run again as its next attempt once its parts have ended; `by` waits as the
+    /// refusal says. Nothing for a job not running on that cluster, or that may not be
     /// requeued.
     pub fn on_requeued_anyway(
         &mut self,
@@ -350,9 +366,7 @@ impl Broker {
         let running_here = self.jobs.get(&v).is_some_and(|e| {
             e.job.requeue
                 && matches!(&e.phase, Phase::Running { parts, ended, .. }
-                    if ended.is_empty()
-                        && !parts.is_empty()
-                        && parts.iter().all(|p| p.cluster == k))
+                    if ended.is_empty() && parts.iter().any(|p| p.cluster == k))
         });
         if running_here && !self.requeueing.contains(&v) {
             self.preempt_job(now, v, by, out);
@@ -388,25 +402,30 @@ impl Broker {
         out.push(BrokerAction::Waiting { job: id, reason });
     }
 
-    /// Asks to resume the suspended jobs on clusters that schedule themselves whose mirror
-    /// has room now for the rest of their run, in the order waiting jobs are served.
+    /// Asks to resume the suspended jobs with a part on a cluster that schedules itself
+    /// whose mirrors have room now for the rest of their run, on every cluster they span
+    /// (a co-allocated job resumes whole or not at all), in the order waiting jobs are
+    /// served. On clusters the broker schedules itself the room is held for the job until
+    /// the answer.
     fn ask_resumes(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
         let mut stopped: Vec<_> = self
             .jobs
             .values()
-            .filter(|e| !self.resume_asks.contains(&e.job.id) && e.not_before <= now)
+            .filter(|e| !self.resume_asks.contains_key(&e.job.id) && e.not_before <= now)
             .filter_map(|e| match &e.phase {
                 Phase::Suspended {
                     since, parts, left, ..
-                } => match parts.as_slice() {
-                    [p] if self.clusters[p.cluster].self_scheduled => Some((
+                } if parts
+                    .iter()
+                    .any(|p| self.clusters[p.cluster].self_scheduled) =>
+                {
+                    Some((
                         preempt::service_order(e.job.priority, Some(*since), e.job.id),
                         e.job.id,
-                        p.clone(),
+                        parts.clone(),
                         *left,
-                    )),
-                    _ => None,
-                },
+                    ))
+                }
                 _ => None,
             })
             .collect();
@@ -429,44 +448,82 @@ impl Broker {
             .collect();
         // Processors asked for in this pass, per cluster: not room for the next.
         let mut asked: Vec<Vec<AdminReservation>> = vec![Vec::new(); self.clusters.len()];
-        for (_, id, p, left) in stopped {
-            let c = &self.clusters[p.cluster];
+        for (_, id, parts, left) in stopped {
             let level = self.jobs[&id].job.priority;
-            let outranked = higher
-                .iter()
-                .any(|&(l, n)| l > level && n <= c.sched.capacity());
-            if !c.available
-                || outranked
-                || self.preempt_asks.values().any(|a| a.cluster == p.cluster)
-            {
-                continue;
-            }
-            let len = granular(left, c.granularity);
-            let mut sched = c.sched.clone();
-            for r in &asked[p.cluster] {
-                let _ = sched.add_reservation_displacing(r.clone());
-            }
-            let held: i64 = asked[p.cluster].iter().map(|r| i64::from(r.procs)).sum();
-            let mut r = probe(p.procs, now, len);
-            r.id = ReservationId(u64::MAX - 1 - asked[p.cluster].len() as u64);
-            if c.sched.idle_at(now) - held < i64::from(p.procs)
-                || sched.add_reservation_displacing(r.clone()).is_err()
-            {
-                continue;
-            }
-            asked[p.cluster].push(r);
-            self.resume_asks.insert(id);
-            out.push(BrokerAction::ResumeAsked {
-                job: id,
-                cluster: p.cluster,
+            let blocked = parts.iter().any(|p| {
+                let c = &self.clusters[p.cluster];
+                let outranked = higher
+                    .iter()
+                    .any(|&(l, n)| l > level && n <= c.sched.capacity());
+                !c.available
+                    || outranked
+                    || self.preempt_asks.values().any(|a| a.cluster == p.cluster)
             });
+            if blocked {
+                continue;
+            }
+            let mut probes = Vec::with_capacity(parts.len());
+            let room = parts.iter().all(|p| {
+                let c = &self.clusters[p.cluster];
+                let len = granular(left, c.granularity);
+                let mut sched = c.sched.clone();
+                for r in &asked[p.cluster] {
+                    let _ = sched.add_reservation_displacing(r.clone());
+                }
+                let held: i64 = asked[p.cluster].iter().map(|r| i64::from(r.procs)).sum();
+                let mut r = probe(p.procs, now, len);
+                r.id = ReservationId(u64::MAX - 1 - asked[p.cluster].len() as u64);
+                let fits = c.sched.idle_at(now) - held >= i64::from(p.procs)
+                    && sched.add_reservation_displacing(r.clone()).is_ok();
+                probes.push(r);
+                fits
+            });
+            if !room {
+                continue;
+            }
+            let mut holds = Vec::new();
+            for (p, r) in parts.iter().zip(probes) {
+                if !self.clusters[p.cluster].self_scheduled {
+                    // Held for it until the answer: nobody starts there first.
+                    let rid = self.allocate_reservation();
+                    let window = r.window;
+                    let hold = AdminReservation {
+                        id: rid,
+                        procs: p.procs,
+                        window,
+                        acl: Acl {
+                            job: Some(id),
+                            ..Acl::nobody()
+                        },
+                    };
+                    if self.clusters[p.cluster]
+                        .sched
+                        .add_reservation_displacing(hold)
+                        .is_ok()
+                    {
+                        holds.push(ReservedPart {
+                            reservation: rid,
+                            window,
+                            ..p.clone()
+                        });
+                    }
+                }
+                asked[p.cluster].push(r);
+            }
+            let cluster = parts
+                .iter()
+                .find(|p| self.clusters[p.cluster].self_scheduled)
+                .map_or(0, |p| p.cluster);
+            self.resume_asks.insert(id, holds);
+            out.push(BrokerAction::ResumeAsked { job: id, cluster });
         }
     }
 
-    /// The cluster answered the resumption of suspended job `id`
-    /// ([`BrokerAction::ResumeAsked`]): it runs again (`Ok`), in new reservations of the
-    /// mirror for the rest of its run, or stays suspended (`Err`: why), asked again after a
-    /// pause (1–64 s, doubling). An answer for nothing asked changes nothing.
+    /// The resumption of suspended job `id` ([`BrokerAction::ResumeAsked`]) was answered:
+    /// every part of it runs again (`Ok`), in new reservations of the mirrors for the rest
+    /// of its run, or it stays suspended with every part (`Err`: why; the caller has
+    /// suspended again any part it had resumed), asked again after a pause (1–64 s,
+    /// doubling). An answer for nothing asked changes nothing.
     pub fn on_resume_answered(
         &mut self,
         now: Time,
@@ -475,32 +532,43 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         self.observe(now);
-        if !self.resume_asks.remove(&id) {
-            self.settle(now);
-            return;
-        }
-        let Some(Phase::Suspended {
-            start,
-            cost,
-            parts,
-            since,
-            left,
-            suspended,
-        }) = self.jobs.get(&id).map(|e| e.phase.clone())
-        else {
+        let Some(holds) = self.resume_asks.remove(&id) else {
             self.settle(now);
             return;
         };
-        if answer.is_err() {
-            if let Some(e) = self.jobs.get_mut(&id) {
-                e.refusals += 1;
-                e.not_before = now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS));
+        let phase = self.jobs.get(&id).map(|e| e.phase.clone());
+        let (
+            Some(Phase::Suspended {
+                start,
+                cost,
+                parts,
+                since,
+                left,
+                suspended,
+            }),
+            Ok(()),
+        ) = (phase, &answer)
+        else {
+            for h in &holds {
+                let _ = self.clusters[h.cluster]
+                    .sched
+                    .remove_reservation(now, h.reservation);
+            }
+            if answer.is_err() {
+                if let Some(e) = self.jobs.get_mut(&id) {
+                    e.refusals += 1;
+                    e.not_before = now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS));
+                }
             }
             self.settle(now);
             return;
-        }
+        };
         let mut new_parts = Vec::with_capacity(parts.len());
         for p in &parts {
+            if let Some(h) = holds.iter().find(|h| h.cluster == p.cluster) {
+                new_parts.push(h.clone()); // held for it since the ask
+                continue;
+            }
             let window = Interval::new(
                 now,
                 now + granular(left, self.clusters[p.cluster].granularity),
@@ -525,6 +593,24 @@ impl Broker {
             });
         }
         self.mark_resumed(id, start, cost, &new_parts, suspended + (now - since), out);
+        let job = self.jobs[&id].job.clone();
+        for p in new_parts
+            .iter()
+            .filter(|p| !self.clusters[p.cluster].self_scheduled)
+            .cloned()
+            .collect::<Vec<_>>()
+        {
+            // Bound to its reservation on a cluster the broker schedules, as when it resumes
+            // there by itself; its own start is the resume above.
+            let mut actions = Vec::new();
+            let _ = self.clusters[p.cluster].sched.handle(
+                now,
+                Event::Submit(super::bound_part(&job, &p)),
+                &mut actions,
+            );
+            actions.retain(|a| !matches!(a, Action::Start { job, .. } if *job == id));
+            self.carry_out(now, p.cluster, actions, out);
+        }
         if let Some(e) = self.jobs.get_mut(&id) {
             e.refusals = 0;
             e.not_before = Time::MIN;

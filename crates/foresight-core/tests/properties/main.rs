@@ -1,6 +1,7 @@
 //! Property tests of the scheduling core on random workloads: profiles, policies, selection,
 //! commits, forecasts, the broker and its priorities, auctions, licences and workflow mapping.
 //! One binary for all of them; each module is one subject.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -399,3 +399,191 @@ fn a_requeue_done_before_a_refusal_is_recorded() {
     assert_eq!(b.entry(JobId(3)).unwrap().phase, Phase::Queued);
     assert!(b.queued().any(|e| e.job.id == JobId(3)));
 }
+
+/// Two clusters of 4 processors, the first scheduling itself (Slurm); the second too, or
+/// one the broker schedules itself (`second_slurm` false: a local executor's).
+fn two_cluster_broker(second_slurm: bool) -> Broker {
+    let cluster = |name: &str, slurm: bool| {
+        let mut c = GridCluster::new(
+            name,
+            processors_of(
+                name,
+                &[SpeedGroup {
+                    procs: 4,
+                    speed: 1.0,
+                }],
+            ),
+            LocalScheduler::new(4, Policy::easy()),
+        );
+        c.self_scheduled = slurm;
+        c.granularity = Dur(60);
+        c
+    };
+    Broker::new(
+        vec![cluster("s1", true), cluster("s2", second_slurm)],
+        PlannerConfig {
+            horizon: Dur(86_400),
+            lead_time: Dur(0),
+            plan_depth: 64,
+        },
+        1,
+    )
+}
+
+/// Answers yes to every reservation asked in `out` (on whichever cluster), reports the jobs
+/// reserved started at `t`, and shows their parts running in the mirrors of clusters that
+/// schedule themselves, as the service's next snapshots do. The parts of each job started.
+fn reserve_and_start_anywhere(
+    b: &mut Broker,
+    t: i64,
+    out: &[BrokerAction],
+) -> Vec<(u64, usize, u32)> {
+    let mut started = Vec::new();
+    let mut reserved = Vec::new();
+    for a in out {
+        if let BrokerAction::Ask { part, .. } = a {
+            b.on_reservation_answered(Time(t), part.reservation, Ok(()), &mut reserved);
+        }
+    }
+    for a in out.iter().chain(&reserved) {
+        if let BrokerAction::Reserved { job, parts, .. } = a {
+            b.on_part_started(Time(t), *job);
+            for p in parts {
+                if b.clusters[p.cluster].self_scheduled {
+                    let run = Job::new(*job, Time(t), p.procs, p.window.len());
+                    b.clusters[p.cluster]
+                        .sched
+                        .restore_running(Time(t), run, Time(t), Domain::Reservation(p.reservation))
+                        .unwrap();
+                }
+                started.push((job.0, p.cluster, p.procs));
+            }
+        }
+    }
+    started
+}
+
+/// A level-0 job co-allocated over both clusters (6 processors: 4 + 2, or 2 + 4) runs from
+/// t=0; a level-3 job of 4 arrives at t=10 and fits nowhere now. Returns the broker, the
+/// low job's parts (cluster, processors) and the actions of the cycle at t=10.
+fn co_allocated_low_high_arrives(
+    second_slurm: bool,
+) -> (Broker, Vec<(usize, u32)>, Vec<BrokerAction>) {
+    let mut b = two_cluster_broker(second_slurm);
+    let mut low = global(1, 0, 6, 600, false);
+    low.co_allocate = true;
+    b.submit(Time(0), low);
+    let out = cycle(&mut b, 0);
+    let started = reserve_and_start_anywhere(&mut b, 0, &out);
+    let parts: Vec<(usize, u32)> = started.iter().map(|&(_, k, n)| (k, n)).collect();
+    assert_eq!(parts.len(), 2, "co-allocated over both: {out:?}");
+    assert!(running(&b, 1));
+    b.submit(Time(10), global(2, 3, 4, 120, false));
+    let out = cycle(&mut b, 10);
+    (b, parts, out)
+}
+
+/// A co-allocated job over two Slurm clusters is a victim like any other: asked to stop
+/// (every part of it, the service stops each on its cluster), and on yes suspended with
+/// both parts; the high job is reserved at once. When the high job has ended and both
+/// clusters have room, it resumes with both parts together.
+#[test]
+fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_whole() {
+    let (mut b, parts, out) = co_allocated_low_high_arrives(true);
+    let asks = asked(&out);
+    assert_eq!(asks.len(), 1, "{out:?}");
+    assert_eq!(asks[0].0, 2);
+    assert_eq!(asks[0].2, vec![(1, Preemption::Suspend)]);
+    let k = asks[0].1;
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
+    match &b.entry(JobId(1)).unwrap().phase {
+        Phase::Suspended { parts: p, .. } => {
+            let held: Vec<(usize, u32)> = p.iter().map(|p| (p.cluster, p.procs)).collect();
+            assert_eq!(held, parts, "every part suspended");
+        }
+        p => panic!("{p:?}"),
+    }
+    let reserved: Vec<(u64, usize)> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Ask { job, part } => Some((job.0, part.cluster)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reserved, vec![(2, k)]);
+    // The mirrors lose the suspended parts, as the service's snapshots show them.
+    for &(c, _) in &parts {
+        let _ = b.clusters[c].sched.cancel(Time(12), JobId(1));
+    }
+    let started = reserve_and_start_anywhere(&mut b, 12, &out);
+    assert_eq!(started, vec![(2, k, 4)]);
+    assert!(
+        resume_asked(&cycle(&mut b, 60)).is_empty(),
+        "no room on {k}"
+    );
+
+    let _ = b.clusters[k].sched.cancel(Time(100), JobId(2));
+    let mut out = Vec::new();
+    b.on_part_ended(Time(100), k, JobId(2), &mut out);
+    let out = cycle(&mut b, 140);
+    assert_eq!(resume_asked(&out), vec![1], "{out:?}");
+    let mut out = Vec::new();
+    b.on_resume_answered(Time(141), JobId(1), Ok(()), &mut out);
+    let resumed: Vec<Vec<(usize, u32)>> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Resumed { parts, .. } => {
+                Some(parts.iter().map(|p| (p.cluster, p.procs)).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resumed, vec![parts]);
+    assert!(running(&b, 1));
+}
+
+/// Co-allocated over a Slurm cluster and one the broker schedules itself: asked of the
+/// Slurm cluster; on yes every part is preempted (the service pauses the local one through
+/// its executor), and the processors of the local part are free meanwhile.
+#[test]
+fn a_job_co_allocated_over_slurm_and_a_local_cluster_is_preempted_whole() {
+    let (mut b, parts, out) = co_allocated_low_high_arrives(false);
+    let asks = asked(&out);
+    assert_eq!(asks.len(), 1, "{out:?}");
+    assert_eq!(asks[0].1, 0, "asked of the Slurm cluster");
+    assert_eq!(asks[0].2, vec![(1, Preemption::Suspend)]);
+    let mut out = Vec::new();
+    b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
+    let stopped: Vec<Vec<usize>> = out
+        .iter()
+        .filter_map(|a| match a {
+            BrokerAction::Preempted { parts, .. } => {
+                Some(parts.iter().map(|p| p.cluster).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stopped, vec![vec![parts[0].0, parts[1].0]]);
+    assert!(suspended(&b, 1));
+    assert_eq!(b.clusters[1].sched.idle_at(Time(12)), 4);
+}
+
+/// The refusal of a preemption whose victim is co-allocated leaves it running with every
+/// part, and the high job waits with the cluster's words.
+#[test]
+fn a_refused_co_allocated_preemption_leaves_every_part_running() {
+    let (mut b, _, out) = co_allocated_low_high_arrives(true);
+    assert_eq!(asked(&out).len(), 1, "{out:?}");
+    let mut out = Vec::new();
+    b.on_preemption_answered(
+        Time(12),
+        JobId(2),
+        Err("stopping job 1 on s2: Access/permission denied".into()),
+        &mut out,
+    );
+    assert!(preempted(&out).is_empty());
+    assert!(running(&b, 1));
+    assert_eq!(b.entry(JobId(2)).unwrap().phase, Phase::Queued);
+}

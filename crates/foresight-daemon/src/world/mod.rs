@@ -59,6 +59,9 @@ pub enum Effect {
         job: u64,
         /// The files.
         stage: Vec<crate::staging::OutputFetch>,
+        /// What each file is, for its error, where it is more than an output (a workflow
+        /// edge's file: `edge A -> B, file F`); as long as `stage`.
+        labels: Vec<Option<String>>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
@@ -124,26 +127,26 @@ pub enum Effect {
         /// The part.
         part: PartHandle,
     },
-    /// Stop the parts of `victims` on a cluster that schedules itself so that job `by` can
-    /// start there (suspend, or requeue), all or none: when one fails, those suspended are
-    /// resumed; the answer goes to [`World::preemption_answered`].
+    /// Stop the parts of `victims` on clusters that schedule themselves so that job `by`
+    /// can start on cluster `cluster` (suspend, or requeue), all or none: when one fails,
+    /// those suspended are resumed; the answer goes to [`World::preemption_answered`].
+    /// A co-allocated victim has a part here for each such cluster it spans.
     Preempt {
-        /// Cluster index.
+        /// Cluster index where `by` starts.
         cluster: usize,
         /// The job to make room for.
         by: JobId,
-        /// The parts to stop, and how.
-        victims: Vec<(PartHandle, Preemption)>,
+        /// The parts to stop (cluster index, part), and how.
+        victims: Vec<(usize, PartHandle, Preemption)>,
     },
-    /// Resume a part a preemption suspended on a cluster that schedules itself; the answer
-    /// goes to [`World::resume_answered`].
+    /// Resume the parts a preemption suspended on clusters that schedule themselves, all
+    /// or none: when one fails, those resumed are suspended again; the answer goes to
+    /// [`World::resume_answered`].
     ResumePart {
-        /// Cluster index.
-        cluster: usize,
         /// The job.
         job: JobId,
-        /// The part.
-        part: PartHandle,
+        /// Its parts (cluster index, part).
+        parts: Vec<(usize, PartHandle)>,
     },
     /// [`Effect::Reserve`] for a job that preempted others there: over the processors of
     /// the jobs suspended for it.
@@ -2458,7 +2461,10 @@ impl World {
             end,
             procs: part.procs,
         };
-        self.effects.push(if self.preempting.contains(&id) {
+        // Over suspended parts of ours too when it starts now: a co-allocated victim's part
+        // on another cluster than the one preempted for frees its cores there.
+        let over = self.preempting.contains(&id) || (start <= now.secs() && self.suspended_on(k));
+        self.effects.push(if over {
             Effect::ReserveOverSuspended {
                 cluster: k,
                 request,

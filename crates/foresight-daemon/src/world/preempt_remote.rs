@@ -2,12 +2,16 @@
 //! (`foresight_core::broker` `preempt_ask`): the victims are stopped there through the
 //! resource manager (`scontrol suspend`, or `scontrol requeue` for jobs that say they may be
 //! requeued), all or none, and the answer goes back to the broker; resumptions likewise
-//! (`scontrol resume`).
+//! (`scontrol resume`). A victim co-allocated over several clusters is stopped whole: each
+//! part on a cluster that schedules itself through that cluster's resource manager (all or
+//! none over them), each part on a cluster the service schedules itself by its executor
+//! once the answer is yes; it resumes whole likewise.
 //!
 //! A restart of the service between ask and answer loses nobody: the ask changes no record
 //! but reasons, so the waiting job is still pending in its record and is queued and served
 //! again; a victim Slurm suspended whose answer was never recorded runs in its record, and
-//! reconciliation resumes it at the cluster's first snapshot ([`World::stray_suspended`]);
+//! reconciliation resumes it at each cluster's first snapshot, every part of it
+//! ([`World::stray_suspended`]);
 //! a victim whose answer was recorded is back as suspended (its record's preemption) and is
 //! resumed when there is room, as before the restart.
 
@@ -19,7 +23,11 @@ use foresight_core::JobId;
 use foresight_rm::PartHandle;
 
 impl World {
-    /// The broker asks cluster `k` to stop `victims` so that job `by` can start there.
+    /// The broker asks cluster `k` to stop `victims` so that job `by` can start there: every
+    /// part of each victim on a cluster that schedules itself is stopped through its
+    /// resource manager, all or none (a co-allocated victim runs synchronously: one part
+    /// stopped means all stopped); its parts on clusters the service schedules itself are
+    /// paused by their executor once the answer is yes ([`World::preemption_answered`]).
     pub(super) fn ask_preemption(
         &mut self,
         now: Time,
@@ -33,26 +41,42 @@ impl World {
             let Some(j) = self.jobs.get(&v) else {
                 return self.preemption_answered(now, by, Err(format!("job {v} is unknown")));
             };
-            let external = j
-                .parts
-                .iter()
-                .find(|p| p.cluster == name && !p.ended)
-                .and_then(|p| p.external.clone());
-            if external.is_none() {
+            let mut here = false;
+            for p in j.parts.iter().filter(|p| !p.ended) {
+                let Some(c) = self.cluster_index(&p.cluster) else {
+                    continue;
+                };
+                if !self.clusters[c].remote {
+                    continue;
+                }
+                here |= c == k;
+                if p.external.is_none() {
+                    return self.preemption_answered(
+                        now,
+                        by,
+                        Err(format!(
+                            "job {v} has no Slurm job id on {} yet",
+                            self.clusters[c].cfg.name
+                        )),
+                    );
+                }
+                parts.push((
+                    c,
+                    PartHandle {
+                        job: v.0,
+                        attempt: j.attempt,
+                        external: p.external.clone(),
+                    },
+                    how,
+                ));
+            }
+            if !here {
                 return self.preemption_answered(
                     now,
                     by,
-                    Err(format!("job {v} has no Slurm job id on {name} yet")),
+                    Err(format!("job {v} has no running part on {name}")),
                 );
             }
-            parts.push((
-                PartHandle {
-                    job: v.0,
-                    attempt: j.attempt,
-                    external,
-                },
-                how,
-            ));
         }
         let list: Vec<String> = victims.iter().map(|(v, _)| v.to_string()).collect();
         if let Some(j) = self.jobs.get_mut(&by) {
@@ -103,27 +127,37 @@ impl World {
         self.carry_out(now, out);
     }
 
-    /// The broker asks cluster `k` to resume suspended job `id`.
+    /// The broker asks to resume suspended job `id` (cluster `k` is one it spans that
+    /// schedules itself): every part of it on such a cluster is resumed through its
+    /// resource manager, all or none; its parts on clusters the service schedules itself
+    /// are continued by their executor once the answer is yes ([`World::resume_answered`]).
     pub(super) fn ask_resume(&mut self, now: Time, id: JobId, k: usize) {
-        let name = self.clusters[k].cfg.name.clone();
         let Some(j) = self.jobs.get(&id) else {
             return self.resume_answered(now, id, Err(format!("job {id} is unknown")));
         };
-        let external = j
+        let parts: Vec<(usize, PartHandle)> = j
             .parts
             .iter()
-            .find(|p| p.cluster == name && !p.ended)
-            .and_then(|p| p.external.clone());
-        let part = PartHandle {
-            job: id.0,
-            attempt: j.attempt,
-            external,
-        };
-        self.effects.push(Effect::ResumePart {
-            cluster: k,
-            job: id,
-            part,
-        });
+            .filter(|p| !p.ended)
+            .filter_map(|p| {
+                let c = self.cluster_index(&p.cluster)?;
+                self.clusters[c].remote.then(|| {
+                    (
+                        c,
+                        PartHandle {
+                            job: id.0,
+                            attempt: j.attempt,
+                            external: p.external.clone(),
+                        },
+                    )
+                })
+            })
+            .collect();
+        if parts.is_empty() {
+            let name = &self.clusters[k].cfg.name;
+            return self.resume_answered(now, id, Err(format!("job {id} has no part on {name}")));
+        }
+        self.effects.push(Effect::ResumePart { job: id, parts });
     }
 
     /// Cluster answered the resumption of job `id`.
@@ -158,5 +192,18 @@ impl World {
                 self.broker.entry(id).map(|e| &e.phase),
                 Some(Phase::Suspended { .. })
             )
+    }
+
+    /// True when a job of ours is suspended by preemption on cluster `k`, one that schedules
+    /// itself: its cores are idle in Slurm, but its reservation there still holds them, so
+    /// a reservation over them now must be made over suspended jobs.
+    pub(super) fn suspended_on(&self, k: usize) -> bool {
+        let name = &self.clusters[k].cfg.name;
+        self.clusters[k].remote
+            && self.jobs.values().any(|j| {
+                j.suspended
+                    && j.parts.iter().any(|p| &p.cluster == name && !p.ended)
+                    && self.suspended_in_rm(k, JobId(j.id))
+            })
     }
 }

@@ -112,8 +112,9 @@ fn high_preempts(w: &mut World, how: Preemption) -> Vec<Effect> {
         })
         .unwrap_or_else(|| panic!("no preemption asked: {effects:?}"));
     assert_eq!(victims.len(), 1);
-    assert_eq!(victims[0].0.external.as_deref(), Some("5"));
-    assert_eq!(victims[0].1, how);
+    assert_eq!(victims[0].0, 0);
+    assert_eq!(victims[0].1.external.as_deref(), Some("5"));
+    assert_eq!(victims[0].2, how);
     w.preemption_answered(Time(1_004), JobId(2), Ok(()));
     std::mem::take(&mut w.effects)
 }
@@ -280,4 +281,263 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
         "{j:?}"
     );
     assert_eq!(w.jobs[&JobId(3)].state, JobState::Running);
+}
+
+/// Our parts of the co-allocated low job 1 (cluster index, Slurm id, processors, reservation).
+type LowParts = Vec<(usize, String, u32, u64)>;
+
+/// Slurm clusters c1 and c2 of 8 processors each; a level-0 job of 12 co-allocated over
+/// both runs from 1 000 (its parts Slurm jobs 51 on c1 and 52 on c2, bound to their
+/// reservations). Returns its parts.
+fn co_allocated_low_running(w: &mut World) -> LowParts {
+    for k in 0..2 {
+        w.sync_remote(Time(1_000), k, Ok(snapshot(1_000, vec![], vec![])));
+    }
+    w.accept(Time(1_000), vec![job(1, "ann", 12, 300)]);
+    w.cycle(Time(1_000));
+    let asks: Vec<(usize, u64, u32)> = std::mem::take(&mut w.effects)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Reserve { cluster, request } => Some((cluster, request.id, request.procs)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asks.len(), 2, "co-allocated over both: {asks:?}");
+    for (_, rid, _) in &asks {
+        w.reservation_answered(Time(1_000), ReservationId(*rid), Ok(()));
+    }
+    let mut parts = Vec::new();
+    for (k, rid, procs) in asks {
+        let ext = format!("5{}", k + 1);
+        w.part_submitted(
+            Time(1_000),
+            k,
+            JobId(1),
+            0,
+            Ok(PartHandle {
+                job: 1,
+                attempt: 0,
+                external: Some(ext.clone()),
+            }),
+        );
+        parts.push((k, ext, procs, rid));
+    }
+    for (k, ext, procs, rid) in &parts {
+        w.sync_remote(
+            Time(1_002),
+            *k,
+            Ok(snapshot(
+                1_002,
+                vec![ours(ext, 1, 0, *procs, *rid, RmJobState::Running)],
+                vec![reservation(*rid, 1_000, 1_300, *procs)],
+            )),
+        );
+    }
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    w.effects.clear();
+    parts
+}
+
+/// A level-3 job of 8 arrives at 1 003 and fits nowhere now: the preemption asked stops
+/// both parts of the co-allocated job 1, each on its cluster. Returns the cluster asked and
+/// the parts to stop (cluster, Slurm id, how).
+fn high_asks_co_allocated(w: &mut World) -> (usize, Vec<(usize, String, Preemption)>) {
+    let mut high = job(2, "ann", 8, 120);
+    high.priority = 3;
+    high.co_allocate = false;
+    high.submitted_at = 1_003;
+    w.accept(Time(1_003), vec![high]);
+    w.cycle(Time(1_003));
+    let effects = std::mem::take(&mut w.effects);
+    effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Preempt {
+                cluster,
+                by,
+                victims,
+            } if *by == JobId(2) => Some((
+                *cluster,
+                victims
+                    .iter()
+                    .map(|(k, p, how)| (*k, p.external.clone().unwrap_or_default(), *how))
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no preemption asked: {effects:?}"))
+}
+
+/// A job co-allocated over two Slurm clusters is a victim: both of its parts are asked to
+/// be suspended, each on its cluster; on yes it is suspended (both parts), the high job is
+/// reserved over the suspended processors; once the high job has ended, both parts are
+/// asked to resume together, and it runs again on the answer.
+#[test]
+fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    let parts = co_allocated_low_running(&mut w);
+    let (k, stop) = high_asks_co_allocated(&mut w);
+    let mut want: Vec<(usize, String, Preemption)> = parts
+        .iter()
+        .map(|(c, ext, _, _)| (*c, ext.clone(), Preemption::Suspend))
+        .collect();
+    want.sort_by_key(|(c, e, _)| (*c, e.clone()));
+    let mut got = stop.clone();
+    got.sort_by_key(|(c, e, _)| (*c, e.clone()));
+    assert_eq!(got, want);
+    let reason = w.jobs[&JobId(2)].reason.clone().unwrap_or_default();
+    assert!(reason.contains("preempt job(s) 1"), "{reason}");
+
+    w.preemption_answered(Time(1_004), JobId(2), Ok(()));
+    let effects = std::mem::take(&mut w.effects);
+    assert!(w.jobs[&JobId(1)].suspended);
+    // Nothing of its is cancelled or released in Slurm: it is suspended in its reservations.
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::Release { .. } | Effect::Cancel { .. })),
+        "{effects:?}"
+    );
+    let (high_rid, over) = asked(&effects).unwrap();
+    assert!(over, "{effects:?}");
+    w.reservation_answered(Time(1_004), ReservationId(high_rid), Ok(()));
+    w.part_submitted(
+        Time(1_004),
+        k,
+        JobId(2),
+        0,
+        Ok(PartHandle {
+            job: 2,
+            attempt: 0,
+            external: Some("60".into()),
+        }),
+    );
+    // Slurm shows both parts suspended, the high job running on cluster k, then ended.
+    let done = foresight_rm::Outcome {
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+        started_at: 1_005,
+        ended_at: 1_050,
+        error: None,
+    };
+    for (c, ext, procs, rid) in &parts {
+        let mut jobs = vec![ours(ext, 1, 0, *procs, *rid, RmJobState::Suspended)];
+        if *c == k {
+            let mut h = ours("60", 2, 0, 8, high_rid, RmJobState::Ended(done.clone()));
+            h.start = Some(1_005);
+            jobs.push(h);
+        }
+        w.sync_remote(
+            Time(1_060),
+            *c,
+            Ok(snapshot(
+                1_060,
+                jobs,
+                vec![reservation(*rid, 1_000, 1_300, *procs)],
+            )),
+        );
+    }
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+    w.effects.clear();
+    w.cycle(Time(1_061));
+    let effects = std::mem::take(&mut w.effects);
+    let resumed: Vec<(usize, String)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ResumePart { job, parts } if *job == JobId(1) => Some(
+                parts
+                    .iter()
+                    .map(|(c, p)| (*c, p.external.clone().unwrap_or_default()))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    want.sort();
+    assert_eq!(resumed, want, "{effects:?}");
+    // No part is resumed by itself meanwhile (the stray rule is for lost answers only).
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Control { .. })),
+        "{effects:?}"
+    );
+    w.resume_answered(Time(1_062), JobId(1), Ok(()));
+    assert!(!w.jobs[&JobId(1)].suspended);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+}
+
+/// The preemption of a co-allocated victim refused (c1 suspended its part, c2 refused; the
+/// service resumed c1's): job 1 runs on with both parts, nothing of it is stopped or
+/// cancelled, and the high job waits with the resource manager's words in its reason.
+#[test]
+fn a_refused_co_allocated_preemption_leaves_every_part_running() {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    co_allocated_low_running(&mut w);
+    let (_, stop) = high_asks_co_allocated(&mut w);
+    assert_eq!(stop.len(), 2);
+    w.preemption_answered(
+        Time(1_004),
+        JobId(2),
+        Err("stopping job 1 on c2: Access/permission denied".into()),
+    );
+    let effects = std::mem::take(&mut w.effects);
+    assert!(
+        !effects.iter().any(|e| matches!(
+            e,
+            Effect::Cancel { .. } | Effect::Release { .. } | Effect::Control { .. }
+        )),
+        "{effects:?}"
+    );
+    assert!(!w.jobs[&JobId(1)].suspended);
+    assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
+    let j = &w.jobs[&JobId(2)];
+    assert_ne!(j.state, JobState::Running);
+    let reason = j.reason.clone().unwrap_or_default();
+    assert!(reason.contains("Access/permission denied"), "{reason}");
+    assert!(reason.contains("on c2"), "{reason}");
+}
+
+/// A restart between ask and answer: Slurm had suspended both parts of the co-allocated
+/// victim, the answer was never recorded (its record says running). The restarted service
+/// resumes each part at its cluster's first snapshot.
+#[test]
+fn a_restart_between_ask_and_answer_resumes_every_part() {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    let parts = co_allocated_low_running(&mut w);
+    high_asks_co_allocated(&mut w);
+    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
+    w2.restore(
+        Time(1_010),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    for (k, ext, procs, rid) in &parts {
+        w2.sync_remote(
+            Time(1_011),
+            *k,
+            Ok(snapshot(
+                1_011,
+                vec![ours(ext, 1, 0, *procs, *rid, RmJobState::Suspended)],
+                vec![reservation(*rid, 1_000, 1_300, *procs)],
+            )),
+        );
+    }
+    let mut resumed: Vec<(usize, String)> = std::mem::take(&mut w2.effects)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Control {
+                cluster,
+                part,
+                stop: false,
+            } if part.job == 1 => Some((cluster, part.external.unwrap_or_default())),
+            _ => None,
+        })
+        .collect();
+    resumed.sort();
+    let want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    assert_eq!(resumed, want);
 }

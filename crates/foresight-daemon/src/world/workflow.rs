@@ -188,6 +188,7 @@ impl World {
                 from: index[e.from.as_str()],
                 to: index[e.to.as_str()],
                 data_mb: e.data_mb,
+                files: e.files.clone(),
             })
             .collect();
         let wf = workflow::Workflow {
@@ -1107,5 +1108,193 @@ edges:
         assert_eq!(released(&w.effects), BTreeSet::from([2]));
         assert!(w.reservations[&ReservationId(1)].state.is_live());
         assert!(!w.reservations[&ReservationId(2)].state.is_live());
+    }
+
+    /// A on `a` leaves `out/m.dat` for B on `b`.
+    const PAIR: &str = "\
+name: p
+tasks:
+  - {name: A, command: [a], walltime: 1, requires: [one]}
+  - {name: B, command: [b], walltime: 1, requires: [two]}
+edges:
+  - {from: A, to: B, data_mb: 1, files: [out/m.dat]}
+";
+
+    /// Clusters `a` (feature `one`) and `b` (feature `two`) with these `work_dir`s.
+    fn pair_grid(a: Option<&str>, b: Option<&str>) -> World {
+        let mut ca = cluster("a", 2);
+        ca.spec.features = vec!["one".into()];
+        ca.work_dir = a.map(Into::into);
+        let mut cb = cluster("b", 2);
+        cb.spec.features = vec!["two".into()];
+        cb.work_dir = b.map(Into::into);
+        world(vec![ca, cb])
+    }
+
+    /// The output copies asked for, as `(job, [(from, to)], labels)`; the launches' working
+    /// directories, as `(job, cwd)`.
+    type Copies = Vec<(u64, Vec<(Vec<String>, String)>, Vec<Option<String>>)>;
+    fn copies_and_launches(w: &mut World) -> (Copies, Vec<(u64, String)>) {
+        let (mut copies, mut launched) = (Vec::new(), Vec::new());
+        for e in std::mem::take(&mut w.effects) {
+            match e {
+                Effect::StageOutputs {
+                    job, stage, labels, ..
+                } => copies.push((
+                    job,
+                    stage
+                        .iter()
+                        .map(|f| {
+                            let from = f.from.iter().map(|p| p.display().to_string());
+                            (from.collect(), f.to.display().to_string())
+                        })
+                        .collect(),
+                    labels,
+                )),
+                Effect::Launch { spec, .. } => {
+                    launched.push((spec.job, spec.cwd.display().to_string()))
+                }
+                _ => {}
+            }
+        }
+        (copies, launched)
+    }
+
+    /// An edge's files go from the directory its first task ran in to the one its second
+    /// runs in; the second waits for the copy, saying so, and starts once it is done.
+    #[test]
+    fn a_successor_on_another_cluster_waits_for_the_edges_files() {
+        let mut w = pair_grid(Some("/wa"), Some("/wb"));
+        let id = submit(&mut w, PAIR, 1);
+        assert_eq!(w.workflows[&id].edges[0].files, vec!["out/m.dat"]);
+        let (copies, launched) = copies_and_launches(&mut w);
+        assert!(copies.is_empty());
+        // A task runs in its cluster's own directory for the workflow.
+        assert_eq!(launched, vec![(1, "/wa/workflow-7".to_string())]);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        let (copies, launched) = copies_and_launches(&mut w);
+        assert_eq!(
+            copies,
+            vec![(
+                1,
+                vec![(
+                    vec!["/wa/workflow-7/out/m.dat".to_string()],
+                    "/wb/workflow-7/out/m.dat".to_string()
+                )],
+                vec![Some("edge A -> B, file out/m.dat".to_string())]
+            )]
+        );
+        assert!(
+            launched.is_empty(),
+            "B started before the copy: {launched:?}"
+        );
+        let b = &w.jobs[&JobId(2)];
+        assert_eq!(b.state, JobState::Pending);
+        assert_eq!(
+            b.reason.as_deref(),
+            Some("Dependency: waiting for afterok:task A (job 1 is copying its outputs to b)")
+        );
+        w.outputs_copied(Time(1_012), JobId(1), &Ok(()));
+        let (_, launched) = copies_and_launches(&mut w);
+        assert_eq!(launched, vec![(2, "/wb/workflow-7".to_string())]);
+    }
+
+    /// A failed copy (a missing file): the successor never starts; it is cancelled with a
+    /// reason naming the edge, the file and the error, and the workflow ends `cancelled`.
+    #[test]
+    fn a_failed_edge_copy_cancels_the_successor_and_the_workflow() {
+        let mut w = pair_grid(Some("/wa"), Some("/wb"));
+        let id = submit(&mut w, PAIR, 1);
+        copies_and_launches(&mut w);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        let err = "edge A -> B, file out/m.dat: copying /wa/workflow-7/out/m.dat to \
+                   /wb/workflow-7/out/m.dat: cp: cannot stat: No such file or directory";
+        w.outputs_copied(Time(1_012), JobId(1), &Err(err.to_string()));
+        let (_, launched) = copies_and_launches(&mut w);
+        assert!(launched.is_empty());
+        let b = &w.jobs[&JobId(2)];
+        assert_eq!(b.state, JobState::Cancelled);
+        let reason = b.reason.clone().unwrap();
+        assert!(
+            reason.starts_with("DependencyNeverSatisfied: ") && reason.contains(err),
+            "{reason}"
+        );
+        assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Cancelled);
+    }
+
+    /// No copy where the successor's directory already holds the files: tasks on one cluster,
+    /// or on clusters sharing their `work_dir`, or without one (the owner's directory), also
+    /// when the slots are reserved.
+    #[test]
+    fn no_copy_where_the_successor_runs_in_the_same_directory() {
+        let one_cluster = PAIR.replace("requires: [two]", "requires: [one]");
+        for (name, a, b, yaml, reserve) in [
+            ("shared work_dir", Some("/w"), Some("/w"), PAIR, false),
+            ("no work_dir", None, None, PAIR, false),
+            (
+                "one cluster",
+                Some("/wa"),
+                Some("/wb"),
+                one_cluster.as_str(),
+                false,
+            ),
+            (
+                "one cluster, reserved",
+                Some("/wa"),
+                Some("/wb"),
+                one_cluster.as_str(),
+                true,
+            ),
+        ] {
+            let mut w = pair_grid(a, b);
+            let ann = w.users["ann"].clone();
+            let spec = parse_workflow(yaml, false).unwrap();
+            let (mut wf, mut jobs) = w
+                .plan_workflow(Time(1_000), &ann, &spec, MapperName::Heft)
+                .unwrap();
+            wf.id = 7;
+            for (i, (j, t)) in jobs.iter_mut().zip(wf.tasks.iter_mut()).enumerate() {
+                j.id = 1 + i as u64;
+                t.job = j.id;
+            }
+            if reserve {
+                w.hold_workflow(Time(1_000), &mut wf, &mut jobs, 60)
+                    .unwrap();
+                w.settle_workflow(Time(1_000), &wf, true);
+            }
+            w.accept_workflow(Time(1_000), wf, jobs);
+            copies_and_launches(&mut w);
+            w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+            let (copies, launched) = copies_and_launches(&mut w);
+            assert!(copies.is_empty(), "{name}: {copies:?}");
+            assert!(w.jobs[&JobId(1)].output_staging.is_none(), "{name}");
+            // B no longer waits: it starts at once (reserved: by its slot at the latest).
+            assert!(!w.jobs[&JobId(2)].links.as_ref().unwrap().waiting, "{name}");
+            if !reserve {
+                assert_eq!(launched.len(), 1, "{name}: B starts at once");
+            }
+        }
+    }
+
+    /// A restart that cut an edge's copy makes it again, once the workflow is known.
+    #[test]
+    fn a_restart_copies_an_edges_files_again() {
+        let mut w = pair_grid(Some("/wa"), Some("/wb"));
+        let id = submit(&mut w, PAIR, 1);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        let wf = w.workflows[&id].clone();
+        let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
+        assert!(jobs[0].output_staging.as_ref().unwrap().ended_at.is_none());
+        let mut again = pair_grid(Some("/wa"), Some("/wb"));
+        again.add_workflow(wf);
+        again.restore(Time(1_100), jobs, vec![], vec![]);
+        let (copies, launched) = copies_and_launches(&mut again);
+        assert_eq!(copies.len(), 1, "{copies:?}");
+        assert_eq!(copies[0].1[0].1, "/wb/workflow-7/out/m.dat");
+        assert!(launched.is_empty());
+        again.outputs_copied(Time(1_102), JobId(1), &Ok(()));
+        let (_, launched) = copies_and_launches(&mut again);
+        assert_eq!(launched, vec![(2, "/wb/workflow-7".to_string())]);
     }
 }

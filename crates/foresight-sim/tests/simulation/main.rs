@@ -1,6 +1,7 @@
 //! Tests of the simulators: trace replays against the reference results, the grid with its
 //! brokers, priorities, licences and predictions, auctions and workflows. One binary for all
 //! of them; each module is one subject.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod auction;
 mod grid;
