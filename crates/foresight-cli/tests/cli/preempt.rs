@@ -238,7 +238,6 @@ fn beats(log: &std::path::Path, attempt: u32) -> Vec<f64> {
 /// attempt (never `failed`), and the high job and either attempt never run at once on the
 /// cluster's two processors.
 #[test]
-#[ignore = "the preempting job's start, deferred until the dying job lets go of its processors, is lost at the restart: it stays reserved"]
 fn a_requeue_caught_mid_kill_by_a_restart_still_runs_again() {
     let mut s =
         Server::with_config("grace_seconds = 5\n\n[[cluster]]\nname = \"local\"\nprocs = 2\n");

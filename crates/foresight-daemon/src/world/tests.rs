@@ -1082,3 +1082,49 @@ fn restore_starts_a_deferred_part_of_a_running_job_once_its_processors_free() {
     assert_eq!(launches(&mut again).len(), 1, "job 1 runs again");
     assert_eq!(again.jobs[&JobId(1)].state, JobState::Running);
 }
+
+/// A job suspended by a preemption whose preemptor ended just before a restart resumes
+/// after it: its record says it is stopped, the broker takes it back as suspended, and the
+/// first cycle gives it the processors the preemptor let go of.
+#[test]
+fn restore_resumes_a_suspended_job_whose_preemptor_ended_before_the_restart() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(Time(1_000), vec![job(1, "ann", 2, 100)]);
+    w.cycle(Time(1_000));
+    assert_eq!(launches(&mut w).len(), 1);
+    let mut high = job(2, "ann", 2, 50);
+    high.priority = 1;
+    w.accept(Time(1_010), vec![high]);
+    w.cycle(Time(1_010));
+    assert_eq!(launches(&mut w), vec![(0, 2, vec![0, 1])]);
+    assert!(w.jobs[&JobId(1)].suspended);
+    w.on_finished(Time(1_030), 0, JobId(2), 0, &exit(0));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+    assert!(
+        w.jobs[&JobId(1)].suspended,
+        "resumed at the next cycle, not at the end"
+    );
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(
+        Time(1_031),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    again.cycle(Time(1_031));
+    let low = &again.jobs[&JobId(1)];
+    assert!(!low.suspended, "{:?}", low.reason);
+    assert_eq!(low.parts[0].processors, vec![0, 1]);
+    let resumed = again.effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::Pause {
+                job: JobId(1),
+                stop: false,
+                ..
+            }
+        )
+    });
+    assert!(resumed, "{:?}", again.effects);
+}
