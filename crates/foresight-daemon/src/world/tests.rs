@@ -1128,3 +1128,41 @@ fn restore_resumes_a_suspended_job_whose_preemptor_ended_before_the_restart() {
     });
     assert!(resumed, "{:?}", again.effects);
 }
+
+/// A reserved job whose reservation began while the service was down starts after the
+/// restart, as soon as the job before it is found to have ended: before, it was put back
+/// in a reservation whose rest was shorter than its walltime, and never started.
+#[test]
+fn restore_starts_a_reserved_job_whose_start_fell_in_the_downtime() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(
+        Time(1_000),
+        vec![job(1, "ann", 2, 100), job(2, "ann", 2, 100)],
+    );
+    w.cycle(Time(1_000));
+    w.cycle(Time(1_060));
+    assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
+    assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(
+        Time(1_120),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert!(
+        launches(&mut again).is_empty(),
+        "job 2 started beside job 1"
+    );
+    // Job 1's supervisor recorded its end during the downtime.
+    let done = Outcome {
+        ended_at: 1_095,
+        ..exit(0)
+    };
+    again.on_finished(Time(1_120), 0, JobId(1), 0, &done);
+    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    assert_eq!(again.jobs[&JobId(2)].state, JobState::Running);
+    assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_120));
+}
