@@ -1285,6 +1285,7 @@ impl Service {
                     suspended: false,
                     priority: r.priority,
                     requeue: r.requeue,
+                    requeue_pending: false,
                     exit_code: None,
                     signal: None,
                     reason: r.hold.then(|| "held".to_string()),

@@ -183,6 +183,11 @@ pub struct JobRecord {
     /// When preempted, killed and queued again instead of suspended.
     #[serde(default)]
     pub requeue: bool,
+    /// Its running attempt is being killed to run again as its next attempt (preempted,
+    /// requeued, or lost): kept so that a restart before the kill is over still requeues
+    /// it. A field of the stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requeue_pending: bool,
     /// Exit code.
     pub exit_code: Option<i32>,
     /// Fatal signal.

@@ -221,3 +221,114 @@ fn a_job_suspended_by_preemption_resumes_after_a_restart() {
         "charged {charged} for {elapsed} s of which at least 4 stopped: {l}"
     );
 }
+
+/// Beats of `log` (`ATTEMPT SECONDS` a line) of one attempt, as seconds.
+fn beats(log: &std::path::Path, attempt: u32) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(a, _)| a.parse() == Ok(attempt))
+        .map(|(_, t)| t.parse().unwrap())
+        .collect()
+}
+
+/// A requeueable job that ignores SIGTERM is preempted, and the service restarts while the
+/// kill waits out its grace period: after the restart the job still runs again as its next
+/// attempt (never `failed`), and the high job and either attempt never run at once on the
+/// cluster's two processors.
+#[test]
+fn a_requeue_caught_mid_kill_by_a_restart_still_runs_again() {
+    let mut s =
+        Server::with_config("grace_seconds = 5\n\n[[cluster]]\nname = \"local\"\nprocs = 2\n");
+    let dir = s.scratch();
+    let low_log = dir.join("low.log");
+    let high_log = dir.join("high.log");
+    // Beats every 0.2 s for 12 s, deaf to SIGTERM (its `sleep`s inherit the ignored signal).
+    let low_script = format!(
+        "trap '' TERM; i=0; while [ $i -lt 60 ]; do \
+         echo \"$FORESIGHT_ATTEMPT $(date +%s.%N)\" >> {log}; sleep 0.2; i=$((i+1)); done",
+        log = low_log.display()
+    );
+    let high_script = format!(
+        "echo \"0 $(date +%s.%N)\" >> {log}; sleep 2; echo \"0 $(date +%s.%N)\" >> {log}",
+        log = high_log.display()
+    );
+    let low = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--requeue",
+        "--",
+        "sh",
+        "-c",
+        &low_script,
+    ]);
+    s.wait_job(low, "running", Duration::from_secs(20), running);
+    common::wait_for("the low job's first beat", Duration::from_secs(10), || {
+        (!beats(&low_log, 0).is_empty()).then_some(())
+    });
+    let high = s.submit(&[
+        "--priority",
+        "1",
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        &high_script,
+    ]);
+    // Preempted: the kill is asked and the job ignores its SIGTERM.
+    s.wait_job(low, "preempted", Duration::from_secs(10), |j| {
+        j["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("preempted"))
+    });
+    let status = s
+        .sigterm(Duration::from_secs(10))
+        .expect("exits within 10 s of SIGTERM");
+    assert!(status.success(), "{status}");
+    let before = beats(&low_log, 0).len();
+    s.launch();
+
+    let h = s.wait_final(high, Duration::from_secs(30));
+    assert_eq!(h["state"], "completed", "{h}");
+    let l = s.wait_final(low, Duration::from_secs(40));
+    assert_eq!(l["state"], "completed", "{l}");
+    let mut attempts: Vec<String> = std::fs::read_dir(s.dir.join("clusters").join("local"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{low}.")))
+        .collect();
+    attempts.sort();
+    assert_eq!(
+        attempts,
+        vec![format!("{low}.0"), format!("{low}.1")],
+        "{l}"
+    );
+    let first = beats(&low_log, 0);
+    let second = beats(&low_log, 1);
+    assert!(
+        first.len() > before && first.len() < 60,
+        "the first attempt was still dying across the restart, then killed: {} beats",
+        first.len()
+    );
+    assert_eq!(second.len(), 60, "the second attempt ran to its end");
+    let high_run = beats(&high_log, 0);
+    assert_eq!(high_run.len(), 2, "the high job's start and end");
+    let last_first = first.iter().cloned().fold(f64::MIN, f64::max);
+    assert!(
+        last_first <= high_run[0] + 0.1,
+        "the high job started at {} while the first attempt still ran (beat at {last_first})",
+        high_run[0]
+    );
+    assert!(
+        second[0] >= high_run[1] - 0.1,
+        "the second attempt started at {} before the high job ended at {}",
+        second[0],
+        high_run[1]
+    );
+}

@@ -299,8 +299,10 @@ pub struct World {
     stopping: BTreeSet<JobId>,
     /// Parts a local policy started while too few of the cluster's processors were really
     /// free: (cluster, job, procs), launched in this order as processors come free. A policy
-    /// counts a job's processors free at the end of its walltime, but the supervisor counts
-    /// the walltime from the process's own start and may give it a grace period to die.
+    /// counts a job's processors free at the end of its walltime, or once it is preempted to
+    /// be requeued, but the supervisor counts the walltime from the process's own start and
+    /// gives a killed process a grace period to die. Not stored: a restart defers again the
+    /// parts that have a start but no processors ([`World::restore`]).
     deferred: Vec<(usize, JobId, u32)>,
     /// Changed since last written.
     pub dirty_jobs: BTreeSet<JobId>,
@@ -835,7 +837,9 @@ impl World {
 
     /// Puts back into the broker a global job that was reserved or running when the service
     /// stopped (its reservations and parts are already back in the clusters' schedulers).
-    fn adopt_global(&mut self, id: JobId) {
+    /// `due`: a reserved job whose reservations have begun is put back as started at their
+    /// start, as the broker had it (its launch waits in `deferred`).
+    fn adopt_global(&mut self, id: JobId, due: bool) {
         let Some(job) = self.global_job(id) else {
             return;
         };
@@ -882,6 +886,14 @@ impl World {
             },
             (JobState::Running, Some(s), None) => Phase::Running {
                 start: Time(s),
+                end,
+                cost,
+                parts,
+                ended,
+                suspended: Dur(stopped.suspended),
+            },
+            (JobState::Reserved, _, _) if due => Phase::Running {
+                start,
                 end,
                 cost,
                 parts,
@@ -1048,7 +1060,7 @@ impl World {
             self.deferred.push((k, id, procs));
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.reason = Some(
-                    "starting: waiting for processors held by a job stopped at its walltime".into(),
+                    "starting: waiting for processors still held by a job being stopped".into(),
                 );
                 self.dirty_jobs.insert(id);
             }
@@ -1410,13 +1422,33 @@ impl World {
     /// A part that was running when the service stopped and is gone without a trace: the
     /// job runs again as a new attempt.
     pub fn mark_lost(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
-        self.requeue.insert(id);
+        self.mark_requeue(id);
         let outcome = Outcome::failed(
             now.secs(),
             now.secs(),
             "lost while the service was down".into(),
         );
         self.on_finished(now, k, id, attempt, &outcome);
+    }
+
+    /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
+    /// kept in its record too, for a restart before then.
+    fn mark_requeue(&mut self, id: JobId) {
+        self.requeue.insert(id);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.requeue_pending = true;
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// Forgets that job `id` is to run again; whether it was to.
+    fn unmark_requeue(&mut self, id: JobId) -> bool {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if std::mem::take(&mut j.requeue_pending) {
+                self.dirty_jobs.insert(id);
+            }
+        }
+        self.requeue.remove(&id)
     }
 
     fn is_job_reservation(&self, r: Option<u64>) -> bool {
@@ -1431,7 +1463,7 @@ impl World {
         } else {
             self.retry_task(id)
         };
-        let requeue = self.requeue.remove(&id) || retry.is_some();
+        let requeue = self.unmark_requeue(id) || retry.is_some();
         // A global job: the broker has charged what was used of what was reserved. A local
         // job (or one in an administrative reservation) pays here for what it held.
         if let Some(amount) = self.local_charge(now, id) {
@@ -1507,7 +1539,7 @@ impl World {
             )));
         }
         if j.state == JobState::Running {
-            self.requeue.remove(&id);
+            self.unmark_requeue(id);
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.state_after = Some(JobState::Cancelled);
             }
@@ -1725,7 +1757,7 @@ impl World {
         match j.state {
             JobState::Running => {
                 self.check_rerun_budget(now, id)?;
-                self.requeue.insert(id);
+                self.mark_requeue(id);
                 self.kill_unended_parts(id);
                 Ok(())
             }
@@ -2271,7 +2303,7 @@ impl World {
                 j.reason = Some(format!(
                     "preempted by job {by} (priority {level}): stopped, to run again"
                 ));
-                self.requeue.insert(id);
+                self.mark_requeue(id);
                 self.kill_unended_parts(id);
             }
             Preemption::Suspend => {
@@ -2597,6 +2629,15 @@ impl World {
 
     // ---------------------------------------------------------------- restart
 
+    /// Parts whose start was deferred when the service stopped, (cluster, job, procs) in id
+    /// order: launched now if their processors are free, else deferred again until the jobs
+    /// holding them end.
+    fn start_again(&mut self, now: Time, parts: Vec<(usize, JobId, u32)>) {
+        for (k, id, procs) in parts {
+            self.start_part(now, k, id, procs);
+        }
+    }
+
     /// Rebuilds the derived state (local schedulers, queue) from stored records after a
     /// start. Running jobs are put back as running; the caller then asks the executors
     /// about them. Returns the running jobs' parts to re-adopt: (cluster, job, attempt).
@@ -2648,8 +2689,13 @@ impl World {
             self.reservations.insert(ReservationId(r.id), r);
         }
         let mut adopt = Vec::new();
+        // Parts whose start was deferred when the service stopped: (cluster, job, procs).
+        let mut again = Vec::new();
         for mut j in jobs {
             prediction::migrate_prediction(&mut j);
+            if j.requeue_pending && j.state == JobState::Running {
+                self.requeue.insert(JobId(j.id));
+            }
             self.jobs.insert(JobId(j.id), j);
         }
         self.refresh_credentials();
@@ -2669,7 +2715,12 @@ impl World {
             })
             .collect();
         ids.sort_unstable();
-        for (_, id) in ids {
+        for (phase, id) in ids {
+            if phase == 2 {
+                // Every running and reserved job holds its processors again: the deferred
+                // parts before any queued job.
+                self.start_again(now, std::mem::take(&mut again));
+            }
             let j = self.jobs[&id].clone();
             if j.state.is_final() {
                 // Its outputs were being copied back when the service stopped: again.
@@ -2700,6 +2751,20 @@ impl World {
                             adopt.push((k, id, j.attempt));
                             continue;
                         }
+                        // Being killed to run again: it is not planned as running (its
+                        // processors are its successor's), but they stay out of the free
+                        // ones until it is really gone, so nothing starts beside it.
+                        if j.requeue_pending {
+                            for q in &p.processors {
+                                self.clusters[k].free.remove(q);
+                            }
+                            adopt.push((k, id, j.attempt));
+                            continue;
+                        }
+                        // A part without processors was never launched: its start was
+                        // deferred while its processors were still held (a sibling part
+                        // launched). It is planned as running and deferred again below.
+                        let deferred = p.processors.is_empty();
                         let domain = match p.reservation {
                             Some(r)
                                 if self
@@ -2729,13 +2794,17 @@ impl World {
                         let _ = self.broker.clusters[k]
                             .sched
                             .restore_running(now, job, start, domain);
+                        if deferred {
+                            again.push((k, id, p.procs));
+                            continue;
+                        }
                         for q in &p.processors {
                             self.clusters[k].free.remove(q);
                         }
                         adopt.push((k, id, j.attempt));
                     }
                     if global {
-                        self.adopt_global(id);
+                        self.adopt_global(id, false);
                     }
                 }
                 JobState::Reserved => {
@@ -2758,6 +2827,20 @@ impl World {
                         continue;
                     }
                     let cred = self.cred(&j.user, &j.cred);
+                    // Its reservations have begun and it is not running: the broker had
+                    // started it and its launch was deferred until its processors were let go
+                    // of (or the start fell in the downtime). Deferred again, not planned
+                    // again: it keeps its reservations, its charge and its place, and starts
+                    // as soon as its processors are free. Submitted into its reservation
+                    // instead, it would never fit the rest of the window, and stay reserved.
+                    let due = global
+                        && j.parts.iter().all(|p| {
+                            self.cluster_index(&p.cluster)
+                                .is_some_and(|k| !self.clusters[k].remote)
+                                && p.reservation
+                                    .and_then(|r| self.reservations.get(&ReservationId(r)))
+                                    .is_some_and(|r| Time(r.start) <= now)
+                        });
                     for p in &j.parts {
                         let (Some(k), Some(r)) = (self.cluster_index(&p.cluster), p.reservation)
                         else {
@@ -2767,14 +2850,26 @@ impl World {
                             continue;
                         }
                         let res = &self.reservations[&ReservationId(r)];
+                        let (start, length) = (Time(res.start), Dur(res.end - res.start));
                         let job =
-                            Job::new(id, Time(j.submitted_at), p.procs, Dur(res.end - res.start))
-                                .with_cred(cred)
-                                .in_reservation(ReservationId(r), false);
-                        let _ = self.broker.clusters[k].sched.submit(job);
+                            Job::new(id, Time(j.submitted_at), p.procs, length).with_cred(cred);
+                        if due {
+                            let job =
+                                job.with_prediction(prediction::part_plan(&j, length.as_secs()));
+                            let _ = self.broker.clusters[k].sched.restore_running(
+                                now,
+                                job,
+                                start,
+                                Domain::Reservation(ReservationId(r)),
+                            );
+                            again.push((k, id, p.procs));
+                        } else {
+                            let job = job.in_reservation(ReservationId(r), false);
+                            let _ = self.broker.clusters[k].sched.submit(job);
+                        }
                     }
                     if global {
-                        self.adopt_global(id);
+                        self.adopt_global(id, due);
                     }
                 }
                 _ if j.held => {}
@@ -2790,6 +2885,7 @@ impl World {
                 _ => self.submit_local(now, id),
             }
         }
+        self.start_again(now, again);
         self.wake_waiting(now);
         let ids: Vec<JobId> = self.jobs.keys().copied().collect();
         for id in ids {

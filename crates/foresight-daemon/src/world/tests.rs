@@ -991,3 +991,203 @@ fn a_slurm_clusters_features_survive_its_reported_size() {
         .collect();
     assert_eq!(asked, vec![0]);
 }
+
+/// What a requeued job's part reports once its kill took it: killed by signal 9.
+fn killed() -> Outcome {
+    Outcome {
+        signal: Some(9),
+        cancelled: true,
+        ..exit(0)
+    }
+}
+
+/// A requeueable level-0 job runs on both processors; a level-1 job preempts it, and its
+/// start is deferred while the victim dies. Returns the world at that point.
+fn preempted_by_a_deferred_start() -> World {
+    let mut w = world(vec![cluster("a", 2)]);
+    let mut low = job(1, "ann", 2, 100);
+    low.requeue = true;
+    w.accept(Time(1_000), vec![low]);
+    w.cycle(Time(1_000));
+    assert_eq!(launches(&mut w).len(), 1);
+    let mut high = job(2, "ann", 2, 50);
+    high.priority = 1;
+    w.accept(Time(1_010), vec![high]);
+    w.cycle(Time(1_010));
+    assert!(launches(&mut w).is_empty(), "job 2 started beside job 1");
+    let j = &w.jobs[&JobId(2)];
+    assert_ne!(j.state, JobState::Running);
+    assert!(
+        j.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("waiting for processors")),
+        "{:?}",
+        j.reason
+    );
+    assert!(w.jobs[&JobId(1)].requeue_pending);
+    w
+}
+
+/// A start deferred because its processors were still held (here by a preempted
+/// `--requeue` job being killed) is not lost at a restart: once the holder is gone the
+/// deferred job starts on its processors, and the holder runs again as its next attempt
+/// after it. Before, the deferred job stayed `reserved` for good.
+#[test]
+fn restore_starts_a_deferred_job_once_its_processors_free() {
+    let w = preempted_by_a_deferred_start();
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(
+        Time(1_012),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    again.cycle(Time(1_012));
+    assert!(
+        launches(&mut again).is_empty(),
+        "job 2 started beside job 1"
+    );
+    again.on_finished(Time(1_015), 0, JobId(1), 0, &killed());
+    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    assert_eq!(again.jobs[&JobId(2)].state, JobState::Running);
+    let low = &again.jobs[&JobId(1)];
+    assert_eq!(low.attempt, 1);
+    assert!(!low.requeue_pending);
+    assert_ne!(low.state, JobState::Failed);
+    again.cycle(Time(1_016));
+    assert!(
+        launches(&mut again).is_empty(),
+        "job 1 started beside job 2"
+    );
+    again.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
+    again.cycle(Time(1_040));
+    assert_eq!(launches(&mut again), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(again.jobs[&JobId(1)].state, JobState::Running);
+}
+
+/// The same across a restart for one part of a co-allocated job: its other part runs, the
+/// deferred one is not adopted as a process (it has none, and would be taken for lost,
+/// failing the job into a new attempt) but launched once its processors free.
+#[test]
+fn restore_starts_a_deferred_part_of_a_running_job_once_its_processors_free() {
+    let mut w = world(vec![cluster("a", 2), cluster("b", 2)]);
+    let mut low = job(1, "ann", 2, 100);
+    low.requeue = true;
+    w.accept(Time(1_000), vec![low]);
+    w.cycle(Time(1_000));
+    assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
+    let mut high = job(2, "ann", 4, 50);
+    high.priority = 1;
+    w.accept(Time(1_010), vec![high]);
+    w.cycle(Time(1_010));
+    assert_eq!(
+        launches(&mut w),
+        vec![(1, 2, vec![0, 1])],
+        "only the part on b"
+    );
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+    let mut again = world(vec![cluster("a", 2), cluster("b", 2)]);
+    let adopt = again.restore(
+        Time(1_012),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0), (1, JobId(2), 0)]);
+    again.cycle(Time(1_012));
+    assert!(launches(&mut again).is_empty());
+    again.on_finished(Time(1_015), 0, JobId(1), 0, &killed());
+    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    assert_eq!(again.jobs[&JobId(1)].attempt, 1);
+    again.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
+    again.on_finished(Time(1_040), 1, JobId(2), 0, &exit(0));
+    assert_eq!(again.jobs[&JobId(2)].state, JobState::Completed);
+    again.cycle(Time(1_040));
+    assert_eq!(launches(&mut again).len(), 1, "job 1 runs again");
+    assert_eq!(again.jobs[&JobId(1)].state, JobState::Running);
+}
+
+/// A job suspended by a preemption whose preemptor ended just before a restart resumes
+/// after it: its record says it is stopped, the broker takes it back as suspended, and the
+/// first cycle gives it the processors the preemptor let go of.
+#[test]
+fn restore_resumes_a_suspended_job_whose_preemptor_ended_before_the_restart() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(Time(1_000), vec![job(1, "ann", 2, 100)]);
+    w.cycle(Time(1_000));
+    assert_eq!(launches(&mut w).len(), 1);
+    let mut high = job(2, "ann", 2, 50);
+    high.priority = 1;
+    w.accept(Time(1_010), vec![high]);
+    w.cycle(Time(1_010));
+    assert_eq!(launches(&mut w), vec![(0, 2, vec![0, 1])]);
+    assert!(w.jobs[&JobId(1)].suspended);
+    w.on_finished(Time(1_030), 0, JobId(2), 0, &exit(0));
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+    assert!(
+        w.jobs[&JobId(1)].suspended,
+        "resumed at the next cycle, not at the end"
+    );
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(
+        Time(1_031),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    again.cycle(Time(1_031));
+    let low = &again.jobs[&JobId(1)];
+    assert!(!low.suspended, "{:?}", low.reason);
+    assert_eq!(low.parts[0].processors, vec![0, 1]);
+    let resumed = again.effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::Pause {
+                job: JobId(1),
+                stop: false,
+                ..
+            }
+        )
+    });
+    assert!(resumed, "{:?}", again.effects);
+}
+
+/// A reserved job whose reservation began while the service was down starts after the
+/// restart, as soon as the job before it is found to have ended: before, it was put back
+/// in a reservation whose rest was shorter than its walltime, and never started.
+#[test]
+fn restore_starts_a_reserved_job_whose_start_fell_in_the_downtime() {
+    let mut w = world(vec![cluster("a", 2)]);
+    w.accept(
+        Time(1_000),
+        vec![job(1, "ann", 2, 100), job(2, "ann", 2, 100)],
+    );
+    w.cycle(Time(1_000));
+    w.cycle(Time(1_060));
+    assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
+    assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
+    let mut again = world(vec![cluster("a", 2)]);
+    let adopt = again.restore(
+        Time(1_120),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert!(
+        launches(&mut again).is_empty(),
+        "job 2 started beside job 1"
+    );
+    // Job 1's supervisor recorded its end during the downtime.
+    let done = Outcome {
+        ended_at: 1_095,
+        ..exit(0)
+    };
+    again.on_finished(Time(1_120), 0, JobId(1), 0, &done);
+    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    assert_eq!(again.jobs[&JobId(2)].state, JobState::Running);
+    assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_120));
+}

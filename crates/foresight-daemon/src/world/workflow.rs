@@ -267,6 +267,7 @@ impl World {
                 suspended: false,
                 priority: 0,
                 requeue: false,
+                requeue_pending: false,
                 exit_code: None,
                 signal: None,
                 reason: None,
