@@ -880,8 +880,9 @@ impl Service {
     }
 
     /// Makes a part's working directory when it lies in its cluster's own `work_dir` (no
-    /// one else makes it), as the job's account. A failure is only logged: the part then
-    /// fails to start in it, with the resource manager's reason.
+    /// one else makes it), as the job's account, within `copy_timeout_seconds`. A failure
+    /// is only logged: the part then fails to start in it, with the resource manager's
+    /// reason.
     async fn make_work_dir(&self, cluster: usize, cwd: &std::path::Path, account: Option<&str>) {
         let ours = self.cfg.cluster[cluster]
             .work_dir

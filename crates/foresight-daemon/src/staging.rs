@@ -7,7 +7,9 @@
 //! Output staging goes the other way: once a job completes, its output files (relative to
 //! its working directory) are copied from its working directory on the cluster it ran on
 //! (for a co-allocated job, the one of its parts' directories that has the file) to the
-//! same relative paths under its working directory on the output's cluster.
+//! same relative paths under its working directory on the output's cluster. A workflow
+//! task's edge files go in the same copy, each labelled with its edge, so that the copier
+//! names the edge in its errors and a failed edge stops only that edge's files.
 //!
 //! Both directions copy through one copier: each file by a process of its own, as the
 //! job's account when there is one, all killed at one deadline (`copy_timeout_seconds`).
