@@ -19,30 +19,50 @@ pub(crate) struct Named {
     pub outputs: OutputCopy,
 }
 
-/// Where the copy of a job's outputs stands, as a dependency reads it.
+/// Where the copy of a job's outputs stands, as one dependant reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) enum OutputCopy {
-    /// Nothing to copy, or the copy is done (or not known to the caller).
+    /// Nothing to copy, or the copy is done (or not known to the caller), or what failed
+    /// was another dependant's edge files.
     #[default]
     Done,
-    /// Running, to the places named.
+    /// Running, copying what is named: `its outputs to a`, or, where the dependant is a
+    /// workflow successor whose edge has files in the copy, `the files of edge A -> B to b`.
     Running(String),
-    /// Failed, with the error.
+    /// Failed: what failed and why (`its outputs failed: …`, or the dependant's edge's
+    /// files: `an edge's files failed: edge A -> B, file F: …`).
     Failed(String),
 }
 
 impl OutputCopy {
-    /// The copy recorded on `j`.
-    pub(crate) fn of(j: &foresight_store::JobRecord) -> OutputCopy {
-        OutputCopy::from_record(j.output_staging.as_ref())
+    /// The copy recorded on `j`, as job `dependant` reads it.
+    pub(crate) fn of(j: &foresight_store::JobRecord, dependant: u64) -> OutputCopy {
+        OutputCopy::from_record(j.output_staging.as_ref(), dependant)
     }
 
-    /// The copy a job's `output_staging` records (`None`: nothing to copy), wherever the
-    /// job runs: a dispatcher reads it from the shared store, as its site wrote it.
-    pub(crate) fn from_record(s: Option<&foresight_store::StagingRecord>) -> OutputCopy {
-        match s {
-            Some(s) if s.ended_at.is_none() => OutputCopy::Running(s.cluster.clone()),
-            Some(s) => s.error.clone().map_or(OutputCopy::Done, OutputCopy::Failed),
+    /// The copy a job's `output_staging` records (`None`: nothing to copy), as job
+    /// `dependant` reads it, wherever the job runs: a dispatcher reads it from the shared
+    /// store, as its site wrote it. A failure of the job's own outputs fails every
+    /// dependant; a failure of an edge's files only that edge's successor.
+    pub(crate) fn from_record(
+        s: Option<&foresight_store::StagingRecord>,
+        dependant: u64,
+    ) -> OutputCopy {
+        let Some(s) = s else {
+            return OutputCopy::Done;
+        };
+        let edge = s.edges.iter().find(|e| e.job == dependant);
+        if s.ended_at.is_none() {
+            return OutputCopy::Running(match edge {
+                Some(e) => format!("the files of {} to {}", e.label, e.cluster),
+                None => format!("its outputs to {}", s.cluster),
+            });
+        }
+        if let Some(e) = &s.error {
+            return OutputCopy::Failed(format!("its outputs failed: {e}"));
+        }
+        match edge.and_then(|e| e.error.as_ref()) {
+            Some(e) => OutputCopy::Failed(format!("an edge's files failed: {e}")),
             None => OutputCopy::Done,
         }
     }
@@ -61,16 +81,13 @@ fn on_job(kind: DependencyKind, n: &Named) -> (DependencyVerdict, String) {
     }
     match &n.outputs {
         OutputCopy::Done => plain(),
-        OutputCopy::Running(to) => (
+        OutputCopy::Running(what) => (
             DependencyVerdict::Wait,
-            format!("job {} is copying its outputs to {to}", n.label),
+            format!("job {} is copying {what}", n.label),
         ),
-        OutputCopy::Failed(e) => (
+        OutputCopy::Failed(what) => (
             kind.verdict(JobState::Failed, n.started),
-            format!(
-                "job {} completed but copying its outputs failed: {e}",
-                n.label
-            ),
+            format!("job {} completed but copying {what}", n.label),
         ),
     }
 }
@@ -247,8 +264,8 @@ mod tests {
                 })
             }
         };
-        let running = OutputCopy::Running("a".into());
-        let failed = OutputCopy::Failed("copying /w/r.txt: gone".into());
+        let running = OutputCopy::Running("its outputs to a".into());
+        let failed = OutputCopy::Failed("its outputs failed: copying /w/r.txt: gone".into());
         for (kind, copy, want, why) in [
             (
                 AfterOk,
@@ -289,6 +306,52 @@ mod tests {
             let d = dep(false, &[(kind, &[1])]);
             let (v, reason) = dependency_verdict(&d, completed(copy.clone()), None);
             assert_eq!((v, reason.as_str()), (want, why), "{kind:?} with {copy:?}");
+        }
+    }
+
+    /// A workflow successor reads the copy by its own edge: it waits for the edge's files,
+    /// saying so, and only a failure of its own edge's files, or of the job's own outputs,
+    /// fails it.
+    #[test]
+    fn a_successor_reads_the_copy_by_its_own_edge() {
+        use foresight_store::{EdgeCopyRecord, StagingRecord};
+        let edge = |label: &str, job, error: Option<&str>| EdgeCopyRecord {
+            label: label.into(),
+            job,
+            cluster: "b".into(),
+            error: error.map(Into::into),
+        };
+        let mut s = StagingRecord {
+            cluster: "home,b".into(),
+            edges: vec![
+                edge("edge A -> B", 2, None),
+                edge("edge A -> C", 3, Some("edge A -> C, file x: gone")),
+            ],
+            ..Default::default()
+        };
+        let read = |s: &StagingRecord, job| OutputCopy::from_record(Some(s), job);
+        assert_eq!(
+            read(&s, 2),
+            OutputCopy::Running("the files of edge A -> B to b".into())
+        );
+        assert_eq!(
+            read(&s, 4),
+            OutputCopy::Running("its outputs to home,b".into())
+        );
+        s.ended_at = Some(1);
+        assert_eq!(read(&s, 2), OutputCopy::Done);
+        assert_eq!(read(&s, 4), OutputCopy::Done);
+        assert_eq!(
+            read(&s, 3),
+            OutputCopy::Failed("an edge's files failed: edge A -> C, file x: gone".into())
+        );
+        s.error = Some("copying /w/r: gone".into());
+        for job in [2, 3, 4] {
+            assert_eq!(
+                read(&s, job),
+                OutputCopy::Failed("its outputs failed: copying /w/r: gone".into()),
+                "{job}"
+            );
         }
     }
 }

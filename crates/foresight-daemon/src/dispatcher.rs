@@ -425,8 +425,7 @@ impl Dispatcher {
         let mut states = BTreeMap::new();
         for j in self.queue.job_states(&named).await? {
             if let Ok(s) = j.state.parse::<foresight_api::JobState>() {
-                let copy = OutputCopy::from_record(j.output_staging.as_ref());
-                states.insert(j.id, (s, j.started, copy));
+                states.insert(j.id, (s, j.started, j.output_staging));
             }
         }
         for r in waiting {
@@ -442,7 +441,7 @@ impl Dispatcher {
                     label: id.to_string(),
                     // As in single mode: the copy its site runs is waited for, and a
                     // failed one is not ok.
-                    outputs: copy.clone(),
+                    outputs: OutputCopy::from_record(copy.as_ref(), r.id),
                 })
             };
             match dependency_verdict(d, named, None) {

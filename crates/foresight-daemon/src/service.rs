@@ -28,31 +28,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
-/// Copies `stage` as [`crate::staging::stage_within`] does, all within `timeout`; a fetch
-/// with a label (a workflow edge's file) is copied on its own, so that its error starts with
-/// the label and says which edge and file failed.
-async fn stage_labelled(
-    stage: &[crate::staging::OutputFetch],
-    labels: &[Option<String>],
-    account: Option<&str>,
-    timeout: Duration,
-) -> Result<(), String> {
-    if labels.iter().all(Option::is_none) {
-        return crate::staging::stage_within(stage, account, timeout).await;
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    for (k, f) in stage.iter().enumerate() {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        crate::staging::stage_within(std::slice::from_ref(f), account, left)
-            .await
-            .map_err(|e| match labels.get(k) {
-                Some(Some(l)) => format!("{l}: {e}"),
-                _ => e,
-            })?;
-    }
-    Ok(())
-}
-
 /// Seconds since the Unix epoch: the service's `now`.
 pub fn unix_now() -> Time {
     Time(
@@ -690,15 +665,17 @@ impl Service {
             Effect::StageOutputs {
                 job,
                 stage,
-                labels,
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let result =
-                        stage_labelled(&stage, &labels, unix_user.as_deref(), s.copy_timeout())
-                            .await;
-                    if let Err(e) = &result {
-                        tracing::warn!(job, "copying outputs back failed: {e}");
+                    let result = crate::staging::stage_within(
+                        &stage,
+                        unix_user.as_deref(),
+                        s.copy_timeout(),
+                    )
+                    .await;
+                    for f in result.as_ref().err().into_iter().flatten() {
+                        tracing::warn!(job, "copying outputs back failed: {}", f.error);
                     }
                     s.world().outputs_copied(unix_now(), JobId(job), &result);
                     // Jobs that waited for the copy may go now.
@@ -903,15 +880,16 @@ impl Service {
     }
 
     /// Makes a part's working directory when it lies in its cluster's own `work_dir` (no
-    /// one else makes it), as the job's account. A failure is only logged: the part then
-    /// fails to start in it, with the resource manager's reason.
+    /// one else makes it), as the job's account, within `copy_timeout_seconds`. A failure
+    /// is only logged: the part then fails to start in it, with the resource manager's
+    /// reason.
     async fn make_work_dir(&self, cluster: usize, cwd: &std::path::Path, account: Option<&str>) {
         let ours = self.cfg.cluster[cluster]
             .work_dir
             .as_ref()
             .is_some_and(|w| cwd.starts_with(w));
         if ours {
-            if let Err(e) = crate::staging::make_dir(cwd, account).await {
+            if let Err(e) = crate::staging::make_dir(cwd, account, self.copy_timeout()).await {
                 tracing::warn!(cluster, "making the working directory: {e}");
             }
         }
@@ -2351,7 +2329,11 @@ fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api::StagingVie
         cluster: s.cluster.clone(),
         began_at: s.began_at,
         ended_at: s.ended_at,
-        error: s.error.clone(),
+        // The job's own outputs' error, else its edges' (each names its edge).
+        error: s.error.clone().or_else(|| {
+            let edges: Vec<&str> = s.edges.iter().filter_map(|e| e.error.as_deref()).collect();
+            (!edges.is_empty()).then(|| edges.join("; "))
+        }),
     }
 }
 

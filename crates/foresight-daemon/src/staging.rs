@@ -7,7 +7,9 @@
 //! Output staging goes the other way: once a job completes, its output files (relative to
 //! its working directory) are copied from its working directory on the cluster it ran on
 //! (for a co-allocated job, the one of its parts' directories that has the file) to the
-//! same relative paths under its working directory on the output's cluster.
+//! same relative paths under its working directory on the output's cluster. A workflow
+//! task's edge files go in the same copy, each labelled with its edge, so that the copier
+//! names the edge in its errors and a failed edge stops only that edge's files.
 //!
 //! Both directions copy through one copier: each file by a process of its own, as the
 //! job's account when there is one, all killed at one deadline (`copy_timeout_seconds`).
@@ -156,6 +158,20 @@ pub struct OutputFetch {
     pub from: Vec<PathBuf>,
     /// Its place in the working directory on the output's cluster.
     pub to: PathBuf,
+    /// What the file is where it is more than one of the job's outputs: a workflow edge's
+    /// file is labelled with its edge (`edge A -> B`). A labelled file's error starts with
+    /// its label and path, and a failure stops only the fetches of the same label.
+    pub label: Option<String>,
+}
+
+/// A failed part of an output copy: the label of the fetches that failed (`None`: the job's
+/// own outputs) and why, naming the label, the file and the cause.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchFailure {
+    /// The label of the fetch that failed, as [`OutputFetch::label`].
+    pub label: Option<String>,
+    /// The error.
+    pub error: String,
 }
 
 /// The fetch of `output` from working directories `dirs` (one per part, distinct) to
@@ -169,20 +185,27 @@ pub fn output_fetch(output: &OutputRecord, dirs: &[PathBuf], to: &Path) -> Optio
         path: output.path.clone(),
         from: dirs.iter().map(|d| d.join(&output.path)).collect(),
         to: to.join(&output.path),
+        label: None,
     })
 }
 
 /// Makes directory `dir` (and its parents) as the job's account, as [`stage`] makes the
-/// directories it copies into: a working directory of a cluster's own `work_dir`.
-pub async fn make_dir(dir: &Path, account: Option<&str>) -> Result<(), String> {
-    match account.map(as_account).transpose()? {
-        Some(Some(a)) => run_as(&a, &["mkdir", "-p", "--"], &[dir])
-            .await
-            .map_err(|e| format!("creating {} as {:?}: {e}", dir.display(), a.name)),
-        _ => tokio::fs::create_dir_all(dir)
-            .await
-            .map_err(|e| format!("creating {}: {e}", dir.display())),
-    }
+/// directories it copies into: a working directory of a cluster's own `work_dir`. Bounded
+/// as a copy is (`timeout`, `copy_timeout_seconds`): at the timeout the `mkdir` is killed
+/// and reaped, and the error names the directory and the timeout's key.
+pub async fn make_dir(
+    dir: &Path,
+    account: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let a = account.map(as_account).transpose()?.flatten();
+    let who = a
+        .as_ref()
+        .map_or(String::new(), |a| format!(" as {:?}", a.name));
+    let deadline = tokio::time::Instant::now() + timeout;
+    run_until(deadline, a.as_ref(), &["mkdir", "-p", "--"], &[dir])
+        .await
+        .map_err(|e| e.told(format!("creating {}{who}", dir.display()), timeout))
 }
 
 fn file_name(p: &Path) -> Option<String> {
@@ -260,26 +283,66 @@ pub async fn stage(
         timeout,
     )
     .await
+    .map_err(|(_, e)| e)
 }
 
 /// Brings every output back, in order, within `timeout` for all of them: each file is
 /// looked for in the parts' working directories, then all are copied as [`stage`] copies
-/// inputs, by the same copier and by the same deadline.
+/// inputs, by the same copier and by the same deadline. Fetches of one label (consecutive)
+/// go together: a failure of the job's own outputs (no label) stops the copy, one of a
+/// labelled file (a workflow edge's) only the rest of its label, and the copy goes on with
+/// the next. Every failure is returned, in order.
 pub async fn stage_within(
     fetches: &[OutputFetch],
     account: Option<&str>,
     timeout: std::time::Duration,
-) -> Result<(), String> {
-    let a = account.map(as_account).transpose()?.flatten();
+) -> Result<(), Vec<FetchFailure>> {
+    let a = match account.map(as_account).transpose() {
+        Ok(a) => a.flatten(),
+        Err(error) => return Err(vec![FetchFailure { label: None, error }]),
+    };
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut failed = Vec::new();
+    for group in fetches.chunk_by(|x, y| x.label == y.label) {
+        if let Err(error) = fetch_all(group, a.as_ref(), deadline, timeout).await {
+            let label = group[0].label.clone();
+            let stop = label.is_none();
+            failed.push(FetchFailure { label, error });
+            if stop {
+                break;
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed)
+    }
+}
+
+/// Fetches `fetches` (of one label) by `deadline`, stopping at the first failure, whose
+/// error starts with the fetch's label and path when it has a label.
+async fn fetch_all(
+    fetches: &[OutputFetch],
+    a: Option<&foresight_rm::account::Account>,
+    deadline: tokio::time::Instant,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let named = |f: &OutputFetch, e: String| match &f.label {
+        Some(l) => format!("{l}, file {}: {e}", f.path),
+        None => e,
+    };
     let mut copies = Vec::with_capacity(fetches.len());
+    let mut of = Vec::with_capacity(fetches.len());
     for f in fetches {
         let from = match f.from.as_slice() {
             [one] => one.clone(),
             many => {
-                let found = tokio::time::timeout_at(deadline, existing(many, a.as_ref()))
+                let found = tokio::time::timeout_at(deadline, existing(many, a))
                     .await
-                    .map_err(|_| timed_out(format!("looking for output {}", f.path), timeout))??;
+                    .map_err(|_| timed_out(format!("looking for output {}", f.path), timeout))
+                    .and_then(|r| r)
+                    .map_err(|e| named(f, e))?;
                 let list = |p: &[PathBuf]| {
                     p.iter()
                         .map(|p| p.display().to_string())
@@ -289,19 +352,25 @@ pub async fn stage_within(
                 match found.as_slice() {
                     [one] => one.clone(),
                     [] => {
-                        return Err(format!(
-                            "output {}: in none of the working directories the job's parts \
-                             ran in ({})",
-                            f.path,
-                            list(many)
+                        return Err(named(
+                            f,
+                            format!(
+                                "output {}: in none of the working directories the job's \
+                                 parts ran in ({})",
+                                f.path,
+                                list(many)
+                            ),
                         ))
                     }
                     _ => {
-                        return Err(format!(
-                            "output {}: more than one of the job's parts wrote it ({}); \
-                             none is taken",
-                            f.path,
-                            list(&found)
+                        return Err(named(
+                            f,
+                            format!(
+                                "output {}: more than one of the job's parts wrote it ({}); \
+                                 none is taken",
+                                f.path,
+                                list(&found)
+                            ),
                         ))
                     }
                 }
@@ -313,9 +382,12 @@ pub async fn stage_within(
                 from,
                 to: f.to.clone(),
             });
+            of.push(f);
         }
     }
-    copy_files(&copies, a.as_ref(), deadline, timeout).await
+    copy_files(&copies, a, deadline, timeout)
+        .await
+        .map_err(|(k, e)| named(of[k], e))
 }
 
 /// The one copier of inputs and outputs: copies every file, in order, creating the
@@ -323,29 +395,30 @@ pub async fn stage_within(
 /// naming the file, the account and the cause. Each file is copied by a process of its own
 /// (`cp`), killed and reaped at `deadline`, shared by the whole list (`timeout` from its
 /// start), so that a named pipe or a hung file system cannot hold the copy, or a task of
-/// the service, forever; the error then names the file and the timeout's key.
+/// the service, forever; the error then names the file and the timeout's key, and comes
+/// with the index of the copy that failed.
 async fn copy_files(
     copies: &[Copy],
     a: Option<&foresight_rm::account::Account>,
     deadline: tokio::time::Instant,
     timeout: std::time::Duration,
-) -> Result<(), String> {
+) -> Result<(), (usize, String)> {
     let who = a.map_or(String::new(), |a| format!(" as {:?}", a.name));
     let mut made: Vec<&Path> = Vec::new();
-    for c in copies {
+    for (k, c) in copies.iter().enumerate() {
         if let Some(dir) = c.to.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !made.contains(&dir) {
                 let what = || format!("creating {}{who}", dir.display());
                 run_until(deadline, a, &["mkdir", "-p", "--"], &[dir])
                     .await
-                    .map_err(|e| e.told(what(), timeout))?;
+                    .map_err(|e| (k, e.told(what(), timeout)))?;
                 made.push(dir);
             }
         }
         let what = || format!("copying {} to {}{who}", c.from.display(), c.to.display());
         run_until(deadline, a, &["cp", "-T", "--"], &[&c.from, &c.to])
             .await
-            .map_err(|e| e.told(what(), timeout))?;
+            .map_err(|e| (k, e.told(what(), timeout)))?;
     }
     Ok(())
 }
@@ -377,8 +450,8 @@ fn timed_out(what: String, timeout: std::time::Duration) -> String {
 }
 
 /// Runs `command` with `paths`, as account `a` when there is one; at `deadline` it is
-/// killed and reaped before this returns, so nothing of it is left. Its error output is the
-/// error.
+/// killed and reaped before this returns, so nothing of it is left, and past it, it is not
+/// started. Its error output is the error.
 async fn run_until(
     deadline: tokio::time::Instant,
     a: Option<&foresight_rm::account::Account>,
@@ -386,6 +459,9 @@ async fn run_until(
     paths: &[&Path],
 ) -> Result<(), Failed> {
     use tokio::io::AsyncReadExt;
+    if tokio::time::Instant::now() >= deadline {
+        return Err(Failed::TimedOut);
+    }
     let mut child = command_as(a, command, paths)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -529,24 +605,6 @@ fn as_account(name: &str) -> Result<Option<foresight_rm::account::Account>, Stri
         Some(a) => Ok(Some(a)),
         None => Err(format!("no Unix account {name:?} on this host")),
     }
-}
-
-/// Runs `command` with `paths` as account `a`; its error output is the error.
-async fn run_as(
-    a: &foresight_rm::account::Account,
-    command: &[&str],
-    paths: &[&Path],
-) -> Result<(), String> {
-    let out = setpriv(a, command, paths).await?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(if said.is_empty() {
-        format!("{} exited with {}", command[0], out.status)
-    } else {
-        said
-    })
 }
 
 /// Runs `command` with `paths` under `setpriv` (util-linux) as account `a`, as
@@ -706,7 +764,8 @@ mod tests {
             OutputFetch {
                 path: "out/r.txt".into(),
                 from: vec!["/s/job-1/out/r.txt".into()],
-                to: "/home/u/out/r.txt".into()
+                to: "/home/u/out/r.txt".into(),
+                label: None,
             }
         );
         assert!(output_fetch(&j.outputs[0], &["/w".into()], Path::new("/w")).is_none());
@@ -818,6 +877,7 @@ mod tests {
             path: "r.txt".into(),
             from: vec![from.to_path_buf()],
             to: to.to_path_buf(),
+            label: None,
         };
         let here = d.path().join("here.txt");
         std::fs::write(&here, b"y").unwrap();
@@ -831,7 +891,165 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert!(e.contains(&missing.display().to_string()), "{e}");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].label, None);
+        assert!(e[0].error.contains(&missing.display().to_string()), "{e:?}");
+    }
+
+    /// A fetch of `from` to `to`, with `label`.
+    fn labelled(path: &str, from: &Path, to: &Path, label: Option<&str>) -> OutputFetch {
+        OutputFetch {
+            path: path.into(),
+            from: vec![from.to_path_buf()],
+            to: to.to_path_buf(),
+            label: label.map(Into::into),
+        }
+    }
+
+    /// An edge's file that hangs is killed at the deadline of the whole copy; its error
+    /// names the edge, the file and the configured total, not what was left of it.
+    #[tokio::test]
+    async fn a_timed_out_edge_file_names_its_edge_its_file_and_the_whole_timeout() {
+        let d = open_dir();
+        let (good, fifo) = (d.path().join("good.dat"), d.path().join("stuck.fifo"));
+        std::fs::write(&good, b"data").unwrap();
+        mkfifo(&fifo);
+        let to = d.path().join("w");
+        let e = stage_within(
+            &[
+                labelled("good.dat", &good, &to.join("good.dat"), None),
+                labelled(
+                    "stuck.fifo",
+                    &fifo,
+                    &to.join("stuck.fifo"),
+                    Some("edge A -> B"),
+                ),
+            ],
+            None,
+            std::time::Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+        let want = format!(
+            "edge A -> B, file stuck.fifo: copying {} to {} timed out after 1 s \
+             (copy_timeout_seconds); the copy was killed",
+            fifo.display(),
+            to.join("stuck.fifo").display()
+        );
+        assert_eq!(
+            e,
+            vec![FetchFailure {
+                label: Some("edge A -> B".into()),
+                error: want
+            }]
+        );
+        assert_eq!(std::fs::read(to.join("good.dat")).unwrap(), b"data");
+        assert_eq!(processes_naming(&fifo), Vec::<String>::new());
+    }
+
+    /// A failed edge file stops the rest of its edge only: the next edge's files are
+    /// copied. A failed output of the job's own stops the whole copy.
+    #[tokio::test]
+    async fn a_failed_edge_file_stops_its_edge_and_a_failed_output_the_whole_copy() {
+        let d = open_dir();
+        let (good, missing) = (d.path().join("good.dat"), d.path().join("none.dat"));
+        std::fs::write(&good, b"data").unwrap();
+        let (to_b, to_c) = (d.path().join("b"), d.path().join("c"));
+        let timeout = std::time::Duration::from_secs(60);
+        let e = stage_within(
+            &[
+                labelled(
+                    "none.dat",
+                    &missing,
+                    &to_c.join("none.dat"),
+                    Some("edge A -> C"),
+                ),
+                labelled(
+                    "good.dat",
+                    &good,
+                    &to_c.join("good.dat"),
+                    Some("edge A -> C"),
+                ),
+                labelled(
+                    "good.dat",
+                    &good,
+                    &to_b.join("good.dat"),
+                    Some("edge A -> B"),
+                ),
+            ],
+            None,
+            timeout,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].label.as_deref(), Some("edge A -> C"));
+        assert!(
+            e[0].error.starts_with(&format!(
+                "edge A -> C, file none.dat: copying {} to ",
+                missing.display()
+            )) && e[0].error.contains("No such file"),
+            "{e:?}"
+        );
+        assert!(
+            !to_c.join("good.dat").exists(),
+            "the rest of its edge stopped"
+        );
+        assert_eq!(std::fs::read(to_b.join("good.dat")).unwrap(), b"data");
+        let to_d = d.path().join("d");
+        let e = stage_within(
+            &[
+                labelled("none.dat", &missing, &to_d.join("none.dat"), None),
+                labelled(
+                    "good.dat",
+                    &good,
+                    &to_d.join("good.dat"),
+                    Some("edge A -> D"),
+                ),
+            ],
+            None,
+            timeout,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].label, None);
+        assert!(!to_d.join("good.dat").exists(), "the copy stopped");
+    }
+
+    /// Making a working directory is bounded by the copy timeout, passed down: past it
+    /// nothing is started and the error names the directory and the key; a failure names
+    /// the directory and the cause.
+    #[tokio::test]
+    async fn making_a_working_directory_is_bounded_by_the_copy_timeout() {
+        let d = open_dir();
+        let dir = d.path().join("w/job-1");
+        make_dir(&dir, None, std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(dir.is_dir());
+        let late = d.path().join("late");
+        let e = make_dir(&late, None, std::time::Duration::ZERO)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "creating {} timed out after 0 s (copy_timeout_seconds); the copy was killed",
+                late.display()
+            )
+        );
+        assert!(!late.exists());
+        let file = d.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        let e = make_dir(&file.join("sub"), None, std::time::Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with(&format!("creating {}: ", file.join("sub").display()))
+                && e.contains("Not a directory"),
+            "{e}"
+        );
     }
 
     /// As root, a job's files are copied as its account: what it may read lands in

@@ -313,7 +313,27 @@ pub struct StagingRecord {
     /// When it ended, done or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<i64>,
-    /// Why it failed.
+    /// Why it failed: a job's own outputs not copied, which fails every job that waits
+    /// for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The workflow edges whose files an output copy takes to their successors, each with
+    /// its own outcome: an edge whose files fail fails only its successor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<EdgeCopyRecord>,
+}
+
+/// The files of a workflow edge (or of several edges to one successor) in a task's output
+/// copy.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeCopyRecord {
+    /// How the copy names the edge, in its errors too: `edge A -> B`.
+    pub label: String,
+    /// The successor's job: the one job this edge's files wait, or fail, for.
+    pub job: u64,
+    /// The successor's cluster, where the files go.
+    pub cluster: String,
+    /// Why copying the edge's files failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -490,3 +490,52 @@ fn a_missing_edge_file_cancels_the_successor_naming_the_edge_and_the_file() {
         "{ja}"
     );
 }
+
+/// A fork: A on `a` writes `out/b.dat` only; the edge to B names it, the edge to C names a
+/// file A never writes. B gets its file and completes; C alone is cancelled, naming its
+/// edge and the file; the workflow ends `cancelled`.
+#[test]
+fn a_missing_edge_file_cancels_only_that_edges_successor() {
+    let (s, _d, root) = scratch_server();
+    let yaml = r#"name: fork
+tasks:
+  - name: A
+    command: [sh, -c, 'mkdir -p out && echo b > out/b.dat']
+    walltime: 1
+    requires: [one]
+  - name: B
+    command: [sh, -c, 'cat out/b.dat > b.txt']
+    walltime: 1
+    requires: [two]
+  - name: C
+    command: [sh, -c, 'echo c > c.txt']
+    walltime: 1
+    requires: [two]
+edges:
+  - {from: A, to: B, files: [out/b.dat]}
+  - {from: A, to: C, files: [out/c.dat]}
+"#;
+    let id = submit(&s, yaml, &[]);
+    let w = wait_workflow(&s, id, "over", over);
+    assert_eq!(task(&w, "A")["state"], "completed", "{w}");
+    assert_eq!(task(&w, "B")["state"], "completed", "{w}");
+    let on_b = root.join("b").join(format!("workflow-{id}"));
+    assert_eq!(std::fs::read_to_string(on_b.join("b.txt")).unwrap(), "b\n");
+    let c = task(&w, "C");
+    assert_eq!(c["state"], "cancelled", "{w}");
+    assert!(c["started_at"].is_null(), "{w}");
+    assert!(!on_b.join("c.txt").exists(), "{w}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("DependencyNeverSatisfied:")
+            && reason.contains("edge A -> C, file out/c.dat: ")
+            && reason.contains("No such file")
+            && !reason.contains("edge A -> B"),
+        "{reason}"
+    );
+    assert_eq!(w["state"], "cancelled", "{w}");
+    // A's copy names the failed edge; its own outputs were not at fault.
+    let ja = s.show(task(&w, "A")["job"].as_u64().unwrap());
+    let error = ja["output_staging"]["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("edge A -> C, file out/c.dat: "), "{ja}");
+}

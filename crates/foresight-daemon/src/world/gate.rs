@@ -165,7 +165,7 @@ impl World {
                     state: t.state,
                     started: t.started_at.is_some() || t.attempt > 0,
                     label: display_id(t),
-                    outputs: OutputCopy::of(t),
+                    outputs: OutputCopy::of(t, j.id),
                 })
             };
             let singleton = d.singleton.then(|| self.singleton_verdict(j, tally));

@@ -57,11 +57,8 @@ pub enum Effect {
     StageOutputs {
         /// The job.
         job: u64,
-        /// The files.
+        /// The files: the job's own outputs first, then each workflow edge's (labelled).
         stage: Vec<crate::staging::OutputFetch>,
-        /// What each file is, for its error, where it is more than an output (a workflow
-        /// edge's file: `edge A -> B, file F`); as long as `stage`.
-        labels: Vec<Option<String>>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
@@ -1217,6 +1214,7 @@ impl World {
                 began_at: now.secs(),
                 ended_at: None,
                 error: None,
+                edges: Vec::new(),
             });
             self.dirty_jobs.insert(id);
         }

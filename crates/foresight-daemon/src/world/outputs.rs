@@ -2,25 +2,24 @@
 //! directory on the cluster it ran on (a co-allocated job's: the part's that wrote the file)
 //! to its working directory on each output's cluster.
 //! A workflow task's edge files (`files` on its edges) go the same way, to the working
-//! directory each successor runs in, with the same record: its successors wait for the copy
-//! as any `afterok` dependant does, and a failed copy cancels them.
+//! directory each successor runs in, in the same copy and record: its successors wait for
+//! the copy as any `afterok` dependant does. The record keeps each edge's outcome
+//! (`StagingRecord::edges`): a failed edge file cancels the successor of that edge only,
+//! while a failed output of the job's own cancels every dependant.
 //! The copy runs outside the lock ([`Effect::StageOutputs`]); its record on the job says
 //! whether it is running, done, or failed and why, and survives a restart, which copies
 //! again what it cut.
 
 use super::{Effect, World};
+use crate::staging::{FetchFailure, OutputFetch};
 use foresight_core::time::Time;
 use foresight_core::JobId;
-use foresight_store::{JobRecord, OutputRecord, StagingRecord};
+use foresight_store::{EdgeCopyRecord, JobRecord, OutputRecord, StagingRecord};
 use std::path::PathBuf;
 
-/// What a completed job's copy moves: the fetches, each one's label (see
-/// `World::output_plan`), and the places they go to.
-type OutputPlan = (
-    Vec<crate::staging::OutputFetch>,
-    Vec<Option<String>>,
-    Vec<String>,
-);
+/// What a completed job's copy moves: the fetches (see `World::output_plan`), the places
+/// they go to, and the workflow edges whose files are among them.
+type OutputPlan = (Vec<OutputFetch>, Vec<String>, Vec<EdgeCopyRecord>);
 
 impl World {
     /// Job `j`'s working directory on `cluster` (`None`: the service's own host): a
@@ -54,8 +53,8 @@ impl World {
     /// The fetches that bring `j`'s outputs back from the working directories its parts
     /// ran in (one per distinct directory, in part order: a co-allocated job's file is taken
     /// from the part that wrote it), then those that take a workflow task's edge files to
-    /// its successors; each fetch's label (`None` for an output); and the names of the
-    /// places they go to (a cluster, or `home` for the service's host), in that order.
+    /// its successors (labelled by edge); the names of the places they go to (a cluster, or
+    /// `home` for the service's host), in that order; and the edges whose files move.
     fn output_plan(&self, j: &JobRecord) -> OutputPlan {
         let mut dirs: Vec<PathBuf> = Vec::new();
         for p in &j.parts {
@@ -68,7 +67,6 @@ impl World {
             return (Vec::new(), Vec::new(), Vec::new());
         }
         let mut fetches = Vec::new();
-        let mut labels = Vec::new();
         let mut places: Vec<String> = Vec::new();
         for o in &j.outputs {
             let home = crate::staging::output_home(j, o);
@@ -77,39 +75,38 @@ impl World {
                 continue;
             };
             fetches.push(f);
-            labels.push(None);
             let place = home.unwrap_or_else(|| "home".into());
             if !places.contains(&place) {
                 places.push(place);
             }
         }
-        for (f, label, place) in self.edge_fetches(j, &dirs) {
-            fetches.push(f);
-            labels.push(Some(label));
-            if !places.contains(&place) {
-                places.push(place);
+        let (more, edges) = self.edge_fetches(j, &dirs);
+        fetches.extend(more);
+        for e in &edges {
+            if !places.contains(&e.cluster) {
+                places.push(e.cluster.clone());
             }
         }
-        (fetches, labels, places)
+        (fetches, places, edges)
     }
 
     /// The files `j`, a workflow task, leaves its successors on its edges (`files`), as
     /// fetches from the directories it ran in (`dirs`) to each successor's working directory
-    /// on the successor's cluster, each with the edge and file it moves (for errors) and the
-    /// successor's cluster; none where the successor runs in the same directory (the same
+    /// on the successor's cluster, each labelled with its edge (`edge A -> B`), and the
+    /// edges that have any; none where the successor runs in the same directory (the same
     /// cluster, or clusters sharing their `work_dir`), or has already ended.
     fn edge_fetches(
         &self,
         j: &JobRecord,
         dirs: &[PathBuf],
-    ) -> Vec<(crate::staging::OutputFetch, String, String)> {
+    ) -> (Vec<OutputFetch>, Vec<EdgeCopyRecord>) {
+        let mut out = (Vec::new(), Vec::new());
         let Some(&(w, i)) = self.task_of.get(&j.id) else {
-            return Vec::new();
+            return out;
         };
         let Some(wf) = self.workflows.get(&w) else {
-            return Vec::new();
+            return out;
         };
-        let mut out = Vec::new();
         for e in wf
             .edges
             .iter()
@@ -122,39 +119,51 @@ impl World {
                 continue;
             };
             let to = self.work_dir_on(next, Some(&t.cluster));
+            let label = format!("edge {} -> {}", wf.tasks[i].name, t.name);
             for file in &e.files {
                 let o = OutputRecord {
                     path: file.clone(),
                     cluster: None,
                 };
-                if let Some(f) = crate::staging::output_fetch(&o, dirs, &to) {
-                    let label = format!("edge {} -> {}, file {file}", wf.tasks[i].name, t.name);
-                    out.push((f, label, t.cluster.clone()));
+                if let Some(mut f) = crate::staging::output_fetch(&o, dirs, &to) {
+                    f.label = Some(label.clone());
+                    out.0.push(f);
                 }
+            }
+            let moved = out
+                .0
+                .last()
+                .is_some_and(|f| f.label.as_ref() == Some(&label));
+            if moved && !out.1.iter().any(|r: &EdgeCopyRecord| r.label == label) {
+                out.1.push(EdgeCopyRecord {
+                    label,
+                    job: t.job,
+                    cluster: t.cluster.clone(),
+                    error: None,
+                });
             }
         }
         out
     }
 
-    /// The copy of `id`'s outputs to ask for, and the places it goes to (none: nothing to
-    /// copy, the job ran where its outputs belong).
-    fn output_copy(&self, id: JobId) -> Option<(Effect, Vec<String>)> {
+    /// The copy of `id`'s outputs to ask for, the places it goes to (none: nothing to
+    /// copy, the job ran where its outputs belong), and the edges whose files it moves.
+    fn output_copy(&self, id: JobId) -> Option<(Effect, Vec<String>, Vec<EdgeCopyRecord>)> {
         let j = self.jobs.get(&id)?;
-        let (stage, labels, places) = self.output_plan(j);
+        let (stage, places, edges) = self.output_plan(j);
         let unix_user = Some(self.unix_account(&j.user).0);
         let copy = Effect::StageOutputs {
             job: id.0,
             stage,
-            labels,
             unix_user,
         };
-        Some((copy, places))
+        Some((copy, places, edges))
     }
 
     /// A job completed: its outputs start their way back, if any must move. It stays
     /// `completed`; its reason says the copy is running until it ends.
     pub(super) fn copy_outputs(&mut self, now: Time, id: JobId) {
-        let Some((copy, places)) = self.output_copy(id) else {
+        let Some((copy, places, edges)) = self.output_copy(id) else {
             return;
         };
         if places.is_empty() {
@@ -171,6 +180,7 @@ impl World {
             began_at: now.secs(),
             ended_at: None,
             error: None,
+            edges,
         });
         self.dirty_jobs.insert(id);
         self.effects.push(copy);
@@ -179,16 +189,19 @@ impl World {
     /// A restart found a job's outputs still being copied: the copy is made again from
     /// the start (each file is copied whole, so a second copy is harmless).
     pub(super) fn copy_outputs_again(&mut self, id: JobId) {
-        if let Some((copy, _)) = self.output_copy(id) {
+        if let Some((copy, _, _)) = self.output_copy(id) {
             self.effects.push(copy);
         }
     }
 
-    /// The copy of job `id`'s outputs ended: done, or failed with the reason, which the
-    /// job's reason then gives (its state stays `completed`: the job itself succeeded).
-    /// Jobs that wait for it (`afterok`, `afterany`, `afternotok`, a workflow's successors)
-    /// are decided now: a failed copy counts as not ok.
-    pub fn outputs_copied(&mut self, now: Time, id: JobId, result: &Result<(), String>) {
+    /// The copy of job `id`'s outputs ended: done, or failed with the reasons, which the
+    /// job's reason then gives (its state stays `completed`: the job itself succeeded). A
+    /// failure of a workflow edge's files is kept on that edge (a label the copy does not
+    /// name as one of its edges counts as the job's own). Jobs that wait for it (`afterok`,
+    /// `afterany`, `afternotok`, a workflow's successors) are decided now: a failed copy of
+    /// the job's own outputs counts as not ok for all of them, a failed edge for its
+    /// successor.
+    pub fn outputs_copied(&mut self, now: Time, id: JobId, result: &Result<(), Vec<FetchFailure>>) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -196,11 +209,31 @@ impl World {
             return;
         };
         s.ended_at = Some(now.secs());
-        s.error = result.as_ref().err().cloned();
-        j.reason = match result {
-            Ok(()) => None,
-            Err(e) => Some(format!("copying its outputs to {} failed: {e}", s.cluster)),
-        };
+        s.error = None;
+        for e in &mut s.edges {
+            e.error = None;
+        }
+        for f in result.as_ref().err().into_iter().flatten() {
+            let edge = f
+                .label
+                .as_ref()
+                .and_then(|l| s.edges.iter_mut().find(|e| &e.label == l));
+            let error = match edge {
+                Some(e) => &mut e.error,
+                None => &mut s.error,
+            };
+            error.get_or_insert_with(|| f.error.clone());
+        }
+        let mut why: Vec<String> = s
+            .error
+            .iter()
+            .map(|e| format!("copying its outputs to {} failed: {e}", s.cluster))
+            .collect();
+        let edges: Vec<&str> = s.edges.iter().filter_map(|e| e.error.as_deref()).collect();
+        if !edges.is_empty() {
+            why.push(format!("copying edge files failed: {}", edges.join("; ")));
+        }
+        j.reason = (!why.is_empty()).then(|| why.join("; "));
         self.dirty_jobs.insert(id);
         self.wake_waiting(now);
     }

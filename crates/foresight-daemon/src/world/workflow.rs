@@ -607,6 +607,7 @@ mod tests {
     use super::super::tests::{cluster, exit, launches, world};
     use super::super::Effect;
     use super::*;
+    use crate::staging::FetchFailure;
     use foresight_api::{parse_workflow, MapperName, WorkflowState};
     use std::collections::BTreeSet;
 
@@ -1138,9 +1139,7 @@ edges:
         let (mut copies, mut launched) = (Vec::new(), Vec::new());
         for e in std::mem::take(&mut w.effects) {
             match e {
-                Effect::StageOutputs {
-                    job, stage, labels, ..
-                } => copies.push((
+                Effect::StageOutputs { job, stage, .. } => copies.push((
                     job,
                     stage
                         .iter()
@@ -1149,7 +1148,7 @@ edges:
                             (from.collect(), f.to.display().to_string())
                         })
                         .collect(),
-                    labels,
+                    stage.iter().map(|f| f.label.clone()).collect(),
                 )),
                 Effect::Launch { spec, .. } => {
                     launched.push((spec.job, spec.cwd.display().to_string()))
@@ -1181,7 +1180,7 @@ edges:
                     vec!["/wa/workflow-7/out/m.dat".to_string()],
                     "/wb/workflow-7/out/m.dat".to_string()
                 )],
-                vec![Some("edge A -> B, file out/m.dat".to_string())]
+                vec![Some("edge A -> B".to_string())]
             )]
         );
         assert!(
@@ -1192,7 +1191,10 @@ edges:
         assert_eq!(b.state, JobState::Pending);
         assert_eq!(
             b.reason.as_deref(),
-            Some("Dependency: waiting for afterok:task A (job 1 is copying its outputs to b)")
+            Some(
+                "Dependency: waiting for afterok:task A (job 1 is copying the files of edge \
+                 A -> B to b)"
+            )
         );
         w.outputs_copied(Time(1_012), JobId(1), &Ok(()));
         let (_, launched) = copies_and_launches(&mut w);
@@ -1209,7 +1211,11 @@ edges:
         w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
         let err = "edge A -> B, file out/m.dat: copying /wa/workflow-7/out/m.dat to \
                    /wb/workflow-7/out/m.dat: cp: cannot stat: No such file or directory";
-        w.outputs_copied(Time(1_012), JobId(1), &Err(err.to_string()));
+        let failed = FetchFailure {
+            label: Some("edge A -> B".into()),
+            error: err.into(),
+        };
+        w.outputs_copied(Time(1_012), JobId(1), &Err(vec![failed]));
         let (_, launched) = copies_and_launches(&mut w);
         assert!(launched.is_empty());
         let b = &w.jobs[&JobId(2)];
@@ -1221,6 +1227,93 @@ edges:
         );
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
         assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Cancelled);
+    }
+
+    /// A fork: A on `a` leaves one file for B and another for C, both on `b`.
+    const FORK: &str = "\
+name: f
+tasks:
+  - {name: A, command: [a], walltime: 1, requires: [one]}
+  - {name: B, command: [b], walltime: 1, requires: [two]}
+  - {name: C, command: [c], walltime: 1, requires: [two]}
+edges:
+  - {from: A, to: B, files: [out/b.dat]}
+  - {from: A, to: C, files: [out/c.dat]}
+";
+
+    /// A failed edge file cancels the successor of that edge only: the other successor,
+    /// whose files were copied, runs; the workflow ends `cancelled`.
+    #[test]
+    fn a_failed_edge_copy_cancels_only_that_edges_successor() {
+        let mut w = pair_grid(Some("/wa"), Some("/wb"));
+        let id = submit(&mut w, FORK, 1);
+        copies_and_launches(&mut w);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        let (copies, _) = copies_and_launches(&mut w);
+        assert_eq!(
+            copies[0].2,
+            vec![
+                Some("edge A -> B".to_string()),
+                Some("edge A -> C".to_string())
+            ]
+        );
+        for (job, edge) in [(2, "B"), (3, "C")] {
+            assert_eq!(
+                w.jobs[&JobId(job)].reason.as_deref(),
+                Some(
+                    format!(
+                        "Dependency: waiting for afterok:task A (job 1 is copying the files of \
+                         edge A -> {edge} to b)"
+                    )
+                    .as_str()
+                )
+            );
+        }
+        let err = "edge A -> C, file out/c.dat: copying /wa/workflow-7/out/c.dat to \
+                   /wb/workflow-7/out/c.dat: cp: cannot stat: No such file or directory";
+        let failed = FetchFailure {
+            label: Some("edge A -> C".into()),
+            error: err.into(),
+        };
+        w.outputs_copied(Time(1_012), JobId(1), &Err(vec![failed]));
+        let (_, launched) = copies_and_launches(&mut w);
+        assert_eq!(launched, vec![(2, "/wb/workflow-7".to_string())]);
+        let c = &w.jobs[&JobId(3)];
+        assert_eq!(c.state, JobState::Cancelled);
+        let reason = c.reason.clone().unwrap();
+        assert!(
+            reason.starts_with("DependencyNeverSatisfied: ") && reason.contains(err),
+            "{reason}"
+        );
+        let a = &w.jobs[&JobId(1)];
+        assert_eq!(a.output_staging.as_ref().unwrap().error, None);
+        assert_eq!(
+            a.reason.as_deref(),
+            Some(format!("copying edge files failed: {err}").as_str())
+        );
+        w.on_finished(Time(1_020), 1, JobId(2), 0, &exit(0));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
+        assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Cancelled);
+    }
+
+    /// A failed copy of the task's own outputs still cancels every successor.
+    #[test]
+    fn a_failed_output_copy_cancels_every_successor() {
+        let mut w = pair_grid(Some("/wa"), Some("/wb"));
+        submit(&mut w, FORK, 1);
+        copies_and_launches(&mut w);
+        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        copies_and_launches(&mut w);
+        let failed = FetchFailure {
+            label: None,
+            error: "copying /wa/r.txt to /home/r.txt: gone".into(),
+        };
+        w.outputs_copied(Time(1_012), JobId(1), &Err(vec![failed]));
+        let (_, launched) = copies_and_launches(&mut w);
+        assert!(launched.is_empty(), "{launched:?}");
+        for job in [2, 3] {
+            assert_eq!(w.jobs[&JobId(job)].state, JobState::Cancelled, "{job}");
+        }
     }
 
     /// No copy where the successor's directory already holds the files: tasks on one cluster,
