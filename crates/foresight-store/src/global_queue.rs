@@ -377,12 +377,10 @@ impl GlobalQueue {
         jobs: &[JobRecord],
         committed_here: f64,
     ) -> Result<Submitted> {
-        Ok(
-            match self.admit(user, Jobs, jobs, committed_here).await? {
-                Ok(ids) => Submitted::Stored(ids),
-                Err(o) => Submitted::OverBudget(o),
-            },
-        )
+        Ok(match self.admit(user, Jobs, jobs, committed_here).await? {
+            Ok(ids) => Submitted::Stored(ids),
+            Err(o) => Submitted::OverBudget(o),
+        })
     }
 
     /// Stores a workflow of `user` submitted at this site with its task jobs (this site's
