@@ -1437,15 +1437,7 @@ impl Service {
             let mut w = self.world();
             w.uncharged.release(ticket);
             // The holds left the shared budget with the jobs: this copy follows at once.
-            let held: f64 = records.iter().map(|r| r.budget_hold).sum();
-            if held > 0.0 {
-                if let Some(u) = w.users.get_mut(&user.name) {
-                    u.spent += held;
-                    if let Some(b) = u.budget.as_mut() {
-                        *b -= held;
-                    }
-                }
-            }
+            w.holds_taken(&user.name, &records);
             w.accept(now, records);
             w.dirty_jobs.extend(numbered.into_iter().map(JobId));
         }

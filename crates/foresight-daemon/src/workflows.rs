@@ -109,15 +109,7 @@ impl Service {
             let mut w = self.world();
             w.uncharged.release(ticket);
             // The holds left the shared budget with the tasks: this copy follows at once.
-            let held: f64 = jobs.iter().map(|j| j.budget_hold).sum();
-            if held > 0.0 {
-                if let Some(u) = w.users.get_mut(&user.name) {
-                    u.spent += held;
-                    if let Some(b) = u.budget.as_mut() {
-                        *b -= held;
-                    }
-                }
-            }
+            w.holds_taken(&user.name, &jobs);
             w.accept_workflow(now, record, jobs);
         }
         self.wake.notify_one();

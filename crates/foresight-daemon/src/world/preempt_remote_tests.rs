@@ -465,15 +465,23 @@ fn resume_asked(w: &mut World, now: i64) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// A job co-allocated over two Slurm clusters is a victim, stopped on both; once the high
-/// job has ended, both parts are asked to resume together, and it runs again on the answer.
-#[test]
-fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
+/// Slurm clusters c1 and c2, the co-allocated job 1 suspended on both for the high job,
+/// which has ended: a cycle at 1 061 asks every part of job 1 to resume, together. Returns
+/// the world and job 1's parts.
+fn victim_resume_asked() -> (World, LowParts) {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
     let parts = co_allocated_victim_suspended(&mut w);
     let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     want.sort();
     assert_eq!(resume_asked(&mut w, 1_061), want);
+    (w, parts)
+}
+
+/// A job co-allocated over two Slurm clusters is a victim, stopped on both; once the high
+/// job has ended, both parts are asked to resume together, and it runs again on the answer.
+#[test]
+fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
+    let (mut w, _) = victim_resume_asked();
     w.resume_answered(Time(1_062), JobId(1), Ok(()));
     assert!(!w.jobs[&JobId(1)].suspended);
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
@@ -510,6 +518,18 @@ fn a_refused_co_allocated_preemption_leaves_every_part_running() {
     assert!(reason.contains("on c2"), "{reason}");
 }
 
+/// The service over Slurm clusters c1 and c2 restarted at `at` from what `w` had stored.
+fn restarted(w: &World, at: i64) -> World {
+    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
+    w2.restore(
+        Time(at),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    w2
+}
+
 /// A restart between ask and answer: Slurm had suspended both parts of the co-allocated
 /// victim, the answer was never recorded (its record says running). The restarted service
 /// resumes each part at its cluster's first snapshot.
@@ -518,13 +538,7 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
     let parts = co_allocated_low_running(&mut w);
     high_asks_co_allocated(&mut w);
-    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
-    w2.restore(
-        Time(1_010),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let mut w2 = restarted(&w, 1_010);
     for (k, ext, procs, rid) in &parts {
         w2.sync_remote(
             Time(1_011),
@@ -558,18 +572,10 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
 /// nothing of part 52, and the job is then resumed whole once there is room; it runs again.
 #[test]
 fn a_restart_between_resume_ask_and_answer_suspends_the_resumed_parts_again() {
-    let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    let parts = co_allocated_victim_suspended(&mut w);
+    let (w, parts) = victim_resume_asked();
     let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     want.sort();
-    assert_eq!(resume_asked(&mut w, 1_061), want);
-    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
-    w2.restore(
-        Time(1_062),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let mut w2 = restarted(&w, 1_062);
     assert!(w2.jobs[&JobId(1)].suspended);
     let sync = |w2: &mut World, at: i64, running: usize| {
         for (k, ext, procs, rid) in &parts {
