@@ -2444,7 +2444,7 @@ async fn preempt_all(
         },
         // A requeued part has been put back in its queue: nothing resumes it.
         |&&(k, ref part, how)| {
-            (how == Preemption::Suspend).then(|| async move {
+            (how == Preemption::Suspend).then_some(async move {
                 if let Err(undo) = managers[k].resume(part).await {
                     tracing::warn!(
                         "resuming job {} on cluster {} after a refused preemption: {undo}",
