@@ -23,6 +23,20 @@ fn is_global(j: &JobRecord) -> bool {
 }
 
 impl World {
+    /// Follows in this copy of `user`'s record the holds `jobs` took from the shared budget
+    /// as they were stored (dispatcher mode): spent, and gone from what is left.
+    pub(crate) fn holds_taken(&mut self, user: &str, jobs: &[JobRecord]) {
+        let held: f64 = jobs.iter().map(|j| j.budget_hold).sum();
+        if held > 0.0 {
+            if let Some(u) = self.users.get_mut(user) {
+                u.spent += held;
+                if let Some(b) = u.budget.as_mut() {
+                    *b -= held;
+                }
+            }
+        }
+    }
+
     /// Moves `amount` from job `id`'s user's budget to the job's charge (a negative amount
     /// gives back). A prepaid job's charge is paid from its hold, which left the budget as
     /// its site started it: the budget is not moved again (the shared database settles the

@@ -1416,15 +1416,7 @@ impl Service {
             let mut w = self.world();
             w.uncharged.release(ticket);
             // The holds left the shared budget with the jobs: this copy follows at once.
-            let held: f64 = records.iter().map(|r| r.budget_hold).sum();
-            if held > 0.0 {
-                if let Some(u) = w.users.get_mut(&user.name) {
-                    u.spent += held;
-                    if let Some(b) = u.budget.as_mut() {
-                        *b -= held;
-                    }
-                }
-            }
+            w.holds_taken(&user.name, &records);
             w.accept(now, records);
             w.dirty_jobs.extend(numbered.into_iter().map(JobId));
         }
@@ -2384,6 +2376,34 @@ pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationVi
     }
 }
 
+/// Does `run` to each of `steps` in order, all or none: when one fails, the steps done before
+/// it are taken back, last first, by `undo` (which logs an undo that fails in its turn), and
+/// the answer names the failing step by its index and carries the resource manager's error. A
+/// step whose `undo` is `None` cannot be taken back (a requeue) and stays done.
+async fn all_or_none<'a, S, R, RF, U, UF>(
+    steps: &'a [S],
+    run: R,
+    undo: U,
+) -> Result<(), (usize, foresight_rm::RmError)>
+where
+    R: Fn(&'a S) -> RF,
+    RF: std::future::Future<Output = Result<(), foresight_rm::RmError>>,
+    U: Fn(&'a S) -> Option<UF>,
+    UF: std::future::Future<Output = ()>,
+{
+    for (i, step) in steps.iter().enumerate() {
+        if let Err(e) = run(step).await {
+            for done in steps[..i].iter().rev() {
+                if let Some(back) = undo(done) {
+                    back.await;
+                }
+            }
+            return Err((i, e));
+        }
+    }
+    Ok(())
+}
+
 /// Stops every part of `victims` (each on its cluster: a co-allocated victim has one per
 /// cluster), suspends first, then requeues (which cannot be undone), all or none: when one
 /// fails, the parts suspended so far are resumed, on every cluster, and the error names the
@@ -2397,35 +2417,42 @@ async fn preempt_all(
 ) -> (Result<(), String>, Vec<(usize, u64)>) {
     let mut order: Vec<&(usize, foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
     order.sort_by_key(|(_, _, how)| *how == Preemption::Requeue);
-    let mut suspended = Vec::new();
-    let mut requeued = Vec::new();
-    for (k, part, how) in order {
-        let done = match how {
-            Preemption::Suspend => managers[*k].suspend(part).await,
-            Preemption::Requeue => managers[*k].requeue(part).await,
-        };
-        match done {
-            Ok(()) if *how == Preemption::Suspend => suspended.push((*k, part)),
-            Ok(()) => requeued.push((*k, part.job)),
-            Err(e) => {
-                for (u, p) in suspended {
-                    if let Err(undo) = managers[u].resume(p).await {
-                        tracing::warn!(
-                            "resuming job {} on cluster {} after a refused preemption: {undo}",
-                            p.job,
-                            names[u]
-                        );
-                    }
-                }
-                let on = &names[*k];
-                return (
-                    Err(format!("stopping job {} on {on}: {e}", part.job)),
-                    requeued,
-                );
+    let stopped = all_or_none(
+        &order,
+        |&&(k, ref part, how)| async move {
+            match how {
+                Preemption::Suspend => managers[k].suspend(part).await,
+                Preemption::Requeue => managers[k].requeue(part).await,
             }
-        }
-    }
-    (Ok(()), requeued)
+        },
+        // A requeued part has been put back in its queue: nothing resumes it.
+        |&&(k, ref part, how)| {
+            (how == Preemption::Suspend).then_some(async move {
+                if let Err(undo) = managers[k].resume(part).await {
+                    tracing::warn!(
+                        "resuming job {} on cluster {} after a refused preemption: {undo}",
+                        part.job,
+                        names[k]
+                    );
+                }
+            })
+        },
+    )
+    .await;
+    let done = match &stopped {
+        Ok(()) => &order[..],
+        Err((i, _)) => &order[..*i],
+    };
+    let requeued = done
+        .iter()
+        .filter(|(_, _, how)| *how == Preemption::Requeue)
+        .map(|(k, part, _)| (*k, part.job))
+        .collect();
+    let answer = stopped.map_err(|(i, e)| {
+        let (k, part, _) = order[i];
+        format!("stopping job {} on {}: {e}", part.job, names[*k])
+    });
+    (answer, requeued)
 }
 
 /// Resumes every part of a suspended job (each on its cluster), all or none: when one
@@ -2436,22 +2463,26 @@ async fn resume_all(
     names: &[String],
     parts: &[(usize, foresight_rm::PartHandle)],
 ) -> Result<(), String> {
-    for (i, (k, part)) in parts.iter().enumerate() {
-        let Err(e) = managers[*k].resume(part).await else {
-            continue;
-        };
-        for (u, p) in &parts[..i] {
-            if let Err(undo) = managers[*u].suspend(p).await {
-                tracing::warn!(
-                    "suspending job {} on cluster {} again after a refused resumption: {undo}",
-                    p.job,
-                    names[*u]
-                );
-            }
-        }
-        return Err(format!("resuming job {} on {}: {e}", part.job, names[*k]));
-    }
-    Ok(())
+    all_or_none(
+        parts,
+        |(k, part)| managers[*k].resume(part),
+        |(k, part)| {
+            Some(async move {
+                if let Err(undo) = managers[*k].suspend(part).await {
+                    tracing::warn!(
+                        "suspending job {} on cluster {} again after a refused resumption: {undo}",
+                        part.job,
+                        names[*k]
+                    );
+                }
+            })
+        },
+    )
+    .await
+    .map_err(|(i, e)| {
+        let (k, part) = &parts[i];
+        format!("resuming job {} on {}: {e}", part.job, names[*k])
+    })
 }
 
 /// Carries out an [`Effect::Move`]: each step in order; when one fails, the steps before it
@@ -2461,28 +2492,24 @@ async fn move_all(
     managers: &[Arc<dyn ResourceManager>],
     steps: &[crate::world::MoveStep],
 ) -> Result<(), String> {
-    for (i, step) in steps.iter().enumerate() {
-        let Err(e) = managers[step.cluster]
-            .move_reservation(&step.to, step.part.as_ref())
-            .await
-        else {
-            continue;
-        };
-        for done in steps[..i].iter().rev() {
-            if let Err(undo) = managers[done.cluster]
-                .move_reservation(&done.back, done.part.as_ref())
-                .await
-            {
-                tracing::warn!(
-                    "putting back reservation {} on cluster {}: {undo}",
-                    done.back.id,
-                    done.cluster
-                );
-            }
-        }
-        return Err(format!("reservation {}: {e}", step.to.id));
-    }
-    Ok(())
+    all_or_none(
+        steps,
+        |step| managers[step.cluster].move_reservation(&step.to, step.part.as_ref()),
+        |done| {
+            Some(async move {
+                let back = managers[done.cluster].move_reservation(&done.back, done.part.as_ref());
+                if let Err(undo) = back.await {
+                    tracing::warn!(
+                        "putting back reservation {} on cluster {}: {undo}",
+                        done.back.id,
+                        done.cluster
+                    );
+                }
+            })
+        },
+    )
+    .await
+    .map_err(|(i, e)| format!("reservation {}: {e}", steps[i].to.id))
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ impl Service {
     ) -> Result<SubmittedWorkflow, Refusal> {
         let now = unix_now();
         let mapper = mapper.or(spec.mapper).unwrap_or_default();
-        let (mut record, mut jobs, remote) = {
+        let (mut record, mut jobs, remote, ticket) = {
             let mut w = self.world();
             let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
             let remote = if spec.reserve {
@@ -33,7 +33,23 @@ impl Service {
             } else {
                 Vec::new()
             };
-            (record, jobs, remote)
+            // In dispatcher mode a limited budget holds each task's worst case (its
+            // processors × walltime × its mapped cluster's tariff: a task runs only there) in
+            // the shared budget as the workflow is stored, all tasks or none, as it does a
+            // local job's; settled at each task's end.
+            let limited = w.users.get(&user.name).is_some_and(|u| u.budget.is_some());
+            if self.dispatcher.is_some() && limited {
+                for j in &mut jobs {
+                    if let Some(price) = w.local_tariff(j) {
+                        j.budget_hold = World::worst_case(j, price);
+                    }
+                }
+            }
+            // Until they are taken in, what the tasks without a hold may cost is set aside,
+            // under the lock that checked them, so that a submission checked while they are
+            // being stored counts them (as a job submission's are).
+            let ticket = w.set_aside_admitted(&jobs);
+            (record, jobs, remote, ticket)
         };
         if !remote.is_empty() {
             // The slots on Slurm clusters, asked there one by one until one is refused.
@@ -46,36 +62,22 @@ impl Service {
                     break;
                 }
             }
-            let held = self
-                .world()
-                .remote_slots_answered(unix_now(), &record, &answers);
+            let held = {
+                let mut w = self.world();
+                let held = w.remote_slots_answered(unix_now(), &record, &answers);
+                if held.is_err() {
+                    w.uncharged.release(ticket);
+                }
+                held
+            };
             if let Err(r) = held {
                 self.flush().await;
                 return Err(r);
             }
         }
-        // In dispatcher mode a limited budget holds each task's worst case (its processors
-        // × walltime × its mapped cluster's tariff: a task runs only there) in the shared
-        // budget as the workflow is stored, all tasks or none, as it does a local job's;
-        // settled at each task's end.
-        let limited = self
-            .world()
-            .users
-            .get(&user.name)
-            .is_some_and(|u| u.budget.is_some());
         let stored = match &self.dispatcher {
             Some(d) => {
-                let committed = {
-                    let w = self.world();
-                    if limited {
-                        for j in &mut jobs {
-                            if let Some(price) = w.local_tariff(j) {
-                                j.budget_hold = World::worst_case(j, price);
-                            }
-                        }
-                    }
-                    w.uncharged_of(&user.name)
-                };
+                let committed = self.world().uncharged_of(&user.name);
                 d.submit_workflow(&user.name, &record, &jobs, committed)
                     .await
             }
@@ -92,26 +94,24 @@ impl Service {
         let (id, ids) = match stored {
             Ok(x) => x,
             Err(e) => {
+                self.world().uncharged.release(ticket);
                 self.flush().await;
                 return Err(e);
             }
         };
-        // The holds left the shared budget with the tasks: this copy follows at once.
-        let held: f64 = jobs.iter().map(|j| j.budget_hold).sum();
-        if held > 0.0 {
-            if let Some(u) = self.world().users.get_mut(&user.name) {
-                u.spent += held;
-                if let Some(b) = u.budget.as_mut() {
-                    *b -= held;
-                }
-            }
-        }
         record.id = id;
         for ((j, t), jid) in jobs.iter_mut().zip(record.tasks.iter_mut()).zip(&ids) {
             j.id = *jid;
             t.job = *jid;
         }
-        self.world().accept_workflow(now, record, jobs);
+        {
+            // Counted as they are taken in: what was set aside for them goes back at once.
+            let mut w = self.world();
+            w.uncharged.release(ticket);
+            // The holds left the shared budget with the tasks: this copy follows at once.
+            w.holds_taken(&user.name, &jobs);
+            w.accept_workflow(now, record, jobs);
+        }
         self.wake.notify_one();
         self.flush().await;
         Ok(SubmittedWorkflow { id, jobs: ids })

@@ -377,21 +377,10 @@ impl GlobalQueue {
         jobs: &[JobRecord],
         committed_here: f64,
     ) -> Result<Submitted> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        if let Some(o) = self
-            .over_budget_in(&mut tx, user, jobs, committed_here)
-            .await?
-        {
-            return Ok(Submitted::OverBudget(o));
-        }
-        let ids = crate::postgres::insert_jobs_in(&mut tx, Some(&self.site), jobs)
-            .await
-            .map_err(self.db())?;
-        crate::shared_budget::take_holds(&mut tx, jobs)
-            .await
-            .map_err(|e| e.at(&self.name))?;
-        tx.commit().await.map_err(self.db())?;
-        Ok(Submitted::Stored(ids))
+        Ok(match self.admit(user, Jobs, jobs, committed_here).await? {
+            Ok(ids) => Submitted::Stored(ids),
+            Err(o) => Submitted::OverBudget(o),
+        })
     }
 
     /// Stores a workflow of `user` submitted at this site with its task jobs (this site's
@@ -405,6 +394,19 @@ impl GlobalQueue {
         jobs: &[JobRecord],
         committed_here: f64,
     ) -> Result<std::result::Result<(u64, Vec<u64>), OverBudget>> {
+        self.admit(user, wf, jobs, committed_here).await
+    }
+
+    /// The body of [`GlobalQueue::submit`] and [`GlobalQueue::submit_workflow`]: in one
+    /// transaction, checks `jobs` against `user`'s budget, stores them as `what` says, and
+    /// takes their holds; `Err` (nothing stored) when they do not fit.
+    async fn admit<W: Insert>(
+        &self,
+        user: &str,
+        what: W,
+        jobs: &[JobRecord],
+        committed_here: f64,
+    ) -> Result<std::result::Result<W::Stored, OverBudget>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         if let Some(o) = self
             .over_budget_in(&mut tx, user, jobs, committed_here)
@@ -412,7 +414,8 @@ impl GlobalQueue {
         {
             return Ok(Err(o));
         }
-        let stored = crate::postgres::insert_workflow_in(&mut tx, Some(&self.site), wf, jobs)
+        let stored = what
+            .insert(&mut tx, &self.site, jobs)
             .await
             .map_err(self.db())?;
         crate::shared_budget::take_holds(&mut tx, jobs)
@@ -1430,4 +1433,50 @@ async fn notify(tx: &mut sqlx::PgConnection, what: &str) -> std::result::Result<
         .execute(tx)
         .await
         .map(|_| ())
+}
+
+/// What a submission stores besides its jobs' records, as one step of
+/// [`GlobalQueue::submit`]'s transaction: nothing more ([`Jobs`]), or the workflow they are
+/// the tasks of.
+trait Insert {
+    /// The ids it answers with.
+    type Stored;
+
+    /// Stores `jobs` (and what else it is) as `site`'s, inside `tx`.
+    async fn insert(
+        self,
+        tx: &mut sqlx::PgConnection,
+        site: &str,
+        jobs: &[JobRecord],
+    ) -> std::result::Result<Self::Stored, sqlx::Error>;
+}
+
+/// Jobs alone: their ids, in order.
+struct Jobs;
+
+impl Insert for Jobs {
+    type Stored = Vec<u64>;
+
+    async fn insert(
+        self,
+        tx: &mut sqlx::PgConnection,
+        site: &str,
+        jobs: &[JobRecord],
+    ) -> std::result::Result<Vec<u64>, sqlx::Error> {
+        crate::postgres::insert_jobs_in(tx, Some(site), jobs).await
+    }
+}
+
+/// A workflow with its task jobs: its id and theirs, in task order.
+impl Insert for &crate::WorkflowRecord {
+    type Stored = (u64, Vec<u64>);
+
+    async fn insert(
+        self,
+        tx: &mut sqlx::PgConnection,
+        site: &str,
+        jobs: &[JobRecord],
+    ) -> std::result::Result<(u64, Vec<u64>), sqlx::Error> {
+        crate::postgres::insert_workflow_in(tx, Some(site), self, jobs).await
+    }
 }

@@ -52,6 +52,12 @@ pub(super) struct PendingPreemption {
 }
 
 impl Broker {
+    /// True when the resumption of suspended job `id` was asked and not yet answered: a
+    /// cluster may show its parts running before the answer comes back, and that is no news.
+    pub fn resumption_asked(&self, id: JobId) -> bool {
+        self.resume_asks.contains_key(&id)
+    }
+
     /// True when job `id` waits for the answer to a preemption asked for it, or is a victim
     /// of one, or waits for the answer to its resumption.
     pub(super) fn asked_about(&self, id: JobId) -> bool {

@@ -11,3 +11,4 @@ mod policies;
 mod predict;
 mod preempt;
 mod preempt_ask;
+mod preempt_fixture;

@@ -5,55 +5,12 @@
 //! preempted.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_core::broker::{
-    processors_of, Broker, BrokerAction, GridCluster, Phase, Preemption, SpeedGroup,
-};
-use foresight_core::grid::{GlobalJob, PlannerConfig};
-use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use super::preempt_fixture::{broker_of, cluster, cycle, global, phase, preempted};
+use foresight_core::broker::{Broker, BrokerAction, Phase, Preemption};
+use foresight_core::{Dur, Job, JobId, Time};
 
 fn broker(procs: u32) -> Broker {
-    let c = GridCluster::new(
-        "a",
-        processors_of("a", &[SpeedGroup { procs, speed: 1.0 }]),
-        LocalScheduler::new(procs, Policy::easy()),
-    );
-    Broker::new(
-        vec![c],
-        PlannerConfig {
-            horizon: Dur(86_400),
-            lead_time: Dur(0),
-            plan_depth: 64,
-        },
-        1,
-    )
-}
-
-fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> GlobalJob {
-    GlobalJob {
-        id: JobId(id),
-        user: UserId(1),
-        submit: Time(0),
-        procs,
-        walltime: Dur(walltime),
-        max_price: 1.0,
-        input_mb: 0.0,
-        home: None,
-        co_allocate: false,
-        criterion: Criterion::EarliestFinish,
-        priority,
-        requeue,
-        begin: None,
-        requires: Default::default(),
-        licences: Default::default(),
-        prediction: None,
-    }
-}
-
-fn cycle(b: &mut Broker, t: i64) -> Vec<BrokerAction> {
-    let mut out = Vec::new();
-    b.on_cycle(Time(t), &mut out);
-    out
+    broker_of(vec![cluster("a", procs)])
 }
 
 fn end(b: &mut Broker, t: i64, id: u64) -> Vec<BrokerAction> {
@@ -66,15 +23,6 @@ fn started(out: &[BrokerAction]) -> Vec<u64> {
     out.iter()
         .filter_map(|a| match a {
             BrokerAction::Start { job, .. } => Some(job.0),
-            _ => None,
-        })
-        .collect()
-}
-
-fn preempted(out: &[BrokerAction]) -> Vec<(u64, u64, Preemption)> {
-    out.iter()
-        .filter_map(|a| match a {
-            BrokerAction::Preempted { job, by, how, .. } => Some((job.0, by.0, *how)),
             _ => None,
         })
         .collect()
@@ -96,10 +44,6 @@ fn charged(out: &[BrokerAction], id: u64) -> f64 {
             _ => None,
         })
         .sum()
-}
-
-fn phase(b: &Broker, id: u64) -> Option<&Phase> {
-    b.entry(JobId(id)).map(|e| &e.phase)
 }
 
 /// Low job 1 (level 0) fills the cluster for 100 s; high job 2 (level 2, 10 s) arrives at
@@ -272,25 +216,7 @@ fn a_suspended_job_preempts_lower_levels_to_resume() {
 
 /// Two clusters, 4 processors (`c0`) and 6 (`c1`).
 fn two_clusters() -> Broker {
-    let clusters = [("c0", 4), ("c1", 6)]
-        .iter()
-        .map(|&(name, procs)| {
-            GridCluster::new(
-                name,
-                processors_of(name, &[SpeedGroup { procs, speed: 1.0 }]),
-                LocalScheduler::new(procs, Policy::easy()),
-            )
-        })
-        .collect();
-    Broker::new(
-        clusters,
-        PlannerConfig {
-            horizon: Dur(86_400),
-            lead_time: Dur(0),
-            plan_depth: 64,
-        },
-        1,
-    )
+    broker_of(vec![cluster("c0", 4), cluster("c1", 6)])
 }
 
 /// The property test's first counterexample, reduced: two global parts end at the same

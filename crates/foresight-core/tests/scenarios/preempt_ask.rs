@@ -5,64 +5,22 @@
 //! local jobs are never candidates.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_core::broker::{
-    processors_of, Broker, BrokerAction, GridCluster, Phase, Preemption, SpeedGroup, WaitReason,
-};
-use foresight_core::grid::{GlobalJob, PlannerConfig};
+use super::preempt_fixture::{broker_of, cluster, cycle, global, phase, preempted};
+use foresight_core::broker::{Broker, BrokerAction, Phase, Preemption, WaitReason};
 use foresight_core::scheduler::Domain;
-use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{Dur, Job, JobId, Time};
 
 fn slurm_broker() -> Broker {
-    let mut c = GridCluster::new(
-        "s",
-        processors_of(
-            "s",
-            &[SpeedGroup {
-                procs: 4,
-                speed: 1.0,
-            }],
-        ),
-        LocalScheduler::new(4, Policy::easy()),
-    );
-    c.self_scheduled = true;
+    broker_of(vec![slurm_cluster("s", true)])
+}
+
+/// Cluster `name` of 4 processors that schedules itself (`slurm`; else the broker schedules
+/// it), reserving by the minute.
+fn slurm_cluster(name: &str, slurm: bool) -> foresight_core::broker::GridCluster {
+    let mut c = cluster(name, 4);
+    c.self_scheduled = slurm;
     c.granularity = Dur(60);
-    Broker::new(
-        vec![c],
-        PlannerConfig {
-            horizon: Dur(86_400),
-            lead_time: Dur(0),
-            plan_depth: 64,
-        },
-        1,
-    )
-}
-
-fn global(id: u64, priority: u32, procs: u32, walltime: i64, requeue: bool) -> GlobalJob {
-    GlobalJob {
-        id: JobId(id),
-        user: UserId(1),
-        submit: Time(0),
-        procs,
-        walltime: Dur(walltime),
-        max_price: 1.0,
-        input_mb: 0.0,
-        home: None,
-        co_allocate: false,
-        criterion: Criterion::EarliestFinish,
-        priority,
-        requeue,
-        begin: None,
-        requires: Default::default(),
-        licences: Default::default(),
-        prediction: None,
-    }
-}
-
-fn cycle(b: &mut Broker, t: i64) -> Vec<BrokerAction> {
-    let mut out = Vec::new();
-    b.on_cycle(Time(t), &mut out);
-    out
+    c
 }
 
 /// Answers yes to every reservation asked in `out`, then reports the job started at `t`.
@@ -117,15 +75,6 @@ fn asked(out: &[BrokerAction]) -> Vec<Asked> {
         .collect()
 }
 
-fn preempted(out: &[BrokerAction]) -> Vec<(u64, u64, Preemption)> {
-    out.iter()
-        .filter_map(|a| match a {
-            BrokerAction::Preempted { job, by, how, .. } => Some((job.0, by.0, *how)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn resume_asked(out: &[BrokerAction]) -> Vec<u64> {
     out.iter()
         .filter_map(|a| match a {
@@ -147,17 +96,11 @@ fn reservation_asks(out: &[BrokerAction]) -> Vec<(u64, i64, i64)> {
 }
 
 fn running(b: &Broker, id: u64) -> bool {
-    matches!(
-        b.entry(JobId(id)).map(|e| &e.phase),
-        Some(Phase::Running { .. })
-    )
+    matches!(phase(b, id), Some(Phase::Running { .. }))
 }
 
 fn suspended(b: &Broker, id: u64) -> bool {
-    matches!(
-        b.entry(JobId(id)).map(|e| &e.phase),
-        Some(Phase::Suspended { .. })
-    )
+    matches!(phase(b, id), Some(Phase::Suspended { .. }))
 }
 
 /// A level-0 job fills the cluster from t=0 (reserved to 600); a level-3 job of 120 s
@@ -403,31 +346,10 @@ fn a_requeue_done_before_a_refusal_is_recorded() {
 /// Two clusters of 4 processors, the first scheduling itself (Slurm); the second too, or
 /// one the broker schedules itself (`second_slurm` false: a local executor's).
 fn two_cluster_broker(second_slurm: bool) -> Broker {
-    let cluster = |name: &str, slurm: bool| {
-        let mut c = GridCluster::new(
-            name,
-            processors_of(
-                name,
-                &[SpeedGroup {
-                    procs: 4,
-                    speed: 1.0,
-                }],
-            ),
-            LocalScheduler::new(4, Policy::easy()),
-        );
-        c.self_scheduled = slurm;
-        c.granularity = Dur(60);
-        c
-    };
-    Broker::new(
-        vec![cluster("s1", true), cluster("s2", second_slurm)],
-        PlannerConfig {
-            horizon: Dur(86_400),
-            lead_time: Dur(0),
-            plan_depth: 64,
-        },
-        1,
-    )
+    broker_of(vec![
+        slurm_cluster("s1", true),
+        slurm_cluster("s2", second_slurm),
+    ])
 }
 
 /// Answers yes to every reservation asked in `out` (on whichever cluster), reports the jobs

@@ -13,7 +13,10 @@
 //! reconciliation resumes it at each cluster's first snapshot, every part of it
 //! ([`World::stray_suspended`]);
 //! a victim whose answer was recorded is back as suspended (its record's preemption) and is
-//! resumed when there is room, as before the restart.
+//! resumed when there is room, as before the restart. A restart between the ask to resume a
+//! victim and the answer leaves it suspended in its record while Slurm may run some parts:
+//! reconciliation suspends each such part again at its cluster's first snapshot
+//! ([`World::stray_running`]), and the victim is resumed whole when there is room.
 
 use super::{Effect, World};
 use foresight_api::JobState;
@@ -180,6 +183,22 @@ impl World {
                 .jobs
                 .get(&id)
                 .is_some_and(|j| j.state == JobState::Running && !j.suspended)
+    }
+
+    /// True when the cluster's report that job `id`'s part there runs is news: the broker
+    /// has the job suspended by preemption and asked no resumption since (or a restart lost
+    /// the answer to the one asked). The broker counts a suspended job's processors free and
+    /// may have planned others onto them, so the part is suspended again rather than adopted
+    /// as running: a stop only frees processors, while an adoption would take them back
+    /// whatever was planned there meanwhile. The broker resumes it, every part together, once
+    /// its mirrors show room, as for any suspended job.
+    /// A report taken before the job was stopped (`taken_at` earlier) is old, not news.
+    pub(super) fn stray_running(&self, id: JobId, taken_at: Time) -> bool {
+        !self.broker.resumption_asked(id)
+            && matches!(
+                self.broker.entry(id).map(|e| &e.phase),
+                Some(Phase::Suspended { since, .. }) if *since <= taken_at
+            )
     }
 
     /// True when job `id` is suspended on cluster `k`, one that schedules itself: its

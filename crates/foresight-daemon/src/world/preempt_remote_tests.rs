@@ -368,15 +368,12 @@ fn high_asks_co_allocated(w: &mut World) -> (usize, Vec<(usize, String, Preempti
         .unwrap_or_else(|| panic!("no preemption asked: {effects:?}"))
 }
 
-/// A job co-allocated over two Slurm clusters is a victim: both of its parts are asked to
-/// be suspended, each on its cluster; on yes it is suspended (both parts), the high job is
-/// reserved over the suspended processors; once the high job has ended, both parts are
-/// asked to resume together, and it runs again on the answer.
-#[test]
-fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
-    let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    let parts = co_allocated_low_running(&mut w);
-    let (k, stop) = high_asks_co_allocated(&mut w);
+/// The co-allocated job 1 a victim: both of its parts are asked to be suspended, each on its
+/// cluster; on yes it is suspended (both parts), the high job is reserved over the suspended
+/// processors and has ended by 1 060, as every cluster's snapshot shows. Returns job 1's parts.
+fn co_allocated_victim_suspended(w: &mut World) -> LowParts {
+    let parts = co_allocated_low_running(w);
+    let (k, stop) = high_asks_co_allocated(w);
     let mut want: Vec<(usize, String, Preemption)> = parts
         .iter()
         .map(|(c, ext, _, _)| (*c, ext.clone(), Preemption::Suspend))
@@ -441,9 +438,19 @@ fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
     }
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
     w.effects.clear();
-    w.cycle(Time(1_061));
+    parts
+}
+
+/// The parts of job 1 (cluster, Slurm id) whose resumption, together, a cycle at `now` asks.
+fn resume_asked(w: &mut World, now: i64) -> Vec<(usize, String)> {
+    w.cycle(Time(now));
     let effects = std::mem::take(&mut w.effects);
-    let resumed: Vec<(usize, String)> = effects
+    // No part is resumed by itself meanwhile (the stray rule is for lost answers only).
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Control { .. })),
+        "{effects:?}"
+    );
+    effects
         .iter()
         .filter_map(|e| match e {
             Effect::ResumePart { job, parts } if *job == JobId(1) => Some(
@@ -455,15 +462,26 @@ fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
             _ => None,
         })
         .flatten()
-        .collect();
+        .collect()
+}
+
+/// Slurm clusters c1 and c2, the co-allocated job 1 suspended on both for the high job,
+/// which has ended: a cycle at 1 061 asks every part of job 1 to resume, together. Returns
+/// the world and job 1's parts.
+fn victim_resume_asked() -> (World, LowParts) {
+    let mut w = world(vec![slurm("c1"), slurm("c2")]);
+    let parts = co_allocated_victim_suspended(&mut w);
     let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     want.sort();
-    assert_eq!(resumed, want, "{effects:?}");
-    // No part is resumed by itself meanwhile (the stray rule is for lost answers only).
-    assert!(
-        !effects.iter().any(|e| matches!(e, Effect::Control { .. })),
-        "{effects:?}"
-    );
+    assert_eq!(resume_asked(&mut w, 1_061), want);
+    (w, parts)
+}
+
+/// A job co-allocated over two Slurm clusters is a victim, stopped on both; once the high
+/// job has ended, both parts are asked to resume together, and it runs again on the answer.
+#[test]
+fn a_co_allocated_victim_is_stopped_and_resumed_on_every_cluster() {
+    let (mut w, _) = victim_resume_asked();
     w.resume_answered(Time(1_062), JobId(1), Ok(()));
     assert!(!w.jobs[&JobId(1)].suspended);
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
@@ -500,6 +518,18 @@ fn a_refused_co_allocated_preemption_leaves_every_part_running() {
     assert!(reason.contains("on c2"), "{reason}");
 }
 
+/// The service over Slurm clusters c1 and c2 restarted at `at` from what `w` had stored.
+fn restarted(w: &World, at: i64) -> World {
+    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
+    w2.restore(
+        Time(at),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    w2
+}
+
 /// A restart between ask and answer: Slurm had suspended both parts of the co-allocated
 /// victim, the answer was never recorded (its record says running). The restarted service
 /// resumes each part at its cluster's first snapshot.
@@ -508,13 +538,7 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
     let parts = co_allocated_low_running(&mut w);
     high_asks_co_allocated(&mut w);
-    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
-    w2.restore(
-        Time(1_010),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let mut w2 = restarted(&w, 1_010);
     for (k, ext, procs, rid) in &parts {
         w2.sync_remote(
             Time(1_011),
@@ -540,4 +564,57 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
     resumed.sort();
     let want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     assert_eq!(resumed, want);
+}
+
+/// A restart between the ask to resume a co-allocated victim and the answer: Slurm resumed
+/// part 51 on c1 but not yet part 52 on c2, and the record still says suspended. Reconciliation
+/// suspends part 51 again at c1's first snapshot (the records count its processors free), asks
+/// nothing of part 52, and the job is then resumed whole once there is room; it runs again.
+#[test]
+fn a_restart_between_resume_ask_and_answer_suspends_the_resumed_parts_again() {
+    let (w, parts) = victim_resume_asked();
+    let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    want.sort();
+    let mut w2 = restarted(&w, 1_062);
+    assert!(w2.jobs[&JobId(1)].suspended);
+    let sync = |w2: &mut World, at: i64, running: usize| {
+        for (k, ext, procs, rid) in &parts {
+            let state = if *k == running {
+                RmJobState::Running
+            } else {
+                RmJobState::Suspended
+            };
+            w2.sync_remote(
+                Time(at),
+                *k,
+                Ok(snapshot(
+                    at,
+                    vec![ours(ext, 1, 0, *procs, *rid, state)],
+                    vec![reservation(*rid, 1_000, 1_300, *procs)],
+                )),
+            );
+        }
+    };
+    sync(&mut w2, 1_063, 0);
+    let controls: Vec<(usize, String, bool)> = std::mem::take(&mut w2.effects)
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Control {
+                cluster,
+                part,
+                stop,
+            } if part.job == 1 => Some((cluster, part.external.unwrap_or_default(), stop)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(controls, vec![(0, "51".to_string(), true)]);
+    assert!(w2.jobs[&JobId(1)].suspended);
+
+    // Slurm shows both suspended: there is room, so both are asked to resume together.
+    sync(&mut w2, 1_064, usize::MAX);
+    w2.effects.clear();
+    assert_eq!(resume_asked(&mut w2, 1_065), want);
+    w2.resume_answered(Time(1_066), JobId(1), Ok(()));
+    assert!(!w2.jobs[&JobId(1)].suspended);
+    assert_eq!(w2.jobs[&JobId(1)].state, JobState::Running);
 }

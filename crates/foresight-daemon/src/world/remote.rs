@@ -571,15 +571,27 @@ impl World {
                         RmJobState::Running | RmJobState::Suspended => {
                             let start = t.start.map_or(now, Time);
                             self.remote_part_started(now, id, &name, start);
-                            if matches!(t.state, RmJobState::Suspended) && self.stray_suspended(id)
-                            {
-                                let key = (k, format!("resume job {}", t.external));
+                            // A preemption, or a resumption, whose answer a restart lost:
+                            // the part is brought back to what the records say.
+                            let stop = match t.state {
+                                RmJobState::Suspended if self.stray_suspended(id) => Some(false),
+                                RmJobState::Running
+                                    if self.stray_running(id, Time(state.taken_at)) =>
+                                {
+                                    Some(true)
+                                }
+                                _ => None,
+                            };
+                            if let Some(stop) = stop {
+                                let verb = if stop { "suspend" } else { "resume" };
+                                let key = (k, format!("{verb} job {}", t.external));
                                 seen.insert(key.clone());
                                 if self.sent.insert(key) {
                                     tracing::info!(
-                                        "cluster {name}: resuming job {} (part of job {id}), \
-                                         suspended by a preemption no record kept",
-                                        t.external
+                                        "cluster {name}: {verb} job {} (part of job {id}): its \
+                                         record says {}",
+                                        t.external,
+                                        if stop { "suspended" } else { "running" }
                                     );
                                     self.effects.push(Effect::Control {
                                         cluster: k,
@@ -588,7 +600,7 @@ impl World {
                                             attempt,
                                             external: Some(t.external.clone()),
                                         },
-                                        stop: false,
+                                        stop,
                                     });
                                 }
                             }
