@@ -7,14 +7,7 @@ use super::tests::{cluster, exit, job, launches, world};
 use super::*;
 
 fn restarted(w: &World, clusters: Vec<ClusterConfig>, now: i64) -> World {
-    let mut w2 = world(clusters);
-    w2.restore(
-        Time(now),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
-    w2
+    super::tests::restarted(w, clusters, now).0
 }
 
 fn close(a: f64, b: f64) -> bool {

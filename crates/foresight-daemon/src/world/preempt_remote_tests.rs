@@ -520,14 +520,7 @@ fn a_refused_co_allocated_preemption_leaves_every_part_running() {
 
 /// The service over Slurm clusters c1 and c2 restarted at `at` from what `w` had stored.
 fn restarted(w: &World, at: i64) -> World {
-    let mut w2 = world(vec![slurm("c1"), slurm("c2")]);
-    w2.restore(
-        Time(at),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
-    w2
+    super::tests::restarted(w, vec![slurm("c1"), slurm("c2")], at).0
 }
 
 /// A restart between ask and answer: Slurm had suspended both parts of the co-allocated

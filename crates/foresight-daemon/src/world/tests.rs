@@ -960,6 +960,23 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
 }
 
+/// A world on `clusters` restored at `at` from what `w` stored, as a restarted service
+/// builds it, and the parts it asks the executors to adopt.
+pub(super) fn restarted(
+    w: &World,
+    clusters: Vec<ClusterConfig>,
+    at: i64,
+) -> (World, Vec<(usize, JobId, u32)>) {
+    let mut again = world(clusters);
+    let adopt = again.restore(
+        Time(at),
+        w.jobs.values().cloned().collect(),
+        w.reservations.values().cloned().collect(),
+        w.users.values().cloned().collect(),
+    );
+    (again, adopt)
+}
+
 /// Is global job `id` in phase one of its reservation?
 fn reserving(w: &World, id: u64) -> bool {
     w.broker
@@ -1035,13 +1052,7 @@ fn preempted_by_a_deferred_start() -> World {
 #[test]
 fn restore_starts_a_deferred_job_once_its_processors_free() {
     let w = preempted_by_a_deferred_start();
-    let mut again = world(vec![cluster("a", 2)]);
-    let adopt = again.restore(
-        Time(1_012),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_012);
     assert_eq!(adopt, vec![(0, JobId(1), 0)]);
     again.cycle(Time(1_012));
     assert!(
@@ -1087,13 +1098,7 @@ fn restore_starts_a_deferred_part_of_a_running_job_once_its_processors_free() {
         "only the part on b"
     );
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
-    let mut again = world(vec![cluster("a", 2), cluster("b", 2)]);
-    let adopt = again.restore(
-        Time(1_012),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let (mut again, adopt) = restarted(&w, vec![cluster("a", 2), cluster("b", 2)], 1_012);
     assert_eq!(adopt, vec![(0, JobId(1), 0), (1, JobId(2), 0)]);
     again.cycle(Time(1_012));
     assert!(launches(&mut again).is_empty());
@@ -1129,13 +1134,7 @@ fn restore_resumes_a_suspended_job_whose_preemptor_ended_before_the_restart() {
         w.jobs[&JobId(1)].suspended,
         "resumed at the next cycle, not at the end"
     );
-    let mut again = world(vec![cluster("a", 2)]);
-    let adopt = again.restore(
-        Time(1_031),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_031);
     assert_eq!(adopt, vec![(0, JobId(1), 0)]);
     again.cycle(Time(1_031));
     let low = &again.jobs[&JobId(1)];
@@ -1169,13 +1168,7 @@ fn restore_starts_a_reserved_job_whose_start_fell_in_the_downtime() {
     assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
     assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
-    let mut again = world(vec![cluster("a", 2)]);
-    let adopt = again.restore(
-        Time(1_120),
-        w.jobs.values().cloned().collect(),
-        w.reservations.values().cloned().collect(),
-        w.users.values().cloned().collect(),
-    );
+    let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_120);
     assert_eq!(adopt, vec![(0, JobId(1), 0)]);
     assert!(
         launches(&mut again).is_empty(),
