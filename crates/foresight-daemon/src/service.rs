@@ -1009,14 +1009,19 @@ impl Service {
         let Some(d) = &self.dispatcher else {
             return known;
         };
+        if known.is_ok() {
+            return known;
+        }
         let hash = token_hash(token);
-        let unseen = !self
+        let seen = self
             .tokens
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .contains_key(&hash);
-        if known.is_ok() || !unseen {
-            return known;
+        if seen {
+            // Known now: refused for what the record says, or taken in by the dispatcher's
+            // own reading of the users since the first look.
+            return self.authenticate(token);
         }
         match d.user_by_token(&hash).await? {
             Some(u) => {
