@@ -9,6 +9,7 @@ use crate::forecast::Tariff;
 use crate::policy::{BackfillOrder, Policy};
 use crate::predict::Predictor;
 use crate::scheduler::LocalScheduler;
+use crate::select::Processor;
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -254,20 +255,27 @@ impl ClusterSpec {
         Ok(())
     }
 
+    /// Processors of `groups` (fastest first) carrying this cluster's features: what a
+    /// job's `requires` is matched against, also when the cluster reports its own size.
+    pub fn processors(&self, groups: &[SpeedGroup]) -> Vec<Processor> {
+        let mut processors = processors_of(&self.name, groups);
+        if !self.features.is_empty() {
+            let features: std::collections::BTreeSet<String> =
+                self.features.iter().cloned().collect();
+            for p in &mut processors {
+                p.features.clone_from(&features);
+            }
+        }
+        processors
+    }
+
     /// The broker's cluster: its processors by speed (the first `kept` of them, fastest
     /// first; the rest serve a partition outside the broker) under its local policy, its
     /// prices and link. Available and scheduled by the broker, of whole seconds: a caller
     /// whose resource manager schedules itself says so on the result.
     pub fn grid_cluster(&self, kept: u32) -> GridCluster {
-        let mut processors = processors_of(&self.name, &self.speed_groups());
+        let mut processors = self.processors(&self.speed_groups());
         processors.truncate(kept as usize);
-        if !self.features.is_empty() {
-            let features: std::collections::BTreeSet<String> =
-                self.features.iter().cloned().collect();
-            for p in &mut processors {
-                p.features = features.clone();
-            }
-        }
         GridCluster {
             tariff: self.prices(),
             bandwidth_mb_s: self.bandwidth_mb_s,

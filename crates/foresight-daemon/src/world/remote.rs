@@ -15,7 +15,7 @@
 
 use super::{Effect, MoveStep, World};
 use foresight_api::{JobState, ReservationState};
-use foresight_core::broker::{processors_of, Phase, ReservedPart, SpeedGroup};
+use foresight_core::broker::{Phase, ReservedPart, SpeedGroup};
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
 use foresight_core::time::{Dur, Interval, Time};
@@ -915,17 +915,13 @@ impl World {
             let job = Job::new(jid, now - Dur(n - rank as i64), p, Dur(limit));
             let _ = mirror.submit(job);
         }
-        let speed = self.clusters[k].cfg.slowest_speed();
-        let features: std::collections::BTreeSet<String> =
-            self.clusters[k].cfg.features.iter().cloned().collect();
+        let spec = &self.clusters[k].cfg.spec;
         let c = &mut self.broker.clusters[k];
         c.sched = mirror;
         if c.processors.len() != procs as usize {
-            // The size is the cluster's; the features are the configuration's.
-            c.processors = processors_of(&name, &[SpeedGroup { procs, speed }]);
-            for p in &mut c.processors {
-                p.features.clone_from(&features);
-            }
+            // The size is the cluster's; speed and features are the configuration's.
+            let speed = spec.slowest_speed();
+            c.processors = spec.processors(&[SpeedGroup { procs, speed }]);
         }
     }
 }
