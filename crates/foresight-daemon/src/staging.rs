@@ -524,10 +524,24 @@ fn command_as(
             c
         }
     };
+    // The copy runs as the user, who may read its environment in /proc: none of the
+    // service's (its tokens, database passwords) goes with it.
     c.args(paths)
+        .env_clear()
+        .env("PATH", copier_path())
+        .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     c
+}
+
+/// Where the copier's programs (`setpriv`, `cp`, `mkdir`, `test`) are found: the service's
+/// own `PATH`, or the system's when it has none.
+fn copier_path() -> String {
+    std::env::var("PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into())
 }
 
 /// Which of `paths` exist (a dangling link counts), as account `a` sees them when there is

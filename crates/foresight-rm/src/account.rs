@@ -17,6 +17,8 @@ pub struct Account {
     pub gid: u32,
     /// Home directory, exported as `HOME`.
     pub home: PathBuf,
+    /// Login shell, exported as `SHELL`.
+    pub shell: PathBuf,
 }
 
 /// Looks `name` up in the password database; `Ok(None)` when there is no such account.
@@ -30,10 +32,25 @@ pub fn lookup(name: &str) -> Result<Option<Account>, String> {
             uid: u.uid.as_raw(),
             gid: u.gid.as_raw(),
             home: u.dir,
+            shell: u.shell,
         })),
         Ok(None) => Ok(None),
         Err(e) => Err(format!("cannot look up Unix account {name:?}: {e}")),
     }
+}
+
+/// The account this process runs as, for the environment of jobs that run as the service's
+/// own user (it is not root); `None` when the password database has no entry for it.
+pub fn current() -> Option<Account> {
+    let uid = nix::unistd::geteuid();
+    let u = nix::unistd::User::from_uid(uid).ok()??;
+    Some(Account {
+        name: u.name,
+        uid: uid.as_raw(),
+        gid: u.gid.as_raw(),
+        home: u.dir,
+        shell: u.shell,
+    })
 }
 
 /// True when this process may switch to other accounts (effective uid 0).

@@ -209,6 +209,13 @@ impl Cgroup {
         )
     }
 
+    /// Whether the kernel reports it frozen (`frozen 1` in `cgroup.events`): every process in
+    /// it is held, whatever signals they are sent. False while a freeze is still in progress.
+    pub fn frozen(&self) -> bool {
+        fs::read_to_string(self.path.join("cgroup.events"))
+            .is_ok_and(|events| events.lines().any(|l| l.trim() == "frozen 1"))
+    }
+
     /// Whether any process is left in it (`populated 1` in `cgroup.events`); false once it
     /// is gone.
     pub fn populated(&self) -> bool {

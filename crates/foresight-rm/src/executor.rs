@@ -193,6 +193,9 @@ impl LocalExecutor {
             .args(&self.inner.supervisor[1..])
             .arg(&dir.path)
             .current_dir(&dir.path)
+            // The service's environment (its tokens, database passwords) is not the
+            // supervisor's business, and the job gets its own (`supervisor::job_environment`).
+            .env_clear()
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -46,7 +46,7 @@ pub use manager::{
 };
 pub use slurm::{SlurmClient, SlurmCluster, SlurmError};
 pub use spec::{Adoption, Finished, LaunchSpec, Outcome};
-pub use supervisor::{exec_job, supervise};
+pub use supervisor::{exec_job, job_environment, supervise, DEFAULT_JOB_PATH};
 pub use wiki::WikiCluster;
 
 /// The tokio this crate is built against, re-exported so that callers without their own tokio

@@ -22,7 +22,9 @@ pub struct LaunchSpec {
     pub processors: Vec<u32>,
     /// Program and arguments; must not be empty. The program is looked up in `PATH`.
     pub command: Vec<String>,
-    /// Extra environment on top of the daemon's; the `FORESIGHT_*` variables win over these.
+    /// What the submitter exported; the job's whole environment is this on top of a default
+    /// `PATH` and its account's `HOME`, `USER`, `LOGNAME` and `SHELL`, never the service's
+    /// (see [`crate::job_environment`]). The `FORESIGHT_*` variables win over these.
     pub env: Vec<(String, String)>,
     /// Working directory of the job; must be absolute, because the supervisor runs elsewhere.
     pub cwd: PathBuf,
@@ -45,6 +47,13 @@ pub struct LaunchSpec {
     /// output beyond is dropped and the file ends with a line saying so. `None`: no cap.
     #[serde(default)]
     pub max_output_bytes: Option<u64>,
+    /// `stdout` and `stderr` are absolute paths in the service's own output directory (root's,
+    /// 0700, where no user can place a link): the supervisor opens them as root, without
+    /// following a link, and gives them to the account. Otherwise they are the user's paths,
+    /// opened with the account's file access only, so that they reach nothing the user could
+    /// not write.
+    #[serde(default)]
+    pub service_output: bool,
 }
 
 /// How an attempt ended, as recorded by its supervisor in `status.json`.
@@ -129,6 +138,7 @@ pub(crate) mod tests {
             grace_secs: 10,
             unix_user: Some("alice".into()),
             max_output_bytes: Some(1 << 20),
+            service_output: false,
         }
     }
 

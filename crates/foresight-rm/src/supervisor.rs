@@ -27,6 +27,7 @@
 //! leader shows it has stopped, so the job's own processes read as stopped (`T`, as Slurm's
 //! suspended jobs do) and whatever left the group is held by the freezer.
 
+use crate::account::Account;
 use crate::cgroup::Cgroup;
 use crate::layout::{
     parse_attempt_dir_name, proc_stat, unix_now, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID,
@@ -41,13 +42,17 @@ use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// How often the supervisor re-reads the control files even without a signal.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How often a suspended job without a cgroup is checked for a SIGCONT it was sent by one of
+/// its user's own processes (and stopped again): the most it can run while suspended.
+const HELD_TICK: Duration = Duration::from_millis(100);
 
 /// The one line the supervisor writes on its stdout, for the executor's `launch` to return.
 /// Not persisted; supervisor and executor come from the same binary.
@@ -213,9 +218,14 @@ fn launcher(dir: &Path) -> Vec<OsString> {
     launcher
 }
 
-/// Spawns the job in its own process group (and its cgroup, if any) through `launcher`
+/// Spawns the job in a session of its own (and its cgroup, if any) through `launcher`
 /// (see [`exec_job`]); the error is the text that goes into the outcome. With an output
 /// cap, also the files its piped streams are to be copied to.
+///
+/// Nothing the user controls reaches a process while it holds root: the launcher starts with
+/// an empty environment (the job's own is applied only by its final `exec`, after the
+/// privileges are gone), and the working directory and output files, which are the user's
+/// paths, are checked and opened with the account's file access ([`with_file_access_of`]).
 fn start_job(
     spec: &LaunchSpec,
     launcher: &[OsString],
@@ -224,29 +234,17 @@ fn start_job(
     if spec.command.is_empty() {
         return Err("empty command".into());
     }
-    match std::fs::metadata(&spec.cwd) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(format!(
-                "bad working directory {}: not a directory",
-                spec.cwd.display()
-            ))
-        }
-        Err(e) => return Err(format!("bad working directory {}: {e}", spec.cwd.display())),
-    }
     // As root the job runs as its account, which must exist; otherwise as ourselves.
     let account = job_account(spec)?;
-    let owner = account.as_ref().map(|a| (a.uid, a.gid));
-    let stdout_path = spec.cwd.join(&spec.stdout);
-    let stderr_path = spec.cwd.join(&spec.stderr);
-    let stdout = open_output(&stdout_path, spec.attempt, owner)
-        .map_err(|e| format!("cannot open stdout file {}: {e}", stdout_path.display()))?;
-    let stderr = if stderr_path == stdout_path {
-        stdout.try_clone()
+    let (stdout, stderr, stdout_path, stderr_path) = if spec.service_output {
+        with_file_access_of(account.as_ref(), || check_cwd(spec))??;
+        open_outputs(spec, account.as_ref().map(|a| (a.uid, a.gid)))?
     } else {
-        open_output(&stderr_path, spec.attempt, owner)
-    }
-    .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
+        with_file_access_of(account.as_ref(), || {
+            check_cwd(spec)?;
+            open_outputs(spec, None)
+        })??
+    };
     if let Some(cgroup) = cgroup {
         cgroup
             .create()
@@ -257,21 +255,16 @@ fn start_job(
     let (report, report_writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| format!("cannot make a pipe: {e}"))?;
 
-    let processors: Vec<String> = spec.processors.iter().map(u32::to_string).collect();
     let (program, args) = launcher
         .split_first()
         .ok_or_else(|| "no launcher".to_string())?;
     let mut command = Command::new(program);
+    // No process group here: the launcher makes its own session (and so its group) with
+    // `setsid`, which a group leader could not.
     command
         .args(args)
-        .stdin(Stdio::from(report_writer))
-        .process_group(0)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .env("FORESIGHT_JOB_ID", spec.job.to_string())
-        .env("FORESIGHT_ATTEMPT", spec.attempt.to_string())
-        .env("FORESIGHT_PROCS", spec.processors.len().to_string())
-        .env("FORESIGHT_PROCESSORS", processors.join(","))
-        .env("FORESIGHT_CLUSTER", &spec.cluster);
+        .env_clear()
+        .stdin(Stdio::from(report_writer));
     let piped = if spec.max_output_bytes.is_some() {
         // Through pipes that the supervisor copies to the files, up to the cap.
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -281,12 +274,6 @@ fn start_job(
         command.stdout(stdout).stderr(stderr);
         None
     };
-    if let Some(a) = &account {
-        command
-            .env("USER", &a.name)
-            .env("LOGNAME", &a.name)
-            .env("HOME", &a.home);
-    }
     crate::account::job_umask();
     let spawned = command.spawn();
     // Our copy of the pipe's write end goes with the command, so that the launcher's exec
@@ -306,8 +293,65 @@ fn start_job(
     Ok((child, piped))
 }
 
+/// Whether the job's working directory is a directory (as the account sees it: run with its
+/// file access).
+fn check_cwd(spec: &LaunchSpec) -> Result<(), String> {
+    match std::fs::metadata(&spec.cwd) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "bad working directory {}: not a directory",
+            spec.cwd.display()
+        )),
+        Err(e) => Err(format!("bad working directory {}: {e}", spec.cwd.display())),
+    }
+}
+
+/// The job's opened output files (stdout, stderr, and their paths), given to `owner` when
+/// there is one (see [`LaunchSpec::service_output`]).
+type Outputs = (File, File, PathBuf, PathBuf);
+
+fn open_outputs(spec: &LaunchSpec, owner: Option<(u32, u32)>) -> Result<Outputs, String> {
+    let stdout_path = spec.cwd.join(&spec.stdout);
+    let stderr_path = spec.cwd.join(&spec.stderr);
+    let stdout = open_output(&stdout_path, spec.attempt, owner)
+        .map_err(|e| format!("cannot open stdout file {}: {e}", stdout_path.display()))?;
+    let stderr = if stderr_path == stdout_path {
+        stdout.try_clone()
+    } else {
+        open_output(&stderr_path, spec.attempt, owner)
+    }
+    .map_err(|e| format!("cannot open stderr file {}: {e}", stderr_path.display()))?;
+    Ok((stdout, stderr, stdout_path, stderr_path))
+}
+
+/// Runs `f` with the file access of account `a` (its uid, gid and groups) instead of root's,
+/// so that a path the user chose (a link to `/etc/shadow` in their working directory, or an
+/// absolute output path) opens only what the user could open. Linux's per-thread `setfsuid`
+/// also drops root's override of file permissions for the call. The groups are the account's
+/// from then on: this supervisor is the job's alone. With no account (we are not root), `f`
+/// runs as ourselves.
+fn with_file_access_of<T>(a: Option<&Account>, f: impl FnOnce() -> T) -> Result<T, String> {
+    use nix::unistd::{initgroups, setfsgid, setfsuid, Gid, Uid};
+    let Some(a) = a else { return Ok(f()) };
+    let name = std::ffi::CString::new(a.name.clone())
+        .map_err(|_| format!("account name {:?} contains a NUL byte", a.name))?;
+    initgroups(&name, Gid::from_raw(a.gid))
+        .map_err(|e| format!("cannot take the groups of account {:?}: {e}", a.name))?;
+    let (gid, uid) = (Gid::from_raw(a.gid), Uid::from_raw(a.uid));
+    let root_gid = setfsgid(gid);
+    let root_uid = setfsuid(uid);
+    // Both calls answer the previous value even when they fail; an invalid id asks without
+    // changing anything.
+    let taken =
+        setfsgid(Gid::from_raw(u32::MAX)) == gid && setfsuid(Uid::from_raw(u32::MAX)) == uid;
+    let out = taken.then(f);
+    setfsuid(root_uid);
+    setfsgid(root_gid);
+    out.ok_or_else(|| format!("cannot take the file access of account {:?}", a.name))
+}
+
 /// The account the job runs as: its user's when we are root, else None (ourselves).
-fn job_account(spec: &LaunchSpec) -> Result<Option<crate::account::Account>, String> {
+fn job_account(spec: &LaunchSpec) -> Result<Option<Account>, String> {
     match &spec.unix_user {
         Some(name) if crate::account::running_as_root() => match crate::account::lookup(name)? {
             Some(account) => Ok(Some(account)),
@@ -317,13 +361,15 @@ fn job_account(spec: &LaunchSpec) -> Result<Option<crate::account::Account>, Str
     }
 }
 
-/// The job's launcher, `foresight supervise --exec DIR`, started by the supervisor with the
-/// job's environment, output files, process group and umask, and the write end of the
-/// supervisor's report pipe as its stdin. It enters the attempt's cgroup, becomes the job's
-/// account (its groups from the group database, then its gid, then its uid: never root's
-/// groups), changes to the working directory as that account, and `exec`s the job's command
-/// with stdin from `/dev/null`. Whatever fails before the `exec` is written to the pipe, and
-/// the launcher exits with 127; a successful `exec` closes the pipe (close-on-exec).
+/// The job's launcher, `foresight supervise --exec DIR`, started by the supervisor with an
+/// empty environment, the job's output files and umask, and the write end of the
+/// supervisor's report pipe as its stdin. It makes a session of its own (so the job has no
+/// controlling terminal, and no signal sent within the service's session reaches it), enters
+/// the attempt's cgroup, becomes the job's account (its groups from the group database, then
+/// its gid, then its uid: never root's groups), changes to the working directory as that
+/// account, and `exec`s the job's command with stdin from `/dev/null` and the job's
+/// environment ([`job_environment`]). Whatever fails before the `exec` is written to the
+/// pipe, and the launcher exits with 127; a successful `exec` closes the pipe (close-on-exec).
 pub fn exec_job(dir: &Path) -> u8 {
     use std::os::fd::AsFd;
     let Ok(report) = io::stdin().as_fd().try_clone_to_owned() else {
@@ -342,6 +388,7 @@ pub fn exec_job(dir: &Path) -> u8 {
 /// The launcher's steps; returns only on failure, with the launch error.
 fn become_job(dir: &Path) -> Result<std::convert::Infallible, String> {
     use std::os::fd::AsRawFd;
+    nix::unistd::setsid().map_err(|e| format!("cannot make a session for the job: {e}"))?;
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
     nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| format!("cannot redirect stdin: {e}"))?;
     drop(null);
@@ -361,7 +408,8 @@ fn become_job(dir: &Path) -> Result<std::convert::Infallible, String> {
             .enter()
             .map_err(|e| format!("cannot enter cgroup {}: {e}", cgroup.path.display()))?;
     }
-    if let Some(a) = job_account(&spec)? {
+    let account = job_account(&spec)?;
+    if let Some(a) = &account {
         use nix::unistd::{initgroups, setgid, setuid, Gid, Uid};
         let name = std::ffi::CString::new(a.name.clone())
             .map_err(|_| format!("account name {:?} contains a NUL byte", a.name))?;
@@ -377,12 +425,48 @@ fn become_job(dir: &Path) -> Result<std::convert::Infallible, String> {
     let Some((program, args)) = spec.command.split_first() else {
         return Err("empty command".into());
     };
-    let e = Command::new(program).args(args).exec();
+    let own = account.or_else(crate::account::current);
+    // The program is looked up in the job's own `PATH`, by the job's account.
+    let e = Command::new(program)
+        .args(args)
+        .env_clear()
+        .envs(job_environment(&spec, own.as_ref()))
+        .exec();
     Err(match e.kind() {
         io::ErrorKind::NotFound => format!("no such program: {program}"),
         io::ErrorKind::PermissionDenied => format!("cannot execute {program}: permission denied"),
         _ => format!("cannot start {program}: {e}"),
     })
+}
+
+/// The `PATH` of a job that sets none, as `login` gives an ordinary user.
+pub const DEFAULT_JOB_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A job's whole environment, and nothing of the service's: `PATH` ([`DEFAULT_JOB_PATH`]),
+/// then the account's `HOME`, `USER`, `LOGNAME` and `SHELL`, then what the submitter exported
+/// (which may replace those), then the `FORESIGHT_*` variables, which win.
+pub fn job_environment(spec: &LaunchSpec, account: Option<&Account>) -> Vec<(String, String)> {
+    let mut env = std::collections::BTreeMap::new();
+    env.insert("PATH".to_owned(), DEFAULT_JOB_PATH.to_owned());
+    if let Some(a) = account {
+        env.insert("HOME".to_owned(), a.home.to_string_lossy().into_owned());
+        env.insert("USER".to_owned(), a.name.clone());
+        env.insert("LOGNAME".to_owned(), a.name.clone());
+        env.insert("SHELL".to_owned(), a.shell.to_string_lossy().into_owned());
+    }
+    env.extend(spec.env.iter().cloned());
+    let processors: Vec<String> = spec.processors.iter().map(u32::to_string).collect();
+    env.extend([
+        ("FORESIGHT_JOB_ID".to_owned(), spec.job.to_string()),
+        ("FORESIGHT_ATTEMPT".to_owned(), spec.attempt.to_string()),
+        (
+            "FORESIGHT_PROCS".to_owned(),
+            spec.processors.len().to_string(),
+        ),
+        ("FORESIGHT_PROCESSORS".to_owned(), processors.join(",")),
+        ("FORESIGHT_CLUSTER".to_owned(), spec.cluster.clone()),
+    ]);
+    env.into_iter().collect()
 }
 
 /// An output file that takes at most `cap` bytes (counting what earlier attempts wrote), then
@@ -461,21 +545,29 @@ fn copy_capped_output(
 }
 
 /// The first attempt starts a fresh file; a requeued attempt appends to what earlier ones wrote.
-/// The file is private (0600) and, when the job runs as another account, belongs to it, so
-/// that only the job's user (and root) can read it.
+/// A file this process owns (or gives to `owner`) is made private (0600), so that only the
+/// job's user (and root) can read it; a file of another account that the job's may write (a
+/// shared log) keeps its owner and mode. With an `owner`, a link is never followed.
 fn open_output(path: &Path, attempt: u32, owner: Option<(u32, u32)>) -> io::Result<File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let mut options = OpenOptions::new();
     options.create(true).mode(0o600);
+    if owner.is_some() {
+        options.custom_flags(nix::libc::O_NOFOLLOW);
+    }
     if attempt == 0 {
         options.write(true).truncate(true);
     } else {
         options.append(true);
     }
     let file = options.open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+    }
+    let me = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(u32::MAX)).as_raw();
+    let own = owner.map_or(me, |(uid, _)| uid);
+    if file.metadata()?.uid() == own {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     Ok(file)
 }
@@ -516,19 +608,24 @@ async fn police(
         if leader_exited(group) {
             break;
         }
-        let now = Instant::now();
         if !cancelled && dir.has(CANCEL) {
             cancelled = true;
             terminate(&mut kill_at);
         }
         let suspended = dir.has(SUSPENDED);
-        clock.set_running(!suspended, now);
         if let Some(cgroup) = cgroup {
             if kill_at.is_none() && suspended != frozen {
                 hold_escapees(cgroup, group, suspended).await;
                 frozen = suspended;
             }
         }
+        // The clock stops only while the job is seen held, not merely asked to stop: a
+        // SIGCONT from one of the user's own processes must not buy running time.
+        let held = suspended && kill_at.is_none() && is_held(cgroup, group);
+        if suspended && kill_at.is_none() && !held && cgroup.is_none() {
+            let _ = killpg(group, Signal::SIGSTOP);
+        }
+        clock.set_running(!held, Instant::now());
         let deadline = if kill_at.is_none() {
             clock.deadline()
         } else {
@@ -551,7 +648,7 @@ async fn police(
                 }
                 kill_at = Some(never);
             }
-            _ = tokio::time::sleep(TICK) => {}
+            _ = tokio::time::sleep(if suspended && cgroup.is_none() { HELD_TICK } else { TICK }) => {}
         }
     }
     // The leader is a zombie, so the group id is still ours: clear out what it left behind.
@@ -674,6 +771,16 @@ async fn hold_escapees(cgroup: &Cgroup, group: Pid, suspended: bool) {
             if suspended { "freeze" } else { "thaw" },
             cgroup.path.display()
         ));
+    }
+}
+
+/// Whether a suspended job is really held: its cgroup frozen (no signal undoes that), or,
+/// without a cgroup, its leader stopped (`T`), which a SIGCONT from the user's own processes
+/// can undo, and the supervisor then stops it again.
+fn is_held(cgroup: Option<&Cgroup>, group: Pid) -> bool {
+    match cgroup {
+        Some(cgroup) => cgroup.frozen(),
+        None => proc_stat(group.as_raw()).is_some_and(|s| s.state == 'T'),
     }
 }
 

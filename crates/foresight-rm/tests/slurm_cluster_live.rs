@@ -90,6 +90,7 @@ fn part_spec(cluster: &str, job: u64, jobs_dir: &Path, command: &str) -> LaunchS
         grace_secs: 5,
         unix_user: None,
         max_output_bytes: None,
+        service_output: false,
     }
 }
 

@@ -386,9 +386,19 @@ pub struct SubmitOpts {
     /// Working directory [default: the current one].
     #[arg(long)]
     chdir: Option<PathBuf>,
-    /// Extra environment, KEY=VALUE (repeatable).
+    /// Extra environment, KEY=VALUE (repeatable); applied after --export.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     env: Vec<String>,
+    /// Which of this shell's variables the job gets, as sbatch's --export: NONE (the
+    /// default: a grid job may run at another site, as HTCondor's getenv = false), ALL, or
+    /// NAME[=VALUE] items joined by ',' (after ALL, added to it). FORESIGHT_* variables are
+    /// never taken from the shell: the service sets its own, and the token is a credential.
+    #[arg(
+        long,
+        value_name = "ALL|NONE|[ALL,]NAME[=VALUE],...",
+        default_value = "NONE"
+    )]
+    export: String,
     #[command(flatten)]
     out: OutputOpt,
     /// The program and its arguments.
@@ -462,7 +472,7 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
     let c = Client::new(conn)?;
     match cmd {
         JobCommand::Submit(o) => {
-            let mut env = BTreeMap::new();
+            let mut env = exported(&o.export, std::env::vars_os())?;
             for kv in &o.env {
                 let (k, v) = kv
                     .split_once('=')
@@ -1791,6 +1801,103 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The variables `--export SPEC` takes from `shell` (this process's environment), as sbatch
+/// reads its `--export`: `NONE`, `ALL`, or `NAME[=VALUE]` items, after `ALL` added to it.
+/// Names that are not shell identifiers (exported bash functions) and `FORESIGHT_*` are left
+/// out of `ALL`, and refused when named.
+fn exported(
+    spec: &str,
+    shell: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let shell: BTreeMap<String, String> = shell
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| is_env_name(k) && !k.starts_with("FORESIGHT_"))
+        .collect();
+    let mut env = BTreeMap::new();
+    for (i, item) in spec.split(',').enumerate() {
+        match item {
+            "NONE" if i == 0 => {}
+            "ALL" if i == 0 => env.clone_from(&shell),
+            _ => {
+                let (name, value) = match item.split_once('=') {
+                    Some((name, value)) => (name, Some(value)),
+                    None => (item, None),
+                };
+                if !is_env_name(name) || name.starts_with("FORESIGHT_") {
+                    return Err(bad(format!(
+                        "--export {spec:?}: {item:?} is not NAME or NAME=VALUE with NAME in \
+                         [A-Za-z_][A-Za-z0-9_]* and not FORESIGHT_* (or give ALL or NONE alone)"
+                    )));
+                }
+                // A name without a value that this shell does not have is left out, as sbatch does.
+                if let Some(v) = value
+                    .map(str::to_owned)
+                    .or_else(|| shell.get(name).cloned())
+                {
+                    env.insert(name.to_owned(), v);
+                }
+            }
+        }
+    }
+    Ok(env)
+}
+
+/// A name a shell can export: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod export_tests {
+    use super::exported;
+
+    fn shell() -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+        [
+            ("PATH", "/opt/bin:/usr/bin"),
+            ("HOME", "/home/a"),
+            ("FORESIGHT_TOKEN", "secret"),
+            ("BASH_FUNC_f%%", "() { :; }"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+    }
+
+    fn names(spec: &str) -> Vec<(String, String)> {
+        exported(spec, shell()).unwrap().into_iter().collect()
+    }
+
+    #[test]
+    fn none_exports_nothing_and_all_exports_the_shell_but_tokens_and_functions() {
+        assert!(names("NONE").is_empty());
+        let all = names("ALL");
+        let keys: Vec<&str> = all.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["HOME", "PATH"]);
+    }
+
+    #[test]
+    fn named_items_take_the_shells_value_or_their_own_and_add_to_all() {
+        assert_eq!(
+            names("PATH,X=1,MISSING"),
+            [
+                ("PATH".into(), "/opt/bin:/usr/bin".into()),
+                ("X".into(), "1".into())
+            ]
+        );
+        assert_eq!(names("ALL,HOME=/w").len(), 2);
+        assert_eq!(names("ALL,HOME=/w")[0], ("HOME".into(), "/w".into()));
+    }
+
+    #[test]
+    fn a_token_or_a_bad_name_is_refused_by_name() {
+        for spec in ["FORESIGHT_TOKEN", "A-B=1", "=1", "1X"] {
+            let e = exported(spec, shell()).unwrap_err().to_string();
+            assert!(e.contains("--export"), "{spec}: {e}");
+        }
+    }
 }
 
 /// `--input PATH[@CLUSTER]`: the text after the last `@` names the cluster unless it holds a

@@ -15,11 +15,11 @@ use std::process::Command;
 use std::time::Duration;
 
 /// A Unix account made for the test, deleted on drop.
-struct UnixUser(String);
+pub(crate) struct UnixUser(pub(crate) String);
 
 impl UnixUser {
     /// An account, member of the supplementary `groups` besides its own primary group.
-    fn create(name: &str, groups: &[&UnixGroup]) -> UnixUser {
+    pub(crate) fn create(name: &str, groups: &[&UnixGroup]) -> UnixUser {
         let _ = Command::new("userdel").arg(name).status();
         let mut useradd = Command::new("useradd");
         useradd.args(["--no-create-home", "--shell", "/bin/sh"]);
@@ -32,7 +32,7 @@ impl UnixUser {
         UnixUser(name.to_string())
     }
 
-    fn uid(&self) -> u32 {
+    pub(crate) fn uid(&self) -> u32 {
         let out = Command::new("id").args(["-u", &self.0]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
@@ -45,7 +45,7 @@ impl Drop for UnixUser {
 }
 
 /// A Unix group made for the test, deleted on drop (after the accounts in it).
-struct UnixGroup(String);
+pub(crate) struct UnixGroup(pub(crate) String);
 
 impl UnixGroup {
     fn create(name: &str) -> UnixGroup {

@@ -29,6 +29,7 @@ mod plan_select;
 mod predict_service;
 mod preempt;
 mod router_fuzz;
+mod security;
 mod service;
 mod slowloris;
 mod staging;

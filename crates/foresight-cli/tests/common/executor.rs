@@ -56,6 +56,7 @@ pub fn spec(job: u64, work: &Path, command: &[&str]) -> LaunchSpec {
         grace_secs: 1,
         unix_user: None,
         max_output_bytes: None,
+        service_output: false,
     }
 }
 

@@ -89,6 +89,8 @@ pub struct Server {
     /// `--listen` of the next launch (None: a free port); set it to the current address to
     /// restart on the same port.
     pub listen: Option<String>,
+    /// Variables the daemon is started with, besides the test's own environment.
+    pub env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -146,7 +148,21 @@ impl Server {
             starts: 0,
             log: level.to_string(),
             listen: None,
+            env: Vec::new(),
         };
+        s.launch();
+        s
+    }
+
+    /// The default single local cluster of `procs` processors, the daemon started with the
+    /// variables `env` besides the test's own.
+    pub fn with_env(procs: u32, env: &[(&str, &str)]) -> Server {
+        let mut s = Server::start(procs);
+        s.sigterm(Duration::from_secs(10));
+        s.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         s.launch();
         s
     }
@@ -192,6 +208,7 @@ impl Server {
             .env("FORESIGHT_UNIX_USER", "*=root")
             .env_remove("FORESIGHT_SERVER")
             .env_remove("FORESIGHT_TOKEN")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log("stdout"))
             .stderr(log("stderr"));

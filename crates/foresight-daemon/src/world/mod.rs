@@ -1284,6 +1284,7 @@ impl World {
             grace_secs: self.grace,
             unix_user: Some(self.unix_account(&j.user).0),
             max_output_bytes: self.max_output_bytes,
+            service_output: true,
         })
     }
 

@@ -786,6 +786,7 @@ mod tests {
             grace_secs: 10,
             unix_user: None,
             max_output_bytes: None,
+            service_output: false,
         }
     }
 
