@@ -137,11 +137,16 @@ fn cut_after(mut cmd: Command, lines: usize) -> (ExitStatus, String) {
     (out.status, text(&out.stderr))
 }
 
-/// Quiet, as coreutils in a pipe: no panic, no message, status 141 (128 + SIGPIPE).
-fn assert_quiet_exit(what: &str, (status, err): (ExitStatus, String)) {
+/// Quiet, as coreutils in a pipe: no panic, no message, status 141 (128 + SIGPIPE); or 0
+/// when `written_before` and all of it fit in the pipe before the reader went.
+fn assert_quiet_exit(what: &str, (status, err): (ExitStatus, String), written_before: bool) {
     assert!(!err.contains("panicked"), "{what}: {err}");
     assert_ne!(status.code(), Some(101), "{what}: {err}");
-    assert_eq!(status.code(), Some(141), "{what}: {err}");
+    let allowed: &[i32] = if written_before { &[141, 0] } else { &[141] };
+    assert!(
+        status.code().is_some_and(|c| allowed.contains(&c)),
+        "{what}: {status}: {err}"
+    );
     assert!(err.trim().is_empty(), "{what}: {err}");
 }
 
@@ -174,9 +179,9 @@ fn the_cli_exits_quietly_when_its_output_is_closed_early() {
         &["job", "cat", &big.to_string()],
         &["plan", "show", "-o", "json"],
     ] {
-        assert_quiet_exit(&args.join(" "), cut_after(cli(args), 1));
+        assert_quiet_exit(&args.join(" "), cut_after(cli(args), 1), true);
         // Closed before anything is written.
-        assert_quiet_exit(&args.join(" "), cut_after(cli(args), 0));
+        assert_quiet_exit(&args.join(" "), cut_after(cli(args), 0), false);
     }
 }
 
@@ -192,7 +197,7 @@ fn sim_and_completion_exit_quietly_when_their_output_is_closed() {
     ] {
         let mut c = Command::new(BIN);
         c.args(&args);
-        assert_quiet_exit(&args.join(" "), cut_after(c, 0));
+        assert_quiet_exit(&args.join(" "), cut_after(c, 0), false);
     }
 }
 
