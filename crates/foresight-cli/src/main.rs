@@ -3,6 +3,8 @@
 //! (`foresight sim run|grid`) and slot selection (`foresight plan select`).
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod out;
 mod commands;
 mod moment;
 
@@ -135,17 +137,17 @@ fn main() -> ExitCode {
         }
         Command::Supervise { exec: true, dir } => Ok(ExitCode::from(foresight_rm::exec_job(&dir))),
         Command::Completion { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "foresight",
-                &mut std::io::stdout(),
-            );
+            // Into memory first: the generator panics when it cannot write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "foresight", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::SUCCESS)
         }
     };
     match result {
         Ok(code) => code,
+        // Standard output closed early (`| head`): quietly, as coreutils do (see `out`).
+        Err(e) if out::broken_pipe(&e) => ExitCode::from(out::BROKEN_PIPE_STATUS),
         Err(e) => {
             eprintln!("error: {}", error_chain(&e));
             if e.downcast_ref::<commands::plan::BadInput>().is_some() {

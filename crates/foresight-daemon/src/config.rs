@@ -184,7 +184,7 @@ pub struct WikiConfig {
 impl WikiConfig {
     /// The shared key, read from `key_file`; the error names the file, never its contents.
     pub fn read_key(&self) -> anyhow::Result<foresight_rm::wiki::Key> {
-        let text = std::fs::read_to_string(&self.key_file).map_err(|e| {
+        let text = read_text(&self.key_file).map_err(|e| {
             anyhow::anyhow!("reading WIKI key file {}: {e}", self.key_file.display())
         })?;
         foresight_rm::wiki::Key::parse(&text).map_err(|_| {
@@ -347,8 +347,8 @@ impl Config {
 
     /// Reads and checks a configuration file.
     pub fn read(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let text =
+            read_text(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
         let cfg: Config =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         cfg.check()
@@ -496,6 +496,31 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The most bytes a configuration, key or token file may hold: 16 MiB, far above any written
+/// by hand; a FIFO or `/dev/zero` given as one ends in an error, not in memory exhausted.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of `path`, within [`MAX_FILE_BYTES`].
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("longer than {MAX_FILE_BYTES} bytes, the most such a file may hold"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
 }
 
 #[cfg(test)]

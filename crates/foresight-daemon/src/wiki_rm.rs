@@ -127,7 +127,7 @@ pub fn build(c: &ClusterConfig, instance: &str) -> anyhow::Result<WikiCluster> {
         .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
     let route = match (&w.submit_url, &w.token_file) {
         (Some(url), Some(tf)) => {
-            let token = std::fs::read_to_string(tf)
+            let token = crate::config::read_text(tf)
                 .map_err(|e| anyhow::anyhow!("{at}: wiki_rm.token_file {}: {e}", tf.display()))?;
             let cluster = w.submit_cluster.as_deref().unwrap_or(&c.name);
             Some(
@@ -146,7 +146,7 @@ pub fn build(c: &ClusterConfig, instance: &str) -> anyhow::Result<WikiCluster> {
 
 /// The key in `path`; the error never quotes the file's contents.
 fn read_key(path: &Path) -> anyhow::Result<Key> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::config::read_text(path)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     Key::parse(&text).map_err(|_| {
         anyhow::anyhow!(

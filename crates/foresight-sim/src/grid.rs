@@ -312,7 +312,7 @@ impl GridConfig {
     /// Reads and checks a configuration file.
     pub fn read(path: &Path) -> Result<GridConfig, GridError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| GridError::Io {
+        let text = crate::input::read_text(path).map_err(|source| GridError::Io {
             path: name.clone(),
             source,
         })?;

@@ -18,6 +18,7 @@
 //! - [`replay`]: simulating a trace file while another thread is still reading it.
 //! - [`sweep`]: traces × policies × options, run in parallel.
 //! - [`plot`]: SVG figures of a run, a grid run or a sweep.
+//! - [`input`]: whole input files (configurations, workflows) read within a bound.
 //! - [`stats`]: means with confidence intervals over seeded repetitions.
 //! - [`workflow`]: seeded workflows of standard shapes mapped by DSC, HEFT and greedy onto a
 //!   grid with trace-driven local load.
@@ -27,6 +28,7 @@
 
 pub mod auction;
 pub mod grid;
+pub mod input;
 pub mod metrics;
 pub mod output;
 pub mod plot;

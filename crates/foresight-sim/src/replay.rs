@@ -4,7 +4,7 @@
 
 use crate::prediction::Prediction;
 use crate::runner::{simulate_stream_with, simulate_with, SimError, SimOutput};
-use crate::swf::{self, SwfError, Trace};
+use crate::swf::{self, Limits, SwfError, Trace};
 use crate::workload::{Converter, Semantics, SimJob, Skipped, Workload};
 use foresight_core::Policy;
 use std::path::{Path, PathBuf};
@@ -66,6 +66,7 @@ pub fn replay(
         path,
         procs,
         lenient,
+        Limits::default(),
         policy,
         semantics,
         &Prediction::default(),
@@ -73,11 +74,14 @@ pub fn replay(
     )
 }
 
-/// [`replay`] with runtime predictions (and, if asked, runs past the estimate kept).
+/// [`replay`] within `limits`, with runtime predictions (and, if asked, runs past the
+/// estimate kept).
+#[allow(clippy::too_many_arguments)]
 pub fn replay_with(
     path: &Path,
     procs: Option<u32>,
     lenient: bool,
+    limits: Limits,
     policy: &Policy,
     semantics: Semantics,
     prediction: &Prediction,
@@ -87,7 +91,7 @@ pub fn replay_with(
     let (tx, rx) = sync_channel::<Message>(64);
     let owned: PathBuf = path.to_path_buf();
     let reader = std::thread::spawn(move || -> Result<ReaderResult, ReplayError> {
-        let mut reader = swf::open(&owned)?.lenient(lenient);
+        let mut reader = swf::open(&owned)?.lenient(lenient).limits(limits);
         let name = owned.display().to_string();
         let size = |header: &swf::SwfHeader| -> Result<u32, ReplayError> {
             let from_header = match procs {

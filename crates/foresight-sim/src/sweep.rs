@@ -183,7 +183,7 @@ impl SweepRow {
 impl SweepConfig {
     /// Reads and checks `path`; relative trace paths start from its folder.
     pub fn read(path: &Path) -> Result<SweepConfig, SweepError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SweepError::Io {
+        let text = crate::input::read_text(path).map_err(|source| SweepError::Io {
             path: path.display().to_string(),
             source,
         })?;

@@ -4,6 +4,10 @@
 //! The reader streams (one reused line buffer, plain or gzip by magic number) and never
 //! panics: a malformed line is an error naming the file, the line and the field, or, in
 //! lenient mode, is skipped and counted.
+//!
+//! It is also bounded ([`Limits`]): an endless input, a line without end or a trace larger
+//! than any archive log ends in an error naming the limit, the file and the line, never in
+//! memory exhausted.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -124,6 +128,85 @@ pub struct BadHeader {
     pub value: String,
 }
 
+/// Bounds on what one trace may take. The defaults are far above any trace of the Parallel
+/// Workloads Archive (its largest log, MetaCentrum 2013, has 5.7 million jobs of about 100
+/// bytes a line; HPC2N, the largest here, 203 thousand) and keep memory to a few GB: a job
+/// read is about 150 bytes held, plus its schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest line, in bytes, without its newline. Default 64 KiB.
+    pub max_line_bytes: usize,
+    /// The most job lines (well-formed, or malformed and skipped in lenient mode).
+    /// Default 10 million.
+    pub max_jobs: u64,
+    /// The most bytes read, after decompression, blank and comment lines included: what ends
+    /// an endless input of blank lines or skipped junk. Default 4 GiB.
+    pub max_bytes: u64,
+    /// The most bytes of header comments kept (they are held to be written back). Default
+    /// 1 MiB; archive headers hold a few KB.
+    pub max_header_bytes: usize,
+}
+
+impl Limits {
+    /// Default [`Limits::max_line_bytes`].
+    pub const MAX_LINE_BYTES: usize = 64 << 10;
+    /// Default [`Limits::max_jobs`].
+    pub const MAX_JOBS: u64 = 10_000_000;
+    /// Default [`Limits::max_bytes`].
+    pub const MAX_BYTES: u64 = 4 << 30;
+    /// Default [`Limits::max_header_bytes`].
+    pub const MAX_HEADER_BYTES: usize = 1 << 20;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line_bytes: Limits::MAX_LINE_BYTES,
+            max_jobs: Limits::MAX_JOBS,
+            max_bytes: Limits::MAX_BYTES,
+            max_header_bytes: Limits::MAX_HEADER_BYTES,
+        }
+    }
+}
+
+/// Which of the [`Limits`] a trace went past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// A line longer than `max_line_bytes`.
+    LineBytes(usize),
+    /// More job lines than `max_jobs`.
+    Jobs(u64),
+    /// More bytes than `max_bytes`.
+    Bytes(u64),
+    /// More header comments than `max_header_bytes`.
+    HeaderBytes(usize),
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Limit::LineBytes(n) => write!(
+                f,
+                "the line is longer than {n} bytes, the limit (an SWF line is about 100 \
+                 bytes: is this a trace? --max-line-bytes raises the limit)"
+            ),
+            Limit::Jobs(n) => write!(
+                f,
+                "the trace has more than {n} job lines, the limit (--max-jobs raises it)"
+            ),
+            Limit::Bytes(n) => write!(
+                f,
+                "the trace is longer than {n} bytes (uncompressed), the limit \
+                 (--max-trace-bytes raises it)"
+            ),
+            Limit::HeaderBytes(n) => write!(
+                f,
+                "the header comments (lines starting with `;`) exceed {n} bytes, the limit"
+            ),
+        }
+    }
+}
+
 /// A trace that could not be read.
 #[derive(Debug, Error)]
 pub enum SwfError {
@@ -162,6 +245,16 @@ pub enum SwfError {
     /// A machine-size header line is not a machine size.
     #[error(transparent)]
     Header(#[from] BadHeader),
+    /// The trace went past one of its [`Limits`].
+    #[error("{path}:{line}: {limit}")]
+    Limit {
+        /// The file.
+        path: String,
+        /// 1-based line number of the line that went past it.
+        line: u64,
+        /// Which limit.
+        limit: Limit,
+    },
 }
 
 /// Streams records out of an SWF source.
@@ -174,6 +267,10 @@ pub struct SwfReader<R> {
     lenient: bool,
     malformed: u64,
     first_error: Option<String>,
+    limits: Limits,
+    jobs: u64,
+    bytes: u64,
+    header_bytes: usize,
 }
 
 /// Opens a trace file, plain or gzip-compressed (detected by its magic number).
@@ -275,7 +372,17 @@ impl<R: BufRead> SwfReader<R> {
             lenient: false,
             malformed: 0,
             first_error: None,
+            limits: Limits::default(),
+            jobs: 0,
+            bytes: 0,
+            header_bytes: 0,
         }
+    }
+
+    /// Reads within `limits` instead of the defaults.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// In lenient mode malformed lines are skipped and counted instead of failing.
@@ -302,25 +409,28 @@ impl<R: BufRead> SwfReader<R> {
     /// The next record, `None` at the end.
     pub fn next_record(&mut self) -> Option<Result<SwfRecord, SwfError>> {
         loop {
-            self.buf.clear();
-            match self.src.read_until(b'\n', &mut self.buf) {
-                Ok(0) => return None,
-                Ok(_) => {}
-                Err(source) => {
-                    return Some(Err(SwfError::Io {
-                        path: self.path.clone(),
-                        source,
-                    }))
-                }
+            match self.read_line() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
-            self.line += 1;
             let text = trim(&self.buf);
             if text.is_empty() {
                 continue;
             }
             if text[0] == b';' {
+                self.header_bytes += text.len();
+                if self.header_bytes > self.limits.max_header_bytes {
+                    return Some(Err(
+                        self.limit(Limit::HeaderBytes(self.limits.max_header_bytes))
+                    ));
+                }
                 self.read_header_line();
                 continue;
+            }
+            self.jobs += 1;
+            if self.jobs > self.limits.max_jobs {
+                return Some(Err(self.limit(Limit::Jobs(self.limits.max_jobs))));
             }
             match parse_record(text) {
                 Ok(r) => return Some(Ok(r)),
@@ -336,6 +446,61 @@ impl<R: BufRead> SwfReader<R> {
                     return Some(Err(err));
                 }
             }
+        }
+    }
+
+    /// Reads the next line into `buf` (without its newline) and counts it; `false` at the
+    /// end. Never holds more than `max_line_bytes` (plus one read chunk) of a line.
+    fn read_line(&mut self) -> Result<bool, SwfError> {
+        self.buf.clear();
+        let mut any = false;
+        loop {
+            let chunk = match self.src.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(SwfError::Io {
+                        path: self.path.clone(),
+                        source,
+                    })
+                }
+            };
+            if chunk.is_empty() {
+                if any {
+                    self.line += 1;
+                }
+                return Ok(any);
+            }
+            any = true;
+            let newline = chunk.iter().position(|&b| b == b'\n');
+            let content = newline.unwrap_or(chunk.len());
+            let used = newline.map_or(content, |i| i + 1);
+            let fits = self.buf.len() + content <= self.limits.max_line_bytes;
+            if fits {
+                self.buf.extend_from_slice(&chunk[..content]);
+            }
+            self.src.consume(used);
+            self.bytes += used as u64;
+            if !fits {
+                self.line += 1;
+                return Err(self.limit(Limit::LineBytes(self.limits.max_line_bytes)));
+            }
+            if self.bytes > self.limits.max_bytes {
+                self.line += 1;
+                return Err(self.limit(Limit::Bytes(self.limits.max_bytes)));
+            }
+            if newline.is_some() {
+                self.line += 1;
+                return Ok(true);
+            }
+        }
+    }
+
+    fn limit(&self, limit: Limit) -> SwfError {
+        SwfError::Limit {
+            path: self.path.clone(),
+            line: self.line,
+            limit,
         }
     }
 
@@ -559,9 +724,14 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Reads a whole trace file.
+    /// Reads a whole trace file within the default [`Limits`].
     pub fn read(path: &Path, lenient: bool) -> Result<Trace, SwfError> {
-        Trace::from_reader(open(path)?.lenient(lenient))
+        Trace::read_within(path, lenient, Limits::default())
+    }
+
+    /// Reads a whole trace file within `limits`.
+    pub fn read_within(path: &Path, lenient: bool, limits: Limits) -> Result<Trace, SwfError> {
+        Trace::from_reader(open(path)?.lenient(lenient).limits(limits))
     }
 
     /// Reads everything from a reader.
@@ -760,6 +930,103 @@ mod tests {
             let want = c.want.map_err(|(l, k, v)| (l, k, v.to_string()));
             assert_eq!(got, want, "{}", c.name);
         }
+    }
+
+    /// An endless source: `text` over and over.
+    struct Endless(&'static [u8], usize);
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut k = 0;
+            while k < buf.len() {
+                buf[k] = self.0[self.1 % self.0.len()];
+                self.1 += 1;
+                k += 1;
+            }
+            Ok(k)
+        }
+    }
+
+    fn endless(text: &'static [u8], limits: Limits, lenient: bool) -> String {
+        let src = io::BufReader::new(Endless(text, 0));
+        let reader = SwfReader::new(src, "endless.swf")
+            .lenient(lenient)
+            .limits(limits);
+        Trace::from_reader(reader).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn swf_limits_end_endless_inputs_naming_the_limit_file_and_line() {
+        let small = Limits {
+            max_line_bytes: 1000,
+            max_jobs: 5000,
+            max_bytes: 1 << 20,
+            max_header_bytes: 4096,
+        };
+        // A line without end (/dev/zero, a binary file): stopped at the line's limit.
+        assert_eq!(
+            endless(b"x", small, false),
+            "endless.swf:1: the line is longer than 1000 bytes, the limit (an SWF line is \
+             about 100 bytes: is this a trace? --max-line-bytes raises the limit)"
+        );
+        assert!(endless(b"\0", Limits::default(), true)
+            .starts_with("endless.swf:1: the line is longer than 65536 bytes"));
+        // Job lines without end: stopped at the job limit, lenient or not.
+        let job = b"1 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1\n";
+        assert_eq!(
+            endless(job, small, false),
+            "endless.swf:5001: the trace has more than 5000 job lines, the limit \
+             (--max-jobs raises it)"
+        );
+        assert!(endless(b"junk\n", small, true).starts_with("endless.swf:5001: "));
+        // Blank lines without end hold nothing, but end at the byte limit.
+        assert_eq!(
+            endless(b"\n", small, false),
+            "endless.swf:1048577: the trace is longer than 1048576 bytes (uncompressed), the \
+             limit (--max-trace-bytes raises it)"
+        );
+        // Header comments without end: they are kept, so they are bounded too.
+        assert_eq!(
+            endless(b"; note\n", small, false),
+            "endless.swf:683: the header comments (lines starting with `;`) exceed 4096 \
+             bytes, the limit"
+        );
+    }
+
+    #[test]
+    fn swf_limits_admit_a_trace_up_to_them() {
+        let text = "; MaxProcs: 4\n1 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1\n\
+                    2 0 5 100 4 -1 -1 4 200 -1 1 3 2 -1 1 -1 -1 -1";
+        let exact = Limits {
+            max_line_bytes: 46,
+            max_jobs: 2,
+            max_bytes: text.len() as u64,
+            max_header_bytes: 13,
+        };
+        let read =
+            |limits| Trace::from_reader(SwfReader::new(text.as_bytes(), "t.swf").limits(limits));
+        assert_eq!(read(exact).unwrap().records.len(), 2);
+        let err = |limits| read(limits).unwrap_err().to_string();
+        assert!(err(Limits {
+            max_line_bytes: 45,
+            ..exact
+        })
+        .starts_with("t.swf:2: the line is longer than 45 bytes"));
+        assert!(err(Limits {
+            max_jobs: 1,
+            ..exact
+        })
+        .starts_with("t.swf:3: the trace has more than 1 job lines"));
+        assert!(err(Limits {
+            max_bytes: exact.max_bytes - 1,
+            ..exact
+        })
+        .starts_with("t.swf:3: the trace is longer than"));
+        assert!(err(Limits {
+            max_header_bytes: 12,
+            ..exact
+        })
+        .starts_with("t.swf:1: the header comments"));
     }
 
     #[test]

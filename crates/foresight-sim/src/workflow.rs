@@ -154,7 +154,7 @@ impl WorkflowSimConfig {
     /// Reads and checks a configuration; local trace paths are relative to the file.
     pub fn read(path: &Path) -> Result<WorkflowSimConfig, WorkflowSimError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| WorkflowSimError::Io {
+        let text = crate::input::read_text(path).map_err(|source| WorkflowSimError::Io {
             path: name.clone(),
             source,
         })?;

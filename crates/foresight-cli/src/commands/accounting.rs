@@ -157,7 +157,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
         })
         .collect();
     match o.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
         Format::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             w.write_record([
@@ -237,7 +237,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
                     }
                 }
             }
-            print!(
+            out!(
                 "{}",
                 table(
                     &[
@@ -248,7 +248,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
                 )
             );
             if rows.is_empty() {
-                println!(
+                outln!(
                     "(no job ended between {} and {})",
                     when(Some(since)),
                     when(Some(until))
@@ -314,7 +314,7 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
         By::Cluster => "CLUSTER",
     };
     match o.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
         Format::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             w.write_record([&name.to_lowercase(), "jobs", "proc_hours", "charged"])?;
@@ -329,7 +329,7 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
             w.flush()?;
         }
         Format::Table => {
-            println!("Usage from {} to {}", when(Some(since)), when(Some(until)));
+            outln!("Usage from {} to {}", when(Some(since)), when(Some(until)));
             let total = UsageRow {
                 key: "TOTAL".into(),
                 jobs: 0,
@@ -355,7 +355,7 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
             if rows.is_empty() {
                 cells.clear();
             }
-            print!(
+            out!(
                 "{}",
                 table(&[name, "JOBS", "PROC-HOURS", "CHARGED"], &cells)
             );

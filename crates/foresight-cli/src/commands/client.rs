@@ -104,7 +104,7 @@ impl Client {
             Some(s) => s.trim_end_matches('/').to_string(),
             None => {
                 let path = data_dir.join("server.url");
-                match std::fs::read_to_string(&path) {
+                match foresight_sim::input::read_text(&path) {
                     Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
                     _ => anyhow::bail!(
                         "no server found: {} does not name one. Give --server URL (or set \
@@ -121,7 +121,7 @@ impl Client {
             Some(t) => t.clone(),
             None => {
                 let path = data_dir.join("admin.token");
-                std::fs::read_to_string(&path)
+                foresight_sim::input::read_text(&path)
                     .map(|s| s.trim().to_string())
                     .with_context(|| {
                         format!(
@@ -138,19 +138,22 @@ impl Client {
             .https_only(!base.starts_with("http://"))
             .timeout(std::time::Duration::from_secs(60));
         if let Some(path) = &conn.cacert {
-            let pem = std::fs::read(path)
+            let pem = foresight_sim::input::read_bytes(path, foresight_sim::input::MAX_TEXT_BYTES)
                 .with_context(|| format!("--cacert {}: cannot read it", path.display()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .with_context(|| format!("--cacert {}: not PEM certificates", path.display()))?;
+            let certs: Vec<rustls::pki_types::CertificateDer<'static>> = {
+                use rustls::pki_types::pem::PemObject;
+                rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<_, _>>()
+                    .with_context(|| format!("--cacert {}: not PEM certificates", path.display()))?
+            };
             if certs.is_empty() {
                 anyhow::bail!(
                     "--cacert {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
                     path.display()
                 );
             }
-            for c in certs {
-                builder = builder.add_root_certificate(c);
-            }
+            // Trusted as roots and as the server's own certificate, pinned (a self-signed one).
+            builder = builder.use_preconfigured_tls(super::cacert::client_config(certs)?);
         }
         let http = builder.build()?;
         Ok(Client { http, base, token })
@@ -524,15 +527,15 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string(&s)?),
-                Output::Table => println!("{}", s.id),
+                Output::Json => outln!("{}", serde_json::to_string(&s)?),
+                Output::Table => outln!("{}", s.id),
             }
         }
         JobCommand::List(o) => {
             let jobs = list_jobs(&c, &o)?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&jobs)?),
-                Output::Table => print!("{}", jobs_table(&jobs, crate::moment::now())),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&jobs)?),
+                Output::Table => out!("{}", jobs_table(&jobs, crate::moment::now())),
             }
         }
         JobCommand::Show(o) => {
@@ -542,15 +545,15 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
         JobCommand::Explain(o) => {
             let e: Explanation = c.get(&format!("/jobs/{}/explain", o.id), &[])?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&e)?),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&e)?),
                 Output::Table => {
-                    println!("job {}: {}", e.id, e.state);
+                    outln!("job {}: {}", e.id, e.state);
                     let tz = crate::moment::local_zone();
                     for r in &e.reasons {
-                        println!("  - {}", crate::moment::localize(r, &tz));
+                        outln!("  - {}", crate::moment::localize(r, &tz));
                     }
                     if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {
-                        println!("  planned start: {}", when(Some(p)));
+                        outln!("  planned start: {}", when(Some(p)));
                     }
                 }
             }
@@ -609,7 +612,7 @@ fn wait(c: &Client, o: WaitOpts) -> Result<std::process::ExitCode> {
                         (Some(code), None) => format!(", exit code {code}"),
                         (None, None) => String::new(),
                     };
-                    println!("job {id}: {}{how}", j.state);
+                    outln!("job {id}: {}{how}", j.state);
                 }
                 done.insert(id, j);
             }
@@ -626,7 +629,7 @@ fn wait(c: &Client, o: WaitOpts) -> Result<std::process::ExitCode> {
     }
     let ended: Vec<&JobView> = o.ids.iter().map(|id| &done[id]).collect();
     if o.out.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&ended)?);
+        outln!("{}", serde_json::to_string_pretty(&ended)?);
     }
     let code = ended
         .iter()
@@ -758,12 +761,12 @@ fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
         j = c.get(&path, &[])?;
     }
     match o.out.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&j)?),
-        Output::Table if same_run(&j) => println!(
+        Output::Json => outln!("{}", serde_json::to_string_pretty(&j)?),
+        Output::Table if same_run(&j) => outln!(
             "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
             o.id
         ),
-        Output::Table => println!("job {}: {}", o.id, describe_state(&j, crate::moment::now())),
+        Output::Table => outln!("job {}: {}", o.id, describe_state(&j, crate::moment::now())),
     }
     Ok(())
 }
@@ -938,8 +941,8 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
 
 fn show_job(j: &JobView, out: Output) -> Result<()> {
     match out {
-        Output::Json => println!("{}", serde_json::to_string_pretty(j)?),
-        Output::Table => print!("{}", job_details(j)),
+        Output::Json => outln!("{}", serde_json::to_string_pretty(j)?),
+        Output::Table => out!("{}", job_details(j)),
     }
     Ok(())
 }
@@ -1124,7 +1127,7 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
         },
     )?;
     match o.out.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&e)?),
+        Output::Json => outln!("{}", serde_json::to_string_pretty(&e)?),
         Output::Table => {
             let rows: Vec<Vec<String>> = e
                 .clusters
@@ -1138,9 +1141,9 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
                     vec![c.cluster.clone(), when(c.start), note]
                 })
                 .collect();
-            print!("{}", table(&["CLUSTER", "EARLIEST START", "NOTE"], &rows));
+            out!("{}", table(&["CLUSTER", "EARLIEST START", "NOTE"], &rows));
             match e.earliest {
-                Some(t) => println!(
+                Some(t) => outln!(
                     "grid: {} on {} (cost {:.2})",
                     when(Some(t)),
                     e.parts
@@ -1150,7 +1153,7 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
                         .join(" + "),
                     e.cost.unwrap_or(0.0)
                 ),
-                None => println!("grid: no start within the planning horizon"),
+                None => outln!("grid: no start within the planning horizon"),
             }
         }
     }
@@ -1255,15 +1258,15 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
     let c = Client::new(conn)?;
     let print = |rs: &[ReservationView], out: Output| -> Result<()> {
         match out {
-            Output::Json => println!("{}", serde_json::to_string_pretty(rs)?),
-            Output::Table => print!("{}", reservations_table(rs)),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(rs)?),
+            Output::Table => out!("{}", reservations_table(rs)),
         }
         Ok(())
     };
     let print_one = |r: &ReservationView, out: Output| -> Result<()> {
         match out {
-            Output::Json => println!("{}", serde_json::to_string_pretty(r)?),
-            Output::Table => print!("{}", reservations_table(std::slice::from_ref(r))),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(r)?),
+            Output::Table => out!("{}", reservations_table(std::slice::from_ref(r))),
         }
         Ok(())
     };
@@ -1301,8 +1304,8 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
                 },
             )?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&r)?),
-                Output::Table => println!("{}", r.id),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
+                Output::Table => outln!("{}", r.id),
             }
         }
         ReservationCommand::List(o) => {
@@ -1391,7 +1394,7 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
     let c = Client::new(conn)?;
     let cs: Vec<ClusterInfo> = c.get("/clusters", &[])?;
     match o.out.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&cs)?),
+        Output::Json => outln!("{}", serde_json::to_string_pretty(&cs)?),
         Output::Table => {
             let rows: Vec<Vec<String>> = cs
                 .iter()
@@ -1409,7 +1412,7 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
                     ]
                 })
                 .collect();
-            print!(
+            out!(
                 "{}",
                 table(
                     &[
@@ -1420,7 +1423,7 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
                 )
             );
             for c in cs.iter().filter(|c| c.reason.is_some()) {
-                println!(
+                outln!(
                     "{} is {}: {}",
                     c.name,
                     c.state,
@@ -1491,10 +1494,10 @@ pub fn plan_show(o: PlanShowOpts) -> Result<()> {
     let c = Client::new(&o.conn)?;
     let plans: Vec<ClusterPlan> = c.get("/plan", &q)?;
     match o.out.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&plans)?),
+        Output::Json => outln!("{}", serde_json::to_string_pretty(&plans)?),
         Output::Table => {
             for p in &plans {
-                print!("{}", gantt(p, o.width.clamp(10, 400)));
+                out!("{}", gantt(p, o.width.clamp(10, 400)));
             }
         }
     }
@@ -1700,15 +1703,15 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 },
             )?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => println!("{}", u.token),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => outln!("{}", u.token),
             }
         }
         UserCommand::List(o) => {
             let us: Vec<UserView> = c.get("/users", &[])?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&us)?),
-                Output::Table => print!("{}", users_table(&us)),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&us)?),
+                Output::Table => out!("{}", users_table(&us)),
             }
         }
         UserCommand::Budget(o) => {
@@ -1727,8 +1730,8 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 &BudgetChange { set, add: o.add },
             )?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => print!("{}", users_table(&[u])),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => out!("{}", users_table(&[u])),
             }
         }
         UserCommand::Modify(o) => {
@@ -1764,15 +1767,15 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
             }
             let u = u.expect("invariant: one change was sent");
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => print!("{}", users_table(&[u])),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => out!("{}", users_table(&[u])),
             }
         }
         UserCommand::Token(TokenCommand::Rotate(o)) => {
             let u: CreatedUser = c.post(&format!("/users/{}/token", o.name), &())?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => println!("{}", u.token),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => outln!("{}", u.token),
             }
         }
         UserCommand::Disable(o) | UserCommand::Enable(o) => {
@@ -1781,22 +1784,22 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 &UserStateChange { disabled },
             )?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => print!("{}", users_table(&[u])),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => out!("{}", users_table(&[u])),
             }
         }
         UserCommand::Remove(o) => {
             let u: UserView = c.delete(&format!("/users/{}", o.name))?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => println!("user {} removed", u.name),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => outln!("user {} removed", u.name),
             }
         }
         UserCommand::Whoami(o) => {
             let u: UserView = c.get("/whoami", &[])?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => print!("{}", users_table(&[u])),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Table => out!("{}", users_table(&[u])),
             }
         }
     }

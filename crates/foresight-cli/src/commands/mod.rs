@@ -1,5 +1,6 @@
 //! One module per noun.
 pub mod accounting;
+pub mod cacert;
 pub mod client;
 pub mod plan;
 pub mod server;

@@ -73,8 +73,8 @@ pub fn run(cmd: PlanCommand) -> Result<ExitCode> {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = foresight_sim::input::read_text(path)
+        .with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
 }
 
@@ -142,10 +142,10 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                             "cost": s.cost,
                         })).collect::<Vec<_>>(),
                     });
-                    println!("{}", serde_json::to_string_pretty(&doc)?);
+                    outln!("{}", serde_json::to_string_pretty(&doc)?);
                 }
                 Output::Table => {
-                    println!("start {}  end {}  cost {}", sel.start, sel.end, sel.cost);
+                    outln!("start {}  end {}  cost {}", sel.start, sel.end, sel.cost);
                     let width = slots
                         .iter()
                         .map(|s| name(s.processor).chars().count())
@@ -154,7 +154,7 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                         .max(9);
                     // Padded by hand: `format!`'s width panics from 65536 on.
                     let pad = super::client::pad;
-                    println!(
+                    outln!(
                         "{}  {:>10}  {:>10}  {:>8}",
                         pad("processor", width),
                         "start",
@@ -162,7 +162,7 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                         "cost"
                     );
                     for s in &slots {
-                        println!(
+                        outln!(
                             "{}  {:>10}  {:>10}  {:>8}",
                             pad(&name(s.processor), width),
                             s.start,
@@ -176,8 +176,8 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
         }
         Err(no) => {
             match opts.output {
-                Output::Json => println!("{}", json!({"error": "no_fit", "reason": no.reason})),
-                Output::Table => println!("no fit: {}", no.reason),
+                Output::Json => outln!("{}", json!({"error": "no_fit", "reason": no.reason})),
+                Output::Table => outln!("no fit: {}", no.reason),
             }
             Ok(ExitCode::from(3))
         }

@@ -98,7 +98,7 @@ pub fn run(cmd: ServerCommand) -> Result<()> {
             if cfg.store.is_some() {
                 cfg.store = Some(cfg.store_location()?.redacted());
             }
-            print!("{}", toml::to_string_pretty(&cfg)?);
+            out!("{}", toml::to_string_pretty(&cfg)?);
             Ok(())
         }
         ServerCommand::Start(o) => {

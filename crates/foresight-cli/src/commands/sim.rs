@@ -10,7 +10,7 @@ use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, Broker, Grid
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
 use foresight_sim::replay::replay_with;
-use foresight_sim::swf::SwfHeader;
+use foresight_sim::swf::{Limits, SwfHeader};
 use foresight_sim::workload::Skipped;
 use foresight_sim::{simulate_with, Converter, Prediction, Semantics, SimOutput, Trace, Workload};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -96,6 +96,21 @@ pub struct SimRunOpts {
     /// Skip and count malformed trace lines instead of failing.
     #[arg(long)]
     lenient: bool,
+    /// The longest trace line read, in bytes; a longer one (a file that is not a trace, an
+    /// endless input) stops the run naming the file and the line. SWF lines are about 100.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::MAX_LINE_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
+    max_line_bytes: usize,
+    /// The most job lines a trace may have (about 150 bytes of memory each, plus the
+    /// schedule); the largest archive log has 5.7 million.
+    #[arg(long, value_name = "N", default_value_t = Limits::MAX_JOBS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_jobs: u64,
+    /// The most bytes a trace may hold once uncompressed, blank and comment lines included
+    /// (default 4 GiB).
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::MAX_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_trace_bytes: u64,
     /// Write the per-job schedule to FILE.csv or FILE.swf.
     #[arg(long, value_name = "FILE")]
     jobs_out: Option<PathBuf>,
@@ -139,6 +154,18 @@ pub struct SimRunOpts {
     /// slowdown by size and by runtime.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+}
+
+impl SimRunOpts {
+    /// What the trace may take.
+    fn limits(&self) -> Limits {
+        Limits {
+            max_line_bytes: self.max_line_bytes,
+            max_jobs: self.max_jobs,
+            max_bytes: self.max_trace_bytes,
+            ..Limits::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -232,11 +259,12 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
     let started = Instant::now();
     // Progress on a terminal only: jobs that have arrived in the simulation, out of the
     // synthetic count or the trace header's MaxJobs/MaxRecords (a spinner without them).
-    let total = match &opts.trace {
-        Some(path) => trace_size(path),
-        None => Some(opts.jobs as u64),
-    };
-    let bar = std::io::stderr().is_terminal().then(|| jobs_bar(total));
+    let bar = std::io::stderr().is_terminal().then(|| {
+        jobs_bar(match &opts.trace {
+            Some(path) => trace_size(path, opts.limits()),
+            None => Some(opts.jobs as u64),
+        })
+    });
     let mut progress = |n: usize| {
         if let Some(b) = &bar {
             b.set_position(n as u64);
@@ -325,7 +353,7 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "by_class": m.by_class,
                 "elapsed_seconds": elapsed.as_secs_f64(),
             });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputOpt::Table => {
             let skipped = Skips {
@@ -375,7 +403,7 @@ fn simulate_workload(
     Ok(match &opts.trace {
         Some(path) if opts.licence_pool.is_some() => {
             // Licence demands are drawn over the whole trace, so it is read first.
-            let trace = Trace::read(path, opts.lenient)
+            let trace = Trace::read_within(path, opts.lenient, opts.limits())
                 .with_context(|| format!("reading {}", path.display()))?;
             let procs = match opts.procs {
                 Some(p) => p,
@@ -416,6 +444,7 @@ fn simulate_workload(
                 path,
                 opts.procs,
                 opts.lenient,
+                opts.limits(),
                 policy,
                 semantics,
                 &prediction,
@@ -551,9 +580,13 @@ fn jobs_bar(total: Option<u64>) -> ProgressBar {
     bar
 }
 
-/// The number of jobs a trace's header announces (`; MaxJobs:` or `; MaxRecords:`).
-fn trace_size(path: &Path) -> Option<u64> {
-    let mut r = foresight_sim::swf::open(path).ok()?;
+/// The number of jobs a trace's header announces (`; MaxJobs:` or `; MaxRecords:`). Only a
+/// regular file is looked at: reading a pipe's header here would take it from the run.
+fn trace_size(path: &Path, limits: Limits) -> Option<u64> {
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut r = foresight_sim::swf::open(path).ok()?.limits(limits);
     let _ = r.next_record();
     r.header().lines.iter().find_map(|l| {
         let l = l.trim_start_matches(';').trim();
@@ -729,18 +762,25 @@ fn print_table(
     ];
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
-        println!("{k:>width$}  {v}");
+        outln!("{k:>width$}  {v}");
     }
     if !m.by_class.is_empty() {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "{:>7}  {:>8}  {:>14}  {:>14}  {:>10}",
-            "class", "jobs", "mean wait (s)", "response (s)", "mean bsld"
+            "class",
+            "jobs",
+            "mean wait (s)",
+            "response (s)",
+            "mean bsld"
         );
         for (class, c) in &m.by_class {
-            println!(
+            outln!(
                 "{class:>7}  {:>8}  {:>14.1}  {:>14.1}  {:>10.2}",
-                c.jobs, c.mean_wait, c.mean_response, c.mean_bsld
+                c.jobs,
+                c.mean_wait,
+                c.mean_response,
+                c.mean_bsld
             );
         }
     }
@@ -810,10 +850,10 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
     match opts.output {
         OutputOpt::Json => {
             let doc: Vec<_> = reports.iter().map(|(r, _)| r).collect();
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            outln!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputOpt::Table => {
-            println!(
+            outln!(
                 "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>12} {:>6}",
                 "broker",
                 "local rej",
@@ -832,7 +872,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                 let util = r.clusters.iter().map(|c| c.utilization).sum::<f64>()
                     / r.clusters.len().max(1) as f64;
                 let rejected: u64 = r.clusters.iter().map(|c| c.local_rejected).sum();
-                println!(
+                outln!(
                     "{:<16} {:>9} {:>8.0}s {:>9.2} {:>8.0}s {:>8.0}s {:>9.2} {:>9} {:>8} {:>7.1}% {:>12.0} {:>5.1}%",
                     r.broker,
                     rejected,
@@ -850,19 +890,25 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             }
             print_rejected_note(reports.iter().map(|(r, _)| r));
             for (r, _) in reports.iter().filter(|(r, _)| r.global_cancelled > 0) {
-                println!(
+                outln!(
                     "{}: {} global jobs cancelled by their users before they started",
-                    r.broker, r.global_cancelled
+                    r.broker,
+                    r.global_cancelled
                 );
             }
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{:<16} {:<10} {:>9} {:>9} {:>7} {:>14}",
-                "broker", "cluster", "local wt", "local bsd", "util", "global proc-h"
+                "broker",
+                "cluster",
+                "local wt",
+                "local bsd",
+                "util",
+                "global proc-h"
             );
             for (r, elapsed) in &reports {
                 for c in &r.clusters {
-                    println!(
+                    outln!(
                         "{:<16} {:<10} {:>8.0}s {:>9.2} {:>6.1}% {:>14.0}",
                         r.broker,
                         c.name,
@@ -872,7 +918,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                         c.global_proc_seconds / 3600.0
                     );
                 }
-                println!(
+                outln!(
                     "{:<16} simulated in {:.2} s (twice: with and without the global stream); \
                      largest start skew of a co-allocated job: {} s",
                     r.broker,
@@ -880,7 +926,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     r.max_start_skew
                 );
                 if let Some(idle) = r.idle_while_waiting {
-                    println!(
+                    outln!(
                         "{:<16} idle while global jobs waited: {:.0} processor-hours; \
                          reserved jobs moved earlier: {}",
                         r.broker,
@@ -889,14 +935,16 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     );
                 }
                 if r.predict != "none" {
-                    println!(
+                    outln!(
                         "{:<16} planned with predict = {}: {} running jobs outlived their \
                          prediction and were corrected",
-                        r.broker, r.predict, r.corrected
+                        r.broker,
+                        r.predict,
+                        r.corrected
                     );
                 }
                 if r.with_licences.jobs > 0 {
-                    println!(
+                    outln!(
                         "{:<16} mean wait of the {} jobs asking for licences: {:.0} s; of the \
                          {} others: {:.0} s",
                         r.broker,
@@ -907,8 +955,8 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                     );
                 }
             }
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{:<16} {:>6} {:>9} {:>8} {:>9} {:>9} {:>9} {:>14} {:>14} {:>14}",
                 "broker",
                 "user",
@@ -925,7 +973,7 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
                 |x: Option<f64>| x.map_or_else(|| "unlimited".to_string(), |x| format!("{x:.0}"));
             for (r, _) in &reports {
                 for u in &r.users {
-                    println!(
+                    outln!(
                         "{:<16} {:>6} {:>9} {:>8} {:>9} {:>8.0}s {:>9.2} {:>14.0} {:>14} {:>14}",
                         r.broker,
                         u.user,
@@ -952,8 +1000,8 @@ fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridR
     for r in reports {
         let Some(l) = &r.levels else { continue };
         if header {
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "{:<16} {:>6} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10}",
                 "broker",
                 "level",
@@ -967,7 +1015,7 @@ fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridR
             header = false;
         }
         for p in &l.per_level {
-            println!(
+            outln!(
                 "{:<16} {:>6} {:>9} {:>9} {:>8.0}s {:>9.0}s {:>9.2} {:>10}",
                 r.broker,
                 p.level,
@@ -979,7 +1027,7 @@ fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridR
                 p.preempted
             );
         }
-        println!(
+        outln!(
             "{:<16} preemptions: {} ({} requeued, {} resumed); work lost to requeues: {:.1} \
              processor-hours",
             r.broker,
@@ -1009,21 +1057,28 @@ fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> R
             "summary": summary,
             "runs": runs,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{} seeds of the random streams (global seed {}..={}), means ± 95 % confidence intervals",
         opts.seeds,
         cfg.global.seed,
         cfg.global.seed.wrapping_add(opts.seeds - 1)
     );
-    println!(
+    outln!(
         "{:<16} {:>15} {:>13} {:>15} {:>15} {:>13} {:>13} {:>15}",
-        "broker", "local wt", "local bsd", "delay", "glob wt", "glob bsd", "util %", "idle proc-h"
+        "broker",
+        "local wt",
+        "local bsd",
+        "delay",
+        "glob wt",
+        "glob bsd",
+        "util %",
+        "idle proc-h"
     );
     for s in &summary {
-        println!(
+        outln!(
             "{:<16} {:>15} {:>13} {:>15} {:>15} {:>13} {:>13} {:>15}",
             s.broker,
             format!("{:.0}", s.local_wait),
@@ -1037,19 +1092,19 @@ fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> R
         );
     }
     if summary.len() > 1 {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "paired on the same seeds, against {} (negative: shorter waits; * the seeds agree on the sign)",
             summary[0].broker
         );
-        println!("{:<16} {:>17} {:>17}", "broker", "Δ local wt", "Δ glob wt");
+        outln!("{:<16} {:>17} {:>17}", "broker", "Δ local wt", "Δ glob wt");
         let cell = |e: Option<foresight_sim::stats::Estimate>| {
             e.map_or_else(String::new, |e| {
                 format!("{e:.0}{}", if e.excludes_zero() { "*" } else { " " })
             })
         };
         for s in &summary[1..] {
-            println!(
+            outln!(
                 "{:<16} {:>17} {:>17}",
                 s.broker,
                 cell(s.local_wait_vs_first),
@@ -1058,15 +1113,18 @@ fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> R
         }
     }
     if summary.iter().any(|s| !s.level_response.is_empty()) {
-        println!();
-        println!("per priority level (0 the lowest), over the seeds where it finished jobs");
-        println!(
+        outln!();
+        outln!("per priority level (0 the lowest), over the seeds where it finished jobs");
+        outln!(
             "{:<16} {:>6} {:>17} {:>13}",
-            "broker", "level", "response s", "bsld"
+            "broker",
+            "level",
+            "response s",
+            "bsld"
         );
         for s in &summary {
             for (level, (resp, bsld)) in s.level_response.iter().zip(&s.level_bsld).enumerate() {
-                println!(
+                outln!(
                     "{:<16} {:>6} {:>17} {:>13}",
                     s.broker,
                     level,
@@ -1075,11 +1133,11 @@ fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> R
                 );
             }
             if let Some(e) = s.preemptions {
-                println!("{:<16} preemptions per run: {e:.1}", s.broker);
+                outln!("{:<16} preemptions per run: {e:.1}", s.broker);
             }
         }
     }
-    println!(
+    outln!(
         "simulated {} runs in {:.1} s",
         opts.seeds as usize * brokers.len(),
         started.elapsed().as_secs_f64()
@@ -1112,7 +1170,7 @@ fn print_rejected_note<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid
             .filter(|c| c.local_rejected > 0)
             .map(|c| format!("{} on {}", c.local_rejected, c.name))
             .collect();
-        println!(
+        outln!(
             "{}: {} local jobs rejected ({}): larger than the processors the owners keep; \
              its local figures are over the {} local jobs that ran",
             r.broker,
@@ -1122,7 +1180,7 @@ fn print_rejected_note<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid
         );
     }
     if differ {
-        println!(
+        outln!(
             "the compared local job sets differ: local wt and local bsd leave out each \
              broker's rejected jobs"
         );

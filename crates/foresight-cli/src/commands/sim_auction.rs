@@ -74,7 +74,7 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
         None
     };
     match opts.output {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "seeds": report.seeds,
@@ -89,7 +89,7 @@ pub fn sim_auction(opts: SimAuctionOpts) -> Result<()> {
                 for p in (0..l.len()).rev() {
                     line += &format!("  prio {p} {}", cell(&l[p], 1.0));
                 }
-                println!("{line}");
+                outln!("{line}");
             }
         }
     }
@@ -106,7 +106,7 @@ fn pct(e: &Estimate) -> String {
 
 fn print_table(report: &SweepReport, sites: usize) {
     let levels = report.rows.first().map_or(0, |r| r.response.len());
-    println!(
+    outln!(
         "mean response per priority level in mean runtimes (level {} highest), 95 % CI over {} seeds ({}..={}); {} dispatchers",
         levels.saturating_sub(1),
         report.seeds.len(),
@@ -122,7 +122,7 @@ fn print_table(report: &SweepReport, sites: usize) {
         "  {:>17}  {:>17}  {:>15}  {:>8}",
         "bidding (%)", "bidding, sold (%)", "local", "unsold%"
     );
-    println!("{head}");
+    outln!("{head}");
     for r in &report.rows {
         let mut line = format!("{:>5.2}", r.alpha);
         for p in (0..levels).rev() {
@@ -135,7 +135,7 @@ fn print_table(report: &SweepReport, sites: usize) {
             cell(&r.local_response, 1.0),
             100.0 * r.unsold_share.mean
         );
-        println!("{line}");
+        outln!("{line}");
     }
     let top = levels.saturating_sub(1);
     if let Some(best) = report
@@ -144,7 +144,7 @@ fn print_table(report: &SweepReport, sites: usize) {
         .filter(|r| r.response[top].mean.is_finite())
         .min_by(|a, b| a.response[top].mean.total_cmp(&b.response[top].mean))
     {
-        println!(
+        outln!(
             "top priority's minimum at alpha {:.2}: response {} mean runtimes; dispatchers bidding {} % per auction, {} % per auction that sold",
             best.alpha,
             cell(&best.response[top], 1.0),

@@ -66,7 +66,7 @@ pub fn sim_sweep(opts: SimSweepOpts) -> Result<()> {
         rayon_threads()
     );
     match opts.output {
-        SweepOutput::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        SweepOutput::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
         SweepOutput::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             for r in &rows {
@@ -118,12 +118,20 @@ fn print_table(rows: &[SweepRow]) {
         .max()
         .unwrap_or(0)
         .max(3);
-    println!(
+    outln!(
         "{:<tw$}  {:>6}  {:<lw$}  {:>7}  {:>11}  {:>9}  {:>10}  {:>7}  {:>11}",
-        "trace", "procs", "run", "jobs", "mean wait", "mean bsld", "max wait", "util", "makespan"
+        "trace",
+        "procs",
+        "run",
+        "jobs",
+        "mean wait",
+        "mean bsld",
+        "max wait",
+        "util",
+        "makespan"
     );
     for (r, t) in rows.iter().zip(&traces) {
-        println!(
+        outln!(
             "{t:<tw$}  {:>6}  {:<lw$}  {:>7}  {:>10.1}s  {:>9.2}  {:>9}s  {:>6.2}%  {:>10}s",
             r.procs,
             run_label(r),

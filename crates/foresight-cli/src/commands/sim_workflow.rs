@@ -35,15 +35,15 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
     let report = simulate_workflows(&cfg, opts.seeds)
         .with_context(|| format!("simulating {}", opts.config.display()))?;
     match opts.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => {
             let ci =
                 |e: &Estimate, prec: usize| format!("{:.prec$} ± {:.prec$}", e.mean, e.half_width);
-            println!(
+            outln!(
                 "{} seeds per shape; means with 95 % confidence intervals",
                 report.seeds
             );
-            println!(
+            outln!(
                 "{:<12} {:<7} {:>6} {:>18} {:>13} {:>14} {:>15} {:>16} {:>16} {:>7}",
                 "shape",
                 "mapper",
@@ -62,7 +62,7 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
                     half_width: r.staging.half_width * 100.0,
                     ..r.staging
                 };
-                println!(
+                outln!(
                     "{:<12} {:<7} {:>6.0} {:>18} {:>13} {:>14} {:>15} {:>16} {:>16} {:>7.1}",
                     r.shape,
                     r.mapper,
@@ -78,7 +78,7 @@ pub fn sim_workflow(opts: SimWorkflowOpts) -> Result<()> {
             }
             let refused: usize = report.rows.iter().map(|r| r.refused_holds).sum();
             if refused > 0 {
-                println!("{refused} task reservations were refused by local schedulers");
+                outln!("{refused} task reservations were refused by local schedulers");
             }
         }
     }

@@ -59,8 +59,8 @@ pub struct ListOpts {
 /// the field; relative working directories are taken from the file's directory, and a
 /// task without one runs in the current directory (as `job submit`).
 pub fn read_file(path: &std::path::Path) -> Result<WorkflowSpec> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = foresight_sim::input::read_text(path)
+        .with_context(|| format!("reading {}", path.display()))?;
     let json = path.extension().is_some_and(|e| e == "json");
     let mut spec =
         parse_workflow(&text, json).map_err(|e| bad(format!("{}: {e}", path.display())))?;
@@ -103,22 +103,22 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
         WorkflowCommand::Submit(o) => {
             let s: SubmittedWorkflow = c.post("/workflows", &spec)?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string(&s)?),
-                Output::Table => println!("{}", s.id),
+                Output::Json => outln!("{}", serde_json::to_string(&s)?),
+                Output::Table => outln!("{}", s.id),
             }
         }
         WorkflowCommand::Show(o) => {
             let w: WorkflowView = c.get(&format!("/workflows/{}", o.id), &[])?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&w)?),
-                Output::Table => print!("{}", details(&w)),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&w)?),
+                Output::Table => out!("{}", details(&w)),
             }
         }
         WorkflowCommand::List(o) => {
             let ws: Vec<WorkflowView> = c.get("/workflows", &[])?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&ws)?),
-                Output::Table => print!("{}", list_table(&ws)),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&ws)?),
+                Output::Table => out!("{}", list_table(&ws)),
             }
         }
         WorkflowCommand::Cancel(o) => {
@@ -127,8 +127,8 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
                 &serde_json::json!({}),
             )?;
             match o.out.output {
-                Output::Json => println!("{}", serde_json::to_string_pretty(&w)?),
-                Output::Table => print!("{}", details(&w)),
+                Output::Json => outln!("{}", serde_json::to_string_pretty(&w)?),
+                Output::Table => out!("{}", details(&w)),
             }
         }
     }

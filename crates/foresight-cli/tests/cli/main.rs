@@ -21,6 +21,7 @@ mod dashboard;
 mod data_dir_lock;
 mod dependencies;
 mod executor;
+mod hardening;
 mod inputs;
 mod isolation;
 mod licences;

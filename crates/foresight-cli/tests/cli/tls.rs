@@ -39,14 +39,14 @@ fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// `foresight server start --tls-cert --tls-key` on a free loopback port.
-struct TlsServer {
+pub(crate) struct TlsServer {
     child: Child,
-    data: PathBuf,
-    url: String,
+    pub(crate) data: PathBuf,
+    pub(crate) url: String,
 }
 
 impl TlsServer {
-    fn start(dir: &Path, cert: &Path, key: &Path) -> TlsServer {
+    pub(crate) fn start(dir: &Path, cert: &Path, key: &Path) -> TlsServer {
         let data = dir.join("data");
         let child = Command::new(BIN)
             .args(["server", "start", "--listen", "127.0.0.1:0", "--procs", "2"])
@@ -76,7 +76,7 @@ impl TlsServer {
     }
 
     /// The CLI on this server's data directory (its `server.url` and admin token).
-    fn cli(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn cli(&self, args: &[&str]) -> std::process::Output {
         Command::new(BIN)
             .args(args)
             .env("FORESIGHT_DATA_DIR", &self.data)

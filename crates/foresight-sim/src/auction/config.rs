@@ -157,7 +157,7 @@ impl AuctionSimConfig {
     /// Reads and checks a configuration file, naming the file and every problem.
     pub fn read(path: &Path) -> Result<AuctionSimConfig, String> {
         let name = path.display();
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: {e}"))?;
+        let text = crate::input::read_text(path).map_err(|e| format!("{name}: {e}"))?;
         AuctionSimConfig::parse(&text).map_err(|e| format!("{name}: {e}"))
     }
 

@@ -220,3 +220,20 @@ fn every_trace_runs_under_default_semantics() {
         }
     }
 }
+
+/// The default limits of a trace (`swf::Limits`) admit every trace here, the largest
+/// (HPC2N, 202 871 jobs, 19 MB uncompressed) included, with room to spare.
+#[test]
+fn every_archive_trace_reads_within_the_default_swf_limits() {
+    let Some(dir) = traces_dir() else { return };
+    let limits = foresight_sim::swf::Limits::default();
+    for (name, jobs) in [
+        ("HPC2N-2002-2.2-cln.swf.gz", 202_871),
+        ("SDSC-DS-2004-2.1-cln.swf.gz", 96_069),
+        ("lublin_256.swf", 10_000),
+    ] {
+        let trace = Trace::read_within(&dir.join(name), false, limits).expect(name);
+        assert_eq!(trace.records.len(), jobs, "{name}");
+        assert!(limits.max_jobs >= 40 * jobs as u64, "{name}");
+    }
+}
