@@ -861,6 +861,39 @@ mod tests {
         assert_eq!(open.map(|_| ()).map_err(|e| e.raw_os_error()), Err(Some(6)));
     }
 
+    /// The copier runs as the job's account, which may read its environment in `/proc`: none
+    /// of the service's goes with it (a token or `PGPASSWORD` there would be the user's).
+    #[tokio::test]
+    async fn the_copier_carries_none_of_the_services_environment() {
+        const SECRET: &str = "copier-environment-secret";
+        std::env::set_var("FORESIGHT_TEST_COPIER_SECRET", SECRET);
+        let d = open_dir();
+        let fifo = d.path().join("held.fifo");
+        mkfifo(&fifo);
+        let copies = [Copy {
+            from: fifo.clone(),
+            to: d.path().join("w/held.fifo"),
+        }];
+        let copy = stage(&copies, None, std::time::Duration::from_secs(2));
+        let look = async {
+            for _ in 0..200 {
+                for line in processes_naming(&fifo) {
+                    let pid = line.split(':').next().unwrap_or_default().to_string();
+                    if let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) {
+                        return Some(String::from_utf8_lossy(&env).replace('\0', "\n"));
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            None
+        };
+        let (copied, env) = tokio::join!(copy, look);
+        assert!(copied.is_err(), "the pipe never had a writer");
+        let env = env.expect("the copy was seen running");
+        assert!(!env.contains(SECRET), "the service's environment reached the copy:\n{env}");
+        assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+    }
+
     #[tokio::test]
     async fn a_missing_file_stops_the_copy_naming_it() {
         let d = open_dir();
