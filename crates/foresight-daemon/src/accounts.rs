@@ -404,14 +404,19 @@ fn mapped_account_verdict(
         (Ok(false), true) => Err(Refusal::invalid(
             "unix_user",
             format!(
-                "Unix account {account:?} does not exist on the service's host; local jobs run                  as this account, so create it first (useradd) or name an existing one"
+                "Unix account {account:?} does not exist on the service's host; local jobs run \
+                 as this account, so create it first (useradd) or name an existing one"
             ),
         )),
         (Ok(false), false) => Ok(Some(format!(
-            "Unix account {account:?} does not exist on the service's host; accepted because              the service is not root (jobs run as the service's own user), but the user's              local jobs would be refused once it runs as root"
+            "Unix account {account:?} does not exist on the service's host; accepted because \
+             the service is not root (jobs run as the service's own user), but the user's \
+             local jobs would be refused once it runs as root"
         ))),
         (Err(e), true) => Err(Refusal::internal(e)),
-        (Err(e), false) => Ok(Some(format!("{e}; accepted because the service is not root"))),
+        (Err(e), false) => Ok(Some(format!(
+            "{e}; accepted because the service is not root"
+        ))),
     }
 }
 
