@@ -7,6 +7,7 @@ mod array;
 mod dependency;
 mod duration;
 mod job_ref;
+pub mod text;
 pub mod usage;
 mod workflow;
 
@@ -743,6 +744,11 @@ pub struct UserView {
     /// Disabled users' tokens are refused; their queued jobs were cancelled.
     #[serde(default)]
     pub disabled: bool,
+    /// What the administrator should know about the change just made (a Unix account that
+    /// does not exist on the service's host, accepted because the service is not root);
+    /// absent when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a user may name in a job for reservation ACLs and accounting: set by

@@ -356,6 +356,9 @@ impl WorkflowSpec {
             if t.name.trim().is_empty() {
                 return Err((at("name"), "a task needs a name".into()));
             }
+            if let Some(why) = crate::text::hidden_problem(&t.name) {
+                return Err((at("name"), format!("task name {:?}: {why}", t.name)));
+            }
             if let Some(first) = seen.insert(&t.name, i) {
                 return Err((
                     at("name"),

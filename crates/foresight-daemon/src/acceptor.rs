@@ -278,11 +278,18 @@ async fn connection<I>(
             r
         }
     });
+    // A head hyper cannot read it answers itself (400, 414, 431): with the API's JSON error
+    // body, through `JsonHeadErrors`.
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header)
+        .max_headers(crate::head_errors::MAX_HEADERS)
+        .max_buf_size(crate::head_errors::MAX_HEAD_BYTES)
         .keep_alive(true)
-        .serve_connection(TokioIo::new(io), service);
+        .serve_connection(
+            TokioIo::new(crate::head_errors::JsonHeadErrors::new(io)),
+            service,
+        );
     tokio::pin!(conn);
     let mut stopping = *stop.borrow();
     if stopping {

@@ -375,6 +375,51 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
     }
 }
 
+/// Checks the Unix account an administrator maps a user to (`user add --unix-user`, `user
+/// modify --unix-user`). Where it matters, when the service is root and has a local cluster
+/// (jobs then run as that account), an account that does not exist on this host is refused
+/// (400 naming it); otherwise it is accepted and the warning to give is returned.
+/// `local`: whether the service has a local cluster ([`has_local_cluster`]).
+pub(crate) fn check_mapped_account(local: bool, account: &str) -> Result<Option<String>, Refusal> {
+    let root = foresight_rm::account::running_as_root();
+    let exists = foresight_rm::account::lookup(account).map(|a| a.is_some());
+    mapped_account_verdict(account, exists, root && local)
+}
+
+/// True when a cluster of the service is local (jobs run as their user's Unix account when
+/// the service is root), not Slurm.
+pub(crate) fn has_local_cluster(w: &World) -> bool {
+    w.clusters.iter().any(|c| !c.cfg.is_slurm())
+}
+
+/// [`check_mapped_account`]'s verdict: `exists` is the lookup's answer, `used` whether jobs
+/// run as the account (root with a local cluster).
+fn mapped_account_verdict(
+    account: &str,
+    exists: Result<bool, String>,
+    used: bool,
+) -> Result<Option<String>, Refusal> {
+    match (exists, used) {
+        (Ok(true), _) => Ok(None),
+        (Ok(false), true) => Err(Refusal::invalid(
+            "unix_user",
+            format!(
+                "Unix account {account:?} does not exist on the service's host; local jobs run \
+                 as this account, so create it first (useradd) or name an existing one"
+            ),
+        )),
+        (Ok(false), false) => Ok(Some(format!(
+            "Unix account {account:?} does not exist on the service's host; accepted because \
+             the service is not root (jobs run as the service's own user), but the user's \
+             local jobs would be refused once it runs as root"
+        ))),
+        (Err(e), true) => Err(Refusal::internal(e)),
+        (Err(e), false) => Ok(Some(format!(
+            "{e}; accepted because the service is not root"
+        ))),
+    }
+}
+
 /// Makes the data directory safe before anything is written: files the service creates are
 /// private (umask 077: database, WAL, tokens, attempt directories with each job's spec and
 /// environment), and the directory itself and `output/` are 0700, so no job (whatever its
@@ -777,5 +822,33 @@ impl Uncharged {
 
     fn of_job(&self, id: JobId) -> Option<(&str, f64)> {
         self.by_job.get(&id).map(|(u, w)| (u.as_str(), *w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_account_is_refused_where_jobs_run_as_it_and_warned_of_elsewhere() {
+        assert_eq!(mapped_account_verdict("alice", Ok(true), true), Ok(None));
+        assert_eq!(mapped_account_verdict("alice", Ok(true), false), Ok(None));
+        let refused = mapped_account_verdict("ghost", Ok(false), true).unwrap_err();
+        assert_eq!(refused.field(), Some("unix_user"));
+        assert!(
+            refused
+                .to_string()
+                .contains("Unix account \"ghost\" does not exist on the service's host"),
+            "{refused}"
+        );
+        let warning = mapped_account_verdict("ghost", Ok(false), false)
+            .unwrap()
+            .unwrap();
+        assert!(warning.contains("\"ghost\" does not exist"), "{warning}");
+        assert!(warning.contains("not root"), "{warning}");
+        assert!(mapped_account_verdict("x", Err("nss down".into()), true).is_err());
+        assert!(mapped_account_verdict("x", Err("nss down".into()), false)
+            .unwrap()
+            .is_some());
     }
 }

@@ -1,6 +1,7 @@
 //! The REST API (`/api/v1`), `/healthz`, `/metrics` and the OpenAPI document.
 
 use crate::error::ApiError;
+pub use crate::head_errors::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_URI_BYTES};
 use crate::refusal::Refusal;
 use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
 use crate::user_admin;
@@ -8,7 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
 use foresight_api::*;
 use foresight_core::{JobId, ReservationId};
@@ -277,56 +278,93 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// The router.
-pub fn router(service: Arc<Service>) -> Router {
-    let api = Router::new()
-        .route("/jobs", post(submit_job).get(list_jobs))
-        .route("/jobs/batch", post(submit_batch))
-        .route("/jobs/{id}", get(show_job))
-        .route("/jobs/{id}/cancel", post(cancel_job))
-        .route("/jobs/{id}/hold", post(hold_job))
-        .route("/jobs/{id}/release", post(release_job))
-        .route("/jobs/{id}/suspend", post(suspend_job))
-        .route("/jobs/{id}/resume", post(resume_job))
-        .route("/jobs/{id}/requeue", post(requeue_job))
-        .route("/jobs/{id}/explain", get(explain_job))
-        .route("/jobs/{id}/output", get(crate::output::job_output))
-        .route("/workflows", post(submit_workflow).get(list_workflows))
-        .route("/workflows/{id}", get(show_workflow))
-        .route("/workflows/{id}/cancel", post(cancel_workflow))
-        .route("/estimate", post(estimate))
-        .route(
+/// The API's routes under [`API_PREFIX`], each path as the OpenAPI document spells it. The
+/// router is built from this list, and [`route_paths`] gives it to the test that checks
+/// every route against the document.
+fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/jobs", post(submit_job).get(list_jobs)),
+        ("/jobs/batch", post(submit_batch)),
+        ("/jobs/{id}", get(show_job)),
+        ("/jobs/{id}/cancel", post(cancel_job)),
+        ("/jobs/{id}/hold", post(hold_job)),
+        ("/jobs/{id}/release", post(release_job)),
+        ("/jobs/{id}/suspend", post(suspend_job)),
+        ("/jobs/{id}/resume", post(resume_job)),
+        ("/jobs/{id}/requeue", post(requeue_job)),
+        ("/jobs/{id}/explain", get(explain_job)),
+        ("/jobs/{id}/output", get(crate::output::job_output)),
+        ("/workflows", post(submit_workflow).get(list_workflows)),
+        ("/workflows/{id}", get(show_workflow)),
+        ("/workflows/{id}/cancel", post(cancel_workflow)),
+        ("/estimate", post(estimate)),
+        (
             "/reservations",
             post(create_reservation).get(list_reservations),
-        )
-        .route("/reservations/{id}", get(show_reservation))
-        .route("/reservations/{id}/commit", post(commit_reservation))
-        .route("/reservations/{id}/release", post(release_reservation))
-        .route("/clusters", get(list_clusters))
-        .route("/plan", get(show_plan))
-        .route("/users", get(list_users).post(create_user))
-        .route("/users/{name}/budget", post(change_budget))
-        .route("/users/{name}/unix-user", post(change_unix_user))
-        .route(
+        ),
+        ("/reservations/{id}", get(show_reservation)),
+        ("/reservations/{id}/commit", post(commit_reservation)),
+        ("/reservations/{id}/release", post(release_reservation)),
+        ("/clusters", get(list_clusters)),
+        ("/plan", get(show_plan)),
+        ("/users", get(list_users).post(create_user)),
+        ("/users/{name}/budget", post(change_budget)),
+        ("/users/{name}/unix-user", post(change_unix_user)),
+        (
             "/users/{name}/credentials",
             post(user_admin::change_credentials),
-        )
-        .route("/users/{name}/token", post(user_admin::rotate_token))
-        .route("/users/{name}/state", post(user_admin::change_state))
-        .route(
+        ),
+        ("/users/{name}/token", post(user_admin::rotate_token)),
+        ("/users/{name}/state", post(user_admin::change_state)),
+        (
             "/users/{name}",
             axum::routing::delete(user_admin::remove_user),
-        )
-        .route("/whoami", get(whoami))
-        .route("/openapi.json", get(openapi))
-        .method_not_allowed_fallback(method_not_allowed);
-    Router::new()
-        .nest(API_PREFIX, api)
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .merge(crate::dashboard::router())
-        .method_not_allowed_fallback(method_not_allowed)
+        ),
+        ("/whoami", get(whoami)),
+        ("/openapi.json", get(openapi)),
+    ]
+}
+
+/// The routes outside [`API_PREFIX`], the dashboard's included.
+fn top_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    let mut r = vec![("/healthz", get(healthz)), ("/metrics", get(metrics))];
+    r.extend(crate::dashboard::routes());
+    r
+}
+
+/// Every path the router serves, in full (`/api/v1/jobs/{id}`), with `true` for those the
+/// OpenAPI document describes (all but the dashboard's page, script and style).
+pub fn route_paths() -> Vec<(String, bool)> {
+    let pages = crate::dashboard::page_paths();
+    api_routes()
+        .into_iter()
+        .map(|(p, _)| format!("{API_PREFIX}{p}"))
+        .chain(top_routes().into_iter().map(|(p, _)| p.to_string()))
+        .map(|p| {
+            let documented = !pages.contains(&p.as_str());
+            (p, documented)
+        })
+        .collect()
+}
+
+/// The router.
+pub fn router(service: Arc<Service>) -> Router {
+    let mut api = Router::new();
+    for (path, methods) in api_routes() {
+        api = api.route(path, methods);
+    }
+    let mut top = Router::new().nest(
+        API_PREFIX,
+        api.method_not_allowed_fallback(method_not_allowed),
+    );
+    for (path, methods) in top_routes() {
+        top = top.route(path, methods);
+    }
+    top.method_not_allowed_fallback(method_not_allowed)
         .fallback(|| async { Refusal::not_found("no such endpoint") })
+        .layer(axum::middleware::map_response(
+            crate::head_errors::fill_empty_error,
+        ))
         .with_state(service)
 }
 
@@ -338,9 +376,10 @@ pub fn router(service: Arc<Service>) -> Router {
         suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
         list_reservations, show_reservation, commit_reservation, release_reservation,
         list_clusters, show_plan, list_users, create_user, change_budget, change_unix_user, whoami,
-        healthz, crate::output::job_output, user_admin::change_credentials,
+        healthz, metrics, openapi, crate::output::job_output, user_admin::change_credentials,
         user_admin::rotate_token, user_admin::change_state, user_admin::remove_user,
-        submit_workflow, list_workflows, show_workflow, cancel_workflow
+        submit_workflow, list_workflows, show_workflow, cancel_workflow,
+        crate::dashboard::grid::show_grid
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
@@ -351,7 +390,9 @@ pub fn router(service: Arc<Service>) -> Router {
         Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,
         SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState,
         foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
-        foresight_api::StagingView, foresight_api::OutputSpec
+        foresight_api::StagingView, foresight_api::OutputSpec,
+        crate::dashboard::grid::GridView, crate::dashboard::grid::QueueCounts,
+        crate::dashboard::grid::ClusterLoad
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
@@ -403,6 +444,11 @@ impl utoipa::Modify for CommonResponses {
             ];
             for (op, changes) in ops {
                 let Some(op) = op.as_mut() else { continue };
+                // `security(())`: answered without a token, so never 401 or 403.
+                let public = op
+                    .security
+                    .as_ref()
+                    .is_some_and(|s| serde_json::to_value(s).ok() == Some(serde_json::json!([{}])));
                 let body = op.request_body.is_some();
                 let params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
                 let mut add = |status: &str, what: &str, when: bool| {
@@ -418,8 +464,8 @@ impl utoipa::Modify for CommonResponses {
                     "Invalid request: the field at fault is named",
                     api && (body || params),
                 );
-                add("401", "Missing, malformed or unknown token", api);
-                add("403", "The caller may not do this", api);
+                add("401", "Missing, malformed or unknown token", api && !public);
+                add("403", "The caller may not do this", api && !public);
                 add("404", "No such object", api && in_path);
                 add("408", "The body did not arrive in time", api && body);
                 add("409", "Conflicts with the object's state", api && changes);
@@ -436,6 +482,10 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
+/// This document (OpenAPI 3.1), without authentication.
+#[utoipa::path(get, path = "/api/v1/openapi.json", security(()),
+    responses((status = 200, description = "The OpenAPI document of this API",
+               content_type = "application/json")))]
 async fn openapi() -> impl IntoResponse {
     Json(openapi_document())
 }
@@ -448,6 +498,12 @@ async fn healthz() -> &'static str {
 
 /// Prometheus metrics (administrators: a scrape config sends the admin token as its
 /// `bearer_token`). They count every user's jobs, so they are not public.
+#[utoipa::path(get, path = "/metrics", responses(
+    (status = 200, description = "The metrics in the OpenMetrics text format",
+     content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String),
+    (status = 401, description = "Missing, malformed or unknown token", body = foresight_api::ApiError),
+    (status = 403, description = "The caller is not an administrator", body = foresight_api::ApiError),
+    (status = 500, description = "Internal error", body = foresight_api::ApiError)))]
 async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoResponse, Refusal> {
     caller.admin()?;
     Ok((
@@ -852,8 +908,11 @@ async fn create_user(
             ));
         }
     }
+    let mut warnings = Vec::new();
     if let Some(a) = &u.unix_user {
         check_account_name(a)?;
+        let local = crate::accounts::has_local_cluster(&s.world());
+        warnings.extend(crate::accounts::check_mapped_account(local, a)?);
     }
     let token = new_token();
     let rec = UserRecord {
@@ -869,7 +928,10 @@ async fn create_user(
     Ok((
         StatusCode::CREATED,
         Json(CreatedUser {
-            user: user_view(&rec),
+            user: UserView {
+                warnings,
+                ..user_view(&rec)
+            },
             token,
         }),
     ))
@@ -930,8 +992,11 @@ async fn change_unix_user(
     Body(change): Body<UnixUserChange>,
 ) -> Result<Json<UserView>, Refusal> {
     caller.admin()?;
+    let mut warnings = Vec::new();
     if let Some(a) = &change.unix_user {
         check_account_name(a)?;
+        let local = crate::accounts::has_local_cluster(&s.world());
+        warnings.extend(crate::accounts::check_mapped_account(local, a)?);
     }
     s.mutate(move |w, _| {
         let u = w
@@ -939,7 +1004,10 @@ async fn change_unix_user(
             .get_mut(&name)
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.unix_user = change.unix_user;
-        let view = user_view(u);
+        let view = UserView {
+            warnings,
+            ..user_view(u)
+        };
         w.dirty_users.insert(name.clone());
         Ok(view)
     })

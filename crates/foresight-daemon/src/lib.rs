@@ -26,6 +26,7 @@ mod dependency;
 mod dispatcher;
 pub mod dispatcher_config;
 mod error;
+mod head_errors;
 pub mod http;
 pub mod http_config;
 mod limits;
@@ -52,7 +53,7 @@ use std::sync::Arc;
 /// Starts the service and serves until SIGTERM or Ctrl-C; then finishes the requests in
 /// flight and writes everything. Jobs keep running under their supervisors and are
 /// re-adopted by the next start.
-pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
@@ -61,8 +62,12 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let tls = acceptor::tls_acceptor(&cfg.http)?;
     let http_cfg = cfg.http.clone();
     acceptor::raise_fd_limit(http_cfg.max_connections);
+    accounts::prepare_data_dir(&cfg.data_dir)?;
+    // Absolute from here on: a job's output and attempt paths are made from it, and a job
+    // runs in its own working directory, where a relative path would name another place.
+    cfg.data_dir = std::fs::canonicalize(&cfg.data_dir)
+        .map_err(|e| anyhow::anyhow!("data dir {}: {e}", cfg.data_dir.display()))?;
     let data_dir = cfg.data_dir.clone();
-    accounts::prepare_data_dir(&data_dir)?;
     // Held until the server exits; a second server on this directory refuses here.
     let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;

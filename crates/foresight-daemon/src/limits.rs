@@ -68,7 +68,8 @@ pub fn instant(field: &str, t: i64) -> Result<(), Refusal> {
     }
 }
 
-/// A price in `0..=MAX_PRICE`.
+/// A price in `0..=MAX_PRICE` (NaN, negative and infinite prices are refused): the one
+/// check of a job's price, at submission and in an estimate.
 pub fn price(field: &str, p: f64) -> Result<(), Refusal> {
     if (0.0..=MAX_PRICE).contains(&p) {
         Ok(())
@@ -83,7 +84,8 @@ pub fn price(field: &str, p: f64) -> Result<(), Refusal> {
 }
 
 /// A name shown to people: 1 to `MAX_NAME` characters, no control characters (which would
-/// drive the terminal that prints it).
+/// drive the terminal that prints it), bidirectional controls (which would make it print as
+/// another name) or invisible characters ([`foresight_api::text::is_hidden`]).
 pub fn name(field: &str, s: &str) -> Result<(), Refusal> {
     let n = s.chars().count();
     if n == 0 || n > MAX_NAME {
@@ -92,13 +94,10 @@ pub fn name(field: &str, s: &str) -> Result<(), Refusal> {
             format!("must be 1 to at most {MAX_NAME} characters, got {n}"),
         ));
     }
-    if let Some(c) = s.chars().find(|c| c.is_control()) {
-        return Err(Refusal::invalid(
-            field,
-            format!("must not contain control characters, found {c:?}"),
-        ));
+    match foresight_api::text::hidden_problem(s) {
+        Some(why) => Err(Refusal::invalid(field, why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Text handed to `exec` (an argument, a value, a path): no NUL, at most `MAX_TEXT` bytes.
@@ -146,6 +145,18 @@ mod tests {
         assert!(name("name", "Größe 1").is_ok());
         assert!(name("name", "a\u{1b}[2J").is_err());
         assert!(name("name", "\u{9b}2J").is_err());
+        for bidi in ['\u{202e}', '\u{2066}', '\u{200f}', '\u{61c}', '\u{200b}'] {
+            assert_eq!(
+                name("name", &format!("ev{bidi}il"))
+                    .unwrap_err()
+                    .to_string(),
+                format!(
+                    "name: must not contain control, bidirectional or invisible characters, \
+                     found {} at character 3",
+                    bidi.escape_unicode()
+                )
+            );
+        }
         assert!(name("name", &"n".repeat(MAX_NAME)).is_ok());
         assert!(name("name", &"n".repeat(MAX_NAME + 1)).is_err());
         assert!(env_key("env", "A=B").is_err());

@@ -1784,6 +1784,11 @@ impl Service {
         if let Some(b) = req.begin {
             crate::limits::instant("begin", b)?;
         }
+        // Checked as a submission's price is: an estimate answers for a job that could be
+        // submitted.
+        if let Some(p) = req.price {
+            crate::limits::price("price", p)?;
+        }
         let now = unix_now();
         let input = {
             let w = self.world();
@@ -2361,6 +2366,7 @@ pub fn user_view(u: &UserRecord) -> UserView {
         unix_user: u.unix_user.clone(),
         credentials: u.credentials.clone(),
         disabled: u.disabled,
+        warnings: Vec::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! times, exit codes and charges; `report usage` (sreport) adds up processor-hours and
 //! charges by user, account or cluster over a period ([`foresight_api::usage`]).
 
-use super::client::{bad, squeue_time, table, when, Client, Connection};
+use super::client::{bad, printable, squeue_time, table, when, Client, Connection};
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_api::usage::{usage, UsageKey, UsageRow};
@@ -157,7 +157,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
         })
         .collect();
     match o.output {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Json => outln!("{}", super::client::json_text(&rows, true)?),
         Format::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             w.write_record([
@@ -179,15 +179,15 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
                 let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
                 w.write_record([
                     r.id.to_string(),
-                    r.name.clone(),
-                    r.user.clone(),
-                    r.account.clone(),
-                    r.state.clone(),
+                    printable(&r.name),
+                    printable(&r.user),
+                    printable(&r.account),
+                    printable(&r.state),
                     opt(r.start),
                     opt(r.end),
                     r.elapsed.to_string(),
                     r.procs.to_string(),
-                    r.clusters.clone(),
+                    printable(&r.clusters),
                     opt(r.exit_code.map(i64::from)),
                     opt(r.signal.map(i64::from)),
                     format!("{:.2}", r.charged),
@@ -200,10 +200,10 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
             for r in &rows {
                 cells.push(vec![
                     r.id.to_string(),
-                    r.name.clone(),
-                    r.user.clone(),
-                    r.account.clone(),
-                    r.state.clone(),
+                    printable(&r.name),
+                    printable(&r.user),
+                    printable(&r.account),
+                    printable(&r.state),
                     when(r.start),
                     when(r.end),
                     squeue_time(r.elapsed),
@@ -314,13 +314,13 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
         By::Cluster => "CLUSTER",
     };
     match o.output {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
+        Format::Json => outln!("{}", super::client::json_text(&rows, true)?),
         Format::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout().lock());
             w.write_record([&name.to_lowercase(), "jobs", "proc_hours", "charged"])?;
             for r in &rows {
                 w.write_record([
-                    r.key.clone(),
+                    printable(&r.key),
                     r.jobs.to_string(),
                     format!("{:.4}", r.proc_hours),
                     format!("{:.2}", r.charged),

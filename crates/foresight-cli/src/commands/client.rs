@@ -323,7 +323,7 @@ pub struct SubmitOpts {
     #[arg(long, value_name = "TIME")]
     begin: Option<String>,
     /// Max price per processor-second.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_price)]
     price: Option<f64>,
     /// Run as a local job of this cluster instead of planning it over the grid.
     #[arg(long)]
@@ -527,14 +527,14 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
             };
             let s: Submitted = c.post("/jobs", &req)?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string(&s)?),
+                Output::Json => outln!("{}", super::client::json_text(&s, false)?),
                 Output::Table => outln!("{}", s.id),
             }
         }
         JobCommand::List(o) => {
             let jobs = list_jobs(&c, &o)?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&jobs)?),
+                Output::Json => outln!("{}", super::client::json_text(&jobs, true)?),
                 Output::Table => out!("{}", jobs_table(&jobs, crate::moment::now())),
             }
         }
@@ -545,12 +545,12 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<std::process::ExitCode>
         JobCommand::Explain(o) => {
             let e: Explanation = c.get(&format!("/jobs/{}/explain", o.id), &[])?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&e)?),
+                Output::Json => outln!("{}", super::client::json_text(&e, true)?),
                 Output::Table => {
                     outln!("job {}: {}", e.id, e.state);
                     let tz = crate::moment::local_zone();
                     for r in &e.reasons {
-                        outln!("  - {}", crate::moment::localize(r, &tz));
+                        outln!("  - {}", printable(&crate::moment::localize(r, &tz)));
                     }
                     if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {
                         outln!("  planned start: {}", when(Some(p)));
@@ -629,7 +629,7 @@ fn wait(c: &Client, o: WaitOpts) -> Result<std::process::ExitCode> {
     }
     let ended: Vec<&JobView> = o.ids.iter().map(|id| &done[id]).collect();
     if o.out.output == Output::Json {
-        outln!("{}", serde_json::to_string_pretty(&ended)?);
+        outln!("{}", super::client::json_text(&ended, true)?);
     }
     let code = ended
         .iter()
@@ -656,6 +656,22 @@ const ACTIVE: [StateFilter; 5] = [
     StateFilter::State(JobState::Running),
     StateFilter::Suspended,
 ];
+
+/// The server's warnings about a change, on stderr.
+fn warn_of(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {}", printable(w));
+    }
+}
+
+/// `--price P`: a number, finite (NaN would be sent as `null`, which means the default
+/// price); its range is the server's to check.
+fn parse_price(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() => Ok(p),
+        _ => Err(format!("{s:?} is not a finite number")),
+    }
+}
 
 fn parse_state_filter(s: &str) -> std::result::Result<StateFilter, String> {
     let s = s.trim().to_ascii_lowercase();
@@ -761,7 +777,7 @@ fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
         j = c.get(&path, &[])?;
     }
     match o.out.output {
-        Output::Json => outln!("{}", serde_json::to_string_pretty(&j)?),
+        Output::Json => outln!("{}", super::client::json_text(&j, true)?),
         Output::Table if same_run(&j) => outln!(
             "job {}: running, stopping (asked to {verb}; its processes have not ended yet)",
             o.id
@@ -799,20 +815,22 @@ fn describe_state(j: &JobView, now: i64) -> String {
 pub use crate::moment::when;
 
 /// `text` safe to print on a terminal: control characters (escape sequences that could move
-/// the cursor, retitle the window or clear the screen) are shown escaped, as `\u{1b}`.
+/// the cursor, retitle the window or clear the screen), bidirectional controls (which make a
+/// name print as another) and invisible characters are shown escaped, as `\u{1b}` or
+/// `\u{202e}`: a server may send anything.
 pub fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_string();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    foresight_api::text::escaped(text).into_owned()
+}
+
+/// `v` as JSON (`pretty`: indented), every hidden character of its strings written as a
+/// `\uXXXX` escape: the same value, safe on a terminal.
+pub fn json_text<T: serde::Serialize + ?Sized>(v: &T, pretty: bool) -> Result<String> {
+    let text = if pretty {
+        serde_json::to_string_pretty(v)?
+    } else {
+        serde_json::to_string(v)?
+    };
+    Ok(foresight_api::text::escaped_json(&text).into_owned())
 }
 
 /// True when a queued job waits for its cluster's WIKI scheduler (Maui) to start it.
@@ -941,7 +959,7 @@ pub fn jobs_table(jobs: &[JobView], now: i64) -> String {
 
 fn show_job(j: &JobView, out: Output) -> Result<()> {
     match out {
-        Output::Json => outln!("{}", serde_json::to_string_pretty(j)?),
+        Output::Json => outln!("{}", super::client::json_text(j, true)?),
         Output::Table => out!("{}", job_details(j)),
     }
     Ok(())
@@ -1102,7 +1120,7 @@ pub struct EstimateOpts {
     #[arg(long, value_name = "TIME")]
     begin: Option<String>,
     /// Max price per processor-second.
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_price)]
     price: Option<f64>,
     /// Never split over several clusters.
     #[arg(long)]
@@ -1127,7 +1145,7 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
         },
     )?;
     match o.out.output {
-        Output::Json => outln!("{}", serde_json::to_string_pretty(&e)?),
+        Output::Json => outln!("{}", super::client::json_text(&e, true)?),
         Output::Table => {
             let rows: Vec<Vec<String>> = e
                 .clusters
@@ -1146,11 +1164,13 @@ pub fn estimate(conn: &Connection, o: EstimateOpts) -> Result<()> {
                 Some(t) => outln!(
                     "grid: {} on {} (cost {:.2})",
                     when(Some(t)),
-                    e.parts
-                        .iter()
-                        .map(|p| format!("{}:{}", p.cluster, p.procs))
-                        .collect::<Vec<_>>()
-                        .join(" + "),
+                    printable(
+                        &e.parts
+                            .iter()
+                            .map(|p| format!("{}:{}", p.cluster, p.procs))
+                            .collect::<Vec<_>>()
+                            .join(" + ")
+                    ),
                     e.cost.unwrap_or(0.0)
                 ),
                 None => outln!("grid: no start within the planning horizon"),
@@ -1258,14 +1278,14 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
     let c = Client::new(conn)?;
     let print = |rs: &[ReservationView], out: Output| -> Result<()> {
         match out {
-            Output::Json => outln!("{}", serde_json::to_string_pretty(rs)?),
+            Output::Json => outln!("{}", super::client::json_text(rs, true)?),
             Output::Table => out!("{}", reservations_table(rs)),
         }
         Ok(())
     };
     let print_one = |r: &ReservationView, out: Output| -> Result<()> {
         match out {
-            Output::Json => outln!("{}", serde_json::to_string_pretty(r)?),
+            Output::Json => outln!("{}", super::client::json_text(r, true)?),
             Output::Table => out!("{}", reservations_table(std::slice::from_ref(r))),
         }
         Ok(())
@@ -1304,7 +1324,7 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
                 },
             )?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
+                Output::Json => outln!("{}", super::client::json_text(&r, true)?),
                 Output::Table => outln!("{}", r.id),
             }
         }
@@ -1394,7 +1414,7 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
     let c = Client::new(conn)?;
     let cs: Vec<ClusterInfo> = c.get("/clusters", &[])?;
     match o.out.output {
-        Output::Json => outln!("{}", serde_json::to_string_pretty(&cs)?),
+        Output::Json => outln!("{}", super::client::json_text(&cs, true)?),
         Output::Table => {
             let rows: Vec<Vec<String>> = cs
                 .iter()
@@ -1425,9 +1445,9 @@ pub fn cluster_list(conn: &Connection, o: OutOnly) -> Result<()> {
             for c in cs.iter().filter(|c| c.reason.is_some()) {
                 outln!(
                     "{} is {}: {}",
-                    c.name,
-                    c.state,
-                    c.reason.as_deref().unwrap_or("")
+                    printable(&c.name),
+                    printable(&c.state),
+                    printable(c.reason.as_deref().unwrap_or(""))
                 );
             }
         }
@@ -1494,7 +1514,7 @@ pub fn plan_show(o: PlanShowOpts) -> Result<()> {
     let c = Client::new(&o.conn)?;
     let plans: Vec<ClusterPlan> = c.get("/plan", &q)?;
     match o.out.output {
-        Output::Json => outln!("{}", serde_json::to_string_pretty(&plans)?),
+        Output::Json => outln!("{}", super::client::json_text(&plans, true)?),
         Output::Table => {
             for p in &plans {
                 out!("{}", gantt(p, o.width.clamp(10, 400)));
@@ -1517,7 +1537,7 @@ pub fn gantt(p: &ClusterPlan, width: usize) -> String {
     let step = (span as f64 / width as f64).max(1.0);
     let mut out = format!(
         "{}: {} processors, {} .. {} ({} per column)\n",
-        p.cluster,
+        printable(&p.cluster),
         p.procs,
         when(Some(p.from)),
         when(Some(p.to)),
@@ -1702,15 +1722,16 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                     unix_user: o.unix_user,
                 },
             )?;
+            warn_of(&u.user.warnings);
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => outln!("{}", u.token),
             }
         }
         UserCommand::List(o) => {
             let us: Vec<UserView> = c.get("/users", &[])?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&us)?),
+                Output::Json => outln!("{}", super::client::json_text(&us, true)?),
                 Output::Table => out!("{}", users_table(&us)),
             }
         }
@@ -1730,7 +1751,7 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 &BudgetChange { set, add: o.add },
             )?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => out!("{}", users_table(&[u])),
             }
         }
@@ -1755,26 +1776,28 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
             }
             let mut u: Option<UserView> = None;
             if unix {
-                u = Some(c.post(
+                let changed: UserView = c.post(
                     &format!("/users/{}/unix-user", o.name),
                     &UnixUserChange {
                         unix_user: o.unix_user,
                     },
-                )?);
+                )?;
+                warn_of(&changed.warnings);
+                u = Some(changed);
             }
             if creds != CredentialsChange::default() {
                 u = Some(c.post(&format!("/users/{}/credentials", o.name), &creds)?);
             }
             let u = u.expect("invariant: one change was sent");
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => out!("{}", users_table(&[u])),
             }
         }
         UserCommand::Token(TokenCommand::Rotate(o)) => {
             let u: CreatedUser = c.post(&format!("/users/{}/token", o.name), &())?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => outln!("{}", u.token),
             }
         }
@@ -1784,21 +1807,21 @@ pub fn user(conn: &Connection, cmd: UserCommand) -> Result<()> {
                 &UserStateChange { disabled },
             )?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => out!("{}", users_table(&[u])),
             }
         }
         UserCommand::Remove(o) => {
             let u: UserView = c.delete(&format!("/users/{}", o.name))?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
-                Output::Table => outln!("user {} removed", u.name),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
+                Output::Table => outln!("user {} removed", printable(&u.name)),
             }
         }
         UserCommand::Whoami(o) => {
             let u: UserView = c.get("/whoami", &[])?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&u)?),
+                Output::Json => outln!("{}", super::client::json_text(&u, true)?),
                 Output::Table => out!("{}", users_table(&[u])),
             }
         }

@@ -1,7 +1,7 @@
 //! `foresight workflow submit|show|list|cancel`: DAGs of tasks read from a YAML or JSON file,
 //! mapped onto the grid by the service and run as jobs in dependency order.
 
-use super::client::{bad, table, Client, Connection, Output, OutputOpt};
+use super::client::{bad, printable, table, Client, Connection, Output, OutputOpt};
 use crate::moment::when;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -103,21 +103,21 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
         WorkflowCommand::Submit(o) => {
             let s: SubmittedWorkflow = c.post("/workflows", &spec)?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string(&s)?),
+                Output::Json => outln!("{}", super::client::json_text(&s, false)?),
                 Output::Table => outln!("{}", s.id),
             }
         }
         WorkflowCommand::Show(o) => {
             let w: WorkflowView = c.get(&format!("/workflows/{}", o.id), &[])?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&w)?),
+                Output::Json => outln!("{}", super::client::json_text(&w, true)?),
                 Output::Table => out!("{}", details(&w)),
             }
         }
         WorkflowCommand::List(o) => {
             let ws: Vec<WorkflowView> = c.get("/workflows", &[])?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&ws)?),
+                Output::Json => outln!("{}", super::client::json_text(&ws, true)?),
                 Output::Table => out!("{}", list_table(&ws)),
             }
         }
@@ -127,7 +127,7 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
                 &serde_json::json!({}),
             )?;
             match o.out.output {
-                Output::Json => outln!("{}", serde_json::to_string_pretty(&w)?),
+                Output::Json => outln!("{}", super::client::json_text(&w, true)?),
                 Output::Table => out!("{}", details(&w)),
             }
         }
@@ -166,7 +166,7 @@ pub fn list_table(ws: &[WorkflowView]) -> String {
 /// mapping planned beside the actual one.
 pub fn details(w: &WorkflowView) -> String {
     let mut s = String::new();
-    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{v}\n"));
+    let mut kv = |k: &str, v: String| s.push_str(&format!("{k:<14}{}\n", printable(&v)));
     kv("id", w.id.to_string());
     kv("name", w.name.clone());
     kv("user", w.user.clone());

@@ -193,8 +193,23 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     );
     assert_eq!(err.matches("Permission denied").count(), 4, "{err}");
 
-    // A user whose account does not exist cannot run local jobs, and is told why.
-    let carol = add_user(&s, "carol", "fsiso-nobody-here");
+    // A user cannot be mapped to an account that does not exist (the service is root).
+    let out = s
+        .cli()
+        .args(["user", "add", "carol", "--unix-user", "fsiso-nobody-here"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"fsiso-nobody-here\" does not exist"),
+        "{err}"
+    );
+    // A user whose account was removed after the mapping cannot run local jobs, and is
+    // told why.
+    let gone = UnixUser::create(&format!("fsiso-gone{tag}"), &[]);
+    let carol = add_user(&s, "carol", &gone.0);
+    drop(gone);
     let (code, body) = s.http_as(&carol).post(
         "/api/v1/jobs",
         &json!({"walltime": 60, "command": ["true"]}),
@@ -202,7 +217,7 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     assert_eq!(code, 403, "{body}");
     let message = body["message"].as_str().unwrap();
     assert!(
-        message.contains("\"carol\"") && message.contains("\"fsiso-nobody-here\""),
+        message.contains("\"carol\"") && message.contains(&format!("\"fsiso-gone{tag}\"")),
         "{message}"
     );
     drop(s);

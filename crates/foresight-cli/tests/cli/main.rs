@@ -12,6 +12,7 @@ mod wiki;
 
 mod accounting;
 mod accounts;
+mod api_hardening;
 mod begin;
 mod cli_fixes;
 mod cli_hostile_server;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 /// One cluster now.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ClusterLoad {
     /// What `GET /clusters` says of it.
     #[serde(flatten)]
@@ -26,7 +26,7 @@ pub struct ClusterLoad {
 
 /// Jobs waiting or running, by state; global jobs are planned over the grid, local ones
 /// queue in their cluster's own policy.
-#[derive(Default, Serialize)]
+#[derive(Default, Serialize, utoipa::ToSchema)]
 pub struct QueueCounts {
     /// Global jobs waiting for the planner (held ones included).
     pub pending: usize,
@@ -45,7 +45,7 @@ pub struct QueueCounts {
 }
 
 /// The answer.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct GridView {
     /// The server's clock (seconds since the epoch).
     pub now: i64,
@@ -61,7 +61,9 @@ pub struct GridView {
     pub clusters: Vec<ClusterLoad>,
 }
 
-/// The grid at a glance, for any authenticated user (counts, no job names).
+/// The grid at a glance, for any authenticated user (counts, no job names): what the
+/// dashboard's Grid page shows.
+#[utoipa::path(get, path = "/api/v1/grid", responses((status = 200, body = GridView)))]
 pub async fn show_grid(
     State(s): State<Arc<Service>>,
     caller: Caller,

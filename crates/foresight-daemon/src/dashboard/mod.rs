@@ -18,13 +18,12 @@
 //! - `assets/`: `index.html`, `app.js` (a small app with no build step: plain ES2020, hash
 //!   routes, SVG drawn in the page), `app.css`.
 
-mod grid;
+pub(crate) mod grid;
 
 use crate::service::Service;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
+use axum::routing::{get, MethodRouter};
 use std::sync::Arc;
 
 /// The page's only sources are its own origin; nothing inline, no frames.
@@ -57,13 +56,20 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
-/// The dashboard's routes, merged into the service's router.
-pub fn router() -> Router<Arc<Service>> {
-    let mut r = Router::new().route("/api/v1/grid", get(grid::show_grid));
+/// The dashboard's routes, added to the service's router: `/api/v1/grid` and the page's
+/// files.
+pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Service>>)> {
+    let mut r: Vec<(&'static str, MethodRouter<Arc<Service>>)> =
+        vec![("/api/v1/grid", get(grid::show_grid))];
     for a in ASSETS {
-        r = r.route(a.path, get(move || async move { serve(a) }));
+        r.push((a.path, get(move || async move { serve(a) })));
     }
     r
+}
+
+/// The paths of the page and its files (not API, so not in the OpenAPI document).
+pub fn page_paths() -> Vec<&'static str> {
+    ASSETS.iter().map(|a| a.path).collect()
 }
 
 fn serve(a: &'static Asset) -> Response {

@@ -636,9 +636,6 @@ impl World {
             ));
         }
         if let Some(p) = j.price {
-            if p.is_nan() || p < 0.0 {
-                return Err(Refusal::invalid("price", "must be a number >= 0"));
-            }
             crate::limits::price("price", p)?;
         }
         Self::check_texts(j)?;
