@@ -32,6 +32,7 @@ mod router_fuzz;
 mod service;
 mod slowloris;
 mod staging;
+mod store_lock;
 mod tls;
 mod wiki_peer;
 mod wiki_scheduler;
