@@ -38,7 +38,7 @@ use tokio::sync::{watch, Mutex, Notify};
 /// ASCII, `0x466f72657369676`8. Single mode holds it exclusively, dispatchers shared. A
 /// dispatcher's site lock uses the two-key space (`hashtext('foresight site')`,
 /// `hashtext(site)`), which never meets this one.
-pub(crate) const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768;
+const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768;
 
 /// How long taking the lock waits for the server before saying it cannot be reached.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +61,8 @@ enum Standing {
     Held(Session),
     /// Another service took it while this one's session was gone; its name.
     TakenOver(String),
+    /// Let go by this service ([`PgLock::release`]).
+    Released,
 }
 
 /// The held lock. Clones share it.
@@ -71,17 +73,24 @@ pub(crate) struct PgLock {
     poke: Arc<Notify>,
 }
 
+/// The lock's state, shared by the store's clones and the keeper.
 #[derive(Debug)]
 struct Shared {
-    /// To connect again, as the holder.
+    target: Target,
+    /// The lock's connection; `None` once released.
+    conn: Mutex<Option<PgConnection>>,
+    standing: watch::Sender<Standing>,
+}
+
+/// What the lock is taken on, and how.
+#[derive(Debug)]
+struct Target {
+    /// To connect (again), as the holder.
     options: PgConnectOptions,
     /// The database's URL without its password.
     name: String,
     /// A dispatcher's site: it holds the lock shared, and its site's lock.
     site: Option<String>,
-    /// The lock's connection; `None` once closed, or while it is being taken again.
-    conn: Mutex<Option<PgConnection>>,
-    standing: watch::Sender<Standing>,
 }
 
 impl PgLock {
@@ -93,20 +102,20 @@ impl PgLock {
         site: Option<&str>,
         holder: &Holder,
     ) -> Result<PgLock> {
-        let options = options.clone().application_name(&holder.application_name());
-        let shared = Shared {
-            options,
+        let target = Target {
+            options: options.clone().application_name(&holder.application_name()),
             name: name.to_string(),
             site: site.map(str::to_string),
-            conn: Mutex::new(None),
-            standing: watch::channel(Standing::TakenOver(String::new())).0,
         };
-        let (conn, session) = shared
+        let (conn, session) = target
             .connect_and_lock()
             .await?
-            .map_err(|held| shared.in_use(held.name))?;
-        *shared.conn.lock().await = Some(conn);
-        shared.standing.send_replace(Standing::Held(session));
+            .map_err(|held| target.in_use(held.name))?;
+        let shared = Shared {
+            target,
+            conn: Mutex::new(Some(conn)),
+            standing: watch::channel(Standing::Held(session)).0,
+        };
         let lock = PgLock {
             shared: Arc::new(shared),
             poke: Arc::new(Notify::new()),
@@ -117,10 +126,12 @@ impl PgLock {
 
     /// Refuses the write of transaction `tx` unless this service holds the database now.
     pub(crate) async fn fence(&self, tx: &mut PgConnection) -> Result<()> {
+        let target = &self.shared.target;
         let standing = self.shared.standing.borrow().clone();
         let session = match standing {
             Standing::Held(session) => session,
-            Standing::TakenOver(holder) => return Err(self.shared.in_use(holder)),
+            Standing::TakenOver(holder) => return Err(target.in_use(holder)),
+            Standing::Released => return Err(target.db(sqlx::Error::PoolClosed)),
         };
         let held: bool = sqlx::query_scalar(&format!(
             "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
@@ -131,13 +142,13 @@ impl PgLock {
         .bind(&session.started)
         .fetch_one(tx)
         .await
-        .map_err(|source| self.shared.db(source))?;
+        .map_err(|source| target.db(source))?;
         if held {
             return Ok(());
         }
         self.poke.notify_one();
         Err(StoreError::LockLost {
-            location: self.shared.name.clone(),
+            location: target.name.clone(),
         })
     }
 
@@ -150,7 +161,7 @@ impl PgLock {
             .await
             .map(|s| s.clone());
         match seen {
-            Ok(Standing::TakenOver(holder)) => self.shared.in_use(holder),
+            Ok(Standing::TakenOver(holder)) => self.shared.target.in_use(holder),
             // The sender lives in `shared`, which outlives `self`.
             _ => std::future::pending().await,
         }
@@ -166,9 +177,7 @@ impl PgLock {
                 .await;
             let _ = conn.close().await;
         }
-        self.shared
-            .standing
-            .send_replace(Standing::TakenOver("this service's own closing".into()));
+        self.shared.standing.send_replace(Standing::Released);
     }
 }
 
@@ -222,7 +231,7 @@ async fn keep(shared: Weak<Shared>, poke: Arc<Notify>) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        if matches!(*shared.standing.borrow(), Standing::TakenOver(_)) {
+        if !matches!(*shared.standing.borrow(), Standing::Held(_)) {
             return;
         }
         shared.keep_once().await;
@@ -242,11 +251,12 @@ impl Shared {
         }
         let old = match &*self.standing.borrow() {
             Standing::Held(session) => session.clone(),
-            Standing::TakenOver(_) => return,
+            Standing::TakenOver(_) | Standing::Released => return,
         };
-        match self.connect_and_lock().await {
+        let name = &self.target.name;
+        match self.target.connect_and_lock().await {
             Ok(Ok((new, session))) => {
-                tracing::info!(database = %self.name, "took the database's lock again");
+                tracing::info!(database = %name, "took the database's lock again");
                 *conn = Some(new);
                 self.standing.send_replace(Standing::Held(session));
             }
@@ -255,13 +265,15 @@ impl Shared {
                 // lock for us, and the fence still lets writes through; try again later.
             }
             Ok(Err(held)) => {
-                tracing::error!(database = %self.name, holder = %held.name, "another service took the database");
+                tracing::error!(database = %name, holder = %held.name, "another service took the database");
                 self.standing.send_replace(Standing::TakenOver(held.name));
             }
             Err(e) => tracing::warn!("the lock on the database is gone for now: {e}"),
         }
     }
+}
 
+impl Target {
     /// Connects and takes the lock (a dispatcher's: shared, then its site's): the
     /// connection and its session, or who holds the lock instead (the inner `Err`).
     async fn connect_and_lock(&self) -> Result<std::result::Result<(PgConnection, Session), Held>> {

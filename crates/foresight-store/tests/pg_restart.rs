@@ -15,14 +15,14 @@ async fn a_store_takes_its_lock_again_when_the_server_comes_back() {
         user: "ann".into(),
         ..Default::default()
     };
-    store.insert_jobs(&[job.clone()]).await.unwrap();
+    store.insert_jobs(std::slice::from_ref(&job)).await.unwrap();
     tokio::task::spawn_blocking(|| {
         foresight_testkit::postgres::server().restart(Duration::from_millis(1500))
     })
     .await
     .unwrap();
     let t0 = Instant::now();
-    while let Err(e) = store.insert_jobs(&[job.clone()]).await {
+    while let Err(e) = store.insert_jobs(std::slice::from_ref(&job)).await {
         assert!(t0.elapsed() < Duration::from_secs(20), "still refused: {e}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
