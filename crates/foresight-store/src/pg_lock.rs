@@ -35,9 +35,10 @@ use std::time::Duration;
 use tokio::sync::{watch, Mutex, Notify};
 
 /// The advisory lock (one 64-bit key) a service holds on its database: `"Foresigh"` in
-/// ASCII, `0x466f72657369676`8. Single mode holds it exclusively, dispatchers shared. A
+/// ASCII, `0x466f726573696768`. Single mode holds it exclusively, dispatchers shared. A
 /// dispatcher's site lock uses the two-key space (`hashtext('foresight site')`,
-/// `hashtext(site)`), which never meets this one.
+/// `hashtext(site)`), which never meets this one. Never change it: servers of two versions
+/// would not see each other's lock.
 const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768;
 
 /// How long taking the lock waits for the server before saying it cannot be reached.
