@@ -921,9 +921,11 @@ pub(crate) async fn open_store(
     cfg: &crate::Config,
 ) -> anyhow::Result<(Arc<dyn foresight_store::Store>, Option<Arc<Dispatcher>>)> {
     let location = cfg.store_location()?;
+    // What a second server refused this store is told of this one.
+    let holder = foresight_store::Holder::this_process(Some(&cfg.data_dir));
     match (cfg.mode, &location) {
         (crate::dispatcher_config::Mode::Single, _) => {
-            Ok((foresight_store::open(&location).await?, None))
+            Ok((foresight_store::open_by(&location, &holder).await?, None))
         }
         (crate::dispatcher_config::Mode::Dispatcher, foresight_store::StoreLocation::Postgres(url)) => {
             let site = cfg
@@ -931,7 +933,7 @@ pub(crate) async fn open_store(
                 .site
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("mode = \"dispatcher\" needs a site (--site NAME)"))?;
-            let store = foresight_store::PgStore::open_site(url, &site).await?;
+            let store = foresight_store::PgStore::open_by(url, Some(&site), &holder).await?;
             let queue = GlobalQueue::new(&store, &site, cfg.dispatcher.lease_ms);
             let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone()));
             Ok((Arc::new(store), Some(dispatcher)))

@@ -4,7 +4,9 @@
 //! # Layout
 //! - [`config`]: the TOML configuration and its embedded defaults.
 //! - `accounts`: the Unix account each user's jobs run as, and the data directory's modes.
-//! - `data_lock`: one server per data directory (`server.lock`).
+//! - `data_lock`: one server per data directory (`server.lock`); one server per store is
+//!   the store's own lock ([`foresight_store::Holder`]), since two directories can name
+//!   one store.
 //! - `world`: the state and every change to it, under one lock, without I/O.
 //! - [`service`]: the running service: store writes, effects, the cycle task.
 //! - [`dispatcher_config`] and `dispatcher`: peer dispatcher mode, where each site's
@@ -68,7 +70,8 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     cfg.data_dir = std::fs::canonicalize(&cfg.data_dir)
         .map_err(|e| anyhow::anyhow!("data dir {}: {e}", cfg.data_dir.display()))?;
     let data_dir = cfg.data_dir.clone();
-    // Held until the server exits; a second server on this directory refuses here.
+    // Held until the server exits; a second server on this directory refuses here, and one
+    // on this store (from another directory) as the store opens.
     let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
     let (service, token) = service::Service::open(cfg).await?;
     let wiki = wiki_server::WikiServers::start(&service, &data_dir).await?;
@@ -94,12 +97,36 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     );
     tracing::info!("listening on {url}");
     let app = http::router(service.clone());
-    acceptor::serve(listener, app, tls, &http_cfg, shutdown_signal()).await;
+    let taken = Arc::new(std::sync::Mutex::new(None));
+    let stop = {
+        let (taken, store) = (taken.clone(), service.store.clone());
+        async move {
+            let lost = stop_signal(store).await;
+            *taken.lock().unwrap_or_else(|p| p.into_inner()) = lost;
+        }
+    };
+    acceptor::serve(listener, app, tls, &http_cfg, stop).await;
     wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));
+    if let Some(e) = taken.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        anyhow::bail!("stopped, having lost the store to another server: {e}");
+    }
     println!("foresight stopped");
     Ok(())
+}
+
+/// Waits for SIGTERM or Ctrl-C (`None`), or until another server has taken the store
+/// (`Some`): a PostgreSQL database whose lock this one lost with its connection, and
+/// another server took before this one could again. The store then refuses this one's
+/// writes, so it starts nothing more; it stops rather than serve a state it cannot keep.
+async fn stop_signal(
+    store: Arc<dyn foresight_store::Store>,
+) -> Option<foresight_store::StoreError> {
+    tokio::select! {
+        () = shutdown_signal() => None,
+        e = store.taken_over() => Some(e),
+    }
 }
 
 async fn shutdown_signal() {

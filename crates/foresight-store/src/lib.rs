@@ -8,21 +8,27 @@
 //!   migrations under `migrations/sqlite/`.
 //! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
 //! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
+//! - [`Holder`]: one service per store; `sqlite_lock` holds an SQLite file, `pg_lock` a
+//!   PostgreSQL database, and a refused service is told who holds it.
 //! - [`GlobalQueue`]: the global queue, auctions and leases shared by peer dispatchers
 //!   (PostgreSQL only).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod global_queue;
+mod holder;
 mod location;
+mod pg_lock;
 mod postgres;
 mod shared_budget;
 mod sqlite;
+mod sqlite_lock;
 
 pub use global_queue::{
     is_global, Claim, Closed, GlobalQueue, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
     SharedJob, Start, Submitted, TieRule, UnsoldRule, GLOBAL_CHANNEL, USERS_CHANGED,
 };
+pub use holder::Holder;
 pub use location::StoreLocation;
 pub use postgres::PgStore;
 pub use shared_budget::{budget_taken, local_taken};
@@ -90,6 +96,16 @@ pub enum StoreError {
         location: String,
         /// Who holds it, as the database server knows it.
         holder: String,
+    },
+    /// This service's lock on the database ended with its connection (a server restart)
+    /// and is not taken again yet: nothing is written meanwhile.
+    #[error(
+        "database {location}: this service's lock on it ended with its connection; nothing is \
+         written until it is taken again"
+    )]
+    LockLost {
+        /// The URL, without its password.
+        location: String,
     },
     /// A user name or token is taken.
     #[error("user {0:?} already exists")]
@@ -718,14 +734,35 @@ pub trait Store: Send + Sync {
     async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
+    /// Returns once another service has taken the store from this one ([`StoreError::InUse`]
+    /// naming it): this one may write nothing more and must stop. A PostgreSQL database can
+    /// be taken while this service's lock is gone with its connection (`pg_lock`); an
+    /// SQLite file never can, and this never returns for it.
+    async fn taken_over(&self) -> StoreError {
+        std::future::pending().await
+    }
 }
 
-/// Opens the store at `location` (creating an SQLite file, or the tables in an existing
-/// PostgreSQL database) with its schema up to date.
+/// Opens the store at `location` for this process, without a data directory to name; see
+/// [`open_by`].
 pub async fn open(location: &StoreLocation) -> Result<std::sync::Arc<dyn Store>> {
+    open_by(location, &Holder::this_process(None)).await
+}
+
+/// Takes the store at `location` for `holder` (creating an SQLite file, or the tables in an
+/// existing PostgreSQL database) with its schema up to date. One service per store: refused
+/// with [`StoreError::InUse`], naming the holder, while another service holds it.
+pub async fn open_by(
+    location: &StoreLocation,
+    holder: &Holder,
+) -> Result<std::sync::Arc<dyn Store>> {
     Ok(match location {
-        StoreLocation::Sqlite(path) => std::sync::Arc::new(SqliteStore::open(path).await?),
-        StoreLocation::Postgres(url) => std::sync::Arc::new(PgStore::open(url).await?),
+        StoreLocation::Sqlite(path) => {
+            std::sync::Arc::new(SqliteStore::open_by(path, holder).await?)
+        }
+        StoreLocation::Postgres(url) => {
+            std::sync::Arc::new(PgStore::open_by(url, None, holder).await?)
+        }
     })
 }
 

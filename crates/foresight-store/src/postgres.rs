@@ -2,24 +2,15 @@
 //! on a server that several processes can reach.
 
 use crate::location::redact;
+use crate::pg_lock::{PgLock, CONNECT_TIMEOUT};
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserChange,
-    UserRecord, WorkflowRecord, LOAD_RUNS,
+    decode, encode, Holder, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError,
+    UserChange, UserRecord, WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool, Row};
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// The advisory lock a service holds on its database for its whole life (advisory locks are
-/// per database). One single-mode service per database, exclusively: two would both start
-/// the same jobs. Peer dispatchers hold it shared (they claim rows instead), so that a
-/// single-mode service and dispatchers never run on one database together.
-const SERVICE_LOCK: i64 = 0x466f_7265_7369_6768; // "Foresigh"
-
-/// How long opening waits for the server before saying it cannot be reached.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// PostgreSQL behind the [`Store`] trait. Every call is one transaction, committed (and so
 /// durable under the server's `synchronous_commit`) when it returns.
@@ -28,8 +19,8 @@ pub struct PgStore {
     pool: PgPool,
     /// The URL without its password, for errors.
     name: String,
-    /// The connection holding [`SERVICE_LOCK`]; closing it releases the lock.
-    lock: Arc<tokio::sync::Mutex<Option<PgConnection>>>,
+    /// This service's hold on the database, on a connection of its own.
+    lock: PgLock,
     /// The site of a peer dispatcher: it sees and writes only its site's jobs and
     /// reservations, and its new global jobs go to the shared queue. `None`: single mode.
     site: Option<String>,
@@ -40,14 +31,14 @@ impl PgStore {
     /// the database for this service (refusing one that another service holds) and brings
     /// its schema up to date. The database must exist; its tables are created.
     pub async fn open(url: &str) -> Result<PgStore> {
-        PgStore::open_as(url, None).await
+        PgStore::open_by(url, None, &Holder::this_process(None)).await
     }
 
     /// Connects as the dispatcher of `site`, beside other sites' dispatchers on the same
     /// database: refused while a single-mode service or another dispatcher of `site` holds
     /// it.
     pub async fn open_site(url: &str, site: &str) -> Result<PgStore> {
-        PgStore::open_as(url, Some(site)).await
+        PgStore::open_by(url, Some(site), &Holder::this_process(None)).await
     }
 
     /// The connection pool, for the global queue's queries.
@@ -60,7 +51,9 @@ impl PgStore {
         &self.name
     }
 
-    async fn open_as(url: &str, site: Option<&str>) -> Result<PgStore> {
+    /// Takes the database at `url` for `holder`, as the dispatcher of `site` or (`None`)
+    /// in single mode; see [`PgStore::open`] and [`PgStore::open_site`].
+    pub async fn open_by(url: &str, site: Option<&str>, holder: &Holder) -> Result<PgStore> {
         let name = redact(url);
         let db = |source| StoreError::Database {
             path: name.clone(),
@@ -72,68 +65,15 @@ impl PgStore {
                 reason: e.to_string(),
             })?
             .application_name("foresight");
-        // One direct connection first: the pool retries a refused connection until its
-        // timeout and then reports only that it timed out; this says why.
-        let lock_options = options
-            .clone()
-            .application_name(&format!("foresight (pid {})", std::process::id()));
-        let mut lock = tokio::time::timeout(CONNECT_TIMEOUT, lock_options.connect())
-            .await
-            .map_err(|_| StoreError::Unreachable {
-                location: name.clone(),
-                reason: format!("no answer within {CONNECT_TIMEOUT:?}"),
-            })?
-            .map_err(|e| StoreError::Unreachable {
-                location: name.clone(),
-                reason: e.to_string(),
-            })?;
-        let taken: bool = sqlx::query_scalar(if site.is_some() {
-            "SELECT pg_try_advisory_lock_shared($1)"
-        } else {
-            "SELECT pg_try_advisory_lock($1)"
-        })
-        .bind(SERVICE_LOCK)
-        .fetch_one(&mut lock)
-        .await
-        .map_err(db)?;
-        if taken {
-            if let Some(site) = site {
-                // One dispatcher per site: the site's key in the two-key space of advisory
-                // locks, which never meets SERVICE_LOCK's one-key space.
-                let mine: bool = sqlx::query_scalar(
-                    "SELECT pg_try_advisory_lock(hashtext('foresight site'), hashtext($1))",
-                )
-                .bind(site)
-                .fetch_one(&mut lock)
+        // The lock first, on a direct connection: the pool retries a refused connection
+        // until its timeout and then reports only that it timed out; this says why.
+        let lock =
+            tokio::time::timeout(CONNECT_TIMEOUT, PgLock::take(&options, &name, site, holder))
                 .await
-                .map_err(db)?;
-                if !mine {
-                    let _ = lock.close().await;
-                    return Err(StoreError::InUse {
-                        location: name,
-                        holder: format!("another dispatcher of site {site:?}"),
-                    });
-                }
-            }
-        }
-        if !taken {
-            let holder: Option<String> = sqlx::query_scalar(
-                "SELECT a.application_name || ' from ' || COALESCE(host(a.client_addr), 'a local socket') \
-                 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                 WHERE l.locktype = 'advisory' AND l.granted AND l.database = \
-                 (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                 AND l.classid = ($1 >> 32)::oid AND l.objid = ($1 & 4294967295)::oid",
-            )
-            .bind(SERVICE_LOCK)
-            .fetch_optional(&mut lock)
-            .await
-            .map_err(db)?;
-            let _ = lock.close().await;
-            return Err(StoreError::InUse {
-                location: name,
-                holder: holder.unwrap_or_else(|| "another service".into()),
-            });
-        }
+                .map_err(|_| StoreError::Unreachable {
+                    location: name.clone(),
+                    reason: format!("no answer within {CONNECT_TIMEOUT:?}"),
+                })??;
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(30))
@@ -150,7 +90,7 @@ impl PgStore {
         Ok(PgStore {
             pool,
             name,
-            lock: Arc::new(tokio::sync::Mutex::new(Some(lock))),
+            lock,
             site: site.map(str::to_string),
         })
     }
@@ -161,12 +101,23 @@ impl PgStore {
             source,
         }
     }
+
+    /// A write's transaction. In single mode it is begun only while this service holds the
+    /// database ([`PgLock::fence`]); a dispatcher writes only its own site's rows, and
+    /// claims global jobs through leases.
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        if self.site.is_none() {
+            self.lock.fence(&mut tx).await?;
+        }
+        Ok(tx)
+    }
 }
 
 #[async_trait::async_trait]
 impl Store for PgStore {
     async fn insert_jobs(&self, jobs: &[JobRecord]) -> Result<Vec<u64>> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         let ids = insert_jobs_in(&mut tx, self.site.as_deref(), jobs)
             .await
             .map_err(self.db())?;
@@ -183,7 +134,7 @@ impl Store for PgStore {
         if jobs.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         for j in jobs {
             let mut j = std::borrow::Cow::Borrowed(j);
             if self.site.is_some() {
@@ -278,7 +229,7 @@ impl Store for PgStore {
         if rs.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         for r in rs {
             sqlx::query(
                 "INSERT INTO reservations (id, state, data, site) VALUES ($1, $2, $3, $4) \
@@ -314,7 +265,7 @@ impl Store for PgStore {
     }
 
     async fn insert_user(&self, u: &UserRecord) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES ($1, $2, $3)")
             .bind(&u.name)
             .bind(&u.token_hash)
@@ -342,7 +293,7 @@ impl Store for PgStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         for c in changes {
             // The row as it is now, locked until commit: a peer's write waits, then merges
             // onto this one's.
@@ -402,7 +353,7 @@ impl Store for PgStore {
         wf: &WorkflowRecord,
         jobs: &[JobRecord],
     ) -> Result<(u64, Vec<u64>)> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         let stored = insert_workflow_in(&mut tx, self.site.as_deref(), wf, jobs)
             .await
             .map_err(self.db())?;
@@ -419,7 +370,7 @@ impl Store for PgStore {
         if wfs.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         for w in wfs {
             sqlx::query("UPDATE workflows SET data = $1 WHERE id = $2")
                 .bind(encode(w))
@@ -457,7 +408,7 @@ impl Store for PgStore {
         if runs.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let mut tx = self.begin().await?;
         for r in runs {
             sqlx::query(
                 "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at, \
@@ -501,15 +452,11 @@ impl Store for PgStore {
 
     async fn close(&self) {
         self.pool.close().await;
-        if let Some(mut lock) = self.lock.lock().await.take() {
-            // Released before the answer comes back: the server would also release it when
-            // the connection ends, but only after the client has gone, so that a store
-            // reopened at once could still find it held.
-            let _ = sqlx::query("SELECT pg_advisory_unlock_all()")
-                .execute(&mut lock)
-                .await;
-            let _ = lock.close().await;
-        }
+        self.lock.release().await;
+    }
+
+    async fn taken_over(&self) -> StoreError {
+        self.lock.taken_over().await
     }
 }
 

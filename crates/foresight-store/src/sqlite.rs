@@ -1,12 +1,15 @@
-//! The embedded SQLite store: one file, write-ahead log, every commit synced.
+//! The embedded SQLite store: one file, write-ahead log, every commit synced, held by one
+//! service at a time ([`crate::sqlite_lock`]).
 
+use crate::sqlite_lock::{self, FileLock};
 use crate::{
-    decode, encode, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserChange,
-    UserRecord, WorkflowRecord, LOAD_RUNS,
+    decode, encode, Holder, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError,
+    UserChange, UserRecord, WorkflowRecord, LOAD_RUNS,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// SQLite behind the [`Store`] trait. One connection: SQLite serializes writers anyway, and
@@ -15,12 +18,24 @@ use std::time::Duration;
 pub struct SqliteStore {
     pool: SqlitePool,
     path: String,
+    /// This service's hold on the file, let go by [`Store::close`] once the pool is closed
+    /// (or with the last clone).
+    lock: Arc<Mutex<Option<FileLock>>>,
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Opens (creating if needed) the database at `path` for this process, without a data
+    /// directory to name; see [`SqliteStore::open_by`].
     pub async fn open(path: &Path) -> Result<SqliteStore> {
+        SqliteStore::open_by(path, &Holder::this_process(None)).await
+    }
+
+    /// Takes the database at `path` (creating it if needed) for `holder`, refusing it while
+    /// another service holds it, and brings its schema up to date.
+    pub async fn open_by(path: &Path, holder: &Holder) -> Result<SqliteStore> {
         let name = path.display().to_string();
+        // Before the first connection: a refused service opens none.
+        let lock = FileLock::acquire(path, sqlite_lock::BUSY_FOR).await?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -42,7 +57,17 @@ impl SqliteStore {
                 path: name.clone(),
                 source,
             })?;
-        Ok(SqliteStore { pool, path: name })
+        sqlite_lock::record_holder(&pool, holder)
+            .await
+            .map_err(|source| StoreError::Database {
+                path: name.clone(),
+                source,
+            })?;
+        Ok(SqliteStore {
+            pool,
+            path: name,
+            lock: Arc::new(Mutex::new(Some(lock))),
+        })
     }
 
     fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
@@ -308,6 +333,8 @@ impl Store for SqliteStore {
 
     async fn close(&self) {
         self.pool.close().await;
+        // After the pool: closing the lock's descriptor would drop SQLite's own locks.
+        self.lock.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     async fn load_users(&self) -> Result<Vec<UserRecord>> {

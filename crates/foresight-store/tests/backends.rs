@@ -625,12 +625,18 @@ async fn a_missing_database_is_an_error_naming_it() {
 async fn a_postgres_database_serves_one_store_at_a_time() {
     let url = foresight_testkit::postgres::database();
     let location = StoreLocation::Postgres(url.clone());
-    let first = foresight_store::open(&location).await.unwrap();
+    let first = foresight_store::open_by(&location, &holder("/srv/first"))
+        .await
+        .unwrap();
     let e = foresight_store::open(&location).await.err().unwrap();
-    let pid = std::process::id();
+    let named = format!(
+        "foresight (pid {} on {}, data /srv/first) from 127.0.0.1, connected since 2",
+        std::process::id(),
+        holder("").host
+    );
     assert!(
         matches!(&e, StoreError::InUse { location, holder }
-            if *location == url && *holder == format!("foresight (pid {pid}) from 127.0.0.1")),
+            if *location == url && holder.starts_with(&named)),
         "{e}"
     );
     // Closing hands the database over.
@@ -638,4 +644,128 @@ async fn a_postgres_database_serves_one_store_at_a_time() {
     let second = foresight_store::open(&location).await.unwrap();
     assert!(second.load_jobs(false).await.unwrap().is_empty());
     second.close().await;
+}
+
+/// This process as the service of data directory `dir`.
+fn holder(dir: &str) -> foresight_store::Holder {
+    foresight_store::Holder::this_process(Some(std::path::Path::new(dir)))
+}
+
+#[tokio::test]
+async fn an_sqlite_file_serves_one_store_at_a_time_by_any_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.db");
+    let first = foresight_store::open_by(&StoreLocation::Sqlite(path.clone()), &holder("/srv/a"))
+        .await
+        .unwrap();
+    let id = first.insert_jobs(&[job("ann")]).await.unwrap()[0];
+    // The file itself is locked: a link to it is the same file.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    for p in [&path, &link] {
+        let e = foresight_store::open(&StoreLocation::Sqlite(p.clone()))
+            .await
+            .err()
+            .unwrap();
+        let StoreError::InUse { location, holder } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(*location, p.display().to_string());
+        let named = format!(
+            "the server with PID {} on {} (data directory /srv/a), since 2",
+            std::process::id(),
+            self::holder("").host
+        );
+        assert!(holder.starts_with(&named), "{e}");
+    }
+    // The refusals changed nothing; closing hands the file over.
+    first.insert_jobs(&[job("bob")]).await.unwrap();
+    first.close().await;
+    let second = foresight_store::open(&StoreLocation::Sqlite(link))
+        .await
+        .unwrap();
+    let jobs = second.load_jobs(false).await.unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(jobs[0].id, id);
+    second.close().await;
+}
+
+/// The pid of the session holding the lock of the store this process opened on `url`.
+async fn lock_session(url: &str) -> i32 {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    let pid = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+         AND application_name LIKE $1",
+    )
+    .bind(format!("foresight (pid {} %", std::process::id()))
+    .fetch_one(&mut c)
+    .await
+    .unwrap();
+    c.close().await.unwrap();
+    pid
+}
+
+#[tokio::test]
+async fn a_postgres_store_whose_lock_session_ends_takes_the_lock_again() {
+    let url = foresight_testkit::postgres::database();
+    let location = StoreLocation::Postgres(url.clone());
+    let store = foresight_store::open(&location).await.unwrap();
+    let ended = lock_session(&url).await;
+    let server = foresight_testkit::postgres::server();
+    server.psql(&url, &format!("SELECT pg_terminate_backend({ended}, 5000)"));
+    // Writes wait for the lock (refused meanwhile, never written without it), then go on.
+    let t0 = std::time::Instant::now();
+    let id = loop {
+        match store.insert_jobs(&[job("ann")]).await {
+            Ok(ids) => break ids[0],
+            Err(StoreError::LockLost { .. }) if t0.elapsed().as_secs() < 10 => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_ne!(lock_session(&url).await, ended);
+    assert!(matches!(
+        foresight_store::open(&location).await.err().unwrap(),
+        StoreError::InUse { .. }
+    ));
+    assert_eq!(store.load_jobs(false).await.unwrap()[0].id, id);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_postgres_store_taken_while_its_lock_session_was_gone_writes_nothing_and_says_who() {
+    use sqlx::Connection;
+    let url = foresight_testkit::postgres::database();
+    let store = foresight_store::open(&StoreLocation::Postgres(url.clone()))
+        .await
+        .unwrap();
+    let ended = lock_session(&url).await;
+    // Another holder takes the lock the moment the session ends, before the store can.
+    let mut other = sqlx::PgConnection::connect(&format!("{url}?application_name=intruder"))
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "SELECT pg_terminate_backend({ended}, 5000); \
+         SELECT pg_advisory_lock({})",
+        0x466f_7265_7369_6768_i64
+    ))
+    .execute(&mut other)
+    .await
+    .unwrap();
+    let e = tokio::time::timeout(std::time::Duration::from_secs(10), store.taken_over())
+        .await
+        .expect("the store learns it was taken over");
+    assert!(
+        matches!(&e, StoreError::InUse { location, holder }
+            if *location == url && holder.starts_with("intruder from 127.0.0.1")),
+        "{e}"
+    );
+    let refused = store.insert_jobs(&[job("ann")]).await.err().unwrap();
+    assert!(matches!(refused, StoreError::InUse { .. }), "{refused}");
+    other.close().await.unwrap();
+    let rows = foresight_testkit::postgres::server().psql(&url, "SELECT count(*) FROM jobs");
+    assert_eq!(rows, "0");
+    store.close().await;
 }

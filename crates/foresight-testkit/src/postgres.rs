@@ -12,10 +12,10 @@
 //! `nobody`), through `runuser`, in a directory it owns. Missing binaries fail the test with a
 //! message saying what to install; they never make it pass silently.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -37,6 +37,21 @@ pub struct PgServer {
 }
 
 static SERVER: OnceLock<PgServer> = OnceLock::new();
+
+/// An open `psql` session ([`PgServer::session`]); dropping it ends the session.
+#[derive(Debug)]
+pub struct PsqlSession {
+    child: Child,
+    /// Open while the session lasts: psql ends at its end of input.
+    _stdin: ChildStdin,
+}
+
+impl Drop for PsqlSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// The server of this test binary, started on first use. Panics with what to install when
 /// PostgreSQL's server binaries are missing, or with the server's log when it fails to start.
@@ -110,6 +125,39 @@ impl PgServer {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Opens a `psql` session on the database at `url` (of this server), runs `sql` in it
+    /// and returns once it has run; the session, and whatever it holds (an advisory lock),
+    /// lasts until the returned value is dropped. Panics with psql's error.
+    pub fn session(&self, url: &str, sql: &str) -> PsqlSession {
+        let mut child = Command::new(self.bin.join("psql"))
+            .args(["-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("running {}/psql: {e}", self.bin.display()));
+        let mut stdin = child.stdin.take().expect("invariant: piped");
+        writeln!(stdin, "{sql}\n\\echo foresight-session-ready")
+            .unwrap_or_else(|e| panic!("writing to psql: {e}"));
+        let stdout = child.stdout.take().expect("invariant: piped");
+        let ready = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l == "foresight-session-ready");
+        if !ready {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            let _ = child.wait();
+            panic!("psql {sql:?}: {err}");
+        }
+        PsqlSession {
+            child,
+            _stdin: stdin,
+        }
     }
 
     /// Stops the server (`-m fast`: clients are disconnected), waits `down`, and starts it

@@ -35,6 +35,7 @@ mod security;
 mod service;
 mod slowloris;
 mod staging;
+mod store_lock;
 mod tls;
 mod wiki_peer;
 mod wiki_scheduler;

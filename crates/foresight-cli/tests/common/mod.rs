@@ -273,6 +273,14 @@ impl Server {
         }
     }
 
+    /// Waits at most `timeout` for the daemon to exit by itself: its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let status = wait_for("the server to exit", timeout, || child.try_wait().unwrap());
+        self.child = None;
+        status
+    }
+
     /// What the daemon printed, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();

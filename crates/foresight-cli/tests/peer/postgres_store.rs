@@ -56,7 +56,7 @@ fn a_service_on_postgres_runs_jobs_and_keeps_them_across_a_restart() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "database {url} is in use by foresight (pid {})",
+            "database {url} is in use by foresight (pid {} on ",
             s.pid()
         )),
         "{err}"
@@ -97,6 +97,47 @@ fn the_config_file_names_the_store_and_the_data_dir_holds_no_records() {
         (j["state"].as_str(), j["held"].as_bool()),
         (Some("pending"), Some(true))
     );
+}
+
+#[test]
+fn a_server_that_lost_its_database_to_another_stops_without_writing() {
+    let url = foresight_testkit::postgres::database();
+    let mut s = Server::with_store(1, &url);
+    let held = s.submit(&["--hold", "--", "true"]);
+    // The lock's session ends, and another holder takes the lock before the server can
+    // take it again (as after a PostgreSQL restart, when another server starts first).
+    let session = psql_row(
+        &url,
+        &format!(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+             AND application_name LIKE 'foresight (pid {} %'",
+            s.pid()
+        ),
+    );
+    let _other = foresight_testkit::postgres::server().session(
+        &format!("{url}?application_name=other"),
+        &format!(
+            "SELECT pg_terminate_backend({session}, 5000); SELECT pg_advisory_lock({});",
+            0x466f_7265_7369_6768_i64
+        ),
+    );
+    let status = s.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1), "{}", s.logs());
+    let logs = s.logs();
+    assert!(
+        logs.contains(&format!(
+            "having lost the store to another server: database {url} is in use by other \
+             from 127.0.0.1, connected since "
+        )),
+        "{logs}"
+    );
+    // The held job is as it was.
+    let state = psql_row(&url, &format!("SELECT state FROM jobs WHERE id = {held}"));
+    assert_eq!(state, "pending");
+}
+
+fn psql_row(url: &str, sql: &str) -> String {
+    foresight_testkit::postgres::server().psql(url, sql)
 }
 
 /// `server start` with this `--store`: its exit status and stderr, within 30 s.
