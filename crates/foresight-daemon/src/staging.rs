@@ -890,7 +890,10 @@ mod tests {
         let (copied, env) = tokio::join!(copy, look);
         assert!(copied.is_err(), "the pipe never had a writer");
         let env = env.expect("the copy was seen running");
-        assert!(!env.contains(SECRET), "the service's environment reached the copy:\n{env}");
+        assert!(
+            !env.contains(SECRET),
+            "the service's environment reached the copy:\n{env}"
+        );
         assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
     }
 

@@ -309,8 +309,24 @@ async fn a_job_cannot_signal_another_users_job() {
 /// later.
 #[tokio::test(crate = "foresight_rm::tokio")]
 async fn a_suspended_job_stays_stopped_and_its_walltime_counts_what_it_ran() {
+    suspended_against_sigcont(foresight_rm::Confinement::Auto).await;
+}
+
+/// The same without a cgroup (the session sweep, as on a host without cgroup v2): the
+/// supervisor stops the job again, and what it ran counts.
+#[tokio::test(crate = "foresight_rm::tokio")]
+async fn without_a_cgroup_a_suspended_job_continued_by_its_user_is_stopped_and_charged() {
+    suspended_against_sigcont(foresight_rm::Confinement::Session).await;
+}
+
+async fn suspended_against_sigcont(confinement: foresight_rm::Confinement) {
     let s = scratch();
-    let (executor, mut events) = executor(&s.jobs);
+    let (executor, mut events) = foresight_rm::LocalExecutor::confined(
+        s.jobs.clone(),
+        vec![env!("CARGO_BIN_EXE_foresight").into(), "supervise".into()],
+        confinement,
+    )
+    .unwrap();
     let ticking = "echo $$ > job.pid; while :; do echo x >> ticks; sleep 0.1; done";
     let mut job = spec(1, &s.work, &["sh", "-c", ticking]);
     job.walltime_secs = 3;
