@@ -33,6 +33,10 @@ fn secs(n: u64) -> Duration {
 /// The cluster to use: (name, slurm.conf), or None (after saying so).
 fn cluster(test: &str) -> Option<(String, PathBuf)> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+        );
         eprintln!(
             "SKIP {test}: FORESIGHT_SLURM_CONFS is not set (start clusters with \
              `scripts/local-slurm.sh start 2`, then `source /tmp/foresight-slurm/env`)"
@@ -357,6 +361,10 @@ fn a_requeueable_low_job_on_slurm_is_requeued_and_runs_again() {
 /// The first two clusters named in `FORESIGHT_SLURM_CONFS`, or None (after saying so).
 fn two_clusters(test: &str) -> Option<Vec<(String, PathBuf)>> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+        );
         eprintln!("SKIP {test}: FORESIGHT_SLURM_CONFS is not set");
         return None;
     };
@@ -370,6 +378,10 @@ fn two_clusters(test: &str) -> Option<Vec<(String, PathBuf)>> {
         })
         .collect();
     if two.len() < 2 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: two Slurm clusters are needed under CI"
+        );
         eprintln!("SKIP {test}: two Slurm clusters are needed");
         return None;
     }

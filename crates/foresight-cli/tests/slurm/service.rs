@@ -276,6 +276,10 @@ fn script_env(c: &Cluster) -> Vec<(String, String)> {
 /// The clusters to use, or None (after saying so) when `FORESIGHT_SLURM_CONFS` is unset.
 fn grid(test: &str) -> Option<Vec<Cluster>> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+        );
         eprintln!(
             "SKIP {test}: FORESIGHT_SLURM_CONFS is not set (start clusters with \
              `scripts/local-slurm.sh start 2`, then `source /tmp/foresight-slurm/env`)"
