@@ -1,5 +1,5 @@
 //! Standard output that may close early (`foresight job list --all | head -1`): every print
-//! of the binary goes through [`out!`] and [`outln!`] (not `print!`, which panics when the
+//! of the binary goes through `out!` and `outln!` (not `print!`, which panics when the
 //! reader has gone), and every error reaching `main` is checked with [`broken_pipe`].
 //!
 //! A closed pipe ends the process quietly with status 141 (128 + SIGPIPE), which is what a
@@ -29,14 +29,14 @@ pub fn write(args: fmt::Arguments<'_>) {
     }
 }
 
-/// `print!` that never panics: see [`write`].
+/// `print!` that never panics: see [`write()`].
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::write(format_args!($($arg)*))
     };
 }
 
-/// `println!` that never panics: see [`write`].
+/// `println!` that never panics: see [`write()`].
 macro_rules! outln {
     () => {
         $crate::out::write(format_args!("\n"))
