@@ -170,11 +170,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for JsonHeadErrors<I> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        match this.poll_pending(cx) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => return Poll::Pending,
-        }
+        std::task::ready!(this.poll_pending(cx))?;
         if let Some(r) = this.take_answer(cx, data) {
             return r;
         }
@@ -187,11 +183,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for JsonHeadErrors<I> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        match this.poll_pending(cx) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-            Poll::Pending => return Poll::Pending,
-        }
+        std::task::ready!(this.poll_pending(cx))?;
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total <= 256 && bufs.first().is_some_and(|b| b.starts_with(b"HTTP/1.1 4")) {
             let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
