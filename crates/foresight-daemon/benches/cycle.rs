@@ -34,7 +34,7 @@ use foresight_api::{AclSpec, JobState};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_daemon::config::{ClusterConfig, Config};
-use foresight_daemon::world::World;
+use foresight_daemon::state::world::World;
 use foresight_rm::Outcome;
 use foresight_store::{JobRecord, UserRecord};
 use std::hint::black_box;
@@ -233,7 +233,7 @@ fn bench(c: &mut Criterion) {
                                 Time(NOW),
                                 "bench",
                                 "local",
-                                foresight_daemon::world::Held::Count(1),
+                                foresight_daemon::state::world::Held::Count(1),
                                 NOW + 86_400,
                                 NOW + 90_000,
                                 acl,

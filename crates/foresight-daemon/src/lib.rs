@@ -1,54 +1,29 @@
 //! The Foresight service: a REST API over the grid planner, a scheduling cycle that reserves
 //! and dispatches, a durable store, and local executors that run jobs as real processes.
 //!
-//! # Layout
-//! - [`config`]: the TOML configuration and its embedded defaults.
-//! - `accounts`: the Unix account each user's jobs run as, and the data directory's modes.
-//! - `data_lock`: one server per data directory (`server.lock`); one server per store is
-//!   the store's own lock ([`foresight_store::Holder`]), since two directories can name
-//!   one store.
-//! - `world`: the state and every change to it, under one lock, without I/O.
-//! - [`service`]: the running service: store writes, effects, the cycle task.
-//! - [`dispatcher_config`] and `dispatcher`: peer dispatcher mode, where each site's
-//!   service bids in English auctions for the global jobs of a shared PostgreSQL queue.
-//! - [`http_config`]: the `[http]` table; `acceptor`: the accept loop that serves it
-//!   (HTTPS, timeouts, the connection limit).
-//! - [`http`]: the REST API, `/healthz`, `/metrics`, OpenAPI; `user_admin`: its routes
-//!   that change users (credentials, tokens, disabling, removal).
-//! - `dashboard`: the web dashboard at `/`, its assets embedded.
-//! - [`wiki_server`]: the WIKI servers through which Maui schedules local clusters.
+//! # Layers
+//! Imports go one way, down this list (`tests/layers.rs` fails on any other edge, and on
+//! any import cycle between the modules of one directory). `docs/architecture.md` follows
+//! one job through them.
+//! - [`config`]: the TOML configuration, its embedded defaults and checks. Depends on
+//!   nothing else here.
+//! - [`state`]: the jobs, clusters, reservations, users and workflows, and every change to
+//!   them, under one lock and without I/O: each change takes `now` and returns effects.
+//! - [`runtime`]: the running service. Carries out the effects (resource managers,
+//!   staging copies, the store), runs the scheduling cycle and the peer dispatchers, holds
+//!   the data directory.
+//! - [`api`]: what the service answers on: the REST API, `/healthz`, `/metrics`, OpenAPI,
+//!   the dashboard, and the WIKI servers through which Maui schedules local clusters.
 #![forbid(unsafe_code)]
 
-mod acceptor;
-mod accounts;
+pub mod api;
 pub mod config;
-mod dashboard;
-mod data_lock;
-mod dependency;
-mod dispatcher;
-pub mod dispatcher_config;
-mod error;
-mod head_errors;
-pub mod http;
-pub mod http_config;
-mod limits;
-mod metrics;
-mod moment;
-mod output;
-mod plan_view;
-mod refusal;
-pub mod service;
-mod staging;
-mod user_admin;
-pub mod wiki_rm;
-pub mod wiki_server;
-mod workflows;
-#[doc(hidden)]
-pub mod world;
+pub mod runtime;
+pub mod state;
 
+pub use api::ApiError;
 pub use config::Config;
-pub use error::ApiError;
-pub use refusal::Refusal;
+pub use state::refusal::Refusal;
 
 use std::sync::Arc;
 
@@ -61,10 +36,10 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("listening on {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
     // Read before anything is written, so that a bad certificate stops the start at once.
-    let tls = acceptor::tls_acceptor(&cfg.http)?;
+    let tls = api::acceptor::tls_acceptor(&cfg.http)?;
     let http_cfg = cfg.http.clone();
-    acceptor::raise_fd_limit(http_cfg.max_connections);
-    accounts::prepare_data_dir(&cfg.data_dir)?;
+    api::acceptor::raise_fd_limit(http_cfg.max_connections);
+    runtime::data_dir::prepare(&cfg.data_dir)?;
     // Absolute from here on: a job's output and attempt paths are made from it, and a job
     // runs in its own working directory, where a relative path would name another place.
     cfg.data_dir = std::fs::canonicalize(&cfg.data_dir)
@@ -72,9 +47,9 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let data_dir = cfg.data_dir.clone();
     // Held until the server exits; a second server on this directory refuses here, and one
     // on this store (from another directory) as the store opens.
-    let _lock = data_lock::DataDirLock::acquire(&data_dir)?;
-    let (service, token) = service::Service::open(cfg).await?;
-    let wiki = wiki_server::WikiServers::start(&service, &data_dir).await?;
+    let _lock = runtime::data_dir::DataDirLock::acquire(&data_dir)?;
+    let (service, token) = runtime::Service::open(cfg).await?;
+    let wiki = api::wiki_server::WikiServers::start(&service, &data_dir).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");
     if tls.is_none() && !addr.ip().is_loopback() {
@@ -96,7 +71,7 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         data_dir.display()
     );
     tracing::info!("listening on {url}");
-    let app = http::router(service.clone());
+    let app = api::router(service.clone());
     let taken = Arc::new(std::sync::Mutex::new(None));
     let stop = {
         let (taken, store) = (taken.clone(), service.store.clone());
@@ -105,7 +80,7 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
             *taken.lock().unwrap_or_else(|p| p.into_inner()) = lost;
         }
     };
-    acceptor::serve(listener, app, tls, &http_cfg, stop).await;
+    api::acceptor::serve(listener, app, tls, &http_cfg, stop).await;
     wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));
@@ -148,4 +123,4 @@ async fn shutdown_signal() {
 }
 
 /// The service handle for tests and embedding.
-pub type Handle = Arc<service::Service>;
+pub type Handle = Arc<runtime::Service>;

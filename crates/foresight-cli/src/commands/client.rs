@@ -839,7 +839,7 @@ fn waits_for_wiki(j: &JobView) -> bool {
         && j.started_at.is_none()
         && j.reason
             .as_deref()
-            .is_some_and(|r| r.starts_with(foresight_daemon::wiki_server::WAITING_FOR_WIKI))
+            .is_some_and(|r| r.starts_with(foresight_daemon::state::world::WAITING_FOR_WIKI))
 }
 
 /// `text` followed by spaces up to `width` characters (never truncated).

@@ -32,7 +32,7 @@ pub struct ServerOpts {
     /// `single` (this service alone) or `dispatcher` (one of several peer dispatchers, one
     /// per site, sharing a PostgreSQL --store) [config: mode] [default: single].
     #[arg(long, value_name = "MODE")]
-    mode: Option<foresight_daemon::dispatcher_config::Mode>,
+    mode: Option<foresight_daemon::config::dispatcher::Mode>,
     /// This dispatcher's site, unique among the dispatchers of one store [config:
     /// dispatcher.site].
     #[arg(long, value_name = "NAME")]

@@ -92,7 +92,7 @@ fn every_route_of_the_router_is_in_the_openapi_document() {
     assert_eq!(status, 200, "{doc}");
     let paths = doc["paths"].as_object().unwrap();
     let client = reqwest::blocking::Client::new();
-    let routes = foresight_daemon::http::route_paths();
+    let routes = foresight_daemon::api::route_paths();
     assert!(routes.len() > 30, "{routes:?}");
     let mut problems = Vec::new();
     for (path, documented) in &routes {
@@ -219,7 +219,7 @@ fn errors_hyper_answers_itself_carry_the_json_body() {
     let s = Server::with_config(
         "[http]\nbody_timeout_ms = 1000\n\n[[cluster]]\nname = \"local\"\nprocs = 1\n",
     );
-    let head_limit = foresight_daemon::http::MAX_HEAD_BYTES;
+    let head_limit = foresight_daemon::api::MAX_HEAD_BYTES;
     let long_uri = format!(
         "GET /api/v1/jobs?x={} HTTP/1.1\r\nHost: x\r\n\r\n",
         "a".repeat(70_000)

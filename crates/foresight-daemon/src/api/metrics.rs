@@ -1,6 +1,6 @@
 //! Prometheus metrics, computed from the state at each scrape.
 
-use crate::service::Service;
+use crate::runtime::Service;
 use foresight_api::JobState;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;

@@ -1,3 +1,5 @@
+//! The data directory: its modes ([`prepare`]), and one server per directory.
+//!
 //! One server per data directory: `DATA_DIR/server.lock`, held with an exclusive `flock` for
 //! the server's whole life and holding its PID. Two servers on one directory would both
 //! launch the same jobs and delete each other's `server.url`; the second one, after trying
@@ -9,6 +11,7 @@
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// The held lock; dropping it (at the server's exit) releases it.
@@ -79,6 +82,47 @@ fn lock_within(
             other => return other,
         }
     }
+}
+
+/// Makes the data directory safe before anything is written: files the service creates are
+/// private (umask 077: database, WAL, tokens, attempt directories with each job's spec and
+/// environment), and the directory itself and `output/` are 0700, so no job (whatever its
+/// account) can list or open anything in them. Jobs still write their output there: the
+/// supervisor, still root, opens a job's output files (0600, owned by the job's account) and
+/// hands them to the job as its stdout and stderr; users read them through the API. Modes
+/// left by earlier versions are tightened too.
+pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
+    foresight_rm::account::private_umask();
+    let output = dir.join("output");
+    std::fs::create_dir_all(&output)
+        .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
+    let chmod = |path: &Path, mode: u32| -> anyhow::Result<()> {
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(anyhow::anyhow!("chmod {mode:o} {}: {e}", path.display())),
+        }
+    };
+    chmod(dir, 0o700)?;
+    chmod(&output, 0o700)?;
+    chmod(&dir.join("clusters"), 0o700)?;
+    for name in [
+        "foresight.db",
+        "foresight.db-wal",
+        "foresight.db-shm",
+        "admin.token",
+    ] {
+        chmod(&dir.join(name), 0o600)?;
+    }
+    if let Ok(entries) = std::fs::read_dir(&output) {
+        for entry in entries.flatten() {
+            let meta = entry.metadata();
+            if meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o077 != 0) {
+                chmod(&entry.path(), 0o600)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 //! The daemon's configuration: a TOML file, or embedded defaults (one local cluster with as
 //! many processors as the machine has cores).
 
+pub mod dispatcher;
+pub mod http;
+pub mod wiki_rm;
+
 use foresight_core::broker::ClusterSpec;
 use foresight_core::licence::LicencePool;
 use serde::{Deserialize, Serialize};
@@ -30,10 +34,10 @@ pub struct Config {
     /// `single` (the default: this service alone plans the grid) or `dispatcher` (one of
     /// several peer dispatchers sharing a PostgreSQL store, see `[dispatcher]`).
     #[serde(default)]
-    pub mode: crate::dispatcher_config::Mode,
+    pub mode: crate::config::dispatcher::Mode,
     /// The `[dispatcher]` table: site, lease, auction (for `mode = "dispatcher"`).
     #[serde(default)]
-    pub dispatcher: crate::dispatcher_config::DispatcherConfig,
+    pub dispatcher: crate::config::dispatcher::DispatcherConfig,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -100,7 +104,7 @@ pub struct Config {
     pub unix_user: std::collections::BTreeMap<String, String>,
     /// The `[http]` table: HTTPS (`tls_cert`, `tls_key`) and connection limits.
     #[serde(default)]
-    pub http: crate::http_config::HttpConfig,
+    pub http: crate::config::http::HttpConfig,
 }
 
 /// One cluster. Processes of the `local` kind run at this machine's speed, so leave its
@@ -145,7 +149,7 @@ pub struct ClusterConfig {
     pub wiki: Option<WikiConfig>,
     /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wiki_rm: Option<crate::wiki_rm::WikiRmConfig>,
+    pub wiki_rm: Option<crate::config::wiki_rm::WikiRmConfig>,
     /// This cluster's own scratch file system, for a cluster that does not share its jobs'
     /// working directories: a job placed here that was not submitted to it runs in
     /// `WORK_DIR/job-ID` (made as the job's account), its inputs are copied there, and its
@@ -431,7 +435,7 @@ impl Config {
                         anyhow::bail!("{at}: sync_ms must be at least 1");
                     }
                 }
-                "wiki" => crate::wiki_rm::check(&at, c)?,
+                "wiki" => crate::config::wiki_rm::check(&at, c)?,
                 other => anyhow::bail!(
                     "{at}: kind {other:?} is not supported (supported: local, slurm, wiki)"
                 ),

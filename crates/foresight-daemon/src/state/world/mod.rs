@@ -3,7 +3,7 @@
 //! (the caller writes them to the store) and queue effects (the caller runs processes).
 
 use crate::config::{ClusterConfig, Config};
-use crate::refusal::Refusal;
+use crate::state::refusal::Refusal;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::ClusterSpec;
 use foresight_core::broker::{
@@ -35,7 +35,7 @@ pub enum Effect {
         spec: LaunchSpec,
         /// Input files to copy into its working directory first (none when its inputs live
         /// on that cluster); the outcome goes to [`World::staged`].
-        stage: Vec<crate::staging::Copy>,
+        stage: Vec<crate::state::staging::Copy>,
     },
     /// Copy a reserved job's input to the cluster it will start on, ahead of its start
     /// (during the transfer the planner set aside); the outcome goes to
@@ -48,7 +48,7 @@ pub enum Effect {
         /// Its attempt.
         attempt: u32,
         /// The files.
-        stage: Vec<crate::staging::Copy>,
+        stage: Vec<crate::state::staging::Copy>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
@@ -58,7 +58,7 @@ pub enum Effect {
         /// The job.
         job: u64,
         /// The files: the job's own outputs first, then each workflow edge's (labelled).
-        stage: Vec<crate::staging::OutputFetch>,
+        stage: Vec<crate::state::staging::OutputFetch>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
     },
@@ -106,7 +106,7 @@ pub enum Effect {
         submission: Submission,
         /// Input files to copy into its working directory first; a failed copy goes to
         /// [`World::remote_staged`] instead of submitting.
-        stage: Vec<crate::staging::Copy>,
+        stage: Vec<crate::state::staging::Copy>,
     },
     /// Move a reserved job's reservations (and its submitted parts' begin times) on
     /// clusters that schedule themselves, in order, all or none: when a step fails, the
@@ -235,7 +235,7 @@ impl Cluster {
     /// The most processors a global job may ask of it: none where no global job can go
     /// (a WIKI cluster without a submission route).
     fn global_admission_limit(&self) -> u32 {
-        if crate::wiki_rm::takes_foresight_jobs(&self.cfg) {
+        if crate::config::wiki_rm::takes_foresight_jobs(&self.cfg) {
             self.admission_limit()
         } else {
             0
@@ -304,7 +304,7 @@ pub struct World {
     /// Changed since last written.
     pub dirty_jobs: BTreeSet<JobId>,
     /// What each user's admitted local jobs may still cost, kept as jobs change.
-    pub(crate) uncharged: crate::accounts::Uncharged,
+    pub(crate) uncharged: crate::state::world::accounts::Uncharged,
     /// Changed since last written.
     pub dirty_reservations: BTreeSet<ReservationId>,
     /// Changed since last written.
@@ -585,7 +585,7 @@ impl World {
     /// Refuses what `exec` would refuse later (NUL bytes, bad environment names) and names
     /// that would drive a terminal, at submission rather than at launch.
     fn check_texts(j: &JobRecord) -> Result<(), Refusal> {
-        use crate::limits;
+        use crate::state::limits;
         if let Some(n) = &j.name {
             limits::name("name", n)?;
         }
@@ -621,9 +621,9 @@ impl World {
                 format!("must be positive, got {} s", j.walltime),
             ));
         }
-        crate::limits::seconds("walltime", j.walltime)?;
+        crate::state::limits::seconds("walltime", j.walltime)?;
         if let Some(b) = j.begin {
-            crate::limits::instant("begin", b)?;
+            crate::state::limits::instant("begin", b)?;
         }
         if j.command.is_empty() || j.command[0].is_empty() {
             return Err(Refusal::invalid("command", "must name a program to run"));
@@ -636,7 +636,7 @@ impl World {
             ));
         }
         if let Some(p) = j.price {
-            crate::limits::price("price", p)?;
+            crate::state::limits::price("price", p)?;
         }
         Self::check_texts(j)?;
         if let Some(cwd) = &j.cwd {
@@ -687,10 +687,10 @@ impl World {
                 let k = self
                     .cluster_index(c)
                     .ok_or_else(|| self.unknown_cluster(c))?;
-                if !crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
+                if !crate::config::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
                     return Err(Refusal::invalid(
                         "cluster",
-                        format!("cluster {c}: {}", crate::wiki_rm::no_route_reason()),
+                        format!("cluster {c}: {}", crate::config::wiki_rm::no_route_reason()),
                     ));
                 }
                 let max = self.clusters[k].admission_limit();
@@ -926,8 +926,8 @@ impl World {
             procs,
             walltime: Dur(walltime),
             max_price: price.unwrap_or_else(|| self.default_price()),
-            input_mb: crate::staging::input_mb(&self.jobs[&id]),
-            home: crate::staging::data_cluster(&self.jobs[&id])
+            input_mb: crate::state::staging::input_mb(&self.jobs[&id]),
+            home: crate::state::staging::data_cluster(&self.jobs[&id])
                 .and_then(|c| self.cluster_index(&c)),
             co_allocate,
             criterion: Criterion::EarliestFinish,
@@ -1099,7 +1099,7 @@ impl World {
         let Some(spec) = self.part_spec(id, index, taken) else {
             return;
         };
-        let mut stage = crate::staging::copies(&self.jobs[&id], &name, &spec.cwd);
+        let mut stage = crate::state::staging::copies(&self.jobs[&id], &name, &spec.cwd);
         let ahead = self.jobs[&id]
             .staging
             .iter()
@@ -1842,8 +1842,8 @@ impl World {
                 format!("must be 1..={max} (cluster {cluster} has {max})"),
             ));
         }
-        crate::limits::instant("start", start)?;
-        crate::limits::instant("end", end)?;
+        crate::state::limits::instant("start", start)?;
+        crate::state::limits::instant("end", end)?;
         if end <= start {
             return Err(Refusal::invalid("end", "must be after start"));
         }
@@ -1854,7 +1854,7 @@ impl World {
             if t <= 0 {
                 return Err(Refusal::invalid("ttl", "must be positive"));
             }
-            crate::limits::seconds("ttl", t)?;
+            crate::state::limits::seconds("ttl", t)?;
         }
         if let Some(&p) = processors.iter().find(|&&p| p >= max) {
             return Err(Refusal::invalid(
@@ -1958,8 +1958,8 @@ impl World {
                         format!(
                             "processor {p} of {name} is held by reservation {} from {} to {}",
                             r.id,
-                            crate::moment::utc(r.start),
-                            crate::moment::utc(r.end)
+                            crate::state::moment::utc(r.start),
+                            crate::state::moment::utc(r.end)
                         ),
                     ));
                 }
@@ -1977,8 +1977,8 @@ impl World {
                         format!(
                             "processor {p} of {name} runs job {} until up to {}, past the start {}",
                             j.id,
-                            crate::moment::utc(until),
-                            crate::moment::utc(start)
+                            crate::state::moment::utc(until),
+                            crate::state::moment::utc(start)
                         ),
                     ));
                 }
@@ -2216,7 +2216,7 @@ impl World {
                         j.first_planned_start.get_or_insert(start.secs());
                         j.reason = Some(format!(
                             "planned to start at {}, beyond the lead time",
-                            crate::moment::utc(start.secs())
+                            crate::state::moment::utc(start.secs())
                         ));
                         j.state = JobState::Planned;
                         self.dirty_jobs.insert(job);
@@ -2489,7 +2489,7 @@ impl World {
             j.first_planned_start.get_or_insert(start);
             j.reason = Some(format!(
                 "reserving {cluster} from {} (phase one: tentative)",
-                crate::moment::utc(start)
+                crate::state::moment::utc(start)
             ));
             self.dirty_jobs.insert(id);
         }
@@ -2581,7 +2581,7 @@ impl World {
             let Some(spec) = self.part_spec(id, index, Vec::new()) else {
                 continue;
             };
-            let stage = crate::staging::copies(j, &p.cluster, &spec.cwd);
+            let stage = crate::state::staging::copies(j, &p.cluster, &spec.cwd);
             if !stage.is_empty() {
                 copies.push((k, stage, spec.unix_user));
             }
@@ -2891,6 +2891,7 @@ impl World {
     }
 }
 
+pub(crate) mod accounts;
 mod credentials;
 mod gate;
 mod outputs;
@@ -2901,6 +2902,7 @@ mod wiki;
 mod workflow;
 
 pub use gate::display_id;
+pub use wiki::WAITING_FOR_WIKI;
 pub use workflow::link_tasks;
 
 #[cfg(test)]

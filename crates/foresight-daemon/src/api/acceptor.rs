@@ -2,10 +2,10 @@
 //! limits that keep slow or idle clients from holding the service (slowloris): a total
 //! time for each request head (hyper's header read timeout, which also bounds the wait for
 //! the next request on a kept-alive connection), a total time for each body (the
-//! [`BodyDeadline`] that [`crate::http::Body`] obeys), an idle timeout when no byte moves and
+//! [`BodyDeadline`] that [`crate::api::Body`] obeys), an idle timeout when no byte moves and
 //! no request is being answered, and a cap on open connections.
 
-use crate::http_config::HttpConfig;
+use crate::config::http::HttpConfig;
 use hyper::body::Incoming;
 use hyper::service::Service as _;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -283,11 +283,11 @@ async fn connection<I>(
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header)
-        .max_headers(crate::head_errors::MAX_HEADERS)
-        .max_buf_size(crate::head_errors::MAX_HEAD_BYTES)
+        .max_headers(crate::api::head_errors::MAX_HEADERS)
+        .max_buf_size(crate::api::head_errors::MAX_HEAD_BYTES)
         .keep_alive(true)
         .serve_connection(
-            TokioIo::new(crate::head_errors::JsonHeadErrors::new(io)),
+            TokioIo::new(crate::api::head_errors::JsonHeadErrors::new(io)),
             service,
         );
     tokio::pin!(conn);

@@ -4,8 +4,8 @@
 //! dependency that can never hold cancels the job, with the reason.
 
 use super::World;
-use crate::dependency::{dependency_verdict, Named, OutputCopy};
-use crate::refusal::Refusal;
+use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
+use crate::state::refusal::Refusal;
 use foresight_api::{Dependency, DependencyVerdict, JobState};
 use foresight_core::time::Time;
 use foresight_core::JobId;

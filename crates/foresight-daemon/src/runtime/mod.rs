@@ -1,10 +1,16 @@
 //! The running service: the world under its lock, the store, the executors, and the tasks
 //! that drive them (scheduling cycle, process reports).
 
+pub(crate) mod data_dir;
+pub(crate) mod dispatcher;
+pub(crate) mod staging;
+pub(crate) mod wiki_rm;
+mod workflows;
+
 use crate::config::Config;
-use crate::plan_view::{self, Visible};
-use crate::refusal::Refusal;
-use crate::world::{Effect, World};
+use crate::state::plan_view::{self, Visible};
+use crate::state::refusal::Refusal;
+use crate::state::world::{Effect, World};
 use foresight_api::{
     ClusterEstimate, ClusterInfo, ClusterPlan, Estimate, EstimateRequest, Explanation, JobState,
     JobView, PartView, ReservationView, SubmitJob, UserView,
@@ -95,7 +101,7 @@ pub struct Service {
     closing: AtomicBool,
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
     /// This site's dispatcher, in dispatcher mode.
-    pub(crate) dispatcher: Option<Arc<crate::dispatcher::Dispatcher>>,
+    pub(crate) dispatcher: Option<Arc<crate::runtime::dispatcher::Dispatcher>>,
     /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
     /// cluster): a launch meanwhile waits for its copy's outcome.
     ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
@@ -166,7 +172,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let (store, dispatcher) = crate::dispatcher::open_store(&cfg).await?;
+        let (store, dispatcher) = crate::runtime::dispatcher::open_store(&cfg).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -193,7 +199,7 @@ impl Service {
                 continue;
             }
             if c.kind == "wiki" {
-                managers.push(Arc::new(crate::wiki_rm::build(c, &cfg.instance)?));
+                managers.push(Arc::new(crate::runtime::wiki_rm::build(c, &cfg.instance)?));
                 executors.push(None);
                 continue;
             }
@@ -257,7 +263,7 @@ impl Service {
         let mut jobs: std::collections::BTreeMap<u64, JobRecord> =
             jobs.into_iter().map(|j| (j.id, j)).collect();
         for wf in &workflows {
-            crate::world::link_tasks(&mut jobs, wf);
+            crate::state::world::link_tasks(&mut jobs, wf);
         }
         let jobs: Vec<JobRecord> = jobs.into_values().collect();
         let reservations = store.load_reservations().await?;
@@ -373,7 +379,7 @@ impl Service {
         let every = if c.is_slurm() {
             Duration::from_millis(c.sync_ms.max(1))
         } else {
-            crate::wiki_rm::poll_every(c)
+            crate::config::wiki_rm::poll_every(c)
         };
         let manager = self.managers[k].clone();
         loop {
@@ -608,7 +614,7 @@ impl Service {
                             Some(Ok(())) => Ok(()),
                             // Failed ahead, or lost to a restart: copied now.
                             _ => {
-                                crate::staging::stage(
+                                crate::runtime::staging::stage(
                                     &stage,
                                     spec.unix_user.as_deref(),
                                     s.copy_timeout(),
@@ -668,7 +674,7 @@ impl Service {
                 unix_user,
             } => {
                 tokio::spawn(async move {
-                    let result = crate::staging::stage_within(
+                    let result = crate::runtime::staging::stage_within(
                         &stage,
                         unix_user.as_deref(),
                         s.copy_timeout(),
@@ -806,8 +812,12 @@ impl Service {
                 let (tell, outcome) = tokio::sync::watch::channel(None);
                 self.lock_ahead().insert((job, attempt, cluster), outcome);
                 tokio::spawn(async move {
-                    let result =
-                        crate::staging::stage(&stage, unix_user.as_deref(), s.copy_timeout()).await;
+                    let result = crate::runtime::staging::stage(
+                        &stage,
+                        unix_user.as_deref(),
+                        s.copy_timeout(),
+                    )
+                    .await;
                     if let Err(e) = &result {
                         tracing::warn!(job, cluster, "staging input ahead failed: {e}");
                     }
@@ -835,7 +845,7 @@ impl Service {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
                             .staging_began(unix_now(), cluster, JobId(job), attempt);
-                        let result = crate::staging::stage(
+                        let result = crate::runtime::staging::stage(
                             &stage,
                             submission.spec.unix_user.as_deref(),
                             s.copy_timeout(),
@@ -889,7 +899,9 @@ impl Service {
             .as_ref()
             .is_some_and(|w| cwd.starts_with(w));
         if ours {
-            if let Err(e) = crate::staging::make_dir(cwd, account, self.copy_timeout()).await {
+            if let Err(e) =
+                crate::runtime::staging::make_dir(cwd, account, self.copy_timeout()).await
+            {
                 tracing::warn!(cluster, "making the working directory: {e}");
             }
         }
@@ -1173,7 +1185,7 @@ impl Service {
         if requests.iter().any(|r| !r.inputs.is_empty()) {
             let account = self.world().unix_account(&user.name).0;
             for (i, r) in requests.iter().enumerate() {
-                crate::staging::readable_by(&r.inputs, &account)
+                crate::runtime::staging::readable_by(&r.inputs, &account)
                     .await
                     .map_err(|e| if batch { e.at(i) } else { e })?;
             }
@@ -1195,7 +1207,7 @@ impl Service {
                     .zip([&r.group, &r.account, &r.class, &r.qos])
                 {
                     if let Some(c) = c {
-                        crate::limits::name(field, c).map_err(at)?;
+                        crate::state::limits::name(field, c).map_err(at)?;
                     }
                 }
                 let dependency = match shared_deps.get_mut(i).and_then(Option::take) {
@@ -1214,17 +1226,17 @@ impl Service {
                         let spec = a
                             .parse::<foresight_api::ArraySpec>()
                             .map_err(|e| Refusal::invalid("array", e))?;
-                        crate::limits::array("array", &spec)?;
+                        crate::state::limits::array("array", &spec)?;
                         Ok::<_, Refusal>(spec)
                     })
                     .transpose()
                     .map_err(at)?;
                 // In dispatcher mode an input may live on another site's cluster.
-                let inputs = crate::staging::measure(r.inputs, |c| {
+                let inputs = crate::runtime::staging::measure(r.inputs, |c| {
                     largest_site.is_some() || w.cluster_index(c).is_some()
                 })
                 .map_err(at)?;
-                let outputs = crate::staging::check_outputs(r.outputs, |c| {
+                let outputs = crate::state::staging::check_outputs(r.outputs, |c| {
                     largest_site.is_some() || w.cluster_index(c).is_some()
                 })
                 .map_err(at)?;
@@ -1299,7 +1311,7 @@ impl Service {
                 };
                 match largest_site {
                     Some(largest) if foresight_store::is_global(&rec) => {
-                        crate::dispatcher::admit_global(
+                        crate::runtime::dispatcher::admit_global(
                             &rec,
                             array.as_ref().and_then(|a| a.limit),
                             largest,
@@ -1668,7 +1680,7 @@ impl Service {
                 if let Some(b) = j.begin.filter(|&b| Time(b) > now) {
                     reasons.push(format!(
                         "waits for its begin time, {} ({} s from now)",
-                        crate::moment::utc(b),
+                        crate::state::moment::utc(b),
                         b - now.secs()
                     ));
                 }
@@ -1682,7 +1694,7 @@ impl Service {
                             Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
                                 "reserved on {} from {} ({} s from now)",
                                 p.cluster,
-                                crate::moment::utc(start.secs()),
+                                crate::state::moment::utc(start.secs()),
                                 (start - now).as_secs()
                             )),
                             Some(JobStatus::Waiting {
@@ -1697,7 +1709,7 @@ impl Service {
                                 if position == 1 { "" } else { "s" },
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
-                                    crate::moment::utc(t.secs())
+                                    crate::state::moment::utc(t.secs())
                                 ))
                             )),
                             Some(JobStatus::Deferred { earliest, .. }) => reasons.push(format!(
@@ -1705,7 +1717,7 @@ impl Service {
                                 p.cluster,
                                 earliest.map_or(String::new(), |t| format!(
                                     ", earliest possible start {}",
-                                    crate::moment::utc(t.secs())
+                                    crate::state::moment::utc(t.secs())
                                 ))
                             )),
                             _ => {}
@@ -1741,7 +1753,7 @@ impl Service {
             }
             JobState::Running => reasons.push(format!(
                 "running since {} on {}",
-                crate::moment::utc(j.started_at.unwrap_or(now.secs())),
+                crate::state::moment::utc(j.started_at.unwrap_or(now.secs())),
                 j.parts
                     .iter()
                     .map(|p| {
@@ -1777,17 +1789,17 @@ impl Service {
         if walltime <= 0 {
             return Err(Refusal::invalid("walltime", "must be positive"));
         }
-        crate::limits::seconds("walltime", walltime)?;
+        crate::state::limits::seconds("walltime", walltime)?;
         if req.procs == 0 {
             return Err(Refusal::invalid("procs", "must be at least 1"));
         }
         if let Some(b) = req.begin {
-            crate::limits::instant("begin", b)?;
+            crate::state::limits::instant("begin", b)?;
         }
         // Checked as a submission's price is: an estimate answers for a job that could be
         // submitted.
         if let Some(p) = req.price {
-            crate::limits::price("price", p)?;
+            crate::state::limits::price("price", p)?;
         }
         let now = unix_now();
         let input = {
@@ -1863,7 +1875,7 @@ impl Service {
                 "must be non-empty, without spaces",
             ));
         }
-        crate::limits::name("name", &rec.name)?;
+        crate::state::limits::name("name", &rec.name)?;
         if self.world().users.contains_key(&rec.name) {
             return Err(Refusal::conflict(format!(
                 "user {:?} already exists",
@@ -1978,11 +1990,6 @@ impl Service {
             })
             .map(reservation_view)
             .collect()
-    }
-
-    /// For `/metrics`.
-    pub fn metrics_text(&self) -> String {
-        crate::metrics::render(self)
     }
 
     /// Writes everything and stops the store (graceful shutdown). Running jobs keep running
@@ -2420,7 +2427,7 @@ where
 /// fails, the parts suspended so far are resumed, on every cluster, and the error names the
 /// part and its cluster and quotes the resource manager. Also the jobs requeued (with the
 /// cluster), which on an error the caller records as requeued all the same
-/// ([`World::requeued_anyway`](crate::world::World::requeued_anyway)).
+/// ([`World::requeued_anyway`](crate::state::world::World::requeued_anyway)).
 async fn preempt_all(
     managers: &[Arc<dyn ResourceManager>],
     names: &[String],
@@ -2501,7 +2508,7 @@ async fn resume_all(
 /// together or stay where they were.
 async fn move_all(
     managers: &[Arc<dyn ResourceManager>],
-    steps: &[crate::world::MoveStep],
+    steps: &[crate::state::world::MoveStep],
 ) -> Result<(), String> {
     all_or_none(
         steps,
@@ -2526,7 +2533,7 @@ async fn move_all(
 #[cfg(test)]
 mod move_tests {
     use super::*;
-    use crate::world::MoveStep;
+    use crate::state::world::MoveStep;
     use async_trait::async_trait;
     use foresight_rm::{ClusterState, PartHandle, ReserveRequest, RmError, Submission};
 

@@ -14,7 +14,7 @@
 //! is kept as the task's planned start, shown beside the actual one.
 
 use super::World;
-use crate::refusal::Refusal;
+use crate::state::refusal::Refusal;
 use foresight_api::{
     derive_state, DependencyKind, FailurePolicy, JobState, WorkflowSpec, WorkflowTaskView,
     WorkflowView,
@@ -174,7 +174,7 @@ impl World {
         let walltimes = spec
             .check()
             .map_err(|(field, reason)| Refusal::invalid(&field, reason))?;
-        crate::limits::name("name", &spec.name)?;
+        crate::state::limits::name("name", &spec.name)?;
         let index: HashMap<&str, usize> = spec
             .tasks
             .iter()
@@ -607,7 +607,7 @@ mod tests {
     use super::super::tests::{cluster, exit, launches, world};
     use super::super::Effect;
     use super::*;
-    use crate::staging::FetchFailure;
+    use crate::state::staging::FetchFailure;
     use foresight_api::{parse_workflow, MapperName, WorkflowState};
     use std::collections::BTreeSet;
 
@@ -741,7 +741,7 @@ edges:
             Time(1_000),
             "root",
             "a",
-            crate::world::Held::Count(3),
+            crate::state::world::Held::Count(3),
             c.planned_start,
             c.planned_end,
             AclSpec::default(),

@@ -1,16 +1,24 @@
 //! The REST API (`/api/v1`), `/healthz`, `/metrics` and the OpenAPI document.
 
-use crate::error::ApiError;
-pub use crate::head_errors::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_URI_BYTES};
-use crate::refusal::Refusal;
-use crate::service::{new_token, reservation_view, token_hash, user_view, Service};
-use crate::user_admin;
+pub(crate) mod acceptor;
+mod dashboard;
+pub(crate) mod error;
+mod head_errors;
+mod metrics;
+mod output;
+mod user_admin;
+pub mod wiki_server;
+
+pub use crate::api::head_errors::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_URI_BYTES};
+use crate::runtime::{new_token, reservation_view, token_hash, user_view, Service};
+use crate::state::refusal::Refusal;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post, MethodRouter};
 use axum::{Json, Router};
+pub use error::ApiError;
 use foresight_api::*;
 use foresight_core::{JobId, ReservationId};
 use foresight_store::UserRecord;
@@ -109,7 +117,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         // until the deadline the accept loop set when its head arrived.
         let deadline = req
             .extensions()
-            .get::<crate::acceptor::BodyDeadline>()
+            .get::<crate::api::acceptor::BodyDeadline>()
             .copied();
         let read = axum::body::Bytes::from_request(req, state);
         let read = match deadline {
@@ -293,7 +301,7 @@ fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/jobs/{id}/resume", post(resume_job)),
         ("/jobs/{id}/requeue", post(requeue_job)),
         ("/jobs/{id}/explain", get(explain_job)),
-        ("/jobs/{id}/output", get(crate::output::job_output)),
+        ("/jobs/{id}/output", get(crate::api::output::job_output)),
         ("/workflows", post(submit_workflow).get(list_workflows)),
         ("/workflows/{id}", get(show_workflow)),
         ("/workflows/{id}/cancel", post(cancel_workflow)),
@@ -328,14 +336,14 @@ fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 /// The routes outside [`API_PREFIX`], the dashboard's included.
 fn top_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     let mut r = vec![("/healthz", get(healthz)), ("/metrics", get(metrics))];
-    r.extend(crate::dashboard::routes());
+    r.extend(crate::api::dashboard::routes());
     r
 }
 
 /// Every path the router serves, in full (`/api/v1/jobs/{id}`), with `true` for those the
 /// OpenAPI document describes (all but the dashboard's page, script and style).
 pub fn route_paths() -> Vec<(String, bool)> {
-    let pages = crate::dashboard::page_paths();
+    let pages = crate::api::dashboard::page_paths();
     api_routes()
         .into_iter()
         .map(|(p, _)| format!("{API_PREFIX}{p}"))
@@ -363,7 +371,7 @@ pub fn router(service: Arc<Service>) -> Router {
     top.method_not_allowed_fallback(method_not_allowed)
         .fallback(|| async { Refusal::not_found("no such endpoint") })
         .layer(axum::middleware::map_response(
-            crate::head_errors::fill_empty_error,
+            crate::api::head_errors::fill_empty_error,
         ))
         .with_state(service)
 }
@@ -376,10 +384,10 @@ pub fn router(service: Arc<Service>) -> Router {
         suspend_job, resume_job, requeue_job, explain_job, estimate, create_reservation,
         list_reservations, show_reservation, commit_reservation, release_reservation,
         list_clusters, show_plan, list_users, create_user, change_budget, change_unix_user, whoami,
-        healthz, metrics, openapi, crate::output::job_output, user_admin::change_credentials,
+        healthz, metrics, openapi, crate::api::output::job_output, user_admin::change_credentials,
         user_admin::rotate_token, user_admin::change_state, user_admin::remove_user,
         submit_workflow, list_workflows, show_workflow, cancel_workflow,
-        crate::dashboard::grid::show_grid
+        crate::api::dashboard::grid::show_grid
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
@@ -391,8 +399,8 @@ pub fn router(service: Arc<Service>) -> Router {
         SubmittedWorkflow, WorkflowView, WorkflowTaskView, WorkflowState,
         foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
         foresight_api::StagingView, foresight_api::OutputSpec,
-        crate::dashboard::grid::GridView, crate::dashboard::grid::QueueCounts,
-        crate::dashboard::grid::ClusterLoad
+        crate::api::dashboard::grid::GridView, crate::api::dashboard::grid::QueueCounts,
+        crate::api::dashboard::grid::ClusterLoad
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
@@ -511,7 +519,7 @@ async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoR
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.metrics_text(),
+        metrics::render(&s),
     ))
 }
 
@@ -525,7 +533,7 @@ async fn submit_job(
     caller: Caller,
     Body(job): Body<SubmitJob>,
 ) -> Result<(StatusCode, Json<Submitted>), Refusal> {
-    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
+    crate::state::world::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, vec![job], false).await?;
     Ok((StatusCode::CREATED, Json(Submitted { id: ids[0] })))
 }
@@ -538,7 +546,7 @@ async fn submit_batch(
     caller: Caller,
     Body(batch): Body<SubmitBatch>,
 ) -> Result<(StatusCode, Json<SubmittedBatch>), Refusal> {
-    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
+    crate::state::world::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let ids = s.submit(&caller.0, batch.jobs, true).await?;
     Ok((StatusCode::CREATED, Json(SubmittedBatch { ids })))
 }
@@ -678,7 +686,7 @@ async fn submit_workflow(
     caller: Caller,
     Body(spec): Body<WorkflowSpec>,
 ) -> Result<(StatusCode, Json<SubmittedWorkflow>), Refusal> {
-    crate::accounts::check_runs_as(&s.world(), &caller.0.name)?;
+    crate::state::world::accounts::check_runs_as(&s.world(), &caller.0.name)?;
     let done = s.submit_workflow(&caller.0, spec, None).await?;
     Ok((StatusCode::CREATED, Json(done)))
 }
@@ -753,9 +761,9 @@ async fn create_reservation(
             let end = match (r.end, &r.duration) {
                 (Some(e), _) => e,
                 (None, Some(d)) => {
-                    crate::limits::instant("start", start)?;
+                    crate::state::limits::instant("start", start)?;
                     let d = d.seconds().map_err(|m| Refusal::invalid("duration", m))?;
-                    crate::limits::seconds("duration", d)?;
+                    crate::state::limits::seconds("duration", d)?;
                     start + d
                 }
                 (None, None) => return Err(Refusal::invalid("end", "give end or duration")),
@@ -771,7 +779,7 @@ async fn create_reservation(
                 }
             }
             let held = if r.processors.is_empty() {
-                crate::world::Held::Count(r.procs)
+                crate::state::world::Held::Count(r.procs)
             } else if r.procs != 0 && r.procs as usize != r.processors.len() {
                 return Err(Refusal::invalid(
                     "procs",
@@ -782,7 +790,7 @@ async fn create_reservation(
                     ),
                 ));
             } else {
-                crate::world::Held::These(r.processors)
+                crate::state::world::Held::These(r.processors)
             };
             let id =
                 w.create_reservation(now, &owner, &r.cluster, held, start, end, r.acl, r.ttl)?;
@@ -911,8 +919,10 @@ async fn create_user(
     let mut warnings = Vec::new();
     if let Some(a) = &u.unix_user {
         check_account_name(a)?;
-        let local = crate::accounts::has_local_cluster(&s.world());
-        warnings.extend(crate::accounts::check_mapped_account(local, a)?);
+        let local = crate::state::world::accounts::has_local_cluster(&s.world());
+        warnings.extend(crate::state::world::accounts::check_mapped_account(
+            local, a,
+        )?);
     }
     let token = new_token();
     let rec = UserRecord {
@@ -995,8 +1005,10 @@ async fn change_unix_user(
     let mut warnings = Vec::new();
     if let Some(a) = &change.unix_user {
         check_account_name(a)?;
-        let local = crate::accounts::has_local_cluster(&s.world());
-        warnings.extend(crate::accounts::check_mapped_account(local, a)?);
+        let local = crate::state::world::accounts::has_local_cluster(&s.world());
+        warnings.extend(crate::state::world::accounts::check_mapped_account(
+            local, a,
+        )?);
     }
     s.mutate(move |w, _| {
         let u = w

@@ -20,9 +20,9 @@
 //! [`RuntimeTracker`]), as in `sim auction`; the auction's state is rows in PostgreSQL
 //! instead of an [`AuctionHouse`](foresight_core::auction::AuctionHouse) in memory.
 
-use crate::dependency::{dependency_verdict, Named, OutputCopy};
-use crate::dispatcher_config::DispatcherConfig;
-use crate::service::{unix_now, Service};
+use crate::config::dispatcher::DispatcherConfig;
+use crate::runtime::{unix_now, Service};
+use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
 use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
     make_offer, price, AuctionConfig, Lot, Offer, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
@@ -585,7 +585,7 @@ impl Dispatcher {
         let Some(mut record) = self.queue.record(claim.job).await? else {
             return Ok(());
         };
-        let data = crate::staging::data_cluster(&record);
+        let data = crate::state::staging::data_cluster(&record);
         let cluster = {
             let w = service.world();
             let load = site_load(&w, unix_now().secs());
@@ -638,9 +638,10 @@ impl Dispatcher {
                 .get(&record.user)
                 .is_some_and(|u| u.budget.is_some());
             match w.cluster_index(&cluster) {
-                Some(k) if limited => {
-                    crate::world::World::worst_case(&record, w.broker.clusters[k].tariff.base)
-                }
+                Some(k) if limited => crate::state::world::World::worst_case(
+                    &record,
+                    w.broker.clusters[k].tariff.base,
+                ),
                 _ => 0.0,
             }
         };
@@ -767,8 +768,8 @@ impl Dispatcher {
         }
         let input = match self.queue.record(job).await? {
             Some(r) => (
-                crate::staging::input_mb(&r),
-                crate::staging::data_cluster(&r),
+                crate::state::staging::input_mb(&r),
+                crate::state::staging::data_cluster(&r),
             ),
             None => (0.0, None),
         };
@@ -859,7 +860,7 @@ fn best_offer(
 }
 
 /// Each usable cluster of this site as a bid sees it at `now` (Unix seconds).
-fn site_load(w: &crate::world::World, now: i64) -> Vec<ClusterLoad> {
+fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
     let mut load: Vec<ClusterLoad> = w
         .clusters
         .iter()
@@ -924,10 +925,10 @@ pub(crate) async fn open_store(
     // What a second server refused this store is told of this one.
     let holder = foresight_store::Holder::this_process(Some(&cfg.data_dir));
     match (cfg.mode, &location) {
-        (crate::dispatcher_config::Mode::Single, _) => {
+        (crate::config::dispatcher::Mode::Single, _) => {
             Ok((foresight_store::open_by(&location, &holder).await?, None))
         }
-        (crate::dispatcher_config::Mode::Dispatcher, foresight_store::StoreLocation::Postgres(url)) => {
+        (crate::config::dispatcher::Mode::Dispatcher, foresight_store::StoreLocation::Postgres(url)) => {
             let site = cfg
                 .dispatcher
                 .site
@@ -938,7 +939,7 @@ pub(crate) async fn open_store(
             let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone()));
             Ok((Arc::new(store), Some(dispatcher)))
         }
-        (crate::dispatcher_config::Mode::Dispatcher, _) => anyhow::bail!(
+        (crate::config::dispatcher::Mode::Dispatcher, _) => anyhow::bail!(
             "mode = \"dispatcher\" needs a PostgreSQL store shared by the dispatchers (--store postgres://…)"
         ),
     }

@@ -162,7 +162,7 @@ impl World {
             || c.cfg.is_wiki_scheduled()
             || (c.snapshot.is_some()
                 && c.unavailable_reason.as_deref()
-                    == Some(crate::wiki_rm::no_route_reason().as_str()))
+                    == Some(crate::config::wiki_rm::no_route_reason().as_str()))
     }
 
     /// The book of WIKI cluster `k` as the records keep it, given back to its adapter after a
@@ -241,7 +241,7 @@ impl World {
         for (k, submission) in subs {
             self.submitting.insert((id, attempt, k));
             let name = self.clusters[k].cfg.name.clone();
-            let stage = crate::staging::copies(&self.jobs[&id], &name, &submission.spec.cwd);
+            let stage = crate::state::staging::copies(&self.jobs[&id], &name, &submission.spec.cwd);
             self.effects.push(Effect::Submit {
                 cluster: k,
                 submission,
@@ -364,12 +364,13 @@ impl World {
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
             Ok(state) => {
-                if crate::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
+                if crate::config::wiki_rm::takes_foresight_jobs(&self.clusters[k].cfg) {
                     self.broker.on_cluster_up(now, k);
                     self.clusters[k].unavailable_reason = None;
                 } else {
                     // Up, but none of Foresight's jobs can reach its queue.
-                    self.clusters[k].unavailable_reason = Some(crate::wiki_rm::no_route_reason());
+                    self.clusters[k].unavailable_reason =
+                        Some(crate::config::wiki_rm::no_route_reason());
                 }
                 self.reconcile(now, k, &state);
                 self.rebuild_mirror(now, k, &state);

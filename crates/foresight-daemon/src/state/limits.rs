@@ -1,7 +1,7 @@
 //! The ranges every number and string of a request must fall in, checked at the API so that
 //! nothing later (the supervisor's clock, the store, a terminal printing a name) can be hurt.
 
-use crate::refusal::Refusal;
+use crate::state::refusal::Refusal;
 
 /// The longest walltime or reservation: a year. Instants stay far from `i64` overflow.
 pub const MAX_SECONDS: i64 = 366 * 86_400;

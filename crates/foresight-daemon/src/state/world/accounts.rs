@@ -6,15 +6,14 @@
 //! user's account (the supervisor drops to it before `exec`), and a submission by a user
 //! whose account does not exist, or whose account would be root without an administrator
 //! having chosen it, is refused with 403. The data directory keeps what jobs must not read
-//! out of their reach: see [`prepare_data_dir`].
+//! out of their reach: see `runtime::data_dir::prepare`.
 
-use crate::refusal::Refusal;
-use crate::world::World;
+use crate::state::refusal::Refusal;
+use crate::state::world::World;
 use foresight_core::time::Time;
 use foresight_core::{JobId, ReservationId};
 use foresight_store::JobRecord;
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// A global job: planned by the broker over the grid, and charged by it.
@@ -418,47 +417,6 @@ fn mapped_account_verdict(
             "{e}; accepted because the service is not root"
         ))),
     }
-}
-
-/// Makes the data directory safe before anything is written: files the service creates are
-/// private (umask 077: database, WAL, tokens, attempt directories with each job's spec and
-/// environment), and the directory itself and `output/` are 0700, so no job (whatever its
-/// account) can list or open anything in them. Jobs still write their output there: the
-/// supervisor, still root, opens a job's output files (0600, owned by the job's account) and
-/// hands them to the job as its stdout and stderr; users read them through the API. Modes
-/// left by earlier versions are tightened too.
-pub(crate) fn prepare_data_dir(dir: &Path) -> anyhow::Result<()> {
-    foresight_rm::account::private_umask();
-    let output = dir.join("output");
-    std::fs::create_dir_all(&output)
-        .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-    let chmod = |path: &Path, mode: u32| -> anyhow::Result<()> {
-        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(anyhow::anyhow!("chmod {mode:o} {}: {e}", path.display())),
-        }
-    };
-    chmod(dir, 0o700)?;
-    chmod(&output, 0o700)?;
-    chmod(&dir.join("clusters"), 0o700)?;
-    for name in [
-        "foresight.db",
-        "foresight.db-wal",
-        "foresight.db-shm",
-        "admin.token",
-    ] {
-        chmod(&dir.join(name), 0o600)?;
-    }
-    if let Ok(entries) = std::fs::read_dir(&output) {
-        for entry in entries.flatten() {
-            let meta = entry.metadata();
-            if meta.is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o077 != 0) {
-                chmod(&entry.path(), 0o600)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The working directory of a job that names none (a REST submission without `cwd`): the

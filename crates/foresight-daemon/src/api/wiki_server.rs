@@ -4,7 +4,7 @@
 //! `foresight_rm::wiki`'s; this is the [`WikiBackend`] over the service's state.
 
 use crate::config::WikiConfig;
-use crate::service::Service;
+use crate::runtime::Service;
 use foresight_rm::wiki::{
     serve, BackendError, CancelType, JobRecord, NodeRecord, WikiBackend, WikiServerConfig,
 };
@@ -13,10 +13,6 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-/// How the reason of a job waiting for its cluster's WIKI scheduler begins (`job list` shows
-/// such a job's start as the WIKI scheduler's).
-pub const WAITING_FOR_WIKI: &str = "waiting for the WIKI scheduler";
 
 /// One cluster of the service as a WIKI backend.
 pub struct ClusterBackend {
@@ -34,7 +30,7 @@ impl ClusterBackend {
     async fn change(
         &self,
         op: impl FnOnce(
-            &mut crate::world::World,
+            &mut crate::state::world::World,
             foresight_core::time::Time,
         ) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
@@ -50,12 +46,12 @@ impl ClusterBackend {
 #[async_trait::async_trait]
 impl WikiBackend for ClusterBackend {
     async fn get_nodes(&self) -> Result<Vec<NodeRecord>, BackendError> {
-        let now = crate::service::unix_now();
+        let now = crate::runtime::unix_now();
         Ok(self.service.world().wiki_nodes(now, self.cluster))
     }
 
     async fn get_jobs(&self) -> Result<Vec<JobRecord>, BackendError> {
-        let now = crate::service::unix_now();
+        let now = crate::runtime::unix_now();
         Ok(self.service.world().wiki_jobs(now, self.cluster))
     }
 
@@ -146,19 +142,10 @@ async fn bind(wiki: &WikiConfig) -> anyhow::Result<(TcpListener, WikiServerConfi
         .map_err(|e| anyhow::anyhow!("listening on {listen}: {e}"))?;
     let auth = match &wiki.auth {
         Some(a) => a.clone(),
-        None => daemon_user(),
+        None => crate::config::wiki_rm::daemon_user(),
     };
     Ok((
         listener,
         WikiServerConfig::new(key, wiki.allowed_peers.clone(), auth),
     ))
-}
-
-/// The name of the user the daemon runs as (`AUTH=` of its frames by default).
-pub fn daemon_user() -> String {
-    let uid = nix::unistd::geteuid();
-    match nix::unistd::User::from_uid(uid) {
-        Ok(Some(u)) => u.name,
-        _ => format!("uid{uid}"),
-    }
 }

@@ -4,8 +4,8 @@
 
 use super::tests::{job, world};
 use super::*;
+use crate::config::wiki_rm::WikiRmConfig;
 use crate::config::{ClusterConfig, Config};
-use crate::wiki_rm::WikiRmConfig;
 use foresight_rm::{BookedPart, RmJob, RmJobState, RmReservation};
 
 fn slurm(name: &str) -> ClusterConfig {

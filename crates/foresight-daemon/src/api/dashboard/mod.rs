@@ -20,7 +20,7 @@
 
 pub(crate) mod grid;
 
-use crate::service::Service;
+use crate::runtime::Service;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};

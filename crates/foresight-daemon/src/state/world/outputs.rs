@@ -11,7 +11,7 @@
 //! again what it cut.
 
 use super::{Effect, World};
-use crate::staging::{FetchFailure, OutputFetch};
+use crate::state::staging::{FetchFailure, OutputFetch};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_store::{EdgeCopyRecord, JobRecord, OutputRecord, StagingRecord};
@@ -45,7 +45,12 @@ impl World {
             return root.join(format!("job-{}", j.id));
         }
         j.cwd.clone().map_or_else(
-            || crate::accounts::default_cwd(&self.output_dir, &self.unix_account(&j.user).0),
+            || {
+                crate::state::world::accounts::default_cwd(
+                    &self.output_dir,
+                    &self.unix_account(&j.user).0,
+                )
+            },
             PathBuf::from,
         )
     }
@@ -69,9 +74,9 @@ impl World {
         let mut fetches = Vec::new();
         let mut places: Vec<String> = Vec::new();
         for o in &j.outputs {
-            let home = crate::staging::output_home(j, o);
+            let home = crate::state::staging::output_home(j, o);
             let to = self.work_dir_on(j, home.as_deref());
-            let Some(f) = crate::staging::output_fetch(o, &dirs, &to) else {
+            let Some(f) = crate::state::staging::output_fetch(o, &dirs, &to) else {
                 continue;
             };
             fetches.push(f);
@@ -125,7 +130,7 @@ impl World {
                     path: file.clone(),
                     cluster: None,
                 };
-                if let Some(mut f) = crate::staging::output_fetch(&o, dirs, &to) {
+                if let Some(mut f) = crate::state::staging::output_fetch(&o, dirs, &to) {
                     f.label = Some(label.clone());
                     out.0.push(f);
                 }

@@ -2,9 +2,9 @@
 //! all its task jobs in one transaction, then queued), views and cancellation, each for the
 //! owner or an administrator only. The state itself is `world/workflow.rs`.
 
-use crate::refusal::Refusal;
-use crate::service::{unix_now, Service};
-use crate::world::World;
+use crate::runtime::{unix_now, Service};
+use crate::state::refusal::Refusal;
+use crate::state::world::World;
 use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
 use foresight_store::UserRecord;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! busy, reserved and free now, its local queue; the global queue by state; when the last
 //! scheduling cycle ran and how long it took.
 
-use crate::error::ApiError;
-use crate::http::Caller;
-use crate::service::{unix_now, Service};
+use crate::api::error::ApiError;
+use crate::api::Caller;
+use crate::runtime::{unix_now, Service};
 use axum::extract::State;
 use axum::Json;
 use foresight_api::{ClusterInfo, JobState};

@@ -17,6 +17,10 @@ use foresight_rm::wiki::{
 };
 use foresight_store::{JobRecord, PartRecord};
 
+/// How the reason of a job waiting for its cluster's WIKI scheduler begins (`job list` shows
+/// such a job's start as the WIKI scheduler's).
+pub const WAITING_FOR_WIKI: &str = "waiting for the WIKI scheduler";
+
 /// How long an ended job is still reported, seconds: the scheduler must see it end, and
 /// polls every `RMPOLLINTERVAL` (Maui's default: 30 s).
 pub const ENDED_KEPT_SECS: i64 = 600;
@@ -31,7 +35,7 @@ pub fn waiting_reason(name: &str) -> String {
     format!(
         "{} (Maui) of cluster {name} to start it (STARTJOB): the cluster's own policy \
          stands aside",
-        crate::wiki_server::WAITING_FOR_WIKI
+        WAITING_FOR_WIKI
     )
 }
 
@@ -300,7 +304,7 @@ fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
 mod tests {
     use super::*;
     use crate::config::{ClusterConfig, Config, WikiConfig};
-    use crate::world::Effect;
+    use crate::state::world::Effect;
     use foresight_rm::Outcome;
 
     /// A world with cluster `maui` (4 processors, scheduled through WIKI) and job 1 of 2
@@ -324,7 +328,7 @@ mod tests {
         let j = JobRecord {
             cluster: Some("maui".into()),
             co_allocate: false,
-            ..crate::world::tests::job(1, "ann", 2, 60)
+            ..crate::state::world::tests::job(1, "ann", 2, 60)
         };
         w.accept(Time(1_000), vec![j]);
         w

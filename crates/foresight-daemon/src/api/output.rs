@@ -1,9 +1,9 @@
 //! `GET /api/v1/jobs/{id}/output`: a job's output file, to its owner or an administrator,
 //! so that `foresight job cat` works from anywhere.
 
-use crate::http::{Caller, Params};
-use crate::refusal::Refusal;
-use crate::service::Service;
+use crate::api::{Caller, Params};
+use crate::runtime::Service;
+use crate::state::refusal::Refusal;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -33,7 +33,7 @@ pub struct OutputQuery {
 pub async fn job_output(
     State(s): State<Arc<Service>>,
     caller: Caller,
-    crate::http::JobPath(r): crate::http::JobPath,
+    crate::api::JobPath(r): crate::api::JobPath,
     Params(q): Params<OutputQuery>,
 ) -> Result<impl IntoResponse, Refusal> {
     let id = s.job_id(&caller.0, r)?;

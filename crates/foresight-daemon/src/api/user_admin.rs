@@ -1,9 +1,9 @@
 //! Administrators' changes to users beyond creating them: credentials, token rotation,
 //! disabling and removal. Each takes effect for authentication before the answer is sent.
 
-use crate::http::{Body, Caller, UserName};
-use crate::refusal::Refusal;
-use crate::service::{new_token, token_hash, Service};
+use crate::api::{Body, Caller, UserName};
+use crate::runtime::{new_token, token_hash, Service};
+use crate::state::refusal::Refusal;
 use axum::extract::State;
 use axum::Json;
 use foresight_api::{CreatedUser, CredentialsChange, UserStateChange, UserView};
