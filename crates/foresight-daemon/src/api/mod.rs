@@ -10,7 +10,9 @@ mod user_admin;
 pub mod wiki_server;
 
 pub use crate::api::head_errors::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_URI_BYTES};
-use crate::runtime::{new_token, reservation_view, token_hash, user_view, Service};
+use crate::runtime::users::{new_token, token_hash};
+use crate::runtime::views::{reservation_view, user_view};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;

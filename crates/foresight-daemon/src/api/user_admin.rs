@@ -2,7 +2,8 @@
 //! disabling and removal. Each takes effect for authentication before the answer is sent.
 
 use crate::api::{Body, Caller, UserName};
-use crate::runtime::{new_token, token_hash, Service};
+use crate::runtime::users::{new_token, token_hash};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use axum::extract::State;
 use axum::Json;

@@ -5,6 +5,7 @@
 
 use super::tests::{cluster, exit, job, launches, world};
 use super::*;
+use crate::config::ClusterConfig;
 
 fn restarted(w: &World, clusters: Vec<ClusterConfig>, now: i64) -> World {
     super::tests::restarted(w, clusters, now).0

@@ -6,6 +6,7 @@
 use super::tests::{cluster, job, world};
 use super::*;
 use foresight_api::CredentialsChange;
+use foresight_rm::Outcome;
 
 /// `cat`, a member of group `physics`.
 fn with_physicist(w: &mut World) {

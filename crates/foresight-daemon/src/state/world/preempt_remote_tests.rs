@@ -5,6 +5,9 @@
 use super::tests::{job, world};
 use super::*;
 use crate::config::ClusterConfig;
+use foresight_core::broker::Preemption;
+use foresight_rm::ClusterState;
+use foresight_rm::PartHandle;
 use foresight_rm::{RmJob, RmJobState, RmReservation};
 
 fn slurm(name: &str) -> ClusterConfig {

@@ -17,7 +17,10 @@
 
 use super::*;
 use crate::config::ClusterConfig;
+use foresight_core::broker::BrokerAction;
+use foresight_core::broker::Phase;
 use foresight_core::predict::Predictor;
+use foresight_rm::Outcome;
 use foresight_sim::grid::{lookahead_trace, GridConfig, LookaheadTrace, TracedJob};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -4,7 +4,14 @@
 
 use super::*;
 use crate::config::{ClusterConfig, Config};
+use foresight_api::ReservationState;
+use foresight_rm::ClusterState;
+use foresight_rm::Outcome;
+use foresight_rm::PartHandle;
+use foresight_rm::ReserveRequest;
+use foresight_rm::Submission;
 use foresight_rm::{RmJob, RmJobState};
+use foresight_store::PartRecord;
 
 pub(super) fn cluster(name: &str, procs: u32) -> ClusterConfig {
     ClusterConfig::local(name, procs)

@@ -6,6 +6,9 @@ use super::tests::{job, world};
 use super::*;
 use crate::config::wiki_rm::WikiRmConfig;
 use crate::config::{ClusterConfig, Config};
+use foresight_rm::ClusterState;
+use foresight_rm::PartHandle;
+use foresight_rm::ReserveRequest;
 use foresight_rm::{BookedPart, RmJob, RmJobState, RmReservation};
 
 fn slurm(name: &str) -> ClusterConfig {

@@ -1,0 +1,543 @@
+//! What the API shows of the world: jobs, explanations, clusters, plans, users and
+//! reservations, each read under the world's lock.
+
+use crate::runtime::{unix_now, Service};
+use crate::state::plan_view::{self, Visible};
+use crate::state::refusal::Refusal;
+use crate::state::world::World;
+use foresight_api::{
+    ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, ReservationView, UserView,
+};
+use foresight_core::broker::Phase;
+use foresight_core::scheduler::JobStatus;
+use foresight_core::time::Time;
+use foresight_core::JobId;
+use foresight_store::{JobRecord, UserRecord};
+
+impl Service {
+    /// A job, if the user may see it.
+    pub fn job(&self, user: &UserRecord, id: JobId) -> Result<JobView, Refusal> {
+        let w = self.world();
+        check_owner(&w, user, id)?;
+        view_of(&w, id).ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
+    }
+
+    /// Jobs the user may see, filtered.
+    pub fn jobs(
+        &self,
+        user: &UserRecord,
+        state: Option<JobState>,
+        owner: Option<&str>,
+        limit: usize,
+    ) -> Vec<JobView> {
+        let w = self.world();
+        w.jobs
+            .values()
+            .rev()
+            .filter(|j| user.admin || j.user == user.name)
+            .filter(|j| owner.is_none_or(|o| j.user == o))
+            .filter(|j| state.is_none_or(|s| j.state == s))
+            .take(limit)
+            .filter_map(|j| view_of(&w, JobId(j.id)))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect()
+    }
+
+    /// Why a job has not started (or what it is doing).
+    pub fn explain(&self, user: &UserRecord, id: JobId) -> Result<Explanation, Refusal> {
+        let w = self.world();
+        check_owner(&w, user, id)?;
+        let j = &w.jobs[&id];
+        let now = unix_now();
+        let mut reasons = Vec::new();
+        if j.held {
+            reasons.push("held: released with `foresight job release`".to_string());
+        }
+        match j.state {
+            JobState::Pending | JobState::Planned | JobState::Reserved => {
+                if let Some(b) = j.begin.filter(|&b| Time(b) > now) {
+                    reasons.push(format!(
+                        "waits for its begin time, {} ({} s from now)",
+                        crate::state::moment::utc(b),
+                        b - now.secs()
+                    ));
+                }
+                // A held job's reason is its hold, said above.
+                if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
+                    reasons.push(r.clone());
+                }
+                for p in &j.parts {
+                    if let Some(k) = w.cluster_index(&p.cluster) {
+                        match w.broker.clusters[k].sched.explain(id, now) {
+                            Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
+                                "reserved on {} from {} ({} s from now)",
+                                p.cluster,
+                                crate::state::moment::utc(start.secs()),
+                                (start - now).as_secs()
+                            )),
+                            Some(JobStatus::Waiting {
+                                procs,
+                                free_now,
+                                earliest,
+                                position,
+                            }) => reasons.push(format!(
+                                "waiting in {}'s local queue: {procs} processors asked, {free_now} \
+                                 free now, {position} job{} ahead{}",
+                                p.cluster,
+                                if position == 1 { "" } else { "s" },
+                                earliest.map_or(String::new(), |t| format!(
+                                    ", earliest possible start {}",
+                                    crate::state::moment::utc(t.secs())
+                                ))
+                            )),
+                            Some(JobStatus::Deferred { earliest, .. }) => reasons.push(format!(
+                                "joins {}'s local queue at its begin time{}",
+                                p.cluster,
+                                earliest.map_or(String::new(), |t| format!(
+                                    ", earliest possible start {}",
+                                    crate::state::moment::utc(t.secs())
+                                ))
+                            )),
+                            _ => {}
+                        }
+                    }
+                }
+                let waiting = j.links.as_ref().is_some_and(|l| l.waiting);
+                if j.cluster.is_none()
+                    && j.reservation.is_none()
+                    && !j.held
+                    && !waiting
+                    && j.parts.is_empty()
+                {
+                    let pos = w.broker.queued().position(|e| e.job.id == id);
+                    if let Some(p) = pos {
+                        let depth = w.plan_depth();
+                        reasons.push(if p < depth {
+                            format!(
+                                "in the global queue, {p} job{} ahead; planned each cycle",
+                                if p == 1 { "" } else { "s" }
+                            )
+                        } else {
+                            format!(
+                                "in the global queue, {p} job{} ahead: beyond the {depth} \
+                                 planned per cycle, it is planned once it moves up",
+                                if p == 1 { "" } else { "s" }
+                            )
+                        });
+                    } else {
+                        reasons.push("arrived; planned at the next cycle".into());
+                    }
+                }
+            }
+            JobState::Running => reasons.push(format!(
+                "running since {} on {}",
+                crate::state::moment::utc(j.started_at.unwrap_or(now.secs())),
+                j.parts
+                    .iter()
+                    .map(|p| {
+                        let s = if p.procs == 1 { "" } else { "s" };
+                        format!("{} ({} processor{s})", p.cluster, p.procs)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            )),
+            s => reasons.push(format!(
+                "{s}{}",
+                j.reason
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(": {r}"))
+            )),
+        }
+        Ok(Explanation {
+            id: id.0,
+            state: j.state,
+            reasons,
+            planned_start: j.planned_start.or_else(|| local_planned_start(&w, j, now)),
+        })
+    }
+
+    /// Clusters with their load.
+    pub fn clusters(&self) -> Vec<ClusterInfo> {
+        let w = self.world();
+        w.clusters
+            .iter()
+            .zip(&w.broker.clusters)
+            .enumerate()
+            .map(|(k, (c, g))| ClusterInfo {
+                name: c.cfg.name.clone(),
+                kind: c.cfg.kind.clone(),
+                // A cluster Maui schedules is up, though it takes no global job.
+                state: if w.cluster_up(k) { "up" } else { "down" }.into(),
+                reason: c.unavailable_reason.clone(),
+                procs: c.procs(),
+                busy: c.busy(),
+                running: g.sched.running(),
+                queued: g.sched.waiting() + w.wiki_waiting(k),
+                tariff: g.tariff.base,
+                policy: if c.cfg.is_wiki_scheduled() {
+                    "wiki".into()
+                } else {
+                    c.cfg.policy.clone()
+                },
+            })
+            .collect()
+    }
+
+    /// The plan of each cluster (or one) over `[from, to)` as `viewer` may see it (see the
+    /// `plan_view` module): copied under the lock, drawn off it.
+    pub async fn plan(
+        &self,
+        cluster: Option<&str>,
+        from: Option<i64>,
+        to: Option<i64>,
+        viewer: &UserRecord,
+    ) -> Result<Vec<ClusterPlan>, Refusal> {
+        // The plan view speaks the API's seconds.
+        let now = unix_now().secs();
+        let from = from.unwrap_or(now).max(now);
+        let to = to.unwrap_or(from + 3_600);
+        if to <= from {
+            return Err(Refusal::invalid("to", "must be after from"));
+        }
+        let (inputs, visible) = {
+            let w = self.world();
+            if let Some(c) = cluster {
+                if w.cluster_index(c).is_none() {
+                    return Err(w.unknown_cluster(c));
+                }
+            }
+            let visible = if viewer.admin {
+                Visible::All
+            } else {
+                Visible::Own(
+                    w.jobs
+                        .values()
+                        .filter(|j| j.user == viewer.name)
+                        .map(|j| j.id)
+                        .collect(),
+                )
+            };
+            let inputs: Vec<plan_view::ClusterInput> = (0..w.clusters.len())
+                .filter(|&k| cluster.is_none_or(|n| n == w.clusters[k].cfg.name))
+                .map(|k| plan_input(&w, k))
+                .collect();
+            (inputs, visible)
+        };
+        tokio::task::spawn_blocking(move || plan_view::draw(inputs, now, from, to, &visible))
+            .await
+            .map_err(|e| Refusal::internal(format!("drawing the plan failed: {e}")))
+    }
+
+    /// Users (admin).
+    pub fn users(&self) -> Vec<UserView> {
+        self.world()
+            .users
+            .values()
+            .filter(|u| !u.removed)
+            .map(user_view)
+            .collect()
+    }
+
+    /// Reservations the user may see: all for admins, else those whose ACL names them.
+    pub fn reservations(&self, user: &UserRecord) -> Vec<ReservationView> {
+        let w = self.world();
+        w.reservations
+            .values()
+            .filter(|r| {
+                user.admin
+                    || r.owner == user.name
+                    || World::acl_admits(&r.acl, &user.name, None)
+                    || r.acl
+                        .job
+                        .is_some_and(|j| w.jobs.get(&JobId(j)).is_some_and(|j| j.user == user.name))
+            })
+            .map(reservation_view)
+            .collect()
+    }
+}
+
+/// What cluster `k`'s plan is drawn from: its running parts on their processors, the
+/// broker's reserved and planned global jobs, and its administrative reservations.
+pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
+    let c = &w.clusters[k];
+    let g = &w.broker.clusters[k];
+    let name = &c.cfg.name;
+    let mut placed = Vec::new();
+    for (job, _, at) in g.sched.running_jobs() {
+        let (start, end) = (at.start.secs(), at.end.secs());
+        let procs = w
+            .jobs
+            .get(&job)
+            .and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended))
+            .map(|p| p.processors.clone())
+            .unwrap_or_default();
+        if !procs.is_empty() {
+            placed.push(plan_view::Placed {
+                occupant: "running",
+                job: job.0,
+                start,
+                end,
+                processors: procs,
+            });
+        }
+    }
+    let mut job_reservations = std::collections::HashSet::new();
+    for e in w.broker.entries() {
+        match &e.phase {
+            Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
+                for p in parts.iter().filter(|p| p.cluster == k) {
+                    job_reservations.insert(p.reservation.0);
+                    placed.push(plan_view::Placed {
+                        occupant: "reserved",
+                        job: e.job.id.0,
+                        start: p.window.start.secs(),
+                        end: p.window.end.secs(),
+                        processors: p.processors.clone(),
+                    });
+                }
+            }
+            Phase::Running { parts, .. } => {
+                job_reservations.extend(parts.iter().map(|p| p.reservation.0));
+            }
+            Phase::Planned { start, end, parts } => {
+                for p in parts.iter().filter(|p| p.cluster == k) {
+                    placed.push(plan_view::Placed {
+                        occupant: "planned",
+                        job: e.job.id.0,
+                        start: start.secs(),
+                        end: end.secs(),
+                        processors: p.processors.clone(),
+                    });
+                }
+            }
+            Phase::Queued | Phase::Suspended { .. } => {}
+        }
+    }
+    // A reserved job's part waits in the local queue for its reservation: drawn as reserved
+    // (a running part whose processors are not known is drawn from the forecast).
+    let placed_jobs = placed.iter().map(|p| p.job).collect();
+    let admin_reservations = w
+        .reservations
+        .values()
+        .filter(|r| &r.cluster == name && r.kind != "job")
+        .map(|r| (r.id, r.processors.clone()))
+        .collect();
+    plan_view::ClusterInput {
+        name: name.clone(),
+        procs: c.procs(),
+        tariff: g.tariff.base,
+        sched: g.sched.clone(),
+        placed,
+        placed_jobs,
+        job_reservations,
+        admin_reservations,
+    }
+}
+
+/// A job of the shared store as the API shows it, its reason naming where it is: the site
+/// that runs it, or its place in the global queue.
+pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
+    let mut view = record_view(w, &j.record);
+    view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
+        // Stopped there for a job of a higher level: why, as that site says.
+        (Some(site), _) => match j.record.reason.as_deref() {
+            Some(why) if j.record.suspended => format!("run by site {site}; {why}"),
+            _ => format!("run by site {site}"),
+        },
+        // Cancelled in the queue: by its owner, or because its dependencies can never hold
+        // (which its record says).
+        (None, Some("cancelled")) => match j.record.reason.as_deref() {
+            Some(why) if why != "cancelled" => why.to_string(),
+            _ => "cancelled in the global queue".into(),
+        },
+        (None, Some("held")) => {
+            "held in the global queue: released with `foresight job release`".into()
+        }
+        (None, Some("waiting")) => format!(
+            "waiting in the global queue for its dependencies ({})",
+            j.record
+                .links
+                .as_ref()
+                .and_then(|l| l.dependency.as_ref())
+                .map_or("", |d| d.text.as_str())
+        ),
+        (None, Some("over_budget")) => j
+            .record
+            .reason
+            .clone()
+            .unwrap_or_else(|| "over budget: waits off sale".into()),
+        (None, Some(q)) => format!("in the global queue ({q})"),
+        (None, None) => "in the shared store".into(),
+    });
+    view
+}
+
+/// A job as the API shows it.
+pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
+    w.jobs.get(&id).map(|j| record_view(w, j))
+}
+
+/// A job record as the API shows it (`w` gives its planned start on its cluster).
+pub fn record_view(w: &World, j: &JobRecord) -> JobView {
+    JobView {
+        id: j.id,
+        name: j.name.clone(),
+        user: j.user.clone(),
+        account: j.cred[1].clone(),
+        state: j.state,
+        held: j.held,
+        suspended: j.suspended,
+        priority: j.priority,
+        exit_code: j.exit_code,
+        signal: j.signal,
+        procs: j.procs,
+        walltime: j.walltime,
+        price: j.price,
+        cluster: j
+            .parts
+            .first()
+            .map(|p| p.cluster.clone())
+            .or_else(|| j.cluster.clone()),
+        parts: j
+            .parts
+            .iter()
+            .map(|p| PartView {
+                cluster: p.cluster.clone(),
+                procs: p.procs,
+                processors: p.processors.clone(),
+            })
+            .collect(),
+        reservation: j.reservation,
+        submitted_at: j.submitted_at,
+        planned_start: j
+            .planned_start
+            .or_else(|| local_planned_start(w, j, unix_now())),
+        first_planned_start: j.first_planned_start,
+        started_at: j.started_at,
+        ended_at: j.ended_at,
+        charged: j.charged,
+        reason: j.reason.clone(),
+        command: j.command.clone(),
+        stdout: j.stdout.clone(),
+        stderr: j.stderr.clone(),
+        array_job_id: j
+            .links
+            .as_ref()
+            .and_then(|l| l.array.as_ref())
+            .map(|a| a.job),
+        array_task_id: j
+            .links
+            .as_ref()
+            .and_then(|l| l.array.as_ref())
+            .map(|a| a.task),
+        dependency: j
+            .links
+            .as_ref()
+            .and_then(|l| l.dependency.as_ref())
+            .map(|d| d.text.clone()),
+        begin: j.begin,
+        requires: j.requires.clone(),
+        licences: j.licences.clone(),
+        app: j.app.clone(),
+        prediction: j
+            .prediction
+            .as_ref()
+            .map(|p| foresight_api::PredictionView {
+                seconds: p.seconds,
+                predictor: p.predictor.clone(),
+                runs: p.runs,
+                corrections: p.corrections,
+            }),
+        inputs: j
+            .inputs
+            .iter()
+            .map(|i| foresight_api::InputView {
+                path: i.path.clone(),
+                cluster: i.cluster.clone(),
+                bytes: i.bytes,
+            })
+            .collect(),
+        staging: j.staging.iter().map(staging_view).collect(),
+        outputs: j
+            .outputs
+            .iter()
+            .map(|o| foresight_api::OutputSpec {
+                path: o.path.clone(),
+                cluster: o.cluster.clone(),
+            })
+            .collect(),
+        output_staging: j.output_staging.as_ref().map(staging_view),
+    }
+}
+
+/// A copy's record as the API shows it (inputs in, outputs back).
+pub(crate) fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api::StagingView {
+    foresight_api::StagingView {
+        cluster: s.cluster.clone(),
+        began_at: s.began_at,
+        ended_at: s.ended_at,
+        // The job's own outputs' error, else its edges' (each names its edge).
+        error: s.error.clone().or_else(|| {
+            let edges: Vec<&str> = s.edges.iter().filter_map(|e| e.error.as_deref()).collect();
+            (!edges.is_empty()).then(|| edges.join("; "))
+        }),
+    }
+}
+
+/// A queued local job's planned start: where its cluster's policy holds it, or, while it
+/// waits for its begin time, the earliest start from then.
+pub(crate) fn local_planned_start(w: &World, j: &JobRecord, now: Time) -> Option<i64> {
+    if j.state != JobState::Pending || j.held {
+        return None;
+    }
+    let k = w.cluster_index(&j.parts.first()?.cluster)?;
+    let sched = &w.broker.clusters[k].sched;
+    match sched.reservation_of(JobId(j.id)) {
+        Some(p) => Some(p.start.secs()),
+        None => match sched.explain(JobId(j.id), now) {
+            Some(JobStatus::Deferred { earliest, .. }) => earliest.map(|t| t.secs()),
+            _ => None,
+        },
+    }
+}
+
+/// A user as the API shows it.
+pub fn user_view(u: &UserRecord) -> UserView {
+    UserView {
+        name: u.name.clone(),
+        admin: u.admin,
+        budget: u.budget,
+        spent: u.spent,
+        unix_user: u.unix_user.clone(),
+        credentials: u.credentials.clone(),
+        disabled: u.disabled,
+        warnings: Vec::new(),
+    }
+}
+
+/// A reservation as the API shows it.
+pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationView {
+    ReservationView {
+        id: r.id,
+        kind: r.kind.clone(),
+        cluster: r.cluster.clone(),
+        procs: r.procs,
+        processors: r.processors.clone(),
+        start: r.start,
+        end: r.end,
+        acl: r.acl.clone(),
+        state: r.state,
+        expires_at: r.expires_at,
+        owner: r.owner.clone(),
+    }
+}
+
+pub(crate) fn check_owner(w: &World, user: &UserRecord, id: JobId) -> Result<(), Refusal> {
+    match w.jobs.get(&id) {
+        Some(j) if user.admin || j.user == user.name => Ok(()),
+        // Someone else's job looks like no job at all: ids leak nothing.
+        _ => Err(Refusal::not_found_at("id", format!("no job {id}"))),
+    }
+}

@@ -1,0 +1,434 @@
+//! A job's parts from start to end: launched on processors, staged, started, finished or
+//! lost, requeued, and the job ended once every part has.
+
+use crate::state::world::effect::Effect;
+use crate::state::world::World;
+use foresight_api::{JobState, ReservationState};
+use foresight_core::time::{Dur, Time};
+use foresight_core::{JobId, ReservationId};
+use foresight_rm::Outcome;
+use foresight_store::JobRecord;
+use std::collections::BTreeSet;
+
+impl World {
+    pub(crate) fn fail(&mut self, now: Time, id: JobId, reason: String) {
+        let mut out = Vec::new();
+        self.broker.withdraw(now, id, &mut out);
+        self.carry_out(now, out);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.state = JobState::Failed;
+            j.reason = Some(reason);
+            j.ended_at = Some(now.secs());
+            self.dirty_jobs.insert(id);
+        }
+        self.wake_waiting(now);
+    }
+
+    /// Starts a part on processors that are really free, or defers it (in order) until
+    /// jobs that overran their walltime have let go of enough of them.
+    pub(crate) fn start_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
+        let behind = self.deferred.iter().any(|d| d.0 == k);
+        if behind || (self.clusters[k].free.len() as u32) < procs {
+            self.deferred.push((k, id, procs));
+            if let Some(j) = self.jobs.get_mut(&id) {
+                j.reason = Some(
+                    "starting: waiting for processors still held by a job being stopped".into(),
+                );
+                self.dirty_jobs.insert(id);
+            }
+            return;
+        }
+        self.launch_part(now, k, id, procs);
+    }
+
+    /// Launches the deferred parts of cluster `k` that now fit, in order.
+    pub(crate) fn start_deferred(&mut self, now: Time, k: usize) {
+        while let Some(i) = self.deferred.iter().position(|d| d.0 == k) {
+            let (_, id, procs) = self.deferred[i];
+            if (self.clusters[k].free.len() as u32) < procs {
+                break;
+            }
+            self.deferred.remove(i);
+            self.launch_part(now, k, id, procs);
+        }
+    }
+
+    pub(crate) fn launch_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
+        let taken = self.choose_processors(now, k, id, procs);
+        self.launch_on(now, k, id, taken);
+    }
+
+    /// Launches job `id`'s part on cluster `k` on the free processors `taken`.
+    pub(crate) fn launch_on(&mut self, now: Time, k: usize, id: JobId, taken: Vec<u32>) {
+        let cluster = &mut self.clusters[k];
+        for p in &taken {
+            cluster.free.remove(p);
+        }
+        let name = cluster.cfg.name.clone();
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let Some(index) = j.parts.iter().position(|p| p.cluster == name) else {
+            return;
+        };
+        j.parts[index].processors = taken.clone();
+        j.state = JobState::Running;
+        j.reason = None;
+        let Some(spec) = self.part_spec(id, index, taken) else {
+            return;
+        };
+        let mut stage = crate::state::staging::copies(&self.jobs[&id], &name, &spec.cwd);
+        let ahead = self.jobs[&id]
+            .staging
+            .iter()
+            .rev()
+            .find(|s| s.cluster == name && s.attempt == self.jobs[&id].attempt)
+            .map(|s| (s.ended_at.is_some(), s.error.is_none()));
+        if ahead == Some((true, true)) {
+            // Copied ahead, while it was reserved.
+            stage.clear();
+        }
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if index == 0 {
+                j.stdout = Some(spec.stdout.display().to_string());
+                j.stderr = Some(spec.stderr.display().to_string());
+            }
+            if !stage.is_empty() && ahead == Some((false, true)) {
+                // The copy ahead is still running: the launch waits for it (or, after a
+                // restart lost it, copies again), and its record is that copy's.
+                j.reason = Some(format!("staging its input to {name}"));
+            } else if !stage.is_empty() {
+                // It starts once its input is there: staging is time before the start.
+                j.reason = Some(format!("staging its input to {name}"));
+                let attempt = j.attempt;
+                self.staging_began(now, k, id, attempt);
+            }
+        }
+        if stage.is_empty() {
+            self.mark_started(now, id);
+        }
+        self.dirty_jobs.insert(id);
+        self.effects.push(Effect::Launch {
+            cluster: k,
+            spec,
+            stage,
+        });
+    }
+
+    /// Records a job's start (its first part's), and how far it was from the plan.
+    pub(crate) fn mark_started(&mut self, now: Time, id: JobId) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if j.started_at.is_none() {
+            j.started_at = Some(now.secs());
+            if let Some(p) = j.first_planned_start {
+                self.stats.estimate_error_sum += (now.secs() - p).abs() as f64;
+                self.stats.estimate_error_count += 1;
+            }
+        }
+        self.dirty_jobs.insert(id);
+    }
+
+    /// The copy of a part's input to cluster `k` ended: done, the part starts now (true:
+    /// launch it); failed or no longer wanted (the job was cancelled or requeued
+    /// meanwhile), the part ends without having run and releases what it held (false).
+    pub fn staged(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        attempt: u32,
+        result: Result<(), String>,
+    ) -> bool {
+        let name = self.clusters[k].cfg.name.clone();
+        if !self.staging_ended(now, &name, id, attempt, &result) {
+            return false;
+        }
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .expect("invariant: staging_ended found it");
+        let current = j.attempt == attempt && j.state == JobState::Running;
+        let cancelled = j.state_after == Some(JobState::Cancelled) || self.stopping.contains(&id);
+        match result {
+            Ok(()) if current && !cancelled => {
+                if j.reason.as_deref() == Some(&format!("staging its input to {name}")) {
+                    j.reason = None;
+                }
+                self.mark_started(now, id);
+                true
+            }
+            Ok(()) => {
+                let mut outcome =
+                    Outcome::failed(now.secs(), now.secs(), "stopped while staging".into());
+                outcome.error = None;
+                outcome.cancelled = true;
+                self.on_finished(now, k, id, attempt, &outcome);
+                false
+            }
+            Err(e) => {
+                let outcome = Outcome::failed(
+                    now.secs(),
+                    now.secs(),
+                    format!("staging its input to {name} failed: {e}"),
+                );
+                self.on_finished(now, k, id, attempt, &outcome);
+                false
+            }
+        }
+    }
+
+    /// Records the start of a copy of job `id`'s input to cluster `k` for `attempt`.
+    pub fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+        let name = self.clusters[k].cfg.name.clone();
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.staging.push(foresight_store::StagingRecord {
+                cluster: name,
+                attempt,
+                began_at: now.secs(),
+                ended_at: None,
+                error: None,
+                edges: Vec::new(),
+            });
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// A job's environment: its own variables, then, for a task of an array job,
+    /// `FORESIGHT_ARRAY_JOB_ID` and `FORESIGHT_ARRAY_TASK_ID` (and Slurm's names for them on
+    /// a Slurm cluster, which sets them only for its own arrays), last so that they win.
+    pub(crate) fn job_env(&self, j: &JobRecord, cluster: &str) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> =
+            j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
+            let mut prefixes = vec!["FORESIGHT"];
+            if self
+                .cluster_index(cluster)
+                .is_some_and(|k| self.clusters[k].cfg.is_slurm())
+            {
+                prefixes.push("SLURM");
+            }
+            for p in prefixes {
+                env.retain(|(k, _)| {
+                    k != &format!("{p}_ARRAY_JOB_ID") && k != &format!("{p}_ARRAY_TASK_ID")
+                });
+                env.push((format!("{p}_ARRAY_JOB_ID"), a.job.to_string()));
+                env.push((format!("{p}_ARRAY_TASK_ID"), a.task.to_string()));
+            }
+        }
+        env
+    }
+
+    /// Which free processors a part gets: those its reservation names first; then those no
+    /// other reservation names during its run; then the lowest ids. The scheduler's counts
+    /// guarantee enough free processors; this keeps named ones for their reservations.
+    pub(crate) fn choose_processors(&self, now: Time, k: usize, id: JobId, procs: u32) -> Vec<u32> {
+        let c = &self.clusters[k];
+        let Some(j) = self.jobs.get(&id) else {
+            return c.free.iter().take(procs as usize).copied().collect();
+        };
+        let own = j
+            .parts
+            .iter()
+            .find(|p| p.cluster == c.cfg.name)
+            .and_then(|p| p.reservation);
+        let until = now + Dur(j.walltime) + Dur(self.grace as i64);
+        let mut mine = BTreeSet::new();
+        let mut others = BTreeSet::new();
+        for r in self.reservations.values() {
+            if !r.state.is_live() || r.cluster != c.cfg.name || r.processors.is_empty() {
+                continue;
+            }
+            if Some(r.id) == own {
+                mine.extend(r.processors.iter().copied());
+            } else if Time(r.start) < until && now < Time(r.end) {
+                others.extend(r.processors.iter().copied());
+            }
+        }
+        let mut free: Vec<u32> = c.free.iter().copied().collect();
+        free.sort_by_key(|p| (!mine.contains(p), others.contains(p), *p));
+        free.truncate(procs as usize);
+        free
+    }
+
+    /// A part's process ended (or could not start).
+    pub fn on_finished(&mut self, now: Time, k: usize, id: JobId, attempt: u32, outcome: &Outcome) {
+        // The pass this end brings must not take the processors of a job past its prediction.
+        self.correct_outlived(now);
+        let name = self.clusters[k].cfg.name.clone();
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if j.attempt != attempt || j.state != JobState::Running {
+            return; // a stale report of an earlier attempt
+        }
+        let Some(index) = j.parts.iter().position(|p| p.cluster == name && !p.ended) else {
+            return;
+        };
+        // When the part really ended, as its supervisor (or resource manager) recorded it:
+        // a part that ended while the service was down is not charged for the downtime.
+        let ended_at = if (1..now.secs()).contains(&outcome.ended_at) {
+            outcome.ended_at.max(j.started_at.unwrap_or(0))
+        } else {
+            now.secs()
+        };
+        j.parts[index].ended = true;
+        let part = j.parts[index].clone();
+        for p in &part.processors {
+            self.clusters[k].free.insert(*p);
+        }
+        self.start_deferred(now, k);
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let failed = outcome.error.is_some()
+            || outcome.timed_out
+            || outcome.cancelled
+            || outcome.signal.is_some()
+            || outcome.exit_code != Some(0);
+        // The first bad outcome names the job's fate; good ones fill in until then.
+        let first_bad = failed && j.exit_code.is_none_or(|c| c == 0) && j.signal.is_none();
+        if first_bad || j.exit_code.is_none() && j.signal.is_none() {
+            j.exit_code = outcome.exit_code;
+            j.signal = outcome.signal;
+            if outcome.timed_out {
+                j.state_after = Some(JobState::Timeout);
+            } else if outcome.cancelled {
+                j.state_after = Some(JobState::Cancelled);
+            } else if failed {
+                j.state_after = Some(JobState::Failed);
+            }
+            if let Some(e) = &outcome.error {
+                j.reason = Some(e.clone());
+            }
+        }
+        let all_ended = j.parts.iter().all(|p| p.ended);
+        let siblings: Vec<(String, u32)> = j
+            .parts
+            .iter()
+            .filter(|p| !p.ended)
+            .map(|p| (p.cluster.clone(), attempt))
+            .collect();
+        let _ = part;
+        let mut out = Vec::new();
+        self.broker
+            .on_part_ended_at(now, Time(ended_at), k, id, &mut out);
+        self.carry_out(now, out);
+        if failed && !siblings.is_empty() && self.stopping.insert(id) {
+            self.kill_unended_parts(id);
+        }
+        if all_ended {
+            self.stopping.remove(&id);
+            self.job_ended(Time(ended_at), id, outcome);
+        }
+        self.dirty_jobs.insert(id);
+    }
+
+    /// A part that was running when the service stopped and is gone without a trace: the
+    /// job runs again as a new attempt.
+    pub fn mark_lost(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+        self.mark_requeue(id);
+        let outcome = Outcome::failed(
+            now.secs(),
+            now.secs(),
+            "lost while the service was down".into(),
+        );
+        self.on_finished(now, k, id, attempt, &outcome);
+    }
+
+    /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
+    /// kept in its record too, for a restart before then.
+    pub(crate) fn mark_requeue(&mut self, id: JobId) {
+        self.requeue.insert(id);
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.requeue_pending = true;
+            self.dirty_jobs.insert(id);
+        }
+    }
+
+    /// Forgets that job `id` is to run again; whether it was to.
+    pub(crate) fn unmark_requeue(&mut self, id: JobId) -> bool {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            if std::mem::take(&mut j.requeue_pending) {
+                self.dirty_jobs.insert(id);
+            }
+        }
+        self.requeue.remove(&id)
+    }
+
+    pub(crate) fn is_job_reservation(&self, r: Option<u64>) -> bool {
+        r.and_then(|r| self.reservations.get(&ReservationId(r)))
+            .is_some_and(|r| r.kind == "job")
+    }
+
+    /// The last part of a job's attempt ended at `now` (when it really ended).
+    pub(crate) fn job_ended(&mut self, now: Time, id: JobId, last: &Outcome) {
+        let retry = if self.requeue.contains(&id) {
+            None
+        } else {
+            self.retry_task(id)
+        };
+        let requeue = self.unmark_requeue(id) || retry.is_some();
+        // A global job: the broker has charged what was used of what was reserved. A local
+        // job (or one in an administrative reservation) pays here for what it held.
+        if let Some(amount) = self.local_charge(now, id) {
+            self.charge(id, amount);
+        }
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        j.settled = j.charged;
+        if requeue {
+            j.attempt += 1;
+            j.state = JobState::Pending;
+            j.started_at = None;
+            j.exit_code = None;
+            j.signal = None;
+            j.state_after = None;
+            j.reason = Some(retry.unwrap_or_else(|| format!("requeued (attempt {})", j.attempt)));
+            j.parts.clear();
+            let global = j.cluster.is_none() && j.reservation.is_none();
+            if global {
+                self.enqueue_global(now, id);
+            } else {
+                self.submit_local(now, id);
+            }
+            return;
+        }
+        j.ended_at = Some(now.secs());
+        j.state = j
+            .state_after
+            .take()
+            .unwrap_or(if last.exit_code == Some(0) {
+                JobState::Completed
+            } else {
+                JobState::Failed
+            });
+        if j.state == JobState::Failed && j.reason.is_none() {
+            j.reason = Some(match (j.exit_code, j.signal) {
+                (Some(c), _) => format!("exited with code {c}"),
+                (None, Some(s)) => format!("killed by signal {s}"),
+                _ => "failed".into(),
+            });
+        }
+        self.record_run(id);
+        if self.jobs[&id].state == JobState::Completed {
+            self.copy_outputs(now, id);
+        }
+        // A workflow task's reserved slot: the rest of it goes back at the task's end, so
+        // that a task ending early leaves no processors idle under its reservation.
+        let slot = self.task_of.get(&id.0).and_then(|&(w, i)| {
+            self.workflows
+                .get(&w)
+                .and_then(|wf| wf.tasks.get(i))
+                .and_then(|t| t.reservation)
+        });
+        if let Some(r) = slot.map(ReservationId) {
+            if self.reservations.get(&r).is_some_and(|x| x.state.is_live()) {
+                self.end_reservation(now, r, ReservationState::Finished);
+            }
+        }
+        self.wake_waiting(now);
+    }
+}
