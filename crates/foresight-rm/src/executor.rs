@@ -18,9 +18,10 @@
 //! `KillMode=control-group`, still does: run the daemon with `KillMode=process`.)
 
 use crate::cgroup::{Cgroup, Confined, Confinement};
+use crate::clock::unix_seconds;
 use crate::error::ExecError;
 use crate::layout::{
-    parse_attempt_dir_name, unix_now, AttemptDir, CANCEL, CGROUP, STATUS, SUPERVISOR_LOG, SUSPENDED,
+    parse_attempt_dir_name, AttemptDir, CANCEL, CGROUP, STATUS, SUPERVISOR_LOG, SUSPENDED,
 };
 use crate::spec::{Adoption, Finished, LaunchSpec, Outcome};
 use crate::supervisor::Handshake;
@@ -287,7 +288,7 @@ impl LocalExecutor {
         if dir.has(STATUS) {
             return Ok(());
         }
-        dir.write(CANCEL, format!("{}\n", unix_now()).as_bytes(), false)?;
+        dir.write(CANCEL, format!("{}\n", unix_seconds()).as_bytes(), false)?;
         match self.live_supervisor(&dir)? {
             Some(pid) => self.signal_supervisor(&dir, pid, Signal::SIGUSR1),
             None if dir.has(STATUS) => Ok(()),
@@ -419,7 +420,7 @@ impl LocalExecutor {
         };
         // Marker first: the supervisor reads it to stop or restart the walltime clock.
         let signal = if stop {
-            dir.write(SUSPENDED, format!("{}\n", unix_now()).as_bytes(), false)?;
+            dir.write(SUSPENDED, format!("{}\n", unix_seconds()).as_bytes(), false)?;
             Signal::SIGSTOP
         } else {
             let marker = dir.file(SUSPENDED);
@@ -556,7 +557,7 @@ impl Inner {
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(job = dir.job, attempt = dir.attempt, error = %e, "unreadable outcome");
-                let now = unix_now();
+                let now = unix_seconds();
                 return Outcome::failed(now, now, e.to_string());
             }
         }
@@ -573,7 +574,7 @@ impl Inner {
         if killed {
             error.push_str("; the job was killed");
         }
-        let now = unix_now();
+        let now = unix_seconds();
         let started_at = process.map_or(now, |p| p.started_at);
         let outcome = Outcome::failed(started_at, now, error);
         if let Err(e) = dir.write_status(&outcome) {

@@ -351,14 +351,6 @@ fn process_names_dir(pid: i32, dir: &Path) -> bool {
     }
 }
 
-/// Unix seconds now.
-pub(crate) fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,7 @@
 
 pub mod account;
 mod cgroup;
+pub mod clock;
 mod error;
 mod executor;
 mod layout;

@@ -3,8 +3,9 @@
 //! each part starts and holds the cluster's reservations, and this manager only runs,
 //! signals and reports processes (`scheduled_by_foresight() == true`).
 
+use crate::clock::unix_seconds;
 use crate::executor::LocalExecutor;
-use crate::layout::{unix_now, AttemptDir, SPEC, SUPERVISOR_PID, SUSPENDED};
+use crate::layout::{AttemptDir, SPEC, SUPERVISOR_PID, SUSPENDED};
 use crate::manager::{
     ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, RmJob, RmJobState,
     Submission,
@@ -70,7 +71,7 @@ impl ResourceManager for LocalCluster {
         let executor = self.executor.clone();
         let processors = self.processors;
         let read = tokio::task::spawn_blocking(move || -> Result<ClusterState, RmError> {
-            let taken_at = unix_now();
+            let taken_at = unix_seconds();
             let user = crate::slurm::effective_user_name()
                 .unwrap_or_else(|_| nix::unistd::geteuid().to_string());
             let mut jobs = Vec::new();

@@ -29,9 +29,9 @@
 
 use crate::account::Account;
 use crate::cgroup::Cgroup;
+use crate::clock::unix_seconds;
 use crate::layout::{
-    parse_attempt_dir_name, proc_stat, unix_now, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID,
-    SUSPENDED,
+    parse_attempt_dir_name, proc_stat, AttemptDir, JobProcess, CANCEL, SUPERVISOR_PID, SUSPENDED,
 };
 use crate::spec::{LaunchSpec, Outcome};
 use nix::sys::signal::{killpg, Signal};
@@ -138,7 +138,7 @@ async fn run(path: &Path) -> u8 {
     let (mut child, piped) = match start_job(&spec, &launcher(path), cgroup.as_ref()) {
         Ok(started) => started,
         Err(error) => {
-            let now = unix_now();
+            let now = unix_seconds();
             let recorded = dir.write_status(&Outcome::failed(now, now, error.clone()));
             handshake(&Handshake::Failed { error });
             return match recorded {
@@ -150,13 +150,13 @@ async fn run(path: &Path) -> u8 {
             };
         }
     };
-    let started_at = unix_now();
+    let started_at = unix_seconds();
     let Ok(pgid) = i32::try_from(child.id()) else {
         // Cannot happen on Linux (pid_max < 2^22); without a group id we cannot police the job.
         let _ = child.kill();
         let _ = child.wait();
         let error = format!("job pid {} does not fit a pid_t", child.id());
-        let _ = dir.write_status(&Outcome::failed(started_at, unix_now(), error.clone()));
+        let _ = dir.write_status(&Outcome::failed(started_at, unix_seconds(), error.clone()));
         handshake(&Handshake::Failed { error });
         return 1;
     };
@@ -678,7 +678,7 @@ async fn police(
         timed_out,
         cancelled,
         started_at,
-        ended_at: unix_now(),
+        ended_at: unix_seconds(),
         error,
     }
 }

@@ -4,11 +4,12 @@
 //! and property tests that the frame and message parsers never panic.
 #![allow(clippy::unwrap_used)]
 
+use foresight_rm::clock::unix_seconds;
 use foresight_rm::wiki::{
     check_tasklist, checksum, crc16, mix, parse_jobs, parse_nodes, parse_size, read_frame,
-    render_jobs, render_nodes, serve, unix_now, BackendError, CancelType, ClassSlots, Frame,
-    JobRecord, JobState, Key, NodeRecord, NodeState, Reply, ReplyKind, Request, Selection,
-    WikiBackend, WikiClient, WikiError, WikiServerConfig,
+    render_jobs, render_nodes, serve, BackendError, CancelType, ClassSlots, Frame, JobRecord,
+    JobState, Key, NodeRecord, NodeState, Reply, ReplyKind, Request, Selection, WikiBackend,
+    WikiClient, WikiError, WikiServerConfig,
 };
 use proptest::prelude::*;
 use std::net::SocketAddr;
@@ -253,7 +254,7 @@ impl WikiBackend for MemoryBackend {
         check_tasklist(id, &nodes, tasklist)?;
         job.state = JobState::Running;
         job.tasklist = tasklist.to_vec();
-        job.start_time = Some(unix_now() as u64);
+        job.start_time = Some(unix_seconds() as u64);
         c.adjust(tasklist, -1);
         Ok(())
     }
@@ -273,7 +274,7 @@ impl WikiBackend for MemoryBackend {
             }
         };
         job.state = JobState::Removed;
-        job.complete_time = Some(unix_now() as u64);
+        job.complete_time = Some(unix_seconds() as u64);
         c.adjust(&held, 1);
         Ok(())
     }
@@ -474,7 +475,7 @@ async fn every_command_round_trips_between_client_and_server() {
 async fn lists_on_the_wire_are_what_maui_parses() {
     let backend = MemoryBackend::new();
     let server = start_server(backend, |_| {}).await;
-    let request = Frame::new(unix_now(), "maui", "CMD=GETNODES ARG=0:ALL")
+    let request = Frame::new(unix_seconds(), "maui", "CMD=GETNODES ARG=0:ALL")
         .encode(KEY)
         .unwrap();
     let reply = exchange(server.addr, &request).await;
@@ -486,7 +487,7 @@ async fn lists_on_the_wire_are_what_maui_parses() {
          #n2:STATE=Idle;UPDATETIME=1700000000;CPROC=4;APROC=4;CMEMORY=8000;AMEMORY=8000;\
          CCLASS=[batch:4];ACLASS=[batch:4];FEATURE=x86;SPEED=1;"
     );
-    let request = Frame::new(unix_now(), "maui", "CMD=GETJOBS ARG=0:ALL")
+    let request = Frame::new(unix_seconds(), "maui", "CMD=GETJOBS ARG=0:ALL")
         .encode(KEY)
         .unwrap();
     let reply = exchange(server.addr, &request).await;
@@ -514,7 +515,7 @@ async fn read_reply(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Frame {
         .await
         .expect("a reply within 5 s")
         .unwrap();
-    Frame::decode_body(&body, KEY, unix_now()).unwrap()
+    Frame::decode_body(&body, KEY, unix_seconds()).unwrap()
 }
 
 /// The reason of an `SC=-1` reply frame.
@@ -529,7 +530,7 @@ fn reason_of(frame: &Frame) -> String {
 async fn malformed_frames_are_answered_with_the_reason() {
     let backend = MemoryBackend::new();
     let server = start_server(backend, |_| {}).await;
-    let now = unix_now();
+    let now = unix_seconds();
     let signed = |ts: i64, data: &str, key: Key| Frame::new(ts, "maui", data).encode(key).unwrap();
 
     struct Case {
@@ -643,7 +644,7 @@ async fn peers_not_listed_are_refused() {
 #[tokio::test]
 async fn a_truncated_request_is_answered_at_the_read_timeout() {
     let server = start_server(MemoryBackend::new(), |_| {}).await;
-    let frame = Frame::new(unix_now(), "maui", "CMD=GETNODES ARG=0:ALL")
+    let frame = Frame::new(unix_seconds(), "maui", "CMD=GETNODES ARG=0:ALL")
         .encode(KEY)
         .unwrap();
 
@@ -680,7 +681,7 @@ async fn a_truncated_request_is_answered_at_the_read_timeout() {
 #[tokio::test]
 async fn a_slow_sender_is_cut_off_at_the_read_timeout() {
     let server = start_server(MemoryBackend::new(), |_| {}).await;
-    let frame = Frame::new(unix_now(), "maui", "CMD=GETNODES ARG=0:ALL")
+    let frame = Frame::new(unix_seconds(), "maui", "CMD=GETNODES ARG=0:ALL")
         .encode(KEY)
         .unwrap();
     let stream = TcpStream::connect(server.addr).await.unwrap();

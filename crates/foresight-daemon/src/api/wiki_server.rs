@@ -46,12 +46,12 @@ impl ClusterBackend {
 #[async_trait::async_trait]
 impl WikiBackend for ClusterBackend {
     async fn get_nodes(&self) -> Result<Vec<NodeRecord>, BackendError> {
-        let now = crate::runtime::unix_now();
+        let now = self.service.now();
         Ok(self.service.world().wiki_nodes(now, self.cluster))
     }
 
     async fn get_jobs(&self) -> Result<Vec<JobRecord>, BackendError> {
-        let now = crate::runtime::unix_now();
+        let now = self.service.now();
         Ok(self.service.world().wiki_jobs(now, self.cluster))
     }
 

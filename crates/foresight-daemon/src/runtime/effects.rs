@@ -2,7 +2,7 @@
 //! preempt) done on the resource managers, outside the world's lock, all or nothing where
 //! a job spans clusters.
 
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::world::Effect;
 use foresight_api::JobState;
 use foresight_core::broker::Preemption;
@@ -81,7 +81,7 @@ impl Service {
                         }
                         let go = s
                             .world()
-                            .staged(unix_now(), cluster, JobId(job), attempt, result);
+                            .staged(s.now(), cluster, JobId(job), attempt, result);
                         if !go {
                             s.wake.notify_one();
                             s.flush().await;
@@ -108,7 +108,7 @@ impl Service {
                             }
                         }
                         Err(err) => {
-                            let now = unix_now();
+                            let now = s.now();
                             let outcome = Outcome::failed(
                                 now.secs(),
                                 now.secs(),
@@ -137,7 +137,7 @@ impl Service {
                     for f in result.as_ref().err().into_iter().flatten() {
                         tracing::warn!(job, "copying outputs back failed: {}", f.error);
                     }
-                    s.world().outputs_copied(unix_now(), JobId(job), &result);
+                    s.world().outputs_copied(s.now(), JobId(job), &result);
                     // Jobs that waited for the copy may go now.
                     s.wake.notify_one();
                     s.flush().await;
@@ -184,7 +184,7 @@ impl Service {
                 tokio::spawn(async move {
                     let answer = s.reserve_on(cluster, &request).await;
                     s.world()
-                        .reservation_answered(unix_now(), ReservationId(request.id), answer);
+                        .reservation_answered(s.now(), ReservationId(request.id), answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -200,7 +200,7 @@ impl Service {
                         tracing::warn!("reservation {} refused: {e}", request.id);
                     }
                     s.world()
-                        .reservation_answered(unix_now(), ReservationId(request.id), answer);
+                        .reservation_answered(s.now(), ReservationId(request.id), answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -212,7 +212,7 @@ impl Service {
                     let (answer, requeued) = preempt_all(&managers, &names, &victims).await;
                     {
                         let mut w = s.world();
-                        let now = unix_now();
+                        let now = s.now();
                         let refused = answer.is_err();
                         w.preemption_answered(now, by, answer);
                         if refused {
@@ -230,7 +230,7 @@ impl Service {
                 let names = self.cluster_names();
                 tokio::spawn(async move {
                     let answer = resume_all(&managers, &names, &parts).await;
-                    s.world().resume_answered(unix_now(), job, answer);
+                    s.world().resume_answered(s.now(), job, answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -239,7 +239,7 @@ impl Service {
                 let managers = self.managers.clone();
                 tokio::spawn(async move {
                     let answer = move_all(&managers, &steps).await;
-                    s.world().move_answered(unix_now(), job, answer);
+                    s.world().move_answered(s.now(), job, answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });
@@ -276,7 +276,7 @@ impl Service {
                         tracing::warn!(job, cluster, "staging input ahead failed: {e}");
                     }
                     s.world()
-                        .staged_ahead(unix_now(), cluster, JobId(job), attempt, &result);
+                        .staged_ahead(s.now(), cluster, JobId(job), attempt, &result);
                     let _ = tell.send(Some(result));
                     s.lock_ahead().remove(&(job, attempt, cluster));
                     s.flush().await;
@@ -298,20 +298,16 @@ impl Service {
                     if !stage.is_empty() {
                         let (job, attempt) = (submission.spec.job, submission.spec.attempt);
                         s.world()
-                            .staging_began(unix_now(), cluster, JobId(job), attempt);
+                            .staging_began(s.now(), cluster, JobId(job), attempt);
                         let result = crate::runtime::staging::stage(
                             &stage,
                             submission.spec.unix_user.as_deref(),
                             s.copy_timeout(),
                         )
                         .await;
-                        let go = s.world().remote_staged(
-                            unix_now(),
-                            cluster,
-                            JobId(job),
-                            attempt,
-                            result,
-                        );
+                        let go =
+                            s.world()
+                                .remote_staged(s.now(), cluster, JobId(job), attempt, result);
                         if !go {
                             s.wake.notify_one();
                             s.flush().await;
@@ -330,7 +326,7 @@ impl Service {
                         tracing::warn!("submitting job {job} to cluster {cluster}: {e}");
                     }
                     s.world()
-                        .part_submitted(unix_now(), cluster, JobId(job), attempt, answer);
+                        .part_submitted(s.now(), cluster, JobId(job), attempt, answer);
                     s.wake.notify_one();
                     s.flush().await;
                 });

@@ -1,7 +1,7 @@
 //! Estimates: when and where a job would start if it were submitted now, from the planner
 //! and, for remote clusters, from their resource managers.
 
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use foresight_api::{ClusterEstimate, Estimate, EstimateRequest, PartView};
 use foresight_core::broker::GridCluster;
@@ -9,7 +9,7 @@ use foresight_core::grid::{GlobalJob, GridPlan, PlannerConfig};
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, UserId};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 impl Service {
     /// Earliest starts without submitting, all from one plan: the queued global jobs placed
@@ -35,7 +35,7 @@ impl Service {
         if let Some(p) = req.price {
             crate::state::limits::price("price", p)?;
         }
-        let now = unix_now();
+        let now = self.now();
         let input = {
             let w = self.world();
             let total = w.global_limit(req.co_allocate);
@@ -198,12 +198,4 @@ impl EstimateInput {
         }
         out
     }
-}
-
-pub(crate) fn subsecond() -> Duration {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(Duration::ZERO, |d| {
-            Duration::from_nanos(u64::from(d.subsec_nanos()))
-        })
 }

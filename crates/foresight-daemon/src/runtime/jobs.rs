@@ -2,7 +2,7 @@
 //! service's world, or forwarded to the peer whose job it is.
 
 use crate::runtime::views::{check_owner, shared_view, view_of};
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{JobState, JobView};
@@ -23,8 +23,8 @@ impl Service {
         let view = {
             let mut w = self.world();
             check_owner(&w, user, id)?;
-            op(&mut w, unix_now())?;
-            view_of(&w, id)
+            op(&mut w, self.now())?;
+            view_of(&w, id, self.now())
         };
         self.wake.notify_one();
         self.flush().await;
@@ -61,7 +61,7 @@ impl Service {
         let ids = self.job_ids(user, r)?;
         let view = {
             let mut w = self.world();
-            let now = unix_now();
+            let now = self.now();
             let mut first_error = None;
             let mut done = 0;
             for &id in &ids {
@@ -78,7 +78,7 @@ impl Service {
                     return Err(e);
                 }
             }
-            view_of(&w, ids[0])
+            view_of(&w, ids[0], self.now())
         };
         self.wake.notify_one();
         self.flush().await;
@@ -102,7 +102,7 @@ impl Service {
         let shared = d.shared_job(r.job).await?;
         match shared {
             Some(j) if user.admin || j.record.user == user.name => {
-                Ok(shared_view(&self.world(), &j))
+                Ok(shared_view(&self.world(), &j, self.now()))
             }
             _ => Err(not_here),
         }
@@ -130,7 +130,7 @@ impl Service {
             Some(j) if user.admin || j.record.user == user.name => j.site,
             _ => return Err(not_here),
         };
-        match d.apply(r.job, op, unix_now().secs()).await? {
+        match d.apply(r.job, op, self.now().secs()).await? {
             foresight_store::OpOutcome::Done => {}
             foresight_store::OpOutcome::Refused(why) => return Err(Refusal::conflict(why)),
             foresight_store::OpOutcome::NotGlobal => {
@@ -145,7 +145,7 @@ impl Service {
                 while Instant::now() < deadline {
                     if let Some(j) = d.shared_job(r.job).await? {
                         if j.record.state.is_final() {
-                            return Ok(shared_view(&self.world(), &j));
+                            return Ok(shared_view(&self.world(), &j, self.now()));
                         }
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -188,7 +188,7 @@ impl Service {
                 elsewhere
                     .iter()
                     .filter(|j| !here.contains(&j.record.id))
-                    .map(|j| shared_view(&w, j)),
+                    .map(|j| shared_view(&w, j, self.now())),
             );
         }
         views.sort_by_key(|v| v.id);

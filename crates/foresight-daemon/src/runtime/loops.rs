@@ -1,8 +1,7 @@
 //! The service's long-running tasks: a remote cluster's sync loop, the scheduling cycle, and
 //! the store writer that every change goes through.
 
-use crate::runtime::estimate::subsecond;
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::world::Effect;
 use foresight_core::grid::Decision;
 use foresight_core::{JobId, ReservationId};
@@ -27,7 +26,7 @@ impl Service {
                 return;
             }
             let snapshot = manager.snapshot().await.map_err(|e| e.to_string());
-            self.world().sync_remote(unix_now(), k, snapshot);
+            self.world().sync_remote(self.now(), k, snapshot);
             self.wake.notify_one();
             self.flush().await;
             tokio::time::sleep(every).await;
@@ -37,7 +36,7 @@ impl Service {
     pub(crate) async fn cycle_loop(self: Arc<Self>) {
         let mut last_cycle: Option<Instant> = None;
         loop {
-            let now = unix_now();
+            let now = self.now();
             let wait = {
                 let w = self.world();
                 let due = w
@@ -56,7 +55,7 @@ impl Service {
             let wait = if wait.is_zero() {
                 Duration::ZERO
             } else {
-                wait.saturating_sub(subsecond())
+                wait.saturating_sub(self.clock.subsecond())
             };
             tokio::select! {
                 () = self.wake.notified() => {}
@@ -75,7 +74,7 @@ impl Service {
             }
             let started = Instant::now();
             last_cycle = Some(started);
-            let plan = self.world().begin_cycle(unix_now());
+            let plan = self.world().begin_cycle(self.now());
             // What the cycle decided before planning (starts, moves) is carried out at once;
             // the planning runs off the lock and off the async workers, so that requests
             // are answered meanwhile.

@@ -14,6 +14,9 @@ pub(crate) mod views;
 pub(crate) mod wiki_rm;
 mod workflows;
 
+#[cfg(test)]
+mod clock_tests;
+
 use crate::config::Config;
 use crate::runtime::effects::AheadCopy;
 use crate::runtime::loops::{insert_writer, InsertRequest};
@@ -21,6 +24,7 @@ use crate::runtime::users::{new_token, token_hash, write_secret};
 use crate::state::world::World;
 use foresight_core::time::Time;
 use foresight_core::JobId;
+use foresight_rm::clock::{Clock, SystemClock};
 use foresight_rm::slurm::{CommandOutput, CommandRunner, Invocation, SystemRunner};
 use foresight_rm::{
     Adoption, LocalCluster, LocalExecutor, ResourceManager, SlurmClient, SlurmCluster, SlurmError,
@@ -29,16 +33,12 @@ use foresight_store::{JobRecord, Store, UserRecord};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
-/// Seconds since the Unix epoch: the service's `now`.
+/// Seconds since the Unix epoch from the system clock. Only the peer dispatchers still
+/// read it; everything else asks the service's clock ([`Service::now`]).
 pub fn unix_now() -> Time {
-    Time(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
-    )
+    SystemClock.now()
 }
 
 /// Latency samples for `/metrics`.
@@ -90,12 +90,22 @@ pub struct Service {
     /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
     /// cluster): a launch meanwhile waits for its copy's outcome.
     ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
+    /// Where `now` comes from: the system's clock, or a test's.
+    clock: Arc<dyn Clock>,
 }
 
 impl Service {
     /// Opens the store, restores the state, re-adopts running jobs. Returns the service and
     /// the admin token when one was just created.
     pub async fn open(cfg: Config) -> anyhow::Result<(Arc<Service>, Option<String>)> {
+        Service::open_with(cfg, Arc::new(SystemClock)).await
+    }
+
+    /// [`Service::open`] on clock `clock`.
+    pub async fn open_with(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
@@ -148,7 +158,7 @@ impl Service {
             executors.push(Some(exec));
             receivers.push((managers.len() - 1, rx));
         }
-        let now = unix_now();
+        let now = clock.now();
         let mut world = World::new(&cfg);
         let mut users = store.load_users().await?;
         let mut created = None;
@@ -231,6 +241,7 @@ impl Service {
             .map(|u| (u.token_hash.clone(), u.clone()))
             .collect();
         let service = Arc::new(Service {
+            clock,
             world: Mutex::new(world),
             tokens: std::sync::RwLock::new(tokens),
             inserts,
@@ -257,7 +268,7 @@ impl Service {
             tokio::spawn(async move {
                 while let Some(f) = rx.recv().await {
                     s.world()
-                        .on_finished(unix_now(), k, JobId(f.job), f.attempt, &f.outcome);
+                        .on_finished(s.now(), k, JobId(f.job), f.attempt, &f.outcome);
                     s.wake.notify_one();
                     if let Some(d) = &s.dispatcher {
                         d.poke();
@@ -297,6 +308,11 @@ impl Service {
     /// The state, locked. Never held across an await.
     pub fn world(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Now, by the service's clock.
+    pub fn now(&self) -> Time {
+        self.clock.now()
     }
 
     // ------------------------------------------------------------------ operations

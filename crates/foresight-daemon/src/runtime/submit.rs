@@ -1,7 +1,7 @@
 //! Submission: a job checked, given its credentials and inputs, and stored, on this
 //! service's world or (in dispatcher mode) on the shared global queue.
 
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{JobState, SubmitJob};
@@ -21,7 +21,7 @@ impl Service {
         batch: bool,
     ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
-        let now = unix_now();
+        let now = self.now();
         let largest_site = match &self.dispatcher {
             Some(d) => Some(d.largest_cluster().await?),
             None => None,
@@ -323,7 +323,7 @@ impl Service {
     ) -> Result<T, Refusal> {
         let out = {
             let mut w = self.world();
-            op(&mut w, unix_now())?
+            op(&mut w, self.now())?
         };
         self.wake.notify_one();
         self.flush().await;

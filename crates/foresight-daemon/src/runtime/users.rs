@@ -2,7 +2,7 @@
 //! budget, and the users a dispatcher adopts from its peers.
 
 use crate::runtime::views::user_view;
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::UserView;
@@ -45,7 +45,7 @@ impl Service {
     ) -> Result<(T, UserView), Refusal> {
         let (out, rec) = {
             let mut w = self.world();
-            let out = op(&mut w, unix_now())?;
+            let out = op(&mut w, self.now())?;
             let rec = w
                 .users
                 .get(name)
@@ -121,7 +121,7 @@ impl Service {
     /// authentication index follows under the state's lock. Answers whether any record
     /// changed beyond its budget.
     pub(crate) fn adopt_users(&self, users: Vec<UserRecord>) -> bool {
-        let now = unix_now();
+        let now = self.now();
         let mut w = self.world();
         let mut changed = Vec::new();
         for u in users {

@@ -1,7 +1,7 @@
 //! What the API shows of the world: jobs, explanations, clusters, plans, users and
 //! reservations, each read under the world's lock.
 
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::plan_view::{self, Visible};
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
@@ -19,7 +19,8 @@ impl Service {
     pub fn job(&self, user: &UserRecord, id: JobId) -> Result<JobView, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
-        view_of(&w, id).ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
+        view_of(&w, id, self.now())
+            .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))
     }
 
     /// Jobs the user may see, filtered.
@@ -30,6 +31,7 @@ impl Service {
         owner: Option<&str>,
         limit: usize,
     ) -> Vec<JobView> {
+        let now = self.now();
         let w = self.world();
         w.jobs
             .values()
@@ -38,7 +40,7 @@ impl Service {
             .filter(|j| owner.is_none_or(|o| j.user == o))
             .filter(|j| state.is_none_or(|s| j.state == s))
             .take(limit)
-            .filter_map(|j| view_of(&w, JobId(j.id)))
+            .filter_map(|j| view_of(&w, JobId(j.id), now))
             .collect::<Vec<_>>()
             .into_iter()
             .rev()
@@ -50,7 +52,7 @@ impl Service {
         let w = self.world();
         check_owner(&w, user, id)?;
         let j = &w.jobs[&id];
-        let now = unix_now();
+        let now = self.now();
         let mut reasons = Vec::new();
         if j.held {
             reasons.push("held: released with `foresight job release`".to_string());
@@ -195,7 +197,7 @@ impl Service {
         viewer: &UserRecord,
     ) -> Result<Vec<ClusterPlan>, Refusal> {
         // The plan view speaks the API's seconds.
-        let now = unix_now().secs();
+        let now = self.now().secs();
         let from = from.unwrap_or(now).max(now);
         let to = to.unwrap_or(from + 3_600);
         if to <= from {
@@ -338,8 +340,8 @@ pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
 
 /// A job of the shared store as the API shows it, its reason naming where it is: the site
 /// that runs it, or its place in the global queue.
-pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView {
-    let mut view = record_view(w, &j.record);
+pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob, now: Time) -> JobView {
+    let mut view = record_view(w, &j.record, now);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
         // Stopped there for a job of a higher level: why, as that site says.
         (Some(site), _) => match j.record.reason.as_deref() {
@@ -375,12 +377,12 @@ pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob) -> JobView 
 }
 
 /// A job as the API shows it.
-pub fn view_of(w: &World, id: JobId) -> Option<JobView> {
-    w.jobs.get(&id).map(|j| record_view(w, j))
+pub fn view_of(w: &World, id: JobId, now: Time) -> Option<JobView> {
+    w.jobs.get(&id).map(|j| record_view(w, j, now))
 }
 
-/// A job record as the API shows it (`w` gives its planned start on its cluster).
-pub fn record_view(w: &World, j: &JobRecord) -> JobView {
+/// A job record as the API shows it at `now` (`w` gives its planned start on its cluster).
+pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
     JobView {
         id: j.id,
         name: j.name.clone(),
@@ -411,9 +413,7 @@ pub fn record_view(w: &World, j: &JobRecord) -> JobView {
             .collect(),
         reservation: j.reservation,
         submitted_at: j.submitted_at,
-        planned_start: j
-            .planned_start
-            .or_else(|| local_planned_start(w, j, unix_now())),
+        planned_start: j.planned_start.or_else(|| local_planned_start(w, j, now)),
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,

@@ -2,7 +2,7 @@
 //! all its task jobs in one transaction, then queued), views and cancellation, each for the
 //! owner or an administrator only. The state itself is `world/workflow.rs`.
 
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
@@ -22,7 +22,7 @@ impl Service {
         spec: WorkflowSpec,
         mapper: Option<MapperName>,
     ) -> Result<SubmittedWorkflow, Refusal> {
-        let now = unix_now();
+        let now = self.now();
         let mapper = mapper.or(spec.mapper).unwrap_or_default();
         let (mut record, mut jobs, remote, ticket) = {
             let mut w = self.world();
@@ -64,7 +64,7 @@ impl Service {
             }
             let held = {
                 let mut w = self.world();
-                let held = w.remote_slots_answered(unix_now(), &record, &answers);
+                let held = w.remote_slots_answered(self.now(), &record, &answers);
                 if held.is_err() {
                     w.uncharged.release(ticket);
                 }
@@ -144,7 +144,7 @@ impl Service {
         id: u64,
     ) -> Result<WorkflowView, Refusal> {
         self.workflow(user, id)?;
-        self.world().cancel_workflow(unix_now(), id)?;
+        self.world().cancel_workflow(self.now(), id)?;
         self.wake.notify_one();
         self.flush().await;
         self.workflow(user, id)

@@ -13,6 +13,7 @@ use super::parse::{
     parse_sbatch_parsable, parse_sinfo_json, parse_squeue_json, parse_test_only, JsonAnswer,
 };
 use super::runner::{CommandOutput, CommandRunner, Invocation};
+use crate::clock::unix_seconds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -131,7 +132,7 @@ impl SlurmClient {
 
     /// Nodes, partitions, jobs and reservations, queried concurrently (four commands).
     pub async fn snapshot(&self) -> Result<Snapshot, SlurmError> {
-        let taken_at = unix_now();
+        let taken_at = unix_seconds();
         let (nodes, partitions, jobs, reservations) = tokio::try_join!(
             self.nodes(),
             self.partitions(),
@@ -218,10 +219,4 @@ impl SlurmClient {
             .await?;
         Ok(())
     }
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }

@@ -3,9 +3,10 @@
 //! request: size, checksum under the shared key, timestamp.
 
 use super::error::WikiError;
-use super::frame::{read_frame, unix_now, Frame, Key};
+use super::frame::{read_frame, Frame, Key};
 use super::message::{CancelType, Reply, Request, Selection};
 use super::record::{JobRecord, NodeRecord};
+use crate::clock::unix_seconds;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -48,7 +49,7 @@ impl WikiClient {
     /// Sends `request` and returns the server's reply as it is, a refusal included
     /// ([`Reply::Failed`]); `Err` only when no valid reply came.
     pub async fn call(&self, request: &Request) -> Result<Reply, WikiError> {
-        let frame = Frame::new(unix_now(), self.auth.as_str(), request.render()?);
+        let frame = Frame::new(unix_seconds(), self.auth.as_str(), request.render()?);
         let bytes = frame.encode(self.key)?;
         let body = timeout(self.timeout, self.exchange(&bytes))
             .await
@@ -56,7 +57,7 @@ impl WikiClient {
                 during: "reply",
                 after: self.timeout,
             })??;
-        let reply = Frame::decode_body(&body, self.key, unix_now())?;
+        let reply = Frame::decode_body(&body, self.key, unix_seconds())?;
         Reply::parse(&reply.data, request.reply_kind())
     }
 

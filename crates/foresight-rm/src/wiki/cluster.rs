@@ -154,7 +154,7 @@ impl ResourceManager for WikiCluster {
     }
 
     async fn snapshot(&self) -> Result<ClusterState, RmError> {
-        let now = super::frame::unix_now();
+        let now = crate::clock::unix_seconds();
         let pass = {
             let mut book = self.book();
             book.pass += 1;
@@ -206,7 +206,7 @@ impl ResourceManager for WikiCluster {
                 "an estimate needs at least one processor".to_owned(),
             ));
         }
-        let now = super::frame::unix_now();
+        let now = crate::clock::unix_seconds();
         let nodes = self.client.get_nodes().await.map_err(wiki_error)?;
         let jobs = self.client.get_jobs().await.map_err(wiki_error)?;
         let ours = self.ours().await?;

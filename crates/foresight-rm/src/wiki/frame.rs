@@ -18,7 +18,6 @@
 use super::error::{excerpt, WikiError};
 use crc::{Crc, CRC_16_XMODEM};
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Largest frame body accepted or sent, in bytes (2 MiB): bounds what one connection can make
@@ -105,13 +104,6 @@ pub fn mix(crc: u16, key: Key) -> (u32, u32) {
 pub fn checksum(key: Key, signed: &[u8]) -> String {
     let (lword, rword) = mix(crc16(signed), key);
     format!("{lword:08x}{rword:08x}")
-}
-
-/// Unix seconds now, for `TS=` and the skew check.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// One WIKI message with its envelope: who sent it, when, and the message itself.

@@ -53,8 +53,8 @@ pub use dispatch::{starts, Start};
 pub use error::{BackendError, WikiError};
 pub use estimate::estimate_start;
 pub use frame::{
-    checksum, crc16, mix, parse_size, read_frame, unix_now, Frame, Key, HEADER_BYTES,
-    MAX_FRAME_BYTES, MAX_SKEW_SECS,
+    checksum, crc16, mix, parse_size, read_frame, Frame, Key, HEADER_BYTES, MAX_FRAME_BYTES,
+    MAX_SKEW_SECS,
 };
 pub use message::{CancelType, Reply, ReplyKind, Request, Selection, MAX_RESPONSE_CHARS};
 pub use mirror::{cluster_state, free_slots, processors, rm_job, OurPart};

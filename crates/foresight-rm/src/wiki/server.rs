@@ -8,9 +8,10 @@
 //! server panic or wait without bound.
 
 use super::error::{BackendError, WikiError};
-use super::frame::{read_frame, unix_now, Frame, Key};
+use super::frame::{read_frame, Frame, Key};
 use super::message::{CancelType, Reply, Request, Selection};
 use super::record::{JobRecord, NodeRecord, NodeState};
+use crate::clock::unix_seconds;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -293,7 +294,7 @@ async fn answer<B: WikiBackend + ?Sized>(
             return (NONE, Reply::failed(e));
         }
     };
-    let frame = match Frame::decode_body(&body, config.key, unix_now()) {
+    let frame = match Frame::decode_body(&body, config.key, unix_seconds()) {
         Ok(frame) => frame,
         Err(e) => return (NONE, Reply::failed(e)),
     };
@@ -319,7 +320,7 @@ async fn answer<B: WikiBackend + ?Sized>(
 /// with a bad name, a list over 2 MiB) becomes an `SC=-1` saying so.
 fn encode_reply(reply: &Reply, config: &WikiServerConfig) -> Vec<u8> {
     let frame =
-        |data: String| Frame::new(unix_now(), config.auth.as_str(), data).encode(config.key);
+        |data: String| Frame::new(unix_seconds(), config.auth.as_str(), data).encode(config.key);
     let result = reply.render().and_then(frame);
     result
         .or_else(|e| {

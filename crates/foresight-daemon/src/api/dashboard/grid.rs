@@ -4,7 +4,7 @@
 
 use crate::api::error::ApiError;
 use crate::api::Caller;
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use axum::extract::State;
 use axum::Json;
 use foresight_api::{ClusterInfo, JobState};
@@ -68,7 +68,7 @@ pub async fn show_grid(
     State(s): State<Arc<Service>>,
     caller: Caller,
 ) -> Result<Json<GridView>, ApiError> {
-    let now = unix_now().secs();
+    let now = s.now().secs();
     // Reserved now: what the plan shows held at this second.
     let plan = s.plan(None, Some(now), Some(now + 1), &caller.0).await?;
     let (queue, last_cycle_at, last_cycle_seconds, cycles) = {
