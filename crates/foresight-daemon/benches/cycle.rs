@@ -79,7 +79,7 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
         walltime,
         cluster: cluster.map(str::to_string),
         command: vec!["true".into()],
-        cred: [None, None, None, None],
+        cred: Default::default(),
         submitted_at: NOW - 10,
         ..Default::default()
     }

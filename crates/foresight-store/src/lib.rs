@@ -148,6 +148,49 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+/// The credentials a job names, by name: what reservation ACLs read (the core interns them
+/// as `foresight_core::Credentials`). Stored as the array `[group, account, class, qos]`,
+/// the form records have always had.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "[Option<String>; 4]", into = "[Option<String>; 4]")]
+pub struct CredentialNames {
+    /// The group (Unix-like group of users).
+    pub group: Option<String>,
+    /// The account charged.
+    pub account: Option<String>,
+    /// The class (queue).
+    pub class: Option<String>,
+    /// The quality of service.
+    pub qos: Option<String>,
+}
+
+impl CredentialNames {
+    /// The request field that names each kind, in the stored order.
+    pub const KINDS: [&'static str; 4] = ["group", "account", "class", "qos"];
+
+    /// Each kind's name, in [`CredentialNames::KINDS`]' order.
+    pub fn by_kind(&self) -> [&Option<String>; 4] {
+        [&self.group, &self.account, &self.class, &self.qos]
+    }
+}
+
+impl From<[Option<String>; 4]> for CredentialNames {
+    fn from([group, account, class, qos]: [Option<String>; 4]) -> Self {
+        CredentialNames {
+            group,
+            account,
+            class,
+            qos,
+        }
+    }
+}
+
+impl From<CredentialNames> for [Option<String>; 4] {
+    fn from(c: CredentialNames) -> Self {
+        [c.group, c.account, c.class, c.qos]
+    }
+}
+
 /// A job as stored: the request plus everything that happened to it. `Default` is a pending job of nobody with nothing
 /// set, so that tests and builders name only what they need.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -181,7 +224,7 @@ pub struct JobRecord {
     pub cwd: Option<String>,
     /// Group, account, class and QoS names, for reservation ACLs.
     #[serde(default)]
-    pub cred: [Option<String>; 4],
+    pub cred: CredentialNames,
     /// State.
     pub state: JobState,
     /// The final state already decided while parts are still stopping (cancel, timeout, a
@@ -779,4 +822,25 @@ fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> R
 
 fn encode<T: Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("invariant: records serialize")
+}
+
+#[cfg(test)]
+mod credential_names_tests {
+    use super::CredentialNames;
+
+    #[test]
+    fn credential_names_keep_the_stored_array_form() {
+        let c = CredentialNames {
+            group: Some("physics".into()),
+            account: None,
+            class: Some("batch".into()),
+            qos: None,
+        };
+        let stored = serde_json::json!(["physics", null, "batch", null]);
+        assert_eq!(serde_json::to_value(&c).unwrap(), stored);
+        assert_eq!(
+            serde_json::from_value::<CredentialNames>(stored).unwrap(),
+            c
+        );
+    }
 }

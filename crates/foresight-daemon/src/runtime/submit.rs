@@ -7,6 +7,7 @@ use crate::state::world::World;
 use foresight_api::{JobState, SubmitJob};
 use foresight_core::time::Time;
 use foresight_core::JobId;
+use foresight_store::CredentialNames;
 use foresight_store::{ArrayTask, JobRecord, Links, UserRecord};
 use std::sync::Arc;
 use std::time::Instant;
@@ -137,7 +138,15 @@ impl Service {
                     env: r.env,
                     cwd: r.cwd,
                     cred: w
-                        .job_credentials(&user.name, [r.group, r.account, r.class, r.qos])
+                        .job_credentials(
+                            &user.name,
+                            CredentialNames {
+                                group: r.group,
+                                account: r.account,
+                                class: r.class,
+                                qos: r.qos,
+                            },
+                        )
                         .map_err(at)?,
                     state: JobState::Pending,
                     state_after: None,

@@ -387,7 +387,7 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
         id: j.id,
         name: j.name.clone(),
         user: j.user.clone(),
-        account: j.cred[1].clone(),
+        account: j.cred.account.clone(),
         state: j.state,
         held: j.held,
         suspended: j.suspended,

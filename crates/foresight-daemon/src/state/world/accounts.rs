@@ -12,6 +12,7 @@ use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_core::time::Time;
 use foresight_core::{JobId, ReservationId};
+use foresight_store::CredentialNames;
 use foresight_store::JobRecord;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -451,8 +452,9 @@ impl World {
     pub fn job_credentials(
         &self,
         user: &str,
-        asked: [Option<String>; 4],
-    ) -> Result<[Option<String>; 4], Refusal> {
+        asked: CredentialNames,
+    ) -> Result<CredentialNames, Refusal> {
+        let asked: [Option<String>; 4] = asked.into();
         let mine = self.users.get(user).map(|u| &u.credentials);
         let lists: [&[String]; 4] = match mine {
             Some(c) => [&c.groups, &c.accounts, &c.classes, &c.qos],
@@ -481,7 +483,7 @@ impl World {
                 }
             };
         }
-        Ok(out)
+        Ok(out.into())
     }
 
     /// The user record `name`, for an administrator's change: 404 for an unknown or

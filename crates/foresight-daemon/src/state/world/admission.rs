@@ -12,6 +12,7 @@ use foresight_core::licence::LicencePool;
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId, UserId};
+use foresight_store::CredentialNames;
 use foresight_store::{JobRecord, PartRecord};
 use std::collections::BTreeSet;
 
@@ -26,7 +27,7 @@ impl World {
         if let Some(a) = &j.app {
             limits::name("app", a)?;
         }
-        for (field, c) in ["group", "account", "class", "qos"].iter().zip(&j.cred) {
+        for (field, c) in CredentialNames::KINDS.iter().zip(j.cred.by_kind()) {
             if let Some(c) = c {
                 limits::name(field, c)?;
             }

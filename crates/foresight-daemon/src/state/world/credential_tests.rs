@@ -57,7 +57,7 @@ fn a_bound_job_is_held_when_its_user_leaves_the_admitting_group() {
     let mut bound = job(1, "cat", 2, 60);
     bound.reservation = Some(r.0);
     bound.cred = w.job_credentials("cat", Default::default()).unwrap();
-    assert_eq!(bound.cred[0].as_deref(), Some("physics"));
+    assert_eq!(bound.cred.group.as_deref(), Some("physics"));
     w.admit(&bound).unwrap();
     w.accept(Time(1_000), vec![bound]);
     w.cycle(Time(1_000));
@@ -74,7 +74,7 @@ fn a_bound_job_is_held_when_its_user_leaves_the_admitting_group() {
         reason.contains("group \"physics\"") && reason.contains(&format!("reservation {r}")),
         "{reason}"
     );
-    assert_eq!(j.cred[0], None, "the job no longer claims the group");
+    assert_eq!(j.cred.group, None, "the job no longer claims the group");
     // Released while the user is still out of the group, it is refused, naming the group.
     let e = w.release(Time(2_001), JobId(1)).unwrap_err();
     assert!(e.reason().contains("physics"), "{}", e.reason());
@@ -145,7 +145,7 @@ fn a_queued_local_job_no_longer_enters_a_reservation_of_a_group_its_user_left() 
         JobState::Pending,
         "job 2 entered reservation {r} on a group its user left: {j:?}"
     );
-    assert_eq!(j.cred[0], None, "the job no longer claims the group");
+    assert_eq!(j.cred.group, None, "the job no longer claims the group");
 }
 
 /// Credentials changed in the store while the service was down: at restore, a queued local
@@ -172,7 +172,7 @@ fn a_restored_queued_job_takes_its_users_current_credentials() {
     local.cluster = Some("a".into());
     local.held = true;
     local.cred = w.job_credentials("cat", Default::default()).unwrap();
-    assert_eq!(local.cred[0].as_deref(), Some("physics"));
+    assert_eq!(local.cred.group.as_deref(), Some("physics"));
     w.admit(&local).unwrap();
     w.accept(Time(1_000), vec![local]);
     w.cycle(Time(1_000));
@@ -190,7 +190,7 @@ fn a_restored_queued_job_takes_its_users_current_credentials() {
         users,
     );
     let j = &again.jobs[&JobId(1)];
-    assert_eq!(j.cred[0], None, "the job still claims the group: {j:?}");
+    assert_eq!(j.cred.group, None, "the job still claims the group: {j:?}");
     again.release(Time(1_100), JobId(1)).unwrap();
     again.cycle(Time(1_100));
     let j = &again.jobs[&JobId(1)];

@@ -12,9 +12,10 @@
 //! met), so a job never enters a reservation on credentials its user no longer holds.
 
 use super::*;
+use foresight_store::CredentialNames;
 
 /// The credential kinds in [`JobRecord::cred`]'s order, as a reason names them.
-const KINDS: [&str; 4] = ["group", "account", "class", "qos"];
+const KINDS: [&str; 4] = CredentialNames::KINDS;
 
 impl World {
     /// Applies `user`'s current credentials to their jobs that have not started; see the
@@ -145,7 +146,8 @@ impl World {
         }
         let theirs: Vec<String> = j
             .cred
-            .iter()
+            .by_kind()
+            .into_iter()
             .zip(KINDS)
             .filter_map(|(c, kind)| c.as_ref().map(|c| format!("{kind} {c:?}")))
             .collect();
@@ -171,9 +173,10 @@ impl World {
 /// get), and one not given takes the user's default; with the credentials it lost, named.
 fn current_cred(
     lists: &[Vec<String>; 4],
-    cred: &[Option<String>; 4],
-) -> ([Option<String>; 4], Vec<String>) {
+    cred: &CredentialNames,
+) -> (CredentialNames, Vec<String>) {
     let mut lost = Vec::new();
+    let cred: [Option<String>; 4] = cred.clone().into();
     let mut now = cred.clone();
     for (k, c) in cred.iter().enumerate() {
         match c {
@@ -186,5 +189,5 @@ fn current_cred(
             Some(_) => {}
         }
     }
-    (now, lost)
+    (now.into(), lost)
 }

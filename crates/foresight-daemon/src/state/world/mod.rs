@@ -14,6 +14,7 @@ use foresight_core::{
     AccountId, ClassId, Credentials, GroupId, JobId, QosId, ReservationId, UserId,
 };
 use foresight_rm::LaunchSpec;
+use foresight_store::CredentialNames;
 use foresight_store::{JobRecord, ReservationRecord, UserRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -241,9 +242,9 @@ impl World {
         *self.names.entry((kind, name.to_string())).or_insert(next)
     }
 
-    fn cred(&mut self, user: &str, cred: &[Option<String>; 4]) -> Credentials {
+    fn cred(&mut self, user: &str, cred: &CredentialNames) -> Credentials {
         let mut ids = [0u32; 4];
-        for (k, c) in cred.iter().enumerate() {
+        for (k, c) in cred.by_kind().into_iter().enumerate() {
             if let Some(name) = c {
                 ids[k] = self.intern(k as u8 + 1, name);
             }
@@ -286,10 +287,10 @@ impl World {
         let Some(j) = job else { return false };
         spec.job == Some(j.id)
             || [
-                (&spec.groups, &j.cred[0]),
-                (&spec.accounts, &j.cred[1]),
-                (&spec.classes, &j.cred[2]),
-                (&spec.qos, &j.cred[3]),
+                (&spec.groups, &j.cred.group),
+                (&spec.accounts, &j.cred.account),
+                (&spec.classes, &j.cred.class),
+                (&spec.qos, &j.cred.qos),
             ]
             .iter()
             .any(|(list, c)| c.as_ref().is_some_and(|c| list.contains(c)))

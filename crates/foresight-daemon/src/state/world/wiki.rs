@@ -265,7 +265,7 @@ fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
         JobState::Completed | JobState::Failed | JobState::Timeout => WikiState::Completed,
         JobState::Cancelled => WikiState::Removed,
     };
-    let group = j.cred[0].clone().unwrap_or_else(|| j.user.clone());
+    let group = j.cred.group.clone().unwrap_or_else(|| j.user.clone());
     let part = j.parts.iter().find(|p| p.cluster == name);
     let secs = |t: Option<i64>| t.filter(|t| *t > 0).map(|t| t as u64);
     let update = [Some(j.submitted_at), j.started_at, j.ended_at]
@@ -283,8 +283,8 @@ fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
         } else {
             None
         },
-        account: j.cred[1].clone(),
-        class: j.cred[2].clone(),
+        account: j.cred.account.clone(),
+        class: j.cred.class.clone(),
         tasklist: part
             .filter(|_| matches!(state, WikiState::Running | WikiState::Suspended))
             .map(|p| p.processors.iter().map(|p| node_name(*p)).collect())
