@@ -3,11 +3,13 @@
 //! a job spans clusters.
 
 use crate::runtime::Service;
+use crate::state::staging::{Copy, OutputFetch};
 use crate::state::world::Effect;
+use crate::state::world::MoveStep;
 use foresight_api::JobState;
 use foresight_core::broker::Preemption;
 use foresight_core::{JobId, ReservationId};
-use foresight_rm::{Outcome, ResourceManager, Submission};
+use foresight_rm::{LaunchSpec, Outcome, PartHandle, ReserveRequest, ResourceManager, Submission};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +52,8 @@ impl Service {
         answer
     }
 
+    /// Carries out one effect: a plain call at once, anything that answers back in a task
+    /// of its own, tracked so that shutdown can wait for it ([`Service::spawn_task`]).
     pub(crate) fn run_effect(self: &Arc<Self>, e: Effect) {
         let s = self.clone();
         match e {
@@ -57,98 +61,18 @@ impl Service {
                 cluster,
                 spec,
                 stage,
-            } => {
-                let manager = self.managers[cluster].clone();
-                let (job, attempt) = (spec.job, spec.attempt);
-                tokio::spawn(async move {
-                    s.make_work_dir(cluster, &spec.cwd, spec.unix_user.as_deref())
-                        .await;
-                    if !stage.is_empty() {
-                        let result = match s.ahead_outcome(job, attempt, cluster).await {
-                            Some(Ok(())) => Ok(()),
-                            // Failed ahead, or lost to a restart: copied now.
-                            _ => {
-                                crate::runtime::staging::stage(
-                                    &stage,
-                                    spec.unix_user.as_deref(),
-                                    s.copy_timeout(),
-                                )
-                                .await
-                            }
-                        };
-                        if let Err(e) = &result {
-                            tracing::warn!(job, cluster, "staging input failed: {e}");
-                        }
-                        let go = s
-                            .world()
-                            .staged(s.now(), cluster, JobId(job), attempt, result);
-                        if !go {
-                            s.wake.notify_one();
-                            s.flush().await;
-                            return;
-                        }
-                        s.flush().await;
-                    }
-                    if let Some(dir) = spec.stdout.parent() {
-                        let _ = std::fs::create_dir_all(dir);
-                    }
-                    let submission = Submission {
-                        spec,
-                        reservation: None,
-                        begin: None,
-                    };
-                    match manager.submit(&submission).await {
-                        Ok(handle) => {
-                            // Cancelled while starting: stop it now.
-                            let cancelled = s.world().jobs.get(&JobId(job)).is_some_and(|j| {
-                                j.attempt != attempt || j.state_after == Some(JobState::Cancelled)
-                            });
-                            if cancelled {
-                                let _ = manager.cancel(&handle).await;
-                            }
-                        }
-                        Err(err) => {
-                            let now = s.now();
-                            let outcome = Outcome::failed(
-                                now.secs(),
-                                now.secs(),
-                                format!("could not start: {err}"),
-                            );
-                            s.world()
-                                .on_finished(now, cluster, JobId(job), attempt, &outcome);
-                            s.wake.notify_one();
-                            s.flush().await;
-                        }
-                    }
-                });
-            }
+            } => self.spawn_task(Self::launch(s, cluster, spec, stage)),
             Effect::StageOutputs {
                 job,
                 stage,
                 unix_user,
-            } => {
-                tokio::spawn(async move {
-                    let result = crate::runtime::staging::stage_within(
-                        &stage,
-                        unix_user.as_deref(),
-                        s.copy_timeout(),
-                    )
-                    .await;
-                    for f in result.as_ref().err().into_iter().flatten() {
-                        tracing::warn!(job, "copying outputs back failed: {}", f.error);
-                    }
-                    s.world().outputs_copied(s.now(), JobId(job), &result);
-                    // Jobs that waited for the copy may go now.
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
-            }
+            } => self.spawn_task(Self::stage_outputs(s, job, stage, unix_user)),
             Effect::Kill {
                 cluster,
                 job,
                 attempt,
             } => {
-                let part = foresight_rm::PartHandle {
+                let part = PartHandle {
                     job: job.0,
                     attempt,
                     external: None,
@@ -163,7 +87,7 @@ impl Service {
                 attempt,
                 stop,
             } => {
-                let part = foresight_rm::PartHandle {
+                let part = PartHandle {
                     job: job.0,
                     attempt,
                     external: None,
@@ -181,81 +105,18 @@ impl Service {
                 });
             }
             Effect::Reserve { cluster, request } => {
-                tokio::spawn(async move {
-                    let answer = s.reserve_on(cluster, &request).await;
-                    s.world()
-                        .reservation_answered(s.now(), ReservationId(request.id), answer);
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
+                self.spawn_task(Self::reserve(s, cluster, request))
             }
             Effect::ReserveOverSuspended { cluster, request } => {
-                let manager = self.managers[cluster].clone();
-                tokio::spawn(async move {
-                    let answer = manager
-                        .reserve_over_suspended(&request)
-                        .await
-                        .map_err(|e| e.to_string());
-                    if let Err(e) = &answer {
-                        tracing::warn!("reservation {} refused: {e}", request.id);
-                    }
-                    s.world()
-                        .reservation_answered(s.now(), ReservationId(request.id), answer);
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
+                self.spawn_task(Self::reserve_over_suspended(s, cluster, request))
             }
-            Effect::Preempt { by, victims, .. } => {
-                let managers = self.managers.clone();
-                let names = self.cluster_names();
-                tokio::spawn(async move {
-                    let (answer, requeued) = preempt_all(&managers, &names, &victims).await;
-                    {
-                        let mut w = s.world();
-                        let now = s.now();
-                        let refused = answer.is_err();
-                        w.preemption_answered(now, by, answer);
-                        if refused {
-                            for (k, v) in requeued {
-                                w.requeued_anyway(now, by, k, JobId(v));
-                            }
-                        }
-                    }
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
-            }
-            Effect::ResumePart { job, parts } => {
-                let managers = self.managers.clone();
-                let names = self.cluster_names();
-                tokio::spawn(async move {
-                    let answer = resume_all(&managers, &names, &parts).await;
-                    s.world().resume_answered(s.now(), job, answer);
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
-            }
-            Effect::Move { job, steps } => {
-                let managers = self.managers.clone();
-                tokio::spawn(async move {
-                    let answer = move_all(&managers, &steps).await;
-                    s.world().move_answered(s.now(), job, answer);
-                    s.wake.notify_one();
-                    s.flush().await;
-                });
-            }
+            Effect::Preempt { by, victims, .. } => self.spawn_task(Self::preempt(s, by, victims)),
+            Effect::ResumePart { job, parts } => self.spawn_task(Self::resume(s, job, parts)),
+            Effect::Move { job, steps } => self.spawn_task(Self::move_reserved(s, job, steps)),
             Effect::Release {
                 cluster,
                 reservation,
-            } => {
-                let manager = self.managers[cluster].clone();
-                tokio::spawn(async move {
-                    if let Err(e) = manager.release(reservation.0).await {
-                        // Released again when the cluster is next reconciled.
-                        tracing::warn!("releasing reservation {reservation}: {e}");
-                    }
-                });
-            }
+            } => self.spawn_task(Self::release(s, cluster, reservation)),
             Effect::StageAhead {
                 cluster,
                 job,
@@ -263,75 +124,234 @@ impl Service {
                 stage,
                 unix_user,
             } => {
+                // Registered before the part's launch can look for it.
                 let (tell, outcome) = tokio::sync::watch::channel(None);
                 self.lock_ahead().insert((job, attempt, cluster), outcome);
-                tokio::spawn(async move {
-                    let result = crate::runtime::staging::stage(
-                        &stage,
-                        unix_user.as_deref(),
-                        s.copy_timeout(),
-                    )
-                    .await;
-                    if let Err(e) = &result {
-                        tracing::warn!(job, cluster, "staging input ahead failed: {e}");
-                    }
-                    s.world()
-                        .staged_ahead(s.now(), cluster, JobId(job), attempt, &result);
-                    let _ = tell.send(Some(result));
-                    s.lock_ahead().remove(&(job, attempt, cluster));
-                    s.flush().await;
-                });
+                self.spawn_task(Self::stage_ahead(
+                    s, cluster, job, attempt, stage, unix_user, tell,
+                ))
             }
             Effect::Submit {
                 cluster,
                 submission,
                 stage,
-            } => {
-                let manager = self.managers[cluster].clone();
-                tokio::spawn(async move {
-                    s.make_work_dir(
-                        cluster,
-                        &submission.spec.cwd,
-                        submission.spec.unix_user.as_deref(),
+            } => self.spawn_task(Self::submit_part(s, cluster, submission, stage)),
+        }
+    }
+
+    /// [`Effect::Launch`]: the part's working directory made and its inputs staged (or the
+    /// copy made ahead awaited), then its process started by the cluster's executor.
+    async fn launch(s: Arc<Self>, cluster: usize, spec: LaunchSpec, stage: Vec<Copy>) {
+        let (job, attempt) = (spec.job, spec.attempt);
+        s.make_work_dir(cluster, &spec.cwd, spec.unix_user.as_deref())
+            .await;
+        if !stage.is_empty() {
+            let result = match s.ahead_outcome(job, attempt, cluster).await {
+                Some(Ok(())) => Ok(()),
+                // Failed ahead, or lost to a restart: copied now.
+                _ => {
+                    crate::runtime::staging::stage(
+                        &stage,
+                        spec.unix_user.as_deref(),
+                        s.copy_timeout(),
                     )
-                    .await;
-                    if !stage.is_empty() {
-                        let (job, attempt) = (submission.spec.job, submission.spec.attempt);
-                        s.world()
-                            .staging_began(s.now(), cluster, JobId(job), attempt);
-                        let result = crate::runtime::staging::stage(
-                            &stage,
-                            submission.spec.unix_user.as_deref(),
-                            s.copy_timeout(),
-                        )
-                        .await;
-                        let go =
-                            s.world()
-                                .remote_staged(s.now(), cluster, JobId(job), attempt, result);
-                        if !go {
-                            s.wake.notify_one();
-                            s.flush().await;
-                            return;
-                        }
-                    }
-                    if let Some(dir) = submission.spec.stdout.parent() {
-                        let _ = std::fs::create_dir_all(dir);
-                    }
-                    let (job, attempt) = (submission.spec.job, submission.spec.attempt);
-                    let answer = manager
-                        .submit(&submission)
-                        .await
-                        .map_err(|e| (e.to_string(), e.is_unreachable()));
-                    if let Err((e, _)) = &answer {
-                        tracing::warn!("submitting job {job} to cluster {cluster}: {e}");
-                    }
-                    s.world()
-                        .part_submitted(s.now(), cluster, JobId(job), attempt, answer);
-                    s.wake.notify_one();
-                    s.flush().await;
+                    .await
+                }
+            };
+            if let Err(e) = &result {
+                tracing::warn!(job, cluster, "staging input failed: {e}");
+            }
+            let go = s
+                .world()
+                .staged(s.now(), cluster, JobId(job), attempt, result);
+            if !go {
+                s.wake.notify_one();
+                s.flush().await;
+                return;
+            }
+            s.flush().await;
+        }
+        if let Some(dir) = spec.stdout.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let submission = Submission {
+            spec,
+            reservation: None,
+            begin: None,
+        };
+        match s.managers[cluster].submit(&submission).await {
+            Ok(handle) => {
+                // Cancelled while starting: stop it now.
+                let cancelled = s.world().jobs.get(&JobId(job)).is_some_and(|j| {
+                    j.attempt != attempt || j.state_after == Some(JobState::Cancelled)
                 });
+                if cancelled {
+                    let _ = s.managers[cluster].cancel(&handle).await;
+                }
+            }
+            Err(err) => {
+                let now = s.now();
+                let outcome =
+                    Outcome::failed(now.secs(), now.secs(), format!("could not start: {err}"));
+                s.world()
+                    .on_finished(now, cluster, JobId(job), attempt, &outcome);
+                s.wake.notify_one();
+                s.flush().await;
             }
         }
+    }
+
+    /// [`Effect::StageOutputs`]: a job's outputs copied back to their clusters.
+    async fn stage_outputs(
+        s: Arc<Self>,
+        job: u64,
+        stage: Vec<OutputFetch>,
+        unix_user: Option<String>,
+    ) {
+        let result =
+            crate::runtime::staging::stage_within(&stage, unix_user.as_deref(), s.copy_timeout())
+                .await;
+        for f in result.as_ref().err().into_iter().flatten() {
+            tracing::warn!(job, "copying outputs back failed: {}", f.error);
+        }
+        s.world().outputs_copied(s.now(), JobId(job), &result);
+        // Jobs that waited for the copy may go now.
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::Reserve`]: phase one of a reservation on a cluster that schedules itself.
+    async fn reserve(s: Arc<Self>, cluster: usize, request: ReserveRequest) {
+        let answer = s.reserve_on(cluster, &request).await;
+        s.world()
+            .reservation_answered(s.now(), ReservationId(request.id), answer);
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::ReserveOverSuspended`]: a reservation over the processors of suspended jobs.
+    async fn reserve_over_suspended(s: Arc<Self>, cluster: usize, request: ReserveRequest) {
+        let answer = s.managers[cluster]
+            .reserve_over_suspended(&request)
+            .await
+            .map_err(|e| e.to_string());
+        if let Err(e) = &answer {
+            tracing::warn!("reservation {} refused: {e}", request.id);
+        }
+        s.world()
+            .reservation_answered(s.now(), ReservationId(request.id), answer);
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::Preempt`]: the victims of a preemption stopped, all or none.
+    async fn preempt(s: Arc<Self>, by: JobId, victims: Vec<(usize, PartHandle, Preemption)>) {
+        let (answer, requeued) = preempt_all(&s.managers, &s.cluster_names(), &victims).await;
+        {
+            let mut w = s.world();
+            let now = s.now();
+            let refused = answer.is_err();
+            w.preemption_answered(now, by, answer);
+            if refused {
+                for (k, v) in requeued {
+                    w.requeued_anyway(now, by, k, JobId(v));
+                }
+            }
+        }
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::ResumePart`]: a preempted job's parts resumed, all or none.
+    async fn resume(s: Arc<Self>, job: JobId, parts: Vec<(usize, PartHandle)>) {
+        let answer = resume_all(&s.managers, &s.cluster_names(), &parts).await;
+        s.world().resume_answered(s.now(), job, answer);
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::Move`]: a reserved job's reservations moved, all or none.
+    async fn move_reserved(s: Arc<Self>, job: JobId, steps: Vec<MoveStep>) {
+        let answer = move_all(&s.managers, &steps).await;
+        s.world().move_answered(s.now(), job, answer);
+        s.wake.notify_one();
+        s.flush().await;
+    }
+
+    /// [`Effect::Release`]: a reservation given back to its cluster.
+    async fn release(s: Arc<Self>, cluster: usize, reservation: ReservationId) {
+        if let Err(e) = s.managers[cluster].release(reservation.0).await {
+            // Released again when the cluster is next reconciled.
+            tracing::warn!("releasing reservation {reservation}: {e}");
+        }
+    }
+
+    /// [`Effect::StageAhead`]: a reserved part's inputs copied ahead of its start; its
+    /// launch waits for `tell`.
+    async fn stage_ahead(
+        s: Arc<Self>,
+        cluster: usize,
+        job: u64,
+        attempt: u32,
+        stage: Vec<Copy>,
+        unix_user: Option<String>,
+        tell: tokio::sync::watch::Sender<Option<Result<(), String>>>,
+    ) {
+        let result =
+            crate::runtime::staging::stage(&stage, unix_user.as_deref(), s.copy_timeout()).await;
+        if let Err(e) = &result {
+            tracing::warn!(job, cluster, "staging input ahead failed: {e}");
+        }
+        s.world()
+            .staged_ahead(s.now(), cluster, JobId(job), attempt, &result);
+        let _ = tell.send(Some(result));
+        s.lock_ahead().remove(&(job, attempt, cluster));
+        s.flush().await;
+    }
+
+    /// [`Effect::Submit`]: a part submitted to a cluster that schedules itself, its inputs
+    /// staged first.
+    async fn submit_part(s: Arc<Self>, cluster: usize, submission: Submission, stage: Vec<Copy>) {
+        s.make_work_dir(
+            cluster,
+            &submission.spec.cwd,
+            submission.spec.unix_user.as_deref(),
+        )
+        .await;
+        if !stage.is_empty() {
+            let (job, attempt) = (submission.spec.job, submission.spec.attempt);
+            s.world()
+                .staging_began(s.now(), cluster, JobId(job), attempt);
+            let result = crate::runtime::staging::stage(
+                &stage,
+                submission.spec.unix_user.as_deref(),
+                s.copy_timeout(),
+            )
+            .await;
+            let go = s
+                .world()
+                .remote_staged(s.now(), cluster, JobId(job), attempt, result);
+            if !go {
+                s.wake.notify_one();
+                s.flush().await;
+                return;
+            }
+        }
+        if let Some(dir) = submission.spec.stdout.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let (job, attempt) = (submission.spec.job, submission.spec.attempt);
+        let answer = s.managers[cluster]
+            .submit(&submission)
+            .await
+            .map_err(|e| (e.to_string(), e.is_unreachable()));
+        if let Err((e, _)) = &answer {
+            tracing::warn!("submitting job {job} to cluster {cluster}: {e}");
+        }
+        s.world()
+            .part_submitted(s.now(), cluster, JobId(job), attempt, answer);
+        s.wake.notify_one();
+        s.flush().await;
     }
 
     /// How long one copy of a job's files, inputs or outputs, may take.
@@ -390,7 +410,7 @@ impl Service {
             + 'static,
     ) {
         let manager = self.managers[cluster].clone();
-        tokio::spawn(async move {
+        self.spawn_task(async move {
             let job = part.job;
             if let Err(e) = call(manager, part).await {
                 tracing::warn!("{what} job {job}: {e}");

@@ -92,6 +92,8 @@ pub struct Service {
     ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
     /// Where `now` comes from: the system's clock, or a test's.
     clock: Arc<dyn Clock>,
+    /// The tasks it started (loops, effects): shutdown stops them and waits for them.
+    tasks: Mutex<tokio::task::JoinSet<()>>,
 }
 
 impl Service {
@@ -255,17 +257,18 @@ impl Service {
             closing: AtomicBool::new(false),
             dispatcher,
             ahead: Mutex::default(),
+            tasks: Mutex::default(),
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
             if service.cfg.cluster[k].is_remote() {
                 let s = service.clone();
-                tokio::spawn(async move { s.sync_loop(k).await });
+                service.spawn_task(async move { s.sync_loop(k).await });
             }
         }
         for (k, mut rx) in receivers {
             let s = service.clone();
-            tokio::spawn(async move {
+            service.spawn_task(async move {
                 while let Some(f) = rx.recv().await {
                     s.world()
                         .on_finished(s.now(), k, JobId(f.job), f.attempt, &f.outcome);
@@ -278,7 +281,7 @@ impl Service {
             });
         }
         let s = service.clone();
-        tokio::spawn(async move { s.cycle_loop().await });
+        service.spawn_task(async move { s.cycle_loop().await });
         Ok((service, created))
     }
 
@@ -324,5 +327,18 @@ impl Service {
         let _order = self.flush_lock.lock().await;
         self.closing.store(true, Ordering::Relaxed);
         self.store.close().await;
+        // Nothing they would do now is written: what they were waiting for is re-read at
+        // the next start, as after a crash.
+        let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Runs `task` in the background, in the set that shutdown stops and waits for.
+    /// Finished tasks are reaped here, so that the set holds only running ones.
+    pub(crate) fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
     }
 }
