@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 use foresight_api::JobState;
+use foresight_core::auction::{close, AuctionConfig, Unsold};
 use foresight_store::{
     Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store, StoreError,
-    TieRule, UnsoldRule,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +21,28 @@ fn job(procs: u32) -> JobRecord {
         submitted_at: 1_000,
         ..Default::default()
     }
+}
+
+/// The mean runtime the tests' auctions are measured in, seconds.
+const MEAN_RUNTIME: f64 = 100.0;
+
+/// The length of an auction reopened after no valid bid, milliseconds.
+const REOPENED_MS: i64 = 200;
+
+/// The auction with an opening bid of 0, ties to the lowest site id, unsold jobs queued again.
+fn opening_zero() -> AuctionConfig {
+    AuctionConfig {
+        opening_bid: Some(0.0),
+        ..AuctionConfig::default()
+    }
+}
+
+/// Closes one due auction as a dispatcher does: the queue locks it and its bids, the core
+/// picks the winner, the queue records it. `None`: nothing due.
+async fn close_one(q: &GlobalQueue, cfg: &AuctionConfig) -> Option<Closed> {
+    let due = q.due_auction().await.unwrap()?;
+    let outcome = close(cfg, MEAN_RUNTIME, &due.bids);
+    Some(due.settle(&outcome, REOPENED_MS).await.unwrap())
 }
 
 /// Site `name`'s store and queue on the database at `url`.
@@ -83,11 +105,7 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
             let q = q.clone();
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(c) = q
-                    .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-                    .await
-                    .unwrap()
-                {
+                while let Some(c) = close_one(&q, &opening_zero()).await {
                     mine.push(c);
                 }
                 mine
@@ -147,10 +165,7 @@ async fn without_an_opening_bid_the_best_bid_wins_however_low() {
         assert!(b.bid(id, -1.5, 1).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let first = a
-        .close_one(None, TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap();
+    let first = close_one(&a, &AuctionConfig::default()).await;
     assert_eq!(
         first,
         Some(Closed::Awarded {
@@ -160,10 +175,7 @@ async fn without_an_opening_bid_the_best_bid_wins_however_low() {
         })
     );
     // A set opening bid of 0 keeps its meaning: both bids are below it.
-    let second = a
-        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap();
+    let second = close_one(&a, &opening_zero()).await;
     assert_eq!(second, Some(Closed::Unsold { job: ids[1] }));
 }
 
@@ -176,18 +188,14 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.open(id, 0).await.unwrap());
     // Opened with no time to bid: it closes unsold and is queued again.
     assert_eq!(
-        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&b, &opening_zero()).await,
         Some(Closed::Unsold { job: id })
     );
     assert!(a.open(id, 100).await.unwrap());
     assert!(a.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&b, &opening_zero()).await,
         Some(Closed::Awarded {
             job: id,
             site: "a".into(),
@@ -216,9 +224,7 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(b.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -291,18 +297,14 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
     assert!(a.open(claimed, 0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Unsold { .. })
     ));
     assert!(a.open(claimed, 100).await.unwrap());
     assert!(b.bid(claimed, 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -391,12 +393,7 @@ async fn a_cancel_racing_the_winners_start_has_exactly_one_outcome() {
         assert!(a.bid(id, 1.0, 1).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(80)).await;
-    while b
-        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap()
-        .is_some()
-    {}
+    while close_one(&b, &opening_zero()).await.is_some() {}
     let claims = a.claims().await.unwrap();
     assert_eq!(claims.len(), n);
     let (mut cancelled_first, mut started_first) = (0, 0);
@@ -456,22 +453,20 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
         assert!(a.open(id, 0).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let reopen = UnsoldRule::Reopen {
-        delay_ms: 400,
-        duration_ms: 200,
+    // One hundredth of the mean runtime of 100 s: 1 s (whole seconds, as `sim auction`
+    // counts it), then an auction of `REOPENED_MS`.
+    let reopen = AuctionConfig {
+        unsold: Unsold::Reopen { delay: 0.01 },
+        ..opening_zero()
     };
     // The first closes under "wait" (queued, no auction until a site bids), the second under
     // "reopen" (a new auction after the back-off, whoever bids).
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Unsold { job: ids[0] })
     );
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
+        close_one(&a, &reopen).await,
         Some(Closed::Unsold { job: ids[1] })
     );
     assert_eq!(auctions(ids[0]), "queued 1");
@@ -483,21 +478,14 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
         vec![ids[0]]
     );
     assert!(!a.bid(ids[1], 1.0, 1).await.unwrap());
-    assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
-        None
-    );
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(close_one(&a, &reopen).await, None);
+    tokio::time::sleep(Duration::from_millis(1050)).await;
     let offered = a.on_offer(10).await.unwrap();
     assert!(offered.iter().any(|j| j.job == ids[1] && j.in_auction));
     assert!(a.bid(ids[1], 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
+        close_one(&a, &reopen).await,
         Some(Closed::Awarded {
             job: ids[1],
             site: "a".into(),
@@ -584,12 +572,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
             assert!(q.bid(*id, 1.0, 1).await.unwrap());
         }
         tokio::time::sleep(Duration::from_millis(550)).await;
-        while a
-            .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap()
-            .is_some()
-        {}
+        while close_one(&a, &opening_zero()).await.is_some() {}
         let (ca, cb) = (a.claims().await.unwrap()[0], b.claims().await.unwrap()[0]);
         let started = |q: &GlobalQueue, c: Claim, cluster: &str| {
             let q = q.clone();
