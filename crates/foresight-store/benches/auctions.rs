@@ -13,7 +13,8 @@
 //! `AUCTION_MS=D`, the auction length, default 20).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use foresight_store::{GlobalQueue, JobRecord, PgStore, Store, TieRule, UnsoldRule};
+use foresight_core::auction::{close, AuctionConfig};
+use foresight_store::{GlobalQueue, JobRecord, PgStore, Store};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,10 +38,10 @@ mod trips {
     pub const RECLAIM: u64 = 4;
     /// `open`: BEGIN, UPDATE, NOTIFY, COMMIT.
     pub const OPEN: u64 = 4;
-    /// `close_one` that closes: BEGIN, SELECT … SKIP LOCKED, SELECT bids, UPDATE, DELETE
-    /// bids, NOTIFY, COMMIT.
+    /// `due_auction` then `settle`: BEGIN, SELECT … SKIP LOCKED, SELECT bids FOR UPDATE,
+    /// UPDATE, DELETE bids, NOTIFY, COMMIT.
     pub const CLOSE: u64 = 7;
-    /// `close_one` with nothing due: BEGIN, SELECT, ROLLBACK.
+    /// `due_auction` with nothing due: BEGIN, SELECT, ROLLBACK.
     pub const CLOSE_NONE: u64 = 3;
     /// `start`: BEGIN, UPDATE global_jobs, UPDATE jobs, DELETE bids, COMMIT.
     pub const START: u64 = 5;
@@ -49,16 +50,19 @@ mod trips {
 /// One dispatcher's rounds until every job is started somewhere; its round trips.
 async fn dispatcher(q: GlobalQueue, k: usize, started: Arc<AtomicU64>, n: u64, ms: i64) -> u64 {
     let mut trips = 0;
+    let cfg = AuctionConfig {
+        opening_bid: Some(0.0),
+        ..AuctionConfig::default()
+    };
     while started.load(Ordering::Relaxed) < n {
         q.heartbeat().await.unwrap();
         q.reclaim().await.unwrap();
         trips += trips::ONE + trips::RECLAIM;
-        while q
-            .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap()
-            .is_some()
-        {
+        // As the dispatcher closes: the queue locks, the core picks the winner, the queue
+        // records it.
+        while let Some(due) = q.due_auction().await.unwrap() {
+            let outcome = close(&cfg, 100.0, &due.bids);
+            due.settle(&outcome, ms).await.unwrap();
             trips += trips::CLOSE;
         }
         trips += trips::CLOSE_NONE + trips::ONE;

@@ -6,7 +6,8 @@
 //! - an auction is opened once (`state = 'queued'` → `'auction'`);
 //! - a bid counts only while its auction is open (`closes_at > now()`);
 //! - an auction is closed by exactly one dispatcher: the one that takes its row with
-//!   `FOR UPDATE SKIP LOCKED` once due, and sets its one winner in that transaction;
+//!   `FOR UPDATE SKIP LOCKED` once due, and sets its one winner in that transaction (the
+//!   winner chosen by `foresight_core::auction::close`, as in `sim auction`);
 //! - a winner starts the job only with the claim epoch it was awarded, inside its lease, in
 //!   the transaction that hands the job to its site ([`GlobalQueue::start`]);
 //! - a dispatcher whose lease ran out loses its claims and bids ([`GlobalQueue::reclaim`]).
@@ -14,7 +15,10 @@
 //! Times are the database's clock (`now()`), never a process's.
 
 use crate::{decode, encode, JobRecord, PgStore, Result, StoreError};
+use foresight_core::auction::{Outcome, SiteId, StandingBid};
+use foresight_core::time::Dur;
 use sqlx::{PgPool, Row};
+use std::collections::BTreeMap;
 
 /// The `LISTEN/NOTIFY` channel on which the queue announces changes (a job queued, an
 /// auction opened or closed, a claim given back): dispatchers wake on it to bid or close.
@@ -66,29 +70,41 @@ pub enum Closed {
     },
 }
 
-/// Who wins among equal highest bids (the auction's `tie` option).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TieRule {
-    /// The lowest site name.
-    LowestSite,
-    /// The bid placed first, then the lowest site name.
-    EarliestBid,
+/// A due auction this dispatcher has locked ([`GlobalQueue::due_auction`]): its job and live
+/// bids as plain data, for the caller to close with `foresight_core::auction::close` (the
+/// choice `sim auction` makes), and the transaction holding the lock, in which
+/// [`DueAuction::settle`] applies the outcome. Dropped unsettled, it is rolled back and the
+/// auction stays due.
+pub struct DueAuction {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    /// The database's name, for errors.
+    name: String,
+    /// The closing site, recorded as the opener of a reopened auction.
+    closer: String,
+    /// The job on sale.
+    pub job: u64,
+    /// The standing bids of sites whose lease holds (a dead site's bid does not count), by
+    /// site id; `placed` is the microsecond the bid was placed at (a re-bid at the same
+    /// price keeps it).
+    pub bids: Vec<StandingBid>,
+    /// The bidders' names by id.
+    sites: BTreeMap<SiteId, String>,
 }
 
-/// What becomes of a job whose auction closes without a valid bid (the auction's `unsold`
-/// option).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UnsoldRule {
-    /// Queued again: the next site able to bid opens a new auction.
-    Wait,
-    /// A new auction opens `delay_ms` after the close and lasts `duration_ms`; bids are
-    /// refused until it opens.
-    Reopen {
-        /// The back-off before the new auction opens, milliseconds.
-        delay_ms: i64,
-        /// The new auction's length, milliseconds.
-        duration_ms: i64,
-    },
+impl std::fmt::Debug for DueAuction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueAuction")
+            .field("job", &self.job)
+            .field("bids", &self.bids)
+            .field("sites", &self.sites)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A core duration (whole seconds) as the milliseconds the queue's SQL intervals take: the
+/// one place the reopen delay changes unit.
+fn millis(d: Dur) -> i64 {
+    d.0.max(0).saturating_mul(1000)
 }
 
 /// An owner's request on a global job, from any dispatcher.
@@ -234,21 +250,29 @@ impl GlobalQueue {
 
     /// Enters (or re-enters) this site's dispatcher, alive from now; `max_procs` is its
     /// largest cluster, `max_tariff` the highest base tariff of its clusters (per
-    /// processor-second).
+    /// processor-second). Returns the site's id: given at its first registration (the next
+    /// number) and kept, it breaks ties between equal bids (`tie = "lowest_site"`).
     pub async fn register(
         &self,
         pid: u32,
         url: &str,
         max_procs: u32,
         max_tariff: f64,
-    ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO dispatchers (site, pid, url, heartbeat_at, lease_ms, started_at, \
-             max_procs, max_tariff) VALUES ($1, $2, $3, now(), $4, now(), $5, $6) \
+    ) -> Result<SiteId> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        // Two sites registering for the first time at once must not take the same number.
+        sqlx::query("LOCK TABLE dispatchers IN SHARE ROW EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
+        let id: i32 = sqlx::query_scalar(
+            "INSERT INTO dispatchers (site, id, pid, url, heartbeat_at, lease_ms, started_at, \
+             max_procs, max_tariff) VALUES ($1, (SELECT COALESCE(max(id) + 1, 0) FROM \
+             dispatchers), $2, $3, now(), $4, now(), $5, $6) \
              ON CONFLICT (site) DO UPDATE \
              SET pid = EXCLUDED.pid, url = EXCLUDED.url, heartbeat_at = now(), \
              lease_ms = EXCLUDED.lease_ms, started_at = now(), max_procs = EXCLUDED.max_procs, \
-             max_tariff = EXCLUDED.max_tariff",
+             max_tariff = EXCLUDED.max_tariff RETURNING id",
         )
         .bind(&self.site)
         .bind(pid as i32)
@@ -260,10 +284,11 @@ impl GlobalQueue {
         } else {
             0.0
         })
-        .execute(&self.pool)
+        .fetch_one(&mut *tx)
         .await
         .map_err(self.db())?;
-        Ok(())
+        tx.commit().await.map_err(self.db())?;
+        Ok(SiteId(id as u32))
     }
 
     /// A connection listening on [`GLOBAL_CHANNEL`]; it reconnects by itself when the
@@ -732,18 +757,10 @@ impl GlobalQueue {
         Ok(ms.map(|m| m.max(0.0).ceil() as i64))
     }
 
-    /// Closes one due auction, if any is due and not being closed by another dispatcher:
-    /// the row is taken with `FOR UPDATE SKIP LOCKED`, and its one winner (the best live bid,
-    /// at `opening_bid` or above when one is set, ties by `tie`) is set in the same
-    /// transaction, with a new claim epoch; without one, `unsold` says whether it is queued
-    /// again or reopened.
-    /// `None`: nothing left to close.
-    pub async fn close_one(
-        &self,
-        opening_bid: Option<f64>,
-        tie: TieRule,
-        unsold: UnsoldRule,
-    ) -> Result<Option<Closed>> {
+    /// Takes one due auction, if any is due and not being closed by another dispatcher: its
+    /// row with `FOR UPDATE SKIP LOCKED` and its bids `FOR UPDATE`, in a transaction the
+    /// returned [`DueAuction`] holds until it is settled. `None`: nothing left to close.
+    pub async fn due_auction(&self) -> Result<Option<DueAuction>> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let due: Option<i64> = sqlx::query_scalar(
             "SELECT job_id FROM global_jobs WHERE state = 'auction' AND closes_at <= now() \
@@ -755,72 +772,35 @@ impl GlobalQueue {
         let Some(job) = due else {
             return Ok(None);
         };
-        let order = match tie {
-            TieRule::LowestSite => "b.price DESC, b.site",
-            TieRule::EarliestBid => "b.price DESC, b.bid_at, b.site",
-        };
-        let bids: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT b.site FROM bids b JOIN dispatchers d ON d.site = b.site \
-             WHERE b.job_id = $1 AND ($2::float8 IS NULL OR b.price >= $2) AND {ALIVE} ORDER BY {order}"
+        let rows = sqlx::query(&format!(
+            "SELECT b.site, d.id, b.price, \
+             (EXTRACT(EPOCH FROM b.bid_at) * 1000000)::bigint \
+             FROM bids b JOIN dispatchers d ON d.site = b.site \
+             WHERE b.job_id = $1 AND {ALIVE} ORDER BY d.id FOR UPDATE OF b"
         ))
         .bind(job)
-        .bind(opening_bid)
         .fetch_all(&mut *tx)
         .await
         .map_err(self.db())?;
-        let closed = match bids.first() {
-            Some(winner) => {
-                sqlx::query(
-                    "UPDATE global_jobs SET state = 'claimed', site = $2, epoch = epoch + 1, \
-                     claimed_at = now(), bidders = $3 WHERE job_id = $1",
-                )
-                .bind(job)
-                .bind(winner)
-                .bind(bids.len() as i32)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-                Closed::Awarded {
-                    job: job as u64,
-                    site: winner.clone(),
-                    bidders: bids.len() as u32,
-                }
-            }
-            None => {
-                match unsold {
-                    UnsoldRule::Wait => sqlx::query(
-                        "UPDATE global_jobs SET state = 'queued', closes_at = NULL \
-                         WHERE job_id = $1",
-                    )
-                    .bind(job),
-                    UnsoldRule::Reopen {
-                        delay_ms,
-                        duration_ms,
-                    } => sqlx::query(
-                        "UPDATE global_jobs SET opened_by = $2, \
-                         opened_at = now() + $3 * interval '1 millisecond', \
-                         closes_at = now() + ($3 + $4) * interval '1 millisecond', \
-                         auctions = auctions + 1 WHERE job_id = $1",
-                    )
-                    .bind(job)
-                    .bind(&self.site)
-                    .bind(delay_ms.max(0))
-                    .bind(duration_ms.max(1)),
-                }
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-                Closed::Unsold { job: job as u64 }
-            }
-        };
-        sqlx::query("DELETE FROM bids WHERE job_id = $1")
-            .bind(job)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
-        notify(&mut tx, "closed").await.map_err(self.db())?;
-        tx.commit().await.map_err(self.db())?;
-        Ok(Some(closed))
+        let mut bids = Vec::with_capacity(rows.len());
+        let mut sites = BTreeMap::new();
+        for r in &rows {
+            let site = SiteId(r.get::<i32, _>(1) as u32);
+            bids.push(StandingBid {
+                site,
+                amount: r.get(2),
+                placed: r.get::<i64, _>(3).max(0) as u64,
+            });
+            sites.insert(site, r.get::<String, _>(0));
+        }
+        Ok(Some(DueAuction {
+            tx,
+            name: self.name.clone(),
+            closer: self.site.clone(),
+            job: job as u64,
+            bids,
+            sites,
+        }))
     }
 
     /// Jobs awarded to this site and not yet started, with their epochs.
@@ -1346,6 +1326,81 @@ impl GlobalQueue {
             })
         })
         .transpose()
+    }
+}
+
+impl DueAuction {
+    /// The name of the bidder with this id.
+    pub fn site_name(&self, id: SiteId) -> Option<&str> {
+        self.sites.get(&id).map(String::as_str)
+    }
+
+    /// Applies how the auction closed, in the transaction that locked it, and commits: an
+    /// award sets its one winner (a bidder of this auction) under a new claim epoch; an
+    /// unsold job is queued again, or reopens `reopen_after` the close for `length_ms` (as
+    /// [`GlobalQueue::open`] takes it, at least 1) during which bids count. Its bids go.
+    pub async fn settle(mut self, outcome: &Outcome, length_ms: i64) -> Result<Closed> {
+        let name = self.name.clone();
+        let db = move |source: sqlx::Error| StoreError::Database { path: name, source };
+        let job = self.job as i64;
+        let closed = match *outcome {
+            Outcome::Awarded {
+                site, valid_bids, ..
+            } => {
+                let Some(winner) = self.sites.get(&site).cloned() else {
+                    return Err(StoreError::NoSuchBidder {
+                        job: self.job,
+                        site: site.0,
+                    });
+                };
+                sqlx::query(
+                    "UPDATE global_jobs SET state = 'claimed', site = $2, epoch = epoch + 1, \
+                     claimed_at = now(), bidders = $3 WHERE job_id = $1",
+                )
+                .bind(job)
+                .bind(&winner)
+                .bind(valid_bids as i32)
+                .execute(&mut *self.tx)
+                .await
+                .map_err(db.clone())?;
+                Closed::Awarded {
+                    job: self.job,
+                    site: winner,
+                    bidders: valid_bids as u32,
+                }
+            }
+            Outcome::Unsold { reopen_after } => {
+                match reopen_after {
+                    None => sqlx::query(
+                        "UPDATE global_jobs SET state = 'queued', closes_at = NULL \
+                         WHERE job_id = $1",
+                    )
+                    .bind(job),
+                    Some(delay) => sqlx::query(
+                        "UPDATE global_jobs SET opened_by = $2, \
+                         opened_at = now() + $3 * interval '1 millisecond', \
+                         closes_at = now() + ($3 + $4) * interval '1 millisecond', \
+                         auctions = auctions + 1 WHERE job_id = $1",
+                    )
+                    .bind(job)
+                    .bind(&self.closer)
+                    .bind(millis(delay))
+                    .bind(length_ms.max(1)),
+                }
+                .execute(&mut *self.tx)
+                .await
+                .map_err(db.clone())?;
+                Closed::Unsold { job: self.job }
+            }
+        };
+        sqlx::query("DELETE FROM bids WHERE job_id = $1")
+            .bind(job)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(db.clone())?;
+        notify(&mut self.tx, "closed").await.map_err(db.clone())?;
+        self.tx.commit().await.map_err(db)?;
+        Ok(closed)
     }
 }
 

@@ -25,8 +25,8 @@ mod sqlite;
 mod sqlite_lock;
 
 pub use global_queue::{
-    is_global, Claim, Closed, GlobalQueue, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
-    SharedJob, Start, Submitted, TieRule, UnsoldRule, GLOBAL_CHANNEL, USERS_CHANGED,
+    is_global, Claim, Closed, DueAuction, GlobalQueue, JobStanding, OpOutcome, OverBudget, QueueOp,
+    QueuedJob, SharedJob, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
 };
 pub use holder::Holder;
 pub use location::StoreLocation;
@@ -110,6 +110,15 @@ pub enum StoreError {
     /// A user name or token is taken.
     #[error("user {0:?} already exists")]
     UserExists(String),
+    /// An auction was settled as awarded to a site that has no live bid in it: the outcome
+    /// was not chosen from that auction's bids (nothing was written).
+    #[error("job {job}: site id {site} has no live bid in its auction")]
+    NoSuchBidder {
+        /// The job on sale.
+        job: u64,
+        /// The site id the outcome names.
+        site: u32,
+    },
 }
 
 /// Shorthand.

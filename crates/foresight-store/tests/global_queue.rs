@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 use foresight_api::JobState;
+use foresight_core::auction::{close, AuctionConfig, Unsold};
 use foresight_store::{
     Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store, StoreError,
-    TieRule, UnsoldRule,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +21,28 @@ fn job(procs: u32) -> JobRecord {
         submitted_at: 1_000,
         ..Default::default()
     }
+}
+
+/// The mean runtime the tests' auctions are measured in, seconds.
+const MEAN_RUNTIME: f64 = 100.0;
+
+/// The length of an auction reopened after no valid bid, milliseconds.
+const REOPENED_MS: i64 = 200;
+
+/// The auction with an opening bid of 0, ties to the lowest site id, unsold jobs queued again.
+fn opening_zero() -> AuctionConfig {
+    AuctionConfig {
+        opening_bid: Some(0.0),
+        ..AuctionConfig::default()
+    }
+}
+
+/// Closes one due auction as a dispatcher does: the queue locks it and its bids, the core
+/// picks the winner, the queue records it. `None`: nothing due.
+async fn close_one(q: &GlobalQueue, cfg: &AuctionConfig) -> Option<Closed> {
+    let due = q.due_auction().await.unwrap()?;
+    let outcome = close(cfg, MEAN_RUNTIME, &due.bids);
+    Some(due.settle(&outcome, REOPENED_MS).await.unwrap())
 }
 
 /// Site `name`'s store and queue on the database at `url`.
@@ -83,11 +105,7 @@ async fn racing_closers_set_exactly_one_winner_per_auction() {
             let q = q.clone();
             tasks.push(tokio::spawn(async move {
                 let mut mine = Vec::new();
-                while let Some(c) = q
-                    .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-                    .await
-                    .unwrap()
-                {
+                while let Some(c) = close_one(&q, &opening_zero()).await {
                     mine.push(c);
                 }
                 mine
@@ -147,10 +165,7 @@ async fn without_an_opening_bid_the_best_bid_wins_however_low() {
         assert!(b.bid(id, -1.5, 1).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let first = a
-        .close_one(None, TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap();
+    let first = close_one(&a, &AuctionConfig::default()).await;
     assert_eq!(
         first,
         Some(Closed::Awarded {
@@ -160,10 +175,7 @@ async fn without_an_opening_bid_the_best_bid_wins_however_low() {
         })
     );
     // A set opening bid of 0 keeps its meaning: both bids are below it.
-    let second = a
-        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap();
+    let second = close_one(&a, &opening_zero()).await;
     assert_eq!(second, Some(Closed::Unsold { job: ids[1] }));
 }
 
@@ -176,18 +188,14 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(a.open(id, 0).await.unwrap());
     // Opened with no time to bid: it closes unsold and is queued again.
     assert_eq!(
-        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&b, &opening_zero()).await,
         Some(Closed::Unsold { job: id })
     );
     assert!(a.open(id, 100).await.unwrap());
     assert!(a.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(
-        b.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&b, &opening_zero()).await,
         Some(Closed::Awarded {
             job: id,
             site: "a".into(),
@@ -216,9 +224,7 @@ async fn a_claim_lost_with_its_lease_is_not_started() {
     assert!(b.bid(id, 1.0, 2).await.unwrap());
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -291,18 +297,14 @@ async fn cancel_hold_and_release_apply_in_every_unstarted_state_from_any_site() 
     assert!(a.open(claimed, 0).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Unsold { .. })
     ));
     assert!(a.open(claimed, 100).await.unwrap());
     assert!(b.bid(claimed, 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Awarded { .. })
     ));
     let claim = b.claims().await.unwrap()[0];
@@ -391,12 +393,7 @@ async fn a_cancel_racing_the_winners_start_has_exactly_one_outcome() {
         assert!(a.bid(id, 1.0, 1).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(80)).await;
-    while b
-        .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-        .await
-        .unwrap()
-        .is_some()
-    {}
+    while close_one(&b, &opening_zero()).await.is_some() {}
     let claims = a.claims().await.unwrap();
     assert_eq!(claims.len(), n);
     let (mut cancelled_first, mut started_first) = (0, 0);
@@ -456,22 +453,20 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
         assert!(a.open(id, 0).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let reopen = UnsoldRule::Reopen {
-        delay_ms: 400,
-        duration_ms: 200,
+    // One hundredth of the mean runtime of 100 s: 1 s (whole seconds, as `sim auction`
+    // counts it), then an auction of `REOPENED_MS`.
+    let reopen = AuctionConfig {
+        unsold: Unsold::Reopen { delay: 0.01 },
+        ..opening_zero()
     };
     // The first closes under "wait" (queued, no auction until a site bids), the second under
     // "reopen" (a new auction after the back-off, whoever bids).
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap(),
+        close_one(&a, &opening_zero()).await,
         Some(Closed::Unsold { job: ids[0] })
     );
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
+        close_one(&a, &reopen).await,
         Some(Closed::Unsold { job: ids[1] })
     );
     assert_eq!(auctions(ids[0]), "queued 1");
@@ -483,21 +478,14 @@ async fn an_unsold_auction_reopens_after_its_back_off() {
         vec![ids[0]]
     );
     assert!(!a.bid(ids[1], 1.0, 1).await.unwrap());
-    assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
-        None
-    );
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(close_one(&a, &reopen).await, None);
+    tokio::time::sleep(Duration::from_millis(1050)).await;
     let offered = a.on_offer(10).await.unwrap();
     assert!(offered.iter().any(|j| j.job == ids[1] && j.in_auction));
     assert!(a.bid(ids[1], 1.0, 1).await.unwrap());
     tokio::time::sleep(Duration::from_millis(250)).await;
     assert_eq!(
-        a.close_one(Some(0.0), TieRule::LowestSite, reopen)
-            .await
-            .unwrap(),
+        close_one(&a, &reopen).await,
         Some(Closed::Awarded {
             job: ids[1],
             site: "a".into(),
@@ -584,12 +572,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
             assert!(q.bid(*id, 1.0, 1).await.unwrap());
         }
         tokio::time::sleep(Duration::from_millis(550)).await;
-        while a
-            .close_one(Some(0.0), TieRule::LowestSite, UnsoldRule::Wait)
-            .await
-            .unwrap()
-            .is_some()
-        {}
+        while close_one(&a, &opening_zero()).await.is_some() {}
         let (ca, cb) = (a.claims().await.unwrap()[0], b.claims().await.unwrap()[0]);
         let started = |q: &GlobalQueue, c: Claim, cluster: &str| {
             let q = q.clone();
@@ -900,4 +883,402 @@ async fn local_holds_count_at_every_site_settle_at_the_end_and_die_with_their_si
     late.state = JobState::Completed;
     c_store.update_jobs(&[late]).await.unwrap();
     assert_eq!(budget(&a_store).await, (90.0, 10.0));
+}
+
+/// A small seeded generator (xorshift64*), so that the workload is the same at every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One step of the workload, in the order the sites take them (jobs by index).
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    Bid {
+        job: usize,
+        site: usize,
+        offer: foresight_core::auction::Offer,
+    },
+    Withdraw {
+        job: usize,
+        site: usize,
+    },
+}
+
+/// A seeded workload of `jobs` auctions among `sites` sites: each job's need, and the bids
+/// and withdrawals in the order they are made. Offers come from a small menu, so equal
+/// prices are common; some jobs get no bid, some only bids below an opening bid of 0, and
+/// some bids are withdrawn or placed again (at the same price: it keeps its place; or at
+/// another). A bid below the opening bid is only ever a site's first in its job, and a
+/// re-bid always clears it: how a dispatcher bids (it withdraws instead of bidding low).
+fn workload(seed: u64, jobs: usize, sites: usize) -> (Vec<u32>, Vec<Act>) {
+    use foresight_core::auction::Offer;
+    use foresight_core::time::Dur;
+    let mut rng = Rng(seed);
+    let offer = |need: u32, twice: bool, stage: i64| Offer {
+        procs: if twice { 2 * need } else { need },
+        capacity: 1_000,
+        preempt_work: 0.0,
+        stage: Dur(stage),
+    };
+    let needs: Vec<u32> = (0..jobs).map(|_| 1 + rng.below(4) as u32).collect();
+    let mut per_job = Vec::new();
+    for (job, &need) in needs.iter().enumerate() {
+        let kind = rng.below(6);
+        let mut per_site = Vec::new();
+        for site in 0..sites {
+            if kind == 0 || rng.below(4) == 0 {
+                continue; // nobody bids in a job of kind 0
+            }
+            // Kind 1: every bid costs 3 mean runtimes of staging, below an opening bid of 0.
+            let stage = if kind == 1 {
+                300
+            } else {
+                [0, 50, 300][rng.below(3) as usize]
+            };
+            let first = offer(need, rng.below(2) == 0, stage);
+            let mut mine = vec![Act::Bid {
+                job,
+                site,
+                offer: first,
+            }];
+            if stage != 300 {
+                match rng.below(5) {
+                    0 => mine.push(Act::Withdraw { job, site }),
+                    1 => mine.push(Act::Bid {
+                        job,
+                        site,
+                        offer: first,
+                    }),
+                    2 => {
+                        let o = offer(need, rng.below(2) == 0, [0, 50][rng.below(2) as usize]);
+                        mine.push(Act::Bid {
+                            job,
+                            site,
+                            offer: o,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            per_site.push(mine);
+        }
+        per_job.push(interleave(&mut rng, per_site));
+    }
+    let acts = interleave(&mut rng, per_job);
+    (needs, acts)
+}
+
+/// The sequences merged in a random order that keeps each one's own order.
+fn interleave(rng: &mut Rng, seqs: Vec<Vec<Act>>) -> Vec<Act> {
+    let mut seqs: Vec<std::collections::VecDeque<Act>> = seqs.into_iter().map(Into::into).collect();
+    let mut out = Vec::new();
+    loop {
+        let left: Vec<usize> = (0..seqs.len()).filter(|&i| !seqs[i].is_empty()).collect();
+        let Some(&i) = left.get(rng.below(left.len().max(1) as u64) as usize) else {
+            return out;
+        };
+        out.extend(seqs[i].pop_front());
+    }
+}
+
+/// What one path decided for one job.
+#[derive(Clone, Debug, PartialEq)]
+enum Decided {
+    /// Sold to the site of this name.
+    Awarded(String),
+    /// Unsold: auctioned again this many seconds after the close, or (`None`) queued.
+    Unsold(Option<i64>),
+}
+
+/// A job's row in the queue as the same-decisions test reads it: id, state, site, epoch,
+/// bidders, auctions, when its auction opens and how long it lasts (seconds).
+type QueueRow = (
+    i64,
+    String,
+    Option<String>,
+    i64,
+    i32,
+    i32,
+    Option<f64>,
+    Option<f64>,
+);
+
+/// How much of what the same-decisions test must cover one workload covered.
+#[derive(Debug, Default)]
+struct Coverage {
+    /// Jobs whose best valid price several sites bid.
+    ties: usize,
+    /// Of those, won by a site that is not the lowest-named of the tied.
+    ties_not_by_name: usize,
+    /// Of those, won by a site that is not the lowest id of the tied.
+    ties_not_by_id: usize,
+    /// Jobs without a valid bid.
+    unsold: usize,
+}
+
+/// Runs one seeded workload through the core as `sim auction` does (an [`AuctionHouse`]
+/// fed the opens, bids and withdrawals, then closing at its due time) and through the
+/// store as dispatchers do (the same bids, priced by the same function, in a real
+/// PostgreSQL queue; the queue locks each due auction, the core's `close` picks, the queue
+/// records), and asserts that both decide every job alike: the same winner, or unsold with
+/// the same reopening, and that the queue's rows record it.
+async fn same_decisions_under(cfg: &AuctionConfig, seed: u64) -> Coverage {
+    use foresight_core::auction::{
+        price, AuctionEvent, AuctionHouse, Decision, Lot, Outcome, RuntimeTracker, SiteId,
+    };
+    use foresight_core::{Dur, JobId, Time};
+    let url = foresight_testkit::postgres::database();
+    // Registered in this order, the sites' ids are 0..4 and not in the order of their names.
+    let names = ["d", "b", "c", "a"];
+    let mut sites = Vec::new();
+    for (k, n) in names.iter().enumerate() {
+        let store = PgStore::open_site(&url, n).await.unwrap();
+        let q = GlobalQueue::new(&store, n, 60_000);
+        let id = q.register(std::process::id(), "", 8, 0.0).await.unwrap();
+        assert_eq!(id, SiteId(k as u32), "ids in the order sites register");
+        sites.push((store, q));
+    }
+    let (needs, acts) = workload(seed, 40, names.len());
+    let jobs: Vec<JobRecord> = needs.iter().map(|&p| job(p)).collect();
+    let ids = sites[0].0.insert_jobs(&jobs).await.unwrap();
+
+    // The core, as the simulator drives it.
+    let tracker = RuntimeTracker::new(10, Dur(MEAN_RUNTIME as i64));
+    let mut house = AuctionHouse::new(cfg.clone(), tracker);
+    for (k, &id) in ids.iter().enumerate() {
+        let lot = Lot {
+            job: JobId(id),
+            procs: needs[k],
+            priority: 0,
+            home: SiteId(0),
+        };
+        house.handle(Time(0), AuctionEvent::Open(lot));
+    }
+    // What stands at the close, as a plain model: (job, site) → price.
+    let mut standing: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+    for (t, a) in acts.iter().enumerate() {
+        let now = Time(1 + t as i64 / 1_000);
+        match *a {
+            Act::Bid { job, site, offer } => {
+                house.handle(
+                    now,
+                    AuctionEvent::Bid {
+                        job: JobId(ids[job]),
+                        site: SiteId(site as u32),
+                        offer,
+                    },
+                );
+                standing.insert((job, site), price(cfg, needs[job], &offer, MEAN_RUNTIME));
+            }
+            Act::Withdraw { job, site } => {
+                house.handle(
+                    now,
+                    AuctionEvent::Withdraw {
+                        job: JobId(ids[job]),
+                        site: SiteId(site as u32),
+                    },
+                );
+                standing.remove(&(job, site));
+            }
+        }
+    }
+    let closes = house.next_due().expect("auctions open");
+    let mut want = BTreeMap::new();
+    for d in house.handle(closes, AuctionEvent::Tick) {
+        match d {
+            Decision::Awarded { job, site, .. } => {
+                want.insert(job.0, Decided::Awarded(names[site.0 as usize].into()));
+            }
+            Decision::Unsold { job, reopens, .. } => {
+                want.insert(job.0, Decided::Unsold(reopens.map(|t| (t - closes).0)));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(want.len(), ids.len(), "the house closed every auction");
+
+    // The store, as dispatchers drive it: every auction open until the bids are in.
+    for &id in &ids {
+        assert!(sites[0].1.open(id, 600_000).await.unwrap());
+    }
+    for a in &acts {
+        match *a {
+            Act::Bid { job, site, offer } => {
+                let p = price(cfg, needs[job], &offer, MEAN_RUNTIME);
+                assert!(sites[site].1.bid(ids[job], p, offer.procs).await.unwrap());
+            }
+            Act::Withdraw { job, site } => sites[site].1.withdraw(ids[job]).await.unwrap(),
+        }
+    }
+    let pool = sites[0].0.pool();
+    sqlx::query("UPDATE global_jobs SET closes_at = now() WHERE state = 'auction'")
+        .execute(pool)
+        .await
+        .unwrap();
+    let clock = move || async move {
+        sqlx::query_scalar::<_, f64>("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    let before = clock().await;
+    let mut got = BTreeMap::new();
+    while let Some(due) = sites[1].1.due_auction().await.unwrap() {
+        let job = due.job;
+        let outcome = close(cfg, MEAN_RUNTIME, &due.bids);
+        let decided = match (due.settle(&outcome, REOPENED_MS).await.unwrap(), outcome) {
+            (Closed::Awarded { site, .. }, _) => Decided::Awarded(site),
+            (Closed::Unsold { .. }, Outcome::Unsold { reopen_after }) => {
+                Decided::Unsold(reopen_after.map(|d| d.0))
+            }
+            (c, o) => panic!("job {job}: recorded {c:?} for {o:?}"),
+        };
+        got.insert(job, decided);
+    }
+    let after = clock().await;
+    assert_eq!(got, want, "the store decided as the simulator ({cfg:?})");
+
+    // What the queue recorded says the same.
+    let rows: Vec<QueueRow> = sqlx::query_as(
+        "SELECT job_id, state, site, epoch, bidders, auctions, \
+         EXTRACT(EPOCH FROM opened_at)::float8, \
+         EXTRACT(EPOCH FROM closes_at - opened_at)::float8 \
+         FROM global_jobs ORDER BY job_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), ids.len());
+    let mut cov = Coverage::default();
+    for (k, (id, state, site, epoch, bidders, auctions, opened, length)) in
+        rows.into_iter().enumerate()
+    {
+        let id = id as u64;
+        assert_eq!(id, ids[k]);
+        let valid: Vec<(usize, f64)> = standing
+            .iter()
+            .filter(|((j, _), p)| *j == k && cfg.clears_opening(**p))
+            .map(|((_, s), p)| (*s, *p))
+            .collect();
+        let what = format!("job {id} ({cfg:?}): {:?}", want[&id]);
+        match &want[&id] {
+            Decided::Awarded(winner) => {
+                assert_eq!(state, "claimed", "{what}");
+                assert_eq!(site.as_deref(), Some(winner.as_str()), "{what}");
+                assert_eq!((epoch, auctions), (1, 1), "{what}");
+                assert_eq!(bidders as usize, valid.len(), "{what}");
+                let best = valid.iter().map(|v| v.1).fold(f64::MIN, f64::max);
+                let tied: Vec<usize> = valid.iter().filter(|v| v.1 == best).map(|v| v.0).collect();
+                if tied.len() > 1 {
+                    cov.ties += 1;
+                    let by_name = tied.iter().min_by_key(|s| names[**s]).copied();
+                    let by_id = tied.iter().min().copied();
+                    cov.ties_not_by_name +=
+                        usize::from(by_name.map(|s| names[s]) != site.as_deref());
+                    cov.ties_not_by_id += usize::from(by_id.map(|s| names[s]) != site.as_deref());
+                }
+            }
+            Decided::Unsold(None) => {
+                cov.unsold += 1;
+                assert!(valid.is_empty(), "{what}");
+                assert_eq!(
+                    (state.as_str(), site, epoch, auctions),
+                    ("queued", None, 0, 1),
+                    "{what}"
+                );
+            }
+            Decided::Unsold(Some(delay)) => {
+                cov.unsold += 1;
+                assert!(valid.is_empty(), "{what}");
+                assert_eq!(
+                    (state.as_str(), site, epoch, auctions),
+                    ("auction", None, 0, 2),
+                    "{what}"
+                );
+                let opened = opened.expect("a reopened auction opens") - *delay as f64;
+                // Reopened `delay` after its close, which came between `before` and `after`.
+                assert!(
+                    before - 0.001 <= opened && opened <= after + 0.001,
+                    "{what}: reopens at {opened} + {delay}, closed within [{before}, {after}]"
+                );
+                let length = length.expect("a reopened auction closes");
+                assert!(
+                    (length - REOPENED_MS as f64 / 1000.0).abs() < 1e-6,
+                    "{what}: {length}"
+                );
+            }
+        }
+    }
+    cov
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_and_the_simulator_decide_every_auction_alike() {
+    use foresight_core::auction::Tie;
+    let cases = [
+        (Tie::LowestSite, Unsold::Wait, None),
+        (Tie::LowestSite, Unsold::Reopen { delay: 0.02 }, Some(0.0)),
+        (Tie::EarliestBid, Unsold::Wait, Some(0.0)),
+        (Tie::EarliestBid, Unsold::Reopen { delay: 0.0 }, None),
+    ];
+    let runs = cases
+        .iter()
+        .enumerate()
+        .map(|(k, &(tie, unsold, opening_bid))| {
+            let cfg = AuctionConfig {
+                tie,
+                unsold,
+                opening_bid,
+                ..AuctionConfig::default()
+            };
+            async move {
+                let cov = same_decisions_under(&cfg, 0x5eed_0000 + k as u64).await;
+                (cfg, cov)
+            }
+        });
+    for (cfg, cov) in futures_join_all(runs).await {
+        // The workload exercises what the two paths could disagree on.
+        assert!(cov.ties >= 2, "{cfg:?}: {cov:?}");
+        assert!(cov.unsold >= 2, "{cfg:?}: {cov:?}");
+        match cfg.tie {
+            Tie::LowestSite => {
+                assert_eq!(cov.ties_not_by_id, 0, "{cfg:?}: {cov:?}");
+                assert!(
+                    cov.ties_not_by_name >= 1,
+                    "ids, not names: {cfg:?}: {cov:?}"
+                );
+            }
+            Tie::EarliestBid => {
+                assert!(
+                    cov.ties_not_by_id >= 1,
+                    "the order of bids: {cfg:?}: {cov:?}"
+                )
+            }
+        }
+    }
+}
+
+/// Runs the futures at once; their outputs in order.
+async fn futures_join_all<F>(fs: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = fs.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
 }

@@ -1,5 +1,6 @@
 //! The auction's options: every choice seed 001 leaves open is named here, with its default.
 
+use crate::time::Dur;
 use serde::{Deserialize, Serialize};
 
 /// How an auction is run. Times are not in seconds but in units of the mean runtime of
@@ -192,6 +193,18 @@ pub enum Unsold {
         /// Mean runtimes to wait, >= 0.
         delay: f64,
     },
+}
+
+impl Unsold {
+    /// How long after its close an unsold job is auctioned again, when the mean runtime is
+    /// `mean_runtime` seconds: `delay` mean runtimes rounded to whole seconds (a negative
+    /// delay as 0), or `None` under [`Unsold::Wait`]. The one place the delay becomes time.
+    pub fn reopen_after(&self, mean_runtime: f64) -> Option<Dur> {
+        match *self {
+            Unsold::Wait => None,
+            Unsold::Reopen { delay } => Some(Dur(((delay * mean_runtime).round() as i64).max(0))),
+        }
+    }
 }
 
 /// What keeps one site from winning two auctions with the same processors.

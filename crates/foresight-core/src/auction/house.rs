@@ -5,7 +5,8 @@
 //! job is awarded at most once: an awarded job is never reopened.
 
 use super::bid::{price, Offer};
-use super::config::{AuctionConfig, Overcommit, Tie, Unsold};
+use super::close::{close, Outcome, StandingBid};
+use super::config::{AuctionConfig, Overcommit};
 use super::tracker::RuntimeTracker;
 use super::{Lot, SiteId};
 use crate::ids::JobId;
@@ -129,7 +130,8 @@ pub enum Decision {
         job: JobId,
         /// Sites that placed an accepted bid during this auction (all withdrawn or lapsed).
         bidders: usize,
-        /// When it reopens by itself ([`Unsold::Reopen`]); `None`: at the next load change.
+        /// When it reopens by itself ([`Unsold::Reopen`](super::Unsold::Reopen)); `None`: at
+        /// the next load change.
         reopens: Option<Time>,
     },
 }
@@ -375,40 +377,40 @@ impl AuctionHouse {
     fn close(&mut self, a: Auction, out: &mut Vec<Decision>) {
         let job = a.lot.job;
         let bidders = a.bidders.len();
-        let best = a
+        let standing: Vec<StandingBid> = a
             .bids
             .iter()
             .filter(|(_, b)| !b.lapsed)
-            .max_by(|(sa, a), (sb, b)| {
-                a.amount
-                    .total_cmp(&b.amount)
-                    .then_with(|| match self.cfg.tie {
-                        // max_by keeps the later of equals, so the preferred one compares greater.
-                        Tie::LowestSite => sb.cmp(sa),
-                        Tie::EarliestBid => b.seq.cmp(&a.seq),
-                    })
+            .map(|(site, b)| StandingBid {
+                site: *site,
+                amount: b.amount,
+                placed: b.seq,
             })
-            .map(|(s, b)| (*s, b.clone()));
-        let Some((site, win)) = best else {
-            let reopens = match self.cfg.unsold {
-                Unsold::Wait => {
-                    self.waiting.insert(job, a.lot);
-                    None
-                }
-                Unsold::Reopen { delay } => {
-                    let at = self.now + Dur((delay * self.tracker.mean()).round() as i64);
-                    self.delayed.insert(job, (a.lot, at));
-                    Some(at)
-                }
-            };
-            out.push(Decision::Unsold {
-                job,
-                bidders,
-                reopens,
-            });
-            // A reopen at once happens in this same pass (`close_due` runs the delayed list).
-            return;
+            .collect();
+        let site = match close(&self.cfg, self.tracker.mean(), &standing) {
+            Outcome::Awarded { site, .. } => site,
+            Outcome::Unsold { reopen_after } => {
+                let reopens = match reopen_after {
+                    None => {
+                        self.waiting.insert(job, a.lot);
+                        None
+                    }
+                    Some(delay) => {
+                        let at = self.now + delay;
+                        self.delayed.insert(job, (a.lot, at));
+                        Some(at)
+                    }
+                };
+                out.push(Decision::Unsold {
+                    job,
+                    bidders,
+                    reopens,
+                });
+                // A reopen at once happens in this same pass (`close_due` runs the delayed list).
+                return;
+            }
         };
+        let win = a.bids[&site].clone();
         self.sold.insert(job, site);
         out.push(Decision::Awarded {
             job,
@@ -446,6 +448,7 @@ impl AuctionHouse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auction::{Tie, Unsold};
 
     fn lot(job: u64, procs: u32, priority: u8) -> Lot {
         Lot {

@@ -4,6 +4,8 @@
 //! - [`config`]: every option the seed leaves open, named, with its default.
 //! - [`bid`]: a site's [`Offer`] computed from its load, and its price
 //!   (processors − preemption − staging).
+//! - [`close`](mod@close): how an auction ends: the one pure choice of winner ([`winner`], [`close()`])
+//!   that the house and the dispatchers' shared queue both make.
 //! - [`tracker`]: the online mean runtime of recently finished jobs, the auction's unit.
 //! - [`house`]: [`AuctionHouse`], the auctions as one state machine: events in (open, bid,
 //!   withdraw, load change, job finished, tick), [`Decision`]s out. A dispatcher process and
@@ -14,11 +16,13 @@
 //! their progress and resume later); local jobs are never offered.
 
 pub mod bid;
+pub mod close;
 pub mod config;
 pub mod house;
 pub mod tracker;
 
 pub use bid::{make_offer, price, Offer, Victim};
+pub use close::{close, winner, Outcome, StandingBid};
 pub use config::{AuctionConfig, BidWeights, Overcommit, ProcsCap, Tie, Unsold};
 pub use house::{AuctionEvent, AuctionHouse, Decision, Refusal};
 pub use tracker::RuntimeTracker;

@@ -5,8 +5,10 @@
 //!    length);
 //!    stops the jobs it started that their owners have since cancelled from any site;
 //! 2. gives back to the queue what dead dispatchers held ([`GlobalQueue::reclaim`]);
-//! 3. closes the auctions that are due, exactly one winner each ([`GlobalQueue::close_one`]);
-//!    one without a valid bid is queued again or reopened after a back-off (`unsold`);
+//! 3. closes the auctions that are due, exactly one winner each: the queue locks a due
+//!    auction with its bids ([`GlobalQueue::due_auction`]), [`close`] picks the winner as in
+//!    `sim auction`, and the queue records it; one without a valid bid is queued again or
+//!    reopened after a back-off (`unsold`);
 //! 4. starts the jobs it was awarded, each only if its claim still holds
 //!    ([`GlobalQueue::start`]), as global jobs of their levels in this site's broker, which
 //!    preempts lower levels' global jobs for them (and them for higher ones) as in single
@@ -25,16 +27,14 @@ use crate::runtime::{unix_now, Service};
 use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
 use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
-    make_offer, price, AuctionConfig, Lot, Offer, Overcommit, RuntimeTracker, SiteId, Tie, Unsold,
-    Victim,
+    close, make_offer, price, AuctionConfig, Lot, Offer, Outcome, Overcommit, RuntimeTracker,
+    SiteId, Victim,
 };
 use foresight_core::broker::ClusterSpec;
 use foresight_core::grid::staging_time;
 use foresight_core::time::Dur;
 use foresight_core::JobId;
-use foresight_store::{
-    Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start, TieRule, UnsoldRule,
-};
+use foresight_store::{Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -277,40 +277,29 @@ impl Dispatcher {
                 "a dead dispatcher's claim is queued again"
             );
         }
-        let tie = match self.cfg.auction.tie {
-            Tie::LowestSite => TieRule::LowestSite,
-            Tie::EarliestBid => TieRule::EarliestBid,
-        };
-        let unsold = match self.cfg.auction.unsold {
-            Unsold::Wait => UnsoldRule::Wait,
-            Unsold::Reopen { delay } => {
-                let mean = self.mean_runtime().await?;
-                UnsoldRule::Reopen {
-                    delay_ms: (delay * mean * 1000.0).round() as i64,
-                    duration_ms: (self.cfg.auction.alpha * mean * 1000.0).round() as i64,
-                }
-            }
-        };
-        while let Some(closed) = self
-            .queue
-            .close_one(self.cfg.auction.opening_bid, tie, unsold)
-            .await?
-        {
-            match closed {
-                Closed::Awarded { job, site, bidders } => {
+        // The winner is the one `sim auction` picks: the store locks and loads, the core decides.
+        let mean = self.mean_runtime().await?;
+        let length_ms = (self.cfg.auction.alpha * mean * 1000.0).round() as i64;
+        while let Some(due) = self.queue.due_auction().await? {
+            let outcome = close(&self.cfg.auction, mean, &due.bids);
+            match (due.settle(&outcome, length_ms).await?, outcome) {
+                (Closed::Awarded { job, site, bidders }, _) => {
                     tracing::info!(site = self.queue.site(), job, winner = %site, bidders, "auction closed")
                 }
-                Closed::Unsold { job } => match unsold {
-                    UnsoldRule::Wait => {
-                        tracing::info!(site = self.queue.site(), job, "auction closed unsold")
-                    }
-                    UnsoldRule::Reopen { delay_ms, .. } => tracing::info!(
-                        site = self.queue.site(),
-                        job,
-                        delay_ms,
-                        "auction closed unsold; reopens after its back-off"
-                    ),
-                },
+                (
+                    Closed::Unsold { job },
+                    Outcome::Unsold {
+                        reopen_after: Some(d),
+                    },
+                ) => tracing::info!(
+                    site = self.queue.site(),
+                    job,
+                    delay_s = d.0,
+                    "auction closed unsold; reopens after its back-off"
+                ),
+                (Closed::Unsold { job }, _) => {
+                    tracing::info!(site = self.queue.site(), job, "auction closed unsold")
+                }
             }
         }
         for claim in self.queue.claims().await? {
