@@ -241,6 +241,42 @@ fn is_env_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// `--input PATH[@CLUSTER]`: the text after the last `@` names the cluster unless it holds a
+/// `/` (then the `@` belongs to the path); a relative path is made absolute here, where the
+/// user stands.
+fn parse_input(text: &str) -> Result<InputSpec> {
+    let (path, cluster) = match text.rsplit_once('@') {
+        Some((p, c)) if !c.contains('/') => (p, Some(c)),
+        _ => (text, None),
+    };
+    if path.is_empty() || cluster.is_some_and(str::is_empty) {
+        return Err(bad(format!("--input {text:?}: expected PATH[@CLUSTER]")));
+    }
+    let path = std::path::absolute(path).map_err(|e| bad(format!("--input {text:?}: {e}")))?;
+    Ok(InputSpec {
+        path: path.display().to_string(),
+        cluster: cluster.map(Into::into),
+    })
+}
+
+/// `--output-file PATH[@CLUSTER]`: split as `--input` is; the path stays relative (the
+/// server refuses any other).
+fn parse_output(text: &str) -> Result<OutputSpec> {
+    let (path, cluster) = match text.rsplit_once('@') {
+        Some((p, c)) if !c.contains('/') => (p, Some(c)),
+        _ => (text, None),
+    };
+    if path.is_empty() || cluster.is_some_and(str::is_empty) {
+        return Err(bad(format!(
+            "--output-file {text:?}: expected PATH[@CLUSTER]"
+        )));
+    }
+    Ok(OutputSpec {
+        path: path.into(),
+        cluster: cluster.map(Into::into),
+    })
+}
+
 #[cfg(test)]
 mod export_tests {
     use super::exported;
@@ -288,40 +324,4 @@ mod export_tests {
             assert!(e.contains("--export"), "{spec}: {e}");
         }
     }
-}
-
-/// `--input PATH[@CLUSTER]`: the text after the last `@` names the cluster unless it holds a
-/// `/` (then the `@` belongs to the path); a relative path is made absolute here, where the
-/// user stands.
-fn parse_input(text: &str) -> Result<InputSpec> {
-    let (path, cluster) = match text.rsplit_once('@') {
-        Some((p, c)) if !c.contains('/') => (p, Some(c)),
-        _ => (text, None),
-    };
-    if path.is_empty() || cluster.is_some_and(str::is_empty) {
-        return Err(bad(format!("--input {text:?}: expected PATH[@CLUSTER]")));
-    }
-    let path = std::path::absolute(path).map_err(|e| bad(format!("--input {text:?}: {e}")))?;
-    Ok(InputSpec {
-        path: path.display().to_string(),
-        cluster: cluster.map(Into::into),
-    })
-}
-
-/// `--output-file PATH[@CLUSTER]`: split as `--input` is; the path stays relative (the
-/// server refuses any other).
-fn parse_output(text: &str) -> Result<OutputSpec> {
-    let (path, cluster) = match text.rsplit_once('@') {
-        Some((p, c)) if !c.contains('/') => (p, Some(c)),
-        _ => (text, None),
-    };
-    if path.is_empty() || cluster.is_some_and(str::is_empty) {
-        return Err(bad(format!(
-            "--output-file {text:?}: expected PATH[@CLUSTER]"
-        )));
-    }
-    Ok(OutputSpec {
-        path: path.into(),
-        cluster: cluster.map(Into::into),
-    })
 }
