@@ -6,7 +6,9 @@
 #[macro_use]
 mod out;
 mod commands;
+mod format;
 mod moment;
+mod table;
 
 use commands::client::Connection;
 

@@ -2,24 +2,14 @@
 //! times, exit codes and charges; `report usage` (sreport) adds up processor-hours and
 //! charges by user, account or cluster over a period ([`foresight_api::usage`]).
 
-use super::client::{bad, printable, squeue_time, table, when, Client, Connection};
+use super::client::{bad, when, Client, Connection};
+use crate::format::Format;
+use crate::table::{printable, squeue_time, table};
 use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_api::usage::{usage, UsageKey, UsageRow};
 use foresight_api::JobView;
 use serde::Serialize;
-
-/// `-o table|json|csv`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// For people.
-    #[default]
-    Table,
-    /// For programs.
-    Json,
-    /// For spreadsheets.
-    Csv,
-}
 
 /// The period of a report: `--since` to `--until`.
 #[derive(Args, Clone, Debug)]
@@ -68,7 +58,8 @@ pub struct HistoryOpts {
     #[arg(long, short = 'u')]
     user: Option<String>,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, default_value = "table",
+          value_parser = Format::parser(&Format::TABLE_JSON_CSV))]
     output: Format,
 }
 
@@ -156,107 +147,106 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
                 .collect(),
         })
         .collect();
-    match o.output {
-        Format::Json => outln!("{}", super::client::json_text(&rows, true)?),
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(std::io::stdout().lock());
-            w.write_record([
-                "id",
-                "name",
-                "user",
-                "account",
-                "state",
-                "start",
-                "end",
-                "elapsed",
-                "procs",
-                "clusters",
-                "exit_code",
-                "signal",
-                "charged",
-            ])?;
-            for r in &rows {
-                let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-                w.write_record([
-                    r.id.to_string(),
-                    printable(&r.name),
-                    printable(&r.user),
-                    printable(&r.account),
-                    printable(&r.state),
-                    opt(r.start),
-                    opt(r.end),
-                    r.elapsed.to_string(),
-                    r.procs.to_string(),
-                    printable(&r.clusters),
-                    opt(r.exit_code.map(i64::from)),
-                    opt(r.signal.map(i64::from)),
-                    format!("{:.2}", r.charged),
-                ])?;
-            }
-            w.flush()?;
-        }
-        Format::Table => {
-            let mut cells = Vec::new();
-            for r in &rows {
+    o.output.print_records(
+        &rows,
+        || history_table(&rows, since, until),
+        &[
+            "id",
+            "name",
+            "user",
+            "account",
+            "state",
+            "start",
+            "end",
+            "elapsed",
+            "procs",
+            "clusters",
+            "exit_code",
+            "signal",
+            "charged",
+        ],
+        || rows.iter().map(history_record).collect(),
+    )
+}
+
+/// One finished job as a CSV record of `job history`.
+fn history_record(r: &HistoryRow) -> Vec<String> {
+    let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+    vec![
+        r.id.to_string(),
+        printable(&r.name),
+        printable(&r.user),
+        printable(&r.account),
+        printable(&r.state),
+        opt(r.start),
+        opt(r.end),
+        r.elapsed.to_string(),
+        r.procs.to_string(),
+        printable(&r.clusters),
+        opt(r.exit_code.map(i64::from)),
+        opt(r.signal.map(i64::from)),
+        format!("{:.2}", r.charged),
+    ]
+}
+
+/// The `job history` table, as sacct: a co-allocated job's parts under it.
+fn history_table(rows: &[HistoryRow], since: i64, until: i64) -> String {
+    let mut cells = Vec::new();
+    for r in rows {
+        cells.push(vec![
+            r.id.to_string(),
+            printable(&r.name),
+            printable(&r.user),
+            printable(&r.account),
+            printable(&r.state),
+            when(r.start),
+            when(r.end),
+            squeue_time(r.elapsed),
+            r.procs.to_string(),
+            if r.parts.len() == 1 {
+                r.parts[0].cluster.clone()
+            } else {
+                r.clusters.clone()
+            },
+            // sacct's ExitCode: code:signal.
+            format!("{}:{}", r.exit_code.unwrap_or(0), r.signal.unwrap_or(0)),
+            format!("{:.2}", r.charged),
+        ]);
+        if r.parts.len() > 1 {
+            // The parts of a co-allocated job, as sacct lists a job's steps.
+            for p in &r.parts {
                 cells.push(vec![
-                    r.id.to_string(),
-                    printable(&r.name),
-                    printable(&r.user),
-                    printable(&r.account),
-                    printable(&r.state),
-                    when(r.start),
-                    when(r.end),
-                    squeue_time(r.elapsed),
-                    r.procs.to_string(),
-                    if r.parts.len() == 1 {
-                        r.parts[0].cluster.clone()
-                    } else {
-                        r.clusters.clone()
-                    },
-                    // sacct's ExitCode: code:signal.
-                    format!("{}:{}", r.exit_code.unwrap_or(0), r.signal.unwrap_or(0)),
-                    format!("{:.2}", r.charged),
+                    format!("{}.{}", r.id, p.part),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    p.procs.to_string(),
+                    p.cluster.clone(),
+                    String::new(),
+                    String::new(),
                 ]);
-                if r.parts.len() > 1 {
-                    // The parts of a co-allocated job, as sacct lists a job's steps.
-                    for p in &r.parts {
-                        cells.push(vec![
-                            format!("{}.{}", r.id, p.part),
-                            String::new(),
-                            String::new(),
-                            String::new(),
-                            String::new(),
-                            String::new(),
-                            String::new(),
-                            String::new(),
-                            p.procs.to_string(),
-                            p.cluster.clone(),
-                            String::new(),
-                            String::new(),
-                        ]);
-                    }
-                }
-            }
-            out!(
-                "{}",
-                table(
-                    &[
-                        "JOBID", "NAME", "USER", "ACCOUNT", "STATE", "START", "END", "ELAPSED",
-                        "PROCS", "CLUSTER", "EXITCODE", "CHARGE",
-                    ],
-                    &cells,
-                )
-            );
-            if rows.is_empty() {
-                outln!(
-                    "(no job ended between {} and {})",
-                    when(Some(since)),
-                    when(Some(until))
-                );
             }
         }
     }
-    Ok(())
+    let mut s = table(
+        &[
+            "JOBID", "NAME", "USER", "ACCOUNT", "STATE", "START", "END", "ELAPSED", "PROCS",
+            "CLUSTER", "EXITCODE", "CHARGE",
+        ],
+        &cells,
+    );
+    if rows.is_empty() {
+        s.push_str(&format!(
+            "(no job ended between {} and {})\n",
+            when(Some(since)),
+            when(Some(until))
+        ));
+    }
+    s
 }
 
 // ------------------------------------------------------------------------ report
@@ -280,7 +270,8 @@ pub struct UsageOpts {
     #[arg(long, short = 'u')]
     user: Option<String>,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, default_value = "table",
+          value_parser = Format::parser(&Format::TABLE_JSON_CSV))]
     output: Format,
 }
 
@@ -313,53 +304,58 @@ pub fn report(conn: &Connection, cmd: ReportCommand) -> Result<()> {
         By::Account => "ACCOUNT",
         By::Cluster => "CLUSTER",
     };
-    match o.output {
-        Format::Json => outln!("{}", super::client::json_text(&rows, true)?),
-        Format::Csv => {
-            let mut w = csv::Writer::from_writer(std::io::stdout().lock());
-            w.write_record([&name.to_lowercase(), "jobs", "proc_hours", "charged"])?;
-            for r in &rows {
-                w.write_record([
-                    printable(&r.key),
-                    r.jobs.to_string(),
-                    format!("{:.4}", r.proc_hours),
-                    format!("{:.2}", r.charged),
-                ])?;
-            }
-            w.flush()?;
-        }
-        Format::Table => {
-            outln!("Usage from {} to {}", when(Some(since)), when(Some(until)));
-            let total = UsageRow {
-                key: "TOTAL".into(),
-                jobs: 0,
-                proc_hours: rows.iter().map(|r| r.proc_hours).sum(),
-                charged: rows.iter().map(|r| r.charged).sum(),
-            };
-            let mut cells: Vec<Vec<String>> = rows
-                .iter()
-                .chain(std::iter::once(&total))
+    let column = name.to_lowercase();
+    o.output.print_records(
+        &rows,
+        || usage_table(&rows, name, since, until),
+        &[&column, "jobs", "proc_hours", "charged"],
+        || {
+            rows.iter()
                 .map(|r| {
                     vec![
-                        r.key.clone(),
-                        if r.key == "TOTAL" && r.jobs == 0 {
-                            String::new()
-                        } else {
-                            r.jobs.to_string()
-                        },
-                        format!("{:.2}", r.proc_hours),
+                        printable(&r.key),
+                        r.jobs.to_string(),
+                        format!("{:.4}", r.proc_hours),
                         format!("{:.2}", r.charged),
                     ]
                 })
-                .collect();
-            if rows.is_empty() {
-                cells.clear();
-            }
-            out!(
-                "{}",
-                table(&[name, "JOBS", "PROC-HOURS", "CHARGED"], &cells)
-            );
-        }
+                .collect()
+        },
+    )
+}
+
+/// The `report usage` table: a row per `name` (user, account or cluster), then the total.
+fn usage_table(rows: &[UsageRow], name: &str, since: i64, until: i64) -> String {
+    let mut s = format!(
+        "Usage from {} to {}\n",
+        when(Some(since)),
+        when(Some(until))
+    );
+    let total = UsageRow {
+        key: "TOTAL".into(),
+        jobs: 0,
+        proc_hours: rows.iter().map(|r| r.proc_hours).sum(),
+        charged: rows.iter().map(|r| r.charged).sum(),
+    };
+    let mut cells: Vec<Vec<String>> = rows
+        .iter()
+        .chain(std::iter::once(&total))
+        .map(|r| {
+            vec![
+                r.key.clone(),
+                if r.key == "TOTAL" && r.jobs == 0 {
+                    String::new()
+                } else {
+                    r.jobs.to_string()
+                },
+                format!("{:.2}", r.proc_hours),
+                format!("{:.2}", r.charged),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        cells.clear();
     }
-    Ok(())
+    s.push_str(&table(&[name, "JOBS", "PROC-HOURS", "CHARGED"], &cells));
+    s
 }

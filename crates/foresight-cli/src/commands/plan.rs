@@ -1,8 +1,9 @@
 //! `foresight plan …`: the grid planner's slot selection, for inspection and independent
 //! checking.
 
+use crate::format::Format;
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use foresight_core::select::{Processor, SlotPlan, SlotRequest};
 use foresight_core::{Dur, Time};
 use serde::Deserialize;
@@ -31,14 +32,9 @@ pub struct PlanSelectOpts {
     #[arg(long, value_name = "REQ.json")]
     request: PathBuf,
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    output: Output,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Table,
-    Json,
+    #[arg(short = 'o', long, default_value = "table",
+          value_parser = Format::plain_parser(&Format::TABLE_JSON))]
+    output: Format,
 }
 
 /// Input that is not what the command needs: exit code 2.
@@ -130,7 +126,7 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
             let mut slots = sel.slots.clone();
             slots.sort_by_key(|s| (name(s.processor), s.start));
             match opts.output {
-                Output::Json => {
+                Format::Json => {
                     let doc = json!({
                         "start": sel.start,
                         "end": sel.end,
@@ -144,7 +140,7 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                     });
                     outln!("{}", serde_json::to_string_pretty(&doc)?);
                 }
-                Output::Table => {
+                Format::Table | Format::Csv => {
                     outln!("start {}  end {}  cost {}", sel.start, sel.end, sel.cost);
                     let width = slots
                         .iter()
@@ -153,7 +149,7 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
                         .unwrap_or(9)
                         .max(9);
                     // Padded by hand: `format!`'s width panics from 65536 on.
-                    let pad = super::client::pad;
+                    let pad = crate::table::pad;
                     outln!(
                         "{}  {:>10}  {:>10}  {:>8}",
                         pad("processor", width),
@@ -176,8 +172,8 @@ fn select(opts: PlanSelectOpts) -> Result<ExitCode> {
         }
         Err(no) => {
             match opts.output {
-                Output::Json => outln!("{}", json!({"error": "no_fit", "reason": no.reason})),
-                Output::Table => outln!("no fit: {}", no.reason),
+                Format::Json => outln!("{}", json!({"error": "no_fit", "reason": no.reason})),
+                Format::Table | Format::Csv => outln!("no fit: {}", no.reason),
             }
             Ok(ExitCode::from(3))
         }

@@ -1,8 +1,10 @@
 //! `foresight workflow submit|show|list|cancel`: DAGs of tasks read from a YAML or JSON file,
 //! mapped onto the grid by the service and run as jobs in dependency order.
 
-use super::client::{bad, printable, table, Client, Connection, Output, OutputOpt};
+use super::client::{bad, Client, Connection};
+use crate::format::OutputOpt;
 use crate::moment::when;
+use crate::table::{printable, table};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use foresight_api::*;
@@ -102,34 +104,22 @@ pub fn run(conn: &Connection, cmd: WorkflowCommand) -> Result<()> {
     match cmd {
         WorkflowCommand::Submit(o) => {
             let s: SubmittedWorkflow = c.post("/workflows", &spec)?;
-            match o.out.output {
-                Output::Json => outln!("{}", super::client::json_text(&s, false)?),
-                Output::Table => outln!("{}", s.id),
-            }
+            o.out.output.print_compact(&s, || format!("{}\n", s.id))?;
         }
         WorkflowCommand::Show(o) => {
             let w: WorkflowView = c.get(&format!("/workflows/{}", o.id), &[])?;
-            match o.out.output {
-                Output::Json => outln!("{}", super::client::json_text(&w, true)?),
-                Output::Table => out!("{}", details(&w)),
-            }
+            o.out.output.print(&w, || details(&w))?;
         }
         WorkflowCommand::List(o) => {
             let ws: Vec<WorkflowView> = c.get("/workflows", &[])?;
-            match o.out.output {
-                Output::Json => outln!("{}", super::client::json_text(&ws, true)?),
-                Output::Table => out!("{}", list_table(&ws)),
-            }
+            o.out.output.print(&ws, || list_table(&ws))?;
         }
         WorkflowCommand::Cancel(o) => {
             let w: WorkflowView = c.post(
                 &format!("/workflows/{}/cancel", o.id),
                 &serde_json::json!({}),
             )?;
-            match o.out.output {
-                Output::Json => outln!("{}", super::client::json_text(&w, true)?),
-                Output::Table => out!("{}", details(&w)),
-            }
+            o.out.output.print(&w, || details(&w))?;
         }
     }
     Ok(())

@@ -1,0 +1,171 @@
+//! `foresight job`: the job commands, and the ones that act on one job (cancel, hold,
+//! release, suspend, resume, requeue) or read it (show, explain, cat).
+
+use super::job_list::{jobs_table, list_jobs, ListOpts};
+use super::job_show::{describe_state, explanation, job_details};
+use super::job_wait::{wait, WaitOpts};
+use super::submit::{self, SubmitOpts};
+use super::{Client, Connection};
+use crate::format::OutputOpt;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use foresight_api::{Explanation, JobRef, JobState, JobView};
+use std::process::ExitCode;
+/// Job commands.
+#[derive(Subcommand)]
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum JobCommand {
+    /// Submit a job: `foresight job submit -n 4 -t 1h -- ./simulate --steps 10`. Prints its id.
+    Submit(SubmitOpts),
+    /// List jobs (your own; all for administrators).
+    List(ListOpts),
+    /// Show one job.
+    Show(JobIdOpts),
+    /// Cancel a job.
+    Cancel(JobIdOpts),
+    /// Hold a job that has not started.
+    Hold(JobIdOpts),
+    /// Release a held job.
+    Release(JobIdOpts),
+    /// Suspend a running job.
+    Suspend(JobIdOpts),
+    /// Resume a suspended job.
+    Resume(JobIdOpts),
+    /// Put a job back in the queue (a running one is stopped and runs again).
+    Requeue(JobIdOpts),
+    /// Why has a job not started yet?
+    Explain(JobIdOpts),
+    /// Print a job's output (standard output, or --stderr), from the server.
+    Cat(CatOpts),
+    /// Print the end of a job's output; with -f, follow it as the job writes, until it ends.
+    Tail(crate::commands::tail::TailOpts),
+    /// Finished jobs, as sacct: start, end, elapsed, exit code or signal, charge, per part.
+    History(crate::commands::accounting::HistoryOpts),
+    /// Wait until jobs end; the exit code is the job's (of the first that did not complete:
+    /// its exit code, 128 + its signal, else 1), as `hq job wait`.
+    Wait(WaitOpts),
+}
+
+/// Options of `job cat`.
+#[derive(Args)]
+pub struct CatOpts {
+    /// The job (ID, or ARRAY_TASK for a task of an array job).
+    id: JobRef,
+    /// Standard error instead of standard output.
+    #[arg(long)]
+    stderr: bool,
+    /// The part of a co-allocated job (0, 1, …).
+    #[arg(long, default_value_t = 0)]
+    part: usize,
+}
+
+/// A job id.
+#[derive(Args)]
+pub struct JobIdOpts {
+    /// The job: ID, or ARRAY_TASK (`12_3`) for one task of an array job; an array job's ID
+    /// names every task (`cancel 12` cancels the whole array).
+    id: JobRef,
+    #[command(flatten)]
+    out: OutputOpt,
+}
+
+/// Runs a job command; the process exit code (the job's, for `job wait`).
+pub fn job(conn: &Connection, cmd: JobCommand) -> Result<ExitCode> {
+    // Input is checked before looking for a server.
+    let mut checked = None;
+    if let JobCommand::Submit(o) = &cmd {
+        checked = Some(submit::check(o)?);
+    }
+    let c = Client::new(conn)?;
+    match cmd {
+        JobCommand::Submit(o) => submit::submit(&c, o, checked.unwrap_or_default())?,
+        JobCommand::List(o) => {
+            let jobs = list_jobs(&c, &o)?;
+            o.out
+                .output
+                .print(&jobs, || jobs_table(&jobs, crate::moment::now()))?;
+        }
+        JobCommand::Show(o) => {
+            let j: JobView = c.get(&format!("/jobs/{}", o.id), &[])?;
+            o.out.output.print(&j, || job_details(&j))?;
+        }
+        JobCommand::Explain(o) => {
+            let e: Explanation = c.get(&format!("/jobs/{}/explain", o.id), &[])?;
+            o.out.output.print(&e, || explanation(&e))?;
+        }
+        JobCommand::Cancel(o) => act(&c, o, "cancel")?,
+        JobCommand::Hold(o) => act(&c, o, "hold")?,
+        JobCommand::Release(o) => act(&c, o, "release")?,
+        JobCommand::Suspend(o) => act(&c, o, "suspend")?,
+        JobCommand::Resume(o) => act(&c, o, "resume")?,
+        JobCommand::Requeue(o) => act(&c, o, "requeue")?,
+        JobCommand::Wait(o) => return wait(&c, o),
+        JobCommand::Tail(o) => crate::commands::tail::tail(&c, o)?,
+        JobCommand::History(o) => crate::commands::accounting::history(&c, o)?,
+        JobCommand::Cat(o) => cat(&c, o)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `job cat`: the job's output as the server keeps it, byte for byte.
+fn cat(c: &Client, o: CatOpts) -> Result<()> {
+    let mut q = vec![("part", o.part.to_string())];
+    if o.stderr {
+        q.push(("stderr", "true".into()));
+    }
+    let bytes = c.send_raw(
+        c.http
+            .get(c.url(&format!("/jobs/{}/output", o.id)))
+            .query(&q),
+    )?;
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &bytes)?;
+    Ok(())
+}
+
+/// How long `cancel` and `requeue` wait for a running job's processes to end, so that they
+/// can print the state it ends in rather than `running`.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
+    // A running job is stopped by signals: its new state comes once its processes are gone
+    // (a requeued one may be running again by then, as a new attempt with a new start).
+    let path = format!("/jobs/{}", o.id);
+    let stops = matches!(verb, "cancel" | "requeue");
+    let before: Option<JobView> = if stops {
+        Some(c.get(&path, &[])?)
+    } else {
+        None
+    };
+    let asked = crate::moment::now();
+    let mut j: JobView = c.post(&format!("{path}/{verb}"), &serde_json::json!({}))?;
+    // Starts are whole seconds: a run that started in the second of the request is taken
+    // for the new attempt.
+    let same_run = |j: &JobView| {
+        before.as_ref().is_some_and(|b| {
+            b.state == JobState::Running
+                && j.state == JobState::Running
+                && j.started_at == b.started_at
+                && j.started_at.is_some_and(|s| s < asked)
+        })
+    };
+    let deadline = std::time::Instant::now() + STOP_WAIT;
+    while same_run(&j) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        j = c.get(&path, &[])?;
+    }
+    o.out.output.print(&j, || {
+        if same_run(&j) {
+            format!(
+                "job {}: running, stopping (asked to {verb}; its processes have not ended yet)\n",
+                o.id
+            )
+        } else {
+            format!(
+                "job {}: {}\n",
+                o.id,
+                describe_state(&j, crate::moment::now())
+            )
+        }
+    })
+}

@@ -1,0 +1,250 @@
+//! The service's commands: `job`, `estimate`, `reservation`, `cluster`, `plan show`, `user`,
+//! one module per noun. They talk to the server's REST API through [`Client`]; without
+//! `--server` they find the server of a data directory (`--data-dir`, `FORESIGHT_DATA_DIR`,
+//! else the default one) by its `server.url`, and its admin token.
+
+mod cluster;
+mod estimate;
+mod input;
+mod job;
+mod job_list;
+mod job_show;
+mod job_wait;
+mod plan_show;
+mod reservation;
+mod submit;
+mod user;
+
+pub use crate::moment::when;
+pub use cluster::{cluster_list, ClusterCommand};
+pub use estimate::{estimate, EstimateOpts};
+pub(crate) use input::bad;
+pub use job::{job, JobCommand};
+pub use plan_show::{plan_show, PlanShowOpts};
+pub use reservation::{reservation, ReservationCommand};
+pub use user::{user, UserCommand};
+
+use crate::table::printable;
+use anyhow::{Context, Result};
+use clap::Args;
+use foresight_api::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where the server is and who we are: on the commands that talk to a server only.
+#[derive(Args, Clone, Debug, Default)]
+pub struct Connection {
+    // Listed after every command's own options (display_order), whatever their number.
+    /// Server URL [default: the server of the data directory].
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_SERVER",
+        value_name = "URL",
+        display_order = 900
+    )]
+    pub server: Option<String>,
+    /// Bearer token [default: the admin token of the data directory].
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_TOKEN",
+        hide_env_values = true,
+        display_order = 901
+    )]
+    pub token: Option<String>,
+    /// The data directory of a server on this machine (as given to `server start
+    /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_DATA_DIR",
+        value_name = "DIR",
+        display_order = 902
+    )]
+    pub data_dir: Option<PathBuf>,
+    /// Also trust the certificate authorities in this PEM file for an https:// server (a
+    /// private CA) [default: the system's].
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_CACERT",
+        value_name = "FILE",
+        display_order = 903
+    )]
+    pub cacert: Option<PathBuf>,
+    /// Send the token over plain http:// to a server that is not on this machine (anyone on
+    /// the network path can read it). Certificates of https:// servers are checked anyway.
+    #[arg(long, global = true, env = "FORESIGHT_INSECURE", display_order = 904)]
+    pub insecure: bool,
+}
+
+/// A refusal from the server, carried as the command's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{status}: {body}")]
+pub struct ServerRefused {
+    /// HTTP status.
+    pub status: u16,
+    /// The error body.
+    pub body: ApiError,
+}
+
+/// A connection to the server's REST API.
+pub(crate) struct Client {
+    pub(crate) http: reqwest::blocking::Client,
+    base: String,
+    token: String,
+}
+
+impl Client {
+    pub(crate) fn new(conn: &Connection) -> Result<Client> {
+        let data_dir = conn
+            .data_dir
+            .clone()
+            .unwrap_or_else(foresight_daemon::config::default_data_dir);
+        let base = match &conn.server {
+            Some(s) => s.trim_end_matches('/').to_string(),
+            None => {
+                let path = data_dir.join("server.url");
+                match foresight_sim::input::read_text(&path) {
+                    Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+                    _ => anyhow::bail!(
+                        "no server found: {} does not name one. Give --server URL (or set \
+                         FORESIGHT_SERVER) for a server anywhere; give --data-dir DIR (or set \
+                         FORESIGHT_DATA_DIR) for a server on this machine started with \
+                         `foresight server start --data-dir DIR`; or start one here with \
+                         `foresight server start`",
+                        path.display()
+                    ),
+                }
+            }
+        };
+        let token = match &conn.token {
+            Some(t) => t.clone(),
+            None => {
+                let path = data_dir.join("admin.token");
+                foresight_sim::input::read_text(&path)
+                    .map(|s| s.trim().to_string())
+                    .with_context(|| {
+                        format!(
+                            "no --token given and {} is not readable: give --token (or set \
+                             FORESIGHT_TOKEN)",
+                            path.display()
+                        )
+                    })?
+            }
+        };
+        check_transport(&base, conn.insecure)?;
+        let mut builder = reqwest::blocking::Client::builder()
+            .use_rustls_tls()
+            .https_only(!base.starts_with("http://"))
+            .timeout(std::time::Duration::from_secs(60));
+        if let Some(path) = &conn.cacert {
+            let pem = foresight_sim::input::read_bytes(path, foresight_sim::input::MAX_TEXT_BYTES)
+                .with_context(|| format!("--cacert {}: cannot read it", path.display()))?;
+            let certs: Vec<rustls::pki_types::CertificateDer<'static>> = {
+                use rustls::pki_types::pem::PemObject;
+                rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<_, _>>()
+                    .with_context(|| format!("--cacert {}: not PEM certificates", path.display()))?
+            };
+            if certs.is_empty() {
+                anyhow::bail!(
+                    "--cacert {}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it",
+                    path.display()
+                );
+            }
+            // Trusted as roots and as the server's own certificate, pinned (a self-signed one).
+            builder = builder.use_preconfigured_tls(super::cacert::client_config(certs)?);
+        }
+        let http = builder.build()?;
+        Ok(Client { http, base, token })
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{}{}", self.base, API_PREFIX, path)
+    }
+
+    /// The answer's body, or the server's refusal as the error.
+    pub(crate) fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .send()
+            .with_context(|| format!("cannot reach the server at {}", self.base))?;
+        let status = resp.status();
+        let bytes = resp.bytes()?.to_vec();
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let mut body: ApiError = serde_json::from_str(&text).unwrap_or(ApiError {
+                code: "http".into(),
+                field: None,
+                message: text,
+            });
+            body.message = printable(&body.message);
+            body.field = body.field.as_deref().map(printable);
+            return Err(ServerRefused {
+                status: status.as_u16(),
+                body,
+            }
+            .into());
+        }
+        Ok(bytes)
+    }
+
+    fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
+        let bytes = self.send_raw(req)?;
+        serde_json::from_slice(&bytes)
+            .with_context(|| format!("unexpected answer: {}", String::from_utf8_lossy(&bytes)))
+    }
+
+    pub(crate) fn get<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T> {
+        self.send(self.http.get(self.url(path)).query(query))
+    }
+
+    pub(crate) fn post<T: DeserializeOwned, B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.send(self.http.post(self.url(path)).json(body))
+    }
+
+    pub(crate) fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send(self.http.delete(self.url(path)))
+    }
+}
+
+/// Refuses a server URL the token must not be sent to: a scheme other than http(s), or plain
+/// http to anything but this machine's loopback unless `insecure`.
+fn check_transport(base: &str, insecure: bool) -> Result<()> {
+    let url = reqwest::Url::parse(base)
+        .with_context(|| format!("server URL {base:?} is not a URL (e.g. https://host:8642)"))?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let host = url.host_str().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback || insecure {
+                Ok(())
+            } else {
+                anyhow::bail!(
+                    "refusing to send the token over plain http:// to {base}: it is not this \
+                     machine's loopback, so anyone on the network path could read the token and \
+                     act as you. Use an https:// server (`server start --tls-cert FILE \
+                     --tls-key FILE`), or give --insecure (FORESIGHT_INSECURE=true) if the \
+                     network is trusted"
+                )
+            }
+        }
+        other => anyhow::bail!("server URL {base}: scheme {other:?} is not http or https"),
+    }
+}

@@ -1,0 +1,66 @@
+//! FIRSTFIT backfill: the walk itself starts every later job that fits now (see
+//! [`super::pass`]); here are its shortest-plan-first order (SPF) and its cap on how often
+//! one job may be overtaken.
+
+use super::{Action, Entry, LocalScheduler, State};
+use crate::ids::JobId;
+use crate::time::{Dur, Time};
+
+impl LocalScheduler {
+    /// The most processors free at `now` in any one domain.
+    pub(super) fn free_anywhere(&self, now: Time) -> i64 {
+        self.admin
+            .values()
+            .map(|a| a.profile.free_at(now))
+            .fold(self.pool.free_at(now), i64::max)
+    }
+
+    /// First-fit backfill over the unreserved jobs from position `from` on, shortest plan
+    /// first (ties in queue order): every one that fits without delaying a reservation starts.
+    pub(super) fn backfill_shortest(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+        let mut cands: Vec<(Dur, u64, usize)> = (from..self.queue.range().end)
+            .filter_map(|i| {
+                let s = self.queue.get(i);
+                (s.alive && !s.reserved).then_some((s.estimate, s.seq, i))
+            })
+            .collect();
+        cands.sort_unstable();
+        let mut free_any = self.free_anywhere(now);
+        for (_, _, i) in cands {
+            if free_any <= 0 {
+                break;
+            }
+            let slot = *self.queue.get(i);
+            if i64::from(slot.procs) > free_any {
+                continue;
+            }
+            if let Some(domain) = self.fits_now(slot.id, now) {
+                self.start_now(i, domain, now, out);
+                free_any = self.free_anywhere(now);
+            }
+        }
+    }
+
+    pub(super) fn overtaken(&self, id: JobId) -> u32 {
+        match self.jobs[&id].state {
+            State::Waiting { overtaken, .. } => overtaken,
+            State::Running(_) | State::Deferred => 0,
+        }
+    }
+
+    /// Counts one overtake for every skipped job; true when one of them reached the cap.
+    pub(super) fn count_overtakes(&mut self, cap: u32) -> bool {
+        let mut blocked = false;
+        for id in &self.skipped {
+            if let Some(Entry {
+                state: State::Waiting { overtaken, .. },
+                ..
+            }) = self.jobs.get_mut(id)
+            {
+                *overtaken += 1;
+                blocked |= *overtaken >= cap;
+            }
+        }
+        blocked
+    }
+}

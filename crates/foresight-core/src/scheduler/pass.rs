@@ -1,0 +1,354 @@
+//! The pass: compression, due reservations, and the walk of the queue in order, which
+//! starts, reserves, and hands the rest to the backfill choice (FIRSTFIT inline, with its
+//! SPF order and overtake cap in [`super::firstfit`]; BESTFIT and GREEDY through
+//! [`super::metric`]).
+
+use super::{Action, Domain, Entry, LocalScheduler, Placement, State};
+use crate::ids::JobId;
+use crate::policy::{BackfillChoice, BackfillOrder, Compression, QueueOrder};
+use crate::queue::BLOCK;
+use crate::time::{Dur, Time};
+
+impl LocalScheduler {
+    /// Runs one scheduling pass at `now`, appending decisions to `out`.
+    pub fn schedule(&mut self, now: Time, out: &mut Vec<Action>) {
+        self.pool.advance(now);
+        if !self.licences.is_empty() {
+            self.licences.advance(now);
+        }
+        for s in self.admin.values_mut() {
+            s.profile.advance(now);
+        }
+        if !self.deferred.is_empty() {
+            self.release_deferred(now);
+        }
+        if self.queue.is_empty() {
+            self.released = false;
+            return;
+        }
+        if self.policy.order == QueueOrder::Priority {
+            self.refresh_priorities(now);
+        } else {
+            self.queue.compact();
+        }
+        let compress = match self.policy.compression {
+            Compression::EveryPass => true,
+            Compression::AfterRelease => self.released,
+        };
+        self.released = false;
+        if !self.reserved.is_empty() {
+            if compress {
+                self.compress(now, out);
+            }
+            self.start_due_reservations(now, out);
+        }
+        self.walk(now, out);
+    }
+
+    pub(super) fn refresh_priorities(&mut self, now: Time) {
+        let weights = &self.policy.priority;
+        for slot in self.queue.iter_alive_mut() {
+            let job = &self.jobs[&slot.id].job;
+            slot.priority = weights.priority(job, now, &self.usage);
+        }
+        self.queue.sort_by_priority();
+    }
+
+    /// Moves every reserved job, in queue order, to its earliest start if that is earlier.
+    pub(super) fn compress(&mut self, now: Time, out: &mut Vec<Action>) {
+        let order: Vec<JobId> = if self.reserved.len() == 1 {
+            self.reserved.clone()
+        } else {
+            self.queue
+                .iter_alive()
+                .filter(|s| s.reserved)
+                .map(|s| s.id)
+                .collect()
+        };
+        let plain = self.admin.is_empty();
+        // The lookup table pays off only when many jobs are checked (conservative).
+        let use_table = plain && order.len() > 8;
+        let mut first_free = std::mem::take(&mut self.first_free);
+        if use_table {
+            self.pool.first_free(now, &mut first_free);
+        }
+        for id in order {
+            let Some(old) = self.reservation_of(id) else {
+                continue;
+            };
+            if old.start <= now {
+                continue; // due: it starts in this pass, where it is
+            }
+            let job = &self.jobs[&id].job;
+            let procs = job.procs;
+            if plain {
+                // Fast path: ask whether an earlier start exists before touching the profile.
+                // Before `first_free[procs]` too few processors are free at every instant
+                // (the job's own span lies later, so its credit does not help there).
+                let from = if use_table {
+                    first_free.get(procs)
+                } else {
+                    now
+                };
+                if from >= old.start {
+                    continue;
+                }
+                let credit = (old.start, old.end, i64::from(procs));
+                if self
+                    .pool
+                    .earliest_before(from, procs, job.plan(), credit, old.start)
+                    .is_none()
+                {
+                    continue;
+                }
+            }
+            self.profile_mut(old.domain).give(old.start, old.end, procs);
+            self.hold_licences(id, old.start, old.end, false);
+            let new = match self.earliest(id, now) {
+                Some(p) if p.start < old.start => p,
+                _ => old,
+            };
+            self.profile_mut(new.domain).take(new.start, new.end, procs);
+            self.hold_licences(id, new.start, new.end, true);
+            if new != old {
+                self.set_reservation(id, new);
+                out.push(Action::Reserve {
+                    job: id,
+                    start: new.start,
+                });
+                if use_table {
+                    self.pool.first_free(now, &mut first_free);
+                }
+            }
+        }
+        self.first_free = first_free;
+    }
+
+    pub(super) fn set_reservation(&mut self, id: JobId, p: Placement) {
+        if let Some(Entry {
+            state: State::Waiting { reservation, .. },
+            ..
+        }) = self.jobs.get_mut(&id)
+        {
+            *reservation = Some(p);
+        }
+    }
+
+    pub(super) fn start_due_reservations(&mut self, now: Time, out: &mut Vec<Action>) {
+        let mut due = self
+            .reserved
+            .iter()
+            .filter(|id| self.reservation_of(**id).is_some_and(|p| p.start <= now))
+            .count();
+        for i in self.queue.range() {
+            if due == 0 {
+                break;
+            }
+            let slot = *self.queue.get(i);
+            if !slot.alive || !slot.reserved {
+                continue;
+            }
+            let p = self
+                .reservation_of(slot.id)
+                .expect("invariant: reserved slot has a reservation");
+            if p.start > now {
+                continue;
+            }
+            due -= 1;
+            let mut placement = p;
+            if p.start < now {
+                // Late (the caller ticked after the reserved start): the rest of the old span
+                // may now overlap later promises, so place the job again from now.
+                self.profile_mut(p.domain).give(p.start, p.end, slot.procs);
+                self.hold_licences(slot.id, p.start, p.end, false);
+                let Some(again) = self.earliest(slot.id, now) else {
+                    self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+                    self.hold_licences(slot.id, p.start, p.end, true);
+                    continue;
+                };
+                self.profile_mut(again.domain)
+                    .take(again.start, again.end, slot.procs);
+                self.hold_licences(slot.id, again.start, again.end, true);
+                if again.start > now {
+                    self.set_reservation(slot.id, again);
+                    out.push(Action::Reserve {
+                        job: slot.id,
+                        start: again.start,
+                    });
+                    continue;
+                }
+                placement = again;
+            }
+            self.unmark_reserved(slot.id);
+            self.mark_started(i, placement, out);
+        }
+    }
+
+    pub(super) fn mark_started(&mut self, i: usize, placement: Placement, out: &mut Vec<Action>) {
+        let slot = *self.queue.get(i);
+        self.queue.remove_at(i);
+        if !slot.reserved {
+            self.count_unreserved(slot.procs, -1);
+        }
+        if let Some(e) = self.jobs.get_mut(&slot.id) {
+            e.state = State::Running(placement);
+        }
+        out.push(Action::Start {
+            job: slot.id,
+            procs: slot.procs,
+            domain: placement.domain,
+        });
+    }
+
+    pub(super) fn start_now(&mut self, i: usize, domain: Domain, now: Time, out: &mut Vec<Action>) {
+        let slot = *self.queue.get(i);
+        let end = now + slot.estimate;
+        self.profile_mut(domain).take(now, end, slot.procs);
+        self.hold_licences(slot.id, now, end, true);
+        self.mark_started(
+            i,
+            Placement {
+                domain,
+                start: now,
+                end,
+            },
+            out,
+        );
+    }
+
+    pub(super) fn reserve(&mut self, i: usize, now: Time, out: &mut Vec<Action>) -> bool {
+        let slot = *self.queue.get(i);
+        let Some(p) = self.earliest(slot.id, now) else {
+            return false;
+        };
+        self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
+        self.hold_licences(slot.id, p.start, p.end, true);
+        self.queue.set_reserved(i, true);
+        self.count_unreserved(slot.procs, -1);
+        self.reserved.push(slot.id);
+        self.set_reservation(slot.id, p);
+        out.push(Action::Reserve {
+            job: slot.id,
+            start: p.start,
+        });
+        true
+    }
+
+    pub(super) fn walk(&mut self, now: Time, out: &mut Vec<Action>) {
+        let depth = self.policy.reservation_depth;
+        let backfill = self.policy.backfill;
+        let cap = self.policy.overtake_cap;
+        let plain = self.admin.is_empty();
+        let mut free_now = self.pool.free_at(now);
+        // The most processors free now in any one domain: no waiting job larger than this
+        // can start, wherever it may run.
+        let free_anywhere = |s: &Self| {
+            s.admin
+                .values()
+                .map(|a| a.profile.free_at(now))
+                .fold(s.pool.free_at(now), i64::max)
+        };
+        let mut free_any = if plain { free_now } else { free_anywhere(self) };
+        // Computed on first need and after every change of the pool: most passes never need
+        // it because no waiting job is small enough.
+        let mut horizon = std::mem::take(&mut self.horizon);
+        let mut horizon_valid = false;
+        self.skipped.clear();
+        let mut collect_from = None;
+        let mut shortest_from = None;
+        let spf = backfill == BackfillChoice::FirstFit
+            && self.policy.backfill_order == BackfillOrder::Spf;
+        let mut smallest = self.smallest_unreserved();
+        // Once no more reservations can be made, a plain first-fit pass looks only for jobs
+        // that fit now, so it skips every block whose minima cannot fit.
+        let can_skip = plain && backfill == BackfillChoice::FirstFit && cap.is_none();
+        let mut i = self.queue.range().start;
+        while i < self.queue.range().end {
+            let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
+            if smallest > free_any && reservations_full {
+                break; // nothing can start and nothing more can be reserved
+            }
+            if spf && reservations_full {
+                shortest_from = Some(i);
+                break; // the rest is backfill, tried shortest plan first
+            }
+            if can_skip && reservations_full && i % BLOCK == 0 {
+                let (procs, estimate) = self.queue.block_minima(i);
+                let may_fit = i64::from(procs) <= free_now && {
+                    if !horizon_valid {
+                        self.pool.horizons(now, &mut horizon);
+                        horizon_valid = true;
+                    }
+                    now + Dur(estimate) <= horizon.get(procs)
+                };
+                if !may_fit {
+                    i += BLOCK;
+                    continue;
+                }
+            }
+            let pos = i;
+            i += 1;
+            let i = pos;
+            let slot = *self.queue.get(i);
+            if !slot.alive || slot.reserved {
+                continue;
+            }
+            let domain = if plain {
+                let fits = i64::from(slot.procs) <= free_now
+                    && {
+                        if !horizon_valid {
+                            self.pool.horizons(now, &mut horizon);
+                            horizon_valid = true;
+                        }
+                        now + slot.estimate <= horizon.get(slot.procs)
+                    }
+                    && (self.licences.is_empty() || self.licences_fit_now(slot.id, now));
+                fits.then_some(Domain::Pool)
+            } else {
+                self.fits_now(slot.id, now)
+            };
+            if let Some(domain) = domain {
+                self.start_now(i, domain, now, out);
+                free_now = self.pool.free_at(now);
+                free_any = if plain { free_now } else { free_anywhere(self) };
+                smallest = self.smallest_unreserved();
+                horizon_valid = false;
+                if let Some(cap) = cap {
+                    if self.count_overtakes(cap) {
+                        break;
+                    }
+                }
+                continue;
+            }
+            if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
+                free_now = self.pool.free_at(now);
+                free_any = if plain { free_now } else { free_anywhere(self) };
+                smallest = self.smallest_unreserved();
+                horizon_valid = false;
+                continue;
+            }
+            match backfill {
+                BackfillChoice::None => break,
+                BackfillChoice::FirstFit => {
+                    if let Some(cap) = cap {
+                        if self.overtaken(slot.id) >= cap {
+                            break;
+                        }
+                        self.skipped.push(slot.id);
+                    }
+                }
+                BackfillChoice::BestFit | BackfillChoice::Greedy => {
+                    collect_from = Some(i);
+                    break;
+                }
+            }
+        }
+        self.horizon = horizon;
+        if let Some(from) = collect_from {
+            self.backfill_by_metric(from, now, out);
+        }
+        if let Some(from) = shortest_from {
+            self.backfill_shortest(from, now, out);
+        }
+    }
+}
