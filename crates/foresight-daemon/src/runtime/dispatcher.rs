@@ -23,7 +23,7 @@
 //! instead of an [`AuctionHouse`](foresight_core::auction::AuctionHouse) in memory.
 
 use crate::config::dispatcher::DispatcherConfig;
-use crate::runtime::{unix_now, Service};
+use crate::runtime::Service;
 use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
 use foresight_api::DependencyVerdict;
 use foresight_core::auction::{
@@ -197,12 +197,13 @@ impl Dispatcher {
             .extend(started);
         let d = self.clone();
         let s = service.clone();
-        tokio::spawn(async move { d.heartbeat_loop(&s).await });
+        service.spawn_task(async move { d.heartbeat_loop(&s).await });
         let d = self.clone();
         let s = service.clone();
-        tokio::spawn(async move { d.listen_loop(&s).await });
+        service.spawn_task(async move { d.listen_loop(&s).await });
         let d = self.clone();
-        tokio::spawn(async move { d.round_loop(&service).await });
+        let s = service.clone();
+        service.spawn_task(async move { d.round_loop(&s).await });
         Ok(())
     }
 
@@ -269,7 +270,7 @@ impl Dispatcher {
         self.refresh_users(service).await?;
         self.report_finished(service).await?;
         self.apply_cancels(service).await?;
-        self.decide_waiting().await?;
+        self.decide_waiting(service).await?;
         for job in self.queue.reclaim().await? {
             tracing::info!(
                 site = self.queue.site(),
@@ -325,7 +326,7 @@ impl Dispatcher {
             .collect();
         for job in self
             .queue
-            .cancel_unstarted_of(&disabled, unix_now().secs())
+            .cancel_unstarted_of(&disabled, service.now().secs())
             .await?
         {
             tracing::info!(
@@ -364,7 +365,7 @@ impl Dispatcher {
         let mut applied = Vec::new();
         {
             let mut w = service.world();
-            let now = unix_now();
+            let now = service.now();
             for id in asked {
                 let Some(j) = w.jobs.get(&JobId(id)) else {
                     continue;
@@ -400,7 +401,7 @@ impl Dispatcher {
     /// store, as their sites wrote them), and cancels,
     /// with the reason, those whose dependencies can never hold. Any dispatcher may decide
     /// a job; the queue takes each decision once.
-    async fn decide_waiting(&self) -> anyhow::Result<()> {
+    async fn decide_waiting(&self, service: &Service) -> anyhow::Result<()> {
         let waiting = self.queue.waiting().await?;
         if waiting.is_empty() {
             return Ok(());
@@ -446,7 +447,7 @@ impl Dispatcher {
                 (DependencyVerdict::Never, why) => {
                     if self
                         .queue
-                        .dependencies_never(r.id, &why, unix_now().secs())
+                        .dependencies_never(r.id, &why, service.now().secs())
                         .await?
                     {
                         tracing::info!(site = self.queue.site(), job = r.id, "{why}");
@@ -531,7 +532,7 @@ impl Dispatcher {
                     job = id,
                     "adopting a job started here"
                 );
-                service.world().accept(unix_now(), vec![record]);
+                service.world().accept(service.now(), vec![record]);
                 service.wake_cycle();
                 self.started
                     .lock()
@@ -577,7 +578,7 @@ impl Dispatcher {
         let data = crate::state::staging::data_cluster(&record);
         let cluster = {
             let w = service.world();
-            let load = site_load(&w, unix_now().secs());
+            let load = site_load(&w, service.now().secs());
             // The most processors it may have, free or preempted, as bid; among equals the
             // cluster holding the input.
             let lot = Lot {
@@ -671,7 +672,7 @@ impl Dispatcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(claim.job);
-        service.world().accept(unix_now(), vec![record]);
+        service.world().accept(service.now(), vec![record]);
         service.wake_cycle();
         service.flush().await;
         Ok(())
@@ -688,7 +689,7 @@ impl Dispatcher {
         let mean = self.mean_runtime().await?;
         let load = {
             let w = service.world();
-            site_load(&w, unix_now().secs())
+            site_load(&w, service.now().secs())
         };
         // Processors promised by standing bids, which a new bid may not offer again
         // (`overcommit = "reserve"`); bids in auctions that are no longer open lapse.

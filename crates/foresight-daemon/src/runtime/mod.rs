@@ -35,12 +35,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
-/// Seconds since the Unix epoch from the system clock. Only the peer dispatchers still
-/// read it; everything else asks the service's clock ([`Service::now`]).
-pub fn unix_now() -> Time {
-    SystemClock.now()
-}
-
 /// Latency samples for `/metrics`.
 #[derive(Debug, Default)]
 pub struct Timings {
