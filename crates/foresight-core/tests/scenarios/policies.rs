@@ -1,7 +1,7 @@
 //! Hand-checked tiny workloads with the exact start time every policy must give.
 //!
 //! Each scenario has an ASCII Gantt chart per policy worked out by hand from the algorithm in
-//! `scheduler.rs` and the driver's rules (`tests/common/mod.rs`): at one instant finishes come
+//! `scheduler/` and the driver's rules (`tests/common/mod.rs`): at one instant finishes come
 //! first, then submissions one by one (each triggers a pass), then one tick; a reserved job is
 //! woken by a tick at its reserved start. In the charts one column is one unit of the scale
 //! given, `#` is a running job, `r` marks a job reservation and `.` a waiting job.

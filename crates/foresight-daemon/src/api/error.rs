@@ -1,5 +1,5 @@
 //! Errors as the API reports them: an HTTP status and a JSON body naming the field at fault.
-//! `http.rs` makes them from the domain's [`crate::Refusal`].
+//! `api/mod.rs` makes them from the domain's [`crate::Refusal`].
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

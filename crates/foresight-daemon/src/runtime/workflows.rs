@@ -1,6 +1,6 @@
 //! The service's side of workflows: submission (mapped under the state's lock, stored with
 //! all its task jobs in one transaction, then queued), views and cancellation, each for the
-//! owner or an administrator only. The state itself is `world/workflow.rs`.
+//! owner or an administrator only. The state itself is `state/world/workflow.rs`.
 
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;

@@ -1,4 +1,4 @@
-//! Why the state or the service did not do what was asked, in the domain's words. `http.rs`
+//! Why the state or the service did not do what was asked, in the domain's words. `api/mod.rs`
 //! maps each kind to a status code; nothing below the API speaks HTTP.
 
 /// A refused or failed operation, naming the request field at fault where there is one.
