@@ -8,7 +8,7 @@ use crate::time::Dur;
 
 /// What a pass needs to know of a waiting job without a map lookup.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Slot {
+pub(crate) struct QueueSlot {
     pub id: JobId,
     pub procs: u32,
     /// The planned duration: the job's prediction if it has one, else its estimate.
@@ -27,7 +27,7 @@ pub(crate) struct Slot {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Queue {
-    slots: Vec<Slot>,
+    slots: Vec<QueueSlot>,
     /// Every slot before `head` is dead.
     head: usize,
     dead: usize,
@@ -43,7 +43,7 @@ pub(crate) const BLOCK: usize = 32;
 /// A summary that admits nothing (an empty block).
 const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
 
-fn summary(s: &Slot) -> (u32, i64) {
+fn summary(s: &QueueSlot) -> (u32, i64) {
     if s.alive && !s.reserved {
         (s.procs, s.estimate.as_secs())
     } else {
@@ -65,7 +65,7 @@ impl Queue {
         self.head..self.slots.len()
     }
 
-    pub fn get(&self, i: usize) -> &Slot {
+    pub fn get(&self, i: usize) -> &QueueSlot {
         &self.slots[i]
     }
 
@@ -97,7 +97,7 @@ impl Queue {
     }
 
     /// Inserts in static order: after every slot with a smaller or equal `(key, seq)`.
-    pub fn insert(&mut self, slot: Slot, order: QueueOrder) {
+    pub fn insert(&mut self, slot: QueueSlot, order: QueueOrder) {
         let sorted_by_key = order != QueueOrder::Priority;
         if !sorted_by_key
             || self
@@ -164,11 +164,11 @@ impl Queue {
         self.reset_blocks();
     }
 
-    pub fn iter_alive(&self) -> impl Iterator<Item = &Slot> {
+    pub fn iter_alive(&self) -> impl Iterator<Item = &QueueSlot> {
         self.slots[self.head..].iter().filter(|s| s.alive)
     }
 
-    pub fn iter_alive_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+    pub fn iter_alive_mut(&mut self) -> impl Iterator<Item = &mut QueueSlot> {
         self.slots[self.head..].iter_mut().filter(|s| s.alive)
     }
 }

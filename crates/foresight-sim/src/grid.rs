@@ -274,7 +274,7 @@ fn default_overestimate() -> [f64; 2] {
 
 /// How global jobs reach clusters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub enum Broker {
+pub enum BrokerKind {
     /// The lookahead planner with reservations and co-allocation.
     Lookahead,
     /// Each job queued at the cluster where it would start earliest.
@@ -283,17 +283,17 @@ pub enum Broker {
     Dedicated(f64),
 }
 
-impl Broker {
+impl BrokerKind {
     /// Parses `lookahead`, `queue`, `dedicated:F`.
-    pub fn parse(s: &str) -> Option<Broker> {
+    pub fn parse(s: &str) -> Option<BrokerKind> {
         match s.split_once(':') {
-            None if s == "lookahead" => Some(Broker::Lookahead),
-            None if s == "queue" => Some(Broker::Queue),
+            None if s == "lookahead" => Some(BrokerKind::Lookahead),
+            None if s == "queue" => Some(BrokerKind::Queue),
             Some(("dedicated", f)) => f
                 .parse()
                 .ok()
                 .filter(|f| (0.0..1.0).contains(f))
-                .map(Broker::Dedicated),
+                .map(BrokerKind::Dedicated),
             _ => None,
         }
     }
@@ -301,9 +301,9 @@ impl Broker {
     /// The name used on the command line.
     pub fn name(&self) -> String {
         match self {
-            Broker::Lookahead => "lookahead".into(),
-            Broker::Queue => "queue".into(),
-            Broker::Dedicated(f) => format!("dedicated:{f}"),
+            BrokerKind::Lookahead => "lookahead".into(),
+            BrokerKind::Queue => "queue".into(),
+            BrokerKind::Dedicated(f) => format!("dedicated:{f}"),
         }
     }
 }
@@ -847,10 +847,10 @@ pub(crate) fn report_group(items: impl Iterator<Item = (Time, Time, Time)>) -> G
 
 /// Runs the grid with `broker`, and once more without the global stream to measure the delay
 /// global jobs cause local ones.
-pub fn simulate_grid(cfg: &GridConfig, broker: Broker) -> Result<GridReport, GridError> {
+pub fn simulate_grid(cfg: &GridConfig, broker: BrokerKind) -> Result<GridReport, GridError> {
     let with = run::run(cfg, broker, true)?;
     // Without global jobs every broker leaves the owners their whole clusters.
-    let without = run::run(cfg, Broker::Queue, false)?;
+    let without = run::run(cfg, BrokerKind::Queue, false)?;
     let mut report = with;
     report.local_delay = report.local.mean_wait - without.local.mean_wait;
     Ok(report)

@@ -1035,7 +1035,7 @@ struct Coverage {
 /// the same reopening, and that the queue's rows record it.
 async fn same_decisions_under(cfg: &AuctionConfig, seed: u64) -> Coverage {
     use foresight_core::auction::{
-        price, AuctionEvent, AuctionHouse, Decision, Lot, Outcome, RuntimeTracker, SiteId,
+        price, Announcement, AuctionEvent, AuctionHouse, Lot, Outcome, RuntimeTracker, SiteId,
     };
     use foresight_core::{Dur, JobId, Time};
     let url = foresight_testkit::postgres::database();
@@ -1097,10 +1097,10 @@ async fn same_decisions_under(cfg: &AuctionConfig, seed: u64) -> Coverage {
     let mut want = BTreeMap::new();
     for d in house.handle(closes, AuctionEvent::Tick) {
         match d {
-            Decision::Awarded { job, site, .. } => {
+            Announcement::Awarded { job, site, .. } => {
                 want.insert(job.0, Decided::Awarded(names[site.0 as usize].into()));
             }
-            Decision::Unsold { job, reopens, .. } => {
+            Announcement::Unsold { job, reopens, .. } => {
                 want.insert(job.0, Decided::Unsold(reopens.map(|t| (t - closes).0)));
             }
             _ => {}

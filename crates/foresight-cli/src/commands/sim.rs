@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
 use foresight_core::predict::Predictor;
 use foresight_core::{BackfillOrder, Policy};
-use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, Broker, GridConfig};
+use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, BrokerKind, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
 use foresight_sim::replay::replay_with;
@@ -787,10 +787,14 @@ fn print_table(
 }
 
 fn sim_grid(opts: SimGridOpts) -> Result<()> {
-    let brokers: Vec<Broker> = if opts.broker == "all" {
-        vec![Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)]
+    let brokers: Vec<BrokerKind> = if opts.broker == "all" {
+        vec![
+            BrokerKind::Lookahead,
+            BrokerKind::Queue,
+            BrokerKind::Dedicated(0.25),
+        ]
     } else {
-        vec![Broker::parse(&opts.broker).with_context(|| {
+        vec![BrokerKind::parse(&opts.broker).with_context(|| {
             format!(
                 "--broker {:?} is not a broker: use lookahead, queue, dedicated:FRACTION (0 <= F < 1) or all",
                 opts.broker
@@ -1040,7 +1044,7 @@ fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridR
 }
 
 /// `sim grid --seeds N`: every broker over N seeds, summarized.
-fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[Broker]) -> Result<()> {
+fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[BrokerKind]) -> Result<()> {
     let started = Instant::now();
     let runs = simulate_seeds(cfg, brokers, opts.seeds).with_context(|| {
         format!(

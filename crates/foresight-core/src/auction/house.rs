@@ -50,7 +50,7 @@ pub enum AuctionEvent {
 
 /// Why a bid was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Refusal {
+pub enum BidRefusal {
     /// No auction of this job was ever opened.
     UnknownJob,
     /// The job's auction is closed (it waits unsold, or was cancelled).
@@ -66,9 +66,9 @@ pub enum Refusal {
     BelowOpening,
 }
 
-/// What the house decided; the driver acts on it (submit, stage, preempt, invite bids).
+/// What the house announces; the driver acts on it (submit, stage, preempt, invite bids).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub enum Decision {
+pub enum Announcement {
     /// An auction opened (or reopened); every site may bid until `closes`.
     Opened {
         /// The job.
@@ -92,7 +92,7 @@ pub enum Decision {
         /// The bidder.
         site: SiteId,
         /// Why.
-        why: Refusal,
+        why: BidRefusal,
     },
     /// A site's standing bid lapsed because it won another auction
     /// ([`Overcommit::LapseOnAward`]); it may bid again.
@@ -224,7 +224,7 @@ impl AuctionHouse {
     }
 
     /// Applies one event at `now` (times earlier than the last are taken as the last).
-    pub fn handle(&mut self, now: Time, event: AuctionEvent) -> Vec<Decision> {
+    pub fn handle(&mut self, now: Time, event: AuctionEvent) -> Vec<Announcement> {
         self.now = self.now.max(now);
         let mut out = Vec::new();
         self.close_due(&mut out);
@@ -242,7 +242,7 @@ impl AuctionHouse {
                     self.start(lot, &mut out);
                 }
                 for job in self.open.keys() {
-                    out.push(Decision::Rebid { job: *job, site });
+                    out.push(Announcement::Rebid { job: *job, site });
                 }
             }
             AuctionEvent::Finished(runtime) => self.tracker.record(runtime),
@@ -259,7 +259,7 @@ impl AuctionHouse {
         out
     }
 
-    fn open_lot(&mut self, lot: Lot, out: &mut Vec<Decision>) {
+    fn open_lot(&mut self, lot: Lot, out: &mut Vec<Announcement>) {
         let job = lot.job;
         let known = self.open.contains_key(&job)
             || self.waiting.contains_key(&job)
@@ -271,7 +271,7 @@ impl AuctionHouse {
         }
     }
 
-    fn start(&mut self, lot: Lot, out: &mut Vec<Decision>) {
+    fn start(&mut self, lot: Lot, out: &mut Vec<Announcement>) {
         let closes = self.now + self.tracker.fraction(self.cfg.alpha);
         self.open.insert(
             lot.job,
@@ -282,40 +282,40 @@ impl AuctionHouse {
                 bidders: BTreeSet::new(),
             },
         );
-        out.push(Decision::Opened {
+        out.push(Announcement::Opened {
             job: lot.job,
             closes,
         });
     }
 
-    fn bid(&mut self, job: JobId, site: SiteId, offer: Offer, out: &mut Vec<Decision>) {
-        let refuse = |why| Decision::Refused { job, site, why };
+    fn bid(&mut self, job: JobId, site: SiteId, offer: Offer, out: &mut Vec<Announcement>) {
+        let refuse = |why| Announcement::Refused { job, site, why };
         let Some(a) = self.open.get(&job) else {
             let why = if self.sold.contains_key(&job) {
-                Refusal::Sold
+                BidRefusal::Sold
             } else if self.waiting.contains_key(&job)
                 || self.delayed.contains_key(&job)
                 || self.cancelled.contains(&job)
             {
-                Refusal::Closed
+                BidRefusal::Closed
             } else {
-                Refusal::UnknownJob
+                BidRefusal::UnknownJob
             };
             out.push(refuse(why));
             return;
         };
         let need = a.lot.procs;
         if offer.procs < need {
-            out.push(refuse(Refusal::TooFewProcs));
+            out.push(refuse(BidRefusal::TooFewProcs));
             return;
         }
         if need + self.held(site, job) > offer.capacity {
-            out.push(refuse(Refusal::Held));
+            out.push(refuse(BidRefusal::Held));
             return;
         }
         let amount = price(&self.cfg, need, &offer, self.tracker.mean());
         if !self.cfg.clears_opening(amount) {
-            out.push(refuse(Refusal::BelowOpening));
+            out.push(refuse(BidRefusal::BelowOpening));
             return;
         }
         self.seq += 1;
@@ -339,12 +339,12 @@ impl AuctionHouse {
             },
         );
         a.bidders.insert(site);
-        out.push(Decision::Accepted { job, site, amount });
+        out.push(Announcement::Accepted { job, site, amount });
     }
 
     /// Closes every auction due at `now`, earliest close first, then higher priority, then
     /// lower job id; then reopens delayed jobs that are due.
-    fn close_due(&mut self, out: &mut Vec<Decision>) {
+    fn close_due(&mut self, out: &mut Vec<Announcement>) {
         loop {
             let due = self
                 .open
@@ -374,7 +374,7 @@ impl AuctionHouse {
         }
     }
 
-    fn close(&mut self, a: Auction, out: &mut Vec<Decision>) {
+    fn close(&mut self, a: Auction, out: &mut Vec<Announcement>) {
         let job = a.lot.job;
         let bidders = a.bidders.len();
         let standing: Vec<StandingBid> = a
@@ -401,7 +401,7 @@ impl AuctionHouse {
                         Some(at)
                     }
                 };
-                out.push(Decision::Unsold {
+                out.push(Announcement::Unsold {
                     job,
                     bidders,
                     reopens,
@@ -412,7 +412,7 @@ impl AuctionHouse {
         };
         let win = a.bids[&site].clone();
         self.sold.insert(job, site);
-        out.push(Decision::Awarded {
+        out.push(Announcement::Awarded {
             job,
             site,
             amount: win.amount,
@@ -425,7 +425,7 @@ impl AuctionHouse {
             // as `Held`).
             for (&loser, _) in a.bids.iter().filter(|(s, b)| **s != site && !b.lapsed) {
                 for &other in self.open.keys() {
-                    out.push(Decision::Rebid {
+                    out.push(Announcement::Rebid {
                         job: other,
                         site: loser,
                     });
@@ -437,7 +437,7 @@ impl AuctionHouse {
                 if let Some(s) = b.bids.get_mut(&site) {
                     if !s.lapsed {
                         s.lapsed = true;
-                        out.push(Decision::Lapsed { job: *other, site });
+                        out.push(Announcement::Lapsed { job: *other, site });
                     }
                 }
             }
@@ -489,7 +489,7 @@ mod tests {
         let d = h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 2)));
         assert_eq!(
             d,
-            vec![Decision::Opened {
+            vec![Announcement::Opened {
                 job: JobId(1),
                 closes: Time(30)
             }]
@@ -503,7 +503,7 @@ mod tests {
         let d = h.handle(Time(30), AuctionEvent::Tick);
         assert_eq!(
             d,
-            vec![Decision::Awarded {
+            vec![Announcement::Awarded {
                 job: JobId(1),
                 site: SiteId(1),
                 amount: 1.9,
@@ -514,10 +514,10 @@ mod tests {
         let late = h.handle(Time(30), bid(1, 0, offer(16, 16, 0)));
         assert_eq!(
             late,
-            vec![Decision::Refused {
+            vec![Announcement::Refused {
                 job: JobId(1),
                 site: SiteId(0),
-                why: Refusal::Sold
+                why: BidRefusal::Sold
             }]
         );
     }
@@ -549,10 +549,10 @@ mod tests {
         let d = h.handle(Time(1), bid(2, 0, offer(8, 8, 0)));
         assert_eq!(
             d,
-            vec![Decision::Refused {
+            vec![Announcement::Refused {
                 job: JobId(2),
                 site: SiteId(0),
-                why: Refusal::Held
+                why: BidRefusal::Held
             }]
         );
         // Withdrawn from job 1, the processors are free to offer job 2.
@@ -564,7 +564,7 @@ mod tests {
             },
         );
         let d = h.handle(Time(2), bid(2, 0, offer(8, 8, 0)));
-        assert!(matches!(d[..], [Decision::Accepted { .. }]), "{d:?}");
+        assert!(matches!(d[..], [Announcement::Accepted { .. }]), "{d:?}");
     }
 
     #[test]
@@ -579,8 +579,8 @@ mod tests {
         assert!(
             matches!(
                 d[..],
-                [Decision::Refused {
-                    why: Refusal::Held,
+                [Announcement::Refused {
+                    why: BidRefusal::Held,
                     ..
                 }]
             ),
@@ -590,7 +590,7 @@ mod tests {
         assert!(
             matches!(
                 d[0],
-                Decision::Awarded {
+                Announcement::Awarded {
                     site: SiteId(1),
                     ..
                 }
@@ -599,11 +599,11 @@ mod tests {
         );
         let rebids: Vec<_> = d
             .iter()
-            .filter(|x| matches!(x, Decision::Rebid { .. }))
+            .filter(|x| matches!(x, Announcement::Rebid { .. }))
             .collect();
         assert_eq!(
             rebids,
-            vec![&Decision::Rebid {
+            vec![&Announcement::Rebid {
                 job: JobId(2),
                 site: SiteId(0)
             }],
@@ -611,7 +611,7 @@ mod tests {
         );
         assert_eq!(h.held(SiteId(0), JobId(2)), 0);
         let d = h.handle(Time(36), bid(2, 0, offer(8, 8, 0)));
-        assert!(matches!(d[..], [Decision::Accepted { .. }]), "{d:?}");
+        assert!(matches!(d[..], [Announcement::Accepted { .. }]), "{d:?}");
         h.handle(Time(45), AuctionEvent::Tick);
         assert_eq!(h.winner(JobId(2)), Some(SiteId(0)));
     }
@@ -631,7 +631,7 @@ mod tests {
         assert_eq!(d.len(), 2, "{d:?}");
         assert!(matches!(
             d[1],
-            Decision::Lapsed {
+            Announcement::Lapsed {
                 job: JobId(2),
                 site: SiteId(0)
             }
@@ -647,7 +647,7 @@ mod tests {
         let d = h.handle(Time(35), AuctionEvent::Tick);
         assert_eq!(
             d,
-            vec![Decision::Unsold {
+            vec![Announcement::Unsold {
                 job: JobId(1),
                 bidders: 0,
                 reopens: None
@@ -655,21 +655,21 @@ mod tests {
         );
         assert!(h
             .handle(Time(36), bid(1, 0, offer(4, 4, 0)))
-            .contains(&Decision::Refused {
+            .contains(&Announcement::Refused {
                 job: JobId(1),
                 site: SiteId(0),
-                why: Refusal::Closed
+                why: BidRefusal::Closed
             }));
         // Reopened, then the site whose load changed is asked to bid in it.
         let d = h.handle(Time(50), AuctionEvent::LoadChanged(SiteId(2)));
         assert_eq!(
             d,
             vec![
-                Decision::Opened {
+                Announcement::Opened {
                     job: JobId(1),
                     closes: Time(85)
                 },
-                Decision::Rebid {
+                Announcement::Rebid {
                     job: JobId(1),
                     site: SiteId(2)
                 }
@@ -686,7 +686,7 @@ mod tests {
         let d = h.handle(Time(85), AuctionEvent::Tick);
         assert_eq!(
             d,
-            vec![Decision::Opened {
+            vec![Announcement::Opened {
                 job: JobId(1),
                 closes: Time(120)
             }]
@@ -714,7 +714,7 @@ mod tests {
         let d = h.handle(Time(1), bid(1, 0, o));
         assert_eq!(
             d,
-            vec![Decision::Accepted {
+            vec![Announcement::Accepted {
                 job: JobId(1),
                 site: SiteId(0),
                 amount: -1.5
@@ -723,7 +723,7 @@ mod tests {
         let d = h.handle(Time(35), AuctionEvent::Tick);
         assert_eq!(
             d,
-            vec![Decision::Awarded {
+            vec![Announcement::Awarded {
                 job: JobId(1),
                 site: SiteId(0),
                 amount: -1.5,
@@ -745,7 +745,7 @@ mod tests {
         let d = h.handle(Time(35), AuctionEvent::Tick);
         assert_eq!(
             d,
-            vec![Decision::Awarded {
+            vec![Announcement::Awarded {
                 job: JobId(1),
                 site: SiteId(2),
                 amount: -1.0,
@@ -766,15 +766,15 @@ mod tests {
         let d = h.handle(Time(1), bid(1, 2, offer(8, 8, 300)));
         assert_eq!(
             d,
-            vec![Decision::Refused {
+            vec![Announcement::Refused {
                 job: JobId(1),
                 site: SiteId(2),
-                why: Refusal::BelowOpening
+                why: BidRefusal::BelowOpening
             }]
         );
         let d = h.handle(Time(2), bid(1, 1, offer(4, 4, 0)));
         assert!(
-            matches!(d[..], [Decision::Accepted { amount, .. }] if amount == 1.0),
+            matches!(d[..], [Announcement::Accepted { amount, .. }] if amount == 1.0),
             "{d:?}"
         );
         h.handle(Time(35), AuctionEvent::Tick);
@@ -792,7 +792,7 @@ mod tests {
         let d = h.handle(Time(10), AuctionEvent::Open(lot(1, 1, 0)));
         assert_eq!(
             d,
-            vec![Decision::Opened {
+            vec![Announcement::Opened {
                 job: JobId(1),
                 closes: Time(210)
             }]

@@ -8,7 +8,7 @@
 //!   that the house and the dispatchers' shared queue both make.
 //! - [`tracker`]: the online mean runtime of recently finished jobs, the auction's unit.
 //! - [`house`]: [`AuctionHouse`], the auctions as one state machine: events in (open, bid,
-//!   withdraw, load change, job finished, tick), [`Decision`]s out. A dispatcher process and
+//!   withdraw, load change, job finished, tick), [`Announcement`]s out. A dispatcher process and
 //!   the simulator drive the same house; it never reads a clock.
 //!
 //! Priorities are absolute: higher numbers are more important, and a site may offer the
@@ -24,7 +24,7 @@ pub mod tracker;
 pub use bid::{make_offer, price, Offer, Victim};
 pub use close::{close, winner, Outcome, StandingBid};
 pub use config::{AuctionConfig, BidWeights, Overcommit, ProcsCap, Tie, Unsold};
-pub use house::{AuctionEvent, AuctionHouse, Decision, Refusal};
+pub use house::{Announcement, AuctionEvent, AuctionHouse, BidRefusal};
 pub use tracker::RuntimeTracker;
 
 use crate::ids::JobId;

@@ -100,15 +100,15 @@ impl fmt::Display for WaitReason {
 
 /// Why a global job can never run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Refusal {
+pub enum Unrunnable {
     /// More processors than the grid (or, without co-allocation, its largest cluster) has.
     TooLarge(String),
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for Unrunnable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refusal::TooLarge(why) => write!(f, "{why}"),
+            Unrunnable::TooLarge(why) => write!(f, "{why}"),
         }
     }
 }
@@ -220,7 +220,7 @@ pub enum BrokerAction {
         /// The job.
         job: JobId,
         /// Why.
-        reason: Refusal,
+        reason: Unrunnable,
     },
     /// Money moves: positive takes from the user's budget, negative gives back.
     Charge {

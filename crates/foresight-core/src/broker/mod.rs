@@ -36,7 +36,7 @@ mod preempt_ask;
 mod queue;
 mod spec;
 
-pub use action::{BrokerAction, Refusal, ReservationEnd, ReservedPart, WaitReason};
+pub use action::{BrokerAction, ReservationEnd, ReservedPart, Unrunnable, WaitReason};
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 pub use compress::MOVE_RETRY_SECS;
 pub use preempt::Preemption;
@@ -1169,7 +1169,7 @@ impl Broker {
                         self.queue.remove(&job);
                         out.push(BrokerAction::Refused {
                             job,
-                            reason: Refusal::TooLarge(reason),
+                            reason: Unrunnable::TooLarge(reason),
                         });
                     } else {
                         let procs = self.jobs[&job].job.procs;

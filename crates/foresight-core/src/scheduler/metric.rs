@@ -3,11 +3,11 @@
 
 use super::{Action, LocalScheduler};
 use crate::policy::{BackfillChoice, BackfillMetric};
-use crate::queue::Slot;
+use crate::queue::QueueSlot;
 use crate::time::Time;
 
 impl LocalScheduler {
-    pub(super) fn metric(&self, slot: &Slot) -> i64 {
+    pub(super) fn metric(&self, slot: &QueueSlot) -> i64 {
         match self.policy.metric {
             BackfillMetric::Procs => i64::from(slot.procs),
             BackfillMetric::Walltime => slot.estimate.as_secs(),

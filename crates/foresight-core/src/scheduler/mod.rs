@@ -42,7 +42,7 @@ use crate::licence::LicenceBook;
 use crate::policy::{PassOnSubmit, Policy, QueueOrder};
 use crate::priority::FairshareUsage;
 use crate::profile::{FirstFree, Horizons, Profile};
-use crate::queue::{Queue, Slot};
+use crate::queue::{Queue, QueueSlot};
 use crate::reservation::AdminReservation;
 use crate::time::{Dur, Time};
 use rustc_hash::FxHashMap;
@@ -323,7 +323,7 @@ impl LocalScheduler {
             QueueOrder::Sjf => job.estimate.as_secs(),
             QueueOrder::Ljf => -job.estimate.as_secs(),
         };
-        let slot = Slot {
+        let slot = QueueSlot {
             id: job.id,
             procs: job.procs,
             estimate: job.plan(),

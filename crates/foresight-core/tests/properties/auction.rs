@@ -12,8 +12,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use foresight_core::auction::{
-    make_offer, price, AuctionConfig, AuctionEvent, AuctionHouse, BidWeights, Decision, Lot, Offer,
-    Overcommit, ProcsCap, RuntimeTracker, SiteId, Tie, Unsold, Victim,
+    make_offer, price, Announcement, AuctionConfig, AuctionEvent, AuctionHouse, BidWeights, Lot,
+    Offer, Overcommit, ProcsCap, RuntimeTracker, SiteId, Tie, Unsold, Victim,
 };
 use foresight_core::{Dur, JobId, Time};
 use proptest::prelude::*;
@@ -154,16 +154,16 @@ proptest! {
                 Op::Cancel(j) => (AuctionEvent::Cancel(JobId(j)), None),
                 Op::Tick => (AuctionEvent::Tick, None),
             };
-            let decisions = house.handle(now, event.clone());
-            for d in &decisions {
+            let announced = house.handle(now, event.clone());
+            for d in &announced {
                 match d {
-                    Decision::Opened { job, closes } => {
+                    Announcement::Opened { job, closes } => {
                         prop_assert!(*closes > now, "opened {job} closing at {closes:?} <= now");
                         prop_assert!(!m.awarded.contains(&job.0), "awarded job {job} reopened");
                         prop_assert!(m.open.insert(job.0, (*closes, BTreeMap::new())).is_none(),
                             "job {job} opened twice");
                     }
-                    Decision::Accepted { job, site, amount } => {
+                    Announcement::Accepted { job, site, amount } => {
                         let (j, s, offer) = bid.unwrap();
                         prop_assert_eq!((job.0, site.0), (j, s));
                         prop_assert!(!m.awarded.contains(&j), "bid accepted after the award of {}", j);
@@ -189,14 +189,14 @@ proptest! {
                         };
                         m.open.get_mut(&j).unwrap().1.insert(s, Standing { amount: *amount, seq, lapsed: false, need });
                     }
-                    Decision::Refused { .. } => {}
-                    Decision::Lapsed { job, site } => {
+                    Announcement::Refused { .. } => {}
+                    Announcement::Lapsed { job, site } => {
                         prop_assert_eq!(cfg.overcommit, Overcommit::LapseOnAward);
                         let s = m.open.get_mut(&job.0).and_then(|(_, b)| b.get_mut(&site.0)).expect("lapse of a standing bid");
                         s.lapsed = true;
                     }
-                    Decision::Rebid { .. } => {}
-                    Decision::Awarded { job, site, amount, .. } => {
+                    Announcement::Rebid { .. } => {}
+                    Announcement::Awarded { job, site, amount, .. } => {
                         prop_assert!(m.awarded.insert(job.0), "job {} awarded twice", job);
                         let (closes, bids) = m.open.remove(&job.0).expect("award of an open auction");
                         prop_assert!(closes <= now, "awarded before its close");
@@ -217,7 +217,7 @@ proptest! {
                         prop_assert_eq!(*amount, bb.amount);
                         prop_assert_eq!(house.winner(*job), Some(*site));
                     }
-                    Decision::Unsold { job, .. } => {
+                    Announcement::Unsold { job, .. } => {
                         let (closes, bids) = m.open.remove(&job.0).expect("unsold auction was open");
                         prop_assert!(closes <= now);
                         prop_assert!(bids.values().all(|b| b.lapsed), "unsold with a standing bid");
@@ -227,7 +227,7 @@ proptest! {
             if let AuctionEvent::Cancel(j) = event {
                 m.open.remove(&j.0);
             }
-            if bid.is_some() && !decisions.iter().any(|d| matches!(d, Decision::Accepted { .. } | Decision::Refused { .. })) {
+            if bid.is_some() && !announced.iter().any(|d| matches!(d, Announcement::Accepted { .. } | Announcement::Refused { .. })) {
                 prop_assert!(false, "a bid got no answer");
             }
             for (lot, closes) in house.open_auctions() {
@@ -304,7 +304,7 @@ fn bid_all(
     now: Time,
     lot: &Lot,
     sites: &[Load],
-    out: &mut Vec<Decision>,
+    out: &mut Vec<Announcement>,
 ) -> Vec<(u32, f64)> {
     let mut made = Vec::new();
     for (s, load) in sites.iter().enumerate() {
@@ -353,8 +353,8 @@ proptest! {
         let mut house = AuctionHouse::new(cfg.clone(), RuntimeTracker::new(8, Dur(100)));
         // Per job: the offers made in its auction (site, price), and how it ended.
         let mut offers: BTreeMap<u64, Vec<(u32, f64)>> = BTreeMap::new();
-        let mut ended: BTreeMap<u64, Vec<Decision>> = BTreeMap::new();
-        let mut todo: Vec<(Time, Decision)> = Vec::new();
+        let mut ended: BTreeMap<u64, Vec<Announcement>> = BTreeMap::new();
+        let mut todo: Vec<(Time, Announcement)> = Vec::new();
         let mut times: Vec<Time> = opens.iter().map(|(t, _)| Time(*t)).collect();
         times.push(Time(1_000_000));
         for (k, now) in times.into_iter().enumerate() {
@@ -366,18 +366,18 @@ proptest! {
             while let Some((now, d)) = todo.pop() {
                 let mut more = Vec::new();
                 match &d {
-                    Decision::Opened { job, .. } => {
+                    Announcement::Opened { job, .. } => {
                         let made = bid_all(&mut house, now, &lots[job.0 as usize], &sites, &mut more);
                         offers.entry(job.0).or_default().extend(made);
                     }
-                    Decision::Refused { job, site, why } => {
+                    Announcement::Refused { job, site, why } => {
                         prop_assert!(false, "site {} refused in the auction of {}: {:?}", site, job, why);
                     }
-                    Decision::Awarded { job, .. } | Decision::Unsold { job, .. } => {
+                    Announcement::Awarded { job, .. } | Announcement::Unsold { job, .. } => {
                         ended.entry(job.0).or_default().push(d.clone());
                     }
-                    Decision::Lapsed { .. } => prop_assert!(false, "a lapse under Reserve: {:?}", d),
-                    Decision::Accepted { .. } | Decision::Rebid { .. } => {}
+                    Announcement::Lapsed { .. } => prop_assert!(false, "a lapse under Reserve: {:?}", d),
+                    Announcement::Accepted { .. } | Announcement::Rebid { .. } => {}
                 }
                 todo.extend(more.into_iter().map(|d| (now, d)));
             }
@@ -389,13 +389,13 @@ proptest! {
             let end = ended.get(&j).cloned().unwrap_or_default();
             prop_assert_eq!(end.len(), 1, "job {} closed once: {:?}", j, end);
             match (&end[0], made.is_empty()) {
-                (Decision::Awarded { site, amount, .. }, false) => {
+                (Announcement::Awarded { site, amount, .. }, false) => {
                     let best = made.iter().map(|(_, p)| *p).fold(f64::NEG_INFINITY, f64::max);
                     prop_assert_eq!(*amount, best, "job {}: the best offer wins", j);
                     prop_assert!(made.iter().any(|(s, p)| *s == site.0 && *p == best));
                     prop_assert_eq!(house.winner(lot.job), Some(*site));
                 }
-                (Decision::Unsold { bidders: 0, .. }, true) => {}
+                (Announcement::Unsold { bidders: 0, .. }, true) => {}
                 (d, _) => prop_assert!(false, "job {}: {:?} after offers {:?}", j, d, made),
             }
         }

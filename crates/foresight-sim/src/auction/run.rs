@@ -15,7 +15,7 @@
 use super::config::{AuctionSimConfig, Normaliser};
 use super::workload::Streams;
 use foresight_core::auction::{
-    make_offer, AuctionEvent, AuctionHouse, Decision, Lot, RuntimeTracker, SiteId, Victim,
+    make_offer, Announcement, AuctionEvent, AuctionHouse, Lot, RuntimeTracker, SiteId, Victim,
 };
 use foresight_core::{Dur, JobId, Time};
 use serde::Serialize;
@@ -423,21 +423,21 @@ impl Sim<'_> {
         }
     }
 
-    /// Delivers an event to the house and acts on its decisions (which may cause more).
+    /// Delivers an event to the house and acts on its announcements (which may cause more).
     fn house_event(&mut self, ev: AuctionEvent) {
-        let mut todo: VecDeque<Decision> = self.house.handle(self.now, ev).into();
+        let mut todo: VecDeque<Announcement> = self.house.handle(self.now, ev).into();
         // Sites asked to re-bid do so once, in every open auction in priority order, after
-        // the rest of these decisions.
+        // the rest of these announcements.
         let mut rebid = BTreeSet::new();
         while let Some(d) = todo.pop_front() {
             match d {
                 // Polling dispatchers see a new auction at their next read of the queue.
-                Decision::Opened { job, .. } if self.poll.is_none() => {
+                Announcement::Opened { job, .. } if self.poll.is_none() => {
                     for s in 0..self.sites.len() {
                         self.rebid(s, Some(job));
                     }
                 }
-                Decision::Awarded {
+                Announcement::Awarded {
                     job, site, bidders, ..
                 } => {
                     self.auctions += 1;
@@ -445,16 +445,18 @@ impl Sim<'_> {
                     self.bidders_sold += bidders as u64;
                     self.award(job.0 as usize, site.0 as usize);
                 }
-                Decision::Unsold { bidders, .. } => {
+                Announcement::Unsold { bidders, .. } => {
                     self.auctions += 1;
                     self.unsold += 1;
                     self.bidders += bidders as u64;
                 }
-                Decision::Lapsed { job, site } => self.rebid(site.0 as usize, Some(job)),
-                Decision::Rebid { site, .. } => {
+                Announcement::Lapsed { job, site } => self.rebid(site.0 as usize, Some(job)),
+                Announcement::Rebid { site, .. } => {
                     rebid.insert(site.0 as usize);
                 }
-                Decision::Opened { .. } | Decision::Accepted { .. } | Decision::Refused { .. } => {}
+                Announcement::Opened { .. }
+                | Announcement::Accepted { .. }
+                | Announcement::Refused { .. } => {}
             }
         }
         for site in rebid {

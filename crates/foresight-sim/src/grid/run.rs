@@ -3,7 +3,7 @@
 //! bookkeeping: the virtual clock, the streams, what ran where, and the baselines.
 
 use super::{
-    cancellations, global_stream, local_stream_apps, report_group, Broker, ClusterReport,
+    cancellations, global_stream, local_stream_apps, report_group, BrokerKind, ClusterReport,
     GridConfig, GridError, GridReport, LevelReport, LevelsReport, UserConfig, UserReport,
 };
 use crate::plot::Span;
@@ -107,7 +107,7 @@ struct GlobalState {
 /// One run of the grid.
 struct GridRun<'a> {
     cfg: &'a GridConfig,
-    kind: Broker,
+    kind: BrokerKind,
     /// The clusters' schedulers and, for `lookahead`, the global jobs.
     broker: broker::Broker,
     clusters: Vec<SimCluster>,
@@ -243,12 +243,12 @@ impl GridRun<'_> {
         }
         // The same statistics plan global jobs, whatever the broker.
         g.job.prediction = guess;
-        if self.kind == Broker::Lookahead {
+        if self.kind == BrokerKind::Lookahead {
             self.broker.submit(now, g.job.clone());
             return Ok(());
         }
         let targets = match self.kind {
-            Broker::Queue => 0..n,
+            BrokerKind::Queue => 0..n,
             _ => n..2 * n,
         };
         let best = earliest_target(
@@ -665,14 +665,14 @@ pub fn lookahead_watched(
     cfg: &GridConfig,
     watch: &mut dyn FnMut(&Moment<'_>),
 ) -> Result<GridReport, GridError> {
-    let mut r = GridRun::new(cfg, Broker::Lookahead, true)?;
+    let mut r = GridRun::new(cfg, BrokerKind::Lookahead, true)?;
     r.drive_watched(watch)?;
     Ok(report(&r, &cfg.user))
 }
 
 pub(super) fn run(
     cfg: &GridConfig,
-    kind: Broker,
+    kind: BrokerKind,
     with_global: bool,
 ) -> Result<GridReport, GridError> {
     let mut r = GridRun::new(cfg, kind, with_global)?;
@@ -684,7 +684,7 @@ pub(super) fn run(
 /// start of every job or part that ran there. For comparing another driver of the same
 /// broker (the service's) with the simulator, decision by decision.
 pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridError> {
-    let mut r = GridRun::new(cfg, Broker::Lookahead, true)?;
+    let mut r = GridRun::new(cfg, BrokerKind::Lookahead, true)?;
     r.drive()?;
     Ok(super::LookaheadTrace {
         local: r.clusters.iter().map(|c| c.local.clone()).collect(),
@@ -722,14 +722,14 @@ pub fn lookahead_trace(cfg: &GridConfig) -> Result<super::LookaheadTrace, GridEr
 }
 
 impl<'a> GridRun<'a> {
-    fn new(cfg: &'a GridConfig, kind: Broker, with_global: bool) -> Result<Self, GridError> {
+    fn new(cfg: &'a GridConfig, kind: BrokerKind, with_global: bool) -> Result<Self, GridError> {
         let days = cfg.days;
         let mut clusters = Vec::new();
         let mut grid = Vec::new();
         let mut partitions: Vec<LocalScheduler> = Vec::new();
         for (k, c) in cfg.cluster.iter().enumerate() {
             let kept = match kind {
-                Broker::Dedicated(f) => {
+                BrokerKind::Dedicated(f) => {
                     let global = ((f64::from(c.procs) * f).round() as u32).min(c.procs - 1);
                     partitions.push(LocalScheduler::new(global.max(1), Policy::easy()));
                     c.procs - global
@@ -824,7 +824,7 @@ impl<'a> GridRun<'a> {
             }
         }
         let mut globals = globals;
-        if kind == Broker::Lookahead {
+        if kind == BrokerKind::Lookahead {
             let drawn = super::licence::demands(&cfg.licence, u64::MAX, globals.len(), |l| {
                 Some(l.global_share)
             });
@@ -875,7 +875,7 @@ impl<'a> GridRun<'a> {
             let at = r.globals[i].job.submit;
             r.push(at, Ev::Global { index: i });
         }
-        if kind == Broker::Lookahead && !r.globals.is_empty() {
+        if kind == BrokerKind::Lookahead && !r.globals.is_empty() {
             r.push(Time(0), Ev::Cycle);
         }
         Ok(r)
@@ -1008,7 +1008,7 @@ fn report(r: &GridRun<'_>, users: &[UserConfig]) -> GridReport {
     report.charged = globals.iter().map(|g| g.charged).sum();
     report.max_start_skew = globals.iter().map(|g| g.skew.as_secs()).max().unwrap_or(0);
     report.idle_while_waiting =
-        (r.kind == Broker::Lookahead).then(|| r.broker.stats().idle_while_waiting);
+        (r.kind == BrokerKind::Lookahead).then(|| r.broker.stats().idle_while_waiting);
     report.moved_earlier = r.broker.stats().moves;
     report.predict = r.predictor.name().to_string();
     report.corrected = r.corrected;
@@ -1197,7 +1197,7 @@ seed = 3
     #[test]
     fn no_job_starts_before_its_begin_in_sim_grid() {
         let cfg = GridConfig::parse(GRID, "grid.toml").unwrap();
-        let mut r = GridRun::new(&cfg, Broker::Lookahead, true).unwrap();
+        let mut r = GridRun::new(&cfg, BrokerKind::Lookahead, true).unwrap();
         let mut begins: BTreeMap<(usize, JobId), Time> = BTreeMap::new();
         for g in &mut r.globals {
             g.job.begin = Some(g.job.submit + Dur(7_200));
@@ -1262,7 +1262,7 @@ seed = 3
         );
         let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
         for requeue in [false, true] {
-            let mut r = GridRun::new(&cfg, Broker::Lookahead, true).unwrap();
+            let mut r = GridRun::new(&cfg, BrokerKind::Lookahead, true).unwrap();
             assert_eq!(r.globals.len(), 2);
             r.globals[0].job.priority = 0;
             r.globals[0].job.requeue = requeue;

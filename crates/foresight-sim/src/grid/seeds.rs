@@ -6,7 +6,7 @@
 //! percent either way. A broker is better than another only where the paired differences
 //! over seeds agree on the sign.
 
-use super::{simulate_grid, Broker, GridConfig, GridError, GridReport};
+use super::{simulate_grid, BrokerKind, GridConfig, GridError, GridReport};
 use crate::stats::Estimate;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -36,7 +36,7 @@ pub struct BrokerRuns {
 /// Every broker over seed offsets `0..seeds`, in parallel; the brokers in the order given.
 pub fn simulate_seeds(
     cfg: &GridConfig,
-    brokers: &[Broker],
+    brokers: &[BrokerKind],
     seeds: u64,
 ) -> Result<Vec<BrokerRuns>, GridError> {
     let jobs: Vec<(usize, u64)> = (0..brokers.len())
@@ -198,9 +198,12 @@ seed = 11
     #[test]
     fn each_seed_is_the_single_run_of_its_reseeded_config() {
         let cfg = GridConfig::parse(GRID, "test").unwrap();
-        let runs = simulate_seeds(&cfg, &[Broker::Lookahead, Broker::Queue], 3).unwrap();
+        let runs = simulate_seeds(&cfg, &[BrokerKind::Lookahead, BrokerKind::Queue], 3).unwrap();
         assert_eq!(runs.len(), 2);
-        for (b, broker) in [Broker::Lookahead, Broker::Queue].into_iter().enumerate() {
+        for (b, broker) in [BrokerKind::Lookahead, BrokerKind::Queue]
+            .into_iter()
+            .enumerate()
+        {
             assert_eq!(runs[b].broker, broker.name());
             assert_eq!(runs[b].runs.len(), 3);
             for s in 0..3 {

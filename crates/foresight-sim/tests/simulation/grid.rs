@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
+use foresight_sim::grid::{simulate_grid, BrokerKind, GridConfig};
 
 const GRID: &str = r#"
 days = 1
@@ -34,8 +34,8 @@ seed = 3
 #[test]
 fn lookahead_runs_jobs_no_cluster_holds_and_queues_cannot() {
     let cfg = GridConfig::parse(GRID, "grid.toml").unwrap();
-    let look = simulate_grid(&cfg, Broker::Lookahead).unwrap();
-    let queue = simulate_grid(&cfg, Broker::Queue).unwrap();
+    let look = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
+    let queue = simulate_grid(&cfg, BrokerKind::Queue).unwrap();
     assert!(look.global_submitted > 20);
     assert_eq!(look.global_submitted, queue.global_submitted);
     // Jobs of more than 64 processors exist; only co-allocation runs them.
@@ -58,7 +58,11 @@ fn lookahead_runs_jobs_no_cluster_holds_and_queues_cannot() {
 #[test]
 fn the_same_configuration_gives_the_same_report() {
     let cfg = GridConfig::parse(GRID, "grid.toml").unwrap();
-    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+    for broker in [
+        BrokerKind::Lookahead,
+        BrokerKind::Queue,
+        BrokerKind::Dedicated(0.25),
+    ] {
         assert_eq!(
             simulate_grid(&cfg, broker).unwrap(),
             simulate_grid(&cfg, broker).unwrap()
@@ -70,7 +74,7 @@ fn the_same_configuration_gives_the_same_report() {
 fn budgets_bound_what_users_are_charged() {
     let small = GRID.replace("budget = 1e12", "budget = 2e6");
     let cfg = GridConfig::parse(&small, "grid.toml").unwrap();
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert!(
         r.global_refused > 0,
         "some jobs' worst case exceeds 2e6: {r:?}"
@@ -114,10 +118,10 @@ fn bad_configurations_name_the_problem() {
             "{err} (wanted {want})"
         );
     }
-    assert!(Broker::parse("dedicated:1.5").is_none());
+    assert!(BrokerKind::parse("dedicated:1.5").is_none());
     assert_eq!(
-        Broker::parse("dedicated:0.25"),
-        Some(Broker::Dedicated(0.25))
+        BrokerKind::parse("dedicated:0.25"),
+        Some(BrokerKind::Dedicated(0.25))
     );
 }
 
@@ -142,14 +146,14 @@ fn the_global_stream_can_replay_a_trace() {
     let cfg_path = dir.path().join("grid.toml");
     std::fs::write(&cfg_path, &text).unwrap();
     let cfg = GridConfig::read(&cfg_path).unwrap();
-    let look = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let look = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_eq!(look.global_submitted, 3);
     assert_eq!(look.global.jobs, 3);
     assert!(
         look.coallocated_share > 0.0,
         "the 100-processor job spans both clusters"
     );
-    let queue = simulate_grid(&cfg, Broker::Queue).unwrap();
+    let queue = simulate_grid(&cfg, BrokerKind::Queue).unwrap();
     assert_eq!(queue.global_refused, 1);
 }
 
@@ -188,13 +192,13 @@ fn a_fast_pair_within_a_cluster_runs_a_job_in_half_its_walltime() {
         "",
         "1 0 -1 1000 2 -1 -1 2 1000 -1 1 1 1 -1 1 -1 -1 -1\n",
     );
-    let look = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let look = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_eq!(look.global.jobs, 1, "{look:?}");
     assert_eq!(look.global.mean_wait, 0.0);
     assert_eq!(look.global.mean_response, 500.0);
     assert_eq!(look.clusters[0].global_proc_seconds, 1000.0);
     assert_eq!(look.charged, 1000.0);
-    let queue = simulate_grid(&cfg, Broker::Queue).unwrap();
+    let queue = simulate_grid(&cfg, BrokerKind::Queue).unwrap();
     assert_eq!(queue.global.jobs, 1, "{queue:?}");
     assert_eq!(queue.global.mean_response, 1000.0);
     assert_eq!(queue.charged, 2000.0);
@@ -212,7 +216,7 @@ fn earliest_finish_waits_for_the_fast_group_when_that_ends_sooner() {
         "1 0 -1 300 2 -1 -1 2 300 -1 1 1 1 -1 1 -1 -1 -1\n",
         "1 0 -1 1000 2 -1 -1 2 1000 -1 1 1 1 -1 1 -1 -1 -1\n",
     );
-    let look = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let look = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_eq!(look.global.jobs, 1, "{look:?}");
     assert_eq!(look.global.mean_wait, 300.0);
     assert_eq!(look.global.mean_response, 800.0);
@@ -233,7 +237,11 @@ fn one_group_of_reference_speed_is_a_plain_cluster() {
     )
     .unwrap();
     assert!(grouped.cluster[0].groups.is_some());
-    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+    for broker in [
+        BrokerKind::Lookahead,
+        BrokerKind::Queue,
+        BrokerKind::Dedicated(0.25),
+    ] {
         assert_eq!(
             simulate_grid(&plain, broker).unwrap(),
             simulate_grid(&grouped, broker).unwrap()
@@ -255,14 +263,18 @@ fn grids_with_speed_groups_are_deterministic_and_consistent() {
             .replace("seed = 3", &format!("seed = {seed}"));
         let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
         assert!(cfg.cluster[1].groups.is_some());
-        for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+        for broker in [
+            BrokerKind::Lookahead,
+            BrokerKind::Queue,
+            BrokerKind::Dedicated(0.25),
+        ] {
             let r = simulate_grid(&cfg, broker).unwrap();
             assert_eq!(r, simulate_grid(&cfg, broker).unwrap(), "seed {seed}");
             for c in &r.clusters {
                 assert!(c.utilization > 0.0 && c.utilization <= 1.0, "{c:?}");
             }
             assert_books_balance(&r);
-            if broker == Broker::Lookahead {
+            if broker == BrokerKind::Lookahead {
                 assert_eq!(r.global_refused, 0, "seed {seed}: {r:?}");
                 assert_eq!(r.global_unfinished, 0, "seed {seed}: {r:?}");
                 assert_eq!(r.max_start_skew, 0);
@@ -367,7 +379,11 @@ fn per_user_reports_balance_and_tiny_budgets_refuse() {
         "[[user]]\nid = 0\nbudget = 1e12\n[[user]]\nid = 1\nbudget = 1e3",
     );
     let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
-    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+    for broker in [
+        BrokerKind::Lookahead,
+        BrokerKind::Queue,
+        BrokerKind::Dedicated(0.25),
+    ] {
         let r = simulate_grid(&cfg, broker).unwrap();
         assert_books_balance(&r);
         let ids: Vec<u32> = r.users.iter().map(|u| u.user).collect();
@@ -390,7 +406,7 @@ fn per_user_reports_balance_and_tiny_budgets_refuse() {
         "grid.toml",
     )
     .unwrap();
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_books_balance(&r);
     assert_eq!(r.users.len(), 1);
     assert_eq!(r.users[0].user, 0);
@@ -411,12 +427,16 @@ fn cancelled_jobs_are_withdrawn_by_every_broker() {
     );
     let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
     let plain = GridConfig::parse(GRID, "grid.toml").unwrap();
-    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+    for broker in [
+        BrokerKind::Lookahead,
+        BrokerKind::Queue,
+        BrokerKind::Dedicated(0.25),
+    ] {
         let r = simulate_grid(&cfg, broker).unwrap();
         let without = simulate_grid(&plain, broker).unwrap();
         assert_eq!(r.global_submitted, without.global_submitted, "{broker:?}");
         // (Dedicated partitions refuse most of these jobs at once: nothing left to cancel.)
-        if broker != Broker::Dedicated(0.25) {
+        if broker != BrokerKind::Dedicated(0.25) {
             assert!(r.global_cancelled > 0, "{broker:?}: {r:?}");
         }
         assert_eq!(

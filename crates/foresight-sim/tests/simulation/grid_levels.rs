@@ -11,7 +11,7 @@
 mod levels_check;
 
 use foresight_sim::grid::{
-    lookahead_trace, lookahead_watched, simulate_grid, Broker, GridConfig, LookaheadTrace,
+    lookahead_trace, lookahead_watched, simulate_grid, BrokerKind, GridConfig, LookaheadTrace,
     TracedJob,
 };
 use levels_check::Sight;
@@ -94,7 +94,7 @@ proptest! {
 #[test]
 fn a_loaded_grid_of_four_levels_preempts_suspends_and_requeues() {
     let cfg = GridConfig::parse(&grid(&[8, 6], 0.3, 4, 0.5, 16.0, 7), "grid.toml").unwrap();
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     let levels = r.levels.unwrap();
     assert!(levels.preemptions > 0, "{levels:?}");
     assert!(levels.resumptions > 0 && levels.requeues > 0, "{levels:?}");

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_sim::grid::{lookahead_trace, simulate_grid, Broker, GridConfig, TracedJob};
+use foresight_sim::grid::{lookahead_trace, simulate_grid, BrokerKind, GridConfig, TracedJob};
 use std::collections::BTreeMap;
 
 const GRID: &str = r#"
@@ -79,7 +79,7 @@ fn a_shared_pool_is_never_oversubscribed_and_makes_its_jobs_wait() {
         held += delta;
         assert!(held <= 3, "{held} licences held at {at}");
     }
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_eq!(r.global_unfinished, 0);
     assert!(r.with_licences.jobs > 20, "{r:?}");
     assert_eq!(

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_sim::grid::{simulate_grid, Broker, GridConfig};
+use foresight_sim::grid::{simulate_grid, BrokerKind, GridConfig};
 
 const GRID: &str = r#"
 days = 1
@@ -41,7 +41,11 @@ fn with_predict(predict: &str) -> GridConfig {
 #[test]
 fn every_broker_runs_with_predictions_and_corrects_what_outlives_them() {
     let none = GridConfig::parse(GRID, "grid.toml").unwrap();
-    for broker in [Broker::Lookahead, Broker::Queue, Broker::Dedicated(0.25)] {
+    for broker in [
+        BrokerKind::Lookahead,
+        BrokerKind::Queue,
+        BrokerKind::Dedicated(0.25),
+    ] {
         let plain = simulate_grid(&none, broker).unwrap();
         assert_eq!(plain, simulate_grid(&with_predict("none"), broker).unwrap());
         assert_eq!(plain.predict, "none");
@@ -76,7 +80,7 @@ fn a_clusters_own_predictor_overrides_the_grids() {
         1,
     );
     let cfg = GridConfig::parse(&text, "grid.toml").unwrap();
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     // The grid's predictor (none) plans global jobs; cluster a's local jobs are corrected.
     assert_eq!(r.predict, "none");
     assert!(r.corrected > 0, "{r:?}");
@@ -125,6 +129,6 @@ fn a_co_allocated_jobs_correction_counts_once() {
         assert_eq!(t.starts[k].len(), 3, "cluster {k}: {:?}", t.starts[k]);
     }
     assert_eq!(t.corrected, 1);
-    let r = simulate_grid(&cfg, Broker::Lookahead).unwrap();
+    let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
     assert_eq!(r.corrected, 1);
 }
