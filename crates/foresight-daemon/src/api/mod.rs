@@ -1022,7 +1022,6 @@ async fn change_unix_user(
             warnings,
             ..user_view(u)
         };
-        w.dirty_users.insert(name.clone());
         Ok(view)
     })
     .await

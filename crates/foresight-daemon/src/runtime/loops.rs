@@ -126,17 +126,23 @@ impl Service {
             // The running totals of uncharged local jobs take in what changed before it
             // is no longer marked.
             w.recount_dirty();
-            let jobs: Vec<JobRecord> = std::mem::take(&mut w.dirty_jobs)
+            let jobs: Vec<JobRecord> = w
+                .jobs
+                .take_changed()
                 .into_iter()
                 .filter_map(|id| w.jobs.get(&id).cloned())
                 .collect();
-            let rs: Vec<_> = std::mem::take(&mut w.dirty_reservations)
+            let rs: Vec<_> = w
+                .reservations
+                .take_changed()
                 .into_iter()
                 .filter_map(|id| w.reservations.get(&id).cloned())
                 .collect();
             // Each user with the record it was changed from: only what changed here is
             // written, over what other sites wrote meanwhile.
-            let us: Vec<_> = std::mem::take(&mut w.dirty_users)
+            let us: Vec<_> = w
+                .users
+                .take_changed()
                 .into_iter()
                 .filter_map(|n| {
                     let user = w.users.get(&n)?.clone();
@@ -144,7 +150,9 @@ impl Service {
                     Some(foresight_store::UserChange { base, user })
                 })
                 .collect();
-            let wfs: Vec<_> = std::mem::take(&mut w.dirty_workflows)
+            let wfs: Vec<_> = w
+                .workflows
+                .take_changed()
                 .into_iter()
                 .filter_map(|id| w.workflows.get(&id).cloned())
                 .collect();
@@ -168,12 +176,18 @@ impl Service {
             // state is not on disk.
             tracing::error!("store write failed: {e}");
             let mut w = self.world();
-            w.dirty_jobs.extend(jobs.iter().map(|j| JobId(j.id)));
-            w.dirty_reservations
-                .extend(reservations.iter().map(|r| ReservationId(r.id)));
-            w.dirty_users
-                .extend(users.iter().map(|u| u.user.name.clone()));
-            w.dirty_workflows.extend(workflows.iter().map(|x| x.id));
+            for j in &jobs {
+                w.jobs.mark(JobId(j.id));
+            }
+            for r in &reservations {
+                w.reservations.mark(ReservationId(r.id));
+            }
+            for u in &users {
+                w.users.mark(u.user.name.clone());
+            }
+            for x in &workflows {
+                w.workflows.mark(x.id);
+            }
             w.dirty_runs.splice(0..0, runs);
             w.effects.splice(0..0, effects);
             return;

@@ -217,7 +217,9 @@ impl Service {
             // The holds left the shared budget with the jobs: this copy follows at once.
             w.holds_taken(user, &records);
             w.accept(now, records);
-            w.dirty_jobs.extend(numbered.into_iter().map(JobId));
+            for id in numbered {
+                w.jobs.mark(JobId(id));
+            }
         }
         if plan_now {
             self.wake.notify_one();

@@ -78,7 +78,7 @@ impl Service {
         let mut w = self.world();
         let u = w
             .users
-            .get_mut(name)
+            .follow_store(name)
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.budget = budget;
         u.spent = spent;

@@ -13,5 +13,6 @@ pub(crate) mod moment;
 pub(crate) mod plan_view;
 pub mod refusal;
 pub(crate) mod staging;
+pub mod table;
 #[doc(hidden)]
 pub mod world;

@@ -28,7 +28,7 @@ impl World {
     pub(crate) fn holds_taken(&mut self, user: &str, jobs: &[JobRecord]) {
         let held: f64 = jobs.iter().map(|j| j.budget_hold).sum();
         if held > 0.0 {
-            if let Some(u) = self.users.get_mut(user) {
+            if let Some(u) = self.users.follow_store(user) {
                 u.spent += held;
                 if let Some(b) = u.budget.as_mut() {
                     *b -= held;
@@ -47,7 +47,6 @@ impl World {
             return;
         };
         j.charged += amount;
-        self.dirty_jobs.insert(id);
         if j.prepaid > 0.0 || j.budget_hold > 0.0 {
             return;
         }
@@ -57,7 +56,6 @@ impl World {
             if let Some(b) = u.budget.as_mut() {
                 *b -= amount;
             }
-            self.dirty_users.insert(user);
         }
     }
 
@@ -131,7 +129,7 @@ impl World {
 
     /// [`World::recount`] for every job changed since the last write.
     pub(crate) fn recount_dirty(&mut self) {
-        let dirty: Vec<JobId> = self.dirty_jobs.iter().copied().collect();
+        let dirty: Vec<JobId> = self.jobs.changed().iter().copied().collect();
         for id in dirty {
             self.recount(id);
         }
@@ -157,7 +155,8 @@ impl World {
     /// How the jobs changed since their last recount move their users' uncharged totals:
     /// `(user, +now − counted)` for each such local job (a global job never counts).
     fn uncharged_corrections(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
-        self.dirty_jobs
+        self.jobs
+            .changed()
             .iter()
             .filter(|id| self.jobs.get(id).is_none_or(|j| !is_global(j)))
             .flat_map(|&id| {
@@ -538,7 +537,6 @@ impl World {
                 *to = list;
             }
         }
-        self.dirty_users.insert(name.to_string());
         self.recheck_credentials(now, name);
         Ok(&self.users[name])
     }
@@ -603,7 +601,6 @@ impl World {
             budget = Some(sum);
         }
         u.budget = budget;
-        self.dirty_users.insert(name.to_string());
         Ok(&self.users[name])
     }
 
@@ -615,7 +612,6 @@ impl World {
     ) -> Result<&foresight_store::UserRecord, Refusal> {
         let u = self.user_mut(name)?;
         u.token_hash = hash;
-        self.dirty_users.insert(name.to_string());
         Ok(&self.users[name])
     }
 
@@ -642,7 +638,6 @@ impl World {
         }
         let u = self.user_mut(name)?;
         u.disabled = disabled;
-        self.dirty_users.insert(name.to_string());
         if disabled {
             self.cancel_queued_jobs_of(now, name);
         }
@@ -688,13 +683,13 @@ impl World {
         let name = u.name.clone();
         self.users_base.insert(name.clone(), u);
         if merged == before {
-            if let Some(old) = self.users.get_mut(&name) {
+            if let Some(old) = self.users.follow_store(&name) {
                 *old = merged;
             }
             return false;
         }
         let newly_disabled = merged.disabled && !before.disabled;
-        self.users.insert(name.clone(), merged);
+        self.users.load(name.clone(), merged);
         if newly_disabled {
             self.cancel_queued_jobs_of(now, &name);
         }

@@ -229,7 +229,8 @@ impl World {
             let held = j.held;
             let global = j.cluster.is_none() && j.reservation.is_none();
             let user = j.user.clone();
-            self.jobs.insert(id, j);
+            // Stored already: marked only by what changes it from here.
+            self.jobs.load(id, j);
             self.recount(id);
             if !global {
                 // Counted at once, also by a cycle planning off the lock right now.
@@ -416,7 +417,6 @@ impl World {
                     ..PartRecord::default()
                 }];
                 j.reason = Some(format!("submitted to {name}"));
-                self.dirty_jobs.insert(id);
             }
             self.submit_remote_parts(id);
             return;
@@ -433,7 +433,6 @@ impl World {
                 j.planned_start = None;
                 j.parts.clear();
                 j.reason = Some(format!("held: {why}"));
-                self.dirty_jobs.insert(id);
             }
             return;
         }

@@ -584,7 +584,7 @@ mod property {
             // take in the changed jobs, then nothing is marked changed.
             if step % 2 == 1 {
                 d.w.recount_dirty();
-                d.w.dirty_jobs.clear();
+                d.w.jobs.take_changed();
                 d.check()?;
             }
         }

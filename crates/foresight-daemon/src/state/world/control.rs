@@ -40,7 +40,6 @@ impl World {
             j.ended_at = Some(now.secs());
             j.reason = Some("cancelled".into());
         }
-        self.dirty_jobs.insert(id);
         self.wake_waiting(now);
         Ok(())
     }
@@ -138,7 +137,6 @@ impl World {
             j.planned_start = None;
             j.reason = Some("held".into());
         }
-        self.dirty_jobs.insert(id);
         Ok(())
     }
 
@@ -160,7 +158,6 @@ impl World {
         j.held = false;
         j.reason = None;
         let global = j.cluster.is_none() && j.reservation.is_none();
-        self.dirty_jobs.insert(id);
         if self.stop_at_gate(id) {
             self.wake_waiting(now);
         } else if global {
@@ -205,7 +202,6 @@ impl World {
             .filter(|p| !p.ended)
             .map(|p| (p.cluster.clone(), p.external.clone()))
             .collect();
-        self.dirty_jobs.insert(id);
         for (c, external) in parts {
             let Some(k) = self.cluster_index(&c) else {
                 continue;
@@ -252,7 +248,6 @@ impl World {
                     j.state = JobState::Pending;
                     j.planned_start = None;
                 }
-                self.dirty_jobs.insert(id);
                 self.enqueue_global(now, id);
                 Ok(())
             }

@@ -219,7 +219,7 @@ fn a_change_here_and_one_taken_in_from_another_site_both_stand() {
         },
     )
     .unwrap();
-    assert!(w.dirty_users.contains("cat"));
+    assert!(w.users.changed().contains("cat"));
     // Meanwhile another site rotated cat's token, added a group and disabled cat.
     let mut shared = w.users_base["cat"].clone();
     shared.token_hash = "hash-cat-2".into();

@@ -46,7 +46,6 @@ impl World {
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.cred = cred;
             }
-            self.dirty_jobs.insert(id);
             let Some(r) = self.jobs[&id].reservation else {
                 if requeue {
                     self.unqueue(now, id);
@@ -67,7 +66,7 @@ impl World {
                 lost.join(", ")
             );
             let held = self.jobs[&id].held || self.hold(now, id).is_ok();
-            if let Some(j) = self.jobs.get_mut(&id).filter(|_| held) {
+            if let Some(j) = self.jobs.get_mut_if(&id, |_| held) {
                 j.reason = Some(reason);
             }
         }
@@ -112,9 +111,8 @@ impl World {
                 }
             };
             let (cred, _) = current_cred(kinds, &self.jobs[&id].cred);
-            if let Some(j) = self.jobs.get_mut(&id).filter(|j| j.cred != cred) {
+            if let Some(j) = self.jobs.get_mut_if(&id, |j| j.cred != cred) {
                 j.cred = cred;
-                self.dirty_jobs.insert(id);
             }
         }
     }

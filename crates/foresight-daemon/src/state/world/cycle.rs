@@ -95,7 +95,6 @@ impl World {
             } else if state == ReservationState::Committed && start <= now {
                 if let Some(r) = self.reservations.get_mut(&id) {
                     r.state = ReservationState::Active;
-                    self.dirty_reservations.insert(id);
                 }
             }
         }
@@ -163,7 +162,6 @@ impl World {
                             crate::state::moment::utc(start.secs())
                         ));
                         j.state = JobState::Planned;
-                        self.dirty_jobs.insert(job);
                     }
                 }
                 BrokerAction::Waiting { job, reason } => {
@@ -172,7 +170,6 @@ impl World {
                         j.reason = Some(text);
                         j.planned_start = None;
                         j.state = JobState::Pending;
-                        self.dirty_jobs.insert(job);
                     }
                 }
                 BrokerAction::Ask { job, part } => self.ask(now, job, &part),
@@ -187,12 +184,10 @@ impl World {
                         if let Some(r) = self.reservations.get_mut(&p.reservation) {
                             r.start = p.window.start.secs();
                             r.end = p.window.end.secs();
-                            self.dirty_reservations.insert(p.reservation);
                         }
                     }
                     if let Some(j) = self.jobs.get_mut(&job) {
                         j.planned_start = Some(start.secs());
-                        self.dirty_jobs.insert(job);
                     }
                 }
                 // The broker has taken it out of the local scheduler and run a pass.
@@ -237,7 +232,6 @@ impl World {
         }
         let level = self.jobs.get(&by).map_or(0, |b| b.priority);
         let j = self.jobs.get_mut(&id).expect("invariant: found above");
-        self.dirty_jobs.insert(id);
         match how {
             Preemption::Requeue => {
                 j.reason = Some(format!(
@@ -290,7 +284,6 @@ impl World {
             let rid = p.reservation;
             let rec = self.job_reservation(id, &user, p, ReservationState::Active);
             self.reservations.insert(rid, rec);
-            self.dirty_reservations.insert(rid);
             if self.clusters[p.cluster].remote {
                 // Resumed there already, when the broker asked; it runs on in the
                 // reservation it was submitted to, the new one is the mirror's.
@@ -334,7 +327,6 @@ impl World {
             j.reason = None;
             j.planned_start = j.planned_start.or(Some(now.secs()));
             let _ = end;
-            self.dirty_jobs.insert(id);
         }
         self.record_preemption(id);
     }
@@ -363,7 +355,6 @@ impl World {
         };
         if let Some(j) = self.jobs.get_mut(&id) {
             j.preemption = Some(rec);
-            self.dirty_jobs.insert(id);
         }
     }
 
@@ -406,7 +397,6 @@ impl World {
         let mut rec = self.job_reservation(id, &user, part, ReservationState::Tentative);
         rec.expires_at = Some((now + Dur(60)).secs());
         self.reservations.insert(rid, rec);
-        self.dirty_reservations.insert(rid);
         let request = ReserveRequest {
             id: rid.0,
             start,
@@ -435,7 +425,6 @@ impl World {
                 "reserving {cluster} from {} (phase one: tentative)",
                 crate::state::moment::utc(start)
             ));
-            self.dirty_jobs.insert(id);
         }
     }
 
@@ -474,10 +463,15 @@ impl World {
         for p in parts {
             let rid = p.reservation;
             let fresh = self.job_reservation(id, &user, p, ReservationState::Committed);
-            let rec = self.reservations.entry(rid).or_insert(fresh);
+            if !self.reservations.contains_key(&rid) {
+                self.reservations.insert(rid, fresh);
+            }
+            let rec = self
+                .reservations
+                .get_mut(&rid)
+                .expect("invariant: inserted above");
             rec.state = ReservationState::Committed;
             rec.expires_at = None;
-            self.dirty_reservations.insert(rid);
         }
         let _ = now;
         let records: Vec<PartRecord> = parts
@@ -498,7 +492,6 @@ impl World {
         j.first_planned_start.get_or_insert(start.secs());
         j.reason = None;
         j.parts = records;
-        self.dirty_jobs.insert(id);
         self.submit_remote_parts(id);
         self.stage_ahead(now, id);
     }

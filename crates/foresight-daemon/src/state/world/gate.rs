@@ -49,15 +49,13 @@ impl World {
     /// Whether job `id` is stopped at the gate: a job with links (dependencies, an array, a
     /// singleton) is marked waiting and decided by [`World::wake_waiting`] rather than queued.
     pub(super) fn stop_at_gate(&mut self, id: JobId) -> bool {
-        let Some(j) = self.jobs.get_mut(&id) else {
+        let Some(j) = self.jobs.get_mut_if(&id, |j| j.links.is_some()) else {
             return false;
         };
-        let Some(l) = j.links.as_mut() else {
-            return false;
-        };
-        l.waiting = true;
+        if let Some(l) = j.links.as_mut() {
+            l.waiting = true;
+        }
         self.waiting.insert(id);
-        self.dirty_jobs.insert(id);
         true
     }
 
@@ -93,7 +91,6 @@ impl World {
                     if let Some(l) = self.jobs.get_mut(&id).and_then(|j| j.links.as_mut()) {
                         l.waiting = false;
                     }
-                    self.dirty_jobs.insert(id);
                     continue;
                 }
                 if j.held {
@@ -102,11 +99,9 @@ impl World {
                 let (verdict, reason) = self.gate_verdict(j, &tally);
                 match verdict {
                     DependencyVerdict::Wait => {
-                        if let Some(j) = self.jobs.get_mut(&id) {
-                            if j.reason.as_deref() != Some(reason.as_str()) {
-                                j.reason = Some(reason);
-                                self.dirty_jobs.insert(id);
-                            }
+                        let changed = |j: &JobRecord| j.reason.as_deref() != Some(reason.as_str());
+                        if let Some(j) = self.jobs.get_mut_if(&id, changed) {
+                            j.reason = Some(reason);
                         }
                     }
                     DependencyVerdict::Never => {
@@ -119,7 +114,6 @@ impl World {
                             j.ended_at = Some(now.secs());
                             j.reason = Some(reason);
                         }
-                        self.dirty_jobs.insert(id);
                         changed = true;
                     }
                     DependencyVerdict::Met => {
@@ -133,7 +127,6 @@ impl World {
                         j.reason = None;
                         tally.add(j);
                         let global = j.cluster.is_none() && j.reservation.is_none();
-                        self.dirty_jobs.insert(id);
                         if global {
                             self.enqueue_global(now, id);
                         } else {

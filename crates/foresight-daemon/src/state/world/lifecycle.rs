@@ -19,7 +19,6 @@ impl World {
             j.state = JobState::Failed;
             j.reason = Some(reason);
             j.ended_at = Some(now.secs());
-            self.dirty_jobs.insert(id);
         }
         self.wake_waiting(now);
     }
@@ -34,7 +33,6 @@ impl World {
                 j.reason = Some(
                     "starting: waiting for processors still held by a job being stopped".into(),
                 );
-                self.dirty_jobs.insert(id);
             }
             return;
         }
@@ -107,7 +105,6 @@ impl World {
         if stage.is_empty() {
             self.mark_started(now, id);
         }
-        self.dirty_jobs.insert(id);
         self.effects.push(Effect::Launch {
             cluster: k,
             spec,
@@ -127,7 +124,6 @@ impl World {
                 self.stats.estimate_error_count += 1;
             }
         }
-        self.dirty_jobs.insert(id);
     }
 
     /// The copy of a part's input to cluster `k` ended: done, the part starts now (true:
@@ -191,7 +187,6 @@ impl World {
                 error: None,
                 edges: Vec::new(),
             });
-            self.dirty_jobs.insert(id);
         }
     }
 
@@ -322,7 +317,6 @@ impl World {
             self.stopping.remove(&id);
             self.job_ended(Time(ended_at), id, outcome);
         }
-        self.dirty_jobs.insert(id);
     }
 
     /// A part that was running when the service stopped and is gone without a trace: the
@@ -343,16 +337,13 @@ impl World {
         self.requeue.insert(id);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.requeue_pending = true;
-            self.dirty_jobs.insert(id);
         }
     }
 
     /// Forgets that job `id` is to run again; whether it was to.
     pub(crate) fn unmark_requeue(&mut self, id: JobId) -> bool {
         if let Some(j) = self.jobs.get_mut(&id) {
-            if std::mem::take(&mut j.requeue_pending) {
-                self.dirty_jobs.insert(id);
-            }
+            if std::mem::take(&mut j.requeue_pending) {}
         }
         self.requeue.remove(&id)
     }

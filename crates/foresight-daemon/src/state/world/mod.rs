@@ -1,9 +1,11 @@
 //! The service's state and every change to it, under one lock: clusters with their local
-//! schedulers, jobs, reservations, users. Nothing here does I/O: changes mark records dirty
-//! (the caller writes them to the store) and queue effects (the caller runs processes).
+//! schedulers, jobs, reservations, users. Nothing here does I/O: a changed record is marked
+//! by its [`Table`] (the caller writes it to the store) and effects are queued (the caller
+//! runs processes).
 
 use crate::config::Config;
 use crate::state::refusal::Refusal;
+use crate::state::table::Table;
 use foresight_api::{AclSpec, JobState};
 use foresight_core::broker::{Broker, GridCluster};
 use foresight_core::grid::PlannerConfig;
@@ -47,12 +49,12 @@ pub struct Stats {
 pub struct World {
     /// Clusters, in configuration order.
     pub clusters: Vec<Cluster>,
-    /// Every job, by id.
-    pub jobs: BTreeMap<JobId, JobRecord>,
+    /// Every job, by id; changed rows are written at the next flush.
+    pub jobs: Table<JobId, JobRecord>,
     /// Every reservation, by id.
-    pub reservations: BTreeMap<ReservationId, ReservationRecord>,
+    pub reservations: Table<ReservationId, ReservationRecord>,
     /// Users by name.
-    pub users: BTreeMap<String, UserRecord>,
+    pub users: Table<String, UserRecord>,
     /// The grid broker: the clusters' schedulers and the lifecycle of global jobs, the same
     /// state machine the grid simulator runs.
     pub broker: Broker,
@@ -68,14 +70,8 @@ pub struct World {
     /// gives a killed process a grace period to die. Not stored: a restart defers again the
     /// parts that have a start but no processors ([`World::restore`]).
     deferred: Vec<(usize, JobId, u32)>,
-    /// Changed since last written.
-    pub dirty_jobs: BTreeSet<JobId>,
     /// What each user's admitted local jobs may still cost, kept as jobs change.
     pub(crate) uncharged: crate::state::world::accounts::Uncharged,
-    /// Changed since last written.
-    pub dirty_reservations: BTreeSet<ReservationId>,
-    /// Changed since last written.
-    pub dirty_users: BTreeSet<String>,
     /// Each user as the store last had them (loaded, taken in from the shared database, or
     /// written): what a write's change is made from, so that it writes only what changed
     /// here ([`foresight_store::UserChange`]).
@@ -109,11 +105,9 @@ pub struct World {
     /// pass instead of deciding inside the pass.
     waking: Option<bool>,
     /// Workflows by id (`workflow.rs`).
-    pub workflows: BTreeMap<u64, foresight_store::WorkflowRecord>,
+    pub workflows: Table<u64, foresight_store::WorkflowRecord>,
     /// Which workflow task each task's job is: (workflow, task index).
     task_of: HashMap<u64, (u64, usize)>,
-    /// Changed since last written.
-    pub dirty_workflows: BTreeSet<u64>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
     /// The configured licence pools (`[[licence]]`), for admission.
     pub(crate) licences: Vec<LicencePool>,
@@ -183,18 +177,15 @@ impl World {
         }
         World {
             clusters,
-            jobs: BTreeMap::new(),
-            reservations: BTreeMap::new(),
-            users: BTreeMap::new(),
+            jobs: Table::default(),
+            reservations: Table::default(),
+            users: Table::default(),
             broker,
             names: HashMap::new(),
             requeue: BTreeSet::new(),
             stopping: BTreeSet::new(),
             deferred: Vec::new(),
-            dirty_jobs: BTreeSet::new(),
             uncharged: Default::default(),
-            dirty_reservations: BTreeSet::new(),
-            dirty_users: BTreeSet::new(),
             users_base: BTreeMap::new(),
             effects: Vec::new(),
             grace: cfg.grace_seconds,
@@ -212,9 +203,8 @@ impl World {
             sent: BTreeSet::new(),
             waiting: BTreeSet::new(),
             waking: None,
-            workflows: BTreeMap::new(),
+            workflows: Table::default(),
             task_of: HashMap::new(),
-            dirty_workflows: BTreeSet::new(),
             licences: cfg.licence.clone(),
             runtimes: Default::default(),
             dirty_runs: Vec::new(),
@@ -234,7 +224,7 @@ impl World {
     /// Adds a user (from the store or the API), as stored.
     pub fn add_user(&mut self, u: UserRecord) {
         self.users_base.insert(u.name.clone(), u.clone());
-        self.users.insert(u.name.clone(), u);
+        self.users.load(u.name.clone(), u);
     }
 
     pub(crate) fn intern(&mut self, kind: u8, name: &str) -> u32 {
@@ -371,7 +361,6 @@ impl World {
             s.ended_at = Some(now.secs());
             s.error = result.as_ref().err().cloned();
         }
-        self.dirty_jobs.insert(id);
         true
     }
 

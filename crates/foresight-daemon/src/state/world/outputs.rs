@@ -187,7 +187,6 @@ impl World {
             error: None,
             edges,
         });
-        self.dirty_jobs.insert(id);
         self.effects.push(copy);
     }
 
@@ -239,7 +238,6 @@ impl World {
             why.push(format!("copying edge files failed: {}", edges.join("; ")));
         }
         j.reason = (!why.is_empty()).then(|| why.join("; "));
-        self.dirty_jobs.insert(id);
         self.wake_waiting(now);
     }
 }

@@ -201,7 +201,6 @@ impl World {
                 runs,
                 corrections: 0,
             });
-            self.dirty_jobs.insert(id);
         }
         Some(plan)
     }
@@ -216,7 +215,7 @@ impl World {
         let mut counted = BTreeSet::new();
         for (k, id, plan) in done {
             let estimate = self.broker.clusters[k].sched.estimate_of(id);
-            let Some(j) = self.jobs.get_mut(&id) else {
+            let Some(j) = self.jobs.get_mut_if(&id, |j| j.prediction.is_some()) else {
                 continue;
             };
             let global = j.cluster.is_none() && j.reservation.is_none();
@@ -233,7 +232,6 @@ impl World {
                 } else {
                     p.seconds = p.seconds.max(seconds);
                 }
-                self.dirty_jobs.insert(id);
             }
         }
         self.carry_out(now, out);

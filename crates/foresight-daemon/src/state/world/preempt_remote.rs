@@ -87,7 +87,6 @@ impl World {
                 "asking cluster {name} to preempt job(s) {} of lower priority",
                 list.join(", ")
             ));
-            self.dirty_jobs.insert(by);
         }
         self.preempt_victims
             .insert(by, victims.iter().map(|&(v, _)| v).collect());

@@ -23,6 +23,7 @@ use foresight_core::{Job, JobId, ReservationId};
 use foresight_rm::{
     BookedPart, ClusterState, Outcome, PartHandle, ReserveRequest, RmJobState, Submission,
 };
+use foresight_store::JobRecord;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Ids of the mirror's stand-ins for the cluster's own jobs and reservations, apart from
@@ -311,7 +312,6 @@ impl World {
                     if let Some(p) = j.parts.iter_mut().find(|p| p.cluster == name && !p.ended) {
                         p.external = handle.external;
                     }
-                    self.dirty_jobs.insert(id);
                 }
             }
             Ok(handle) => {
@@ -352,7 +352,6 @@ impl World {
                 // The cluster's own end time is the truth, as for starts (not when this
                 // snapshot saw it).
                 j.ended_at = Some(o.ended_at.max(j.started_at.unwrap_or(0)));
-                self.dirty_jobs.insert(id);
             }
         }
     }
@@ -418,7 +417,6 @@ impl World {
             j.state = JobState::Pending;
             j.planned_start = None;
             j.reason = Some(reason);
-            self.dirty_jobs.insert(id);
         }
         self.enqueue_global(now, id);
     }
@@ -697,23 +695,26 @@ impl World {
                 .find(|p| p.cluster == cluster && !p.ended)
             {
                 f(p);
-                self.dirty_jobs.insert(id);
             }
         }
     }
 
     fn set_reason(&mut self, id: JobId, reason: String) {
-        if let Some(j) = self.jobs.get_mut(&id) {
-            if j.reason.as_deref() != Some(reason.as_str()) {
-                j.reason = Some(reason);
-                self.dirty_jobs.insert(id);
-            }
+        let changed = |j: &JobRecord| j.reason.as_deref() != Some(reason.as_str());
+        if let Some(j) = self.jobs.get_mut_if(&id, changed) {
+            j.reason = Some(reason);
         }
     }
 
     /// A remote part is running since `start` (the cluster's clock).
     fn remote_part_started(&mut self, _now: Time, id: JobId, cluster: &str, start: Time) {
-        let Some(j) = self.jobs.get_mut(&id) else {
+        // Seen at every snapshot while it runs: changed (and written) only the first time.
+        let new = |j: &JobRecord| {
+            j.parts
+                .iter()
+                .any(|p| p.cluster == cluster && !p.ended && p.started_at.is_none())
+        };
+        let Some(j) = self.jobs.get_mut_if(&id, new) else {
             return;
         };
         let Some(p) = j
@@ -763,7 +764,6 @@ impl World {
             self.stats.skew_max = self.stats.skew_max.max(skew);
             j.reason = Some(format!("co-allocated parts started within {skew} s"));
         }
-        self.dirty_jobs.insert(id);
     }
 
     /// Rebuilds the mirror of remote cluster `k`: its processors, running jobs until their

@@ -160,7 +160,6 @@ impl World {
         };
         let id = ReservationId(id);
         self.reservations.insert(id, rec);
-        self.dirty_reservations.insert(id);
         if !remote {
             // A remote cluster's mirror decides nothing: it only holds the window.
             self.tick_cluster(now, k);
@@ -239,7 +238,6 @@ impl World {
         }
         r.state = ReservationState::Committed;
         r.expires_at = None;
-        self.dirty_reservations.insert(id);
         Ok(())
     }
 
@@ -307,7 +305,6 @@ impl World {
         r.state = state;
         r.expires_at = None;
         let cluster = r.cluster.clone();
-        self.dirty_reservations.insert(id);
         self.confirmed_at.remove(&id);
         self.cluster_index(&cluster)
     }

@@ -55,10 +55,10 @@ impl World {
                     } else {
                         ReservationState::Expired
                     };
-                    self.dirty_reservations.insert(ReservationId(r.id));
+                    self.reservations.mark(ReservationId(r.id));
                 }
             }
-            self.reservations.insert(ReservationId(r.id), r);
+            self.reservations.load(ReservationId(r.id), r);
         }
         let mut adopt = Vec::new();
         // Parts whose start was deferred when the service stopped: (cluster, job, procs).
@@ -68,7 +68,7 @@ impl World {
             if j.requeue_pending && j.state == JobState::Running {
                 self.requeue.insert(JobId(j.id));
             }
-            self.jobs.insert(JobId(j.id), j);
+            self.jobs.load(JobId(j.id), j);
         }
         self.refresh_credentials();
         // Running jobs first, so that their processors are taken before any queued job is
@@ -194,7 +194,6 @@ impl World {
                                     .into(),
                             );
                         }
-                        self.dirty_jobs.insert(id);
                         self.enqueue_global(now, id);
                         continue;
                     }

@@ -12,7 +12,8 @@
 //! service's entry points in place of the simulator's: `accept` for submissions,
 //! `on_finished` for ends, `cycle` for planning cycles, `correct_outlived` when a running
 //! job's prediction runs out. Whatever either side does after a broker decision is thereby
-//! compared.
+//! compared. After every event the records a store would hold (the rows the world's tables
+//! marked changed) are checked against the world's own: no change escapes the store.
 #![allow(clippy::unwrap_used)]
 
 use super::*;
@@ -107,9 +108,43 @@ struct Driver<'a> {
     starts: Vec<BTreeMap<TracedJob, Time>>,
     /// Instants a correction is queued for (the simulator's `Ev::Correct`).
     corrections: BTreeSet<i64>,
+    /// The records as a store written after every event would hold them: each job as
+    /// accepted, then every row the world's tables marked changed.
+    stored_jobs: BTreeMap<JobId, JobRecord>,
+    stored_reservations: BTreeMap<ReservationId, ReservationRecord>,
 }
 
 impl Driver<'_> {
+    /// Writes the changed rows as the service's flush does, then checks that the store
+    /// holds every record as the world has it: no change escaped its table's marking.
+    fn write_changed(&mut self, now: i64) {
+        for id in self.world.jobs.take_changed() {
+            if let Some(j) = self.world.jobs.get(&id) {
+                self.stored_jobs.insert(id, j.clone());
+            }
+        }
+        for id in self.world.reservations.take_changed() {
+            if let Some(r) = self.world.reservations.get(&id) {
+                self.stored_reservations.insert(id, r.clone());
+            }
+        }
+        if let Some((id, j)) = self
+            .world
+            .jobs
+            .iter()
+            .find(|&(id, j)| self.stored_jobs.get(id) != Some(j))
+        {
+            panic!(
+                "at {now} job {id} changed unmarked: stored {:?}, now {j:?}",
+                self.stored_jobs.get(id)
+            );
+        }
+        assert_eq!(
+            &self.stored_reservations, &*self.world.reservations,
+            "at {now} a reservation changed unmarked"
+        );
+    }
+
     fn push(&mut self, t: i64, ev: Ev) {
         self.seq += 1;
         self.heap.push(Reverse((t, self.seq, ev)));
@@ -190,6 +225,7 @@ impl Driver<'_> {
                 let user = local_user(cluster, job.cred.user.0);
                 let mut r = self.record(id, user, app, job.procs, job.estimate.as_secs(), now);
                 r.cluster = Some(self.grid.cluster[cluster].name.clone());
+                self.stored_jobs.insert(JobId(r.id), r.clone());
                 self.world.accept(Time(now), vec![r]);
             }
             Ev::Cancel { index } => {
@@ -221,6 +257,7 @@ impl Driver<'_> {
                 // The service refuses at submission what the simulator's broker refuses
                 // when it first sees it (more processors than reachable): neither starts.
                 if self.world.admit(&r).is_ok() {
+                    self.stored_jobs.insert(JobId(r.id), r.clone());
                     self.world.accept(Time(now), vec![r]);
                 }
             }
@@ -361,6 +398,8 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
         last_arrival: trace.global.last().map_or(0, |g| g.0.submit.secs()),
         starts: vec![BTreeMap::new(); grid.cluster.len()],
         corrections: BTreeSet::new(),
+        stored_jobs: BTreeMap::new(),
+        stored_reservations: BTreeMap::new(),
     };
     for (k, local) in trace.local.iter().enumerate() {
         for (i, (job, _)) in local.iter().enumerate() {
@@ -381,6 +420,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
     }
     while let Some(Reverse((now, _, ev))) = d.heap.pop() {
         d.on_event(now, ev);
+        d.write_changed(now);
     }
 
     // The first disagreement, in time: the later ones follow from it.
@@ -413,7 +453,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
         .count();
     assert!(withdrawn >= 1, "no job was cancelled before it started");
     // The records say the same as the broker's starts.
-    for (&JobId(id), j) in &d.world.jobs {
+    for (&JobId(id), j) in d.world.jobs.iter() {
         let first = d
             .starts
             .iter()

@@ -67,7 +67,6 @@ impl World {
             }];
             j.state = JobState::Pending;
             j.reason = Some(waiting_reason(&name));
-            self.dirty_jobs.insert(id);
         }
     }
 

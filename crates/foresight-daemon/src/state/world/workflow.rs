@@ -468,7 +468,9 @@ impl World {
     pub fn accept_workflow(&mut self, now: Time, wf: WorkflowRecord, jobs: Vec<JobRecord>) {
         let mut by_id: BTreeMap<u64, JobRecord> = jobs.into_iter().map(|j| (j.id, j)).collect();
         link_tasks(&mut by_id, &wf);
-        self.dirty_jobs.extend(by_id.keys().copied().map(JobId));
+        for id in by_id.keys() {
+            self.jobs.mark(JobId(*id));
+        }
         self.add_workflow(wf);
         self.accept(now, by_id.into_values().collect());
     }
@@ -478,7 +480,7 @@ impl World {
         for (i, t) in wf.tasks.iter().enumerate() {
             self.task_of.insert(t.job, (wf.id, i));
         }
-        self.workflows.insert(wf.id, wf);
+        self.workflows.load(wf.id, wf);
     }
 
     /// Whether the job that just failed is a workflow task with a retry left: if so, one
@@ -501,16 +503,15 @@ impl World {
             _ => "failed".into(),
         };
         let &(w, i) = self.task_of.get(&id.0)?;
-        let wf = self.workflows.get_mut(&w)?;
+        let wf = self.workflows.get(&w)?;
         let FailurePolicy::Retry(n) = wf.on_failure else {
             return None;
         };
-        let t = &mut wf.tasks[i];
-        if t.retries >= n {
+        if wf.tasks[i].retries >= n {
             return None;
         }
+        let t = &mut self.workflows.get_mut(&w)?.tasks[i];
         t.retries += 1;
-        self.dirty_workflows.insert(w);
         Some(format!(
             "retry {} of {n} of task {}: the last run {why}",
             t.retries, t.name
@@ -672,7 +673,7 @@ edges:
         // Started again at once on the free cluster (the retry's reason shows while it waits).
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
         assert_eq!(w.workflows[&id].tasks[1].retries, 1);
-        assert!(w.dirty_workflows.contains(&id));
+        assert!(w.workflows.changed().contains(&id));
         assert_eq!(launched(&mut w), vec![2]);
         assert_eq!(w.jobs[&JobId(4)].state, JobState::Pending);
         // It fails again: no retry left, D is cancelled naming B.
