@@ -3,6 +3,7 @@
 
 pub mod dispatcher;
 pub mod http;
+pub mod kind;
 pub mod wiki_rm;
 
 use foresight_core::broker::ClusterSpec;

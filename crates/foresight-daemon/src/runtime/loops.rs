@@ -13,13 +13,7 @@ use std::time::{Duration, Instant};
 impl Service {
     /// Reads remote cluster `k` every `sync_ms`: the snapshot feeds its mirror and the
     /// reconciliation of our parts and reservations there.
-    pub(crate) async fn sync_loop(self: Arc<Self>, k: usize) {
-        let c = &self.cfg.cluster[k];
-        let every = if c.is_slurm() {
-            Duration::from_millis(c.sync_ms.max(1))
-        } else {
-            crate::config::wiki_rm::poll_every(c)
-        };
+    pub(crate) async fn sync_loop(self: Arc<Self>, k: usize, every: Duration) {
         let manager = self.managers[k].clone();
         loop {
             if self.closing.load(Ordering::Relaxed) {

@@ -255,9 +255,9 @@ impl Service {
         });
         service.flush().await;
         for k in 0..service.cfg.cluster.len() {
-            if service.cfg.cluster[k].is_remote() {
+            if let Some(every) = service.cfg.cluster[k].cluster_kind().snapshot_every() {
                 let s = service.clone();
-                service.spawn_task(async move { s.sync_loop(k).await });
+                service.spawn_task(async move { s.sync_loop(k, every).await });
             }
         }
         for (k, mut rx) in receivers {

@@ -178,7 +178,7 @@ impl Service {
                 running: g.sched.running(),
                 queued: g.sched.waiting() + w.wiki_waiting(k),
                 tariff: g.tariff.base,
-                policy: if c.cfg.is_wiki_scheduled() {
+                policy: if c.kind.maui_schedules() {
                     "wiki".into()
                 } else {
                     c.cfg.policy.clone()

@@ -348,7 +348,7 @@ impl World {
 /// run as a proper account. Only checked when the daemon is root and has a local cluster:
 /// otherwise every job runs as the daemon's own user and the account is not used.
 pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
-    if !foresight_rm::account::running_as_root() || w.clusters.iter().all(|c| c.cfg.is_slurm()) {
+    if !foresight_rm::account::running_as_root() || !has_local_cluster(w) {
         return Ok(());
     }
     let (account, chosen) = w.unix_account(user);
@@ -388,7 +388,7 @@ pub(crate) fn check_mapped_account(local: bool, account: &str) -> Result<Option<
 /// True when a cluster of the service is local (jobs run as their user's Unix account when
 /// the service is root), not Slurm.
 pub(crate) fn has_local_cluster(w: &World) -> bool {
-    w.clusters.iter().any(|c| !c.cfg.is_slurm())
+    w.clusters.iter().any(|c| c.kind.runs_as_unix_account())
 }
 
 /// [`check_mapped_account`]'s verdict: `exists` is the lookup's answer, `used` whether jobs

@@ -405,7 +405,7 @@ impl World {
             j.submitted_at,
             j.begin,
         );
-        if self.clusters[k].remote {
+        if self.clusters[k].kind.schedules_itself() {
             // The cluster's own scheduler queues it; Foresight follows it from snapshots.
             let name = self.clusters[k].cfg.name.clone();
             if let Some(j) = self.jobs.get_mut(&id) {
@@ -421,7 +421,7 @@ impl World {
             self.submit_remote_parts(id);
             return;
         }
-        if self.clusters[k].cfg.is_wiki_scheduled() {
+        if self.clusters[k].kind.maui_schedules() {
             self.queue_for_wiki(k, id);
             return;
         }

@@ -1,9 +1,11 @@
 //! One cluster as the service runs it: its configuration, free processors, and the last
 //! snapshot of a remote one; and what an administrative reservation holds.
 
+use crate::config::kind::ClusterKind;
 use crate::config::ClusterConfig;
 use foresight_rm::ClusterState;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// One cluster of the grid as the service runs it.
 #[derive(Clone, Debug)]
@@ -13,9 +15,8 @@ pub struct Cluster {
     pub cfg: ClusterConfig,
     /// Processor indices not running anything now.
     pub free: BTreeSet<u32>,
-    /// Scheduled by its own resource manager (Slurm): its scheduler in the broker is then a
-    /// mirror rebuilt from every snapshot, whose decisions are never carried out.
-    pub remote: bool,
+    /// Who schedules it and where its processes run: every answer that depends on its kind.
+    pub kind: Arc<dyn ClusterKind>,
     /// Why it is unavailable (the broker's cluster says whether it is).
     pub unavailable_reason: Option<String>,
     /// The last snapshot of a remote cluster.
@@ -26,7 +27,7 @@ impl Cluster {
     /// Its processors as best known: configured, or for a remote cluster as last read.
     pub fn procs(&self) -> u32 {
         match &self.snapshot {
-            Some(s) if self.remote => s.processors,
+            Some(s) if self.kind.schedules_itself() => s.processors,
             _ => self.cfg.procs,
         }
     }
@@ -34,7 +35,7 @@ impl Cluster {
     /// Processors busy now: as the remote cluster last reported, or not free here.
     pub fn busy(&self) -> u32 {
         match &self.snapshot {
-            Some(s) if self.remote => s
+            Some(s) if self.kind.schedules_itself() => s
                 .jobs
                 .iter()
                 .filter(|j| {
@@ -53,7 +54,7 @@ impl Cluster {
     /// The most processors a job may ask of it: unbounded for a remote cluster whose size is
     /// not known yet (its resource manager judges when it answers).
     pub(crate) fn admission_limit(&self) -> u32 {
-        if self.remote && self.snapshot.is_none() && self.cfg.procs == 0 {
+        if self.kind.schedules_itself() && self.snapshot.is_none() && self.cfg.procs == 0 {
             u32::MAX
         } else {
             self.procs()

@@ -95,7 +95,7 @@ impl World {
             .filter_map(|p| Some((self.cluster_index(&p.cluster)?, p.external.clone())))
             .collect();
         for (cluster, external) in parts {
-            if !self.clusters[cluster].remote {
+            if !self.clusters[cluster].kind.schedules_itself() {
                 self.effects.push(Effect::Kill {
                     cluster,
                     job: id,
@@ -206,24 +206,25 @@ impl World {
             let Some(k) = self.cluster_index(&c) else {
                 continue;
             };
-            self.effects.push(if self.clusters[k].remote {
-                Effect::Control {
-                    cluster: k,
-                    part: PartHandle {
-                        job: id.0,
+            self.effects
+                .push(if self.clusters[k].kind.schedules_itself() {
+                    Effect::Control {
+                        cluster: k,
+                        part: PartHandle {
+                            job: id.0,
+                            attempt,
+                            external,
+                        },
+                        stop,
+                    }
+                } else {
+                    Effect::Pause {
+                        cluster: k,
+                        job: id,
                         attempt,
-                        external,
-                    },
-                    stop,
-                }
-            } else {
-                Effect::Pause {
-                    cluster: k,
-                    job: id,
-                    attempt,
-                    stop,
-                }
-            });
+                        stop,
+                    }
+                });
         }
         Ok(())
     }

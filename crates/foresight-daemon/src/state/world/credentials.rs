@@ -39,9 +39,8 @@ impl World {
                 && !j.links.as_ref().is_some_and(|l| l.waiting)
                 && (j.cluster.is_some() || j.reservation.is_some())
                 && j.parts.iter().all(|p| {
-                    self.cluster_index(&p.cluster).is_some_and(|k| {
-                        !self.clusters[k].remote && !self.clusters[k].cfg.is_wiki_scheduled()
-                    })
+                    self.cluster_index(&p.cluster)
+                        .is_some_and(|k| self.clusters[k].kind.placed_here())
                 });
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.cred = cred;

@@ -258,7 +258,7 @@ impl World {
                     let Some(k) = self.cluster_index(&c) else {
                         continue;
                     };
-                    if self.clusters[k].remote {
+                    if self.clusters[k].kind.schedules_itself() {
                         continue; // stopped there already, when the broker asked
                     }
                     // A stopped process uses no processor: they go to the job preempting it.
@@ -284,7 +284,7 @@ impl World {
             let rid = p.reservation;
             let rec = self.job_reservation(id, &user, p, ReservationState::Active);
             self.reservations.insert(rid, rec);
-            if self.clusters[p.cluster].remote {
+            if self.clusters[p.cluster].kind.schedules_itself() {
                 // Resumed there already, when the broker asked; it runs on in the
                 // reservation it was submitted to, the new one is the mirror's.
                 let name = self.clusters[p.cluster].cfg.name.clone();
@@ -512,7 +512,7 @@ impl World {
                 .staging
                 .iter()
                 .any(|s| s.cluster == p.cluster && s.attempt == attempt);
-            if self.clusters[k].remote || p.ended || begun {
+            if self.clusters[k].kind.schedules_itself() || p.ended || begun {
                 continue;
             }
             let Some(spec) = self.part_spec(id, index, Vec::new()) else {

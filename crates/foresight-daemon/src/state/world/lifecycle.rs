@@ -197,13 +197,9 @@ impl World {
         let mut env: Vec<(String, String)> =
             j.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         if let Some(a) = j.links.as_ref().and_then(|l| l.array.as_ref()) {
-            let mut prefixes = vec!["FORESIGHT"];
-            if self
-                .cluster_index(cluster)
-                .is_some_and(|k| self.clusters[k].cfg.is_slurm())
-            {
-                prefixes.push("SLURM");
-            }
+            let prefixes = self.cluster_index(cluster).map_or(&["FORESIGHT"][..], |k| {
+                self.clusters[k].kind.array_variable_prefixes()
+            });
             for p in prefixes {
                 env.retain(|(k, _)| {
                     k != &format!("{p}_ARRAY_JOB_ID") && k != &format!("{p}_ARRAY_TASK_ID")

@@ -139,12 +139,12 @@ impl World {
             .cluster
             .iter()
             .map(|c| {
+                let kind = c.cluster_kind();
                 grid.push(GridCluster {
                     // A cluster Maui schedules through WIKI takes no global job.
-                    available: !c.is_remote() && !c.is_wiki_scheduled(),
-                    self_scheduled: c.is_remote(),
-                    // Slurm reserves and limits jobs in whole minutes.
-                    granularity: Dur(if c.is_slurm() { 60 } else { 1 }),
+                    available: kind.placed_here(),
+                    self_scheduled: kind.schedules_itself(),
+                    granularity: kind.granularity(),
                     ..c.spec
                         .clone()
                         .with_defaults(cfg.predict, cfg.backfill_order)
@@ -153,12 +153,8 @@ impl World {
                 Cluster {
                     cfg: c.clone(),
                     free: (0..c.procs).collect(),
-                    remote: c.is_remote(),
-                    unavailable_reason: if c.is_remote() {
-                        Some(format!("not read from {} yet", c.kind))
-                    } else {
-                        c.is_wiki_scheduled().then(wiki::unavailable_reason)
-                    },
+                    unavailable_reason: kind.unavailable_at_start(),
+                    kind,
                     snapshot: None,
                 }
             })

@@ -49,7 +49,7 @@ impl World {
                 let Some(c) = self.cluster_index(&p.cluster) else {
                     continue;
                 };
-                if !self.clusters[c].remote {
+                if !self.clusters[c].kind.schedules_itself() {
                     continue;
                 }
                 here |= c == k;
@@ -143,7 +143,7 @@ impl World {
             .filter(|p| !p.ended)
             .filter_map(|p| {
                 let c = self.cluster_index(&p.cluster)?;
-                self.clusters[c].remote.then(|| {
+                self.clusters[c].kind.schedules_itself().then(|| {
                     (
                         c,
                         PartHandle {
@@ -205,7 +205,9 @@ impl World {
     /// a job is in, and releasing it would cancel the parts bound to it, the suspended one
     /// too; reconciliation releases it once no part of ours is in it.
     pub(super) fn suspended_in_rm(&self, k: usize, id: JobId) -> bool {
-        self.clusters.get(k).is_some_and(|c| c.remote)
+        self.clusters
+            .get(k)
+            .is_some_and(|c| c.kind.schedules_itself())
             && matches!(
                 self.broker.entry(id).map(|e| &e.phase),
                 Some(Phase::Suspended { .. })
@@ -217,7 +219,7 @@ impl World {
     /// a reservation over them now must be made over suspended jobs.
     pub(super) fn suspended_on(&self, k: usize) -> bool {
         let name = &self.clusters[k].cfg.name;
-        self.clusters[k].remote
+        self.clusters[k].kind.schedules_itself()
             && self.jobs.values().any(|j| {
                 j.suspended
                     && j.parts.iter().any(|p| &p.cluster == name && !p.ended)

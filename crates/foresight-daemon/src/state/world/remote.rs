@@ -105,7 +105,10 @@ impl World {
             return self.move_answered(now, id, Err("a part is being submitted".into()));
         }
         let mut steps = Vec::with_capacity(parts.len());
-        for p in parts.iter().filter(|p| self.clusters[p.cluster].remote) {
+        for p in parts
+            .iter()
+            .filter(|p| self.clusters[p.cluster].kind.schedules_itself())
+        {
             let rid = p.reservation;
             let Some(r) = self.reservations.get(&rid) else {
                 return self.move_answered(now, id, Err(format!("reservation {rid} is unknown")));
@@ -160,7 +163,7 @@ impl World {
     pub fn cluster_up(&self, k: usize) -> bool {
         let c = &self.clusters[k];
         self.broker.clusters[k].available
-            || c.cfg.is_wiki_scheduled()
+            || c.kind.maui_schedules()
             || (c.snapshot.is_some()
                 && c.unavailable_reason.as_deref()
                     == Some(crate::config::wiki_rm::no_route_reason().as_str()))
@@ -218,7 +221,7 @@ impl World {
             let Some(k) = self.cluster_index(&p.cluster) else {
                 continue;
             };
-            if !self.clusters[k].remote
+            if !self.clusters[k].kind.schedules_itself()
                 || p.ended
                 || p.external.is_some()
                 || self.submitting.contains(&(id, attempt, k))

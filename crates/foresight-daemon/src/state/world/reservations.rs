@@ -29,7 +29,7 @@ impl World {
         let k = self
             .cluster_index(cluster)
             .ok_or_else(|| self.unknown_cluster(cluster))?;
-        if self.clusters[k].remote {
+        if self.clusters[k].kind.schedules_itself() {
             return Err(Refusal::invalid(
                 "cluster",
                 format!(
@@ -66,7 +66,7 @@ impl World {
         };
         let cluster = self.clusters[k].cfg.name.clone();
         let cluster = cluster.as_str();
-        let remote = self.clusters[k].remote;
+        let remote = self.clusters[k].kind.schedules_itself();
         if remote && !processors.is_empty() {
             return Err(Refusal::invalid(
                 "processors",
@@ -282,7 +282,7 @@ impl World {
         // At its end a remote cluster ends it itself; releasing it there would cancel a part
         // still finishing inside it (one that started a second or two late).
         let ends_by_itself = state == ReservationState::Finished && Time(r.end) <= now;
-        if self.clusters[k].remote && !ends_by_itself {
+        if self.clusters[k].kind.schedules_itself() && !ends_by_itself {
             self.effects.push(Effect::Release {
                 cluster: k,
                 reservation: id,

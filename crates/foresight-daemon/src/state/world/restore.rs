@@ -30,7 +30,7 @@ impl World {
                 let expired = Time(r.end) <= now
                     || r.state == ReservationState::Tentative
                         && r.expires_at.is_some_and(|e| Time(e) <= now);
-                let remote = k.is_some_and(|k| self.clusters[k].remote);
+                let remote = k.is_some_and(|k| self.clusters[k].kind.schedules_itself());
                 // A remote reservation is mirrored at the cluster's first snapshot; one still
                 // tentative lost its phase one with the service, and is released there.
                 let added = !expired
@@ -116,7 +116,7 @@ impl World {
                         let Some(k) = self.cluster_index(&p.cluster) else {
                             continue;
                         };
-                        if self.clusters[k].remote {
+                        if self.clusters[k].kind.schedules_itself() {
                             continue; // followed from the cluster's snapshots
                         }
                         if stopped {
@@ -207,7 +207,7 @@ impl World {
                     let due = global
                         && j.parts.iter().all(|p| {
                             self.cluster_index(&p.cluster)
-                                .is_some_and(|k| !self.clusters[k].remote)
+                                .is_some_and(|k| !self.clusters[k].kind.schedules_itself())
                                 && p.reservation
                                     .and_then(|r| self.reservations.get(&ReservationId(r)))
                                     .is_some_and(|r| Time(r.start) <= now)
@@ -217,7 +217,7 @@ impl World {
                         else {
                             continue;
                         };
-                        if self.clusters[k].remote {
+                        if self.clusters[k].kind.schedules_itself() {
                             continue;
                         }
                         let res = &self.reservations[&ReservationId(r)];
@@ -253,7 +253,7 @@ impl World {
                 // Queued in a cluster that schedules itself: reconciled at its snapshot.
                 _ if j.parts.iter().any(|p| {
                     self.cluster_index(&p.cluster)
-                        .is_some_and(|k| self.clusters[k].remote)
+                        .is_some_and(|k| self.clusters[k].kind.schedules_itself())
                 }) => {}
                 _ => self.submit_local(now, id),
             }

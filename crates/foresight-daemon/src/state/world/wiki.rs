@@ -25,11 +25,6 @@ pub const WAITING_FOR_WIKI: &str = "waiting for the WIKI scheduler";
 /// polls every `RMPOLLINTERVAL` (Maui's default: 30 s).
 pub const ENDED_KEPT_SECS: i64 = 600;
 
-/// Why global jobs are not planned on a cluster a WIKI scheduler runs.
-pub fn unavailable_reason() -> String {
-    "scheduled by a WIKI scheduler (Maui): global jobs are not planned here".to_string()
-}
-
 /// The reason a job queued on cluster `name` shows while it waits.
 pub fn waiting_reason(name: &str) -> String {
     format!(
@@ -72,13 +67,13 @@ impl World {
 
     /// How many jobs wait for cluster `k`'s WIKI scheduler (0 for any other cluster).
     pub fn wiki_waiting(&self, k: usize) -> usize {
-        let c = &self.clusters[k].cfg;
-        if !c.is_wiki_scheduled() {
+        let c = &self.clusters[k];
+        if !c.kind.maui_schedules() {
             return 0;
         }
         self.jobs
             .values()
-            .filter(|j| j.state == JobState::Pending && on_cluster(j, &c.name))
+            .filter(|j| j.state == JobState::Pending && on_cluster(j, &c.cfg.name))
             .count()
     }
 

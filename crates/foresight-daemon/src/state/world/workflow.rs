@@ -354,7 +354,7 @@ impl World {
                 .cluster_index(&t.cluster)
                 .ok_or_else(|| self.unknown_cluster(&t.cluster));
             let made = k.and_then(|k| {
-                let end = if self.clusters[k].remote {
+                let end = if self.clusters[k].kind.schedules_itself() {
                     let g = self.broker.clusters[k].granularity.as_secs().max(1);
                     let len = (t.planned_end - t.planned_start).max(1);
                     t.planned_start + (len + g - 1) / g * g
@@ -382,7 +382,7 @@ impl World {
                     // starts early where processors are free, as the plan only got longer
                     // by waiting.
                     j.allow_early_start = true;
-                    if self.clusters[k].remote {
+                    if self.clusters[k].kind.schedules_itself() {
                         remote.push(RemoteSlot {
                             task: i,
                             cluster: k,
