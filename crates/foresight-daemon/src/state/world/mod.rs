@@ -445,3 +445,5 @@ mod same_decisions;
 mod tests;
 #[cfg(test)]
 mod wiki_rm_tests;
+#[cfg(test)]
+mod workflow_tests;
