@@ -329,9 +329,14 @@ impl Service {
     }
 
     /// Runs `task` in the background, in the set that shutdown stops and waits for.
-    /// Finished tasks are reaped here, so that the set holds only running ones.
+    /// Finished tasks are reaped here, so that the set holds only running ones. Once
+    /// shutdown has begun a task is not started: decided under the set's lock, after which
+    /// shutdown takes the set, so no task escapes it.
     pub(crate) fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
         while tasks.try_join_next().is_some() {}
         tasks.spawn(task);
     }
