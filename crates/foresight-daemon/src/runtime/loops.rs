@@ -150,7 +150,7 @@ impl Service {
                 .into_iter()
                 .filter_map(|id| w.workflows.get(&id).cloned())
                 .collect();
-            let runs = std::mem::take(&mut w.dirty_runs);
+            let runs = std::mem::take(&mut w.prediction.runs_to_write);
             (jobs, rs, us, wfs, runs, std::mem::take(&mut w.effects))
         };
         let mut failed = None;
@@ -182,7 +182,7 @@ impl Service {
             for x in &workflows {
                 w.workflows.mark(x.id);
             }
-            w.dirty_runs.splice(0..0, runs);
+            w.prediction.runs_to_write.splice(0..0, runs);
             w.effects.splice(0..0, effects);
             return;
         }

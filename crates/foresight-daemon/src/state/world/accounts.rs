@@ -334,9 +334,10 @@ impl World {
             return (a, true);
         }
         match self
+            .launch
             .unix_users
             .get(user)
-            .or_else(|| self.unix_users.get("*"))
+            .or_else(|| self.launch.unix_users.get("*"))
         {
             Some(a) => (a.clone(), true),
             None => (user.to_string(), false),

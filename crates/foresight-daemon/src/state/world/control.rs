@@ -51,12 +51,13 @@ impl World {
         let mut out = Vec::new();
         self.broker.withdraw(now, id, &mut out);
         self.carry_out(now, out);
-        self.deferred.retain(|d| d.1 != id);
+        self.in_flight.deferred.retain(|d| d.1 != id);
         // Parts already handed to a cluster that schedules itself are cancelled there, and
         // the job's next run is a new attempt, so the old one can never be taken for it.
         let handed = self.jobs.get(&id).is_some_and(|j| {
             j.parts.iter().any(|p| p.external.is_some())
                 || self
+                    .asked
                     .submitting
                     .iter()
                     .any(|s| s.0 == id && s.1 == j.attempt)

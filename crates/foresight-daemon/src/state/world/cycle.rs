@@ -405,7 +405,8 @@ impl World {
         };
         // Over suspended parts of ours too when it starts now: a co-allocated victim's part
         // on another cluster than the one preempted for frees its cores there.
-        let over = self.preempting.contains(&id) || (start <= now.secs() && self.suspended_on(k));
+        let over =
+            self.asked.preempting.contains(&id) || (start <= now.secs() && self.suspended_on(k));
         self.effects.push(if over {
             Effect::ReserveOverSuspended {
                 cluster: k,

@@ -10,7 +10,7 @@ use foresight_api::{Dependency, DependencyVerdict, JobState};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Jobs that count against limits: not ended, not waiting here, not held.
 #[derive(Default)]
@@ -45,6 +45,16 @@ fn is_active(j: &JobRecord) -> bool {
     !j.state.is_final() && !j.held && !j.links.as_ref().is_some_and(|l| l.waiting)
 }
 
+/// Jobs waiting at the gate for their dependencies, array limit or singleton turn.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    /// The jobs waiting; their records say so too (`links.waiting`), for restarts.
+    pub(super) waiting: BTreeSet<JobId>,
+    /// Set while the gate decides (`Some(again)`): a job ending meanwhile asks for one more
+    /// pass instead of deciding inside the pass.
+    pub(super) waking: Option<bool>,
+}
+
 impl World {
     /// Whether job `id` is stopped at the gate: a job with links (dependencies, an array, a
     /// singleton) is marked waiting and decided by [`World::wake_waiting`] rather than queued.
@@ -55,7 +65,7 @@ impl World {
         if let Some(l) = j.links.as_mut() {
             l.waiting = true;
         }
-        self.waiting.insert(id);
+        self.gate.waiting.insert(id);
         true
     }
 
@@ -63,14 +73,14 @@ impl World {
     /// array and singleton limits allow) go to their schedulers; those whose dependencies
     /// can never hold are cancelled; the others keep waiting, with the reason.
     pub(super) fn wake_waiting(&mut self, now: Time) {
-        if self.waiting.is_empty() {
+        if self.gate.waiting.is_empty() {
             return;
         }
-        if let Some(again) = self.waking.as_mut() {
+        if let Some(again) = self.gate.waking.as_mut() {
             *again = true;
             return;
         }
-        self.waking = Some(false);
+        self.gate.waking = Some(false);
         loop {
             let mut tally = Tally::default();
             // Any job of the same name counts for a singleton, with links or without.
@@ -80,14 +90,14 @@ impl World {
                 }
             }
             let mut changed = false;
-            let ids: Vec<JobId> = self.waiting.iter().copied().collect();
+            let ids: Vec<JobId> = self.gate.waiting.iter().copied().collect();
             for id in ids {
                 let Some(j) = self.jobs.get(&id) else {
-                    self.waiting.remove(&id);
+                    self.gate.waiting.remove(&id);
                     continue;
                 };
                 if j.state.is_final() {
-                    self.waiting.remove(&id);
+                    self.gate.waiting.remove(&id);
                     if let Some(l) = self.jobs.get_mut(&id).and_then(|j| j.links.as_mut()) {
                         l.waiting = false;
                     }
@@ -105,7 +115,7 @@ impl World {
                         }
                     }
                     DependencyVerdict::Never => {
-                        self.waiting.remove(&id);
+                        self.gate.waiting.remove(&id);
                         if let Some(j) = self.jobs.get_mut(&id) {
                             if let Some(l) = j.links.as_mut() {
                                 l.waiting = false;
@@ -117,7 +127,7 @@ impl World {
                         changed = true;
                     }
                     DependencyVerdict::Met => {
-                        self.waiting.remove(&id);
+                        self.gate.waiting.remove(&id);
                         let Some(j) = self.jobs.get_mut(&id) else {
                             continue;
                         };
@@ -138,12 +148,12 @@ impl World {
             }
             // A cancelled job may decide others (afternotok, afterany); a local job started
             // at once may have ended.
-            let again = self.waking.replace(false).unwrap_or(false);
+            let again = self.gate.waking.replace(false).unwrap_or(false);
             if !changed && !again {
                 break;
             }
         }
-        self.waking = None;
+        self.gate.waking = None;
     }
 
     /// Whether a waiting job may go: its dependencies, then its singleton turn and its
@@ -425,7 +435,7 @@ mod tests {
         let mut again = world(vec![cluster("a", 4)]);
         let adopt = again.restore(Time(1_100), jobs, vec![], vec![]);
         assert_eq!(adopt.len(), 1, "job 1 is re-adopted");
-        assert!(again.waiting.contains(&JobId(2)));
+        assert!(again.gate.waiting.contains(&JobId(2)));
         assert_eq!(again.jobs[&JobId(2)].state, JobState::Pending);
         again.on_finished(Time(1_200), 0, JobId(1), 0, &exit(0));
         assert_eq!(

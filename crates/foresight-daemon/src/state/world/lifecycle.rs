@@ -10,6 +10,36 @@ use foresight_rm::Outcome;
 use foresight_store::JobRecord;
 use std::collections::BTreeSet;
 
+/// Running jobs on their way somewhere: being stopped, to be requeued, or started while
+/// their processors are not free yet.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    /// Running jobs to put back in the queue once their processes are gone.
+    pub(super) requeue: BTreeSet<JobId>,
+    /// Running jobs whose parts are being stopped because one part failed or on cancel.
+    pub(super) stopping: BTreeSet<JobId>,
+    /// Parts a local policy started while too few of the cluster's processors were really
+    /// free: (cluster, job, procs), launched in this order as processors come free. A policy
+    /// counts a job's processors free at the end of its walltime, or once it is preempted to
+    /// be requeued, but the supervisor counts the walltime from the process's own start and
+    /// gives a killed process a grace period to die. Not stored: a restart defers again the
+    /// parts that have a start but no processors ([`World::restore`]).
+    pub(super) deferred: Vec<(usize, JobId, u32)>,
+}
+
+/// How local jobs are launched, from the configuration.
+#[derive(Debug)]
+pub(crate) struct LaunchSettings {
+    /// Seconds a killed process is given to end before it is killed hard.
+    pub(super) grace: u64,
+    /// Where local jobs' output files are written.
+    pub(super) output_dir: std::path::PathBuf,
+    /// The `[unix_user]` table (see `accounts`).
+    pub(crate) unix_users: std::collections::BTreeMap<String, String>,
+    /// Cap of each output file of a local job.
+    pub(super) max_output_bytes: Option<u64>,
+}
+
 impl World {
     pub(crate) fn fail(&mut self, now: Time, id: JobId, reason: String) {
         let mut out = Vec::new();
@@ -26,9 +56,9 @@ impl World {
     /// Starts a part on processors that are really free, or defers it (in order) until
     /// jobs that overran their walltime have let go of enough of them.
     pub(crate) fn start_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
-        let behind = self.deferred.iter().any(|d| d.0 == k);
+        let behind = self.in_flight.deferred.iter().any(|d| d.0 == k);
         if behind || (self.clusters[k].free.len() as u32) < procs {
-            self.deferred.push((k, id, procs));
+            self.in_flight.deferred.push((k, id, procs));
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.reason = Some(
                     "starting: waiting for processors still held by a job being stopped".into(),
@@ -41,12 +71,12 @@ impl World {
 
     /// Launches the deferred parts of cluster `k` that now fit, in order.
     pub(crate) fn start_deferred(&mut self, now: Time, k: usize) {
-        while let Some(i) = self.deferred.iter().position(|d| d.0 == k) {
-            let (_, id, procs) = self.deferred[i];
+        while let Some(i) = self.in_flight.deferred.iter().position(|d| d.0 == k) {
+            let (_, id, procs) = self.in_flight.deferred[i];
             if (self.clusters[k].free.len() as u32) < procs {
                 break;
             }
-            self.deferred.remove(i);
+            self.in_flight.deferred.remove(i);
             self.launch_part(now, k, id, procs);
         }
     }
@@ -146,7 +176,8 @@ impl World {
             .get_mut(&id)
             .expect("invariant: staging_ended found it");
         let current = j.attempt == attempt && j.state == JobState::Running;
-        let cancelled = j.state_after == Some(JobState::Cancelled) || self.stopping.contains(&id);
+        let cancelled =
+            j.state_after == Some(JobState::Cancelled) || self.in_flight.stopping.contains(&id);
         match result {
             Ok(()) if current && !cancelled => {
                 if j.reason.as_deref() == Some(&format!("staging its input to {name}")) {
@@ -224,7 +255,7 @@ impl World {
             .iter()
             .find(|p| p.cluster == c.cfg.name)
             .and_then(|p| p.reservation);
-        let until = now + Dur(j.walltime) + Dur(self.grace as i64);
+        let until = now + Dur(j.walltime) + Dur(self.launch.grace as i64);
         let mut mine = BTreeSet::new();
         let mut others = BTreeSet::new();
         for r in self.reservations.values() {
@@ -306,11 +337,11 @@ impl World {
         self.broker
             .on_part_ended_at(now, Time(ended_at), k, id, &mut out);
         self.carry_out(now, out);
-        if failed && !siblings.is_empty() && self.stopping.insert(id) {
+        if failed && !siblings.is_empty() && self.in_flight.stopping.insert(id) {
             self.kill_unended_parts(id);
         }
         if all_ended {
-            self.stopping.remove(&id);
+            self.in_flight.stopping.remove(&id);
             self.job_ended(Time(ended_at), id, outcome);
         }
     }
@@ -330,7 +361,7 @@ impl World {
     /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
     /// kept in its record too, for a restart before then.
     pub(crate) fn mark_requeue(&mut self, id: JobId) {
-        self.requeue.insert(id);
+        self.in_flight.requeue.insert(id);
         if let Some(j) = self.jobs.get_mut(&id) {
             j.requeue_pending = true;
         }
@@ -341,7 +372,7 @@ impl World {
         if let Some(j) = self.jobs.get_mut(&id) {
             if std::mem::take(&mut j.requeue_pending) {}
         }
-        self.requeue.remove(&id)
+        self.in_flight.requeue.remove(&id)
     }
 
     pub(crate) fn is_job_reservation(&self, r: Option<u64>) -> bool {
@@ -351,7 +382,7 @@ impl World {
 
     /// The last part of a job's attempt ended at `now` (when it really ended).
     pub(crate) fn job_ended(&mut self, now: Time, id: JobId, last: &Outcome) {
-        let retry = if self.requeue.contains(&id) {
+        let retry = if self.in_flight.requeue.contains(&id) {
             None
         } else {
             self.retry_task(id)

@@ -18,8 +18,7 @@ use foresight_core::{
 use foresight_rm::LaunchSpec;
 use foresight_store::CredentialNames;
 use foresight_store::{JobRecord, ReservationRecord, UserRecord};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
 
 /// Counters for `/metrics`.
 #[derive(Clone, Debug, Default)]
@@ -59,17 +58,6 @@ pub struct World {
     /// state machine the grid simulator runs.
     pub broker: Broker,
     names: HashMap<(u8, String), u32>,
-    /// Running jobs to put back in the queue once their processes are gone.
-    requeue: BTreeSet<JobId>,
-    /// Running jobs whose parts are being stopped because one part failed or on cancel.
-    stopping: BTreeSet<JobId>,
-    /// Parts a local policy started while too few of the cluster's processors were really
-    /// free: (cluster, job, procs), launched in this order as processors come free. A policy
-    /// counts a job's processors free at the end of its walltime, or once it is preempted to
-    /// be requeued, but the supervisor counts the walltime from the process's own start and
-    /// gives a killed process a grace period to die. Not stored: a restart defers again the
-    /// parts that have a start but no processors ([`World::restore`]).
-    deferred: Vec<(usize, JobId, u32)>,
     /// What each user's admitted local jobs may still cost, kept as jobs change.
     pub(crate) uncharged: crate::state::world::accounts::Uncharged,
     /// Each user as the store last had them (loaded, taken in from the shared database, or
@@ -78,55 +66,26 @@ pub struct World {
     pub(crate) users_base: BTreeMap<String, UserRecord>,
     /// To do outside the lock.
     pub effects: Vec<Effect>,
-    grace: u64,
-    output_dir: PathBuf,
-    /// The `[unix_user]` table (see `accounts`).
-    pub(crate) unix_users: BTreeMap<String, String>,
-    /// Cap of each output file of a local job.
-    max_output_bytes: Option<u64>,
     /// For `/metrics`.
     pub stats: Stats,
-    /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
-    submitting: BTreeSet<(JobId, u32, usize)>,
-    /// When parts were submitted to a remote cluster (this run of the service only): a
-    /// snapshot older than that may not show them yet.
-    submitted_at: HashMap<(JobId, u32, usize), Time>,
-    /// When remote reservations were confirmed (this run only), for the same reason.
-    confirmed_at: HashMap<ReservationId, Time>,
-    /// Cancels and releases already sent to remote clusters and not yet seen through.
-    sent: BTreeSet<(usize, String)>,
-    /// How this instance names what it makes on remote clusters (`instance`): the
-    /// reservations of ours it reads back in their snapshots.
-    naming: foresight_rm::slurm::Naming,
-    /// Jobs waiting at the gate for their dependencies, array limit or singleton turn
-    /// (`gate.rs`); their records say so too (`links.waiting`), for restarts.
-    waiting: BTreeSet<JobId>,
-    /// Set while the gate decides (`Some(again)`): a job ending meanwhile asks for one more
-    /// pass instead of deciding inside the pass.
-    waking: Option<bool>,
+    /// Running jobs being stopped, requeued, or started late (`lifecycle.rs`).
+    in_flight: lifecycle::InFlight,
+    /// How local jobs are launched (from the configuration).
+    launch: lifecycle::LaunchSettings,
+    /// What was asked of clusters that schedule themselves and not yet seen answered
+    /// (`remote.rs`).
+    asked: remote::Asked,
+    /// Jobs waiting at the gate (`gate.rs`).
+    gate: gate::Gate,
+    /// The configured licence pools (`[[licence]]`), for admission.
+    pub(crate) licences: Vec<LicencePool>,
+    /// Runtime prediction's statistics and predictors (`prediction.rs`).
+    pub(crate) prediction: prediction::Predictions,
     /// Workflows by id (`workflow.rs`).
     pub workflows: Table<u64, foresight_store::WorkflowRecord>,
     /// Which workflow task each task's job is: (workflow, task index).
     task_of: HashMap<u64, (u64, usize)>,
     /// Every broker action carried out, in order (tests compare them with the simulator's).
-    /// The configured licence pools (`[[licence]]`), for admission.
-    pub(crate) licences: Vec<LicencePool>,
-    /// The statistics store of runtime prediction, one per processor type (a cluster's, or
-    /// 0 for the reference processor of global jobs), as the simulator keeps them apart:
-    /// the last finished runs per user and per application (`prediction.rs`).
-    pub(crate) runtimes: BTreeMap<u32, foresight_core::predict::RuntimeStats>,
-    /// Finished runs not yet written to the store.
-    pub dirty_runs: Vec<foresight_store::RunRecord>,
-    /// Each cluster's predictor, for its local policy.
-    predictors: Vec<foresight_core::predict::Predictor>,
-    /// Victims of preemptions asked of clusters that schedule themselves and not answered
-    /// yet, by the job asking (`preempt_remote.rs`).
-    preempt_victims: BTreeMap<JobId, Vec<JobId>>,
-    /// Jobs whose preemption was just answered yes: their reservation is made over the
-    /// victims' processors.
-    preempting: BTreeSet<JobId>,
-    /// The grid's predictor (the configuration's `predict`), for global jobs.
-    global_predictor: foresight_core::predict::Predictor,
     #[cfg(test)]
     actions: Vec<foresight_core::broker::BrokerAction>,
 }
@@ -178,38 +137,35 @@ impl World {
             users: Table::default(),
             broker,
             names: HashMap::new(),
-            requeue: BTreeSet::new(),
-            stopping: BTreeSet::new(),
-            deferred: Vec::new(),
+            in_flight: Default::default(),
             uncharged: Default::default(),
             users_base: BTreeMap::new(),
             effects: Vec::new(),
-            grace: cfg.grace_seconds,
-            output_dir: cfg.data_dir.join("output"),
-            unix_users: cfg.unix_user.clone(),
-            max_output_bytes: cfg.max_output_bytes,
             stats: Stats::default(),
-            submitting: BTreeSet::new(),
-            preempt_victims: BTreeMap::new(),
-            preempting: BTreeSet::new(),
-            submitted_at: HashMap::new(),
-            confirmed_at: HashMap::new(),
-            // Checked with the configuration; the default names otherwise.
-            naming: foresight_rm::slurm::Naming::instance(&cfg.instance).unwrap_or_default(),
-            sent: BTreeSet::new(),
-            waiting: BTreeSet::new(),
-            waking: None,
+            launch: lifecycle::LaunchSettings {
+                grace: cfg.grace_seconds,
+                output_dir: cfg.data_dir.join("output"),
+                unix_users: cfg.unix_user.clone(),
+                max_output_bytes: cfg.max_output_bytes,
+            },
+            asked: remote::Asked {
+                // Checked with the configuration; the default names otherwise.
+                naming: foresight_rm::slurm::Naming::instance(&cfg.instance).unwrap_or_default(),
+                ..Default::default()
+            },
+            gate: Default::default(),
+            prediction: prediction::Predictions {
+                predictors: cfg
+                    .cluster
+                    .iter()
+                    .map(|c| c.predict.unwrap_or(cfg.predict))
+                    .collect(),
+                global: cfg.predict,
+                ..Default::default()
+            },
             workflows: Table::default(),
             task_of: HashMap::new(),
             licences: cfg.licence.clone(),
-            runtimes: Default::default(),
-            dirty_runs: Vec::new(),
-            predictors: cfg
-                .cluster
-                .iter()
-                .map(|c| c.predict.unwrap_or(cfg.predict))
-                .collect(),
-            global_predictor: cfg.predict,
             #[cfg(test)]
             actions: Vec::new(),
         }
@@ -387,17 +343,17 @@ impl World {
             command: j.command.clone(),
             env: self.job_env(j, &part.cluster),
             cwd: self.work_dir_on(j, Some(&part.cluster)),
-            stdout: self.output_dir.join(out("out")),
-            stderr: self.output_dir.join(out("err")),
+            stdout: self.launch.output_dir.join(out("out")),
+            stderr: self.launch.output_dir.join(out("err")),
             walltime_secs: part
                 .reservation
                 .and_then(|r| self.reservations.get(&ReservationId(r)))
                 .filter(|r| r.kind == "job")
                 .map_or(j.walltime, |r| r.end - r.start)
                 .max(1) as u64,
-            grace_secs: self.grace,
+            grace_secs: self.launch.grace,
             unix_user: Some(self.unix_account(&j.user).0),
-            max_output_bytes: self.max_output_bytes,
+            max_output_bytes: self.launch.max_output_bytes,
             service_output: true,
         })
     }

@@ -47,7 +47,7 @@ impl World {
         j.cwd.clone().map_or_else(
             || {
                 crate::state::world::accounts::default_cwd(
-                    &self.output_dir,
+                    &self.launch.output_dir,
                     &self.unix_account(&j.user).0,
                 )
             },

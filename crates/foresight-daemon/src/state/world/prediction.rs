@@ -20,7 +20,7 @@ use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats
 use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, UserId};
 use foresight_store::{JobRecord, Prediction, RunRecord};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// A hash that is the same in every run of the service (`DefaultHasher::new` has fixed
@@ -48,6 +48,21 @@ fn params_of(j: &JobRecord) -> String {
     )
 }
 
+/// Runtime prediction's state: its statistics and each cluster's predictor.
+#[derive(Debug, Default)]
+pub(crate) struct Predictions {
+    /// The statistics store, one per processor type (a cluster's, or 0 for the reference
+    /// processor of global jobs), as the simulator keeps them apart: the last finished runs
+    /// per user and per application.
+    pub(crate) runtimes: BTreeMap<u32, foresight_core::predict::RuntimeStats>,
+    /// Finished runs not yet written to the store.
+    pub runs_to_write: Vec<foresight_store::RunRecord>,
+    /// Each cluster's predictor, for its local policy.
+    pub(super) predictors: Vec<Predictor>,
+    /// The grid's predictor (the configuration's `predict`), for global jobs.
+    pub(super) global: Predictor,
+}
+
 impl World {
     /// The statistics key of a run of `user`'s application `app` with `params` on `cluster`
     /// (`None`: the reference processor of the grid).
@@ -63,7 +78,8 @@ impl World {
 
     /// Records a finished run of `key` in its processor type's statistics.
     fn record(&mut self, key: &RunKey, runtime: Dur) {
-        self.runtimes
+        self.prediction
+            .runtimes
             .entry(key.arch)
             .or_default()
             .record(key, runtime);
@@ -162,14 +178,19 @@ impl World {
         };
         let key = self.run_key(&run.user, &run.app, &run.params, run.cluster.as_deref());
         self.record(&key, Dur(run.runtime));
-        self.dirty_runs.push(run);
+        self.prediction.runs_to_write.push(run);
     }
 
     /// The runtime cluster `k`'s local policy plans job `id` with: its predictor's guess
     /// from the runs finished so far, recorded on the job (with where it came from) for
     /// `job show`. `None` (and nothing recorded) when the cluster does not predict.
     pub(super) fn predict_local(&mut self, k: usize, id: JobId) -> Option<Dur> {
-        let predictor = self.predictors.get(k).copied().unwrap_or_default();
+        let predictor = self
+            .prediction
+            .predictors
+            .get(k)
+            .copied()
+            .unwrap_or_default();
         let cluster = self.clusters[k].cfg.name.clone();
         self.predict(predictor, id, Some(&cluster))
     }
@@ -178,7 +199,7 @@ impl World {
     /// by the grid's predictor from the global runs finished so far; recorded on the job for
     /// `job show` as a local job's is. `None` when the grid does not predict.
     pub(super) fn predict_global(&mut self, id: JobId) -> Option<Dur> {
-        self.predict(self.global_predictor, id, None)
+        self.predict(self.prediction.global, id, None)
     }
 
     /// `predictor`'s guess for job `id` run on `cluster` (`None`: the reference processor),
@@ -191,7 +212,7 @@ impl World {
         let (user, app, params, walltime) = (j.user.clone(), app_of(j), params_of(j), j.walltime);
         let key = self.run_key(&user, &app, &params, cluster);
         let empty = RuntimeStats::new();
-        let stats = self.runtimes.get(&key.arch).unwrap_or(&empty);
+        let stats = self.prediction.runtimes.get(&key.arch).unwrap_or(&empty);
         let plan = predictor.predict(stats, &key, Dur(walltime))?;
         let runs = predictor.history(stats, &key) as u32;
         if let Some(j) = self.jobs.get_mut(&id) {
@@ -239,8 +260,12 @@ impl World {
 
     /// Whether some cluster's local policy, or the grid planner, plans with predictions.
     pub fn predicting(&self) -> bool {
-        self.global_predictor != Predictor::None
-            || self.predictors.iter().any(|p| *p != Predictor::None)
+        self.prediction.global != Predictor::None
+            || self
+                .prediction
+                .predictors
+                .iter()
+                .any(|p| *p != Predictor::None)
     }
 
     /// When the next running job's prediction runs out (a correction is then due).
@@ -434,7 +459,7 @@ mod tests {
     fn a_global_run_on_a_faster_cluster_is_recorded_in_reference_seconds() {
         let w = running_predicted_global_job_at(2.0);
         assert_eq!(w.jobs[&JobId(1)].parts[0].speed, Some(2.0));
-        let run = &w.dirty_runs[0];
+        let run = &w.prediction.runs_to_write[0];
         assert_eq!(
             (run.runtime, run.cluster.as_deref(), run.on_reference),
             (100, None, true)
@@ -532,7 +557,10 @@ mod tests {
         );
         let history = |w: &mut World| -> Vec<i64> {
             let user = w.run_key("ann", "x", "y", None).user;
-            w.runtimes[&0].user_runs(user).map(Dur::as_secs).collect()
+            w.prediction.runtimes[&0]
+                .user_runs(user)
+                .map(Dur::as_secs)
+                .collect()
         };
         assert_eq!(history(&mut w), vec![100]);
         // Stored in reference seconds: as it is.

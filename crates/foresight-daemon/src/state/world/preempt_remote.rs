@@ -88,7 +88,8 @@ impl World {
                 list.join(", ")
             ));
         }
-        self.preempt_victims
+        self.asked
+            .preempt_victims
             .insert(by, victims.iter().map(|&(v, _)| v).collect());
         self.effects.push(Effect::Preempt {
             cluster: k,
@@ -103,15 +104,15 @@ impl World {
         if let Err(why) = &answer {
             tracing::info!("preemption for job {by} refused: {why}");
         }
-        self.preempt_victims.remove(&by);
+        self.asked.preempt_victims.remove(&by);
         if answer.is_ok() {
-            self.preempting.insert(by);
+            self.asked.preempting.insert(by);
         }
         let mut out = Vec::new();
         self.broker
             .on_preemption_answered(now, by, answer, &mut out);
         self.carry_out(now, out);
-        self.preempting.remove(&by);
+        self.asked.preempting.remove(&by);
     }
 
     /// Cluster `k` requeued victim `v` of the preemption asked for job `by`, which failed
@@ -177,7 +178,7 @@ impl World {
     /// victim of a preemption asked and not yet answered. That is a preemption whose answer
     /// a restart lost: the part is resumed, and the job that asked is served again.
     pub(super) fn stray_suspended(&self, id: JobId) -> bool {
-        !self.preempt_victims.values().any(|v| v.contains(&id))
+        !self.asked.preempt_victims.values().any(|v| v.contains(&id))
             && self
                 .jobs
                 .get(&id)

@@ -43,6 +43,30 @@ const CLOCK_SLACK_SECS: i64 = 5;
 /// end this much later.
 const SLURM_END_PAD_SECS: i64 = 1;
 
+/// What was asked of clusters that schedule themselves and not yet seen answered in their
+/// snapshots.
+#[derive(Debug, Default)]
+pub(crate) struct Asked {
+    /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
+    pub(super) submitting: BTreeSet<(JobId, u32, usize)>,
+    /// When parts were submitted to a remote cluster (this run of the service only): a
+    /// snapshot older than that may not show them yet.
+    pub(super) submitted_at: HashMap<(JobId, u32, usize), Time>,
+    /// When remote reservations were confirmed (this run only), for the same reason.
+    pub(super) confirmed_at: HashMap<ReservationId, Time>,
+    /// Cancels and releases already sent to remote clusters and not yet seen through.
+    pub(super) sent: BTreeSet<(usize, String)>,
+    /// How this instance names what it makes on remote clusters (`instance`): the
+    /// reservations of ours it reads back in their snapshots.
+    pub(super) naming: foresight_rm::slurm::Naming,
+    /// Victims of preemptions asked of clusters that schedule themselves and not answered
+    /// yet, by the job asking (`preempt_remote.rs`).
+    pub(super) preempt_victims: BTreeMap<JobId, Vec<JobId>>,
+    /// Jobs whose preemption was just answered yes: their reservation is made over the
+    /// victims' processors.
+    pub(super) preempting: BTreeSet<JobId>,
+}
+
 impl World {
     /// A remote cluster answered phase one for reservation `rid`: held, or refused (why).
     pub fn reservation_answered(
@@ -78,7 +102,7 @@ impl World {
             .unwrap_or_default();
         let answer = match answer {
             Ok(()) if live => {
-                self.confirmed_at.insert(rid, now);
+                self.asked.confirmed_at.insert(rid, now);
                 Ok(())
             }
             Ok(()) => Err(format!(
@@ -100,7 +124,7 @@ impl World {
         let Some(j) = self.jobs.get(&id) else {
             return self.move_answered(now, id, Err(format!("job {id} is unknown")));
         };
-        if self.submitting.iter().any(|&(job, _, _)| job == id) {
+        if self.asked.submitting.iter().any(|&(job, _, _)| job == id) {
             // Its begin time is on its way to the cluster: moved at a later pass.
             return self.move_answered(now, id, Err("a part is being submitted".into()));
         }
@@ -224,7 +248,7 @@ impl World {
             if !self.clusters[k].kind.schedules_itself()
                 || p.ended
                 || p.external.is_some()
-                || self.submitting.contains(&(id, attempt, k))
+                || self.asked.submitting.contains(&(id, attempt, k))
             {
                 continue;
             }
@@ -243,7 +267,7 @@ impl World {
             ));
         }
         for (k, submission) in subs {
-            self.submitting.insert((id, attempt, k));
+            self.asked.submitting.insert((id, attempt, k));
             let name = self.clusters[k].cfg.name.clone();
             let stage = crate::state::staging::copies(&self.jobs[&id], &name, &submission.spec.cwd);
             self.effects.push(Effect::Submit {
@@ -272,7 +296,7 @@ impl World {
         let Err(e) = result else {
             return true;
         };
-        self.submitting.remove(&(id, attempt, k));
+        self.asked.submitting.remove(&(id, attempt, k));
         let why = format!("staging its input to {name} failed: {e}");
         let j = &self.jobs[&id];
         let wanted = j.attempt == attempt && !j.state.is_final() && j.state_after.is_none();
@@ -300,7 +324,7 @@ impl World {
         attempt: u32,
         answer: Result<PartHandle, (String, bool)>,
     ) {
-        self.submitting.remove(&(id, attempt, k));
+        self.asked.submitting.remove(&(id, attempt, k));
         let name = self.clusters[k].cfg.name.clone();
         let wanted = self.jobs.get(&id).is_some_and(|j| {
             j.attempt == attempt
@@ -310,7 +334,7 @@ impl World {
         });
         match answer {
             Ok(handle) if wanted => {
-                self.submitted_at.insert((id, attempt, k), now);
+                self.asked.submitted_at.insert((id, attempt, k), now);
                 if let Some(j) = self.jobs.get_mut(&id) {
                     if let Some(p) = j.parts.iter_mut().find(|p| p.cluster == name && !p.ended) {
                         p.external = handle.external;
@@ -471,9 +495,9 @@ impl World {
                     })
             });
             let key = (k, format!("job {}", j.external));
-            if !wanted && !self.submitting.contains(&(id, attempt, k)) {
+            if !wanted && !self.asked.submitting.contains(&(id, attempt, k)) {
                 seen.insert(key.clone());
-                if self.sent.insert(key) {
+                if self.asked.sent.insert(key) {
                     tracing::info!(
                         "cluster {name}: cancelling job {} (part of job {id} attempt {attempt}), \
                          which no record wants",
@@ -519,7 +543,7 @@ impl World {
             if !wanted {
                 let key = (k, format!("reservation {rid}"));
                 seen.insert(key.clone());
-                if self.sent.insert(key) {
+                if self.asked.sent.insert(key) {
                     self.effects.push(Effect::Release {
                         cluster: k,
                         reservation: rid,
@@ -528,7 +552,7 @@ impl World {
             }
         }
         // Forget sent requests that are seen through, so a failed one is sent again.
-        self.sent.retain(|s| s.0 != k || seen.contains(s));
+        self.asked.sent.retain(|s| s.0 != k || seen.contains(s));
 
         // Our parts: follow them.
         let parts: Vec<OurPart> = self
@@ -588,7 +612,7 @@ impl World {
                                 let verb = if stop { "suspend" } else { "resume" };
                                 let key = (k, format!("{verb} job {}", t.external));
                                 seen.insert(key.clone());
-                                if self.sent.insert(key) {
+                                if self.asked.sent.insert(key) {
                                     tracing::info!(
                                         "cluster {name}: {verb} job {} (part of job {id}): its \
                                          record says {}",
@@ -615,9 +639,10 @@ impl World {
                         }
                     }
                 }
-                None if self.submitting.contains(&(id, attempt, k)) => {}
+                None if self.asked.submitting.contains(&(id, attempt, k)) => {}
                 None if external.is_some() => {
                     let recent = self
+                        .asked
                         .submitted_at
                         .get(&(id, attempt, k))
                         .is_some_and(|&at| Time(state.taken_at) <= at + Dur(1));
@@ -667,6 +692,7 @@ impl World {
             .filter(|&(_, r)| {
                 !present.contains(&r)
                     && self
+                        .asked
                         .confirmed_at
                         .get(&r)
                         .is_none_or(|&at| Time(state.taken_at) > at + Dur(1))
@@ -749,8 +775,20 @@ impl World {
                     format!("{id}.0.{e}")
                 }
             };
-            j.stdout = Some(self.output_dir.join(ext("out")).display().to_string());
-            j.stderr = Some(self.output_dir.join(ext("err")).display().to_string());
+            j.stdout = Some(
+                self.launch
+                    .output_dir
+                    .join(ext("out"))
+                    .display()
+                    .to_string(),
+            );
+            j.stderr = Some(
+                self.launch
+                    .output_dir
+                    .join(ext("err"))
+                    .display()
+                    .to_string(),
+            );
         }
         j.state = JobState::Running;
         j.reason = None;
@@ -801,7 +839,7 @@ impl World {
             let rid = j
                 .reservation
                 .as_deref()
-                .and_then(|r| self.naming.reservation_id(r));
+                .and_then(|r| self.asked.naming.reservation_id(r));
             if let (Some(rid), Some((job, _))) = (rid, j.foresight) {
                 part_job.insert(rid, JobId(job));
             }

@@ -204,7 +204,7 @@ impl World {
         }
         for j in self.jobs.values().filter(|j| j.state == JobState::Running) {
             for part in j.parts.iter().filter(|p| p.cluster == *name && !p.ended) {
-                let until = j.started_at.unwrap_or(start) + j.walltime + self.grace as i64;
+                let until = j.started_at.unwrap_or(start) + j.walltime + self.launch.grace as i64;
                 if until <= start {
                     continue;
                 }
@@ -305,7 +305,7 @@ impl World {
         r.state = state;
         r.expires_at = None;
         let cluster = r.cluster.clone();
-        self.confirmed_at.remove(&id);
+        self.asked.confirmed_at.remove(&id);
         self.cluster_index(&cluster)
     }
 }

@@ -66,7 +66,7 @@ impl World {
         for mut j in jobs {
             super::prediction::migrate_prediction(&mut j);
             if j.requeue_pending && j.state == JobState::Running {
-                self.requeue.insert(JobId(j.id));
+                self.in_flight.requeue.insert(JobId(j.id));
             }
             self.jobs.load(JobId(j.id), j);
         }
@@ -247,7 +247,7 @@ impl World {
                 }
                 _ if j.held => {}
                 _ if j.links.as_ref().is_some_and(|l| l.waiting) => {
-                    self.waiting.insert(id);
+                    self.gate.waiting.insert(id);
                 }
                 _ if global => self.enqueue_global(now, id),
                 // Queued in a cluster that schedules itself: reconciled at its snapshot.

@@ -24,6 +24,7 @@ use foresight_core::predict::Predictor;
 use foresight_rm::Outcome;
 use foresight_sim::grid::{lookahead_trace, GridConfig, LookaheadTrace, TracedJob};
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 use std::collections::BinaryHeap;
 
 const GRID: &str = r#"

@@ -12,6 +12,7 @@ use foresight_rm::ReserveRequest;
 use foresight_rm::Submission;
 use foresight_rm::{RmJob, RmJobState};
 use foresight_store::PartRecord;
+use std::collections::BTreeSet;
 
 pub(super) fn cluster(name: &str, procs: u32) -> ClusterConfig {
     ClusterConfig::local(name, procs)

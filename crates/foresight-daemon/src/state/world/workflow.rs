@@ -427,7 +427,7 @@ impl World {
             let why = match answer {
                 Ok(()) if live => {
                     if let Some(r) = rid {
-                        self.confirmed_at.insert(r, now);
+                        self.asked.confirmed_at.insert(r, now);
                     }
                     continue;
                 }
