@@ -448,10 +448,26 @@ impl World {
         self.enqueue_global(now, id);
     }
 
-    /// Brings our records in line with what cluster `k` reports.
+    /// Brings our records in line with what cluster `k` reports: what no record wants is
+    /// cancelled or released there, our parts follow what it says of them, and reserved
+    /// jobs whose reservation vanished there are planned again.
     fn reconcile(&mut self, now: Time, k: usize, state: &ClusterState) {
-        let name = self.clusters[k].cfg.name.clone();
-        // Our parts there, by (job, attempt); the newest Slurm job when there are several.
+        let theirs = self.our_jobs_there(state);
+        let mut seen = BTreeSet::new();
+        self.cancel_unwanted_jobs(k, state, &mut seen);
+        self.release_unwanted_reservations(now, k, state, &mut seen);
+        // Forget sent requests that are seen through, so a failed one is sent again.
+        self.asked.sent.retain(|s| s.0 != k || seen.contains(s));
+        self.follow_parts(now, k, state, &theirs);
+        self.replan_vanished_reservations(now, k, state);
+    }
+
+    /// Our parts in a snapshot, by (job, attempt); the newest Slurm job when there are
+    /// several.
+    fn our_jobs_there<'s>(
+        &self,
+        state: &'s ClusterState,
+    ) -> HashMap<(JobId, u32), &'s foresight_rm::RmJob> {
         let mut theirs: HashMap<(JobId, u32), &foresight_rm::RmJob> = HashMap::new();
         for j in &state.jobs {
             if let Some((job, attempt)) = j.foresight {
@@ -475,8 +491,19 @@ impl World {
                 }
             }
         }
+        theirs
+    }
+
+    /// Cancels the jobs of ours there that no record wants (`seen`: the requests this
+    /// snapshot still calls for).
+    fn cancel_unwanted_jobs(
+        &mut self,
+        k: usize,
+        state: &ClusterState,
+        seen: &mut BTreeSet<(usize, String)>,
+    ) {
+        let name = self.clusters[k].cfg.name.clone();
         // Jobs of ours there that nothing wants: cancel.
-        let mut seen: BTreeSet<(usize, String)> = BTreeSet::new();
         for j in &state.jobs {
             let Some((id, attempt)) = j.foresight else {
                 continue;
@@ -514,6 +541,16 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Releases the reservations of ours there that no live record wants.
+    fn release_unwanted_reservations(
+        &mut self,
+        now: Time,
+        k: usize,
+        state: &ClusterState,
+        seen: &mut BTreeSet<(usize, String)>,
+    ) {
         // Reservations of ours there that no live record wants: release. One that finished at
         // its end is left to the cluster, which ends it itself: releasing it would cancel a
         // part still finishing inside it. So is one a part we still want runs in, or is
@@ -551,9 +588,18 @@ impl World {
                 }
             }
         }
-        // Forget sent requests that are seen through, so a failed one is sent again.
-        self.asked.sent.retain(|s| s.0 != k || seen.contains(s));
+    }
 
+    /// Follows each of our parts on cluster `k` from what the snapshot says of it: adopted,
+    /// queued, running, suspended, ended, lost, or never submitted.
+    fn follow_parts(
+        &mut self,
+        now: Time,
+        k: usize,
+        state: &ClusterState,
+        theirs: &HashMap<(JobId, u32), &foresight_rm::RmJob>,
+    ) {
+        let name = self.clusters[k].cfg.name.clone();
         // Our parts: follow them.
         let parts: Vec<OurPart> = self
             .jobs
@@ -611,7 +657,6 @@ impl World {
                             if let Some(stop) = stop {
                                 let verb = if stop { "suspend" } else { "resume" };
                                 let key = (k, format!("{verb} job {}", t.external));
-                                seen.insert(key.clone());
                                 if self.asked.sent.insert(key) {
                                     tracing::info!(
                                         "cluster {name}: {verb} job {} (part of job {id}): its \
@@ -672,7 +717,11 @@ impl World {
         for id in resubmit {
             self.submit_remote_parts(id);
         }
+    }
 
+    /// Plans again the reserved global jobs whose reservation vanished from cluster `k`.
+    fn replan_vanished_reservations(&mut self, now: Time, k: usize, state: &ClusterState) {
+        let name = self.clusters[k].cfg.name.clone();
         // Reserved global jobs whose reservation vanished from the cluster: plan again.
         let present: BTreeSet<ReservationId> = state
             .reservations
