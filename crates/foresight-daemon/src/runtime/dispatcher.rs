@@ -4,13 +4,13 @@
 //! 1. reports the global jobs it ran that have ended (their runtimes set the auctions'
 //!    length);
 //!    stops the jobs it started that their owners have since cancelled from any site;
-//! 2. gives back to the queue what dead dispatchers held ([`GlobalQueue::reclaim`]);
+//! 2. gives back to the queue what dead dispatchers held ([`SharedQueue::reclaim`]);
 //! 3. closes the auctions that are due, exactly one winner each: the queue locks a due
-//!    auction with its bids ([`GlobalQueue::due_auction`]), [`close`] picks the winner as in
+//!    auction with its bids ([`SharedQueue::due_auction`]), [`close`] picks the winner as in
 //!    `sim auction`, and the queue records it; one without a valid bid is queued again or
 //!    reopened after a back-off (`unsold`);
 //! 4. starts the jobs it was awarded, each only if its claim still holds
-//!    ([`GlobalQueue::start`]), as global jobs of their levels in this site's broker, which
+//!    ([`SharedQueue::start`]), as global jobs of their levels in this site's broker, which
 //!    preempts lower levels' global jobs for them (and them for higher ones) as in single
 //!    mode;
 //! 5. bids in every auction for a job its site can run now — on free processors, or on
@@ -34,7 +34,7 @@ use foresight_core::broker::ClusterSpec;
 use foresight_core::grid::staging_time;
 use foresight_core::time::Dur;
 use foresight_core::JobId;
-use foresight_store::{Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start};
+use foresight_store::{Claim, Closed, OpOutcome, QueueOp, SharedJob, SharedQueue, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +45,7 @@ const OFFER_WINDOW: u32 = 256;
 
 /// This site's dispatcher.
 pub struct Dispatcher {
-    queue: GlobalQueue,
+    queue: SharedQueue,
     cfg: DispatcherConfig,
     /// Woken by notifications, local job ends and the poll timer.
     wake: Notify,
@@ -58,7 +58,7 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// The dispatcher of `queue`'s site.
-    pub fn new(queue: GlobalQueue, cfg: DispatcherConfig) -> Dispatcher {
+    pub fn new(queue: SharedQueue, cfg: DispatcherConfig) -> Dispatcher {
         Dispatcher {
             inputs: Mutex::new(HashMap::new()),
             queue,
@@ -619,7 +619,7 @@ impl Dispatcher {
         // For a user with a limited budget, the most it may cost here (at the tariff of the
         // cluster it is likeliest to run on) is taken from the shared budget as it starts:
         // the hold pays its charges, and what it was really charged is settled against the
-        // hold when it ends (`GlobalQueue::finished`), the rest going back. Its record
+        // hold when it ends (`SharedQueue::finished`), the rest going back. Its record
         // carries the hold, so the broker never weighs its cost against the budget again.
         let hold = {
             let w = service.world();
@@ -925,7 +925,7 @@ pub(crate) async fn open_store(
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("mode = \"dispatcher\" needs a site (--site NAME)"))?;
             let store = foresight_store::PgStore::open_by(url, Some(&site), &holder).await?;
-            let queue = GlobalQueue::new(&store, &site, cfg.dispatcher.lease_ms);
+            let queue = SharedQueue::new(&store, &site, cfg.dispatcher.lease_ms);
             let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone()));
             Ok((Arc::new(store), Some(dispatcher)))
         }
@@ -978,7 +978,7 @@ pub(crate) fn admit_global(
 }
 
 /// The 402 refusing a submission over `user`'s shared budget, with the figures of the
-/// check ([`GlobalQueue::submit`]): what it may cost and what the budget already holds.
+/// check ([`SharedQueue::submit`]): what it may cost and what the budget already holds.
 fn over_budget(user: &str, o: &foresight_store::OverBudget) -> crate::Refusal {
     let plural = |n: u32| if n == 1 { "" } else { "s" };
     let mut parts = Vec::new();
