@@ -58,7 +58,7 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
              --tls-cert and --tls-key (or [http] tls_cert and tls_key)"
         );
     }
-    service.start_dispatcher(&url).await?;
+    service.start_global_queue(&url).await?;
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
         println!(

@@ -14,7 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use foresight_core::auction::{close, AuctionConfig};
-use foresight_store::{GlobalQueue, JobRecord, PgStore, Store};
+use foresight_store::{JobRecord, PgStore, SharedQueue, Store};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,7 +30,7 @@ fn job() -> JobRecord {
 }
 
 /// Statements each queue call sends (one round trip each), as written in
-/// `src/global_queue.rs`: keep in step with it.
+/// `src/shared_queue.rs`: keep in step with it.
 mod trips {
     /// `heartbeat`, `claims`, `on_offer`, `bid`, `record`: one statement.
     pub const ONE: u64 = 1;
@@ -48,7 +48,7 @@ mod trips {
 }
 
 /// One dispatcher's rounds until every job is started somewhere; its round trips.
-async fn dispatcher(q: GlobalQueue, k: usize, started: Arc<AtomicU64>, n: u64, ms: i64) -> u64 {
+async fn dispatcher(q: SharedQueue, k: usize, started: Arc<AtomicU64>, n: u64, ms: i64) -> u64 {
     let mut trips = 0;
     let cfg = AuctionConfig {
         opening_bid: Some(0.0),
@@ -107,7 +107,7 @@ fn main() {
         for k in 0..4 {
             let site = format!("s{k}");
             let store = PgStore::open_site(&url, &site).await.unwrap();
-            let q = GlobalQueue::new(&store, &site, 60_000);
+            let q = SharedQueue::new(&store, &site, 60_000);
             q.register(std::process::id(), "", 4, 0.0).await.unwrap();
             queues.push((store, q));
         }

@@ -10,28 +10,28 @@
 //! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
 //! - [`Holder`]: one service per store; `sqlite_lock` holds an SQLite file, `pg_lock` a
 //!   PostgreSQL database, and a refused service is told who holds it.
-//! - [`GlobalQueue`]: the global queue, auctions and leases shared by peer dispatchers
+//! - [`SharedQueue`]: the global queue, auctions and leases shared by peer dispatchers
 //!   (PostgreSQL only).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod global_queue;
 mod holder;
 mod location;
 mod pg_lock;
 mod postgres;
 mod shared_budget;
+mod shared_queue;
 mod sqlite;
 mod sqlite_lock;
 
-pub use global_queue::{
-    is_global, Claim, Closed, DueAuction, GlobalQueue, JobStanding, OpOutcome, OverBudget, QueueOp,
-    QueuedJob, SharedJob, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
-};
 pub use holder::Holder;
 pub use location::StoreLocation;
 pub use postgres::PgStore;
 pub use shared_budget::{budget_taken, local_taken};
+pub use shared_queue::{
+    is_global, Claim, Closed, DueAuction, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
+    SharedJob, SharedQueue, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
+};
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};

@@ -152,7 +152,7 @@ impl Store for PgStore {
                 if let Some(old) = old {
                     let old: JobRecord = decode("jobs", j.id.to_string(), &old)?;
                     // An awarded job's charges are paid from the hold its start took, and
-                    // settled against it when it ends (`GlobalQueue::finished`).
+                    // settled against it when it ends (`SharedQueue::finished`).
                     let hold: Option<(f64, String)> = sqlx::query_as(
                         "SELECT budget_hold, state FROM global_jobs WHERE job_id = $1",
                     )
@@ -276,7 +276,7 @@ impl Store for PgStore {
             Ok(_) => {
                 // Peer dispatchers take in the new user at once.
                 if self.site.is_some() {
-                    crate::global_queue::notify_users(&mut tx)
+                    crate::shared_queue::notify_users(&mut tx)
                         .await
                         .map_err(self.db())?;
                 }
@@ -323,7 +323,7 @@ impl Store for PgStore {
         }
         if self.site.is_some() {
             // Peer dispatchers take in the change (a token, a credential, a user disabled).
-            crate::global_queue::notify_users(&mut tx)
+            crate::shared_queue::notify_users(&mut tx)
                 .await
                 .map_err(self.db())?;
         }

@@ -220,7 +220,7 @@ pub struct Broker {
     planner: PlannerConfig,
     jobs: BTreeMap<JobId, Entry>,
     /// Jobs to plan, in priority order.
-    queue: queue::GlobalQueue,
+    queue: queue::BrokerQueue,
     /// Running jobs preempted to be requeued: queued again once their parts have ended.
     requeueing: BTreeSet<JobId>,
     /// Jobs submitted since the last cycle.
@@ -260,7 +260,7 @@ impl Broker {
             clusters,
             planner,
             jobs: BTreeMap::new(),
-            queue: queue::GlobalQueue::default(),
+            queue: queue::BrokerQueue::default(),
             requeueing: BTreeSet::new(),
             arrivals: Vec::new(),
             budgets: HashMap::new(),

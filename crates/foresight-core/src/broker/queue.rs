@@ -1,4 +1,4 @@
-//! The broker's global queue: jobs waiting to be planned, by absolute priority level
+//! The broker's queue of global jobs waiting to be planned, by absolute priority level
 //! (highest first) and then by id, so that jobs of one level keep the order they always had.
 
 use crate::ids::JobId;
@@ -7,12 +7,12 @@ use std::collections::{BTreeSet, HashMap};
 
 /// Queued global jobs in planning order.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct GlobalQueue {
+pub(crate) struct BrokerQueue {
     order: BTreeSet<(Reverse<u32>, JobId)>,
     level: HashMap<JobId, u32>,
 }
 
-impl GlobalQueue {
+impl BrokerQueue {
     /// Queues `id` at `priority` (again: moved to that level).
     pub(crate) fn insert(&mut self, id: JobId, priority: u32) {
         self.remove(&id);
@@ -48,7 +48,7 @@ mod tests {
 
     #[test]
     fn levels_first_then_ids() {
-        let mut q = GlobalQueue::default();
+        let mut q = BrokerQueue::default();
         q.insert(JobId(3), 0);
         q.insert(JobId(1), 0);
         q.insert(JobId(2), 5);

@@ -4,13 +4,13 @@
 //! 1. reports the global jobs it ran that have ended (their runtimes set the auctions'
 //!    length);
 //!    stops the jobs it started that their owners have since cancelled from any site;
-//! 2. gives back to the queue what dead dispatchers held ([`GlobalQueue::reclaim`]);
+//! 2. gives back to the queue what dead dispatchers held ([`SharedQueue::reclaim`]);
 //! 3. closes the auctions that are due, exactly one winner each: the queue locks a due
-//!    auction with its bids ([`GlobalQueue::due_auction`]), [`close`] picks the winner as in
+//!    auction with its bids ([`SharedQueue::due_auction`]), [`close`] picks the winner as in
 //!    `sim auction`, and the queue records it; one without a valid bid is queued again or
 //!    reopened after a back-off (`unsold`);
 //! 4. starts the jobs it was awarded, each only if its claim still holds
-//!    ([`GlobalQueue::start`]), as global jobs of their levels in this site's broker, which
+//!    ([`SharedQueue::start`]), as global jobs of their levels in this site's broker, which
 //!    preempts lower levels' global jobs for them (and them for higher ones) as in single
 //!    mode;
 //! 5. bids in every auction for a job its site can run now — on free processors, or on
@@ -34,7 +34,7 @@ use foresight_core::broker::ClusterSpec;
 use foresight_core::grid::staging_time;
 use foresight_core::time::Dur;
 use foresight_core::JobId;
-use foresight_store::{Claim, Closed, GlobalQueue, OpOutcome, QueueOp, SharedJob, Start};
+use foresight_store::{Claim, Closed, SharedQueue, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +45,8 @@ const OFFER_WINDOW: u32 = 256;
 
 /// This site's dispatcher.
 pub struct Dispatcher {
-    queue: GlobalQueue,
+    /// Its site's door to the shared queue, which the queries of `GlobalQueue` go through.
+    pub(crate) queue: SharedQueue,
     cfg: DispatcherConfig,
     /// Woken by notifications, local job ends and the poll timer.
     wake: Notify,
@@ -58,113 +59,13 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// The dispatcher of `queue`'s site.
-    pub fn new(queue: GlobalQueue, cfg: DispatcherConfig) -> Dispatcher {
+    pub fn new(queue: SharedQueue, cfg: DispatcherConfig) -> Dispatcher {
         Dispatcher {
             inputs: Mutex::new(HashMap::new()),
             queue,
             cfg,
             wake: Notify::new(),
             started: Mutex::new(BTreeSet::new()),
-        }
-    }
-
-    /// The most processors a global job may ask for: the largest cluster of any site.
-    pub async fn largest_cluster(&self) -> Result<u32, crate::Refusal> {
-        self.queue
-            .largest_cluster()
-            .await
-            .map_err(|e| crate::Refusal::internal(format!("reading the dispatchers: {e}")))
-    }
-
-    /// A job as the shared store has it, wherever it runs.
-    pub async fn shared_job(
-        &self,
-        id: u64,
-    ) -> Result<Option<foresight_store::SharedJob>, crate::Refusal> {
-        self.queue
-            .shared_job(id)
-            .await
-            .map_err(|e| crate::Refusal::internal(format!("reading job {id}: {e}")))
-    }
-
-    /// Cancels, holds or releases a global job that no site has started, or asks the site
-    /// that started it to cancel it (`now`: Unix seconds).
-    pub async fn apply(&self, id: u64, op: QueueOp, now: i64) -> Result<OpOutcome, crate::Refusal> {
-        self.queue
-            .apply(id, op, now)
-            .await
-            .map_err(|e| crate::Refusal::internal(format!("job {id} in the global queue: {e}")))
-    }
-
-    /// The newest `limit` jobs (of `user`, else everyone's; in `state`, else any) this site
-    /// does not hold: queued, or run by other sites.
-    pub async fn jobs_elsewhere(
-        &self,
-        user: Option<&str>,
-        state: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<SharedJob>, crate::Refusal> {
-        self.queue
-            .jobs_elsewhere(user, state, limit)
-            .await
-            .map_err(|e| crate::Refusal::internal(format!("reading the shared jobs: {e}")))
-    }
-
-    /// Sets and tops up a user's budget in the shared database (the dispatchers' copies
-    /// follow at their next round); `None` for an unknown user.
-    pub async fn change_budget(
-        &self,
-        user: &str,
-        set: Option<Option<f64>>,
-        add: Option<f64>,
-    ) -> Result<Option<(Option<f64>, f64)>, crate::Refusal> {
-        match self.queue.change_budget(user, set, add).await {
-            Ok(Some(Err(why))) => Err(crate::Refusal::invalid("add", why)),
-            Ok(r) => Ok(r.map(|r| r.unwrap_or((None, 0.0)))),
-            Err(e) => Err(crate::Refusal::internal(format!(
-                "changing {user:?}'s budget: {e}"
-            ))),
-        }
-    }
-
-    /// Stores a submission of `user`, its global jobs into the shared queue, if it fits the
-    /// user's budget with their global jobs that have not started and `committed_here`
-    /// (what their local jobs here may still cost, this submission's included); refused
-    /// (402, with the figures) otherwise, nothing stored.
-    pub async fn submit(
-        &self,
-        user: &str,
-        jobs: &[foresight_store::JobRecord],
-        committed_here: f64,
-    ) -> Result<Vec<u64>, crate::Refusal> {
-        match self.queue.submit(user, jobs, committed_here).await {
-            Ok(foresight_store::Submitted::Stored(ids)) => Ok(ids),
-            Ok(foresight_store::Submitted::OverBudget(o)) => Err(over_budget(user, &o)),
-            Err(e) => Err(crate::Refusal::internal(format!("storing the jobs: {e}"))),
-        }
-    }
-
-    /// Stores a workflow of `user` with its tasks (this site's local jobs, each with its
-    /// hold) if they fit the user's budget as [`Dispatcher::submit`] checks a submission;
-    /// 402 with the figures otherwise, nothing stored. Returns the workflow's id and its
-    /// jobs' ids.
-    pub async fn submit_workflow(
-        &self,
-        user: &str,
-        wf: &foresight_store::WorkflowRecord,
-        jobs: &[foresight_store::JobRecord],
-        committed_here: f64,
-    ) -> Result<(u64, Vec<u64>), crate::Refusal> {
-        match self
-            .queue
-            .submit_workflow(user, wf, jobs, committed_here)
-            .await
-        {
-            Ok(Ok(stored)) => Ok(stored),
-            Ok(Err(o)) => Err(over_budget(user, &o)),
-            Err(e) => Err(crate::Refusal::internal(format!(
-                "storing the workflow: {e}"
-            ))),
         }
     }
 
@@ -343,19 +244,6 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// The user whose token has this hash, as the shared database has them.
-    pub async fn user_by_token(
-        &self,
-        hash: &str,
-    ) -> Result<Option<foresight_store::UserRecord>, crate::Refusal> {
-        self.queue
-            .user_by_token(hash)
-            .await
-            .map_err(|e| crate::Refusal::internal(format!("reading the shared users: {e}")))
-    }
-
-    /// Stops the jobs this site started whose owners cancelled them from another site (a
-    /// job not yet taken in waits for the next round, after [`Self::report_finished`]
     /// adopts it).
     async fn apply_cancels(&self, service: &Arc<Service>) -> anyhow::Result<()> {
         let asked = self.queue.cancel_requests().await?;
@@ -457,43 +345,6 @@ impl Dispatcher {
             }
         }
         Ok(())
-    }
-
-    /// A global job's `dependency`, parsed and resolved to job ids wherever they are (only
-    /// jobs `user` may see; an administrator sees all): 400 naming what is unknown.
-    pub async fn resolve_dependency(
-        &self,
-        user: &foresight_store::UserRecord,
-        text: &str,
-    ) -> Result<foresight_store::DependencyRecord, crate::Refusal> {
-        let d: foresight_api::Dependency = text
-            .parse()
-            .map_err(|e: String| crate::Refusal::invalid("dependency", e))?;
-        let mut on = Vec::new();
-        for (kind, r) in &d.on {
-            let jobs = self
-                .queue
-                .resolve((!user.admin).then_some(user.name.as_str()), r.job, r.task)
-                .await
-                .map_err(|e| crate::Refusal::internal(format!("resolving {r}: {e}")))?;
-            if jobs.is_empty() {
-                return Err(crate::Refusal::invalid(
-                    "dependency",
-                    format!("no job {r} (in {:?})", text.trim()),
-                ));
-            }
-            on.push(foresight_store::ConditionRecord {
-                kind: *kind,
-                target: r.to_string(),
-                jobs,
-            });
-        }
-        Ok(foresight_store::DependencyRecord {
-            text: d.to_string(),
-            any: d.any,
-            singleton: d.singleton,
-            on,
-        })
     }
 
     /// The mean runtime of recently finished global jobs, seconds (the prior until one has).
@@ -619,7 +470,7 @@ impl Dispatcher {
         // For a user with a limited budget, the most it may cost here (at the tariff of the
         // cluster it is likeliest to run on) is taken from the shared budget as it starts:
         // the hold pays its charges, and what it was really charged is settled against the
-        // hold when it ends (`GlobalQueue::finished`), the rest going back. Its record
+        // hold when it ends (`SharedQueue::finished`), the rest going back. Its record
         // carries the hold, so the broker never weighs its cost against the budget again.
         let hold = {
             let w = service.world();
@@ -904,123 +755,6 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
         .filter(|(c, _)| c.unavailable_reason.is_none())
         .map(|(_, l)| l)
         .collect()
-}
-
-/// The store `cfg` names, and in dispatcher mode this site's dispatcher on it (the store
-/// then sees only the site's jobs; new global jobs go to the shared queue).
-pub(crate) async fn open_store(
-    cfg: &crate::Config,
-) -> anyhow::Result<(Arc<dyn foresight_store::Store>, Option<Arc<Dispatcher>>)> {
-    let location = cfg.store_location()?;
-    // What a second server refused this store is told of this one.
-    let holder = foresight_store::Holder::this_process(Some(&cfg.data_dir));
-    match (cfg.mode, &location) {
-        (crate::config::dispatcher::Mode::Single, _) => {
-            Ok((foresight_store::open_by(&location, &holder).await?, None))
-        }
-        (crate::config::dispatcher::Mode::Dispatcher, foresight_store::StoreLocation::Postgres(url)) => {
-            let site = cfg
-                .dispatcher
-                .site
-                .clone()
-                .ok_or_else(|| anyhow::anyhow!("mode = \"dispatcher\" needs a site (--site NAME)"))?;
-            let store = foresight_store::PgStore::open_by(url, Some(&site), &holder).await?;
-            let queue = GlobalQueue::new(&store, &site, cfg.dispatcher.lease_ms);
-            let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone()));
-            Ok((Arc::new(store), Some(dispatcher)))
-        }
-        (crate::config::dispatcher::Mode::Dispatcher, _) => anyhow::bail!(
-            "mode = \"dispatcher\" needs a PostgreSQL store shared by the dispatchers (--store postgres://…)"
-        ),
-    }
-}
-
-/// Refuses a global job the shared queue cannot take: larger than every site's largest
-/// cluster (`largest`), or what it cannot sell yet (a `singleton`, or an array limit
-/// `%N`: those would have to count jobs at every site). Dependencies wait in the queue
-/// ([`Dispatcher::decide_waiting`]); an array's tasks are sold one by one.
-pub(crate) fn admit_global(
-    rec: &foresight_store::JobRecord,
-    array_limit: Option<u32>,
-    largest: u32,
-) -> Result<(), crate::Refusal> {
-    if !foresight_store::is_global(rec) {
-        return Ok(());
-    }
-    if rec.procs > largest {
-        return Err(crate::Refusal::invalid(
-            "procs",
-            format!(
-                "{} processors asked; the largest cluster of any site has {largest}",
-                rec.procs
-            ),
-        ));
-    }
-    let (field, what) = if rec
-        .links
-        .as_ref()
-        .and_then(|l| l.dependency.as_ref())
-        .is_some_and(|d| d.singleton)
-    {
-        ("dependency", "a singleton")
-    } else if array_limit.is_some() {
-        ("array", "an array with a limit (%N)")
-    } else {
-        return Ok(());
-    };
-    Err(crate::Refusal::invalid(
-        field,
-        format!(
-            "in dispatcher mode a global job cannot be {what} (its tasks and namesakes may \
-             run at any site); name a cluster of this site (--cluster) or submit it without"
-        ),
-    ))
-}
-
-/// The 402 refusing a submission over `user`'s shared budget, with the figures of the
-/// check ([`GlobalQueue::submit`]): what it may cost and what the budget already holds.
-fn over_budget(user: &str, o: &foresight_store::OverBudget) -> crate::Refusal {
-    let plural = |n: u32| if n == 1 { "" } else { "s" };
-    let mut parts = Vec::new();
-    if o.jobs > 0 {
-        parts.push(format!(
-            "the {} global job{} submitted may cost {:.2} at worst (processors × \
-                 walltime × {} per processor-second, the highest tariff of any site)",
-            o.jobs,
-            plural(o.jobs),
-            o.worst,
-            o.price
-        ));
-    }
-    if o.local_jobs > 0 {
-        parts.push(format!(
-            "the {} local job{} submitted may cost {:.2} at worst (processors × \
-                 walltime × their cluster's tariff)",
-            o.local_jobs,
-            plural(o.local_jobs),
-            o.local
-        ));
-    }
-    if o.queued_jobs > 0 {
-        parts.push(format!(
-            "{:.2} for the {} global job{} of {user} not yet started",
-            o.queued,
-            o.queued_jobs,
-            plural(o.queued_jobs)
-        ));
-    }
-    if o.committed_here > 0.0 {
-        parts.push(format!(
-            "{:.2} that {user}'s unfinished local jobs here may still cost",
-            o.committed_here
-        ));
-    }
-    crate::Refusal::over_budget(format!(
-        "{}: more than the remaining budget {:.2} of {user} (shared by every \
-             site, less what its other jobs hold); nothing was submitted",
-        parts.join(", plus "),
-        o.left
-    ))
 }
 
 #[cfg(test)]

@@ -85,21 +85,18 @@ impl Service {
         view.ok_or_else(|| Refusal::not_found_at("id", format!("no job {r}")))
     }
 
-    /// A job this service does not hold: in dispatcher mode, one still in the global queue
-    /// or run by another site, as the shared store has it; else what `not_here` says.
+    /// A job this service does not hold: one the global queue knows (in dispatcher mode,
+    /// still in the shared queue or run by another site); else what `not_here` says.
     pub async fn job_elsewhere(
         &self,
         user: &UserRecord,
         r: foresight_api::JobRef,
         not_here: Refusal,
     ) -> Result<JobView, Refusal> {
-        let Some(d) = &self.dispatcher else {
-            return Err(not_here);
-        };
         if r.task.is_some() {
             return Err(not_here);
         }
-        let shared = d.shared_job(r.job).await?;
+        let shared = self.global_queue.shared_job(r.job).await?;
         match shared {
             Some(j) if user.admin || j.record.user == user.name => {
                 Ok(shared_view(&self.world(), &j, self.now()))
@@ -108,11 +105,11 @@ impl Service {
         }
     }
 
-    /// Cancels, holds or releases a job this service does not hold: in dispatcher mode, a
-    /// global job no site has started (in the queue, in auction, or awarded), done in the
-    /// shared queue whichever dispatcher is asked; a cancelled job some other site started
-    /// is stopped by that site, which this waits a few seconds for. Else what `not_here`
-    /// says.
+    /// Cancels, holds or releases a job this service does not hold, in the global queue: in
+    /// dispatcher mode, a global job no site has started (in the queue, in auction, or
+    /// awarded), done in the shared queue whichever dispatcher is asked; a cancelled job
+    /// some other site started is stopped by that site, which this waits a few seconds for.
+    /// Else (a job the queue does not know) what `not_here` says.
     pub async fn job_op_elsewhere(
         &self,
         user: &UserRecord,
@@ -120,12 +117,10 @@ impl Service {
         op: foresight_store::QueueOp,
         not_here: Refusal,
     ) -> Result<JobView, Refusal> {
-        let Some(d) = &self.dispatcher else {
-            return Err(not_here);
-        };
         if r.task.is_some() {
             return Err(not_here);
         }
+        let d = &self.global_queue;
         let site = match d.shared_job(r.job).await? {
             Some(j) if user.admin || j.record.user == user.name => j.site,
             _ => return Err(not_here),
@@ -158,9 +153,9 @@ impl Service {
         self.job_elsewhere(user, r, not_here).await
     }
 
-    /// Jobs the user may see, filtered, at every site: in dispatcher mode those this site
-    /// holds and the newest of the others (queued, or run by other sites, which their
-    /// reason names).
+    /// Jobs the user may see, filtered, at every site: those this site holds and the newest
+    /// of those the global queue holds elsewhere (in dispatcher mode: queued, or run by
+    /// other sites, which their reason names).
     pub async fn jobs_everywhere(
         &self,
         user: &UserRecord,
@@ -169,16 +164,14 @@ impl Service {
         limit: usize,
     ) -> Result<Vec<JobView>, Refusal> {
         let mut views = self.jobs(user, state, owner, limit);
-        let Some(d) = &self.dispatcher else {
-            return Ok(views);
-        };
         let who = match owner {
             _ if user.admin => owner,
             Some(o) if o != user.name => return Ok(views),
             _ => Some(user.name.as_str()),
         };
         let cap = u32::try_from(limit).unwrap_or(u32::MAX);
-        let elsewhere = d
+        let elsewhere = self
+            .global_queue
             .jobs_elsewhere(who, state.map(JobState::as_str), cap)
             .await?;
         {

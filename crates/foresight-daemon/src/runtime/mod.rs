@@ -5,6 +5,7 @@ pub(crate) mod data_dir;
 pub(crate) mod dispatcher;
 pub(crate) mod effects;
 pub(crate) mod estimate;
+pub(crate) mod global_queue;
 pub(crate) mod jobs;
 pub(crate) mod loops;
 pub(crate) mod staging;
@@ -19,6 +20,7 @@ mod clock_tests;
 
 use crate::config::Config;
 use crate::runtime::effects::AheadCopy;
+use crate::runtime::global_queue::GlobalQueue;
 use crate::runtime::loops::{insert_writer, InsertRequest};
 use crate::runtime::users::{new_token, token_hash, write_secret};
 use crate::state::world::World;
@@ -79,8 +81,8 @@ pub struct Service {
     pub timings: Mutex<Timings>,
     closing: AtomicBool,
     inserts: tokio::sync::mpsc::UnboundedSender<InsertRequest>,
-    /// This site's dispatcher, in dispatcher mode.
-    pub(crate) dispatcher: Option<Arc<crate::runtime::dispatcher::Dispatcher>>,
+    /// Where its global jobs wait: with it alone, or in the queue every site shares.
+    pub(crate) global_queue: Arc<dyn GlobalQueue>,
     /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
     /// cluster): a launch meanwhile waits for its copy's outcome.
     ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
@@ -105,7 +107,7 @@ impl Service {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
-        let (store, dispatcher) = crate::runtime::dispatcher::open_store(&cfg).await?;
+        let (store, global_queue) = crate::runtime::global_queue::open_store(&cfg).await?;
         let exe = std::env::current_exe()?;
         let mut executors = Vec::new();
         let mut receivers = Vec::new();
@@ -249,7 +251,7 @@ impl Service {
             cfg,
             timings: Mutex::new(Timings::default()),
             closing: AtomicBool::new(false),
-            dispatcher,
+            global_queue,
             ahead: Mutex::default(),
             tasks: Mutex::default(),
         });
@@ -267,9 +269,7 @@ impl Service {
                     s.world()
                         .on_finished(s.now(), k, JobId(f.job), f.attempt, &f.outcome);
                     s.wake.notify_one();
-                    if let Some(d) = &s.dispatcher {
-                        d.poke();
-                    }
+                    s.global_queue.poke();
                     s.flush().await;
                 }
             });
@@ -279,12 +279,10 @@ impl Service {
         Ok((service, created))
     }
 
-    /// Starts this site's dispatcher (dispatcher mode), announcing `url` as its address.
-    pub async fn start_dispatcher(self: &Arc<Self>, url: &str) -> anyhow::Result<()> {
-        if let Some(d) = &self.dispatcher {
-            d.run(self.clone(), url).await?;
-        }
-        Ok(())
+    /// Starts what keeps the global queue moving once the service answers at `url` (in
+    /// dispatcher mode, the dispatcher's rounds, which announce `url` to the other sites).
+    pub async fn start_global_queue(self: &Arc<Self>, url: &str) -> anyhow::Result<()> {
+        self.global_queue.clone().start(self.clone(), url).await
     }
 
     /// Whether shutdown has begun.

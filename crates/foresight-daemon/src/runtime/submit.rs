@@ -1,6 +1,8 @@
-//! Submission: a job checked, given its credentials and inputs, and stored, on this
-//! service's world or (in dispatcher mode) on the shared global queue.
+//! Submission: a job checked, given its credentials and inputs, and stored; where its
+//! global jobs go is the [`GlobalQueue`](crate::runtime::global_queue::GlobalQueue)'s
+//! business (this service's world, or the queue every site shares).
 
+use crate::runtime::global_queue::Admission;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
@@ -23,10 +25,7 @@ impl Service {
     ) -> Result<Vec<u64>, Refusal> {
         let started = Instant::now();
         let now = self.now();
-        let largest_site = match &self.dispatcher {
-            Some(d) => Some(d.largest_cluster().await?),
-            None => None,
-        };
+        let admission = self.global_queue.admission().await?;
         let mut shared_deps = self.shared_dependencies(user, &requests, batch).await?;
         self.check_inputs_readable(user, &requests, batch).await?;
         let mut records = Vec::with_capacity(requests.len());
@@ -38,7 +37,7 @@ impl Service {
                 let at = |e: Refusal| if batch { e.at(i) } else { e };
                 let dependency = shared_deps.get_mut(i).and_then(Option::take);
                 let (rec, array) =
-                    job_record(&w, user, r, now, largest_site, dependency).map_err(at)?;
+                    job_record(&w, user, r, now, admission, dependency).map_err(at)?;
                 firsts.push(records.len());
                 records.extend(array_tasks(rec, array));
             }
@@ -62,8 +61,9 @@ impl Service {
         Ok(ids)
     }
 
-    /// In dispatcher mode, the dependencies of each global job among `requests`, resolved
-    /// in the shared store: they may name jobs of any site.
+    /// The dependencies of each global job among `requests` that the global queue resolves
+    /// (in dispatcher mode they may name jobs of any site); the others are resolved by the
+    /// world.
     async fn shared_dependencies(
         &self,
         user: &UserRecord,
@@ -71,22 +71,16 @@ impl Service {
         batch: bool,
     ) -> Result<Vec<Option<DependencyRecord>>, Refusal> {
         let mut shared_deps = Vec::with_capacity(requests.len());
-        if let Some(d) = &self.dispatcher {
-            for (i, r) in requests.iter().enumerate() {
-                let global = r.cluster.is_none() && r.reservation.is_none();
-                shared_deps.push(match (&r.dependency, global) {
-                    (Some(text), true) => {
-                        Some(d.resolve_dependency(user, text).await.map_err(|e| {
-                            if batch {
-                                e.at(i)
-                            } else {
-                                e
-                            }
-                        })?)
-                    }
-                    _ => None,
-                });
-            }
+        for (i, r) in requests.iter().enumerate() {
+            let global = r.cluster.is_none() && r.reservation.is_none();
+            shared_deps.push(match (&r.dependency, global) {
+                (Some(text), true) => self
+                    .global_queue
+                    .dependency(user, text)
+                    .await
+                    .map_err(|e| if batch { e.at(i) } else { e })?,
+                _ => None,
+            });
         }
         Ok(shared_deps)
     }
@@ -110,28 +104,15 @@ impl Service {
         Ok(())
     }
 
-    /// Makes `records` durable and returns their ids: in this service's store, or in
-    /// dispatcher mode (for global jobs, and for a user with a limited budget) in the shared
-    /// database, checked there against the budget in the same transaction. Also the ticket
-    /// of what they may cost, set aside until they are taken in.
+    /// Makes `records` durable through the global queue and returns their ids, and the
+    /// ticket of what they may cost, set aside until they are taken in.
     async fn store_jobs(
         &self,
         user: &UserRecord,
         records: &mut [JobRecord],
     ) -> Result<(Vec<u64>, u64), Refusal> {
-        // In dispatcher mode a limited budget holds each local job's worst case in the
-        // shared budget as the job is stored, so that every site's admissions count it
-        // (settled at its end, see `foresight_store::local_taken`).
-        if self.dispatcher.is_some() {
-            let w = self.world();
-            if w.users.get(&user.name).is_some_and(|u| u.budget.is_some()) {
-                for r in records.iter_mut() {
-                    if let Some(price) = w.local_tariff(r) {
-                        r.budget_hold = World::worst_case(r, price);
-                    }
-                }
-            }
-        }
+        self.global_queue
+            .hold_budgets(&self.world(), &user.name, records);
         // Until they are taken in, what these local jobs may cost is set aside, so that a
         // submission checked while they are being stored counts them.
         let (ticket, committed) = {
@@ -139,31 +120,10 @@ impl Service {
             let ticket = w.set_aside_admitted(records);
             (ticket, w.uncharged_of(&user.name))
         };
-        let limited = self
-            .world()
-            .users
-            .get(&user.name)
-            .is_some_and(|u| u.budget.is_some());
-        let shared = self
-            .dispatcher
-            .as_ref()
-            .filter(|_| limited || records.iter().any(foresight_store::is_global));
-        let stored = if let Some(d) = shared {
-            // Checked against the budget in the shared database, with the user's global jobs
-            // not yet started (wherever submitted), and stored in the same transaction.
-            d.submit(&user.name, records, committed).await
-        } else {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            match self.inserts.send((records.to_vec(), reply)) {
-                Err(_) => Err(Refusal::internal("the store writer has stopped")),
-                Ok(()) => answer
-                    .await
-                    .map_err(|_| Refusal::internal("the store writer has stopped"))
-                    .and_then(|r| {
-                        r.map_err(|e| Refusal::internal(format!("storing the jobs: {e}")))
-                    }),
-            }
-        };
+        let stored = self
+            .global_queue
+            .store_jobs(self, &user.name, records, committed)
+            .await;
         match stored {
             Ok(ids) => Ok((ids, ticket)),
             Err(e) => {
@@ -174,9 +134,10 @@ impl Service {
     }
 
     /// Numbers the stored `records` with their `ids` and takes them into the world (what
-    /// they may cost stops being set aside as they are counted in, under one lock): the
-    /// local ones queued (global ones of a dispatcher went to the shared queue, to be sold
-    /// by auction), the cycle woken when there is something to plan, then written.
+    /// they may cost stops being set aside as they are counted in, under one lock): those
+    /// the global queue keeps here queued (in dispatcher mode global ones went to the
+    /// shared queue, to be sold by auction), the cycle woken when there is something to
+    /// plan, then written.
     async fn take_in(
         self: &Arc<Self>,
         now: Time,
@@ -201,11 +162,7 @@ impl Service {
             .filter(|r| r.links.as_ref().is_some_and(|l| l.array.is_some()))
             .map(|r| r.id)
             .collect();
-        if let Some(d) = &self.dispatcher {
-            // Global jobs went to the shared queue with their records: sold by auction.
-            records.retain(|r| !foresight_store::is_global(r));
-            d.poke();
-        }
+        self.global_queue.keep_here(&mut records);
         // A global job is planned at the next cycle; a begin time is a new moment for the
         // cycle to wake at.
         let plan_now = records.iter().any(|r| {
@@ -248,7 +205,7 @@ fn job_record(
     user: &UserRecord,
     r: SubmitJob,
     now: Time,
-    largest_site: Option<u32>,
+    admission: Admission,
     shared_dependency: Option<DependencyRecord>,
 ) -> Result<(JobRecord, Option<ArraySpec>), Refusal> {
     let walltime = r
@@ -283,25 +240,10 @@ fn job_record(
             Ok::<_, Refusal>(spec)
         })
         .transpose()?;
-    // In dispatcher mode an input may live on another site's cluster.
-    let inputs = crate::runtime::staging::measure(r.inputs, |c| {
-        largest_site.is_some() || w.cluster_index(c).is_some()
-    })?;
-    let outputs = crate::state::staging::check_outputs(r.outputs, |c| {
-        largest_site.is_some() || w.cluster_index(c).is_some()
-    })?;
-    // A dispatcher's global job: unnamed inputs are on this site (its first
-    // cluster), from which other sites stage them.
-    let inputs = match (&largest_site, &r.cluster, w.clusters.first()) {
-        (Some(_), None, Some(here)) => inputs
-            .into_iter()
-            .map(|mut i| {
-                i.cluster.get_or_insert_with(|| here.cfg.name.clone());
-                i
-            })
-            .collect(),
-        _ => inputs,
-    };
+    let inputs = crate::runtime::staging::measure(r.inputs, |c| admission.knows_cluster(w, c))?;
+    let outputs =
+        crate::state::staging::check_outputs(r.outputs, |c| admission.knows_cluster(w, c))?;
+    let inputs = admission.place_inputs(w, r.cluster.as_deref(), inputs);
     let links = (dependency.is_some() || array.is_some()).then_some(Links {
         dependency,
         array: None,
@@ -365,20 +307,7 @@ fn job_record(
         outputs,
         output_staging: None,
     };
-    match largest_site {
-        Some(largest) if foresight_store::is_global(&rec) => {
-            crate::runtime::dispatcher::admit_global(
-                &rec,
-                array.as_ref().and_then(|a| a.limit),
-                largest,
-            )?;
-            // Its size is checked against every site's clusters, not this one's.
-            let mut here = rec.clone();
-            here.procs = here.procs.min(1);
-            w.admit(&here)?;
-        }
-        _ => w.admit(&rec)?,
-    }
+    admission.admit(w, &rec, array.as_ref().and_then(|a| a.limit))?;
     Ok((rec, array))
 }
 

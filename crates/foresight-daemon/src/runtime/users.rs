@@ -60,20 +60,17 @@ impl Service {
         Ok((out, user_view(&rec)))
     }
 
-    /// In dispatcher mode, sets and tops up `name`'s budget in the shared database (the
-    /// copy in this service was changed already, with the same checks): the view after.
-    /// `None` in single mode.
+    /// Sets and tops up `name`'s budget where the global queue shares it with other sites
+    /// (the copy in this service was changed already, with the same checks): the view
+    /// after. `None` when the budget is this service's alone (mode single).
     pub async fn change_shared_budget(
         &self,
         name: &str,
         set: Option<Option<f64>>,
         add: Option<f64>,
     ) -> Result<Option<UserView>, Refusal> {
-        let Some(d) = &self.dispatcher else {
+        let Some((budget, spent)) = self.global_queue.change_budget(name, set, add).await? else {
             return Ok(None);
-        };
-        let Some((budget, spent)) = d.change_budget(name, set, add).await? else {
-            return Err(Refusal::not_found_at("name", format!("no user {name:?}")));
         };
         let mut w = self.world();
         let u = w
@@ -85,14 +82,11 @@ impl Service {
         Ok(Some(user_view(u)))
     }
 
-    /// [`Service::authenticate`]; in dispatcher mode a token this service has not seen is
-    /// also looked up in the shared database: its user may have been created, or given a
-    /// new token, through another site's dispatcher a moment ago.
+    /// [`Service::authenticate`]; a token this service has not seen is also looked up in
+    /// the global queue (in dispatcher mode, the shared database): its user may have been
+    /// created, or given a new token, through another site's dispatcher a moment ago.
     pub async fn authenticate_shared(&self, token: &str) -> Result<UserRecord, Refusal> {
         let known = self.authenticate(token);
-        let Some(d) = &self.dispatcher else {
-            return known;
-        };
         if known.is_ok() {
             return known;
         }
@@ -107,7 +101,7 @@ impl Service {
             // own reading of the users since the first look.
             return self.authenticate(token);
         }
-        match d.user_by_token(&hash).await? {
+        match self.global_queue.user_by_token(&hash).await? {
             Some(u) => {
                 self.adopt_users(vec![u]);
                 self.authenticate(token)

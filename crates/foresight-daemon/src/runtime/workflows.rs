@@ -4,7 +4,6 @@
 
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
-use crate::state::world::World;
 use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
 use foresight_store::UserRecord;
 use std::sync::Arc;
@@ -37,14 +36,7 @@ impl Service {
             // processors × walltime × its mapped cluster's tariff: a task runs only there) in
             // the shared budget as the workflow is stored, all tasks or none, as it does a
             // local job's; settled at each task's end.
-            let limited = w.users.get(&user.name).is_some_and(|u| u.budget.is_some());
-            if self.dispatcher.is_some() && limited {
-                for j in &mut jobs {
-                    if let Some(price) = w.local_tariff(j) {
-                        j.budget_hold = World::worst_case(j, price);
-                    }
-                }
-            }
+            self.global_queue.hold_budgets(&w, &user.name, &mut jobs);
             // Until they are taken in, what the tasks without a hold may cost is set aside,
             // under the lock that checked them, so that a submission checked while they are
             // being stored counts them (as a job submission's are).
@@ -75,18 +67,10 @@ impl Service {
                 return Err(r);
             }
         }
-        let stored = match &self.dispatcher {
-            Some(d) => {
-                let committed = self.world().uncharged_of(&user.name);
-                d.submit_workflow(&user.name, &record, &jobs, committed)
-                    .await
-            }
-            None => self
-                .store
-                .insert_workflow(&record, &jobs)
-                .await
-                .map_err(|e| Refusal::internal(format!("storing the workflow: {e}"))),
-        };
+        let stored = self
+            .global_queue
+            .store_workflow(self, &user.name, &record, &jobs)
+            .await;
         if spec.reserve {
             // Phase two: all committed with the workflow stored, or all released.
             self.world().settle_workflow(now, &record, stored.is_ok());

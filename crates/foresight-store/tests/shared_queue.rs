@@ -6,7 +6,7 @@
 use foresight_api::JobState;
 use foresight_core::auction::{close, AuctionConfig, Unsold};
 use foresight_store::{
-    Claim, Closed, GlobalQueue, JobRecord, OpOutcome, PgStore, QueueOp, Start, Store, StoreError,
+    Claim, Closed, JobRecord, OpOutcome, PgStore, QueueOp, SharedQueue, Start, Store, StoreError,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,16 +39,16 @@ fn opening_zero() -> AuctionConfig {
 
 /// Closes one due auction as a dispatcher does: the queue locks it and its bids, the core
 /// picks the winner, the queue records it. `None`: nothing due.
-async fn close_one(q: &GlobalQueue, cfg: &AuctionConfig) -> Option<Closed> {
+async fn close_one(q: &SharedQueue, cfg: &AuctionConfig) -> Option<Closed> {
     let due = q.due_auction().await.unwrap()?;
     let outcome = close(cfg, MEAN_RUNTIME, &due.bids);
     Some(due.settle(&outcome, REOPENED_MS).await.unwrap())
 }
 
 /// Site `name`'s store and queue on the database at `url`.
-async fn site(url: &str, name: &str, lease_ms: u64) -> (PgStore, GlobalQueue) {
+async fn site(url: &str, name: &str, lease_ms: u64) -> (PgStore, SharedQueue) {
     let store = PgStore::open_site(url, name).await.unwrap();
-    let queue = GlobalQueue::new(&store, name, lease_ms);
+    let queue = SharedQueue::new(&store, name, lease_ms);
     queue
         .register(std::process::id(), "", 4, 0.0)
         .await
@@ -257,7 +257,7 @@ async fn single_mode_and_dispatchers_never_share_a_database() {
 }
 
 /// The queue state, site and epoch of `id`, as `shared_job` shows them.
-async fn place(q: &GlobalQueue, id: u64) -> (String, Option<String>, JobState, bool) {
+async fn place(q: &SharedQueue, id: u64) -> (String, Option<String>, JobState, bool) {
     let j = q.shared_job(id).await.unwrap().unwrap();
     (
         j.queue_state.unwrap(),
@@ -574,7 +574,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
         tokio::time::sleep(Duration::from_millis(550)).await;
         while close_one(&a, &opening_zero()).await.is_some() {}
         let (ca, cb) = (a.claims().await.unwrap()[0], b.claims().await.unwrap()[0]);
-        let started = |q: &GlobalQueue, c: Claim, cluster: &str| {
+        let started = |q: &SharedQueue, c: Claim, cluster: &str| {
             let q = q.clone();
             let mut placed = job(1);
             placed.id = c.job;
@@ -669,7 +669,7 @@ async fn two_sites_starting_at_once_cannot_both_spend_the_last_of_a_budget() {
     );
 }
 
-fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &GlobalQueue) -> &'a PgStore {
+fn loser_store<'a>(a: &'a PgStore, b: &'a PgStore, winner: &SharedQueue) -> &'a PgStore {
     if winner.site() == "a" {
         b
     } else {
@@ -1044,7 +1044,7 @@ async fn same_decisions_under(cfg: &AuctionConfig, seed: u64) -> Coverage {
     let mut sites = Vec::new();
     for (k, n) in names.iter().enumerate() {
         let store = PgStore::open_site(&url, n).await.unwrap();
-        let q = GlobalQueue::new(&store, n, 60_000);
+        let q = SharedQueue::new(&store, n, 60_000);
         let id = q.register(std::process::id(), "", 8, 0.0).await.unwrap();
         assert_eq!(id, SiteId(k as u32), "ids in the order sites register");
         sites.push((store, q));

@@ -9,8 +9,8 @@
 //!   `FOR UPDATE SKIP LOCKED` once due, and sets its one winner in that transaction (the
 //!   winner chosen by `foresight_core::auction::close`, as in `sim auction`);
 //! - a winner starts the job only with the claim epoch it was awarded, inside its lease, in
-//!   the transaction that hands the job to its site ([`GlobalQueue::start`]);
-//! - a dispatcher whose lease ran out loses its claims and bids ([`GlobalQueue::reclaim`]).
+//!   the transaction that hands the job to its site ([`SharedQueue::start`]);
+//! - a dispatcher whose lease ran out loses its claims and bids ([`SharedQueue::reclaim`]).
 //!
 //! Times are the database's clock (`now()`), never a process's.
 
@@ -70,7 +70,7 @@ pub enum Closed {
     },
 }
 
-/// A due auction this dispatcher has locked ([`GlobalQueue::due_auction`]): its job and live
+/// A due auction this dispatcher has locked ([`SharedQueue::due_auction`]): its job and live
 /// bids as plain data, for the caller to close with `foresight_core::auction::close` (the
 /// choice `sim auction` makes), and the transaction holding the lock, in which
 /// [`DueAuction::settle`] applies the outcome. Dropped unsettled, it is rolled back and the
@@ -134,7 +134,7 @@ pub enum OpOutcome {
     NotGlobal,
 }
 
-/// How a [`GlobalQueue::start_holding`] went.
+/// How a [`SharedQueue::start_holding`] went.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Start {
     /// Started: the job is this site's.
@@ -152,7 +152,7 @@ pub enum Start {
 /// counts against its user's budget.
 const UNSTARTED: &str = "'queued', 'auction', 'claimed', 'held', 'over_budget', 'waiting'";
 
-/// How a [`GlobalQueue::submit`] went.
+/// How a [`SharedQueue::submit`] went.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Submitted {
     /// Stored: the jobs' ids, in order.
@@ -186,7 +186,7 @@ pub struct OverBudget {
 }
 
 /// Where a job stands, wherever it runs, as a dependency on it reads it
-/// ([`GlobalQueue::job_states`]).
+/// ([`SharedQueue::job_states`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobStanding {
     /// The job's id.
@@ -214,7 +214,7 @@ pub struct SharedJob {
 
 /// One site's door to the global queue.
 #[derive(Clone, Debug)]
-pub struct GlobalQueue {
+pub struct SharedQueue {
     pool: PgPool,
     name: String,
     site: String,
@@ -224,11 +224,11 @@ pub struct GlobalQueue {
 /// A site is alive while this holds for its `dispatchers` row.
 const ALIVE: &str = "d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()";
 
-impl GlobalQueue {
+impl SharedQueue {
     /// The queue as `site` sees it, on `store`'s database; `lease_ms` is how long its
     /// claims outlive its last heartbeat.
-    pub fn new(store: &PgStore, site: &str, lease_ms: u64) -> GlobalQueue {
-        GlobalQueue {
+    pub fn new(store: &PgStore, site: &str, lease_ms: u64) -> SharedQueue {
+        SharedQueue {
             pool: store.pool().clone(),
             name: store.name().to_string(),
             site: site.to_string(),
@@ -409,7 +409,7 @@ impl GlobalQueue {
     }
 
     /// Stores a workflow of `user` submitted at this site with its task jobs (this site's
-    /// local jobs), all or none, checked against the budget as [`GlobalQueue::submit`]
+    /// local jobs), all or none, checked against the budget as [`SharedQueue::submit`]
     /// checks a submission: each task's hold ([`JobRecord::budget_hold`]) is taken in the
     /// same transaction. Returns the workflow's id and its jobs' ids, in task order.
     pub async fn submit_workflow(
@@ -422,7 +422,7 @@ impl GlobalQueue {
         self.admit(user, wf, jobs, committed_here).await
     }
 
-    /// The body of [`GlobalQueue::submit`] and [`GlobalQueue::submit_workflow`]: in one
+    /// The body of [`SharedQueue::submit`] and [`SharedQueue::submit_workflow`]: in one
     /// transaction, checks `jobs` against `user`'s budget, stores them as `what` says, and
     /// takes their holds; `Err` (nothing stored) when they do not fit.
     async fn admit<W: Insert>(
@@ -451,7 +451,7 @@ impl GlobalQueue {
     }
 
     /// Inside `tx`, takes `user`'s row `FOR UPDATE` and says how `jobs` would overspend
-    /// their budget (`None`: they fit, or it is unlimited); see [`GlobalQueue::submit`].
+    /// their budget (`None`: they fit, or it is unlimited); see [`SharedQueue::submit`].
     async fn over_budget_in(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -846,10 +846,10 @@ impl GlobalQueue {
         Ok(self.start_holding(claim, record, 0.0).await? == Start::Started)
     }
 
-    /// [`GlobalQueue::start`], also taking `hold` (the most the job may cost here) from its
+    /// [`SharedQueue::start`], also taking `hold` (the most the job may cost here) from its
     /// user's budget in the same transaction, refused if less is left. The hold pays the
     /// job's charges as they are written with its record; when it ends, what it was charged
-    /// is settled against the hold and the rest goes back ([`GlobalQueue::finished`]).
+    /// is settled against the hold and the rest goes back ([`SharedQueue::finished`]).
     pub async fn start_holding(
         &self,
         claim: Claim,
@@ -908,7 +908,7 @@ impl GlobalQueue {
     /// Takes an award this site cannot start off sale, its user's budget being short: it
     /// needs `needs` here, the budget has `left`. Its claim is void (new epoch) and its
     /// record's reason says so; it waits, not auctioned, until its user's budget changes or
-    /// a hold comes back ([`GlobalQueue::change_budget`], [`GlobalQueue::finished`]), then
+    /// a hold comes back ([`SharedQueue::change_budget`], [`SharedQueue::finished`]), then
     /// goes back on sale. Returns whether the claim still held.
     pub async fn over_budget(&self, claim: Claim, needs: f64, left: f64) -> Result<bool> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
@@ -1105,7 +1105,7 @@ impl GlobalQueue {
     }
 
     /// Cancels the global jobs of these users (disabled, at any site) that have not
-    /// started, as [`GlobalQueue::apply`] cancels one, each record giving the reason;
+    /// started, as [`SharedQueue::apply`] cancels one, each record giving the reason;
     /// jobs already started run on. Any dispatcher may do it: a job is cancelled once.
     /// Returns the jobs cancelled.
     pub async fn cancel_unstarted_of(&self, users: &[String], now: i64) -> Result<Vec<u64>> {
@@ -1134,7 +1134,7 @@ impl GlobalQueue {
         Ok(cancelled)
     }
 
-    /// [`GlobalQueue::apply`], a cancelled record giving `why` as its reason.
+    /// [`SharedQueue::apply`], a cancelled record giving `why` as its reason.
     async fn apply_saying(&self, job: u64, op: QueueOp, now: i64, why: &str) -> Result<OpOutcome> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let row = sqlx::query(
@@ -1244,7 +1244,7 @@ impl GlobalQueue {
     }
 
     /// Jobs this site started that their owners have since cancelled: this site stops them
-    /// and then calls [`GlobalQueue::cancel_applied`].
+    /// and then calls [`SharedQueue::cancel_applied`].
     pub async fn cancel_requests(&self) -> Result<Vec<u64>> {
         let ids: Vec<i64> = sqlx::query_scalar(
             "SELECT job_id FROM global_jobs WHERE site = $1 AND cancel_requested \
@@ -1338,7 +1338,7 @@ impl DueAuction {
     /// Applies how the auction closed, in the transaction that locked it, and commits: an
     /// award sets its one winner (a bidder of this auction) under a new claim epoch; an
     /// unsold job is queued again, or reopens `reopen_after` the close for `length_ms` (as
-    /// [`GlobalQueue::open`] takes it, at least 1) during which bids count. Its bids go.
+    /// [`SharedQueue::open`] takes it, at least 1) during which bids count. Its bids go.
     pub async fn settle(mut self, outcome: &Outcome, length_ms: i64) -> Result<Closed> {
         let name = self.name.clone();
         let db = move |source: sqlx::Error| StoreError::Database { path: name, source };
@@ -1471,7 +1471,7 @@ fn user_of((name, token_hash, data): (String, String, String)) -> Result<crate::
 }
 
 /// Announces on [`GLOBAL_CHANNEL`] that users changed (one created, a token, a credential, a
-/// budget, a user disabled): every dispatcher reads them again at once ([`GlobalQueue::users`]).
+/// budget, a user disabled): every dispatcher reads them again at once ([`SharedQueue::users`]).
 pub(crate) async fn notify_users(
     tx: &mut sqlx::PgConnection,
 ) -> std::result::Result<(), sqlx::Error> {
@@ -1491,7 +1491,7 @@ async fn notify(tx: &mut sqlx::PgConnection, what: &str) -> std::result::Result<
 }
 
 /// What a submission stores besides its jobs' records, as one step of
-/// [`GlobalQueue::submit`]'s transaction: nothing more ([`Jobs`]), or the workflow they are
+/// [`SharedQueue::submit`]'s transaction: nothing more ([`Jobs`]), or the workflow they are
 /// the tasks of.
 trait Insert {
     /// The ids it answers with.
