@@ -385,7 +385,8 @@ pub struct JobView {
     pub ended_at: Option<i64>,
     /// Charged to the owner's budget.
     pub charged: f64,
-    /// Why it is where it is (planner's reason, failure reason).
+    /// Why it is where it is (planner's reason, failure reason), for people. It writes no
+    /// instant: the start it is planned or reserved for is `planned_start`.
     pub reason: Option<String>,
     /// Program and arguments.
     pub command: Vec<String>,
@@ -467,10 +468,45 @@ pub struct Explanation {
     pub id: u64,
     /// Its state.
     pub state: JobState,
-    /// One line per reason, most important first.
-    pub reasons: Vec<String>,
+    /// The service's time when it explained: what a reason's `at` is counted from (`in
+    /// 2h`), whatever the reader's clock says.
+    pub now: i64,
+    /// One per reason, most important first.
+    pub reasons: Vec<Reason>,
     /// The planned start, if any.
     pub planned_start: Option<i64>,
+}
+
+/// One reason a job is where it is. The instant it speaks of travels as a number beside
+/// the words, never inside them, so that each client shows it in its reader's zone and
+/// relative to now without reading the words.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Reason {
+    /// For people, without the instant: when `at` is set, the text ends where the instant
+    /// goes (`reserved on a from`) and a client writes the instant after it.
+    pub text: String,
+    /// The instant that completes `text`: a begin time, a reserved or earliest possible
+    /// start, the start of a run. Null when the text needs none.
+    #[serde(default)]
+    pub at: Option<i64>,
+}
+
+impl Reason {
+    /// A reason that speaks of no instant.
+    pub fn new(text: impl Into<String>) -> Reason {
+        Reason {
+            text: text.into(),
+            at: None,
+        }
+    }
+
+    /// A reason whose text ends on the instant `at`.
+    pub fn timed(text: impl Into<String>, at: i64) -> Reason {
+        Reason {
+            text: text.into(),
+            at: Some(at),
+        }
+    }
 }
 
 /// A start-time question: when could such a job start, without submitting it?

@@ -2,10 +2,10 @@
 //! marked, in one format everywhere (`2026-11-23 17:00:00 CET`); read in the forms
 //! `sbatch --begin` reads, plus `+DURATION`.
 //!
-//! The server speaks seconds since the epoch, and UTC RFC 3339 (`…Z`) inside its messages;
-//! [`localize`] turns the latter into the same local format.
+//! The server speaks seconds since the epoch, in fields of their own, never inside its
+//! messages: [`reason_in`] writes a reason's instant after its words.
 
-use foresight_api::parse_duration;
+use foresight_api::{parse_duration, Reason};
 use jiff::civil::{Date, DateTime, Time};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
@@ -47,68 +47,19 @@ pub fn when(t: Option<i64>) -> String {
     }
 }
 
-/// Rewrites every UTC RFC 3339 time (`2026-11-22T19:33:00Z`) in a server's message into
-/// the local format, and `(N s from now)` into `(in 1h2m)`.
-pub fn localize(text: &str, tz: &TimeZone) -> String {
-    relative(&local_times(text, tz))
-}
-
-/// `(N s from now)` → `(in DURATION)`.
-fn relative(text: &str) -> String {
-    const TAIL: &str = " s from now)";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(end) = rest.find(TAIL) {
-        let head = &rest[..end];
-        let open = head.rfind('(');
-        let number = open.map(|o| &head[o + 1..]).filter(|n| {
-            !n.is_empty()
-                && n.bytes()
-                    .enumerate()
-                    .all(|(i, b)| b.is_ascii_digit() || (i == 0 && b == b'-'))
-        });
-        match (open, number.and_then(|n| n.parse::<i64>().ok())) {
-            (Some(o), Some(secs)) if secs >= 0 => {
-                out.push_str(&head[..o]);
-                out.push_str(&format!("(in {})", foresight_api::format_duration(secs)));
-            }
-            _ => out.push_str(&rest[..end + TAIL.len()]),
-        }
-        rest = &rest[end + TAIL.len()..];
+/// A reason as people read it: its words, then its instant (if any) in zone `tz`, and how
+/// far ahead of `now` (the service's, when it explained) while it is still to come.
+pub fn reason_in(r: &Reason, now: i64, tz: &TimeZone) -> String {
+    match r.at {
+        None => r.text.clone(),
+        Some(at) if at > now => format!(
+            "{} {} (in {})",
+            r.text,
+            show_in(at, tz),
+            foresight_api::format_duration(at.saturating_sub(now))
+        ),
+        Some(at) => format!("{} {}", r.text, show_in(at, tz)),
     }
-    out.push_str(rest);
-    out
-}
-
-fn local_times(text: &str, tz: &TimeZone) -> String {
-    const LEN: usize = "2026-11-22T19:33:00Z".len();
-    let shape = |w: &[u8]| {
-        w.iter().enumerate().all(|(i, &b)| match i {
-            4 | 7 => b == b'-',
-            10 => b == b'T',
-            13 | 16 => b == b':',
-            19 => b == b'Z',
-            _ => b.is_ascii_digit(),
-        })
-    };
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let mut copied = 0;
-    while i + LEN <= bytes.len() {
-        if shape(&bytes[i..i + LEN]) {
-            if let Ok(ts) = text[i..i + LEN].parse::<Timestamp>() {
-                out.push_str(&text[copied..i]);
-                out.push_str(&show_in(ts.as_second(), tz));
-                i += LEN;
-                copied = i;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    out.push_str(&text[copied..]);
-    out
 }
 
 /// Reads a moment (see [`FORMS`]) relative to `now` in zone `tz`: seconds since the epoch,
@@ -242,22 +193,39 @@ mod tests {
     }
 
     #[test]
-    fn server_times_become_local() {
+    fn a_reason_ends_on_its_instant_in_the_zone() {
+        let reserved = Reason::timed("reserved on a from", NOW + 3_720);
         assert_eq!(
-            localize(
-                "reserved on a from 2026-11-23T14:30:00Z (60 s from now), Z 2026-11-23T14:30Z",
-                &berlin()
-            ),
-            "reserved on a from 2026-11-23 15:30:00 CET (in 1m), Z 2026-11-23T14:30Z"
+            reason_in(&reserved, NOW, &berlin()),
+            "reserved on a from 2026-11-23 16:32:00 CET (in 1h2m)"
         );
-        assert_eq!(localize("héllo 2026", &berlin()), "héllo 2026");
         assert_eq!(
-            localize(
-                "(0 s from now) (-5 s from now) (x s from now) 3 s from now)",
-                &berlin()
-            ),
-            "(in 0s) (-5 s from now) (x s from now) 3 s from now)"
+            reason_in(&reserved, NOW, &TimeZone::UTC),
+            "reserved on a from 2026-11-23 15:32:00 UTC (in 1h2m)"
         );
+        // An instant past or now is no longer ahead: no `in`.
+        let running = Reason::timed("running on a (1 processor) since", NOW - 60);
+        assert_eq!(
+            reason_in(&running, NOW, &berlin()),
+            "running on a (1 processor) since 2026-11-23 15:29:00 CET"
+        );
+        assert_eq!(
+            reason_in(&Reason::timed("x at", NOW), NOW, &berlin()),
+            "x at 2026-11-23 15:30:00 CET"
+        );
+        // Counted from the service's now, not the reader's clock.
+        assert_eq!(
+            reason_in(&Reason::timed("x at", NOW + 1), NOW, &berlin()),
+            "x at 2026-11-23 15:30:01 CET (in 1s)"
+        );
+        // A hostile server's extremes neither overflow nor panic.
+        assert!(
+            reason_in(&Reason::timed("x at", i64::MAX), i64::MIN, &berlin())
+                .starts_with(&format!("x at @{} (in ", i64::MAX))
+        );
+        // Words alone are shown as they are: nothing in them is read.
+        let prose = "planned (60 s from now) 2026-11-23T14:30:00Z";
+        assert_eq!(reason_in(&Reason::new(prose), NOW, &berlin()), prose);
     }
 
     #[test]

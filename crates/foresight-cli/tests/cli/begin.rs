@@ -173,6 +173,21 @@ fn begin_output_snapshots() {
         assert!(out.status.success(), "{args:?}");
         String::from_utf8(out.stdout).unwrap()
     };
+    // The API carries the begin as a number beside the words, and the service's time to
+    // count it from; no reason's words hold a time.
+    let (status, e) = s.http().get(&format!("/jobs/{id}/explain"));
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(
+        e["reasons"][0],
+        serde_json::json!({"text": "waits for its begin time at", "at": 4_070_952_000_i64}),
+        "{e}"
+    );
+    let served = e["now"].as_i64().unwrap();
+    assert!((now() - 5..=now()).contains(&served), "{e}");
+    for r in e["reasons"].as_array().unwrap() {
+        let words = r["text"].as_str().unwrap();
+        assert!(!words.contains("2099") && !words.contains(" s "), "{e}");
+    }
     insta::with_settings!({filters => vec![
         (r"submitted     \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \S+", "submitted     [time]"),
         (r"\(in [0-9dhms]+\)", "(in [duration])"),

@@ -21,6 +21,7 @@ const KEEP: &[&str] = &["state", "code", "phase", "kind", "by"];
 /// Keys that hold instants.
 fn is_time(key: &str) -> bool {
     key.ends_with("_at")
+        || key == "at"
         || key.ends_with("_start")
         || matches!(
             key,
@@ -183,8 +184,9 @@ fn real_answers() -> Vec<(&'static str, String, Value)> {
     let done = http.submit(json!({"name": "done", "procs": 1, "walltime": 60,
                                   "command": ["true"], "cluster": "local"}));
     s.wait_final(done, Duration::from_secs(30));
+    // With a begin ahead, its explanation has a reason with an instant (`at`).
     let held = http.submit(json!({"name": "held", "procs": 2, "walltime": 600,
-                                  "command": ["true"], "hold": true}));
+                                  "command": ["true"], "hold": true, "begin": now() + 3600}));
     let (st, r) = http.post(
         "/reservations",
         &json!({"cluster": "local", "procs": 1, "start": now() + 3600, "duration": 60}),

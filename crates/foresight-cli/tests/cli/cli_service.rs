@@ -316,13 +316,14 @@ fn job_cat_prints_the_output_to_its_owner() {
     assert!(err.contains("has not started"), "{err}");
 }
 
-/// `explain` and `show` speak the local zone too, and a job cancelled before it started
-/// shows no planned start.
+/// `explain` and `show` speak the local zone too, from the instants the API carries as
+/// numbers (`-o json` shows them), and a job cancelled before it started shows no planned
+/// start.
 #[test]
 fn explain_shows_local_times_and_no_plan_after_cancelling() {
     let s = Server::start(1);
     let busy = s.submit(&["--cluster", "local", "-t", "10m", "--", "sleep", "60"]);
-    s.wait_job(busy, "running", Duration::from_secs(30), |j| {
+    let running = s.wait_job(busy, "running", Duration::from_secs(30), |j| {
         j["state"] == "running"
     });
     let waiting = s.submit(&["-t", "5m", "--", "true"]);
@@ -341,7 +342,22 @@ fn explain_shows_local_times_and_no_plan_after_cancelling() {
         assert!(!e.contains(" s from now"), "{e}");
     }
     let e = s.run(&["job", "explain", &busy.to_string()]);
-    assert!(e.contains(" UTC on local (1 processor)\n"), "{e}");
+    let since = int(&running, "started_at");
+    let line = format!(
+        "  - running on local (1 processor) since {}\n",
+        jiff::Timestamp::from_second(since)
+            .unwrap()
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+    );
+    assert!(e.contains(&line), "{line:?} in {e}");
+    // The same reason as the API carries it: words without the time, the time a number.
+    let json = parse(&s.run(&["job", "explain", &busy.to_string(), "-o", "json"]));
+    assert_eq!(
+        json["reasons"][0],
+        serde_json::json!({"text": "running on local (1 processor) since", "at": since}),
+        "{json}"
+    );
+    assert!(json["now"].as_i64().is_some_and(|n| n >= since), "{json}");
     s.run(&["job", "cancel", &waiting.to_string()]);
     let e = s.run(&["job", "explain", &waiting.to_string()]);
     assert!(!e.contains("planned start"), "{e}");

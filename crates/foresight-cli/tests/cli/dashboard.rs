@@ -424,16 +424,25 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.find("#job-facts");
     assert!(b.count("#explain li") >= 1);
     // Its start in local time with the zone marked, as every other time on the pages (the
-    // service writes `2026-11-23T15:00:00Z`).
+    // service sends the instant as a number after the words), and nothing more: it is past.
     let explain = b.text("#explain");
-    let since = explain
-        .split("running since ")
+    let running = explain
+        .lines()
+        .find(|l| l.starts_with("running on "))
+        .unwrap_or_else(|| panic!("{explain}"));
+    let since = running
+        .split(" since ")
         .nth(1)
         .unwrap_or_else(|| panic!("{explain}"));
     assert_eq!(since.as_bytes()[10], b' ', "{explain}");
-    assert!(!since[..20].contains('Z'), "{explain}");
+    assert!(!since.contains('Z') && !since.contains("(in "), "{explain}");
     assert_eq!(b.count("#job-parts tr[data-cluster]"), 2);
-    assert!(b.text("#job-start").contains("Actual start"));
+    // The same instant as its actual start.
+    let start = b.text("#job-start");
+    assert!(
+        start.contains("Actual start") && start.contains(since),
+        "{start} / {since}"
+    );
     let out = b.text_until("#output", "the job's output", |t| {
         t.contains("the-last-line")
     });
@@ -531,9 +540,10 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.find("#no-jobs");
 
     // A job with a begin time: its page says not before when, in local time with the zone.
+    let begin_at = now() + 7200;
     let (status, held_back) = admin.post(
         "/jobs",
-        &json!({"name": "tonight", "procs": 1, "walltime": 60, "begin": now() + 7200,
+        &json!({"name": "tonight", "procs": 1, "walltime": 60, "begin": begin_at,
             "command": ["true"]}),
     );
     assert_eq!(status, 201, "{held_back}");
@@ -541,20 +551,28 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     let begin = b.text_until("#job-begin", "the begin time", |t| !t.is_empty());
     assert_eq!(begin.as_bytes()[10], b' ', "{begin}");
     assert!(!begin.contains('Z'), "{begin}");
+    // Explain writes the begin the API carries as a number (`at`) as the page writes every
+    // time, and how far ahead of the service's `now`, as the CLI's explain says it (`(in
+    // 2h)`, or seconds less).
+    let (status, e) = admin.get(&format!("/jobs/{}/explain", held_back["id"]));
+    assert_eq!(status, 200, "{e}");
+    assert_eq!(e["reasons"][0]["at"], begin_at, "{e}");
     let explain = b.text("#explain");
-    assert!(explain.contains("waits for its begin time"), "{explain}");
-    // How far ahead, as the CLI's explain says it (`(in 2h)`, or seconds less).
+    let first = explain.lines().next().unwrap_or_default();
     assert!(
-        explain.contains("(in 2h)") || explain.contains("(in 1h59m"),
+        first.starts_with(&format!("waits for its begin time at {begin} (in ")),
+        "{explain}"
+    );
+    assert!(
+        first.ends_with("(in 2h)") || first.contains("(in 1h59m"),
         "{explain}"
     );
     assert!(!explain.contains("s from now"), "{explain}");
-    // Its reason names its planned start in local time too, not as the service writes it.
+    // Its reason holds no time: its planned start is a field of its own, shown beside.
     let reason = b.text("#job-reason");
-    assert!(
-        reason.contains("planned to start at") && !reason.contains('Z'),
-        "{reason}"
-    );
+    assert_eq!(reason, "planned beyond the lead time");
+    let planned = b.text("#job-start");
+    assert!(planned.contains(&begin), "{planned}");
     b.screenshot("job-begin");
     eprintln!("screenshots in {}", b.shots.display());
 }

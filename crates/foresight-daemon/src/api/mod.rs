@@ -393,8 +393,9 @@ pub fn router(service: Arc<Service>) -> Router {
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
-        Explanation, EstimateRequest, Estimate, ClusterEstimate, CreateReservation,
-        ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan, SlotView,
+        Explanation, foresight_api::Reason, EstimateRequest, Estimate, ClusterEstimate,
+        CreateReservation, ReservationView, ReservationState, AclSpec, ClusterInfo, ClusterPlan,
+        SlotView,
         UserView, CreateUser, CreatedUser, BudgetChange, UnixUserChange, foresight_api::ApiError,
         UserCredentials, CredentialsChange, UserStateChange,
         Walltime, WorkflowSpec, WorkflowTaskSpec, EdgeSpec, FailurePolicy, MapperName,

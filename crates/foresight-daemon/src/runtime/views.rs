@@ -6,7 +6,8 @@ use crate::state::plan_view::{self, Visible};
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{
-    ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, ReservationView, UserView,
+    ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, Reason, ReservationView,
+    UserView,
 };
 use foresight_core::broker::Phase;
 use foresight_core::scheduler::JobStatus;
@@ -47,7 +48,8 @@ impl Service {
             .collect()
     }
 
-    /// Why a job has not started (or what it is doing).
+    /// Why a job has not started (or what it is doing). Each reason's instant travels in
+    /// its `at`, not in its words: clients show it in their reader's zone.
     pub fn explain(&self, user: &UserRecord, id: JobId) -> Result<Explanation, Refusal> {
         let w = self.world();
         check_owner(&w, user, id)?;
@@ -55,106 +57,37 @@ impl Service {
         let now = self.now();
         let mut reasons = Vec::new();
         if j.held {
-            reasons.push("held: released with `foresight job release`".to_string());
+            reasons.push(Reason::new("held: released with `foresight job release`"));
         }
         match j.state {
             JobState::Pending | JobState::Planned | JobState::Reserved => {
-                if let Some(b) = j.begin.filter(|&b| Time(b) > now) {
-                    reasons.push(format!(
-                        "waits for its begin time, {} ({} s from now)",
-                        crate::state::moment::utc(b),
-                        b - now.secs()
-                    ));
-                }
-                // A held job's reason is its hold, said above.
-                if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
-                    reasons.push(r.clone());
-                }
-                for p in &j.parts {
-                    if let Some(k) = w.cluster_index(&p.cluster) {
-                        match w.broker.clusters[k].sched.explain(id, now) {
-                            Some(JobStatus::Reserved { start, .. }) => reasons.push(format!(
-                                "reserved on {} from {} ({} s from now)",
-                                p.cluster,
-                                crate::state::moment::utc(start.secs()),
-                                (start - now).as_secs()
-                            )),
-                            Some(JobStatus::Waiting {
-                                procs,
-                                free_now,
-                                earliest,
-                                position,
-                            }) => reasons.push(format!(
-                                "waiting in {}'s local queue: {procs} processors asked, {free_now} \
-                                 free now, {position} job{} ahead{}",
-                                p.cluster,
-                                if position == 1 { "" } else { "s" },
-                                earliest.map_or(String::new(), |t| format!(
-                                    ", earliest possible start {}",
-                                    crate::state::moment::utc(t.secs())
-                                ))
-                            )),
-                            Some(JobStatus::Deferred { earliest, .. }) => reasons.push(format!(
-                                "joins {}'s local queue at its begin time{}",
-                                p.cluster,
-                                earliest.map_or(String::new(), |t| format!(
-                                    ", earliest possible start {}",
-                                    crate::state::moment::utc(t.secs())
-                                ))
-                            )),
-                            _ => {}
-                        }
-                    }
-                }
-                let waiting = j.links.as_ref().is_some_and(|l| l.waiting);
-                if j.cluster.is_none()
-                    && j.reservation.is_none()
-                    && !j.held
-                    && !waiting
-                    && j.parts.is_empty()
-                {
-                    let pos = w.broker.queued().position(|e| e.job.id == id);
-                    if let Some(p) = pos {
-                        let depth = w.plan_depth();
-                        reasons.push(if p < depth {
-                            format!(
-                                "in the global queue, {p} job{} ahead; planned each cycle",
-                                if p == 1 { "" } else { "s" }
-                            )
-                        } else {
-                            format!(
-                                "in the global queue, {p} job{} ahead: beyond the {depth} \
-                                 planned per cycle, it is planned once it moves up",
-                                if p == 1 { "" } else { "s" }
-                            )
-                        });
-                    } else {
-                        reasons.push("arrived; planned at the next cycle".into());
-                    }
-                }
+                waiting_reasons(&w, j, now, &mut reasons)
             }
-            JobState::Running => reasons.push(format!(
-                "running since {} on {}",
-                crate::state::moment::utc(j.started_at.unwrap_or(now.secs())),
-                j.parts
-                    .iter()
-                    .map(|p| {
-                        let s = if p.procs == 1 { "" } else { "s" };
-                        format!("{} ({} processor{s})", p.cluster, p.procs)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" + ")
+            JobState::Running => reasons.push(Reason::timed(
+                format!(
+                    "running on {} since",
+                    j.parts
+                        .iter()
+                        .map(|p| {
+                            let s = if p.procs == 1 { "" } else { "s" };
+                            format!("{} ({} processor{s})", p.cluster, p.procs)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ),
+                j.started_at.unwrap_or(now.secs()),
             )),
-            s => reasons.push(format!(
+            s => reasons.push(Reason::new(format!(
                 "{s}{}",
                 j.reason
                     .as_ref()
                     .map_or(String::new(), |r| format!(": {r}"))
-            )),
+            ))),
         }
         Ok(Explanation {
             id: id.0,
             state: j.state,
+            now: now.secs(),
             reasons,
             planned_start: j.planned_start.or_else(|| local_planned_start(&w, j, now)),
         })
@@ -258,6 +191,80 @@ impl Service {
             .map(reservation_view)
             .collect()
     }
+}
+
+/// Why a job that has not started waits: its begin time, its record's reason, each of its
+/// parts in its cluster's local queue, and its place in the global queue.
+fn waiting_reasons(w: &World, j: &JobRecord, now: Time, reasons: &mut Vec<Reason>) {
+    let id = JobId(j.id);
+    if let Some(b) = j.begin.filter(|&b| Time(b) > now) {
+        reasons.push(Reason::timed("waits for its begin time at", b));
+    }
+    // A held job's reason is its hold, said before.
+    if let Some(r) = j.reason.as_ref().filter(|_| !j.held) {
+        reasons.push(Reason::new(r.clone()));
+    }
+    for p in &j.parts {
+        let status = w
+            .cluster_index(&p.cluster)
+            .and_then(|k| w.broker.clusters[k].sched.explain(id, now));
+        reasons.extend(status.and_then(|s| local_reason(&p.cluster, s)));
+    }
+    let waiting = j.links.as_ref().is_some_and(|l| l.waiting);
+    if j.cluster.is_none() && j.reservation.is_none() && !j.held && !waiting && j.parts.is_empty() {
+        reasons.push(global_queue_reason(w, id));
+    }
+}
+
+/// Where a part stands in `cluster`'s local queue, if it waits there.
+fn local_reason(cluster: &str, status: JobStatus) -> Option<Reason> {
+    // The earliest possible start ends the text when the policy knows one.
+    let earliest = |text: String, t: Option<Time>| match t {
+        Some(t) => Reason::timed(format!("{text}, earliest possible start"), t.secs()),
+        None => Reason::new(text),
+    };
+    match status {
+        JobStatus::Reserved { start, .. } => Some(Reason::timed(
+            format!("reserved on {cluster} from"),
+            start.secs(),
+        )),
+        JobStatus::Waiting {
+            procs,
+            free_now,
+            earliest: t,
+            position,
+        } => Some(earliest(
+            format!(
+                "waiting in {cluster}'s local queue: {procs} processors asked, {free_now} free \
+                 now, {position} job{} ahead",
+                if position == 1 { "" } else { "s" }
+            ),
+            t,
+        )),
+        JobStatus::Deferred { earliest: t, .. } => Some(earliest(
+            format!("joins {cluster}'s local queue at its begin time"),
+            t,
+        )),
+        _ => None,
+    }
+}
+
+/// A global job not placed yet: its place in the global queue, and whether the planner
+/// looks at it each cycle.
+fn global_queue_reason(w: &World, id: JobId) -> Reason {
+    let Some(p) = w.broker.queued().position(|e| e.job.id == id) else {
+        return Reason::new("arrived; planned at the next cycle");
+    };
+    let depth = w.plan_depth();
+    let s = if p == 1 { "" } else { "s" };
+    Reason::new(if p < depth {
+        format!("in the global queue, {p} job{s} ahead; planned each cycle")
+    } else {
+        format!(
+            "in the global queue, {p} job{s} ahead: beyond the {depth} planned per cycle, it \
+             is planned once it moves up"
+        )
+    })
 }
 
 /// What cluster `k`'s plan is drawn from: its running parts on their processors, the
@@ -541,3 +548,7 @@ pub(crate) fn check_owner(w: &World, user: &UserRecord, id: JobId) -> Result<(),
         _ => Err(Refusal::not_found_at("id", format!("no job {id}"))),
     }
 }
+
+#[cfg(test)]
+#[path = "views_tests.rs"]
+mod tests;

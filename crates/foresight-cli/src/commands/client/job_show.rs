@@ -151,10 +151,7 @@ pub(super) fn job_details(j: &JobView) -> String {
     }
     kv("charged", format!("{:.2}", j.charged));
     if let Some(r) = &j.reason {
-        kv(
-            "reason",
-            crate::moment::localize(r, &crate::moment::local_zone()),
-        );
+        kv("reason", r.clone());
     }
     kv("command", j.command.join(" "));
     if let Some(p) = &j.stdout {
@@ -166,14 +163,15 @@ pub(super) fn job_details(j: &JobView) -> String {
     s
 }
 
-/// The `job explain` text: the state, the reasons the job waits, and its planned start.
+/// The `job explain` text: the state, the reasons the job waits (each instant in the local
+/// zone, and how far ahead of the service's now), and its planned start.
 pub(super) fn explanation(e: &Explanation) -> String {
     let mut s = format!("job {}: {}\n", e.id, e.state);
     let tz = crate::moment::local_zone();
     for r in &e.reasons {
         s.push_str(&format!(
             "  - {}\n",
-            printable(&crate::moment::localize(r, &tz))
+            printable(&crate::moment::reason_in(r, e.now, &tz))
         ));
     }
     if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {

@@ -157,10 +157,8 @@ impl World {
                     if let Some(j) = self.jobs.get_mut(&job) {
                         j.planned_start = Some(start.secs());
                         j.first_planned_start.get_or_insert(start.secs());
-                        j.reason = Some(format!(
-                            "planned to start at {}, beyond the lead time",
-                            crate::state::moment::utc(start.secs())
-                        ));
+                        // The start is `planned_start`, a number for clients to show.
+                        j.reason = Some("planned beyond the lead time".into());
                         j.state = JobState::Planned;
                     }
                 }
@@ -422,10 +420,7 @@ impl World {
             j.state = JobState::Planned;
             j.planned_start = Some(start);
             j.first_planned_start.get_or_insert(start);
-            j.reason = Some(format!(
-                "reserving {cluster} from {} (phase one: tentative)",
-                crate::state::moment::utc(start)
-            ));
+            j.reason = Some(format!("reserving {cluster} (phase one: tentative)"));
         }
     }
 

@@ -65,14 +65,13 @@ function fmtTime(t) {
     (zone ? ` ${zone.value}` : '');
 }
 
-/** A message with its UTC instants (`2026-11-23T15:00:00Z`, as the service writes them)
- *  shown as fmtTime shows every other time, and `(N s from now)` as `(in 2h)`: what the
- *  CLI's explain shows. */
-function localizeText(text) {
-  return text
-    .replace(/\b(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})Z\b/g,
-      (m) => fmtTime(Date.parse(m) / 1000))
-    .replace(/\((\d+) s from now\)/g, (_, n) => `(in ${fmtSpan(Number(n))})`);
+/** A reason of `explain` as the CLI's explain writes it: its words, then its instant (`at`)
+ *  as fmtTime shows every time, and how far ahead of the service's `now` while it is still
+ *  to come (`(in 2h)`). The words are shown as they are: nothing in them is read. */
+function fmtReason(r, now) {
+  if (r.at === null || r.at === undefined) return r.text;
+  const ahead = r.at > now ? ` (in ${fmtSpan(r.at - now)})` : '';
+  return `${r.text} ${fmtTime(r.at)}${ahead}`;
 }
 
 /** A span as the CLI writes one (`1d2h`, `2h`, `1h2m3s`, `0s`): `foresight_api::format_duration`. */
@@ -566,7 +565,7 @@ async function jobPage(idText) {
   const id = Number(idText);
   const j = await api(`/jobs/${id}`);
   let explain = null;
-  try { explain = await api(`/jobs/${id}/explain`); } catch (e) { explain = { reasons: [`(no explanation: ${e.message})`] }; }
+  try { explain = await api(`/jobs/${id}/explain`); } catch (e) { explain = { now: 0, reasons: [{ text: `(no explanation: ${e.message})`, at: null }] }; }
   const planned = j.first_planned_start;
   const delta = planned !== null && j.started_at !== null ? j.started_at - planned : null;
   const fact = (k, v) => [h('dt', { text: k }), h('dd', {}, v)];
@@ -614,7 +613,7 @@ async function jobPage(idText) {
       j.reservation !== null ? fact('Reservation', String(j.reservation)) : null,
       fact('Ended', fmtTime(j.ended_at)),
       fact('Charge', h('span', { id: 'job-charge', text: j.charged.toFixed(2) })),
-      j.reason ? fact('Reason', h('span', { id: 'job-reason', text: localizeText(j.reason) })) : null),
+      j.reason ? fact('Reason', h('span', { id: 'job-reason', text: j.reason })) : null),
     actions.length ? h('p', {}, actions) : null,
     h('h2', { text: 'Start: planned and actual' }),
     h('table', { id: 'job-start' },
@@ -632,7 +631,7 @@ async function jobPage(idText) {
           h('td', { text: p.processors.length ? p.processors.join(',') : '—' }))))),
     ), h('div', {},
     h('h2', { text: 'Explain' }),
-    h('ul', { id: 'explain' }, explain.reasons.map((r) => h('li', { text: localizeText(r) }))),
+    h('ul', { id: 'explain' }, explain.reasons.map((r) => h('li', { text: fmtReason(r, explain.now) }))),
     h('h2', { text: 'Output (last 100 lines)' }),
     h('form', { class: 'inline' }, h('label', {}, 'Part', partSelect), h('label', {}, 'Stream', streamSelect),
       h('button', { type: 'button', id: 'output-refresh', text: 'Refresh', onclick: loadOutput })),
