@@ -22,7 +22,7 @@
 //!
 //! `P` is the cluster's processor count: 2 (this machine's cores, the default cluster here)
 //! and 8. Jobs: 1..=P processors, 60 s to 2 h walltime, fixed-seed random, so every run
-//! measures the same work. No I/O happens: `World` only marks records dirty and queues
+//! measures the same work. No I/O happens: `World` only marks the records it changes and queues
 //! effects.
 //!
 //! Run with `cargo bench -p foresight-daemon --bench cycle`; filter with e.g.

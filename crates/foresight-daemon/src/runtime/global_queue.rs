@@ -362,7 +362,11 @@ impl GlobalQueue for Dispatcher {
     ) -> Result<(u64, Vec<u64>), Refusal> {
         // Its tasks are this site's local jobs, each with its hold, checked against the
         // budget as a submission is.
-        let committed = service.world().uncharged_of(user);
+        let committed = {
+            let mut w = service.world();
+            w.recount_changed();
+            w.uncharged_of(user)
+        };
         match self.queue.submit_workflow(user, wf, jobs, committed).await {
             Ok(Ok(stored)) => Ok(stored),
             Ok(Err(o)) => Err(over_budget(user, &o)),

@@ -119,7 +119,7 @@ impl Service {
             let mut w = self.world();
             // The running totals of uncharged local jobs take in what changed before it
             // is no longer marked.
-            w.recount_dirty();
+            w.recount_changed();
             let jobs: Vec<JobRecord> = w
                 .jobs
                 .take_changed()

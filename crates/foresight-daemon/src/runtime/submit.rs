@@ -32,7 +32,10 @@ impl Service {
         // Where each request's records start in `records`.
         let mut firsts = Vec::with_capacity(requests.len());
         {
-            let w = self.world();
+            let mut w = self.world();
+            // What the user's local jobs may still cost is counted from what changed since
+            // the last admission, not walked again for each job.
+            w.recount_changed();
             for (i, r) in requests.into_iter().enumerate() {
                 let at = |e: Refusal| if batch { e.at(i) } else { e };
                 let dependency = shared_deps.get_mut(i).and_then(Option::take);
@@ -118,6 +121,7 @@ impl Service {
         let (ticket, committed) = {
             let mut w = self.world();
             let ticket = w.set_aside_admitted(records);
+            w.recount_changed();
             (ticket, w.uncharged_of(&user.name))
         };
         let stored = self

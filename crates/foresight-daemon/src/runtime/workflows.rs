@@ -25,6 +25,7 @@ impl Service {
         let mapper = mapper.or(spec.mapper).unwrap_or_default();
         let (mut record, mut jobs, remote, ticket) = {
             let mut w = self.world();
+            w.recount_changed();
             let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
             let remote = if spec.reserve {
                 // Phase one, under the same lock as the mapping: the slots it found are free.

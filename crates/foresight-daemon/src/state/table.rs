@@ -1,12 +1,18 @@
 //! A table of records that knows which of its rows changed since they were last written:
 //! every write goes through [`Table::insert`] or [`Table::get_mut`], which mark the row, so
 //! the store is never left behind by a change that forgot to say so.
+//!
+//! Two readers take the marks, each at its own pace: the store writer
+//! ([`Table::take_changed`], at each flush) and the running totals derived from the rows
+//! ([`Table::take_to_recount`], before each admission), so neither walks the rows the other
+//! has not yet taken.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
 
-/// Rows by key, with the keys of the rows changed since [`Table::take_changed`].
+/// Rows by key, with the keys of the rows changed since [`Table::take_changed`] and since
+/// [`Table::take_to_recount`].
 ///
 /// Reads go through `Deref` to the map; there is no `DerefMut`, so a change cannot bypass
 /// the marking.
@@ -14,6 +20,7 @@ use std::ops::Deref;
 pub struct Table<K, V> {
     rows: BTreeMap<K, V>,
     changed: BTreeSet<K>,
+    to_recount: BTreeSet<K>,
 }
 
 impl<K, V> Default for Table<K, V> {
@@ -21,6 +28,7 @@ impl<K, V> Default for Table<K, V> {
         Table {
             rows: BTreeMap::new(),
             changed: BTreeSet::new(),
+            to_recount: BTreeSet::new(),
         }
     }
 }
@@ -28,7 +36,7 @@ impl<K, V> Default for Table<K, V> {
 impl<K: Ord + Clone, V> Table<K, V> {
     /// Adds or replaces a row, marked changed.
     pub fn insert(&mut self, key: K, row: V) -> Option<V> {
-        self.changed.insert(key.clone());
+        self.mark(key.clone());
         self.rows.insert(key, row)
     }
 
@@ -46,7 +54,13 @@ impl<K: Ord + Clone, V> Table<K, V> {
         Q: Ord + ?Sized + ToOwned<Owned = K>,
     {
         let row = self.rows.get_mut(key)?;
-        self.changed.insert(key.to_owned());
+        // A row changed again before it is written costs no allocation of its key.
+        if !self.changed.contains(key) {
+            self.changed.insert(key.to_owned());
+        }
+        if !self.to_recount.contains(key) {
+            self.to_recount.insert(key.to_owned());
+        }
         Some(row)
     }
 
@@ -77,6 +91,7 @@ impl<K: Ord + Clone, V> Table<K, V> {
     /// Marks a row changed that was changed otherwise (a field the store derives, such as
     /// an id known only once stored), or to write it again after a failed write.
     pub fn mark(&mut self, key: K) {
+        self.to_recount.insert(key.clone());
         self.changed.insert(key);
     }
 
@@ -88,6 +103,17 @@ impl<K: Ord + Clone, V> Table<K, V> {
     /// Takes the keys of the changed rows: the caller writes those rows.
     pub fn take_changed(&mut self) -> BTreeSet<K> {
         std::mem::take(&mut self.changed)
+    }
+
+    /// The keys of the rows changed since the totals derived from them were last recounted.
+    pub fn to_recount(&self) -> &BTreeSet<K> {
+        &self.to_recount
+    }
+
+    /// Takes the keys of the rows changed since the last recount: the caller recounts what
+    /// it derives from those rows.
+    pub fn take_to_recount(&mut self) -> BTreeSet<K> {
+        std::mem::take(&mut self.to_recount)
     }
 }
 
@@ -127,5 +153,31 @@ mod tests {
         t.get_mut_if(&1, |r| r == "a").unwrap().push('?');
         assert_eq!(t.take_changed().into_iter().collect::<Vec<_>>(), vec![1]);
         assert!(t.changed().is_empty(), "a missing row marks nothing");
+    }
+
+    #[test]
+    fn the_store_and_the_recount_take_the_marks_each_at_its_own_pace() {
+        let mut t: Table<u32, String> = Table::default();
+        t.load(1, "a".into());
+        t.insert(2, "b".into());
+        t.get_mut(&1).unwrap().push('!');
+        assert_eq!(t.take_changed().into_iter().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            t.to_recount().iter().copied().collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        t.get_mut(&2).unwrap().push('?');
+        assert_eq!(
+            t.take_to_recount().into_iter().collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(t.changed().iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert!(t.to_recount().is_empty());
+        t.follow_store(&1).unwrap().push('~');
+        t.load(3, "c".into());
+        assert!(
+            t.to_recount().is_empty(),
+            "what the store holds already is counted"
+        );
     }
 }

@@ -112,19 +112,23 @@ pub fn rm_job(j: &JobRecord, ours: Option<&OurPart>, naming: &Naming) -> RmJob {
     }
 }
 
-/// The outcome a WIKI record alone tells: `Removed` is a cancel; `Completed` says nothing of
-/// the exit status, so it is recorded as unknown (an error naming that), never as success.
+/// The outcome a WIKI record alone tells, read as Maui reads it: `Removed` at or past the
+/// wallclock limit after its start is a job killed at its limit, and before it a cancel;
+/// `Completed` says nothing of the exit status, so it is recorded as unknown (an error
+/// naming that), never as success.
 fn ended(j: &JobRecord, started: Option<i64>) -> Outcome {
     let end = j
         .complete_time
         .map(|t| i64::try_from(t).unwrap_or(i64::MAX))
         .unwrap_or(0);
+    let limit = i64::try_from(j.wclimit_secs).unwrap_or(i64::MAX);
     let removed = j.state == JobState::Removed;
+    let timed_out = removed && limit > 0 && started.is_some_and(|s| end >= s.saturating_add(limit));
     Outcome {
         exit_code: None,
         signal: None,
-        timed_out: false,
-        cancelled: removed,
+        timed_out,
+        cancelled: removed && !timed_out,
         started_at: started.unwrap_or(0),
         ended_at: end,
         error: (!removed).then(|| {
@@ -258,6 +262,23 @@ mod tests {
             RmJobState::Ended(out) => assert!(out.cancelled && out.error.is_none()),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Removed at its wallclock limit: killed there, not cancelled (a `JOBWCVIOLATION` to
+    /// Maui); removed a second before it: a cancel.
+    #[test]
+    fn a_job_removed_at_its_limit_timed_out() {
+        let removed = |end| JobRecord {
+            start_time: Some(1_000),
+            complete_time: Some(end),
+            ..job("5", JobState::Removed, 1)
+        };
+        let outcome = |end| match rm_job(&removed(end), None, &Naming::default()).state {
+            RmJobState::Ended(out) => (out.timed_out, out.cancelled),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(outcome(1_600), (true, false));
+        assert_eq!(outcome(1_599), (false, true));
     }
 
     #[test]

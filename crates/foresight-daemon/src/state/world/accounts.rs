@@ -119,7 +119,7 @@ impl World {
 
     /// Brings job `id`'s share of its user's uncharged total up to date: called when a job
     /// is taken in or restored, and for every job changed since the last recount (every
-    /// change to a job marks it dirty, so a charge, a cancel or an end is seen there).
+    /// change to a job marks it, so a charge, a cancel or an end is seen there).
     pub(crate) fn recount(&mut self, id: JobId) {
         let now = self
             .uncharged_worst_case(id)
@@ -127,10 +127,12 @@ impl World {
         self.uncharged.set(id, now);
     }
 
-    /// [`World::recount`] for every job changed since the last write.
-    pub(crate) fn recount_dirty(&mut self) {
-        let dirty: Vec<JobId> = self.jobs.changed().iter().copied().collect();
-        for id in dirty {
+    /// [`World::recount`] for every job changed since the last recount: before an
+    /// admission, a cycle and a write, so that the corrections
+    /// [`World::uncharged_of`] adds walk only what changed since (a few jobs, whatever
+    /// the queue holds or how long since the last write).
+    pub(crate) fn recount_changed(&mut self) {
+        for id in self.jobs.take_to_recount() {
             self.recount(id);
         }
     }
@@ -156,7 +158,7 @@ impl World {
     /// `(user, +now − counted)` for each such local job (a global job never counts).
     fn uncharged_corrections(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
         self.jobs
-            .changed()
+            .to_recount()
             .iter()
             .filter(|id| self.jobs.get(id).is_none_or(|j| !is_global(j)))
             .flat_map(|&id| {
@@ -192,31 +194,20 @@ impl World {
         if !self.users.contains_key(user) {
             return;
         }
+        self.recount_changed();
         let left = self.plannable_budget(user);
         let id = foresight_core::UserId(self.intern(0, user));
         self.broker.set_budget(id, left);
     }
 
-    /// [`World::sync_broker_budget`] for every user, with one pass over the changed jobs
-    /// rather than one per user: after a cycle every planned job is changed until the next
-    /// write.
+    /// [`World::sync_broker_budget`] for every user, with one recount of the changed jobs
+    /// rather than one per user: after a cycle every planned job is changed.
     pub(crate) fn sync_broker_budgets(&mut self) {
-        let mut correction: BTreeMap<&str, f64> = BTreeMap::new();
-        for (u, w) in self.uncharged_corrections() {
-            *correction.entry(u).or_insert(0.0) += w;
-        }
+        self.recount_changed();
         let left: Vec<(String, Option<f64>)> = self
             .users
-            .iter()
-            .map(|(name, u)| {
-                let left = u.budget.map(|b| {
-                    let owed = self.uncharged.total(name)
-                        + self.uncharged.aside(name)
-                        + correction.get(name.as_str()).copied().unwrap_or(0.0);
-                    (b - owed.max(0.0)).max(0.0)
-                });
-                (name.clone(), left)
-            })
+            .keys()
+            .map(|name| (name.clone(), self.plannable_budget(name)))
             .collect();
         for (name, left) in left {
             let id = foresight_core::UserId(self.intern(0, &name));

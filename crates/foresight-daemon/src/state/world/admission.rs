@@ -446,14 +446,19 @@ impl World {
             job = job.in_reservation(ReservationId(r), early);
         }
         let job = job.with_prediction(self.predict_local(k, id));
-        // The part is recorded before the scheduler may start it.
-        if let Some(j) = self.jobs.get_mut(&id) {
-            j.parts = vec![PartRecord {
-                cluster: self.clusters[k].cfg.name.clone(),
-                procs,
-                reservation,
-                ..PartRecord::default()
-            }];
+        // The part is recorded before the scheduler may start it (a job taken in carries
+        // it already: its record is not written again for it).
+        let part = PartRecord {
+            cluster: self.clusters[k].cfg.name.clone(),
+            procs,
+            reservation,
+            ..PartRecord::default()
+        };
+        if let Some(j) = self
+            .jobs
+            .get_mut_if(&id, |j| j.parts.len() != 1 || j.parts[0] != part)
+        {
+            j.parts = vec![part];
         }
         let mut out = Vec::new();
         match self.broker.submit_local(now, k, job, &mut out) {

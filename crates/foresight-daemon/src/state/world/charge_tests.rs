@@ -583,7 +583,7 @@ mod property {
             // Every other step, a write as the service's flush does it: the running totals
             // take in the changed jobs, then nothing is marked changed.
             if step % 2 == 1 {
-                d.w.recount_dirty();
+                d.w.recount_changed();
                 d.w.jobs.take_changed();
                 d.check()?;
             }

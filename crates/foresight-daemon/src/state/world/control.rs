@@ -239,6 +239,7 @@ impl World {
             .ok_or_else(|| Refusal::not_found_at("id", format!("no job {id}")))?;
         match j.state {
             JobState::Running => {
+                self.recount_changed();
                 self.check_rerun_budget(now, id)?;
                 self.mark_requeue(id);
                 self.kill_unended_parts(id);

@@ -102,7 +102,7 @@ impl World {
         // what each user has left.
         // What their local jobs may still cost is set aside: a global job's reservation
         // never takes the money an admitted local job was admitted with.
-        self.recount_dirty();
+        self.recount_changed();
         self.sync_broker_budgets();
         let mut out = Vec::new();
         let plan = self.broker.begin_cycle(now, &mut out);

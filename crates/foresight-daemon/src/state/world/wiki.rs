@@ -129,11 +129,13 @@ impl World {
         let id = self.wiki_job_id(k, job)?;
         let j = &self.jobs[&id];
         let name = self.clusters[k].cfg.name.clone();
-        let early = j.begin.is_some_and(|b| Time(b) > now);
-        if j.held || early || j.state != JobState::Pending {
+        // The scheduler starts only what it is shown idle: a job held, not yet at its begin
+        // time or waiting at the gate is refused as it was shown.
+        let shown = wiki_job(j, &name, now).state;
+        if shown != WikiState::Idle || j.state != JobState::Pending {
             return Err(BackendError::WrongState {
                 job: job.to_owned(),
-                state: wiki_job(j, &name, now).state,
+                state: shown,
                 action: "start",
             });
         }
@@ -245,19 +247,28 @@ fn on_cluster(j: &JobRecord, name: &str) -> bool {
 
 /// Job `j` of cluster `name` as a WIKI record: `UNAME` its Foresight user, `GNAME` its group
 /// (the user's name when it gives none: a user private group), `ACCOUNT` and `RCLASS` from
-/// its credentials, `TASKLIST` the processors of its part there. A queued job whose begin
-/// time is still ahead at `now` is shown held, so that the WIKI scheduler does not start it.
+/// its credentials, `TASKLIST` the processors of its part there.
+///
+/// A queued job that may not start yet is shown held, so that the WIKI scheduler does not
+/// start it: held, its begin time still ahead at `now`, or waiting at the gate (its
+/// dependencies, its array's limit, its singleton turn). Only a successful end is
+/// `Completed`: Maui 3 reads `Removed` as an end without completing, and a `Removed` job
+/// past its wallclock limit as a wallclock violation (`MWikiWorkloadQuery`).
 fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
     let early = j.begin.is_some_and(|b| Time(b) > now);
+    let at_gate = j.links.as_ref().is_some_and(|l| l.waiting);
     let state = match j.state {
-        _ if (j.held || early) && !j.state.is_final() && j.state != JobState::Running => {
+        _ if (j.held || early || at_gate)
+            && !j.state.is_final()
+            && j.state != JobState::Running =>
+        {
             WikiState::Hold
         }
         JobState::Pending | JobState::Planned | JobState::Reserved => WikiState::Idle,
         JobState::Running if j.suspended => WikiState::Suspended,
         JobState::Running => WikiState::Running,
-        JobState::Completed | JobState::Failed | JobState::Timeout => WikiState::Completed,
-        JobState::Cancelled => WikiState::Removed,
+        JobState::Completed => WikiState::Completed,
+        JobState::Failed | JobState::Timeout | JobState::Cancelled => WikiState::Removed,
     };
     let group = j.cred.group.clone().unwrap_or_else(|| j.user.clone());
     let part = j.parts.iter().find(|p| p.cluster == name);
@@ -301,9 +312,8 @@ mod tests {
     use crate::state::world::Effect;
     use foresight_rm::Outcome;
 
-    /// A world with cluster `maui` (4 processors, scheduled through WIKI) and job 1 of 2
-    /// processors queued on it.
-    fn maui() -> World {
+    /// A world with cluster `maui` (4 processors, scheduled through WIKI) and user `ann`.
+    fn maui_with_users() -> World {
         let cfg = Config {
             cluster: vec![ClusterConfig {
                 scheduler: "wiki".into(),
@@ -319,6 +329,17 @@ mod tests {
             ..Config::default()
         };
         let mut w = World::new(&cfg);
+        w.add_user(foresight_store::UserRecord {
+            name: "ann".into(),
+            token_hash: "hash-ann".into(),
+            ..Default::default()
+        });
+        w
+    }
+
+    /// [`maui_with_users`] with job 1 of 2 processors queued on `maui`.
+    fn maui() -> World {
+        let mut w = maui_with_users();
         let j = JobRecord {
             cluster: Some("maui".into()),
             co_allocate: false,
@@ -438,6 +459,151 @@ mod tests {
             w.wiki_cancel(Time(1_003), 0, "7"),
             Err(BackendError::NoSuchJob { .. })
         ));
+    }
+
+    fn on_maui(id: u64, links: Option<foresight_store::Links>) -> JobRecord {
+        JobRecord {
+            cluster: Some("maui".into()),
+            co_allocate: false,
+            links,
+            ..crate::state::world::tests::job(id, "ann", 1, 60)
+        }
+    }
+
+    fn state_of(w: &World, now: Time, id: u64) -> WikiState {
+        w.wiki_jobs(now, 0)
+            .into_iter()
+            .find(|j| j.id == id.to_string())
+            .unwrap()
+            .state
+    }
+
+    /// A job waiting for a dependency, an array's limit or its singleton turn is held for
+    /// Maui, and a STARTJOB for it is refused: Maui starts only what the gate lets go.
+    #[test]
+    fn the_gate_holds_jobs_for_maui_and_startjob_cannot_pass_it() {
+        use foresight_store::{ArrayTask, Links};
+        let mut w = maui_with_users();
+        w.accept(Time(1_000), vec![on_maui(1, None)]);
+        let ann = w.users["ann"].clone();
+        let after = Links {
+            dependency: Some(w.resolve_dependency(&ann, "afterok:1").unwrap()),
+            ..Links::default()
+        };
+        let task = |id: u64| Links {
+            array: Some(ArrayTask {
+                job: 10,
+                task: (id - 10) as u32,
+                position: (id - 10) as u32,
+                limit: Some(1),
+            }),
+            ..Links::default()
+        };
+        let single = || Links {
+            dependency: Some(w.resolve_dependency(&ann, "singleton").unwrap()),
+            ..Links::default()
+        };
+        let (s1, s2) = (single(), single());
+        w.accept(
+            Time(1_000),
+            vec![
+                on_maui(2, Some(after)),
+                on_maui(10, Some(task(10))),
+                on_maui(11, Some(task(11))),
+                JobRecord {
+                    name: Some("s".into()),
+                    ..on_maui(20, Some(s1))
+                },
+                JobRecord {
+                    name: Some("s".into()),
+                    ..on_maui(21, Some(s2))
+                },
+            ],
+        );
+        let now = Time(1_001);
+        // Each gate lets exactly one go: job 1, the array's first task, the first singleton.
+        for (id, want) in [
+            (1, WikiState::Idle),
+            (2, WikiState::Hold),
+            (10, WikiState::Idle),
+            (11, WikiState::Hold),
+            (20, WikiState::Idle),
+            (21, WikiState::Hold),
+        ] {
+            assert_eq!(state_of(&w, now, id), want, "job {id}");
+        }
+        for id in [2, 11, 21] {
+            let e = w
+                .wiki_start(now, 0, &id.to_string(), &list(&["p3"]))
+                .unwrap_err();
+            assert!(
+                matches!(e, BackendError::WrongState { .. }),
+                "job {id}: {e}"
+            );
+            assert_eq!(w.jobs[&JobId(id)].state, JobState::Pending, "job {id}");
+            assert!(w.jobs[&JobId(id)].started_at.is_none(), "job {id}");
+        }
+        // Once the gate opens, Maui sees the job idle and may start it.
+        w.wiki_start(now, 0, "1", &list(&["p0"])).unwrap();
+        w.on_finished(
+            Time(1_010),
+            0,
+            JobId(1),
+            0,
+            &crate::state::world::tests::exit(0),
+        );
+        assert_eq!(state_of(&w, Time(1_011), 2), WikiState::Idle);
+        w.wiki_start(Time(1_011), 0, "2", &list(&["p1"])).unwrap();
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+    }
+
+    /// Maui 3 reads `Completed` as a job that finished by itself and `Removed` as one that
+    /// ended without completing: past its wallclock limit it logs a `JOBWCVIOLATION`
+    /// (`MWikiWorkloadQuery`), and Moab counts it in the job's fail rate. So only a
+    /// successful end is `Completed`.
+    #[test]
+    fn every_end_is_reported_as_maui_reads_it() {
+        let mut w = maui_with_users();
+        w.accept(Time(1_000), (1..=4).map(|id| on_maui(id, None)).collect());
+        for id in 1..=4u64 {
+            let p = format!("p{}", id - 1);
+            w.wiki_start(Time(1_001), 0, &id.to_string(), &list(&[p.as_str()]))
+                .unwrap();
+        }
+        let end = |code: Option<i32>, timed_out: bool, cancelled: bool| Outcome {
+            exit_code: code,
+            signal: None,
+            timed_out,
+            cancelled,
+            started_at: 1_001,
+            ended_at: 1_061,
+            error: None,
+        };
+        w.on_finished(Time(1_030), 0, JobId(1), 0, &end(Some(0), false, false));
+        w.on_finished(Time(1_030), 0, JobId(2), 0, &end(Some(3), false, false));
+        w.on_finished(Time(1_061), 0, JobId(3), 0, &end(None, true, false));
+        w.wiki_cancel(Time(1_030), 0, "4").unwrap();
+        w.on_finished(Time(1_031), 0, JobId(4), 0, &end(None, false, true));
+        let now = Time(1_070);
+        let states: Vec<(JobState, WikiState)> = (1..=4u64)
+            .map(|id| (w.jobs[&JobId(id)].state, state_of(&w, now, id)))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                (JobState::Completed, WikiState::Completed),
+                (JobState::Failed, WikiState::Removed),
+                (JobState::Timeout, WikiState::Removed),
+                (JobState::Cancelled, WikiState::Removed),
+            ]
+        );
+        // Maui judges a wallclock violation by the start and the limit it was told.
+        let timed_out = w
+            .wiki_jobs(now, 0)
+            .into_iter()
+            .find(|j| j.id == "3")
+            .unwrap();
+        assert!(timed_out.complete_time.unwrap() >= timed_out.start_time.unwrap() + 60);
     }
 
     #[test]
