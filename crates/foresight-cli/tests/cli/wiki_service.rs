@@ -187,6 +187,27 @@ fn maui_drives_a_wiki_scheduled_cluster() {
     let r = refused(rt.block_on(maui.start_job(&second.to_string(), &tasklist(&["p3"]))));
     assert!(r.contains("p3"), "{r}");
 
+    // A job waiting for a dependency is held for Maui, and a STARTJOB cannot pass its gate.
+    let after = format!("afterok:{id}");
+    let dependent = s.submit(&[
+        "--cluster",
+        "maui",
+        "-n",
+        "1",
+        "-t",
+        "60s",
+        "--dependency",
+        &after,
+        "--",
+        "true",
+    ]);
+    let held = rt.block_on(maui.get_jobs()).unwrap();
+    let held = held.iter().find(|j| j.id == dependent.to_string()).unwrap();
+    assert_eq!(held.state, JobState::Hold, "{held:?}");
+    let r = refused(rt.block_on(maui.start_job(&dependent.to_string(), &tasklist(&["p0"]))));
+    assert!(r.contains("Hold"), "{r}");
+    assert_eq!(s.show(dependent)["state"], "pending");
+
     // Suspend and resume.
     rt.block_on(maui.suspend_job(&id.to_string())).unwrap();
     s.wait_job(id, "suspended", Duration::from_secs(10), |j| {
