@@ -394,6 +394,8 @@ mod charge_tests;
 #[cfg(test)]
 mod credential_tests;
 #[cfg(test)]
+mod gate_tests;
+#[cfg(test)]
 mod preempt_remote_tests;
 #[cfg(test)]
 mod same_decisions;
