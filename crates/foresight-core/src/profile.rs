@@ -19,12 +19,35 @@ pub struct Step {
 }
 
 /// Free processors over time, for one pool of identical processors.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Profile {
     capacity: i64,
     /// Sorted by `at`, strictly increasing, no two neighbours equal in `free`; never empty.
     /// The last step extends to infinity.
     steps: Vec<Step>,
+    /// What the profile gained since a given moment: see [`Profile::gained_since`].
+    gains: Gains,
+}
+
+/// Profiles are equal when their steps are; the record of gains is bookkeeping.
+impl PartialEq for Profile {
+    fn eq(&self, other: &Profile) -> bool {
+        self.capacity == other.capacity && self.steps == other.steps
+    }
+}
+
+impl Eq for Profile {}
+
+/// The spans on which a profile gained free processors, reduced to what
+/// [`Profile::gained_since`] needs: for every version, the latest end of a gain made at or
+/// after it.
+#[derive(Clone, Debug, Default)]
+struct Gains {
+    /// Gains made so far: the version of the profile.
+    count: u64,
+    /// `(version, end)` with versions increasing and ends strictly decreasing: the gain
+    /// numbered `version` ends at `end`, and no later gain ends later.
+    ends: Vec<(u64, Time)>,
 }
 
 /// For every processor count `p`, the first instant at or after a given `now` at which fewer
@@ -83,7 +106,26 @@ impl Profile {
                 at: Time::MIN,
                 free: i64::from(capacity),
             }],
+            gains: Gains::default(),
         }
+    }
+
+    /// How many times free processors were added so far: a version to pass to
+    /// [`Profile::gained_since`] later.
+    pub fn version(&self) -> u64 {
+        self.gains.count
+    }
+
+    /// The latest end of a span on which free processors were added since `version` (`None`
+    /// if none was, or every such span ended before the last [`Profile::advance`]).
+    ///
+    /// A request that found no earlier start than `s` when the profile was at `version` can
+    /// find one now only in a window that meets such a span, so it need not be sought at or
+    /// after this end: this keeps re-checking reservations short.
+    pub fn gained_since(&self, version: u64) -> Option<Time> {
+        let ends = &self.gains.ends;
+        let k = ends.partition_point(|&(v, _)| v < version);
+        ends.get(k).map(|&(_, end)| end)
     }
 
     /// A profile with `procs` processors free only during `[start, end)` and none elsewhere:
@@ -117,6 +159,10 @@ impl Profile {
         let i = self.index_of(now);
         if i > 0 {
             self.steps.drain(..i);
+        }
+        // Gains that ended by now meet no window from now on (the latest are on top).
+        while self.gains.ends.last().is_some_and(|&(_, end)| end <= now) {
+            self.gains.ends.pop();
         }
     }
 
@@ -259,6 +305,14 @@ impl Profile {
         let start = start.max(self.steps[0].at);
         if end <= start {
             return;
+        }
+        if delta > 0 {
+            let g = &mut self.gains;
+            while g.ends.last().is_some_and(|&(_, e)| e <= end) {
+                g.ends.pop();
+            }
+            g.ends.push((g.count, end));
+            g.count += 1;
         }
         let i = self.split_at(start);
         let j = if end >= Time::MAX {
@@ -413,6 +467,22 @@ mod tests {
         assert_eq!(f.get(u32::MAX - 1), t(100));
         assert_eq!(f.get(u32::MAX), t(200));
         assert!(f.levels.len() <= 3 && h.levels.len() <= 3);
+    }
+
+    #[test]
+    fn gained_since_names_the_latest_end_of_a_later_gain() {
+        let mut p = Profile::new(4);
+        p.take(t(0), t(100), 4);
+        let v0 = p.version();
+        assert_eq!(p.gained_since(v0), None, "taking is no gain");
+        p.give(t(10), t(50), 1);
+        let v1 = p.version();
+        p.give(t(20), t(30), 1);
+        assert_eq!(p.gained_since(v0), Some(t(50)));
+        assert_eq!(p.gained_since(v1), Some(t(30)));
+        p.advance(t(40));
+        assert_eq!(p.gained_since(v1), None, "ended before now");
+        assert_eq!(p.gained_since(v0), Some(t(50)));
     }
 
     #[test]

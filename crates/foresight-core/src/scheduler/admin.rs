@@ -209,6 +209,7 @@ impl LocalScheduler {
                 entry.state = State::Waiting {
                     reservation: None,
                     overtaken: 0,
+                    checked: 0,
                 };
                 self.unmark_reserved(jid);
                 if let Some(i) = self.queue.position(jid) {

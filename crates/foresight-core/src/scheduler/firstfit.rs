@@ -18,14 +18,25 @@ impl LocalScheduler {
     /// First-fit backfill over the unreserved jobs from position `from` on, shortest plan
     /// first (ties in queue order): every one that fits without delaying a reservation starts.
     pub(super) fn backfill_shortest(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+        let mut free_any = self.free_anywhere(now);
+        // Starting a job only takes processors, so a job that cannot start at the beginning
+        // of the backfill cannot start later in it: only the others are sorted. Without
+        // administrative reservations the pool's horizons tell which those are.
+        let mut horizon = std::mem::take(&mut self.horizon);
+        let plain = self.admin.is_empty();
+        if plain {
+            self.pool.horizons(now, &mut horizon);
+        }
         let mut cands: Vec<(Dur, u64, usize)> = (from..self.queue.range().end)
             .filter_map(|i| {
                 let s = self.queue.get(i);
-                (s.alive && !s.reserved).then_some((s.estimate, s.seq, i))
+                let may_fit = i64::from(s.procs) <= free_any
+                    && (!plain || now + s.estimate <= horizon.get(s.procs));
+                (s.alive && !s.reserved && may_fit).then_some((s.estimate, s.seq, i))
             })
             .collect();
+        self.horizon = horizon;
         cands.sort_unstable();
-        let mut free_any = self.free_anywhere(now);
         for (_, _, i) in cands {
             if free_any <= 0 {
                 break;

@@ -153,6 +153,9 @@ enum State {
         reservation: Option<Placement>,
         /// How many later jobs started ahead of this one (First-Fit's cap).
         overtaken: u32,
+        /// The pool's [`Profile::version`] when the reservation was last found at the
+        /// earliest start the pool allows: only what the pool gained since can move it.
+        checked: u64,
     },
     Running(Placement),
 }
@@ -343,6 +346,7 @@ impl LocalScheduler {
                 state: State::Waiting {
                     reservation: None,
                     overtaken: 0,
+                    checked: 0,
                 },
             },
         );

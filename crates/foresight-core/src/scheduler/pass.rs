@@ -90,15 +90,28 @@ impl LocalScheduler {
                 } else {
                     now
                 };
-                if from >= old.start {
+                // Without licences, an earlier start can only lie in a window that meets a
+                // span the pool gained since the job was last found at its earliest.
+                let limit = if self.licences.is_empty() {
+                    let checked = self.checked(id);
+                    self.pool
+                        .gained_since(checked)
+                        .map_or(Time::MIN, |end| end.min(old.start))
+                } else {
+                    old.start
+                };
+                let version = self.pool.version();
+                if from >= limit {
+                    self.set_checked(id, version);
                     continue;
                 }
                 let credit = (old.start, old.end, i64::from(procs));
                 if self
                     .pool
-                    .earliest_before(from, procs, job.plan(), credit, old.start)
+                    .earliest_before(from, procs, job.plan(), credit, limit)
                     .is_none()
                 {
+                    self.set_checked(id, version);
                     continue;
                 }
             }
@@ -110,6 +123,10 @@ impl LocalScheduler {
             };
             self.profile_mut(new.domain).take(new.start, new.end, procs);
             self.hold_licences(id, new.start, new.end, true);
+            if plain {
+                let version = self.pool.version();
+                self.set_checked(id, version);
+            }
             if new != old {
                 self.set_reservation(id, new);
                 out.push(Action::Reserve {
@@ -131,6 +148,27 @@ impl LocalScheduler {
         }) = self.jobs.get_mut(&id)
         {
             *reservation = Some(p);
+        }
+    }
+
+    /// The pool's version when the job's reservation was last found at its earliest (0,
+    /// which admits every gain, if never).
+    fn checked(&self, id: JobId) -> u64 {
+        match self.jobs[&id].state {
+            State::Waiting { checked, .. } => checked,
+            State::Running(_) | State::Deferred => 0,
+        }
+    }
+
+    /// Records that the job's reservation is at the earliest start the pool allows at its
+    /// `version`.
+    pub(super) fn set_checked(&mut self, id: JobId, version: u64) {
+        if let Some(Entry {
+            state: State::Waiting { checked, .. },
+            ..
+        }) = self.jobs.get_mut(&id)
+        {
+            *checked = version;
         }
     }
 
@@ -227,6 +265,8 @@ impl LocalScheduler {
         self.count_unreserved(slot.procs, -1);
         self.reserved.push(slot.id);
         self.set_reservation(slot.id, p);
+        let version = self.pool.version();
+        self.set_checked(slot.id, version);
         out.push(Action::Reserve {
             job: slot.id,
             start: p.start,

@@ -334,4 +334,44 @@ proptest! {
             prop_assert_eq!(got, want, "first_free[{}] at {}", k, now);
         }
     }
+
+    #[test]
+    fn an_earlier_start_lies_before_the_end_of_a_gain(
+        (cap, spans) in profile_input(),
+        changes in proptest::collection::vec((any::<bool>(), span()), 0..8),
+        (after, later) in (0..H, 0i64..8),
+        procs in 1u32..=8,
+        dur in 1i64..=H,
+    ) {
+        // What the scheduler relies on to skip re-checking a reservation: once the earliest
+        // start was `e` at `version`, a start before `e` found later (from a later instant)
+        // lies in a window that meets a span gained since, so before its end.
+        let (mut p, _) = build(cap, &spans);
+        let Some(first) = p.earliest(Time(after), procs, Dur(dur)) else { return Ok(()) };
+        let version = p.version();
+        for (give, (s, e, k)) in changes {
+            if give {
+                let k = i64::from(k).min(i64::from(cap) - p.steps().iter().map(|x| x.free).max().unwrap_or(0));
+                if k >= 1 {
+                    p.give(Time(s), Time(e), k as u32);
+                }
+            } else {
+                let k = i64::from(k).min(p.min_free(Time(s), Time(e)));
+                if k >= 1 {
+                    p.take(Time(s), Time(e), k as u32);
+                }
+            }
+        }
+        let now = after + later;
+        p.advance(Time(now));
+        if let Some(t) = p.earliest(Time(now), procs, Dur(dur)) {
+            if t < first {
+                let end = p.gained_since(version);
+                prop_assert!(end.is_some_and(|end| t < end), "start {:?} before {:?}, gains end {:?}", t, first, end);
+            }
+        }
+        if p.version() == version {
+            prop_assert_eq!(p.gained_since(version), None);
+        }
+    }
 }
