@@ -121,6 +121,48 @@ fn actions_print_the_resulting_state() {
     let queued = s.submit(&["--hold", "--", "true"]);
     let out = s.run(&["job", "cancel", &queued.to_string()]);
     assert_eq!(out, format!("job {queued}: cancelled\n"));
+
+    // Several at once, as scancel takes them: one refused does not stop the others.
+    let (a, b) = (
+        s.submit(&["--hold", "--", "true"]),
+        s.submit(&["--hold", "--", "true"]),
+    );
+    let out = s
+        .cli()
+        .args(["job", "cancel", &a.to_string(), "999999", &b.to_string()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success());
+    assert_eq!(stdout, format!("job {a}: cancelled\njob {b}: cancelled\n"));
+    assert!(
+        stderr.contains("job 999999: ")
+            && stderr.contains("1 of 3 jobs could not be cancelled: 999999"),
+        "{stderr}"
+    );
+    let (c, d) = (
+        s.submit(&["--hold", "--", "true"]),
+        s.submit(&["--hold", "--", "true"]),
+    );
+    let listed: Value = serde_json::from_str(&s.run(&[
+        "job",
+        "release",
+        &c.to_string(),
+        &d.to_string(),
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let ids: Vec<u64> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [c, d]);
 }
 
 /// `--start` reads sbatch `--begin` forms; times come back in the local zone, marked.

@@ -22,18 +22,18 @@ pub enum JobCommand {
     List(ListOpts),
     /// Show one job.
     Show(JobIdOpts),
-    /// Cancel a job.
-    Cancel(JobIdOpts),
-    /// Hold a job that has not started.
-    Hold(JobIdOpts),
-    /// Release a held job.
-    Release(JobIdOpts),
-    /// Suspend a running job.
-    Suspend(JobIdOpts),
-    /// Resume a suspended job.
-    Resume(JobIdOpts),
-    /// Put a job back in the queue (a running one is stopped and runs again).
-    Requeue(JobIdOpts),
+    /// Cancel jobs (several ids: each in turn, as scancel does).
+    Cancel(JobIdsOpts),
+    /// Hold jobs that have not started.
+    Hold(JobIdsOpts),
+    /// Release held jobs.
+    Release(JobIdsOpts),
+    /// Suspend running jobs.
+    Suspend(JobIdsOpts),
+    /// Resume suspended jobs.
+    Resume(JobIdsOpts),
+    /// Put jobs back in the queue (a running one is stopped and runs again).
+    Requeue(JobIdsOpts),
     /// Why has a job not started yet?
     Explain(JobIdOpts),
     /// Print a job's output (standard output, or --stderr), from the server.
@@ -70,6 +70,18 @@ pub struct JobIdOpts {
     out: OutputOpt,
 }
 
+/// Job ids to act on, one or several.
+#[derive(Args)]
+pub struct JobIdsOpts {
+    /// The jobs: IDs, or ARRAY_TASK (`12_3`) for one task of an array job; an array job's
+    /// ID names every task (`cancel 12` cancels the whole array). Each is acted on in turn;
+    /// one refused does not stop the others, and the command fails if any was refused.
+    #[arg(required = true, num_args = 1..)]
+    ids: Vec<JobRef>,
+    #[command(flatten)]
+    out: OutputOpt,
+}
+
 /// Runs a job command; the process exit code (the job's, for `job wait`).
 pub fn job(conn: &Connection, cmd: JobCommand) -> Result<ExitCode> {
     // Input is checked before looking for a server.
@@ -94,12 +106,12 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<ExitCode> {
             let e: Explanation = c.get(&format!("/jobs/{}/explain", o.id), &[])?;
             o.out.output.print(&e, || explanation(&e))?;
         }
-        JobCommand::Cancel(o) => act(&c, o, "cancel")?,
-        JobCommand::Hold(o) => act(&c, o, "hold")?,
-        JobCommand::Release(o) => act(&c, o, "release")?,
-        JobCommand::Suspend(o) => act(&c, o, "suspend")?,
-        JobCommand::Resume(o) => act(&c, o, "resume")?,
-        JobCommand::Requeue(o) => act(&c, o, "requeue")?,
+        JobCommand::Cancel(o) => act_on_each(&c, o, "cancel")?,
+        JobCommand::Hold(o) => act_on_each(&c, o, "hold")?,
+        JobCommand::Release(o) => act_on_each(&c, o, "release")?,
+        JobCommand::Suspend(o) => act_on_each(&c, o, "suspend")?,
+        JobCommand::Resume(o) => act_on_each(&c, o, "resume")?,
+        JobCommand::Requeue(o) => act_on_each(&c, o, "requeue")?,
         JobCommand::Wait(o) => return wait(&c, o),
         JobCommand::Tail(o) => crate::commands::tail::tail(&c, o)?,
         JobCommand::History(o) => crate::commands::accounting::history(&c, o)?,
@@ -127,10 +139,58 @@ fn cat(c: &Client, o: CatOpts) -> Result<()> {
 /// can print the state it ends in rather than `running`.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
+/// Acts on each job in turn and prints each one's new state (JSON: the job, or a list of
+/// them for several ids); a refusal is printed and the others still go, as scancel does.
+fn act_on_each(c: &Client, o: JobIdsOpts, verb: &str) -> Result<()> {
+    let mut done = Vec::new();
+    let mut text = String::new();
+    let mut refused = Vec::new();
+    for id in &o.ids {
+        match act(c, id, verb) {
+            Ok((j, line)) => {
+                done.push(j);
+                text.push_str(&line);
+            }
+            Err(e) if o.ids.len() > 1 => {
+                eprintln!("job {id}: {e:#}");
+                refused.push(id.to_string());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match done.as_slice() {
+        [one] if o.ids.len() == 1 => o.out.output.print(one, || text)?,
+        _ => o.out.output.print(&done, || text)?,
+    }
+    if !refused.is_empty() {
+        anyhow::bail!(
+            "{} of {} jobs could not be {}: {}",
+            refused.len(),
+            o.ids.len(),
+            past(verb),
+            refused.join(" ")
+        );
+    }
+    Ok(())
+}
+
+/// How the command's verb reads once done (`cancelled`, `held`, …).
+fn past(verb: &str) -> &'static str {
+    match verb {
+        "cancel" => "cancelled",
+        "hold" => "held",
+        "release" => "released",
+        "suspend" => "suspended",
+        "resume" => "resumed",
+        _ => "requeued",
+    }
+}
+
+/// Acts on job `id`: its view after the action, and the line that says its new state.
+fn act(c: &Client, id: &JobRef, verb: &str) -> Result<(JobView, String)> {
     // A running job is stopped by signals: its new state comes once its processes are gone
     // (a requeued one may be running again by then, as a new attempt with a new start).
-    let path = format!("/jobs/{}", o.id);
+    let path = format!("/jobs/{id}");
     let stops = matches!(verb, "cancel" | "requeue");
     let before: Option<JobView> = if stops {
         Some(c.get(&path, &[])?)
@@ -154,18 +214,10 @@ fn act(c: &Client, o: JobIdOpts, verb: &str) -> Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(25));
         j = c.get(&path, &[])?;
     }
-    o.out.output.print(&j, || {
-        if same_run(&j) {
-            format!(
-                "job {}: running, stopping (asked to {verb}; its processes have not ended yet)\n",
-                o.id
-            )
-        } else {
-            format!(
-                "job {}: {}\n",
-                o.id,
-                describe_state(&j, crate::moment::now())
-            )
-        }
-    })
+    let line = if same_run(&j) {
+        format!("job {id}: running, stopping (asked to {verb}; its processes have not ended yet)\n")
+    } else {
+        format!("job {id}: {}\n", describe_state(&j, crate::moment::now()))
+    };
+    Ok((j, line))
 }
