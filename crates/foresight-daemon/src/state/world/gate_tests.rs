@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use super::tests::{exit, job, world};
+use super::tests::{exit, job, wiki_cluster, world};
 use super::World;
-use crate::config::{ClusterConfig, WikiConfig};
+use crate::config::ClusterConfig;
 use foresight_api::JobState;
 use foresight_core::time::Time;
 use foresight_core::JobId;
@@ -73,17 +73,10 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// A world with cluster `a`, run by its own policy, and `maui`, scheduled through WIKI.
 fn two_clusters() -> World {
-    let maui = ClusterConfig {
-        scheduler: "wiki".into(),
-        wiki: Some(WikiConfig {
-            listen: "127.0.0.1:0".into(),
-            key_file: "/nonexistent".into(),
-            allowed_peers: vec![],
-            auth: None,
-        }),
-        ..ClusterConfig::local("maui", PROCS)
-    };
-    world(vec![ClusterConfig::local("a", PROCS), maui])
+    world(vec![
+        ClusterConfig::local("a", PROCS),
+        wiki_cluster("maui", PROCS),
+    ])
 }
 
 /// What the test submitted: each job's predecessor (`afterok`), and which are array tasks

@@ -18,6 +18,20 @@ pub(super) fn cluster(name: &str, procs: u32) -> ClusterConfig {
     ClusterConfig::local(name, procs)
 }
 
+/// A cluster of `procs` processors scheduled by Maui through WIKI (`scheduler = "wiki"`).
+pub(super) fn wiki_cluster(name: &str, procs: u32) -> ClusterConfig {
+    ClusterConfig {
+        scheduler: "wiki".into(),
+        wiki: Some(crate::config::WikiConfig {
+            listen: "127.0.0.1:0".into(),
+            key_file: "/nonexistent".into(),
+            allowed_peers: vec![],
+            auth: None,
+        }),
+        ..ClusterConfig::local(name, procs)
+    }
+}
+
 pub(super) fn world(clusters: Vec<ClusterConfig>) -> World {
     let cfg = Config {
         cluster: clusters,

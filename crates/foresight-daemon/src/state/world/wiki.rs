@@ -308,23 +308,14 @@ fn wiki_job(j: &JobRecord, name: &str, now: Time) -> WikiJob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ClusterConfig, Config, WikiConfig};
+    use crate::config::Config;
     use crate::state::world::Effect;
     use foresight_rm::Outcome;
 
     /// A world with cluster `maui` (4 processors, scheduled through WIKI) and user `ann`.
     fn maui_with_users() -> World {
         let cfg = Config {
-            cluster: vec![ClusterConfig {
-                scheduler: "wiki".into(),
-                wiki: Some(WikiConfig {
-                    listen: "127.0.0.1:0".into(),
-                    key_file: "/nonexistent".into(),
-                    allowed_peers: vec![],
-                    auth: None,
-                }),
-                ..ClusterConfig::local("maui", 4)
-            }],
+            cluster: vec![crate::state::world::tests::wiki_cluster("maui", 4)],
             data_dir: "/nonexistent".into(),
             ..Config::default()
         };
