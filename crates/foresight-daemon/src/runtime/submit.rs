@@ -121,6 +121,8 @@ impl Service {
         let (ticket, committed) = {
             let mut w = self.world();
             let ticket = w.set_aside_admitted(records);
+            // The lock was let go while the records were built and checked: what changed
+            // meanwhile (a job ended, another submission) is counted before the total.
             w.recount_changed();
             (ticket, w.uncharged_of(&user.name))
         };

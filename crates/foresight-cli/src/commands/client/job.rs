@@ -106,12 +106,12 @@ pub fn job(conn: &Connection, cmd: JobCommand) -> Result<ExitCode> {
             let e: Explanation = c.get(&format!("/jobs/{}/explain", o.id), &[])?;
             o.out.output.print(&e, || explanation(&e))?;
         }
-        JobCommand::Cancel(o) => act_on_each(&c, o, "cancel")?,
-        JobCommand::Hold(o) => act_on_each(&c, o, "hold")?,
-        JobCommand::Release(o) => act_on_each(&c, o, "release")?,
-        JobCommand::Suspend(o) => act_on_each(&c, o, "suspend")?,
-        JobCommand::Resume(o) => act_on_each(&c, o, "resume")?,
-        JobCommand::Requeue(o) => act_on_each(&c, o, "requeue")?,
+        JobCommand::Cancel(o) => act_on_each(&c, o, Action::Cancel)?,
+        JobCommand::Hold(o) => act_on_each(&c, o, Action::Hold)?,
+        JobCommand::Release(o) => act_on_each(&c, o, Action::Release)?,
+        JobCommand::Suspend(o) => act_on_each(&c, o, Action::Suspend)?,
+        JobCommand::Resume(o) => act_on_each(&c, o, Action::Resume)?,
+        JobCommand::Requeue(o) => act_on_each(&c, o, Action::Requeue)?,
         JobCommand::Wait(o) => return wait(&c, o),
         JobCommand::Tail(o) => crate::commands::tail::tail(&c, o)?,
         JobCommand::History(o) => crate::commands::accounting::history(&c, o)?,
@@ -141,12 +141,12 @@ const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Acts on each job in turn and prints each one's new state (JSON: the job, or a list of
 /// them for several ids); a refusal is printed and the others still go, as scancel does.
-fn act_on_each(c: &Client, o: JobIdsOpts, verb: &str) -> Result<()> {
+fn act_on_each(c: &Client, o: JobIdsOpts, action: Action) -> Result<()> {
     let mut done = Vec::new();
     let mut text = String::new();
     let mut refused = Vec::new();
     for id in &o.ids {
-        match act(c, id, verb) {
+        match act(c, id, action) {
             Ok((j, line)) => {
                 done.push(j);
                 text.push_str(&line);
@@ -167,32 +167,62 @@ fn act_on_each(c: &Client, o: JobIdsOpts, verb: &str) -> Result<()> {
             "{} of {} jobs could not be {}: {}",
             refused.len(),
             o.ids.len(),
-            past(verb),
+            action.past(),
             refused.join(" ")
         );
     }
     Ok(())
 }
 
-/// How the command's verb reads once done (`cancelled`, `held`, …).
-fn past(verb: &str) -> &'static str {
-    match verb {
-        "cancel" => "cancelled",
-        "hold" => "held",
-        "release" => "released",
-        "suspend" => "suspended",
-        "resume" => "resumed",
-        _ => "requeued",
+/// What a user can do to a job once submitted, as the API names it.
+#[derive(Clone, Copy)]
+enum Action {
+    Cancel,
+    Hold,
+    Release,
+    Suspend,
+    Resume,
+    Requeue,
+}
+
+impl Action {
+    /// The route's last segment (`/jobs/ID/cancel`) and the command's verb.
+    fn verb(self) -> &'static str {
+        match self {
+            Action::Cancel => "cancel",
+            Action::Hold => "hold",
+            Action::Release => "release",
+            Action::Suspend => "suspend",
+            Action::Resume => "resume",
+            Action::Requeue => "requeue",
+        }
+    }
+
+    /// How the verb reads once done, for "2 of 3 jobs could not be cancelled".
+    fn past(self) -> &'static str {
+        match self {
+            Action::Cancel => "cancelled",
+            Action::Hold => "held",
+            Action::Release => "released",
+            Action::Suspend => "suspended",
+            Action::Resume => "resumed",
+            Action::Requeue => "requeued",
+        }
+    }
+
+    /// Whether a running job's processes must end before its new state shows.
+    fn stops(self) -> bool {
+        matches!(self, Action::Cancel | Action::Requeue)
     }
 }
 
 /// Acts on job `id`: its view after the action, and the line that says its new state.
-fn act(c: &Client, id: &JobRef, verb: &str) -> Result<(JobView, String)> {
+fn act(c: &Client, id: &JobRef, action: Action) -> Result<(JobView, String)> {
     // A running job is stopped by signals: its new state comes once its processes are gone
     // (a requeued one may be running again by then, as a new attempt with a new start).
     let path = format!("/jobs/{id}");
-    let stops = matches!(verb, "cancel" | "requeue");
-    let before: Option<JobView> = if stops {
+    let verb = action.verb();
+    let before: Option<JobView> = if action.stops() {
         Some(c.get(&path, &[])?)
     } else {
         None

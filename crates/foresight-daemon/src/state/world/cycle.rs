@@ -100,9 +100,9 @@ impl World {
         }
         // Budgets may have changed (an administrator, a restart): the broker plans with
         // what each user has left.
-        // What their local jobs may still cost is set aside: a global job's reservation
-        // never takes the money an admitted local job was admitted with.
-        self.recount_changed();
+        // What their local jobs may still cost is set aside (the sync recounts first): a
+        // global job's reservation never takes the money an admitted local job was
+        // admitted with.
         self.sync_broker_budgets();
         let mut out = Vec::new();
         let plan = self.broker.begin_cycle(now, &mut out);
