@@ -142,6 +142,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_tail_of_the_waits() {
+        use foresight_core::{JobId, Time};
+        // Waits 0, 1 d, 1 d + 1 s, 5 d and 5 d + 1 s.
+        let waits = [0, DAY, DAY + 1, 5 * DAY, 5 * DAY + 1];
+        let outcomes: Vec<Outcome> = waits
+            .iter()
+            .enumerate()
+            .map(|(k, w)| Outcome {
+                id: JobId(k as u64),
+                trace_id: k as i64,
+                record: k,
+                submit: Time(0),
+                start: Time(*w),
+                end: Time(*w + 100),
+                procs: 1,
+                estimate: 100,
+                class: 0,
+                plan: 100,
+                corrections: 0,
+            })
+            .collect();
+        let m = Metrics::compute(&outcomes, 4);
+        assert_eq!(m.max_wait, 5 * DAY + 1);
+        // ⌈0.99 × 5⌉ = 5: the largest.
+        assert_eq!(m.p99_wait, 5 * DAY + 1);
+        // Longer than a day: 1 d + 1 s, 5 d, 5 d + 1 s; longer than five days: one.
+        assert_eq!(m.over_1d, 3);
+        assert_eq!(m.over_5d, 1);
+    }
+
+    #[test]
     fn the_nearest_rank_percentile() {
         let mut v: Vec<i64> = (1..=200).rev().collect();
         assert_eq!(percentile(&mut v, 99), 198);
