@@ -110,6 +110,10 @@ pub struct GridConfig {
     /// `predict`: EASY++).
     #[serde(default)]
     pub backfill_order: BackfillOrder,
+    /// Correction of every cluster without its own `correction`, as the service's key
+    /// (`estimate` by default: [`foresight_core::predict::correction::grid_default`]).
+    #[serde(default = "foresight_core::predict::correction::grid_default")]
+    pub correction: foresight_core::predict::Correction,
 }
 
 fn default_cycle() -> i64 {

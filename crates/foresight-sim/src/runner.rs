@@ -464,7 +464,9 @@ fn correct(
     (plan, corrections): (&mut Dur, &mut u32),
     heap: &mut BinaryHeap<Queued>,
 ) -> Result<(), CoreError> {
-    *plan = corrected(*plan, sim.job.estimate);
+    *plan = sched
+        .corrected_plan(job, *plan)
+        .unwrap_or_else(|| corrected(*plan, sim.job.estimate));
     *corrections += 1;
     sched.correct(now, job, *plan)?;
     if sim.runtime > *plan {

@@ -4,7 +4,7 @@ use super::sim_sweep::plot_dir;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
-use foresight_core::predict::Predictor;
+use foresight_core::predict::{Correction, Predictor};
 use foresight_core::{BackfillOrder, Policy};
 use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, BrokerKind, GridConfig};
 use foresight_sim::output::{write_csv, write_swf};
@@ -138,10 +138,24 @@ pub struct SimRunOpts {
     #[arg(long, default_value_t = 1, requires = "licence_pool")]
     licence_max: u32,
     /// Runtime predictor the policy plans with: none (the estimate), tsafrir (mean of the
-    /// user's last two runs) or app (median of the last runs of the same application and
-    /// processor count). The estimate stays the kill time.
+    /// user's last two terminated jobs, as Tsafrir, Etsion and Feitelson), tsafrir-last1
+    /// (the same, or the last one when only one has terminated) or app (median of the last
+    /// runs of the same application and processor count). The estimate stays the kill time.
     #[arg(long, default_value = "none", value_name = "PREDICTOR")]
     predict: Predictor,
+    /// How the plan of a job that outlives its prediction grows: incremental (the paper's
+    /// steps of 1 min, 5 min, 15 min, … past the first prediction) or estimate (straight to
+    /// the estimate).
+    #[arg(long, default_value = "incremental", value_name = "RULE")]
+    correction: Correction,
+    /// Let predicted jobs pass the first reserved job even when, run to their estimates,
+    /// they would delay it past the start plain EASY guarantees (EASY++ as published).
+    #[arg(long)]
+    no_starvation_guard: bool,
+    /// Seconds the first reserved job must have waited before the starvation guard
+    /// protects it (default: a day).
+    #[arg(long, value_name = "SECONDS")]
+    guard_after: Option<u64>,
     /// Order of backfill candidates: fcfs (queue order) or spf (shortest planned runtime
     /// first). EASY++ is `--policy easy --predict tsafrir --backfill-order spf`.
     #[arg(long, default_value = "fcfs", value_name = "ORDER")]
@@ -253,6 +267,11 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         SemanticsOpt::Pyss => Semantics::Pyss,
     };
     policy.backfill_order = opts.backfill_order;
+    policy.correction = opts.correction;
+    policy.starvation_guard = !opts.no_starvation_guard;
+    if let Some(secs) = opts.guard_after {
+        policy.guard_after = foresight_core::Dur(i64::try_from(secs).unwrap_or(i64::MAX));
+    }
     // Checked before simulating, so that a bad name or an unwritable place fails at once.
     let jobs_out = opts.jobs_out.as_deref().map(JobsOut::open).transpose()?;
     let plot = opts.plot.as_deref().map(plot_dir).transpose()?;
@@ -348,6 +367,12 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
                 "mean_slowdown": m.mean_slowdown,
                 "mean_bsld": m.mean_bsld,
                 "max_wait": m.max_wait,
+                "p99_wait": m.p99_wait,
+                "over_1d": m.over_1d,
+                "over_5d": m.over_5d,
+                "correction": policy.correction.name(),
+                "starvation_guard": policy.starvation_guard,
+                "guard_after": policy.guard_after.as_secs(),
                 "utilization": m.utilization,
                 "makespan": m.makespan,
                 "by_class": m.by_class,
@@ -752,6 +777,14 @@ fn print_table(
         (
             "max wait",
             format!("{} s ({})", m.max_wait, human_secs(m.max_wait as f64)),
+        ),
+        (
+            "p99 wait",
+            format!("{} s ({})", m.p99_wait, human_secs(m.p99_wait as f64)),
+        ),
+        (
+            "waits over 1 d / 5 d",
+            format!("{} / {}", m.over_1d, m.over_5d),
         ),
         ("utilization", format!("{:.2} %", m.utilization * 100.0)),
         (

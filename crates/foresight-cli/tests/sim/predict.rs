@@ -7,8 +7,9 @@ use assert_cmd::Command;
 use predicates::str::contains;
 use serde_json::Value;
 
-/// User 1's job 2 is predicted from job 1 (10 s) and corrected at 30; job 4 backfills at 30
-/// with a prediction; without predictions it waits until 60.
+/// With `tsafrir-last1`, user 1's job 2 is predicted from job 1 (10 s) and corrected at 30;
+/// job 4 backfills at 30 with a prediction; without predictions it waits until 60. The
+/// paper's `tsafrir` needs two terminated jobs of the user, so here it plans as plain EASY.
 const USERS: &str = "; MaxProcs: 4
 1  0 -1 10 4 -1 -1 4 100 -1 1 1 1 -1 1 -1 -1 -1
 2 20 -1 30 2 -1 -1 2 100 -1 1 1 1 -1 1 -1 -1 -1
@@ -37,9 +38,29 @@ fn predictions_change_the_schedule_and_are_reported() {
     assert_eq!(plain["backfill_order"], "fcfs");
     assert_eq!(plain["clip"], true);
     assert_eq!(plain["mean_wait"], (25.0 + 34.0) / 4.0);
-    let plus = json_run(t, &["--predict", "tsafrir", "--backfill-order", "spf"]);
-    assert_eq!(plus["predict"], "tsafrir");
-    assert_eq!(plus["backfill_order"], "spf");
+    assert_eq!(plain["max_wait"], 34);
+    assert_eq!(plain["p99_wait"], 34);
+    assert_eq!(plain["over_1d"], 0);
+    assert_eq!(plain["correction"], "incremental");
+    assert_eq!(plain["starvation_guard"], true);
+    assert_eq!(plain["guard_after"], 86_400);
+    let paper = json_run(t, &["--predict", "tsafrir", "--backfill-order", "spf"]);
+    assert_eq!(paper["predict"], "tsafrir");
+    assert_eq!(paper["backfill_order"], "spf");
+    assert_eq!(paper["mean_wait"], plain["mean_wait"]);
+    let plus = json_run(
+        t,
+        &[
+            "--predict",
+            "tsafrir-last1",
+            "--correction",
+            "estimate",
+            "--backfill-order",
+            "spf",
+        ],
+    );
+    assert_eq!(plus["predict"], "tsafrir-last1");
+    assert_eq!(plus["correction"], "estimate");
     assert_eq!(plus["mean_wait"], (25.0 + 4.0) / 4.0);
     let kept = json_run(t, &["--predict", "app", "--no-clip"]);
     assert_eq!(kept["clip"], false);

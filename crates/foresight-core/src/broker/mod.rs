@@ -494,7 +494,7 @@ impl Broker {
     }
 
     /// Local jobs and global jobs' parts that have outlived their predicted plan at `now`
-    /// are planned to their estimate ([`crate::predict::corrected`]), and each cluster the
+    /// are planned longer by their cluster's [`crate::predict::Correction`], and each cluster the
     /// broker schedules that corrected one runs a pass at once, as EASY++ does: the
     /// processors were not free at the plan's end after all. On a self-scheduled cluster
     /// (Slurm) only the mirror's plan of a global job's part is corrected: the cluster runs
@@ -517,10 +517,9 @@ impl Broker {
             }
             self.observe(now);
             for (id, plan) in due {
-                let Some(estimate) = self.clusters[k].sched.estimate_of(id) else {
+                let Some(longer) = self.clusters[k].sched.corrected_plan(id, plan) else {
                     continue;
                 };
-                let longer = crate::predict::corrected(plan, estimate);
                 if self.clusters[k].sched.correct(now, id, longer).is_ok() {
                     done.push((k, id, longer));
                 }

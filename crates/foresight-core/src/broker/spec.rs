@@ -7,7 +7,7 @@
 use super::cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 use crate::forecast::Tariff;
 use crate::policy::{BackfillOrder, Policy};
-use crate::predict::Predictor;
+use crate::predict::{Correction, Predictor};
 use crate::scheduler::LocalScheduler;
 use crate::select::Processor;
 use crate::time::Dur;
@@ -73,6 +73,10 @@ pub struct ClusterSpec {
     /// first; with `predict` that is EASY++); unset: the grid's setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill_order: Option<BackfillOrder>,
+    /// How the plan of a job that outlived its prediction grows: `incremental` (the
+    /// paper's steps) or `estimate` (straight to the walltime); unset: the grid's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<Correction>,
 }
 
 fn one() -> f64 {
@@ -141,6 +145,7 @@ impl ClusterSpec {
             features: Vec::new(),
             predict: None,
             backfill_order: None,
+            correction: None,
         }
     }
 
@@ -180,13 +185,22 @@ impl ClusterSpec {
         if let Some(order) = self.backfill_order {
             policy.backfill_order = order;
         }
+        if let Some(correction) = self.correction {
+            policy.correction = correction;
+        }
         policy
     }
 
     /// The same cluster with the grid's prediction settings where it has none of its own.
-    pub fn with_defaults(mut self, predict: Predictor, backfill_order: BackfillOrder) -> Self {
+    pub fn with_defaults(
+        mut self,
+        predict: Predictor,
+        backfill_order: BackfillOrder,
+        correction: Correction,
+    ) -> Self {
         self.predict.get_or_insert(predict);
         self.backfill_order.get_or_insert(backfill_order);
+        self.correction.get_or_insert(correction);
         self
     }
 

@@ -6,9 +6,11 @@
 //! prediction gets a [`correction`] and the scheduler plans again.
 //!
 //! - [`stats`]: the statistics store of finished runs, keyed by [`RunKey`].
-//! - [`tsafrir`]: Tsafrir, Etsion and Feitelson (2007): the mean of the user's last two runs.
+//! - [`tsafrir`]: Tsafrir, Etsion and Feitelson (2007): the mean of the user's last two runs
+//!   (and the `tsafrir-last1` variant, which also predicts from a single run).
 //! - [`app`]: the median of the last runs of the same application and parameters.
-//! - [`correction`]: the ladder a prediction climbs when the job is still running.
+//! - [`correction`]: how a plan grows when the job is still running (the paper's steps, or
+//!   straight to the estimate).
 
 pub mod app;
 pub mod correction;
@@ -16,9 +18,9 @@ pub mod stats;
 pub mod tsafrir;
 
 pub use app::app_prediction;
-pub use correction::corrected;
+pub use correction::{corrected, Correction};
 pub use stats::{RunKey, RuntimeStats};
-pub use tsafrir::tsafrir_prediction;
+pub use tsafrir::{tsafrir_last1_prediction, tsafrir_prediction};
 
 use crate::time::Dur;
 use serde::{Deserialize, Serialize};
@@ -30,8 +32,11 @@ pub enum Predictor {
     /// No prediction: plan with the user's estimate.
     #[default]
     None,
-    /// [`tsafrir_prediction`].
+    /// [`tsafrir_prediction`]: the paper's.
     Tsafrir,
+    /// [`tsafrir_last1_prediction`]: also predicts from a user's single terminated job.
+    #[serde(rename = "tsafrir-last1")]
+    TsafrirLast1,
     /// [`app_prediction`].
     App,
 }
@@ -42,6 +47,7 @@ impl Predictor {
         match self {
             Predictor::None => "none",
             Predictor::Tsafrir => "tsafrir",
+            Predictor::TsafrirLast1 => "tsafrir-last1",
             Predictor::App => "app",
         }
     }
@@ -52,17 +58,23 @@ impl Predictor {
         match self {
             Predictor::None => None,
             Predictor::Tsafrir => Some(tsafrir_prediction(stats, key, estimate)),
+            Predictor::TsafrirLast1 => Some(tsafrir_last1_prediction(stats, key, estimate)),
             Predictor::App => Some(app_prediction(stats, key, estimate)),
         }
     }
 
     /// How many finished runs its prediction for `key` draws on (0: none, so the
-    /// estimate): the user's last two for Tsafrir's, the key's last [`app::WINDOW`] for the
-    /// application's. Says where a prediction came from.
+    /// estimate): the user's last two for Tsafrir's (none until two have terminated; one or
+    /// two for `tsafrir-last1`), the key's last [`app::WINDOW`] for the application's. Says
+    /// where a prediction came from.
     pub fn history(self, stats: &RuntimeStats, key: &RunKey) -> usize {
         match self {
             Predictor::None => 0,
-            Predictor::Tsafrir => stats.user_runs(key.user).count().min(2),
+            Predictor::Tsafrir => match stats.user_runs(key.user).count() {
+                0 | 1 => 0,
+                _ => 2,
+            },
+            Predictor::TsafrirLast1 => stats.user_runs(key.user).count().min(2),
             Predictor::App => stats.app_runs(key).count().min(app::WINDOW),
         }
     }
@@ -75,9 +87,10 @@ impl std::str::FromStr for Predictor {
         match text {
             "none" => Ok(Predictor::None),
             "tsafrir" => Ok(Predictor::Tsafrir),
+            "tsafrir-last1" => Ok(Predictor::TsafrirLast1),
             "app" => Ok(Predictor::App),
             _ => Err(format!(
-                "{text:?} is not a predictor: use none, tsafrir or app"
+                "{text:?} is not a predictor: use none, tsafrir, tsafrir-last1 or app"
             )),
         }
     }

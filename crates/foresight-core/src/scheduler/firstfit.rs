@@ -2,6 +2,7 @@
 //! [`super::pass`]); here are its shortest-plan-first order (SPF) and its cap on how often
 //! one job may be overtaken.
 
+use super::guard::Guard;
 use super::{Action, Entry, LocalScheduler, State};
 use crate::ids::JobId;
 use crate::time::{Dur, Time};
@@ -16,8 +17,15 @@ impl LocalScheduler {
     }
 
     /// First-fit backfill over the unreserved jobs from position `from` on, shortest plan
-    /// first (ties in queue order): every one that fits without delaying a reservation starts.
-    pub(super) fn backfill_shortest(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+    /// first (ties in queue order): every one that fits without delaying a reservation, and
+    /// that the starvation guard lets pass, starts.
+    pub(super) fn backfill_shortest(
+        &mut self,
+        from: usize,
+        now: Time,
+        mut guard: Guard,
+        out: &mut Vec<Action>,
+    ) {
         let mut free_any = self.free_anywhere(now);
         // Starting a job only takes processors, so a job that cannot start at the beginning
         // of the backfill cannot start later in it: only the others are sorted. Without
@@ -45,8 +53,12 @@ impl LocalScheduler {
             if i64::from(slot.procs) > free_any {
                 continue;
             }
-            if let Some(domain) = self.fits_now(slot.id, now) {
+            let domain = self
+                .fits_now(slot.id, now)
+                .filter(|_| self.guard_allows(&mut guard, slot.id, now));
+            if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
+                self.guard_started(&mut guard, slot.id, now);
                 free_any = self.free_anywhere(now);
             }
         }

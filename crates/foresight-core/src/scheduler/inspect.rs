@@ -79,4 +79,12 @@ impl LocalScheduler {
     pub fn estimate_of(&self, id: JobId) -> Option<Dur> {
         self.jobs.get(&id).map(|e| e.job.estimate)
     }
+
+    /// The next plan of running job `id`, still running at the end of `plan`, by the
+    /// policy's [`crate::predict::Correction`] from the job's first plan; `None` for a job
+    /// not known.
+    pub fn corrected_plan(&self, id: JobId, plan: Dur) -> Option<Dur> {
+        let job = &self.jobs.get(&id)?.job;
+        Some(self.policy.correction.next(job.plan(), plan, job.estimate))
+    }
 }

@@ -27,6 +27,7 @@ mod begin_tests;
 mod bestfit;
 mod firstfit;
 mod greedy;
+mod guard;
 mod inspect;
 mod lookahead;
 mod metric;

@@ -3,6 +3,7 @@
 //! SPF order and overtake cap in [`super::firstfit`]; BESTFIT and GREEDY through
 //! [`super::metric`]).
 
+use super::guard::Guard;
 use super::{Action, Domain, Entry, LocalScheduler, Placement, State};
 use crate::ids::JobId;
 use crate::policy::{BackfillChoice, BackfillOrder, Compression, QueueOrder};
@@ -299,6 +300,7 @@ impl LocalScheduler {
         let spf = backfill == BackfillChoice::FirstFit
             && self.policy.backfill_order == BackfillOrder::Spf;
         let mut smallest = self.smallest_unreserved();
+        let mut guard = Guard::default();
         // Once no more reservations can be made, a plain first-fit pass looks only for jobs
         // that fit now, so it skips every block whose minima cannot fit.
         let can_skip = plain && backfill == BackfillChoice::FirstFit && cap.is_none();
@@ -347,8 +349,10 @@ impl LocalScheduler {
             } else {
                 self.fits_now(slot.id, now)
             };
+            let domain = domain.filter(|_| self.guard_allows(&mut guard, slot.id, now));
             if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
+                self.guard_started(&mut guard, slot.id, now);
                 free_now = self.pool.free_at(now);
                 free_any = if plain { free_now } else { free_anywhere(self) };
                 smallest = self.smallest_unreserved();
@@ -361,6 +365,7 @@ impl LocalScheduler {
                 continue;
             }
             if (self.reserved.len() as u64) < u64::from(depth) && self.reserve(i, now, out) {
+                guard = Guard::default();
                 free_now = self.pool.free_at(now);
                 free_any = if plain { free_now } else { free_anywhere(self) };
                 smallest = self.smallest_unreserved();
@@ -388,7 +393,7 @@ impl LocalScheduler {
             self.backfill_by_metric(from, now, out);
         }
         if let Some(from) = shortest_from {
-            self.backfill_shortest(from, now, out);
+            self.backfill_shortest(from, now, guard, out);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
+use foresight_core::predict::Correction;
 use foresight_core::select::Criterion;
 use foresight_core::{
     Acl, AdminReservation, Dur, Interval, Job, JobId, LocalScheduler, Policy, ReservationId, Time,
@@ -12,6 +13,10 @@ use foresight_core::{
 };
 
 fn broker(lead: i64) -> Broker {
+    broker_with(lead, Policy::easy())
+}
+
+fn broker_with(lead: i64, policy: Policy) -> Broker {
     let groups = [SpeedGroup {
         procs: 4,
         speed: 1.0,
@@ -19,7 +24,7 @@ fn broker(lead: i64) -> Broker {
     let cluster = GridCluster::new(
         "a",
         processors_of("a", &groups),
-        LocalScheduler::new(4, Policy::easy()),
+        LocalScheduler::new(4, policy),
     );
     let planner = PlannerConfig {
         horizon: Dur(10_000),
@@ -121,11 +126,16 @@ fn a_job_predicted_short_is_planned_into_a_window_its_walltime_would_not_fit() {
 /// kill stay at 1000, and its part is planned to 100. From the next cycle on, job 2
 /// (walltime 500) is planned at the prediction's end, 100, inside job 1's reservation, where
 /// nothing can be reserved for it (its start is beyond the lead time). Job 1 outlives its
-/// prediction: at 100 it is corrected to its walltime and the grid plans again at once, so
-/// job 2 moves behind the reservation, to 1000.
+/// prediction: at 100 it is corrected to its walltime (the cluster corrects to the
+/// estimate) and the grid plans again at once, so job 2 moves behind the reservation, to
+/// 1000.
 #[test]
 fn after_a_correction_the_jobs_planned_behind_move() {
-    let mut b = broker(60);
+    let to_estimate = Policy {
+        correction: Correction::Estimate,
+        ..Policy::easy()
+    };
+    let mut b = broker_with(60, to_estimate);
     let mut out = Vec::new();
     b.submit(Time(0), global(1, 1000, Some(100)));
     b.submit(Time(0), global(2, 500, None));
@@ -198,4 +208,24 @@ fn a_prediction_at_the_walltime_plans_as_none() {
         assert_eq!(b.clusters[0].sched.next_plan_end(Time(0)), None);
         assert!(b.correct_outlived(Time(1000), &mut out).is_empty());
     }
+}
+
+/// By default a cluster corrects by the paper's steps: job 1 (walltime 1000, predicted
+/// 100) outlives its prediction at 100 and is planned to 100 + 1 min, then 100 + 5 min,
+/// each time named by `next_plan_end`.
+#[test]
+fn a_global_part_is_corrected_by_the_papers_steps() {
+    let mut b = broker(60);
+    let mut out = Vec::new();
+    b.submit(Time(0), global(1, 1000, Some(100)));
+    b.on_cycle(Time(0), &mut out);
+    let done = b.correct_outlived(Time(100), &mut out);
+    assert_eq!(done, vec![(0, JobId(1), Dur(160))]);
+    assert_eq!(
+        b.clusters[0].sched.next_plan_end(Time(100)),
+        Some(Time(160))
+    );
+    let done = b.correct_outlived(Time(160), &mut out);
+    assert_eq!(done, vec![(0, JobId(1), Dur(400))]);
+    assert_eq!(held(&b, 1), Some((0, 1000)));
 }

@@ -61,6 +61,13 @@ pub struct Config {
     /// a cluster's own `backfill_order` wins.
     #[serde(default)]
     pub backfill_order: foresight_core::BackfillOrder,
+    /// How the plan of a job that outlived its prediction grows (`estimate`, the default:
+    /// straight to its walltime; `incremental`: the paper's steps from the first prediction,
+    /// 1 min, 5 min, … 100 h); a cluster's own `correction` wins. Local policies keep
+    /// EASY's promise to the first reserved job once it has waited a day (the starvation
+    /// guard).
+    #[serde(default = "foresight_core::predict::correction::grid_default")]
+    pub correction: foresight_core::predict::Correction,
     /// Seconds between SIGTERM and SIGKILL when a job overruns or is cancelled.
     #[serde(default = "default_grace")]
     pub grace_seconds: u64,
@@ -323,6 +330,7 @@ impl Default for Config {
             plan_depth: default_plan_depth(),
             predict: Default::default(),
             backfill_order: Default::default(),
+            correction: foresight_core::predict::correction::grid_default(),
             grace_seconds: default_grace(),
             copy_timeout_seconds: default_copy_timeout(),
             max_output_bytes: None,

@@ -10,7 +10,7 @@ use crate::plot::Span;
 use foresight_core::broker::{self, BrokerAction, Phase};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::policy::ALL;
-use foresight_core::predict::{corrected, reference_runtime, Predictor, RunKey, RuntimeStats};
+use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -367,8 +367,8 @@ impl GridRun<'_> {
                 continue;
             }
             for (id, plan) in due {
-                if let Some(estimate) = p.estimate_of(id) {
-                    if p.correct(now, id, corrected(plan, estimate)).is_ok() {
+                if let Some(longer) = p.corrected_plan(id, plan) {
+                    if p.correct(now, id, longer).is_ok() {
                         self.corrected += 1;
                     }
                 }
@@ -737,10 +737,10 @@ impl<'a> GridRun<'a> {
                 _ => c.procs,
             };
             let (local, apps, rejected) = local_stream_apps(c, kept, days, k)?;
-            let spec = c
-                .spec
-                .clone()
-                .with_defaults(cfg.predict, cfg.backfill_order);
+            let spec =
+                c.spec
+                    .clone()
+                    .with_defaults(cfg.predict, cfg.backfill_order, cfg.correction);
             grid.push(spec.grid_cluster(kept));
             clusters.push(SimCluster {
                 name: c.name.clone(),

@@ -93,9 +93,11 @@ fn a_clusters_own_predictor_overrides_the_grids() {
 
 /// One correction of a job's plan is one correction, however many parts it has: the
 /// user's second global job, co-allocated over two clusters of 4 processors, is predicted
-/// 100 s (her first run) but runs 500 s; both parts outlive the prediction at the same
-/// instant and are corrected together, which the report counts once. Before, it counted
-/// one correction per part (2).
+/// 100 s (`tsafrir-last1`: her first run) but runs 500 s; both parts outlive the
+/// prediction at the same instants and are corrected together by the paper's steps
+/// (`correction = "incremental"`: to 100 + 1 min, 100 + 5 min, then the 1000 s walltime),
+/// which the report counts as three.
+/// Before, it counted one correction per part.
 #[test]
 fn a_co_allocated_jobs_correction_counts_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,7 +118,7 @@ fn a_co_allocated_jobs_correction_counts_once() {
         )
     };
     let text = format!(
-        "predict = \"tsafrir\"\ndays = 1\ncycle_seconds = 60\nlead_time_seconds = 0\n\
+        "predict = \"tsafrir-last1\"\ncorrection = \"incremental\"\ndays = 1\ncycle_seconds = 60\nlead_time_seconds = 0\n\
          horizon_hours = 24\n{}{}[global]\ntrace = {:?}\nprice = [1.0, 1.0]\n",
         cluster("c0"),
         cluster("c1"),
@@ -128,7 +130,7 @@ fn a_co_allocated_jobs_correction_counts_once() {
     for k in 0..2 {
         assert_eq!(t.starts[k].len(), 3, "cluster {k}: {:?}", t.starts[k]);
     }
-    assert_eq!(t.corrected, 1);
+    assert_eq!(t.corrected, 3);
     let r = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
-    assert_eq!(r.corrected, 1);
+    assert_eq!(r.corrected, 3);
 }

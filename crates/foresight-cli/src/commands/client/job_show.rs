@@ -32,8 +32,10 @@ pub(super) fn describe_state(j: &JobView, now: i64) -> String {
 /// A prediction and where it came from: `2s (tsafrir: the user's last 2 runs)`.
 fn prediction_text(p: &foresight_api::PredictionView) -> String {
     let source = match (p.predictor.as_str(), p.runs) {
-        (name, 0) => format!("{name}: no earlier runs, so the walltime"),
-        ("tsafrir", n) => format!("tsafrir: mean of the user's last {n} runs"),
+        (name, 0) => format!("{name}: too few earlier runs, so the walltime"),
+        ("tsafrir" | "tsafrir-last1", n) => {
+            format!("{}: mean of the user's last {n} runs", p.predictor)
+        }
         ("app", n) => format!("app: median of the application's last {n} runs"),
         (name, n) => format!("{name}: {n} runs"),
     };

@@ -106,7 +106,7 @@ impl World {
                     granularity: kind.granularity(),
                     ..c.spec
                         .clone()
-                        .with_defaults(cfg.predict, cfg.backfill_order)
+                        .with_defaults(cfg.predict, cfg.backfill_order, cfg.correction)
                         .grid_cluster(c.procs)
                 });
                 Cluster {

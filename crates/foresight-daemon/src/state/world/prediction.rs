@@ -328,11 +328,12 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use foresight_core::broker::Phase;
+    use foresight_core::predict::Correction;
     use foresight_store::{PartRecord, UserRecord};
 
     /// The grid's `predict` plans global jobs: ann's first global job (walltime 1 000) has
     /// no history and is planned by its walltime; it runs 100 s. Her second is predicted
-    /// 100 s (Tsafrir: her one finished run), recorded for `job show`, and handed to the
+    /// 100 s (`tsafrir-last1`: her one finished run), recorded for `job show`, and handed to the
     /// broker; its reservation is still its walltime long. Running at 1 300, past its
     /// prediction, it is corrected once.
     #[test]
@@ -358,7 +359,7 @@ mod tests {
         let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
         assert_eq!(
             (p.seconds, p.predictor.as_str(), p.runs, p.corrections),
-            (100, "tsafrir", 1, 0)
+            (100, "tsafrir-last1", 1, 0)
         );
         assert_eq!(
             w.broker.entry(JobId(2)).unwrap().job.prediction,
@@ -379,18 +380,85 @@ mod tests {
         assert_eq!(w.next_plan_end(Time(1_300)), None);
     }
 
-    /// `clusters`, predicting with Tsafrir.
+    /// The paper's predictor in the service: the estimate until two of the user's jobs have
+    /// terminated, then the mean of her last two. Ann's global jobs ran 100 s and 300 s:
+    /// her third is predicted 200 s from two runs, where the second was planned by its
+    /// walltime.
+    #[test]
+    fn the_papers_predictor_waits_for_two_runs() {
+        let mut w = with_ann(&Config {
+            predict: Predictor::Tsafrir,
+            ..predicting_on(vec![cluster("a", 4)])
+        });
+        let mut at = 1_000;
+        for (id, ran) in [(1, 100), (2, 300)] {
+            w.accept(
+                Time(at),
+                vec![JobRecord {
+                    submitted_at: at,
+                    ..job(id, "ann", 4, 1_000)
+                }],
+            );
+            w.cycle(Time(at));
+            let attempt = w.jobs[&JobId(id)].attempt;
+            w.on_finished(Time(at + ran), 0, JobId(id), attempt, &exit(0));
+            at += ran + 100;
+        }
+        let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+        assert_eq!((p.seconds, p.runs), (1_000, 0));
+        w.accept(
+            Time(at),
+            vec![JobRecord {
+                submitted_at: at,
+                ..job(3, "ann", 4, 1_000)
+            }],
+        );
+        let p = w.jobs[&JobId(3)].prediction.clone().unwrap();
+        assert_eq!(
+            (p.seconds, p.predictor.as_str(), p.runs),
+            (200, "tsafrir", 2)
+        );
+    }
+
+    /// `correction = "incremental"` grows the plan by the paper's steps from the first
+    /// prediction (100 s): to 160 s, then 400 s, then 1 000 s (the walltime, not 1 000 s
+    /// past the first prediction's 15-minute step), one correction each.
+    #[test]
+    fn the_incremental_correction_grows_the_plan_by_the_papers_steps() {
+        let cfg = Config {
+            correction: Correction::Incremental,
+            ..predicting(1.0)
+        };
+        let mut w = with_ann(&cfg);
+        w.restore_runs(vec![anns_run(&job(2, "ann", 4, 1_000), 1, 100, true)], &[]);
+        w.accept(Time(1_000), vec![job(2, "ann", 4, 1_000)]);
+        w.cycle(Time(1_000));
+        assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
+        let mut seen = Vec::new();
+        let mut now = Time(1_000);
+        while let Some(end) = w.next_plan_end(now).filter(|_| seen.len() < 10) {
+            now = end;
+            w.correct_outlived(now);
+            let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
+            seen.push((now.0 - 1_000, p.seconds, p.corrections));
+        }
+        assert_eq!(seen, vec![(100, 160, 1), (160, 400, 2), (400, 1_000, 3)]);
+    }
+
+    /// `clusters`, predicting with `tsafrir-last1` (a user's one finished run already
+    /// predicts her next, so each case needs one earlier run) and the service's default
+    /// correction (straight to the walltime).
     fn predicting_on(clusters: Vec<crate::config::ClusterConfig>) -> Config {
         Config {
             cluster: clusters,
             data_dir: "/nonexistent".into(),
-            predict: Predictor::Tsafrir,
+            predict: Predictor::TsafrirLast1,
             ..Config::default()
         }
     }
 
     /// One 4-processor cluster `speed` times as fast as the reference processor, predicting
-    /// with Tsafrir.
+    /// with `tsafrir-last1`.
     fn predicting(speed: f64) -> Config {
         let mut a = cluster("a", 4);
         a.spec.speed = Some(speed);
@@ -423,7 +491,7 @@ mod tests {
         }
     }
 
-    /// A world of one 4-processor cluster predicting with Tsafrir in which ann's global job
+    /// A world of one 4-processor cluster predicting with `tsafrir-last1` in which ann's global job
     /// 1 ran 100 s and her job 2 (walltime 1 000, predicted 100 s) runs from 1 200.
     fn running_predicted_global_job() -> World {
         running_predicted_global_job_at(1.0)
@@ -469,7 +537,7 @@ mod tests {
         assert_eq!(w.next_plan_end(Time(1_200)), Some(Time(1_250)));
     }
 
-    /// Two 4-processor clusters a and b, predicting with Tsafrir, and ann.
+    /// Two 4-processor clusters a and b, predicting with `tsafrir-last1`, and ann.
     fn two_predicting() -> World {
         with_ann(&predicting_on(vec![cluster("a", 4), cluster("b", 4)]))
     }

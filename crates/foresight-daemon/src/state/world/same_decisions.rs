@@ -363,6 +363,8 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
         lead_time_seconds: grid.lead_time_seconds,
         plan_depth: grid.plan_depth,
         predict,
+        backfill_order: grid.backfill_order,
+        correction: grid.correction,
         ..Config::default()
     };
     let mut world = World::new(&cfg);
@@ -519,10 +521,26 @@ fn the_service_decides_what_the_simulator_decides() {
 
 /// Tsafrir's predictor: local users have histories of their own on each cluster, global
 /// jobs (all of one user here) the grid's; local jobs and global parts outlive their
-/// predictions and are corrected.
+/// predictions and are corrected (to their walltimes, the grid's default). A day, not half
+/// of one: the paper's predictor waits for two of a user's jobs to end.
 #[test]
 fn the_service_decides_what_the_simulator_decides_with_tsafrir_predictions() {
-    let _ = predictions_matter(GRID, Predictor::Tsafrir);
+    let _ = predictions_matter(&GRID.replace("days = 0.5", "days = 1"), Predictor::Tsafrir);
+}
+
+/// The same with the paper's incremental correction: plans grow by its steps, each step one
+/// more correction at the same instant on both sides.
+#[test]
+fn the_service_decides_what_the_simulator_decides_with_incremental_corrections() {
+    let text = GRID.replace("days = 0.5", "days = 1\ncorrection = \"incremental\"");
+    let incremental = predictions_matter(&text, Predictor::Tsafrir);
+    let straight = same_decisions(&GRID.replace("days = 0.5", "days = 1"), Predictor::Tsafrir);
+    assert!(
+        incremental.corrected > straight.corrected,
+        "{} corrections by steps, {} straight to the walltime",
+        incremental.corrected,
+        straight.corrected
+    );
 }
 
 /// The `app` predictor: local traces whose jobs run a few applications, each about as long
