@@ -163,6 +163,19 @@ impl RmError {
             _ => false,
         }
     }
+
+    /// True when a start failed for reasons of the machine, not of the job: the supervisor
+    /// could not be spawned, or died or hung before starting the job, or the resource
+    /// manager was out of reach. The same start may succeed later, so the job is requeued
+    /// rather than failed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RmError::Exec(
+                ExecError::SupervisorSpawn { .. } | ExecError::SupervisorFailed { .. },
+            ) => true,
+            _ => self.is_unreachable(),
+        }
+    }
 }
 
 /// A cluster's resource manager, as the service drives it. Calls may run concurrently.

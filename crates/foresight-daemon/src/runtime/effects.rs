@@ -9,7 +9,7 @@ use crate::state::world::MoveStep;
 use foresight_api::JobState;
 use foresight_core::broker::Preemption;
 use foresight_core::{JobId, ReservationId};
-use foresight_rm::{LaunchSpec, Outcome, PartHandle, ReserveRequest, ResourceManager, Submission};
+use foresight_rm::{LaunchSpec, PartHandle, ReserveRequest, ResourceManager, Submission};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -191,10 +191,17 @@ impl Service {
             }
             Err(err) => {
                 let now = s.now();
-                let outcome =
-                    Outcome::failed(now.secs(), now.secs(), format!("could not start: {err}"));
-                s.world()
-                    .on_finished(now, cluster, JobId(job), attempt, &outcome);
+                if err.is_transient() {
+                    tracing::warn!(job, cluster, "start failed, requeued: {err}");
+                }
+                s.world().start_failed(
+                    now,
+                    cluster,
+                    JobId(job),
+                    attempt,
+                    &err.to_string(),
+                    err.is_transient(),
+                );
                 s.wake.notify_one();
                 s.flush().await;
             }

@@ -8,7 +8,7 @@ use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, ReservationId};
 use foresight_rm::Outcome;
 use foresight_store::JobRecord;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Running jobs on their way somewhere: being stopped, to be requeued, or started while
 /// their processors are not free yet.
@@ -25,7 +25,19 @@ pub(crate) struct InFlight {
     /// gives a killed process a grace period to die. Not stored: a restart defers again the
     /// parts that have a start but no processors ([`World::restore`]).
     pub(super) deferred: Vec<(usize, JobId, u32)>,
+    /// Why a job in `requeue` runs again, when it is not the user's requeue: shown as its
+    /// reason once it is back in the queue.
+    pub(super) requeue_why: BTreeMap<JobId, String>,
+    /// Starts of each job that failed for reasons of the machine (see
+    /// [`World::start_failed`]). Not stored: a restart gives a job its retries again.
+    pub(super) start_failures: BTreeMap<JobId, u32>,
 }
+
+/// How many times a job's start may fail for reasons of the machine (a supervisor that
+/// could not be spawned, died or hung before starting it; a resource manager out of reach)
+/// before the job fails: each such failure requeues it, as Slurm requeues a job whose node
+/// failed at launch.
+pub const START_RETRIES: u32 = 3;
 
 /// How local jobs are launched, from the configuration.
 #[derive(Debug)]
@@ -358,6 +370,47 @@ impl World {
         self.on_finished(now, k, id, attempt, &outcome);
     }
 
+    /// Attempt `attempt` of job `id` could not be started on cluster `k`: `error` says why.
+    /// When the failure is the machine's (`transient`), the job runs again as its next
+    /// attempt, at most [`START_RETRIES`] times, and its reason says so; otherwise (a missing
+    /// program, an unwritable output file), or past the retries, it fails with `error`.
+    pub fn start_failed(
+        &mut self,
+        now: Time,
+        k: usize,
+        id: JobId,
+        attempt: u32,
+        error: &str,
+        transient: bool,
+    ) {
+        // A job cancelled (or requeued, or preempted) while it was starting ends as asked.
+        let as_started = self
+            .jobs
+            .get(&id)
+            .is_some_and(|j| j.attempt == attempt && j.state_after.is_none() && !j.requeue_pending);
+        let failures = self.in_flight.start_failures.entry(id).or_insert(0);
+        let retry = transient && as_started && *failures < START_RETRIES;
+        let outcome = Outcome::failed(
+            now.secs(),
+            now.secs(),
+            if transient && as_started && !retry {
+                format!("could not start, {START_RETRIES} times: {error}")
+            } else {
+                format!("could not start: {error}")
+            },
+        );
+        if retry {
+            *failures += 1;
+            let why = format!(
+                "requeued: its start on {} failed ({error}); retry {} of {START_RETRIES}",
+                self.clusters[k].cfg.name, *failures
+            );
+            self.mark_requeue(id);
+            self.in_flight.requeue_why.insert(id, why);
+        }
+        self.on_finished(now, k, id, attempt, &outcome);
+    }
+
     /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
     /// kept in its record too, for a restart before then.
     pub(crate) fn mark_requeue(&mut self, id: JobId) {
@@ -372,6 +425,7 @@ impl World {
         if let Some(j) = self.jobs.get_mut(&id) {
             if std::mem::take(&mut j.requeue_pending) {}
         }
+        self.in_flight.requeue_why.remove(&id);
         self.in_flight.requeue.remove(&id)
     }
 
@@ -383,11 +437,14 @@ impl World {
     /// The last part of a job's attempt ended at `now` (when it really ended).
     pub(crate) fn job_ended(&mut self, now: Time, id: JobId, last: &Outcome) {
         let retry = if self.in_flight.requeue.contains(&id) {
-            None
+            self.in_flight.requeue_why.remove(&id)
         } else {
             self.retry_task(id)
         };
         let requeue = self.unmark_requeue(id) || retry.is_some();
+        if !requeue {
+            self.in_flight.start_failures.remove(&id);
+        }
         // A global job: the broker has charged what was used of what was reserved. A local
         // job (or one in an administrative reservation) pays here for what it held.
         if let Some(amount) = self.local_charge(now, id) {

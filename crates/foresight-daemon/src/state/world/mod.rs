@@ -400,6 +400,8 @@ mod preempt_remote_tests;
 #[cfg(test)]
 mod same_decisions;
 #[cfg(test)]
+mod start_retry_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod wiki_rm_tests;
