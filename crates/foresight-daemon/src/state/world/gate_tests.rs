@@ -1,12 +1,13 @@
 //! One gate for every start: random sequences of submissions (with dependencies, an array
-//! limit, singletons), cycles, WIKI `STARTJOB`s, ends, holds, releases and cancels on a
-//! cluster run by its own policy and on one scheduled by Maui through WIKI. Whichever way a
+//! limit, singletons), cycles, WIKI `STARTJOB`s, ends, holds, releases, cancels, requeues,
+//! starts the machine failed (requeued) and restarts of the service, on a cluster run by
+//! its own policy and on one scheduled by Maui through WIKI. Whichever way a
 //! job starts, it starts only once the gate lets it go: never held, never before the job it
 //! depends on completed, never past its array's limit or beside another singleton of its name.
 
 #![allow(clippy::unwrap_used)]
 
-use super::tests::{exit, job, wiki_cluster, world};
+use super::tests::{exit, job, restarted, wiki_cluster, world};
 use super::World;
 use crate::config::ClusterConfig;
 use foresight_api::JobState;
@@ -47,6 +48,12 @@ enum Op {
     Hold(usize),
     Release(usize),
     Cancel(usize),
+    /// `job requeue`: the running job runs again once it has ended.
+    Requeue(usize),
+    /// The local executor could not start the running job (its supervisor hung).
+    StartFailed(usize),
+    /// The service stops and starts again from what it stored.
+    Restart,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,15 +75,23 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..64).prop_map(Op::Hold),
         1 => (0usize..64).prop_map(Op::Release),
         1 => (0usize..64).prop_map(Op::Cancel),
+        1 => (0usize..64).prop_map(Op::Requeue),
+        1 => (0usize..64).prop_map(Op::StartFailed),
+        1 => Just(Op::Restart),
     ]
 }
 
-/// A world with cluster `a`, run by its own policy, and `maui`, scheduled through WIKI.
-fn two_clusters() -> World {
-    world(vec![
+/// Cluster `a`, run by its own policy, and `maui`, scheduled through WIKI.
+fn clusters() -> Vec<ClusterConfig> {
+    vec![
         ClusterConfig::local("a", PROCS),
         wiki_cluster("maui", PROCS),
-    ])
+    ]
+}
+
+/// A world of [`clusters`].
+fn two_clusters() -> World {
+    world(clusters())
 }
 
 /// What the test submitted: each job's predecessor (`afterok`), and which are array tasks
@@ -191,6 +206,26 @@ fn apply(w: &mut World, m: &mut Model, now: Time, op: &Op) {
                 let _ = w.cancel(now, id);
             }
         }
+        Op::Requeue(i) => {
+            if let Some(id) = m.pick(*i) {
+                let _ = w.requeue(now, id);
+            }
+        }
+        Op::StartFailed(i) => {
+            let Some(id) = m.pick(*i) else { return };
+            let j = &w.jobs[&id];
+            if j.state != JobState::Running
+                || j.parts.first().map(|p| p.cluster.as_str()) != Some("a")
+            {
+                return;
+            }
+            let attempt = j.attempt;
+            w.start_failed(now, 0, id, attempt, "no report within 10 s", true);
+        }
+        Op::Restart => {
+            let (again, _adopt) = restarted(w, clusters(), now.secs());
+            *w = again;
+        }
     }
     w.effects.clear();
 }
@@ -200,11 +235,11 @@ fn check(
     w: &World,
     m: &Model,
     held_before: &BTreeSet<JobId>,
-    started_before: &BTreeSet<JobId>,
+    started_before: &BTreeSet<(JobId, u32)>,
     op: &Op,
 ) -> Result<(), TestCaseError> {
     for (&id, j) in w.jobs.iter() {
-        if !started(j) || started_before.contains(&id) {
+        if !started(j) || started_before.contains(&(id, j.attempt)) {
             continue;
         }
         let released_now = matches!(op, Op::Release(_));
@@ -259,11 +294,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             .filter(|(_, j)| j.held)
             .map(|(id, _)| *id)
             .collect();
-        let started_before: BTreeSet<JobId> = w
+        // A job run again (requeued) is a new attempt, which must pass the gate again.
+        let started_before: BTreeSet<(JobId, u32)> = w
             .jobs
             .iter()
             .filter(|(_, j)| started(j))
-            .map(|(id, _)| *id)
+            .map(|(id, j)| (*id, j.attempt))
             .collect();
         apply(&mut w, &mut m, now, op);
         check(&w, &m, &held_before, &started_before, op)?;
