@@ -416,7 +416,7 @@ async fn slurm_cluster_on_live_clusters() {
     let Some(list) = clusters() else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+            "FORESIGHT_SLURM_CONFS is not set under CI (scripts/test.sh starts the clusters)"
         );
         eprintln!("skipped: FORESIGHT_SLURM_CONFS is not set (e.g. `scripts/local-slurm.sh start 2` and source its env file)");
         return;

@@ -341,7 +341,7 @@ fn binaries() -> Result<PathBuf, String> {
     Err(
         "these tests need a PostgreSQL server's binaries (initdb, pg_ctl, createdb), found \
          neither under /usr/lib/postgresql/*/bin nor on PATH nor in FORESIGHT_PG_BIN: install \
-         them, e.g. `apt-get install -y postgresql` as root on Debian (.ci/run does)"
+         them, e.g. `apt-get install -y postgresql` as root on Debian (scripts/test.sh does)"
             .into(),
     )
 }

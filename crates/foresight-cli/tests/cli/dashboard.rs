@@ -5,7 +5,7 @@
 //! `target/tmp/dashboard/` (`CARGO_TARGET_TMPDIR`) for people to look at.
 //!
 //! Without `chromium` and `chromedriver` the test says so and passes, unless `CI` is set
-//! (`.ci/run` installs them): then their absence fails it.
+//! (`scripts/test.sh` installs them): then their absence fails it.
 
 use crate::common::*;
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -241,7 +241,7 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     let Some((chromium, chromedriver)) = browser_binaries() else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI is set but chromium or chromedriver is missing (.ci/run installs them)"
+            "CI is set but chromium or chromedriver is missing (scripts/test.sh installs them)"
         );
         eprintln!(
             "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"

@@ -1,5 +1,5 @@
 //! The OpenAPI document the real server serves is valid OpenAPI 3, by an independent
-//! validator (`openapi-spec-validator`, installed by `.ci/run`).
+//! validator (`openapi-spec-validator`, installed by `scripts/test.sh`).
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -23,7 +23,7 @@ fn the_served_openapi_document_is_valid() {
         .unwrap_or_else(|e| {
             panic!(
                 "{VALIDATOR} cannot be run ({e}); install it with `python3 -m pip install \
-                 openapi-spec-validator` (.ci/run does)"
+                 openapi-spec-validator` (scripts/test.sh does)"
             )
         });
     assert!(

@@ -35,7 +35,7 @@ fn cluster(test: &str) -> Option<(String, PathBuf)> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (scripts/test.sh starts the clusters)"
         );
         eprintln!(
             "SKIP {test}: FORESIGHT_SLURM_CONFS is not set (start clusters with \
@@ -363,7 +363,7 @@ fn two_clusters(test: &str) -> Option<Vec<(String, PathBuf)>> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (scripts/test.sh starts the clusters)"
         );
         eprintln!("SKIP {test}: FORESIGHT_SLURM_CONFS is not set");
         return None;

@@ -4,7 +4,7 @@
 //! with Slurm's own view (`squeue --json`, `scontrol show res -o`) checked where it matters.
 //!
 //! They run only when `FORESIGHT_SLURM_CONFS` is set (`c1=/path/slurm.conf,c2=/path/...`;
-//! `source /tmp/foresight-slurm/env` gives it, `.ci/run` sets it); otherwise each test says it
+//! `source /tmp/foresight-slurm/env` gives it, `scripts/test.sh` sets it); otherwise each test says it
 //! skips and passes. The scenarios run one at a time (they share the clusters), each with its
 //! own daemon and data directory, and each first waits until no job of Foresight's or of the
 //! local user is left running on the clusters. They cancel only what they made: the local
@@ -278,7 +278,7 @@ fn grid(test: &str) -> Option<Vec<Cluster>> {
     let Ok(confs) = std::env::var("FORESIGHT_SLURM_CONFS") else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (.ci/run starts the clusters)"
+            "{test}: FORESIGHT_SLURM_CONFS is not set under CI (scripts/test.sh starts the clusters)"
         );
         eprintln!(
             "SKIP {test}: FORESIGHT_SLURM_CONFS is not set (start clusters with \
