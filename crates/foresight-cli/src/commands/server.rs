@@ -104,10 +104,7 @@ pub fn run(cmd: ServerCommand) -> Result<()> {
         ServerCommand::Start(o) => {
             let cfg = effective(&o)?;
             tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_env("FORESIGHT_LOG")
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-                )
+                .with_env_filter(log_filter())
                 .with_writer(std::io::stderr)
                 // Colour only for people: log files get plain text.
                 .with_ansi(std::io::stderr().is_terminal())
@@ -119,3 +116,30 @@ pub fn run(cmd: ServerCommand) -> Result<()> {
         }
     }
 }
+
+/// What the service logs: `FORESIGHT_LOG`, else `RUST_LOG` (the usual variable of Rust
+/// programs), else [`DEFAULT_LOG`]. An unreadable filter is reported and the default used.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    for var in ["FORESIGHT_LOG", "RUST_LOG"] {
+        match std::env::var(var) {
+            Ok(text) if !text.trim().is_empty() => {
+                match tracing_subscriber::EnvFilter::try_new(&text) {
+                    Ok(filter) => return filter,
+                    Err(e) => {
+                        eprintln!(
+                            "{var}={text:?} is not a log filter ({e}); using {DEFAULT_LOG:?}"
+                        );
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    tracing_subscriber::EnvFilter::new(DEFAULT_LOG)
+}
+
+/// The service's own events at `info` (starts, auctions, WIKI starts, reclaims, which
+/// confinement each cluster uses), everything else (HTTP, SQL) at `warn`.
+const DEFAULT_LOG: &str =
+    "warn,foresight_daemon=info,foresight_rm=info,foresight_store=info,foresight_cli=info";

@@ -26,6 +26,7 @@ mod hardening;
 mod inputs;
 mod isolation;
 mod licences;
+mod logs;
 mod openapi;
 mod plan_select;
 mod predict_service;
