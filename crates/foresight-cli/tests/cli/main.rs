@@ -22,6 +22,7 @@ mod dashboard;
 mod data_dir_lock;
 mod dependencies;
 mod executor;
+mod first_contact;
 mod hardening;
 mod inputs;
 mod isolation;
