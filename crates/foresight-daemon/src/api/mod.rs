@@ -563,6 +563,9 @@ struct JobFilter {
     user: Option<String>,
     /// At most this many, the newest (default 1000).
     limit: Option<usize>,
+    /// Only the tasks of this array job (every one: `job wait` waits for them all), or
+    /// this job when it is no array; 404 when there is no such job.
+    array: Option<u64>,
 }
 
 /// Lists jobs: the caller's own, or everyone's for administrators.
@@ -579,8 +582,23 @@ async fn list_jobs(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| Refusal::invalid("state", e))?;
+    let limit = f.limit.unwrap_or(1000);
+    if let Some(a) = f.array {
+        let mut views = Vec::new();
+        for id in s.job_ids(&caller.0, JobRef::job(a))? {
+            let j = s.job(&caller.0, id)?;
+            let kept = state.is_none_or(|st| j.state == st)
+                && f.user.as_deref().is_none_or(|u| j.user == u);
+            if kept {
+                views.push(j);
+            }
+        }
+        let extra = views.len().saturating_sub(limit);
+        views.drain(..extra);
+        return Ok(Json(views));
+    }
     // A peer dispatcher lists too the jobs it does not hold: queued or at other sites.
-    s.jobs_everywhere(&caller.0, state, f.user.as_deref(), f.limit.unwrap_or(1000))
+    s.jobs_everywhere(&caller.0, state, f.user.as_deref(), limit)
         .await
         .map(Json)
 }
