@@ -383,6 +383,13 @@ pub struct JobView {
     pub started_at: Option<i64>,
     /// Ended.
     pub ended_at: Option<i64>,
+    /// How long it has actually run, in seconds: from its start to when this view was made
+    /// (or to its end), less the time it spent suspended (by `job suspend` or by a job of a
+    /// higher priority level), which its walltime does not count either. Null before it
+    /// starts. Clients show this rather than subtracting `started_at`, which cannot see
+    /// suspensions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_secs: Option<i64>,
     /// Charged to the owner's budget.
     pub charged: f64,
     /// Why it is where it is (planner's reason, failure reason), for people. It writes no

@@ -132,6 +132,7 @@ mod tests {
             first_planned_start: None,
             started_at: run.map(|r| r.0),
             ended_at: run.map(|r| r.1),
+            run_secs: run.map(|r| r.1 - r.0),
             charged,
             reason: None,
             command: vec![],

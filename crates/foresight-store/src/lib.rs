@@ -157,6 +157,10 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+fn is_zero_secs(x: &i64) -> bool {
+    *x == 0
+}
+
 /// The credentials a job names, by name: what reservation ACLs read (the core interns them
 /// as `foresight_core::Credentials`). Stored as the array `[group, account, class, qos]`,
 /// the form records have always had.
@@ -244,6 +248,15 @@ pub struct JobRecord {
     pub held: bool,
     /// Suspended.
     pub suspended: bool,
+    /// Since when its running attempt is suspended by `job suspend` (not by preemption,
+    /// which [`PreemptionRecord`] times), while it is: what `run_secs` leaves out. A field
+    /// of the stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_since: Option<i64>,
+    /// Seconds its running attempt spent suspended by `job suspend` before
+    /// `suspended_since`: neither run time nor walltime.
+    #[serde(default, skip_serializing_if = "is_zero_secs")]
+    pub suspended_secs: i64,
     /// Absolute priority level of a global job: it preempts running global jobs of lower
     /// levels.
     #[serde(default)]

@@ -1,10 +1,14 @@
 //! End-to-end, on the real binary and service: small defects users met (issue 35, item 8).
-//! - `job wait` on an array waits for every task.
+//! - `job wait` on an array waits for every task;
+//! - `job list`'s TIME leaves out time suspended.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use crate::common::*;
 use serde_json::Value;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(60);
 
 /// The jobs (JSON) of array job `id`.
 fn tasks(s: &Server, id: u64) -> Vec<Value> {
@@ -13,6 +17,33 @@ fn tasks(s: &Server, id: u64) -> Vec<Value> {
         .into_iter()
         .filter(|j| j["array_job_id"] == id)
         .collect()
+}
+
+/// The cell of column `header` in the table row whose first cell is `first` (tables are
+/// left-aligned under their headers, and a cell may hold spaces: `pending (held)`).
+fn cell(table: &str, first: &str, header: &str) -> String {
+    let mut lines = table.lines();
+    let head = lines.next().unwrap();
+    let at = head
+        .find(&format!("  {header}"))
+        .map(|i| i + 2)
+        .unwrap_or_else(|| panic!("no column {header}: {table}"));
+    let row = lines
+        .find(|l| l.split_whitespace().next() == Some(first))
+        .unwrap_or_else(|| panic!("no row {first}: {table}"));
+    row[at..].split("  ").next().unwrap().trim().to_string()
+}
+
+/// `M:SS`, `H:MM:SS` or `D-HH:MM:SS` in seconds.
+fn secs(text: &str) -> i64 {
+    let (days, rest) = match text.split_once('-') {
+        Some((d, r)) => (d.parse::<i64>().unwrap(), r),
+        None => (0, text),
+    };
+    days * 86_400
+        + rest
+            .split(':')
+            .fold(0, |acc, p| acc * 60 + p.parse::<i64>().unwrap())
 }
 
 #[test]
@@ -78,4 +109,41 @@ fn job_wait_on_an_array_waits_for_every_task_with_the_first_failure_as_its_code(
         .map(|j| j["array_task_id"].as_u64().unwrap())
         .collect();
     assert_eq!(indices, [0, 1, 2], "{json:#?}");
+}
+
+#[test]
+fn job_list_time_leaves_out_time_suspended() {
+    let s = Server::start(2);
+    let id = s.submit(&["--cluster", "local", "-t", "10m", "--", "sleep", "60"]);
+    let j = s.wait_job(id, "running", T, |j| j["state"] == "running");
+    let started = int(&j, "started_at");
+    std::thread::sleep(Duration::from_secs(1));
+    s.run(&["job", "suspend", &id.to_string()]);
+    let suspended = now();
+    std::thread::sleep(Duration::from_secs(4));
+    // What it ran before the suspension, not the 5 s since its start.
+    let table = s.run(&["job", "list"]);
+    let time = secs(&cell(&table, &id.to_string(), "TIME"));
+    assert!(now() - started >= 5);
+    assert!(time <= suspended - started + 1, "TIME {time}: {table}");
+    let ran = int(&s.show(id), "run_secs");
+    assert!(ran <= suspended - started + 1, "run_secs {ran}");
+    // Resumed, it counts again.
+    s.run(&["job", "resume", &id.to_string()]);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = int(&s.show(id), "run_secs");
+    assert!(after > ran, "{after} after {ran}");
+    assert!(after <= now() - started - 3, "{after}");
+    // Ended, its run time stays what it ran.
+    s.run(&["job", "cancel", &id.to_string()]);
+    let done = s.wait_final(id, T);
+    let elapsed = int(&done, "ended_at") - int(&done, "started_at");
+    let total = int(&done, "run_secs");
+    assert!(total <= elapsed - 3, "{total} of {elapsed}: {done}");
+    let table = s.run(&["job", "list", "--all"]);
+    assert_eq!(
+        secs(&cell(&table, &id.to_string(), "TIME")),
+        total,
+        "{table}"
+    );
 }

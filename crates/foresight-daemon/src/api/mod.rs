@@ -680,14 +680,14 @@ job_action!(
     "Stops a running job (SIGSTOP; administrators, as in Slurm: a suspended job keeps its \
      processors and its walltime clock stops).",
     true,
-    |w, _now, id| w.pause(id, true)
+    |w, now, id| w.pause(now, id, true)
 );
 job_action!(
     resume_job,
     "/api/v1/jobs/{id}/resume",
     "Continues a suspended job (SIGCONT; administrators).",
     true,
-    |w, _now, id| w.pause(id, false)
+    |w, now, id| w.pause(now, id, false)
 );
 job_action!(
     requeue_job,

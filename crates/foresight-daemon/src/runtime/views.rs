@@ -424,6 +424,7 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
+        run_secs: run_secs(j, now),
         charged: j.charged,
         reason: j.reason.clone(),
         command: j.command.clone(),
@@ -477,6 +478,21 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
             .collect(),
         output_staging: j.output_staging.as_ref().map(staging_view),
     }
+}
+
+/// How long job `j` has actually run by `now` (or by its end): its elapsed time less the
+/// time it was suspended, by `job suspend` or by a job of a higher level, as its walltime
+/// counts it. `None` before it starts.
+pub(crate) fn run_secs(j: &JobRecord, now: Time) -> Option<i64> {
+    let start = j.started_at?;
+    let end = j.ended_at.unwrap_or(now.secs()).max(start);
+    let open = |since: Option<i64>| since.map_or(0, |s| (end - s.max(start)).max(0));
+    let by_admin = j.suspended_secs + open(j.suspended_since);
+    let by_preemption = j
+        .preemption
+        .as_ref()
+        .map_or(0, |p| p.suspended + open(p.since));
+    Some((end - start - by_admin - by_preemption).max(0))
 }
 
 /// A copy's record as the API shows it (inputs in, outputs back).

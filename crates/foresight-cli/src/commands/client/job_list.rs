@@ -140,9 +140,12 @@ pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            let elapsed = j
-                .started_at
-                .map_or(0, |s| j.ended_at.unwrap_or(now).saturating_sub(s));
+            // The server's count leaves out time suspended; a server that predates it
+            // gives only the start.
+            let elapsed = j.run_secs.unwrap_or_else(|| {
+                j.started_at
+                    .map_or(0, |s| j.ended_at.unwrap_or(now).saturating_sub(s))
+            });
             let start = match (j.started_at, j.state.is_final()) {
                 (Some(s), _) => Some(s),
                 (None, false) => j.planned_start,

@@ -401,6 +401,9 @@ impl World {
             j.attempt += 1;
             j.state = JobState::Pending;
             j.started_at = None;
+            // The next attempt's run time starts from nothing.
+            j.suspended_since = None;
+            j.suspended_secs = 0;
             j.exit_code = None;
             j.signal = None;
             j.state_after = None;
