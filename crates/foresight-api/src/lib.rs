@@ -334,6 +334,13 @@ pub struct PartView {
     /// Which (once started).
     #[serde(default)]
     pub processors: Vec<u32>,
+    /// When this part started, so that `job history` can time each part of a co-allocated
+    /// job as sacct times a job's steps; null before it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    /// When this part ended (parts of one job may end apart); null while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
 }
 
 /// A job as users see it.

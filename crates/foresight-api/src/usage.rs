@@ -124,6 +124,8 @@ mod tests {
                     cluster: c.into(),
                     procs: p,
                     processors: vec![],
+                    started_at: None,
+                    ended_at: None,
                 })
                 .collect(),
             reservation: None,

@@ -146,6 +146,10 @@ pub struct PartRecord {
     /// When this part started, as its resource manager reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<i64>,
+    /// When this part ended, as its supervisor (or resource manager) recorded it: the parts
+    /// of a co-allocated job end apart, and `job history` times each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
     /// For a global job's part, the speed of the slowest processor the planner chose for
     /// it: the job's parts run at the slowest of these, which turns its elapsed time into
     /// reference seconds for its runtime statistics. `None` for a local job's part.

@@ -1,6 +1,7 @@
 //! End-to-end, on the real binary and service: small defects users met (issue 35, item 8).
 //! - `job wait` on an array waits for every task;
-//! - `job list`'s TIME leaves out time suspended.
+//! - `job list`'s TIME leaves out time suspended;
+//! - `job history` names array tasks as `job list` does and times each part.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -146,4 +147,86 @@ fn job_list_time_leaves_out_time_suspended() {
         total,
         "{table}"
     );
+}
+
+#[test]
+fn job_history_names_array_tasks_as_job_list_and_times_each_part() {
+    let s = Server::with_config(
+        "[[cluster]]\nname = \"a\"\nprocs = 1\n\n[[cluster]]\nname = \"b\"\nprocs = 1\n",
+    );
+    let array = s.submit(&["--cluster", "a", "-t", "1m", "--array", "0-1", "--", "true"]);
+    // Co-allocated over a and b; the part on b ends two seconds after the part on a.
+    let wide = s.submit(&[
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        "if [ \"$FORESIGHT_CLUSTER\" = b ]; then sleep 2; fi",
+    ]);
+    let w = s.wait_final(wide, T);
+    assert_eq!(w["state"], "completed", "{w}");
+    for t in tasks(&s, array) {
+        s.wait_final(t["id"].as_u64().unwrap(), T);
+    }
+    let parts = w["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "co-allocated: {w}");
+    let (a, b) = (&parts[0], &parts[1]);
+    assert_eq!(
+        (a["cluster"].as_str(), b["cluster"].as_str()),
+        (Some("a"), Some("b"))
+    );
+    assert!(int(b, "ended_at") > int(a, "ended_at"), "{w}");
+    assert_eq!(int(b, "ended_at"), int(&w, "ended_at"), "{w}");
+
+    let table = s.run(&["job", "history", "--since", "now-1hour"]);
+    let list = s.run(&["job", "list", "--all"]);
+    // Tasks as `job list` names them, never by the service's own numbers.
+    for t in ["0", "1"] {
+        let name = format!("{array}_{t}");
+        assert!(
+            list.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{list}"
+        );
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{table}"
+        );
+    }
+    assert!(
+        !table
+            .lines()
+            .any(|l| l.starts_with(&format!("{} ", array + 1))),
+        "{table}"
+    );
+    // Each part line carries its own start, end and elapsed time.
+    for (i, p) in parts.iter().enumerate() {
+        let first = format!("{wide}.{i}");
+        let start = cell(&table, &first, "START");
+        let end = cell(&table, &first, "END");
+        assert_eq!(start, cell(&table, &wide.to_string(), "START"), "{table}");
+        assert!(!end.is_empty() && end != "-", "{table}");
+        let elapsed = secs(&cell(&table, &first, "ELAPSED"));
+        assert_eq!(
+            elapsed,
+            int(p, "ended_at") - int(p, "started_at"),
+            "{table}"
+        );
+    }
+    assert_ne!(
+        cell(&table, &format!("{wide}.0"), "END"),
+        cell(&table, &format!("{wide}.1"), "END"),
+        "{table}"
+    );
+    // JSON: the display name beside the id, and the parts' times.
+    let rows: Vec<Value> =
+        serde_json::from_str(&s.run(&["job", "history", "--since", "now-1hour", "-o", "json"]))
+            .unwrap();
+    let task1 = rows.iter().find(|r| r["id"] == array + 1).unwrap();
+    assert_eq!(task1["job"], format!("{array}_1"));
+    let h = rows.iter().find(|r| r["id"] == wide).unwrap();
+    assert_eq!(h["parts"][1]["end"], b["ended_at"], "{h}");
+    assert_eq!(h["parts"][0]["end"], a["ended_at"], "{h}");
 }

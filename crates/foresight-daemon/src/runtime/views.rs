@@ -416,6 +416,10 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
                 cluster: p.cluster.clone(),
                 procs: p.procs,
                 processors: p.processors.clone(),
+                // A local part starts with its job; a part that ended before parts kept
+                // their own end ended with its job.
+                started_at: p.started_at.or(j.started_at),
+                ended_at: p.ended_at.or(j.ended_at.filter(|_| p.ended)),
             })
             .collect(),
         reservation: j.reservation,

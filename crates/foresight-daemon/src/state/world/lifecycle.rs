@@ -296,6 +296,7 @@ impl World {
             now.secs()
         };
         j.parts[index].ended = true;
+        j.parts[index].ended_at = Some(ended_at);
         let part = j.parts[index].clone();
         for p in &part.processors {
             self.clusters[k].free.insert(*p);
