@@ -1,7 +1,9 @@
 //! End-to-end, on the real binary and service: small defects users met (issue 35, item 8).
 //! - `job wait` on an array waits for every task;
 //! - `job list`'s TIME leaves out time suspended;
-//! - `job history` names array tasks as `job list` does and times each part.
+//! - `job history` names array tasks as `job list` does and times each part;
+//! - `reservation list` shows the reservations not yet over, and the id `reservation
+//!   create` prints is the one to submit into.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -229,4 +231,83 @@ fn job_history_names_array_tasks_as_job_list_and_times_each_part() {
     let h = rows.iter().find(|r| r["id"] == wide).unwrap();
     assert_eq!(h["parts"][1]["end"], b["ended_at"], "{h}");
     assert_eq!(h["parts"][0]["end"], a["ended_at"], "{h}");
+}
+
+#[test]
+fn reservation_list_shows_those_not_over_and_the_printed_id_is_the_one_to_use() {
+    let s = Server::start(2);
+    // A global job: planned, it gets a reservation of its own, over once it has run.
+    let global = s.submit(&["-t", "1m", "--", "true"]);
+    let g = s.wait_final(global, T);
+    assert_eq!(g["state"], "completed", "{g}");
+    let list = |all: bool| -> Vec<Value> {
+        let mut a = vec!["reservation", "list", "-o", "json"];
+        if all {
+            a.push("--all");
+        }
+        serde_json::from_str(&s.run(&a)).unwrap()
+    };
+    let live = ["tentative", "committed", "active"];
+    let everything = list(true);
+    assert!(
+        everything
+            .iter()
+            .any(|r| r["kind"] == "job" && !live.contains(&r["state"].as_str().unwrap())),
+        "the job's own reservation, over: {everything:#?}"
+    );
+    assert!(
+        list(false)
+            .iter()
+            .all(|r| live.contains(&r["state"].as_str().unwrap())),
+        "{:#?}",
+        list(false)
+    );
+    let table = s.run(&["reservation", "list"]);
+    assert!(!table.contains("finished"), "{table}");
+
+    // Jobs and reservations share one counter: the id printed is the one to submit into.
+    let printed = s.run(&[
+        "reservation",
+        "create",
+        "--cluster",
+        "local",
+        "-n",
+        "1",
+        "-t",
+        "10m",
+        "--user",
+        "admin",
+    ]);
+    let r: u64 = printed.trim().parse().unwrap();
+    assert!(r > global, "{r}");
+    let inside = s.submit(&["--reservation", &r.to_string(), "-t", "1m", "--", "true"]);
+    let j = s.wait_final(inside, T);
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["reservation"], r, "{j}");
+    // Reservation 1 is no reservation at all here (job 1 took the id).
+    let wrong = s
+        .cli()
+        .args([
+            "job",
+            "submit",
+            "--reservation",
+            "1",
+            "-t",
+            "1m",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let shown = list(false);
+    assert!(shown.iter().any(|x| x["id"] == r), "{shown:#?}");
+    // The README's example is the one that works: it submits with the id it was printed.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.contains("R=$($B reservation create") && readme.contains("--reservation $R"),
+        "the README submits into the id `reservation create` printed"
+    );
+    assert!(!readme.contains("--reservation 1 "));
 }
