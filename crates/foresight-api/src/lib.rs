@@ -788,6 +788,16 @@ pub struct UserView {
     /// `[unix_user]` table, else the account of the user's own name.
     #[serde(default)]
     pub unix_user: Option<String>,
+    /// The Unix account the user's local jobs run as, whichever rule chose it: what an
+    /// administrator reads to know who owns the user's processes and files (`unix_user` is
+    /// null for every user the `[unix_user]` table maps). Null from servers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_as: Option<String>,
+    /// Where `runs_as` comes from: `user` (set by an administrator, `unix_user`), `table`
+    /// (the server's `[unix_user]` entry for the name), `default` (its `"*"` entry) or
+    /// `name` (no mapping: the account of the user's own name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_as_from: Option<String>,
     /// The credentials the user may name in a job (set by administrators).
     #[serde(default)]
     pub credentials: UserCredentials,

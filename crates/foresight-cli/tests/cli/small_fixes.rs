@@ -3,7 +3,8 @@
 //! - `job list`'s TIME leaves out time suspended;
 //! - `job history` names array tasks as `job list` does and times each part;
 //! - `reservation list` shows the reservations not yet over, and the id `reservation
-//!   create` prints is the one to submit into.
+//!   create` prints is the one to submit into;
+//! - users show the Unix account their jobs run as.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
@@ -310,4 +311,39 @@ fn reservation_list_shows_those_not_over_and_the_printed_id_is_the_one_to_use() 
         "the README submits into the id `reservation create` printed"
     );
     assert!(!readme.contains("--reservation 1 "));
+}
+
+#[test]
+fn users_show_the_unix_account_their_jobs_run_as() {
+    let s = Server::with_env(2, &[("FORESIGHT_UNIX_USER", "*=nobody")]);
+    s.add_user("alice", None);
+    let users: Vec<Value> = serde_json::from_str(&s.run(&["user", "list", "-o", "json"])).unwrap();
+    let alice = users.iter().find(|u| u["name"] == "alice").unwrap();
+    assert_eq!(
+        alice["unix_user"],
+        Value::Null,
+        "none set by an administrator"
+    );
+    assert_eq!(alice["runs_as"], "nobody", "{alice}");
+    assert_eq!(alice["runs_as_from"], "default", "{alice}");
+    let table = s.run(&["user", "list"]);
+    assert_eq!(
+        cell(&table, "alice", "UNIX"),
+        "nobody (default *)",
+        "{table}"
+    );
+    // One set by an administrator wins, and says so.
+    let changed: Value = serde_json::from_str(&s.run(&[
+        "user",
+        "modify",
+        "alice",
+        "--unix-user",
+        "daemon",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(changed["runs_as"], "daemon", "{changed}");
+    assert_eq!(changed["runs_as_from"], "user", "{changed}");
+    assert_eq!(cell(&s.run(&["user", "list"]), "alice", "UNIX"), "daemon");
 }

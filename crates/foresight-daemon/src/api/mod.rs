@@ -961,7 +961,7 @@ async fn create_user(
         Json(CreatedUser {
             user: UserView {
                 warnings,
-                ..user_view(&rec)
+                ..user_view(&s.world(), &rec)
             },
             token,
         }),
@@ -1037,9 +1037,10 @@ async fn change_unix_user(
             .get_mut(&name)
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.unix_user = change.unix_user;
+        let u = u.clone();
         let view = UserView {
             warnings,
-            ..user_view(u)
+            ..user_view(w, &u)
         };
         Ok(view)
     })
@@ -1049,6 +1050,6 @@ async fn change_unix_user(
 
 /// The caller.
 #[utoipa::path(get, path = "/api/v1/whoami", responses((status = 200, body = UserView)))]
-async fn whoami(caller: Caller) -> Json<UserView> {
-    Json(user_view(&caller.0))
+async fn whoami(State(s): State<AppState>, caller: Caller) -> Json<UserView> {
+    Json(user_view(&s.world(), &caller.0))
 }

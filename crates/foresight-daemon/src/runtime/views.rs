@@ -167,11 +167,11 @@ impl Service {
 
     /// Users (admin).
     pub fn users(&self) -> Vec<UserView> {
-        self.world()
-            .users
+        let w = self.world();
+        w.users
             .values()
             .filter(|u| !u.removed)
-            .map(user_view)
+            .map(|u| user_view(&w, u))
             .collect()
     }
 
@@ -530,14 +530,18 @@ pub(crate) fn local_planned_start(w: &World, j: &JobRecord, now: Time) -> Option
     }
 }
 
-/// A user as the API shows it.
-pub fn user_view(u: &UserRecord) -> UserView {
+/// A user as the API shows it, with the Unix account their jobs run as (`w` holds the
+/// `[unix_user]` table that maps those no administrator mapped).
+pub fn user_view(w: &World, u: &UserRecord) -> UserView {
+    let (runs_as, from) = w.runs_as(&u.name, u.unix_user.as_deref());
     UserView {
         name: u.name.clone(),
         admin: u.admin,
         budget: u.budget,
         spent: u.spent,
         unix_user: u.unix_user.clone(),
+        runs_as: Some(runs_as),
+        runs_as_from: Some(from.as_str().to_string()),
         credentials: u.credentials.clone(),
         disabled: u.disabled,
         warnings: Vec::new(),
