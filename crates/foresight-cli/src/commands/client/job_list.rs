@@ -7,7 +7,7 @@ use crate::moment::when;
 use crate::table::{squeue_time, table};
 use anyhow::Result;
 use clap::Args;
-use foresight_api::{format_duration, JobState, JobView};
+use foresight_api::{JobState, JobView};
 use std::collections::BTreeMap;
 
 /// Options of `job list`.
@@ -133,8 +133,8 @@ fn placement(j: &JobView) -> String {
 }
 
 /// The `job list` table, as squeue: TIME is the time it has run (until `now`, or until it
-/// ended), LIMIT its walltime, START when it started or is planned to; EXIT appears when
-/// finished jobs are listed.
+/// ended, less any time suspended), LIMIT its walltime in the same `D-HH:MM:SS` form, START
+/// when it started or is planned to; EXIT appears when finished jobs are listed.
 pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
     let history = jobs.iter().any(|j| j.state.is_final());
     let rows: Vec<Vec<String>> = jobs
@@ -157,7 +157,8 @@ pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 j.name.clone().unwrap_or_else(|| "-".into()),
                 describe_state(j, now),
                 squeue_time(elapsed),
-                format_duration(j.walltime),
+                // As TIME, and as the dashboard shows it: the two compare at a glance.
+                squeue_time(j.walltime),
                 j.procs.to_string(),
                 placement(j),
                 match start {

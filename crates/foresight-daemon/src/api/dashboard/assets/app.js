@@ -554,7 +554,7 @@ async function jobs(query) {
           h('td', { class: 'state' }, badge(j.state), j.held ? ' held' : '', j.suspended ? ' suspended' : ''),
           h('td', { class: 'num', text: j.procs }),
           h('td', { text: clustersOf(j) }),
-          h('td', { class: 'num', text: fmtDur(j.walltime) }),
+          h('td', { class: 'num limit', text: fmtDur(j.walltime) }),
           h('td', { text: fmtTime(j.submitted_at) }),
           h('td', { text: fmtTime(j.started_at ?? j.planned_start) }),
           h('td', { text: fmtTime(j.ended_at) }),
