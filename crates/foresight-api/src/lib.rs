@@ -334,6 +334,13 @@ pub struct PartView {
     /// Which (once started).
     #[serde(default)]
     pub processors: Vec<u32>,
+    /// When this part started, so that `job history` can time each part of a co-allocated
+    /// job as sacct times a job's steps; null before it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    /// When this part ended (parts of one job may end apart); null while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
 }
 
 /// A job as users see it.
@@ -383,6 +390,13 @@ pub struct JobView {
     pub started_at: Option<i64>,
     /// Ended.
     pub ended_at: Option<i64>,
+    /// How long it has actually run, in seconds: from its start to when this view was made
+    /// (or to its end), less the time it spent suspended (by `job suspend` or by a job of a
+    /// higher priority level), which its walltime does not count either. Null before it
+    /// starts. Clients show this rather than subtracting `started_at`, which cannot see
+    /// suspensions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_secs: Option<i64>,
     /// Charged to the owner's budget.
     pub charged: f64,
     /// Why it is where it is (planner's reason, failure reason), for people. It writes no
@@ -774,6 +788,16 @@ pub struct UserView {
     /// `[unix_user]` table, else the account of the user's own name.
     #[serde(default)]
     pub unix_user: Option<String>,
+    /// The Unix account the user's local jobs run as, whichever rule chose it: what an
+    /// administrator reads to know who owns the user's processes and files (`unix_user` is
+    /// null for every user the `[unix_user]` table maps). Null from servers that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_as: Option<String>,
+    /// Where `runs_as` comes from: `user` (set by an administrator, `unix_user`), `table`
+    /// (the server's `[unix_user]` entry for the name), `default` (its `"*"` entry) or
+    /// `name` (no mapping: the account of the user's own name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_as_from: Option<String>,
     /// The credentials the user may name in a job (set by administrators).
     #[serde(default)]
     pub credentials: UserCredentials,

@@ -124,6 +124,8 @@ mod tests {
                     cluster: c.into(),
                     procs: p,
                     processors: vec![],
+                    started_at: None,
+                    ended_at: None,
                 })
                 .collect(),
             reservation: None,
@@ -132,6 +134,7 @@ mod tests {
             first_planned_start: None,
             started_at: run.map(|r| r.0),
             ended_at: run.map(|r| r.1),
+            run_secs: run.map(|r| r.1 - r.0),
             charged,
             reason: None,
             command: vec![],

@@ -146,6 +146,10 @@ pub struct PartRecord {
     /// When this part started, as its resource manager reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<i64>,
+    /// When this part ended, as its supervisor (or resource manager) recorded it: the parts
+    /// of a co-allocated job end apart, and `job history` times each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
     /// For a global job's part, the speed of the slowest processor the planner chose for
     /// it: the job's parts run at the slowest of these, which turns its elapsed time into
     /// reference seconds for its runtime statistics. `None` for a local job's part.
@@ -155,6 +159,10 @@ pub struct PartRecord {
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero_secs(x: &i64) -> bool {
+    *x == 0
 }
 
 /// The credentials a job names, by name: what reservation ACLs read (the core interns them
@@ -244,6 +252,15 @@ pub struct JobRecord {
     pub held: bool,
     /// Suspended.
     pub suspended: bool,
+    /// Since when its running attempt is suspended by `job suspend` (not by preemption,
+    /// which [`PreemptionRecord`] times), while it is: what `run_secs` leaves out. A field
+    /// of the stored record, so that it needs no migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_since: Option<i64>,
+    /// Seconds its running attempt spent suspended by `job suspend` before
+    /// `suspended_since`: neither run time nor walltime.
+    #[serde(default, skip_serializing_if = "is_zero_secs")]
+    pub suspended_secs: i64,
     /// Absolute priority level of a global job: it preempts running global jobs of lower
     /// levels.
     #[serde(default)]

@@ -505,6 +505,7 @@ async fn floats_and_text_come_back_exactly(b: Backend) {
                 ended: true,
                 external: Some("123".into()),
                 started_at: Some(i64::MIN),
+                ended_at: Some(i64::MAX),
                 speed: Some(0.1 + 0.2),
             }];
             j

@@ -78,6 +78,9 @@ fn all_jobs(c: &Client, user: Option<&str>) -> Result<Vec<JobView>> {
 #[derive(Serialize)]
 struct HistoryRow {
     id: u64,
+    /// The id people use, as `job list` shows it: `ID`, or `ARRAY_TASK` for a task of an
+    /// array job (whose `id` is the service's own number for the task).
+    job: String,
     name: String,
     user: String,
     account: String,
@@ -93,12 +96,23 @@ struct HistoryRow {
     parts: Vec<PartRow>,
 }
 
-/// One part of a finished job.
+/// One part of a finished job, timed on its own: the parts of a co-allocated job end apart.
 #[derive(Serialize)]
 struct PartRow {
     part: usize,
     cluster: String,
     procs: u32,
+    start: Option<i64>,
+    end: Option<i64>,
+    elapsed: i64,
+}
+
+/// Seconds from `start` to `end`, 0 unless both are known.
+fn elapsed(start: Option<i64>, end: Option<i64>) -> i64 {
+    match (start, end) {
+        (Some(s), Some(e)) => (e - s).max(0),
+        _ => 0,
+    }
 }
 
 /// Runs `job history`: the finished jobs that ran in the period (ended at or after its
@@ -115,16 +129,14 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
         })
         .map(|j| HistoryRow {
             id: j.id,
+            job: j.display_id(),
             name: j.name.clone().unwrap_or_default(),
             user: j.user.clone(),
             account: j.account.clone().unwrap_or_default(),
             state: j.state.as_str().to_string(),
             start: j.started_at,
             end: j.ended_at,
-            elapsed: match (j.started_at, j.ended_at) {
-                (Some(s), Some(e)) => (e - s).max(0),
-                _ => 0,
-            },
+            elapsed: elapsed(j.started_at, j.ended_at),
             procs: j.procs,
             clusters: j
                 .parts
@@ -139,10 +151,18 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
                 .parts
                 .iter()
                 .enumerate()
-                .map(|(part, p)| PartRow {
-                    part,
-                    cluster: p.cluster.clone(),
-                    procs: p.procs,
+                .map(|(part, p)| {
+                    // A server that does not time parts: the job's times.
+                    let start = p.started_at.or(j.started_at);
+                    let end = p.ended_at.or(j.ended_at);
+                    PartRow {
+                        part,
+                        cluster: p.cluster.clone(),
+                        procs: p.procs,
+                        start,
+                        end,
+                        elapsed: elapsed(start, end),
+                    }
                 })
                 .collect(),
         })
@@ -164,6 +184,7 @@ pub fn history(c: &Client, o: HistoryOpts) -> Result<()> {
             "exit_code",
             "signal",
             "charged",
+            "job",
         ],
         || rows.iter().map(history_record).collect(),
     )
@@ -186,6 +207,7 @@ fn history_record(r: &HistoryRow) -> Vec<String> {
         opt(r.exit_code.map(i64::from)),
         opt(r.signal.map(i64::from)),
         format!("{:.2}", r.charged),
+        printable(&r.job),
     ]
 }
 
@@ -194,7 +216,7 @@ fn history_table(rows: &[HistoryRow], since: i64, until: i64) -> String {
     let mut cells = Vec::new();
     for r in rows {
         cells.push(vec![
-            r.id.to_string(),
+            printable(&r.job),
             printable(&r.name),
             printable(&r.user),
             printable(&r.account),
@@ -216,14 +238,14 @@ fn history_table(rows: &[HistoryRow], since: i64, until: i64) -> String {
             // The parts of a co-allocated job, as sacct lists a job's steps.
             for p in &r.parts {
                 cells.push(vec![
-                    format!("{}.{}", r.id, p.part),
+                    format!("{}.{}", printable(&r.job), p.part),
                     String::new(),
                     String::new(),
                     String::new(),
                     String::new(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
+                    when(p.start),
+                    when(p.end),
+                    squeue_time(p.elapsed),
                     p.procs.to_string(),
                     p.cluster.clone(),
                     String::new(),

@@ -85,7 +85,7 @@ fn job_list_is_squeue() {
         [&wide.to_string()[..], "admin", "wide", "running"]
     );
     assert!(row[4].starts_with("0:0"), "elapsed {}: {table}", row[4]);
-    assert_eq!(&row[5..8], ["1m", "4", "a:2+b:2"], "{table}");
+    assert_eq!(&row[5..8], ["1:00", "4", "a:2+b:2"], "{table}");
     assert_eq!(row.last(), Some(&"UTC"), "{table}");
     let row: Vec<&str> = lines[2].split_whitespace().collect();
     assert_eq!(&row[3..6], ["pending", "(held)", "0:00"], "{table}");

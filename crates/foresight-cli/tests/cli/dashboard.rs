@@ -576,3 +576,60 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     b.screenshot("job-begin");
     eprintln!("screenshots in {}", b.shots.display());
 }
+
+/// The LIMIT column as the CLI's `job list` table shows it for job `id`.
+fn cli_limit(s: &Server, id: u64) -> String {
+    let table = s.run(&["job", "list"]);
+    let head = table.lines().next().unwrap();
+    let at = head.find("  LIMIT").unwrap() + 2;
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+        .unwrap_or_else(|| panic!("no job {id}: {table}"));
+    row[at..].split("  ").next().unwrap().trim().to_string()
+}
+
+#[test]
+fn the_dashboard_shows_limits_as_the_cli_does_and_the_account_jobs_run_as() {
+    let Some((chromium, chromedriver)) = browser_binaries() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but chromium or chromedriver is missing (.ci/run installs them)"
+        );
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    // Everyone's jobs run as `nobody` by the table's `"*"` entry.
+    let s = Server::with_env(2, &[("FORESIGHT_UNIX_USER", "*=nobody")]);
+    s.add_user("alice", None);
+    let long = s.submit(&["--hold", "-t", "1-12:30:00", "--", "true"]);
+    let short = s.submit(&["--hold", "-t", "30", "--", "true"]);
+    assert_eq!(cli_limit(&s, long), "1-12:30:00");
+    assert_eq!(cli_limit(&s, short), "30:00");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let driver = Driver::start(&chromedriver, &tmp.path().join("chromedriver.log"));
+    let profile = tmp.path().join("profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let b = Browser::open(&driver, &chromium, &profile, &s.url);
+    b.goto("");
+    b.login(&s.token);
+    b.text_until("#whoami", "the administrator", |t| {
+        t.contains("administrator")
+    });
+    b.goto("#/jobs?state=all");
+    for id in [long, short] {
+        assert_eq!(
+            b.text(&format!("#jobs tr[data-job='{id}'] td.limit")),
+            cli_limit(&s, id),
+            "job {id}"
+        );
+    }
+    // Not `default`: the account alice's jobs run as, and the rule that chose it.
+    b.goto("#/users");
+    let unix = b.text("#users tr[data-user=alice] td.unix");
+    assert_eq!(unix, "nobody (default *)");
+    b.screenshot("users-unix");
+}

@@ -36,6 +36,7 @@ mod router_fuzz;
 mod security;
 mod service;
 mod slowloris;
+mod small_fixes;
 mod staging;
 mod store_lock;
 mod tls;

@@ -1542,6 +1542,9 @@ fn cli_output_snapshots() {
             if job["charged"] == json!(1.0) {
                 job["charged"] = json!(0.0);
             }
+            if job["run_secs"] == json!(1) {
+                job["run_secs"] = json!(0);
+            }
         }
         v
     };

@@ -563,6 +563,9 @@ struct JobFilter {
     user: Option<String>,
     /// At most this many, the newest (default 1000).
     limit: Option<usize>,
+    /// Only the tasks of this array job (every one: `job wait` waits for them all), or
+    /// this job when it is no array; 404 when there is no such job.
+    array: Option<u64>,
 }
 
 /// Lists jobs: the caller's own, or everyone's for administrators.
@@ -579,8 +582,23 @@ async fn list_jobs(
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(|e| Refusal::invalid("state", e))?;
+    let limit = f.limit.unwrap_or(1000);
+    if let Some(a) = f.array {
+        let mut views = Vec::new();
+        for id in s.job_ids(&caller.0, JobRef::job(a))? {
+            let j = s.job(&caller.0, id)?;
+            let kept = state.is_none_or(|st| j.state == st)
+                && f.user.as_deref().is_none_or(|u| j.user == u);
+            if kept {
+                views.push(j);
+            }
+        }
+        let extra = views.len().saturating_sub(limit);
+        views.drain(..extra);
+        return Ok(Json(views));
+    }
     // A peer dispatcher lists too the jobs it does not hold: queued or at other sites.
-    s.jobs_everywhere(&caller.0, state, f.user.as_deref(), f.limit.unwrap_or(1000))
+    s.jobs_everywhere(&caller.0, state, f.user.as_deref(), limit)
         .await
         .map(Json)
 }
@@ -662,14 +680,14 @@ job_action!(
     "Stops a running job (SIGSTOP; administrators, as in Slurm: a suspended job keeps its \
      processors and its walltime clock stops).",
     true,
-    |w, _now, id| w.pause(id, true)
+    |w, now, id| w.pause(now, id, true)
 );
 job_action!(
     resume_job,
     "/api/v1/jobs/{id}/resume",
     "Continues a suspended job (SIGCONT; administrators).",
     true,
-    |w, _now, id| w.pause(id, false)
+    |w, now, id| w.pause(now, id, false)
 );
 job_action!(
     requeue_job,
@@ -943,7 +961,7 @@ async fn create_user(
         Json(CreatedUser {
             user: UserView {
                 warnings,
-                ..user_view(&rec)
+                ..user_view(&s.world(), &rec)
             },
             token,
         }),
@@ -1019,9 +1037,10 @@ async fn change_unix_user(
             .get_mut(&name)
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.unix_user = change.unix_user;
+        let u = u.clone();
         let view = UserView {
             warnings,
-            ..user_view(u)
+            ..user_view(w, &u)
         };
         Ok(view)
     })
@@ -1031,6 +1050,6 @@ async fn change_unix_user(
 
 /// The caller.
 #[utoipa::path(get, path = "/api/v1/whoami", responses((status = 200, body = UserView)))]
-async fn whoami(caller: Caller) -> Json<UserView> {
-    Json(user_view(&caller.0))
+async fn whoami(State(s): State<AppState>, caller: Caller) -> Json<UserView> {
+    Json(user_view(&s.world(), &caller.0))
 }

@@ -68,12 +68,12 @@ impl WikiBackend for ClusterBackend {
 
     async fn suspend_job(&self, job: &str) -> Result<(), BackendError> {
         let k = self.cluster;
-        self.change(|w, _| w.wiki_pause(k, job, true)).await
+        self.change(|w, now| w.wiki_pause(now, k, job, true)).await
     }
 
     async fn resume_job(&self, job: &str) -> Result<(), BackendError> {
         let k = self.cluster;
-        self.change(|w, _| w.wiki_pause(k, job, false)).await
+        self.change(|w, now| w.wiki_pause(now, k, job, false)).await
     }
 }
 

@@ -175,6 +175,8 @@ impl EstimateInput {
                         cluster: name.clone(),
                         procs: 1,
                         processors: vec![local],
+                        started_at: None,
+                        ended_at: None,
                     }),
                 }
             }

@@ -282,6 +282,8 @@ fn job_record(
         state_after: None,
         held: r.hold,
         suspended: false,
+        suspended_since: None,
+        suspended_secs: 0,
         priority: r.priority,
         requeue: r.requeue,
         requeue_pending: false,

@@ -43,7 +43,7 @@ impl Service {
         name: &str,
         op: impl FnOnce(&mut World, Time) -> Result<T, Refusal>,
     ) -> Result<(T, UserView), Refusal> {
-        let (out, rec) = {
+        let (out, view) = {
             let mut w = self.world();
             let out = op(&mut w, self.now())?;
             let rec = w
@@ -53,11 +53,11 @@ impl Service {
                 .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
             // Still under the state's lock: no request authenticates with what changed.
             self.remember_users(std::slice::from_ref(&rec));
-            (out, rec)
+            (out, user_view(&w, &rec))
         };
         self.wake.notify_one();
         self.flush().await;
-        Ok((out, user_view(&rec)))
+        Ok((out, view))
     }
 
     /// Sets and tops up `name`'s budget where the global queue shares it with other sites
@@ -79,7 +79,8 @@ impl Service {
             .ok_or_else(|| Refusal::not_found_at("name", format!("no user {name:?}")))?;
         u.budget = budget;
         u.spent = spent;
-        Ok(Some(user_view(u)))
+        let u = u.clone();
+        Ok(Some(user_view(&w, &u)))
     }
 
     /// [`Service::authenticate`]; a token this service has not seen is also looked up in

@@ -167,11 +167,11 @@ impl Service {
 
     /// Users (admin).
     pub fn users(&self) -> Vec<UserView> {
-        self.world()
-            .users
+        let w = self.world();
+        w.users
             .values()
             .filter(|u| !u.removed)
-            .map(user_view)
+            .map(|u| user_view(&w, u))
             .collect()
     }
 
@@ -416,6 +416,10 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
                 cluster: p.cluster.clone(),
                 procs: p.procs,
                 processors: p.processors.clone(),
+                // A local part starts with its job; a part that ended before parts kept
+                // their own end ended with its job.
+                started_at: p.started_at.or(j.started_at),
+                ended_at: p.ended_at.or(j.ended_at.filter(|_| p.ended)),
             })
             .collect(),
         reservation: j.reservation,
@@ -424,6 +428,7 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
+        run_secs: run_secs(j, now),
         charged: j.charged,
         reason: j.reason.clone(),
         command: j.command.clone(),
@@ -479,6 +484,21 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
     }
 }
 
+/// How long job `j` has actually run by `now` (or by its end): its elapsed time less the
+/// time it was suspended, by `job suspend` or by a job of a higher level, as its walltime
+/// counts it. `None` before it starts.
+pub(crate) fn run_secs(j: &JobRecord, now: Time) -> Option<i64> {
+    let start = j.started_at?;
+    let end = j.ended_at.unwrap_or(now.secs()).max(start);
+    let open = |since: Option<i64>| since.map_or(0, |s| (end - s.max(start)).max(0));
+    let by_admin = j.suspended_secs + open(j.suspended_since);
+    let by_preemption = j
+        .preemption
+        .as_ref()
+        .map_or(0, |p| p.suspended + open(p.since));
+    Some((end - start - by_admin - by_preemption).max(0))
+}
+
 /// A copy's record as the API shows it (inputs in, outputs back).
 pub(crate) fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api::StagingView {
     foresight_api::StagingView {
@@ -510,14 +530,18 @@ pub(crate) fn local_planned_start(w: &World, j: &JobRecord, now: Time) -> Option
     }
 }
 
-/// A user as the API shows it.
-pub fn user_view(u: &UserRecord) -> UserView {
+/// A user as the API shows it, with the Unix account their jobs run as (`w` holds the
+/// `[unix_user]` table that maps those no administrator mapped).
+pub fn user_view(w: &World, u: &UserRecord) -> UserView {
+    let (runs_as, from) = w.runs_as(&u.name, u.unix_user.as_deref());
     UserView {
         name: u.name.clone(),
         admin: u.admin,
         budget: u.budget,
         spent: u.spent,
         unix_user: u.unix_user.clone(),
+        runs_as: Some(runs_as),
+        runs_as_from: Some(from.as_str().to_string()),
         credentials: u.credentials.clone(),
         disabled: u.disabled,
         warnings: Vec::new(),

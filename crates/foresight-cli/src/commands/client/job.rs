@@ -42,8 +42,9 @@ pub enum JobCommand {
     Tail(crate::commands::tail::TailOpts),
     /// Finished jobs, as sacct: start, end, elapsed, exit code or signal, charge, per part.
     History(crate::commands::accounting::HistoryOpts),
-    /// Wait until jobs end; the exit code is the job's (of the first that did not complete:
-    /// its exit code, 128 + its signal, else 1), as `hq job wait`.
+    /// Wait until jobs end (an array job: every task); the exit code is the job's (of the
+    /// first that did not complete, an array's tasks in index order: its exit code, 128 +
+    /// its signal, else 1), as `hq job wait`.
     Wait(WaitOpts),
 }
 

@@ -7,7 +7,7 @@ use crate::moment::when;
 use crate::table::{squeue_time, table};
 use anyhow::Result;
 use clap::Args;
-use foresight_api::{format_duration, JobState, JobView};
+use foresight_api::{JobState, JobView};
 use std::collections::BTreeMap;
 
 /// Options of `job list`.
@@ -133,16 +133,19 @@ fn placement(j: &JobView) -> String {
 }
 
 /// The `job list` table, as squeue: TIME is the time it has run (until `now`, or until it
-/// ended), LIMIT its walltime, START when it started or is planned to; EXIT appears when
-/// finished jobs are listed.
+/// ended, less any time suspended), LIMIT its walltime in the same `D-HH:MM:SS` form, START
+/// when it started or is planned to; EXIT appears when finished jobs are listed.
 pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
     let history = jobs.iter().any(|j| j.state.is_final());
     let rows: Vec<Vec<String>> = jobs
         .iter()
         .map(|j| {
-            let elapsed = j
-                .started_at
-                .map_or(0, |s| j.ended_at.unwrap_or(now).saturating_sub(s));
+            // The server's count leaves out time suspended; a server that predates it
+            // gives only the start.
+            let elapsed = j.run_secs.unwrap_or_else(|| {
+                j.started_at
+                    .map_or(0, |s| j.ended_at.unwrap_or(now).saturating_sub(s))
+            });
             let start = match (j.started_at, j.state.is_final()) {
                 (Some(s), _) => Some(s),
                 (None, false) => j.planned_start,
@@ -154,7 +157,8 @@ pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 j.name.clone().unwrap_or_else(|| "-".into()),
                 describe_state(j, now),
                 squeue_time(elapsed),
-                format_duration(j.walltime),
+                // As TIME, and as the dashboard shows it: the two compare at a glance.
+                squeue_time(j.walltime),
                 j.procs.to_string(),
                 placement(j),
                 match start {

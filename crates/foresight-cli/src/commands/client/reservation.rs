@@ -2,7 +2,7 @@
 
 use super::input::{bad, moment};
 use super::{Client, Connection};
-use crate::format::{OutOnly, OutputOpt};
+use crate::format::OutputOpt;
 use crate::moment::when;
 use crate::table::table;
 use anyhow::Result;
@@ -15,14 +15,26 @@ use foresight_api::{parse_duration, AclSpec, CreateReservation, ReservationView,
 pub enum ReservationCommand {
     /// Reserve processors of a cluster for a window (administrators).
     Create(CreateResOpts),
-    /// List reservations.
-    List(OutOnly),
+    /// List the reservations not yet over (tentative, committed, active); --all for the
+    /// finished, released and expired ones too.
+    List(ListResOpts),
     /// Show one.
     Show(IdOpts),
     /// Commit a tentative reservation.
     Commit(IdOpts),
     /// Release a reservation.
     Release(IdOpts),
+}
+
+/// Options of `reservation list`.
+#[derive(Args)]
+pub struct ListResOpts {
+    /// Every reservation, those over too (finished, released, expired): each global job
+    /// that ran leaves its own behind.
+    #[arg(long, short = 'a')]
+    all: bool,
+    #[command(flatten)]
+    out: OutputOpt,
 }
 
 /// A reservation id.
@@ -107,7 +119,10 @@ pub fn reservation(conn: &Connection, cmd: ReservationCommand) -> Result<()> {
     let (r, out) = match cmd {
         ReservationCommand::Create(o) => return create(&c, o),
         ReservationCommand::List(o) => {
-            let rs: Vec<ReservationView> = c.get("/reservations", &[])?;
+            let mut rs: Vec<ReservationView> = c.get("/reservations", &[])?;
+            if !o.all {
+                rs.retain(|r| r.state.is_live());
+            }
             return o.out.output.print(&rs, || reservations_table(&rs));
         }
         ReservationCommand::Show(o) => {

@@ -239,10 +239,26 @@ fn users_table(us: &[UserView]) -> String {
                 ),
                 u.budget.map_or("unlimited".into(), |b| format!("{b:.2}")),
                 format!("{:.2}", u.spent),
+                unix_account(u),
             ]
         })
         .collect();
-    table(&["NAME", "ROLE", "BUDGET", "SPENT"], &rows)
+    table(&["NAME", "ROLE", "BUDGET", "SPENT", "UNIX"], &rows)
+}
+
+/// The Unix account a user's jobs run as, marked with the rule that chose it when no
+/// administrator did (`nobody (default *)`), so that a mapped user never reads as unmapped.
+fn unix_account(u: &UserView) -> String {
+    let Some(account) = u.runs_as.as_deref().or(u.unix_user.as_deref()) else {
+        return "-".into();
+    };
+    let why = match u.runs_as_from.as_deref() {
+        Some("table") => " ([unix_user])",
+        Some("default") => " (default *)",
+        Some("name") => " (own name)",
+        _ => "",
+    };
+    format!("{}{why}", printable(account))
 }
 
 /// The server's warnings about a change, on stderr.

@@ -321,17 +321,49 @@ impl World {
     /// The Unix account `user`'s local jobs run as, and whether an administrator chose it
     /// (only a chosen account may be root).
     pub fn unix_account(&self, user: &str) -> (String, bool) {
-        if let Some(a) = self.users.get(user).and_then(|u| u.unix_user.clone()) {
-            return (a, true);
+        let set = self.users.get(user).and_then(|u| u.unix_user.as_deref());
+        let (account, from) = self.runs_as(user, set);
+        (account, from != RunsAsFrom::Name)
+    }
+
+    /// The Unix account the local jobs of user `name` run as when `set` is the account an
+    /// administrator set on their record, and the rule that chose it. One function for
+    /// launching and for showing, so that a user view says who really owns the processes.
+    pub(crate) fn runs_as(&self, name: &str, set: Option<&str>) -> (String, RunsAsFrom) {
+        if let Some(a) = set {
+            return (a.to_string(), RunsAsFrom::User);
         }
-        match self
-            .launch
-            .unix_users
-            .get(user)
-            .or_else(|| self.launch.unix_users.get("*"))
-        {
-            Some(a) => (a.clone(), true),
-            None => (user.to_string(), false),
+        if let Some(a) = self.launch.unix_users.get(name) {
+            return (a.clone(), RunsAsFrom::Table);
+        }
+        match self.launch.unix_users.get("*") {
+            Some(a) => (a.clone(), RunsAsFrom::Default),
+            None => (name.to_string(), RunsAsFrom::Name),
+        }
+    }
+}
+
+/// Which rule chose the Unix account a user's local jobs run as ([`World::runs_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsAsFrom {
+    /// Set on the user by an administrator.
+    User,
+    /// The `[unix_user]` table's entry for the user's name.
+    Table,
+    /// The `[unix_user]` table's `"*"` entry, for everyone without one of their own.
+    Default,
+    /// No mapping: the account of the user's own name.
+    Name,
+}
+
+impl RunsAsFrom {
+    /// The name the API gives the rule (`runs_as_from`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunsAsFrom::User => "user",
+            RunsAsFrom::Table => "table",
+            RunsAsFrom::Default => "default",
+            RunsAsFrom::Name => "name",
         }
     }
 }

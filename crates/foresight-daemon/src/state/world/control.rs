@@ -169,8 +169,9 @@ impl World {
         Ok(())
     }
 
-    /// Stops (SIGSTOP) or continues (SIGCONT) a running job.
-    pub fn pause(&mut self, id: JobId, stop: bool) -> Result<(), Refusal> {
+    /// Stops (SIGSTOP) or continues (SIGCONT) a running job at `now`, timing the stop so
+    /// that its run time (`run_secs`, `job list`'s TIME) leaves it out, as its walltime does.
+    pub fn pause(&mut self, now: Time, id: JobId, stop: bool) -> Result<(), Refusal> {
         let j = self
             .jobs
             .get_mut(&id)
@@ -196,6 +197,14 @@ impl World {
             return Err(Refusal::not_found_at("id", format!("no job {id}")));
         };
         j.suspended = stop;
+        match (stop, j.suspended_since) {
+            (true, None) => j.suspended_since = Some(now.secs()),
+            (false, Some(since)) => {
+                j.suspended_secs += (now.secs() - since).max(0);
+                j.suspended_since = None;
+            }
+            _ => {}
+        }
         let attempt = j.attempt;
         let parts: Vec<(String, Option<String>)> = j
             .parts

@@ -308,6 +308,7 @@ impl World {
             now.secs()
         };
         j.parts[index].ended = true;
+        j.parts[index].ended_at = Some(ended_at);
         let part = j.parts[index].clone();
         for p in &part.processors {
             self.clusters[k].free.insert(*p);
@@ -458,6 +459,9 @@ impl World {
             j.attempt += 1;
             j.state = JobState::Pending;
             j.started_at = None;
+            // The next attempt's run time starts from nothing.
+            j.suspended_since = None;
+            j.suspended_secs = 0;
             j.exit_code = None;
             j.signal = None;
             j.state_after = None;

@@ -200,7 +200,13 @@ impl World {
 
     /// `SUSPENDJOB` (`stop`) or `RESUMEJOB`: stops or continues the running job `job` of
     /// cluster `k`, which keeps its processors.
-    pub fn wiki_pause(&mut self, k: usize, job: &str, stop: bool) -> Result<(), BackendError> {
+    pub fn wiki_pause(
+        &mut self,
+        now: Time,
+        k: usize,
+        job: &str,
+        stop: bool,
+    ) -> Result<(), BackendError> {
         let id = self.wiki_job_id(k, job)?;
         let name = self.clusters[k].cfg.name.clone();
         let j = &self.jobs[&id];
@@ -216,11 +222,12 @@ impl World {
                 action,
             });
         }
-        self.pause(id, stop).map_err(|_| BackendError::WrongState {
-            job: job.to_owned(),
-            state,
-            action,
-        })
+        self.pause(now, id, stop)
+            .map_err(|_| BackendError::WrongState {
+                job: job.to_owned(),
+                state,
+                action,
+            })
     }
 
     /// The Foresight job a WIKI job id names on cluster `k`.
@@ -432,15 +439,15 @@ mod tests {
     fn suspend_resume_and_cancel_follow_the_job_state() {
         let mut w = maui();
         assert!(matches!(
-            w.wiki_pause(0, "1", true),
+            w.wiki_pause(Time(0), 0, "1", true),
             Err(BackendError::WrongState { .. })
         ));
         w.wiki_start(Time(1_001), 0, "1", &list(&["p0", "p1"]))
             .unwrap();
-        w.wiki_pause(0, "1", true).unwrap();
+        w.wiki_pause(Time(0), 0, "1", true).unwrap();
         assert_eq!(w.wiki_jobs(Time(1_002), 0)[0].state, WikiState::Suspended);
-        assert!(w.wiki_pause(0, "1", true).is_err());
-        w.wiki_pause(0, "1", false).unwrap();
+        assert!(w.wiki_pause(Time(0), 0, "1", true).is_err());
+        w.wiki_pause(Time(0), 0, "1", false).unwrap();
         w.wiki_cancel(Time(1_003), 0, "1").unwrap();
         assert!(w
             .effects

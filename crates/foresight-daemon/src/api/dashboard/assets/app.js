@@ -554,7 +554,7 @@ async function jobs(query) {
           h('td', { class: 'state' }, badge(j.state), j.held ? ' held' : '', j.suspended ? ' suspended' : ''),
           h('td', { class: 'num', text: j.procs }),
           h('td', { text: clustersOf(j) }),
-          h('td', { class: 'num', text: fmtDur(j.walltime) }),
+          h('td', { class: 'num limit', text: fmtDur(j.walltime) }),
           h('td', { text: fmtTime(j.submitted_at) }),
           h('td', { text: fmtTime(j.started_at ?? j.planned_start) }),
           h('td', { text: fmtTime(j.ended_at) }),
@@ -717,9 +717,18 @@ async function users() {
           h('td', { class: 'num budget', text: fmtMoney(u.budget) }),
           h('td', { class: 'num spent', text: u.spent.toFixed(2) }),
           h('td', {}, total === null ? h('span', { class: 'muted', text: 'no limit' }) : h('div', { class: 'bar' }, used)),
-          h('td', {}, u.unix_user ? u.unix_user : h('span', { class: 'muted', text: 'default' })));
+          h('td', { class: 'unix' }, ...unixAccount(u)));
       }))),
     h('h2', { text: 'Top up a budget' }), form);
+}
+
+/** The Unix account a user's jobs run as (`runs_as`), marked with the rule that chose it
+ *  when no administrator did: `nobody (default *)`, `alice_hpc ([unix_user])`. */
+function unixAccount(u) {
+  const account = u.runs_as ?? u.unix_user;
+  if (!account) return [h('span', { class: 'muted', text: 'default' })];
+  const why = { table: '[unix_user]', default: 'default *', name: 'own name' }[u.runs_as_from];
+  return why ? [account, ' ', h('span', { class: 'muted', text: `(${why})` })] : [account];
 }
 
 // ---- Accuracy ------------------------------------------------------------------------------
