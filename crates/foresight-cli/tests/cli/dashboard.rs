@@ -14,6 +14,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// Chromium and chromedriver, or `None` after saying the test is skipped; with `CI` set a
+/// missing browser fails the test instead (a skipped check is not a passed one).
+fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let found = browser_binaries();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but chromium or chromedriver is missing (scripts/test.sh installs them)"
+        );
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+    }
+    found
+}
+
 /// Chromium's binary and chromedriver, if this machine has them.
 fn browser_binaries() -> Option<(PathBuf, PathBuf)> {
     let which = |names: &[&str]| {
@@ -238,14 +254,7 @@ fn rows(b: &Browser, css: &str) -> usize {
 
 #[test]
 fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
-    let Some((chromium, chromedriver)) = browser_binaries() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but chromium or chromedriver is missing (scripts/test.sh installs them)"
-        );
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+    let Some((chromium, chromedriver)) = browser_or_skip() else {
         return;
     };
 
@@ -591,14 +600,7 @@ fn cli_limit(s: &Server, id: u64) -> String {
 
 #[test]
 fn the_dashboard_shows_limits_as_the_cli_does_and_the_account_jobs_run_as() {
-    let Some((chromium, chromedriver)) = browser_binaries() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but chromium or chromedriver is missing (.ci/run installs them)"
-        );
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+    let Some((chromium, chromedriver)) = browser_or_skip() else {
         return;
     };
     // Everyone's jobs run as `nobody` by the table's `"*"` entry.
