@@ -1379,15 +1379,20 @@ fn cancelling_a_reserved_workflow_releases_its_slurm_reservations() {
     });
 }
 
-/// A global job of a user with history, on Slurm: planned by its prediction (Tsafrir: her
-/// one global run of about a second) while Slurm's time limit stays its walltime (2
-/// minutes, `sbatch --time`); running past its prediction, it is corrected once, to its
-/// walltime, and Slurm's limit is untouched (the part is neither cancelled nor submitted
-/// again).
+/// A global job of a user with history, on Slurm: planned by its prediction
+/// (`tsafrir-last1`, which predicts from one run: her one global run of about a second)
+/// while Slurm's time limit stays its walltime (2 minutes, `sbatch --time`); running past
+/// its prediction, it is corrected once, to its walltime, and Slurm's limit is untouched
+/// (the part is neither cancelled nor submitted again).
 #[test]
 fn a_predicted_global_part_on_slurm_keeps_its_limit_and_is_corrected() {
     scenario("predicted_part", |clusters| {
-        let s = Scenario::start_with("predicted part", clusters, 5, "predict = \"tsafrir\"\n");
+        let s = Scenario::start_with(
+            "predicted part",
+            clusters,
+            5,
+            "predict = \"tsafrir-last1\"\n",
+        );
         let first = s.submit(1, "2m", "sleep 1");
         let done = s.server().wait_final(first, secs(60));
         assert_eq!(done["state"], "completed", "{done}");
@@ -1398,7 +1403,7 @@ fn a_predicted_global_part_on_slurm_keeps_its_limit_and_is_corrected() {
             .server()
             .wait_job(id, "running", secs(30), |j| j["state"] == "running");
         let p = &j["prediction"];
-        assert_eq!(p["predictor"], "tsafrir", "{j}");
+        assert_eq!(p["predictor"], "tsafrir-last1", "{j}");
         assert_eq!(p["runs"], 1, "{j}");
         // Planned by its first run's time, unless already corrected (a second or two in).
         let seconds = p["seconds"].as_i64().unwrap();
