@@ -140,15 +140,7 @@ proptest! {
                         Some((job, site, offer)),
                     )
                 }
-                Op::Withdraw(j, s) => {
-                    // The house closes what is due first; a withdrawal reaches only a live auction.
-                    if let Some((closes, bids)) = m.open.get_mut(&j) {
-                        if *closes > now {
-                            bids.remove(&s);
-                        }
-                    }
-                    (AuctionEvent::Withdraw { job: JobId(j), site: SiteId(s) }, None)
-                }
+                Op::Withdraw(j, s) => (AuctionEvent::Withdraw { job: JobId(j), site: SiteId(s) }, None),
                 Op::Load(s) => (AuctionEvent::LoadChanged(SiteId(s)), None),
                 Op::Finished(r) => (AuctionEvent::Finished(Dur(r)), None),
                 Op::Cancel(j) => (AuctionEvent::Cancel(JobId(j)), None),
@@ -224,8 +216,19 @@ proptest! {
                     }
                 }
             }
-            if let AuctionEvent::Cancel(j) = event {
-                m.open.remove(&j.0);
+            match event {
+                AuctionEvent::Cancel(j) => {
+                    m.open.remove(&j.0);
+                }
+                // The house closes what is due (and lapses bids of the winners) before it
+                // withdraws, so the model withdraws after the announcements: from a live
+                // auction only, as the house does.
+                AuctionEvent::Withdraw { job, site } => {
+                    if let Some((_, bids)) = m.open.get_mut(&job.0) {
+                        bids.remove(&site.0);
+                    }
+                }
+                _ => {}
             }
             if bid.is_some() && !announced.iter().any(|d| matches!(d, Announcement::Accepted { .. } | Announcement::Refused { .. })) {
                 prop_assert!(false, "a bid got no answer");
