@@ -24,7 +24,7 @@ mod run;
 mod seeds;
 pub use licence::LicenceConfig;
 pub use run::{lookahead_trace, lookahead_watched, Moment};
-pub use seeds::{simulate_seeds, summarize, BrokerRuns, SeedSummary};
+pub use seeds::{simulate_seeds, simulate_seeds_watched, summarize, BrokerRuns, SeedSummary};
 
 use crate::swf::Trace;
 use crate::workload::{Semantics, Workload};
@@ -852,9 +852,53 @@ pub(crate) fn report_group(items: impl Iterator<Item = (Time, Time, Time)>) -> G
 /// Runs the grid with `broker`, and once more without the global stream to measure the delay
 /// global jobs cause local ones.
 pub fn simulate_grid(cfg: &GridConfig, broker: BrokerKind) -> Result<GridReport, GridError> {
-    let with = run::run(cfg, broker, true)?;
+    simulate_grid_watched(cfg, broker, &mut |_| {})
+}
+
+/// Where a run of [`simulate_grid_watched`] is, for a progress display: a long grid run
+/// otherwise shows nothing for minutes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridProgress {
+    /// Which of the two runs: with the global stream (the broker's), then without it (the
+    /// baseline of the owners' own waits).
+    pub pass: GridPass,
+    /// The run's virtual clock.
+    pub now: Time,
+    /// When the last job of any stream arrives (the clock runs a little past it, to finish
+    /// the work still queued).
+    pub last_arrival: Time,
+}
+
+/// The two runs [`simulate_grid`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridPass {
+    /// The broker's run, with the global stream.
+    WithGlobal,
+    /// The baseline, local streams only.
+    LocalOnly,
+}
+
+/// [`simulate_grid`], telling `progress` now and then how far each of its two runs has got.
+pub fn simulate_grid_watched(
+    cfg: &GridConfig,
+    broker: BrokerKind,
+    progress: &mut dyn FnMut(GridProgress),
+) -> Result<GridReport, GridError> {
+    let with = run::run(cfg, broker, true, &mut |now, last_arrival| {
+        progress(GridProgress {
+            pass: GridPass::WithGlobal,
+            now,
+            last_arrival,
+        })
+    })?;
     // Without global jobs every broker leaves the owners their whole clusters.
-    let without = run::run(cfg, BrokerKind::Queue, false)?;
+    let without = run::run(cfg, BrokerKind::Queue, false, &mut |now, last_arrival| {
+        progress(GridProgress {
+            pass: GridPass::LocalOnly,
+            now,
+            last_arrival,
+        })
+    })?;
     let mut report = with;
     report.local_delay = report.local.mean_wait - without.local.mean_wait;
     Ok(report)

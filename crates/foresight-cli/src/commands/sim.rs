@@ -6,7 +6,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use foresight_core::policy::{BackfillChoice, BackfillMetric, QueueOrder};
 use foresight_core::predict::{Correction, Predictor};
 use foresight_core::{BackfillOrder, Policy};
-use foresight_sim::grid::{simulate_grid, simulate_seeds, summarize, BrokerKind, GridConfig};
+use foresight_sim::grid::{
+    simulate_grid_watched, simulate_seeds_watched, summarize, BrokerKind, GridConfig, GridPass,
+    GridProgress,
+};
 use foresight_sim::output::{write_csv, write_swf};
 use foresight_sim::plot::{write_run_figures, Panel, Series, Span};
 use foresight_sim::replay::replay_with;
@@ -849,24 +852,28 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
     }
     let plot = opts.plot.as_deref().map(plot_dir).transpose()?;
     let mut reports = Vec::new();
-    // On a terminal: which broker is being simulated, of how many, for how long.
+    // On a terminal: which broker is being simulated, which of its two runs, and how far its
+    // virtual clock has got.
     let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::new(brokers.len() as u64);
+        let bar = ProgressBar::new(brokers.len() as u64 * GRID_BAR_PER_BROKER);
         bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {elapsed_precise} [{bar:20}] {pos}/{len} brokers: simulating {msg}",
-            )
-            .expect("invariant: the template is valid"),
+            ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:20}] {msg}")
+                .expect("invariant: the template is valid"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(100));
         bar
     });
-    for b in brokers {
-        if let Some(bar) = &bar {
-            bar.set_message(b.name());
-        }
+    let count = brokers.len();
+    for (i, b) in brokers.into_iter().enumerate() {
         let started = Instant::now();
-        let r = simulate_grid(&cfg, b).with_context(|| {
+        let mut show = |p: GridProgress| {
+            if let Some(bar) = &bar {
+                let (pos, msg) = grid_progress(i, count, b, p);
+                bar.set_position(pos);
+                bar.set_message(msg);
+            }
+        };
+        let r = simulate_grid_watched(&cfg, b, &mut show).with_context(|| {
             format!(
                 "simulating {} with broker {}",
                 opts.config.display(),
@@ -874,9 +881,6 @@ fn sim_grid(opts: SimGridOpts) -> Result<()> {
             )
         })?;
         reports.push((r, started.elapsed()));
-        if let Some(bar) = &bar {
-            bar.inc(1);
-        }
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -1077,9 +1081,61 @@ fn print_levels<'a>(reports: impl Iterator<Item = &'a foresight_sim::grid::GridR
 }
 
 /// `sim grid --seeds N`: every broker over N seeds, summarized.
+/// A broker's share of `sim grid`'s progress bar: its two runs, each a thousandth at a time.
+const GRID_BAR_PER_BROKER: u64 = 2_000;
+
+/// Where `sim grid`'s bar stands and what it says while broker `i` of `count` runs.
+fn grid_progress(i: usize, count: usize, broker: BrokerKind, p: GridProgress) -> (u64, String) {
+    let last = p.last_arrival.secs().max(1);
+    let share = p.now.secs().clamp(0, last) as f64 / last as f64;
+    let (pass, which) = match p.pass {
+        GridPass::WithGlobal => (0, "with the global stream"),
+        GridPass::LocalOnly => (1, "local streams only, the baseline"),
+    };
+    let half = GRID_BAR_PER_BROKER / 2;
+    let pos = i as u64 * GRID_BAR_PER_BROKER + pass * half + (share * half as f64) as u64;
+    let days = |t: i64| t as f64 / 86_400.0;
+    let clock = if last >= 2 * 86_400 {
+        format!("day {:.1} of {:.1}", days(p.now.secs()), days(last))
+    } else {
+        format!(
+            "hour {:.1} of {:.1}",
+            p.now.secs() as f64 / 3600.0,
+            last as f64 / 3600.0
+        )
+    };
+    let msg = format!(
+        "broker {} ({}/{count}), {which}: {clock}",
+        broker.name(),
+        i + 1
+    );
+    (pos, msg)
+}
+
 fn sim_grid_seeds(opts: &SimGridOpts, cfg: &GridConfig, brokers: &[BrokerKind]) -> Result<()> {
     let started = Instant::now();
-    let runs = simulate_seeds(cfg, brokers, opts.seeds).with_context(|| {
+    // Runs go in parallel: the bar counts the finished ones.
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(brokers.len() as u64 * opts.seeds);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {elapsed_precise} [{bar:20}] {pos}/{len} runs (brokers × seeds)",
+            )
+            .expect("invariant: the template is valid"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        bar
+    });
+    let finished = || {
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    };
+    let runs = simulate_seeds_watched(cfg, brokers, opts.seeds, &finished);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let runs = runs.with_context(|| {
         format!(
             "simulating {} over {} seeds",
             opts.config.display(),
@@ -1249,4 +1305,47 @@ fn write_grid_figures(
     let files = write_run_figures(dir, "sim grid", &panels)?;
     eprintln!("wrote {} figures into {}", files.len(), dir.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use foresight_core::Time;
+
+    fn at(pass: GridPass, now: i64) -> GridProgress {
+        GridProgress {
+            pass,
+            now: Time(now),
+            last_arrival: Time(7 * 86_400),
+        }
+    }
+
+    /// The bar moves forward through each broker's two runs and ends full; it says which
+    /// broker, which run and the simulated day.
+    #[test]
+    fn the_grid_bar_moves_through_every_broker_and_pass() {
+        let kinds = [BrokerKind::Lookahead, BrokerKind::Queue];
+        let mut last = 0;
+        for (i, b) in kinds.into_iter().enumerate() {
+            for pass in [GridPass::WithGlobal, GridPass::LocalOnly] {
+                for now in [0, 86_400, 3 * 86_400, 7 * 86_400, 8 * 86_400] {
+                    let (pos, _) = grid_progress(i, kinds.len(), b, at(pass, now));
+                    assert!(pos >= last, "{pos} < {last} at {b:?} {pass:?} {now}");
+                    last = pos;
+                }
+            }
+        }
+        assert_eq!(last, kinds.len() as u64 * GRID_BAR_PER_BROKER);
+        let (pos, msg) = grid_progress(
+            1,
+            2,
+            BrokerKind::Queue,
+            at(GridPass::LocalOnly, 3 * 86_400 + 8640),
+        );
+        assert_eq!(pos, GRID_BAR_PER_BROKER + 1000 + 442);
+        assert_eq!(
+            msg,
+            "broker queue (2/2), local streams only, the baseline: day 3.1 of 7.0"
+        );
+    }
 }

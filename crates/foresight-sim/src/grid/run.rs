@@ -670,13 +670,27 @@ pub fn lookahead_watched(
     Ok(report(&r, &cfg.user))
 }
 
+/// How often, in events, a run tells its watcher how far it has got: often enough for a
+/// progress bar to move every fraction of a second, rarely enough to cost nothing.
+const PROGRESS_EVERY: u64 = 64;
+
 pub(super) fn run(
     cfg: &GridConfig,
     kind: BrokerKind,
     with_global: bool,
+    progress: &mut dyn FnMut(Time, Time),
 ) -> Result<GridReport, GridError> {
     let mut r = GridRun::new(cfg, kind, with_global)?;
-    r.drive()?;
+    let last = r.last_arrival();
+    progress(Time(0), last);
+    let mut events = 0u64;
+    r.drive_watched(&mut |m| {
+        events += 1;
+        if events.is_multiple_of(PROGRESS_EVERY) {
+            progress(m.now, last);
+        }
+    })?;
+    progress(last, last);
     Ok(report(&r, &cfg.user))
 }
 
@@ -879,6 +893,17 @@ impl<'a> GridRun<'a> {
             r.push(Time(0), Ev::Cycle);
         }
         Ok(r)
+    }
+
+    /// When the last job of any stream arrives: past it, only the work already queued is
+    /// left, so a run's progress is its clock against this instant.
+    fn last_arrival(&self) -> Time {
+        let local = self
+            .clusters
+            .iter()
+            .flat_map(|c| c.local.iter().map(|(job, ..)| job.submit));
+        let global = self.globals.iter().map(|g| g.job.submit);
+        local.chain(global).max().unwrap_or(Time(0))
     }
 
     /// Runs every event to the end.

@@ -39,12 +39,27 @@ pub fn simulate_seeds(
     brokers: &[BrokerKind],
     seeds: u64,
 ) -> Result<Vec<BrokerRuns>, GridError> {
+    simulate_seeds_watched(cfg, brokers, seeds, &|| {})
+}
+
+/// [`simulate_seeds`], calling `finished` as each of its `brokers × seeds` runs ends (from
+/// the thread that ran it), for a progress display.
+pub fn simulate_seeds_watched(
+    cfg: &GridConfig,
+    brokers: &[BrokerKind],
+    seeds: u64,
+    finished: &(dyn Fn() + Sync),
+) -> Result<Vec<BrokerRuns>, GridError> {
     let jobs: Vec<(usize, u64)> = (0..brokers.len())
         .flat_map(|b| (0..seeds).map(move |s| (b, s)))
         .collect();
     let reports: Vec<GridReport> = jobs
         .par_iter()
-        .map(|&(b, s)| simulate_grid(&cfg.reseeded(s), brokers[b]))
+        .map(|&(b, s)| {
+            let report = simulate_grid(&cfg.reseeded(s), brokers[b]);
+            finished();
+            report
+        })
         .collect::<Result<_, _>>()?;
     let mut reports = reports.into_iter();
     Ok(brokers

@@ -3,7 +3,10 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use foresight_sim::grid::{simulate_grid, BrokerKind, GridConfig};
+use foresight_core::Time;
+use foresight_sim::grid::{
+    simulate_grid, simulate_grid_watched, BrokerKind, GridConfig, GridPass, GridProgress,
+};
 
 const GRID: &str = r#"
 days = 1
@@ -53,6 +56,34 @@ fn lookahead_runs_jobs_no_cluster_holds_and_queues_cannot() {
         assert!(c.utilization > 0.0 && c.utilization <= 1.0, "{c:?}");
     }
     assert!(look.charged > 0.0);
+}
+
+/// `sim grid` shows how far each run has got: the broker's run, then the baseline, each
+/// from the start to the last arrival with a clock that never goes back, and watching
+/// changes nothing in the report.
+#[test]
+fn a_watched_run_reports_its_clock_from_start_to_last_arrival_in_both_passes() {
+    let cfg = GridConfig::parse(GRID, "grid.toml").unwrap();
+    let mut seen: Vec<GridProgress> = Vec::new();
+    let watched =
+        simulate_grid_watched(&cfg, BrokerKind::Lookahead, &mut |p| seen.push(p)).unwrap();
+    let plain = simulate_grid(&cfg, BrokerKind::Lookahead).unwrap();
+    assert_eq!(watched, plain);
+    let split = seen
+        .iter()
+        .position(|p| p.pass == GridPass::LocalOnly)
+        .unwrap();
+    let (with, without) = seen.split_at(split);
+    assert!(without.iter().all(|p| p.pass == GridPass::LocalOnly));
+    for pass in [with, without] {
+        let last = pass[0].last_arrival;
+        // A day of arrivals: the last one late in the day.
+        assert!(last > Time(20 * 3600) && last <= Time(86_400), "{last:?}");
+        assert!(pass.iter().all(|p| p.last_arrival == last));
+        assert_eq!(pass.first().unwrap().now, Time(0));
+        assert_eq!(pass.last().unwrap().now, last);
+        assert!(pass.windows(2).all(|w| w[0].now <= w[1].now), "{pass:?}");
+    }
 }
 
 #[test]
