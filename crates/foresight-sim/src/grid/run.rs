@@ -686,7 +686,7 @@ pub(super) fn run(
     let mut events = 0u64;
     r.drive_watched(&mut |m| {
         events += 1;
-        if events.is_multiple_of(PROGRESS_EVERY) {
+        if events % PROGRESS_EVERY == 0 {
             progress(m.now, last);
         }
     })?;
