@@ -10,10 +10,14 @@
 use crate::metrics::BSLD_TAU;
 use crate::runner::Outcome;
 use crate::sweep::SweepRow;
-use plotters::coord::Shift;
-use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+mod chart;
+
+use chart::{bar_chart, cdf_chart, figure_sized, hbar_chart, line_chart, Scale, PANEL};
+pub(crate) use chart::{color, figure, with_legend, Area, Drawn, Mark, FONT};
+pub use chart::{log_tick, tick};
 
 /// A figure could not be written.
 #[derive(Debug, Error)]
@@ -216,21 +220,13 @@ pub const RUN_FIGURES: [&str; 5] = [
     "bsld_runtime.svg",
 ];
 
-pub(crate) const PANEL: (u32, u32) = (640, 420);
-pub(crate) const FONT: &str = "sans-serif";
-
-pub(crate) fn color(i: usize) -> RGBColor {
-    // Colour-blind-safe (Okabe–Ito).
-    const C: [RGBColor; 7] = [
-        RGBColor(0, 114, 178),
-        RGBColor(213, 94, 0),
-        RGBColor(0, 158, 115),
-        RGBColor(204, 121, 167),
-        RGBColor(230, 159, 0),
-        RGBColor(86, 180, 233),
-        RGBColor(0, 0, 0),
-    ];
-    C[i % C.len()]
+/// The unit of a time axis spanning `span` seconds: days past three days, else hours.
+fn time_unit(span: i64) -> (&'static str, f64) {
+    if span > 3 * 86_400 {
+        ("days", 86_400.0)
+    } else {
+        ("hours", 3600.0)
+    }
 }
 
 /// Writes [`RUN_FIGURES`] into `dir` (which must exist): one panel per machine side by side,
@@ -241,6 +237,19 @@ pub fn write_run_figures(
     panels: &[Panel],
 ) -> Result<Vec<PathBuf>, PlotError> {
     let mut written = Vec::new();
+    // One unit and one range for every panel's time axis, so that panels side by side
+    // read alike: each series runs from its first submission to its last end.
+    let span = panels
+        .iter()
+        .flat_map(|p| &p.series)
+        .filter_map(|s| {
+            let first = s.jobs.iter().map(|j| j.submit).min()?;
+            Some(s.jobs.iter().map(|j| j.end).max()? - first)
+        })
+        .max()
+        .unwrap_or(0);
+    let (unit, per) = time_unit(span);
+    let xmax = (span as f64 / per).max(1e-9);
     for name in RUN_FIGURES {
         let path = dir.join(name);
         let what = match name {
@@ -259,17 +268,6 @@ pub fn write_run_figures(
                 match name {
                     "utilization.svg" | "queue.svg" => {
                         let util = name == "utilization.svg";
-                        let span = panel
-                            .series
-                            .iter()
-                            .flat_map(|s| s.jobs.iter().map(|j| j.end - j.submit))
-                            .max()
-                            .unwrap_or(0);
-                        let (unit, per) = if span > 3 * 86_400 {
-                            ("days", 86_400.0)
-                        } else {
-                            ("hours", 3600.0)
-                        };
                         let lines: Vec<(String, Vec<(f64, f64)>)> = panel
                             .series
                             .iter()
@@ -289,8 +287,8 @@ pub fn write_run_figures(
                         line_chart(
                             area,
                             &panel.title,
-                            &format!("time since the first submission ({unit})"),
-                            y,
+                            (&format!("time since the first submission ({unit})"), y),
+                            (xmax, util.then_some(100.0)),
                             &lines,
                         )
                     }
@@ -309,16 +307,24 @@ pub fn write_run_figures(
                         } else {
                             (&RUNTIME_CLASSES, |j| j.end - j.start)
                         };
+                        let by_class: Vec<Vec<(f64, u64)>> = panel
+                            .series
+                            .iter()
+                            .map(|s| bsld_by_class(&s.jobs, classes, key))
+                            .collect();
+                        // A class no run has a job in (257+ processors on a 100-processor
+                        // machine) is left out rather than drawn empty.
+                        let kept: Vec<usize> = (0..classes.len())
+                            .filter(|&c| by_class.iter().any(|v| v[c].1 > 0))
+                            .collect();
                         let bars: Vec<(String, Vec<f64>)> = panel
                             .series
                             .iter()
-                            .map(|s| {
-                                let v = bsld_by_class(&s.jobs, classes, key);
-                                (s.name.clone(), v.into_iter().map(|(b, _)| b).collect())
-                            })
+                            .zip(&by_class)
+                            .map(|(s, v)| (s.name.clone(), kept.iter().map(|&c| v[c].0).collect()))
                             .collect();
                         let labels: Vec<String> =
-                            classes.iter().map(|(l, _)| l.to_string()).collect();
+                            kept.iter().map(|&c| classes[c].0.to_string()).collect();
                         let x = if name == "bsld_size.svg" {
                             "processors"
                         } else {
@@ -327,8 +333,7 @@ pub fn write_run_figures(
                         bar_chart(
                             area,
                             &panel.title,
-                            x,
-                            "mean bounded slowdown",
+                            (x, "mean bounded slowdown"),
                             &labels,
                             &bars,
                         )
@@ -355,12 +360,20 @@ pub fn write_sweep_figure(path: &Path, rows: &[SweepRow]) -> Result<(), PlotErro
         }
     }
     type Metric = fn(&SweepRow) -> f64;
-    let metrics: [(&str, Metric, bool); 3] = [
-        ("mean bounded slowdown (log)", |r| r.mean_bsld, true),
-        ("mean wait (s, log)", |r| r.mean_wait, true),
-        ("utilization (%)", |r| r.utilization * 100.0, false),
+    let metrics: [(&str, Metric, Scale); 3] = [
+        ("mean bounded slowdown (log)", |r| r.mean_bsld, Scale::Log),
+        ("mean wait (s, log)", |r| r.mean_wait, Scale::Log),
+        (
+            "utilization (%)",
+            |r| r.utilization * 100.0,
+            Scale::Linear { max: Some(100.0) },
+        ),
     ];
-    let height = 120 + 14 * (labels.len() * traces.len()).max(1) as u32 + 8 * labels.len() as u32;
+    // Room for every bar, and for the legend strip under the panels (one trace per entry).
+    let height = 120
+        + 14 * (labels.len() * traces.len()).max(1) as u32
+        + 8 * labels.len() as u32
+        + 22 * traces.len().div_ceil(2) as u32;
     let label_width = 20 + 7 * labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32;
     figure_sized(
         path,
@@ -368,7 +381,7 @@ pub fn write_sweep_figure(path: &Path, rows: &[SweepRow]) -> Result<(), PlotErro
         metrics.len(),
         (PANEL.0 + label_width, height.max(PANEL.1)),
         |k, area| {
-            let (name, f, log) = metrics[k];
+            let (name, f, scale) = metrics[k];
             let bars: Vec<(String, Vec<f64>)> = traces
                 .iter()
                 .map(|t| {
@@ -386,260 +399,9 @@ pub fn write_sweep_figure(path: &Path, rows: &[SweepRow]) -> Result<(), PlotErro
                     (short, v)
                 })
                 .collect();
-            hbar_chart(area, name, &labels, label_width, &bars, log)
+            hbar_chart(area, name, &labels, label_width, &bars, scale)
         },
     )
-}
-
-/// Horizontal grouped bars: one group per label (top to bottom), one bar per series; on a
-/// log scale bars start at 1 and values below 1 are drawn at 1.
-fn hbar_chart(
-    area: &Area<'_>,
-    title: &str,
-    labels: &[String],
-    label_width: u32,
-    bars: &[(String, Vec<f64>)],
-    log: bool,
-) -> Drawn {
-    let n = labels.len().max(1);
-    let xmax = bars
-        .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .fold(1.0, f64::max);
-    let label = |v: &f64| {
-        let k = v.round();
-        if (v - k).abs() < 1e-6 && k >= 0.0 {
-            labels.get(n - 1 - k as usize).cloned().unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
-    let height = 0.8 / bars.len().max(1) as f64;
-    // Group k is drawn at y = n - 1 - k, so that the first run is on top.
-    macro_rules! draw {
-        ($x:expr, $x0:expr) => {{
-            let mut chart = ChartBuilder::on(area)
-                .caption(title, (FONT, 16))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(label_width)
-                .build_cartesian_2d($x, -0.5..n as f64 - 0.5)
-                .map_err(|e| e.to_string())?;
-            chart
-                .configure_mesh()
-                .disable_y_mesh()
-                .y_labels(n)
-                .y_label_formatter(&label)
-                .x_desc(title)
-                .draw()
-                .map_err(|e| e.to_string())?;
-            for (i, (name, v)) in bars.iter().enumerate() {
-                let c = color(i);
-                chart
-                    .draw_series(v.iter().enumerate().map(|(k, &w)| {
-                        let top = (n - 1 - k) as f64 + 0.4 - i as f64 * height;
-                        Rectangle::new([($x0, top), (w.max($x0), top - height)], c.filled())
-                    }))
-                    .map_err(|e| e.to_string())?
-                    .label(name.as_str())
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
-                    });
-            }
-            legend(&mut chart)
-        }};
-    }
-    if log {
-        draw!((1.0..xmax * 2000.0).log_scale(), 1.0)
-    } else {
-        draw!(0.0..xmax * 2.0, 0.0)
-    }
-}
-
-pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-pub(crate) type Drawn = Result<(), String>;
-
-/// A figure of `panels` panels side by side under one title.
-pub(crate) fn figure(
-    path: &Path,
-    title: &str,
-    panels: usize,
-    draw: impl FnMut(usize, &Area<'_>) -> Drawn,
-) -> Result<(), PlotError> {
-    figure_sized(path, title, panels, PANEL, draw)
-}
-
-/// [`figure`] with panels of `panel` pixels.
-fn figure_sized(
-    path: &Path,
-    title: &str,
-    panels: usize,
-    panel: (u32, u32),
-    mut draw: impl FnMut(usize, &Area<'_>) -> Drawn,
-) -> Result<(), PlotError> {
-    let err = |message: String| PlotError {
-        path: path.display().to_string(),
-        message,
-    };
-    let panels = panels.max(1);
-    let size = (panel.0 * panels as u32, panel.1 + 40);
-    let root = SVGBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let body = root
-        .titled(title, (FONT, 22))
-        .map_err(|e| err(e.to_string()))?;
-    for (k, area) in body.split_evenly((1, panels)).iter().enumerate() {
-        draw(k, area).map_err(err)?;
-    }
-    root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
-}
-
-fn line_chart(
-    area: &Area<'_>,
-    title: &str,
-    x: &str,
-    y: &str,
-    lines: &[(String, Vec<(f64, f64)>)],
-) -> Drawn {
-    let pts = lines.iter().flat_map(|(_, p)| p.iter());
-    let xmax = pts.clone().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
-    let ymax = pts.map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.05;
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(x)
-        .y_desc(y)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for (i, (name, p)) in lines.iter().enumerate() {
-        let c = color(i);
-        chart
-            .draw_series(LineSeries::new(p.iter().copied(), c.stroke_width(2)))
-            .map_err(|e| e.to_string())?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-    }
-    legend(&mut chart)
-}
-
-fn cdf_chart(area: &Area<'_>, title: &str, lines: &[(String, Vec<(f64, f64)>)]) -> Drawn {
-    let xmax = lines
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|p| p.0))
-        .fold(10.0, f64::max);
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d((1.0..xmax * 1.5).log_scale(), 0.0..1.0)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc("wait (s, log scale; no wait drawn at 1 s)")
-        .y_desc("share of jobs")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for (i, (name, p)) in lines.iter().enumerate() {
-        let c = color(i);
-        chart
-            .draw_series(LineSeries::new(
-                p.iter().map(|&(w, f)| (w.max(1.0), f)),
-                c.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
-            .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-    }
-    legend(&mut chart)
-}
-
-/// Grouped bars: one group per label, one bar per series in each.
-fn bar_chart(
-    area: &Area<'_>,
-    title: &str,
-    x: &str,
-    y: &str,
-    labels: &[String],
-    bars: &[(String, Vec<f64>)],
-) -> Drawn {
-    let n = labels.len().max(1);
-    let ymax = bars
-        .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .fold(0.0, f64::max)
-        .max(1e-9)
-        * 1.1;
-    let rotate = labels.iter().map(|l| l.chars().count()).sum::<usize>() * 7 > PANEL.0 as usize;
-    let label_area = if rotate {
-        12 + 7 * labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as u32
-    } else {
-        40
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 16))
-        .margin(12)
-        .x_label_area_size(label_area)
-        .y_label_area_size(56)
-        .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..ymax)
-        .map_err(|e| e.to_string())?;
-    let style = if rotate {
-        (FONT, 12).into_font().transform(FontTransform::Rotate90)
-    } else {
-        (FONT, 12).into_font()
-    };
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_style(style)
-        .x_label_formatter(&|v| {
-            let k = v.round();
-            if (v - k).abs() < 1e-6 && k >= 0.0 {
-                labels.get(k as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .x_desc(if rotate { "" } else { x })
-        .y_desc(y)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    let width = 0.8 / bars.len().max(1) as f64;
-    for (i, (name, v)) in bars.iter().enumerate() {
-        let c = color(i);
-        chart
-            .draw_series(v.iter().enumerate().map(|(k, &h)| {
-                let left = k as f64 - 0.4 + i as f64 * width;
-                Rectangle::new([(left, 0.0), (left + width, h)], c.filled())
-            }))
-            .map_err(|e| e.to_string())?
-            .label(name.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
-    }
-    legend(&mut chart)
-}
-
-fn legend<'a, X, Y>(chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>) -> Drawn
-where
-    X: plotters::coord::ranged1d::Ranged,
-    Y: plotters::coord::ranged1d::Ranged,
-{
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -653,6 +415,170 @@ mod tests {
             end,
             procs,
         }
+    }
+
+    /// Every `<text>` of an SVG file as (y, text).
+    fn texts(path: &Path) -> Vec<(f64, String)> {
+        let svg = std::fs::read_to_string(path).expect("written");
+        svg.split("<text")
+            .skip(1)
+            .map(|t| {
+                let y = t.split("y=\"").nth(1).and_then(|r| r.split('"').next());
+                let body = t.split('>').nth(1).and_then(|r| r.split("</text").next());
+                (
+                    y.and_then(|y| y.parse().ok()).expect("a y"),
+                    body.expect("a body").trim().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// A tick label with a needless decimal: `50.0`, `10000000.0`.
+    fn needless_decimal(t: &str) -> bool {
+        t.strip_suffix(".0")
+            .is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+    }
+
+    /// The defects of the first figures, on a 100-processor machine run by two policies:
+    /// legends under the panels, never over data; ticks without needless decimals;
+    /// utilization up to 100 % and not past it; no size class the machine cannot hold.
+    #[test]
+    fn run_figures_are_fit_for_a_paper() {
+        let w = crate::Workload::synthetic(400, 100, 0.9, 3);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let policies = [
+            ("fcfs", foresight_core::Policy::fcfs()),
+            ("easy", foresight_core::Policy::easy()),
+        ];
+        let series = policies
+            .iter()
+            .map(|(name, policy)| {
+                let out = crate::simulate(&w, 100, policy, crate::Semantics::Default, &mut |_| {})
+                    .expect("runs");
+                Series {
+                    name: (*name).into(),
+                    procs: 100,
+                    jobs: out.outcomes.iter().map(Span::from).collect(),
+                }
+            })
+            .collect();
+        let panel = Panel {
+            title: "synthetic, 100 processors".into(),
+            series,
+        };
+        write_run_figures(dir.path(), "sim run", &[panel]).expect("written");
+        for name in RUN_FIGURES {
+            let texts = texts(&dir.path().join(name));
+            let bad: Vec<&String> = texts
+                .iter()
+                .map(|(_, t)| t)
+                .filter(|t| needless_decimal(t))
+                .collect();
+            assert!(bad.is_empty(), "{name}: {bad:?}");
+            // The axis description is the lowest text of the panel proper; the legend's
+            // entries lie below it.
+            let axis = texts
+                .iter()
+                .filter(|(_, t)| {
+                    t.starts_with("time since")
+                        || t.starts_with("wait (s")
+                        || t == "processors"
+                        || t == "runtime"
+                })
+                .map(|(y, _)| *y)
+                .next()
+                .unwrap_or_else(|| panic!("{name}: no x axis description in {texts:?}"));
+            for series in ["fcfs", "easy"] {
+                let y = texts
+                    .iter()
+                    .find(|(_, t)| t == series)
+                    .map(|(y, _)| *y)
+                    .unwrap_or_else(|| panic!("{name}: no legend entry {series}"));
+                assert!(
+                    y > axis,
+                    "{name}: legend entry {series} at {y}, over the panel"
+                );
+            }
+        }
+        let util = texts(&dir.path().join("utilization.svg"));
+        let top = util
+            .iter()
+            .filter_map(|(_, t)| t.parse::<f64>().ok())
+            .fold(0.0, f64::max);
+        assert_eq!(top, 100.0, "{util:?}");
+        let size = texts(&dir.path().join("bsld_size.svg"));
+        // Jobs of 1 to 64 processors only: no empty bar for the larger classes.
+        assert!(size.iter().any(|(_, t)| t == "17–64"), "{size:?}");
+        assert!(
+            !size.iter().any(|(_, t)| t == "65–256" || t == "257+"),
+            "{size:?}"
+        );
+    }
+
+    /// The sweep's log axes read as powers of ten, its legend lies under the panels, and
+    /// its utilization axis ends at 100 %.
+    #[test]
+    fn the_sweep_figure_is_fit_for_a_paper() {
+        let row = |trace: &str, policy: &str, bsld: f64, wait: f64, util: f64| SweepRow {
+            trace: trace.into(),
+            procs: 128,
+            policy: policy.into(),
+            backfill: "none".into(),
+            order: "fcfs".into(),
+            semantics: "default".into(),
+            load: 1.0,
+            jobs: 10,
+            mean_wait: wait,
+            mean_response: wait,
+            mean_slowdown: bsld,
+            mean_bsld: bsld,
+            max_wait: 0,
+            utilization: util,
+            makespan: 0,
+        };
+        let rows = [
+            row("/data/a.swf", "fcfs", 4000.0, 3.0e7, 0.7),
+            row("/data/a.swf", "easy", 90.0, 2.0e4, 0.8),
+            row("/data/b.swf", "fcfs", 30.0, 5.0e3, 0.5),
+            row("/data/b.swf", "easy", 2.0, 40.0, 0.55),
+        ];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sweep.svg");
+        write_sweep_figure(&path, &rows).expect("written");
+        let texts = texts(&path);
+        let bad: Vec<&String> = texts
+            .iter()
+            .map(|(_, t)| t)
+            .filter(|t| needless_decimal(t))
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(texts.iter().any(|(_, t)| t == "10⁷"), "{texts:?}");
+        let axis = texts
+            .iter()
+            .filter(|(_, t)| t == "utilization (%)")
+            .map(|(y, _)| *y)
+            .fold(0.0, f64::max);
+        for trace in ["a.swf", "b.swf"] {
+            let ys: Vec<f64> = texts
+                .iter()
+                .filter(|(_, t)| t == trace)
+                .map(|(y, _)| *y)
+                .collect();
+            assert!(
+                !ys.is_empty() && ys.iter().all(|&y| y > axis),
+                "{trace}: {ys:?}"
+            );
+        }
+        // The utilization panel is drawn last: its ticks follow its caption.
+        let caption = texts
+            .iter()
+            .position(|(_, t)| t == "utilization (%)")
+            .expect("a utilization panel");
+        let top = texts[caption..]
+            .iter()
+            .filter_map(|(_, t)| t.parse::<f64>().ok())
+            .fold(0.0, f64::max);
+        assert_eq!(top, 100.0, "{texts:?}");
     }
 
     #[test]

@@ -332,7 +332,25 @@ fn sim_run(opts: SimRunOpts) -> Result<()> {
         )?;
     }
     if let Some(dir) = &plot {
-        write_figures(dir, &source, procs, &policy, &out)?;
+        // A figure names its trace by file, not by where it lies on this machine.
+        let title = match &opts.trace {
+            Some(path) => source.replacen(
+                &path.display().to_string(),
+                &path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |n| n.to_string_lossy().into(),
+                ),
+                1,
+            ),
+            None => source.clone(),
+        };
+        write_figures(
+            dir,
+            &format!("{title}, {procs} processors"),
+            procs,
+            &policy,
+            &out,
+        )?;
     }
     let malformed = trace.as_ref().map_or(0, |t| t.malformed);
     let first_malformed = trace.as_ref().and_then(|t| t.first_malformed.clone());

@@ -2,7 +2,7 @@
 //! against α, each point with its 95 % confidence interval.
 
 use super::sweep::SweepReport;
-use crate::plot::{color, figure, Area, Drawn, PlotError, FONT};
+use crate::plot::{color, figure, tick, with_legend, Area, Drawn, Mark, PlotError, FONT};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -71,6 +71,8 @@ pub fn write_alpha_figure(path: &Path, report: &SweepReport) -> Result<(), PlotE
 }
 
 fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
+    let names: Vec<String> = lines.iter().map(|(n, _)| n.clone()).collect();
+    let area = with_legend(area, &names, Mark::Line)?;
     let pts = lines.iter().flat_map(|(_, p)| p.iter());
     let xmax = pts.clone().map(|p| p.0).fold(0.0, f64::max) * 1.05 + 1e-9;
     let ymax = pts
@@ -79,7 +81,7 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
         .fold(0.0, f64::max)
         * 1.1
         + 1e-9;
-    let mut c = ChartBuilder::on(area)
+    let mut c = ChartBuilder::on(&area)
         .caption(title, (FONT, 16))
         .margin(12)
         .x_label_area_size(40)
@@ -89,17 +91,17 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
     c.configure_mesh()
         .x_desc("α")
         .y_desc(y)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(|e| e.to_string())?;
-    for (i, (name, p)) in lines.iter().enumerate() {
+    for (i, (_, p)) in lines.iter().enumerate() {
         let col = color(i);
         c.draw_series(LineSeries::new(
             p.iter().map(|q| (q.0, q.1)),
             col.stroke_width(2),
         ))
-        .map_err(|e| e.to_string())?
-        .label(name.as_str())
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+        .map_err(|e| e.to_string())?;
         // Error bars: the interval as a vertical segment with a dot at the mean.
         c.draw_series(
             p.iter().filter(|q| q.2.is_finite()).map(|&(x, m, h)| {
@@ -113,12 +115,5 @@ fn chart(area: &Area<'_>, title: &str, y: &str, lines: &[Line]) -> Drawn {
         )
         .map_err(|e| e.to_string())?;
     }
-    // Upper left: the curves rise with α, so the right side is where they are.
-    c.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(|e| e.to_string())
+    Ok(())
 }
