@@ -7,6 +7,9 @@
 //! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
 //!   migrations under `migrations/sqlite/`.
 //! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
+//! - `tables`: the statements the two run alike, written once over both drivers; each
+//!   backend's file keeps only what differs (PostgreSQL's dispatcher sites, budgets and
+//!   notifications, SQLite's single-service tables).
 //! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
 //! - [`Holder`]: one service per store; `sqlite_lock` holds an SQLite file, `pg_lock` a
 //!   PostgreSQL database, and a refused service is told who holds it.
@@ -23,6 +26,7 @@ mod shared_budget;
 mod shared_queue;
 mod sqlite;
 mod sqlite_lock;
+mod tables;
 
 pub use holder::Holder;
 pub use location::StoreLocation;
@@ -834,13 +838,6 @@ pub async fn open_by(
         }
     })
 }
-
-/// The runs [`Store::load_runs`] returns (`{n}` stands for the placeholder of `per_key`).
-const LOAD_RUNS: &str = "SELECT job_id, user_name, app, params, cluster, runtime, ended_at, \
-     on_reference FROM \
-     (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_name, cluster ORDER BY id DESC) AS by_user, \
-     ROW_NUMBER() OVER (PARTITION BY app, params, cluster ORDER BY id DESC) AS by_app \
-     FROM runs) AS last WHERE by_user <= {n} OR by_app <= {n} ORDER BY id";
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {
     serde_json::from_str(data).map_err(|source| StoreError::Decode { table, id, source })
