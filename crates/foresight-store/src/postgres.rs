@@ -189,7 +189,7 @@ impl Store for PgStore {
                 "UPDATE jobs SET state = $1, data = $2 WHERE id = $3 \
                  AND site IS NOT DISTINCT FROM $4",
             )
-            .bind(j.state.as_str())
+            .bind(j.state_column())
             .bind(encode(&*j))
             .bind(j.id as i64)
             .bind(self.site.as_deref())
@@ -228,7 +228,7 @@ impl Store for PgStore {
                  data = EXCLUDED.data",
             )
             .bind(r.id as i64)
-            .bind(r.state.as_str())
+            .bind(r.state_column())
             .bind(encode(r))
             .bind(self.site.as_deref().unwrap_or(""))
             .execute(&mut *tx)
@@ -393,7 +393,7 @@ pub(crate) async fn insert_jobs_in(
              VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(&j.user)
-        .bind(j.state.as_str())
+        .bind(j.state_column())
         .bind(j.submitted_at)
         .bind(encode(j))
         .bind(owner)

@@ -96,7 +96,7 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for j in jobs {
             sqlx::query("UPDATE jobs SET state = $1, data = $2 WHERE id = $3")
-                .bind(j.state.as_str())
+                .bind(j.state_column())
                 .bind(crate::encode(j))
                 .bind(j.id as i64)
                 .execute(&mut *tx)
@@ -130,7 +130,7 @@ impl Store for SqliteStore {
                 "INSERT OR REPLACE INTO reservations (id, state, data) VALUES ($1, $2, $3)",
             )
             .bind(r.id as i64)
-            .bind(r.state.as_str())
+            .bind(r.state_column())
             .bind(crate::encode(r))
             .execute(&mut *tx)
             .await

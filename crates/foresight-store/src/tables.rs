@@ -118,7 +118,7 @@ where
              RETURNING id",
         )
         .bind(&j.user)
-        .bind(j.state.as_str())
+        .bind(j.state_column())
         .bind(j.submitted_at)
         .bind(encode(j))
         .fetch_one(conn)
