@@ -81,6 +81,30 @@ macro_rules! same_variants {
     };
 }
 
+/// Writes the conversions both ways between an API struct and the store's, field by field
+/// (destructured, so that a field the API adds fails to compile here).
+macro_rules! same_fields {
+    ($api:ident <-> $stored:ident { $($field:ident),* $(,)? }) => {
+        impl From<$api> for $stored {
+            fn from(v: $api) -> Self {
+                let $api { $($field),* } = v;
+                $stored { $($field),* }
+            }
+        }
+
+        impl From<$stored> for $api {
+            fn from(v: $stored) -> Self {
+                let $stored { $($field),* } = v;
+                $api { $($field),* }
+            }
+        }
+
+        impl Persisted for $api {
+            type Stored = $stored;
+        }
+    };
+}
+
 /// A job's state as stored, in its record and in the `state` column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -276,51 +300,7 @@ pub struct StoredAcl {
     pub job: Option<u64>,
 }
 
-impl From<AclSpec> for StoredAcl {
-    fn from(a: AclSpec) -> Self {
-        let AclSpec {
-            users,
-            groups,
-            accounts,
-            classes,
-            qos,
-            job,
-        } = a;
-        StoredAcl {
-            users,
-            groups,
-            accounts,
-            classes,
-            qos,
-            job,
-        }
-    }
-}
-
-impl From<StoredAcl> for AclSpec {
-    fn from(a: StoredAcl) -> Self {
-        let StoredAcl {
-            users,
-            groups,
-            accounts,
-            classes,
-            qos,
-            job,
-        } = a;
-        AclSpec {
-            users,
-            groups,
-            accounts,
-            classes,
-            qos,
-            job,
-        }
-    }
-}
-
-impl Persisted for AclSpec {
-    type Stored = StoredAcl;
-}
+same_fields!(AclSpec <-> StoredAcl { users, groups, accounts, classes, qos, job });
 
 /// What a user may name in a job, as stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -339,43 +319,7 @@ pub struct StoredCredentials {
     pub qos: Vec<String>,
 }
 
-impl From<UserCredentials> for StoredCredentials {
-    fn from(c: UserCredentials) -> Self {
-        let UserCredentials {
-            groups,
-            accounts,
-            classes,
-            qos,
-        } = c;
-        StoredCredentials {
-            groups,
-            accounts,
-            classes,
-            qos,
-        }
-    }
-}
-
-impl From<StoredCredentials> for UserCredentials {
-    fn from(c: StoredCredentials) -> Self {
-        let StoredCredentials {
-            groups,
-            accounts,
-            classes,
-            qos,
-        } = c;
-        UserCredentials {
-            groups,
-            accounts,
-            classes,
-            qos,
-        }
-    }
-}
-
-impl Persisted for UserCredentials {
-    type Stored = StoredCredentials;
-}
+same_fields!(UserCredentials <-> StoredCredentials { groups, accounts, classes, qos });
 
 #[cfg(test)]
 mod tests {
