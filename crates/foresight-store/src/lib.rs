@@ -7,6 +7,11 @@
 //! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
 //!   migrations under `migrations/sqlite/`.
 //! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
+//! - [`Persisted`] and the `Stored*` types: the store's own form of the API's enums and ACL
+//!   types in its records, so that the API's names are not the on-disk format.
+//! - `tables`: the statements the two run alike, written once over both drivers; each
+//!   backend's file keeps only what differs (PostgreSQL's dispatcher sites, budgets and
+//!   notifications, SQLite's single-service tables).
 //! - [`StoreLocation`] and [`open`]: the backend chosen by a path or a URL.
 //! - [`Holder`]: one service per store; `sqlite_lock` holds an SQLite file, `pg_lock` a
 //!   PostgreSQL database, and a refused service is told who holds it.
@@ -15,6 +20,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod format;
 mod holder;
 mod location;
 mod pg_lock;
@@ -23,7 +29,12 @@ mod shared_budget;
 mod shared_queue;
 mod sqlite;
 mod sqlite_lock;
+mod tables;
 
+pub use format::{
+    Persisted, StoredAcl, StoredCredentials, StoredDependencyKind, StoredFailurePolicy,
+    StoredJobState, StoredMapper, StoredReservationState,
+};
 pub use holder::Holder;
 pub use location::StoreLocation;
 pub use postgres::PgStore;
@@ -243,10 +254,11 @@ pub struct JobRecord {
     #[serde(default)]
     pub cred: CredentialNames,
     /// State.
+    #[serde(with = "format::stored")]
     pub state: JobState,
     /// The final state already decided while parts are still stopping (cancel, timeout, a
     /// failed part).
-    #[serde(default)]
+    #[serde(default, with = "format::stored_option")]
     pub state_after: Option<JobState>,
     /// Held.
     pub held: bool,
@@ -361,6 +373,13 @@ pub struct JobRecord {
     /// finds it so and copies again (a completed job is loaded like any other).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_staging: Option<StagingRecord>,
+}
+
+impl JobRecord {
+    /// Its state as the `state` column holds it: the store's name, not the API's.
+    pub(crate) fn state_column(&self) -> &'static str {
+        StoredJobState::from(self.state).as_str()
+    }
 }
 
 /// One output file of a job: where it is written and where it is copied to.
@@ -490,6 +509,7 @@ pub struct DependencyRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConditionRecord {
     /// What is waited for.
+    #[serde(with = "format::stored")]
     pub kind: foresight_api::DependencyKind,
     /// The job as named (`12`, `12_3`).
     pub target: String,
@@ -534,13 +554,22 @@ pub struct ReservationRecord {
     /// End.
     pub end: i64,
     /// Who may use it.
+    #[serde(with = "format::stored")]
     pub acl: foresight_api::AclSpec,
     /// State.
+    #[serde(with = "format::stored")]
     pub state: ReservationState,
     /// Expiry of a tentative reservation.
     pub expires_at: Option<i64>,
     /// Who made it.
     pub owner: String,
+}
+
+impl ReservationRecord {
+    /// Its state as the `state` column holds it: the store's name, not the API's.
+    pub(crate) fn state_column(&self) -> &'static str {
+        StoredReservationState::from(self.state).as_str()
+    }
 }
 
 /// A user as stored.
@@ -564,7 +593,7 @@ pub struct UserRecord {
     pub unix_user: Option<String>,
     /// What the user may name in a job (groups, accounts, classes, QoS), set by an
     /// administrator: reservation ACLs read these, never a job's own claims.
-    #[serde(default)]
+    #[serde(default, with = "format::stored")]
     pub credentials: foresight_api::UserCredentials,
     /// A disabled user's token is refused.
     #[serde(default)]
@@ -682,8 +711,10 @@ pub struct WorkflowRecord {
     /// Name.
     pub name: String,
     /// The mapping algorithm that placed the tasks.
+    #[serde(with = "format::stored")]
     pub mapper: foresight_api::MapperName,
     /// What a failed task does.
+    #[serde(with = "format::stored")]
     pub on_failure: foresight_api::FailurePolicy,
     /// Submitted.
     pub submitted_at: i64,
@@ -834,13 +865,6 @@ pub async fn open_by(
         }
     })
 }
-
-/// The runs [`Store::load_runs`] returns (`{n}` stands for the placeholder of `per_key`).
-const LOAD_RUNS: &str = "SELECT job_id, user_name, app, params, cluster, runtime, ended_at, \
-     on_reference FROM \
-     (SELECT *, ROW_NUMBER() OVER (PARTITION BY user_name, cluster ORDER BY id DESC) AS by_user, \
-     ROW_NUMBER() OVER (PARTITION BY app, params, cluster ORDER BY id DESC) AS by_app \
-     FROM runs) AS last WHERE by_user <= {n} OR by_app <= {n} ORDER BY id";
 
 fn decode<T: DeserializeOwned>(table: &'static str, id: String, data: &str) -> Result<T> {
     serde_json::from_str(data).map_err(|source| StoreError::Decode { table, id, source })

@@ -3,12 +3,13 @@
 
 use crate::location::redact;
 use crate::pg_lock::{PgLock, CONNECT_TIMEOUT};
+use crate::tables::{records, Tables};
 use crate::{
     decode, encode, Holder, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError,
-    UserChange, UserRecord, WorkflowRecord, LOAD_RUNS,
+    UserChange, UserRecord, WorkflowRecord,
 };
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool, Postgres};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -17,8 +18,9 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
-    /// The URL without its password, for errors.
-    name: String,
+    /// The statements it shares with SQLite, on this database (named by its URL without
+    /// the password, for errors).
+    tables: Tables<Postgres>,
     /// This service's hold on the database, on a connection of its own.
     lock: PgLock,
     /// The site of a peer dispatcher: it sees and writes only its site's jobs and
@@ -48,7 +50,7 @@ impl PgStore {
 
     /// The URL without its password.
     pub fn name(&self) -> &str {
-        &self.name
+        self.tables.name()
     }
 
     /// Takes the database at `url` for `holder`, as the dispatcher of `site` or (`None`)
@@ -89,17 +91,14 @@ impl PgStore {
             })?;
         Ok(PgStore {
             pool,
-            name,
+            tables: Tables::new(name),
             lock,
             site: site.map(str::to_string),
         })
     }
 
     fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
-        move |source| StoreError::Database {
-            path: self.name.clone(),
-            source,
-        }
+        self.tables.db()
     }
 
     /// A write's transaction. In single mode it is begun only while this service holds the
@@ -124,7 +123,7 @@ impl Store for PgStore {
         if self.site.is_some() {
             crate::shared_budget::take_holds(&mut tx, jobs)
                 .await
-                .map_err(|e| e.at(&self.name))?;
+                .map_err(|e| e.at(self.name()))?;
         }
         tx.commit().await.map_err(self.db())?;
         Ok(ids)
@@ -180,7 +179,7 @@ impl Store for PgStore {
                     if delta != 0.0 && delta.is_finite() {
                         crate::shared_budget::take(&mut tx, &j.user, delta, false)
                             .await
-                            .map_err(|e| e.at(&self.name))?
+                            .map_err(|e| e.at(self.name()))?
                             .ok();
                     }
                 }
@@ -190,7 +189,7 @@ impl Store for PgStore {
                 "UPDATE jobs SET state = $1, data = $2 WHERE id = $3 \
                  AND site IS NOT DISTINCT FROM $4",
             )
-            .bind(j.state.as_str())
+            .bind(j.state_column())
             .bind(encode(&*j))
             .bind(j.id as i64)
             .bind(self.site.as_deref())
@@ -209,20 +208,12 @@ impl Store for PgStore {
         } else {
             "SELECT id, data FROM jobs WHERE site IS NOT DISTINCT FROM $1 ORDER BY id"
         };
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query_as(sql)
             .bind(self.site.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut j: JobRecord = decode("jobs", id.to_string(), &data)?;
-                j.id = id as u64;
-                Ok(j)
-            })
-            .collect()
+        records("jobs", rows, |j: &mut JobRecord, id| j.id = id)
     }
 
     async fn put_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
@@ -237,7 +228,7 @@ impl Store for PgStore {
                  data = EXCLUDED.data",
             )
             .bind(r.id as i64)
-            .bind(r.state.as_str())
+            .bind(r.state_column())
             .bind(encode(r))
             .bind(self.site.as_deref().unwrap_or(""))
             .execute(&mut *tx)
@@ -248,45 +239,26 @@ impl Store for PgStore {
     }
 
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>> {
-        let rows = sqlx::query("SELECT id, data FROM reservations WHERE site = $1 ORDER BY id")
+        let rows = sqlx::query_as("SELECT id, data FROM reservations WHERE site = $1 ORDER BY id")
             .bind(self.site.as_deref().unwrap_or(""))
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut r: ReservationRecord = decode("reservations", id.to_string(), &data)?;
-                r.id = id as u64;
-                Ok(r)
-            })
-            .collect()
+        records("reservations", rows, |r: &mut ReservationRecord, id| {
+            r.id = id
+        })
     }
 
     async fn insert_user(&self, u: &UserRecord) -> Result<()> {
         let mut tx = self.begin().await?;
-        let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES ($1, $2, $3)")
-            .bind(&u.name)
-            .bind(&u.token_hash)
-            .bind(encode(u))
-            .execute(&mut *tx)
-            .await;
-        match result {
-            Ok(_) => {
-                // Peer dispatchers take in the new user at once.
-                if self.site.is_some() {
-                    crate::shared_queue::notify_users(&mut tx)
-                        .await
-                        .map_err(self.db())?;
-                }
-                tx.commit().await.map_err(self.db())
-            }
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(StoreError::UserExists(u.name.clone()))
-            }
-            Err(source) => Err(self.db()(source)),
+        self.tables.insert_user(&mut *tx, u).await?;
+        // Peer dispatchers take in the new user at once.
+        if self.site.is_some() {
+            crate::shared_queue::notify_users(&mut tx)
+                .await
+                .map_err(self.db())?;
         }
+        tx.commit().await.map_err(self.db())
     }
 
     async fn update_users(&self, changes: &[UserChange]) -> Result<()> {
@@ -297,29 +269,16 @@ impl Store for PgStore {
         for c in changes {
             // The row as it is now, locked until commit: a peer's write waits, then merges
             // onto this one's.
-            let row: Option<(String, String)> =
-                sqlx::query_as("SELECT token_hash, data FROM users WHERE name = $1 FOR UPDATE")
-                    .bind(&c.user.name)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.db())?;
-            let Some(row) = row else {
+            let Some((theirs, mut u)) = self.tables.user_to_write(&mut *tx, c).await? else {
                 continue;
             };
-            let (theirs, mut u) = crate::user_to_write(c, row)?;
             if self.site.is_some() {
                 // A dispatcher's copy of a budget may be stale: the database's stands (it
                 // changes only with the jobs' charges and the budget operations).
                 u.budget = theirs.budget;
                 u.spent = theirs.spent;
             }
-            sqlx::query("UPDATE users SET token_hash = $1, data = $2 WHERE name = $3")
-                .bind(&u.token_hash)
-                .bind(encode(&u))
-                .bind(&u.name)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
+            self.tables.write_user(&mut *tx, &u).await?;
         }
         if self.site.is_some() {
             // Peer dispatchers take in the change (a token, a credential, a user disabled).
@@ -331,21 +290,7 @@ impl Store for PgStore {
     }
 
     async fn load_users(&self) -> Result<Vec<UserRecord>> {
-        let rows = sqlx::query("SELECT name, token_hash, data FROM users ORDER BY name")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let name: String = row.get(0);
-                let hash: String = row.get(1);
-                let data: String = row.get(2);
-                let mut u: UserRecord = decode("users", name.clone(), &data)?;
-                u.name = name;
-                u.token_hash = hash;
-                Ok(u)
-            })
-            .collect()
+        self.tables.load_users(&self.pool).await
     }
 
     async fn insert_workflow(
@@ -360,7 +305,7 @@ impl Store for PgStore {
         if self.site.is_some() {
             crate::shared_budget::take_holds(&mut tx, jobs)
                 .await
-                .map_err(|e| e.at(&self.name))?;
+                .map_err(|e| e.at(self.name()))?;
         }
         tx.commit().await.map_err(self.db())?;
         Ok(stored)
@@ -371,20 +316,13 @@ impl Store for PgStore {
             return Ok(());
         }
         let mut tx = self.begin().await?;
-        for w in wfs {
-            sqlx::query("UPDATE workflows SET data = $1 WHERE id = $2")
-                .bind(encode(w))
-                .bind(w.id as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-        }
+        self.tables.update_workflows(&mut tx, wfs).await?;
         tx.commit().await.map_err(self.db())
     }
 
     async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>> {
         // A dispatcher's workflows are those whose tasks are its site's jobs.
-        let rows = sqlx::query(
+        let rows = sqlx::query_as(
             "SELECT w.id, w.data FROM workflows w WHERE $1::text IS NULL OR EXISTS \
              (SELECT 1 FROM jobs j WHERE j.site = $1 \
              AND j.id = (w.data::jsonb #>> '{tasks,0,job}')::bigint) ORDER BY w.id",
@@ -393,15 +331,7 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut w: WorkflowRecord = decode("workflows", id.to_string(), &data)?;
-                w.id = id as u64;
-                Ok(w)
-            })
-            .collect()
+        records("workflows", rows, |w: &mut WorkflowRecord, id| w.id = id)
     }
 
     async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()> {
@@ -409,45 +339,12 @@ impl Store for PgStore {
             return Ok(());
         }
         let mut tx = self.begin().await?;
-        for r in runs {
-            sqlx::query(
-                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at, \
-                 on_reference) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(r.job as i64)
-            .bind(&r.user)
-            .bind(&r.app)
-            .bind(&r.params)
-            .bind(&r.cluster)
-            .bind(r.runtime)
-            .bind(r.ended_at)
-            .bind(r.on_reference)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
-        }
+        self.tables.insert_runs(&mut tx, runs).await?;
         tx.commit().await.map_err(self.db())
     }
 
     async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>> {
-        let rows = sqlx::query(&LOAD_RUNS.replace("{n}", "$1"))
-            .bind(per_key as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.db())?;
-        Ok(rows
-            .iter()
-            .map(|row| RunRecord {
-                job: row.get::<i64, _>(0) as u64,
-                user: row.get(1),
-                app: row.get(2),
-                params: row.get(3),
-                cluster: row.get(4),
-                runtime: row.get(5),
-                ended_at: row.get(6),
-                on_reference: row.get(7),
-            })
-            .collect())
+        self.tables.load_runs(&self.pool, per_key).await
     }
 
     async fn close(&self) {
@@ -470,17 +367,8 @@ pub(crate) async fn insert_workflow_in(
     jobs: &[JobRecord],
 ) -> std::result::Result<(u64, Vec<u64>), sqlx::Error> {
     let ids = insert_jobs_in(&mut *tx, site, jobs).await?;
-    let mut stored = wf.clone();
-    for (t, id) in stored.tasks.iter_mut().zip(&ids) {
-        t.job = *id;
-    }
-    let id: i64 =
-        sqlx::query_scalar("INSERT INTO workflows (user_name, data) VALUES ($1, $2) RETURNING id")
-            .bind(&stored.user)
-            .bind(encode(&stored))
-            .fetch_one(&mut *tx)
-            .await?;
-    Ok((id as u64, ids))
+    let id = Tables::<Postgres>::insert_workflow(&mut *tx, wf, &ids).await?;
+    Ok((id, ids))
 }
 
 /// Stores new jobs inside the caller's transaction, as `site`'s (`None`: single mode). A
@@ -505,7 +393,7 @@ pub(crate) async fn insert_jobs_in(
              VALUES ($1, $2, $3, $4, $5) RETURNING id",
         )
         .bind(&j.user)
-        .bind(j.state.as_str())
+        .bind(j.state_column())
         .bind(j.submitted_at)
         .bind(encode(j))
         .bind(owner)

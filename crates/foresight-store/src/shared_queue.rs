@@ -891,7 +891,7 @@ impl SharedQueue {
         sqlx::query("UPDATE jobs SET site = $2, state = $3, data = $4 WHERE id = $1")
             .bind(claim.job as i64)
             .bind(&self.site)
-            .bind(record.state.as_str())
+            .bind(record.state_column())
             .bind(encode(record))
             .execute(&mut *tx)
             .await
@@ -1456,7 +1456,7 @@ async fn write_job_row(
 ) -> std::result::Result<(), sqlx::Error> {
     sqlx::query("UPDATE jobs SET state = $2, data = $3 WHERE id = $1")
         .bind(job as i64)
-        .bind(record.state.as_str())
+        .bind(record.state_column())
         .bind(encode(record))
         .execute(tx)
         .await

@@ -2,12 +2,13 @@
 //! service at a time ([`crate::sqlite_lock`]).
 
 use crate::sqlite_lock::{self, FileLock};
+use crate::tables::{records, Tables};
 use crate::{
-    decode, encode, Holder, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError,
-    UserChange, UserRecord, WorkflowRecord, LOAD_RUNS,
+    Holder, JobRecord, ReservationRecord, Result, RunRecord, Store, StoreError, UserChange,
+    UserRecord, WorkflowRecord,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
+use sqlx::{Sqlite, SqlitePool};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +18,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    path: String,
+    /// The statements it shares with PostgreSQL, on this file.
+    tables: Tables<Sqlite>,
     /// This service's hold on the file, let go by [`Store::close`] once the pool is closed
     /// (or with the last clone).
     lock: Arc<Mutex<Option<FileLock>>>,
@@ -65,16 +67,13 @@ impl SqliteStore {
             })?;
         Ok(SqliteStore {
             pool,
-            path: name,
+            tables: Tables::new(name),
             lock: Arc::new(Mutex::new(Some(lock))),
         })
     }
 
     fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
-        move |source| StoreError::Database {
-            path: self.path.clone(),
-            source,
-        }
+        self.tables.db()
     }
 }
 
@@ -84,18 +83,7 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES (?, ?, ?, ?) \
-                 RETURNING id",
-            )
-            .bind(&j.user)
-            .bind(j.state.as_str())
-            .bind(j.submitted_at)
-            .bind(encode(j))
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(self.db())?;
-            ids.push(id as u64);
+            ids.push(self.tables.insert_job(&mut *tx, j).await?);
         }
         tx.commit().await.map_err(self.db())?;
         Ok(ids)
@@ -107,9 +95,9 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for j in jobs {
-            sqlx::query("UPDATE jobs SET state = ?, data = ? WHERE id = ?")
-                .bind(j.state.as_str())
-                .bind(encode(j))
+            sqlx::query("UPDATE jobs SET state = $1, data = $2 WHERE id = $3")
+                .bind(j.state_column())
+                .bind(crate::encode(j))
                 .bind(j.id as i64)
                 .execute(&mut *tx)
                 .await
@@ -125,19 +113,11 @@ impl Store for SqliteStore {
         } else {
             "SELECT id, data FROM jobs ORDER BY id"
         };
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query_as(sql)
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut j: JobRecord = decode("jobs", id.to_string(), &data)?;
-                j.id = id as u64;
-                Ok(j)
-            })
-            .collect()
+        records("jobs", rows, |j: &mut JobRecord, id| j.id = id)
     }
 
     async fn put_reservations(&self, rs: &[ReservationRecord]) -> Result<()> {
@@ -146,47 +126,31 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for r in rs {
-            sqlx::query("INSERT OR REPLACE INTO reservations (id, state, data) VALUES (?, ?, ?)")
-                .bind(r.id as i64)
-                .bind(r.state.as_str())
-                .bind(encode(r))
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
+            sqlx::query(
+                "INSERT OR REPLACE INTO reservations (id, state, data) VALUES ($1, $2, $3)",
+            )
+            .bind(r.id as i64)
+            .bind(r.state_column())
+            .bind(crate::encode(r))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db())?;
         }
         tx.commit().await.map_err(self.db())
     }
 
     async fn load_reservations(&self) -> Result<Vec<ReservationRecord>> {
-        let rows = sqlx::query("SELECT id, data FROM reservations ORDER BY id")
+        let rows = sqlx::query_as("SELECT id, data FROM reservations ORDER BY id")
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut r: ReservationRecord = decode("reservations", id.to_string(), &data)?;
-                r.id = id as u64;
-                Ok(r)
-            })
-            .collect()
+        records("reservations", rows, |r: &mut ReservationRecord, id| {
+            r.id = id
+        })
     }
 
     async fn insert_user(&self, u: &UserRecord) -> Result<()> {
-        let result = sqlx::query("INSERT INTO users (name, token_hash, data) VALUES (?, ?, ?)")
-            .bind(&u.name)
-            .bind(&u.token_hash)
-            .bind(encode(u))
-            .execute(&self.pool)
-            .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                Err(StoreError::UserExists(u.name.clone()))
-            }
-            Err(source) => Err(self.db()(source)),
-        }
+        self.tables.insert_user(&self.pool, u).await
     }
 
     async fn update_users(&self, changes: &[UserChange]) -> Result<()> {
@@ -195,23 +159,9 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for c in changes {
-            let row: Option<(String, String)> =
-                sqlx::query_as("SELECT token_hash, data FROM users WHERE name = ?")
-                    .bind(&c.user.name)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.db())?;
-            let Some(row) = row else {
-                continue;
-            };
-            let (_, u) = crate::user_to_write(c, row)?;
-            sqlx::query("UPDATE users SET token_hash = ?, data = ? WHERE name = ?")
-                .bind(&u.token_hash)
-                .bind(encode(&u))
-                .bind(&u.name)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
+            if let Some((_, u)) = self.tables.user_to_write(&mut *tx, c).await? {
+                self.tables.write_user(&mut *tx, &u).await?;
+            }
         }
         tx.commit().await.map_err(self.db())
     }
@@ -224,33 +174,13 @@ impl Store for SqliteStore {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let mut ids = Vec::with_capacity(jobs.len());
         for j in jobs {
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (user_name, state, submitted_at, data) VALUES (?, ?, ?, ?) \
-                 RETURNING id",
-            )
-            .bind(&j.user)
-            .bind(j.state.as_str())
-            .bind(j.submitted_at)
-            .bind(encode(j))
-            .fetch_one(&mut *tx)
+            ids.push(self.tables.insert_job(&mut *tx, j).await?);
+        }
+        let id = Tables::insert_workflow(&mut *tx, wf, &ids)
             .await
             .map_err(self.db())?;
-            ids.push(id as u64);
-        }
-        let mut stored = wf.clone();
-        for (t, id) in stored.tasks.iter_mut().zip(&ids) {
-            t.job = *id;
-        }
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO workflows (user_name, data) VALUES (?, ?) RETURNING id",
-        )
-        .bind(&stored.user)
-        .bind(encode(&stored))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(self.db())?;
         tx.commit().await.map_err(self.db())?;
-        Ok((id as u64, ids))
+        Ok((id, ids))
     }
 
     async fn update_workflows(&self, wfs: &[WorkflowRecord]) -> Result<()> {
@@ -258,31 +188,16 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        for w in wfs {
-            sqlx::query("UPDATE workflows SET data = ? WHERE id = ?")
-                .bind(encode(w))
-                .bind(w.id as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
-        }
+        self.tables.update_workflows(&mut tx, wfs).await?;
         tx.commit().await.map_err(self.db())
     }
 
     async fn load_workflows(&self) -> Result<Vec<WorkflowRecord>> {
-        let rows = sqlx::query("SELECT id, data FROM workflows ORDER BY id")
+        let rows = sqlx::query_as("SELECT id, data FROM workflows ORDER BY id")
             .fetch_all(&self.pool)
             .await
             .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let id: i64 = row.get(0);
-                let data: String = row.get(1);
-                let mut w: WorkflowRecord = decode("workflows", id.to_string(), &data)?;
-                w.id = id as u64;
-                Ok(w)
-            })
-            .collect()
+        records("workflows", rows, |w: &mut WorkflowRecord, id| w.id = id)
     }
 
     async fn insert_runs(&self, runs: &[RunRecord]) -> Result<()> {
@@ -290,45 +205,12 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
-        for r in runs {
-            sqlx::query(
-                "INSERT INTO runs (job_id, user_name, app, params, cluster, runtime, ended_at, \
-                 on_reference) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(r.job as i64)
-            .bind(&r.user)
-            .bind(&r.app)
-            .bind(&r.params)
-            .bind(&r.cluster)
-            .bind(r.runtime)
-            .bind(r.ended_at)
-            .bind(r.on_reference)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
-        }
+        self.tables.insert_runs(&mut tx, runs).await?;
         tx.commit().await.map_err(self.db())
     }
 
     async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>> {
-        let rows = sqlx::query(&LOAD_RUNS.replace("{n}", "?1"))
-            .bind(per_key as i64)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.db())?;
-        Ok(rows
-            .iter()
-            .map(|row| RunRecord {
-                job: row.get::<i64, _>(0) as u64,
-                user: row.get(1),
-                app: row.get(2),
-                params: row.get(3),
-                cluster: row.get(4),
-                runtime: row.get(5),
-                ended_at: row.get(6),
-                on_reference: row.get(7),
-            })
-            .collect())
+        self.tables.load_runs(&self.pool, per_key).await
     }
 
     async fn close(&self) {
@@ -338,20 +220,6 @@ impl Store for SqliteStore {
     }
 
     async fn load_users(&self) -> Result<Vec<UserRecord>> {
-        let rows = sqlx::query("SELECT name, token_hash, data FROM users ORDER BY name")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(self.db())?;
-        rows.iter()
-            .map(|row| {
-                let name: String = row.get(0);
-                let hash: String = row.get(1);
-                let data: String = row.get(2);
-                let mut u: UserRecord = decode("users", name.clone(), &data)?;
-                u.name = name;
-                u.token_hash = hash;
-                Ok(u)
-            })
-            .collect()
+        self.tables.load_users(&self.pool).await
     }
 }

@@ -87,7 +87,85 @@ on_both_backends!(
     a_workflow_is_stored_with_all_its_jobs_or_not_at_all,
     runs_come_back_as_the_last_per_user_and_per_application,
     a_user_change_writes_only_what_its_writer_changed,
+    rows_written_in_the_format_databases_hold_load,
 );
+
+/// Rows as existing databases hold them (the `state` columns and the records' text, written
+/// behind the store's back) load into the records the service knows, and are written back in
+/// the same form.
+async fn rows_written_in_the_format_databases_hold_load(b: Backend) {
+    b.open().await.close().await;
+    b.execute(
+        r#"INSERT INTO jobs (user_name, state, submitted_at, data) VALUES ('ann', 'running', 1000,
+        '{"user":"ann","name":null,"procs":2,"walltime":60,"price":null,"cluster":null,
+        "reservation":null,"allow_early_start":false,"co_allocate":false,"command":["true"],
+        "env":{},"cwd":null,"cred":[null,null,null,null],"state":"running",
+        "state_after":"cancelled","held":false,"suspended":false,"priority":0,
+        "requeue":false,"exit_code":null,"signal":null,"reason":null,"submitted_at":1000,
+        "first_planned_start":null,"planned_start":null,"started_at":null,"ended_at":null,
+        "charged":0.0,"settled":0.0,"parts":[],"attempt":0,"stdout":null,"stderr":null,
+        "links":{"dependency":{"text":"afternotok:1","any":false,"singleton":false,
+        "on":[{"kind":"afternotok","target":"1","jobs":[1]}]},"waiting":true}}')"#,
+    )
+    .await;
+    b.execute(
+        r#"INSERT INTO reservations (id, state, data) VALUES (4, 'tentative',
+        '{"kind":"admin","cluster":"c1","procs":4,"start":10,"end":20,
+        "acl":{"users":["ann"],"groups":[],"accounts":[],"classes":[],"qos":[],"job":null},
+        "state":"tentative","expires_at":30,"owner":"root"}')"#,
+    )
+    .await;
+    b.execute(
+        r#"INSERT INTO users (name, token_hash, data) VALUES ('ann', 'h',
+        '{"admin":false,"budget":null,"spent":0.0,
+        "credentials":{"groups":["g"],"accounts":[],"classes":[],"qos":["high"]}}')"#,
+    )
+    .await;
+    b.execute(
+        r#"INSERT INTO workflows (user_name, data) VALUES ('ann',
+        '{"user":"ann","name":"pair","mapper":"greedy","on_failure":{"retry":3},
+        "submitted_at":1000,"tasks":[],"edges":[]}')"#,
+    )
+    .await;
+
+    let store = b.open().await;
+    let jobs = store.load_jobs(true).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].state, JobState::Running);
+    assert_eq!(jobs[0].state_after, Some(JobState::Cancelled));
+    let on = &jobs[0]
+        .links
+        .as_ref()
+        .unwrap()
+        .dependency
+        .as_ref()
+        .unwrap()
+        .on;
+    assert_eq!(on[0].kind, foresight_api::DependencyKind::AfterNotOk);
+    let rs = store.load_reservations().await.unwrap();
+    assert_eq!(rs[0].state, ReservationState::Tentative);
+    assert_eq!(rs[0].acl.users, vec!["ann".to_string()]);
+    let users = store.load_users().await.unwrap();
+    assert_eq!(users[0].credentials.groups, vec!["g".to_string()]);
+    assert_eq!(users[0].credentials.qos, vec!["high".to_string()]);
+    let wfs = store.load_workflows().await.unwrap();
+    assert_eq!(wfs[0].mapper, foresight_api::MapperName::Greedy);
+    assert_eq!(wfs[0].on_failure, foresight_api::FailurePolicy::Retry(3));
+
+    // Written back, a final job leaves the unfinished ones by its `state` column.
+    let mut done = jobs[0].clone();
+    done.state = JobState::Cancelled;
+    store.update_jobs(&[done.clone()]).await.unwrap();
+    let mut r = rs[0].clone();
+    r.state = ReservationState::Committed;
+    store.put_reservations(&[r.clone()]).await.unwrap();
+    store.close().await;
+    let store = b.open().await;
+    assert!(store.load_jobs(true).await.unwrap().is_empty());
+    assert_eq!(store.load_jobs(false).await.unwrap(), vec![done]);
+    assert_eq!(store.load_reservations().await.unwrap(), vec![r]);
+    store.close().await;
+}
 
 /// Two writers change one user from the same copy: the second, which has not read the
 /// first's change, keeps it (a different field) and overrides only the field both changed.
