@@ -92,7 +92,14 @@ for _ in $(seq 100); do [ -f "$DATA/server.url" ] && break; sleep 0.1; done
 export FORESIGHT_DATA_DIR="$DATA"
 URL="$(cat "$DATA/server.url")"
 TOKEN="$(cat "$DATA/admin.token")"
-metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+# /metrics needs a token like every route; a refused read stops the script rather than
+# printing empty figures.
+metric() {
+    local page
+    page=$(curl -sS --fail-with-body -H "Authorization: Bearer $TOKEN" "$URL/metrics") \
+        || { echo "reading $URL/metrics failed: $page" >&2; exit 1; }
+    awk -v m="$1" '$1 == m { print $2 }' <<<"$page"
+}
 job_json() { curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/jobs/$1"; }
 wait_state() { # id state...
     local id=$1; shift

@@ -191,10 +191,7 @@ impl Service {
             }
             Err(err) => {
                 let now = s.now();
-                if err.is_transient() {
-                    tracing::warn!(job, cluster, "start failed, requeued: {err}");
-                }
-                s.world().start_failed(
+                let again = s.world().start_failed(
                     now,
                     cluster,
                     JobId(job),
@@ -202,6 +199,11 @@ impl Service {
                     &err.to_string(),
                     err.is_transient(),
                 );
+                if again {
+                    tracing::warn!(job, cluster, "start failed, requeued: {err}");
+                } else {
+                    tracing::warn!(job, cluster, "start failed, the job failed: {err}");
+                }
                 s.wake.notify_one();
                 s.flush().await;
             }

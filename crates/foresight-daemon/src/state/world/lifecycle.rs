@@ -375,6 +375,7 @@ impl World {
     /// When the failure is the machine's (`transient`), the job runs again as its next
     /// attempt, at most [`START_RETRIES`] times, and its reason says so; otherwise (a missing
     /// program, an unwritable output file), or past the retries, it fails with `error`.
+    /// Returns whether the job runs again.
     pub fn start_failed(
         &mut self,
         now: Time,
@@ -383,14 +384,14 @@ impl World {
         attempt: u32,
         error: &str,
         transient: bool,
-    ) {
+    ) -> bool {
         // A job cancelled (or requeued, or preempted) while it was starting ends as asked.
         let as_started = self
             .jobs
             .get(&id)
             .is_some_and(|j| j.attempt == attempt && j.state_after.is_none() && !j.requeue_pending);
-        let failures = self.in_flight.start_failures.entry(id).or_insert(0);
-        let retry = transient && as_started && *failures < START_RETRIES;
+        let failures = self.in_flight.start_failures.get(&id).copied().unwrap_or(0);
+        let retry = transient && as_started && failures < START_RETRIES;
         let outcome = Outcome::failed(
             now.secs(),
             now.secs(),
@@ -401,15 +402,17 @@ impl World {
             },
         );
         if retry {
-            *failures += 1;
+            self.in_flight.start_failures.insert(id, failures + 1);
             let why = format!(
                 "requeued: its start on {} failed ({error}); retry {} of {START_RETRIES}",
-                self.clusters[k].cfg.name, *failures
+                self.clusters[k].cfg.name,
+                failures + 1
             );
             self.mark_requeue(id);
             self.in_flight.requeue_why.insert(id, why);
         }
         self.on_finished(now, k, id, attempt, &outcome);
+        retry
     }
 
     /// Job `id`'s running attempt is to run again as its next attempt once it has ended;
@@ -423,8 +426,8 @@ impl World {
 
     /// Forgets that job `id` is to run again; whether it was to.
     pub(crate) fn unmark_requeue(&mut self, id: JobId) -> bool {
-        if let Some(j) = self.jobs.get_mut(&id) {
-            if std::mem::take(&mut j.requeue_pending) {}
+        if let Some(j) = self.jobs.get_mut_if(&id, |j| j.requeue_pending) {
+            j.requeue_pending = false;
         }
         self.in_flight.requeue_why.remove(&id);
         self.in_flight.requeue.remove(&id)

@@ -35,7 +35,7 @@ fn a_start_the_machine_failed_is_retried_then_fails() {
     for n in 1..=START_RETRIES {
         let attempt = w.jobs[&JobId(1)].attempt;
         let now = Time(1_000 + 10 * i64::from(n));
-        w.start_failed(now, 0, JobId(1), attempt, hung, true);
+        assert!(w.start_failed(now, 0, JobId(1), attempt, hung, true));
         let j = &w.jobs[&JobId(1)];
         assert_eq!(
             (j.attempt, j.state),
@@ -45,7 +45,7 @@ fn a_start_the_machine_failed_is_retried_then_fails() {
         assert_eq!(launches(&mut w).len(), 1, "retry {n} launched again");
     }
     let attempt = w.jobs[&JobId(1)].attempt;
-    w.start_failed(Time(1_100), 0, JobId(1), attempt, hung, true);
+    assert!(!w.start_failed(Time(1_100), 0, JobId(1), attempt, hung, true));
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Failed);
     let reason = j.reason.clone().unwrap();
@@ -60,7 +60,7 @@ fn a_start_the_machine_failed_is_retried_then_fails() {
 fn a_start_the_job_failed_fails_it() {
     let mut w = launched();
     let attempt = w.jobs[&JobId(1)].attempt;
-    w.start_failed(
+    let again = w.start_failed(
         Time(1_001),
         0,
         JobId(1),
@@ -68,6 +68,7 @@ fn a_start_the_job_failed_fails_it() {
         "no such program: nope",
         false,
     );
+    assert!(!again);
     let j = &w.jobs[&JobId(1)];
     assert_eq!((j.state, j.attempt), (JobState::Failed, attempt));
     assert!(
@@ -84,7 +85,7 @@ fn a_cancel_wins_over_a_start_retry() {
     let mut w = launched();
     let attempt = w.jobs[&JobId(1)].attempt;
     w.cancel(Time(1_001), JobId(1)).unwrap();
-    w.start_failed(Time(1_002), 0, JobId(1), attempt, "hung", true);
+    assert!(!w.start_failed(Time(1_002), 0, JobId(1), attempt, "hung", true));
     let j = &w.jobs[&JobId(1)];
     assert_eq!((j.state, j.attempt), (JobState::Failed, attempt), "{j:?}");
     assert!(launches(&mut w).is_empty());
