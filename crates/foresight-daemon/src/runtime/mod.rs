@@ -17,6 +17,8 @@ mod workflows;
 
 #[cfg(test)]
 mod clock_tests;
+#[cfg(test)]
+mod plan_tests;
 
 use crate::config::Config;
 use crate::runtime::effects::AheadCopy;
