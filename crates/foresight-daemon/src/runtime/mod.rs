@@ -106,6 +106,19 @@ impl Service {
         cfg: Config,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
+        let (service, token) = Service::open_without_cycles(cfg, clock).await?;
+        let s = service.clone();
+        service.spawn_task(async move { s.cycle_loop().await });
+        Ok((service, token))
+    }
+
+    /// [`Service::open_with`] without the scheduling cycle's loop, whose cycles carry out
+    /// their effects (start processes): a test drives the cycles through the world itself
+    /// and reads their effects as data, while the service answers its routes.
+    pub(crate) async fn open_without_cycles(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
@@ -284,8 +297,6 @@ impl Service {
                 }
             });
         }
-        let s = service.clone();
-        service.spawn_task(async move { s.cycle_loop().await });
         Ok((service, created))
     }
 

@@ -278,13 +278,16 @@ pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
         .sched
         .running_jobs()
         .map(|(job, _, at)| {
-            let part = w
-                .jobs
-                .get(&job)
-                .and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended));
+            let record = w.jobs.get(&job);
+            let part = record.and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended));
+            // The part's own start once its process reports it, until then the job's.
+            let started_at = part
+                .and_then(|p| p.started_at)
+                .or(record.and_then(|j| j.started_at))
+                .or(Some(at.start.secs()));
             plan_view::RunningPart {
                 job: job.0,
-                started_at: part.and_then(|p| p.started_at).or(Some(at.start.secs())),
+                started_at,
                 end: at.end.secs(),
                 processors: part.map(|p| p.processors.clone()).unwrap_or_default(),
             }
