@@ -40,11 +40,11 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
     }
 }
 
+/// A busy slot as the tests compare it: (occupant, id, start, end).
+type Drawn = (String, Option<u64>, i64, i64);
+
 /// Per processor of `cluster`, its busy slots: (occupant, id, start, end).
-fn rows(
-    plan: &[foresight_api::ClusterPlan],
-    cluster: &str,
-) -> Vec<Vec<(String, Option<u64>, i64, i64)>> {
+fn rows(plan: &[foresight_api::ClusterPlan], cluster: &str) -> Vec<Vec<Drawn>> {
     let c = plan.iter().find(|c| c.cluster == cluster).unwrap();
     (0..c.procs)
         .map(|p| {
@@ -57,7 +57,7 @@ fn rows(
         .collect()
 }
 
-fn slot(occupant: &str, id: u64, start: i64, end: i64) -> (String, Option<u64>, i64, i64) {
+fn slot(occupant: &str, id: u64, start: i64, end: i64) -> Drawn {
     (occupant.into(), Some(id), start, end)
 }
 

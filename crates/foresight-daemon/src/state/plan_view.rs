@@ -482,8 +482,11 @@ mod tests {
             .unwrap();
     }
 
+    /// A busy slot as the tests compare it: (occupant, id, start, end).
+    type Drawn = (String, Option<u64>, i64, i64);
+
     /// Per processor, its busy slots: (occupant, id, start, end).
-    fn rows(plan: &ClusterPlan) -> Vec<Vec<(String, Option<u64>, i64, i64)>> {
+    fn rows(plan: &ClusterPlan) -> Vec<Vec<Drawn>> {
         (0..plan.procs)
             .map(|p| {
                 plan.slots
@@ -495,7 +498,7 @@ mod tests {
             .collect()
     }
 
-    fn slot(occupant: &str, id: u64, start: i64, end: i64) -> (String, Option<u64>, i64, i64) {
+    fn slot(occupant: &str, id: u64, start: i64, end: i64) -> Drawn {
         (occupant.into(), Some(id), start, end)
     }
 
