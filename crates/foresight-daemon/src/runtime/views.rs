@@ -267,70 +267,66 @@ fn global_queue_reason(w: &World, id: JobId) -> Reason {
     })
 }
 
-/// What cluster `k`'s plan is drawn from: its running parts on the processors they run on,
-/// the broker's reserved and planned global jobs by count (the processors the planner chose
-/// are positions in its model, not the cluster's), and its administrative reservations.
+/// What cluster `k`'s plan is drawn from: its running parts on their processors, the
+/// broker's reserved and planned global jobs, and its administrative reservations.
 pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
     let c = &w.clusters[k];
     let g = &w.broker.clusters[k];
     let name = &c.cfg.name;
-    let running = g
-        .sched
-        .running_jobs()
-        .map(|(job, _, at)| {
-            let record = w.jobs.get(&job);
-            let part = record.and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended));
-            // The part's own start once its process reports it, until then the job's.
-            let started_at = part
-                .and_then(|p| p.started_at)
-                .or(record.and_then(|j| j.started_at))
-                .or(Some(at.start.secs()));
-            plan_view::RunningPart {
+    let mut placed = Vec::new();
+    for (job, _, at) in g.sched.running_jobs() {
+        let (start, end) = (at.start.secs(), at.end.secs());
+        let procs = w
+            .jobs
+            .get(&job)
+            .and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended))
+            .map(|p| p.processors.clone())
+            .unwrap_or_default();
+        if !procs.is_empty() {
+            placed.push(plan_view::Placed {
+                occupant: "running",
                 job: job.0,
-                started_at,
-                end: at.end.secs(),
-                processors: part.map(|p| p.processors.clone()).unwrap_or_default(),
-            }
-        })
-        .collect();
-    let mut global = Vec::new();
-    let mut job_reservations = std::collections::HashMap::new();
+                start,
+                end,
+                processors: procs,
+            });
+        }
+    }
+    let mut job_reservations = std::collections::HashSet::new();
     for e in w.broker.entries() {
-        let job = e.job.id.0;
         match &e.phase {
             Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
                 for p in parts.iter().filter(|p| p.cluster == k) {
-                    job_reservations.insert(p.reservation.0, job);
-                    global.push(plan_view::GlobalPart {
+                    job_reservations.insert(p.reservation.0);
+                    placed.push(plan_view::Placed {
                         occupant: "reserved",
-                        job,
+                        job: e.job.id.0,
                         start: p.window.start.secs(),
                         end: p.window.end.secs(),
-                        procs: p.procs,
-                        reservation: Some(p.reservation.0),
+                        processors: p.processors.clone(),
                     });
                 }
             }
             Phase::Running { parts, .. } => {
-                for p in parts.iter().filter(|p| p.cluster == k) {
-                    job_reservations.insert(p.reservation.0, job);
-                }
+                job_reservations.extend(parts.iter().map(|p| p.reservation.0));
             }
             Phase::Planned { start, end, parts } => {
                 for p in parts.iter().filter(|p| p.cluster == k) {
-                    global.push(plan_view::GlobalPart {
+                    placed.push(plan_view::Placed {
                         occupant: "planned",
-                        job,
+                        job: e.job.id.0,
                         start: start.secs(),
                         end: end.secs(),
-                        procs: p.processors.len() as u32,
-                        reservation: None,
+                        processors: p.processors.clone(),
                     });
                 }
             }
             Phase::Queued | Phase::Suspended { .. } => {}
         }
     }
+    // A reserved job's part waits in the local queue for its reservation: drawn as reserved
+    // (a running part whose processors are not known is drawn from the forecast).
+    let placed_jobs = placed.iter().map(|p| p.job).collect();
     let admin_reservations = w
         .reservations
         .values()
@@ -342,8 +338,8 @@ pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
         procs: c.procs(),
         tariff: g.tariff.base,
         sched: g.sched.clone(),
-        running,
-        global,
+        placed,
+        placed_jobs,
         job_reservations,
         admin_reservations,
     }
