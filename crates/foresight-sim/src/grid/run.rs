@@ -686,8 +686,9 @@ pub(super) fn run(
     let mut events = 0u64;
     r.drive_watched(&mut |m| {
         events += 1;
+        // Past the last arrival the run only drains what is queued: shown as done.
         if events % PROGRESS_EVERY == 0 {
-            progress(m.now, last);
+            progress(m.now.min(last), last);
         }
     })?;
     progress(last, last);
