@@ -87,7 +87,7 @@ pub(crate) enum Mark {
 
 /// Splits `area` into the panel proper and a strip under it holding the legend of
 /// `entries` (name, colour index), laid out left to right and wrapped, and draws the legend
-/// there. Returns the panel proper. No legend for a single unnamed series.
+/// there. Returns the panel proper (the whole area when there are no entries).
 pub(crate) fn with_legend<'a>(
     area: &Area<'a>,
     entries: &[String],
@@ -97,27 +97,21 @@ pub(crate) fn with_legend<'a>(
         return Ok(area.clone());
     }
     let (w, h) = area.dim_in_pixel();
-    let widths: Vec<u32> = entries
-        .iter()
-        .map(|e| 36 + 7 * e.chars().count() as u32)
-        .collect();
-    let mut rows = 1;
-    let mut x = 12;
-    for &ew in &widths {
-        if x + ew > w && x > 12 {
-            rows += 1;
-            x = 12;
-        }
-        x += ew;
-    }
-    let strip = rows * LEGEND_ROW + 4;
-    let (panel, legend) = area.split_vertically(h.saturating_sub(strip));
+    // Each entry's place, laid out once: (left edge, top edge).
+    let mut places = Vec::with_capacity(entries.len());
     let (mut x, mut y) = (12i32, 2i32);
-    for (i, (name, ew)) in entries.iter().zip(&widths).enumerate() {
-        if x as u32 + ew > w && x > 12 {
+    for e in entries {
+        let width = 36 + 7 * e.chars().count() as i32;
+        if x + width > w as i32 && x > 12 {
             x = 12;
             y += LEGEND_ROW as i32;
         }
+        places.push((x, y));
+        x += width;
+    }
+    let strip = (y + LEGEND_ROW as i32 + 2) as u32;
+    let (panel, legend) = area.split_vertically(h.saturating_sub(strip));
+    for (i, (name, &(x, y))) in entries.iter().zip(&places).enumerate() {
         let c = color(i);
         let mid = y + LEGEND_ROW as i32 / 2;
         match mark {
@@ -138,7 +132,6 @@ pub(crate) fn with_legend<'a>(
                 (FONT, 13).into_font(),
             ))
             .map_err(|e| e.to_string())?;
-        x += *ew as i32;
     }
     Ok(panel)
 }
