@@ -756,6 +756,10 @@ pub struct SlotView {
     pub id: Option<u64>,
     /// Price per processor-second of free time.
     pub cost: Option<f64>,
+    /// When a running job's part started: its slot begins no earlier than the window, and
+    /// a reader that lists jobs (the dashboard's co-allocated jobs) wants the real start.
+    #[serde(default)]
+    pub started_at: Option<i64>,
 }
 
 /// The plan of one cluster over a window.

@@ -6,6 +6,8 @@ pub(crate) mod error;
 mod head_errors;
 mod metrics;
 mod output;
+#[cfg(test)]
+mod plan_tests;
 mod user_admin;
 pub mod wiki_server;
 

@@ -17,6 +17,8 @@ mod workflows;
 
 #[cfg(test)]
 mod clock_tests;
+#[cfg(test)]
+mod plan_tests;
 
 use crate::config::Config;
 use crate::runtime::effects::AheadCopy;
@@ -101,6 +103,19 @@ impl Service {
 
     /// [`Service::open`] on clock `clock`.
     pub async fn open_with(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
+        let (service, token) = Service::open_without_cycles(cfg, clock).await?;
+        let s = service.clone();
+        service.spawn_task(async move { s.cycle_loop().await });
+        Ok((service, token))
+    }
+
+    /// [`Service::open_with`] without the scheduling cycle's loop, whose cycles carry out
+    /// their effects (start processes): a test drives the cycles through the world itself
+    /// and reads their effects as data, while the service answers its routes.
+    pub(crate) async fn open_without_cycles(
         cfg: Config,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
@@ -282,8 +297,6 @@ impl Service {
                 }
             });
         }
-        let s = service.clone();
-        service.spawn_task(async move { s.cycle_loop().await });
         Ok((service, created))
     }
 

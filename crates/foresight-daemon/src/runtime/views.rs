@@ -267,66 +267,70 @@ fn global_queue_reason(w: &World, id: JobId) -> Reason {
     })
 }
 
-/// What cluster `k`'s plan is drawn from: its running parts on their processors, the
-/// broker's reserved and planned global jobs, and its administrative reservations.
+/// What cluster `k`'s plan is drawn from: its running parts on the processors they run on,
+/// the broker's reserved and planned global jobs by count (the processors the planner chose
+/// are positions in its model, not the cluster's), and its administrative reservations.
 pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
     let c = &w.clusters[k];
     let g = &w.broker.clusters[k];
     let name = &c.cfg.name;
-    let mut placed = Vec::new();
-    for (job, _, at) in g.sched.running_jobs() {
-        let (start, end) = (at.start.secs(), at.end.secs());
-        let procs = w
-            .jobs
-            .get(&job)
-            .and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended))
-            .map(|p| p.processors.clone())
-            .unwrap_or_default();
-        if !procs.is_empty() {
-            placed.push(plan_view::Placed {
-                occupant: "running",
+    let running = g
+        .sched
+        .running_jobs()
+        .map(|(job, _, at)| {
+            let record = w.jobs.get(&job);
+            let part = record.and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended));
+            // The part's own start once its process reports it, until then the job's.
+            let started_at = part
+                .and_then(|p| p.started_at)
+                .or(record.and_then(|j| j.started_at))
+                .or(Some(at.start.secs()));
+            plan_view::RunningPart {
                 job: job.0,
-                start,
-                end,
-                processors: procs,
-            });
-        }
-    }
-    let mut job_reservations = std::collections::HashSet::new();
+                started_at,
+                end: at.end.secs(),
+                processors: part.map(|p| p.processors.clone()).unwrap_or_default(),
+            }
+        })
+        .collect();
+    let mut global = Vec::new();
+    let mut job_reservations = std::collections::HashMap::new();
     for e in w.broker.entries() {
+        let job = e.job.id.0;
         match &e.phase {
             Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
                 for p in parts.iter().filter(|p| p.cluster == k) {
-                    job_reservations.insert(p.reservation.0);
-                    placed.push(plan_view::Placed {
+                    job_reservations.insert(p.reservation.0, job);
+                    global.push(plan_view::GlobalPart {
                         occupant: "reserved",
-                        job: e.job.id.0,
+                        job,
                         start: p.window.start.secs(),
                         end: p.window.end.secs(),
-                        processors: p.processors.clone(),
+                        procs: p.procs,
+                        reservation: Some(p.reservation.0),
                     });
                 }
             }
             Phase::Running { parts, .. } => {
-                job_reservations.extend(parts.iter().map(|p| p.reservation.0));
+                for p in parts.iter().filter(|p| p.cluster == k) {
+                    job_reservations.insert(p.reservation.0, job);
+                }
             }
             Phase::Planned { start, end, parts } => {
                 for p in parts.iter().filter(|p| p.cluster == k) {
-                    placed.push(plan_view::Placed {
+                    global.push(plan_view::GlobalPart {
                         occupant: "planned",
-                        job: e.job.id.0,
+                        job,
                         start: start.secs(),
                         end: end.secs(),
-                        processors: p.processors.clone(),
+                        procs: p.processors.len() as u32,
+                        reservation: None,
                     });
                 }
             }
             Phase::Queued | Phase::Suspended { .. } => {}
         }
     }
-    // A reserved job's part waits in the local queue for its reservation: drawn as reserved
-    // (a running part whose processors are not known is drawn from the forecast).
-    let placed_jobs = placed.iter().map(|p| p.job).collect();
     let admin_reservations = w
         .reservations
         .values()
@@ -338,8 +342,8 @@ pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
         procs: c.procs(),
         tariff: g.tariff.base,
         sched: g.sched.clone(),
-        placed,
-        placed_jobs,
+        running,
+        global,
         job_reservations,
         admin_reservations,
     }

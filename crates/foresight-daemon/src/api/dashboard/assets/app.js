@@ -492,7 +492,8 @@ function coallocList(plans) {
       const k = String(sl.id);
       if (!where.has(k)) where.set(k, new Map());
       const m = where.get(k);
-      if (!m.has(cp.cluster)) m.set(cp.cluster, { kind: sl.occupant, start: sl.start, procs: new Set() });
+      // A running job's slots begin at the window's start: its own start is started_at.
+      if (!m.has(cp.cluster)) m.set(cp.cluster, { kind: sl.occupant, start: sl.started_at ?? sl.start, procs: new Set() });
       m.get(cp.cluster).procs.add(sl.processor);
     }
   }
