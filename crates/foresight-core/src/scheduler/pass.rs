@@ -304,6 +304,9 @@ impl LocalScheduler {
         // Once no more reservations can be made, a plain first-fit pass looks only for jobs
         // that fit now, so it skips every block whose minima cannot fit.
         let can_skip = plain && backfill == BackfillChoice::FirstFit && cap.is_none();
+        // Where the walk stopped before the end of the queue, blocked by a job it may not
+        // pass: the jobs after it bound to a reservation may still start there.
+        let mut blocked_at = None;
         let mut i = self.queue.range().start;
         while i < self.queue.range().end {
             let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
@@ -359,6 +362,7 @@ impl LocalScheduler {
                 horizon_valid = false;
                 if let Some(cap) = cap {
                     if self.count_overtakes(cap) {
+                        blocked_at = Some(i + 1);
                         break;
                     }
                 }
@@ -373,10 +377,14 @@ impl LocalScheduler {
                 continue;
             }
             match backfill {
-                BackfillChoice::None => break,
+                BackfillChoice::None => {
+                    blocked_at = Some(i + 1);
+                    break;
+                }
                 BackfillChoice::FirstFit => {
                     if let Some(cap) = cap {
                         if self.overtaken(slot.id) >= cap {
+                            blocked_at = Some(i + 1);
                             break;
                         }
                         self.skipped.push(slot.id);
@@ -389,11 +397,46 @@ impl LocalScheduler {
             }
         }
         self.horizon = horizon;
+        if let Some(from) = blocked_at {
+            self.start_bound(from, now, out);
+        }
         if let Some(from) = collect_from {
             self.backfill_by_metric(from, now, out);
         }
         if let Some(from) = shortest_from {
             self.backfill_shortest(from, now, guard, out);
+        }
+    }
+
+    /// Starts the waiting jobs from queue position `from` on that are bound to a reservation
+    /// whose window has begun and has room for them now. The queue ahead of them waits for
+    /// the pool, whose processors they do not use: the reservation set its own aside for
+    /// them. Above all a global job's part, whose siblings on other clusters start at the
+    /// same instant; under FCFS it waited behind the local queue's head for ever.
+    fn start_bound(&mut self, from: usize, now: Time, out: &mut Vec<Action>) {
+        if self.admin.is_empty() || self.queue.is_empty() {
+            return;
+        }
+        for i in from.max(self.queue.range().start)..self.queue.range().end {
+            let slot = *self.queue.get(i);
+            if !slot.alive || slot.reserved {
+                continue;
+            }
+            let job = &self.jobs[&slot.id].job;
+            let Some(r) = job.reservation else {
+                continue;
+            };
+            let open = self
+                .admin
+                .get(&r)
+                .is_some_and(|a| a.res.window.start <= now && now < a.res.window.end);
+            let domain = Domain::Reservation(r);
+            let fits = open
+                && self.profile(domain).fits(now, job.procs, job.plan())
+                && self.licences_fit_now(slot.id, now);
+            if fits {
+                self.start_now(i, domain, now, out);
+            }
         }
     }
 }

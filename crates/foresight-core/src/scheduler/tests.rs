@@ -80,3 +80,48 @@ fn a_late_tick_does_not_break_later_reservations() {
     );
     assert!(s.pool().is_consistent());
 }
+
+/// A job bound to a reservation whose window has begun starts in it at once, whatever the
+/// queue ahead of it waits for: under FCFS (and under a first-fit overtaking cap) the
+/// local queue's blocked head once kept a global job's part from starting while its
+/// siblings on other clusters ran.
+#[test]
+fn a_bound_job_starts_in_its_reservation_behind_a_blocked_head() {
+    for policy in [Policy::fcfs(), Policy::first_fit(Some(0))] {
+        let mut s = LocalScheduler::new(8, policy.clone());
+        let mut out = Vec::new();
+        // One processor busy until 60; the head asks for all eight.
+        for (id, procs) in [(1, 1), (2, 8)] {
+            s.handle(
+                Time(0),
+                Event::Submit(Job::new(JobId(id), Time(0), procs, Dur(60))),
+                &mut out,
+            )
+            .unwrap();
+        }
+        s.add_reservation_displacing(AdminReservation {
+            id: ReservationId(9),
+            procs: 6,
+            window: Interval::new(Time(0), Time(1000)),
+            acl: Acl {
+                job: Some(JobId(3)),
+                ..Acl::nobody()
+            },
+        })
+        .unwrap();
+        let part = Job::new(JobId(3), Time(0), 6, Dur(1000)).in_reservation(ReservationId(9), false);
+        out.clear();
+        s.handle(Time(0), Event::Submit(part), &mut out).unwrap();
+        assert!(
+            out.contains(&Action::Start {
+                job: JobId(3),
+                procs: 6,
+                domain: Domain::Reservation(ReservationId(9)),
+            }),
+            "{policy:?}: {out:?}"
+        );
+        assert!(s.is_running(JobId(3)));
+        assert!(!s.is_running(JobId(2)), "{policy:?}: the head still waits");
+        assert!(s.pool().is_consistent());
+    }
+}
