@@ -7,7 +7,7 @@ use foresight_api::{JobState, ReservationState};
 use foresight_core::time::{Dur, Time};
 use foresight_core::{JobId, ReservationId};
 use foresight_rm::Outcome;
-use foresight_store::JobRecord;
+use foresight_store::{JobRecord, ReservationRecord};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Running jobs on their way somewhere: being stopped, to be requeued, or started while
@@ -69,7 +69,7 @@ impl World {
     /// jobs that overran their walltime have let go of enough of them.
     pub(crate) fn start_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
         let behind = self.in_flight.deferred.iter().any(|d| d.0 == k);
-        if behind || (self.clusters[k].free.len() as u32) < procs {
+        if behind || self.usable_now(now, k, id) < procs {
             self.in_flight.deferred.push((k, id, procs));
             if let Some(j) = self.jobs.get_mut(&id) {
                 j.reason = Some(
@@ -85,12 +85,37 @@ impl World {
     pub(crate) fn start_deferred(&mut self, now: Time, k: usize) {
         while let Some(i) = self.in_flight.deferred.iter().position(|d| d.0 == k) {
             let (_, id, procs) = self.in_flight.deferred[i];
-            if (self.clusters[k].free.len() as u32) < procs {
+            if self.usable_now(now, k, id) < procs {
                 break;
             }
             self.in_flight.deferred.remove(i);
             self.launch_part(now, k, id, procs);
         }
+    }
+
+    /// Free processors of cluster `k` that job `id`'s part may take now: not those of a
+    /// reservation on named processors whose window is open, unless it is the job's own.
+    fn usable_now(&self, now: Time, k: usize, id: JobId) -> u32 {
+        let c = &self.clusters[k];
+        let own = self.jobs.get(&id).and_then(|j| {
+            j.parts
+                .iter()
+                .find(|p| p.cluster == c.cfg.name)
+                .and_then(|p| p.reservation)
+        });
+        let held: BTreeSet<u32> = self
+            .reservations
+            .values()
+            .filter(|r| {
+                r.state.is_live()
+                    && r.cluster == c.cfg.name
+                    && Some(r.id) != own
+                    && r.start <= now.secs()
+                    && now.secs() < r.end
+            })
+            .flat_map(|r| r.processors.iter().copied())
+            .collect();
+        c.free.iter().filter(|p| !held.contains(p)).count() as u32
     }
 
     pub(crate) fn launch_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
@@ -255,8 +280,10 @@ impl World {
     }
 
     /// Which free processors a part gets: those its reservation names first; then those no
-    /// other reservation names during its run; then the lowest ids. The scheduler's counts
-    /// guarantee enough free processors; this keeps named ones for their reservations.
+    /// other reservation names during its walltime (seconds of overlap, fewest first),
+    /// those named by a reservation that begins after it ends before unnamed ones, fewest
+    /// seconds of overlap with its kill grace; then the lowest ids. The scheduler's counts guarantee enough free
+    /// processors; this keeps named ones for their reservations.
     pub(crate) fn choose_processors(&self, now: Time, k: usize, id: JobId, procs: u32) -> Vec<u32> {
         let c = &self.clusters[k];
         let Some(j) = self.jobs.get(&id) else {
@@ -267,21 +294,40 @@ impl World {
             .iter()
             .find(|p| p.cluster == c.cfg.name)
             .and_then(|p| p.reservation);
-        let until = now + Dur(j.walltime) + Dur(self.launch.grace as i64);
+        let end = now.secs() + j.walltime;
+        let until = end + self.launch.grace as i64;
+        let overlap = |from: i64, to: i64, r: &ReservationRecord| {
+            (to.min(r.end) - from.max(r.start)).max(0)
+        };
         let mut mine = BTreeSet::new();
-        let mut others = BTreeSet::new();
+        // Per processor: seconds another reservation names it within the walltime, within
+        // the grace after it, and whether one names it from the walltime's end on.
+        let mut taken: BTreeMap<u32, (i64, i64, bool)> = BTreeMap::new();
         for r in self.reservations.values() {
             if !r.state.is_live() || r.cluster != c.cfg.name || r.processors.is_empty() {
                 continue;
             }
             if Some(r.id) == own {
                 mine.extend(r.processors.iter().copied());
-            } else if Time(r.start) < until && now < Time(r.end) {
-                others.extend(r.processors.iter().copied());
+                continue;
+            }
+            let (hard, soft) = (overlap(now.secs(), end, r), overlap(end, until, r));
+            for p in &r.processors {
+                let t = taken.entry(*p).or_default();
+                t.0 += hard;
+                t.1 += soft;
+                t.2 |= end <= r.start;
             }
         }
+        // The local scheduler counts processors; names are kept here. A job that ends
+        // before a reservation on named processors begins takes those first, so that the
+        // unnamed ones are left to the jobs that will still run in its window: the other
+        // way round, a long job finds only named processors free and runs into the window.
         let mut free: Vec<u32> = c.free.iter().copied().collect();
-        free.sort_by_key(|p| (!mine.contains(p), others.contains(p), *p));
+        free.sort_by_key(|p| {
+            let (hard, soft, later) = taken.get(p).copied().unwrap_or_default();
+            (!mine.contains(p), hard, !later, soft, *p)
+        });
         free.truncate(procs as usize);
         free
     }
