@@ -115,7 +115,7 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
 }
 
 /// Binds the local sockets: the service's own (`[identity] socket`, by default in the data
-/// directory) and, for the host's system-wide service, [`config::identity::SYSTEM_SOCKET`]
+/// directory) and, for the host's system-wide service, [`config::identity::system_socket`]
 /// too (`[identity] system_socket`; by default when the service is root on its default data
 /// directory). Open to every account (0666) when the service is root, which tells callers
 /// apart by their uid; its own account's alone (0600) otherwise.
@@ -131,9 +131,9 @@ fn local_sockets(
     let default_dir = std::fs::canonicalize(config::default_data_dir()).ok();
     let explicit = cfg.identity.system_socket;
     let system = explicit.unwrap_or(root && default_dir.as_deref() == Some(data_dir));
-    let path = std::path::Path::new(config::identity::SYSTEM_SOCKET);
+    let path = config::identity::system_socket();
     if system && path != own {
-        match bind(path, mode, 0o755) {
+        match bind(&path, mode, 0o755) {
             Ok(b) => out.push(b),
             Err(e @ BindError::Taken(_)) => {
                 tracing::warn!("not the host's system-wide service: {e} ([identity] system_socket)")

@@ -276,3 +276,132 @@ fn an_ordinary_account_is_its_own_user_and_nobody_elses() {
     assert_eq!(made["unix_user"], unix.0.as_str(), "{made}");
     ok(as_root(), &["job", "cancel", &roots.to_string()]);
 }
+
+/// A service started with no options at all, killed (and its jobs with it) when dropped.
+struct Bare(std::process::Child);
+
+impl Drop for Bare {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            if self.0.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The README's commands on a fresh machine, word for word, as root and as an ordinary
+/// account: root starts `server start` with no option (its default data directory, so it is
+/// the host's system-wide service) and submits; the account, with no option and no data
+/// directory of its own, finds the system-wide socket and submits, and its jobs run as it.
+/// (`FORESIGHT_SYSTEM_SOCKET` moves the system-wide path into the test's directory, so that
+/// tests running at the same time do not find this service.)
+#[test]
+fn on_a_fresh_machine_the_readme_commands_work_as_root_and_as_a_user() {
+    if !as_root_with_useradd() {
+        return;
+    }
+    let unix = UnixUser::create(&format!("fsfr-{}", std::process::id() % 100_000), &[]);
+    let (uid, gid) = {
+        let a = foresight_rm::account::lookup(&unix.0).unwrap().unwrap();
+        (a.uid, a.gid)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let top = std::fs::canonicalize(tmp.path()).unwrap();
+    std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let root_home = top.join("root-home");
+    std::fs::create_dir_all(&root_home).unwrap();
+    let system = top.join("run").join("foresight.sock");
+    let work = open_dir(&top.join("work"));
+    let simulate = work.join("simulate");
+    std::fs::write(&simulate, "#!/bin/sh\nid -un\n").unwrap();
+    std::fs::set_permissions(&simulate, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fresh = |c: &mut Command, home: &Path| {
+        c.env("HOME", home)
+            .env("FORESIGHT_SYSTEM_SOCKET", &system)
+            .env("TZ", "UTC")
+            .env_remove("FORESIGHT_DATA_DIR")
+            .env_remove("FORESIGHT_SERVER")
+            .env_remove("FORESIGHT_TOKEN")
+            .env_remove("FORESIGHT_SOCKET")
+            .env_remove("FORESIGHT_UNIX_USER")
+            .env_remove("XDG_DATA_HOME")
+            .current_dir(&work);
+    };
+    let mut server = Command::new(BIN);
+    fresh(&mut server, &root_home);
+    // Port 0: the test machine may run another service on the default port.
+    server
+        .args(["server", "start", "--listen", "127.0.0.1:0"])
+        .env("FORESIGHT_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(top.join("stdout.log")).unwrap())
+        .stderr(std::fs::File::create(top.join("stderr.log")).unwrap());
+    let mut bare = Bare(server.spawn().unwrap());
+    wait_for("the system-wide socket", Duration::from_secs(30), || {
+        if let Ok(Some(status)) = bare.0.try_wait() {
+            panic!(
+                "the server exited with {status}: {}",
+                std::fs::read_to_string(top.join("stderr.log")).unwrap_or_default()
+            );
+        }
+        std::fs::symlink_metadata(&system)
+            .is_ok_and(|m| m.file_type().is_socket())
+            .then_some(())
+    });
+    let as_root = || {
+        let mut c = Command::new(BIN);
+        fresh(&mut c, &root_home);
+        c
+    };
+    let as_user = || {
+        let mut c = Command::new(BIN);
+        fresh(&mut c, &top.join("nowhere"));
+        c.uid(uid).gid(gid).env("USER", &unix.0);
+        c
+    };
+    let wait = |id: u64| {
+        wait_for("the job to end", Duration::from_secs(60), || {
+            let out = ok(as_root(), &["job", "show", &id.to_string(), "-o", "json"]);
+            let j: Value = serde_json::from_str(&out).unwrap();
+            is_final(&j).then_some(j)
+        })
+    };
+    for (who, cli, account) in [
+        ("root", &as_root as &dyn Fn() -> Command, "root"),
+        ("the account", &as_user, unix.0.as_str()),
+    ] {
+        for args in [
+            &["job", "submit", "-n", "2", "-t", "10m", "--", "./simulate"][..],
+            &[
+                "job",
+                "submit",
+                "--cluster",
+                "local",
+                "-t",
+                "30s",
+                "--",
+                "id",
+                "-un",
+            ],
+        ] {
+            let id: u64 = ok(cli(), args).trim().parse().unwrap();
+            let job = wait(id);
+            assert_eq!(job["state"], "completed", "{who} {args:?}: {job}");
+            let out = ok(cli(), &["job", "cat", &id.to_string()]);
+            assert_eq!(out.trim(), account, "{who} {args:?}: {job}");
+        }
+    }
+    drop(bare);
+    assert!(
+        !system.exists(),
+        "the system-wide socket is removed when the service stops"
+    );
+}

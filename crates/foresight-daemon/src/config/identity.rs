@@ -10,6 +10,15 @@ use std::path::{Path, PathBuf};
 /// root started without having to be told where its data lives.
 pub const SYSTEM_SOCKET: &str = "/run/foresight/foresight.sock";
 
+/// The system-wide socket: `FORESIGHT_SYSTEM_SOCKET` (for a host that keeps it elsewhere,
+/// given alike to the service and its users), else [`SYSTEM_SOCKET`].
+pub fn system_socket() -> PathBuf {
+    match std::env::var_os("FORESIGHT_SYSTEM_SOCKET") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(SYSTEM_SOCKET),
+    }
+}
+
 /// The socket's name inside a data directory.
 pub const SOCKET_NAME: &str = "foresight.sock";
 

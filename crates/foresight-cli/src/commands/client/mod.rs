@@ -156,7 +156,7 @@ impl Client {
     pub(crate) fn new(conn: &Connection) -> Result<Client> {
         let default_dir = foresight_daemon::config::default_data_dir();
         let data_dir = conn.data_dir.clone().unwrap_or_else(|| default_dir.clone());
-        let system = Path::new(foresight_daemon::config::identity::SYSTEM_SOCKET);
+        let system = &foresight_daemon::config::identity::system_socket();
         let local = match &conn.server {
             Some(_) => None,
             None => Some(
