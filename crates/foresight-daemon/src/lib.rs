@@ -39,7 +39,9 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     let tls = api::acceptor::tls_acceptor(&cfg.http)?;
     let http_cfg = cfg.http.clone();
     api::acceptor::raise_fd_limit(http_cfg.max_connections);
-    runtime::data_dir::prepare(&cfg.data_dir)?;
+    let root = foresight_rm::account::running_as_root();
+    // A root service's socket in the data directory must be reachable by every account.
+    runtime::data_dir::prepare(&cfg.data_dir, root && cfg.identity.socket.is_none())?;
     // Absolute from here on: a job's output and attempt paths are made from it, and a job
     // runs in its own working directory, where a relative path would name another place.
     cfg.data_dir = std::fs::canonicalize(&cfg.data_dir)
@@ -59,6 +61,9 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         );
     }
     service.start_global_queue(&url).await?;
+    // Bound before `server.url` is written: a client that sees the address finds the
+    // socket too.
+    let sockets = local_sockets(&service.cfg, &data_dir, root)?;
     std::fs::write(data_dir.join("server.url"), format!("{url}\n"))?;
     if let Some(t) = token {
         println!(
@@ -70,17 +75,35 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         "foresight listening on {url} (data in {})",
         data_dir.display()
     );
+    for (_, s) in &sockets {
+        println!(
+            "local socket {} (callers on this host need no token)",
+            s.path().display()
+        );
+    }
     tracing::info!("listening on {url}");
     let app = api::router(service.clone());
     let taken = Arc::new(std::sync::Mutex::new(None));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop = {
         let (taken, store) = (taken.clone(), service.store.clone());
         async move {
             let lost = stop_signal(store).await;
             *taken.lock().unwrap_or_else(|p| p.into_inner()) = lost;
+            let _ = stop_tx.send(true);
         }
     };
-    api::acceptor::serve(listener, app, tls, &http_cfg, stop).await;
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let (listeners, files): (Vec<_>, Vec<_>) = sockets.into_iter().unzip();
+    let local =
+        futures::future::join_all(listeners.into_iter().map(|l| {
+            api::acceptor::serve(l, app.clone(), None, &http_cfg, stopped(stop_rx.clone()))
+        }));
+    let tcp = api::acceptor::serve(listener, app, tls, &http_cfg, stopped(stop_rx.clone()));
+    tokio::join!(stop, tcp, local);
+    drop(files);
     wiki.stop().await;
     service.shutdown().await;
     let _ = std::fs::remove_file(data_dir.join("server.url"));
@@ -89,6 +112,39 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     }
     println!("foresight stopped");
     Ok(())
+}
+
+/// Binds the local sockets: the service's own (`[identity] socket`, by default in the data
+/// directory) and, for the host's system-wide service, [`config::identity::system_socket`]
+/// too (`[identity] system_socket`; by default when the service is root on its default data
+/// directory). Open to every account (0666) when the service is root, which tells callers
+/// apart by their uid; its own account's alone (0600) otherwise.
+fn local_sockets(
+    cfg: &Config,
+    data_dir: &std::path::Path,
+    root: bool,
+) -> anyhow::Result<Vec<(tokio::net::UnixListener, api::local_socket::LocalSocket)>> {
+    use api::local_socket::{bind, BindError};
+    let mode = if root { 0o666 } else { 0o600 };
+    let own = cfg.identity.socket_path(data_dir);
+    let mut out = vec![bind(&own, mode, 0o755).map_err(|e| anyhow::anyhow!("local socket: {e}"))?];
+    let default_dir = std::fs::canonicalize(config::default_data_dir()).ok();
+    let explicit = cfg.identity.system_socket;
+    let system = explicit.unwrap_or(root && default_dir.as_deref() == Some(data_dir));
+    let path = config::identity::system_socket();
+    if system && path != own {
+        match bind(&path, mode, 0o755) {
+            Ok(b) => out.push(b),
+            Err(e @ BindError::Taken(_)) => {
+                tracing::warn!("not the host's system-wide service: {e} ([identity] system_socket)")
+            }
+            Err(e) if explicit.is_some() => {
+                anyhow::bail!("[identity] system_socket: {e}")
+            }
+            Err(e) => tracing::warn!("not the host's system-wide service: {e}"),
+        }
+    }
+    Ok(out)
 }
 
 /// Waits for SIGTERM or Ctrl-C (`None`), or until another server has taken the store

@@ -114,7 +114,8 @@ fn jobs_run_as_their_users_account_and_cannot_read_what_is_not_theirs() {
     std::fs::set_permissions(s.root(), std::fs::Permissions::from_mode(0o711)).unwrap();
     let data = s.root().join("data");
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&data), 0o700, "data directory");
+    // Traversable (not listable) so that every account reaches the local socket in it.
+    assert_eq!(mode(&data), 0o711, "data directory");
     assert_eq!(mode(&data.join("output")), 0o700, "output directory");
     assert_eq!(mode(&data.join("admin.token")), 0o600, "admin.token");
     assert_eq!(mode(&data.join("foresight.db")), 0o600, "database");

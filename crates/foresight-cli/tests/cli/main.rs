@@ -24,6 +24,7 @@ mod dependencies;
 mod executor;
 mod first_contact;
 mod hardening;
+mod identity;
 mod inputs;
 mod isolation;
 mod licences;

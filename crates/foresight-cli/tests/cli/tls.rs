@@ -75,12 +75,14 @@ impl TlsServer {
         }
     }
 
-    /// The CLI on this server's data directory (its `server.url` and admin token).
+    /// The CLI on this server over HTTPS, with its data directory's admin token.
     pub(crate) fn cli(&self, args: &[&str]) -> std::process::Output {
+        // Over HTTPS: on the local socket (which the CLI would otherwise prefer) there is
+        // no TLS to check.
         Command::new(BIN)
             .args(args)
             .env("FORESIGHT_DATA_DIR", &self.data)
-            .env_remove("FORESIGHT_SERVER")
+            .env("FORESIGHT_SERVER", &self.url)
             .env_remove("FORESIGHT_TOKEN")
             .env_remove("FORESIGHT_CACERT")
             .output()
@@ -128,6 +130,7 @@ fn the_cli_talks_https_to_the_daemon_through_a_private_ca() {
     let out = Command::new(BIN)
         .args(["user", "list", "-o", "json"])
         .env("FORESIGHT_DATA_DIR", &server.data)
+        .env("FORESIGHT_SERVER", &server.url)
         .env("FORESIGHT_CACERT", ca)
         .output()
         .unwrap();

@@ -4,6 +4,10 @@
 //! the next request on a kept-alive connection), a total time for each body (the
 //! [`BodyDeadline`] that [`crate::api::Body`] obeys), an idle timeout when no byte moves and
 //! no request is being answered, and a cap on open connections.
+//!
+//! The same loop serves the local Unix socket ([`Accept`] for `UnixListener`): each of its
+//! connections carries its peer's uid ([`LocalPeer`], from the kernel), which the API
+//! takes as the caller's identity when a request brings no token.
 
 use crate::config::http::HttpConfig;
 use hyper::body::Incoming;
@@ -18,7 +22,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
@@ -26,6 +30,49 @@ use tokio_rustls::TlsAcceptor;
 /// answered 408.
 #[derive(Clone, Copy, Debug)]
 pub struct BodyDeadline(pub tokio::time::Instant);
+
+/// The Unix account at the other end of a local-socket connection, as the kernel reports it
+/// (`SO_PEERCRED`). Set on each request of that connection by the accept loop, never from
+/// anything the client sends, and never on a TCP connection: a caller cannot claim it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalPeer {
+    /// The peer's user id.
+    pub uid: u32,
+}
+
+/// A listening socket the accept loop serves: TCP, or the local Unix socket.
+pub trait Accept {
+    /// A connection.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// The next connection, a name of its peer for the log, and its local identity (only
+    /// a Unix socket has one).
+    fn accept_one(
+        &self,
+    ) -> impl Future<Output = io::Result<(Self::Stream, String, Option<LocalPeer>)>>;
+}
+
+impl Accept for TcpListener {
+    type Stream = tokio::net::TcpStream;
+    async fn accept_one(&self) -> io::Result<(Self::Stream, String, Option<LocalPeer>)> {
+        let (stream, peer) = self.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok((stream, peer.to_string(), None))
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept_one(&self) -> io::Result<(Self::Stream, String, Option<LocalPeer>)> {
+        let (stream, _) = self.accept().await?;
+        // Without credentials the connection is still served, with tokens only.
+        let peer = stream.peer_cred().ok().map(|c| LocalPeer { uid: c.uid() });
+        let name = match peer {
+            Some(p) => format!("local uid {}", p.uid),
+            None => "a local peer".to_string(),
+        };
+        Ok((stream, name, peer))
+    }
+}
 
 /// The TLS acceptor of `[http]`'s certificate and key, or None for plain HTTP. The error
 /// names the file at fault.
@@ -69,8 +116,8 @@ pub fn tls_acceptor(cfg: &HttpConfig) -> anyhow::Result<Option<TlsAcceptor>> {
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets the connections finish
 /// their requests (at most `DRAIN` more).
-pub async fn serve(
-    listener: TcpListener,
+pub async fn serve<L: Accept>(
+    listener: L,
     app: axum::Router,
     tls: Option<TlsAcceptor>,
     cfg: &HttpConfig,
@@ -90,9 +137,9 @@ pub async fn serve(
     let registry = Arc::new(Registry::default());
     tokio::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
+        let (stream, peer, local) = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept_one() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     // EMFILE and the like: the socket stays in the backlog; try again soon
@@ -111,7 +158,7 @@ pub async fn serve(
                 // complete request (a slow client holds those); a new client is then served
                 // even while slow ones fill the cap.
                 let evicted = registry.evict_one();
-                refused.count(max, peer, evicted);
+                refused.count(max, &peer, evicted);
                 if !evicted {
                     drop(stream);
                     continue;
@@ -125,7 +172,6 @@ pub async fn serve(
                 }
             }
         };
-        let _ = stream.set_nodelay(true);
         let app = app.clone();
         let tls = tls.clone();
         let stop = stop_rx.clone();
@@ -138,14 +184,14 @@ pub async fn serve(
                 activity: activity.clone(),
             };
             match tls {
-                None => connection(io, app, limits, activity, stop).await,
+                None => connection(io, app, limits, local, activity, stop).await,
                 Some(tls) => {
                     let handshake = tokio::select! {
                         r = tokio::time::timeout(limits.header, tls.accept(io)) => r,
                         () = activity.evict.notified() => return,
                     };
                     match handshake {
-                        Ok(Ok(io)) => connection(io, app, limits, activity, stop).await,
+                        Ok(Ok(io)) => connection(io, app, limits, None, activity, stop).await,
                         Ok(Err(e)) => tracing::debug!("TLS handshake with {peer}: {e}"),
                         Err(_) => tracing::debug!("TLS handshake with {peer}: timed out"),
                     }
@@ -184,7 +230,7 @@ struct Refused {
 }
 
 impl Refused {
-    fn count(&mut self, max: usize, peer: std::net::SocketAddr, evicted: bool) {
+    fn count(&mut self, max: usize, peer: &str, evicted: bool) {
         if evicted {
             self.evicted += 1;
         } else {
@@ -260,6 +306,7 @@ async fn connection<I>(
     io: I,
     app: axum::Router,
     limits: Limits,
+    local: Option<LocalPeer>,
     activity: Arc<Activity>,
     mut stop: watch::Receiver<bool>,
 ) where
@@ -270,6 +317,9 @@ async fn connection<I>(
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         req.extensions_mut()
             .insert(BodyDeadline(tokio::time::Instant::now() + limits.body));
+        if let Some(p) = local {
+            req.extensions_mut().insert(p);
+        }
         let answering = Answering::new(busy.clone());
         let answer = tower.call(req);
         async move {
@@ -381,13 +431,13 @@ impl Drop for Answering {
     }
 }
 
-/// The TCP stream, noting each byte that moves.
-struct Tracked {
-    inner: TcpStream,
+/// The stream, noting each byte that moves.
+struct Tracked<S> {
+    inner: S,
     activity: Arc<Activity>,
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -402,7 +452,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -4,6 +4,7 @@ pub(crate) mod acceptor;
 mod dashboard;
 pub(crate) mod error;
 mod head_errors;
+pub mod local_socket;
 mod metrics;
 mod output;
 #[cfg(test)]
@@ -39,11 +40,19 @@ pub struct Caller(pub UserRecord);
 impl FromRequestParts<AppState> for Caller {
     type Rejection = Refusal;
 
+    /// A token, when one is given, is checked whatever the transport (on the local socket
+    /// too: nobody becomes another user by presenting a token that is not theirs). Without
+    /// one, a caller on the local socket is the user of their Unix account; anywhere else,
+    /// refused.
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| Refusal::unauthenticated("missing 'Authorization: Bearer <token>'"))?;
+        let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+            return match parts.extensions.get::<acceptor::LocalPeer>() {
+                Some(peer) => state.authenticate_local(peer.uid).await.map(Caller),
+                None => Err(Refusal::unauthenticated(
+                    "missing 'Authorization: Bearer <token>'",
+                )),
+            };
+        };
         let token = value
             .to_str()
             .ok()

@@ -3,6 +3,7 @@
 
 pub mod dispatcher;
 pub mod http;
+pub mod identity;
 pub mod kind;
 pub mod wiki_rm;
 
@@ -113,6 +114,10 @@ pub struct Config {
     /// The `[http]` table: HTTPS (`tls_cert`, `tls_key`) and connection limits.
     #[serde(default)]
     pub http: crate::config::http::HttpConfig,
+    /// The `[identity]` table: the local socket through which callers on this host are
+    /// known by their Unix account, without a token, and the policy for jobs as root.
+    #[serde(default)]
+    pub identity: crate::config::identity::IdentityConfig,
 }
 
 /// One cluster. Processes of the `local` kind run at this machine's speed, so leave its
@@ -340,6 +345,7 @@ impl Default for Config {
             user: Vec::new(),
             unix_user: std::collections::BTreeMap::new(),
             http: Default::default(),
+            identity: Default::default(),
         }
     }
 }
@@ -391,6 +397,7 @@ impl Config {
     /// Refuses what cannot run, naming the field.
     pub fn check(&self) -> anyhow::Result<()> {
         self.http.check()?;
+        self.identity.check()?;
         self.store_location()?;
         for (name, account) in &self.unix_user {
             if account.is_empty() || account.contains(['\0', ':', '/', ' ']) {

@@ -87,11 +87,14 @@ fn lock_within(
 /// Makes the data directory safe before anything is written: files the service creates are
 /// private (umask 077: database, WAL, tokens, attempt directories with each job's spec and
 /// environment), and the directory itself and `output/` are 0700, so no job (whatever its
-/// account) can list or open anything in them. Jobs still write their output there: the
+/// account) can list or open anything in them. With `traversable` (a service run as root
+/// whose local socket is in the directory) the directory is 0711 instead: every account
+/// may reach the socket by its name, none may list the directory, and everything else in
+/// it keeps its own private mode. Jobs still write their output there: the
 /// supervisor, still root, opens a job's output files (0600, owned by the job's account) and
 /// hands them to the job as its stdout and stderr; users read them through the API. Modes
 /// left by earlier versions are tightened too.
-pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare(dir: &Path, traversable: bool) -> anyhow::Result<()> {
     foresight_rm::account::private_umask();
     let output = dir.join("output");
     std::fs::create_dir_all(&output)
@@ -103,7 +106,7 @@ pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
             Err(e) => Err(anyhow::anyhow!("chmod {mode:o} {}: {e}", path.display())),
         }
     };
-    chmod(dir, 0o700)?;
+    chmod(dir, if traversable { 0o711 } else { 0o700 })?;
     chmod(&output, 0o700)?;
     chmod(&dir.join("clusters"), 0o700)?;
     for name in [

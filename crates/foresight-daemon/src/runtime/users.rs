@@ -4,6 +4,7 @@
 use crate::runtime::views::user_view;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
+use crate::state::world::local_identity::{LocalCaller, LocalIdentity};
 use crate::state::world::World;
 use foresight_api::UserView;
 use foresight_core::time::Time;
@@ -21,17 +22,51 @@ impl Service {
             .cloned()
             .filter(|u| !u.removed)
             .ok_or_else(|| Refusal::unauthenticated("unknown token"))
-            .and_then(|u| {
-                if u.disabled {
-                    Err(Refusal::unauthenticated(format!(
-                        "user {:?} is disabled (an administrator enables them again with \
-                         `foresight user enable {}`)",
-                        u.name, u.name
-                    )))
-                } else {
-                    Ok(u)
+            .and_then(enabled)
+    }
+
+    /// Authenticates a caller on the local socket by the uid the kernel gave for it (see
+    /// `state::world::local_identity` for who that is), creating the user of an account's
+    /// first contact when `[identity] first_contact` says so.
+    pub async fn authenticate_local(&self, uid: u32) -> Result<UserRecord, Refusal> {
+        let account = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|u| u.name);
+        let caller = LocalCaller {
+            uid,
+            account: account.as_deref(),
+            service_uid: nix::unistd::geteuid().as_raw(),
+            first_contact: self.cfg.identity.first_contact,
+        };
+        let found = self.world().local_identity(&caller)?;
+        let name = match found {
+            LocalIdentity::User(name) => name,
+            LocalIdentity::Create(name) => {
+                let rec = UserRecord {
+                    // Never the SHA-256 of any token: the user has none until an
+                    // administrator gives one (`user token`), for use from elsewhere.
+                    token_hash: format!("local:{name}"),
+                    unix_user: Some(name.clone()),
+                    name: name.clone(),
+                    ..Default::default()
+                };
+                match self.add_user(rec).await {
+                    Ok(()) => tracing::info!(
+                        user = %name,
+                        "first contact of Unix account {name:?} on the local socket: created \
+                         the Foresight user of that name"
+                    ),
+                    // Created by a request of theirs a moment ago.
+                    Err(Refusal::Conflict { .. }) => {}
+                    Err(e) => return Err(e),
                 }
-            })
+                name
+            }
+        };
+        let rec = self.world().users.get(&name).cloned();
+        rec.ok_or_else(|| Refusal::unauthenticated(format!("no user {name:?}")))
+            .and_then(enabled)
     }
 
     /// Runs an administrator's change of user `name` and makes the authentication index
@@ -165,6 +200,19 @@ impl Service {
         self.remember_users(std::slice::from_ref(&rec));
         self.world().add_user(rec);
         Ok(())
+    }
+}
+
+/// The user, or the refusal of a disabled one.
+fn enabled(u: UserRecord) -> Result<UserRecord, Refusal> {
+    if u.disabled {
+        Err(Refusal::unauthenticated(format!(
+            "user {:?} is disabled (an administrator enables them again with `foresight user \
+             enable {}`)",
+            u.name, u.name
+        )))
+    } else {
+        Ok(u)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The service's commands: `job`, `estimate`, `reservation`, `cluster`, `plan show`, `user`,
-//! one module per noun. They talk to the server's REST API through [`Client`]; without
-//! `--server` they find the server of a data directory (`--data-dir`, `FORESIGHT_DATA_DIR`,
-//! else the default one) by its `server.url`, and its admin token.
+//! one module per noun. They talk to the server's REST API through [`Client`]. Without
+//! `--server` they find the server on this host ([`find_local`]): its local socket, where
+//! the caller needs no token (the service knows them by their Unix account), else the
+//! `server.url` and admin token of its data directory.
 
 mod cluster;
 mod estimate;
@@ -30,13 +31,14 @@ use clap::Args;
 use foresight_api::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Where the server is and who we are: on the commands that talk to a server only.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Connection {
     // Listed after every command's own options (display_order), whatever their number.
-    /// Server URL [default: the server of the data directory].
+    /// Server URL [default: the server on this machine: its local socket, else the
+    /// `server.url` of the data directory].
     #[arg(
         long,
         global = true,
@@ -45,7 +47,8 @@ pub struct Connection {
         display_order = 900
     )]
     pub server: Option<String>,
-    /// Bearer token [default: the admin token of the data directory].
+    /// Bearer token [default: none on a local socket, where the server knows you by your
+    /// Unix account; else the admin token of the data directory].
     #[arg(
         long,
         global = true,
@@ -55,7 +58,8 @@ pub struct Connection {
     )]
     pub token: Option<String>,
     /// The data directory of a server on this machine (as given to `server start
-    /// --data-dir`): its `server.url` and `admin.token` [default: ~/.local/share/foresight].
+    /// --data-dir`): its local socket `foresight.sock`, else its `server.url` and
+    /// `admin.token` [default: ~/.local/share/foresight].
     #[arg(
         long,
         global = true,
@@ -64,6 +68,17 @@ pub struct Connection {
         display_order = 902
     )]
     pub data_dir: Option<PathBuf>,
+    /// The local socket of a server on this machine [default: DATA_DIR/foresight.sock,
+    /// else /run/foresight/foresight.sock]. No token is needed on it: the server knows the
+    /// caller by their Unix account.
+    #[arg(
+        long,
+        global = true,
+        env = "FORESIGHT_SOCKET",
+        value_name = "PATH",
+        display_order = 903
+    )]
+    pub socket: Option<PathBuf>,
     /// Also trust the certificate authorities in this PEM file for an https:// server (a
     /// private CA) [default: the system's].
     #[arg(
@@ -71,12 +86,12 @@ pub struct Connection {
         global = true,
         env = "FORESIGHT_CACERT",
         value_name = "FILE",
-        display_order = 903
+        display_order = 904
     )]
     pub cacert: Option<PathBuf>,
     /// Send the token over plain http:// to a server that is not on this machine (anyone on
     /// the network path can read it). Certificates of https:// servers are checked anyway.
-    #[arg(long, global = true, env = "FORESIGHT_INSECURE", display_order = 904)]
+    #[arg(long, global = true, env = "FORESIGHT_INSECURE", display_order = 905)]
     pub insecure: bool,
 }
 
@@ -94,30 +109,104 @@ pub struct ServerRefused {
 pub(crate) struct Client {
     pub(crate) http: reqwest::blocking::Client,
     base: String,
-    token: String,
+    /// Where the server is, for errors: its URL or its socket.
+    at: String,
+    /// None on the local socket without `--token`: the server knows us by our uid.
+    token: Option<String>,
+}
+
+/// Where the server of this host is when no `--server` names one.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Local {
+    /// A local socket.
+    Socket(PathBuf),
+    /// A data directory's `server.url` (its admin token then authenticates).
+    DataDir(PathBuf),
+}
+
+/// Finds the server on this host: `socket` if given; else the socket in the data directory
+/// (`data_dir` if given, else `default_dir`), else that directory's `server.url`; and when no
+/// data directory was given, the host's system-wide socket `system` last. None when none is
+/// there.
+pub(crate) fn find_local(
+    socket: Option<&Path>,
+    data_dir: Option<&Path>,
+    default_dir: &Path,
+    system: &Path,
+) -> Option<Local> {
+    use std::os::unix::fs::FileTypeExt;
+    let is_socket =
+        |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket());
+    if let Some(s) = socket {
+        return Some(Local::Socket(s.to_path_buf()));
+    }
+    let dir = data_dir.unwrap_or(default_dir);
+    let own = dir.join(foresight_daemon::config::identity::SOCKET_NAME);
+    if is_socket(&own) {
+        return Some(Local::Socket(own));
+    }
+    let url = foresight_sim::input::read_text(&dir.join("server.url"));
+    if url.is_ok_and(|s| !s.trim().is_empty()) {
+        return Some(Local::DataDir(dir.to_path_buf()));
+    }
+    (data_dir.is_none() && is_socket(system)).then(|| Local::Socket(system.to_path_buf()))
 }
 
 impl Client {
     pub(crate) fn new(conn: &Connection) -> Result<Client> {
-        let data_dir = conn
-            .data_dir
-            .clone()
-            .unwrap_or_else(foresight_daemon::config::default_data_dir);
-        let base = match &conn.server {
-            Some(s) => s.trim_end_matches('/').to_string(),
-            None => {
-                let path = data_dir.join("server.url");
-                match foresight_sim::input::read_text(&path) {
-                    Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
-                    _ => anyhow::bail!(
-                        "no server found: {} does not name one. Give --server URL (or set \
+        let default_dir = foresight_daemon::config::default_data_dir();
+        let data_dir = conn.data_dir.clone().unwrap_or_else(|| default_dir.clone());
+        let system = &foresight_daemon::config::identity::system_socket();
+        let local = match &conn.server {
+            Some(_) => None,
+            None => Some(
+                find_local(
+                    conn.socket.as_deref(),
+                    conn.data_dir.as_deref(),
+                    &default_dir,
+                    system,
+                )
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "no server found: {} does not name one{}. Give --server URL (or set \
                          FORESIGHT_SERVER) for a server anywhere; give --data-dir DIR (or set \
                          FORESIGHT_DATA_DIR) for a server on this machine started with \
                          `foresight server start --data-dir DIR`; or start one here with \
                          `foresight server start`",
-                        path.display()
-                    ),
-                }
+                        data_dir.join("server.url").display(),
+                        if conn.data_dir.is_none() {
+                            format!(" and there is no {}", system.display())
+                        } else {
+                            String::new()
+                        }
+                    )
+                })?,
+            ),
+        };
+        if let Some(Local::Socket(path)) = &local {
+            let http = reqwest::blocking::Client::builder()
+                .unix_socket(path.as_path())
+                .timeout(std::time::Duration::from_secs(60))
+                .build()?;
+            return Ok(Client {
+                http,
+                // The host part is not used: every connection goes to the socket.
+                base: "http://localhost".into(),
+                at: format!("the local socket {}", path.display()),
+                token: conn.token.clone(),
+            });
+        }
+        let data_dir = match local {
+            Some(Local::DataDir(dir)) => dir,
+            _ => data_dir,
+        };
+        let base = match &conn.server {
+            Some(s) => s.trim_end_matches('/').to_string(),
+            None => {
+                let path = data_dir.join("server.url");
+                let text = foresight_sim::input::read_text(&path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                text.trim().to_string()
             }
         };
         let token = match &conn.token {
@@ -159,7 +248,12 @@ impl Client {
             builder = builder.use_preconfigured_tls(super::cacert::client_config(certs)?);
         }
         let http = builder.build()?;
-        Ok(Client { http, base, token })
+        Ok(Client {
+            http,
+            at: base.clone(),
+            base,
+            token: Some(token),
+        })
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -168,10 +262,13 @@ impl Client {
 
     /// The answer's body, or the server's refusal as the error.
     pub(crate) fn send_raw(&self, req: reqwest::blocking::RequestBuilder) -> Result<Vec<u8>> {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
         let resp = req
-            .bearer_auth(&self.token)
             .send()
-            .with_context(|| format!("cannot reach the server at {}", self.base))?;
+            .with_context(|| format!("cannot reach the server at {}", self.at))?;
         let status = resp.status();
         let bytes = resp.bytes()?.to_vec();
         if !status.is_success() {
@@ -246,5 +343,40 @@ fn check_transport(base: &str, insecure: bool) -> Result<()> {
             }
         }
         other => anyhow::bail!("server URL {base}: scheme {other:?} is not http or https"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_local_server_is_found_socket_first_then_server_url_then_the_system_socket() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let home = tmp.path().join("home");
+        let given = tmp.path().join("given");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&given).expect("given");
+        let system = tmp.path().join("system.sock");
+        let find =
+            |socket: Option<&Path>, dir: Option<&Path>| find_local(socket, dir, &home, &system);
+        assert_eq!(find(None, None), None);
+        let _sys = std::os::unix::net::UnixListener::bind(&system).expect("system socket");
+        assert_eq!(find(None, None), Some(Local::Socket(system.clone())));
+        // A data directory given names the server: the system one is not a fallback.
+        assert_eq!(find(None, Some(&given)), None);
+        std::fs::write(home.join("server.url"), "http://127.0.0.1:1\n").expect("url");
+        assert_eq!(find(None, None), Some(Local::DataDir(home.clone())));
+        let own = home.join("foresight.sock");
+        let _own = std::os::unix::net::UnixListener::bind(&own).expect("own socket");
+        assert_eq!(find(None, None), Some(Local::Socket(own)));
+        let explicit = tmp.path().join("x.sock");
+        assert_eq!(
+            find(Some(&explicit), Some(&given)),
+            Some(Local::Socket(explicit.clone()))
+        );
+        // A plain file named like the socket is not one.
+        std::fs::write(given.join("foresight.sock"), "").expect("file");
+        assert_eq!(find(None, Some(&given)), None);
     }
 }

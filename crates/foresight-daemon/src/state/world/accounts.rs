@@ -8,6 +8,7 @@
 //! having chosen it, is refused with 403. The data directory keeps what jobs must not read
 //! out of their reach: see `runtime::data_dir::prepare`.
 
+use crate::config::identity::RootJobs;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_core::time::Time;
@@ -377,6 +378,15 @@ pub(crate) fn check_runs_as(w: &World, user: &str) -> Result<(), Refusal> {
     }
     let (account, chosen) = w.unix_account(user);
     match foresight_rm::account::lookup(&account) {
+        Ok(Some(a)) if a.uid == 0 && w.launch.root_jobs == RootJobs::Refuse => {
+            Err(Refusal::forbidden(
+                "user",
+                format!(
+                    "user {user:?} would run as root, and no job runs as root on this service \
+                     ([identity] root_jobs = \"refuse\"): submit as an ordinary account"
+                ),
+            ))
+        }
         Ok(Some(a)) if a.uid == 0 && !chosen => Err(Refusal::forbidden(
             "user",
             format!(

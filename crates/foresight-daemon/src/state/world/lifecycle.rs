@@ -50,6 +50,8 @@ pub(crate) struct LaunchSettings {
     pub(crate) unix_users: std::collections::BTreeMap<String, String>,
     /// Cap of each output file of a local job.
     pub(super) max_output_bytes: Option<u64>,
+    /// Whether jobs may run as root (`[identity] root_jobs`).
+    pub(crate) root_jobs: crate::config::identity::RootJobs,
 }
 
 impl World {

@@ -147,6 +147,7 @@ impl World {
                 output_dir: cfg.data_dir.join("output"),
                 unix_users: cfg.unix_user.clone(),
                 max_output_bytes: cfg.max_output_bytes,
+                root_jobs: cfg.identity.root_jobs,
             },
             asked: remote::Asked {
                 // Checked with the configuration; the default names otherwise.
@@ -374,6 +375,7 @@ mod cycle;
 mod effect;
 mod gate;
 mod lifecycle;
+pub(crate) mod local_identity;
 mod outputs;
 mod prediction;
 mod preempt_remote;
