@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs what a fresh Debian machine lacks (as root, with
 # apt-get: Slurm and munge, Chromium and chromedriver, PostgreSQL's server binaries, gcc,
-# passwd and openssl; with pip: openapi-spec-validator), then checks formatting, lints and
-# doc links, and runs every test. CI runs it too (.ci/run). It sets CI, so a test whose
-# service is missing fails instead of skipping: without root the services cannot be
-# installed, and their tests fail saying what is missing.
+# passwd, openssl and man-db; with pip: openapi-spec-validator and, in a venv, MkDocs), then
+# checks formatting, lints, doc links and the documentation site's links, and runs every
+# test. CI runs it too (.ci/run). It sets CI, so a test whose service is missing fails
+# instead of skipping: without root the services cannot be installed, and their tests fail
+# saying what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI="${CI:-true}"
@@ -40,6 +41,12 @@ if ! { command -v cc && command -v useradd && command -v openssl; } >/dev/null 2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc passwd openssl >/dev/null
 fi
 
+# `man`, which renders the manual pages in crates/foresight-cli/tests/cli/docs.rs.
+if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq man-db >/dev/null
+fi
+
 # The independent OpenAPI validator run by crates/foresight-cli/tests/cli/openapi.rs.
 if ! command -v openapi-spec-validator >/dev/null 2>&1; then
   python3 -m pip install -q openapi-spec-validator
@@ -58,6 +65,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Doc comments whose links resolve (one stale link misleads every reader of the API docs).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --quiet
+# The documentation site (docs/): MkDocs into target/docs-venv, built into target/site in
+# strict mode, so a link to a missing page or anchor fails here (about 30 s with the install).
+scripts/docs.sh
 # Every test, then how many tests each binary ran (a binary that ran none is as visible as
 # one that failed).
 log="$(mktemp)"

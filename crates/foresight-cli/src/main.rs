@@ -102,6 +102,12 @@ enum Command {
         /// The job's directory, holding its launch spec.
         dir: std::path::PathBuf,
     },
+    /// The documentation made from the program: manual pages and the REST reference.
+    #[command(hide = true)]
+    Docs {
+        #[command(subcommand)]
+        command: commands::docs::DocsCommand,
+    },
     /// Print shell completions.
     Completion {
         /// The shell.
@@ -140,6 +146,9 @@ fn main() -> ExitCode {
             Ok(ExitCode::from(foresight_rm::supervise(&dir)))
         }
         Command::Supervise { exec: true, dir } => Ok(ExitCode::from(foresight_rm::exec_job(&dir))),
+        Command::Docs { command } => {
+            commands::docs::run(command, Cli::command()).map(|()| ExitCode::SUCCESS)
+        }
         Command::Completion { shell } => {
             // Into memory first: the generator panics when it cannot write.
             let mut script = Vec::new();

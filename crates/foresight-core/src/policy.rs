@@ -143,7 +143,7 @@ pub struct Policy {
 }
 
 /// The default of [`Policy::guard_after`]: a day. Measured on KTH, SDSC-SP2, CTC and
-/// SDSC-DS (README, "Runtime prediction (EASY++)"), guarding from the first second keeps
+/// SDSC-DS (docs/src/research/prediction.md), guarding from the first second keeps
 /// the tail of plain EASY but gives back much of the gain of predictions (on SDSC-SP2 all
 /// but 4 %); from a day on it keeps most of the gain and still no job waits more than five
 /// days on KTH, CTC and SDSC-DS.

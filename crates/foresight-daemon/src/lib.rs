@@ -3,7 +3,7 @@
 //!
 //! # Layers
 //! Imports go one way, down this list (`tests/layers.rs` fails on any other edge, and on
-//! any import cycle between the modules of one directory). `docs/architecture.md` follows
+//! any import cycle between the modules of one directory). `docs/src/architecture.md` follows
 //! one job through them.
 //! - [`config`]: the TOML configuration, its embedded defaults and checks. Depends on
 //!   nothing else here.

@@ -27,8 +27,9 @@ use foresight_sim::workload::Converter;
 use foresight_sim::{simulate_with, Metrics, Prediction, Semantics, SimOutput, Trace, Workload};
 use std::path::PathBuf;
 
-/// The archive traces, in the README's row order. NASA-iPSC records no estimates: its
-/// estimates are the runtimes, so there EASY already plans with the true runtimes.
+/// The archive traces, in the row order of docs/src/research/prediction.md. NASA-iPSC
+/// records no estimates: its estimates are the runtimes, so there EASY already plans with
+/// the true runtimes.
 const ARCHIVE: [&str; 6] = [
     "KTH-SP2-1996-2.1-cln.swf.gz",
     "SDSC-SP2-1998-4.2-cln.swf.gz",

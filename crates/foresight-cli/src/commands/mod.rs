@@ -2,6 +2,7 @@
 pub mod accounting;
 pub mod cacert;
 pub mod client;
+pub mod docs;
 pub mod plan;
 pub mod server;
 pub mod sim;

@@ -12,7 +12,7 @@ use std::time::Instant;
 /// Options of `foresight sim sweep`.
 #[derive(Args)]
 pub struct SimSweepOpts {
-    /// The sweep: traces, policies and options, each a list (TOML; see the README).
+    /// The sweep: traces, policies and options, each a list (TOML; see examples/sweep.toml).
     #[arg(long, value_name = "sweep.toml")]
     config: PathBuf,
     /// Output format.

@@ -1,5 +1,5 @@
 //! First contact on a machine where the service runs as root (a container, a CI runner, a
-//! test VM): the README's first job, submitted with the administrator's token, runs, as
+//! test VM): the quick start's first job, submitted with the administrator's token, runs, as
 //! root, instead of being refused for want of a Unix account named "admin".
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design

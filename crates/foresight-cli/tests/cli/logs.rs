@@ -1,6 +1,7 @@
-//! What `server start` logs: the service's own events at `info` by default (the README says
-//! which confinement a cluster uses is logged), `FORESIGHT_LOG`, else `RUST_LOG`, to change
-//! it, and an unreadable filter reported rather than silently ignored.
+//! What `server start` logs: the service's own events at `info` by default
+//! (docs/src/operator/service.md says which confinement a cluster uses is logged),
+//! `FORESIGHT_LOG`, else `RUST_LOG`, to change it, and an unreadable filter reported rather
+//! than silently ignored.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 

@@ -21,6 +21,7 @@ mod confinement;
 mod dashboard;
 mod data_dir_lock;
 mod dependencies;
+mod docs;
 mod executor;
 mod first_contact;
 mod hardening;

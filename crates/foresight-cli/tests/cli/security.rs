@@ -1,5 +1,5 @@
 //! The security suite: what a user can do to the service, to root and to other users
-//! through their jobs, one test per class of attack (docs/threat-model.md names each test
+//! through their jobs, one test per class of attack (docs/src/threat-model.md names each test
 //! beside the line of the model it holds).
 //!
 //! - Nothing a user controls reaches a process while it holds root: the job's environment

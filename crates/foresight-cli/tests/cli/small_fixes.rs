@@ -303,14 +303,16 @@ fn reservation_list_shows_those_not_over_and_the_printed_id_is_the_one_to_use() 
     assert!(!wrong.status.success());
     let shown = list(false);
     assert!(shown.iter().any(|x| x["id"] == r), "{shown:#?}");
-    // The README's example is the one that works: it submits with the id it was printed.
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    assert!(
-        readme.contains("R=$($B reservation create") && readme.contains("--reservation $R"),
-        "the README submits into the id `reservation create` printed"
-    );
-    assert!(!readme.contains("--reservation 1 "));
+    // The documentation's examples are the one that works: they submit with the id printed.
+    for page in ["quick-start.md", "user/reservations.md"] {
+        let path = format!("{}/../../docs/src/{page}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("R=$($B reservation create") && text.contains("--reservation $R"),
+            "{page} submits into the id `reservation create` printed"
+        );
+        assert!(!text.contains("--reservation 1 "), "{page}");
+    }
 }
 
 #[test]

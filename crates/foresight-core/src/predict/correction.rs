@@ -84,7 +84,7 @@ impl Correction {
 /// The correction of a grid (the service's and `sim grid`'s `correction` key) when none is
 /// configured: [`Correction::Estimate`]. With the starvation guard on, as it is there by
 /// default, it gave the lowest mean bounded slowdown and wait on all four archive traces
-/// measured (README, "Runtime prediction (EASY++)"), while the paper's steps kept plans
+/// measured (docs/src/research/prediction.md), while the paper's steps kept plans
 /// short enough to move the reservation at the head again and again. `sim run` keeps the
 /// paper's own default, [`Correction::Incremental`], to reproduce it.
 pub fn grid_default() -> Correction {

@@ -50,7 +50,8 @@ pub struct DispatcherConfig {
     /// How many recently finished global jobs the mean runtime is taken over.
     pub runtime_window: u32,
     /// The auction: `alpha`, the bid's weights, the opening bid, the tie rule (see the
-    /// README's section on peer dispatchers for which options apply here).
+    /// documentation's page on peer dispatchers, docs/src/operator/dispatchers.md, for which
+    /// options apply here).
     pub auction: AuctionConfig,
 }
 

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How the API is served. Every limit has a default; see the README's "HTTPS and connection
-/// limits" section.
+/// How the API is served. Every limit has a default; see the documentation's "HTTPS and
+/// connection limits" page (docs/src/operator/tls.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {

@@ -180,7 +180,7 @@ impl std::ops::Deref for ClusterConfig {
     }
 }
 
-/// One end of Maui's WIKI interface for a cluster (see the README's WIKI section).
+/// One end of Maui's WIKI interface for a cluster (see docs/src/operator/wiki.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WikiConfig {
