@@ -109,7 +109,8 @@ fn a_bound_job_starts_in_its_reservation_behind_a_blocked_head() {
             },
         })
         .unwrap();
-        let part = Job::new(JobId(3), Time(0), 6, Dur(1000)).in_reservation(ReservationId(9), false);
+        let part =
+            Job::new(JobId(3), Time(0), 6, Dur(1000)).in_reservation(ReservationId(9), false);
         out.clear();
         s.handle(Time(0), Event::Submit(part), &mut out).unwrap();
         assert!(

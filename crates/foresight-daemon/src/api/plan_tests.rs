@@ -126,13 +126,10 @@ fn enforce_walltimes(w: &mut World, now: Time) {
         .values()
         .filter(|j| j.state == JobState::Running)
         .flat_map(|j| {
-            j.parts
-                .iter()
-                .filter(|p| !p.ended)
-                .filter_map(move |p| {
-                    let end = p.started_at.or(j.started_at)? + j.walltime;
-                    (end <= now.secs()).then(|| (p.cluster.clone(), JobId(j.id), j.attempt, end))
-                })
+            j.parts.iter().filter(|p| !p.ended).filter_map(move |p| {
+                let end = p.started_at.or(j.started_at)? + j.walltime;
+                (end <= now.secs()).then(|| (p.cluster.clone(), JobId(j.id), j.attempt, end))
+            })
         })
         .filter_map(|(c, id, attempt, end)| Some((w.cluster_index(&c)?, id, attempt, end)))
         .collect();

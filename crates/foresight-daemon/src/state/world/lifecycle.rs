@@ -4,7 +4,7 @@
 use crate::state::world::effect::Effect;
 use crate::state::world::World;
 use foresight_api::{JobState, ReservationState};
-use foresight_core::time::{Dur, Time};
+use foresight_core::time::Time;
 use foresight_core::{JobId, ReservationId};
 use foresight_rm::Outcome;
 use foresight_store::{JobRecord, ReservationRecord};
@@ -298,9 +298,8 @@ impl World {
             .and_then(|p| p.reservation);
         let end = now.secs() + j.walltime;
         let until = end + self.launch.grace as i64;
-        let overlap = |from: i64, to: i64, r: &ReservationRecord| {
-            (to.min(r.end) - from.max(r.start)).max(0)
-        };
+        let overlap =
+            |from: i64, to: i64, r: &ReservationRecord| (to.min(r.end) - from.max(r.start)).max(0);
         let mut mine = BTreeSet::new();
         // Per processor: seconds another reservation names it within the walltime, within
         // the grace after it, and whether one names it from the walltime's end on.
