@@ -1,5 +1,5 @@
 //! The local Unix socket: where callers on the service's host reach the API without a
-//! token, known by their Unix account (see [`crate::api::acceptor::LocalPeer`]).
+//! token, known by their Unix account (the acceptor attaches each connection's peer uid as `LocalPeer`).
 //!
 //! A service run as root opens it to everyone (mode 0666): who may do what is decided per
 //! request from the peer's uid, so reaching it grants nothing by itself. A service run as
