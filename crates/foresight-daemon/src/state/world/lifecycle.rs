@@ -330,6 +330,7 @@ impl World {
             (!mine.contains(p), hard, !later, soft, *p)
         });
         free.truncate(procs as usize);
+        free.sort_unstable();
         free
     }
 
