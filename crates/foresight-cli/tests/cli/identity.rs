@@ -18,6 +18,23 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+/// The README's first two jobs: a global one and a local one. `./simulate` prints who ran
+/// it, and so does the local job.
+const README_JOBS: [&[&str]; 2] = [
+    &["job", "submit", "-n", "2", "-t", "10m", "--", "./simulate"],
+    &[
+        "job",
+        "submit",
+        "--cluster",
+        "local",
+        "-t",
+        "30s",
+        "--",
+        "id",
+        "-un",
+    ],
+];
+
 /// True as root with `useradd`; under CI anything less is a failure, not a skip.
 fn as_root_with_useradd() -> bool {
     let root = foresight_rm::account::running_as_root();
@@ -50,16 +67,8 @@ fn local_cli(dir: &Path, cwd: &Path) -> Command {
     c
 }
 
-fn ok(mut c: Command, args: &[&str]) -> String {
-    let out = c.args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "foresight {} failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+fn ok(c: Command, args: &[&str]) -> String {
+    run_ok(c.into(), args)
 }
 
 fn failing(mut c: Command, args: &[&str]) -> String {
@@ -101,20 +110,7 @@ fn the_first_jobs_run_without_a_token_over_the_local_socket() {
     assert_eq!(me["name"], "admin", "{me}");
     assert_eq!(me["admin"], true, "{me}");
     let account = foresight_rm::account::current().unwrap().name;
-    for args in [
-        &["job", "submit", "-n", "2", "-t", "10m", "--", "./simulate"][..],
-        &[
-            "job",
-            "submit",
-            "--cluster",
-            "local",
-            "-t",
-            "30s",
-            "--",
-            "id",
-            "-un",
-        ],
-    ] {
+    for args in README_JOBS {
         let id: u64 = ok(cli(), args).trim().parse().unwrap();
         let job = s.wait_final(id, Duration::from_secs(60));
         assert_eq!(job["state"], "completed", "{args:?}: {job}");
@@ -378,20 +374,7 @@ fn on_a_fresh_machine_the_readme_commands_work_as_root_and_as_a_user() {
         ("root", &as_root as &dyn Fn() -> Command, "root"),
         ("the account", &as_user, unix.0.as_str()),
     ] {
-        for args in [
-            &["job", "submit", "-n", "2", "-t", "10m", "--", "./simulate"][..],
-            &[
-                "job",
-                "submit",
-                "--cluster",
-                "local",
-                "-t",
-                "30s",
-                "--",
-                "id",
-                "-un",
-            ],
-        ] {
+        for args in README_JOBS {
             let id: u64 = ok(cli(), args).trim().parse().unwrap();
             let job = wait(id);
             assert_eq!(job["state"], "completed", "{who} {args:?}: {job}");

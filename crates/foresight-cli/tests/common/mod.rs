@@ -438,7 +438,8 @@ impl Drop for Server {
     }
 }
 
-fn run_ok(mut c: assert_cmd::Command, args: &[&str]) -> String {
+/// Runs the CLI with `args`; its standard output, or a failure that shows its error.
+pub fn run_ok(mut c: assert_cmd::Command, args: &[&str]) -> String {
     let out = c.args(args).output().unwrap();
     assert!(
         out.status.success(),

@@ -5,6 +5,7 @@
 
 use crate::config::Config;
 use crate::runtime::views::plan_input;
+use crate::state::plan_view::drawn::{self, slot, Drawn};
 use crate::state::plan_view::{self, Visible};
 use crate::state::world::World;
 use foresight_core::time::Time;
@@ -40,25 +41,9 @@ fn job(id: u64, procs: u32, walltime: i64, cluster: Option<&str>) -> JobRecord {
     }
 }
 
-/// A busy slot as the tests compare it: (occupant, id, start, end).
-type Drawn = (String, Option<u64>, i64, i64);
-
-/// Per processor of `cluster`, its busy slots: (occupant, id, start, end).
+/// Per processor of `cluster`, its busy slots.
 fn rows(plan: &[foresight_api::ClusterPlan], cluster: &str) -> Vec<Vec<Drawn>> {
-    let c = plan.iter().find(|c| c.cluster == cluster).unwrap();
-    (0..c.procs)
-        .map(|p| {
-            c.slots
-                .iter()
-                .filter(|s| s.processor == p && s.occupant != "free")
-                .map(|s| (s.occupant.clone(), s.id, s.start, s.end))
-                .collect()
-        })
-        .collect()
-}
-
-fn slot(occupant: &str, id: u64, start: i64, end: i64) -> Drawn {
-    (occupant.into(), Some(id), start, end)
+    drawn::rows(plan.iter().find(|c| c.cluster == cluster).unwrap())
 }
 
 /// Job 13 (local, 2 processors, 30 min) starts on beta's processors 0-1; job 12 (10

@@ -369,8 +369,35 @@ fn free_slot(p: u32, start: i64, end: i64, cost: f64) -> SlotView {
     }
 }
 
+/// The plan as the tests compare it: per processor, its busy slots.
+#[cfg(test)]
+pub(crate) mod drawn {
+    use foresight_api::ClusterPlan;
+
+    /// A busy slot: (occupant, id, start, end).
+    pub(crate) type Drawn = (String, Option<u64>, i64, i64);
+
+    /// Per processor, its busy slots.
+    pub(crate) fn rows(plan: &ClusterPlan) -> Vec<Vec<Drawn>> {
+        (0..plan.procs)
+            .map(|p| {
+                plan.slots
+                    .iter()
+                    .filter(|s| s.processor == p && s.occupant != "free")
+                    .map(|s| (s.occupant.clone(), s.id, s.start, s.end))
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub(crate) fn slot(occupant: &str, id: u64, start: i64, end: i64) -> Drawn {
+        (occupant.into(), Some(id), start, end)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::drawn::{rows, slot};
     use super::*;
     use foresight_core::{Dur, Event, Job, JobId, Policy};
 
@@ -480,26 +507,6 @@ mod tests {
                 &mut out,
             )
             .unwrap();
-    }
-
-    /// A busy slot as the tests compare it: (occupant, id, start, end).
-    type Drawn = (String, Option<u64>, i64, i64);
-
-    /// Per processor, its busy slots: (occupant, id, start, end).
-    fn rows(plan: &ClusterPlan) -> Vec<Vec<Drawn>> {
-        (0..plan.procs)
-            .map(|p| {
-                plan.slots
-                    .iter()
-                    .filter(|s| s.processor == p && s.occupant != "free")
-                    .map(|s| (s.occupant.clone(), s.id, s.start, s.end))
-                    .collect()
-            })
-            .collect()
-    }
-
-    fn slot(occupant: &str, id: u64, start: i64, end: i64) -> Drawn {
-        (occupant.into(), Some(id), start, end)
     }
 
     /// Issue 35: a co-allocated job 12 runs on processors 0-1 until 3600, a local job 13 on
