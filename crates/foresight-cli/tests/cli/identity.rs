@@ -197,23 +197,7 @@ fn an_ordinary_account_is_its_own_user_and_nobody_elses() {
         serde_json::from_str(&ok(as_user(), &["user", "whoami", "-o", "json"])).unwrap();
     assert_eq!(me["name"], unix.0.as_str(), "{me}");
     assert_eq!(me["admin"], false, "{me}");
-    let id: u64 = ok(
-        as_user(),
-        &[
-            "job",
-            "submit",
-            "--cluster",
-            "local",
-            "-t",
-            "30s",
-            "--",
-            "id",
-            "-un",
-        ],
-    )
-    .trim()
-    .parse()
-    .unwrap();
+    let id: u64 = ok(as_user(), README_JOBS[1]).trim().parse().unwrap();
     let job = s.wait_final(id, Duration::from_secs(30));
     assert_eq!(job["state"], "completed", "{job}");
     assert_eq!(job["user"], unix.0.as_str(), "{job}");

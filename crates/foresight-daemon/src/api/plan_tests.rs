@@ -118,20 +118,29 @@ fn config(grid: &[(u32, &str)], dir: &std::path::Path) -> Config {
     cfg
 }
 
-/// Ends every running part whose walltime is over, as the runtime's supervisors do: the
-/// effects that would kill them are dropped here.
-fn enforce_walltimes(w: &mut World, now: Time) {
-    let over: Vec<(usize, JobId, u32, i64)> = w
-        .jobs
+/// The parts running in the records: (cluster index, job, attempt, end of its walltime
+/// once it has started).
+fn running_parts(w: &World) -> Vec<(usize, JobId, u32, Option<i64>)> {
+    w.jobs
         .values()
         .filter(|j| j.state == JobState::Running)
         .flat_map(|j| {
-            j.parts.iter().filter(|p| !p.ended).filter_map(move |p| {
-                let end = p.started_at.or(j.started_at)? + j.walltime;
-                (end <= now.secs()).then(|| (p.cluster.clone(), JobId(j.id), j.attempt, end))
+            j.parts.iter().filter(|p| !p.ended).map(move |p| {
+                let end = p.started_at.or(j.started_at).map(|s| s + j.walltime);
+                (p.cluster.clone(), JobId(j.id), j.attempt, end)
             })
         })
         .filter_map(|(c, id, attempt, end)| Some((w.cluster_index(&c)?, id, attempt, end)))
+        .collect()
+}
+
+/// Ends every running part whose walltime is over, as the runtime's supervisors do: the
+/// effects that would kill them are dropped here.
+fn enforce_walltimes(w: &mut World, now: Time) {
+    let over: Vec<(usize, JobId, u32, i64)> = running_parts(w)
+        .into_iter()
+        .filter_map(|(k, id, attempt, end)| Some((k, id, attempt, end?)))
+        .filter(|p| p.3 <= now.secs())
         .collect();
     for (k, id, attempt, end) in over {
         let outcome = Outcome {
@@ -215,20 +224,9 @@ fn apply(w: &mut World, now: Time, step: &Step, next_id: &mut u64, grid: &[(u32,
             );
         }
         Step::Finish(pick) => {
-            let running: Vec<(usize, JobId, u32)> = w
-                .jobs
-                .values()
-                .filter(|j| j.state == JobState::Running)
-                .flat_map(|j| {
-                    j.parts
-                        .iter()
-                        .filter(|p| !p.ended)
-                        .map(move |p| (p.cluster.clone(), JobId(j.id), j.attempt))
-                })
-                .filter_map(|(c, id, attempt)| Some((w.cluster_index(&c)?, id, attempt)))
-                .collect();
+            let running = running_parts(w);
             if !running.is_empty() {
-                let (k, id, attempt) = running[pick.index(running.len())];
+                let (k, id, attempt, _) = running[pick.index(running.len())];
                 let outcome = Outcome {
                     exit_code: Some(0),
                     signal: None,
