@@ -384,6 +384,14 @@ pub struct JobView {
     pub submitted_at: i64,
     /// The start the planner gives it now (or gave it, once started).
     pub planned_start: Option<i64>,
+    /// Whether `planned_start` is a promise: a reservation holds it, and the job starts
+    /// then or earlier. Otherwise it is a forecast, and `start_caveat` says what may still
+    /// make it later.
+    #[serde(default)]
+    pub start_guaranteed: bool,
+    /// Why `planned_start` is a forecast rather than a promise, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_caveat: Option<String>,
     /// The first start the planner gave it, kept to measure estimate accuracy.
     pub first_planned_start: Option<i64>,
     /// Started.
@@ -489,6 +497,12 @@ pub struct Explanation {
     pub reasons: Vec<Reason>,
     /// The planned start, if any.
     pub planned_start: Option<i64>,
+    /// Whether the planned start is a promise (see [`JobView::start_guaranteed`]).
+    #[serde(default)]
+    pub start_guaranteed: bool,
+    /// What may still make the planned start later, when it is a forecast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_caveat: Option<String>,
 }
 
 /// One reason a job is where it is. The instant it speaks of travels as a number beside

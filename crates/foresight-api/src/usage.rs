@@ -131,6 +131,8 @@ mod tests {
             reservation: None,
             submitted_at: 0,
             planned_start: None,
+            start_guaranteed: false,
+            start_caveat: None,
             first_planned_start: None,
             started_at: run.map(|r| r.0),
             ended_at: run.map(|r| r.1),

@@ -276,6 +276,31 @@ mod tests {
     /// A job running (or waiting) inside a reservation is covered by the reservation's
     /// `Held` time: the forecast books its processors once, not twice. Four processors, a
     /// 2-processor reservation over [0, 100) with its job running: two processors stay free.
+    /// Under FCFS no job starts before one ahead of it: a small job behind a large blocked
+    /// one is forecast after it, not in the hole before it (where conservative backfilling
+    /// would put it, and FCFS never will).
+    #[test]
+    fn an_fcfs_queue_is_forecast_in_order() {
+        let mut s = LocalScheduler::new(5, Policy::fcfs());
+        let mut out = Vec::new();
+        for (id, procs, secs) in [(1, 1, 240), (2, 5, 60), (3, 1, 60)] {
+            s.handle(
+                Time(0),
+                Event::Submit(Job::new(JobId(id), Time(0), procs, Dur(secs))),
+                &mut out,
+            )
+            .unwrap();
+        }
+        let start = |f: &[Occupancy], id| {
+            f.iter()
+                .find(|o| matches!(o.kind, OccupancyKind::Planned { job, .. } if job == JobId(id)))
+                .map(|o| o.window.start)
+        };
+        let f = forecast(&s, Time(0), |_| 0.0);
+        assert_eq!(start(&f, 2), Some(Time(240)));
+        assert_eq!(start(&f, 3), Some(Time(300)), "{f:?}");
+    }
+
     #[test]
     fn jobs_inside_reservations_are_not_booked_twice() {
         use crate::reservation::{Acl, AdminReservation};

@@ -257,7 +257,18 @@ impl LocalScheduler {
 
     pub(super) fn reserve(&mut self, i: usize, now: Time, out: &mut Vec<Action>) -> bool {
         let slot = *self.queue.get(i);
-        let Some(p) = self.earliest(slot.id, now) else {
+        // Without backfilling no job starts before one ahead of it: its reservation is no
+        // earlier than the last one made (only a forecast's copy reserves under such a
+        // policy, and it reserves every waiting job).
+        let from = match self.policy.backfill {
+            BackfillChoice::None => self
+                .reserved
+                .last()
+                .and_then(|&ahead| self.reservation_of(ahead))
+                .map_or(now, |p| p.start.max(now)),
+            _ => now,
+        };
+        let Some(p) = self.earliest(slot.id, from) else {
             return false;
         };
         self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
@@ -352,7 +363,10 @@ impl LocalScheduler {
             } else {
                 self.fits_now(slot.id, now)
             };
-            let domain = domain.filter(|_| self.guard_allows(&mut guard, slot.id, now));
+            // Without backfilling nothing passes a job that waits ahead (a reserved one: only
+            // a forecast's copy reserves under such a policy).
+            let in_order = backfill != BackfillChoice::None || self.reserved.is_empty();
+            let domain = domain.filter(|_| in_order && self.guard_allows(&mut guard, slot.id, now));
             if let Some(domain) = domain {
                 self.start_now(i, domain, now, out);
                 self.guard_started(&mut guard, slot.id, now);

@@ -9,6 +9,7 @@ pub(crate) mod global_queue;
 pub(crate) mod jobs;
 pub(crate) mod loops;
 pub(crate) mod staging;
+pub(crate) mod starts;
 pub(crate) mod submit;
 pub(crate) mod users;
 pub(crate) mod views;

@@ -1,6 +1,7 @@
 //! What the API shows of the world: jobs, explanations, clusters, plans, users and
 //! reservations, each read under the world's lock.
 
+use crate::runtime::starts::Starts;
 use crate::runtime::Service;
 use crate::state::plan_view::{self, Visible};
 use crate::state::refusal::Refusal;
@@ -34,6 +35,7 @@ impl Service {
     ) -> Vec<JobView> {
         let now = self.now();
         let w = self.world();
+        let starts = Starts::new(&w, now);
         w.jobs
             .values()
             .rev()
@@ -41,7 +43,7 @@ impl Service {
             .filter(|j| owner.is_none_or(|o| j.user == o))
             .filter(|j| state.is_none_or(|s| j.state == s))
             .take(limit)
-            .filter_map(|j| view_of(&w, JobId(j.id), now))
+            .map(|j| view_with(&w, j, now, &starts))
             .collect::<Vec<_>>()
             .into_iter()
             .rev()
@@ -84,12 +86,15 @@ impl Service {
                     .map_or(String::new(), |r| format!(": {r}"))
             ))),
         }
+        let start = Starts::new(&w, now).of(j);
         Ok(Explanation {
             id: id.0,
             state: j.state,
             now: now.secs(),
             reasons,
-            planned_start: j.planned_start.or_else(|| local_planned_start(&w, j, now)),
+            planned_start: start.at,
+            start_guaranteed: start.guaranteed,
+            start_caveat: start.caveat,
         })
     }
 
@@ -394,6 +399,12 @@ pub fn view_of(w: &World, id: JobId, now: Time) -> Option<JobView> {
 
 /// A job record as the API shows it at `now` (`w` gives its planned start on its cluster).
 pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
+    view_with(w, j, now, &Starts::new(w, now))
+}
+
+/// [`record_view`] with the starts of the view it is part of.
+fn view_with(_w: &World, j: &JobRecord, now: Time, starts: &Starts) -> JobView {
+    let start = starts.of(j);
     JobView {
         id: j.id,
         name: j.name.clone(),
@@ -428,7 +439,9 @@ pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
             .collect(),
         reservation: j.reservation,
         submitted_at: j.submitted_at,
-        planned_start: j.planned_start.or_else(|| local_planned_start(w, j, now)),
+        planned_start: start.at,
+        start_guaranteed: start.guaranteed,
+        start_caveat: start.caveat,
         first_planned_start: j.first_planned_start,
         started_at: j.started_at,
         ended_at: j.ended_at,
@@ -514,23 +527,6 @@ pub(crate) fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api:
             let edges: Vec<&str> = s.edges.iter().filter_map(|e| e.error.as_deref()).collect();
             (!edges.is_empty()).then(|| edges.join("; "))
         }),
-    }
-}
-
-/// A queued local job's planned start: where its cluster's policy holds it, or, while it
-/// waits for its begin time, the earliest start from then.
-pub(crate) fn local_planned_start(w: &World, j: &JobRecord, now: Time) -> Option<i64> {
-    if j.state != JobState::Pending || j.held {
-        return None;
-    }
-    let k = w.cluster_index(&j.parts.first()?.cluster)?;
-    let sched = &w.broker.clusters[k].sched;
-    match sched.reservation_of(JobId(j.id)) {
-        Some(p) => Some(p.start.secs()),
-        None => match sched.explain(JobId(j.id), now) {
-            Some(JobStatus::Deferred { earliest, .. }) => earliest.map(|t| t.secs()),
-            _ => None,
-        },
     }
 }
 

@@ -17,7 +17,7 @@
 //! queue is forecast around it rather than under it.
 
 use foresight_api::{ClusterPlan, SlotView};
-use foresight_core::forecast::{forecast, OccupancyKind};
+use foresight_core::forecast::{forecast, Occupancy, OccupancyKind};
 use foresight_core::{Acl, AdminReservation, Interval, LocalScheduler, ReservationId, Time};
 use std::collections::{HashMap, HashSet};
 
@@ -207,16 +207,10 @@ impl Rows {
     }
 }
 
-fn draw_cluster(c: ClusterInput, now: i64, from: i64, to: i64, visible: &Visible) -> ClusterPlan {
-    let n = c.procs as usize;
-    let mut rows = Rows {
-        taken: vec![Vec::new(); n],
-        slots: Vec::new(),
-        from,
-        to,
-    };
-    // Planned global parts (and reservations not made yet) hold their windows in a copy,
-    // as their reservations will: the local queue is forecast around them.
+/// The cluster's forecast in which each planned global part (and each reservation not made
+/// yet) holds its window as its reservation will: the local queue is forecast around them,
+/// as it will run. Also the ids of those stand-in reservations.
+fn forecast_around_plan(c: &ClusterInput, now: i64) -> (Vec<Occupancy>, HashSet<u64>) {
     let mut sched = c.sched.clone();
     let held: HashSet<u64> = sched.reservations().map(|r| r.id.0).collect();
     let mut unmade = u64::MAX;
@@ -245,7 +239,32 @@ fn draw_cluster(c: ClusterInput, now: i64, from: i64, to: i64, visible: &Visible
             stand_ins.insert(id.0);
         }
     }
-    let occupancy = forecast(&sched, Time(now), |_| 0.0);
+    (forecast(&sched, Time(now), |_| 0.0), stand_ins)
+}
+
+/// When each waiting local job of the cluster is forecast to start, around the global jobs
+/// the broker has planned there: the start `job list` and `job explain` show, the same the
+/// plan draws.
+pub fn local_starts(c: &ClusterInput, now: i64) -> HashMap<u64, i64> {
+    forecast_around_plan(c, now)
+        .0
+        .into_iter()
+        .filter_map(|o| match o.kind {
+            OccupancyKind::Planned { job, .. } => Some((job.0, o.window.start.secs())),
+            OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
+        })
+        .collect()
+}
+
+fn draw_cluster(c: ClusterInput, now: i64, from: i64, to: i64, visible: &Visible) -> ClusterPlan {
+    let n = c.procs as usize;
+    let mut rows = Rows {
+        taken: vec![Vec::new(); n],
+        slots: Vec::new(),
+        from,
+        to,
+    };
+    let (occupancy, stand_ins) = forecast_around_plan(&c, now);
     let started: HashMap<u64, Option<i64>> =
         c.running.iter().map(|r| (r.job, r.started_at)).collect();
     let running_id = |job: u64| {

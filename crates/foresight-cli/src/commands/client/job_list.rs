@@ -134,7 +134,8 @@ fn placement(j: &JobView) -> String {
 
 /// The `job list` table, as squeue: TIME is the time it has run (until `now`, or until it
 /// ended, less any time suspended), LIMIT its walltime in the same `D-HH:MM:SS` form, START
-/// when it started or is planned to; EXIT appears when finished jobs are listed.
+/// when it started or is planned to (`~`: a forecast, not guaranteed); EXIT appears when
+/// finished jobs are listed.
 pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
     let history = jobs.iter().any(|j| j.state.is_final());
     let rows: Vec<Vec<String>> = jobs
@@ -163,6 +164,10 @@ pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
                 placement(j),
                 match start {
                     None if waits_for_wiki(j) => "by WIKI scheduler".into(),
+                    // A forecast, not a promise: `job explain` says what may move it.
+                    Some(s) if j.started_at.is_none() && !j.start_guaranteed => {
+                        format!("~{}", when(Some(s)))
+                    }
                     _ => when(start),
                 },
             ];
@@ -182,5 +187,14 @@ pub(super) fn jobs_table(jobs: &[JobView], now: i64) -> String {
     if history {
         header.push("EXIT");
     }
-    table(&header, &rows)
+    let mut out = table(&header, &rows);
+    if jobs.iter().any(|j| {
+        j.started_at.is_none()
+            && !j.state.is_final()
+            && j.planned_start.is_some()
+            && !j.start_guaranteed
+    }) {
+        out.push_str("~ a forecast start, not guaranteed: `job explain ID` says why\n");
+    }
+    out
 }

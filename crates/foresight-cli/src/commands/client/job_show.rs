@@ -142,6 +142,12 @@ pub(super) fn job_details(j: &JobView) -> String {
         "planned",
         when(j.planned_start.filter(|_| !ended_unstarted)),
     );
+    if j.started_at.is_none() && !j.state.is_final() && j.planned_start.is_some() {
+        kv(
+            "promise",
+            promise(j.start_guaranteed, j.start_caveat.as_deref()),
+        );
+    }
     kv("started", when(j.started_at));
     kv("ended", when(j.ended_at));
     kv(
@@ -177,7 +183,20 @@ pub(super) fn explanation(e: &Explanation) -> String {
         ));
     }
     if let Some(p) = e.planned_start.filter(|_| !e.state.is_final()) {
-        s.push_str(&format!("  planned start: {}\n", when(Some(p))));
+        s.push_str(&format!(
+            "  planned start: {} ({})\n",
+            when(Some(p)),
+            promise(e.start_guaranteed, e.start_caveat.as_deref())
+        ));
     }
     s
+}
+
+/// Whether a planned start is a promise, and if not, what may still make it later.
+fn promise(guaranteed: bool, caveat: Option<&str>) -> String {
+    if guaranteed {
+        "guaranteed: a reservation holds it".into()
+    } else {
+        format!("not guaranteed: {}", caveat.unwrap_or("a forecast"))
+    }
 }

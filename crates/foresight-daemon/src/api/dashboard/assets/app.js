@@ -557,7 +557,9 @@ async function jobs(query) {
           h('td', { text: clustersOf(j) }),
           h('td', { class: 'num limit', text: fmtDur(j.walltime) }),
           h('td', { text: fmtTime(j.submitted_at) }),
-          h('td', { text: fmtTime(j.started_at ?? j.planned_start) }),
+          h('td', j.started_at === null && j.planned_start !== null && !j.start_guaranteed
+            ? { class: 'forecast', title: j.start_caveat || 'forecast', text: `~${fmtTime(j.planned_start)}` }
+            : { text: fmtTime(j.started_at ?? j.planned_start) }),
           h('td', { text: fmtTime(j.ended_at) }),
           h('td', { class: 'num', text: j.charged.toFixed(2) }))))));
 }
@@ -620,7 +622,10 @@ async function jobPage(idText) {
     h('table', { id: 'job-start' },
       h('tbody', {},
         h('tr', {}, h('th', { text: 'First planned start' }), h('td', { text: fmtTime(planned) })),
-        h('tr', {}, h('th', { text: 'Planned start now' }), h('td', { text: fmtTime(j.planned_start) })),
+        h('tr', {}, h('th', { text: 'Planned start now' }), h('td', { id: 'job-planned-start', text: fmtTime(j.planned_start) })),
+        j.started_at === null && j.planned_start !== null
+          ? h('tr', {}, h('th', { text: 'Promise' }), h('td', { id: 'start-promise', text: j.start_guaranteed ? 'guaranteed: a reservation holds it' : `not guaranteed: ${j.start_caveat}` }))
+          : null,
         h('tr', {}, h('th', { text: 'Actual start' }), h('td', { text: fmtTime(j.started_at) })),
         h('tr', {}, h('th', { text: 'Actual − first planned' }), h('td', { id: 'start-delta', text: fmtDelta(delta) })))),
     h('h2', { text: 'Parts per cluster' }),
