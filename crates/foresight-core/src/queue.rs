@@ -41,7 +41,7 @@ pub(crate) struct Queue {
 pub(crate) const BLOCK: usize = 32;
 
 /// A summary that admits nothing (an empty block).
-const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
+pub(crate) const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
 
 fn summary(s: &QueueSlot) -> (u32, i64) {
     if s.alive && !s.reserved {

@@ -7,7 +7,7 @@ use super::guard::Guard;
 use super::{Action, Domain, Entry, LocalScheduler, Placement, State};
 use crate::ids::JobId;
 use crate::policy::{BackfillChoice, BackfillOrder, Compression, QueueOrder};
-use crate::queue::BLOCK;
+use crate::queue::{BLOCK, EMPTY};
 use crate::time::{Dur, Time};
 
 impl LocalScheduler {
@@ -312,6 +312,13 @@ impl LocalScheduler {
             let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
             if smallest > free_any && reservations_full {
                 break; // nothing can start and nothing more can be reserved
+            }
+            if smallest == i64::MAX {
+                break; // every waiting job holds a reservation: nothing to start or reserve
+            }
+            if i % BLOCK == 0 && self.queue.block_minima(i) == EMPTY {
+                i += BLOCK;
+                continue; // no job of this block is waiting without a reservation
             }
             if spf && reservations_full {
                 shortest_from = Some(i);
