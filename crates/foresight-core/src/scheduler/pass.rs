@@ -7,7 +7,7 @@ use super::guard::Guard;
 use super::{Action, Domain, Entry, LocalScheduler, Placement, State};
 use crate::ids::JobId;
 use crate::policy::{BackfillChoice, BackfillOrder, Compression, QueueOrder};
-use crate::queue::{BLOCK, EMPTY};
+use crate::queue::{ReservedBlock, BLOCK, EMPTY};
 use crate::time::{Dur, Time};
 
 impl LocalScheduler {
@@ -57,6 +57,14 @@ impl LocalScheduler {
 
     /// Moves every reserved job, in queue order, to its earliest start if that is earlier.
     pub(super) fn compress(&mut self, now: Time, out: &mut Vec<Action>) {
+        let plain = self.admin.is_empty();
+        if !plain {
+            // Bounds kept by the block walk hold only for the pool alone.
+            self.queue.forget_reserved_blocks();
+        } else if self.licences.is_empty() && self.reserved.len() > 8 {
+            self.compress_blocks(now, out);
+            return;
+        }
         let order: Vec<JobId> = if self.reserved.len() == 1 {
             self.reserved.clone()
         } else {
@@ -66,7 +74,6 @@ impl LocalScheduler {
                 .map(|s| s.id)
                 .collect()
         };
-        let plain = self.admin.is_empty();
         // The lookup table pays off only when many jobs are checked (conservative).
         let use_table = plain && order.len() > 8;
         let mut first_free = std::mem::take(&mut self.first_free);
@@ -142,6 +149,94 @@ impl LocalScheduler {
         self.first_free = first_free;
     }
 
+    /// [`LocalScheduler::compress`] for many reservations in the pool alone, without
+    /// licences: the same moves in the same order, but a block of the queue whose bounds
+    /// ([`ReservedBlock`]) show that none of its jobs can move is passed over in one step,
+    /// so a pass after which nothing was gained costs the number of blocks, not of jobs.
+    fn compress_blocks(&mut self, now: Time, out: &mut Vec<Action>) {
+        let mut first_free = std::mem::take(&mut self.first_free);
+        self.pool.first_free(now, &mut first_free);
+        let range = self.queue.range();
+        let mut i = range.start;
+        while i < range.end {
+            let b = i / BLOCK;
+            let block_end = ((b + 1) * BLOCK).min(range.end);
+            let known = self.queue.reserved_block(b);
+            if let Some(k) = known {
+                // The test below, made once with the bounds: no job of the block passes it.
+                let idle = self
+                    .pool
+                    .gained_since(k.checked)
+                    .is_none_or(|end| first_free.get(k.procs) >= end.min(k.start));
+                if idle {
+                    let checked = self.pool.version();
+                    self.queue
+                        .set_reserved_block(b, Some(ReservedBlock { checked, ..k }));
+                    i = block_end;
+                    continue;
+                }
+            }
+            let floor = known.map_or(0, |k| k.checked);
+            let mut bounds = ReservedBlock::NONE;
+            for j in i..block_end {
+                let slot = *self.queue.get(j);
+                if !slot.alive || !slot.reserved {
+                    continue;
+                }
+                let (id, procs) = (slot.id, slot.procs);
+                let Some(old) = self.reservation_of(id) else {
+                    continue;
+                };
+                let checked = self.checked(id).max(floor);
+                if old.start <= now {
+                    bounds = bounds.with(procs, old.start, checked);
+                    continue; // due: it starts in this pass, where it is
+                }
+                // Before `first_free[procs]` too few processors are free at every instant,
+                // and an earlier start can only lie in a window that meets a span the pool
+                // gained since the job was last found at its earliest.
+                let from = first_free.get(procs);
+                let limit = self
+                    .pool
+                    .gained_since(checked)
+                    .map_or(Time::MIN, |end| end.min(old.start));
+                let version = self.pool.version();
+                let credit = (old.start, old.end, i64::from(procs));
+                let plan = self.jobs[&id].job.plan();
+                if from >= limit
+                    || self
+                        .pool
+                        .earliest_before(from, procs, plan, credit, limit)
+                        .is_none()
+                {
+                    self.set_checked(id, version);
+                    bounds = bounds.with(procs, old.start, version);
+                    continue;
+                }
+                self.profile_mut(old.domain).give(old.start, old.end, procs);
+                let new = match self.earliest(id, now) {
+                    Some(p) if p.start < old.start => p,
+                    _ => old,
+                };
+                self.profile_mut(new.domain).take(new.start, new.end, procs);
+                let version = self.pool.version();
+                self.set_checked(id, version);
+                bounds = bounds.with(procs, new.start, version);
+                if new != old {
+                    self.set_reservation(id, new);
+                    out.push(Action::Reserve {
+                        job: id,
+                        start: new.start,
+                    });
+                    self.pool.first_free(now, &mut first_free);
+                }
+            }
+            self.queue.set_reserved_block(b, Some(bounds));
+            i = block_end;
+        }
+        self.first_free = first_free;
+    }
+
     pub(super) fn set_reservation(&mut self, id: JobId, p: Placement) {
         if let Some(Entry {
             state: State::Waiting { reservation, .. },
@@ -209,6 +304,8 @@ impl LocalScheduler {
                     .take(again.start, again.end, slot.procs);
                 self.hold_licences(slot.id, again.start, again.end, true);
                 if again.start > now {
+                    // Later than before: the block's bounds no longer hold.
+                    self.queue.set_reserved_block(i / BLOCK, None);
                     self.set_reservation(slot.id, again);
                     out.push(Action::Reserve {
                         job: slot.id,
