@@ -155,7 +155,14 @@ impl LocalScheduler {
     /// so a pass after which nothing was gained costs the number of blocks, not of jobs.
     fn compress_blocks(&mut self, now: Time, out: &mut Vec<Action>) {
         let mut first_free = std::mem::take(&mut self.first_free);
-        self.pool.first_free(now, &mut first_free);
+        // The table is rebuilt only when a check needs it: until then, after moves, no job
+        // of `p` processors can start before `first_free[p]` or the earliest start a moved
+        // job left (only there did the pool gain), whichever comes first.
+        let mut fresh = false;
+        let mut stale = true;
+        let mut left = Time::MAX;
+        // The last answer of `gained_since`: the jobs of a block were mostly checked alike.
+        let mut gained: Option<(u64, Option<Time>)> = None;
         let range = self.queue.range();
         let mut i = range.start;
         while i < range.end {
@@ -164,10 +171,19 @@ impl LocalScheduler {
             let known = self.queue.reserved_block(b);
             if let Some(k) = known {
                 // The test below, made once with the bounds: no job of the block passes it.
-                let idle = self
-                    .pool
-                    .gained_since(k.checked)
-                    .is_none_or(|end| first_free.get(k.procs) >= end.min(k.start));
+                let idle = match self.pool.gained_since(k.checked) {
+                    None => true,
+                    Some(end) => {
+                        let limit = end.min(k.start);
+                        !stale && first_free.get(k.procs).min(left) >= limit || {
+                            if !fresh {
+                                self.pool.first_free(now, &mut first_free);
+                                (fresh, stale, left) = (true, false, Time::MAX);
+                            }
+                            first_free.get(k.procs) >= limit
+                        }
+                    }
+                };
                 if idle {
                     let checked = self.pool.version();
                     self.queue
@@ -184,39 +200,68 @@ impl LocalScheduler {
                     continue;
                 }
                 let (id, procs) = (slot.id, slot.procs);
-                let Some(old) = self.reservation_of(id) else {
+                let Some(Entry {
+                    job,
+                    state:
+                        State::Waiting {
+                            reservation: Some(old),
+                            checked,
+                            ..
+                        },
+                }) = self.jobs.get_mut(&id)
+                else {
                     continue;
                 };
-                let checked = self.checked(id).max(floor);
+                let (old, plan) = (*old, job.plan());
+                let seen = (*checked).max(floor);
                 if old.start <= now {
-                    bounds = bounds.with(procs, old.start, checked);
+                    bounds = bounds.with(procs, old.start, seen);
                     continue; // due: it starts in this pass, where it is
                 }
-                // Before `first_free[procs]` too few processors are free at every instant,
-                // and an earlier start can only lie in a window that meets a span the pool
-                // gained since the job was last found at its earliest.
-                let from = first_free.get(procs);
-                let limit = self
-                    .pool
-                    .gained_since(checked)
-                    .map_or(Time::MIN, |end| end.min(old.start));
+                // An earlier start can only lie in a window that meets a span the pool
+                // gained since the job was last found at its earliest, and not before
+                // `first_free[procs]`, where too few processors are free at every instant.
+                let since = match gained {
+                    Some((v, end)) if v == seen => end,
+                    _ => {
+                        let end = self.pool.gained_since(seen);
+                        gained = Some((seen, end));
+                        end
+                    }
+                };
+                let limit = since.map_or(Time::MIN, |end| end.min(old.start));
                 let version = self.pool.version();
-                let credit = (old.start, old.end, i64::from(procs));
-                let plan = self.jobs[&id].job.plan();
-                if from >= limit
-                    || self
-                        .pool
-                        .earliest_before(from, procs, plan, credit, limit)
-                        .is_none()
-                {
-                    self.set_checked(id, version);
+                let mut found = None;
+                let bounded = !stale && first_free.get(procs).min(left) >= limit;
+                if limit > now && !bounded {
+                    if !fresh {
+                        self.pool.first_free(now, &mut first_free);
+                        (fresh, stale, left) = (true, false, Time::MAX);
+                    }
+                    let from = first_free.get(procs);
+                    if from < limit {
+                        let credit = (old.start, old.end, i64::from(procs));
+                        found = self.pool.earliest_before(from, procs, plan, credit, limit);
+                    }
+                }
+                let Some(start) = found else {
+                    *checked = version;
                     bounds = bounds.with(procs, old.start, version);
                     continue;
-                }
+                };
                 self.profile_mut(old.domain).give(old.start, old.end, procs);
-                let new = match self.earliest(id, now) {
-                    Some(p) if p.start < old.start => p,
-                    _ => old,
+                // In the pool, the answer above is the earliest start: before `from` the
+                // job's own processors, which lie later, do not help.
+                let new = match old.domain {
+                    Domain::Pool => Placement {
+                        domain: Domain::Pool,
+                        start,
+                        end: start + plan,
+                    },
+                    Domain::Reservation(_) => match self.earliest(id, now) {
+                        Some(p) if p.start < old.start => p,
+                        _ => old,
+                    },
                 };
                 self.profile_mut(new.domain).take(new.start, new.end, procs);
                 let version = self.pool.version();
@@ -228,7 +273,10 @@ impl LocalScheduler {
                         job: id,
                         start: new.start,
                     });
-                    self.pool.first_free(now, &mut first_free);
+                    fresh = false;
+                    left = left.min(old.start);
+                    // The pool changed, and with it what `gained_since` says.
+                    gained = None;
                 }
             }
             self.queue.set_reserved_block(b, Some(bounds));
@@ -245,6 +293,7 @@ impl LocalScheduler {
         {
             *reservation = Some(p);
         }
+        self.reserved_from = self.reserved_from.min(p.start);
     }
 
     /// The pool's version when the job's reservation was last found at its earliest (0,
@@ -269,11 +318,21 @@ impl LocalScheduler {
     }
 
     pub(super) fn start_due_reservations(&mut self, now: Time, out: &mut Vec<Action>) {
-        let mut due = self
-            .reserved
-            .iter()
-            .filter(|id| self.reservation_of(**id).is_some_and(|p| p.start <= now))
-            .count();
+        if now < self.reserved_from {
+            return;
+        }
+        let mut due = 0;
+        let mut next = Time::MAX;
+        for id in &self.reserved {
+            match self.reservation_of(*id) {
+                Some(p) if p.start <= now => due += 1,
+                Some(p) => next = next.min(p.start),
+                None => {}
+            }
+        }
+        // The due jobs start, or are placed again through `set_reservation`, or keep their
+        // start (below).
+        self.reserved_from = next;
         for i in self.queue.range() {
             if due == 0 {
                 break;
@@ -298,6 +357,7 @@ impl LocalScheduler {
                 let Some(again) = self.earliest(slot.id, now) else {
                     self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
                     self.hold_licences(slot.id, p.start, p.end, true);
+                    self.reserved_from = self.reserved_from.min(p.start);
                     continue;
                 };
                 self.profile_mut(again.domain)
