@@ -155,9 +155,9 @@ impl LocalScheduler {
     /// so a pass after which nothing was gained costs the number of blocks, not of jobs.
     fn compress_blocks(&mut self, now: Time, out: &mut Vec<Action>) {
         let mut first_free = std::mem::take(&mut self.first_free);
-        // The table is rebuilt only when a check needs it: until then, after moves, no job
-        // of `p` processors can start before `first_free[p]` or the earliest start a moved
-        // job left (only there did the pool gain), whichever comes first.
+        // After moves the table is stale but still a bound: no job of `p` processors can
+        // start before `first_free[p]` or the earliest start a moved job left (only there
+        // did the pool gain), whichever comes first. It is rebuilt only for a block's check.
         let mut fresh = false;
         let mut stale = true;
         let mut left = Time::MAX;
@@ -232,13 +232,14 @@ impl LocalScheduler {
                 let limit = since.map_or(Time::MIN, |end| end.min(old.start));
                 let version = self.pool.version();
                 let mut found = None;
-                let bounded = !stale && first_free.get(procs).min(left) >= limit;
-                if limit > now && !bounded {
-                    if !fresh {
+                if limit > now {
+                    // A stale table still bounds the start from below, which is all the
+                    // walk needs; it is rebuilt for the checks of whole blocks.
+                    if stale {
                         self.pool.first_free(now, &mut first_free);
                         (fresh, stale, left) = (true, false, Time::MAX);
                     }
-                    let from = first_free.get(procs);
+                    let from = first_free.get(procs).min(left);
                     if from < limit {
                         let credit = (old.start, old.end, i64::from(procs));
                         found = self.pool.earliest_before(from, procs, plan, credit, limit);
