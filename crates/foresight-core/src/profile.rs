@@ -213,8 +213,27 @@ impl Profile {
         let need = i64::from(procs);
         let n = self.steps.len();
         let mut cand = after;
-        // One forward pass over the steps, each cut at `from` and `to` so that the credit
-        // applies exactly on [from, to).
+        // One forward pass over the pieces of the function: a step is one piece unless it
+        // meets [from, to), where it is cut so that the credit applies exactly there. Returns
+        // the answer once known.
+        let mut piece = |start: Time, end: Time, free: i64| -> Option<Option<Time>> {
+            if start >= end {
+                return None;
+            }
+            if cand >= limit {
+                return Some(None);
+            }
+            if start >= cand + dur {
+                return Some(Some(cand));
+            }
+            if free < need {
+                if end >= Time::MAX {
+                    return Some(None);
+                }
+                cand = end;
+            }
+            None
+        };
         for k in self.index_of(after)..n {
             let at = self.steps[k].at.max(after);
             let end = if k + 1 < n {
@@ -223,25 +242,19 @@ impl Profile {
                 Time::MAX
             };
             let free = self.steps[k].free;
+            if end <= from || at >= to {
+                if let Some(answer) = piece(at, end, free) {
+                    return answer;
+                }
+                continue;
+            }
             for (piece_start, piece_end, piece_free) in [
                 (at, end.min(from), free),
                 (at.max(from), end.min(to), free + credit),
                 (at.max(to), end, free),
             ] {
-                if piece_start >= piece_end {
-                    continue;
-                }
-                if cand >= limit {
-                    return None;
-                }
-                if piece_start >= cand + dur {
-                    return Some(cand);
-                }
-                if piece_free < need {
-                    if piece_end >= Time::MAX {
-                        return None;
-                    }
-                    cand = piece_end;
+                if let Some(answer) = piece(piece_start, piece_end, piece_free) {
+                    return answer;
                 }
             }
         }

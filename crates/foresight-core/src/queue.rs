@@ -4,7 +4,7 @@
 
 use crate::ids::JobId;
 use crate::policy::QueueOrder;
-use crate::time::Dur;
+use crate::time::{Dur, Time};
 
 /// What a pass needs to know of a waiting job without a map lookup.
 #[derive(Clone, Copy, Debug)]
@@ -35,13 +35,44 @@ pub(crate) struct Queue {
     /// estimate among its live, unreserved slots, or `None` when it must be recomputed. A
     /// backfill pass skips a whole block when even those minima cannot fit.
     blocks: Vec<Option<(u32, i64)>>,
+    /// Per block: bounds over its live reserved slots, which let compression pass over a
+    /// whole block whose jobs cannot move; `None` when they must be recomputed.
+    reserved: Vec<Option<ReservedBlock>>,
+}
+
+/// Bounds over the reserved jobs of one block, kept by compression: every one of them asks
+/// for at least `procs` processors, holds a reservation starting at or before `start`, and
+/// was last found at its earliest start when the pool was at version `checked` or later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReservedBlock {
+    pub procs: u32,
+    pub start: Time,
+    pub checked: u64,
+}
+
+impl ReservedBlock {
+    /// The bounds of a block with no reserved job.
+    pub const NONE: ReservedBlock = ReservedBlock {
+        procs: u32::MAX,
+        start: Time::MIN,
+        checked: u64::MAX,
+    };
+
+    /// The bounds widened to cover one more job.
+    pub fn with(self, procs: u32, start: Time, checked: u64) -> ReservedBlock {
+        ReservedBlock {
+            procs: self.procs.min(procs),
+            start: self.start.max(start),
+            checked: self.checked.min(checked),
+        }
+    }
 }
 
 /// Positions per summary block.
 pub(crate) const BLOCK: usize = 32;
 
 /// A summary that admits nothing (an empty block).
-const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
+pub(crate) const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
 
 fn summary(s: &QueueSlot) -> (u32, i64) {
     if s.alive && !s.reserved {
@@ -73,6 +104,23 @@ impl Queue {
     pub fn set_reserved(&mut self, i: usize, reserved: bool) {
         self.slots[i].reserved = reserved;
         self.blocks[i / BLOCK] = None;
+        self.reserved[i / BLOCK] = None;
+    }
+
+    /// The bounds over the reserved jobs of block `b`, if known.
+    pub fn reserved_block(&self, b: usize) -> Option<ReservedBlock> {
+        self.reserved[b]
+    }
+
+    /// Records the bounds over the reserved jobs of block `b` (`None` to forget them, when
+    /// a reservation there moved later).
+    pub fn set_reserved_block(&mut self, b: usize, bounds: Option<ReservedBlock>) {
+        self.reserved[b] = bounds;
+    }
+
+    /// Forgets the bounds of every block.
+    pub fn forget_reserved_blocks(&mut self) {
+        self.reserved.fill(None);
     }
 
     /// The minima of the block that holds position `i` (recomputed if stale).
@@ -94,6 +142,8 @@ impl Queue {
     fn reset_blocks(&mut self) {
         self.blocks.clear();
         self.blocks.resize(self.slots.len().div_ceil(BLOCK), None);
+        self.reserved.clear();
+        self.reserved.resize(self.slots.len().div_ceil(BLOCK), None);
     }
 
     /// Inserts in static order: after every slot with a smaller or equal `(key, seq)`.
@@ -109,6 +159,7 @@ impl Queue {
             self.slots.push(slot);
             if i % BLOCK == 0 {
                 self.blocks.push(Some(EMPTY));
+                self.reserved.push(Some(ReservedBlock::NONE));
             }
             if let Some(m) = &mut self.blocks[i / BLOCK] {
                 let s = summary(&slot);
@@ -126,6 +177,7 @@ impl Queue {
     pub fn remove_at(&mut self, i: usize) {
         debug_assert!(self.slots[i].alive);
         self.slots[i].alive = false;
+        // The reserved bounds stay true of the jobs left.
         self.blocks[i / BLOCK] = None;
         if i == self.head {
             self.head += 1;

@@ -9,7 +9,7 @@ use foresight_core::predict::{corrected, RuntimeStats};
 use foresight_core::{Action, CoreError, Dur, Event, JobId, LocalScheduler, Policy, Time};
 use serde::Serialize;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use thiserror::Error;
 
 /// What a simulation could not do.
@@ -233,6 +233,12 @@ fn run_stream(
     let mut seq = 0u64;
     let mut heap: BinaryHeap<Queued> = BinaryHeap::with_capacity(1024);
     let mut actions = Vec::with_capacity(64);
+    // Default semantics: the instants at which a wake-up is already queued. A pass there
+    // reconsiders every job, so one wake-up per instant is enough; conservative backfilling
+    // moves reservations earlier again and again, and without this the queue fills with
+    // wake-ups for the same instants.
+    let dedupe_wakes = semantics == Semantics::Default;
+    let mut wakes: HashSet<Time> = HashSet::new();
 
     // Carries out the scheduler's decisions: a start schedules the job's end, a reservation
     // schedules a wake-up at its start.
@@ -243,7 +249,8 @@ fn run_stream(
                      start: &mut [Time],
                      end: &mut [Time],
                      decided: &mut [u64],
-                     plan: &[Dur]| {
+                     plan: &[Dur],
+                     wakes: &mut HashSet<Time>| {
         for a in actions.drain(..) {
             seq += 1;
             match a {
@@ -263,7 +270,7 @@ fn run_stream(
                 }
                 Action::Reserve { job, start: at } => {
                     decided[job.0 as usize] = seq;
-                    if at > now {
+                    if at > now && (!dedupe_wakes || wakes.insert(at)) {
                         heap.push(Reverse((at, WAKE, 0, seq, job)));
                     }
                 }
@@ -384,7 +391,9 @@ fn run_stream(
                     }
                     heap.pop();
                     let k = job.0 as usize;
-                    if rank == TERMINATION {
+                    if rank == WAKE {
+                        wakes.remove(&now);
+                    } else if rank == TERMINATION {
                         stats.record(&run_key(&known[k]), known[k].runtime);
                         sched.finish(now, job).map_err(|e| rejected(&known[k], e))?;
                     } else if rank == CORRECTION {
@@ -426,6 +435,7 @@ fn run_stream(
             &mut end,
             &mut decided,
             &plan,
+            &mut wakes,
         );
     }
     progress(known.len());

@@ -198,6 +198,9 @@ pub struct LocalScheduler {
     /// How many waiting jobs without a reservation ask for each processor count: when the
     /// smallest does not fit in the free processors, a pass can stop without walking.
     unreserved_by_procs: BTreeMap<u32, u32>,
+    /// No job reservation starts before this instant (a lower bound, made exact by every
+    /// pass that finds one due): a pass before it has no reservation to start.
+    reserved_from: Time,
     /// Free licences over time, per pool; empty (and every licence check skipped) when the
     /// cluster draws on no pool.
     licences: LicenceBook,
@@ -223,6 +226,7 @@ impl LocalScheduler {
             first_free: FirstFree::default(),
             licences: LicenceBook::default(),
             unreserved_by_procs: BTreeMap::new(),
+            reserved_from: Time::MIN,
         }
     }
 

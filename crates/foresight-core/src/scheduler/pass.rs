@@ -7,7 +7,7 @@ use super::guard::Guard;
 use super::{Action, Domain, Entry, LocalScheduler, Placement, State};
 use crate::ids::JobId;
 use crate::policy::{BackfillChoice, BackfillOrder, Compression, QueueOrder};
-use crate::queue::BLOCK;
+use crate::queue::{ReservedBlock, BLOCK, EMPTY};
 use crate::time::{Dur, Time};
 
 impl LocalScheduler {
@@ -57,6 +57,14 @@ impl LocalScheduler {
 
     /// Moves every reserved job, in queue order, to its earliest start if that is earlier.
     pub(super) fn compress(&mut self, now: Time, out: &mut Vec<Action>) {
+        let plain = self.admin.is_empty();
+        if !plain {
+            // Bounds kept by the block walk hold only for the pool alone.
+            self.queue.forget_reserved_blocks();
+        } else if self.licences.is_empty() && self.reserved.len() > 8 {
+            self.compress_blocks(now, out);
+            return;
+        }
         let order: Vec<JobId> = if self.reserved.len() == 1 {
             self.reserved.clone()
         } else {
@@ -66,7 +74,6 @@ impl LocalScheduler {
                 .map(|s| s.id)
                 .collect()
         };
-        let plain = self.admin.is_empty();
         // The lookup table pays off only when many jobs are checked (conservative).
         let use_table = plain && order.len() > 8;
         let mut first_free = std::mem::take(&mut self.first_free);
@@ -142,6 +149,143 @@ impl LocalScheduler {
         self.first_free = first_free;
     }
 
+    /// [`LocalScheduler::compress`] for many reservations in the pool alone, without
+    /// licences: the same moves in the same order, but a block of the queue whose bounds
+    /// ([`ReservedBlock`]) show that none of its jobs can move is passed over in one step,
+    /// so a pass after which nothing was gained costs the number of blocks, not of jobs.
+    fn compress_blocks(&mut self, now: Time, out: &mut Vec<Action>) {
+        let mut first_free = std::mem::take(&mut self.first_free);
+        // After moves the table is stale but still a bound: no job of `p` processors can
+        // start before `first_free[p]` or the earliest start a moved job left (only there
+        // did the pool gain), whichever comes first. It is rebuilt only for a block's check.
+        let mut fresh = false;
+        let mut stale = true;
+        let mut left = Time::MAX;
+        // The last answer of `gained_since`: the jobs of a block were mostly checked alike.
+        let mut gained: Option<(u64, Option<Time>)> = None;
+        let range = self.queue.range();
+        let mut i = range.start;
+        while i < range.end {
+            let b = i / BLOCK;
+            let block_end = ((b + 1) * BLOCK).min(range.end);
+            let known = self.queue.reserved_block(b);
+            if let Some(k) = known {
+                // The test below, made once with the bounds: no job of the block passes it.
+                let idle = match self.pool.gained_since(k.checked) {
+                    None => true,
+                    Some(end) => {
+                        let limit = end.min(k.start);
+                        !stale && first_free.get(k.procs).min(left) >= limit || {
+                            if !fresh {
+                                self.pool.first_free(now, &mut first_free);
+                                (fresh, stale, left) = (true, false, Time::MAX);
+                            }
+                            first_free.get(k.procs) >= limit
+                        }
+                    }
+                };
+                if idle {
+                    let checked = self.pool.version();
+                    self.queue
+                        .set_reserved_block(b, Some(ReservedBlock { checked, ..k }));
+                    i = block_end;
+                    continue;
+                }
+            }
+            let floor = known.map_or(0, |k| k.checked);
+            let mut bounds = ReservedBlock::NONE;
+            for j in i..block_end {
+                let slot = *self.queue.get(j);
+                if !slot.alive || !slot.reserved {
+                    continue;
+                }
+                let (id, procs) = (slot.id, slot.procs);
+                let Some(Entry {
+                    job,
+                    state:
+                        State::Waiting {
+                            reservation: Some(old),
+                            checked,
+                            ..
+                        },
+                }) = self.jobs.get_mut(&id)
+                else {
+                    continue;
+                };
+                let (old, plan) = (*old, job.plan());
+                let seen = (*checked).max(floor);
+                if old.start <= now {
+                    bounds = bounds.with(procs, old.start, seen);
+                    continue; // due: it starts in this pass, where it is
+                }
+                // An earlier start can only lie in a window that meets a span the pool
+                // gained since the job was last found at its earliest, and not before
+                // `first_free[procs]`, where too few processors are free at every instant.
+                let since = match gained {
+                    Some((v, end)) if v == seen => end,
+                    _ => {
+                        let end = self.pool.gained_since(seen);
+                        gained = Some((seen, end));
+                        end
+                    }
+                };
+                let limit = since.map_or(Time::MIN, |end| end.min(old.start));
+                let version = self.pool.version();
+                let mut found = None;
+                if limit > now {
+                    // A stale table still bounds the start from below, which is all the
+                    // walk needs; it is rebuilt for the checks of whole blocks.
+                    if stale {
+                        self.pool.first_free(now, &mut first_free);
+                        (fresh, stale, left) = (true, false, Time::MAX);
+                    }
+                    let from = first_free.get(procs).min(left);
+                    if from < limit {
+                        let credit = (old.start, old.end, i64::from(procs));
+                        found = self.pool.earliest_before(from, procs, plan, credit, limit);
+                    }
+                }
+                let Some(start) = found else {
+                    *checked = version;
+                    bounds = bounds.with(procs, old.start, version);
+                    continue;
+                };
+                self.profile_mut(old.domain).give(old.start, old.end, procs);
+                // In the pool, the answer above is the earliest start: before `from` the
+                // job's own processors, which lie later, do not help.
+                let new = match old.domain {
+                    Domain::Pool => Placement {
+                        domain: Domain::Pool,
+                        start,
+                        end: start + plan,
+                    },
+                    Domain::Reservation(_) => match self.earliest(id, now) {
+                        Some(p) if p.start < old.start => p,
+                        _ => old,
+                    },
+                };
+                self.profile_mut(new.domain).take(new.start, new.end, procs);
+                let version = self.pool.version();
+                self.set_checked(id, version);
+                bounds = bounds.with(procs, new.start, version);
+                if new != old {
+                    self.set_reservation(id, new);
+                    out.push(Action::Reserve {
+                        job: id,
+                        start: new.start,
+                    });
+                    fresh = false;
+                    left = left.min(old.start);
+                    // The pool changed, and with it what `gained_since` says.
+                    gained = None;
+                }
+            }
+            self.queue.set_reserved_block(b, Some(bounds));
+            i = block_end;
+        }
+        self.first_free = first_free;
+    }
+
     pub(super) fn set_reservation(&mut self, id: JobId, p: Placement) {
         if let Some(Entry {
             state: State::Waiting { reservation, .. },
@@ -150,6 +294,7 @@ impl LocalScheduler {
         {
             *reservation = Some(p);
         }
+        self.reserved_from = self.reserved_from.min(p.start);
     }
 
     /// The pool's version when the job's reservation was last found at its earliest (0,
@@ -174,11 +319,21 @@ impl LocalScheduler {
     }
 
     pub(super) fn start_due_reservations(&mut self, now: Time, out: &mut Vec<Action>) {
-        let mut due = self
-            .reserved
-            .iter()
-            .filter(|id| self.reservation_of(**id).is_some_and(|p| p.start <= now))
-            .count();
+        if now < self.reserved_from {
+            return;
+        }
+        let mut due = 0;
+        let mut next = Time::MAX;
+        for id in &self.reserved {
+            match self.reservation_of(*id) {
+                Some(p) if p.start <= now => due += 1,
+                Some(p) => next = next.min(p.start),
+                None => {}
+            }
+        }
+        // The due jobs start, or are placed again through `set_reservation`, or keep their
+        // start (below).
+        self.reserved_from = next;
         for i in self.queue.range() {
             if due == 0 {
                 break;
@@ -203,12 +358,15 @@ impl LocalScheduler {
                 let Some(again) = self.earliest(slot.id, now) else {
                     self.profile_mut(p.domain).take(p.start, p.end, slot.procs);
                     self.hold_licences(slot.id, p.start, p.end, true);
+                    self.reserved_from = self.reserved_from.min(p.start);
                     continue;
                 };
                 self.profile_mut(again.domain)
                     .take(again.start, again.end, slot.procs);
                 self.hold_licences(slot.id, again.start, again.end, true);
                 if again.start > now {
+                    // Later than before: the block's bounds no longer hold.
+                    self.queue.set_reserved_block(i / BLOCK, None);
                     self.set_reservation(slot.id, again);
                     out.push(Action::Reserve {
                         job: slot.id,
@@ -323,6 +481,13 @@ impl LocalScheduler {
             let reservations_full = self.reserved.len() as u64 >= u64::from(depth);
             if smallest > free_any && reservations_full {
                 break; // nothing can start and nothing more can be reserved
+            }
+            if smallest == i64::MAX {
+                break; // every waiting job holds a reservation: nothing to start or reserve
+            }
+            if i % BLOCK == 0 && self.queue.block_minima(i) == EMPTY {
+                i += BLOCK;
+                continue; // no job of this block is waiting without a reservation
             }
             if spf && reservations_full {
                 shortest_from = Some(i);
