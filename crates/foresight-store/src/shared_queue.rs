@@ -210,6 +210,9 @@ pub struct SharedJob {
     /// Its place in the global queue (`queued`, `auction`, `claimed`, `started`, `done`),
     /// for a global job.
     pub queue_state: Option<String>,
+    /// The site that runs it is down (its dispatcher's lease lapsed): the record is the
+    /// last the site wrote, and may no longer be true.
+    pub site_down: bool,
 }
 
 /// One site's door to the global queue.
@@ -223,6 +226,10 @@ pub struct SharedQueue {
 
 /// A site is alive while this holds for its `dispatchers` row.
 const ALIVE: &str = "d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()";
+
+/// A job's site is down: a dispatcher row `d` joined on the job's site, not alive.
+const SITE_DOWN: &str = "(d.site IS NOT NULL AND NOT \
+                         (d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()))";
 
 impl SharedQueue {
     /// The queue as `site` sees it, on `store`'s database; `lease_ms` is how long its
@@ -1278,12 +1285,13 @@ impl SharedQueue {
         state: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SharedJob>> {
-        let rows = sqlx::query(
-            "SELECT j.id, j.data, j.site, g.state FROM jobs j \
+        let rows = sqlx::query(&format!(
+            "SELECT j.id, j.data, j.site, g.state, {SITE_DOWN} FROM jobs j \
              LEFT JOIN global_jobs g ON g.job_id = j.id \
+             LEFT JOIN dispatchers d ON d.site = j.site \
              WHERE j.site IS DISTINCT FROM $1 AND ($2::text IS NULL OR j.user_name = $2) \
              AND ($3::text IS NULL OR j.state = $3) ORDER BY j.id DESC LIMIT $4",
-        )
+        ))
         .bind(&self.site)
         .bind(user)
         .bind(state)
@@ -1300,6 +1308,7 @@ impl SharedQueue {
                     record,
                     site: r.get(2),
                     queue_state: r.get(3),
+                    site_down: r.get(4),
                 })
             })
             .collect()
@@ -1308,10 +1317,11 @@ impl SharedQueue {
     /// A job as stored, wherever it runs: for a dispatcher asked about a job another site
     /// runs, or one still in the queue.
     pub async fn shared_job(&self, id: u64) -> Result<Option<SharedJob>> {
-        let row = sqlx::query(
-            "SELECT j.data, j.site, g.state FROM jobs j \
-             LEFT JOIN global_jobs g ON g.job_id = j.id WHERE j.id = $1",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT j.data, j.site, g.state, {SITE_DOWN} FROM jobs j \
+             LEFT JOIN global_jobs g ON g.job_id = j.id \
+             LEFT JOIN dispatchers d ON d.site = j.site WHERE j.id = $1",
+        ))
         .bind(id as i64)
         .fetch_optional(&self.pool)
         .await
@@ -1323,6 +1333,7 @@ impl SharedQueue {
                 record,
                 site: r.get(1),
                 queue_state: r.get(2),
+                site_down: r.get(3),
             })
         })
         .transpose()

@@ -879,3 +879,58 @@ fn a_dependant_at_any_site_waits_for_the_output_copy_and_a_failed_copy_is_not_ok
     );
     assert!(s.contains_key(&not_ok), "{s:?}");
 }
+
+/// A job of a site whose dispatcher died is listed by the other sites as run by a site
+/// that is down, whose last record may no longer be true, not as simply running there.
+#[test]
+fn a_dead_sites_jobs_are_listed_as_last_recorded_by_a_site_that_is_down() {
+    let store = foresight_testkit::postgres::database();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let a = Peer::start(&root, "a", &store, 2);
+    let admin = admin_token(&a);
+    let (status, created) = Http::new(&a.url, &admin).post("/users", &json!({ "name": "ann" }));
+    assert_eq!(status, 201, "{created}");
+    let ann = created["token"].as_str().unwrap().to_string();
+    let mut b = Peer::start(&root, "b", &store, 2);
+    let (on_a, on_b) = (Http::new(&a.url, &ann), Http::new(&b.url, &ann));
+    let log = root.join("runs.log");
+    let ends = root.join("ends.log");
+    let mut local = ended_job(&log, &ends, 2, 20.0);
+    local["cluster"] = "b-c".into();
+    let id = on_b.submit(local);
+    wait_for("b's job to run", Duration::from_secs(20), || {
+        (runs(&log).len() == 1).then_some(())
+    });
+    let listed = |http: &Http| -> Value {
+        http.jobs()
+            .into_iter()
+            .find(|j| j["id"] == id)
+            .unwrap_or_else(|| panic!("job {id} not listed"))
+    };
+    assert_eq!(listed(&on_a)["reason"], "run by site b");
+    b.sigkill();
+    // Past b's lease (1.5 s), a says that b is down and its record may be stale.
+    let j = wait_for("a to see b down", Duration::from_secs(20), || {
+        let j = listed(&on_a);
+        j["reason"]
+            .as_str()
+            .unwrap()
+            .contains("which is down")
+            .then_some(j)
+    });
+    assert_eq!(j["state"], "running", "the last state b recorded: {j}");
+    assert!(
+        j["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("run by site b, which is down"),
+        "{j}"
+    );
+    let (status, shown) = on_a.get(&format!("/jobs/{id}"));
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(
+        shown["reason"], j["reason"],
+        "one job, one reason everywhere"
+    );
+}

@@ -360,6 +360,12 @@ pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob, now: Time) 
     let mut view = record_view(w, &j.record, now);
     view.reason = Some(match (&j.site, j.queue_state.as_deref()) {
         // Stopped there for a job of a higher level: why, as that site says.
+        // Its site is down: what it last recorded may no longer be true (it may have
+        // ended there), and the site tells when it is back.
+        (Some(site), _) if j.site_down && !j.record.state.is_final() => format!(
+            "run by site {site}, which is down (its dispatcher's lease lapsed): this is the \
+             last state it recorded, and the job may have ended since"
+        ),
         (Some(site), _) => match j.record.reason.as_deref() {
             Some(why) if j.record.suspended => format!("run by site {site}; {why}"),
             _ => format!("run by site {site}"),
