@@ -107,7 +107,7 @@ impl Run {
     }
 
     /// Runs until every job has ended (or `limit`).
-    fn to_the_end(&mut self, limit: i64) {
+    fn run_until_all_end(&mut self, limit: i64) {
         loop {
             self.w.cycle(Time(self.now));
             self.effects();
@@ -177,7 +177,7 @@ fn a_local_job_is_never_shown_a_start_a_planned_global_job_takes() {
     );
     let mut run = Run::new(w);
     run.effects();
-    run.to_the_end(20_000);
+    run.run_until_all_end(20_000);
     let started = |id| run.w.jobs[&JobId(id)].started_at.unwrap();
     assert_eq!(started(3), 2_800, "the global job takes the first start");
     assert_eq!(started(2), 4_600);
@@ -225,7 +225,7 @@ proptest! {
             .collect();
         w.accept(Time(1_000), records);
         let mut run = Run::new(w);
-        run.to_the_end(200_000);
+        run.run_until_all_end(200_000);
         prop_assert!(run.w.jobs.values().all(|j| j.state.is_final()), "a job never ended");
         prop_assert_eq!(run.broken(true, false), vec![], "a guaranteed start was missed");
         let global = jobs.iter().any(|j| j.0.is_none());
