@@ -255,3 +255,117 @@ impl SlotPlan {
         counts
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::fixture::{procs, req, slot};
+    use crate::select::Criterion;
+    use crate::time::Dur;
+
+    /// The counts read from every live slot afresh: per processor, its live slots in time
+    /// order, joined where they meet within the price.
+    fn brute(
+        plan: &SlotPlan,
+        max_price: f64,
+        walltime: i64,
+        ok: Option<&[bool]>,
+        avail: &[Option<Time>],
+    ) -> (usize, Vec<usize>) {
+        let mut priced = 0;
+        let mut long = vec![0; plan.clusters().len()];
+        for (p, proc) in plan.processors().iter().enumerate() {
+            if ok.is_some_and(|ok| !ok[p]) {
+                continue;
+            }
+            let mut mine: Vec<_> = plan
+                .live_slots()
+                .filter(|s| s.processor as usize == p && s.cost <= max_price)
+                .copied()
+                .collect();
+            mine.sort_by_key(|s| s.start);
+            priced += usize::from(!mine.is_empty());
+            let c = plan.cluster_of[p] as usize;
+            let Some(from) = avail[c] else { continue };
+            let dur = (walltime as f64 / proc.speed).ceil() as i64;
+            let mut best = i64::MIN;
+            let mut run: Option<(Time, Time)> = None;
+            for s in mine {
+                run = match run {
+                    Some((a, b)) if b == s.start => Some((a, s.end)),
+                    _ => Some((s.start, s.end)),
+                };
+                let (a, b) = run.unwrap();
+                best = best.max((b - a.max(from)).as_secs());
+            }
+            long[c] += usize::from(best >= dur);
+        }
+        (priced, long)
+    }
+
+    /// Through a thousand commits (and the re-indexing and renumbering they cause), the
+    /// counts kept up to date from the touched processors equal the counts read afresh, for
+    /// random prices, lengths, usable times (some clusters unusable) and requirements.
+    #[test]
+    fn kept_counts_equal_counts_read_afresh_through_commits() {
+        let spec: Vec<(String, String, f64)> = (0..12)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    format!("c{}", i % 3),
+                    [1.0, 1.5, 2.0][i % 2],
+                )
+            })
+            .collect();
+        let names: Vec<(&str, &str, f64)> = spec
+            .iter()
+            .map(|(a, b, v)| (a.as_str(), b.as_str(), *v))
+            .collect();
+        let mut seed = 11u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut raw = Vec::new();
+        for (id, _, _) in &names {
+            let mut t = 0;
+            for _ in 0..30 {
+                t += next(4) as i64;
+                let len = 5 + next(40) as i64;
+                raw.push(slot(id, t, t + len, 1.0 + next(5) as f64));
+                t += len;
+            }
+        }
+        let mut plan = SlotPlan::new(procs(&names), raw).unwrap();
+        let mut checked = 0;
+        for k in 0..1000 {
+            let max_price = 1.0 + next(5) as f64;
+            let walltime = 1 + next(60) as i64;
+            let avail: Vec<Option<Time>> = (0..3)
+                .map(|_| (next(5) != 0).then(|| Time(next(30) as i64)))
+                .collect();
+            let ok: Option<Vec<bool>> =
+                (next(3) == 0).then(|| (0..names.len()).map(|_| next(4) != 0).collect());
+            let counts = plan.reach_counts(max_price, walltime, ok.as_deref(), &avail);
+            assert_eq!(
+                (counts.priced, counts.long),
+                brute(&plan, max_price, walltime, ok.as_deref(), &avail),
+                "request {k}"
+            );
+            checked += 1;
+            let mut r = req(
+                1 + next(3) as u32,
+                1 + next(20) as i64,
+                Criterion::EarliestStart,
+            );
+            r.max_price = 1.0 + next(5) as f64;
+            let staging = [Some(Dur(0)), Some(Dur(next(4) as i64)), Some(Dur(0))];
+            if let Ok(sel) = plan.select(&r, &staging) {
+                plan.commit(&sel);
+            }
+        }
+        assert_eq!(checked, 1000);
+    }
+}
