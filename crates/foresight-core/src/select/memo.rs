@@ -110,11 +110,18 @@ impl Bounds {
         let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
             return Time::MIN;
         };
-        list.iter()
-            .filter(|e| e.procs <= procs && e.dur <= dur && e.max_price >= max_price)
-            .map(|e| e.start)
-            .max()
-            .unwrap_or(Time::MIN)
+        // Newest first: on a full horizon the latest results are most often "no window at
+        // all", which no other result can beat.
+        let mut lower = Time::MIN;
+        for e in list.iter().rev() {
+            if e.procs <= procs && e.dur <= dur && e.max_price >= max_price {
+                lower = lower.max(e.start);
+                if lower == Time::MAX {
+                    break;
+                }
+            }
+        }
+        lower
     }
 
     pub(super) fn record(&self, key: &BoundKey, entry: BoundEntry) {
