@@ -1,6 +1,13 @@
 //! Times one planning cycle of the lookahead planner: 10 000 queued global jobs on 10
 //! clusters of 1 000 processors, each busy with local jobs and holding a local queue, over a
 //! 7-day horizon. Run: `cargo run --release -p foresight-core --example plan_cycle`.
+//!
+//! Environment: `QUEUED` (default 10 000) sets the queue; `DEPTH` the planning depth;
+//! `REPS` (default 3) how many cycles are timed (the best is printed). `GROWTH`, a list of
+//! queue sizes (`GROWTH=1000,10000,100000`), times each size in turn, each from the same
+//! seed as `QUEUED` would (same digest), and then prints the log-log slope of the time
+//! against the queue between consecutive sizes and fitted over all of them: 1 is linear,
+//! 2 quadratic.
 
 #![allow(clippy::disallowed_methods)] // a benchmark reads the clock; the library never does
 
@@ -23,13 +30,51 @@ impl Lcg {
     }
 }
 
-fn main() {
-    let clusters = 10;
-    let procs = 1000u32;
-    let queued: usize = std::env::var("QUEUED")
+/// A number from the environment, or `default`.
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+        .unwrap_or(default)
+}
+
+fn main() {
+    let reps = env_or("REPS", 3).max(1);
+    let Ok(sizes) = std::env::var("GROWTH") else {
+        measure(env_or("QUEUED", 10_000), reps);
+        return;
+    };
+    let sizes: Vec<usize> = sizes
+        .split(',')
+        .map(|v| v.trim().parse().expect("GROWTH lists queue sizes"))
+        .collect();
+    let points: Vec<(f64, f64)> = sizes
+        .iter()
+        .map(|&n| (n as f64, measure(n, reps)))
+        .collect();
+    let slope = |(n0, t0): (f64, f64), (n1, t1): (f64, f64)| (t1 / t0).ln() / (n1 / n0).ln();
+    let pairs: Vec<String> = points
+        .windows(2)
+        .map(|w| format!("{:.2}", slope(w[0], w[1])))
+        .collect();
+    // Least squares of ln t against ln n.
+    let k = points.len() as f64;
+    let (xs, ys): (Vec<f64>, Vec<f64>) = points.iter().map(|&(n, t)| (n.ln(), t.ln())).unzip();
+    let (mx, my) = (xs.iter().sum::<f64>() / k, ys.iter().sum::<f64>() / k);
+    let sxy: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+    println!(
+        "{{\"sizes\":{sizes:?},\"slopes\":[{}],\"fitted_slope\":{:.2}}}",
+        pairs.join(","),
+        sxy / sxx
+    );
+}
+
+/// Builds the grid and a queue of `queued` jobs from a fixed seed, times `reps` planning
+/// cycles, prints one JSON line (best time, decisions, digest) and returns the best time.
+fn measure(queued: usize, reps: usize) -> f64 {
+    let clusters = 10;
+    let procs = 1000u32;
     let mut rng = Lcg(42);
     let mut scheds = Vec::new();
     let mut processors = Vec::new();
@@ -93,14 +138,11 @@ fn main() {
     let cfg = PlannerConfig {
         horizon: Dur::hours(7 * 24),
         lead_time: Dur(900),
-        plan_depth: std::env::var("DEPTH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(usize::MAX),
+        plan_depth: env_or("DEPTH", usize::MAX),
     };
     let mut best = f64::INFINITY;
     let mut decisions = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..reps {
         let t = Instant::now();
         decisions = plan_cycle(Time(0), &views, &jobs, &cfg);
         best = best.min(t.elapsed().as_secs_f64());
@@ -146,4 +188,5 @@ fn main() {
         clusters * procs as usize,
         cfg.plan_depth.min(queued)
     );
+    best
 }

@@ -4,8 +4,9 @@
 use super::error::PlanError;
 use super::hot::{seconds_between, Hot, Scan, NEVER};
 use super::mark::MAX_MARKS;
-use super::memo::{Bounds, ReachCache, UsableCache, WalkStates};
+use super::memo::{Bounds, UsableCache, WalkStates};
 use super::processor::Processor;
+use super::reach::ReachIndex;
 use super::tier::{block_reach, tier_bounds, tiers};
 use super::{Slot, SlotPlan, NONE};
 use crate::time::{Dur, Time};
@@ -342,8 +343,7 @@ impl SlotPlan {
             bounds: Bounds::default(),
             usable: UsableCache::default(),
             walk_states: WalkStates::default(),
-            commits: 0,
-            reach: ReachCache::default(),
+            reach: ReachIndex::new(&cluster_of, clusters.len()),
             processors,
             clusters,
             cluster_of,

@@ -14,7 +14,6 @@ impl SlotPlan {
     /// replaced by what is left before and after. Amortized cost: the pieces go to small
     /// side lists, merged in by walks, and the plan is re-indexed once they grow large.
     pub fn commit(&mut self, sel: &Selection) {
-        self.commits += 1;
         for (k, u) in sel.slots.iter().enumerate() {
             let holds = |i: u32| {
                 let s = self.slots.get(i as usize);
@@ -39,6 +38,8 @@ impl SlotPlan {
                 continue;
             }
             self.split(i, u.start, u.end);
+            self.reach
+                .touch(self.cluster_of[u.processor as usize], u.processor);
         }
         if self.dead + self.extra_end.len() > 64.max(self.order.len() / 4) {
             if self.slots.len() > 2 * self.live {
@@ -328,11 +329,14 @@ impl SlotPlan {
         let bounds = std::mem::take(&mut self.bounds);
         let usable = std::mem::take(&mut self.usable);
         let walk_states = std::mem::take(&mut self.walk_states);
+        // Renumbering keeps every processor's slots: its reach stays as it was.
+        let reach = std::mem::take(&mut self.reach);
         *self = Self::from_slots(processors, clusters, cluster_of, live, Some(end_order))
             .expect("invariant: splitting never makes slots overlap");
         self.bounds = bounds;
         self.usable = usable;
         self.walk_states = walk_states;
+        self.reach = reach;
     }
 }
 

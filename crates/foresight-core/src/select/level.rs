@@ -2,7 +2,7 @@
 //! level walked, and the best window over them by the criterion.
 
 use super::cheapest::Walk;
-use super::memo::{BoundEntry, BoundKey, Reach};
+use super::memo::{BoundEntry, BoundKey};
 use super::request::{Criterion, SlotRequest};
 use super::selection::{NoFit, Selection};
 use super::{SlotPlan, NONE};
@@ -246,19 +246,10 @@ impl SlotPlan {
         avail: &[Option<Time>],
     ) -> String {
         let need = req.procs as usize;
-        // Per suitable processor: has it any time within the price, and a free run of the
-        // job's length there (at its speed, after its cluster's staging)?
-        let reach = self.reach(req.max_price, suitable_proc, avail);
-        let priced: Vec<bool> = reach.iter().map(|&(priced, _)| priced).collect();
-        let long_enough: Vec<bool> = reach
-            .iter()
-            .enumerate()
-            .map(|(p, &(_, longest))| {
-                let dur = (req.walltime.as_secs() as f64 / self.processors[p].speed).ceil() as i64;
-                avail[self.cluster_of[p] as usize].is_some() && longest >= dur
-            })
-            .collect();
-        let priced_count = priced.iter().filter(|x| **x).count();
+        // How many suitable processors have any time within the price, and how many a free
+        // run of the job's length there (at their speed, after their cluster's staging).
+        let counts = self.reach_counts(req.max_price, req.walltime.as_secs(), suitable_proc, avail);
+        let priced_count = counts.priced;
         if priced_count == 0 {
             return format!(
                 "no slot of a suitable processor costs at most {} per processor-second",
@@ -275,7 +266,7 @@ impl SlotPlan {
         if avail.iter().all(Option::is_none) {
             return "no cluster is reachable for staging".into();
         }
-        let long_count = long_enough.iter().filter(|x| **x).count();
+        let long_count: usize = counts.long.iter().sum();
         if long_count < need {
             return format!(
                 "only {long_count} suitable processors within the price have {} s free in one \
@@ -284,13 +275,8 @@ impl SlotPlan {
             );
         }
         if !req.co_allocate {
-            let mut per_cluster = vec![0usize; self.clusters.len()];
-            for (p, ok) in long_enough.iter().enumerate() {
-                if *ok {
-                    per_cluster[self.cluster_of[p] as usize] += 1;
-                }
-            }
-            let (best, most) = per_cluster
+            let (best, most) = counts
+                .long
                 .iter()
                 .enumerate()
                 .max_by_key(|(c, n)| (**n, std::cmp::Reverse(*c)))
@@ -318,59 +304,6 @@ impl SlotPlan {
                 " in one cluster"
             }
         )
-    }
-
-    /// Per suitable processor: has it time at `max_price`, and how long is its longest
-    /// run of adjacent slots within that price from its cluster's usable time? Each
-    /// processor's own list holds its live slots in time order, so one pass over it
-    /// answers both. Kept until the next commit when every processor is suitable.
-    fn reach(
-        &self,
-        max_price: f64,
-        suitable_proc: Option<&[bool]>,
-        avail: &[Option<Time>],
-    ) -> Reach {
-        if suitable_proc.is_none() {
-            if let Some(kept) = self.reach.find(self.commits, max_price, avail) {
-                return kept;
-            }
-        }
-        let reach: Reach = (0..self.processors.len())
-            .map(|p| {
-                if suitable_proc.is_some_and(|ok| !ok[p]) {
-                    return (false, i64::MIN);
-                }
-                let from = avail[self.cluster_of[p] as usize];
-                let (mut priced, mut longest) = (false, i64::MIN);
-                // Slots within the price that meet end to end make one run, as the walks
-                // join them.
-                let mut run: Option<(Time, Time)> = None;
-                let mut i = self.head[p];
-                while i != NONE {
-                    let s = &self.slots[i as usize];
-                    i = self.next[i as usize];
-                    if s.cost > max_price {
-                        continue;
-                    }
-                    priced = true;
-                    let Some(from) = from else {
-                        break;
-                    };
-                    run = match run {
-                        Some((start, end)) if end == s.start => Some((start, s.end)),
-                        _ => Some((s.start, s.end)),
-                    };
-                    let (start, end) = run.expect("invariant: just set");
-                    longest = longest.max((end - start.max(from)).as_secs());
-                }
-                (priced, longest)
-            })
-            .collect();
-        if suitable_proc.is_none() {
-            self.reach
-                .keep(self.commits, max_price, avail, reach.clone());
-        }
-        reach
     }
 
     /// Per processor once, so that a pass over slots reads one flag, not a record: is it

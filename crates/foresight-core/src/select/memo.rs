@@ -17,6 +17,15 @@ impl<T: Clone> Clone for Memo<T> {
 }
 
 impl<T> Memo<T> {
+    pub(super) fn new(value: T) -> Memo<T> {
+        Memo(std::sync::Mutex::new(value))
+    }
+
+    /// The value, without locking: the plan is held mutably.
+    pub(super) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -101,11 +110,18 @@ impl Bounds {
         let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
             return Time::MIN;
         };
-        list.iter()
-            .filter(|e| e.procs <= procs && e.dur <= dur && e.max_price >= max_price)
-            .map(|e| e.start)
-            .max()
-            .unwrap_or(Time::MIN)
+        // Newest first: on a full horizon the latest results are most often "no window at
+        // all", which no other result can beat.
+        let mut lower = Time::MIN;
+        for e in list.iter().rev() {
+            if e.procs <= procs && e.dur <= dur && e.max_price >= max_price {
+                lower = lower.max(e.start);
+                if lower == Time::MAX {
+                    break;
+                }
+            }
+        }
+        lower
     }
 
     pub(super) fn record(&self, key: &BoundKey, entry: BoundEntry) {
@@ -128,49 +144,5 @@ impl Bounds {
             list.pop_front();
         }
         list.push_back(entry);
-    }
-}
-
-/// Per processor: whether it has time at the price, and the longest run of adjacent slots
-/// within the price from its cluster's usable time, in seconds (`i64::MIN` without one).
-pub(super) type Reach = Arc<[(bool, i64)]>;
-
-/// The processors' reach for one price and set of usable times, until the next commit. A
-/// request that finds no window says why from it, and on a full horizon most of a long
-/// queue finds none: those after the first read it instead of every slot again.
-#[derive(Clone, Debug, Default)]
-pub(super) struct ReachCache(Memo<Option<ReachEntry>>);
-
-#[derive(Clone, Debug)]
-struct ReachEntry {
-    commits: u64,
-    max_price: u64,
-    avail: Vec<Option<Time>>,
-    reach: Reach,
-}
-
-impl ReachCache {
-    pub(super) fn find(
-        &self,
-        commits: u64,
-        max_price: f64,
-        avail: &[Option<Time>],
-    ) -> Option<Reach> {
-        self.0
-            .lock()
-            .as_ref()
-            .filter(|e| {
-                e.commits == commits && e.max_price == max_price.to_bits() && e.avail == avail
-            })
-            .map(|e| e.reach.clone())
-    }
-
-    pub(super) fn keep(&self, commits: u64, max_price: f64, avail: &[Option<Time>], reach: Reach) {
-        *self.0.lock() = Some(ReachEntry {
-            commits,
-            max_price: max_price.to_bits(),
-            avail: avail.to_vec(),
-            reach,
-        });
     }
 }

@@ -58,6 +58,8 @@
 //! - `earliest`: the earliest-window walk.
 //! - `cheapest`: runs, and the candidate windows of the minimum-cost search.
 //! - `choice`: the `P` cheapest covering runs of a window, and what they cost.
+//! - `reach`: the processors' reach per price, cluster and usable time, kept up to date
+//!   through commits, for the reasons of requests that find no window.
 
 mod build;
 mod cheapest;
@@ -72,6 +74,7 @@ mod level;
 mod mark;
 mod memo;
 mod processor;
+mod reach;
 mod request;
 mod selection;
 mod tier;
@@ -83,7 +86,8 @@ pub use selection::{NoFit, Selection, UsedSlot};
 
 use crate::time::Time;
 use hot::{Hot, Scan};
-use memo::{Bounds, ReachCache, UsableCache, WalkStates};
+use memo::{Bounds, UsableCache, WalkStates};
+use reach::ReachIndex;
 use std::collections::BTreeSet;
 
 /// A piece of time on one processor that a global job may take, at a price per
@@ -203,11 +207,9 @@ pub struct SlotPlan {
     /// allocated and cleared for each: a walk takes one, leaves it as it found it (no
     /// processor counted) and gives it back.
     walk_states: WalkStates,
-    /// Commits so far: what a memo of the plan's free time is valid for.
-    commits: u64,
-    /// The processors' reach at one price, for the reasons of requests that find no
-    /// window (see [`ReachCache`]).
-    reach: ReachCache,
+    /// The processors' reach per price, cluster and usable time, for the reasons of
+    /// requests that find no window (see [`ReachIndex`]).
+    reach: ReachIndex,
 }
 
 impl SlotPlan {
