@@ -343,7 +343,7 @@ impl SlotPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::fixture::{procs, req, slot};
+    use crate::select::fixture::{random_plan, req, Lcg};
     use crate::select::Criterion;
     use crate::time::Dur;
 
@@ -352,32 +352,10 @@ mod tests {
     /// every criterion exactly as a plan built afresh from its live slots.
     #[test]
     fn commits_and_re_indexing_keep_answers_those_of_a_fresh_plan() {
-        let spec: Vec<(String, String, f64)> = (0..8)
-            .map(|i| (format!("p{i}"), format!("c{}", i % 2), [1.0, 1.5][i % 2]))
-            .collect();
-        let names: Vec<(&str, &str, f64)> = spec
-            .iter()
-            .map(|(a, b, v)| (a.as_str(), b.as_str(), *v))
-            .collect();
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
-        let mut raw = Vec::new();
-        for (id, _, _) in &names {
-            let mut t = 0;
-            for _ in 0..40 {
-                t += next(5) as i64;
-                let len = 5 + next(40) as i64;
-                // Seven prices: the tiers of list A group several.
-                raw.push(slot(id, t, t + len, 1.0 + next(7) as f64));
-                t += len;
-            }
-        }
-        let mut plan = SlotPlan::new(procs(&names), raw).unwrap();
+        let mut rng = Lcg(7);
+        // Seven prices: the tiers of list A group several.
+        let mut plan = random_plan(&mut rng, 8, 2, 40, 5, 7);
+        let mut next = |n: u64| rng.next(n);
         let (mut folded, mut renumbered) = (false, false);
         for k in 0..1000 {
             let criterion = [
@@ -390,10 +368,10 @@ mod tests {
             r.max_price = 1.0 + next(7) as f64;
             let staging = [Some(Dur(0)), Some(Dur(next(4) as i64))];
             let fresh = SlotPlan::new(
-                procs(&names),
+                plan.processors().to_vec(),
                 plan.live_slots().map(|s| {
                     (
-                        names[s.processor as usize].0.to_string(),
+                        plan.processors()[s.processor as usize].id.clone(),
                         s.start,
                         s.end,
                         s.cost,

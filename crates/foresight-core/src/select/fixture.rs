@@ -1,6 +1,6 @@
 //! Small plans and requests for the unit tests.
 
-use super::{Criterion, Processor, SlotRequest};
+use super::{Criterion, Processor, SlotPlan, SlotRequest};
 use crate::time::{Dur, Time};
 use std::collections::BTreeSet;
 
@@ -32,4 +32,54 @@ pub(super) fn req(procs: u32, walltime: i64, criterion: Criterion) -> SlotReques
         deadline: None,
         co_allocate: true,
     }
+}
+
+/// A fixed-seed LCG: many random cases, the same at every run.
+pub(super) struct Lcg(pub u64);
+
+impl Lcg {
+    pub(super) fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A plan of `n` processors `p0…` over `clusters` clusters (`c0…`), of speeds 1 and 1.5 in
+/// turn, each with `per_processor` free slots of 5–44 s after gaps under `gap` s, priced
+/// 1 to `prices`.
+pub(super) fn random_plan(
+    rng: &mut Lcg,
+    n: usize,
+    clusters: usize,
+    per_processor: usize,
+    gap: u64,
+    prices: u64,
+) -> SlotPlan {
+    let spec: Vec<(String, String, f64)> = (0..n)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                format!("c{}", i % clusters),
+                [1.0, 1.5][i % 2],
+            )
+        })
+        .collect();
+    let names: Vec<(&str, &str, f64)> = spec
+        .iter()
+        .map(|(a, b, v)| (a.as_str(), b.as_str(), *v))
+        .collect();
+    let mut raw = Vec::new();
+    for (id, _, _) in &names {
+        let mut t = 0;
+        for _ in 0..per_processor {
+            t += rng.next(gap) as i64;
+            let len = 5 + rng.next(40) as i64;
+            raw.push(slot(id, t, t + len, 1.0 + rng.next(prices) as f64));
+            t += len;
+        }
+    }
+    SlotPlan::new(procs(&names), raw).expect("a valid plan")
 }

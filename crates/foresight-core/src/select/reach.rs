@@ -259,7 +259,7 @@ impl SlotPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::fixture::{procs, req, slot};
+    use crate::select::fixture::{random_plan, req, Lcg};
     use crate::select::Criterion;
     use crate::time::Dur;
 
@@ -308,37 +308,9 @@ mod tests {
     /// random prices, lengths, usable times (some clusters unusable) and requirements.
     #[test]
     fn kept_counts_equal_counts_read_afresh_through_commits() {
-        let spec: Vec<(String, String, f64)> = (0..12)
-            .map(|i| {
-                (
-                    format!("p{i}"),
-                    format!("c{}", i % 3),
-                    [1.0, 1.5, 2.0][i % 2],
-                )
-            })
-            .collect();
-        let names: Vec<(&str, &str, f64)> = spec
-            .iter()
-            .map(|(a, b, v)| (a.as_str(), b.as_str(), *v))
-            .collect();
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
-        let mut raw = Vec::new();
-        for (id, _, _) in &names {
-            let mut t = 0;
-            for _ in 0..30 {
-                t += next(4) as i64;
-                let len = 5 + next(40) as i64;
-                raw.push(slot(id, t, t + len, 1.0 + next(5) as f64));
-                t += len;
-            }
-        }
-        let mut plan = SlotPlan::new(procs(&names), raw).unwrap();
+        let mut rng = Lcg(11);
+        let mut plan = random_plan(&mut rng, 12, 3, 30, 4, 5);
+        let mut next = |n: u64| rng.next(n);
         let mut checked = 0;
         for k in 0..1000 {
             let max_price = 1.0 + next(5) as f64;
@@ -347,7 +319,7 @@ mod tests {
                 .map(|_| (next(5) != 0).then(|| Time(next(30) as i64)))
                 .collect();
             let ok: Option<Vec<bool>> =
-                (next(3) == 0).then(|| (0..names.len()).map(|_| next(4) != 0).collect());
+                (next(3) == 0).then(|| (0..12).map(|_| next(4) != 0).collect());
             let counts = plan.reach_counts(max_price, walltime, ok.as_deref(), &avail);
             assert_eq!(
                 (counts.priced, counts.long),
