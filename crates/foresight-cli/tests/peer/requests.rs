@@ -39,17 +39,24 @@ fn queue_state(store: &str, id: u64) -> String {
     )
 }
 
+/// Sites a and b of 2 processors each, and user ann made on a: (a, b, the administrator's
+/// token, ann's).
+fn ann_on_two_sites(root: &Path, store: &str) -> (Peer, Peer, String, String) {
+    let a = Peer::start(root, "a", store, 2);
+    let admin = admin_token(&a);
+    let (status, created) = Http::new(&a.url, &admin).post("/users", &json!({ "name": "ann" }));
+    assert_eq!(status, 201, "{created}");
+    let ann = created["token"].as_str().unwrap().to_string();
+    let b = Peer::start(root, "b", store, 2);
+    (a, b, admin, ann)
+}
+
 #[test]
 fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_everywhere() {
     let store = foresight_testkit::postgres::database();
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let a = Peer::start(&root, "a", &store, 2);
-    let admin = admin_token(&a);
-    let (status, created) = Http::new(&a.url, &admin).post("/users", &json!({ "name": "ann" }));
-    assert_eq!(status, 201, "{created}");
-    let ann = created["token"].as_str().unwrap().to_string();
-    let b = Peer::start(&root, "b", &store, 2);
+    let (a, b, admin, ann) = ann_on_two_sites(&root, &store);
     let (on_a, on_b) = (Http::new(&a.url, &ann), Http::new(&b.url, &ann));
     let log = root.join("runs.log");
     let ends = root.join("ends.log");
@@ -887,12 +894,7 @@ fn a_dead_sites_jobs_are_listed_as_last_recorded_by_a_site_that_is_down() {
     let store = foresight_testkit::postgres::database();
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let a = Peer::start(&root, "a", &store, 2);
-    let admin = admin_token(&a);
-    let (status, created) = Http::new(&a.url, &admin).post("/users", &json!({ "name": "ann" }));
-    assert_eq!(status, 201, "{created}");
-    let ann = created["token"].as_str().unwrap().to_string();
-    let mut b = Peer::start(&root, "b", &store, 2);
+    let (a, mut b, _, ann) = ann_on_two_sites(&root, &store);
     let (on_a, on_b) = (Http::new(&a.url, &ann), Http::new(&b.url, &ann));
     let log = root.join("runs.log");
     let ends = root.join("ends.log");
