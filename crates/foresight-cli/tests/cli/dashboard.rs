@@ -582,6 +582,11 @@ fn the_dashboard_shows_the_grid_plan_jobs_reservations_users_and_accuracy() {
     assert_eq!(reason, "planned beyond the lead time");
     let planned = b.text("#job-start");
     assert!(planned.contains(&begin), "{planned}");
+    // Planned beyond the lead time, nothing holds it yet: the page says it is a forecast.
+    assert!(
+        planned.contains("not guaranteed: planned, not reserved"),
+        "{planned}"
+    );
     b.screenshot("job-begin");
     eprintln!("screenshots in {}", b.shots.display());
 }
