@@ -8,6 +8,7 @@ pub(crate) mod estimate;
 pub(crate) mod global_queue;
 pub(crate) mod jobs;
 pub(crate) mod loops;
+pub(crate) mod plan_input;
 pub(crate) mod staging;
 pub(crate) mod starts;
 pub(crate) mod submit;

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::config::Config;
-use crate::runtime::views::plan_input;
+use crate::runtime::plan_input::plan_input;
 use crate::state::plan_view::drawn::{self, slot, Drawn};
 use crate::state::plan_view::{self, Visible};
 use crate::state::world::World;

@@ -11,7 +11,7 @@
 //! cluster's premium for queued local work may take its time, and under backfilling a job
 //! without a reservation may be passed.
 
-use crate::runtime::views::plan_input;
+use crate::runtime::plan_input::plan_input;
 use crate::state::plan_view;
 use crate::state::world::World;
 use foresight_api::JobState;

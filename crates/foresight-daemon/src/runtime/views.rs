@@ -1,6 +1,7 @@
 //! What the API shows of the world: jobs, explanations, clusters, plans, users and
 //! reservations, each read under the world's lock.
 
+use crate::runtime::plan_input::plan_input;
 use crate::runtime::starts::Starts;
 use crate::runtime::Service;
 use crate::state::plan_view::{self, Visible};
@@ -10,7 +11,6 @@ use foresight_api::{
     ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, Reason, ReservationView,
     UserView,
 };
-use foresight_core::broker::Phase;
 use foresight_core::scheduler::JobStatus;
 use foresight_core::time::Time;
 use foresight_core::JobId;
@@ -270,88 +270,6 @@ fn global_queue_reason(w: &World, id: JobId) -> Reason {
              is planned once it moves up"
         )
     })
-}
-
-/// What cluster `k`'s plan is drawn from: its running parts on the processors they run on,
-/// the broker's reserved and planned global jobs by count (the processors the planner chose
-/// are positions in its model, not the cluster's), and its administrative reservations.
-pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
-    let c = &w.clusters[k];
-    let g = &w.broker.clusters[k];
-    let name = &c.cfg.name;
-    let running = g
-        .sched
-        .running_jobs()
-        .map(|(job, _, at)| {
-            let record = w.jobs.get(&job);
-            let part = record.and_then(|j| j.parts.iter().find(|p| &p.cluster == name && !p.ended));
-            // The part's own start once its process reports it, until then the job's.
-            let started_at = part
-                .and_then(|p| p.started_at)
-                .or(record.and_then(|j| j.started_at))
-                .or(Some(at.start.secs()));
-            plan_view::RunningPart {
-                job: job.0,
-                started_at,
-                end: at.end.secs(),
-                processors: part.map(|p| p.processors.clone()).unwrap_or_default(),
-            }
-        })
-        .collect();
-    let mut global = Vec::new();
-    let mut job_reservations = std::collections::HashMap::new();
-    for e in w.broker.entries() {
-        let job = e.job.id.0;
-        match &e.phase {
-            Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
-                for p in parts.iter().filter(|p| p.cluster == k) {
-                    job_reservations.insert(p.reservation.0, job);
-                    global.push(plan_view::GlobalPart {
-                        occupant: "reserved",
-                        job,
-                        start: p.window.start.secs(),
-                        end: p.window.end.secs(),
-                        procs: p.procs,
-                        reservation: Some(p.reservation.0),
-                    });
-                }
-            }
-            Phase::Running { parts, .. } => {
-                for p in parts.iter().filter(|p| p.cluster == k) {
-                    job_reservations.insert(p.reservation.0, job);
-                }
-            }
-            Phase::Planned { start, end, parts } => {
-                for p in parts.iter().filter(|p| p.cluster == k) {
-                    global.push(plan_view::GlobalPart {
-                        occupant: "planned",
-                        job,
-                        start: start.secs(),
-                        end: end.secs(),
-                        procs: p.processors.len() as u32,
-                        reservation: None,
-                    });
-                }
-            }
-            Phase::Queued | Phase::Suspended { .. } => {}
-        }
-    }
-    let admin_reservations = w
-        .reservations
-        .values()
-        .filter(|r| &r.cluster == name && r.kind != "job")
-        .map(|r| (r.id, r.processors.clone()))
-        .collect();
-    plan_view::ClusterInput {
-        name: name.clone(),
-        procs: c.procs(),
-        tariff: g.tariff.base,
-        sched: g.sched.clone(),
-        running,
-        global,
-        job_reservations,
-        admin_reservations,
-    }
 }
 
 /// A job of the shared store as the API shows it, its reason naming where it is: the site
