@@ -61,7 +61,7 @@ pub(super) fn job_details(j: &JobView) -> String {
     kv("user", j.user.clone());
     kv("state", describe_state(j, crate::moment::now()));
     kv("procs", j.procs.to_string());
-    kv("walltime", format_duration(j.walltime));
+    kv("walltime", crate::table::squeue_time(j.walltime));
     kv("price", j.price.map_or("-".into(), |p| p.to_string()));
     kv(
         "placement",
