@@ -82,14 +82,15 @@ impl<'w> Starts<'w> {
             .copied();
         // A job bound to an administrative reservation is covered by that reservation in
         // the forecast: its own placement says when.
-        let at = forecast.or_else(|| match sched.reservation_of(JobId(j.id)) {
+        let own = sched.reservation_of(JobId(j.id));
+        let at = forecast.or_else(|| match own {
             Some(p) => Some(p.start.secs()),
             None => match sched.explain(JobId(j.id), self.now) {
                 Some(JobStatus::Deferred { earliest, .. }) => earliest.map(|t| t.secs()),
                 _ => None,
             },
         });
-        let reserved = sched.reservation_of(JobId(j.id)).is_some();
+        let reserved = own.is_some();
         let caveat = if reserved || sched.policy().backfill == BackfillChoice::None {
             format!("forecast: {LOCAL_CAVEAT}")
         } else {

@@ -43,7 +43,7 @@ impl Service {
             .filter(|j| owner.is_none_or(|o| j.user == o))
             .filter(|j| state.is_none_or(|s| j.state == s))
             .take(limit)
-            .map(|j| view_with(&w, j, now, &starts))
+            .map(|j| view_with(j, now, &starts))
             .collect::<Vec<_>>()
             .into_iter()
             .rev()
@@ -323,11 +323,11 @@ pub fn view_of(w: &World, id: JobId, now: Time) -> Option<JobView> {
 
 /// A job record as the API shows it at `now` (`w` gives its planned start on its cluster).
 pub fn record_view(w: &World, j: &JobRecord, now: Time) -> JobView {
-    view_with(w, j, now, &Starts::new(w, now))
+    view_with(j, now, &Starts::new(w, now))
 }
 
 /// [`record_view`] with the starts of the view it is part of.
-fn view_with(_w: &World, j: &JobRecord, now: Time, starts: &Starts) -> JobView {
+fn view_with(j: &JobRecord, now: Time, starts: &Starts) -> JobView {
     let start = starts.of(j);
     JobView {
         id: j.id,
