@@ -278,7 +278,11 @@ impl SlotPlan {
         let mark_base = slots.iter().map(|s| s.start).min().unwrap_or(Time(0));
         let last_end = slots.iter().map(|s| s.end).max().unwrap_or(Time(0));
         let span = (last_end.secs() - mark_base.secs()).max(1);
-        let mark_step = (span + MAX_MARKS - 1) / MAX_MARKS;
+        // Marks cost a row of every processor each: a plan of few slots per processor
+        // (a grid's forecast between jobs) keeps few, since its walks are short anyway, and
+        // rebuilding after commits then costs what the slots cost, not 256 rows.
+        let marks_wanted = (4 * n / processors.len().max(1)).clamp(8, MAX_MARKS as usize) as i64;
+        let mark_step = (span + marks_wanted - 1) / marks_wanted;
         let n_marks = if np == 0 {
             0
         } else {
