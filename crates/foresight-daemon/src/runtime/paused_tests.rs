@@ -246,3 +246,30 @@ async fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
     assert_eq!(p.s.world().next_due(Time(T0 + 4)), None);
     p.s.shutdown().await;
 }
+
+/// Cancelled while it runs, a job is stopped at that second (its cluster told so), ends
+/// `cancelled` then, and the job waiting for its processors starts at that same second.
+#[tokio::test]
+async fn a_cancelled_job_stops_at_once_and_frees_its_processors() {
+    let p = Paused::open(TWO).await;
+    let running = p.submit(job(2, 600)).await;
+    let waiting = p.submit(job(2, 60)).await;
+    p.advance(5).await;
+    p.act(running, move |w, now| w.cancel(now, JobId(running)))
+        .await;
+    assert!(p.rms[0].calls().contains(&Call::Cancel {
+        job: running,
+        attempt: 0,
+        at: T0 + 5
+    }));
+    let j = p.job(running);
+    assert_eq!(
+        (j.state, j.ended_at, j.run_secs),
+        (JobState::Cancelled, Some(T0 + 5), Some(5))
+    );
+    assert_eq!(
+        p.rms[0].launches(),
+        vec![(running, 0, T0), (waiting, 0, T0 + 5)]
+    );
+    p.s.shutdown().await;
+}
