@@ -52,7 +52,25 @@ fn a_high_priority_job_suspends_a_low_one_which_resumes_and_completes() {
         proc_state(&pid)
     );
 
-    let high = s.submit(&["--priority", "2", "-n", "2", "-t", "1m", "--", "sleep", "2"]);
+    // The high job itself records, half-way through its run, the state of the low one's
+    // process (field 3 of its /proc stat).
+    let seen = dir.join("low-state-seen-by-high.txt");
+    let high_script = format!(
+        "sleep 1; sed 's/.*) //' /proc/{pid}/stat | cut -c1 > {}; sleep 1",
+        seen.display()
+    );
+    let high = s.submit(&[
+        "--priority",
+        "2",
+        "-n",
+        "2",
+        "-t",
+        "1m",
+        "--",
+        "sh",
+        "-c",
+        &high_script,
+    ]);
     let submitted = common::now();
     let h = s.wait_job(high, "running", Duration::from_secs(10), running);
     assert!(
@@ -82,11 +100,15 @@ fn a_high_priority_job_suspends_a_low_one_which_resumes_and_completes() {
     let err = String::from_utf8(e.get_output().stderr.clone()).unwrap();
     assert!(err.contains("higher priority level"), "{err}");
 
-    // While the high job runs, the low one stays stopped.
-    std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(proc_state(&pid), Some('T'), "still stopped");
+    // While the high job ran, the low one stayed stopped: the high job saw it so.
     let h = s.wait_final(high, Duration::from_secs(20));
     assert_eq!(h["state"], "completed", "{h}");
+    let state = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        state.trim(),
+        "T",
+        "the low job's state half-way through the high one"
+    );
 
     let l = s.wait_job(low, "resumed", Duration::from_secs(10), |j| {
         j["suspended"] == false

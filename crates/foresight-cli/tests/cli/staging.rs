@@ -572,17 +572,22 @@ fn a_dependant_starts_only_once_the_outputs_it_needs_are_copied() {
         Duration::from_secs(120),
         |j| j["state"] == "completed" && j["output_staging"]["began_at"].is_i64(),
     );
-    // Long after its predecessor completed, the dependant still waits, saying for what.
-    std::thread::sleep(Duration::from_secs(3));
-    let n = s.show(next);
+    // A cycle after its predecessor completed looked at the dependant and kept it waiting,
+    // saying for what (the copy cannot end: nothing writes into the pipe yet).
+    let waiting_for = format!("job {id} is copying its outputs to a");
+    let n = s.wait_job(
+        next,
+        "the dependant waiting for the copy",
+        Duration::from_secs(60),
+        |n| {
+            n["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains(&waiting_for))
+        },
+    );
     assert_eq!(
         n["state"], "pending",
         "it started before the copy ended: {n}"
-    );
-    let reason = n["reason"].as_str().unwrap_or_default();
-    assert!(
-        reason.contains(&format!("job {id} is copying its outputs to a")),
-        "{n}"
     );
     // The copy ends: the dependant starts and finds the file.
     std::fs::write(ran_on_b(b_dir.path(), id).join("result.txt"), "complete\n").unwrap();

@@ -72,9 +72,13 @@ fn a_restart_of_the_scheduler_keeps_running_and_queued_parts_in_place() {
     a.sigkill();
     a.launch();
 
-    // g2 keeps its reservation and its place: still reserved at the same start, its part
-    // on B the same.
-    std::thread::sleep(Duration::from_secs(2));
+    // g2 keeps its reservation and its place through the restarted service's cycles (each
+    // after a look at B): still reserved at the same start, its part on B the same.
+    wait_for(
+        "three cycles after the restart",
+        Duration::from_secs(30),
+        || (a.cycles() >= 3).then_some(()),
+    );
     let j = a.show(g2);
     assert_eq!(j["state"], "reserved", "{j}\n{}", a.logs());
     assert_eq!(j["planned_start"].as_i64(), Some(planned), "{j}");

@@ -115,8 +115,17 @@ fn maui_drives_a_wiki_scheduled_cluster() {
         "-c",
         &script,
     ]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let j = s.show(id);
+    // Its cycle leaves it to the WIKI scheduler, saying so.
+    let j = s.wait_job(
+        id,
+        "left to the WIKI scheduler",
+        Duration::from_secs(30),
+        |j| {
+            j["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("WIKI scheduler"))
+        },
+    );
     assert_eq!(j["state"], "pending", "{j}");
     let explain = s.run(&["job", "explain", &id.to_string()]);
     assert!(explain.contains("WIKI scheduler"), "{explain}");

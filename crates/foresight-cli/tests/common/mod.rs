@@ -390,6 +390,22 @@ impl Server {
         }
     }
 
+    /// Scheduling cycles the running service has run since it started (`/metrics`): a test
+    /// waits for cycles rather than for time before reading what they decided.
+    pub fn cycles(&self) -> u64 {
+        let text = reqwest::blocking::Client::new()
+            .get(format!("{}/metrics", self.url))
+            .bearer_auth(&self.token)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        text.lines()
+            .find(|l| l.starts_with("foresight_cycles_total"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("foresight_cycles_total missing: {text}"))
+    }
+
     /// Polls a job until it is in a final state.
     pub fn wait_final(&self, id: u64, timeout: Duration) -> Value {
         self.wait_job(id, "final", timeout, is_final)

@@ -66,44 +66,50 @@ impl Service {
             if self.closing.load(Ordering::Relaxed) {
                 return;
             }
-            let started = Instant::now();
-            last_cycle = Some(started);
-            let plan = self.world().begin_cycle(self.now());
-            // What the cycle decided before planning (starts, moves) is carried out at once;
-            // the planning runs off the lock and off the async workers, so that requests
-            // are answered meanwhile.
-            self.flush().await;
-            let decided = if plan.is_empty() {
-                Ok((plan, Vec::new()))
-            } else {
-                tokio::task::spawn_blocking(move || {
-                    let decisions = plan.decide();
-                    (plan, decisions)
-                })
-                .await
-            };
-            match decided {
-                Ok((plan, decisions)) => {
-                    // A slice per lock hold: a request waits behind one slice at most, not
-                    // behind a whole cycle's decisions.
-                    let mut decisions = decisions.into_iter();
-                    loop {
-                        let slice: Vec<Decision> =
-                            decisions.by_ref().take(DECISIONS_PER_LOCK).collect();
-                        if slice.is_empty() {
-                            break;
-                        }
-                        self.world().apply_decisions(&plan, slice);
-                        tokio::task::yield_now().await;
-                    }
-                    let mut w = self.world();
-                    w.close_cycle(plan);
-                    w.stats.last_cycle_seconds = started.elapsed().as_secs_f64();
-                }
-                Err(e) => tracing::error!("the planning cycle failed: {e}"),
-            }
-            self.flush().await;
+            last_cycle = Some(Instant::now());
+            self.run_cycle().await;
         }
+    }
+
+    /// One scheduling cycle at the clock's now: what it decides before planning carried out
+    /// at once, the planning run off the lock, its decisions applied and carried out.
+    pub(crate) async fn run_cycle(self: &Arc<Self>) {
+        let started = Instant::now();
+        let plan = self.world().begin_cycle(self.now());
+        // What the cycle decided before planning (starts, moves) is carried out at once;
+        // the planning runs off the lock and off the async workers, so that requests
+        // are answered meanwhile.
+        self.flush().await;
+        let decided = if plan.is_empty() {
+            Ok((plan, Vec::new()))
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let decisions = plan.decide();
+                (plan, decisions)
+            })
+            .await
+        };
+        match decided {
+            Ok((plan, decisions)) => {
+                // A slice per lock hold: a request waits behind one slice at most, not
+                // behind a whole cycle's decisions.
+                let mut decisions = decisions.into_iter();
+                loop {
+                    let slice: Vec<Decision> =
+                        decisions.by_ref().take(DECISIONS_PER_LOCK).collect();
+                    if slice.is_empty() {
+                        break;
+                    }
+                    self.world().apply_decisions(&plan, slice);
+                    tokio::task::yield_now().await;
+                }
+                let mut w = self.world();
+                w.close_cycle(plan);
+                w.stats.last_cycle_seconds = started.elapsed().as_secs_f64();
+            }
+            Err(e) => tracing::error!("the planning cycle failed: {e}"),
+        }
+        self.flush().await;
     }
 
     /// Writes what changed and then carries out the effects, in that order: a job is

@@ -8,6 +8,7 @@ pub(crate) mod estimate;
 pub(crate) mod global_queue;
 pub(crate) mod jobs;
 pub(crate) mod loops;
+pub(crate) mod managers;
 pub(crate) mod plan_input;
 pub(crate) mod staging;
 pub(crate) mod starts;
@@ -20,21 +21,25 @@ mod workflows;
 #[cfg(test)]
 mod clock_tests;
 #[cfg(test)]
+pub(crate) mod fake_rm;
+#[cfg(test)]
+pub(crate) mod paused;
+#[cfg(test)]
+mod paused_tests;
+#[cfg(test)]
 mod plan_tests;
 
 use crate::config::Config;
 use crate::runtime::effects::AheadCopy;
 use crate::runtime::global_queue::GlobalQueue;
 use crate::runtime::loops::{insert_writer, InsertRequest};
+use crate::runtime::managers::Managers;
 use crate::runtime::users::{new_token, token_hash, write_secret};
 use crate::state::world::World;
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_rm::clock::{Clock, SystemClock};
-use foresight_rm::slurm::{CommandOutput, CommandRunner, Invocation, SystemRunner};
-use foresight_rm::{
-    Adoption, LocalCluster, LocalExecutor, ResourceManager, SlurmClient, SlurmCluster, SlurmError,
-};
+use foresight_rm::{Adoption, Finished, ResourceManager};
 use foresight_store::{JobRecord, Store, UserRecord};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,22 +53,6 @@ pub struct Timings {
     pub submit: Vec<f64>,
     /// Submissions accepted.
     pub submitted: u64,
-}
-
-/// Counts the commands run against Slurm, for `/metrics`: the cost of following a cluster
-/// must stay bounded (a fixed number per snapshot, a few per reserved job).
-#[derive(Debug)]
-struct CountingRunner {
-    inner: SystemRunner,
-    count: Arc<AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl CommandRunner for CountingRunner {
-    async fn run(&self, inv: &Invocation) -> Result<CommandOutput, SlurmError> {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.inner.run(inv).await
-    }
 }
 
 /// The service.
@@ -121,58 +110,36 @@ impl Service {
         cfg: Config,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
+        Service::open_on(cfg, clock, None).await
+    }
+
+    /// [`Service::open_without_cycles`] on the resource managers `given` (one per cluster)
+    /// when there are some, as a test that plays the clusters itself opens it; otherwise on
+    /// those the configuration describes.
+    pub(crate) async fn open_on(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+        given: Option<Managers>,
+    ) -> anyhow::Result<(Arc<Service>, Option<String>)> {
         let dir = &cfg.data_dir;
         std::fs::create_dir_all(dir.join("output"))
             .map_err(|e| anyhow::anyhow!("creating data dir {}: {e}", dir.display()))?;
         let (store, global_queue) = crate::runtime::global_queue::open_store(&cfg).await?;
-        let exe = std::env::current_exe()?;
-        let mut executors = Vec::new();
-        let mut receivers = Vec::new();
-        let mut managers: Vec<Arc<dyn ResourceManager>> = Vec::new();
-        let slurm_commands = Arc::new(AtomicU64::new(0));
-        for c in &cfg.cluster {
-            if c.is_slurm() {
-                let conf = c.slurm_conf.clone().unwrap_or_default();
-                let runner = CountingRunner {
-                    inner: SystemRunner::default(),
-                    count: slurm_commands.clone(),
-                };
-                let mut client = SlurmClient::new(conf, Arc::new(runner));
-                if let Some(u) = &c.slurm_user {
-                    client = client.acting_as(u.clone());
-                }
-                let naming = foresight_rm::slurm::Naming::instance(&cfg.instance)
-                    .map_err(|e| anyhow::anyhow!("instance: {e}"))?;
-                let cluster = SlurmCluster::new(client, c.partition.clone(), c.account.clone())
-                    .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.name))?
-                    .with_naming(naming);
-                managers.push(Arc::new(cluster));
-                executors.push(None);
-                continue;
-            }
-            if c.kind == "wiki" {
-                managers.push(Arc::new(crate::runtime::wiki_rm::build(c, &cfg.instance)?));
-                executors.push(None);
-                continue;
-            }
-            let (exec, rx) = LocalExecutor::confined(
-                dir.join("clusters").join(&c.name),
-                vec![exe.clone().into_os_string(), "supervise".into()],
-                cfg.confinement,
-            )?;
-            tracing::info!(
-                cluster = %c.name,
-                "local jobs are confined by {}",
-                exec.confinement()
-            );
-            managers.push(Arc::new(LocalCluster::new(
-                c.name.clone(),
-                c.procs,
-                exec.clone(),
-            )));
-            executors.push(Some(exec));
-            receivers.push((managers.len() - 1, rx));
-        }
+        let managers = match given {
+            Some(m) if m.managers.len() != cfg.cluster.len() => anyhow::bail!(
+                "{} resource managers given for {} clusters",
+                m.managers.len(),
+                cfg.cluster.len()
+            ),
+            Some(m) => m,
+            None => Managers::build(&cfg)?,
+        };
+        let Managers {
+            managers,
+            executors,
+            receivers,
+            slurm_commands,
+        } = managers;
         let now = clock.now();
         let mut world = World::new(&cfg);
         let mut users = store.load_users().await?;
@@ -291,15 +258,21 @@ impl Service {
             let s = service.clone();
             service.spawn_task(async move {
                 while let Some(f) = rx.recv().await {
-                    s.world()
-                        .on_finished(s.now(), k, JobId(f.job), f.attempt, &f.outcome);
-                    s.wake.notify_one();
-                    s.global_queue.poke();
-                    s.flush().await;
+                    s.part_finished(k, &f).await;
                 }
             });
         }
         Ok((service, created))
+    }
+
+    /// A part on cluster `k` ended as `f` says: recorded, then the cycle woken and the
+    /// change written.
+    pub(crate) async fn part_finished(self: &Arc<Self>, k: usize, f: &Finished) {
+        self.world()
+            .on_finished(self.now(), k, JobId(f.job), f.attempt, &f.outcome);
+        self.wake.notify_one();
+        self.global_queue.poke();
+        self.flush().await;
     }
 
     /// Starts what keeps the global queue moving once the service answers at `url` (in
@@ -347,6 +320,21 @@ impl Service {
         let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+    }
+
+    /// Waits until every task it started has ended, those they started meanwhile too: a
+    /// test that drives the cycles itself reads their effects' answers after this. Never
+    /// returns while a loop runs (opened with cycles, or on a cluster it follows).
+    #[cfg(test)]
+    pub(crate) async fn settle(&self) {
+        loop {
+            let mut set =
+                std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+            if set.is_empty() {
+                return;
+            }
+            while set.join_next().await.is_some() {}
+        }
     }
 
     /// Runs `task` in the background, in the set that shutdown stops and waits for.
