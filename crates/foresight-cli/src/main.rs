@@ -1,5 +1,5 @@
 //! `foresight`: the one binary: the service (`foresight server start`), its client (`job`,
-//! `workflow`, `estimate`, `reservation`, `cluster`, `user`, `plan show`), trace simulations
+//! `workflow`, `estimate`, `reservation`, `cluster`, `site`, `auction`, `user`, `plan show`), trace simulations
 //! (`foresight sim run|grid`) and slot selection (`foresight plan select`).
 #![forbid(unsafe_code)]
 
@@ -73,6 +73,20 @@ enum Command {
         #[command(flatten)]
         conn: Connection,
     },
+    /// The sites sharing the global queue in dispatcher mode, and their leases.
+    Site {
+        #[command(subcommand)]
+        command: commands::client::SiteCommand,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// The global jobs on offer in dispatcher mode, and their auctions.
+    Auction {
+        #[command(subcommand)]
+        command: commands::client::AuctionCommand,
+        #[command(flatten)]
+        conn: Connection,
+    },
     /// Users and budgets (administrators).
     User {
         #[command(subcommand)]
@@ -134,6 +148,16 @@ fn main() -> ExitCode {
         Command::Cluster { command, conn } => match command {
             commands::client::ClusterCommand::List(o) => {
                 commands::client::cluster_list(&conn, o).map(|()| ExitCode::SUCCESS)
+            }
+        },
+        Command::Site { command, conn } => match command {
+            commands::client::SiteCommand::List(o) => {
+                commands::client::site_list(&conn, o).map(|()| ExitCode::SUCCESS)
+            }
+        },
+        Command::Auction { command, conn } => match command {
+            commands::client::AuctionCommand::List(o) => {
+                commands::client::auction_list(&conn, o).map(|()| ExitCode::SUCCESS)
             }
         },
         Command::User { command, conn } => {

@@ -27,6 +27,7 @@ mod pg_lock;
 mod postgres;
 mod shared_budget;
 mod shared_queue;
+mod shared_view;
 mod sqlite;
 mod sqlite_lock;
 mod tables;
@@ -43,6 +44,7 @@ pub use shared_queue::{
     is_global, Claim, Closed, DueAuction, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
     SharedJob, SharedQueue, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
 };
+pub use shared_view::{AuctionCounts, AuctionRecord, SiteRecord};
 pub use sqlite::SqliteStore;
 
 use foresight_api::{JobState, ReservationState};

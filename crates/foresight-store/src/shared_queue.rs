@@ -218,14 +218,14 @@ pub struct SharedJob {
 /// One site's door to the global queue.
 #[derive(Clone, Debug)]
 pub struct SharedQueue {
-    pool: PgPool,
-    name: String,
+    pub(crate) pool: PgPool,
+    pub(crate) name: String,
     site: String,
     lease_ms: i64,
 }
 
 /// A site is alive while this holds for its `dispatchers` row.
-const ALIVE: &str = "d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()";
+pub(crate) const ALIVE: &str = "d.heartbeat_at + d.lease_ms * interval '1 millisecond' > now()";
 
 /// A job's site is down: a dispatcher row `d` joined on the job's site, not alive.
 const SITE_DOWN: &str = "(d.site IS NOT NULL AND NOT \
@@ -248,7 +248,7 @@ impl SharedQueue {
         &self.site
     }
 
-    fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+    pub(crate) fn db(&self) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
         move |source| StoreError::Database {
             path: self.name.clone(),
             source,
@@ -1383,15 +1383,15 @@ impl DueAuction {
             Outcome::Unsold { reopen_after } => {
                 match reopen_after {
                     None => sqlx::query(
-                        "UPDATE global_jobs SET state = 'queued', closes_at = NULL \
-                         WHERE job_id = $1",
+                        "UPDATE global_jobs SET state = 'queued', closes_at = NULL, \
+                         unsold = unsold + 1 WHERE job_id = $1",
                     )
                     .bind(job),
                     Some(delay) => sqlx::query(
                         "UPDATE global_jobs SET opened_by = $2, \
                          opened_at = now() + $3 * interval '1 millisecond', \
                          closes_at = now() + ($3 + $4) * interval '1 millisecond', \
-                         auctions = auctions + 1 WHERE job_id = $1",
+                         auctions = auctions + 1, unsold = unsold + 1 WHERE job_id = $1",
                     )
                     .bind(job)
                     .bind(&self.closer)

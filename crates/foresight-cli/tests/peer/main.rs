@@ -10,6 +10,7 @@ mod peer;
 
 mod budgets;
 mod dispatchers;
+mod grid_view;
 mod postgres_store;
 mod preempt;
 mod requests;

@@ -1,7 +1,9 @@
-//! Prometheus metrics, computed from the state at each scrape.
+//! Prometheus metrics, computed from the state at each scrape; in dispatcher mode, with the
+//! decentralized grid as the shared store has it ([`grid`]).
 
 use crate::runtime::Service;
 use foresight_api::JobState;
+use foresight_store::{AuctionCounts, SiteRecord};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,9 +27,126 @@ struct ClusterLabel {
     cluster: String,
 }
 
-/// The exposition text.
-pub fn render(service: &Service) -> String {
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SiteLabel {
+    site: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+/// The decentralized grid at a scrape: the sites' leases, the global jobs on offer by
+/// stage, and the auctions this dispatcher closed (awarded, unsold).
+#[derive(Debug)]
+pub struct Grid {
+    sites: Vec<SiteRecord>,
+    offered: AuctionCounts,
+    closes: (u64, u64),
+}
+
+/// The grid read for a scrape: `None` alone (mode single), or when the shared store cannot
+/// be read (logged; the service's own metrics are still served).
+pub async fn grid(service: &Service) -> Option<Grid> {
+    let q = &service.global_queue;
+    let read = async {
+        Ok::<_, crate::state::refusal::Refusal>((q.sites().await?, q.auction_counts().await?))
+    };
+    match read.await {
+        Ok((Some(sites), Some(offered))) => Some(Grid {
+            sites,
+            offered,
+            closes: q.closes(),
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!("metrics: the grid's sites and auctions: {}", e.reason());
+            None
+        }
+    }
+}
+
+/// Registers the grid's metrics: per site `site_up` and `site_lease_seconds`; the global jobs
+/// on offer (`auctions_open`, `unsold_jobs`, `offered_jobs` by stage); the auctions closed
+/// here by outcome.
+fn register_grid(registry: &mut Registry, g: &Grid) {
+    let up = Family::<SiteLabel, Gauge>::default();
+    let lease = Family::<SiteLabel, Gauge<f64, AtomicU64>>::default();
+    for s in &g.sites {
+        let label = SiteLabel {
+            site: s.site.clone(),
+        };
+        up.get_or_create(&label).set(i64::from(s.alive));
+        lease
+            .get_or_create(&label)
+            .set(s.lease_left_ms as f64 / 1000.0);
+    }
+    let o = &g.offered;
+    let open = Gauge::<i64>::default();
+    open.set((o.open + o.closing) as i64);
+    let unsold = Gauge::<i64>::default();
+    unsold.set((o.reopening + o.unsold) as i64);
+    let offered = Family::<StateLabel, Gauge>::default();
+    for (stage, n) in [
+        ("queued", o.queued),
+        ("open", o.open),
+        ("closing", o.closing),
+        ("reopening", o.reopening),
+        ("unsold", o.unsold),
+    ] {
+        offered
+            .get_or_create(&StateLabel {
+                state: stage.into(),
+            })
+            .set(n as i64);
+    }
+    let closed = Family::<OutcomeLabel, Counter>::default();
+    for (outcome, n) in [("awarded", g.closes.0), ("unsold", g.closes.1)] {
+        closed
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.into(),
+            })
+            .inc_by(n);
+    }
+    registry.register(
+        "site_up",
+        "1 while a site's dispatcher lease holds, 0 once it ran out",
+        up,
+    );
+    registry.register(
+        "site_lease_seconds",
+        "Seconds until a site's dispatcher lease runs out (negative once it has)",
+        lease,
+    );
+    registry.register(
+        "auctions_open",
+        "Global jobs in an open auction (or one due to close)",
+        open,
+    );
+    registry.register(
+        "unsold_jobs",
+        "Global jobs whose last auction closed without a valid bid, waiting to be auctioned again",
+        unsold,
+    );
+    registry.register(
+        "offered_jobs",
+        "Global jobs on offer by stage: queued, open, closing, reopening, unsold",
+        offered,
+    );
+    registry.register(
+        "auctions_closed",
+        "Auctions this site's dispatcher closed, by outcome (sum over sites for the grid)",
+        closed,
+    );
+}
+
+/// The exposition text, with the grid's metrics when `grid` is given.
+pub fn render(service: &Service, grid: Option<&Grid>) -> String {
     let mut registry = Registry::with_prefix("foresight");
+    if let Some(g) = grid {
+        register_grid(&mut registry, g);
+    }
     let jobs = Family::<StateLabel, Gauge>::default();
     let queue = Gauge::<i64>::default();
     let cycles = Counter::<u64>::default();

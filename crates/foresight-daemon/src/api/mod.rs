@@ -9,6 +9,9 @@ mod metrics;
 mod output;
 #[cfg(test)]
 mod plan_tests;
+mod sites;
+#[cfg(test)]
+mod sites_tests;
 mod user_admin;
 pub mod wiki_server;
 
@@ -327,6 +330,8 @@ fn api_routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/reservations/{id}/commit", post(commit_reservation)),
         ("/reservations/{id}/release", post(release_reservation)),
         ("/clusters", get(list_clusters)),
+        ("/sites", get(sites::list_sites)),
+        ("/auctions", get(sites::list_auctions)),
         ("/plan", get(show_plan)),
         ("/users", get(list_users).post(create_user)),
         ("/users/{name}/budget", post(change_budget)),
@@ -400,7 +405,7 @@ pub fn router(service: Arc<Service>) -> Router {
         healthz, metrics, openapi, crate::api::output::job_output, user_admin::change_credentials,
         user_admin::rotate_token, user_admin::change_state, user_admin::remove_user,
         submit_workflow, list_workflows, show_workflow, cancel_workflow,
-        crate::api::dashboard::grid::show_grid
+        crate::api::dashboard::grid::show_grid, sites::list_sites, sites::list_auctions
     ),
     components(schemas(
         SubmitJob, SubmitBatch, Submitted, SubmittedBatch, JobView, JobState, PartView,
@@ -414,7 +419,7 @@ pub fn router(service: Arc<Service>) -> Router {
         foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
         foresight_api::StagingView, foresight_api::OutputSpec,
         crate::api::dashboard::grid::GridView, crate::api::dashboard::grid::QueueCounts,
-        crate::api::dashboard::grid::ClusterLoad
+        crate::api::dashboard::grid::ClusterLoad, SiteView, AuctionView
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))
@@ -533,7 +538,7 @@ async fn metrics(State(s): State<AppState>, caller: Caller) -> Result<impl IntoR
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        metrics::render(&s),
+        metrics::render(&s, metrics::grid(&s).await.as_ref()),
     ))
 }
 

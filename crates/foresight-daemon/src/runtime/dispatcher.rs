@@ -36,6 +36,7 @@ use foresight_core::time::Dur;
 use foresight_core::JobId;
 use foresight_store::{Claim, Closed, SharedQueue, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -55,6 +56,10 @@ pub struct Dispatcher {
     /// Each job on offer's input: MB and the cluster holding it, read once from its
     /// record (they never change), for the staging term of bids.
     inputs: Mutex<HashMap<u64, (f64, Option<String>)>>,
+    /// Auctions this dispatcher closed with a winner, for `/metrics`.
+    awarded: AtomicU64,
+    /// Auctions this dispatcher closed without a valid bid, for `/metrics`.
+    unsold: AtomicU64,
 }
 
 impl Dispatcher {
@@ -66,7 +71,17 @@ impl Dispatcher {
             cfg,
             wake: Notify::new(),
             started: Mutex::new(BTreeSet::new()),
+            awarded: AtomicU64::new(0),
+            unsold: AtomicU64::new(0),
         }
+    }
+
+    /// The auctions it closed since it started: (awarded, unsold).
+    pub(crate) fn closes(&self) -> (u64, u64) {
+        (
+            self.awarded.load(Ordering::Relaxed),
+            self.unsold.load(Ordering::Relaxed),
+        )
     }
 
     /// Asks for a round soon (this site's load changed).
@@ -184,7 +199,12 @@ impl Dispatcher {
         let length_ms = (self.cfg.auction.alpha * mean * 1000.0).round() as i64;
         while let Some(due) = self.queue.due_auction().await? {
             let outcome = close(&self.cfg.auction, mean, &due.bids);
-            match (due.settle(&outcome, length_ms).await?, outcome) {
+            let closed = due.settle(&outcome, length_ms).await?;
+            match &closed {
+                Closed::Awarded { .. } => self.awarded.fetch_add(1, Ordering::Relaxed),
+                Closed::Unsold { .. } => self.unsold.fetch_add(1, Ordering::Relaxed),
+            };
+            match (closed, outcome) {
                 (Closed::Awarded { job, site, bidders }, _) => {
                     tracing::info!(site = self.queue.site(), job, winner = %site, bidders, "auction closed")
                 }

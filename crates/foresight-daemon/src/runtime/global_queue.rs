@@ -11,8 +11,8 @@ use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_store::{
-    DependencyRecord, InputRecord, JobRecord, OpOutcome, QueueOp, SharedJob, SharedQueue, Store,
-    UserRecord, WorkflowRecord,
+    AuctionCounts, AuctionRecord, DependencyRecord, InputRecord, JobRecord, OpOutcome, QueueOp,
+    SharedJob, SharedQueue, SiteRecord, Store, UserRecord, WorkflowRecord,
 };
 use std::sync::Arc;
 
@@ -98,6 +98,19 @@ pub(crate) trait GlobalQueue: Send + Sync {
     /// The user whose token has this hash, where another site may have created them or
     /// changed their token a moment ago.
     async fn user_by_token(&self, hash: &str) -> Result<Option<UserRecord>, Refusal>;
+
+    /// The sites sharing the global queue, with their leases; `None` alone (mode single has
+    /// no sites), which the API answers as a conflict naming the mode.
+    async fn sites(&self) -> Result<Option<Vec<SiteRecord>>, Refusal>;
+
+    /// The first `limit` global jobs on offer, with their auctions; `None` alone.
+    async fn auctions(&self, limit: u32) -> Result<Option<Vec<AuctionRecord>>, Refusal>;
+
+    /// How many global jobs on offer are at each stage of their auctions; `None` alone.
+    async fn auction_counts(&self) -> Result<Option<AuctionCounts>, Refusal>;
+
+    /// The auctions this service closed since it started: awarded, unsold (zero alone).
+    fn closes(&self) -> (u64, u64);
 }
 
 /// What a submission's global jobs are admitted against: this site's clusters, or every
@@ -290,6 +303,22 @@ impl GlobalQueue for SingleSite {
     async fn user_by_token(&self, _: &str) -> Result<Option<UserRecord>, Refusal> {
         Ok(None)
     }
+
+    async fn sites(&self) -> Result<Option<Vec<SiteRecord>>, Refusal> {
+        Ok(None)
+    }
+
+    async fn auctions(&self, _: u32) -> Result<Option<Vec<AuctionRecord>>, Refusal> {
+        Ok(None)
+    }
+
+    async fn auction_counts(&self) -> Result<Option<AuctionCounts>, Refusal> {
+        Ok(None)
+    }
+
+    fn closes(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 /// A peer dispatcher: global jobs, and the jobs of a user whose budget every site shares,
@@ -427,6 +456,34 @@ impl GlobalQueue for Dispatcher {
             .user_by_token(hash)
             .await
             .map_err(|e| Refusal::internal(format!("reading the shared users: {e}")))
+    }
+
+    async fn sites(&self) -> Result<Option<Vec<SiteRecord>>, Refusal> {
+        self.queue
+            .sites()
+            .await
+            .map(Some)
+            .map_err(|e| Refusal::internal(format!("reading the sites: {e}")))
+    }
+
+    async fn auctions(&self, limit: u32) -> Result<Option<Vec<AuctionRecord>>, Refusal> {
+        self.queue
+            .auctions(limit)
+            .await
+            .map(Some)
+            .map_err(|e| Refusal::internal(format!("reading the auctions: {e}")))
+    }
+
+    async fn auction_counts(&self) -> Result<Option<AuctionCounts>, Refusal> {
+        self.queue
+            .auction_counts()
+            .await
+            .map(Some)
+            .map_err(|e| Refusal::internal(format!("counting the auctions: {e}")))
+    }
+
+    fn closes(&self) -> (u64, u64) {
+        Dispatcher::closes(self)
     }
 }
 

@@ -1,9 +1,10 @@
-//! The service's commands: `job`, `estimate`, `reservation`, `cluster`, `plan show`, `user`,
-//! one module per noun. They talk to the server's REST API through [`Client`]. Without
+//! The service's commands: `job`, `estimate`, `reservation`, `cluster`, `site`, `auction`,
+//! `plan show`, `user`, one module per noun. They talk to the server's REST API through [`Client`]. Without
 //! `--server` they find the server on this host ([`find_local`]): its local socket, where
 //! the caller needs no token (the service knows them by their Unix account), else the
 //! `server.url` and admin token of its data directory.
 
+mod auction;
 mod cluster;
 mod estimate;
 mod input;
@@ -13,16 +14,19 @@ mod job_show;
 mod job_wait;
 mod plan_show;
 mod reservation;
+mod site;
 mod submit;
 mod user;
 
 pub use crate::moment::when;
+pub use auction::{auction_list, AuctionCommand};
 pub use cluster::{cluster_list, ClusterCommand};
 pub use estimate::{estimate, EstimateOpts};
 pub(crate) use input::bad;
 pub use job::{job, JobCommand};
 pub use plan_show::{plan_show, PlanShowOpts};
 pub use reservation::{reservation, ReservationCommand};
+pub use site::{site_list, SiteCommand};
 pub use user::{user, UserCommand};
 
 use crate::table::printable;

@@ -1,0 +1,74 @@
+//! The decentralized grid as operators see it (`GET /api/v1/sites`, `GET /api/v1/auctions`):
+//! the sites whose dispatchers share the global queue, with their leases, and the global
+//! jobs on offer, with their auctions. Only a service in dispatcher mode answers them.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A site whose dispatcher shares the global queue, as the shared store has it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SiteView {
+    /// The site's name.
+    pub name: String,
+    /// Its number, fixed at its first registration: equal bids go to the lowest.
+    pub id: u32,
+    /// `up` while its lease holds, else `down` (its awards and bids no longer count).
+    pub state: String,
+    /// Where its service answers, as it announced.
+    pub url: String,
+    /// When its dispatcher last entered the grid.
+    pub started_at: i64,
+    /// Its last heartbeat.
+    pub heartbeat_at: i64,
+    /// How long its lease outlives a heartbeat, milliseconds.
+    pub lease_ms: u64,
+    /// Milliseconds until its lease runs out, by the store's clock; negative once it has.
+    pub lease_left_ms: i64,
+    /// Processors of its largest cluster, as it advertised (no larger global job can run
+    /// there).
+    pub max_procs: u32,
+    /// The highest base tariff of its clusters, per processor-second.
+    pub max_tariff: f64,
+    /// Global jobs awarded to it and not yet started.
+    pub claimed: u32,
+    /// Its jobs running (local and global), as it last recorded them.
+    pub running: u32,
+    /// Its standing bids in auctions.
+    pub bids: u32,
+}
+
+/// A global job on offer, and its auction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AuctionView {
+    /// The job.
+    pub job: u64,
+    /// Its owner.
+    pub user: String,
+    /// Processors it needs.
+    pub procs: u32,
+    /// Its absolute priority level.
+    pub priority: u32,
+    /// `open` (bids count until `closes_at`), `closing` (due, being closed), `reopening`
+    /// (closed unsold, reopens at `back_off_until`), `unsold` (closed unsold, queued until a
+    /// site can bid) or `queued` (not auctioned yet: no site has been able to run it).
+    pub state: String,
+    /// The site that opened its current or last auction.
+    pub opened_by: Option<String>,
+    /// When its current or last auction opened.
+    pub opened_at: Option<i64>,
+    /// When its current auction closes.
+    pub closes_at: Option<i64>,
+    /// Standing bids of sites that are up.
+    pub bids: u32,
+    /// The highest of those bids.
+    pub best_bid: Option<f64>,
+    /// The site that placed it (of equal bids, the lowest site id's; the close's tie rule
+    /// decides the winner).
+    pub best_bidder: Option<String>,
+    /// Auctions opened for it, the current one included.
+    pub rounds: u32,
+    /// How many of them closed without a valid bid.
+    pub unsold: u32,
+    /// While `reopening`: when its auction reopens.
+    pub back_off_until: Option<i64>,
+}
