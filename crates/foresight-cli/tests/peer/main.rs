@@ -12,4 +12,5 @@ mod budgets;
 mod dispatchers;
 mod postgres_store;
 mod preempt;
+mod promise;
 mod requests;
