@@ -972,6 +972,36 @@ impl SharedQueue {
         Ok(done)
     }
 
+    /// Gives back to the auction an award this site cannot start at once (a bid is a
+    /// promise: the winner starts the job at once or gives it back at once): the job is
+    /// queued again under a new epoch, so that the claim is void and any site may win it,
+    /// and its record's reason says why (`why`, naming this site). Returns whether the
+    /// claim still held.
+    pub async fn give_back(&self, claim: Claim, why: &str) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let done = sqlx::query(
+            "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
+             claimed_at = NULL, closes_at = NULL, opened_at = NULL WHERE job_id = $1 \
+             AND site = $2 AND epoch = $3 AND state = 'claimed'",
+        )
+        .bind(claim.job as i64)
+        .bind(&self.site)
+        .bind(claim.epoch)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?
+        .rows_affected()
+            == 1;
+        if done {
+            set_reason(&mut tx, claim.job, Some(why.to_string()))
+                .await
+                .map_err(|e| e.at(&self.name))?;
+            notify(&mut tx, "given back").await.map_err(self.db())?;
+        }
+        tx.commit().await.map_err(self.db())?;
+        Ok(done)
+    }
+
     /// Every user as the database has them (created, changed or charged by any site): a
     /// dispatcher's copy is refreshed from these.
     pub async fn users(&self) -> Result<Vec<crate::UserRecord>> {

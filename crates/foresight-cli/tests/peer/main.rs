@@ -13,4 +13,5 @@ mod dispatchers;
 mod grid_view;
 mod postgres_store;
 mod preempt;
+mod promise;
 mod requests;

@@ -16,13 +16,13 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The state letter of `/proc/PID/stat` (`T` stopped, `S` sleeping...).
-fn proc_state(pid: &str) -> Option<char> {
+pub(crate) fn proc_state(pid: &str) -> Option<char> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &text[text.rfind(')')? + 1..];
     rest.split_whitespace().next()?.chars().next()
 }
 
-fn read_pid(path: &Path) -> String {
+pub(crate) fn read_pid(path: &Path) -> String {
     wait_for("a job's pid", Duration::from_secs(30), || {
         std::fs::read_to_string(path)
             .ok()
@@ -33,7 +33,7 @@ fn read_pid(path: &Path) -> String {
 
 /// A job that writes its shell's pid to `pid`, appends `ID CLUSTER` to `log`, then works
 /// `steps` half-second steps (a stop delays every step after it).
-fn job(procs: u32, walltime: i64, pid: &Path, log: &Path, steps: u32) -> Value {
+pub(crate) fn job(procs: u32, walltime: i64, pid: &Path, log: &Path, steps: u32) -> Value {
     job_body(
         procs,
         walltime,
@@ -60,7 +60,7 @@ fn bid_of(store: &str, job: u64, site: &str) -> Option<(f64, u32)> {
     Some((p.parse().ok()?, n.parse().ok()?))
 }
 
-fn state_at(http: &Http, id: u64) -> Value {
+pub(crate) fn state_at(http: &Http, id: u64) -> Value {
     let (status, j) = http.get(&format!("/jobs/{id}"));
     assert_eq!(status, 200, "job {id}: {j}");
     j

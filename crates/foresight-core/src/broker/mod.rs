@@ -33,6 +33,7 @@ mod compress;
 mod levels;
 pub mod preempt;
 mod preempt_ask;
+mod promise;
 mod queue;
 mod spec;
 
@@ -40,6 +41,7 @@ pub use action::{BrokerAction, ReservationEnd, ReservedPart, Unrunnable, WaitRea
 pub use cluster::{check_groups, processors_of, GridCluster, SpeedGroup};
 pub use compress::MOVE_RETRY_SECS;
 pub use preempt::Preemption;
+pub use promise::Promise;
 pub use spec::{check_feature, features_refusal, ClusterSpec};
 
 use crate::error::CoreError;

@@ -30,9 +30,9 @@ use foresight_core::auction::{
     close, make_offer, price, AuctionConfig, Lot, Offer, Outcome, Overcommit, RuntimeTracker,
     SiteId, Victim,
 };
-use foresight_core::broker::ClusterSpec;
+use foresight_core::broker::{ClusterSpec, Promise};
 use foresight_core::grid::staging_time;
-use foresight_core::time::Dur;
+use foresight_core::time::{Dur, Time};
 use foresight_core::JobId;
 use foresight_store::{Claim, Closed, SharedQueue, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -60,6 +60,9 @@ pub struct Dispatcher {
     awarded: AtomicU64,
     /// Auctions this dispatcher closed without a valid bid, for `/metrics`.
     unsold: AtomicU64,
+    /// Jobs on offer this site gave back because it could not start them at once: it bids
+    /// for them again only when its broker would start them at once.
+    given_back: Mutex<BTreeSet<u64>>,
 }
 
 impl Dispatcher {
@@ -73,6 +76,7 @@ impl Dispatcher {
             started: Mutex::new(BTreeSet::new()),
             awarded: AtomicU64::new(0),
             unsold: AtomicU64::new(0),
+            given_back: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -507,6 +511,17 @@ impl Dispatcher {
             }
         };
         record.prepaid = hold;
+        // A bid is a promise: the job starts here at once, preempting what the broker stops
+        // for it, or goes back to the auction at once.
+        let promise = service.world().promise(service.now(), &record);
+        if let Promise::Waits { planned } = promise {
+            let why = given_back_reason(self.queue.site(), planned, service.now());
+            if self.queue.give_back(claim, &why).await? {
+                tracing::info!(site = self.queue.site(), job = claim.job, "{why}");
+                self.lock_given_back().insert(claim.job);
+            }
+            return Ok(());
+        }
         // It runs here as a global job of its level, on whichever cluster of the site the
         // broker gives it: it preempts lower levels' global jobs here, and is preempted by
         // higher ones (suspended, or requeued here if it may be), as in single mode; it stays
@@ -557,6 +572,10 @@ impl Dispatcher {
             return Ok(());
         }
         let standing: BTreeMap<u64, u32> = self.queue.standing_bids().await?.into_iter().collect();
+        {
+            let offered: BTreeSet<u64> = on_offer.iter().map(|j| j.job).collect();
+            self.lock_given_back().retain(|j| offered.contains(j));
+        }
         let mean = self.mean_runtime().await?;
         let load = {
             let w = service.world();
@@ -599,6 +618,20 @@ impl Dispatcher {
                 mean,
             )
             .filter(|(_, p)| self.cfg.auction.clears_opening(*p));
+            // Processors of lower levels, or a job given back once: bid only if the broker
+            // would really start it at once (a bid is a promise).
+            let priced = match priced {
+                Some((offer, _))
+                    if offer.preempt_work > 0.0 || self.lock_given_back().contains(&job.job) =>
+                {
+                    if self.promised(service, job.job).await? {
+                        priced
+                    } else {
+                        None
+                    }
+                }
+                other => other,
+            };
             match priced {
                 Some((offer, p)) => {
                     if !job.in_auction {
@@ -643,9 +676,32 @@ impl Dispatcher {
         Ok(input)
     }
 
+    /// Whether this site's broker would start job `job` at once if it won it now.
+    async fn promised(&self, service: &Service, job: u64) -> anyhow::Result<bool> {
+        let Some(record) = self.queue.record(job).await? else {
+            return Ok(false);
+        };
+        let promise = service.world().promise(service.now(), &record);
+        Ok(matches!(promise, Promise::Starts { .. }))
+    }
+
+    fn lock_given_back(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.given_back.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_inputs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (f64, Option<String>)>> {
         self.inputs.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Why site `site` gave an award back at `now`: its broker would start the job only at
+/// `planned` (`None`: it could not place it at all), not at once.
+fn given_back_reason(site: &str, planned: Option<Time>, now: Time) -> String {
+    let when = match planned {
+        Some(t) => format!("would start it only in {} s", (t - now).as_secs().max(0)),
+        None => "could not place it".to_string(),
+    };
+    format!("given back to the auction by site {site}: it could not start the job at once (its broker {when})")
 }
 
 /// Time to bring `input_mb` MB of a job's input from cluster `data` to the cluster `spec`

@@ -310,7 +310,14 @@ pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob, now: Time) 
             .reason
             .clone()
             .unwrap_or_else(|| "over budget: waits off sale".into()),
-        (None, Some(q)) => format!("in the global queue ({q})"),
+        // Given back by a site that won it but could not start it at once: said until
+        // a site starts it.
+        (None, Some(q)) => match j.record.reason.as_deref() {
+            Some(why) if why.starts_with("given back") => {
+                format!("in the global queue ({q}); {why}")
+            }
+            _ => format!("in the global queue ({q})"),
+        },
         (None, None) => "in the shared store".into(),
     });
     view

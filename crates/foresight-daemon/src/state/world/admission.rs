@@ -343,7 +343,26 @@ impl World {
 
     /// A global job's record as the broker plans it.
     pub(crate) fn global_job(&mut self, id: JobId) -> Option<GlobalJob> {
-        let j = self.jobs.get(&id)?;
+        let j = self.jobs.get(&id)?.clone();
+        Some(self.global_job_of(&j))
+    }
+
+    /// What this site's broker would do with global job `record` (a peer dispatcher's
+    /// award, or a job it bids for) handed to it at `now`: start it at once, preempting
+    /// which jobs, or leave it waiting ([`foresight_core::broker::Broker::promise`]).
+    pub(crate) fn promise(
+        &mut self,
+        now: Time,
+        record: &JobRecord,
+    ) -> foresight_core::broker::Promise {
+        let job = self.global_job_of(record);
+        // An award is paid for by the hold its start takes, or its user is unlimited.
+        self.broker.promise(now, job, true)
+    }
+
+    /// A global job's record as the broker plans it, whether or not this site holds it.
+    fn global_job_of(&mut self, j: &JobRecord) -> GlobalJob {
+        let id = JobId(j.id);
         let (user, submitted, procs, walltime, price, co_allocate, priority, requeue, begin) = (
             j.user.clone(),
             j.submitted_at,
@@ -362,19 +381,18 @@ impl World {
             procs,
             walltime: Dur(walltime),
             max_price: price.unwrap_or_else(|| self.default_price()),
-            input_mb: crate::state::staging::input_mb(&self.jobs[&id]),
-            home: crate::state::staging::data_cluster(&self.jobs[&id])
-                .and_then(|c| self.cluster_index(&c)),
+            input_mb: crate::state::staging::input_mb(j),
+            home: crate::state::staging::data_cluster(j).and_then(|c| self.cluster_index(&c)),
             co_allocate,
             criterion: Criterion::EarliestFinish,
             priority,
             requeue,
             begin: begin.map(Time),
-            requires: self.jobs[&id].requires.iter().cloned().collect(),
-            licences: self.jobs[&id].licences.clone(),
-            prediction: super::prediction::restored_plan(&self.jobs[&id]),
+            requires: j.requires.iter().cloned().collect(),
+            licences: j.licences.clone(),
+            prediction: super::prediction::restored_plan(j),
         };
-        Some(job)
+        job
     }
 
     /// Queues a local (or reservation-bound) job at its cluster's local policy.
