@@ -951,52 +951,49 @@ impl SharedQueue {
     /// Gives an award this site cannot start (its user's budget is short) back to the
     /// queue, under a new epoch; the job is auctioned again.
     pub async fn unclaim(&self, claim: Claim) -> Result<bool> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let done = sqlx::query(
-            "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
-             claimed_at = NULL, closes_at = NULL WHERE job_id = $1 AND site = $2 \
-             AND epoch = $3 AND state = 'claimed'",
-        )
-        .bind(claim.job as i64)
-        .bind(&self.site)
-        .bind(claim.epoch)
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db())?
-        .rows_affected()
-            == 1;
-        if done {
-            notify(&mut tx, "unclaimed").await.map_err(self.db())?;
-        }
-        tx.commit().await.map_err(self.db())?;
-        Ok(done)
+        self.requeue_claim(claim, None).await
     }
 
     /// Gives back to the auction an award this site cannot start at once (a bid is a
-    /// promise: the winner starts the job at once or gives it back at once): the job is
-    /// queued again under a new epoch, so that the claim is void and any site may win it,
-    /// and its record's reason says why (`why`, naming this site). Returns whether the
-    /// claim still held.
+    /// promise: the winner starts the job at once or gives it back at once): as
+    /// [`unclaim`](Self::unclaim), and the job's record says why (`why`, naming this site).
+    /// Returns whether the claim still held.
     pub async fn give_back(&self, claim: Claim, why: &str) -> Result<bool> {
+        self.requeue_claim(claim, Some(why)).await
+    }
+
+    /// Queues a claimed job again under a new epoch, so that the claim is void and any site
+    /// may win it; with a reason (a give-back) its record says why and its last auction's
+    /// opening is forgotten. Returns whether the claim still held.
+    async fn requeue_claim(&self, claim: Claim, why: Option<&str>) -> Result<bool> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let done = sqlx::query(
             "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
-             claimed_at = NULL, closes_at = NULL, opened_at = NULL WHERE job_id = $1 \
-             AND site = $2 AND epoch = $3 AND state = 'claimed'",
+             claimed_at = NULL, closes_at = NULL, \
+             opened_at = CASE WHEN $4 THEN NULL ELSE opened_at END \
+             WHERE job_id = $1 AND site = $2 AND epoch = $3 AND state = 'claimed'",
         )
         .bind(claim.job as i64)
         .bind(&self.site)
         .bind(claim.epoch)
+        .bind(why.is_some())
         .execute(&mut *tx)
         .await
         .map_err(self.db())?
         .rows_affected()
             == 1;
         if done {
-            set_reason(&mut tx, claim.job, Some(why.to_string()))
-                .await
-                .map_err(|e| e.at(&self.name))?;
-            notify(&mut tx, "given back").await.map_err(self.db())?;
+            if let Some(why) = why {
+                set_reason(&mut tx, claim.job, Some(why.to_string()))
+                    .await
+                    .map_err(|e| e.at(&self.name))?;
+            }
+            let event = if why.is_some() {
+                "given back"
+            } else {
+                "unclaimed"
+            };
+            notify(&mut tx, event).await.map_err(self.db())?;
         }
         tx.commit().await.map_err(self.db())?;
         Ok(done)

@@ -343,8 +343,9 @@ impl World {
 
     /// A global job's record as the broker plans it.
     pub(crate) fn global_job(&mut self, id: JobId) -> Option<GlobalJob> {
-        let j = self.jobs.get(&id)?.clone();
-        Some(self.global_job_of(&j))
+        let owner = self.jobs.get(&id)?.user.clone();
+        let user = UserId(self.intern(0, &owner));
+        Some(self.global_job_of(&self.jobs[&id], user))
     }
 
     /// What this site's broker would do with global job `record` (a peer dispatcher's
@@ -355,44 +356,32 @@ impl World {
         now: Time,
         record: &JobRecord,
     ) -> foresight_core::broker::Promise {
-        let job = self.global_job_of(record);
+        let user = UserId(self.intern(0, &record.user));
+        let job = self.global_job_of(record, user);
         // An award is paid for by the hold its start takes, or its user is unlimited.
         self.broker.promise(now, job, true)
     }
 
     /// A global job's record as the broker plans it, whether or not this site holds it.
-    fn global_job_of(&mut self, j: &JobRecord) -> GlobalJob {
-        let id = JobId(j.id);
-        let (user, submitted, procs, walltime, price, co_allocate, priority, requeue, begin) = (
-            j.user.clone(),
-            j.submitted_at,
-            j.procs,
-            j.walltime,
-            j.price,
-            j.co_allocate,
-            j.priority,
-            j.requeue,
-            j.begin,
-        );
-        let job = GlobalJob {
-            id,
-            user: UserId(self.intern(0, &user)),
-            submit: Time(submitted),
-            procs,
-            walltime: Dur(walltime),
-            max_price: price.unwrap_or_else(|| self.default_price()),
+    fn global_job_of(&self, j: &JobRecord, user: UserId) -> GlobalJob {
+        GlobalJob {
+            id: JobId(j.id),
+            user,
+            submit: Time(j.submitted_at),
+            procs: j.procs,
+            walltime: Dur(j.walltime),
+            max_price: j.price.unwrap_or_else(|| self.default_price()),
             input_mb: crate::state::staging::input_mb(j),
             home: crate::state::staging::data_cluster(j).and_then(|c| self.cluster_index(&c)),
-            co_allocate,
+            co_allocate: j.co_allocate,
             criterion: Criterion::EarliestFinish,
-            priority,
-            requeue,
-            begin: begin.map(Time),
+            priority: j.priority,
+            requeue: j.requeue,
+            begin: j.begin.map(Time),
             requires: j.requires.iter().cloned().collect(),
             licences: j.licences.clone(),
             prediction: super::prediction::restored_plan(j),
-        };
-        job
+        }
     }
 
     /// Queues a local (or reservation-bound) job at its cluster's local policy.
