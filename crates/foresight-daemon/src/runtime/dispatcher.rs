@@ -814,6 +814,7 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
                     priority: j.priority.min(u32::from(u8::MAX)) as u8,
                     procs: live.iter().map(|p| p.procs).sum(),
                     remaining: Dur((end - now).max(0)),
+                    started: Time(j.started_at.unwrap_or(now)),
                 });
             }
             Some(_) => {}
@@ -875,6 +876,7 @@ mod tests {
             priority,
             procs,
             remaining: Dur(remaining),
+            started: Time(0),
         }
     }
 
