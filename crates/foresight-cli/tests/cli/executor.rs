@@ -275,7 +275,12 @@ async fn a_missing_program_is_a_launch_error_naming_it() {
     // No event for it: an event of job 10 would have been sent by launch itself or by a
     // watcher it left behind on a supervisor already gone, both before a job launched after
     // it has even started; that job's end is the next event, and nothing else is queued.
-    run(&executor, &mut events, &spec(15, &s.work, &["true"])).await;
+    run(
+        &executor,
+        &mut events,
+        &fixture::spec(15, &s.work, &["true"]),
+    )
+    .await;
     assert!(events.try_recv().is_err());
 }
 
