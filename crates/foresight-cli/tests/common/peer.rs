@@ -224,11 +224,11 @@ pub fn wait_for_exit(c: &mut Child, timeout: Duration) -> bool {
     false
 }
 
-/// Waits until every peer has completed `n` more rounds (read as the administrator `admin`) than when called. With `n >= 2`
-/// each has run a whole round that began after the call (the first counted may have been
-/// under way already), so whatever such a round decides from the state at the call has been
-/// decided: a test waits for this, not for time, before it asserts that something did not
-/// happen.
+/// Waits until every peer has completed `n` more rounds than when called (read as the
+/// administrator `admin`). With `n >= 2` each has run a whole round that began after the
+/// call (the first counted may have been under way already), so whatever such a round
+/// decides from the state at the call has been decided: a test waits for this, not for
+/// time, before it asserts that something did not happen.
 pub fn more_rounds(peers: &[&Peer], admin: &str, n: u64) {
     let from: Vec<u64> = peers.iter().map(|p| p.rounds(admin)).collect();
     wait_for(
@@ -258,9 +258,11 @@ pub fn a_whole_sale(peers: &[&Peer], admin: &str, auction: Duration) {
 }
 
 /// Waits until every attempt any of `peers` launched has ended (its supervisor recorded the
-/// outcome in `status.json`): all the lines its command will ever write are written.
-pub fn every_attempt_ended(peers: &[&Peer]) {
-    let unended = |p: &Peer| -> Vec<PathBuf> {
+/// outcome in `status.json`): all the lines its command will ever write are written. Answers
+/// how many attempts they launched, so that a caller can tell that it looked in the right
+/// place.
+pub fn every_attempt_ended(peers: &[&Peer]) -> usize {
+    let attempts = |p: &Peer| -> Vec<PathBuf> {
         let Ok(clusters) = std::fs::read_dir(p.data().join("clusters")) else {
             return Vec::new();
         };
@@ -268,14 +270,19 @@ pub fn every_attempt_ended(peers: &[&Peer]) {
             .flatten()
             .filter_map(|c| std::fs::read_dir(c.path()).ok())
             .flat_map(|attempts| attempts.flatten().map(|a| a.path()))
-            .filter(|a| a.join("spec.json").exists() && !a.join("status.json").exists())
+            .filter(|a| a.join("spec.json").exists())
             .collect()
     };
     wait_for(
         "every launched attempt to end",
         Duration::from_secs(60),
-        || peers.iter().all(|p| unended(p).is_empty()).then_some(()),
-    );
+        || {
+            let all: Vec<PathBuf> = peers.iter().flat_map(|p| attempts(p)).collect();
+            all.iter()
+                .all(|a| a.join("status.json").exists())
+                .then_some(all.len())
+        },
+    )
 }
 
 /// Runs per job id, from the lines `ID CLUSTER` every run appends to `log`.

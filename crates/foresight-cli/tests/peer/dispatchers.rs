@@ -143,7 +143,10 @@ fn a_dispatcher_killed_mid_auction_loses_nothing_and_runs_nothing_twice() {
     // would have written its line.
     let all: Vec<&Peer> = peers.iter().collect();
     more_rounds(&all, &token, 2);
-    every_attempt_ended(&all);
+    assert!(
+        every_attempt_ended(&all) >= n,
+        "each job launched at least once"
+    );
     let runs = runs(&log);
     for id in &ids {
         assert_eq!(

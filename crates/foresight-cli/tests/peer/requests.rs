@@ -254,7 +254,8 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
     }
     // Every attempt launched has ended (its supervisor recorded how): a job left running
     // would have written its end by then.
-    every_attempt_ended(&peers.iter().collect::<Vec<_>>());
+    let launched = every_attempt_ended(&peers.iter().collect::<Vec<_>>());
+    assert!(launched > 0, "the last job at least was launched");
     let ran = runs(&log);
     let ended = lines(&ends);
     let (mut never, mut killed) = (0, 0);
