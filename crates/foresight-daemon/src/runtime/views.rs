@@ -310,12 +310,10 @@ pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob, now: Time) 
             .reason
             .clone()
             .unwrap_or_else(|| "over budget: waits off sale".into()),
-        // Given back by a site that won it but could not start it at once: said until
-        // a site starts it.
+        // Given back by a site that won it but could not start it at once (its row says so;
+        // its reason says why): said until a site starts it.
         (None, Some(q)) => match j.record.reason.as_deref() {
-            Some(why) if why.starts_with("given back") => {
-                format!("in the global queue ({q}); {why}")
-            }
+            Some(why) if j.given_back => format!("in the global queue ({q}); {why}"),
             _ => format!("in the global queue ({q})"),
         },
         (None, None) => "in the shared store".into(),
