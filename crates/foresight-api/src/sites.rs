@@ -51,7 +51,9 @@ pub struct AuctionView {
     /// `open` (bids count until `closes_at`), `closing` (due, being closed), `reopening`
     /// (closed unsold, reopens at `back_off_until`), `unsold` (closed unsold, queued until a
     /// site can bid) or `queued` (not auctioned yet: no site has been able to run it).
-    pub state: String,
+    // Named `state` on the wire, as before the stage had a type of its own.
+    #[serde(rename = "state")]
+    pub stage: AuctionStage,
     /// The site that opened its current or last auction.
     pub opened_by: Option<String>,
     /// When its current or last auction opened.
@@ -71,4 +73,100 @@ pub struct AuctionView {
     pub unsold: u32,
     /// While `reopening`: when its auction reopens.
     pub back_off_until: Option<i64>,
+}
+
+/// Where a global job on offer stands in its auctions: one name for the shared queue's
+/// rows and the API's view of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AuctionStage {
+    /// Not auctioned yet: no site has been able to run it.
+    Queued,
+    /// In an auction whose bids count until `closes_at`.
+    Open,
+    /// In an auction that is due, being closed.
+    Closing,
+    /// Closed unsold; its auction reopens at `back_off_until`.
+    Reopening,
+    /// Closed unsold; queued until a site can bid.
+    Unsold,
+}
+
+impl AuctionStage {
+    /// The stage's name, as the API and the shared queue spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuctionStage::Queued => "queued",
+            AuctionStage::Open => "open",
+            AuctionStage::Closing => "closing",
+            AuctionStage::Reopening => "reopening",
+            AuctionStage::Unsold => "unsold",
+        }
+    }
+
+    /// Whether an auction is under way or pending its reopening (its times mean something).
+    pub fn in_auction(self) -> bool {
+        matches!(
+            self,
+            AuctionStage::Open | AuctionStage::Closing | AuctionStage::Reopening
+        )
+    }
+}
+
+impl std::fmt::Display for AuctionStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stage is typed, but the wire keeps its field name and words.
+    #[test]
+    fn an_auction_stage_travels_as_the_same_state_string() {
+        let view = AuctionView {
+            job: 7,
+            user: "ann".into(),
+            procs: 2,
+            priority: 1,
+            stage: AuctionStage::Reopening,
+            opened_by: None,
+            opened_at: None,
+            closes_at: None,
+            bids: 0,
+            best_bid: None,
+            best_bidder: None,
+            rounds: 2,
+            unsold: 1,
+            back_off_until: Some(100),
+        };
+        let json = serde_json::to_value(&view).unwrap_or_default();
+        assert_eq!(json["state"], "reopening", "{json}");
+        assert!(json.get("stage").is_none(), "{json}");
+        let back: AuctionView = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, view);
+        let names: Vec<String> = [
+            AuctionStage::Queued,
+            AuctionStage::Open,
+            AuctionStage::Closing,
+            AuctionStage::Reopening,
+            AuctionStage::Unsold,
+        ]
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap_or_default().to_string())
+        .collect();
+        let shown: Vec<String> = [
+            AuctionStage::Queued,
+            AuctionStage::Open,
+            AuctionStage::Closing,
+            AuctionStage::Reopening,
+            AuctionStage::Unsold,
+        ]
+        .iter()
+        .map(|s| format!("\"{s}\""))
+        .collect();
+        assert_eq!(names, shown, "as_str and serde spell every stage alike");
+    }
 }

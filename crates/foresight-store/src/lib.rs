@@ -31,6 +31,7 @@ mod shared_view;
 mod sqlite;
 mod sqlite_lock;
 mod tables;
+mod views;
 
 pub use format::{
     Persisted, StoredAcl, StoredCredentials, StoredDependencyKind, StoredFailurePolicy,

@@ -213,6 +213,9 @@ pub struct SharedJob {
     /// The site that runs it is down (its dispatcher's lease lapsed): the record is the
     /// last the site wrote, and may no longer be true.
     pub site_down: bool,
+    /// A site that won it gave it back to the auction, unable to start it at once
+    /// ([`SharedQueue::give_back`]; its record's reason says why, in words for people).
+    pub given_back: bool,
 }
 
 /// One site's door to the global queue.
@@ -963,14 +966,16 @@ impl SharedQueue {
     }
 
     /// Queues a claimed job again under a new epoch, so that the claim is void and any site
-    /// may win it; with a reason (a give-back) its record says why and its last auction's
-    /// opening is forgotten. Returns whether the claim still held.
+    /// may win it; with a reason (a give-back) its record says why, its row that it was
+    /// given back ([`SharedJob::given_back`]), and its last auction's opening is forgotten.
+    /// Returns whether the claim still held.
     async fn requeue_claim(&self, claim: Claim, why: Option<&str>) -> Result<bool> {
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let done = sqlx::query(
             "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
              claimed_at = NULL, closes_at = NULL, \
-             opened_at = CASE WHEN $4 THEN NULL ELSE opened_at END \
+             opened_at = CASE WHEN $4 THEN NULL ELSE opened_at END, \
+             given_back = given_back OR $4 \
              WHERE job_id = $1 AND site = $2 AND epoch = $3 AND state = 'claimed'",
         )
         .bind(claim.job as i64)
@@ -1313,7 +1318,8 @@ impl SharedQueue {
         limit: u32,
     ) -> Result<Vec<SharedJob>> {
         let rows = sqlx::query(&format!(
-            "SELECT j.id, j.data, j.site, g.state, {SITE_DOWN} FROM jobs j \
+            "SELECT j.id, j.data, j.site, g.state, {SITE_DOWN}, COALESCE(g.given_back, false) \
+             FROM jobs j \
              LEFT JOIN global_jobs g ON g.job_id = j.id \
              LEFT JOIN dispatchers d ON d.site = j.site \
              WHERE j.site IS DISTINCT FROM $1 AND ($2::text IS NULL OR j.user_name = $2) \
@@ -1336,6 +1342,7 @@ impl SharedQueue {
                     site: r.get(2),
                     queue_state: r.get(3),
                     site_down: r.get(4),
+                    given_back: r.get(5),
                 })
             })
             .collect()
@@ -1345,7 +1352,8 @@ impl SharedQueue {
     /// runs, or one still in the queue.
     pub async fn shared_job(&self, id: u64) -> Result<Option<SharedJob>> {
         let row = sqlx::query(&format!(
-            "SELECT j.data, j.site, g.state, {SITE_DOWN} FROM jobs j \
+            "SELECT j.data, j.site, g.state, {SITE_DOWN}, COALESCE(g.given_back, false) \
+             FROM jobs j \
              LEFT JOIN global_jobs g ON g.job_id = j.id \
              LEFT JOIN dispatchers d ON d.site = j.site WHERE j.id = $1",
         ))
@@ -1361,6 +1369,7 @@ impl SharedQueue {
                 site: r.get(1),
                 queue_state: r.get(2),
                 site_down: r.get(3),
+                given_back: r.get(4),
             })
         })
         .transpose()

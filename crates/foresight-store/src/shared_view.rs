@@ -4,9 +4,13 @@
 //!
 //! Read only, and timed by the database's clock (`now()`), the one the leases and auctions
 //! are decided by: a site is shown down exactly when the queue treats it as down.
+//!
+//! The records become the API's views by `From` (here, beside the records: the API's crate
+//! does not depend on the store, and the orphan rule allows the conversions nowhere else).
 
 use crate::shared_queue::ALIVE;
-use crate::{Result, SharedQueue};
+use crate::{Result, SharedQueue, StoreError};
+use foresight_api::{AuctionStage, AuctionView, SiteView};
 use sqlx::Row;
 
 /// A site that has run a dispatcher, with its lease.
@@ -54,10 +58,8 @@ pub struct AuctionRecord {
     pub procs: u32,
     /// Its absolute priority level.
     pub priority: u32,
-    /// `open` (bids count), `closing` (due, not yet closed), `reopening` (closed unsold,
-    /// waiting for its back-off), `unsold` (closed unsold, queued until a site can bid) or
-    /// `queued` (never auctioned yet).
-    pub stage: String,
+    /// Where it stands in its auctions.
+    pub stage: AuctionStage,
     /// The site that opened its current or last auction.
     pub opened_by: Option<String>,
     /// When its current or last auction opened (Unix seconds; for `reopening`, when it
@@ -95,11 +97,21 @@ pub struct AuctionCounts {
 }
 
 /// The stage of a `global_jobs` row `g` in state `queued` or `auction`, as
-/// [`AuctionRecord::stage`] names it.
+/// [`AuctionStage`] names it.
 const STAGE: &str = "CASE WHEN g.state = 'queued' THEN \
                      (CASE WHEN g.unsold > 0 THEN 'unsold' ELSE 'queued' END) \
                      WHEN g.opened_at > now() THEN 'reopening' \
                      WHEN g.closes_at <= now() THEN 'closing' ELSE 'open' END";
+
+/// The stage [`STAGE`] named for job `job`'s row, refused as a record that does not decode
+/// when it is none of [`AuctionStage`]'s names.
+fn stage_of(job: u64, name: String) -> Result<AuctionStage> {
+    serde_json::from_value(serde_json::Value::String(name)).map_err(|source| StoreError::Decode {
+        table: "global_jobs",
+        id: job.to_string(),
+        source,
+    })
+}
 
 /// A timestamp column as Unix seconds.
 fn secs(column: &str) -> String {
@@ -169,30 +181,31 @@ impl SharedQueue {
         .fetch_all(&self.pool)
         .await
         .map_err(self.db())?;
-        Ok(rows
-            .iter()
+        rows.iter()
             .map(|r| {
-                let stage: String = r.get(4);
+                let job = r.get::<i64, _>(0) as u64;
+                let stage = stage_of(job, r.get(4))?;
                 let opened_at: Option<i64> = r.get(6);
-                let live = stage == "open" || stage == "closing" || stage == "reopening";
-                AuctionRecord {
-                    job: r.get::<i64, _>(0) as u64,
+                Ok(AuctionRecord {
+                    job,
                     user: r.get(1),
                     procs: r.get::<i32, _>(2).max(0) as u32,
                     priority: r.get::<i32, _>(3).max(0) as u32,
-                    back_off_until: (stage == "reopening").then_some(opened_at).flatten(),
+                    back_off_until: (stage == AuctionStage::Reopening)
+                        .then_some(opened_at)
+                        .flatten(),
                     opened_by: r.get(5),
                     opened_at,
-                    closes_at: if live { r.get(7) } else { None },
+                    closes_at: if stage.in_auction() { r.get(7) } else { None },
                     bids: count(r, 8),
                     best_bid: r.get(9),
                     best_bidder: r.get(10),
                     rounds: r.get::<i32, _>(11).max(0) as u32,
                     unsold: r.get::<i32, _>(12).max(0) as u32,
                     stage,
-                }
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// How many global jobs on offer are at each stage, all of them counted.
@@ -216,5 +229,48 @@ impl SharedQueue {
             }
         }
         Ok(c)
+    }
+}
+
+/// A job on offer as the API shows it: the same row.
+impl From<AuctionRecord> for AuctionView {
+    fn from(r: AuctionRecord) -> AuctionView {
+        AuctionView {
+            job: r.job,
+            user: r.user,
+            procs: r.procs,
+            priority: r.priority,
+            stage: r.stage,
+            opened_by: r.opened_by,
+            opened_at: r.opened_at,
+            closes_at: r.closes_at,
+            bids: r.bids,
+            best_bid: r.best_bid,
+            best_bidder: r.best_bidder,
+            rounds: r.rounds,
+            unsold: r.unsold,
+            back_off_until: r.back_off_until,
+        }
+    }
+}
+
+/// A site as the API shows it: its lease holding is `up`, else `down`.
+impl From<&SiteRecord> for SiteView {
+    fn from(r: &SiteRecord) -> SiteView {
+        SiteView {
+            name: r.site.clone(),
+            id: r.id,
+            state: if r.alive { "up" } else { "down" }.into(),
+            url: r.url.clone(),
+            started_at: r.started_at,
+            heartbeat_at: r.heartbeat_at,
+            lease_ms: r.lease_ms,
+            lease_left_ms: r.lease_left_ms,
+            max_procs: r.max_procs,
+            max_tariff: r.max_tariff,
+            claimed: r.claimed,
+            running: r.running,
+            bids: r.bids,
+        }
     }
 }

@@ -1282,3 +1282,41 @@ where
     }
     out
 }
+
+/// Wins `id` for site `q` in an auction of its own: opened, bid on, closed.
+async fn win(q: &SharedQueue, id: u64) -> Claim {
+    assert!(q.open(id, 50).await.unwrap());
+    assert!(q.bid(id, 1.0, 1).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(matches!(
+        close_one(q, &opening_zero()).await,
+        Some(Closed::Awarded { .. })
+    ));
+    q.claims().await.unwrap()[0]
+}
+
+#[tokio::test]
+async fn a_given_back_job_is_reported_given_back_whatever_its_reason_says() {
+    let url = foresight_testkit::postgres::database();
+    let (a_store, a) = site(&url, "a", 60_000).await;
+    let ids = a_store.insert_jobs(&[job(1), job(1)]).await.unwrap();
+    // The reason is prose for people, worded as the giving site likes: not a fact to match.
+    let claim = win(&a, ids[0]).await;
+    assert!(a
+        .give_back(claim, "site a could not start it at once")
+        .await
+        .unwrap());
+    let shared = a.shared_job(ids[0]).await.unwrap().unwrap();
+    assert!(shared.given_back);
+    assert_eq!(
+        shared.record.reason.as_deref(),
+        Some("site a could not start it at once")
+    );
+    assert_eq!(shared.queue_state.as_deref(), Some("queued"));
+    // An award given up for a short budget is requeued, not given back.
+    let claim = win(&a, ids[1]).await;
+    assert!(a.unclaim(claim).await.unwrap());
+    let listed = a.jobs_elsewhere(None, None, 10).await.unwrap();
+    let given_back: Vec<(u64, bool)> = listed.iter().map(|j| (j.record.id, j.given_back)).collect();
+    assert_eq!(given_back, vec![(ids[1], false), (ids[0], true)]);
+}

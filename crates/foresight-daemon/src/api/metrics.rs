@@ -2,7 +2,7 @@
 //! decentralized grid as the shared store has it ([`grid`]).
 
 use crate::runtime::Service;
-use foresight_api::JobState;
+use foresight_api::{AuctionStage, JobState};
 use foresight_store::{AuctionCounts, SiteRecord};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -91,15 +91,15 @@ fn register_grid(registry: &mut Registry, g: &Grid) {
     unsold.set((o.reopening + o.unsold) as i64);
     let offered = Family::<StateLabel, Gauge>::default();
     for (stage, n) in [
-        ("queued", o.queued),
-        ("open", o.open),
-        ("closing", o.closing),
-        ("reopening", o.reopening),
-        ("unsold", o.unsold),
+        (AuctionStage::Queued, o.queued),
+        (AuctionStage::Open, o.open),
+        (AuctionStage::Closing, o.closing),
+        (AuctionStage::Reopening, o.reopening),
+        (AuctionStage::Unsold, o.unsold),
     ] {
         offered
             .get_or_create(&StateLabel {
-                state: stage.into(),
+                state: stage.as_str().into(),
             })
             .set(n as i64);
     }

@@ -1,7 +1,6 @@
 //! Handlers of advance reservations: making, listing, showing, committing and releasing.
 
 use crate::api::{AppState, Body, Caller, Id};
-use crate::runtime::views::reservation_view;
 use crate::state::refusal::Refusal;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -58,7 +57,7 @@ pub(super) async fn create_reservation(
             };
             let id =
                 w.create_reservation(now, &owner, &r.cluster, held, start, end, r.acl, r.ttl)?;
-            Ok(reservation_view(&w.reservations[&id]))
+            Ok(ReservationView::from(&w.reservations[&id]))
         })
         .await?;
     Ok((StatusCode::CREATED, Json(view)))
@@ -100,7 +99,7 @@ pub(super) async fn commit_reservation(
     s.mutate(move |w, _| {
         let id = ReservationId(id);
         w.commit_reservation(id)?;
-        Ok(reservation_view(&w.reservations[&id]))
+        Ok(ReservationView::from(&w.reservations[&id]))
     })
     .await
     .map(Json)
@@ -118,7 +117,7 @@ pub(super) async fn release_reservation(
     s.mutate(move |w, now| {
         let id = ReservationId(id);
         w.release_reservation(now, id)?;
-        Ok(reservation_view(&w.reservations[&id]))
+        Ok(ReservationView::from(&w.reservations[&id]))
     })
     .await
     .map(Json)

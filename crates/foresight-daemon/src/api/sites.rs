@@ -10,7 +10,6 @@ use crate::state::refusal::Refusal;
 use axum::extract::State;
 use axum::Json;
 use foresight_api::{AuctionView, SiteView};
-use foresight_store::{AuctionRecord, SiteRecord};
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -20,45 +19,6 @@ fn alone() -> Refusal {
         "this service runs alone (mode = \"single\"): sites and auctions exist only in \
          dispatcher mode (server start --mode dispatcher --site NAME)",
     )
-}
-
-/// A site as the API shows it.
-fn site_view(r: &SiteRecord) -> SiteView {
-    SiteView {
-        name: r.site.clone(),
-        id: r.id,
-        state: if r.alive { "up" } else { "down" }.into(),
-        url: r.url.clone(),
-        started_at: r.started_at,
-        heartbeat_at: r.heartbeat_at,
-        lease_ms: r.lease_ms,
-        lease_left_ms: r.lease_left_ms,
-        max_procs: r.max_procs,
-        max_tariff: r.max_tariff,
-        claimed: r.claimed,
-        running: r.running,
-        bids: r.bids,
-    }
-}
-
-/// A job on offer as the API shows it.
-fn auction_view(r: &AuctionRecord) -> AuctionView {
-    AuctionView {
-        job: r.job,
-        user: r.user.clone(),
-        procs: r.procs,
-        priority: r.priority,
-        state: r.stage.clone(),
-        opened_by: r.opened_by.clone(),
-        opened_at: r.opened_at,
-        closes_at: r.closes_at,
-        bids: r.bids,
-        best_bid: r.best_bid,
-        best_bidder: r.best_bidder.clone(),
-        rounds: r.rounds,
-        unsold: r.unsold,
-        back_off_until: r.back_off_until,
-    }
 }
 
 /// Lists the sites whose dispatchers share the global queue (administrators), by site id:
@@ -73,7 +33,7 @@ pub(crate) async fn list_sites(
 ) -> Result<Json<Vec<SiteView>>, Refusal> {
     caller.admin()?;
     let sites = s.global_queue.sites().await?.ok_or_else(alone)?;
-    Ok(Json(sites.iter().map(site_view).collect()))
+    Ok(Json(sites.iter().map(SiteView::from).collect()))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -97,5 +57,5 @@ pub(crate) async fn list_auctions(
     caller.admin()?;
     let limit = f.limit.unwrap_or(1000);
     let auctions = s.global_queue.auctions(limit).await?.ok_or_else(alone)?;
-    Ok(Json(auctions.iter().map(auction_view).collect()))
+    Ok(Json(auctions.into_iter().map(AuctionView::from).collect()))
 }

@@ -8,8 +8,8 @@ use crate::state::plan_view::{self, Visible};
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{
-    ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, Reason, ReservationView,
-    UserView,
+    ClusterInfo, ClusterPlan, Explanation, InputView, JobState, JobView, OutputSpec, PartView,
+    PredictionView, Reason, ReservationView, StagingView, UserView,
 };
 use foresight_core::scheduler::JobStatus;
 use foresight_core::time::Time;
@@ -193,7 +193,7 @@ impl Service {
                         .job
                         .is_some_and(|j| w.jobs.get(&JobId(j)).is_some_and(|j| j.user == user.name))
             })
-            .map(reservation_view)
+            .map(ReservationView::from)
             .collect()
     }
 }
@@ -310,12 +310,10 @@ pub(crate) fn shared_view(w: &World, j: &foresight_store::SharedJob, now: Time) 
             .reason
             .clone()
             .unwrap_or_else(|| "over budget: waits off sale".into()),
-        // Given back by a site that won it but could not start it at once: said until
-        // a site starts it.
+        // Given back by a site that won it but could not start it at once (its row says so;
+        // its reason says why): said until a site starts it.
         (None, Some(q)) => match j.record.reason.as_deref() {
-            Some(why) if why.starts_with("given back") => {
-                format!("in the global queue ({q}); {why}")
-            }
+            Some(why) if j.given_back => format!("in the global queue ({q}); {why}"),
             _ => format!("in the global queue ({q})"),
         },
         (None, None) => "in the shared store".into(),
@@ -401,34 +399,11 @@ fn view_with(j: &JobRecord, now: Time, starts: &Starts) -> JobView {
         requires: j.requires.clone(),
         licences: j.licences.clone(),
         app: j.app.clone(),
-        prediction: j
-            .prediction
-            .as_ref()
-            .map(|p| foresight_api::PredictionView {
-                seconds: p.seconds,
-                predictor: p.predictor.clone(),
-                runs: p.runs,
-                corrections: p.corrections,
-            }),
-        inputs: j
-            .inputs
-            .iter()
-            .map(|i| foresight_api::InputView {
-                path: i.path.clone(),
-                cluster: i.cluster.clone(),
-                bytes: i.bytes,
-            })
-            .collect(),
-        staging: j.staging.iter().map(staging_view).collect(),
-        outputs: j
-            .outputs
-            .iter()
-            .map(|o| foresight_api::OutputSpec {
-                path: o.path.clone(),
-                cluster: o.cluster.clone(),
-            })
-            .collect(),
-        output_staging: j.output_staging.as_ref().map(staging_view),
+        prediction: j.prediction.as_ref().map(PredictionView::from),
+        inputs: j.inputs.iter().map(InputView::from).collect(),
+        staging: j.staging.iter().map(StagingView::from).collect(),
+        outputs: j.outputs.iter().map(OutputSpec::from).collect(),
+        output_staging: j.output_staging.as_ref().map(StagingView::from),
     }
 }
 
@@ -447,20 +422,6 @@ pub(crate) fn run_secs(j: &JobRecord, now: Time) -> Option<i64> {
     Some((end - start - by_admin - by_preemption).max(0))
 }
 
-/// A copy's record as the API shows it (inputs in, outputs back).
-pub(crate) fn staging_view(s: &foresight_store::StagingRecord) -> foresight_api::StagingView {
-    foresight_api::StagingView {
-        cluster: s.cluster.clone(),
-        began_at: s.began_at,
-        ended_at: s.ended_at,
-        // The job's own outputs' error, else its edges' (each names its edge).
-        error: s.error.clone().or_else(|| {
-            let edges: Vec<&str> = s.edges.iter().filter_map(|e| e.error.as_deref()).collect();
-            (!edges.is_empty()).then(|| edges.join("; "))
-        }),
-    }
-}
-
 /// A user as the API shows it, with the Unix account their jobs run as (`w` holds the
 /// `[unix_user]` table that maps those no administrator mapped).
 pub fn user_view(w: &World, u: &UserRecord) -> UserView {
@@ -476,23 +437,6 @@ pub fn user_view(w: &World, u: &UserRecord) -> UserView {
         credentials: u.credentials.clone(),
         disabled: u.disabled,
         warnings: Vec::new(),
-    }
-}
-
-/// A reservation as the API shows it.
-pub fn reservation_view(r: &foresight_store::ReservationRecord) -> ReservationView {
-    ReservationView {
-        id: r.id,
-        kind: r.kind.clone(),
-        cluster: r.cluster.clone(),
-        procs: r.procs,
-        processors: r.processors.clone(),
-        start: r.start,
-        end: r.end,
-        acl: r.acl.clone(),
-        state: r.state,
-        expires_at: r.expires_at,
-        owner: r.owner.clone(),
     }
 }
 

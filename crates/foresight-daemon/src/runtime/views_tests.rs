@@ -114,3 +114,35 @@ async fn a_local_job_waiting_for_its_begin_says_when_it_may_start() {
     );
     s.shutdown().await;
 }
+
+/// A job of the global queue is said given back from its row's fact, whatever its reason's
+/// words, and a reason alone (however worded) does not make it given back.
+#[tokio::test]
+async fn a_given_back_job_is_said_so_from_its_row_not_from_its_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _) = service(dir.path()).await;
+    let shared = |given_back: bool, reason: &str| foresight_store::SharedJob {
+        record: foresight_store::JobRecord {
+            id: 7,
+            user: "ann".into(),
+            procs: 1,
+            reason: Some(reason.into()),
+            ..Default::default()
+        },
+        site: None,
+        queue_state: Some("auction".into()),
+        site_down: false,
+        given_back,
+    };
+    let view = |j: &foresight_store::SharedJob| {
+        super::shared_view(&s.world(), j, Time(T0)).reason.unwrap()
+    };
+    assert_eq!(
+        view(&shared(true, "site b could not start it at once")),
+        "in the global queue (auction); site b could not start it at once"
+    );
+    assert_eq!(
+        view(&shared(false, "given back to the auction by site b")),
+        "in the global queue (auction)"
+    );
+}

@@ -7,7 +7,7 @@ use crate::moment::when;
 use crate::table::table;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use foresight_api::AuctionView;
+use foresight_api::{AuctionStage, AuctionView};
 
 /// Auction commands.
 #[derive(Subcommand)]
@@ -37,9 +37,11 @@ pub fn auction_list(conn: &Connection, o: AuctionListOpts) -> Result<()> {
 /// What comes next for a job on offer: its auction's close, its reopening after the
 /// back-off, or nothing planned (`-`: it waits for a site able to bid).
 pub(crate) fn next_text(a: &AuctionView) -> String {
-    match (a.state.as_str(), a.closes_at, a.back_off_until) {
-        ("reopening", _, Some(t)) => format!("reopens {}", when(Some(t))),
-        ("open" | "closing", Some(t), _) => format!("closes {}", when(Some(t))),
+    match (a.stage, a.closes_at, a.back_off_until) {
+        (AuctionStage::Reopening, _, Some(t)) => format!("reopens {}", when(Some(t))),
+        (AuctionStage::Open | AuctionStage::Closing, Some(t), _) => {
+            format!("closes {}", when(Some(t)))
+        }
         _ => "-".into(),
     }
 }
@@ -63,7 +65,7 @@ fn auctions_table(auctions: &[AuctionView]) -> String {
                 a.user.clone(),
                 a.procs.to_string(),
                 a.priority.to_string(),
-                a.state.clone(),
+                a.stage.to_string(),
                 a.rounds.to_string(),
                 a.unsold.to_string(),
                 a.bids.to_string(),
@@ -84,13 +86,13 @@ fn auctions_table(auctions: &[AuctionView]) -> String {
 mod tests {
     use super::*;
 
-    fn offered(state: &str) -> AuctionView {
+    fn offered(stage: AuctionStage) -> AuctionView {
         AuctionView {
             job: 7,
             user: "ann".into(),
             procs: 2,
             priority: 1,
-            state: state.into(),
+            stage,
             opened_by: None,
             opened_at: None,
             closes_at: None,
@@ -105,25 +107,25 @@ mod tests {
 
     #[test]
     fn next_says_when_the_auction_closes_or_reopens() {
-        let mut a = offered("open");
+        let mut a = offered(AuctionStage::Open);
         a.closes_at = Some(100);
         assert_eq!(next_text(&a), format!("closes {}", when(Some(100))));
-        a.state = "reopening".into();
+        a.stage = AuctionStage::Reopening;
         a.back_off_until = Some(200);
         assert_eq!(next_text(&a), format!("reopens {}", when(Some(200))));
-        assert_eq!(next_text(&offered("unsold")), "-");
-        assert_eq!(next_text(&offered("queued")), "-");
+        assert_eq!(next_text(&offered(AuctionStage::Unsold)), "-");
+        assert_eq!(next_text(&offered(AuctionStage::Queued)), "-");
     }
 
     #[test]
     fn the_table_names_the_best_bid_and_its_bidder() {
-        let mut a = offered("open");
+        let mut a = offered(AuctionStage::Open);
         a.bids = 2;
         a.best_bid = Some(3.456);
         a.best_bidder = Some("b".into());
         a.rounds = 2;
         a.unsold = 1;
-        let t = auctions_table(&[a, offered("queued")]);
+        let t = auctions_table(&[a, offered(AuctionStage::Queued)]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         assert!(
