@@ -42,6 +42,9 @@ pub enum AuctionEvent {
     LoadChanged(SiteId),
     /// A job finished after running this long: feeds the mean runtime.
     Finished(Dur),
+    /// The winner could not start the job it was awarded and gave it back (a bid is a
+    /// promise, kept at once or not at all): the job is auctioned anew.
+    GiveBack(Lot),
     /// The job left the global queue (cancelled): its auction ends without a winner.
     Cancel(JobId),
     /// Time passed: close what is due.
@@ -246,6 +249,11 @@ impl AuctionHouse {
                 }
             }
             AuctionEvent::Finished(runtime) => self.tracker.record(runtime),
+            AuctionEvent::GiveBack(lot) => {
+                if self.sold.remove(&lot.job).is_some() {
+                    self.start(lot, &mut out);
+                }
+            }
             AuctionEvent::Cancel(job) => {
                 let known = self.open.remove(&job).is_some()
                     || self.waiting.remove(&job).is_some()
@@ -520,6 +528,50 @@ mod tests {
                 why: BidRefusal::Sold
             }]
         );
+    }
+
+    #[test]
+    fn a_job_given_back_by_its_winner_is_auctioned_anew_and_sold_again() {
+        let mut h = house(AuctionConfig {
+            alpha: 0.3,
+            ..AuctionConfig::default()
+        });
+        h.handle(Time(0), AuctionEvent::Open(lot(1, 4, 0)));
+        h.handle(Time(1), bid(1, 0, offer(4, 4, 0)));
+        let d = h.handle(Time(30), AuctionEvent::Tick);
+        assert!(matches!(
+            d[..],
+            [Announcement::Awarded {
+                site: SiteId(0),
+                ..
+            }]
+        ));
+        // Opening a sold job again is a no-op; giving it back is not.
+        assert!(h
+            .handle(Time(31), AuctionEvent::Open(lot(1, 4, 0)))
+            .is_empty());
+        let d = h.handle(Time(31), AuctionEvent::GiveBack(lot(1, 4, 0)));
+        assert_eq!(
+            d,
+            vec![Announcement::Opened {
+                job: JobId(1),
+                closes: Time(61)
+            }]
+        );
+        assert_eq!(h.winner(JobId(1)), None);
+        h.handle(Time(40), bid(1, 2, offer(4, 4, 0)));
+        let d = h.handle(Time(61), AuctionEvent::Tick);
+        assert!(matches!(
+            d[..],
+            [Announcement::Awarded {
+                site: SiteId(2),
+                ..
+            }]
+        ));
+        // A job never sold cannot be given back.
+        assert!(h
+            .handle(Time(62), AuctionEvent::GiveBack(lot(7, 4, 0)))
+            .is_empty());
     }
 
     #[test]

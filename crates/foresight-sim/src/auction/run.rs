@@ -489,7 +489,7 @@ impl Sim<'_> {
                 // auction at once, as a dispatcher's award does (`SharedQueue::give_back`).
                 self.given_back += 1;
                 self.global[i].left = g.runtime;
-                self.house_event(AuctionEvent::Open(lot));
+                self.house_event(AuctionEvent::GiveBack(lot));
                 return;
             }
         }
