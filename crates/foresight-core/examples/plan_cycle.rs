@@ -14,7 +14,7 @@
 use foresight_core::forecast::Tariff;
 use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
 use foresight_core::select::{Criterion, Processor};
-use foresight_core::{Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use std::time::Instant;
 
 /// A fixed-seed LCG: the core has no RNG of its own.
@@ -124,7 +124,7 @@ fn measure(queued: usize, reps: usize) -> f64 {
             walltime: Dur(600 + rng.next(10 * 3600) as i64),
             max_price: 1.0 + rng.next(3) as f64,
             input_mb: 100.0,
-            home: Some(rng.next(clusters as u64) as usize),
+            home: Some(ClusterId(rng.next(clusters as u64) as usize)),
             co_allocate: true,
             criterion: Criterion::EarliestStart,
             priority: 0,
