@@ -161,7 +161,8 @@ fn measure(queued: usize, reps: usize) -> f64 {
         .count();
     // A digest of every decision, to compare versions of the planner: same digest, same plan.
     // The chosen processors and their speed (and a planned job's end and processors) are left
-    // out, so that digests compare with those taken before decisions carried them.
+    // out, and a part's cluster is the bare number, so that digests compare with those taken
+    // before decisions carried them and before clusters were typed.
     let digest = decisions.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, d| {
         let text = match d {
             Decision::Reserve {
@@ -171,9 +172,16 @@ fn measure(queued: usize, reps: usize) -> f64 {
                 cost,
                 parts,
                 ..
-            } => format!(
-                "Reserve {{ job: {job:?}, start: {start:?}, end: {end:?}, cost: {cost:?}, parts: {parts:?} }}"
-            ),
+            } => {
+                let parts: Vec<String> = parts
+                    .iter()
+                    .map(|p| format!("Part {{ cluster: {}, procs: {} }}", p.cluster, p.procs))
+                    .collect();
+                format!(
+                    "Reserve {{ job: {job:?}, start: {start:?}, end: {end:?}, cost: {cost:?}, parts: [{}] }}",
+                    parts.join(", ")
+                )
+            }
             Decision::Wait { job, start, .. } => {
                 format!("Wait {{ job: {job:?}, start: {start:?} }}")
             }
