@@ -231,6 +231,10 @@ async fn suspend_stops_the_job_and_its_walltime_clock() {
         proc_stat(&pid).is_some_and(|p| p.state == 'T')
     })
     .await;
+    // This sleep is the test's input, not a wait for something to happen: the job stays
+    // suspended past its walltime (2 s) and grace (1 s). A slow machine only makes the
+    // suspension longer, which makes the test stricter; and the check that cannot pass by
+    // being early is the one after the resume: the job ends by itself, not timed out.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(proc_stat(&pid).map(|p| p.state), Some('T'), "still stopped");
     assert_eq!(executor.outcome(9, 0).unwrap(), None);
@@ -268,7 +272,15 @@ async fn a_missing_program_is_a_launch_error_naming_it() {
         Some("no such program: foresight-no-such-program")
     );
     assert_eq!(executor.adopt(10, 0).unwrap(), Adoption::Finished(outcome));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // No event for it: an event of job 10 would have been sent by launch itself or by a
+    // watcher it left behind on a supervisor already gone, both before a job launched after
+    // it has even started; that job's end is the next event, and nothing else is queued.
+    run(
+        &executor,
+        &mut events,
+        &fixture::spec(15, &s.work, &["true"]),
+    )
+    .await;
     assert!(events.try_recv().is_err());
 }
 
@@ -378,7 +390,13 @@ fn a_restarted_daemon_adopts_a_running_job() {
         executor.launch(&policed).await.unwrap();
     });
     drop(first);
-    std::thread::sleep(Duration::from_millis(500)); // job 21 ends meanwhile
+    // Job 21 ends while no daemon watches: its supervisor records the outcome.
+    let status = s.jobs.join("21.0").join("status.json");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !status.exists() {
+        assert!(Instant::now() < deadline, "job 21 never recorded its end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     let second = tokio::runtime::Runtime::new().unwrap();
     second.block_on(async {
@@ -398,9 +416,7 @@ fn a_restarted_daemon_adopts_a_running_job() {
             finished.outcome
         );
         assert!(finished.outcome.error.is_none());
-        // Exactly one event, and the attempt now reads as finished.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(events.try_recv().is_err(), "a second event");
+        // The attempt now reads as finished (exactly one event: see the end).
         assert_eq!(
             executor.adopt(20, 0).unwrap(),
             Adoption::Finished(finished.outcome)
@@ -418,6 +434,12 @@ fn a_restarted_daemon_adopts_a_running_job() {
             Adoption::Lost => panic!("job 22 lost"),
         };
         assert!(outcome.timed_out, "{outcome:?}");
+
+        // Exactly one event for job 20: a second watcher of it (adopted twice above) would
+        // poll on the same ticks as the first and send at once, long before a job launched
+        // now ends; that job's end is the next event, and nothing else is queued.
+        run(&executor, &mut events, &spec(23, &s.work, &["true"])).await;
+        assert!(events.try_recv().is_err(), "a second event");
     });
 }
 

@@ -167,6 +167,25 @@ prior_runtime_seconds = {prior}
         c.wait().unwrap();
     }
 
+    /// Dispatcher rounds this peer completed since it last started
+    /// (`foresight_dispatcher_rounds_total` on `/metrics`, read as the administrator `admin`).
+    pub fn rounds(&self, admin: &str) -> u64 {
+        let text = reqwest::blocking::Client::new()
+            .get(format!("{}/metrics", self.url))
+            .bearer_auth(admin)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix("foresight_dispatcher_rounds_total ")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("foresight_dispatcher_rounds_total missing: {text}"))
+    }
+
     pub fn logs(&self) -> String {
         (1..=self.starts)
             .map(|n| {
@@ -203,6 +222,67 @@ pub fn wait_for_exit(c: &mut Child, timeout: Duration) -> bool {
     let _ = c.kill();
     let _ = c.wait();
     false
+}
+
+/// Waits until every peer has completed `n` more rounds than when called (read as the
+/// administrator `admin`). With `n >= 2` each has run a whole round that began after the
+/// call (the first counted may have been under way already), so whatever such a round
+/// decides from the state at the call has been decided: a test waits for this, not for
+/// time, before it asserts that something did not happen.
+pub fn more_rounds(peers: &[&Peer], admin: &str, n: u64) {
+    let from: Vec<u64> = peers.iter().map(|p| p.rounds(admin)).collect();
+    wait_for(
+        &format!("{n} more dispatcher rounds at every site"),
+        Duration::from_secs(60),
+        || {
+            peers
+                .iter()
+                .zip(&from)
+                .all(|(p, from)| p.rounds(admin) >= from + n)
+                .then_some(())
+        },
+    );
+}
+
+/// Waits until whatever is on sale when called would have been sold and started: a whole
+/// round at each site (which opens the auction of every job on offer that a site can run,
+/// and bids), then `auction` (at least the auctions' length, α × the mean runtime), then a
+/// whole round at each site (one of them closed every auction now due, awarding it), then
+/// another (the winner, if another site closed its auction, started it).
+pub fn a_whole_sale(peers: &[&Peer], admin: &str, auction: Duration) {
+    more_rounds(peers, admin, 2);
+    // Every such auction is open now; it closes by the clock, `auction` later at most.
+    std::thread::sleep(auction);
+    more_rounds(peers, admin, 2);
+    more_rounds(peers, admin, 2);
+}
+
+/// Waits until every attempt any of `peers` launched has ended (its supervisor recorded the
+/// outcome in `status.json`): all the lines its command will ever write are written. Answers
+/// how many attempts they launched, so that a caller can tell that it looked in the right
+/// place.
+pub fn every_attempt_ended(peers: &[&Peer]) -> usize {
+    let attempts = |p: &Peer| -> Vec<PathBuf> {
+        let Ok(clusters) = std::fs::read_dir(p.data().join("clusters")) else {
+            return Vec::new();
+        };
+        clusters
+            .flatten()
+            .filter_map(|c| std::fs::read_dir(c.path()).ok())
+            .flat_map(|attempts| attempts.flatten().map(|a| a.path()))
+            .filter(|a| a.join("spec.json").exists())
+            .collect()
+    };
+    wait_for(
+        "every launched attempt to end",
+        Duration::from_secs(60),
+        || {
+            let all: Vec<PathBuf> = peers.iter().flat_map(|p| attempts(p)).collect();
+            all.iter()
+                .all(|a| a.join("status.json").exists())
+                .then_some(all.len())
+        },
+    )
 }
 
 /// Runs per job id, from the lines `ID CLUSTER` every run appends to `log`.

@@ -138,7 +138,15 @@ fn a_dispatcher_killed_mid_auction_loses_nothing_and_runs_nothing_twice() {
         .unwrap();
         (done == n as u64).then_some(())
     });
-    std::thread::sleep(Duration::from_millis(1500));
+    // A whole round at each site since, b's first after its return among them (it would
+    // start a claim it lost there), then every attempt launched has ended: a second run
+    // would have written its line.
+    let all: Vec<&Peer> = peers.iter().collect();
+    more_rounds(&all, &token, 2);
+    assert!(
+        every_attempt_ended(&all) >= n,
+        "each job launched at least once"
+    );
     let runs = runs(&log);
     for id in &ids {
         assert_eq!(
@@ -146,6 +154,14 @@ fn a_dispatcher_killed_mid_auction_loses_nothing_and_runs_nothing_twice() {
             Some(1),
             "job {id} must run exactly once: {runs:?}"
         );
+    }
+    // Nor is one taken in again to be launched: every site shows every job completed.
+    for p in &peers {
+        let http = Http::new(&p.url, &token);
+        for id in &ids {
+            let (_, j) = http.get(&format!("/jobs/{id}"));
+            assert_eq!(j["state"], "completed", "{} job {id}: {j}", p.site);
+        }
     }
 }
 

@@ -101,14 +101,23 @@ fn queued_jobs_are_cancelled_held_and_released_from_any_dispatcher_and_listed_ev
     for (http, id) in [(&on_a, block_a), (&on_b, block_b)] {
         let (status, j) = http.post(&format!("/jobs/{id}/cancel"), &json!({}));
         assert_eq!(status, 200, "{j}");
+        wait_for("a blocker's end", Duration::from_secs(20), || {
+            let (_, j) = http.get(&format!("/jobs/{id}"));
+            (j["state"] == "cancelled").then_some(())
+        });
     }
-    std::thread::sleep(Duration::from_millis(2500));
+    // Both sites' processors are free now. Were a held or cancelled job on sale, a whole
+    // sale (a round opening its auction, its length of α × 1 s = 0.3 s, rounds closing it
+    // and starting it) would have started it.
+    a_whole_sale(&[&a, &b], &admin, Duration::from_secs(1));
+    assert_eq!(queue_state(&store, g1), "cancelled -");
+    assert_eq!(queue_state(&store, g2), "held -");
+    assert_eq!(queue_state(&store, g3), "held -");
     let ran = runs(&log);
     assert!(
         !ran.contains_key(&g1) && !ran.contains_key(&g2) && !ran.contains_key(&g3),
         "{ran:?}"
     );
-    assert_eq!(queue_state(&store, g2), "held -");
     // Released (through either dispatcher), each runs once.
     for (http, id) in [(&on_b, g2), (&on_a, g3)] {
         let (status, j) = http.post(&format!("/jobs/{id}/release"), &json!({}));
@@ -243,8 +252,10 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
             );
         }
     }
-    // Long enough for any job left running to write its end.
-    std::thread::sleep(Duration::from_millis(3500));
+    // Every attempt launched has ended (its supervisor recorded how): a job left running
+    // would have written its end by then.
+    let launched = every_attempt_ended(&peers.iter().collect::<Vec<_>>());
+    assert!(launched > 0, "the last job at least was launched");
     let ran = runs(&log);
     let ended = lines(&ends);
     let (mut never, mut killed) = (0, 0);
@@ -600,7 +611,9 @@ fn an_award_over_its_users_budget_waits_off_sale_until_the_budget_changes() {
         .unwrap()
     };
     let sold = auctions();
-    std::thread::sleep(Duration::from_millis(2000));
+    // Put back on sale, it would be auctioned again in the bid step of the next whole round
+    // of either site (both have free processors for it).
+    more_rounds(&[&a, &b], &admin_token(&a), 2);
     assert_eq!(queue_state(&store, id), "over_budget -");
     assert_eq!(auctions(), sold, "auctioned again while over budget");
     assert!(runs(&log).is_empty());
@@ -844,8 +857,10 @@ fn a_dependant_at_any_site_waits_for_the_output_copy_and_a_failed_copy_is_not_ok
         let (_, j) = on_a.get(&format!("/jobs/{n}"));
         (j["state"] == "completed" && j["output_staging"]["began_at"].is_i64()).then_some(())
     });
-    // Long after n completed, its dependant still waits in the queue.
-    std::thread::sleep(Duration::from_secs(3));
+    // Long after n completed, its dependant still waits in the queue: every round decides
+    // the waiting jobs first, and a whole round at each site has judged it since n's copy
+    // began.
+    more_rounds(&[&a, &b], &token, 2);
     assert_eq!(queue_state(&store, next), "waiting -", "{}", b.logs());
     assert!(
         !spans(&times).contains_key(&next),

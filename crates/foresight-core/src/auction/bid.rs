@@ -3,8 +3,9 @@
 
 use super::config::{AuctionConfig, ProcsCap};
 use super::Lot;
+use crate::broker::preempt::{self, Holder};
 use crate::ids::JobId;
-use crate::time::Dur;
+use crate::time::{Dur, Time};
 use serde::{Deserialize, Serialize};
 
 /// What a site offers a job now: facts, priced by [`price`] under the auction's weights, so
@@ -34,11 +35,16 @@ pub struct Victim {
     pub procs: u32,
     /// Runtime it has left.
     pub remaining: Dur,
+    /// When it started (or last resumed): the broker's preemption order reads it.
+    pub started: Time,
 }
 
-/// A site's offer for `lot`, with the jobs it would preempt (cheapest first: lowest
-/// priority, then least work), or `None` when it cannot run the job now.
+/// A site's offer for `lot`, with the jobs it would preempt, or `None` when it cannot run the
+/// job now.
 ///
+/// The victims are the ones the broker itself would take ([`preempt::victims`]: lowest level
+/// first, then the job that started last, and none that is not needed), so that the winner
+/// preempts exactly what it bid to preempt and the simulator preempts as the service does.
 /// `free` are its idle processors, `running` its running global jobs (local jobs are never
 /// preempted, so they are not passed), `held` the processors its standing bids in other open
 /// auctions hold (0 unless the house reserves them), `stage` the time to fetch the input.
@@ -50,35 +56,36 @@ pub fn make_offer(
     held: u32,
     stage: Dur,
 ) -> Option<(Offer, Vec<JobId>)> {
-    let mut eligible: Vec<&Victim> = running
+    let lower: u32 = running
         .iter()
         .filter(|v| v.priority < lot.priority)
-        .collect();
-    eligible.sort_by_key(|v| (v.priority, v.procs as i64 * v.remaining.0, v.job));
-    let capacity = free + eligible.iter().map(|v| v.procs).sum::<u32>();
+        .map(|v| v.procs)
+        .sum();
+    let capacity = free + lower;
     if lot.procs == 0 || lot.procs + held > capacity {
         return None;
     }
     let free_left = free.saturating_sub(held);
-    let mut procs = free_left;
-    let mut work = 0.0;
-    let mut victims = Vec::new();
-    for v in eligible {
-        if procs >= lot.procs {
-            break;
-        }
-        procs += v.procs;
-        work += weighted_work(v);
-        victims.push(v.job);
-    }
-    if procs < lot.procs {
-        // The reservations sit on free processors and the rest is not enough.
-        return None;
-    }
+    let holders: Vec<Holder> = running
+        .iter()
+        .map(|v| Holder {
+            job: v.job,
+            priority: u32::from(v.priority),
+            procs: v.procs,
+            started: v.started,
+        })
+        .collect();
+    // `None`: the reservations sit on free processors and the rest is not enough.
+    let victims = preempt::victims(lot.procs, free_left, u32::from(lot.priority), &holders)?;
+    let chosen = || {
+        victims
+            .iter()
+            .filter_map(|id| running.iter().find(|v| v.job == *id))
+    };
     let offer = Offer {
-        procs,
+        procs: free_left + chosen().map(|v| v.procs).sum::<u32>(),
         capacity,
-        preempt_work: work,
+        preempt_work: chosen().map(weighted_work).sum(),
         stage,
     };
     Some((offer, victims))
@@ -117,28 +124,29 @@ mod tests {
         }
     }
 
-    fn victim(job: u64, priority: u8, procs: u32, remaining: i64) -> Victim {
+    fn victim(job: u64, priority: u8, procs: u32, remaining: i64, started: i64) -> Victim {
         Victim {
             job: JobId(job),
             priority,
             procs,
             remaining: Dur(remaining),
+            started: Time(started),
         }
     }
 
     #[test]
-    fn free_processors_first_then_cheapest_strictly_lower_victims() {
+    fn free_processors_first_then_the_brokers_victims() {
         let running = [
-            victim(10, 1, 4, 100),
-            victim(11, 0, 4, 500),
-            victim(12, 0, 4, 50),
-            victim(13, 2, 8, 10),
+            victim(10, 1, 4, 100, 30),
+            victim(11, 0, 4, 500, 20),
+            victim(12, 0, 4, 50, 10),
+            victim(13, 2, 8, 10, 40),
         ];
         let (offer, victims) = make_offer(&lot(10, 2), 2, &running, 0, Dur(7)).unwrap();
         assert_eq!(
             victims,
-            vec![JobId(12), JobId(11)],
-            "priority 0, least work first"
+            vec![JobId(11), JobId(12)],
+            "priority 0, the last started first (the broker's order), not the least work"
         );
         assert_eq!(offer.procs, 10);
         assert_eq!(

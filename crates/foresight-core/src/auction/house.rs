@@ -707,6 +707,7 @@ mod tests {
             priority: 0,
             procs: 4,
             remaining: Dur(1000),
+            started: Time(0),
         }];
         let (o, victims) = make_offer(&top, 0, &running, 0, Dur(0)).expect("by preemption");
         assert_eq!(victims, vec![JobId(9)]);

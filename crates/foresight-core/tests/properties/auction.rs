@@ -268,6 +268,7 @@ fn loads(jobs: usize) -> impl Strategy<Value = Vec<Load>> {
                     priority,
                     procs,
                     remaining: Dur(remaining),
+                    started: Time(k as i64),
                 })
                 .collect(),
             stage,

@@ -2,7 +2,8 @@
 //! priority-weighted work preempted, staging time). Checked against an independent model:
 //! an offer exists exactly when free processors not held by other bids plus those of
 //! strictly lower-priority running jobs cover the need; free processors are used first and
-//! victims only as far as needed, cheapest first; the preempted work is the victims' weighted
+//! victims only as far as needed, in the broker's preemption order (lowest level, then the
+//! job that started last), none of them unneeded; the preempted work is the victims' weighted
 //! remaining work; and the price falls with every processor-second preempted and every second
 //! of staging, rises with processors offered, and is unchanged when every time is scaled.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
@@ -10,18 +11,19 @@
 use foresight_core::auction::{
     make_offer, price, AuctionConfig, BidWeights, Lot, ProcsCap, SiteId, Victim,
 };
-use foresight_core::{Dur, JobId};
+use foresight_core::{Dur, JobId, Time};
 use proptest::prelude::*;
 
 fn victims() -> impl Strategy<Value = Vec<Victim>> {
-    prop::collection::vec((0u8..4, 1u32..9, 1i64..5_000), 0..6).prop_map(|vs| {
+    prop::collection::vec((0u8..4, 1u32..9, 1i64..5_000, 0i64..50), 0..6).prop_map(|vs| {
         vs.into_iter()
             .enumerate()
-            .map(|(k, (priority, procs, remaining))| Victim {
+            .map(|(k, (priority, procs, remaining, started))| Victim {
                 job: JobId(100 + k as u64),
                 priority,
                 procs,
                 remaining: Dur(remaining),
+                started: Time(started),
             })
             .collect()
     })
@@ -87,23 +89,25 @@ proptest! {
         if free_left >= need {
             prop_assert!(chosen.is_empty());
         }
-        if let Some(last) = picked.last() {
-            prop_assert!(offer.procs - last.procs < need, "one victim too many");
+        // None unneeded: without any one victim the need is no longer covered.
+        for v in &picked {
+            prop_assert!(offer.procs - v.procs < need, "victim {} not needed", v.job);
         }
-        // Cheapest first: lowest priority, then least work.
-        for pair in picked.windows(2) {
-            let key = |v: &Victim| (v.priority, i64::from(v.procs) * v.remaining.0);
-            prop_assert!(key(pair[0]) <= key(pair[1]));
-        }
-        // Every victim not picked is at least as dear as the dearest picked.
-        if let Some(last) = picked.last() {
-            for v in eligible.iter().filter(|v| !chosen.contains(&v.job)) {
-                prop_assert!(
-                    (v.priority, i64::from(v.procs) * v.remaining.0)
-                        >= (last.priority, i64::from(last.procs) * last.remaining.0)
-                );
-            }
-        }
+        // In the broker's order: every victim lies within the shortest prefix of that order
+        // (lowest level, then started last, then highest id) that covers the need.
+        let mut order = eligible.clone();
+        order.sort_by_key(|v| (v.priority, std::cmp::Reverse(v.started), std::cmp::Reverse(v.job)));
+        let mut covered = free_left;
+        let prefix: Vec<JobId> = order
+            .iter()
+            .take_while(|v| {
+                let before = covered;
+                covered += v.procs;
+                before < need
+            })
+            .map(|v| v.job)
+            .collect();
+        prop_assert!(chosen.iter().all(|id| prefix.contains(id)), "{:?} outside {:?}", chosen, prefix);
         let want: f64 = picked.iter().map(|v| work(v)).sum();
         prop_assert!((offer.preempt_work - want).abs() <= 1e-9 * want.max(1.0));
     }
@@ -170,7 +174,7 @@ proptest! {
         let victim_priority = victim_priority % priority;
         let cfg = AuctionConfig { procs_cap: ProcsCap::Need, ..AuctionConfig::default() };
         let lot = Lot { job: JobId(1), procs: need, priority, home: SiteId(0) };
-        let victim = Victim { job: JobId(2), priority: victim_priority, procs: need, remaining: Dur(remaining) };
+        let victim = Victim { job: JobId(2), priority: victim_priority, procs: need, remaining: Dur(remaining), started: Time(0) };
         let (free_offer, none) = make_offer(&lot, need, &[], 0, Dur(0)).unwrap();
         prop_assert!(none.is_empty());
         let (busy_offer, chosen) = make_offer(&lot, 0, &[victim], 0, Dur(0)).unwrap();

@@ -38,12 +38,13 @@ struct OutcomeLabel {
 }
 
 /// The decentralized grid at a scrape: the sites' leases, the global jobs on offer by
-/// stage, and the auctions this dispatcher closed (awarded, unsold).
+/// stage, the auctions this dispatcher closed (awarded, unsold) and the rounds it completed.
 #[derive(Debug)]
 pub struct Grid {
     sites: Vec<SiteRecord>,
     offered: AuctionCounts,
     closes: (u64, u64),
+    rounds: u64,
 }
 
 /// The grid read for a scrape: `None` alone (mode single), or when the shared store cannot
@@ -58,6 +59,7 @@ pub async fn grid(service: &Service) -> Option<Grid> {
             sites,
             offered,
             closes: q.closes(),
+            rounds: q.rounds(),
         }),
         Ok(_) => None,
         Err(e) => {
@@ -69,7 +71,7 @@ pub async fn grid(service: &Service) -> Option<Grid> {
 
 /// Registers the grid's metrics: per site `site_up` and `site_lease_seconds`; the global jobs
 /// on offer (`auctions_open`, `unsold_jobs`, `offered_jobs` by stage); the auctions closed
-/// here by outcome.
+/// here by outcome; the rounds completed here.
 fn register_grid(registry: &mut Registry, g: &Grid) {
     let up = Family::<SiteLabel, Gauge>::default();
     let lease = Family::<SiteLabel, Gauge<f64, AtomicU64>>::default();
@@ -138,6 +140,13 @@ fn register_grid(registry: &mut Registry, g: &Grid) {
         "auctions_closed",
         "Auctions this site's dispatcher closed, by outcome (sum over sites for the grid)",
         closed,
+    );
+    let rounds = Counter::<u64>::default();
+    rounds.inc_by(g.rounds);
+    registry.register(
+        "dispatcher_rounds",
+        "Rounds (bid, close due auctions, start awards) this site's dispatcher completed",
+        rounds,
     );
 }
 

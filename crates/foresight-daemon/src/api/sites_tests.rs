@@ -60,5 +60,9 @@ async fn a_service_alone_refuses_sites_and_auctions_naming_its_mode() {
     assert!(metrics.contains("foresight_cycles_total"), "{metrics}");
     assert!(!metrics.contains("foresight_site_up"), "{metrics}");
     assert!(!metrics.contains("foresight_auctions_open"), "{metrics}");
+    assert!(
+        !metrics.contains("foresight_dispatcher_rounds"),
+        "{metrics}"
+    );
     s.shutdown().await;
 }

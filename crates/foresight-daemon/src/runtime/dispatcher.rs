@@ -60,6 +60,9 @@ pub struct Dispatcher {
     awarded: AtomicU64,
     /// Auctions this dispatcher closed without a valid bid, for `/metrics`.
     unsold: AtomicU64,
+    /// Rounds this dispatcher completed without an error, for `/metrics`: a test (or an
+    /// operator) waits for rounds, not for time, before judging what rounds decided.
+    rounds: AtomicU64,
     /// Jobs on offer this site gave back because it could not start them at once: it bids
     /// for them again only when its broker would start them at once.
     given_back: Mutex<BTreeSet<u64>>,
@@ -76,6 +79,7 @@ impl Dispatcher {
             started: Mutex::new(BTreeSet::new()),
             awarded: AtomicU64::new(0),
             unsold: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
             given_back: Mutex::new(BTreeSet::new()),
         }
     }
@@ -86,6 +90,11 @@ impl Dispatcher {
             self.awarded.load(Ordering::Relaxed),
             self.unsold.load(Ordering::Relaxed),
         )
+    }
+
+    /// The rounds it completed without an error since it started.
+    pub(crate) fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
     }
 
     /// Asks for a round soon (this site's load changed).
@@ -176,7 +185,10 @@ impl Dispatcher {
                 return;
             }
             wait = match self.round(service).await {
-                Ok(next_close) => next_close.map_or(poll, |c| c.min(poll)),
+                Ok(next_close) => {
+                    self.rounds.fetch_add(1, Ordering::Relaxed);
+                    next_close.map_or(poll, |c| c.min(poll))
+                }
                 Err(e) => {
                     tracing::warn!(site = self.queue.site(), "dispatcher round: {e}");
                     poll
@@ -814,6 +826,7 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
                     priority: j.priority.min(u32::from(u8::MAX)) as u8,
                     procs: live.iter().map(|p| p.procs).sum(),
                     remaining: Dur((end - now).max(0)),
+                    started: Time(j.started_at.unwrap_or(now)),
                 });
             }
             Some(_) => {}
@@ -875,6 +888,7 @@ mod tests {
             priority,
             procs,
             remaining: Dur(remaining),
+            started: Time(0),
         }
     }
 

@@ -111,6 +111,9 @@ pub(crate) trait GlobalQueue: Send + Sync {
 
     /// The auctions this service closed since it started: awarded, unsold (zero alone).
     fn closes(&self) -> (u64, u64);
+
+    /// The dispatcher rounds this service completed since it started (zero alone).
+    fn rounds(&self) -> u64;
 }
 
 /// What a submission's global jobs are admitted against: this site's clusters, or every
@@ -319,6 +322,10 @@ impl GlobalQueue for SingleSite {
     fn closes(&self) -> (u64, u64) {
         (0, 0)
     }
+
+    fn rounds(&self) -> u64 {
+        0
+    }
 }
 
 /// A peer dispatcher: global jobs, and the jobs of a user whose budget every site shares,
@@ -484,6 +491,10 @@ impl GlobalQueue for Dispatcher {
 
     fn closes(&self) -> (u64, u64) {
         Dispatcher::closes(self)
+    }
+
+    fn rounds(&self) -> u64 {
+        Dispatcher::rounds(self)
     }
 }
 

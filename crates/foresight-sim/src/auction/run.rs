@@ -45,8 +45,9 @@ pub struct RunResult {
     pub unsold: u64,
     /// Preemptions of running global jobs.
     pub preemptions: u64,
-    /// Awards whose job could not start at once and waited in the winner's queue.
-    pub queued_awards: u64,
+    /// Awards the winner could not start at once (its load changed after its bid), given
+    /// back to the auction as the dispatchers do: the job is auctioned again.
+    pub given_back: u64,
     /// Mean response of the local jobs that ended before the last global job, in mean
     /// runtimes of the run's global jobs.
     pub local_response: f64,
@@ -130,7 +131,7 @@ struct Sim<'a> {
     auctions: u64,
     unsold: u64,
     preemptions: u64,
-    queued_awards: u64,
+    given_back: u64,
 }
 
 /// Runs `streams` on the configured grid with auctions of `alpha` mean runtimes.
@@ -179,7 +180,7 @@ pub fn run(cfg: &AuctionSimConfig, streams: &Streams, alpha: f64, seed: u64) -> 
         auctions: 0,
         unsold: 0,
         preemptions: 0,
-        queued_awards: 0,
+        given_back: 0,
     };
     for (i, g) in streams.global.iter().enumerate() {
         sim.push(Time(g.submit), Ev::Global { index: i });
@@ -365,6 +366,7 @@ impl Sim<'_> {
                     priority: self.streams.global[*i].priority,
                     procs: run.procs,
                     remaining: Dur(run.left - (self.now - run.since).0),
+                    started: run.since,
                 }),
                 Jid::Local(..) => None,
             })
@@ -483,10 +485,12 @@ impl Sim<'_> {
                 self.start(site, job);
             }
             None => {
-                self.queued_awards += 1;
-                self.sites[site]
-                    .queue
-                    .insert((0, Reverse(g.priority), g.submit, job));
+                // A bid is a promise: what the winner cannot start now goes back to the
+                // auction at once, as a dispatcher's award does (`SharedQueue::give_back`).
+                self.given_back += 1;
+                self.global[i].left = g.runtime;
+                self.house_event(AuctionEvent::Open(lot));
+                return;
             }
         }
         self.load_changed(site);
@@ -548,7 +552,7 @@ impl Sim<'_> {
             auctions: self.auctions,
             unsold: self.unsold,
             preemptions: self.preemptions,
-            queued_awards: self.queued_awards,
+            given_back: self.given_back,
             local_response: if ln == 0 { 0.0 } else { ls / ln as f64 / unit },
             unfinished,
         }

@@ -380,6 +380,8 @@ mod outputs;
 mod prediction;
 mod preempt_remote;
 mod remote;
+mod remote_mirror;
+mod remote_sync;
 mod reservations;
 mod restore;
 mod wiki;
