@@ -8,7 +8,6 @@ use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
 use crate::state::refusal::Refusal;
 use foresight_api::{Dependency, DependencyVerdict, JobState};
 use foresight_core::time::Time;
-use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
 use std::collections::{BTreeSet, HashMap};
@@ -308,6 +307,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::super::tests::{cluster, exit, job, launches, world};
     use super::*;
+    use foresight_core::ClusterId;
     use foresight_store::{ArrayTask, Links};
 
     fn local(id: u64) -> JobRecord {
