@@ -14,7 +14,7 @@
 use foresight_core::forecast::Tariff;
 use foresight_core::grid::{plan_cycle, ClusterView, Decision, GlobalJob, PlannerConfig};
 use foresight_core::select::{Criterion, Processor};
-use foresight_core::{Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use std::time::Instant;
 
 /// A fixed-seed LCG: the core has no RNG of its own.
@@ -124,7 +124,7 @@ fn measure(queued: usize, reps: usize) -> f64 {
             walltime: Dur(600 + rng.next(10 * 3600) as i64),
             max_price: 1.0 + rng.next(3) as f64,
             input_mb: 100.0,
-            home: Some(rng.next(clusters as u64) as usize),
+            home: Some(ClusterId(rng.next(clusters as u64) as usize)),
             co_allocate: true,
             criterion: Criterion::EarliestStart,
             priority: 0,
@@ -161,7 +161,8 @@ fn measure(queued: usize, reps: usize) -> f64 {
         .count();
     // A digest of every decision, to compare versions of the planner: same digest, same plan.
     // The chosen processors and their speed (and a planned job's end and processors) are left
-    // out, so that digests compare with those taken before decisions carried them.
+    // out, and a part's cluster is the bare number, so that digests compare with those taken
+    // before decisions carried them and before clusters were typed.
     let digest = decisions.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, d| {
         let text = match d {
             Decision::Reserve {
@@ -171,9 +172,16 @@ fn measure(queued: usize, reps: usize) -> f64 {
                 cost,
                 parts,
                 ..
-            } => format!(
-                "Reserve {{ job: {job:?}, start: {start:?}, end: {end:?}, cost: {cost:?}, parts: {parts:?} }}"
-            ),
+            } => {
+                let parts: Vec<String> = parts
+                    .iter()
+                    .map(|p| format!("Part {{ cluster: {}, procs: {} }}", p.cluster, p.procs))
+                    .collect();
+                format!(
+                    "Reserve {{ job: {job:?}, start: {start:?}, end: {end:?}, cost: {cost:?}, parts: [{}] }}",
+                    parts.join(", ")
+                )
+            }
             Decision::Wait { job, start, .. } => {
                 format!("Wait {{ job: {job:?}, start: {start:?} }}")
             }

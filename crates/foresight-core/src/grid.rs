@@ -7,7 +7,7 @@
 //! caller (simulator or service) makes the reservations, two-phase, and dispatches.
 
 use crate::forecast::{forecast_holding, slots_from_forecast, Occupancy, OccupancyKind, Tariff};
-use crate::ids::{JobId, ReservationId, UserId};
+use crate::ids::{ClusterId, JobId, ReservationId, UserId};
 use crate::licence_plan::LicencePlan;
 use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::{Criterion, Processor, Selection, Slot, SlotPlan, SlotRequest};
@@ -34,7 +34,7 @@ pub struct GlobalJob {
     /// Input to stage before the start, MB.
     pub input_mb: f64,
     /// The cluster holding the input (index), if any.
-    pub home: Option<usize>,
+    pub home: Option<ClusterId>,
     /// May it span clusters?
     pub co_allocate: bool,
     /// What "best" means for it.
@@ -124,8 +124,8 @@ pub struct PlannerConfig {
 /// One part of a reserved job: processors on one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Part {
-    /// Cluster index.
-    pub cluster: usize,
+    /// The cluster.
+    pub cluster: ClusterId,
     /// Processors there.
     pub procs: u32,
 }
@@ -317,9 +317,9 @@ pub struct GridPlan {
     plan: SlotPlan,
     /// The view index of each of the plan's clusters (the plan numbers them in order of
     /// first appearance).
-    order: Vec<usize>,
+    order: Vec<ClusterId>,
     /// The view index of each of the plan's processors.
-    cluster_of: Vec<usize>,
+    cluster_of: Vec<ClusterId>,
     /// Each view's link to the grid: bandwidth (MB/s) and latency.
     links: Vec<(f64, Dur)>,
     total: usize,
@@ -381,9 +381,7 @@ impl GridPlan {
             .iter()
             .flat_map(|c| c.processors.iter().cloned())
             .collect();
-        let cluster_of: Vec<usize> = clusters
-            .iter()
-            .enumerate()
+        let cluster_of: Vec<ClusterId> = ClusterId::enumerate(clusters)
             .flat_map(|(k, c)| std::iter::repeat_n(k, c.processors.len()))
             .collect();
         let total = processors.len();
@@ -394,14 +392,16 @@ impl GridPlan {
             .unwrap_or(0);
         let plan = SlotPlan::from_indexed(processors, slots)
             .map_err(|e| format!("the grid's plan is inconsistent: {e}"))?;
-        let order: Vec<usize> = plan
+        let order: Vec<ClusterId> = plan
             .clusters()
             .iter()
             .map(|name| {
-                clusters
-                    .iter()
-                    .position(|c| c.processors.first().is_some_and(|p| &p.cluster == name))
-                    .expect("invariant: plan clusters come from the views")
+                ClusterId(
+                    clusters
+                        .iter()
+                        .position(|c| c.processors.first().is_some_and(|p| &p.cluster == name))
+                        .expect("invariant: plan clusters come from the views"),
+                )
             })
             .collect();
         Ok(GridPlan {
@@ -511,7 +511,12 @@ impl GridPlan {
     /// The best window for `job`, on the clusters `only` allows (all when `None`); for a
     /// job asking for licences, only on clusters drawing on its pools and in a window where
     /// they are free: the window is searched again from where they are, until both agree.
-    fn select(&self, job: &GlobalJob, only: Option<usize>, len: Dur) -> Result<Selection, String> {
+    fn select(
+        &self,
+        job: &GlobalJob,
+        only: Option<ClusterId>,
+        len: Dur,
+    ) -> Result<Selection, String> {
         if job.licences.is_empty() {
             return self.select_from(job, only, job.eligible(self.now), len);
         }
@@ -538,7 +543,7 @@ impl GridPlan {
     fn select_from(
         &self,
         job: &GlobalJob,
-        only: Option<usize>,
+        only: Option<ClusterId>,
         from: Time,
         len: Dur,
     ) -> Result<Selection, String> {
@@ -659,7 +664,7 @@ impl GridPlan {
 
     /// Where `job` would go now, without taking it from the plan: over the whole grid
     /// (`only` = `None`) or on cluster `only` alone. `Err` says why it fits nowhere.
-    pub fn probe(&self, job: &GlobalJob, only: Option<usize>) -> Result<Selection, String> {
+    pub fn probe(&self, job: &GlobalJob, only: Option<ClusterId>) -> Result<Selection, String> {
         match only {
             None => {
                 if let Some(reason) = self.refusal(job) {
@@ -677,7 +682,7 @@ impl GridPlan {
     }
 
     /// The view index of the plan's processor `p`.
-    pub fn cluster_of(&self, p: u32) -> usize {
+    pub fn cluster_of(&self, p: u32) -> ClusterId {
         self.cluster_of[p as usize]
     }
 
@@ -716,7 +721,7 @@ mod tests {
             walltime: Dur(walltime),
             max_price: price,
             input_mb: 100.0,
-            home: Some(0),
+            home: Some(ClusterId(0)),
             co_allocate: true,
             criterion: Criterion::EarliestStart,
             priority: 0,
@@ -784,11 +789,11 @@ mod tests {
                 speed: 1.0,
                 parts: vec![
                     Part {
-                        cluster: 0,
+                        cluster: ClusterId(0),
                         procs: 2
                     },
                     Part {
-                        cluster: 1,
+                        cluster: ClusterId(1),
                         procs: 4
                     }
                 ],
@@ -842,7 +847,7 @@ mod tests {
         };
         let d = plan_cycle(Time(0), &views, std::slice::from_ref(&ansys), &cfg);
         assert!(
-            matches!(&d[0], Decision::Reserve { parts, .. } if parts == &vec![Part { cluster: 1, procs: 2 }]),
+            matches!(&d[0], Decision::Reserve { parts, .. } if parts == &vec![Part { cluster: ClusterId(1), procs: 2 }]),
             "{d:?}"
         );
         let too_many = GlobalJob {

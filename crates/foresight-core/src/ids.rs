@@ -75,3 +75,89 @@ define_id!(
     ReservationId,
     u64
 );
+define_id!(
+    /// A cluster of the grid: its index in the grid's cluster list, in configuration order.
+    /// A bare `usize` (not `u32`) because it only ever indexes that list, so it needs no
+    /// cast; the selection engine's packed arrays hold `u32`s and convert at their boundary.
+    ClusterId,
+    usize
+);
+
+impl ClusterId {
+    /// The index it stands for, to index a list that is not a `Vec` or a slice.
+    pub const fn index(self) -> usize {
+        self.0
+    }
+
+    /// Every cluster of a grid of `n` clusters, in order.
+    pub fn all(n: usize) -> impl DoubleEndedIterator<Item = ClusterId> + ExactSizeIterator {
+        (0..n).map(ClusterId)
+    }
+
+    /// Pairs each item of a per-cluster list with its cluster, as `enumerate` pairs it with
+    /// its index.
+    pub fn enumerate<I: IntoIterator>(items: I) -> impl Iterator<Item = (ClusterId, I::Item)> {
+        items
+            .into_iter()
+            .enumerate()
+            .map(|(k, item)| (ClusterId(k), item))
+    }
+}
+
+impl<T> std::ops::Index<ClusterId> for [T] {
+    type Output = T;
+    fn index(&self, k: ClusterId) -> &T {
+        &self[k.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<ClusterId> for [T] {
+    fn index_mut(&mut self, k: ClusterId) -> &mut T {
+        &mut self[k.0]
+    }
+}
+
+impl<T> std::ops::Index<ClusterId> for Vec<T> {
+    type Output = T;
+    fn index(&self, k: ClusterId) -> &T {
+        &self[k.0]
+    }
+}
+
+impl<T> std::ops::IndexMut<ClusterId> for Vec<T> {
+    fn index_mut(&mut self, k: ClusterId) -> &mut T {
+        &mut self[k.0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_id_indexes_a_per_cluster_list_and_is_a_bare_number_on_the_wire() {
+        let mut names = vec!["a", "b", "c"];
+        assert_eq!(names[ClusterId(1)], "b");
+        names[ClusterId(2)] = "z";
+        assert_eq!(names.as_slice()[ClusterId(2)], "z");
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Row {
+            cluster: ClusterId,
+        }
+        let row = Row {
+            cluster: ClusterId(2),
+        };
+        assert_eq!(toml::to_string(&row).unwrap(), "cluster = 2\n");
+        assert_eq!(toml::from_str::<Row>("cluster = 2").unwrap(), row);
+    }
+
+    #[test]
+    fn all_and_enumerate_number_clusters_in_order() {
+        assert_eq!(
+            ClusterId::all(3).collect::<Vec<_>>(),
+            [ClusterId(0), ClusterId(1), ClusterId(2)]
+        );
+        let pairs: Vec<_> = ClusterId::enumerate(["a", "b"]).collect();
+        assert_eq!(pairs, [(ClusterId(0), "a"), (ClusterId(1), "b")]);
+    }
+}

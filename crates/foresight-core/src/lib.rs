@@ -50,7 +50,7 @@ pub mod time;
 pub mod workflow;
 
 pub use error::{CoreError, Result};
-pub use ids::{AccountId, ClassId, GroupId, JobId, QosId, ReservationId, UserId};
+pub use ids::{AccountId, ClassId, ClusterId, GroupId, JobId, QosId, ReservationId, UserId};
 pub use job::{Credentials, Job};
 pub use policy::{BackfillChoice, BackfillMetric, BackfillOrder, Policy, QueueOrder};
 pub use profile::{FirstFree, Horizons, Profile};

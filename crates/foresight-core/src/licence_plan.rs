@@ -6,6 +6,7 @@
 //! the global jobs planned earlier in the cycle hold.
 
 use crate::forecast::{Occupancy, OccupancyKind};
+use crate::ids::ClusterId;
 use crate::profile::Profile;
 use crate::scheduler::LocalScheduler;
 use crate::time::{Dur, Time};
@@ -15,14 +16,14 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Debug, Default)]
 pub struct LicencePlan {
     /// By pool name: free licences over time, and the clusters (view indices) drawing on it.
-    pools: BTreeMap<String, (Profile, BTreeSet<usize>)>,
+    pools: BTreeMap<String, (Profile, BTreeSet<ClusterId>)>,
 }
 
 impl LicencePlan {
     /// The plan of the pools of `scheds` (in view order), given each one's forecast.
     pub fn new(scheds: &[&LocalScheduler], forecasts: &[&[Occupancy]]) -> LicencePlan {
-        let mut pools: BTreeMap<String, (Profile, BTreeSet<usize>)> = BTreeMap::new();
-        for (k, s) in scheds.iter().enumerate() {
+        let mut pools: BTreeMap<String, (Profile, BTreeSet<ClusterId>)> = BTreeMap::new();
+        for (k, s) in ClusterId::enumerate(scheds) {
             for (name, profile) in s.licence_book().profiles() {
                 // A shared pool: every cluster's book holds the same view of it.
                 pools
@@ -35,7 +36,7 @@ impl LicencePlan {
         if pools.is_empty() {
             return LicencePlan::default();
         }
-        for (k, (s, f)) in scheds.iter().zip(forecasts).enumerate() {
+        for (k, (s, f)) in ClusterId::enumerate(scheds.iter().zip(forecasts)) {
             for o in f.iter() {
                 let OccupancyKind::Planned { job, .. } = o.kind else {
                     continue;
@@ -68,7 +69,7 @@ impl LicencePlan {
     }
 
     /// Cluster `k` draws on every pool of the demand.
-    pub fn serves(&self, demand: &BTreeMap<String, u32>, k: usize) -> bool {
+    pub fn serves(&self, demand: &BTreeMap<String, u32>, k: ClusterId) -> bool {
         demand
             .keys()
             .all(|name| self.pools.get(name).is_some_and(|(_, on)| on.contains(&k)))
@@ -93,8 +94,8 @@ impl LicencePlan {
             .values()
             .flat_map(|(_, on)| on.iter().copied())
             .max()
-            .unwrap_or(0);
-        let together = (0..=most).any(|k| self.serves(demand, k));
+            .unwrap_or(ClusterId(0));
+        let together = ClusterId::all(most.index() + 1).any(|k| self.serves(demand, k));
         (!together).then(|| {
             format!(
                 "no cluster draws on all of the licence pools {:?}",

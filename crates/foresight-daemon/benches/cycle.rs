@@ -192,7 +192,13 @@ fn bench(c: &mut Criterion) {
                 },
                 |(w, id, attempt)| {
                     let now = black_box(Time(NOW + 1));
-                    w.on_finished(now, 0, *id, *attempt, &finished(now.secs()));
+                    w.on_finished(
+                        now,
+                        foresight_core::ClusterId(0),
+                        *id,
+                        *attempt,
+                        &finished(now.secs()),
+                    );
                     w.cycle(now);
                 },
                 BatchSize::PerIteration,

@@ -32,7 +32,7 @@ pub use foresight_core::broker::{ClusterSpec, SpeedGroup};
 use foresight_core::grid::GlobalJob;
 use foresight_core::predict::Predictor;
 use foresight_core::select::Criterion;
-use foresight_core::{BackfillOrder, Dur, Job, JobId, Time, UserId};
+use foresight_core::{BackfillOrder, ClusterId, Dur, Job, JobId, Time, UserId};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::{Deserialize, Serialize};
@@ -781,7 +781,7 @@ pub(crate) fn global_stream(
                 walltime: Dur(estimate),
                 max_price: price,
                 input_mb: g.input_mb,
-                home: Some(rng.gen_range(0..clusters)),
+                home: Some(ClusterId(rng.gen_range(0..clusters))),
                 co_allocate: rng.gen::<f64>() >= g.no_coallocation_share,
                 criterion: Criterion::EarliestFinish,
                 priority: level,

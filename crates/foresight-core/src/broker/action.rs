@@ -2,7 +2,7 @@
 //! the simulator act on the same decisions and only the words are the caller's.
 
 use crate::broker::preempt::Preemption;
-use crate::ids::{JobId, ReservationId, UserId};
+use crate::ids::{ClusterId, JobId, ReservationId, UserId};
 use crate::scheduler::Domain;
 use crate::time::{Interval, Time};
 use serde::{Deserialize, Serialize};
@@ -11,8 +11,8 @@ use std::fmt;
 /// One part of a global job: processors on one cluster, held by one reservation there.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReservedPart {
-    /// Cluster index.
-    pub cluster: usize,
+    /// The cluster.
+    pub cluster: ClusterId,
     /// The job reservation holding them.
     pub reservation: ReservationId,
     /// How many.
@@ -40,8 +40,8 @@ pub enum WaitReason {
     },
     /// A cluster refused the reservation; planned again after `until`.
     ReservationRefused {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What it said.
         detail: String,
         /// Not planned before this.
@@ -52,15 +52,15 @@ pub enum WaitReason {
         /// Processors asked.
         procs: u32,
         /// The clusters down.
-        down: Vec<usize>,
+        down: Vec<ClusterId>,
     },
     /// A cluster of its reservation went down before it started.
-    LostCluster(usize),
+    LostCluster(ClusterId),
     /// A cluster that schedules itself refused to preempt the jobs it would have run
     /// beside; planned again after `until`.
     PreemptionRefused {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What it said.
         detail: String,
         /// Not planned before this.
@@ -127,8 +127,8 @@ pub enum ReservationEnd {
 pub enum BrokerAction {
     /// A cluster's local scheduler starts a job now: a local job, or a global job's part.
     Start {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The job.
         job: JobId,
         /// Processors.
@@ -138,8 +138,8 @@ pub enum BrokerAction {
     },
     /// The cluster must be ticked at `at` (a reservation starts then).
     Wake {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// When.
         at: Time,
     },
@@ -206,8 +206,8 @@ pub enum BrokerAction {
     /// A job reservation ended; one on a cluster that schedules itself must be given back
     /// there when released.
     ReservationEnded {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The reservation.
         reservation: ReservationId,
         /// The job it was for.
@@ -253,8 +253,8 @@ pub enum BrokerAction {
     PreemptAsked {
         /// The job to make room for.
         by: JobId,
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The jobs to stop, and how.
         victims: Vec<(JobId, Preemption)>,
     },
@@ -263,8 +263,8 @@ pub enum BrokerAction {
     ResumeAsked {
         /// The job.
         job: JobId,
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
     },
     /// A suspended job continues now, on the clusters it ran on, in new reservations.
     Resumed {

@@ -41,7 +41,7 @@
 
 use super::preempt::{self, Holder, Preemption};
 use super::{bound_part, Broker, BrokerAction, GridCluster, Phase, ReservationEnd, ReservedPart};
-use crate::ids::{JobId, ReservationId};
+use crate::ids::{ClusterId, JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
@@ -208,7 +208,7 @@ impl Broker {
         &self,
         now: Time,
         id: JobId,
-        parts: &[(usize, u32)],
+        parts: &[(ClusterId, u32)],
         len: Dur,
     ) -> bool {
         let Some(level) = self.jobs.get(&id).map(|e| e.job.priority) else {
@@ -225,7 +225,7 @@ impl Broker {
             .collect();
         // Suspended jobs of a higher level, on one cluster: (cluster, processors, level,
         // run time left).
-        let stopped: Vec<(usize, u32, u32, Dur)> = self
+        let stopped: Vec<(ClusterId, u32, u32, Dur)> = self
             .jobs
             .values()
             .filter(|e| e.job.priority > level)
@@ -241,7 +241,7 @@ impl Broker {
             return false;
         }
         // Idle processors per cluster once `id` runs.
-        let idle: Vec<i64> = (0..self.clusters.len())
+        let idle: Vec<i64> = ClusterId::all(self.clusters.len())
             .map(|k| {
                 let c = &self.clusters[k];
                 if !c.available || c.self_scheduled {
@@ -255,7 +255,7 @@ impl Broker {
                 (c.sched.idle_at(now) - mine).max(0)
             })
             .collect();
-        let lower_than = |k: usize, level: u32| -> i64 {
+        let lower_than = |k: ClusterId, level: u32| -> i64 {
             self.holders(k)
                 .iter()
                 .filter(|h| h.priority < level)
@@ -281,7 +281,7 @@ impl Broker {
         higher.iter().any(|w| {
             let need = i64::from(w.job.procs);
             // As the planner would start it: for its run, past the clusters' forecasts.
-            let fits = (0..self.clusters.len()).any(|k| {
+            let fits = ClusterId::all(self.clusters.len()).any(|k| {
                 self.single_cluster_run(w.job.id, k)
                     .is_some_and(|(wlen, _)| {
                         self.fits_beside(now, k, parts, len, w.job.procs, wlen)
@@ -312,7 +312,7 @@ impl Broker {
         &self,
         now: Time,
         id: JobId,
-        parts: &[(usize, u32)],
+        parts: &[(ClusterId, u32)],
         len: Dur,
         higher: &[&super::Entry],
     ) -> bool {
@@ -381,8 +381,8 @@ impl Broker {
     fn fits_beside(
         &self,
         now: Time,
-        k: usize,
-        parts: &[(usize, u32)],
+        k: ClusterId,
+        parts: &[(ClusterId, u32)],
         parts_len: Dur,
         procs: u32,
         len: Dur,
@@ -415,10 +415,16 @@ impl Broker {
     /// True when `procs` processors are idle now on one cluster the broker schedules itself
     /// (or over several, `co_allocate`), counted as they are once `taken` (cluster,
     /// processors; negative gives back) is taken from them.
-    fn fits_idle(&self, now: Time, procs: u32, co_allocate: bool, taken: &[(usize, i64)]) -> bool {
+    fn fits_idle(
+        &self,
+        now: Time,
+        procs: u32,
+        co_allocate: bool,
+        taken: &[(ClusterId, i64)],
+    ) -> bool {
         let need = i64::from(procs);
         let mut sum = 0;
-        for (k, c) in self.clusters.iter().enumerate() {
+        for (k, c) in ClusterId::enumerate(&self.clusters) {
             if !c.available || c.self_scheduled {
                 continue;
             }
@@ -444,7 +450,7 @@ impl Broker {
         now: Time,
         level: u32,
         fitting: &[Fitting],
-        taken: &[(usize, i64)],
+        taken: &[(ClusterId, i64)],
     ) -> bool {
         fitting.iter().filter(|f| f.level > level).all(|f| {
             !self.fits_idle(now, f.procs, f.co_allocate, &[])
@@ -479,7 +485,7 @@ impl Broker {
     /// How long job `id` runs on cluster `k` (at its slowest processor, in its
     /// granularity), and what that costs at the free tariff; `None` when `k` cannot take it
     /// by itself now (down, scheduling itself, too small, too dear).
-    fn single_cluster_run(&self, id: JobId, k: usize) -> Option<(Dur, f64)> {
+    fn single_cluster_run(&self, id: JobId, k: ClusterId) -> Option<(Dur, f64)> {
         let e = self.jobs.get(&id)?;
         let c = &self.clusters[k];
         if !c.available || c.self_scheduled || e.job.procs > c.sched.capacity() {
@@ -502,8 +508,8 @@ impl Broker {
             return false;
         };
         let need = i64::from(e.job.procs);
-        let mut idle: Vec<(usize, i64)> = Vec::new();
-        for k in 0..self.clusters.len() {
+        let mut idle: Vec<(ClusterId, i64)> = Vec::new();
+        for k in ClusterId::all(self.clusters.len()) {
             let c = &self.clusters[k];
             if !c.available || c.self_scheduled {
                 continue;
@@ -533,7 +539,7 @@ impl Broker {
     }
 
     /// The running global jobs holding processors of cluster `k` that could be preempted.
-    fn holders(&self, k: usize) -> Vec<Holder> {
+    fn holders(&self, k: ClusterId) -> Vec<Holder> {
         self.jobs
             .values()
             .filter(|e| self.preemptible(e.job.id, &e.phase))
@@ -569,7 +575,7 @@ impl Broker {
         let level = e.job.priority;
         let user = e.job.user;
         // Where it may go, how many processors, for how long, at what cost.
-        let places: Vec<(usize, u32, Dur, f64)> = match &e.phase {
+        let places: Vec<(ClusterId, u32, Dur, f64)> = match &e.phase {
             Phase::Suspended { parts, left, .. } => match parts.as_slice() {
                 [p] if self.clusters[p.cluster].available
                     && !self.clusters[p.cluster].self_scheduled =>
@@ -578,14 +584,14 @@ impl Broker {
                 }
                 _ => return self.preempt_across(now, id, claims, fitting, stage, out),
             },
-            _ => (0..self.clusters.len())
+            _ => ClusterId::all(self.clusters.len())
                 .filter_map(|k| {
                     let (len, cost) = self.single_cluster_run(id, k)?;
                     Some((k, e.job.procs, len, cost))
                 })
                 .collect(),
         };
-        let mut best: Option<(u32, usize, Vec<JobId>, u32, Dur, f64)> = None;
+        let mut best: Option<(u32, ClusterId, Vec<JobId>, u32, Dur, f64)> = None;
         for (k, need, len, cost) in places {
             if self.short_of(id, user, cost).is_some() {
                 continue;
@@ -650,7 +656,7 @@ impl Broker {
 
     /// The running global jobs below `level` holding processors of cluster `k` that a job
     /// may take at this stage.
-    fn lower_holders(&self, now: Time, k: usize, level: u32, stage: Stage) -> Vec<Holder> {
+    fn lower_holders(&self, now: Time, k: ClusterId, level: u32, stage: Stage) -> Vec<Holder> {
         let mut holders = self.holders(k);
         holders.retain(|h| h.priority < level);
         if stage == Stage::AfterPlanning {
@@ -678,103 +684,103 @@ impl Broker {
             return false;
         };
         let level = e.job.priority;
-        let usable = |k: usize| self.clusters[k].available && !self.clusters[k].self_scheduled;
-        let idle = |k: usize| claims.idle(&self.clusters[k].sched, now, k).max(0);
+        let usable = |k: ClusterId| self.clusters[k].available && !self.clusters[k].self_scheduled;
+        let idle = |k: ClusterId| claims.idle(&self.clusters[k].sched, now, k).max(0);
         // (cluster, processors, window length) of every part, the victims, the cost.
-        let (parts, victims, cost): (Vec<(usize, u32, Dur)>, BTreeSet<JobId>, f64) = match &e.phase
-        {
-            Phase::Suspended { parts, left, .. } if parts.len() > 1 => {
-                if !parts.iter().all(|p| usable(p.cluster)) {
-                    return false;
+        let (parts, victims, cost): (Vec<(ClusterId, u32, Dur)>, BTreeSet<JobId>, f64) =
+            match &e.phase {
+                Phase::Suspended { parts, left, .. } if parts.len() > 1 => {
+                    if !parts.iter().all(|p| usable(p.cluster)) {
+                        return false;
+                    }
+                    let mut victims = BTreeSet::new();
+                    for p in parts {
+                        let holders = self.lower_holders(now, p.cluster, level, stage);
+                        let Some(v) = preempt::victims(
+                            p.procs,
+                            idle(p.cluster).clamp(0, i64::from(u32::MAX)) as u32,
+                            level,
+                            &holders,
+                        ) else {
+                            return false;
+                        };
+                        victims.extend(v);
+                    }
+                    let parts = parts
+                        .iter()
+                        .map(|p| (p.cluster, p.procs, rounded(*left, self, p.cluster)))
+                        .collect();
+                    (parts, victims, 0.0)
                 }
-                let mut victims = BTreeSet::new();
-                for p in parts {
-                    let holders = self.lower_holders(now, p.cluster, level, stage);
+                Phase::Queued | Phase::Planned { .. } if e.job.co_allocate => {
+                    let job = &e.job;
+                    let ks: Vec<ClusterId> = ClusterId::all(self.clusters.len())
+                        .filter(|&k| usable(k) && self.clusters[k].tariff.base <= job.max_price)
+                        .collect();
+                    // Every lower job, counted by what it frees on those clusters together.
+                    let mut spread: BTreeMap<JobId, Holder> = BTreeMap::new();
+                    for &k in &ks {
+                        for h in self.lower_holders(now, k, level, stage) {
+                            spread
+                                .entry(h.job)
+                                .and_modify(|x| x.procs += h.procs)
+                                .or_insert(h);
+                        }
+                    }
+                    let all: Vec<Holder> = spread.into_values().collect();
+                    let idle_all: i64 = ks.iter().map(|&k| idle(k)).sum();
                     let Some(v) = preempt::victims(
-                        p.procs,
-                        idle(p.cluster).clamp(0, i64::from(u32::MAX)) as u32,
+                        job.procs,
+                        idle_all.clamp(0, i64::from(u32::MAX)) as u32,
                         level,
-                        &holders,
+                        &all,
                     ) else {
                         return false;
                     };
-                    victims.extend(v);
-                }
-                let parts = parts
-                    .iter()
-                    .map(|p| (p.cluster, p.procs, rounded(*left, self, p.cluster)))
-                    .collect();
-                (parts, victims, 0.0)
-            }
-            Phase::Queued | Phase::Planned { .. } if e.job.co_allocate => {
-                let job = &e.job;
-                let ks: Vec<usize> = (0..self.clusters.len())
-                    .filter(|&k| usable(k) && self.clusters[k].tariff.base <= job.max_price)
-                    .collect();
-                // Every lower job, counted by what it frees on those clusters together.
-                let mut spread: BTreeMap<JobId, Holder> = BTreeMap::new();
-                for &k in &ks {
-                    for h in self.lower_holders(now, k, level, stage) {
-                        spread
-                            .entry(h.job)
-                            .and_modify(|x| x.procs += h.procs)
-                            .or_insert(h);
+                    let victims: BTreeSet<JobId> = v.into_iter().collect();
+                    // Room per cluster once they are gone, the largest first.
+                    let mut room: Vec<(i64, ClusterId)> = ks
+                        .iter()
+                        .map(|&k| {
+                            let freed: i64 = self
+                                .holders(k)
+                                .iter()
+                                .filter(|h| victims.contains(&h.job))
+                                .map(|h| i64::from(h.procs))
+                                .sum();
+                            (idle(k) + freed, k)
+                        })
+                        .collect();
+                    room.sort_by_key(|&(r, k)| (std::cmp::Reverse(r), k));
+                    let slowest = room
+                        .iter()
+                        .filter(|(r, _)| *r > 0)
+                        .map(|&(_, k)| self.clusters[k].slowest_speed())
+                        .fold(f64::INFINITY, f64::min);
+                    let secs = (job.walltime.as_secs() as f64 / slowest).ceil() as i64;
+                    let mut need = i64::from(job.procs);
+                    let mut parts = Vec::new();
+                    let mut cost = 0.0;
+                    for (r, k) in room {
+                        let take = r.min(need);
+                        if take <= 0 {
+                            continue;
+                        }
+                        let len = rounded(Dur(secs.max(1)), self, k);
+                        cost += self.clusters[k].tariff.base * take as f64 * len.as_secs() as f64;
+                        parts.push((k, take as u32, len));
+                        need -= take;
                     }
-                }
-                let all: Vec<Holder> = spread.into_values().collect();
-                let idle_all: i64 = ks.iter().map(|&k| idle(k)).sum();
-                let Some(v) = preempt::victims(
-                    job.procs,
-                    idle_all.clamp(0, i64::from(u32::MAX)) as u32,
-                    level,
-                    &all,
-                ) else {
-                    return false;
-                };
-                let victims: BTreeSet<JobId> = v.into_iter().collect();
-                // Room per cluster once they are gone, the largest first.
-                let mut room: Vec<(i64, usize)> = ks
-                    .iter()
-                    .map(|&k| {
-                        let freed: i64 = self
-                            .holders(k)
-                            .iter()
-                            .filter(|h| victims.contains(&h.job))
-                            .map(|h| i64::from(h.procs))
-                            .sum();
-                        (idle(k) + freed, k)
-                    })
-                    .collect();
-                room.sort_by_key(|&(r, k)| (std::cmp::Reverse(r), k));
-                let slowest = room
-                    .iter()
-                    .filter(|(r, _)| *r > 0)
-                    .map(|&(_, k)| self.clusters[k].slowest_speed())
-                    .fold(f64::INFINITY, f64::min);
-                let secs = (job.walltime.as_secs() as f64 / slowest).ceil() as i64;
-                let mut need = i64::from(job.procs);
-                let mut parts = Vec::new();
-                let mut cost = 0.0;
-                for (r, k) in room {
-                    let take = r.min(need);
-                    if take <= 0 {
-                        continue;
+                    if need > 0 {
+                        return false;
                     }
-                    let len = rounded(Dur(secs.max(1)), self, k);
-                    cost += self.clusters[k].tariff.base * take as f64 * len.as_secs() as f64;
-                    parts.push((k, take as u32, len));
-                    need -= take;
+                    if self.short_of(job.id, job.user, cost).is_some() {
+                        return false;
+                    }
+                    (parts, victims, cost)
                 }
-                if need > 0 {
-                    return false;
-                }
-                if self.short_of(job.id, job.user, cost).is_some() {
-                    return false;
-                }
-                (parts, victims, cost)
-            }
-            _ => return false,
-        };
+                _ => return false,
+            };
         if victims.is_empty() {
             return false; // it fits without preemption: not this function's to start
         }
@@ -832,7 +838,7 @@ impl Broker {
     }
 
     /// The reservations running job `v` holds on cluster `k`.
-    fn reservations_on(&self, v: JobId, k: usize) -> Vec<ReservationId> {
+    fn reservations_on(&self, v: JobId, k: ClusterId) -> Vec<ReservationId> {
         match self.jobs.get(&v).map(|e| &e.phase) {
             Some(Phase::Running { parts, .. }) => parts
                 .iter()
@@ -864,7 +870,7 @@ impl Broker {
             return;
         };
         let how = Preemption::of(e.job.requeue);
-        let clusters: BTreeSet<usize> = parts.iter().map(|p| p.cluster).collect();
+        let clusters: BTreeSet<ClusterId> = parts.iter().map(|p| p.cluster).collect();
         for k in clusters {
             let held = self.reservations_on(v, k);
             release(&mut self.clusters[k].sched, now, v, &held);
@@ -949,7 +955,7 @@ impl Broker {
                 return false;
             }
         }
-        let taken: Vec<(usize, i64)> = parts
+        let taken: Vec<(ClusterId, i64)> = parts
             .iter()
             .map(|p| (p.cluster, i64::from(p.procs)))
             .collect();
@@ -1032,14 +1038,14 @@ impl LevelCounts {
     /// processors while those plus the ones lower levels hold on one cluster would do.
     fn strands(&self, clusters: &[GridCluster], procs: u32, level: u32, co_allocate: bool) -> bool {
         let need = i64::from(procs);
-        let usable = |k: usize| {
+        let usable = |k: ClusterId| {
             let c = &clusters[k];
             c.available && !c.self_scheduled && procs <= c.sched.capacity()
         };
-        let fits = (0..clusters.len()).any(|k| usable(k) && self.idle[k] >= need)
+        let fits = ClusterId::all(clusters.len()).any(|k| usable(k) && self.idle[k] >= need)
             || (co_allocate && self.idle.iter().map(|i| i.max(&0)).sum::<i64>() >= need);
         !fits
-            && (0..clusters.len()).any(|k| {
+            && ClusterId::all(clusters.len()).any(|k| {
                 let lower: i64 = self.running[k]
                     .iter()
                     .filter(|(l, _)| *l < level)
@@ -1085,14 +1091,14 @@ impl Claims {
         self.count + 1
     }
 
-    fn claim(&mut self, k: usize, p: AdminReservation) {
+    fn claim(&mut self, k: ClusterId, p: AdminReservation) {
         self.procs[k] += i64::from(p.procs);
         self.probes[k].push(p);
         self.count += 1;
     }
 
     /// A copy of cluster `k`'s scheduler holding the claims on it.
-    fn applied(&self, sched: &LocalScheduler, k: usize) -> LocalScheduler {
+    fn applied(&self, sched: &LocalScheduler, k: ClusterId) -> LocalScheduler {
         let mut copy = sched.clone();
         for p in &self.probes[k] {
             let _ = copy.add_reservation_displacing(p.clone());
@@ -1101,13 +1107,13 @@ impl Claims {
     }
 
     /// Cluster `k`'s idle processors at `now` less the claimed ones.
-    fn idle(&self, sched: &LocalScheduler, now: Time, k: usize) -> i64 {
+    fn idle(&self, sched: &LocalScheduler, now: Time, k: ClusterId) -> i64 {
         (sched.idle_at(now) - self.procs[k]).max(0)
     }
 }
 
 /// `len` in cluster `k`'s granularity.
-fn rounded(len: Dur, b: &Broker, k: usize) -> Dur {
+fn rounded(len: Dur, b: &Broker, k: ClusterId) -> Dur {
     let g = b.clusters[k].granularity.as_secs().max(1);
     Dur(g * ((len.as_secs().max(1) + g - 1) / g))
 }

@@ -46,7 +46,7 @@ pub use spec::{check_feature, features_refusal, ClusterSpec};
 
 use crate::error::CoreError;
 use crate::grid::{plan_cycle, Decision, GlobalJob, PlannerConfig};
-use crate::ids::{JobId, ReservationId, UserId};
+use crate::ids::{ClusterId, JobId, ReservationId, UserId};
 use crate::job::Job;
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Action, Event};
@@ -128,7 +128,7 @@ pub enum Phase {
         /// Reservations not answered yet.
         awaiting: BTreeSet<ReservationId>,
         /// The first refusal heard: (cluster, what it said).
-        refusal: Option<(usize, String)>,
+        refusal: Option<(ClusterId, String)>,
     },
     /// Held on every cluster and charged; starts at `start` (or earlier, if it can move).
     Reserved {
@@ -152,7 +152,7 @@ pub enum Phase {
         /// Its parts.
         parts: Vec<ReservedPart>,
         /// The clusters whose part has ended.
-        ended: BTreeSet<usize>,
+        ended: BTreeSet<ClusterId>,
         /// Time spent suspended by preemption so far: neither run nor charged.
         suspended: Dur,
     },
@@ -178,8 +178,8 @@ pub enum Phase {
 /// the cluster), for plan views; nothing is held there until it is reserved.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlannedPart {
-    /// Cluster index.
-    pub cluster: usize,
+    /// The cluster.
+    pub cluster: ClusterId,
     /// Processors.
     pub processors: Vec<u32>,
 }
@@ -239,7 +239,7 @@ pub struct Broker {
     move_not_before: HashMap<JobId, Time>,
     /// The clusters drawing on each licence pool shared by several (a floating licence
     /// server): a change one cluster's scheduler makes to it is passed on to the others.
-    shared_pools: BTreeMap<String, Vec<usize>>,
+    shared_pools: BTreeMap<String, Vec<ClusterId>>,
     /// Preemptions asked of clusters that schedule themselves, by the job they are for.
     preempt_asks: BTreeMap<JobId, preempt_ask::PendingPreemption>,
     /// Suspended jobs whose resumption was asked of a cluster that schedules itself, with
@@ -280,8 +280,8 @@ impl Broker {
     /// Makes clusters `on` draw on a licence pool of `count` licences (before any job asks
     /// for it). Drawn on by several clusters, it is one pool (a floating licence server):
     /// whatever one cluster holds, the others cannot.
-    pub fn add_licence_pool(&mut self, name: &str, count: u32, on: &[usize]) {
-        let mut on: Vec<usize> = on.to_vec();
+    pub fn add_licence_pool(&mut self, name: &str, count: u32, on: &[ClusterId]) {
+        let mut on: Vec<ClusterId> = on.to_vec();
         on.sort_unstable();
         on.dedup();
         for &k in &on {
@@ -470,7 +470,7 @@ impl Broker {
     pub fn submit_local(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         job: Job,
         out: &mut Vec<BrokerAction>,
     ) -> Result<(), CoreError> {
@@ -485,7 +485,7 @@ impl Broker {
     }
 
     /// Time passed on cluster `k` (a reservation starts or ends): its scheduler runs a pass.
-    pub fn tick(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+    pub fn tick(&mut self, now: Time, k: ClusterId, out: &mut Vec<BrokerAction>) {
         self.observe(now);
         let mut actions = Vec::new();
         let _ = self.clusters[k]
@@ -510,9 +510,9 @@ impl Broker {
         &mut self,
         now: Time,
         out: &mut Vec<BrokerAction>,
-    ) -> Vec<(usize, JobId, Dur)> {
+    ) -> Vec<(ClusterId, JobId, Dur)> {
         let mut done = Vec::new();
-        for k in 0..self.clusters.len() {
+        for k in ClusterId::all(self.clusters.len()) {
             let due = self.clusters[k].sched.outlived(now);
             if due.is_empty() {
                 continue;
@@ -542,7 +542,13 @@ impl Broker {
     /// ends the unused share of its charge is refunded. Freed processors go to waiting
     /// work at once: the cluster's own queue first, then reserved global jobs that can move
     /// earlier.
-    pub fn on_part_ended(&mut self, now: Time, k: usize, id: JobId, out: &mut Vec<BrokerAction>) {
+    pub fn on_part_ended(
+        &mut self,
+        now: Time,
+        k: ClusterId,
+        id: JobId,
+        out: &mut Vec<BrokerAction>,
+    ) {
         self.on_part_ended_at(now, now, k, id, out);
     }
 
@@ -553,7 +559,7 @@ impl Broker {
         &mut self,
         now: Time,
         ended: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         out: &mut Vec<BrokerAction>,
     ) {
@@ -580,7 +586,7 @@ impl Broker {
         &mut self,
         now: Time,
         ended_at: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         out: &mut Vec<BrokerAction>,
     ) -> bool {
@@ -720,7 +726,7 @@ impl Broker {
                     let cluster = parts
                         .iter()
                         .find(|p| p.reservation == reservation)
-                        .map_or(0, |p| p.cluster);
+                        .map_or(ClusterId(0), |p| p.cluster);
                     refusal.get_or_insert((cluster, why.clone()));
                 }
                 Some((*id, awaiting.is_empty()))
@@ -822,7 +828,7 @@ impl Broker {
                 }
                 self.move_not_before.remove(&job);
                 self.stats.moves += 1;
-                let here: Vec<usize> = m
+                let here: Vec<ClusterId> = m
                     .parts
                     .iter()
                     .map(|p| p.cluster)
@@ -853,7 +859,7 @@ impl Broker {
 
     /// Cluster `k` cannot be reached: the planner gives it nothing, and global jobs reserved
     /// there that have not started are planned again (their charge refunded).
-    pub fn on_cluster_down(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+    pub fn on_cluster_down(&mut self, now: Time, k: ClusterId, out: &mut Vec<BrokerAction>) {
         self.observe(now);
         self.clusters[k].available = false;
         let hit: Vec<JobId> = self
@@ -880,7 +886,7 @@ impl Broker {
     }
 
     /// Cluster `k` is reachable again.
-    pub fn on_cluster_up(&mut self, now: Time, k: usize) {
+    pub fn on_cluster_up(&mut self, now: Time, k: ClusterId) {
         self.observe(now);
         self.clusters[k].available = true;
         self.settle(now);
@@ -981,7 +987,7 @@ impl Broker {
                 self.queue.insert(id, level);
             }
         }
-        for k in 0..self.clusters.len() {
+        for k in ClusterId::all(self.clusters.len()) {
             if self.clusters[k].self_scheduled {
                 continue;
             }
@@ -1099,7 +1105,7 @@ impl Broker {
                     processors,
                     ..
                 } => {
-                    let here: Vec<(usize, u32)> =
+                    let here: Vec<(ClusterId, u32)> =
                         parts.iter().map(|p| (p.cluster, p.procs)).collect();
                     if start <= now && self.start_would_be_preempted(now, job, &here, end - start) {
                         // Planned again next cycle; started now it would only be preempted.
@@ -1131,10 +1137,7 @@ impl Broker {
                     end,
                     processors,
                 } => {
-                    let parts = self
-                        .clusters
-                        .iter()
-                        .enumerate()
+                    let parts = ClusterId::enumerate(&self.clusters)
                         .filter_map(|(k, c)| {
                             let lo = offsets[k];
                             let hi = lo + c.processors.len() as u32;
@@ -1162,7 +1165,7 @@ impl Broker {
                     self.wait(job, reason, out);
                 }
                 Decision::Refuse { job, reason } => {
-                    let down: Vec<usize> = (0..self.clusters.len())
+                    let down: Vec<ClusterId> = ClusterId::all(self.clusters.len())
                         .filter(|&k| !self.clusters[k].available)
                         .collect();
                     if down.is_empty() {
@@ -1362,7 +1365,7 @@ impl Broker {
         &mut self,
         now: Time,
         id: JobId,
-        cluster: usize,
+        cluster: ClusterId,
         detail: String,
         pause: bool,
         out: &mut Vec<BrokerAction>,
@@ -1462,7 +1465,7 @@ impl Broker {
 
     /// A pass of cluster `k`'s local scheduler, so that processors a reservation gave back
     /// go to waiting local work at once.
-    fn pass(&mut self, now: Time, k: usize, out: &mut Vec<BrokerAction>) {
+    fn pass(&mut self, now: Time, k: ClusterId, out: &mut Vec<BrokerAction>) {
         if self.clusters[k].self_scheduled {
             return;
         }
@@ -1487,7 +1490,7 @@ impl Broker {
     fn carry_out(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         actions: Vec<Action>,
         out: &mut Vec<BrokerAction>,
     ) {
@@ -1529,7 +1532,7 @@ impl Broker {
             return;
         }
         let mut woken = BTreeSet::new();
-        for k in 0..self.clusters.len() {
+        for k in ClusterId::all(self.clusters.len()) {
             for h in self.clusters[k].sched.drain_licence_journal() {
                 let Some(on) = self.shared_pools.get(&h.pool) else {
                     continue;

@@ -33,7 +33,7 @@
 
 use super::preempt::{self, Holder, Preemption};
 use super::{Broker, BrokerAction, Phase, ReservedPart, WaitReason, MAX_BACKOFF_DOUBLINGS};
-use crate::ids::{JobId, ReservationId};
+use crate::ids::{ClusterId, JobId, ReservationId};
 use crate::reservation::{Acl, AdminReservation};
 use crate::scheduler::{Action, Event, LocalScheduler};
 use crate::time::{Dur, Interval, Time};
@@ -42,7 +42,7 @@ use crate::time::{Dur, Interval, Time};
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct PendingPreemption {
     /// The cluster.
-    cluster: usize,
+    cluster: ClusterId,
     /// The jobs to stop there, and how.
     victims: Vec<(JobId, Preemption)>,
     /// Processors the waiting job needs there, for how long, at what cost.
@@ -127,7 +127,7 @@ impl Broker {
 
     /// How long job `id` runs on cluster `k` and what that costs; `None` when `k` cannot
     /// take it by itself.
-    fn run_on(&self, id: JobId, k: usize) -> Option<(Dur, f64)> {
+    fn run_on(&self, id: JobId, k: ClusterId) -> Option<(Dur, f64)> {
         let e = self.jobs.get(&id)?;
         let c = &self.clusters[k];
         if !c.available || e.job.procs > c.sched.capacity() || c.tariff.base > e.job.max_price {
@@ -160,7 +160,7 @@ impl Broker {
     /// The running global jobs holding processors of cluster `k` that a preemption asked
     /// of it could stop: those wholly on it, and those co-allocated over it and others
     /// (counted by what they hold on `k`).
-    fn remote_holders(&self, k: usize) -> Vec<Holder> {
+    fn remote_holders(&self, k: ClusterId) -> Vec<Holder> {
         self.jobs
             .values()
             .filter(|e| !self.requeueing.contains(&e.job.id) && !self.asked_about(e.job.id))
@@ -200,7 +200,7 @@ impl Broker {
         };
         let (level, user) = (e.job.priority, e.job.user);
         let mut best: Option<(u32, PendingPreemption)> = None;
-        for k in 0..self.clusters.len() {
+        for k in ClusterId::all(self.clusters.len()) {
             let c = &self.clusters[k];
             if !c.self_scheduled
                 || !c.available
@@ -267,7 +267,7 @@ impl Broker {
     }
 
     /// Gives back, in `sched` (a copy of cluster `k`'s mirror), what running job `v` holds.
-    fn release_in(&self, sched: &mut LocalScheduler, now: Time, v: JobId, k: usize) {
+    fn release_in(&self, sched: &mut LocalScheduler, now: Time, v: JobId, k: ClusterId) {
         let _ = sched.cancel(now, v);
         if let Some(Phase::Running { parts, .. }) = self.jobs.get(&v).map(|e| &e.phase) {
             for p in parts.iter().filter(|p| p.cluster == k) {
@@ -364,7 +364,7 @@ impl Broker {
         &mut self,
         now: Time,
         by: JobId,
-        k: usize,
+        k: ClusterId,
         v: JobId,
         out: &mut Vec<BrokerAction>,
     ) {
@@ -386,7 +386,7 @@ impl Broker {
         &mut self,
         now: Time,
         id: JobId,
-        cluster: usize,
+        cluster: ClusterId,
         detail: String,
         out: &mut Vec<BrokerAction>,
     ) {
@@ -519,7 +519,7 @@ impl Broker {
             let cluster = parts
                 .iter()
                 .find(|p| self.clusters[p.cluster].self_scheduled)
-                .map_or(0, |p| p.cluster);
+                .map_or(ClusterId(0), |p| p.cluster);
             self.resume_asks.insert(id, holds);
             out.push(BrokerAction::ResumeAsked { job: id, cluster });
         }

@@ -80,7 +80,7 @@ mod tests {
     use super::*;
     use crate::broker::{processors_of, GridCluster, SpeedGroup};
     use crate::grid::PlannerConfig;
-    use crate::ids::{ReservationId, UserId};
+    use crate::ids::{ClusterId, ReservationId, UserId};
     use crate::job::Job;
     use crate::policy::Policy;
     use crate::reservation::{Acl, AdminReservation};
@@ -140,7 +140,7 @@ mod tests {
         b.on_cycle(Time(0), &mut out);
         b.submit_local(
             Time(1),
-            0,
+            ClusterId(0),
             Job::new(JobId(100), Time(1), 4, Dur(120)),
             &mut out,
         )

@@ -1,4 +1,5 @@
 use super::*;
+use crate::ids::ClusterId;
 use crate::policy::Policy;
 use crate::scheduler::LocalScheduler;
 use crate::select::Criterion;
@@ -55,7 +56,7 @@ fn starts(actions: &[BrokerAction]) -> Vec<(JobId, usize)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            BrokerAction::Start { job, cluster, .. } => Some((*job, *cluster)),
+            BrokerAction::Start { job, cluster, .. } => Some((*job, cluster.index())),
             _ => None,
         })
         .collect()
@@ -84,7 +85,7 @@ fn reserved_jobs_start_as_soon_as_processors_free_up() {
         now += Dur(1);
         let mut out = Vec::new();
         for j in std::mem::take(&mut running) {
-            b.on_part_ended(now, 0, j, &mut out);
+            b.on_part_ended(now, ClusterId(0), j, &mut out);
             ended += 1;
         }
         b.on_cycle(now, &mut out);
@@ -119,14 +120,14 @@ fn co_allocated_parts_move_together() {
     // Local jobs hold a (until 100) and b (until 50).
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 2, Dur(100)),
         &mut out,
     )
     .unwrap();
     b.submit_local(
         Time(0),
-        1,
+        ClusterId(1),
         Job::new(JobId(101), Time(0), 2, Dur(50)),
         &mut out,
     )
@@ -142,7 +143,7 @@ fn co_allocated_parts_move_together() {
     ));
     // b frees early: a is still busy, so nothing moves.
     let mut out = Vec::new();
-    b.on_part_ended(Time(10), 1, JobId(101), &mut out);
+    b.on_part_ended(Time(10), ClusterId(1), JobId(101), &mut out);
     assert!(starts(&out).is_empty(), "{out:?}");
     assert!(matches!(
         b.entry(JobId(1)).unwrap().phase,
@@ -153,7 +154,7 @@ fn co_allocated_parts_move_together() {
     ));
     // a frees early too: both parts start now.
     let mut out = Vec::new();
-    b.on_part_ended(Time(20), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(20), ClusterId(0), JobId(100), &mut out);
     let mut s = starts(&out);
     s.sort();
     assert_eq!(s, vec![(JobId(1), 0), (JobId(1), 1)]);
@@ -175,14 +176,14 @@ fn a_move_never_delays_a_local_job() {
     // 4 processors busy until 100 (two jobs of 2).
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 2, Dur(100)),
         &mut out,
     )
     .unwrap();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(101), Time(0), 2, Dur(100)),
         &mut out,
     )
@@ -200,7 +201,7 @@ fn a_move_never_delays_a_local_job() {
     // A local job of 4 processors queues: its forecast start is 200 (after the global job).
     b.submit_local(
         Time(1),
-        0,
+        ClusterId(0),
         Job::new(JobId(102), Time(1), 4, Dur(50)),
         &mut out,
     )
@@ -210,7 +211,7 @@ fn a_move_never_delays_a_local_job() {
     // Job 100 ends early: moving the global job to 10 would end it at 110, before 200 —
     // allowed; its local neighbour is not delayed.
     let mut out = Vec::new();
-    b.on_part_ended(Time(10), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(10), ClusterId(0), JobId(100), &mut out);
     let after =
         super::compress::tests_support::local_start(&b.clusters[0].sched, Time(10), JobId(102));
     assert!(
@@ -242,7 +243,7 @@ fn over_budget_waits_and_resumes_when_the_budget_grows() {
     assert_eq!(b.budget(UserId(1)), Some(40.0));
     // It ends after 30 of its 60 s: half the charge comes back.
     let mut out = Vec::new();
-    b.on_part_ended(Time(31), 0, JobId(1), &mut out);
+    b.on_part_ended(Time(31), ClusterId(0), JobId(1), &mut out);
     assert_eq!(b.budget(UserId(1)), Some(70.0));
     assert!(b.entry(JobId(1)).is_none());
 }
@@ -272,7 +273,7 @@ fn a_prepaid_job_never_waits_for_budget_and_its_charges_leave_the_budget_alone()
     assert_eq!(charges(&out), vec![60.0]);
     assert_eq!(b.budget(UserId(1)), Some(10.0));
     let mut out = Vec::new();
-    b.on_part_ended(Time(30), 0, JobId(1), &mut out);
+    b.on_part_ended(Time(30), ClusterId(0), JobId(1), &mut out);
     assert_eq!(charges(&out), vec![-30.0]);
     assert_eq!(b.budget(UserId(1)), Some(10.0));
     assert!(b.entry(JobId(1)).is_none());
@@ -415,14 +416,14 @@ fn events_during_planning_win_over_the_plan() {
     assert!(!decisions.is_empty());
     let mut meanwhile = Vec::new();
     assert!(b.withdraw(Time(0), JobId(1), &mut meanwhile));
-    b.on_cluster_down(Time(0), 1, &mut meanwhile);
+    b.on_cluster_down(Time(0), ClusterId(1), &mut meanwhile);
     let mut out = Vec::new();
     b.finish_cycle(plan, decisions, &mut out);
     for a in &out {
         match a {
             BrokerAction::Start { job, cluster, .. } => {
                 assert_ne!(*job, JobId(1), "{out:?}");
-                assert_ne!(*cluster, 1, "{out:?}");
+                assert_ne!(*cluster, ClusterId(1), "{out:?}");
             }
             BrokerAction::Planned { job, .. } => assert_ne!(*job, JobId(1), "{out:?}"),
             _ => {}
@@ -431,7 +432,7 @@ fn events_during_planning_win_over_the_plan() {
     assert!(b.entry(JobId(1)).is_none());
     for e in b.entries() {
         if let Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } = &e.phase {
-            assert!(parts.iter().all(|p| p.cluster != 1), "{e:?}");
+            assert!(parts.iter().all(|p| p.cluster != ClusterId(1)), "{e:?}");
         }
     }
     // The next cycle plans the rest on cluster a alone.
@@ -563,7 +564,7 @@ fn a_job_across_both_kinds_of_cluster_moves_as_one() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 2, Dur(100)),
         &mut out,
     )
@@ -577,7 +578,11 @@ fn a_job_across_both_kinds_of_cluster_moves_as_one() {
     else {
         panic!("job 1 is not reserved: {:?}", b.entry(JobId(1)));
     };
-    let here = old.iter().find(|p| p.cluster == 0).unwrap().clone();
+    let here = old
+        .iter()
+        .find(|p| p.cluster == ClusterId(0))
+        .unwrap()
+        .clone();
     assert_eq!(here.window.start, Time(100));
     let windows = |b: &Broker| {
         let mut w: Vec<(ReservationId, Interval)> = b.clusters[0]
@@ -594,7 +599,7 @@ fn a_job_across_both_kinds_of_cluster_moves_as_one() {
     let refresh = |b: &mut Broker| b.clusters[1].sched = mirror(2, None, &asked);
     refresh(&mut b);
     let mut out = Vec::new();
-    b.on_part_ended(Time(10), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(10), ClusterId(0), JobId(100), &mut out);
     b.on_cycle(Time(10), &mut out);
     let m = moves_asked(&out);
     assert_eq!(m.len(), 1, "{out:?}");
@@ -689,11 +694,11 @@ fn a_job_is_planned_and_started_at_its_begin_time() {
     for t in [460, 480, 499] {
         out.clear();
         b.on_cycle(Time(t), &mut out);
-        b.tick(Time(t), 0, &mut out);
+        b.tick(Time(t), ClusterId(0), &mut out);
         assert!(starts(&out).is_empty(), "started at {t}: {out:?}");
     }
     out.clear();
-    b.tick(Time(500), 0, &mut out);
+    b.tick(Time(500), ClusterId(0), &mut out);
     assert_eq!(starts(&out), vec![(JobId(1), 0)]);
 }
 
@@ -706,7 +711,7 @@ fn compression_never_moves_a_job_before_its_begin() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 2, Dur(300)),
         &mut out,
     )
@@ -727,7 +732,7 @@ fn compression_never_moves_a_job_before_its_begin() {
         }
     ));
     out.clear();
-    b.on_part_ended(Time(50), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(50), ClusterId(0), JobId(100), &mut out);
     b.on_cycle(Time(50), &mut out);
     assert!(starts(&out).is_empty(), "{out:?}");
     assert!(matches!(
@@ -739,7 +744,7 @@ fn compression_never_moves_a_job_before_its_begin() {
         }
     ));
     out.clear();
-    b.tick(Time(100), 0, &mut out);
+    b.tick(Time(100), ClusterId(0), &mut out);
     assert_eq!(starts(&out), vec![(JobId(1), 0)]);
 }
 

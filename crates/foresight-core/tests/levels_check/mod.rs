@@ -14,7 +14,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use foresight_core::broker::{Broker, Phase};
-use foresight_core::{JobId, Time};
+use foresight_core::{ClusterId, JobId, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a caller sees at an instant: the broker, and every part it runs (local jobs and
@@ -25,11 +25,11 @@ pub struct Sight<'a> {
     /// The instant.
     pub now: Time,
     /// What runs.
-    pub running: &'a BTreeMap<(JobId, usize), (Time, u32)>,
+    pub running: &'a BTreeMap<(JobId, ClusterId), (Time, u32)>,
 }
 
 impl Sight<'_> {
-    fn size(&self, k: usize) -> u32 {
+    fn size(&self, k: ClusterId) -> u32 {
         self.broker.clusters[k].sched.capacity()
     }
 
@@ -41,7 +41,7 @@ impl Sight<'_> {
     /// `now` holds nothing at `now`, even while its end (one of several at this instant) is
     /// yet to be reported.
     pub fn capacity(&self) -> Result<(), String> {
-        for k in 0..self.clusters() {
+        for k in ClusterId::all(self.clusters()) {
             let used: u32 = self
                 .running
                 .iter()
@@ -60,7 +60,7 @@ impl Sight<'_> {
     }
 
     /// Idle processors of cluster `k` plus those global jobs below `level` hold there.
-    fn room(&self, k: usize, level: u32) -> u32 {
+    fn room(&self, k: ClusterId, level: u32) -> u32 {
         let mut busy = 0;
         let mut lower = 0;
         for ((job, c), (_, procs)) in self.running {
@@ -83,7 +83,7 @@ impl Sight<'_> {
     /// leave a queued job of a higher level that fits on the idle processors now without
     /// them: the higher level comes first on idle processors, even while the planner keeps
     /// it for later.
-    fn yields(&self, idle: &[u32], level: u32, k: usize, used: u32) -> bool {
+    fn yields(&self, idle: &[u32], level: u32, k: ClusterId, used: u32) -> bool {
         let mut after = idle.to_vec();
         after[k] = after[k].saturating_sub(used);
         self.broker.queued().any(|q| {
@@ -103,14 +103,16 @@ impl Sight<'_> {
         requeued: &BTreeSet<JobId>,
         started_global: bool,
     ) -> Result<(), String> {
-        let idle: Vec<u32> = (0..self.clusters()).map(|k| self.room(k, 0)).collect();
+        let idle: Vec<u32> = ClusterId::all(self.clusters())
+            .map(|k| self.room(k, 0))
+            .collect();
         for e in self.broker.queued() {
             if e.not_before > self.now || requeued.contains(&e.job.id) {
                 continue;
             }
             // It could start without preempting anyone: the planner's to place.
             let fits = fits_idle(&idle, e.job.procs, e.job.co_allocate);
-            for k in 0..self.clusters() {
+            for k in ClusterId::all(self.clusters()) {
                 // Taking what it needs on `k` uses at least this many idle processors there.
                 let lower = self.room(k, e.job.priority) - idle[k];
                 let used = e.job.procs.saturating_sub(lower);

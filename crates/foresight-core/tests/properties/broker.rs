@@ -13,7 +13,7 @@
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, Phase, SpeedGroup};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -112,12 +112,13 @@ impl Driver {
                         "{job} started at {} before its begin {begin:?}",
                         self.now
                     );
-                    self.procs_of.insert((cluster, job), procs);
+                    self.procs_of.insert((cluster.index(), job), procs);
                     let run = self.runtime[&job].max(1.0) as i64;
-                    self.running.insert((self.now + Dur(run), cluster, job));
+                    self.running
+                        .insert((self.now + Dur(run), cluster.index(), job));
                 }
                 BrokerAction::Wake { cluster, at } => {
-                    self.wakes.insert((at, cluster));
+                    self.wakes.insert((at, cluster.index()));
                 }
                 BrokerAction::Reserved {
                     job, start, end, ..
@@ -179,7 +180,7 @@ impl Driver {
                 {
                     Some((
                         e.job.id,
-                        parts.iter().map(|p| (p.cluster, p.procs)).collect(),
+                        parts.iter().map(|p| (p.cluster.index(), p.procs)).collect(),
                     ))
                 }
                 _ => None,
@@ -237,14 +238,14 @@ impl Driver {
                 }
                 self.running.pop_first();
                 self.busy[k] -= self.procs_of[&(k, job)];
-                self.broker.on_part_ended(t, k, job, &mut out);
+                self.broker.on_part_ended(t, ClusterId(k), job, &mut out);
             }
             while let Some(&(at, k)) = self.wakes.first() {
                 if at > t {
                     break;
                 }
                 self.wakes.pop_first();
-                self.broker.tick(t, k, &mut out);
+                self.broker.tick(t, ClusterId(k), &mut out);
             }
             // As the simulator and the service do: corrections first, then the cycle.
             self.broker.correct_outlived(t, &mut out);
@@ -346,7 +347,7 @@ proptest! {
                         d.begin.insert(id, b);
                     }
                     let job = Job::new(id, now, procs, Dur(walltime)).with_begin(begin);
-                    d.broker.submit_local(now, cluster, job, &mut out).unwrap();
+                    d.broker.submit_local(now, ClusterId(cluster), job, &mut out).unwrap();
                 }
                 Op::Withdraw(i) => {
                     if let Some(&id) = d.submitted.get(i) {

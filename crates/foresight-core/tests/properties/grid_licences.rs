@@ -10,7 +10,7 @@
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, SpeedGroup};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -69,7 +69,8 @@ impl Driver {
         };
         let mut broker = Broker::new(clusters, planner, 1);
         for (name, (count, on)) in &pools {
-            broker.add_licence_pool(name, *count, on);
+            let on: Vec<ClusterId> = on.iter().copied().map(ClusterId).collect();
+            broker.add_licence_pool(name, *count, &on);
         }
         Driver {
             broker,
@@ -100,7 +101,7 @@ impl Driver {
         self.demand.insert(job.id, job.licences.clone());
         let mut out = Vec::new();
         self.broker
-            .submit_local(self.now, k, job, &mut out)
+            .submit_local(self.now, ClusterId(k), job, &mut out)
             .unwrap();
         self.carry_out(out);
     }
@@ -128,10 +129,11 @@ impl Driver {
                         }
                     }
                     let run = self.runtime[&job];
-                    self.running.insert((self.now + Dur(run), cluster, job));
+                    self.running
+                        .insert((self.now + Dur(run), cluster.index(), job));
                 }
                 BrokerAction::Wake { cluster, at } => {
-                    self.wakes.insert((at, cluster));
+                    self.wakes.insert((at, cluster.index()));
                 }
                 BrokerAction::Reserved { job, start, .. }
                 | BrokerAction::Moved { job, start, .. }
@@ -182,14 +184,14 @@ impl Driver {
                         *self.held.get_mut(&pool).unwrap() -= k;
                     }
                 }
-                self.broker.on_part_ended(t, k, job, &mut out);
+                self.broker.on_part_ended(t, ClusterId(k), job, &mut out);
             }
             while let Some(&(at, k)) = self.wakes.first() {
                 if at > t {
                     break;
                 }
                 self.wakes.pop_first();
-                self.broker.tick(t, k, &mut out);
+                self.broker.tick(t, ClusterId(k), &mut out);
             }
             if t == next_cycle {
                 self.broker.on_cycle(t, &mut out);

@@ -9,7 +9,7 @@ use foresight_core::broker::{processors_of, Broker, GridCluster, Phase, SpeedGro
 use foresight_core::forecast::{forecast, OccupancyKind, Tariff};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -88,7 +88,7 @@ proptest! {
             for &(p, w) in &c.locals {
                 next += 1;
                 let mut out = Vec::new();
-                b.submit_local(now, k, Job::new(JobId(next), now, p, Dur(w)), &mut out).unwrap();
+                b.submit_local(now, ClusterId(k), Job::new(JobId(next), now, p, Dur(w)), &mut out).unwrap();
             }
         }
         let before = local_starts(&b, now);

@@ -16,7 +16,7 @@ use foresight_core::broker::{
 };
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::select::Criterion;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{ClusterId, Dur, Job, JobId, LocalScheduler, Policy, Time, UserId};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -56,7 +56,7 @@ struct Driver {
     broker: Broker,
     now: Time,
     /// Running parts: (job, cluster) → (end, procs).
-    running: BTreeMap<(JobId, usize), (Time, u32)>,
+    running: BTreeMap<(JobId, ClusterId), (Time, u32)>,
     level: BTreeMap<JobId, u32>,
     local_walltime: BTreeMap<JobId, i64>,
     submitted: BTreeSet<JobId>,
@@ -415,7 +415,7 @@ fn run(ops: Vec<Op>, strict: bool) -> Result<(), TestCaseError> {
                     d.broker
                         .submit_local(
                             d.now,
-                            cluster,
+                            ClusterId(cluster),
                             Job::new(id, d.now, procs, Dur(walltime)),
                             &mut out,
                         )

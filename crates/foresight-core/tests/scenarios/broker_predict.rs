@@ -4,7 +4,7 @@
 
 use foresight_core::broker::{processors_of, Broker, BrokerAction, GridCluster, SpeedGroup};
 use foresight_core::grid::PlannerConfig;
-use foresight_core::{Dur, Job, JobId, LocalScheduler, Policy, Time};
+use foresight_core::{ClusterId, Dur, Job, JobId, LocalScheduler, Policy, Time};
 
 fn broker() -> Broker {
     let groups = [SpeedGroup {
@@ -42,17 +42,18 @@ fn an_outlived_prediction_is_corrected_to_the_estimate_and_the_cluster_plans_aga
     let mut b = broker();
     let mut out = Vec::new();
     let job1 = Job::new(JobId(1), Time(0), 2, Dur(100)).with_prediction(Some(Dur(40)));
-    b.submit_local(Time(0), 0, job1, &mut out).unwrap();
+    b.submit_local(Time(0), ClusterId(0), job1, &mut out)
+        .unwrap();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(2), Time(0), 4, Dur(50)),
         &mut out,
     )
     .unwrap();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(3), Time(0), 2, Dur(50)),
         &mut out,
     )
@@ -72,7 +73,7 @@ fn an_outlived_prediction_is_corrected_to_the_estimate_and_the_cluster_plans_aga
     assert!(out.is_empty());
 
     let done = b.correct_outlived(Time(40), &mut out);
-    assert_eq!(done, vec![(0, JobId(1), Dur(100))]);
+    assert_eq!(done, vec![(ClusterId(0), JobId(1), Dur(100))]);
     assert_eq!(starts(&out), vec![3]);
     let sched = &b.clusters[0].sched;
     assert_eq!(
@@ -93,8 +94,10 @@ fn jobs_planned_by_their_estimate_are_never_corrected() {
     let mut out = Vec::new();
     let plain = Job::new(JobId(1), Time(0), 1, Dur(30));
     let same = Job::new(JobId(2), Time(0), 1, Dur(30)).with_prediction(Some(Dur(30)));
-    b.submit_local(Time(0), 0, plain, &mut out).unwrap();
-    b.submit_local(Time(0), 0, same, &mut out).unwrap();
+    b.submit_local(Time(0), ClusterId(0), plain, &mut out)
+        .unwrap();
+    b.submit_local(Time(0), ClusterId(0), same, &mut out)
+        .unwrap();
     assert_eq!(starts(&out), vec![1, 2]);
     assert_eq!(b.clusters[0].sched.next_plan_end(Time(0)), None);
     assert!(b.correct_outlived(Time(30), &mut out).is_empty());

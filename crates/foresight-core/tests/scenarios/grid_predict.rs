@@ -8,8 +8,8 @@ use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::predict::Correction;
 use foresight_core::select::Criterion;
 use foresight_core::{
-    Acl, AdminReservation, Dur, Interval, Job, JobId, LocalScheduler, Policy, ReservationId, Time,
-    UserId,
+    Acl, AdminReservation, ClusterId, Dur, Interval, Job, JobId, LocalScheduler, Policy,
+    ReservationId, Time, UserId,
 };
 
 fn broker(lead: i64) -> Broker {
@@ -86,7 +86,7 @@ fn a_job_predicted_short_is_planned_into_a_window_its_walltime_would_not_fit() {
         let mut out = Vec::new();
         b.submit_local(
             Time(0),
-            0,
+            ClusterId(0),
             Job::new(JobId(100), Time(0), 4, Dur(200)),
             &mut out,
         )
@@ -168,7 +168,7 @@ fn after_a_correction_the_jobs_planned_behind_move() {
     out.clear();
     assert!(b.correct_outlived(Time(99), &mut out).is_empty());
     let done = b.correct_outlived(Time(100), &mut out);
-    assert_eq!(done, vec![(0, JobId(1), Dur(1000))]);
+    assert_eq!(done, vec![(ClusterId(0), JobId(1), Dur(1000))]);
     assert_eq!(planned(&b, 2), Some((1000, 1500)));
     assert!(out.iter().any(|a| matches!(
         a,
@@ -188,7 +188,7 @@ fn after_a_correction_the_jobs_planned_behind_move() {
     b.submit(Time(0), global(2, 500, None));
     b.on_cycle(Time(0), &mut out);
     out.clear();
-    b.on_part_ended(Time(90), 0, JobId(1), &mut out);
+    b.on_part_ended(Time(90), ClusterId(0), JobId(1), &mut out);
     b.on_cycle(Time(90), &mut out);
     assert_eq!(held(&b, 2), Some((90, 590)));
 }
@@ -220,12 +220,12 @@ fn a_global_part_is_corrected_by_the_papers_steps() {
     b.submit(Time(0), global(1, 1000, Some(100)));
     b.on_cycle(Time(0), &mut out);
     let done = b.correct_outlived(Time(100), &mut out);
-    assert_eq!(done, vec![(0, JobId(1), Dur(160))]);
+    assert_eq!(done, vec![(ClusterId(0), JobId(1), Dur(160))]);
     assert_eq!(
         b.clusters[0].sched.next_plan_end(Time(100)),
         Some(Time(160))
     );
     let done = b.correct_outlived(Time(160), &mut out);
-    assert_eq!(done, vec![(0, JobId(1), Dur(400))]);
+    assert_eq!(done, vec![(ClusterId(0), JobId(1), Dur(400))]);
     assert_eq!(held(&b, 1), Some((0, 1000)));
 }

@@ -7,7 +7,7 @@
 
 use super::preempt_fixture::{broker_of, cluster, cycle, global, phase, preempted};
 use foresight_core::broker::{Broker, BrokerAction, Phase, Preemption};
-use foresight_core::{Dur, Job, JobId, Time};
+use foresight_core::{ClusterId, Dur, Job, JobId, Time};
 
 fn broker(procs: u32) -> Broker {
     broker_of(vec![cluster("a", procs)])
@@ -15,7 +15,7 @@ fn broker(procs: u32) -> Broker {
 
 fn end(b: &mut Broker, t: i64, id: u64) -> Vec<BrokerAction> {
     let mut out = Vec::new();
-    b.on_part_ended(Time(t), 0, JobId(id), &mut out);
+    b.on_part_ended(Time(t), ClusterId(0), JobId(id), &mut out);
     out
 }
 
@@ -132,7 +132,7 @@ fn local_jobs_are_never_preempted() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 4, Dur(100)),
         &mut out,
     )
@@ -233,8 +233,13 @@ fn parts_ending_at_the_same_instant_hold_nothing_at_that_instant() {
     assert_eq!(started(&out), vec![1, 2]);
     let local = JobId(100);
     let mut out = Vec::new();
-    b.submit_local(Time(1), 0, Job::new(local, Time(1), 4, Dur(5)), &mut out)
-        .unwrap();
+    b.submit_local(
+        Time(1),
+        ClusterId(0),
+        Job::new(local, Time(1), 4, Dur(5)),
+        &mut out,
+    )
+    .unwrap();
     assert!(started(&out).is_empty(), "the cluster is full until 10");
     // The first end at 10: the local job starts on all 4, job 2's [0, 10) being over.
     let out = end(&mut b, 10, 1);
@@ -268,7 +273,7 @@ fn a_job_requeued_by_preemption_takes_lower_levels_at_the_next_cycle() {
     assert_eq!(s, vec![2, 3]);
     assert!(matches!(
         phase(&b, 3),
-        Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == ClusterId(0)
     ));
     b.submit(Time(3), global(4, 2, 2, 10, false));
     let out = cycle(&mut b, 3);
@@ -276,7 +281,7 @@ fn a_job_requeued_by_preemption_takes_lower_levels_at_the_next_cycle() {
     assert_eq!(started(&out), vec![4]);
     // The caller kills job 3: queued again, after this cycle.
     let mut out = Vec::new();
-    b.on_part_ended(Time(3), 0, JobId(3), &mut out);
+    b.on_part_ended(Time(3), ClusterId(0), JobId(3), &mut out);
     assert!(matches!(phase(&b, 3), Some(Phase::Queued)));
     assert!(started(&out).is_empty());
     let out = cycle(&mut b, 4);
@@ -284,7 +289,7 @@ fn a_job_requeued_by_preemption_takes_lower_levels_at_the_next_cycle() {
     assert_eq!(started(&out), vec![3]);
     assert!(matches!(
         phase(&b, 3),
-        Some(Phase::Running { start: Time(4), parts, .. }) if parts[0].cluster == 1
+        Some(Phase::Running { start: Time(4), parts, .. }) if parts[0].cluster == ClusterId(1)
     ));
 }
 
@@ -326,7 +331,7 @@ fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        1,
+        ClusterId(1),
         Job::new(JobId(100), Time(0), 6, Dur(20)),
         &mut out,
     )
@@ -335,7 +340,7 @@ fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
     b.submit(Time(0), global(1, 0, 4, 100, false));
     assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
     let mut out = Vec::new();
-    b.on_part_ended(Time(20), 1, JobId(100), &mut out);
+    b.on_part_ended(Time(20), ClusterId(1), JobId(100), &mut out);
     b.submit(Time(20), global(5, 1, 4, 10, false));
     b.submit(Time(20), global(6, 1, 3, 10, false));
     let out = cycle(&mut b, 20);
@@ -345,11 +350,11 @@ fn a_job_counts_processors_claimed_by_jobs_served_before_it() {
     assert_eq!(s, vec![5, 6]);
     assert!(matches!(
         phase(&b, 5),
-        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == ClusterId(1)
     ));
     assert!(matches!(
         phase(&b, 6),
-        Some(Phase::Running { parts, .. }) if parts[0].cluster == 0
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == ClusterId(0)
     ));
 }
 
@@ -367,7 +372,7 @@ fn a_suspended_job_resumes_beside_what_a_higher_queued_job_claims() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 2, Dur(50)),
         &mut out,
     )
@@ -387,7 +392,7 @@ fn a_suspended_job_resumes_beside_what_a_higher_queued_job_claims() {
     assert_eq!(resumed(&out), vec![(1, 110)]);
     assert!(started(&out).is_empty(), "job 5 waits for job 4: {out:?}");
     let mut out = Vec::new();
-    b.on_part_ended(Time(50), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(50), ClusterId(0), JobId(100), &mut out);
     let out = cycle(&mut b, 50);
     assert_eq!(preempted(&out), vec![(1, 4, Preemption::Suspend)]);
     assert_eq!(started(&out), vec![4]);
@@ -405,7 +410,7 @@ fn a_co_allocated_job_claims_the_idle_processors_it_spans() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 4, Dur(20)),
         &mut out,
     )
@@ -414,10 +419,10 @@ fn a_co_allocated_job_claims_the_idle_processors_it_spans() {
     assert_eq!(started(&cycle(&mut b, 0)), vec![1]);
     assert!(matches!(
         phase(&b, 1),
-        Some(Phase::Running { parts, .. }) if parts[0].cluster == 1
+        Some(Phase::Running { parts, .. }) if parts[0].cluster == ClusterId(1)
     ));
     let mut out = Vec::new();
-    b.on_part_ended(Time(20), 0, JobId(100), &mut out);
+    b.on_part_ended(Time(20), ClusterId(0), JobId(100), &mut out);
     let mut wide = global(7, 2, 8, 10, false);
     wide.co_allocate = true;
     b.submit(Time(20), wide);
@@ -440,7 +445,7 @@ fn starts(out: &[BrokerAction]) -> Vec<(u64, usize, u32)> {
                 cluster,
                 procs,
                 ..
-            } => Some((job.0, *cluster, *procs)),
+            } => Some((job.0, cluster.index(), *procs)),
             _ => None,
         })
         .collect();
@@ -457,7 +462,7 @@ fn resumed_parts(out: &[BrokerAction], id: u64) -> Vec<(usize, u32, i64)> {
             _ => None,
         })
         .flatten()
-        .map(|p| (p.cluster, p.procs, p.window.end.secs()))
+        .map(|p| (p.cluster.index(), p.procs, p.window.end.secs()))
         .collect();
     v.sort();
     v
@@ -492,7 +497,7 @@ fn a_co_allocated_job_preempts_over_several_clusters_and_the_suspended_one_resum
     ));
     let mut out = Vec::new();
     for k in 0..2 {
-        b.on_part_ended(Time(15), k, JobId(2), &mut out);
+        b.on_part_ended(Time(15), ClusterId(k), JobId(2), &mut out);
     }
     out.extend(cycle(&mut b, 15));
     assert_eq!(resumed_parts(&out, 1), vec![(0, 4, 110), (1, 6, 110)]);
@@ -528,7 +533,7 @@ fn a_co_allocated_job_suspended_for_one_cluster_resumes_on_every_cluster() {
 #[test]
 fn a_resumed_job_holds_its_licences_again() {
     let mut b = broker(4);
-    b.add_licence_pool("lic", 1, &[0]);
+    b.add_licence_pool("lic", 1, &[ClusterId(0)]);
     let mut low = global(1, 0, 2, 100, false);
     low.licences = [("lic".to_string(), 1)].into_iter().collect();
     b.submit(Time(0), low);
@@ -542,7 +547,8 @@ fn a_resumed_job_holds_its_licences_again() {
     let mut out = Vec::new();
     let local = Job::new(JobId(100), Time(20), 2, Dur(10))
         .with_licences([("lic".to_string(), 1)].into_iter().collect());
-    b.submit_local(Time(20), 0, local, &mut out).unwrap();
+    b.submit_local(Time(20), ClusterId(0), local, &mut out)
+        .unwrap();
     out.extend(cycle(&mut b, 20));
     assert!(
         !started(&out).contains(&100),

@@ -8,7 +8,7 @@
 use super::preempt_fixture::{broker_of, cluster, cycle, global, phase, preempted};
 use foresight_core::broker::{Broker, BrokerAction, Phase, Preemption, WaitReason};
 use foresight_core::scheduler::Domain;
-use foresight_core::{Dur, Job, JobId, Time};
+use foresight_core::{ClusterId, Dur, Job, JobId, Time};
 
 fn slurm_broker() -> Broker {
     broker_of(vec![slurm_cluster("s", true)])
@@ -52,7 +52,7 @@ fn reserve_and_start(b: &mut Broker, t: i64, out: &[BrokerAction]) -> Vec<Broker
 fn end(b: &mut Broker, t: i64, id: u64) {
     let _ = b.clusters[0].sched.cancel(Time(t), JobId(id));
     let mut out = Vec::new();
-    b.on_part_ended(Time(t), 0, JobId(id), &mut out);
+    b.on_part_ended(Time(t), ClusterId(0), JobId(id), &mut out);
 }
 
 /// (job asking, cluster, victims and how) of each preemption asked.
@@ -67,7 +67,7 @@ fn asked(out: &[BrokerAction]) -> Vec<Asked> {
                 victims,
             } => Some((
                 by.0,
-                *cluster,
+                cluster.index(),
                 victims.iter().map(|(v, h)| (v.0, *h)).collect(),
             )),
             _ => None,
@@ -217,19 +217,19 @@ fn a_cluster_lost_between_ask_and_answer_loses_nobody() {
     let (mut b, out) = low_running_high_arrives(false);
     assert_eq!(asked(&out).len(), 1);
     let mut out = Vec::new();
-    b.on_cluster_down(Time(11), 0, &mut out);
+    b.on_cluster_down(Time(11), ClusterId(0), &mut out);
     b.on_preemption_answered(Time(12), JobId(2), Ok(()), &mut out);
     assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
     assert!(reservation_asks(&out).is_empty());
     assert!(suspended(&b, 1));
     let e = b.entry(JobId(2)).unwrap();
     assert_eq!(e.phase, Phase::Queued);
-    assert_eq!(e.reason, Some(WaitReason::LostCluster(0)));
+    assert_eq!(e.reason, Some(WaitReason::LostCluster(ClusterId(0))));
     assert!(b.queued().any(|e| e.job.id == JobId(2)));
     // Nothing is asked of a cluster that is down.
     let out = cycle(&mut b, 20);
     assert!(resume_asked(&out).is_empty() && reservation_asks(&out).is_empty());
-    b.on_cluster_up(Time(30), 0);
+    b.on_cluster_up(Time(30), ClusterId(0));
     let out = cycle(&mut b, 30);
     assert!(
         resume_asked(&out).is_empty(),
@@ -281,7 +281,7 @@ fn local_jobs_and_equal_levels_are_never_asked_for() {
     let mut out = Vec::new();
     b.submit_local(
         Time(0),
-        0,
+        ClusterId(0),
         Job::new(JobId(100), Time(0), 4, Dur(600)),
         &mut out,
     )
@@ -329,14 +329,14 @@ fn a_requeue_done_before_a_refusal_is_recorded() {
         Err("stopping job 1: scontrol requeue 7: Invalid job id".into()),
         &mut out,
     );
-    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(3), &mut out);
+    b.on_requeued_anyway(Time(12), JobId(2), ClusterId(0), JobId(3), &mut out);
     assert_eq!(preempted(&out), vec![(3, 2, Preemption::Requeue)]);
     assert!(reservation_asks(&out).is_empty(), "{out:?}");
     assert!(running(&b, 1));
     assert_eq!(b.entry(JobId(2)).unwrap().phase, Phase::Queued);
     // Told twice, it changes nothing more.
     let mut again = Vec::new();
-    b.on_requeued_anyway(Time(12), JobId(2), 0, JobId(3), &mut again);
+    b.on_requeued_anyway(Time(12), JobId(2), ClusterId(0), JobId(3), &mut again);
     assert!(preempted(&again).is_empty(), "{again:?}");
     end(&mut b, 13, 3);
     assert_eq!(b.entry(JobId(3)).unwrap().phase, Phase::Queued);
@@ -378,7 +378,7 @@ fn reserve_and_start_anywhere(
                         .restore_running(Time(t), run, Time(t), Domain::Reservation(p.reservation))
                         .unwrap();
                 }
-                started.push((job.0, p.cluster, p.procs));
+                started.push((job.0, p.cluster.index(), p.procs));
             }
         }
     }
@@ -422,7 +422,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
     assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
     match &b.entry(JobId(1)).unwrap().phase {
         Phase::Suspended { parts: p, .. } => {
-            let held: Vec<(usize, u32)> = p.iter().map(|p| (p.cluster, p.procs)).collect();
+            let held: Vec<(usize, u32)> = p.iter().map(|p| (p.cluster.index(), p.procs)).collect();
             assert_eq!(held, parts, "every part suspended");
         }
         p => panic!("{p:?}"),
@@ -430,7 +430,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
     let reserved: Vec<(u64, usize)> = out
         .iter()
         .filter_map(|a| match a {
-            BrokerAction::Ask { job, part } => Some((job.0, part.cluster)),
+            BrokerAction::Ask { job, part } => Some((job.0, part.cluster.index())),
             _ => None,
         })
         .collect();
@@ -448,7 +448,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
 
     let _ = b.clusters[k].sched.cancel(Time(100), JobId(2));
     let mut out = Vec::new();
-    b.on_part_ended(Time(100), k, JobId(2), &mut out);
+    b.on_part_ended(Time(100), ClusterId(k), JobId(2), &mut out);
     let out = cycle(&mut b, 140);
     assert_eq!(resume_asked(&out), vec![1], "{out:?}");
     let mut out = Vec::new();
@@ -457,7 +457,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
         .iter()
         .filter_map(|a| match a {
             BrokerAction::Resumed { parts, .. } => {
-                Some(parts.iter().map(|p| (p.cluster, p.procs)).collect())
+                Some(parts.iter().map(|p| (p.cluster.index(), p.procs)).collect())
             }
             _ => None,
         })
@@ -482,7 +482,7 @@ fn a_job_co_allocated_over_slurm_and_a_local_cluster_is_preempted_whole() {
         .iter()
         .filter_map(|a| match a {
             BrokerAction::Preempted { parts, .. } => {
-                Some(parts.iter().map(|p| p.cluster).collect())
+                Some(parts.iter().map(|p| p.cluster.index()).collect())
             }
             _ => None,
         })

@@ -22,6 +22,7 @@ use axum::http::{Request, StatusCode};
 use foresight_api::{AclSpec, ClusterPlan, JobState, SlotView};
 use foresight_core::broker::Phase;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::clock::ManualClock;
 use foresight_rm::Outcome;
@@ -120,7 +121,7 @@ fn config(grid: &[(u32, &str)], dir: &std::path::Path) -> Config {
 
 /// The parts running in the records: (cluster index, job, attempt, end of its walltime
 /// once it has started).
-fn running_parts(w: &World) -> Vec<(usize, JobId, u32, Option<i64>)> {
+fn running_parts(w: &World) -> Vec<(ClusterId, JobId, u32, Option<i64>)> {
     w.jobs
         .values()
         .filter(|j| j.state == JobState::Running)
@@ -137,7 +138,7 @@ fn running_parts(w: &World) -> Vec<(usize, JobId, u32, Option<i64>)> {
 /// Ends every running part whose walltime is over, as the runtime's supervisors do: the
 /// effects that would kill them are dropped here.
 fn enforce_walltimes(w: &mut World, now: Time) {
-    let over: Vec<(usize, JobId, u32, i64)> = running_parts(w)
+    let over: Vec<(ClusterId, JobId, u32, i64)> = running_parts(w)
         .into_iter()
         .filter_map(|(k, id, attempt, end)| Some((k, id, attempt, end?)))
         .filter(|p| p.3 <= now.secs())

@@ -5,6 +5,7 @@
 
 use crate::config::WikiConfig;
 use crate::runtime::Service;
+use foresight_core::ClusterId;
 use foresight_rm::wiki::{
     serve, BackendError, CancelType, JobRecord, NodeRecord, WikiBackend, WikiServerConfig,
 };
@@ -17,12 +18,12 @@ use tokio::task::JoinHandle;
 /// One cluster of the service as a WIKI backend.
 pub struct ClusterBackend {
     service: Arc<Service>,
-    cluster: usize,
+    cluster: ClusterId,
 }
 
 impl ClusterBackend {
     /// The backend of cluster `cluster` (its index in the configuration).
-    pub fn new(service: Arc<Service>, cluster: usize) -> ClusterBackend {
+    pub fn new(service: Arc<Service>, cluster: ClusterId) -> ClusterBackend {
         ClusterBackend { service, cluster }
     }
 
@@ -94,7 +95,7 @@ impl WikiServers {
     pub async fn start(service: &Arc<Service>, data_dir: &Path) -> anyhow::Result<WikiServers> {
         let (stop, stopped) = watch::channel(false);
         let mut tasks = Vec::new();
-        for (k, c) in service.cfg.cluster.iter().enumerate() {
+        for (k, c) in ClusterId::enumerate(&service.cfg.cluster) {
             let Some(wiki) = c.wiki.as_ref().filter(|_| c.kind == "local") else {
                 continue;
             };

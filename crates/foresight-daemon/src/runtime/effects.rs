@@ -8,7 +8,7 @@ use crate::state::world::Effect;
 use crate::state::world::MoveStep;
 use foresight_api::JobState;
 use foresight_core::broker::Preemption;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{LaunchSpec, PartHandle, ReserveRequest, ResourceManager, Submission};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::time::Duration;
 impl Service {
     pub(crate) fn lock_ahead(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<(u64, u32, usize), AheadCopy>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<(u64, u32, ClusterId), AheadCopy>> {
         self.ahead.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -27,7 +27,7 @@ impl Service {
         &self,
         job: u64,
         attempt: u32,
-        cluster: usize,
+        cluster: ClusterId,
     ) -> Option<Result<(), String>> {
         let mut outcome = self.lock_ahead().get(&(job, attempt, cluster)).cloned()?;
         let seen = outcome.wait_for(Option::is_some).await.ok()?.clone();
@@ -39,7 +39,7 @@ impl Service {
     /// both reserve through here.
     pub(crate) async fn reserve_on(
         &self,
-        cluster: usize,
+        cluster: ClusterId,
         request: &foresight_rm::ReserveRequest,
     ) -> Result<(), String> {
         let answer = self.managers[cluster]
@@ -141,7 +141,7 @@ impl Service {
 
     /// [`Effect::Launch`]: the part's working directory made and its inputs staged (or the
     /// copy made ahead awaited), then its process started by the cluster's executor.
-    async fn launch(s: Arc<Self>, cluster: usize, spec: LaunchSpec, stage: Vec<Copy>) {
+    async fn launch(s: Arc<Self>, cluster: ClusterId, spec: LaunchSpec, stage: Vec<Copy>) {
         let (job, attempt) = (spec.job, spec.attempt);
         s.make_work_dir(cluster, &spec.cwd, spec.unix_user.as_deref())
             .await;
@@ -159,7 +159,7 @@ impl Service {
                 }
             };
             if let Err(e) = &result {
-                tracing::warn!(job, cluster, "staging input failed: {e}");
+                tracing::warn!(job, cluster = cluster.index(), "staging input failed: {e}");
             }
             let go = s
                 .world()
@@ -200,9 +200,17 @@ impl Service {
                     err.is_transient(),
                 );
                 if again {
-                    tracing::warn!(job, cluster, "start failed, requeued: {err}");
+                    tracing::warn!(
+                        job,
+                        cluster = cluster.index(),
+                        "start failed, requeued: {err}"
+                    );
                 } else {
-                    tracing::warn!(job, cluster, "start failed, the job failed: {err}");
+                    tracing::warn!(
+                        job,
+                        cluster = cluster.index(),
+                        "start failed, the job failed: {err}"
+                    );
                 }
                 s.wake.notify_one();
                 s.flush().await;
@@ -230,7 +238,7 @@ impl Service {
     }
 
     /// [`Effect::Reserve`]: phase one of a reservation on a cluster that schedules itself.
-    async fn reserve(s: Arc<Self>, cluster: usize, request: ReserveRequest) {
+    async fn reserve(s: Arc<Self>, cluster: ClusterId, request: ReserveRequest) {
         let answer = s.reserve_on(cluster, &request).await;
         s.world()
             .reservation_answered(s.now(), ReservationId(request.id), answer);
@@ -239,7 +247,7 @@ impl Service {
     }
 
     /// [`Effect::ReserveOverSuspended`]: a reservation over the processors of suspended jobs.
-    async fn reserve_over_suspended(s: Arc<Self>, cluster: usize, request: ReserveRequest) {
+    async fn reserve_over_suspended(s: Arc<Self>, cluster: ClusterId, request: ReserveRequest) {
         let answer = s.managers[cluster]
             .reserve_over_suspended(&request)
             .await
@@ -254,7 +262,7 @@ impl Service {
     }
 
     /// [`Effect::Preempt`]: the victims of a preemption stopped, all or none.
-    async fn preempt(s: Arc<Self>, by: JobId, victims: Vec<(usize, PartHandle, Preemption)>) {
+    async fn preempt(s: Arc<Self>, by: JobId, victims: Vec<(ClusterId, PartHandle, Preemption)>) {
         let (answer, requeued) = preempt_all(&s.managers, &s.cluster_names(), &victims).await;
         {
             let mut w = s.world();
@@ -272,7 +280,7 @@ impl Service {
     }
 
     /// [`Effect::ResumePart`]: a preempted job's parts resumed, all or none.
-    async fn resume(s: Arc<Self>, job: JobId, parts: Vec<(usize, PartHandle)>) {
+    async fn resume(s: Arc<Self>, job: JobId, parts: Vec<(ClusterId, PartHandle)>) {
         let answer = resume_all(&s.managers, &s.cluster_names(), &parts).await;
         s.world().resume_answered(s.now(), job, answer);
         s.wake.notify_one();
@@ -288,7 +296,7 @@ impl Service {
     }
 
     /// [`Effect::Release`]: a reservation given back to its cluster.
-    async fn release(s: Arc<Self>, cluster: usize, reservation: ReservationId) {
+    async fn release(s: Arc<Self>, cluster: ClusterId, reservation: ReservationId) {
         if let Err(e) = s.managers[cluster].release(reservation.0).await {
             // Released again when the cluster is next reconciled.
             tracing::warn!("releasing reservation {reservation}: {e}");
@@ -299,7 +307,7 @@ impl Service {
     /// launch waits for `tell`.
     async fn stage_ahead(
         s: Arc<Self>,
-        cluster: usize,
+        cluster: ClusterId,
         job: u64,
         attempt: u32,
         stage: Vec<Copy>,
@@ -309,7 +317,11 @@ impl Service {
         let result =
             crate::runtime::staging::stage(&stage, unix_user.as_deref(), s.copy_timeout()).await;
         if let Err(e) = &result {
-            tracing::warn!(job, cluster, "staging input ahead failed: {e}");
+            tracing::warn!(
+                job,
+                cluster = cluster.index(),
+                "staging input ahead failed: {e}"
+            );
         }
         s.world()
             .staged_ahead(s.now(), cluster, JobId(job), attempt, &result);
@@ -320,7 +332,12 @@ impl Service {
 
     /// [`Effect::Submit`]: a part submitted to a cluster that schedules itself, its inputs
     /// staged first.
-    async fn submit_part(s: Arc<Self>, cluster: usize, submission: Submission, stage: Vec<Copy>) {
+    async fn submit_part(
+        s: Arc<Self>,
+        cluster: ClusterId,
+        submission: Submission,
+        stage: Vec<Copy>,
+    ) {
         s.make_work_dir(
             cluster,
             &submission.spec.cwd,
@@ -374,7 +391,7 @@ impl Service {
     /// reason.
     pub(crate) async fn make_work_dir(
         &self,
-        cluster: usize,
+        cluster: ClusterId,
         cwd: &std::path::Path,
         account: Option<&str>,
     ) {
@@ -386,14 +403,17 @@ impl Service {
             if let Err(e) =
                 crate::runtime::staging::make_dir(cwd, account, self.copy_timeout()).await
             {
-                tracing::warn!(cluster, "making the working directory: {e}");
+                tracing::warn!(
+                    cluster = cluster.index(),
+                    "making the working directory: {e}"
+                );
             }
         }
     }
 
     pub(crate) fn pause_part(
         self: &Arc<Self>,
-        cluster: usize,
+        cluster: ClusterId,
         part: foresight_rm::PartHandle,
         stop: bool,
     ) {
@@ -411,7 +431,7 @@ impl Service {
     /// Runs one call on a cluster's resource manager in the background, logging a failure.
     pub(crate) fn spawn_call(
         self: &Arc<Self>,
-        cluster: usize,
+        cluster: ClusterId,
         what: &'static str,
         part: foresight_rm::PartHandle,
         call: impl FnOnce(Arc<dyn ResourceManager>, foresight_rm::PartHandle) -> ManagerCall
@@ -471,9 +491,10 @@ where
 pub(crate) async fn preempt_all(
     managers: &[Arc<dyn ResourceManager>],
     names: &[String],
-    victims: &[(usize, foresight_rm::PartHandle, Preemption)],
-) -> (Result<(), String>, Vec<(usize, u64)>) {
-    let mut order: Vec<&(usize, foresight_rm::PartHandle, Preemption)> = victims.iter().collect();
+    victims: &[(ClusterId, foresight_rm::PartHandle, Preemption)],
+) -> (Result<(), String>, Vec<(ClusterId, u64)>) {
+    let mut order: Vec<&(ClusterId, foresight_rm::PartHandle, Preemption)> =
+        victims.iter().collect();
     order.sort_by_key(|(_, _, how)| *how == Preemption::Requeue);
     let stopped = all_or_none(
         &order,
@@ -519,7 +540,7 @@ pub(crate) async fn preempt_all(
 pub(crate) async fn resume_all(
     managers: &[Arc<dyn ResourceManager>],
     names: &[String],
-    parts: &[(usize, foresight_rm::PartHandle)],
+    parts: &[(ClusterId, foresight_rm::PartHandle)],
 ) -> Result<(), String> {
     all_or_none(
         parts,
@@ -655,7 +676,7 @@ mod move_tests {
         }
     }
 
-    fn step(cluster: usize, id: u64, from: i64, to: i64) -> MoveStep {
+    fn step(cluster: ClusterId, id: u64, from: i64, to: i64) -> MoveStep {
         let req = |start: i64| ReserveRequest {
             id,
             start,
@@ -679,12 +700,18 @@ mod move_tests {
             ..Recorder::default()
         });
         let managers: Vec<Arc<dyn ResourceManager>> = vec![ok.clone(), refusing.clone()];
-        let steps = [step(0, 1, 100, 10), step(1, 2, 100, 10)];
+        let steps = [
+            step(ClusterId(0), 1, 100, 10),
+            step(ClusterId(1), 2, 100, 10),
+        ];
         let e = move_all(&managers, &steps).await.unwrap_err();
         assert!(e.contains("reservation 2") && e.contains("busy"), "{e}");
         assert_eq!(*ok.moves.lock().unwrap(), vec![(1, 10), (1, 100)]);
         assert!(refusing.moves.lock().unwrap().is_empty());
-        let steps = [step(0, 1, 100, 20), step(1, 2, 100, 20)];
+        let steps = [
+            step(ClusterId(0), 1, 100, 20),
+            step(ClusterId(1), 2, 100, 20),
+        ];
         move_all(&managers, &steps).await.unwrap();
         assert_eq!(ok.moves.lock().unwrap().last(), Some(&(1, 20)));
         assert_eq!(*refusing.moves.lock().unwrap(), vec![(2, 20)]);
@@ -712,8 +739,8 @@ mod move_tests {
         let managers: Vec<Arc<dyn ResourceManager>> = vec![c1.clone(), c2.clone()];
         let names = vec!["c1".to_string(), "c2".to_string()];
         let victims = [
-            (0, part("51"), Preemption::Suspend),
-            (1, part("52"), Preemption::Suspend),
+            (ClusterId(0), part("51"), Preemption::Suspend),
+            (ClusterId(1), part("52"), Preemption::Suspend),
         ];
         let (answer, requeued) = preempt_all(&managers, &names, &victims).await;
         let e = answer.unwrap_err();
@@ -749,7 +776,7 @@ mod move_tests {
         });
         let managers: Vec<Arc<dyn ResourceManager>> = vec![c1.clone(), refusing.clone()];
         c1.calls.lock().unwrap().clear();
-        let parts = [(0, part("51")), (1, part("52"))];
+        let parts = [(ClusterId(0), part("51")), (ClusterId(1), part("52"))];
         let e = resume_all(&managers, &names, &parts).await.unwrap_err();
         assert!(e.contains("job 1 on c2"), "{e}");
         assert_eq!(

@@ -8,7 +8,7 @@ use foresight_core::broker::GridCluster;
 use foresight_core::grid::{GlobalJob, GridPlan, PlannerConfig};
 use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Time};
-use foresight_core::{JobId, UserId};
+use foresight_core::{ClusterId, JobId, UserId};
 use std::time::Duration;
 
 impl Service {
@@ -182,7 +182,7 @@ impl EstimateInput {
             }
             out.parts = parts;
         }
-        for (k, c) in self.clusters.iter().enumerate() {
+        for (k, c) in ClusterId::enumerate(&self.clusters) {
             let (start, reason) = if !c.available {
                 (None, Some("the cluster is down".to_string()))
             } else {

@@ -4,7 +4,7 @@
 use crate::runtime::Service;
 use crate::state::world::Effect;
 use foresight_core::grid::Decision;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_store::{JobRecord, Store, UserRecord};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 impl Service {
     /// Reads remote cluster `k` every `sync_ms`: the snapshot feeds its mirror and the
     /// reconciliation of our parts and reservations there.
-    pub(crate) async fn sync_loop(self: Arc<Self>, k: usize, every: Duration) {
+    pub(crate) async fn sync_loop(self: Arc<Self>, k: ClusterId, every: Duration) {
         let manager = self.managers[k].clone();
         loop {
             if self.closing.load(Ordering::Relaxed) {

@@ -3,6 +3,7 @@
 //! channel). Tests give the service managers of their own instead ([`Managers::given`]).
 
 use crate::config::Config;
+use foresight_core::ClusterId;
 use foresight_rm::slurm::{CommandOutput, CommandRunner, Invocation, SystemRunner};
 use foresight_rm::{
     Finished, LocalCluster, LocalExecutor, ResourceManager, SlurmClient, SlurmCluster, SlurmError,
@@ -34,7 +35,7 @@ pub(crate) struct Managers {
     /// A local cluster's executor (to re-adopt its processes at start); `None` elsewhere.
     pub(crate) executors: Vec<Option<LocalExecutor>>,
     /// Where a local cluster's executor reports its ended processes, by cluster.
-    pub(crate) receivers: Vec<(usize, tokio::sync::mpsc::UnboundedReceiver<Finished>)>,
+    pub(crate) receivers: Vec<(ClusterId, tokio::sync::mpsc::UnboundedReceiver<Finished>)>,
     /// Commands run against Slurm clusters so far.
     pub(crate) slurm_commands: Arc<AtomicU64>,
 }
@@ -92,7 +93,7 @@ impl Managers {
                 exec.clone(),
             )));
             out.executors.push(Some(exec));
-            out.receivers.push((out.managers.len() - 1, rx));
+            out.receivers.push((ClusterId(out.managers.len() - 1), rx));
         }
         Ok(out)
     }

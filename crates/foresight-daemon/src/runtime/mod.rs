@@ -37,6 +37,7 @@ use crate::runtime::managers::Managers;
 use crate::runtime::users::{new_token, token_hash, write_secret};
 use crate::state::world::World;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::clock::{Clock, SystemClock};
 use foresight_rm::{Adoption, Finished, ResourceManager};
@@ -78,7 +79,7 @@ pub struct Service {
     pub(crate) global_queue: Arc<dyn GlobalQueue>,
     /// Copies of reserved jobs' inputs running ahead of their start, by (job, attempt,
     /// cluster): a launch meanwhile waits for its copy's outcome.
-    ahead: Mutex<HashMap<(u64, u32, usize), AheadCopy>>,
+    ahead: Mutex<HashMap<(u64, u32, ClusterId), AheadCopy>>,
     /// Where `now` comes from: the system's clock, or a test's.
     clock: Arc<dyn Clock>,
     /// The tasks it started (loops, effects): shutdown stops them and waits for them.
@@ -204,7 +205,7 @@ impl Service {
         }
         let adopt = world.restore(now, jobs, reservations, users);
         // A WIKI cluster's adapter keeps its book in memory: give it back.
-        for (k, c) in cfg.cluster.iter().enumerate() {
+        for (k, c) in ClusterId::enumerate(&cfg.cluster) {
             if c.kind == "wiki" {
                 let (held, parts) = world.wiki_book(k);
                 managers[k].restore_book(&held, &parts);
@@ -248,7 +249,7 @@ impl Service {
             tasks: Mutex::default(),
         });
         service.flush().await;
-        for k in 0..service.cfg.cluster.len() {
+        for k in ClusterId::all(service.cfg.cluster.len()) {
             if let Some(every) = service.cfg.cluster[k].cluster_kind().snapshot_every() {
                 let s = service.clone();
                 service.spawn_task(async move { s.sync_loop(k, every).await });
@@ -267,7 +268,7 @@ impl Service {
 
     /// A part on cluster `k` ended as `f` says: recorded, then the cycle woken and the
     /// change written.
-    pub(crate) async fn part_finished(self: &Arc<Self>, k: usize, f: &Finished) {
+    pub(crate) async fn part_finished(self: &Arc<Self>, k: ClusterId, f: &Finished) {
         self.world()
             .on_finished(self.now(), k, JobId(f.job), f.attempt, &f.outcome);
         self.wake.notify_one();

@@ -13,6 +13,7 @@ use crate::state::refusal::Refusal;
 use crate::state::world::World;
 use foresight_api::{JobView, SubmitJob};
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::clock::{Clock, ManualClock};
 use foresight_rm::ResourceManager;
@@ -107,7 +108,7 @@ impl Paused {
 
     /// Ends job `id`'s part on cluster `k` now with `exit_code`, as its process would, and
     /// runs the cycle its end wakes.
-    pub(crate) async fn end(&self, k: usize, id: u64, exit_code: i32) {
+    pub(crate) async fn end(&self, k: ClusterId, id: u64, exit_code: i32) {
         let f = self.rms[k]
             .end(id, exit_code)
             .unwrap_or_else(|| panic!("job {id} does not run on cluster {k}"));
@@ -147,7 +148,7 @@ impl Paused {
     pub(crate) async fn cycle(&self) {
         for _ in 0..MAX_CYCLES_PER_STEP {
             self.s.settle().await;
-            for (k, rm) in self.rms.iter().enumerate() {
+            for (k, rm) in ClusterId::enumerate(&self.rms) {
                 for f in rm.take_reports() {
                     self.s.part_finished(k, &f).await;
                 }

@@ -7,6 +7,7 @@ use crate::runtime::paused::{Paused, T0};
 use crate::state::world::Held;
 use foresight_api::{AclSpec, JobState};
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use serde_json::json;
 
@@ -34,7 +35,7 @@ async fn a_job_runs_from_submission_to_its_end_at_the_clocks_times() {
     assert_eq!((j.state, j.started_at), (JobState::Running, Some(T0)));
     p.advance(7).await;
     assert_eq!(p.job(id).run_secs, Some(7));
-    p.end(0, id, 0).await;
+    p.end(ClusterId(0), id, 0).await;
     let j = p.job(id);
     assert_eq!(
         (j.state, j.exit_code, j.ended_at, j.run_secs),
@@ -43,7 +44,7 @@ async fn a_job_runs_from_submission_to_its_end_at_the_clocks_times() {
     // A failing exit is a failed job, at its second too.
     let bad = p.submit(job(2, 60)).await;
     p.advance(3).await;
-    p.end(0, bad, 3).await;
+    p.end(ClusterId(0), bad, 3).await;
     let j = p.job(bad);
     assert_eq!(
         (j.state, j.exit_code, j.started_at, j.ended_at),
@@ -143,7 +144,7 @@ async fn an_afterok_dependant_starts_only_when_its_predecessor_ends_ok() {
             .is_some_and(|r| r.contains(&first.to_string())),
         "{n:?}"
     );
-    p.end(0, first, 0).await;
+    p.end(ClusterId(0), first, 0).await;
     assert_eq!(
         p.rms[0].launches(),
         vec![(first, 0, T0), (next, 0, T0 + 20)]
@@ -156,7 +157,7 @@ async fn an_afterok_dependant_starts_only_when_its_predecessor_ends_ok() {
     after["dependency"] = json!(format!("afterok:{failing}"));
     let orphan = p.submit(after).await;
     p.advance(5).await;
-    p.end(0, failing, 1).await;
+    p.end(ClusterId(0), failing, 1).await;
     p.advance(100).await;
     let o = p.job(orphan);
     assert!(o.started_at.is_none(), "{o:?}");
@@ -232,7 +233,7 @@ async fn short_jobs_with_long_walltimes_keep_the_processors_busy() {
             .collect();
         assert_eq!(running.len(), 2, "at +{second}: {running:?}");
         for id in running {
-            p.end(0, id, 0).await;
+            p.end(ClusterId(0), id, 0).await;
         }
     }
     let starts: Vec<i64> = p.rms[0].launches().iter().map(|l| l.2 - T0).collect();

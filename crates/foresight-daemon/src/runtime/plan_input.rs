@@ -4,11 +4,12 @@
 use crate::state::plan_view;
 use crate::state::world::World;
 use foresight_core::broker::Phase;
+use foresight_core::ClusterId;
 
 /// What cluster `k`'s plan is drawn from: its running parts on the processors they run on,
 /// the broker's reserved and planned global jobs by count (the processors the planner chose
 /// are positions in its model, not the cluster's), and its administrative reservations.
-pub(crate) fn plan_input(w: &World, k: usize) -> plan_view::ClusterInput {
+pub(crate) fn plan_input(w: &World, k: ClusterId) -> plan_view::ClusterInput {
     let c = &w.clusters[k];
     let g = &w.broker.clusters[k];
     let name = &c.cfg.name;

@@ -9,6 +9,7 @@ use crate::state::plan_view::drawn::{self, slot, Drawn};
 use crate::state::plan_view::{self, Visible};
 use crate::state::world::World;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_store::{JobRecord, UserRecord};
 
 fn world() -> World {
@@ -77,7 +78,7 @@ fn a_planned_job_is_drawn_on_processors_free_then_not_on_a_running_part() {
         ]
     );
     let now = 1_030;
-    let inputs: Vec<_> = (0..2).map(|k| plan_input(&w, k)).collect();
+    let inputs: Vec<_> = (0..2).map(|k| plan_input(&w, ClusterId(k))).collect();
     let plan = plan_view::draw(inputs, now, now, now + 7_200, &Visible::All);
     let twelve = vec![slot("running", 12, now, 4_610)];
     let thirteen_then_fourteen = vec![

@@ -19,6 +19,7 @@ use foresight_core::broker::Phase;
 use foresight_core::policy::BackfillChoice;
 use foresight_core::scheduler::JobStatus;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::JobRecord;
 use std::cell::RefCell;
@@ -40,7 +41,7 @@ pub(crate) struct Start {
 pub(crate) struct Starts<'w> {
     w: &'w World,
     now: Time,
-    local: RefCell<HashMap<usize, HashMap<u64, i64>>>,
+    local: RefCell<HashMap<ClusterId, HashMap<u64, i64>>>,
 }
 
 const LOCAL_CAVEAT: &str = "a global job planned here and not yet reserved may move, and one \

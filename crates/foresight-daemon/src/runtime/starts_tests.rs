@@ -6,6 +6,7 @@
 use super::*;
 use crate::config::{ClusterConfig, Config};
 use crate::state::world::Effect;
+use foresight_core::ClusterId;
 use foresight_rm::Outcome;
 use foresight_store::UserRecord;
 use proptest::prelude::*;
@@ -37,7 +38,7 @@ fn world(clusters: &[(u32, &str)]) -> World {
 /// A job of ann's submitted at 1 000: local to `cluster`, or global (with `price`).
 fn job(
     id: u64,
-    cluster: Option<usize>,
+    cluster: Option<ClusterId>,
     procs: u32,
     walltime: i64,
     price: Option<f64>,
@@ -62,7 +63,7 @@ struct Run {
     w: World,
     now: i64,
     /// (job, attempt, cluster) → end.
-    running: BTreeMap<(u64, u32, usize), i64>,
+    running: BTreeMap<(u64, u32, ClusterId), i64>,
     /// Per job: every (time shown, start shown, guaranteed).
     shown: BTreeMap<u64, Vec<(i64, i64, bool)>>,
 }
@@ -166,12 +167,15 @@ impl Run {
 #[test]
 fn a_local_job_is_never_shown_a_start_a_planned_global_job_takes() {
     let mut w = world(&[(8, "easy")]);
-    w.accept(Time(1_000), vec![job(1, Some(0), 8, 1_800, None)]);
+    w.accept(
+        Time(1_000),
+        vec![job(1, Some(ClusterId(0)), 8, 1_800, None)],
+    );
     w.cycle(Time(1_000));
     w.accept(
         Time(1_000),
         vec![
-            job(2, Some(0), 4, 1_800, None),
+            job(2, Some(ClusterId(0)), 4, 1_800, None),
             job(3, None, 6, 1_800, Some(5.0)),
         ],
     );
@@ -218,7 +222,7 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, &(local, procs, minutes, price))| {
-                let local = local.map(|k| k % n);
+                let local = local.map(|k| ClusterId(k % n));
                 let cap = local.map_or(total, |k| clusters[k].0);
                 job(i as u64 + 1, local, procs.min(cap), minutes * 60, price.filter(|_| local.is_none()))
             })

@@ -13,6 +13,7 @@ use foresight_api::{
 };
 use foresight_core::scheduler::JobStatus;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::{JobRecord, UserRecord};
 
@@ -109,12 +110,17 @@ impl Service {
                 name: c.cfg.name.clone(),
                 kind: c.cfg.kind.clone(),
                 // A cluster Maui schedules is up, though it takes no global job.
-                state: if w.cluster_up(k) { "up" } else { "down" }.into(),
+                state: if w.cluster_up(ClusterId(k)) {
+                    "up"
+                } else {
+                    "down"
+                }
+                .into(),
                 reason: c.unavailable_reason.clone(),
                 procs: c.procs(),
                 busy: c.busy(),
                 running: g.sched.running(),
-                queued: g.sched.waiting() + w.wiki_waiting(k),
+                queued: g.sched.waiting() + w.wiki_waiting(ClusterId(k)),
                 tariff: g.tariff.base,
                 policy: if c.kind.maui_schedules() {
                     "wiki".into()
@@ -159,7 +165,7 @@ impl Service {
                         .collect(),
                 )
             };
-            let inputs: Vec<plan_view::ClusterInput> = (0..w.clusters.len())
+            let inputs: Vec<plan_view::ClusterInput> = ClusterId::all(w.clusters.len())
                 .filter(|&k| cluster.is_none_or(|n| n == w.clusters[k].cfg.name))
                 .map(|k| plan_input(&w, k))
                 .collect();

@@ -11,7 +11,9 @@ use foresight_core::broker::{self, BrokerAction, Phase};
 use foresight_core::grid::{GlobalJob, PlannerConfig};
 use foresight_core::policy::ALL;
 use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
-use foresight_core::{Action, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId};
+use foresight_core::{
+    Action, ClusterId, Dur, Event, Job, JobId, LocalScheduler, Policy, Time, UserId,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
@@ -30,13 +32,13 @@ enum Ev {
         run: u32,
     },
     /// A local job is submitted.
-    Local { cluster: usize, index: usize },
+    Local { cluster: ClusterId, index: usize },
     /// A global job arrives.
     Global { index: usize },
     /// The planning cycle.
     Cycle,
     /// A cluster should run a pass (a reservation starts or ends).
-    Tick { cluster: usize },
+    Tick { cluster: ClusterId },
     /// A global job's user cancels it (if it has not started).
     Cancel { index: usize },
     /// A running job's predicted plan may end: jobs that outlive theirs are corrected.
@@ -101,7 +103,7 @@ struct GlobalState {
     /// Times it was preempted.
     preempted: u32,
     /// Suspended parts: cluster → run time left.
-    left: BTreeMap<usize, Dur>,
+    left: BTreeMap<ClusterId, Dur>,
 }
 
 /// One run of the grid.
@@ -138,7 +140,7 @@ struct GridRun<'a> {
     /// Whether the current event's carry-out started a global job's part.
     started_global: bool,
     /// Every part running whose end has not been handled: (job, cluster) → (end, procs).
-    live: BTreeMap<(JobId, usize), (Time, u32)>,
+    live: BTreeMap<(JobId, ClusterId), (Time, u32)>,
 }
 
 /// What absolute priorities did in a run, for the report.
@@ -167,7 +169,7 @@ impl GridRun<'_> {
         }
     }
 
-    fn on_local(&mut self, now: Time, cluster: usize, index: usize) -> Result<(), GridError> {
+    fn on_local(&mut self, now: Time, cluster: ClusterId, index: usize) -> Result<(), GridError> {
         let c = &self.clusters[cluster];
         let job = c.local[index].0.clone();
         let guess = c
@@ -176,7 +178,7 @@ impl GridRun<'_> {
         let job = job.with_prediction(guess);
         let mut out = Vec::new();
         let r = self.broker.submit_local(now, cluster, job, &mut out);
-        r.map_err(self.core(cluster))?;
+        r.map_err(self.core(cluster.index()))?;
         self.carry_out(now, &out);
         Ok(())
     }
@@ -188,7 +190,7 @@ impl GridRun<'_> {
             if run != gs.run {
                 return Ok(()); // withdrawn: its run was preempted
             }
-            self.live.remove(&(job, cluster % n));
+            self.live.remove(&(job, ClusterId(cluster % n)));
             gs.parts_left = gs.parts_left.saturating_sub(1);
             if gs.parts_left == 0 {
                 gs.end = Some(now);
@@ -196,7 +198,7 @@ impl GridRun<'_> {
                 self.global_stats.record(&global_key(&gs.job), run);
             }
         } else {
-            self.live.remove(&(job, cluster % n));
+            self.live.remove(&(job, ClusterId(cluster % n)));
             let c = &mut self.clusters[cluster];
             let i = job.0 as usize;
             let key = local_key(&c.local[i].0, c.apps[i]);
@@ -204,7 +206,8 @@ impl GridRun<'_> {
         }
         if cluster < n {
             let mut out = Vec::new();
-            self.broker.on_part_ended(now, cluster, job, &mut out);
+            self.broker
+                .on_part_ended(now, ClusterId(cluster), job, &mut out);
             self.carry_out(now, &out);
         } else {
             let mut actions = Vec::new();
@@ -215,7 +218,7 @@ impl GridRun<'_> {
         Ok(())
     }
 
-    fn on_tick(&mut self, now: Time, cluster: usize) {
+    fn on_tick(&mut self, now: Time, cluster: ClusterId) {
         self.clusters[cluster].ticks.remove(&now);
         let mut out = Vec::new();
         self.broker.tick(now, cluster, &mut out);
@@ -292,7 +295,7 @@ impl GridRun<'_> {
             .with_prediction(planned);
         if t < n {
             let mut out = Vec::new();
-            let r = self.broker.submit_local(now, t, job, &mut out);
+            let r = self.broker.submit_local(now, ClusterId(t), job, &mut out);
             r.map_err(self.core(t))?;
             self.carry_out(now, &out);
         } else {
@@ -326,7 +329,7 @@ impl GridRun<'_> {
                 if t < n {
                     let _ = self.broker.clusters[t].sched.cancel(now, id);
                     let mut out = Vec::new();
-                    self.broker.tick(now, t, &mut out);
+                    self.broker.tick(now, ClusterId(t), &mut out);
                     self.carry_out(now, &out);
                 } else {
                     let mut actions = Vec::new();
@@ -434,7 +437,7 @@ impl GridRun<'_> {
                     job,
                     procs,
                     ..
-                } => self.started(now, *cluster, *job, *procs),
+                } => self.started(now, cluster.index(), *job, *procs),
                 BrokerAction::Wake { cluster, at } => self.wake(*cluster, *at),
                 BrokerAction::Reserved {
                     job,
@@ -557,12 +560,12 @@ impl GridRun<'_> {
             self.push(
                 now + left,
                 Ev::End {
-                    cluster: p.cluster,
+                    cluster: p.cluster.index(),
                     job,
                     run,
                 },
             );
-            self.plan_correction(now, p.cluster);
+            self.plan_correction(now, p.cluster.index());
         }
     }
 
@@ -575,14 +578,14 @@ impl GridRun<'_> {
         }
     }
 
-    fn wake(&mut self, k: usize, at: Time) {
+    fn wake(&mut self, k: ClusterId, at: Time) {
         if self.clusters[k].ticks.insert(at) {
             self.push(at, Ev::Tick { cluster: k });
         }
     }
 
     fn started(&mut self, now: Time, k: usize, job: JobId, procs: u32) {
-        let owner = k % self.n();
+        let owner = ClusterId(k % self.n());
         let (runtime, run) = if job.0 >= GLOBAL_PART {
             self.started_global = true;
             let gs = &mut self.globals[(job.0 - GLOBAL_PART) as usize];
@@ -652,7 +655,7 @@ pub struct Moment<'a> {
     pub broker: &'a broker::Broker,
     /// Every part running whose end the simulator has not yet handled (local jobs and
     /// global jobs' parts, by the broker's ids): (job, cluster) → (end, processors).
-    pub running: &'a BTreeMap<(JobId, usize), (Time, u32)>,
+    pub running: &'a BTreeMap<(JobId, ClusterId), (Time, u32)>,
     /// Global jobs preempted to be requeued during the event.
     pub requeued: &'a BTreeSet<JobId>,
     /// Whether the event started a global job's part.
@@ -824,7 +827,7 @@ impl<'a> GridRun<'a> {
         }
         // Licence pools and the jobs asking for them (drawn apart from the streams).
         for l in &cfg.licence {
-            let on: Vec<usize> = (0..clusters.len())
+            let on: Vec<ClusterId> = ClusterId::all(clusters.len())
                 .filter(|&k| l.clusters.contains(&clusters[k].name))
                 .collect();
             core.add_licence_pool(&l.name, l.count, &on);
@@ -874,7 +877,7 @@ impl<'a> GridRun<'a> {
             started_global: false,
             live: BTreeMap::new(),
         };
-        for k in 0..r.n() {
+        for k in ClusterId::all(r.n()) {
             for i in 0..r.clusters[k].local.len() {
                 let at = r.clusters[k].local[i].0.submit;
                 r.push(

@@ -6,6 +6,7 @@
 use super::tests::{cluster, exit, job, launches, world};
 use super::*;
 use crate::config::ClusterConfig;
+use foresight_core::ClusterId;
 
 fn restarted(w: &World, clusters: Vec<ClusterConfig>, now: i64) -> World {
     super::tests::restarted(w, clusters, now).0
@@ -29,7 +30,7 @@ fn hold_after_requeue_and_restart_keeps_the_used_share() {
     let mut killed = exit(0);
     killed.exit_code = None;
     killed.signal = Some(15);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &killed);
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &killed);
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
     // 2 processors × 10 s used.
     assert!(
@@ -96,7 +97,7 @@ fn prepaid_awards_run_preempt_and_are_settled_against_their_holds() {
     assert!(w.jobs[&JobId(1)].suspended, "the low award is preempted");
     launches(&mut w);
     // The high job uses 20 of its 50 s: 2 × 20 = 40.
-    w.on_finished(Time(1_030), 0, JobId(2), 0, &exit(0));
+    w.on_finished(Time(1_030), ClusterId(0), JobId(2), 0, &exit(0));
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
     assert!(
         close(w.jobs[&JobId(2)].charged, 40.0),
@@ -106,7 +107,7 @@ fn prepaid_awards_run_preempt_and_are_settled_against_their_holds() {
     w.cycle(Time(1_030));
     assert!(!w.jobs[&JobId(1)].suspended, "resumed after the high job");
     // The low job ran 10 s, stopped 20 s, ran 30 s more: 40 s × 2 = 80.
-    w.on_finished(Time(1_060), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_060), ClusterId(0), JobId(1), 0, &exit(0));
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
     assert!(
         close(w.jobs[&JobId(1)].charged, 80.0),
@@ -148,7 +149,7 @@ fn a_job_that_ended_during_downtime_ends_at_its_recorded_time() {
     let mut done = exit(0);
     done.started_at = 1_000;
     done.ended_at = 1_030;
-    w2.on_finished(Time(1_090), 0, JobId(1), 0, &done);
+    w2.on_finished(Time(1_090), ClusterId(0), JobId(1), 0, &done);
     let j = &w2.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Completed);
     assert_eq!(j.ended_at, Some(1_030));
@@ -171,7 +172,7 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     w.accept(Time(1_000), vec![local]);
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
     launches(&mut w);
-    w.on_finished(Time(1_030), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_030), ClusterId(0), JobId(1), 0, &exit(0));
     // 2 processors × 30 s × 2.0.
     assert!(
         close(w.jobs[&JobId(1)].charged, 120.0),
@@ -200,7 +201,7 @@ fn local_and_reservation_jobs_pay_their_clusters_tariff() {
     assert!(w.admit(&inside).is_ok());
     w.accept(Time(1_030), vec![inside]);
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
-    w.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
+    w.on_finished(Time(1_040), ClusterId(0), JobId(2), 0, &exit(0));
     // 1 processor × 10 s × 2.0.
     assert!(
         close(w.jobs[&JobId(2)].charged, 20.0),
@@ -346,7 +347,7 @@ mod property {
     #[derive(Clone, Debug)]
     enum Op {
         Local {
-            cluster: usize,
+            cluster: ClusterId,
             procs: u32,
             walltime: i64,
             used: f64,
@@ -366,7 +367,7 @@ mod property {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             3 => (0usize..3, 1u32..4, 10i64..200, 0.05f64..1.0)
-                .prop_map(|(cluster, procs, walltime, used)| Op::Local { cluster, procs, walltime, used }),
+                .prop_map(|(cluster, procs, walltime, used)| Op::Local { cluster: ClusterId(cluster), procs, walltime, used }),
             3 => (1u32..6, 10i64..200, 0.05f64..1.0)
                 .prop_map(|(procs, walltime, used)| Op::Global { procs, walltime, used }),
             1 => (1u64..20).prop_map(Op::Cancel),
@@ -383,7 +384,7 @@ mod property {
         base: Vec<f64>,
         used: BTreeMap<u64, f64>,
         /// Running parts: (job, attempt, cluster) → (start, end, processors).
-        running: BTreeMap<(u64, u32, usize), (i64, i64, u32)>,
+        running: BTreeMap<(u64, u32, ClusterId), (i64, i64, u32)>,
         /// What each job should have been charged so far, by the rule.
         owed: BTreeMap<u64, f64>,
         budget0: f64,
@@ -600,7 +601,7 @@ mod property {
     fn requeued_local_job_regression() {
         let ops = vec![
             Op::Local {
-                cluster: 0,
+                cluster: ClusterId(0),
                 procs: 1,
                 walltime: 10,
                 used: 0.05,
@@ -611,7 +612,7 @@ mod property {
                 used: 0.05,
             },
             Op::Local {
-                cluster: 2,
+                cluster: ClusterId(2),
                 procs: 2,
                 walltime: 71,
                 used: 0.9748630219496132,

@@ -7,7 +7,7 @@ use crate::state::world::World;
 use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::Phase;
 use foresight_core::time::Time;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::PartHandle;
 
 impl World {
@@ -89,7 +89,7 @@ impl World {
     pub(crate) fn kill_unended_parts(&mut self, id: JobId) {
         let Some(j) = self.jobs.get(&id) else { return };
         let attempt = j.attempt;
-        let parts: Vec<(usize, Option<String>)> = j
+        let parts: Vec<(ClusterId, Option<String>)> = j
             .parts
             .iter()
             .filter(|p| !p.ended)

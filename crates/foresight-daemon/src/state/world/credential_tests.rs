@@ -6,6 +6,7 @@
 use super::tests::{cluster, job, world};
 use super::*;
 use foresight_api::CredentialsChange;
+use foresight_core::ClusterId;
 use foresight_rm::Outcome;
 
 /// `cat`, a member of group `physics`.
@@ -137,7 +138,7 @@ fn a_queued_local_job_no_longer_enters_a_reservation_of_a_group_its_user_left() 
         ended_at: 2_000,
         error: None,
     };
-    w.on_finished(Time(2_000), 0, JobId(1), 0, &done);
+    w.on_finished(Time(2_000), ClusterId(0), JobId(1), 0, &done);
     w.cycle(Time(2_000));
     let j = &w.jobs[&JobId(2)];
     assert_eq!(

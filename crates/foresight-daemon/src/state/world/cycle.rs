@@ -10,7 +10,7 @@ use foresight_core::broker::{
 };
 use foresight_core::grid::{ClusterView, Decision};
 use foresight_core::time::{Dur, Time};
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::ReserveRequest;
 use foresight_store::{PartRecord, PreemptionRecord, ReservationRecord};
 
@@ -18,7 +18,7 @@ impl World {
     /// A pass of cluster `k`'s local policy at `now`, after the jobs that outlived their
     /// prediction are corrected: the pass must not take their processors (nor would the
     /// service launch on them, which the simulator cannot see).
-    pub(crate) fn tick_cluster(&mut self, now: Time, k: usize) {
+    pub(crate) fn tick_cluster(&mut self, now: Time, k: ClusterId) {
         self.correct_outlived(now);
         let mut out = Vec::new();
         self.broker.tick(now, k, &mut out);
@@ -537,7 +537,7 @@ impl World {
     pub fn staged_ahead(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         result: &Result<(), String>,
@@ -559,7 +559,7 @@ impl World {
     /// Parts whose start was deferred when the service stopped, (cluster, job, procs) in id
     /// order: launched now if their processors are free, else deferred again until the jobs
     /// holding them end.
-    pub(crate) fn start_again(&mut self, now: Time, parts: Vec<(usize, JobId, u32)>) {
+    pub(crate) fn start_again(&mut self, now: Time, parts: Vec<(ClusterId, JobId, u32)>) {
         for (k, id, procs) in parts {
             self.start_part(now, k, id, procs);
         }

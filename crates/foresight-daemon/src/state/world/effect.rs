@@ -1,7 +1,7 @@
 //! Effects: what a change to the world asks the runtime to do outside the lock.
 
 use foresight_core::broker::Preemption;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{LaunchSpec, PartHandle, ReserveRequest, Submission};
 
 /// Something for the caller to do outside the lock.
@@ -9,8 +9,8 @@ use foresight_rm::{LaunchSpec, PartHandle, ReserveRequest, Submission};
 pub enum Effect {
     /// Start a job's part on a cluster.
     Launch {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What to run.
         spec: LaunchSpec,
         /// Input files to copy into its working directory first (none when its inputs live
@@ -21,8 +21,8 @@ pub enum Effect {
     /// (during the transfer the planner set aside); the outcome goes to
     /// [`World::staged_ahead`](super::World::staged_ahead), and a launch meanwhile waits for it.
     StageAhead {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The job.
         job: u64,
         /// Its attempt.
@@ -44,8 +44,8 @@ pub enum Effect {
     },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
     Kill {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// Job.
         job: JobId,
         /// Attempt.
@@ -53,8 +53,8 @@ pub enum Effect {
     },
     /// SIGSTOP or SIGCONT a running part.
     Pause {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// Job.
         job: JobId,
         /// Attempt.
@@ -65,23 +65,23 @@ pub enum Effect {
     /// Phase one on a cluster that schedules itself (Slurm): hold a reservation there; the
     /// answer goes to [`World::reservation_answered`](super::World::reservation_answered).
     Reserve {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What to hold.
         request: ReserveRequest,
     },
     /// Give a reservation back to a cluster that schedules itself.
     Release {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// Foresight's reservation id.
         reservation: ReservationId,
     },
     /// Submit a part to a cluster that schedules itself; the answer goes to
     /// [`World::part_submitted`](super::World::part_submitted).
     Submit {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What to submit.
         submission: Submission,
         /// Input files to copy into its working directory first; a failed copy goes to
@@ -99,8 +99,8 @@ pub enum Effect {
     },
     /// Cancel a part on a cluster that schedules itself.
     Cancel {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The part.
         part: PartHandle,
     },
@@ -110,11 +110,11 @@ pub enum Effect {
     /// A co-allocated victim has a part here for each such cluster it spans.
     Preempt {
         /// Cluster index where `by` starts.
-        cluster: usize,
+        cluster: ClusterId,
         /// The job to make room for.
         by: JobId,
         /// The parts to stop (cluster index, part), and how.
-        victims: Vec<(usize, PartHandle, Preemption)>,
+        victims: Vec<(ClusterId, PartHandle, Preemption)>,
     },
     /// Resume the parts a preemption suspended on clusters that schedule themselves, all
     /// or none: when one fails, those resumed are suspended again; the answer goes to
@@ -123,20 +123,20 @@ pub enum Effect {
         /// The job.
         job: JobId,
         /// Its parts (cluster index, part).
-        parts: Vec<(usize, PartHandle)>,
+        parts: Vec<(ClusterId, PartHandle)>,
     },
     /// [`Effect::Reserve`] for a job that preempted others there: over the processors of
     /// the jobs suspended for it.
     ReserveOverSuspended {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// What to hold.
         request: ReserveRequest,
     },
     /// Suspend (true) or resume (false) a part on a cluster that schedules itself.
     Control {
-        /// Cluster index.
-        cluster: usize,
+        /// The cluster.
+        cluster: ClusterId,
         /// The part.
         part: PartHandle,
         /// Suspend (true) or resume (false).
@@ -147,8 +147,8 @@ pub enum Effect {
 /// One part's share of an [`Effect::Move`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct MoveStep {
-    /// Cluster index.
-    pub cluster: usize,
+    /// The cluster.
+    pub cluster: ClusterId,
     /// The reservation at its new window.
     pub to: ReserveRequest,
     /// The reservation at its old window (to undo the step).

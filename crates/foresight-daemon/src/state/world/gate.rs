@@ -307,6 +307,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::super::tests::{cluster, exit, job, launches, world};
     use super::*;
+    use foresight_core::ClusterId;
     use foresight_store::{ArrayTask, Links};
 
     fn local(id: u64) -> JobRecord {
@@ -358,13 +359,13 @@ mod tests {
         assert!(w.jobs[&JobId(12)].reason.as_deref().unwrap().starts_with(
             "JobArrayTaskLimit: 2 of array 10's tasks are planned or running, its limit (%2)"
         ));
-        w.on_finished(Time(1_005), 0, JobId(10), 0, &exit(0));
+        w.on_finished(Time(1_005), ClusterId(0), JobId(10), 0, &exit(0));
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![12]
         );
         assert!(w.jobs[&JobId(13)].links.as_ref().unwrap().waiting);
-        w.on_finished(Time(1_006), 0, JobId(11), 0, &exit(1));
+        w.on_finished(Time(1_006), ClusterId(0), JobId(11), 0, &exit(1));
         assert_eq!(
             launches(&mut w).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![13]
@@ -399,7 +400,7 @@ mod tests {
             w.jobs[&JobId(2)].reason.as_deref(),
             Some("Dependency: waiting for afterok:1 (job 1 is running)")
         );
-        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(3));
+        w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(3));
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Cancelled);
         assert_eq!(
             w.jobs[&JobId(2)].reason.as_deref(),
@@ -437,7 +438,7 @@ mod tests {
         assert_eq!(adopt.len(), 1, "job 1 is re-adopted");
         assert!(again.gate.waiting.contains(&JobId(2)));
         assert_eq!(again.jobs[&JobId(2)].state, JobState::Pending);
-        again.on_finished(Time(1_200), 0, JobId(1), 0, &exit(0));
+        again.on_finished(Time(1_200), ClusterId(0), JobId(1), 0, &exit(0));
         assert_eq!(
             launches(&mut again).iter().map(|l| l.1).collect::<Vec<_>>(),
             vec![2]

@@ -12,6 +12,7 @@ use super::World;
 use crate::config::ClusterConfig;
 use foresight_api::JobState;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::{ArrayTask, JobRecord, Links};
 use proptest::prelude::*;
@@ -177,7 +178,7 @@ fn apply(w: &mut World, m: &mut Model, now: Time, op: &Op) {
             let tasks: Vec<String> = (0..procs)
                 .map(|p| format!("p{}", (first + p) % PROCS))
                 .collect();
-            let _ = w.wiki_start(now, 1, &id.to_string(), &tasks);
+            let _ = w.wiki_start(now, ClusterId(1), &id.to_string(), &tasks);
         }
         Op::End(i, ok) => {
             let Some(id) = m.pick(*i) else { return };
@@ -220,7 +221,14 @@ fn apply(w: &mut World, m: &mut Model, now: Time, op: &Op) {
                 return;
             }
             let attempt = j.attempt;
-            w.start_failed(now, 0, id, attempt, "no report within 10 s", true);
+            w.start_failed(
+                now,
+                ClusterId(0),
+                id,
+                attempt,
+                "no report within 10 s",
+                true,
+            );
         }
         Op::Restart => {
             let (again, _adopt) = restarted(w, clusters(), now.secs());

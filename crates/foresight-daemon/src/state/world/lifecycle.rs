@@ -5,7 +5,7 @@ use crate::state::world::effect::Effect;
 use crate::state::world::World;
 use foresight_api::{JobState, ReservationState};
 use foresight_core::time::Time;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::Outcome;
 use foresight_store::{JobRecord, ReservationRecord};
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,7 +24,7 @@ pub(crate) struct InFlight {
     /// be requeued, but the supervisor counts the walltime from the process's own start and
     /// gives a killed process a grace period to die. Not stored: a restart defers again the
     /// parts that have a start but no processors ([`World::restore`]).
-    pub(super) deferred: Vec<(usize, JobId, u32)>,
+    pub(super) deferred: Vec<(ClusterId, JobId, u32)>,
     /// Why a job in `requeue` runs again, when it is not the user's requeue: shown as its
     /// reason once it is back in the queue.
     pub(super) requeue_why: BTreeMap<JobId, String>,
@@ -69,7 +69,7 @@ impl World {
 
     /// Starts a part on processors that are really free, or defers it (in order) until
     /// jobs that overran their walltime have let go of enough of them.
-    pub(crate) fn start_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
+    pub(crate) fn start_part(&mut self, now: Time, k: ClusterId, id: JobId, procs: u32) {
         let behind = self.in_flight.deferred.iter().any(|d| d.0 == k);
         if behind || self.usable_now(now, k, id) < procs {
             self.in_flight.deferred.push((k, id, procs));
@@ -84,7 +84,7 @@ impl World {
     }
 
     /// Launches the deferred parts of cluster `k` that now fit, in order.
-    pub(crate) fn start_deferred(&mut self, now: Time, k: usize) {
+    pub(crate) fn start_deferred(&mut self, now: Time, k: ClusterId) {
         while let Some(i) = self.in_flight.deferred.iter().position(|d| d.0 == k) {
             let (_, id, procs) = self.in_flight.deferred[i];
             if self.usable_now(now, k, id) < procs {
@@ -97,7 +97,7 @@ impl World {
 
     /// Free processors of cluster `k` that job `id`'s part may take now: not those of a
     /// reservation on named processors whose window is open, unless it is the job's own.
-    fn usable_now(&self, now: Time, k: usize, id: JobId) -> u32 {
+    fn usable_now(&self, now: Time, k: ClusterId, id: JobId) -> u32 {
         let c = &self.clusters[k];
         let own = self.jobs.get(&id).and_then(|j| {
             j.parts
@@ -120,13 +120,13 @@ impl World {
         c.free.iter().filter(|p| !held.contains(p)).count() as u32
     }
 
-    pub(crate) fn launch_part(&mut self, now: Time, k: usize, id: JobId, procs: u32) {
+    pub(crate) fn launch_part(&mut self, now: Time, k: ClusterId, id: JobId, procs: u32) {
         let taken = self.choose_processors(now, k, id, procs);
         self.launch_on(now, k, id, taken);
     }
 
     /// Launches job `id`'s part on cluster `k` on the free processors `taken`.
-    pub(crate) fn launch_on(&mut self, now: Time, k: usize, id: JobId, taken: Vec<u32>) {
+    pub(crate) fn launch_on(&mut self, now: Time, k: ClusterId, id: JobId, taken: Vec<u32>) {
         let cluster = &mut self.clusters[k];
         for p in &taken {
             cluster.free.remove(p);
@@ -201,7 +201,7 @@ impl World {
     pub fn staged(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         result: Result<(), String>,
@@ -246,7 +246,7 @@ impl World {
     }
 
     /// Records the start of a copy of job `id`'s input to cluster `k` for `attempt`.
-    pub fn staging_began(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+    pub fn staging_began(&mut self, now: Time, k: ClusterId, id: JobId, attempt: u32) {
         let name = self.clusters[k].cfg.name.clone();
         if let Some(j) = self.jobs.get_mut(&id) {
             j.staging.push(foresight_store::StagingRecord {
@@ -286,7 +286,13 @@ impl World {
     /// those named by a reservation that begins after it ends before unnamed ones, fewest
     /// seconds of overlap with its kill grace; then the lowest ids. The scheduler's counts guarantee enough free
     /// processors; this keeps named ones for their reservations.
-    pub(crate) fn choose_processors(&self, now: Time, k: usize, id: JobId, procs: u32) -> Vec<u32> {
+    pub(crate) fn choose_processors(
+        &self,
+        now: Time,
+        k: ClusterId,
+        id: JobId,
+        procs: u32,
+    ) -> Vec<u32> {
         let c = &self.clusters[k];
         let Some(j) = self.jobs.get(&id) else {
             return c.free.iter().take(procs as usize).copied().collect();
@@ -335,7 +341,14 @@ impl World {
     }
 
     /// A part's process ended (or could not start).
-    pub fn on_finished(&mut self, now: Time, k: usize, id: JobId, attempt: u32, outcome: &Outcome) {
+    pub fn on_finished(
+        &mut self,
+        now: Time,
+        k: ClusterId,
+        id: JobId,
+        attempt: u32,
+        outcome: &Outcome,
+    ) {
         // The pass this end brings must not take the processors of a job past its prediction.
         self.correct_outlived(now);
         let name = self.clusters[k].cfg.name.clone();
@@ -409,7 +422,7 @@ impl World {
 
     /// A part that was running when the service stopped and is gone without a trace: the
     /// job runs again as a new attempt.
-    pub fn mark_lost(&mut self, now: Time, k: usize, id: JobId, attempt: u32) {
+    pub fn mark_lost(&mut self, now: Time, k: ClusterId, id: JobId, attempt: u32) {
         self.mark_requeue(id);
         let outcome = Outcome::failed(
             now.secs(),
@@ -427,7 +440,7 @@ impl World {
     pub fn start_failed(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         error: &str,

@@ -13,7 +13,7 @@ use foresight_core::licence::LicencePool;
 use foresight_core::reservation::Acl;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{
-    AccountId, ClassId, Credentials, GroupId, JobId, QosId, ReservationId, UserId,
+    AccountId, ClassId, ClusterId, Credentials, GroupId, JobId, QosId, ReservationId, UserId,
 };
 use foresight_rm::LaunchSpec;
 use foresight_store::CredentialNames;
@@ -125,7 +125,7 @@ impl World {
         };
         let mut broker = Broker::new(grid, planner, 1);
         for pool in &cfg.licence {
-            let on: Vec<usize> = (0..broker.clusters.len())
+            let on: Vec<ClusterId> = ClusterId::all(broker.clusters.len())
                 .filter(|&k| pool.clusters.contains(&broker.clusters[k].name))
                 .collect();
             broker.add_licence_pool(&pool.name, pool.count, &on);
@@ -242,8 +242,11 @@ impl World {
     // ---------------------------------------------------------------- sizes
 
     /// Index of a cluster by name.
-    pub fn cluster_index(&self, name: &str) -> Option<usize> {
-        self.clusters.iter().position(|c| c.cfg.name == name)
+    pub fn cluster_index(&self, name: &str) -> Option<ClusterId> {
+        self.clusters
+            .iter()
+            .position(|c| c.cfg.name == name)
+            .map(ClusterId)
     }
 
     /// 400 for a cluster name that is not one of ours, listing ours.

@@ -18,7 +18,7 @@ use foresight_core::broker::ReservedPart;
 use foresight_core::predict::stats::KEPT;
 use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::time::{Dur, Time};
-use foresight_core::{JobId, UserId};
+use foresight_core::{ClusterId, JobId, UserId};
 use foresight_store::{JobRecord, Prediction, RunRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -124,7 +124,7 @@ impl World {
     /// The speed of the slowest processor the planner chose for a global job's part, which
     /// it runs at (the part's record keeps it); `None` when it named none.
     pub(super) fn chosen_speed(&self, p: &ReservedPart) -> Option<f64> {
-        let procs = &self.broker.clusters.get(p.cluster)?.processors;
+        let procs = &self.broker.clusters.get(p.cluster.index())?.processors;
         let slowest = p
             .processors
             .iter()
@@ -184,11 +184,11 @@ impl World {
     /// The runtime cluster `k`'s local policy plans job `id` with: its predictor's guess
     /// from the runs finished so far, recorded on the job (with where it came from) for
     /// `job show`. `None` (and nothing recorded) when the cluster does not predict.
-    pub(super) fn predict_local(&mut self, k: usize, id: JobId) -> Option<Dur> {
+    pub(super) fn predict_local(&mut self, k: ClusterId, id: JobId) -> Option<Dur> {
         let predictor = self
             .prediction
             .predictors
-            .get(k)
+            .get(k.index())
             .copied()
             .unwrap_or_default();
         let cluster = self.clusters[k].cfg.name.clone();
@@ -346,7 +346,7 @@ mod tests {
         w.cycle(Time(1_000));
         assert_eq!(w.jobs[&JobId(1)].started_at, Some(1_000));
         let attempt = w.jobs[&JobId(1)].attempt;
-        w.on_finished(Time(1_100), 0, JobId(1), attempt, &exit(0));
+        w.on_finished(Time(1_100), ClusterId(0), JobId(1), attempt, &exit(0));
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
 
         w.accept(
@@ -401,7 +401,7 @@ mod tests {
             );
             w.cycle(Time(at));
             let attempt = w.jobs[&JobId(id)].attempt;
-            w.on_finished(Time(at + ran), 0, JobId(id), attempt, &exit(0));
+            w.on_finished(Time(at + ran), ClusterId(0), JobId(id), attempt, &exit(0));
             at += ran + 100;
         }
         let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
@@ -505,7 +505,7 @@ mod tests {
         w.cycle(Time(1_000));
         let attempt = w.jobs[&JobId(1)].attempt;
         let ran = (100.0 / speed).ceil() as i64;
-        w.on_finished(Time(1_000 + ran), 0, JobId(1), attempt, &exit(0));
+        w.on_finished(Time(1_000 + ran), ClusterId(0), JobId(1), attempt, &exit(0));
         w.accept(
             Time(1_200),
             vec![JobRecord {
@@ -558,7 +558,7 @@ mod tests {
         w.accept(Time(1_000), vec![local(1, "a", 1_000)]);
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
         let attempt = w.jobs[&JobId(1)].attempt;
-        w.on_finished(Time(1_300), 0, JobId(1), attempt, &exit(0));
+        w.on_finished(Time(1_300), ClusterId(0), JobId(1), attempt, &exit(0));
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
         w.accept(
             Time(1_400),
@@ -652,7 +652,7 @@ mod tests {
             w.reservations.values().cloned().collect(),
             w.users.values().cloned().collect(),
         );
-        assert_eq!(adopt, vec![(0, JobId(2), 0)]);
+        assert_eq!(adopt, vec![(ClusterId(0), JobId(2), 0)]);
         again
     }
 
@@ -735,7 +735,7 @@ mod tests {
         let two = job(2, "ann", 4, 1_000);
         // Ann's one earlier run of the same application took 100 s.
         w.restore_runs(vec![anns_run(&two, 1, 100, true)], &[]);
-        w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+        w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
         w.accept(Time(1_000), vec![two]);
         assert_eq!(w.jobs[&JobId(2)].prediction.as_ref().unwrap().seconds, 100);
         w.cycle(Time(1_000));
@@ -749,7 +749,7 @@ mod tests {
         w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
         w.part_submitted(
             Time(1_000),
-            0,
+            ClusterId(0),
             JobId(2),
             0,
             Ok(PartHandle {
@@ -775,20 +775,20 @@ mod tests {
             });
             s
         };
-        w.sync_remote(Time(1_010), 0, Ok(snapshot(1_010)));
+        w.sync_remote(Time(1_010), ClusterId(0), Ok(snapshot(1_010)));
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
         // 100 s on the reference processor, stretched as 1 000 s are to Slurm's 1 020.
         assert_eq!(w.next_plan_end(Time(1_010)), Some(Time(1_102)));
         assert!(w.broker.clusters[0].sched.predicted_runs().count() == 1);
 
-        w.sync_remote(Time(1_102), 0, Ok(snapshot(1_102)));
+        w.sync_remote(Time(1_102), ClusterId(0), Ok(snapshot(1_102)));
         w.correct_outlived(Time(1_102));
         let p = w.jobs[&JobId(2)].prediction.clone().unwrap();
         // Planned to its limit: the walltime on the reference processor.
         assert_eq!((p.seconds, p.corrections), (1_000, 1));
         assert_eq!(w.next_plan_end(Time(1_102)), None);
         // The next snapshot rebuilds the mirror with the corrected plan.
-        w.sync_remote(Time(1_110), 0, Ok(snapshot(1_110)));
+        w.sync_remote(Time(1_110), ClusterId(0), Ok(snapshot(1_110)));
         assert_eq!(w.next_plan_end(Time(1_110)), None);
         assert_eq!(w.broker.clusters[0].sched.predicted_runs().count(), 0);
         w.correct_outlived(Time(1_200));

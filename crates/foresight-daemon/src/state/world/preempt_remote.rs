@@ -22,6 +22,7 @@ use super::{Effect, World};
 use foresight_api::JobState;
 use foresight_core::broker::{Phase, Preemption};
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::PartHandle;
 
@@ -35,7 +36,7 @@ impl World {
         &mut self,
         now: Time,
         by: JobId,
-        k: usize,
+        k: ClusterId,
         victims: &[(JobId, Preemption)],
     ) {
         let name = self.clusters[k].cfg.name.clone();
@@ -119,7 +120,7 @@ impl World {
     /// on a later victim: a requeue cannot be undone, so `v` is recorded as preempted to
     /// run again (its Slurm job is cancelled, and it is queued again as its next attempt
     /// when that ends), while `by` waits as the refusal says.
-    pub fn requeued_anyway(&mut self, now: Time, by: JobId, k: usize, v: JobId) {
+    pub fn requeued_anyway(&mut self, now: Time, by: JobId, k: ClusterId, v: JobId) {
         tracing::info!(
             "job {v} was requeued on cluster {} before the preemption for job {by} failed: it \
              runs again",
@@ -134,11 +135,11 @@ impl World {
     /// schedules itself): every part of it on such a cluster is resumed through its
     /// resource manager, all or none; its parts on clusters the service schedules itself
     /// are continued by their executor once the answer is yes ([`World::resume_answered`]).
-    pub(super) fn ask_resume(&mut self, now: Time, id: JobId, k: usize) {
+    pub(super) fn ask_resume(&mut self, now: Time, id: JobId, k: ClusterId) {
         let Some(j) = self.jobs.get(&id) else {
             return self.resume_answered(now, id, Err(format!("job {id} is unknown")));
         };
-        let parts: Vec<(usize, PartHandle)> = j
+        let parts: Vec<(ClusterId, PartHandle)> = j
             .parts
             .iter()
             .filter(|p| !p.ended)
@@ -205,9 +206,9 @@ impl World {
     /// reservation there is ended in the records only. Slurm refuses to delete a reservation
     /// a job is in, and releasing it would cancel the parts bound to it, the suspended one
     /// too; reconciliation releases it once no part of ours is in it.
-    pub(super) fn suspended_in_rm(&self, k: usize, id: JobId) -> bool {
+    pub(super) fn suspended_in_rm(&self, k: ClusterId, id: JobId) -> bool {
         self.clusters
-            .get(k)
+            .get(k.index())
             .is_some_and(|c| c.kind.schedules_itself())
             && matches!(
                 self.broker.entry(id).map(|e| &e.phase),
@@ -218,7 +219,7 @@ impl World {
     /// True when a job of ours is suspended by preemption on cluster `k`, one that schedules
     /// itself: its cores are idle in Slurm, but its reservation there still holds them, so
     /// a reservation over them now must be made over suspended jobs.
-    pub(super) fn suspended_on(&self, k: usize) -> bool {
+    pub(super) fn suspended_on(&self, k: ClusterId) -> bool {
         let name = &self.clusters[k].cfg.name;
         self.clusters[k].kind.schedules_itself()
             && self.jobs.values().any(|j| {

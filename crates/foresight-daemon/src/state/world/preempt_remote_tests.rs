@@ -6,6 +6,7 @@ use super::tests::{job, world};
 use super::*;
 use crate::config::ClusterConfig;
 use foresight_core::broker::Preemption;
+use foresight_core::ClusterId;
 use foresight_rm::ClusterState;
 use foresight_rm::PartHandle;
 use foresight_rm::{RmJob, RmJobState, RmReservation};
@@ -65,7 +66,11 @@ fn asked(effects: &[Effect]) -> Option<(u64, bool)> {
 /// A level-0 job runs on 6 of the 8 processors of a Slurm cluster, bound to its
 /// reservation; it returns that reservation's id.
 fn low_running(w: &mut World, requeue: bool) -> u64 {
-    w.sync_remote(Time(1_000), 0, Ok(snapshot(1_000, vec![], vec![])));
+    w.sync_remote(
+        Time(1_000),
+        ClusterId(0),
+        Ok(snapshot(1_000, vec![], vec![])),
+    );
     let mut low = job(1, "ann", 6, 300);
     low.requeue = requeue;
     w.accept(Time(1_000), vec![low]);
@@ -75,7 +80,7 @@ fn low_running(w: &mut World, requeue: bool) -> u64 {
     w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
     w.part_submitted(
         Time(1_000),
-        0,
+        ClusterId(0),
         JobId(1),
         0,
         Ok(PartHandle {
@@ -86,7 +91,7 @@ fn low_running(w: &mut World, requeue: bool) -> u64 {
     );
     w.sync_remote(
         Time(1_002),
-        0,
+        ClusterId(0),
         Ok(snapshot(
             1_002,
             vec![ours("5", 1, 0, 6, rid, RmJobState::Running)],
@@ -115,7 +120,7 @@ fn high_preempts(w: &mut World, how: Preemption) -> Vec<Effect> {
         })
         .unwrap_or_else(|| panic!("no preemption asked: {effects:?}"));
     assert_eq!(victims.len(), 1);
-    assert_eq!(victims[0].0, 0);
+    assert_eq!(victims[0].0, ClusterId(0));
     assert_eq!(victims[0].1.external.as_deref(), Some("5"));
     assert_eq!(victims[0].2, how);
     w.preemption_answered(Time(1_004), JobId(2), Ok(()));
@@ -147,7 +152,7 @@ fn a_suspended_victims_reservation_is_not_released_in_slurm() {
     w.effects.clear();
     w.sync_remote(
         Time(1_005),
-        0,
+        ClusterId(0),
         Ok(snapshot(
             1_005,
             vec![ours("5", 1, 0, 6, low_rid, RmJobState::Suspended)],
@@ -174,7 +179,11 @@ fn a_suspended_victims_reservation_is_not_released_in_slurm() {
 #[test]
 fn a_requeue_before_a_failed_preemption_is_recorded() {
     let mut w = world(vec![slurm("c1")]);
-    w.sync_remote(Time(1_000), 0, Ok(snapshot(1_000, vec![], vec![])));
+    w.sync_remote(
+        Time(1_000),
+        ClusterId(0),
+        Ok(snapshot(1_000, vec![], vec![])),
+    );
     let mut lows = vec![job(1, "ann", 3, 300), job(3, "ann", 3, 300)];
     for j in &mut lows {
         j.requeue = true;
@@ -199,7 +208,7 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
         let ext = format!("{}", 10 + id);
         w.part_submitted(
             Time(1_000),
-            0,
+            ClusterId(0),
             JobId(*id),
             0,
             Ok(PartHandle {
@@ -213,7 +222,7 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
     }
     w.sync_remote(
         Time(1_002),
-        0,
+        ClusterId(0),
         Ok(snapshot(1_002, running.clone(), reservations.clone())),
     );
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
@@ -237,7 +246,7 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
         JobId(2),
         Err("stopping job 3: Invalid job id specified".into()),
     );
-    w.requeued_anyway(Time(1_004), JobId(2), 0, JobId(1));
+    w.requeued_anyway(Time(1_004), JobId(2), ClusterId(0), JobId(1));
     let effects = std::mem::take(&mut w.effects);
     assert!(
         effects
@@ -267,7 +276,7 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
     });
     w.sync_remote(
         Time(1_006),
-        0,
+        ClusterId(0),
         Ok(snapshot(
             1_006,
             vec![gone, running[1].clone()],
@@ -287,18 +296,22 @@ fn a_requeue_before_a_failed_preemption_is_recorded() {
 }
 
 /// Our parts of the co-allocated low job 1 (cluster index, Slurm id, processors, reservation).
-type LowParts = Vec<(usize, String, u32, u64)>;
+type LowParts = Vec<(ClusterId, String, u32, u64)>;
 
 /// Slurm clusters c1 and c2 of 8 processors each; a level-0 job of 12 co-allocated over
 /// both runs from 1 000 (its parts Slurm jobs 51 on c1 and 52 on c2, bound to their
 /// reservations). Returns its parts.
 fn co_allocated_low_running(w: &mut World) -> LowParts {
     for k in 0..2 {
-        w.sync_remote(Time(1_000), k, Ok(snapshot(1_000, vec![], vec![])));
+        w.sync_remote(
+            Time(1_000),
+            ClusterId(k),
+            Ok(snapshot(1_000, vec![], vec![])),
+        );
     }
     w.accept(Time(1_000), vec![job(1, "ann", 12, 300)]);
     w.cycle(Time(1_000));
-    let asks: Vec<(usize, u64, u32)> = std::mem::take(&mut w.effects)
+    let asks: Vec<(ClusterId, u64, u32)> = std::mem::take(&mut w.effects)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Reserve { cluster, request } => Some((cluster, request.id, request.procs)),
@@ -311,7 +324,7 @@ fn co_allocated_low_running(w: &mut World) -> LowParts {
     }
     let mut parts = Vec::new();
     for (k, rid, procs) in asks {
-        let ext = format!("5{}", k + 1);
+        let ext = format!("5{}", k.index() + 1);
         w.part_submitted(
             Time(1_000),
             k,
@@ -344,7 +357,7 @@ fn co_allocated_low_running(w: &mut World) -> LowParts {
 /// A level-3 job of 8 arrives at 1 003 and fits nowhere now: the preemption asked stops
 /// both parts of the co-allocated job 1, each on its cluster. Returns the cluster asked and
 /// the parts to stop (cluster, Slurm id, how).
-fn high_asks_co_allocated(w: &mut World) -> (usize, Vec<(usize, String, Preemption)>) {
+fn high_asks_co_allocated(w: &mut World) -> (ClusterId, Vec<(ClusterId, String, Preemption)>) {
     let mut high = job(2, "ann", 8, 120);
     high.priority = 3;
     high.co_allocate = false;
@@ -377,7 +390,7 @@ fn high_asks_co_allocated(w: &mut World) -> (usize, Vec<(usize, String, Preempti
 fn co_allocated_victim_suspended(w: &mut World) -> LowParts {
     let parts = co_allocated_low_running(w);
     let (k, stop) = high_asks_co_allocated(w);
-    let mut want: Vec<(usize, String, Preemption)> = parts
+    let mut want: Vec<(ClusterId, String, Preemption)> = parts
         .iter()
         .map(|(c, ext, _, _)| (*c, ext.clone(), Preemption::Suspend))
         .collect();
@@ -445,7 +458,7 @@ fn co_allocated_victim_suspended(w: &mut World) -> LowParts {
 }
 
 /// The parts of job 1 (cluster, Slurm id) whose resumption, together, a cycle at `now` asks.
-fn resume_asked(w: &mut World, now: i64) -> Vec<(usize, String)> {
+fn resume_asked(w: &mut World, now: i64) -> Vec<(ClusterId, String)> {
     w.cycle(Time(now));
     let effects = std::mem::take(&mut w.effects);
     // No part is resumed by itself meanwhile (the stray rule is for lost answers only).
@@ -474,7 +487,8 @@ fn resume_asked(w: &mut World, now: i64) -> Vec<(usize, String)> {
 fn victim_resume_asked() -> (World, LowParts) {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
     let parts = co_allocated_victim_suspended(&mut w);
-    let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    let mut want: Vec<(ClusterId, String)> =
+        parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     want.sort();
     assert_eq!(resume_asked(&mut w, 1_061), want);
     (w, parts)
@@ -546,7 +560,7 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
             )),
         );
     }
-    let mut resumed: Vec<(usize, String)> = std::mem::take(&mut w2.effects)
+    let mut resumed: Vec<(ClusterId, String)> = std::mem::take(&mut w2.effects)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Control {
@@ -558,7 +572,7 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
         })
         .collect();
     resumed.sort();
-    let want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    let want: Vec<(ClusterId, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     assert_eq!(resumed, want);
 }
 
@@ -569,13 +583,14 @@ fn a_restart_between_ask_and_answer_resumes_every_part() {
 #[test]
 fn a_restart_between_resume_ask_and_answer_suspends_the_resumed_parts_again() {
     let (w, parts) = victim_resume_asked();
-    let mut want: Vec<(usize, String)> = parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
+    let mut want: Vec<(ClusterId, String)> =
+        parts.iter().map(|(c, e, _, _)| (*c, e.clone())).collect();
     want.sort();
     let mut w2 = restarted(&w, 1_062);
     assert!(w2.jobs[&JobId(1)].suspended);
     let sync = |w2: &mut World, at: i64, running: usize| {
         for (k, ext, procs, rid) in &parts {
-            let state = if *k == running {
+            let state = if *k == ClusterId(running) {
                 RmJobState::Running
             } else {
                 RmJobState::Suspended
@@ -592,7 +607,7 @@ fn a_restart_between_resume_ask_and_answer_suspends_the_resumed_parts_again() {
         }
     };
     sync(&mut w2, 1_063, 0);
-    let controls: Vec<(usize, String, bool)> = std::mem::take(&mut w2.effects)
+    let controls: Vec<(ClusterId, String, bool)> = std::mem::take(&mut w2.effects)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Control {
@@ -603,7 +618,7 @@ fn a_restart_between_resume_ask_and_answer_suspends_the_resumed_parts_again() {
             _ => None,
         })
         .collect();
-    assert_eq!(controls, vec![(0, "51".to_string(), true)]);
+    assert_eq!(controls, vec![(ClusterId(0), "51".to_string(), true)]);
     assert!(w2.jobs[&JobId(1)].suspended);
 
     // Slurm shows both suspended: there is room, so both are asked to resume together.

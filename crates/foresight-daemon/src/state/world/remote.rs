@@ -12,7 +12,7 @@ use super::{Effect, MoveStep, World};
 use foresight_api::JobState;
 use foresight_core::broker::{Phase, ReservedPart};
 use foresight_core::time::Time;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{BookedPart, Outcome, PartHandle, ReserveRequest, Submission};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -21,14 +21,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 #[derive(Debug, Default)]
 pub(crate) struct Asked {
     /// Parts whose submission to a remote cluster is on its way: (job, attempt, cluster).
-    pub(super) submitting: BTreeSet<(JobId, u32, usize)>,
+    pub(super) submitting: BTreeSet<(JobId, u32, ClusterId)>,
     /// When parts were submitted to a remote cluster (this run of the service only): a
     /// snapshot older than that may not show them yet.
-    pub(super) submitted_at: HashMap<(JobId, u32, usize), Time>,
+    pub(super) submitted_at: HashMap<(JobId, u32, ClusterId), Time>,
     /// When remote reservations were confirmed (this run only), for the same reason.
     pub(super) confirmed_at: HashMap<ReservationId, Time>,
     /// Cancels and releases already sent to remote clusters and not yet seen through.
-    pub(super) sent: BTreeSet<(usize, String)>,
+    pub(super) sent: BTreeSet<(ClusterId, String)>,
     /// How this instance names what it makes on remote clusters (`instance`): the
     /// reservations of ours it reads back in their snapshots.
     pub(super) naming: foresight_rm::slurm::Naming,
@@ -149,7 +149,7 @@ impl World {
         self.carry_out(now, out);
     }
 
-    fn reservation_cluster(&self, rid: ReservationId) -> Option<usize> {
+    fn reservation_cluster(&self, rid: ReservationId) -> Option<ClusterId> {
         self.reservations
             .get(&rid)
             .and_then(|r| self.cluster_index(&r.cluster))
@@ -157,7 +157,7 @@ impl World {
 
     /// Whether cluster `k` is up: takes global jobs, or answers while it takes none by design
     /// (scheduled by Maui through WIKI, or a WIKI cluster without a submission route).
-    pub fn cluster_up(&self, k: usize) -> bool {
+    pub fn cluster_up(&self, k: ClusterId) -> bool {
         let c = &self.clusters[k];
         self.broker.clusters[k].available
             || c.kind.maui_schedules()
@@ -169,7 +169,7 @@ impl World {
     /// The book of WIKI cluster `k` as the records keep it, given back to its adapter after a
     /// restart: the live reservations held there, and every part there not ended with its
     /// reservation and the second it may start.
-    pub fn wiki_book(&self, k: usize) -> (Vec<ReserveRequest>, Vec<BookedPart>) {
+    pub fn wiki_book(&self, k: ClusterId) -> (Vec<ReserveRequest>, Vec<BookedPart>) {
         let name = &self.clusters[k].cfg.name;
         let reservations = self
             .reservations
@@ -257,7 +257,7 @@ impl World {
     pub fn remote_staged(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         result: Result<(), String>,
@@ -292,7 +292,7 @@ impl World {
     pub fn part_submitted(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         answer: Result<PartHandle, (String, bool)>,

@@ -6,7 +6,7 @@ use foresight_core::broker::{Phase, SpeedGroup};
 use foresight_core::reservation::{Acl, AdminReservation};
 use foresight_core::scheduler::{Domain, LocalScheduler};
 use foresight_core::time::{Dur, Interval, Time};
-use foresight_core::{Job, JobId, ReservationId};
+use foresight_core::{ClusterId, Job, JobId, ReservationId};
 use foresight_rm::{ClusterState, RmJobState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -24,7 +24,7 @@ impl World {
     /// Rebuilds the mirror of remote cluster `k`: its processors, running jobs until their
     /// limits, its own reservations and ours, and its waiting jobs in its own order (by its
     /// expected start, then priority), which the mirror's policy forecasts forward.
-    pub(super) fn rebuild_mirror(&mut self, now: Time, k: usize, state: &ClusterState) {
+    pub(super) fn rebuild_mirror(&mut self, now: Time, k: ClusterId, state: &ClusterState) {
         let name = self.clusters[k].cfg.name.clone();
         let procs = state.processors;
         let policy = self.broker.clusters[k].sched.policy().clone();

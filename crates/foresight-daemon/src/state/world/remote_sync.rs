@@ -16,7 +16,7 @@ use super::{Effect, World};
 use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::Phase;
 use foresight_core::time::{Dur, Time};
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState};
 use foresight_store::JobRecord;
 use std::collections::{BTreeSet, HashMap};
@@ -33,7 +33,7 @@ impl World {
     pub(super) fn finish_remote_part(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         id: JobId,
         attempt: u32,
         o: &Outcome,
@@ -58,7 +58,7 @@ impl World {
 
     /// A snapshot of remote cluster `k`, or why none could be taken (the cluster is then
     /// unavailable).
-    pub fn sync_remote(&mut self, now: Time, k: usize, snapshot: Result<ClusterState, String>) {
+    pub fn sync_remote(&mut self, now: Time, k: ClusterId, snapshot: Result<ClusterState, String>) {
         self.stats.snapshots += 1;
         match snapshot {
             Err(why) => self.mark_unavailable(now, k, why),
@@ -78,7 +78,7 @@ impl World {
         }
     }
 
-    fn mark_unavailable(&mut self, now: Time, k: usize, why: String) {
+    fn mark_unavailable(&mut self, now: Time, k: ClusterId, why: String) {
         let name = self.clusters[k].cfg.name.clone();
         if self.broker.clusters[k].available {
             tracing::warn!("cluster {name} is unavailable: {why}");
@@ -124,7 +124,7 @@ impl World {
     /// Brings our records in line with what cluster `k` reports: what no record wants is
     /// cancelled or released there, our parts follow what it says of them, and reserved
     /// jobs whose reservation vanished there are planned again.
-    fn reconcile(&mut self, now: Time, k: usize, state: &ClusterState) {
+    fn reconcile(&mut self, now: Time, k: ClusterId, state: &ClusterState) {
         let theirs = self.our_jobs_there(state);
         let mut seen = BTreeSet::new();
         self.cancel_unwanted_jobs(k, state, &mut seen);
@@ -171,9 +171,9 @@ impl World {
     /// snapshot still calls for).
     fn cancel_unwanted_jobs(
         &mut self,
-        k: usize,
+        k: ClusterId,
         state: &ClusterState,
-        seen: &mut BTreeSet<(usize, String)>,
+        seen: &mut BTreeSet<(ClusterId, String)>,
     ) {
         let name = self.clusters[k].cfg.name.clone();
         // Jobs of ours there that nothing wants: cancel.
@@ -220,9 +220,9 @@ impl World {
     fn release_unwanted_reservations(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         state: &ClusterState,
-        seen: &mut BTreeSet<(usize, String)>,
+        seen: &mut BTreeSet<(ClusterId, String)>,
     ) {
         // Reservations of ours there that no live record wants: release. One that finished at
         // its end is left to the cluster, which ends it itself: releasing it would cancel a
@@ -268,7 +268,7 @@ impl World {
     fn follow_parts(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         state: &ClusterState,
         theirs: &HashMap<(JobId, u32), &foresight_rm::RmJob>,
     ) {
@@ -393,7 +393,7 @@ impl World {
     }
 
     /// Plans again the reserved global jobs whose reservation vanished from cluster `k`.
-    fn replan_vanished_reservations(&mut self, now: Time, k: usize, state: &ClusterState) {
+    fn replan_vanished_reservations(&mut self, now: Time, k: ClusterId, state: &ClusterState) {
         let name = self.clusters[k].cfg.name.clone();
         // Reserved global jobs whose reservation vanished from the cluster: plan again.
         let present: BTreeSet<ReservationId> = state

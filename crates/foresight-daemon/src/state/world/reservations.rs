@@ -8,6 +8,7 @@ use crate::state::world::World;
 use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::reservation::AdminReservation;
 use foresight_core::time::{Interval, Time};
+use foresight_core::ClusterId;
 use foresight_core::ReservationId;
 use foresight_store::ReservationRecord;
 use std::collections::BTreeSet;
@@ -49,7 +50,7 @@ impl World {
         &mut self,
         now: Time,
         owner: &str,
-        k: usize,
+        k: ClusterId,
         held: Held,
         start: i64,
         end: i64,
@@ -172,7 +173,7 @@ impl World {
     /// same job), or a running job holds one past `start`.
     pub(crate) fn check_processors_free(
         &self,
-        k: usize,
+        k: ClusterId,
         processors: &[u32],
         start: i64,
         end: i64,
@@ -270,13 +271,13 @@ impl World {
     }
 
     /// Records a reservation's end (and releases it on a cluster that schedules itself);
-    /// its cluster's index, for the caller to take it out of the local scheduler.
+    /// its cluster, for the caller to take it out of the local scheduler.
     pub(crate) fn close_reservation(
         &mut self,
         now: Time,
         id: ReservationId,
         state: ReservationState,
-    ) -> Option<usize> {
+    ) -> Option<ClusterId> {
         let k = self.close_reservation_record(id, state)?;
         let r = &self.reservations[&id];
         // At its end a remote cluster ends it itself; releasing it there would cancel a part
@@ -297,7 +298,7 @@ impl World {
         &mut self,
         id: ReservationId,
         state: ReservationState,
-    ) -> Option<usize> {
+    ) -> Option<ClusterId> {
         let r = self.reservations.get_mut(&id)?;
         if !r.state.is_live() {
             return None;

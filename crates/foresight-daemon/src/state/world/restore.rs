@@ -6,7 +6,7 @@ use foresight_api::{JobState, ReservationState};
 use foresight_core::reservation::AdminReservation;
 use foresight_core::scheduler::Domain;
 use foresight_core::time::{Dur, Interval, Time};
-use foresight_core::{Job, JobId, ReservationId};
+use foresight_core::{ClusterId, Job, JobId, ReservationId};
 use foresight_store::{JobRecord, ReservationRecord, UserRecord};
 
 impl World {
@@ -19,7 +19,7 @@ impl World {
         jobs: Vec<JobRecord>,
         reservations: Vec<ReservationRecord>,
         users: Vec<UserRecord>,
-    ) -> Vec<(usize, JobId, u32)> {
+    ) -> Vec<(ClusterId, JobId, u32)> {
         for u in users {
             self.add_user(u);
         }

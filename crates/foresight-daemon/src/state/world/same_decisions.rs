@@ -21,6 +21,7 @@ use crate::config::ClusterConfig;
 use foresight_core::broker::BrokerAction;
 use foresight_core::broker::Phase;
 use foresight_core::predict::Predictor;
+use foresight_core::ClusterId;
 use foresight_rm::Outcome;
 use foresight_sim::grid::{lookahead_trace, GridConfig, LookaheadTrace, TracedJob};
 use std::cmp::Reverse;
@@ -68,8 +69,8 @@ seed = 11
 "#;
 
 /// World ids: a cluster's local jobs below every global job, in the simulator's order.
-fn local_id(k: usize, index: u64) -> u64 {
-    ((k as u64 + 1) << 32) + index
+fn local_id(k: ClusterId, index: u64) -> u64 {
+    ((k.index() as u64 + 1) << 32) + index
 }
 
 const GLOBAL: u64 = 1 << 40;
@@ -84,11 +85,11 @@ fn traced(id: u64) -> TracedJob {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    End { cluster: usize, job: u64 },
-    Local { cluster: usize, index: usize },
+    End { cluster: ClusterId, job: u64 },
+    Local { cluster: ClusterId, index: usize },
     Global { index: usize },
     Cycle,
-    Tick { cluster: usize },
+    Tick { cluster: ClusterId },
     Cancel { index: usize },
     Correct,
 }
@@ -318,7 +319,7 @@ impl Driver<'_> {
 }
 
 /// The service's name of a local user: a trace's users are its cluster's own.
-fn local_user(cluster: usize, user: u32) -> String {
+fn local_user(cluster: ClusterId, user: u32) -> String {
     format!("c{cluster}-u{user}")
 }
 
@@ -370,7 +371,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
     let mut world = World::new(&cfg);
     let locals = trace.local.iter().enumerate().flat_map(|(k, jobs)| {
         jobs.iter()
-            .map(move |(job, _)| local_user(k, job.cred.user.0))
+            .map(move |(job, _)| local_user(ClusterId(k), job.cred.user.0))
     });
     let names: BTreeSet<String> = trace
         .global
@@ -409,7 +410,7 @@ fn same_decisions(text: &str, predict: Predictor) -> Both {
             d.push(
                 job.submit.secs(),
                 Ev::Local {
-                    cluster: k,
+                    cluster: ClusterId(k),
                     index: i,
                 },
             );

@@ -7,6 +7,7 @@ use super::lifecycle::START_RETRIES;
 use super::tests::{cluster, job, launches, world};
 use foresight_api::JobState;
 use foresight_core::time::Time;
+use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::JobRecord;
 
@@ -35,7 +36,7 @@ fn a_start_the_machine_failed_is_retried_then_fails() {
     for n in 1..=START_RETRIES {
         let attempt = w.jobs[&JobId(1)].attempt;
         let now = Time(1_000 + 10 * i64::from(n));
-        assert!(w.start_failed(now, 0, JobId(1), attempt, hung, true));
+        assert!(w.start_failed(now, ClusterId(0), JobId(1), attempt, hung, true));
         let j = &w.jobs[&JobId(1)];
         assert_eq!(
             (j.attempt, j.state),
@@ -45,7 +46,7 @@ fn a_start_the_machine_failed_is_retried_then_fails() {
         assert_eq!(launches(&mut w).len(), 1, "retry {n} launched again");
     }
     let attempt = w.jobs[&JobId(1)].attempt;
-    assert!(!w.start_failed(Time(1_100), 0, JobId(1), attempt, hung, true));
+    assert!(!w.start_failed(Time(1_100), ClusterId(0), JobId(1), attempt, hung, true));
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Failed);
     let reason = j.reason.clone().unwrap();
@@ -62,7 +63,7 @@ fn a_start_the_job_failed_fails_it() {
     let attempt = w.jobs[&JobId(1)].attempt;
     let again = w.start_failed(
         Time(1_001),
-        0,
+        ClusterId(0),
         JobId(1),
         attempt,
         "no such program: nope",
@@ -85,7 +86,7 @@ fn a_cancel_wins_over_a_start_retry() {
     let mut w = launched();
     let attempt = w.jobs[&JobId(1)].attempt;
     w.cancel(Time(1_001), JobId(1)).unwrap();
-    assert!(!w.start_failed(Time(1_002), 0, JobId(1), attempt, "hung", true));
+    assert!(!w.start_failed(Time(1_002), ClusterId(0), JobId(1), attempt, "hung", true));
     let j = &w.jobs[&JobId(1)];
     assert_eq!((j.state, j.attempt), (JobState::Failed, attempt), "{j:?}");
     assert!(launches(&mut w).is_empty());

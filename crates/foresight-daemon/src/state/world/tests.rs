@@ -5,6 +5,7 @@
 use super::*;
 use crate::config::{ClusterConfig, Config};
 use foresight_api::ReservationState;
+use foresight_core::ClusterId;
 use foresight_rm::ClusterState;
 use foresight_rm::Outcome;
 use foresight_rm::PartHandle;
@@ -67,7 +68,7 @@ pub(super) fn job(id: u64, user: &str, procs: u32, walltime: i64) -> JobRecord {
     }
 }
 
-pub(super) fn launches(w: &mut World) -> Vec<(usize, u64, Vec<u32>)> {
+pub(super) fn launches(w: &mut World) -> Vec<(ClusterId, u64, Vec<u32>)> {
     std::mem::take(&mut w.effects)
         .into_iter()
         .filter_map(|e| match e {
@@ -111,9 +112,9 @@ fn a_job_larger_than_any_cluster_is_co_allocated_with_one_start() {
         .iter()
         .all(|r| r.state == ReservationState::Committed && r.kind == "job"));
     // Both parts end: the job is completed, its reservations finished, processors free.
-    w.on_finished(Time(1_030), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_030), ClusterId(0), JobId(1), 0, &exit(0));
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
-    w.on_finished(Time(1_031), 1, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_031), ClusterId(1), JobId(1), 0, &exit(0));
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Completed);
     assert_eq!(j.ended_at, Some(1_031));
@@ -137,7 +138,7 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
     w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
     w.cycle(Time(1_000));
     launches(&mut w);
-    w.on_finished(Time(1_005), 0, JobId(1), 0, &exit(3));
+    w.on_finished(Time(1_005), ClusterId(0), JobId(1), 0, &exit(3));
     let kills: Vec<_> = w
         .effects
         .iter()
@@ -145,7 +146,7 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
             matches!(
                 e,
                 Effect::Kill {
-                    cluster: 1,
+                    cluster: ClusterId(1),
                     job: JobId(1),
                     ..
                 }
@@ -159,7 +160,7 @@ fn a_failed_part_stops_the_others_and_names_the_fate() {
         cancelled: true,
         ..exit(0)
     };
-    w.on_finished(Time(1_006), 1, JobId(1), 0, &killed);
+    w.on_finished(Time(1_006), ClusterId(1), JobId(1), 0, &killed);
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Failed);
     assert_eq!(j.exit_code, Some(3));
@@ -214,7 +215,7 @@ fn a_reserved_job_starts_as_soon_as_its_processors_free_up() {
     w.cycle(Time(1_065));
     assert!(launches(&mut w).is_empty(), "the blocker still runs");
     // The blocker ends early, at 1070: the reservation moves to 1070 and the job starts.
-    w.on_finished(Time(1_070), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_070), ClusterId(0), JobId(1), 0, &exit(0));
     assert_eq!(launches(&mut w).len(), 1);
     assert_eq!(w.jobs[&JobId(2)].started_at, Some(1_070));
     let r = w
@@ -348,13 +349,13 @@ fn restore_rebuilds_the_schedulers() {
     let users: Vec<UserRecord> = w.users.values().cloned().collect();
     let mut again = world(vec![cluster("a", 2)]);
     let adopt = again.restore(Time(1_050), jobs, res, users);
-    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert_eq!(adopt, vec![(ClusterId(0), JobId(1), 0)]);
     assert!(again.broker.clusters[0].sched.is_running(JobId(1)));
     assert_eq!(again.clusters[0].free.len(), 1);
     again.cycle(Time(1_050));
     assert_eq!(again.jobs[&JobId(2)].state, JobState::Reserved);
     // The adopted reservation is the broker's: it moves earlier when job 1 ends early.
-    again.on_finished(Time(1_060), 0, JobId(1), 0, &exit(0));
+    again.on_finished(Time(1_060), ClusterId(0), JobId(1), 0, &exit(0));
     again.cycle(Time(1_100));
     assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_060));
 }
@@ -429,16 +430,16 @@ fn restore_puts_running_jobs_back_before_placing_the_queue() {
     }];
     let mut w = world(vec![cluster("a", 2)]);
     let adopt = w.restore(Time(1_010), vec![waiting, running], vec![], vec![]);
-    assert_eq!(adopt, vec![(0, JobId(2), 0)]);
+    assert_eq!(adopt, vec![(ClusterId(0), JobId(2), 0)]);
     assert!(
         launches(&mut w).is_empty(),
         "job 1 started on job 2's processors"
     );
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
     assert!(w.broker.clusters[0].sched.is_running(JobId(2)));
-    w.on_finished(Time(1_050), 0, JobId(2), 0, &exit(0));
+    w.on_finished(Time(1_050), ClusterId(0), JobId(2), 0, &exit(0));
     let l = launches(&mut w);
-    assert_eq!(l, vec![(0, 1, vec![0, 1])]);
+    assert_eq!(l, vec![(ClusterId(0), 1, vec![0, 1])]);
 }
 
 /// Reservations of named processors: two that name one processor over overlapping windows
@@ -515,14 +516,14 @@ fn reservations_of_named_processors_never_share_one() {
     w.accept(Time(1_000), vec![beside]);
     w.cycle(Time(1_000));
     let l = launches(&mut w);
-    assert_eq!(l, vec![(0, 1, vec![0, 1])]);
+    assert_eq!(l, vec![(ClusterId(0), 1, vec![0, 1])]);
     // Ann's job bound to r1 runs on exactly 2 and 3.
     let mut bound = job(2, "ann", 2, 600);
     bound.reservation = Some(r1.0);
     w.accept(Time(1_000), vec![bound]);
     w.cycle(Time(1_000));
     let l = launches(&mut w);
-    assert_eq!(l, vec![(0, 2, vec![2, 3])]);
+    assert_eq!(l, vec![(ClusterId(0), 2, vec![2, 3])]);
 }
 
 // ------------------------------------------------------------------ remote (Slurm) clusters
@@ -584,11 +585,11 @@ fn take_effects(w: &mut World) -> Vec<Effect> {
 #[test]
 fn slurm_co_allocation_is_two_phase_and_synchronous() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
-    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(1), Ok(empty_state(1_000, 8)));
     w.accept(Time(1_000), vec![job(1, "ann", 12, 90)]);
     w.cycle(Time(1_000));
-    let asked: Vec<(usize, ReserveRequest)> = take_effects(&mut w)
+    let asked: Vec<(ClusterId, ReserveRequest)> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Reserve { cluster, request } => Some((cluster, request)),
@@ -608,7 +609,7 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
         "nothing submitted before both hold"
     );
     w.reservation_answered(Time(1_001), ReservationId(asked[1].1.id), Ok(()));
-    let subs: Vec<(usize, Submission)> = take_effects(&mut w)
+    let subs: Vec<(ClusterId, Submission)> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Submit {
@@ -654,7 +655,7 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
             external: Some("21".into()),
         }),
     );
-    let procs_on = |k: usize| {
+    let procs_on = |k: ClusterId| {
         subs.iter()
             .find(|s| s.0 == k)
             .unwrap()
@@ -663,35 +664,35 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
             .processors
             .len() as u32
     };
-    let running = |ext: &str, k: usize, start: i64| {
+    let running = |ext: &str, k: ClusterId, start: i64| {
         let mut j = ours(ext, 1, 0, procs_on(k), RmJobState::Running);
         j.start = Some(start);
         j
     };
     let mut s0 = empty_state(1_003, 8);
-    s0.jobs.push(running("11", 0, 1_000));
+    s0.jobs.push(running("11", ClusterId(0), 1_000));
     let mut s1 = empty_state(1_003, 8);
-    s1.jobs.push(running("21", 1, 1_001));
-    w.sync_remote(Time(1_003), 0, Ok(s0));
-    w.sync_remote(Time(1_003), 1, Ok(s1));
+    s1.jobs.push(running("21", ClusterId(1), 1_001));
+    w.sync_remote(Time(1_003), ClusterId(0), Ok(s0));
+    w.sync_remote(Time(1_003), ClusterId(1), Ok(s1));
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Running);
     assert_eq!(j.started_at, Some(1_000));
     assert_eq!(w.stats.skew_count, 1);
     assert_eq!(w.stats.skew_max, 1.0);
 
-    let ended = |ext: &str, k: usize| {
+    let ended = |ext: &str, k: ClusterId| {
         let mut j = ours(ext, 1, 0, procs_on(k), RmJobState::Ended(exit(0)));
         j.start = Some(1_000);
         j
     };
     let mut s0 = empty_state(1_050, 8);
-    s0.jobs.push(ended("11", 0));
+    s0.jobs.push(ended("11", ClusterId(0)));
     let mut s1 = empty_state(1_050, 8);
-    s1.jobs.push(ended("21", 1));
-    w.sync_remote(Time(1_050), 0, Ok(s0));
+    s1.jobs.push(ended("21", ClusterId(1)));
+    w.sync_remote(Time(1_050), ClusterId(0), Ok(s0));
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
-    w.sync_remote(Time(1_050), 1, Ok(s1));
+    w.sync_remote(Time(1_050), ClusterId(1), Ok(s1));
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Completed);
     assert!(w
         .reservations
@@ -704,8 +705,8 @@ fn slurm_co_allocation_is_two_phase_and_synchronous() {
 #[test]
 fn a_slurm_refusal_releases_every_part() {
     let mut w = world(vec![slurm("c1"), slurm("c2")]);
-    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
-    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(1), Ok(empty_state(1_000, 8)));
     w.accept(Time(1_000), vec![job(1, "ann", 12, 60)]);
     w.cycle(Time(1_000));
     let ids: Vec<u64> = take_effects(&mut w)
@@ -756,7 +757,7 @@ fn a_slurm_refusal_releases_every_part() {
 #[test]
 fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
     let mut w = world(vec![slurm("c1"), cluster("local", 4)]);
-    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
     // Busy local cluster: the job goes to c1.
     let mut filler = job(9, "bob", 4, 10_000);
     filler.cluster = Some("local".into());
@@ -774,7 +775,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
     take_effects(&mut w);
     w.part_submitted(
         Time(1_001),
-        0,
+        ClusterId(0),
         JobId(1),
         0,
         Ok(PartHandle {
@@ -787,16 +788,16 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
 
     w.sync_remote(
         Time(1_010),
-        0,
+        ClusterId(0),
         Err("slurm_load_jobs error: Unable to contact slurm controller".into()),
     );
     assert!(!w.broker.clusters[0].available);
     assert!(w.views()[0].processors.is_empty());
     let effects = take_effects(&mut w);
-    assert!(effects.iter().any(|e| matches!(e, Effect::Cancel { cluster: 0, part } if part.external.as_deref() == Some("5"))));
+    assert!(effects.iter().any(|e| matches!(e, Effect::Cancel { cluster: ClusterId(0), part } if part.external.as_deref() == Some("5"))));
     assert!(effects
         .iter()
-        .any(|e| matches!(e, Effect::Release { cluster: 0, reservation } if reservation.0 == rid)));
+        .any(|e| matches!(e, Effect::Release { cluster: ClusterId(0), reservation } if reservation.0 == rid)));
     let j = &w.jobs[&JobId(1)];
     assert_eq!(j.state, JobState::Pending);
     assert_eq!(j.attempt, 1);
@@ -825,7 +826,7 @@ fn a_dead_controller_sends_its_reserved_jobs_elsewhere() {
         end: 1_060,
         procs: 6,
     });
-    w.sync_remote(Time(1_020), 0, Ok(back));
+    w.sync_remote(Time(1_020), ClusterId(0), Ok(back));
     assert!(w.broker.clusters[0].available);
     let effects = take_effects(&mut w);
     assert!(
@@ -891,7 +892,7 @@ fn restart_adopts_what_slurm_has_and_submits_what_it_lacks() {
             procs: 2,
         });
     }
-    w.sync_remote(Time(1_501), 0, Ok(state));
+    w.sync_remote(Time(1_501), ClusterId(0), Ok(state));
     assert_eq!(w.jobs[&JobId(1)].parts[0].external.as_deref(), Some("77"));
     let submitted: Vec<u64> = take_effects(&mut w)
         .into_iter()
@@ -910,7 +911,7 @@ fn the_mirror_plans_around_the_sites_own_jobs() {
     let mut w = world(vec![slurm("c1")]);
     let mut state = empty_state(1_000, 8);
     state.jobs.push(theirs_running("3", 6, 900, 600));
-    w.sync_remote(Time(1_000), 0, Ok(state));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(state));
     w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
     w.cycle(Time(1_000));
     let j = &w.jobs[&JobId(1)];
@@ -926,7 +927,7 @@ fn the_mirror_plans_around_the_sites_own_jobs() {
 #[test]
 fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
     let mut w = world(vec![slurm("c1")]);
-    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
     w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
     w.cycle(Time(1_000));
     let rid = take_effects(&mut w)
@@ -939,7 +940,7 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
     w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
     w.part_submitted(
         Time(1_000),
-        0,
+        ClusterId(0),
         JobId(1),
         0,
         Ok(PartHandle {
@@ -964,14 +965,14 @@ fn a_reservation_ending_under_a_running_part_is_left_to_slurm() {
         });
         s
     };
-    w.sync_remote(Time(1_010), 0, Ok(snapshot(1_010)));
+    w.sync_remote(Time(1_010), ClusterId(0), Ok(snapshot(1_010)));
     assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
     w.cycle(Time(1_060));
     assert_eq!(
         w.reservations[&ReservationId(rid)].state,
         ReservationState::Finished
     );
-    w.sync_remote(Time(1_061), 0, Ok(snapshot(1_061)));
+    w.sync_remote(Time(1_061), ClusterId(0), Ok(snapshot(1_061)));
     let effects = take_effects(&mut w);
     assert!(
         !effects
@@ -988,7 +989,7 @@ pub(super) fn restarted(
     w: &World,
     clusters: Vec<ClusterConfig>,
     at: i64,
-) -> (World, Vec<(usize, JobId, u32)>) {
+) -> (World, Vec<(ClusterId, JobId, u32)>) {
     let mut again = world(clusters);
     let adopt = again.restore(
         Time(at),
@@ -1013,22 +1014,22 @@ fn a_slurm_clusters_features_survive_its_reported_size() {
     let mut c1 = slurm("c1");
     c1.spec.features = vec!["one".into()];
     let mut w = world(vec![c1, slurm("c2")]);
-    w.sync_remote(Time(1_000), 0, Ok(empty_state(1_000, 8)));
-    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(1), Ok(empty_state(1_000, 8)));
     let mut j = job(1, "ann", 2, 60);
     j.requires = vec!["one".into()];
     w.accept(Time(1_000), vec![j]);
     w.cycle(Time(1_000));
     let j = &w.jobs[&JobId(1)];
     assert_ne!(j.state, JobState::Failed, "{:?}", j.reason);
-    let asked: Vec<usize> = take_effects(&mut w)
+    let asked: Vec<ClusterId> = take_effects(&mut w)
         .into_iter()
         .filter_map(|e| match e {
             Effect::Reserve { cluster, .. } => Some(cluster),
             _ => None,
         })
         .collect();
-    assert_eq!(asked, vec![0]);
+    assert_eq!(asked, vec![ClusterId(0)]);
 }
 
 /// What a requeued job's part reports once its kill took it: killed by signal 9.
@@ -1075,14 +1076,14 @@ fn preempted_by_a_deferred_start() -> World {
 fn restore_starts_a_deferred_job_once_its_processors_free() {
     let w = preempted_by_a_deferred_start();
     let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_012);
-    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert_eq!(adopt, vec![(ClusterId(0), JobId(1), 0)]);
     again.cycle(Time(1_012));
     assert!(
         launches(&mut again).is_empty(),
         "job 2 started beside job 1"
     );
-    again.on_finished(Time(1_015), 0, JobId(1), 0, &killed());
-    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    again.on_finished(Time(1_015), ClusterId(0), JobId(1), 0, &killed());
+    assert_eq!(launches(&mut again), vec![(ClusterId(0), 2, vec![0, 1])]);
     assert_eq!(again.jobs[&JobId(2)].state, JobState::Running);
     let low = &again.jobs[&JobId(1)];
     assert_eq!(low.attempt, 1);
@@ -1093,9 +1094,9 @@ fn restore_starts_a_deferred_job_once_its_processors_free() {
         launches(&mut again).is_empty(),
         "job 1 started beside job 2"
     );
-    again.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
+    again.on_finished(Time(1_040), ClusterId(0), JobId(2), 0, &exit(0));
     again.cycle(Time(1_040));
-    assert_eq!(launches(&mut again), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(launches(&mut again), vec![(ClusterId(0), 1, vec![0, 1])]);
     assert_eq!(again.jobs[&JobId(1)].state, JobState::Running);
 }
 
@@ -1109,26 +1110,29 @@ fn restore_starts_a_deferred_part_of_a_running_job_once_its_processors_free() {
     low.requeue = true;
     w.accept(Time(1_000), vec![low]);
     w.cycle(Time(1_000));
-    assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(launches(&mut w), vec![(ClusterId(0), 1, vec![0, 1])]);
     let mut high = job(2, "ann", 4, 50);
     high.priority = 1;
     w.accept(Time(1_010), vec![high]);
     w.cycle(Time(1_010));
     assert_eq!(
         launches(&mut w),
-        vec![(1, 2, vec![0, 1])],
+        vec![(ClusterId(1), 2, vec![0, 1])],
         "only the part on b"
     );
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
     let (mut again, adopt) = restarted(&w, vec![cluster("a", 2), cluster("b", 2)], 1_012);
-    assert_eq!(adopt, vec![(0, JobId(1), 0), (1, JobId(2), 0)]);
+    assert_eq!(
+        adopt,
+        vec![(ClusterId(0), JobId(1), 0), (ClusterId(1), JobId(2), 0)]
+    );
     again.cycle(Time(1_012));
     assert!(launches(&mut again).is_empty());
-    again.on_finished(Time(1_015), 0, JobId(1), 0, &killed());
-    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    again.on_finished(Time(1_015), ClusterId(0), JobId(1), 0, &killed());
+    assert_eq!(launches(&mut again), vec![(ClusterId(0), 2, vec![0, 1])]);
     assert_eq!(again.jobs[&JobId(1)].attempt, 1);
-    again.on_finished(Time(1_040), 0, JobId(2), 0, &exit(0));
-    again.on_finished(Time(1_040), 1, JobId(2), 0, &exit(0));
+    again.on_finished(Time(1_040), ClusterId(0), JobId(2), 0, &exit(0));
+    again.on_finished(Time(1_040), ClusterId(1), JobId(2), 0, &exit(0));
     assert_eq!(again.jobs[&JobId(2)].state, JobState::Completed);
     again.cycle(Time(1_040));
     assert_eq!(launches(&mut again).len(), 1, "job 1 runs again");
@@ -1148,16 +1152,16 @@ fn restore_resumes_a_suspended_job_whose_preemptor_ended_before_the_restart() {
     high.priority = 1;
     w.accept(Time(1_010), vec![high]);
     w.cycle(Time(1_010));
-    assert_eq!(launches(&mut w), vec![(0, 2, vec![0, 1])]);
+    assert_eq!(launches(&mut w), vec![(ClusterId(0), 2, vec![0, 1])]);
     assert!(w.jobs[&JobId(1)].suspended);
-    w.on_finished(Time(1_030), 0, JobId(2), 0, &exit(0));
+    w.on_finished(Time(1_030), ClusterId(0), JobId(2), 0, &exit(0));
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
     assert!(
         w.jobs[&JobId(1)].suspended,
         "resumed at the next cycle, not at the end"
     );
     let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_031);
-    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert_eq!(adopt, vec![(ClusterId(0), JobId(1), 0)]);
     again.cycle(Time(1_031));
     let low = &again.jobs[&JobId(1)];
     assert!(!low.suspended, "{:?}", low.reason);
@@ -1187,11 +1191,11 @@ fn restore_starts_a_reserved_job_whose_start_fell_in_the_downtime() {
     );
     w.cycle(Time(1_000));
     w.cycle(Time(1_060));
-    assert_eq!(launches(&mut w), vec![(0, 1, vec![0, 1])]);
+    assert_eq!(launches(&mut w), vec![(ClusterId(0), 1, vec![0, 1])]);
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Reserved);
     assert_eq!(w.jobs[&JobId(2)].planned_start, Some(1_100));
     let (mut again, adopt) = restarted(&w, vec![cluster("a", 2)], 1_120);
-    assert_eq!(adopt, vec![(0, JobId(1), 0)]);
+    assert_eq!(adopt, vec![(ClusterId(0), JobId(1), 0)]);
     assert!(
         launches(&mut again).is_empty(),
         "job 2 started beside job 1"
@@ -1201,8 +1205,8 @@ fn restore_starts_a_reserved_job_whose_start_fell_in_the_downtime() {
         ended_at: 1_095,
         ..exit(0)
     };
-    again.on_finished(Time(1_120), 0, JobId(1), 0, &done);
-    assert_eq!(launches(&mut again), vec![(0, 2, vec![0, 1])]);
+    again.on_finished(Time(1_120), ClusterId(0), JobId(1), 0, &done);
+    assert_eq!(launches(&mut again), vec![(ClusterId(0), 2, vec![0, 1])]);
     assert_eq!(again.jobs[&JobId(2)].state, JobState::Running);
     assert_eq!(again.jobs[&JobId(2)].started_at, Some(1_120));
 }

@@ -10,7 +10,7 @@ use super::World;
 use foresight_api::JobState;
 use foresight_core::scheduler::Domain;
 use foresight_core::time::{Dur, Time};
-use foresight_core::{Job, JobId};
+use foresight_core::{ClusterId, Job, JobId};
 use foresight_rm::wiki::{
     check_tasklist, BackendError, JobRecord as WikiJob, JobState as WikiState, NodeRecord,
     NodeState,
@@ -51,7 +51,7 @@ pub fn processor_of(name: &str, procs: u32) -> Option<u32> {
 impl World {
     /// Records a job queued on cluster `k`, whose WIKI scheduler starts it: nothing is
     /// handed to the local policy.
-    pub(super) fn queue_for_wiki(&mut self, k: usize, id: JobId) {
+    pub(super) fn queue_for_wiki(&mut self, k: ClusterId, id: JobId) {
         let name = self.clusters[k].cfg.name.clone();
         if let Some(j) = self.jobs.get_mut(&id) {
             j.parts = vec![PartRecord {
@@ -66,7 +66,7 @@ impl World {
     }
 
     /// How many jobs wait for cluster `k`'s WIKI scheduler (0 for any other cluster).
-    pub fn wiki_waiting(&self, k: usize) -> usize {
+    pub fn wiki_waiting(&self, k: ClusterId) -> usize {
         let c = &self.clusters[k];
         if !c.kind.maui_schedules() {
             return 0;
@@ -78,7 +78,7 @@ impl World {
     }
 
     /// Cluster `k`'s processors as WIKI nodes at `now`.
-    pub fn wiki_nodes(&self, now: Time, k: usize) -> Vec<NodeRecord> {
+    pub fn wiki_nodes(&self, now: Time, k: ClusterId) -> Vec<NodeRecord> {
         let c = &self.clusters[k];
         (0..c.cfg.procs)
             .map(|p| {
@@ -104,7 +104,7 @@ impl World {
 
     /// The jobs of cluster `k` as WIKI records: queued, held, running and suspended ones,
     /// and those that ended in the last [`ENDED_KEPT_SECS`].
-    pub fn wiki_jobs(&self, now: Time, k: usize) -> Vec<WikiJob> {
+    pub fn wiki_jobs(&self, now: Time, k: ClusterId) -> Vec<WikiJob> {
         let name = &self.clusters[k].cfg.name;
         self.jobs
             .values()
@@ -122,7 +122,7 @@ impl World {
     pub fn wiki_start(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         job: &str,
         tasklist: &[String],
     ) -> Result<(), BackendError> {
@@ -187,7 +187,7 @@ impl World {
     }
 
     /// `CANCELJOB`: cancels the job `job` of cluster `k`, queued or running.
-    pub fn wiki_cancel(&mut self, now: Time, k: usize, job: &str) -> Result<(), BackendError> {
+    pub fn wiki_cancel(&mut self, now: Time, k: ClusterId, job: &str) -> Result<(), BackendError> {
         let id = self.wiki_job_id(k, job)?;
         let name = self.clusters[k].cfg.name.clone();
         let state = wiki_job(&self.jobs[&id], &name, now).state;
@@ -203,7 +203,7 @@ impl World {
     pub fn wiki_pause(
         &mut self,
         now: Time,
-        k: usize,
+        k: ClusterId,
         job: &str,
         stop: bool,
     ) -> Result<(), BackendError> {
@@ -231,7 +231,7 @@ impl World {
     }
 
     /// The Foresight job a WIKI job id names on cluster `k`.
-    fn wiki_job_id(&self, k: usize, job: &str) -> Result<JobId, BackendError> {
+    fn wiki_job_id(&self, k: ClusterId, job: &str) -> Result<JobId, BackendError> {
         let name = &self.clusters[k].cfg.name;
         let unknown = || BackendError::NoSuchJob {
             job: job.to_owned(),
@@ -362,7 +362,7 @@ mod tests {
         let j = &w.jobs[&JobId(1)];
         assert_eq!(j.state, JobState::Pending);
         assert!(j.reason.as_deref().unwrap().contains("WIKI scheduler"));
-        let jobs = w.wiki_jobs(Time(1_001), 0);
+        let jobs = w.wiki_jobs(Time(1_001), ClusterId(0));
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].state, WikiState::Idle);
         assert_eq!(
@@ -380,21 +380,23 @@ mod tests {
             (list(&["p0", "p4"]), "p4"),
             (list(&["p0", "p0"]), "p0"),
         ] {
-            let e = w.wiki_start(Time(1_001), 0, "1", &tasks).unwrap_err();
+            let e = w
+                .wiki_start(Time(1_001), ClusterId(0), "1", &tasks)
+                .unwrap_err();
             assert!(e.to_string().contains(wanted), "{e}");
         }
         assert!(matches!(
-            w.wiki_start(Time(1_001), 0, "2", &list(&["p0", "p1"])),
+            w.wiki_start(Time(1_001), ClusterId(0), "2", &list(&["p0", "p1"])),
             Err(BackendError::NoSuchJob { .. })
         ));
         assert!(matches!(
-            w.wiki_start(Time(1_001), 0, "01", &list(&["p0", "p1"])),
+            w.wiki_start(Time(1_001), ClusterId(0), "01", &list(&["p0", "p1"])),
             Err(BackendError::NoSuchJob { .. })
         ));
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Pending);
         assert_eq!(w.clusters[0].free.len(), 4);
 
-        w.wiki_start(Time(1_001), 0, "1", &list(&["p3", "p1"]))
+        w.wiki_start(Time(1_001), ClusterId(0), "1", &list(&["p3", "p1"]))
             .unwrap();
         let launched: Vec<Vec<u32>> = w
             .effects
@@ -407,16 +409,19 @@ mod tests {
         assert_eq!(launched, [vec![3, 1]]);
         assert_eq!(w.jobs[&JobId(1)].state, JobState::Running);
         let busy: Vec<String> = w
-            .wiki_nodes(Time(1_002), 0)
+            .wiki_nodes(Time(1_002), ClusterId(0))
             .into_iter()
             .filter(|n| n.state == NodeState::Busy)
             .map(|n| n.name)
             .collect();
         assert_eq!(busy, ["p1", "p3"]);
-        assert_eq!(w.wiki_jobs(Time(1_002), 0)[0].tasklist, ["p3", "p1"]);
+        assert_eq!(
+            w.wiki_jobs(Time(1_002), ClusterId(0))[0].tasklist,
+            ["p3", "p1"]
+        );
         // Started twice: refused as running.
         assert!(matches!(
-            w.wiki_start(Time(1_002), 0, "1", &list(&["p0", "p2"])),
+            w.wiki_start(Time(1_002), ClusterId(0), "1", &list(&["p0", "p2"])),
             Err(BackendError::WrongState { .. })
         ));
         // Its processors come back when it ends; then it is reported completed.
@@ -429,32 +434,40 @@ mod tests {
             ended_at: 1_010,
             error: None,
         };
-        w.on_finished(Time(1_010), 0, JobId(1), 0, &ok);
+        w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &ok);
         assert_eq!(w.clusters[0].free.len(), 4);
-        assert_eq!(w.wiki_jobs(Time(1_011), 0)[0].state, WikiState::Completed);
-        assert!(w.wiki_jobs(Time(1_010 + ENDED_KEPT_SECS + 1), 0).is_empty());
+        assert_eq!(
+            w.wiki_jobs(Time(1_011), ClusterId(0))[0].state,
+            WikiState::Completed
+        );
+        assert!(w
+            .wiki_jobs(Time(1_010 + ENDED_KEPT_SECS + 1), ClusterId(0))
+            .is_empty());
     }
 
     #[test]
     fn suspend_resume_and_cancel_follow_the_job_state() {
         let mut w = maui();
         assert!(matches!(
-            w.wiki_pause(Time(0), 0, "1", true),
+            w.wiki_pause(Time(0), ClusterId(0), "1", true),
             Err(BackendError::WrongState { .. })
         ));
-        w.wiki_start(Time(1_001), 0, "1", &list(&["p0", "p1"]))
+        w.wiki_start(Time(1_001), ClusterId(0), "1", &list(&["p0", "p1"]))
             .unwrap();
-        w.wiki_pause(Time(0), 0, "1", true).unwrap();
-        assert_eq!(w.wiki_jobs(Time(1_002), 0)[0].state, WikiState::Suspended);
-        assert!(w.wiki_pause(Time(0), 0, "1", true).is_err());
-        w.wiki_pause(Time(0), 0, "1", false).unwrap();
-        w.wiki_cancel(Time(1_003), 0, "1").unwrap();
+        w.wiki_pause(Time(0), ClusterId(0), "1", true).unwrap();
+        assert_eq!(
+            w.wiki_jobs(Time(1_002), ClusterId(0))[0].state,
+            WikiState::Suspended
+        );
+        assert!(w.wiki_pause(Time(0), ClusterId(0), "1", true).is_err());
+        w.wiki_pause(Time(0), ClusterId(0), "1", false).unwrap();
+        w.wiki_cancel(Time(1_003), ClusterId(0), "1").unwrap();
         assert!(w
             .effects
             .iter()
             .any(|e| matches!(e, Effect::Kill { job: JobId(1), .. })));
         assert!(matches!(
-            w.wiki_cancel(Time(1_003), 0, "7"),
+            w.wiki_cancel(Time(1_003), ClusterId(0), "7"),
             Err(BackendError::NoSuchJob { .. })
         ));
     }
@@ -469,7 +482,7 @@ mod tests {
     }
 
     fn state_of(w: &World, now: Time, id: u64) -> WikiState {
-        w.wiki_jobs(now, 0)
+        w.wiki_jobs(now, ClusterId(0))
             .into_iter()
             .find(|j| j.id == id.to_string())
             .unwrap()
@@ -532,7 +545,7 @@ mod tests {
         }
         for id in [2, 11, 21] {
             let e = w
-                .wiki_start(now, 0, &id.to_string(), &list(&["p3"]))
+                .wiki_start(now, ClusterId(0), &id.to_string(), &list(&["p3"]))
                 .unwrap_err();
             assert!(
                 matches!(e, BackendError::WrongState { .. }),
@@ -542,16 +555,18 @@ mod tests {
             assert!(w.jobs[&JobId(id)].started_at.is_none(), "job {id}");
         }
         // Once the gate opens, Maui sees the job idle and may start it.
-        w.wiki_start(now, 0, "1", &list(&["p0"])).unwrap();
+        w.wiki_start(now, ClusterId(0), "1", &list(&["p0"]))
+            .unwrap();
         w.on_finished(
             Time(1_010),
-            0,
+            ClusterId(0),
             JobId(1),
             0,
             &crate::state::world::tests::exit(0),
         );
         assert_eq!(state_of(&w, Time(1_011), 2), WikiState::Idle);
-        w.wiki_start(Time(1_011), 0, "2", &list(&["p1"])).unwrap();
+        w.wiki_start(Time(1_011), ClusterId(0), "2", &list(&["p1"]))
+            .unwrap();
         assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
     }
 
@@ -565,8 +580,13 @@ mod tests {
         w.accept(Time(1_000), (1..=4).map(|id| on_maui(id, None)).collect());
         for id in 1..=4u64 {
             let p = format!("p{}", id - 1);
-            w.wiki_start(Time(1_001), 0, &id.to_string(), &list(&[p.as_str()]))
-                .unwrap();
+            w.wiki_start(
+                Time(1_001),
+                ClusterId(0),
+                &id.to_string(),
+                &list(&[p.as_str()]),
+            )
+            .unwrap();
         }
         let end = |code: Option<i32>, timed_out: bool, cancelled: bool| Outcome {
             exit_code: code,
@@ -577,11 +597,35 @@ mod tests {
             ended_at: 1_061,
             error: None,
         };
-        w.on_finished(Time(1_030), 0, JobId(1), 0, &end(Some(0), false, false));
-        w.on_finished(Time(1_030), 0, JobId(2), 0, &end(Some(3), false, false));
-        w.on_finished(Time(1_061), 0, JobId(3), 0, &end(None, true, false));
-        w.wiki_cancel(Time(1_030), 0, "4").unwrap();
-        w.on_finished(Time(1_031), 0, JobId(4), 0, &end(None, false, true));
+        w.on_finished(
+            Time(1_030),
+            ClusterId(0),
+            JobId(1),
+            0,
+            &end(Some(0), false, false),
+        );
+        w.on_finished(
+            Time(1_030),
+            ClusterId(0),
+            JobId(2),
+            0,
+            &end(Some(3), false, false),
+        );
+        w.on_finished(
+            Time(1_061),
+            ClusterId(0),
+            JobId(3),
+            0,
+            &end(None, true, false),
+        );
+        w.wiki_cancel(Time(1_030), ClusterId(0), "4").unwrap();
+        w.on_finished(
+            Time(1_031),
+            ClusterId(0),
+            JobId(4),
+            0,
+            &end(None, false, true),
+        );
         let now = Time(1_070);
         let states: Vec<(JobState, WikiState)> = (1..=4u64)
             .map(|id| (w.jobs[&JobId(id)].state, state_of(&w, now, id)))
@@ -597,7 +641,7 @@ mod tests {
         );
         // Maui judges a wallclock violation by the start and the limit it was told.
         let timed_out = w
-            .wiki_jobs(now, 0)
+            .wiki_jobs(now, ClusterId(0))
             .into_iter()
             .find(|j| j.id == "3")
             .unwrap();

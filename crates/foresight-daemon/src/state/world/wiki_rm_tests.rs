@@ -6,6 +6,7 @@ use super::tests::{job, world};
 use super::*;
 use crate::config::wiki_rm::WikiRmConfig;
 use crate::config::{ClusterConfig, Config};
+use foresight_core::ClusterId;
 use foresight_rm::ClusterState;
 use foresight_rm::PartHandle;
 use foresight_rm::ReserveRequest;
@@ -49,7 +50,7 @@ fn take_effects(w: &mut World) -> Vec<Effect> {
     std::mem::take(&mut w.effects)
 }
 
-fn reserve_asked(effects: &[Effect]) -> Vec<(usize, ReserveRequest)> {
+fn reserve_asked(effects: &[Effect]) -> Vec<(ClusterId, ReserveRequest)> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -75,7 +76,7 @@ fn another_instances_reservations_hold_processors_and_ours_are_read_by_our_prefi
         name: "ann".into(),
         ..Default::default()
     });
-    w.sync_remote(Time(1_000), 0, Ok(state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(state(1_000, 8)));
     w.accept(Time(1_000), vec![job(1, "ann", 4, 60)]);
     w.cycle(Time(1_000));
     let (_, req) = reserve_asked(&take_effects(&mut w)).pop().unwrap();
@@ -83,7 +84,7 @@ fn another_instances_reservations_hold_processors_and_ours_are_read_by_our_prefi
     w.reservation_answered(Time(1_000), ReservationId(rid), Ok(()));
     w.part_submitted(
         Time(1_000),
-        0,
+        ClusterId(0),
         JobId(1),
         0,
         Ok(PartHandle {
@@ -125,7 +126,7 @@ fn another_instances_reservations_hold_processors_and_ours_are_read_by_our_prefi
             procs: 4,
         },
     ];
-    w.sync_remote(Time(1_010), 0, Ok(s));
+    w.sync_remote(Time(1_010), ClusterId(0), Ok(s));
     let effects = take_effects(&mut w);
     // The other instance's reservation is not ours: never released.
     assert!(
@@ -145,8 +146,8 @@ fn another_instances_reservations_hold_processors_and_ours_are_read_by_our_prefi
 #[test]
 fn a_wiki_cluster_without_a_submission_route_is_offered_no_global_job() {
     let mut w = world(vec![wiki("w", None), ClusterConfig::local("a", 2)]);
-    w.sync_remote(Time(1_000), 0, Ok(state(1_000, 8)));
-    assert!(w.cluster_up(0));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(state(1_000, 8)));
+    assert!(w.cluster_up(ClusterId(0)));
     assert!(w.clusters[0]
         .unavailable_reason
         .as_deref()
@@ -169,11 +170,11 @@ fn a_wiki_cluster_without_a_submission_route_is_offered_no_global_job() {
     let e = w.admit(&job(3, "ann", 3, 60)).unwrap_err();
     assert!(e.reason().contains("largest possible is 2"), "{e:?}");
     // A failed read is still a down cluster.
-    w.sync_remote(Time(1_001), 0, Err("no answer".into()));
-    assert!(!w.cluster_up(0));
+    w.sync_remote(Time(1_001), ClusterId(0), Err("no answer".into()));
+    assert!(!w.cluster_up(ClusterId(0)));
     // With a route it is offered.
     let mut w = world(vec![wiki("w", Some("http://127.0.0.1:1"))]);
-    w.sync_remote(Time(1_000), 0, Ok(state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(state(1_000, 8)));
     w.accept(Time(1_000), vec![job(1, "ann", 2, 60)]);
     w.cycle(Time(1_000));
     assert_eq!(reserve_asked(&take_effects(&mut w)).len(), 1);
@@ -185,7 +186,7 @@ fn a_wiki_cluster_without_a_submission_route_is_offered_no_global_job() {
 #[test]
 fn the_book_of_a_wiki_cluster_is_rebuilt_from_the_records() {
     let mut w = world(vec![wiki("w", Some("http://127.0.0.1:1"))]);
-    w.sync_remote(Time(1_000), 0, Ok(state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(0), Ok(state(1_000, 8)));
     let mut late = job(1, "ann", 4, 60);
     late.begin = Some(1_010);
     w.accept(Time(1_000), vec![late, job(2, "ann", 4, 60)]);
@@ -196,7 +197,7 @@ fn the_book_of_a_wiki_cluster_is_rebuilt_from_the_records() {
         w.reservation_answered(Time(1_000), ReservationId(r.id), Ok(()));
     }
     take_effects(&mut w);
-    let (mut held, mut parts) = w.wiki_book(0);
+    let (mut held, mut parts) = w.wiki_book(ClusterId(0));
     held.sort_by_key(|r| r.id);
     let mut wanted: Vec<ReserveRequest> = asked.into_iter().map(|(_, r)| r).collect();
     wanted.sort_by_key(|r| r.id);

@@ -23,7 +23,7 @@ use foresight_core::forecast::forecast;
 use foresight_core::profile::Profile;
 use foresight_core::time::{Dur, Time};
 use foresight_core::workflow::{self, Edge, GridState, Mapper, Site, Task, TaskId};
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::ReserveRequest;
 use foresight_store::{
     ConditionRecord, DependencyRecord, JobRecord, Links, WorkflowEdgeRecord, WorkflowRecord,
@@ -37,8 +37,8 @@ use std::collections::{BTreeMap, HashMap};
 pub struct RemoteSlot {
     /// The task's index in the workflow.
     pub task: usize,
-    /// Cluster index.
-    pub cluster: usize,
+    /// The cluster.
+    pub cluster: ClusterId,
     /// The reservation to make there.
     pub request: ReserveRequest,
 }

@@ -9,7 +9,7 @@ use crate::state::staging::FetchFailure;
 use foresight_api::JobState;
 use foresight_api::{parse_workflow, MapperName, WorkflowState};
 use foresight_core::time::Time;
-use foresight_core::{JobId, ReservationId};
+use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_store::{JobRecord, Links, WorkflowRecord};
 use std::collections::BTreeSet;
 
@@ -66,10 +66,10 @@ fn tasks_run_in_order_retry_once_then_cancel_their_dependants() {
     assert_eq!(w.jobs[&JobId(1)].cluster.as_deref(), Some("a"));
     assert_eq!(launched(&mut w), vec![1]);
     assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     assert_eq!(launched(&mut w), vec![2, 3]);
     // B fails: one retry, a new attempt of the same job; D still waits.
-    w.on_finished(Time(1_020), 0, JobId(2), 0, &exit(3));
+    w.on_finished(Time(1_020), ClusterId(0), JobId(2), 0, &exit(3));
     assert_eq!(w.jobs[&JobId(2)].attempt, 1);
     // Started again at once on the free cluster (the retry's reason shows while it waits).
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Running);
@@ -78,7 +78,7 @@ fn tasks_run_in_order_retry_once_then_cancel_their_dependants() {
     assert_eq!(launched(&mut w), vec![2]);
     assert_eq!(w.jobs[&JobId(4)].state, JobState::Pending);
     // It fails again: no retry left, D is cancelled naming B.
-    w.on_finished(Time(1_030), 0, JobId(2), 1, &exit(4));
+    w.on_finished(Time(1_030), ClusterId(0), JobId(2), 1, &exit(4));
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Failed);
     assert_eq!(w.jobs[&JobId(4)].state, JobState::Cancelled);
     let reason = w.jobs[&JobId(4)].reason.clone().unwrap();
@@ -87,7 +87,7 @@ fn tasks_run_in_order_retry_once_then_cancel_their_dependants() {
         "{reason}"
     );
     assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Running);
-    w.on_finished(Time(1_040), 0, JobId(3), 0, &exit(0));
+    w.on_finished(Time(1_040), ClusterId(0), JobId(3), 0, &exit(0));
     let v = w.workflow_view(id).unwrap();
     assert_eq!(v.state, WorkflowState::Failed);
     assert_eq!(v.tasks[3].after, vec!["B".to_string(), "C".to_string()]);
@@ -212,7 +212,7 @@ fn a_reserved_task_gives_back_the_rest_of_its_slot_when_it_ends() {
         |w: &World, r: ReservationId| w.broker.clusters[0].sched.reservations().any(|x| x.id == r);
     assert!(held(&w, a));
     // A ends 10 s in, long before its one-minute slot does.
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     assert_eq!(w.reservations[&a].state, ReservationState::Finished);
     assert!(!held(&w, a), "A's slot is still held after A ended");
     // B's slot, not used yet, stands.
@@ -269,7 +269,7 @@ fn mixed() -> World {
     let mut c1 = slurm("c1");
     c1.spec.features = vec!["slurm".into()];
     let mut w = world(vec![a, c1]);
-    w.sync_remote(Time(1_000), 1, Ok(empty_state(1_000, 8)));
+    w.sync_remote(Time(1_000), ClusterId(1), Ok(empty_state(1_000, 8)));
     w
 }
 
@@ -342,7 +342,7 @@ fn one_slurm_refusal_releases_every_slot_of_the_workflow() {
             .iter()
             .map(|s| (s.task, s.cluster))
             .collect::<Vec<_>>(),
-        [(1, 1), (2, 1)]
+        [(1, ClusterId(1)), (2, ClusterId(1))]
     );
     // Slurm reserves whole minutes: the 10 s slots are held for 60 s.
     for s in &remote {
@@ -400,7 +400,7 @@ fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
     let (b, c) = (rid(1), rid(2));
     w.accept_workflow(Time(1_001), wf, jobs);
     assert_eq!(launched(&mut w), vec![1]);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     let submitted: Vec<_> = std::mem::take(&mut w.effects)
         .into_iter()
         .filter_map(|e| match e {
@@ -412,10 +412,10 @@ fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
             _ => None,
         })
         .collect();
-    assert_eq!(submitted, vec![(1, 2, Some(b))]);
+    assert_eq!(submitted, vec![(ClusterId(1), 2, Some(b))]);
     w.part_submitted(
         Time(1_011),
-        1,
+        ClusterId(1),
         JobId(2),
         0,
         Ok(PartHandle {
@@ -439,7 +439,7 @@ fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
             procs: 1,
         });
     }
-    w.sync_remote(Time(1_030), 1, Ok(s));
+    w.sync_remote(Time(1_030), ClusterId(1), Ok(s));
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
     assert_eq!(
         w.reservations[&ReservationId(b)].state,
@@ -450,7 +450,7 @@ fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
     // C follows B, into its own slot.
     assert!(effects.iter().any(|e| matches!(
         e,
-        Effect::Submit { cluster: 1, submission, .. }
+        Effect::Submit { cluster: ClusterId(1), submission, .. }
             if submission.spec.job == 3 && submission.reservation == Some(c)
     )));
     w.cancel_workflow(Time(1_031), 7).unwrap();
@@ -505,7 +505,7 @@ fn a_restart_keeps_committed_slurm_slots_and_drops_tentative_ones() {
             procs: 1,
         });
     }
-    w.sync_remote(Time(1_011), 0, Ok(s));
+    w.sync_remote(Time(1_011), ClusterId(0), Ok(s));
     assert_eq!(released(&w.effects), BTreeSet::from([2]));
     assert!(w.reservations[&ReservationId(1)].state.is_live());
     assert!(!w.reservations[&ReservationId(2)].state.is_live());
@@ -570,7 +570,7 @@ fn a_successor_on_another_cluster_waits_for_the_edges_files() {
     assert!(copies.is_empty());
     // A task runs in its cluster's own directory for the workflow.
     assert_eq!(launched, vec![(1, "/wa/workflow-7".to_string())]);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     let (copies, launched) = copies_and_launches(&mut w);
     assert_eq!(
         copies,
@@ -608,7 +608,7 @@ fn a_failed_edge_copy_cancels_the_successor_and_the_workflow() {
     let mut w = pair_grid(Some("/wa"), Some("/wb"));
     let id = submit(&mut w, PAIR, 1);
     copies_and_launches(&mut w);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     let err = "edge A -> B, file out/m.dat: copying /wa/workflow-7/out/m.dat to \
                /wb/workflow-7/out/m.dat: cp: cannot stat: No such file or directory";
     let failed = FetchFailure {
@@ -648,7 +648,7 @@ fn a_failed_edge_copy_cancels_only_that_edges_successor() {
     let mut w = pair_grid(Some("/wa"), Some("/wb"));
     let id = submit(&mut w, FORK, 1);
     copies_and_launches(&mut w);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     let (copies, _) = copies_and_launches(&mut w);
     assert_eq!(
         copies[0].2,
@@ -691,7 +691,7 @@ fn a_failed_edge_copy_cancels_only_that_edges_successor() {
         a.reason.as_deref(),
         Some(format!("copying edge files failed: {err}").as_str())
     );
-    w.on_finished(Time(1_020), 1, JobId(2), 0, &exit(0));
+    w.on_finished(Time(1_020), ClusterId(1), JobId(2), 0, &exit(0));
     assert_eq!(w.jobs[&JobId(2)].state, JobState::Completed);
     assert_eq!(w.workflow_view(id).unwrap().state, WorkflowState::Cancelled);
 }
@@ -702,7 +702,7 @@ fn a_failed_output_copy_cancels_every_successor() {
     let mut w = pair_grid(Some("/wa"), Some("/wb"));
     submit(&mut w, FORK, 1);
     copies_and_launches(&mut w);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     copies_and_launches(&mut w);
     let failed = FetchFailure {
         label: None,
@@ -758,7 +758,7 @@ fn no_copy_where_the_successor_runs_in_the_same_directory() {
         }
         w.accept_workflow(Time(1_000), wf, jobs);
         copies_and_launches(&mut w);
-        w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+        w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
         let (copies, launched) = copies_and_launches(&mut w);
         assert!(copies.is_empty(), "{name}: {copies:?}");
         assert!(w.jobs[&JobId(1)].output_staging.is_none(), "{name}");
@@ -775,7 +775,7 @@ fn no_copy_where_the_successor_runs_in_the_same_directory() {
 fn a_restart_copies_an_edges_files_again() {
     let mut w = pair_grid(Some("/wa"), Some("/wb"));
     let id = submit(&mut w, PAIR, 1);
-    w.on_finished(Time(1_010), 0, JobId(1), 0, &exit(0));
+    w.on_finished(Time(1_010), ClusterId(0), JobId(1), 0, &exit(0));
     let wf = w.workflows[&id].clone();
     let jobs: Vec<JobRecord> = w.jobs.values().cloned().collect();
     assert!(jobs[0].output_staging.as_ref().unwrap().ended_at.is_none());
