@@ -17,6 +17,9 @@
 //! - [`slurm`]: the Slurm adapter: [`SlurmCluster`], the [`ResourceManager`] of a Slurm
 //!   cluster, over [`SlurmClient`] (Slurm's commands run per cluster, their command lines built
 //!   from typed requests, their outputs parsed).
+//! - [`grid`]: a site on another host, joined over the network: the messages, the centre's
+//!   mailbox per site, [`grid::SiteCluster`] (a site's cluster at the centre) and the site's
+//!   [`grid::CentreClient`].
 //! - [`wiki`]: Maui's WIKI interface both ways: a server through which Maui or Moab schedules
 //!   a cluster ([`wiki::serve`] over a [`wiki::WikiBackend`]), and [`wiki::WikiClient`] to
 //!   drive any WIKI resource manager; framing, checksum and message syntax as Maui 3.x has them.
@@ -29,6 +32,7 @@ mod cgroup;
 pub mod clock;
 mod error;
 mod executor;
+pub mod grid;
 mod layout;
 mod local;
 mod manager;

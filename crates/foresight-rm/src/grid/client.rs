@@ -1,0 +1,132 @@
+//! The site's side of the exchange: HTTPS requests to the centre (the site opens every
+//! connection), signed with the site's token.
+
+use super::{Answer, Command, Hello, SiteSnapshot, Welcome, SITE_HEADER};
+use crate::manager::RmError;
+use std::time::Duration;
+
+/// A site's connection to its centre (the first of its addresses that answers).
+#[derive(Clone, Debug)]
+pub struct CentreClient {
+    centres: Vec<String>,
+    site: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl CentreClient {
+    /// Time allowed for one request besides a long poll's wait.
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Site `site` with `token`, to the centres at `centres` (`https://host:port`), tried in
+    /// order.
+    pub fn new(centres: &[String], site: &str, token: &str) -> Result<CentreClient, RmError> {
+        if centres.is_empty() {
+            return Err(RmError::Invalid("[grid] centres is empty".into()));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Self::TIMEOUT)
+            .build()
+            .map_err(|e| RmError::Invalid(format!("[grid]: {e}")))?;
+        Ok(CentreClient {
+            centres: centres
+                .iter()
+                .map(|c| c.trim_end_matches('/').to_owned())
+                .collect(),
+            site: site.to_owned(),
+            token: token.trim().to_owned(),
+            http,
+        })
+    }
+
+    /// Sends `body` to `path` at the first centre that answers; `wait` more than the usual
+    /// time for a long poll.
+    async fn request<T: serde::de::DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&(impl serde::Serialize + ?Sized)>,
+        wait: Duration,
+    ) -> Result<T, RmError> {
+        let mut last = None;
+        for base in &self.centres {
+            let url = format!("{base}{path}");
+            let mut req = self
+                .http
+                .request(method.clone(), &url)
+                .bearer_auth(&self.token)
+                .header(SITE_HEADER, &self.site)
+                .timeout(Self::TIMEOUT + wait);
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            let resp = match req.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    last = Some(RmError::Unreachable(format!("centre {url}: {e}")));
+                    continue;
+                }
+            };
+            let status = resp.status();
+            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                last = Some(RmError::Unreachable(format!("centre {url}: not active")));
+                continue;
+            }
+            if !status.is_success() {
+                let text = resp.text().await.unwrap_or_default();
+                return Err(RmError::Invalid(format!(
+                    "centre {url} answered {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                )));
+            }
+            return resp.json().await.map_err(|e| {
+                RmError::Unreachable(format!("centre {url}: unreadable answer: {e}"))
+            });
+        }
+        Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
+    }
+
+    /// Says who the site is and what it lends.
+    pub async fn hello(&self, hello: &Hello) -> Result<Welcome, RmError> {
+        self.request(
+            reqwest::Method::POST,
+            "/grid/v1/hello",
+            Some(hello),
+            Duration::ZERO,
+        )
+        .await
+    }
+
+    /// The commands queued after `after`, waiting up to `wait` for one.
+    pub async fn commands(&self, after: u64, wait: Duration) -> Result<Vec<Command>, RmError> {
+        let path = format!("/grid/v1/commands?after={after}&wait={}", wait.as_secs());
+        self.request(reqwest::Method::GET, &path, None::<&()>, wait)
+            .await
+    }
+
+    /// Answers commands.
+    pub async fn answer(&self, answers: &[Answer]) -> Result<(), RmError> {
+        let _: serde_json::Value = self
+            .request(
+                reqwest::Method::POST,
+                "/grid/v1/answers",
+                Some(answers),
+                Duration::ZERO,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Pushes the lent clusters' states.
+    pub async fn snapshots(&self, snapshots: &[SiteSnapshot]) -> Result<(), RmError> {
+        let _: serde_json::Value = self
+            .request(
+                reqwest::Method::POST,
+                "/grid/v1/snapshots",
+                Some(snapshots),
+                Duration::ZERO,
+            )
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,202 @@
+//! The centre's side of one site: the commands queued for it, which a call waits on until
+//! the site answers, and the site's latest snapshots.
+
+use super::{Answer, Command, Hello, Op, Reply, SiteSnapshot};
+use crate::manager::{ClusterState, RmError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
+use tokio::time::Instant;
+
+/// One site's mailbox at the centre. Commands stay queued until answered (or their caller
+/// gives up), so a site that reconnects fetches again whatever it had not answered.
+#[derive(Debug)]
+pub struct Mailbox {
+    site: String,
+    inner: Mutex<Inner>,
+    queued: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_seq: u64,
+    pending: BTreeMap<u64, (Command, oneshot::Sender<Reply>)>,
+    snapshots: HashMap<String, (Instant, ClusterState)>,
+    hello: Option<Hello>,
+}
+
+impl Mailbox {
+    /// An empty mailbox for site `site`.
+    pub fn new(site: &str) -> Mailbox {
+        Mailbox {
+            site: site.to_owned(),
+            inner: Mutex::new(Inner {
+                next_seq: 1,
+                ..Inner::default()
+            }),
+            queued: Notify::new(),
+        }
+    }
+
+    /// The site's name.
+    pub fn site(&self) -> &str {
+        &self.site
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `op` for cluster `cluster` of the site and waits for the answer, at most
+    /// `timeout`: a site that does not answer in time is unreachable for this call.
+    pub async fn call(&self, cluster: &str, op: Op, timeout: Duration) -> Result<Reply, RmError> {
+        let what = op.describe();
+        let (tx, rx) = oneshot::channel();
+        let seq = {
+            let mut inner = self.lock();
+            let seq = inner.next_seq;
+            inner.next_seq += 1;
+            let command = Command {
+                seq,
+                cluster: cluster.to_owned(),
+                op,
+            };
+            inner.pending.insert(seq, (command, tx));
+            seq
+        };
+        self.queued.notify_waiters();
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            _ => {
+                self.lock().pending.remove(&seq);
+                Err(RmError::Unreachable(format!(
+                    "site {} did not answer command {seq} ({what}) within {} s",
+                    self.site,
+                    timeout.as_secs_f64()
+                )))
+            }
+        }
+    }
+
+    /// The commands queued after `after`, waiting up to `wait` for one when there is none.
+    pub async fn commands(&self, after: u64, wait: Duration) -> Vec<Command> {
+        let deadline = Instant::now() + wait;
+        loop {
+            // Registered before looking, so that a command queued in between wakes us.
+            let queued = self.queued.notified();
+            let found: Vec<Command> = self
+                .lock()
+                .pending
+                .range(after + 1..)
+                .map(|(_, (c, _))| c.clone())
+                .collect();
+            if !found.is_empty() {
+                return found;
+            }
+            if tokio::time::timeout_at(deadline, queued).await.is_err() {
+                return Vec::new();
+            }
+        }
+    }
+
+    /// Hands each answer to the call waiting for it; answers to commands nobody waits for
+    /// any more (answered before, or given up) are dropped. Returns how many were awaited.
+    pub fn answer(&self, answers: Vec<Answer>) -> usize {
+        let mut inner = self.lock();
+        let mut awaited = 0;
+        for a in answers {
+            if let Some((_, tx)) = inner.pending.remove(&a.seq) {
+                awaited += usize::from(tx.send(a.reply).is_ok());
+            }
+        }
+        awaited
+    }
+
+    /// Records the site's greeting; returns the last sequence number queued so far.
+    pub fn hello(&self, hello: Hello) -> u64 {
+        let mut inner = self.lock();
+        inner.hello = Some(hello);
+        inner.next_seq - 1
+    }
+
+    /// What the site said when it last connected.
+    pub fn greeting(&self) -> Option<Hello> {
+        self.lock().hello.clone()
+    }
+
+    /// Keeps the site's latest snapshot of each cluster in `snapshots`.
+    pub fn snapshots(&self, snapshots: Vec<SiteSnapshot>) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        for s in snapshots {
+            inner.snapshots.insert(s.cluster, (now, s.state));
+        }
+    }
+
+    /// The latest snapshot of `cluster` and how long ago it arrived.
+    pub fn latest(&self, cluster: &str) -> Option<(Duration, ClusterState)> {
+        let inner = self.lock();
+        let (at, state) = inner.snapshots.get(cluster)?;
+        Some((at.elapsed(), state.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn a_call_returns_the_answer_the_site_gives_to_its_command() {
+        let m = Arc::new(Mailbox::new("umea"));
+        let caller = {
+            let m = m.clone();
+            tokio::spawn(async move {
+                m.call(
+                    "abisko",
+                    Op::Release { reservation: 7 },
+                    Duration::from_secs(30),
+                )
+                .await
+            })
+        };
+        let got = m.commands(0, Duration::from_secs(30)).await;
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].cluster, "abisko");
+        assert_eq!(got[0].op, Op::Release { reservation: 7 });
+        // A fetch after the command's number waits for a newer one: there is none.
+        let none = m.commands(got[0].seq, Duration::from_millis(1)).await;
+        assert!(none.is_empty());
+        let awaited = m.answer(vec![Answer {
+            seq: got[0].seq,
+            reply: Reply::Done,
+        }]);
+        assert_eq!(awaited, 1);
+        assert_eq!(caller.await.unwrap().unwrap(), Reply::Done);
+        // Answered twice (a retry after a lost response): the second finds nobody waiting.
+        assert_eq!(
+            m.answer(vec![Answer {
+                seq: got[0].seq,
+                reply: Reply::Done
+            }]),
+            0
+        );
+    }
+
+    #[tokio::test]
+    async fn a_site_that_never_answers_makes_the_call_unreachable_and_forgets_it() {
+        let m = Mailbox::new("umea");
+        let e = m
+            .call(
+                "abisko",
+                Op::Release { reservation: 7 },
+                Duration::from_millis(20),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.is_unreachable(), "{e}");
+        assert!(e.to_string().contains("site umea did not answer"), "{e}");
+        assert!(m.commands(0, Duration::ZERO).await.is_empty());
+    }
+}

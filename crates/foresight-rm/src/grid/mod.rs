@@ -1,0 +1,224 @@
+//! How a site on another host joins a central service: the site connects out to the centre
+//! (its firewall need admit only outbound HTTPS), fetches the commands queued for it, answers
+//! them, and pushes its clusters' snapshots. At the centre each lent cluster is a
+//! [`SiteCluster`], a [`ResourceManager`](crate::ResourceManager) whose calls become
+//! [`Command`]s in the site's [`Mailbox`]; at the site a [`CentreClient`] carries them.
+//! The design and its reasons: `docs/src/sites-across-hosts.md`.
+//!
+//! # Layout
+//! - this file: the messages both sides exchange ([`Hello`], [`Command`], [`Op`], [`Answer`],
+//!   [`Reply`], [`SiteSnapshot`]).
+//! - `mailbox`: [`Mailbox`], the centre's queue of commands for one site, their answers, and
+//!   the site's latest snapshots.
+//! - `site`: [`SiteCluster`], a site's cluster as the centre drives it.
+//! - `client`: [`CentreClient`], the site's side of the HTTP exchange.
+
+mod client;
+mod mailbox;
+mod site;
+
+pub use client::CentreClient;
+pub use mailbox::Mailbox;
+pub use site::SiteCluster;
+
+use crate::manager::{ClusterState, PartHandle, ReserveRequest, RmError, Submission};
+use serde::{Deserialize, Serialize};
+
+/// The header naming the site a request comes from; its token must be that site's.
+pub const SITE_HEADER: &str = "x-foresight-site";
+
+/// The longest a site's long poll for commands is held open, seconds.
+pub const MAX_WAIT_SECS: u64 = 25;
+
+/// The most output bytes one answer carries; a reader asks again from where it stopped.
+pub const MAX_OUTPUT_CHUNK: usize = 4 << 20;
+
+/// What a site says when it connects: the clusters it lends and how much of each.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// The site's name (the subject of its credential).
+    pub site: String,
+    /// Its lent clusters.
+    pub clusters: Vec<LentCluster>,
+}
+
+/// One cluster a site lends to the grid.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LentCluster {
+    /// Its name at the site.
+    pub name: String,
+    /// Its processors.
+    pub processors: u32,
+    /// The most processors grid jobs may hold there at once.
+    pub lend: u32,
+}
+
+/// The centre's answer to a [`Hello`]: how the site must name the centre's parts and
+/// reservations (the names the centre recognises in snapshots), and where its mailbox stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The centre's instance name (its parts are `<instance>-<job>.<attempt>`).
+    pub instance: String,
+    /// The sequence number of the last command the centre queued for the site; the site
+    /// fetches after what it last answered.
+    pub last_seq: u64,
+}
+
+/// One command the centre queued for a site.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    /// Its number in the site's mailbox (increasing); the answer names it.
+    pub seq: u64,
+    /// The cluster at the site it is for.
+    pub cluster: String,
+    /// What to do.
+    pub op: Op,
+}
+
+/// What a command asks. Each one that changes state carries its key (a reservation id, a
+/// part's job and attempt): the site carries out a repeated command once and answers it
+/// again, so a lost answer never books processors or starts a part twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// Hold an advance reservation for the grid.
+    Reserve {
+        /// What to hold.
+        request: ReserveRequest,
+        /// The processors are held by jobs just suspended for this one.
+        over_suspended: bool,
+    },
+    /// Give a reservation back.
+    Release {
+        /// The centre's reservation id.
+        reservation: u64,
+    },
+    /// Submit a part, bound to its reservation.
+    Submit {
+        /// The part.
+        submission: Submission,
+    },
+    /// Cancel a part.
+    Cancel {
+        /// The part.
+        part: PartHandle,
+    },
+    /// Stop a running part, keeping its processors.
+    Suspend {
+        /// The part.
+        part: PartHandle,
+    },
+    /// Continue a suspended part.
+    Resume {
+        /// The part.
+        part: PartHandle,
+    },
+    /// Queue a part again.
+    Requeue {
+        /// The part.
+        part: PartHandle,
+    },
+    /// Move a reservation (and the part bound to it) earlier.
+    Move {
+        /// The reservation's new window.
+        to: ReserveRequest,
+        /// Its part, when submitted.
+        part: Option<PartHandle>,
+    },
+    /// A part's output from a byte on.
+    Output {
+        /// The part.
+        part: PartHandle,
+        /// Its standard error rather than its standard output.
+        stderr: bool,
+        /// From this byte.
+        offset: u64,
+    },
+    /// When the site would start a job submitted now.
+    Estimate {
+        /// Processors.
+        procs: u32,
+        /// Seconds.
+        walltime: i64,
+    },
+}
+
+impl Op {
+    /// A few words for logs and errors.
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Reserve { request, .. } => format!("reserve {}", request.id),
+            Op::Release { reservation } => format!("release reservation {reservation}"),
+            Op::Submit { submission } => format!(
+                "submit job {}.{}",
+                submission.spec.job, submission.spec.attempt
+            ),
+            Op::Cancel { part } => format!("cancel job {}.{}", part.job, part.attempt),
+            Op::Suspend { part } => format!("suspend job {}.{}", part.job, part.attempt),
+            Op::Resume { part } => format!("resume job {}.{}", part.job, part.attempt),
+            Op::Requeue { part } => format!("requeue job {}.{}", part.job, part.attempt),
+            Op::Move { to, .. } => format!("move reservation {}", to.id),
+            Op::Output { part, .. } => format!("output of job {}.{}", part.job, part.attempt),
+            Op::Estimate { procs, walltime } => format!("estimate {procs} x {walltime} s"),
+        }
+    }
+}
+
+/// What a site did with a command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// Done (or already done: a repeated command).
+    Done,
+    /// The part was submitted: its handle there.
+    Submitted {
+        /// The handle.
+        part: PartHandle,
+    },
+    /// Output bytes (at most [`MAX_OUTPUT_CHUNK`]); `None` when the site has none for it.
+    Output {
+        /// The bytes.
+        bytes: Option<Vec<u8>>,
+    },
+    /// The site's estimate of a start, Unix seconds.
+    Estimate {
+        /// `None`: no opinion.
+        start: Option<i64>,
+    },
+    /// Refused, and why. `unreachable`: the site could not reach its own resource manager
+    /// (the cluster is then taken as unavailable, as a Slurm cluster whose commands fail).
+    Refused {
+        /// Why.
+        message: String,
+        /// The cluster itself was out of reach.
+        unreachable: bool,
+    },
+}
+
+impl Reply {
+    /// A refusal of `e`, keeping whether the cluster was unreachable.
+    pub fn refused(e: &RmError) -> Reply {
+        Reply::Refused {
+            message: e.to_string(),
+            unreachable: e.is_unreachable(),
+        }
+    }
+}
+
+/// A site's answer to one command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The command's number.
+    pub seq: u64,
+    /// What came of it.
+    pub reply: Reply,
+}
+
+/// One lent cluster as the site's resource manager sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteSnapshot {
+    /// Its name at the site.
+    pub cluster: String,
+    /// Its state.
+    pub state: ClusterState,
+}
