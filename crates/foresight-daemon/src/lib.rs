@@ -61,6 +61,7 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
         );
     }
     service.start_global_queue(&url).await?;
+    service.start_grid_agent()?;
     // Bound before `server.url` is written: a client that sees the address finds the
     // socket too.
     let sockets = local_sockets(&service.cfg, &data_dir, root)?;

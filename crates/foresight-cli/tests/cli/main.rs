@@ -24,6 +24,7 @@ mod dependencies;
 mod docs;
 mod executor;
 mod first_contact;
+mod grid_sites;
 mod hardening;
 mod identity;
 mod inputs;

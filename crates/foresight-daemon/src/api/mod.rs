@@ -10,6 +10,7 @@ mod clusters;
 mod dashboard;
 pub(crate) mod error;
 mod extract;
+mod grid;
 mod head_errors;
 mod jobs;
 pub mod local_socket;

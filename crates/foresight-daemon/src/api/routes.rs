@@ -89,6 +89,12 @@ pub fn route_paths() -> Vec<(String, bool)> {
             let documented = !pages.contains(&p.as_str());
             (p, documented)
         })
+        // The sites' routes are a protocol between services, not the users' API.
+        .chain(
+            crate::api::grid::routes()
+                .into_iter()
+                .map(|(p, _)| (p.to_string(), false)),
+        )
         .collect()
 }
 
@@ -102,7 +108,7 @@ pub fn router(service: Arc<Service>) -> Router {
         API_PREFIX,
         api.method_not_allowed_fallback(method_not_allowed),
     );
-    for (path, methods) in top_routes() {
+    for (path, methods) in top_routes().into_iter().chain(crate::api::grid::routes()) {
         top = top.route(path, methods);
     }
     top.method_not_allowed_fallback(method_not_allowed)

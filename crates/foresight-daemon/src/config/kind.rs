@@ -150,6 +150,32 @@ impl ClusterKind for WikiResourceManager {
     }
 }
 
+/// A cluster lent by a site on another host, which schedules it and pushes its state.
+#[derive(Debug)]
+pub struct Site {
+    /// How often the state it last pushed is read.
+    pub poll: Duration,
+}
+
+impl ClusterKind for Site {
+    fn label(&self) -> &'static str {
+        "site"
+    }
+
+    fn schedules_itself(&self) -> bool {
+        true
+    }
+
+    /// Its jobs run as the account the site maps the grid to.
+    fn runs_as_unix_account(&self) -> bool {
+        false
+    }
+
+    fn snapshot_every(&self) -> Option<Duration> {
+        Some(self.poll)
+    }
+}
+
 impl ClusterConfig {
     /// What this cluster's kind means to the service (the configuration is checked: an
     /// unknown kind was refused before).
@@ -157,6 +183,10 @@ impl ClusterConfig {
         if self.is_slurm() {
             Arc::new(Slurm {
                 sync: Duration::from_millis(self.sync_ms.max(1)),
+            })
+        } else if self.kind == "site" {
+            Arc::new(Site {
+                poll: Duration::from_millis(self.sync_ms.max(1)),
             })
         } else if self.is_remote() {
             Arc::new(WikiResourceManager {

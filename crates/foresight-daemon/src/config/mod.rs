@@ -2,6 +2,7 @@
 //! many processors as the machine has cores).
 
 pub mod dispatcher;
+pub mod grid;
 pub mod http;
 pub mod identity;
 pub mod kind;
@@ -118,6 +119,9 @@ pub struct Config {
     /// known by their Unix account, without a token, and the policy for jobs as root.
     #[serde(default)]
     pub identity: crate::config::identity::IdentityConfig,
+    /// This service is a site of a grid whose centre is on another host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<crate::config::grid::GridConfig>,
 }
 
 /// One cluster. Processes of the `local` kind run at this machine's speed, so leave its
@@ -163,6 +167,9 @@ pub struct ClusterConfig {
     /// `[cluster.wiki_rm]` of a `wiki` cluster: the WIKI resource manager Foresight schedules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wiki_rm: Option<crate::config::wiki_rm::WikiRmConfig>,
+    /// Kind `site`: the site on another host that lends this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<crate::config::grid::SiteLinkConfig>,
     /// This cluster's own scratch file system, for a cluster that does not share its jobs'
     /// working directories: a job placed here that was not submitted to it runs in
     /// `WORK_DIR/job-ID` (made as the job's account), its inputs are copied there, and its
@@ -299,6 +306,7 @@ impl ClusterConfig {
             scheduler: default_scheduler(),
             wiki: None,
             wiki_rm: None,
+            site: None,
             work_dir: None,
         }
     }
@@ -316,7 +324,7 @@ impl ClusterConfig {
     /// True when the service mirrors this cluster from a resource manager's snapshots
     /// (Slurm, or a WIKI resource manager Foresight schedules) instead of running it.
     pub fn is_remote(&self) -> bool {
-        self.is_slurm() || self.kind == "wiki"
+        self.is_slurm() || self.kind == "wiki" || self.kind == "site"
     }
 }
 
@@ -346,6 +354,7 @@ impl Default for Config {
             unix_user: std::collections::BTreeMap::new(),
             http: Default::default(),
             identity: Default::default(),
+            grid: None,
         }
     }
 }
@@ -452,8 +461,9 @@ impl Config {
                     }
                 }
                 "wiki" => crate::config::wiki_rm::check(&at, c)?,
+                "site" => crate::config::grid::check_site_cluster(&at, c)?,
                 other => anyhow::bail!(
-                    "{at}: kind {other:?} is not supported (supported: local, slurm, wiki)"
+                    "{at}: kind {other:?} is not supported (supported: local, slurm, wiki, site)"
                 ),
             }
             if let Some(w) = c.work_dir.as_ref().filter(|w| !w.is_absolute()) {
@@ -461,6 +471,9 @@ impl Config {
                     "{at}: work_dir must be an absolute path, not {}",
                     w.display()
                 );
+            }
+            if c.kind != "site" && c.site.is_some() {
+                anyhow::bail!("{at}: [cluster.site] is for kind = \"site\" clusters");
             }
             if c.kind != "wiki" && c.wiki_rm.is_some() {
                 anyhow::bail!("{at}: [cluster.wiki_rm] is for kind = \"wiki\" clusters");
@@ -513,6 +526,9 @@ impl Config {
             {
                 anyhow::bail!("user {}: token_sha256 must be 64 hex digits", u.name);
             }
+        }
+        if let Some(g) = &self.grid {
+            crate::config::grid::check_grid(g, &self.cluster)?;
         }
         Ok(())
     }

@@ -1,13 +1,15 @@
 //! Each cluster's resource manager, built from the configuration: Slurm through its
-//! commands, a WIKI peer, or the local executor (whose process reports come back on a
+//! commands, a WIKI peer, a site on another host, or the local executor (whose process reports come back on a
 //! channel). Tests give the service managers of their own instead ([`Managers::given`]).
 
 use crate::config::Config;
+use crate::runtime::grid_centre::SiteLink;
 use foresight_core::ClusterId;
 use foresight_rm::slurm::{CommandOutput, CommandRunner, Invocation, SystemRunner};
 use foresight_rm::{
     Finished, LocalCluster, LocalExecutor, ResourceManager, SlurmClient, SlurmCluster, SlurmError,
 };
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -38,6 +40,8 @@ pub(crate) struct Managers {
     pub(crate) receivers: Vec<(ClusterId, tokio::sync::mpsc::UnboundedReceiver<Finished>)>,
     /// Commands run against Slurm clusters so far.
     pub(crate) slurm_commands: Arc<AtomicU64>,
+    /// The sites on other hosts that lend clusters here, by name.
+    pub(crate) sites: BTreeMap<String, SiteLink>,
 }
 
 impl Managers {
@@ -50,8 +54,15 @@ impl Managers {
             executors: Vec::new(),
             receivers: Vec::new(),
             slurm_commands: Arc::new(AtomicU64::new(0)),
+            sites: crate::runtime::grid_centre::sites(cfg)?,
         };
         for c in &cfg.cluster {
+            if c.kind == "site" {
+                let site = crate::runtime::grid_centre::site_cluster(c, &out.sites)?;
+                out.managers.push(Arc::new(site));
+                out.executors.push(None);
+                continue;
+            }
             if c.is_slurm() {
                 let conf = c.slurm_conf.clone().unwrap_or_default();
                 let runner = CountingRunner {
@@ -107,6 +118,7 @@ impl Managers {
             managers,
             receivers: Vec::new(),
             slurm_commands: Arc::new(AtomicU64::new(0)),
+            sites: BTreeMap::new(),
         }
     }
 }

@@ -6,6 +6,8 @@ pub(crate) mod dispatcher;
 pub(crate) mod effects;
 pub(crate) mod estimate;
 pub(crate) mod global_queue;
+pub(crate) mod grid_centre;
+pub(crate) mod grid_site;
 pub(crate) mod jobs;
 pub(crate) mod loops;
 pub(crate) mod managers;
@@ -67,6 +69,8 @@ pub struct Service {
     managers: Vec<Arc<dyn ResourceManager>>,
     /// Commands run against Slurm clusters so far.
     pub slurm_commands: Arc<AtomicU64>,
+    /// The sites on other hosts that lend clusters here, by name.
+    pub(crate) sites: std::collections::BTreeMap<String, crate::runtime::grid_centre::SiteLink>,
     pub(crate) wake: Notify,
     flush_lock: tokio::sync::Mutex<()>,
     /// Its configuration.
@@ -140,6 +144,7 @@ impl Service {
             executors,
             receivers,
             slurm_commands,
+            sites,
         } = managers;
         let now = clock.now();
         let mut world = World::new(&cfg);
@@ -239,6 +244,7 @@ impl Service {
             store,
             managers,
             slurm_commands,
+            sites,
             wake: Notify::new(),
             flush_lock: tokio::sync::Mutex::new(()),
             cfg,

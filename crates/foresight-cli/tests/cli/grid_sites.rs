@@ -1,0 +1,143 @@
+#![allow(clippy::unwrap_used)]
+//! A site on another host lends a cluster to a centre (kind `site`): the site connects out,
+//! the centre plans a global job on the site's cluster, reserves there and submits the part
+//! through the site's mailbox; the part runs at the site as a job of the site's grid user,
+//! and the centre follows it to its end and reads its output from the site. A request with
+//! another site's token, a wrong one, or for a cluster the site does not lend is refused.
+
+use crate::common::{wait_for, Server};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const TOKEN: &str = "umea-site-token-0123456789abcdef";
+
+/// A centre with cluster `umea-abisko` lent by site `umea` (its `abisko`, 4 processors),
+/// and the site, connected.
+fn centre_and_site() -> (Server, Server, tempfile::TempDir) {
+    let keys = tempfile::tempdir().unwrap();
+    let token_file = std::fs::canonicalize(keys.path())
+        .unwrap()
+        .join("umea.token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let centre = Server::with_config(&format!(
+        r#"
+[[cluster]]
+name = "umea-abisko"
+kind = "site"
+sync_ms = 200
+
+[cluster.site]
+site = "umea"
+cluster = "abisko"
+token_file = "{}"
+lease_seconds = 10
+"#,
+        token_file.display()
+    ));
+    let site = Server::with_config(&format!(
+        r#"
+[[cluster]]
+name = "abisko"
+procs = 4
+
+[grid]
+centres = ["{}"]
+site = "umea"
+token_file = "{}"
+lend = {{ abisko = 4 }}
+snapshot_ms = 200
+"#,
+        centre.url,
+        token_file.display()
+    ));
+    site.add_user("grid", None);
+    wait_for(
+        "the site's cluster up at the centre",
+        Duration::from_secs(20),
+        || {
+            let (status, c) = centre.http().get("/clusters");
+            assert_eq!(status, 200, "{c}");
+            (c[0]["state"] == "up").then_some(())
+        },
+    );
+    (centre, site, keys)
+}
+
+#[test]
+fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centre() {
+    let (centre, site, _keys) = centre_and_site();
+    let id = centre.http().submit(json!({
+        "procs": 2, "walltime": 60,
+        "command": ["sh", "-c", "echo ran on $FORESIGHT_CLUSTER with $FORESIGHT_PROCS; echo oops >&2"],
+    }));
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["exit_code"], 0, "{j}");
+    // The part ran at the site once, as the grid's user, in the reservation made for it.
+    let parts: Vec<Value> = site
+        .http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"] == format!("foresight-{id}.0"))
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    assert_eq!(parts[0]["user"], "grid", "{}", parts[0]);
+    assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
+    assert!(parts[0]["reservation"].is_u64(), "{}", parts[0]);
+    let (status, rs) = site.http().get("/reservations");
+    assert_eq!(status, 200, "{rs}");
+    let mine: Vec<&Value> = rs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["id"] == parts[0]["reservation"])
+        .collect();
+    assert_eq!(mine.len(), 1, "{rs}");
+    assert!(
+        mine[0]["owner"]
+            .as_str()
+            .unwrap()
+            .starts_with("grid:foresight:"),
+        "{}",
+        mine[0]
+    );
+    // Read at the centre, from the site.
+    let gs = id.to_string();
+    assert_eq!(centre.run(&["job", "cat", &gs]), "ran on abisko with 2\n");
+    assert_eq!(centre.run(&["job", "cat", &gs, "--stderr"]), "oops\n");
+}
+
+#[test]
+fn requests_with_a_wrong_token_or_for_a_cluster_not_lent_are_refused() {
+    let (centre, _site, _keys) = centre_and_site();
+    let client = reqwest::blocking::Client::new();
+    let ask = |site: &str, token: &str| {
+        client
+            .get(format!("{}/grid/v1/commands?after=0&wait=0", centre.url))
+            .bearer_auth(token)
+            .header("x-foresight-site", site)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(ask("umea", TOKEN), 200);
+    assert_eq!(ask("umea", "not-the-token-of-umea-at-all"), 401);
+    assert_eq!(ask("lund", TOKEN), 401);
+    // The admin's token is no site's.
+    assert_eq!(ask("umea", &centre.token), 401);
+    let snap = json!([{
+        "cluster": "other",
+        "state": {"taken_at": 0, "processors": 4, "jobs": [], "reservations": []}
+    }]);
+    let status = client
+        .post(format!("{}/grid/v1/snapshots", centre.url))
+        .bearer_auth(TOKEN)
+        .header("x-foresight-site", "umea")
+        .json(&snap)
+        .send()
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(status, 403);
+}

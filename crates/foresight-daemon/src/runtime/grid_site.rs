@@ -1,0 +1,578 @@
+//! The site's side of a grid across hosts: a site lends clusters to a centre on another
+//! host. It connects out to the centre, says what it lends, fetches the commands queued for
+//! it (reserve, submit, cancel, ...), carries them out here as this service's own
+//! reservations and jobs of the grid's user, answers them, and pushes its lent clusters'
+//! state. Every command is carried out once however often it comes: a reservation is found
+//! again by the centre's id in its owner, a part by its name.
+
+use crate::config::grid::GridConfig;
+use crate::runtime::Service;
+use crate::state::refusal::Refusal;
+use crate::state::world::{Held, World};
+use foresight_api::{AclSpec, JobState};
+use foresight_core::{ClusterId, JobId, ReservationId};
+use foresight_rm::grid::{
+    Answer, CentreClient, Command, Hello, LentCluster, Op, Reply, SiteSnapshot, MAX_OUTPUT_CHUNK,
+    MAX_WAIT_SECS,
+};
+use foresight_rm::slurm::Naming;
+use foresight_rm::{
+    ClusterState, Outcome, PartHandle, ReserveRequest, RmJob, RmJobState, RmReservation, Submission,
+};
+use foresight_store::{JobRecord, ReservationRecord};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long an ended grid part stays in the snapshots, so that the centre learns its end.
+const ENDED_KEPT_SECS: i64 = 3_600;
+
+/// A site's link to its centre.
+pub(crate) struct GridAgent {
+    service: Arc<Service>,
+    client: CentreClient,
+    cfg: GridConfig,
+    /// How the centre names its parts and reservations; known once it welcomed us.
+    naming: Mutex<Option<(String, Naming)>>,
+}
+
+impl Service {
+    /// Starts lending this service's clusters to the centre its `[grid]` names, when it
+    /// names one.
+    pub(crate) fn start_grid_agent(self: &Arc<Self>) -> anyhow::Result<()> {
+        let Some(cfg) = self.cfg.grid.clone() else {
+            return Ok(());
+        };
+        let token = crate::config::read_text(&cfg.token_file)
+            .map_err(|e| anyhow::anyhow!("[grid] token_file {}: {e}", cfg.token_file.display()))?;
+        let client = CentreClient::new(&cfg.centres, &cfg.site, &token)
+            .map_err(|e| anyhow::anyhow!("[grid]: {e}"))?;
+        let agent = Arc::new(GridAgent {
+            service: self.clone(),
+            client,
+            cfg,
+            naming: Mutex::new(None),
+        });
+        let a = agent.clone();
+        self.spawn_task(async move { a.command_loop().await });
+        self.spawn_task(async move { agent.snapshot_loop().await });
+        Ok(())
+    }
+}
+
+impl GridAgent {
+    fn naming(&self) -> Option<(String, Naming)> {
+        self.naming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn hello(&self) -> Hello {
+        let w = self.service.world();
+        Hello {
+            site: self.cfg.site.clone(),
+            clusters: self
+                .cfg
+                .lend
+                .iter()
+                .filter_map(|(name, &lend)| {
+                    let k = w.cluster_index(name)?;
+                    Some(LentCluster {
+                        name: name.clone(),
+                        processors: w.clusters[k].procs(),
+                        lend,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Says hello until the centre answers.
+    async fn connect(&self) {
+        let mut pause = Duration::from_millis(200);
+        loop {
+            match self.client.hello(&self.hello()).await {
+                Ok(w) => match Naming::instance(&w.instance) {
+                    Ok(n) => {
+                        tracing::info!(centre = %w.instance, "connected to the centre");
+                        *self.naming.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some((w.instance, n));
+                        return;
+                    }
+                    Err(e) => tracing::warn!("the centre's instance name: {e}"),
+                },
+                Err(e) => tracing::warn!("cannot reach the centre: {e}"),
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn command_loop(self: Arc<Self>) {
+        let mut after = 0;
+        loop {
+            if self.service.is_closing() {
+                return;
+            }
+            if self.naming().is_none() {
+                self.connect().await;
+            }
+            let wait = Duration::from_secs(MAX_WAIT_SECS);
+            let commands = match self.client.commands(after, wait).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("fetching the centre's commands: {e}");
+                    *self.naming.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    continue;
+                }
+            };
+            let mut answers = Vec::with_capacity(commands.len());
+            let mut last = after;
+            for c in commands {
+                last = last.max(c.seq);
+                let seq = c.seq;
+                let reply = self.carry_out(c).await;
+                answers.push(Answer { seq, reply });
+            }
+            // Fetched again until answered: carrying a command out twice does it once.
+            match self.client.answer(&answers).await {
+                Ok(()) => after = last,
+                Err(e) => tracing::warn!("answering the centre: {e}"),
+            }
+        }
+    }
+
+    async fn snapshot_loop(self: Arc<Self>) {
+        let every = Duration::from_millis(self.cfg.snapshot_ms.max(1));
+        loop {
+            if self.service.is_closing() {
+                return;
+            }
+            if let Some((instance, naming)) = self.naming() {
+                let snaps = self.snapshots(&instance, &naming);
+                if let Err(e) = self.client.snapshots(&snaps).await {
+                    tracing::warn!("sending the lent clusters' state: {e}");
+                }
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// Carries out one command of the centre.
+    async fn carry_out(&self, c: Command) -> Reply {
+        let what = c.op.describe();
+        let result = match self.naming() {
+            None => Err(Refusal::conflict("not connected to the centre")),
+            Some((instance, naming)) => self.run(&c.cluster, c.op, &instance, &naming).await,
+        };
+        match result {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::info!(command = c.seq, "{what} refused: {e}");
+                Reply::Refused {
+                    message: e.to_string(),
+                    unreachable: false,
+                }
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        cluster: &str,
+        op: Op,
+        instance: &str,
+        naming: &Naming,
+    ) -> Result<Reply, Refusal> {
+        let lend = *self.cfg.lend.get(cluster).ok_or_else(|| {
+            Refusal::forbidden(
+                "cluster",
+                format!("site {} lends no cluster {cluster}", self.cfg.site),
+            )
+        })?;
+        let s = &self.service;
+        let user = self.cfg.user.clone();
+        let owner = owner_of(instance);
+        match op {
+            Op::Reserve { request, .. } => {
+                let cluster = cluster.to_owned();
+                s.mutate(move |w, now| {
+                    reserve(w, now, &cluster, &user, &owner, lend, &request).map(|_| Reply::Done)
+                })
+                .await
+            }
+            Op::Release { reservation } => {
+                s.mutate(move |w, now| {
+                    if let Some(id) = ours(w, &owner, reservation) {
+                        if w.reservations[&id].state.is_live() {
+                            w.release_reservation(now, id)?;
+                        }
+                    }
+                    Ok(Reply::Done)
+                })
+                .await
+            }
+            Op::Submit { submission } => self.submit(cluster, &submission, &owner, naming).await,
+            Op::Cancel { part } => {
+                let id = self.part(&part, naming)?;
+                s.mutate(move |w, now| {
+                    if !w.jobs[&id].state.is_final() {
+                        w.cancel(now, id)?;
+                    }
+                    Ok(Reply::Done)
+                })
+                .await
+            }
+            Op::Suspend { part } => self.pause(&part, naming, true).await,
+            Op::Resume { part } => self.pause(&part, naming, false).await,
+            Op::Requeue { part } => {
+                let id = self.part(&part, naming)?;
+                s.mutate(move |w, now| w.requeue(now, id).map(|_| Reply::Done))
+                    .await
+            }
+            Op::Move { to, .. } => Err(Refusal::invalid(
+                "move",
+                format!(
+                    "reservation {}: a site does not move reservations yet; release it and \
+                     reserve anew",
+                    to.id
+                ),
+            )),
+            Op::Output {
+                part,
+                stderr,
+                offset,
+            } => {
+                let id = self.part(&part, naming)?;
+                let path = {
+                    let w = s.world();
+                    let j = &w.jobs[&id];
+                    if stderr {
+                        j.stderr.clone()
+                    } else {
+                        j.stdout.clone()
+                    }
+                };
+                let bytes = match path {
+                    None => None,
+                    Some(p) => read_chunk(std::path::Path::new(&p), offset).await,
+                };
+                Ok(Reply::Output { bytes })
+            }
+            Op::Estimate { .. } => Ok(Reply::Estimate { start: None }),
+        }
+    }
+}
+
+impl GridAgent {
+    /// The job here that is part `part` of the centre's, refused when it is not one of the
+    /// grid's (a centre reaches no local user's job).
+    fn part(&self, part: &PartHandle, naming: &Naming) -> Result<JobId, Refusal> {
+        let name = naming.part(part.job, part.attempt);
+        let unknown = || {
+            Refusal::not_found(format!(
+                "no job {} of the grid here",
+                part.external.as_deref().unwrap_or(&name)
+            ))
+        };
+        let id = part
+            .external
+            .as_deref()
+            .and_then(|e| e.parse().ok())
+            .map(JobId)
+            .ok_or_else(unknown)?;
+        let w = self.service.world();
+        match w.jobs.get(&id) {
+            Some(j) if j.user == self.cfg.user && j.name.as_deref() == Some(&name) => Ok(id),
+            _ => Err(unknown()),
+        }
+    }
+
+    async fn pause(
+        &self,
+        part: &PartHandle,
+        naming: &Naming,
+        stop: bool,
+    ) -> Result<Reply, Refusal> {
+        let id = self.part(part, naming)?;
+        self.service
+            .mutate(move |w, now| {
+                let j = &w.jobs[&id];
+                // Already as asked: a repeated command.
+                if j.state != JobState::Running || j.suspended == stop {
+                    return Ok(Reply::Done);
+                }
+                w.pause(now, id, stop).map(|_| Reply::Done)
+            })
+            .await
+    }
+
+    /// Submits part `sub` as a job of the grid's user bound to its reservation here; a part
+    /// submitted before is answered with the job it became.
+    async fn submit(
+        &self,
+        cluster: &str,
+        sub: &Submission,
+        owner: &str,
+        naming: &Naming,
+    ) -> Result<Reply, Refusal> {
+        let spec = &sub.spec;
+        let name = naming.part(spec.job, spec.attempt);
+        let (user, reservation) = {
+            let w = self.service.world();
+            if let Some(j) = w
+                .jobs
+                .values()
+                .find(|j| j.user == self.cfg.user && j.name.as_deref() == Some(&name))
+            {
+                return Ok(submitted(spec.job, spec.attempt, j.id));
+            }
+            let user = w.users.get(&self.cfg.user).cloned().ok_or_else(|| {
+                Refusal::forbidden(
+                    "user",
+                    format!(
+                        "site {} has no user {:?} for the grid's jobs ([grid] user): its \
+                         administrator adds it with `foresight user add`",
+                        self.cfg.site, self.cfg.user
+                    ),
+                )
+            })?;
+            let reservation = match sub.reservation {
+                None => None,
+                Some(r) => Some(ours(&w, owner, r).ok_or_else(|| {
+                    Refusal::not_found(format!("no reservation {r} of the grid here"))
+                })?),
+            };
+            (user, reservation)
+        };
+        crate::state::world::accounts::check_runs_as(&self.service.world(), &user.name)?;
+        let walltime = if spec.walltime_secs > 0 {
+            spec.walltime_secs as i64
+        } else {
+            3_600
+        };
+        let request = serde_json::json!({
+            "name": name,
+            "procs": spec.processors.len().max(1),
+            "walltime": walltime,
+            "cluster": cluster,
+            "reservation": reservation.map(|r| r.0),
+            "command": spec.command,
+            "env": spec.env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            "begin": sub.begin,
+        });
+        let request = serde_json::from_value(request)
+            .map_err(|e| Refusal::invalid("submission", e.to_string()))?;
+        let ids = self.service.submit(&user, vec![request], false).await?;
+        Ok(submitted(spec.job, spec.attempt, ids[0]))
+    }
+
+    /// The lent clusters as they are here, named as the centre names its parts and
+    /// reservations.
+    fn snapshots(&self, instance: &str, naming: &Naming) -> Vec<SiteSnapshot> {
+        let now = self.service.now().secs();
+        let owner = owner_of(instance);
+        let w = self.service.world();
+        self.cfg
+            .lend
+            .keys()
+            .filter_map(|name| {
+                let k = w.cluster_index(name)?;
+                Some(SiteSnapshot {
+                    cluster: name.clone(),
+                    state: cluster_state(&w, k, now, &owner, &self.cfg.user, naming),
+                })
+            })
+            .collect()
+    }
+}
+
+fn submitted(job: u64, attempt: u32, id: u64) -> Reply {
+    Reply::Submitted {
+        part: PartHandle {
+            job,
+            attempt,
+            external: Some(id.to_string()),
+        },
+    }
+}
+
+/// The owner of the reservations made here for the centre `instance`: `grid:<instance>:`
+/// then the centre's reservation id, so that the site's administrator sees whose they are
+/// and a repeated command finds them again, after a restart too.
+fn owner_of(instance: &str) -> String {
+    format!("grid:{instance}:")
+}
+
+/// The centre's reservation id of a reservation made here for it.
+fn centre_id(r: &ReservationRecord, owner: &str) -> Option<u64> {
+    r.owner.strip_prefix(owner)?.parse().ok()
+}
+
+/// The reservation made here for the centre's reservation `id`.
+fn ours(w: &World, owner: &str, id: u64) -> Option<ReservationId> {
+    w.reservations
+        .values()
+        .find(|r| centre_id(r, owner) == Some(id))
+        .map(|r| ReservationId(r.id))
+}
+
+/// Holds `req` on `cluster` for the grid's user, within what the site lends.
+fn reserve(
+    w: &mut World,
+    now: foresight_core::time::Time,
+    cluster: &str,
+    user: &str,
+    owner: &str,
+    lend: u32,
+    req: &ReserveRequest,
+) -> Result<(), Refusal> {
+    if ours(w, owner, req.id).is_some() {
+        return Ok(());
+    }
+    let k = w
+        .cluster_index(cluster)
+        .ok_or_else(|| Refusal::not_found(format!("no cluster {cluster} here")))?;
+    let held: u32 = w
+        .reservations
+        .values()
+        .filter(|r| {
+            r.cluster == cluster
+                && r.state.is_live()
+                && centre_id(r, owner).is_some()
+                && r.start < req.end
+                && req.start < r.end
+        })
+        .map(|r| r.procs)
+        .sum();
+    if held + req.procs > lend {
+        return Err(Refusal::conflict_at(
+            "procs",
+            format!(
+                "cluster {cluster} lends at most {lend} processors to the grid; {held} are \
+                 held during [{}, {})",
+                req.start, req.end
+            ),
+        ));
+    }
+    let acl = AclSpec {
+        users: vec![user.to_owned()],
+        ..AclSpec::default()
+    };
+    let owner = format!("{owner}{}", req.id);
+    w.make_reservation(
+        now,
+        &owner,
+        k,
+        Held::Count(req.procs),
+        req.start,
+        req.end,
+        acl,
+        None,
+    )
+    .map(|_| ())
+}
+
+/// Cluster `k` as a resource manager would report it to the centre: every job on it (ended
+/// grid parts for an hour) and every live reservation.
+fn cluster_state(
+    w: &World,
+    k: ClusterId,
+    now: i64,
+    owner: &str,
+    user: &str,
+    naming: &Naming,
+) -> ClusterState {
+    let cluster = w.clusters[k].cfg.name.as_str();
+    let reservation_name = |id: u64| -> String {
+        match w.reservations.get(&ReservationId(id)) {
+            Some(r) => match centre_id(r, owner) {
+                Some(c) => naming.reservation(c),
+                None => format!("site-{id}"),
+            },
+            None => format!("site-{id}"),
+        }
+    };
+    let jobs = w
+        .jobs
+        .values()
+        .filter(|j| j.cluster.as_deref() == Some(cluster))
+        .filter_map(|j| {
+            let foresight = (j.user == user)
+                .then(|| j.name.as_deref().and_then(|n| naming.parse_part(n)))
+                .flatten();
+            let kept = !j.state.is_final()
+                || foresight.is_some() && j.ended_at.is_some_and(|e| now - e < ENDED_KEPT_SECS);
+            kept.then(|| RmJob {
+                external: j.id.to_string(),
+                foresight,
+                user: j.user.clone(),
+                state: rm_state(j),
+                procs: j.procs,
+                time_limit: (j.walltime > 0).then_some(j.walltime),
+                submitted_at: j.submitted_at,
+                start: j.started_at.or(j.planned_start),
+                priority: u64::from(j.priority),
+                reservation: j.reservation.map(reservation_name),
+            })
+        })
+        .collect();
+    let reservations = w
+        .reservations
+        .values()
+        .filter(|r| r.cluster == cluster && r.state.is_live() && r.end > now)
+        .map(|r| {
+            let c = centre_id(r, owner);
+            RmReservation {
+                name: reservation_name(r.id),
+                foresight: c,
+                start: r.start,
+                end: r.end,
+                procs: r.procs,
+            }
+        })
+        .collect();
+    ClusterState {
+        taken_at: now,
+        processors: w.clusters[k].procs(),
+        jobs,
+        reservations,
+    }
+}
+
+fn rm_state(j: &JobRecord) -> RmJobState {
+    match j.state {
+        JobState::Running if j.suspended => RmJobState::Suspended,
+        JobState::Running => RmJobState::Running,
+        s if s.is_final() => RmJobState::Ended(Outcome {
+            exit_code: j.exit_code,
+            signal: j.signal,
+            timed_out: s == JobState::Timeout,
+            cancelled: s == JobState::Cancelled,
+            started_at: j.started_at.unwrap_or(0),
+            ended_at: j.ended_at.unwrap_or(0),
+            error: (s == JobState::Failed && j.exit_code.is_none() && j.signal.is_none()).then(
+                || {
+                    j.reason
+                        .clone()
+                        .unwrap_or_else(|| "failed at the site".into())
+                },
+            ),
+        }),
+        _ => RmJobState::Pending,
+    }
+}
+
+/// At most [`MAX_OUTPUT_CHUNK`] bytes of the file from `offset` on; `None` when there is
+/// no such file.
+async fn read_chunk(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = tokio::fs::File::open(path).await.ok()?;
+    f.seek(std::io::SeekFrom::Start(offset)).await.ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_OUTPUT_CHUNK as u64)
+        .read_to_end(&mut bytes)
+        .await
+        .ok()?;
+    Some(bytes)
+}
