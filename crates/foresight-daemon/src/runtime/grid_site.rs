@@ -576,3 +576,7 @@ async fn read_chunk(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
         .ok()?;
     Some(bytes)
 }
+
+#[cfg(test)]
+#[path = "grid_site_tests.rs"]
+mod tests;

@@ -1,0 +1,232 @@
+//! The site's side of a grid, in-process on paused time: each command of the centre is
+//! carried out once however often it comes, within what the site lends, and reaches only
+//! the grid's own jobs.
+
+use super::*;
+use crate::runtime::paused::{Paused, T0};
+use foresight_rm::LaunchSpec;
+
+const SITE: &str = r#"
+[[cluster]]
+name = "abisko"
+procs = 4
+
+[[user]]
+name = "grid"
+token_sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+
+[unix_user]
+grid = "root"
+"#;
+
+fn agent(p: &Paused, lend: u32) -> GridAgent {
+    let cfg = GridConfig {
+        centres: vec!["http://127.0.0.1:9".into()],
+        site: "umea".into(),
+        token_file: "/nonexistent".into(),
+        user: "grid".into(),
+        lend: [("abisko".to_string(), lend)].into(),
+        snapshot_ms: 1000,
+    };
+    GridAgent {
+        service: p.s.clone(),
+        client: CentreClient::new(&cfg.centres, "umea", "t").unwrap(),
+        cfg,
+        naming: Mutex::new(Some(("foresight".into(), Naming::default()))),
+    }
+}
+
+async fn run(a: &GridAgent, op: Op) -> Reply {
+    a.carry_out(Command {
+        seq: 1,
+        cluster: "abisko".into(),
+        op,
+    })
+    .await
+}
+
+fn reserve(id: u64, procs: u32, start: i64, end: i64) -> Op {
+    Op::Reserve {
+        request: ReserveRequest {
+            id,
+            start,
+            end,
+            procs,
+        },
+        over_suspended: false,
+    }
+}
+
+fn submit(job: u64, reservation: u64) -> Op {
+    Op::Submit {
+        submission: Submission {
+            spec: LaunchSpec {
+                job,
+                attempt: 0,
+                cluster: "umea-abisko".into(),
+                processors: vec![0, 1],
+                command: vec!["true".into()],
+                env: vec![],
+                cwd: "/centre/only".into(),
+                stdout: "out".into(),
+                stderr: "err".into(),
+                walltime_secs: 60,
+                grace_secs: 1,
+                unix_user: None,
+                max_output_bytes: None,
+                service_output: false,
+            },
+            reservation: Some(reservation),
+            begin: None,
+        },
+    }
+}
+
+fn grid_reservations(p: &Paused) -> Vec<ReservationRecord> {
+    p.s.world()
+        .reservations
+        .values()
+        .filter(|r| r.owner.starts_with("grid:foresight:"))
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn a_repeated_reservation_or_submission_is_carried_out_once() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 4);
+    let (start, end) = (T0 + 600, T0 + 1200);
+    assert_eq!(run(&a, reserve(7, 2, start, end)).await, Reply::Done);
+    assert_eq!(run(&a, reserve(7, 2, start, end)).await, Reply::Done);
+    let held = grid_reservations(&p);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].owner, "grid:foresight:7");
+    assert_eq!((held[0].procs, held[0].start, held[0].end), (2, start, end));
+
+    let first = run(&a, submit(31, 7)).await;
+    let again = run(&a, submit(31, 7)).await;
+    let Reply::Submitted { part } = &first else {
+        panic!("{first:?}")
+    };
+    assert_eq!(first, again);
+    let jobs: Vec<JobRecord> =
+        p.s.world()
+            .jobs
+            .values()
+            .filter(|j| j.name.as_deref() == Some("foresight-31.0"))
+            .cloned()
+            .collect();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(part.external, Some(jobs[0].id.to_string()));
+    assert_eq!(jobs[0].user, "grid");
+    assert_eq!(jobs[0].reservation, Some(held[0].id));
+    assert_eq!(
+        jobs[0].cwd, None,
+        "the centre's directory does not exist here"
+    );
+
+    // Released twice: the second finds it released.
+    assert_eq!(run(&a, Op::Release { reservation: 7 }).await, Reply::Done);
+    assert_eq!(run(&a, Op::Release { reservation: 7 }).await, Reply::Done);
+    assert!(!grid_reservations(&p)[0].state.is_live());
+}
+
+#[tokio::test]
+async fn the_grid_holds_no_more_than_the_site_lends() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 3);
+    assert_eq!(
+        run(&a, reserve(1, 2, T0 + 100, T0 + 200)).await,
+        Reply::Done
+    );
+    let refused = run(&a, reserve(2, 2, T0 + 150, T0 + 250)).await;
+    let Reply::Refused { message, .. } = &refused else {
+        panic!("{refused:?}")
+    };
+    assert!(message.contains("lends at most 3"), "{message}");
+    // Outside the first one's window the same request fits.
+    assert_eq!(
+        run(&a, reserve(3, 2, T0 + 200, T0 + 300)).await,
+        Reply::Done
+    );
+    assert_eq!(grid_reservations(&p).len(), 2);
+}
+
+#[tokio::test]
+async fn the_centre_reaches_only_the_grids_jobs_and_lent_clusters() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 4);
+    let local = p
+        .submit(serde_json::json!({
+            "procs": 1, "walltime": 60, "cluster": "abisko", "command": ["true"],
+        }))
+        .await;
+    let part = PartHandle {
+        job: 5,
+        attempt: 0,
+        external: Some(local.to_string()),
+    };
+    let refused = run(&a, Op::Cancel { part }).await;
+    assert!(
+        matches!(&refused, Reply::Refused { message, .. } if message.contains("no job")),
+        "{refused:?}"
+    );
+    assert!(!p.job(local).state.is_final());
+    let elsewhere = a
+        .carry_out(Command {
+            seq: 2,
+            cluster: "kebnekaise".into(),
+            op: Op::Release { reservation: 1 },
+        })
+        .await;
+    assert!(
+        matches!(&elsewhere, Reply::Refused { message, .. } if message.contains("lends no cluster kebnekaise")),
+        "{elsewhere:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_snapshot_names_the_centres_parts_and_reservations_as_the_centre_does() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 4);
+    assert_eq!(
+        run(&a, reserve(7, 2, T0 + 600, T0 + 1200)).await,
+        Reply::Done
+    );
+    assert!(matches!(
+        run(&a, submit(31, 7)).await,
+        Reply::Submitted { .. }
+    ));
+    let local = p
+        .submit(serde_json::json!({
+            "procs": 1, "walltime": 60, "cluster": "abisko", "command": ["true"],
+        }))
+        .await;
+    let naming = Naming::default();
+    let snaps = a.snapshots("foresight", &naming);
+    assert_eq!(snaps.len(), 1);
+    let st = &snaps[0].state;
+    assert_eq!(st.processors, 4);
+    let part = st
+        .jobs
+        .iter()
+        .find(|j| j.foresight == Some((31, 0)))
+        .unwrap();
+    assert_eq!(part.reservation.as_deref(), Some("foresight-7"));
+    assert_eq!(part.user, "grid");
+    let theirs = st
+        .jobs
+        .iter()
+        .find(|j| j.external == local.to_string())
+        .unwrap();
+    assert_eq!(
+        theirs.foresight, None,
+        "a local user's job is not the centre's"
+    );
+    let r = st
+        .reservations
+        .iter()
+        .find(|r| r.foresight == Some(7))
+        .unwrap();
+    assert_eq!((r.name.as_str(), r.procs), ("foresight-7", 2));
+}
