@@ -11,14 +11,40 @@ use std::time::Duration;
 
 const TOKEN: &str = "umea-site-token-0123456789abcdef";
 
+/// How the centre and the site are set up.
+#[derive(Clone, Copy)]
+struct Setup {
+    /// The centre serves HTTPS with a certificate of a private CA the site pins.
+    tls: bool,
+    /// The centre's lease of the site, seconds.
+    lease: u64,
+}
+
+const PLAIN: Setup = Setup {
+    tls: false,
+    lease: 10,
+};
+
 /// A centre with cluster `umea-abisko` lent by site `umea` (its `abisko`, 4 processors),
 /// and the site, connected.
-fn centre_and_site() -> (Server, Server, tempfile::TempDir) {
+fn centre_and_site(setup: Setup) -> (Server, Server, tempfile::TempDir) {
     let keys = tempfile::tempdir().unwrap();
-    let token_file = std::fs::canonicalize(keys.path())
-        .unwrap()
-        .join("umea.token");
+    let dir = std::fs::canonicalize(keys.path()).unwrap();
+    let token_file = dir.join("umea.token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let (centre_tls, site_tls) = if setup.tls {
+        let (ca, cert, key) = crate::tls::private_ca(&dir);
+        (
+            format!(
+                "[http]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+                cert.display(),
+                key.display()
+            ),
+            format!("ca_cert = \"{}\"\n", ca.display()),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let centre = Server::with_config(&format!(
         r#"
 [[cluster]]
@@ -30,9 +56,12 @@ sync_ms = 200
 site = "umea"
 cluster = "abisko"
 token_file = "{}"
-lease_seconds = 10
+lease_seconds = {}
+
+{centre_tls}
 "#,
-        token_file.display()
+        token_file.display(),
+        setup.lease
     ));
     let site = Server::with_config(&format!(
         r#"
@@ -46,6 +75,7 @@ site = "umea"
 token_file = "{}"
 lend = {{ abisko = 4 }}
 snapshot_ms = 200
+{site_tls}
 "#,
         centre.url,
         token_file.display()
@@ -54,18 +84,25 @@ snapshot_ms = 200
     wait_for(
         "the site's cluster up at the centre",
         Duration::from_secs(20),
-        || {
-            let (status, c) = centre.http().get("/clusters");
-            assert_eq!(status, 200, "{c}");
-            (c[0]["state"] == "up").then_some(())
-        },
+        || (cluster_state(&centre) == "up").then_some(()),
     );
     (centre, site, keys)
 }
 
+/// The state of the centre's one cluster (through its local socket: HTTPS or not).
+fn cluster_state(centre: &Server) -> String {
+    let c: Value = serde_json::from_str(&centre.run(&["cluster", "list", "-o", "json"])).unwrap();
+    c[0]["state"].as_str().unwrap().to_string()
+}
+
+/// Job `id` at the centre (through its local socket).
+fn centre_job(centre: &Server, id: u64) -> Value {
+    serde_json::from_str(&centre.run(&["job", "show", &id.to_string(), "-o", "json"])).unwrap()
+}
+
 #[test]
 fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centre() {
-    let (centre, site, _keys) = centre_and_site();
+    let (centre, site, _keys) = centre_and_site(PLAIN);
     let id = centre.http().submit(json!({
         "procs": 2, "walltime": 60,
         "command": ["sh", "-c", "echo ran on $FORESIGHT_CLUSTER with $FORESIGHT_PROCS; echo oops >&2"],
@@ -109,7 +146,7 @@ fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centr
 
 #[test]
 fn requests_with_a_wrong_token_or_for_a_cluster_not_lent_are_refused() {
-    let (centre, _site, _keys) = centre_and_site();
+    let (centre, _site, _keys) = centre_and_site(PLAIN);
     let client = reqwest::blocking::Client::new();
     let ask = |site: &str, token: &str| {
         client
@@ -140,4 +177,62 @@ fn requests_with_a_wrong_token_or_for_a_cluster_not_lent_are_refused() {
         .status()
         .as_u16();
     assert_eq!(status, 403);
+}
+
+#[test]
+fn a_site_reaches_a_centre_over_https_through_the_ca_it_pins() {
+    let (centre, site, _keys) = centre_and_site(Setup {
+        tls: true,
+        lease: 10,
+    });
+    assert!(centre.url.starts_with("https://"), "{}", centre.url);
+    let id = centre.submit(&["-n", "1", "-t", "1m", "--", "echo", "over", "tls"]);
+    wait_for("the job completed", Duration::from_secs(60), || {
+        (centre_job(&centre, id)["state"] == "completed").then_some(())
+    });
+    assert_eq!(centre.run(&["job", "cat", &id.to_string()]), "over tls\n");
+    let ran: Vec<Value> = site
+        .http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"] == format!("foresight-{id}.0"))
+        .collect();
+    assert_eq!(ran.len(), 1, "{ran:?}");
+}
+
+#[test]
+fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconnection() {
+    let (centre, mut site, _keys) = centre_and_site(Setup {
+        tls: false,
+        lease: 2,
+    });
+    let marks = site.scratch().join("runs");
+    let script = format!("echo once >> {}; sleep 4; echo finished", marks.display());
+    let id = centre.http().submit(json!({
+        "procs": 2, "walltime": 120, "command": ["sh", "-c", script],
+    }));
+    wait_for("the part running", Duration::from_secs(30), || {
+        (centre_job(&centre, id)["state"] == "running").then_some(())
+    });
+    // The site's service dies; its job runs on under its supervisor.
+    site.sigkill();
+    wait_for(
+        "the site's cluster down at the centre",
+        Duration::from_secs(20),
+        || (cluster_state(&centre) != "up").then_some(()),
+    );
+    let c: Value = serde_json::from_str(&centre.run(&["cluster", "list", "-o", "json"])).unwrap();
+    let reason = c[0]["reason"].to_string();
+    assert!(reason.contains("silent"), "{c}");
+    site.launch();
+    wait_for(
+        "the site's cluster up again",
+        Duration::from_secs(20),
+        || (cluster_state(&centre) == "up").then_some(()),
+    );
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(centre.run(&["job", "cat", &id.to_string()]), "finished\n");
+    // It ran once: neither restarted at the site nor planned again elsewhere.
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "once\n");
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// A CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files in `dir`:
 /// (ca.pem, cert.pem, key.pem).
-fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -72,6 +72,11 @@ pub struct GridConfig {
     /// How often the lent clusters' state is sent, milliseconds.
     #[serde(default = "default_snapshot_ms")]
     pub snapshot_ms: u64,
+    /// A PEM file of the CA that signed the centre's certificate: the site trusts the
+    /// centre it reaches over HTTPS only through this CA (besides the system's), so a
+    /// centre on a private CA is pinned without trusting it system-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 fn default_grid_user() -> String {

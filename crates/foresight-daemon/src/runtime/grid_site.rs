@@ -44,7 +44,14 @@ impl Service {
         };
         let token = crate::config::read_text(&cfg.token_file)
             .map_err(|e| anyhow::anyhow!("[grid] token_file {}: {e}", cfg.token_file.display()))?;
-        let client = CentreClient::new(&cfg.centres, &cfg.site, &token)
+        let ca = match &cfg.ca_cert {
+            None => None,
+            Some(p) => Some(
+                std::fs::read(p)
+                    .map_err(|e| anyhow::anyhow!("[grid] ca_cert {}: {e}", p.display()))?,
+            ),
+        };
+        let client = CentreClient::new(&cfg.centres, &cfg.site, &token, ca.as_deref())
             .map_err(|e| anyhow::anyhow!("[grid]: {e}"))?;
         let agent = Arc::new(GridAgent {
             service: self.clone(),

@@ -27,10 +27,11 @@ fn agent(p: &Paused, lend: u32) -> GridAgent {
         user: "grid".into(),
         lend: [("abisko".to_string(), lend)].into(),
         snapshot_ms: 1000,
+        ca_cert: None,
     };
     GridAgent {
         service: p.s.clone(),
-        client: CentreClient::new(&cfg.centres, "umea", "t").unwrap(),
+        client: CentreClient::new(&cfg.centres, "umea", "t", None).unwrap(),
         cfg,
         naming: Mutex::new(Some(("foresight".into(), Naming::default()))),
     }

@@ -19,13 +19,24 @@ impl CentreClient {
     pub const TIMEOUT: Duration = Duration::from_secs(10);
 
     /// Site `site` with `token`, to the centres at `centres` (`https://host:port`), tried in
-    /// order.
-    pub fn new(centres: &[String], site: &str, token: &str) -> Result<CentreClient, RmError> {
+    /// order; their certificates signed by the CA in `ca_pem` when given (or one the system
+    /// trusts).
+    pub fn new(
+        centres: &[String],
+        site: &str,
+        token: &str,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<CentreClient, RmError> {
         if centres.is_empty() {
             return Err(RmError::Invalid("[grid] centres is empty".into()));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Self::TIMEOUT)
+        let mut builder = reqwest::Client::builder().connect_timeout(Self::TIMEOUT);
+        if let Some(pem) = ca_pem {
+            let ca = reqwest::Certificate::from_pem(pem)
+                .map_err(|e| RmError::Invalid(format!("[grid] ca_cert: {e}")))?;
+            builder = builder.add_root_certificate(ca);
+        }
+        let http = builder
             .build()
             .map_err(|e| RmError::Invalid(format!("[grid]: {e}")))?;
         Ok(CentreClient {
