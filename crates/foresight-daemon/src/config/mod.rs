@@ -570,6 +570,51 @@ mod tests {
     }
 
     #[test]
+    fn grid_settings_are_read_and_checked() {
+        let centre = check(
+            r#"
+[[cluster]]
+name = "umea-abisko"
+kind = "site"
+[cluster.site]
+site = "umea"
+cluster = "abisko"
+token_file = "/etc/umea.token"
+"#,
+        )
+        .unwrap();
+        let s = centre.cluster[0].site.as_ref().unwrap();
+        assert_eq!((s.lease_seconds, s.timeout_ms), (30, 10_000));
+        assert!(centre.cluster[0].is_remote());
+        let bad = [
+            (
+                "[[cluster]]\nname = \"x\"\nkind = \"site\"\n",
+                "needs [cluster.site]",
+            ),
+            (
+                "[[cluster]]\nname = \"x\"\nprocs = 2\n[cluster.site]\nsite = \"u\"\ntoken_file = \"/t\"\n",
+                "[cluster.site] is for kind = \"site\"",
+            ),
+            (
+                "[[cluster]]\nname = \"a\"\nprocs = 2\n[grid]\ncentres = [\"https://c\"]\nsite = \"u\"\ntoken_file = \"/t\"\nlend = { b = 2 }\n",
+                "[grid] lend: no cluster \"b\" here",
+            ),
+            (
+                "[[cluster]]\nname = \"a\"\nprocs = 2\n[grid]\ncentres = [\"c:1\"]\nsite = \"u\"\ntoken_file = \"/t\"\nlend = { a = 2 }\n",
+                "must start with https://",
+            ),
+            (
+                "[[cluster]]\nname = \"a\"\nprocs = 2\n[grid]\ncentres = [\"https://c\"]\nsite = \"u u\"\ntoken_file = \"/t\"\nlend = { a = 2 }\n",
+                "[grid] site \"u u\"",
+            ),
+        ];
+        for (text, want) in bad {
+            let e = check(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn wiki_settings_are_read_and_checked() {
         let cfg = check(
             r#"

@@ -203,7 +203,9 @@ impl GridAgent {
         match op {
             Op::Reserve { request, .. } => {
                 let cluster = cluster.to_owned();
+                let cfg = self.cfg.clone();
                 s.mutate(move |w, now| {
+                    grid_user(w, &cfg)?;
                     reserve(w, now, &cluster, &user, &owner, lend, &request).map(|_| Reply::Done)
                 })
                 .await
@@ -334,16 +336,7 @@ impl GridAgent {
             {
                 return Ok(submitted(spec.job, spec.attempt, j.id));
             }
-            let user = w.users.get(&self.cfg.user).cloned().ok_or_else(|| {
-                Refusal::forbidden(
-                    "user",
-                    format!(
-                        "site {} has no user {:?} for the grid's jobs ([grid] user): its \
-                         administrator adds it with `foresight user add`",
-                        self.cfg.site, self.cfg.user
-                    ),
-                )
-            })?;
+            let user = grid_user(&w, &self.cfg)?;
             let reservation = match sub.reservation {
                 None => None,
                 Some(r) => Some(ours(&w, owner, r).ok_or_else(|| {
@@ -391,6 +384,29 @@ impl GridAgent {
                 })
             })
             .collect()
+    }
+}
+
+/// The local user the grid's jobs run as, refused when the site's administrator has not
+/// made it or has disabled it (which is how a site stops taking the grid's work).
+fn grid_user(w: &World, cfg: &GridConfig) -> Result<foresight_store::UserRecord, Refusal> {
+    match w.users.get(&cfg.user) {
+        None => Err(Refusal::forbidden(
+            "user",
+            format!(
+                "site {} has no user {:?} for the grid's jobs ([grid] user): its \
+                 administrator adds it with `foresight user add {}`",
+                cfg.site, cfg.user, cfg.user
+            ),
+        )),
+        Some(u) if u.disabled || u.removed => Err(Refusal::forbidden(
+            "user",
+            format!(
+                "site {} takes no grid work: its user {:?} is disabled",
+                cfg.site, cfg.user
+            ),
+        )),
+        Some(u) => Ok(u.clone()),
     }
 }
 

@@ -231,3 +231,16 @@ async fn the_snapshot_names_the_centres_parts_and_reservations_as_the_centre_doe
         .unwrap();
     assert_eq!((r.name.as_str(), r.procs), ("foresight-7", 2));
 }
+
+#[tokio::test]
+async fn a_site_whose_grid_user_is_disabled_takes_no_grid_work() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 4);
+    p.s.world().users.get_mut("grid").unwrap().disabled = true;
+    let refused = run(&a, reserve(1, 1, T0 + 100, T0 + 200)).await;
+    assert!(
+        matches!(&refused, Reply::Refused { message, .. } if message.contains("is disabled")),
+        "{refused:?}"
+    );
+    assert!(grid_reservations(&p).is_empty());
+}
