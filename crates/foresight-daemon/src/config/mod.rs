@@ -570,6 +570,14 @@ mod tests {
     }
 
     #[test]
+    fn the_grid_examples_are_valid() {
+        let centre = check(include_str!("../../../../examples/grid-centre.toml")).unwrap();
+        assert!(centre.cluster.iter().all(|c| c.kind == "site"));
+        let site = check(include_str!("../../../../examples/grid-site.toml")).unwrap();
+        assert_eq!(site.grid.unwrap().lend["abisko"], 32);
+    }
+
+    #[test]
     fn grid_settings_are_read_and_checked() {
         let centre = check(
             r#"
