@@ -236,3 +236,98 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
     // It ran once: neither restarted at the site nor planned again elsewhere.
     assert_eq!(std::fs::read_to_string(&marks).unwrap(), "once\n");
 }
+
+/// Site `name` lending its cluster `cluster` of 4 processors to the centre at `centre`,
+/// with token `token_file`.
+fn site(name: &str, cluster: &str, centre: &str, token_file: &std::path::Path) -> Server {
+    let s = Server::with_config(&format!(
+        r#"
+[[cluster]]
+name = "{cluster}"
+procs = 4
+
+[grid]
+centres = ["{centre}"]
+site = "{name}"
+token_file = "{}"
+lend = {{ {cluster} = 4 }}
+snapshot_ms = 200
+"#,
+        token_file.display()
+    ));
+    s.add_user("grid", None);
+    s
+}
+
+#[test]
+fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
+    let keys = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(keys.path()).unwrap();
+    let (umea, lund) = (dir.join("umea.token"), dir.join("lund.token"));
+    std::fs::write(&umea, "umea-token-0123456789abcdef\n").unwrap();
+    std::fs::write(&lund, "lund-token-0123456789abcdef\n").unwrap();
+    let centre = Server::with_config(&format!(
+        r#"
+[[cluster]]
+name = "umea-abisko"
+kind = "site"
+sync_ms = 200
+[cluster.site]
+site = "umea"
+cluster = "abisko"
+token_file = "{}"
+
+[[cluster]]
+name = "lund-aurora"
+kind = "site"
+sync_ms = 200
+[cluster.site]
+site = "lund"
+cluster = "aurora"
+token_file = "{}"
+"#,
+        umea.display(),
+        lund.display()
+    ));
+    let sites = [
+        site("umea", "abisko", &centre.url, &umea),
+        site("lund", "aurora", &centre.url, &lund),
+    ];
+    wait_for(
+        "both sites up at the centre",
+        Duration::from_secs(20),
+        || {
+            let c: Value =
+                serde_json::from_str(&centre.run(&["cluster", "list", "-o", "json"])).unwrap();
+            c.as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["state"] == "up")
+                .then_some(())
+        },
+    );
+    let id = centre.http().submit(json!({
+        "procs": 6, "walltime": 60, "co_allocate": true,
+        "command": ["sh", "-c", "echo $FORESIGHT_CLUSTER $FORESIGHT_PROCS"],
+    }));
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["parts"].as_array().unwrap().len(), 2, "{j}");
+    // One part at each site, started together.
+    let mut starts = Vec::new();
+    let mut procs = 0;
+    for s in &sites {
+        let parts: Vec<Value> = s
+            .http()
+            .jobs()
+            .into_iter()
+            .filter(|p| p["name"] == format!("foresight-{id}.0"))
+            .collect();
+        assert_eq!(parts.len(), 1, "{parts:?}");
+        assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
+        procs += parts[0]["procs"].as_u64().unwrap();
+        starts.push(parts[0]["started_at"].as_i64().unwrap());
+    }
+    assert_eq!(procs, 6);
+    assert!((starts[0] - starts[1]).abs() <= 2, "{starts:?}");
+}
