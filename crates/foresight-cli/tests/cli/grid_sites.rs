@@ -63,24 +63,7 @@ lease_seconds = {}
         token_file.display(),
         setup.lease
     ));
-    let site = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "abisko"
-procs = 4
-
-[grid]
-centres = ["{}"]
-site = "umea"
-token_file = "{}"
-lend = {{ abisko = 4 }}
-snapshot_ms = 200
-{site_tls}
-"#,
-        centre.url,
-        token_file.display()
-    ));
-    site.add_user("grid", None);
+    let site = site("umea", "abisko", &centre.url, &token_file, &site_tls);
     wait_for(
         "the site's cluster up at the centre",
         Duration::from_secs(20),
@@ -238,8 +221,14 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
 }
 
 /// Site `name` lending its cluster `cluster` of 4 processors to the centre at `centre`,
-/// with token `token_file`.
-fn site(name: &str, cluster: &str, centre: &str, token_file: &std::path::Path) -> Server {
+/// with token `token_file`; `more` is added to its `[grid]`.
+fn site(
+    name: &str,
+    cluster: &str,
+    centre: &str,
+    token_file: &std::path::Path,
+    more: &str,
+) -> Server {
     let s = Server::with_config(&format!(
         r#"
 [[cluster]]
@@ -252,6 +241,7 @@ site = "{name}"
 token_file = "{}"
 lend = {{ {cluster} = 4 }}
 snapshot_ms = 200
+{more}
 "#,
         token_file.display()
     ));
@@ -290,8 +280,8 @@ token_file = "{}"
         lund.display()
     ));
     let sites = [
-        site("umea", "abisko", &centre.url, &umea),
-        site("lund", "aurora", &centre.url, &lund),
+        site("umea", "abisko", &centre.url, &umea, ""),
+        site("lund", "aurora", &centre.url, &lund, ""),
     ];
     wait_for(
         "both sites up at the centre",
