@@ -127,6 +127,34 @@ fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centr
     assert_eq!(centre.run(&["job", "cat", &gs, "--stderr"]), "oops\n");
 }
 
+/// What was wrong: the centre copied a job's input into its own directory and reported the
+/// staging done, while the part ran at the site without it. Until files travel between
+/// hosts, the job fails, saying why, and nothing runs at the site.
+#[test]
+fn an_input_the_site_cannot_receive_fails_the_job_instead_of_a_copy_reported_done() {
+    let (centre, site, _keys) = centre_and_site(PLAIN);
+    let input = centre.scratch().join("in.dat");
+    std::fs::write(&input, "data\n").unwrap();
+    let id = centre.http().submit(json!({
+        "procs": 1, "walltime": 60, "command": ["cat", "in.dat"],
+        "inputs": [{ "path": input.display().to_string() }],
+    }));
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "failed", "{j}");
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("on another host") && reason.contains("not carried"),
+        "{j}"
+    );
+    let ran: Vec<Value> = site
+        .http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"] == format!("foresight-{id}.0"))
+        .collect();
+    assert!(ran.is_empty(), "{ran:?}");
+}
+
 #[test]
 fn requests_with_a_wrong_token_or_for_a_cluster_not_lent_are_refused() {
     let (centre, _site, _keys) = centre_and_site(PLAIN);

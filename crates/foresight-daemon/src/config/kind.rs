@@ -57,6 +57,13 @@ pub trait ClusterKind: Debug + Send + Sync {
     fn snapshot_every(&self) -> Option<Duration> {
         None
     }
+
+    /// Files copied on this host reach its jobs (its working directories are here, or on a
+    /// file system shared with it). False for a cluster on another host: inputs must travel
+    /// there over the network.
+    fn shares_files(&self) -> bool {
+        true
+    }
 }
 
 /// A cluster whose processes the service runs and whose jobs its local policy places.
@@ -160,6 +167,10 @@ pub struct Site {
 impl ClusterKind for Site {
     fn label(&self) -> &'static str {
         "site"
+    }
+
+    fn shares_files(&self) -> bool {
+        false
     }
 
     fn schedules_itself(&self) -> bool {

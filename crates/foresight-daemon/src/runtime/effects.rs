@@ -348,12 +348,21 @@ impl Service {
             let (job, attempt) = (submission.spec.job, submission.spec.attempt);
             s.world()
                 .staging_began(s.now(), cluster, JobId(job), attempt);
-            let result = crate::runtime::staging::stage(
-                &stage,
-                submission.spec.unix_user.as_deref(),
-                s.copy_timeout(),
-            )
-            .await;
+            let result = if s.cfg.cluster[cluster].cluster_kind().shares_files() {
+                crate::runtime::staging::stage(
+                    &stage,
+                    submission.spec.unix_user.as_deref(),
+                    s.copy_timeout(),
+                )
+                .await
+            } else {
+                // A copy made here would report success for a file the part never sees.
+                Err(format!(
+                    "cluster {} is on another host, and input files are not carried between \
+                     hosts yet",
+                    s.cfg.cluster[cluster].name
+                ))
+            };
             let go = s
                 .world()
                 .remote_staged(s.now(), cluster, JobId(job), attempt, result);
