@@ -155,39 +155,90 @@ fn an_input_the_site_cannot_receive_fails_the_job_instead_of_a_copy_reported_don
     assert!(ran.is_empty(), "{ran:?}");
 }
 
-#[test]
-fn requests_with_a_wrong_token_or_for_a_cluster_not_lent_are_refused() {
-    let (centre, _site, _keys) = centre_and_site(PLAIN);
+/// A request to the centre at `url` signed as `site` with `token` at `timestamp`: its
+/// status, and the request to send again.
+fn signed(
+    url: &str,
+    site: &str,
+    token: &str,
+    timestamp: i64,
+    path: &str,
+    body: Option<&Value>,
+) -> reqwest::blocking::RequestBuilder {
+    use foresight_rm::grid::sign;
+    let bytes = body
+        .map(|b| serde_json::to_vec(b).unwrap())
+        .unwrap_or_default();
+    let method = if body.is_some() { "POST" } else { "GET" };
+    let nonce = sign::nonce();
+    let sig = sign::signature(token, site, timestamp, &nonce, method, path, &bytes);
     let client = reqwest::blocking::Client::new();
-    let ask = |site: &str, token: &str| {
-        client
-            .get(format!("{}/grid/v1/commands?after=0&wait=0", centre.url))
-            .bearer_auth(token)
-            .header("x-foresight-site", site)
-            .send()
-            .unwrap()
-            .status()
-            .as_u16()
+    let req = if body.is_some() {
+        client.post(format!("{url}{path}")).body(bytes)
+    } else {
+        client.get(format!("{url}{path}"))
     };
-    assert_eq!(ask("umea", TOKEN), 200);
-    assert_eq!(ask("umea", "not-the-token-of-umea-at-all"), 401);
-    assert_eq!(ask("lund", TOKEN), 401);
-    // The admin's token is no site's.
-    assert_eq!(ask("umea", &centre.token), 401);
+    req.header("content-type", "application/json")
+        .header("x-foresight-site", site)
+        .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
+        .header(sign::NONCE_HEADER, nonce)
+        .header(sign::SIGNATURE_HEADER, sig)
+}
+
+fn status(req: reqwest::blocking::RequestBuilder) -> u16 {
+    req.send().unwrap().status().as_u16()
+}
+
+#[test]
+fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
+    let (centre, _site, _keys) = centre_and_site(PLAIN);
+    let now = crate::common::now();
+    let path = "/grid/v1/commands?after=0&wait=0";
+    let good = signed(&centre.url, "umea", TOKEN, now, path, None);
+    let again = good.try_clone().unwrap();
+    assert_eq!(status(good), 200);
+    assert_eq!(status(again), 401, "a replayed request");
+    let forged = signed(
+        &centre.url,
+        "umea",
+        "not-the-token-of-umea-at-all",
+        now,
+        path,
+        None,
+    );
+    assert_eq!(status(forged), 401, "signed with another key");
+    assert_eq!(
+        status(signed(&centre.url, "lund", TOKEN, now, path, None)),
+        401,
+        "a site that is not configured"
+    );
+    assert_eq!(
+        status(signed(&centre.url, "umea", TOKEN, now - 3600, path, None)),
+        401,
+        "an hour old"
+    );
+    // The token itself, as a bearer, is no signature; nor is the admin's token.
+    for token in [TOKEN, &centre.token] {
+        let bare = reqwest::blocking::Client::new()
+            .get(format!("{}{path}", centre.url))
+            .bearer_auth(token)
+            .header("x-foresight-site", "umea");
+        assert_eq!(status(bare), 401);
+    }
+    // Signed by umea, about a cluster umea does not lend here.
     let snap = json!([{
         "cluster": "other",
         "state": {"taken_at": 0, "processors": 4, "jobs": [], "reservations": []}
     }]);
-    let status = client
-        .post(format!("{}/grid/v1/snapshots", centre.url))
-        .bearer_auth(TOKEN)
-        .header("x-foresight-site", "umea")
-        .json(&snap)
-        .send()
-        .unwrap()
-        .status()
-        .as_u16();
-    assert_eq!(status, 403);
+    let other = signed(
+        &centre.url,
+        "umea",
+        TOKEN,
+        now,
+        "/grid/v1/snapshots",
+        Some(&snap),
+    );
+    assert_eq!(status(other), 403);
 }
 
 #[test]

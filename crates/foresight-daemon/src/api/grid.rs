@@ -1,18 +1,16 @@
 //! The routes a site on another host calls (`/grid/v1/...`): it connects out to the
 //! centre, says hello, fetches its commands with a long poll, answers them and pushes its
-//! clusters' state. Each request names its site and carries that site's token; a site
-//! reaches only its own mailbox and clusters.
+//! clusters' state. Each request names its site and is signed with that site's token
+//! (`foresight_rm::grid::sign`); a site reaches only its own mailbox and clusters.
 
-use crate::api::{AppState, Body, Params};
+use crate::api::{AppState, Params};
 use crate::runtime::grid_centre::SiteLink;
 use crate::state::refusal::Refusal;
-use axum::extract::{FromRequestParts, State};
-use axum::http::header;
-use axum::http::request::Parts;
+use axum::extract::{FromRequest, Request, State};
 use axum::routing::{get, post, MethodRouter};
 use axum::Json;
 use foresight_rm::grid::{
-    Answer, Command, Hello, SiteSnapshot, Welcome, MAX_WAIT_SECS, SITE_HEADER,
+    sign, Answer, Command, Hello, SiteSnapshot, Welcome, MAX_WAIT_SECS, SITE_HEADER,
 };
 use serde::Deserialize;
 use std::time::Duration;
@@ -27,64 +25,92 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The site a request comes from, its token checked.
-pub(crate) struct SiteCaller(String);
+/// A request of a site, its signature checked, with its body.
+pub(crate) struct Signed {
+    site: String,
+    body: axum::body::Bytes,
+}
 
-impl FromRequestParts<AppState> for SiteCaller {
+/// Most bytes a site's request may carry (answers with output chunks, snapshots).
+const MAX_BODY: usize = 64 << 20;
+
+impl FromRequest<AppState> for Signed {
     type Rejection = Refusal;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
-        let site = parts
-            .headers
-            .get(SITE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| Refusal::unauthenticated(format!("missing '{SITE_HEADER}: <site>'")))?;
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| Refusal::unauthenticated("missing 'Authorization: Bearer <token>'"))?;
-        let hash = crate::runtime::users::token_hash(token.trim());
-        // One answer for an unknown site and a wrong token: a caller learns no site's name.
-        match state.sites.get(site) {
-            Some(link) if same(&link.token_hash, &hash) => Ok(SiteCaller(site.to_owned())),
-            _ => Err(Refusal::unauthenticated(
-                "unknown site or wrong token for it",
-            )),
-        }
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Refusal> {
+        let (parts, body) = req.into_parts();
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or_else(|| Refusal::unauthenticated(format!("missing header {name}")))
+        };
+        let site = header(SITE_HEADER)?;
+        let timestamp = header(sign::TIMESTAMP_HEADER)?;
+        let nonce = header(sign::NONCE_HEADER)?;
+        let signature = header(sign::SIGNATURE_HEADER)?;
+        let method = parts.method.as_str().to_owned();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+        drop(parts);
+        let body = axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .map_err(|e| Refusal::invalid("body", e.to_string()))?;
+        // One answer for an unknown site and a bad signature: a caller learns no site's name.
+        let refused = |why: String| {
+            tracing::warn!(site = %site, "a request of a site refused: {why}");
+            Refusal::unauthenticated("unknown site, or a request not signed by it")
+        };
+        let Some(link) = state.sites.get(&site) else {
+            return Err(refused("no such site".into()));
+        };
+        link.verifier
+            .verify(
+                &link.token,
+                &site,
+                state.now().secs(),
+                &timestamp,
+                &nonce,
+                &signature,
+                &method,
+                &path,
+                &body,
+            )
+            .map_err(|e| refused(e.to_string()))?;
+        Ok(Signed { site, body })
     }
 }
 
-/// Compares two hashes in time independent of where they differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
-impl SiteCaller {
+impl Signed {
     fn link<'a>(&self, s: &'a AppState) -> &'a SiteLink {
-        &s.sites[&self.0]
+        &s.sites[&self.site]
+    }
+
+    /// The body as JSON of `T`.
+    fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Refusal> {
+        serde_json::from_slice(&self.body).map_err(|e| Refusal::invalid("body", e.to_string()))
     }
 }
 
-async fn hello(
-    State(s): State<AppState>,
-    site: SiteCaller,
-    Body(h): Body<Hello>,
-) -> Result<Json<Welcome>, Refusal> {
-    if h.site != site.0 {
+async fn hello(State(s): State<AppState>, site: Signed) -> Result<Json<Welcome>, Refusal> {
+    let h: Hello = site.json()?;
+    if h.site != site.site {
         return Err(Refusal::forbidden(
             "site",
-            format!("site {} says hello as {}", site.0, h.site),
+            format!("site {} says hello as {}", site.site, h.site),
         ));
     }
     let link = site.link(&s);
     for c in &link.clusters {
         if !h.clusters.iter().any(|l| &l.name == c) {
-            tracing::warn!(site = %site.0, cluster = %c, "the site does not lend a cluster configured here");
+            tracing::warn!(site = %site.site, cluster = %c, "the site does not lend a cluster configured here");
         }
     }
-    tracing::info!(site = %site.0, clusters = h.clusters.len(), "site connected");
+    tracing::info!(site = %site.site, clusters = h.clusters.len(), "site connected");
     let last_seq = link.mailbox.hello(h);
     Ok(Json(Welcome {
         instance: s.cfg.instance.clone(),
@@ -102,8 +128,8 @@ struct Fetch {
 
 async fn commands(
     State(s): State<AppState>,
-    site: SiteCaller,
     Params(f): Params<Fetch>,
+    site: Signed,
 ) -> Result<Json<Vec<Command>>, Refusal> {
     let wait = Duration::from_secs(f.wait.min(MAX_WAIT_SECS));
     Ok(Json(site.link(&s).mailbox.commands(f.after, wait).await))
@@ -111,23 +137,23 @@ async fn commands(
 
 async fn answers(
     State(s): State<AppState>,
-    site: SiteCaller,
-    Body(a): Body<Vec<Answer>>,
+    site: Signed,
 ) -> Result<Json<serde_json::Value>, Refusal> {
+    let a: Vec<Answer> = site.json()?;
     let awaited = site.link(&s).mailbox.answer(a);
     Ok(Json(serde_json::json!({ "awaited": awaited })))
 }
 
 async fn snapshots(
     State(s): State<AppState>,
-    site: SiteCaller,
-    Body(snaps): Body<Vec<SiteSnapshot>>,
+    site: Signed,
 ) -> Result<Json<serde_json::Value>, Refusal> {
+    let snaps: Vec<SiteSnapshot> = site.json()?;
     let link = site.link(&s);
     if let Some(other) = snaps.iter().find(|x| !link.clusters.contains(&x.cluster)) {
         return Err(Refusal::forbidden(
             "cluster",
-            format!("site {} lends no cluster {} here", site.0, other.cluster),
+            format!("site {} lends no cluster {} here", site.site, other.cluster),
         ));
     }
     link.mailbox.snapshots(snaps);

@@ -2,6 +2,7 @@
 //! clusters (each a [`SiteCluster`]), and the site's credential.
 
 use crate::config::Config;
+use foresight_rm::grid::sign::Verifier;
 use foresight_rm::grid::{Mailbox, SiteCluster};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,8 +12,10 @@ use std::sync::Arc;
 pub struct SiteLink {
     /// Its commands, answers and snapshots.
     pub mailbox: Arc<Mailbox>,
-    /// SHA-256 of its token, hex.
-    pub token_hash: String,
+    /// Its token, the key of its requests' signatures.
+    pub token: String,
+    /// The signatures and nonces of its requests, checked.
+    pub verifier: Verifier,
     /// Its clusters lent here, by their names at the site.
     pub clusters: BTreeSet<String>,
 }
@@ -38,13 +41,13 @@ pub(crate) fn sites(cfg: &Config) -> anyhow::Result<BTreeMap<String, SiteLink>> 
                 s.token_file.display()
             );
         }
-        let hash = crate::runtime::users::token_hash(token);
         let link = out.entry(s.site.clone()).or_insert_with(|| SiteLink {
             mailbox: Arc::new(Mailbox::new(&s.site)),
-            token_hash: hash.clone(),
+            token: token.to_owned(),
+            verifier: Verifier::default(),
             clusters: BTreeSet::new(),
         });
-        if link.token_hash != hash {
+        if link.token != token {
             anyhow::bail!(
                 "cluster {}: site {} is given two different tokens by its clusters' token_file",
                 c.name,

@@ -1,7 +1,7 @@
 //! The site's side of the exchange: HTTPS requests to the centre (the site opens every
-//! connection), signed with the site's token.
+//! connection), each signed with the site's token, which itself never crosses the network.
 
-use super::{Answer, Command, Hello, SiteSnapshot, Welcome, SITE_HEADER};
+use super::{sign, Answer, Command, Hello, SiteSnapshot, Welcome, SITE_HEADER};
 use crate::manager::RmError;
 use std::time::Duration;
 
@@ -50,8 +50,8 @@ impl CentreClient {
         })
     }
 
-    /// Sends `body` to `path` at the first centre that answers; `wait` more than the usual
-    /// time for a long poll.
+    /// Sends `body` to `path` at the first centre that answers, signed (see [`super::sign`]);
+    /// `wait` more than the usual time for a long poll.
     async fn request<T: serde::de::DeserializeOwned>(
         &self,
         method: reqwest::Method,
@@ -59,17 +59,39 @@ impl CentreClient {
         body: Option<&(impl serde::Serialize + ?Sized)>,
         wait: Duration,
     ) -> Result<T, RmError> {
+        let bytes = match body {
+            Some(b) => serde_json::to_vec(b)
+                .map_err(|e| RmError::Invalid(format!("encoding a request to the centre: {e}")))?,
+            None => Vec::new(),
+        };
         let mut last = None;
         for base in &self.centres {
             let url = format!("{base}{path}");
+            let timestamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+            let nonce = sign::nonce();
+            let signature = sign::signature(
+                &self.token,
+                &self.site,
+                timestamp,
+                &nonce,
+                method.as_str(),
+                path,
+                &bytes,
+            );
             let mut req = self
                 .http
                 .request(method.clone(), &url)
-                .bearer_auth(&self.token)
                 .header(SITE_HEADER, &self.site)
+                .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
+                .header(sign::NONCE_HEADER, &nonce)
+                .header(sign::SIGNATURE_HEADER, signature)
                 .timeout(Self::TIMEOUT + wait);
-            if let Some(b) = body {
-                req = req.json(b);
+            if body.is_some() {
+                req = req
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(bytes.clone());
             }
             let resp = match req.send().await {
                 Ok(r) => r,

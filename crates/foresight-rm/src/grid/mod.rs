@@ -12,9 +12,11 @@
 //!   the site's latest snapshots.
 //! - `site`: [`SiteCluster`], a site's cluster as the centre drives it.
 //! - `client`: [`CentreClient`], the site's side of the HTTP exchange.
+//! - [`sign`]: the requests' signatures and the centre's check of them.
 
 mod client;
 mod mailbox;
+pub mod sign;
 mod site;
 
 pub use client::CentreClient;
