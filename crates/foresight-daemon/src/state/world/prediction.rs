@@ -13,12 +13,12 @@
 //! ([`reference_runtime`], the simulator's rule).
 
 use super::World;
-use foresight_api::JobState;
 use foresight_core::broker::ReservedPart;
 use foresight_core::predict::stats::KEPT;
 use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, JobId, UserId};
+use foresight_store::JobState;
 use foresight_store::{JobRecord, Prediction, RunRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -19,12 +19,12 @@
 //! ([`World::stray_running`]), and the victim is resumed whole when there is room.
 
 use super::{Effect, World};
-use foresight_api::JobState;
 use foresight_core::broker::{Phase, Preemption};
 use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::PartHandle;
+use foresight_store::JobState;
 
 impl World {
     /// The broker asks cluster `k` to stop `victims` so that job `by` can start there: every

@@ -13,12 +13,12 @@
 
 use super::remote::failed_outcome;
 use super::{Effect, World};
-use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::Phase;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState};
 use foresight_store::JobRecord;
+use foresight_store::{JobState, ReservationState};
 use std::collections::{BTreeSet, HashMap};
 
 /// A part of ours on a remote cluster: (job, attempt, its id there, its reservation, the
