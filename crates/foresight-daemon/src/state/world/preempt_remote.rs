@@ -208,7 +208,7 @@ impl World {
     /// too; reconciliation releases it once no part of ours is in it.
     pub(super) fn suspended_in_rm(&self, k: ClusterId, id: JobId) -> bool {
         self.clusters
-            .get(k.index())
+            .get(k.as_num())
             .is_some_and(|c| c.kind.schedules_itself())
             && matches!(
                 self.broker.entry(id).map(|e| &e.phase),
