@@ -4,8 +4,8 @@
 
 use crate::state::stored::ToApi;
 use foresight_api::{
-    AuctionStage, AuctionView, InputView, OutputSpec, PredictionView, ReservationView, SiteView,
-    StagingView,
+    AuctionStage, AuctionView, InputView, OutputSpec, PredictionView, ReservationView, SiteState,
+    SiteView, StagingView,
 };
 use foresight_store::{
     AuctionRecord, InputRecord, OutputRecord, Prediction, ReservationRecord, SiteRecord,
@@ -134,7 +134,7 @@ impl ToApi for &SiteRecord {
         SiteView {
             name: self.site.clone(),
             id: self.id,
-            state: if self.alive { "up" } else { "down" }.into(),
+            state: SiteState::of_lease(self.alive),
             url: self.url.clone(),
             started_at: self.started_at,
             heartbeat_at: self.heartbeat_at,
