@@ -16,7 +16,7 @@ pub use array::ArraySpec;
 pub use dependency::{combine, Dependency, DependencyKind, DependencyVerdict};
 pub use duration::{format_duration, parse_duration};
 pub use job_ref::JobRef;
-pub use sites::{AuctionStage, AuctionView, SiteView};
+pub use sites::{AuctionStage, AuctionView, SiteState, SiteView};
 pub use workflow::{
     derive_state, edge_file_problem, parse_workflow, EdgeSpec, FailurePolicy, MapperName,
     SubmittedWorkflow, WorkflowSpec, WorkflowState, WorkflowTaskSpec, WorkflowTaskView,

@@ -13,7 +13,7 @@ pub struct SiteView {
     /// Its number, fixed at its first registration: equal bids go to the lowest.
     pub id: u32,
     /// `up` while its lease holds, else `down` (its awards and bids no longer count).
-    pub state: String,
+    pub state: SiteState,
     /// Where its service answers, as it announced.
     pub url: String,
     /// When its dispatcher last entered the grid.
@@ -35,6 +35,41 @@ pub struct SiteView {
     pub running: u32,
     /// Its standing bids in auctions.
     pub bids: u32,
+}
+
+/// Whether a site's lease holds: on the wire the words `up` and `down`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SiteState {
+    /// Its lease holds: its awards and bids count.
+    Up,
+    /// Its lease ran out: its awards and bids no longer count.
+    Down,
+}
+
+impl SiteState {
+    /// `Up` while the lease holds, else `Down`.
+    pub fn of_lease(alive: bool) -> SiteState {
+        if alive {
+            SiteState::Up
+        } else {
+            SiteState::Down
+        }
+    }
+
+    /// The word, as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SiteState::Up => "up",
+            SiteState::Down => "down",
+        }
+    }
+}
+
+impl std::fmt::Display for SiteState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A global job on offer, and its auction.
@@ -93,6 +128,15 @@ pub enum AuctionStage {
 }
 
 impl AuctionStage {
+    /// Every stage, in the order a job passes them.
+    pub const ALL: [AuctionStage; 5] = [
+        AuctionStage::Queued,
+        AuctionStage::Open,
+        AuctionStage::Closing,
+        AuctionStage::Reopening,
+        AuctionStage::Unsold,
+    ];
+
     /// The stage's name, as the API and the shared queue spell it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -147,26 +191,28 @@ mod tests {
         assert!(json.get("stage").is_none(), "{json}");
         let back: AuctionView = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(back, view);
-        let names: Vec<String> = [
-            AuctionStage::Queued,
-            AuctionStage::Open,
-            AuctionStage::Closing,
-            AuctionStage::Reopening,
-            AuctionStage::Unsold,
-        ]
-        .iter()
-        .map(|s| serde_json::to_value(s).unwrap_or_default().to_string())
-        .collect();
-        let shown: Vec<String> = [
-            AuctionStage::Queued,
-            AuctionStage::Open,
-            AuctionStage::Closing,
-            AuctionStage::Reopening,
-            AuctionStage::Unsold,
-        ]
-        .iter()
-        .map(|s| format!("\"{s}\""))
-        .collect();
+        let names: Vec<String> = AuctionStage::ALL
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap_or_default().to_string())
+            .collect();
+        let shown: Vec<String> = AuctionStage::ALL
+            .iter()
+            .map(|s| format!("\"{s}\""))
+            .collect();
         assert_eq!(names, shown, "as_str and serde spell every stage alike");
+    }
+
+    /// A site's state is typed, but the wire keeps the words `up` and `down`.
+    #[test]
+    fn a_site_state_travels_as_the_same_word() {
+        for (alive, word) in [(true, "up"), (false, "down")] {
+            let state = SiteState::of_lease(alive);
+            assert_eq!(serde_json::to_value(state).unwrap_or_default(), word);
+            assert_eq!(state.to_string(), word);
+            let back: SiteState = serde_json::from_value(serde_json::Value::from(word))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(back, state);
+        }
+        assert!(serde_json::from_value::<SiteState>("gone".into()).is_err());
     }
 }

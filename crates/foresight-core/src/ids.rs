@@ -84,11 +84,6 @@ define_id!(
 );
 
 impl ClusterId {
-    /// The index it stands for, to index a list that is not a `Vec` or a slice.
-    pub const fn index(self) -> usize {
-        self.0
-    }
-
     /// Every cluster of a grid of `n` clusters, in order.
     pub fn all(n: usize) -> impl DoubleEndedIterator<Item = ClusterId> + ExactSizeIterator {
         (0..n).map(ClusterId)

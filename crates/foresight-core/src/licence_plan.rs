@@ -95,7 +95,7 @@ impl LicencePlan {
             .flat_map(|(_, on)| on.iter().copied())
             .max()
             .unwrap_or(ClusterId(0));
-        let together = ClusterId::all(most.index() + 1).any(|k| self.serves(demand, k));
+        let together = ClusterId::all(most.as_num() + 1).any(|k| self.serves(demand, k));
         (!together).then(|| {
             format!(
                 "no cluster draws on all of the licence pools {:?}",

@@ -30,12 +30,12 @@
 #![allow(clippy::unwrap_used)]
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, SamplingMode};
-use foresight_api::{AclSpec, JobState};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_daemon::config::{ClusterConfig, Config};
 use foresight_daemon::state::world::World;
 use foresight_rm::Outcome;
+use foresight_store::{AclSpec, JobState};
 use foresight_store::{JobRecord, UserRecord};
 use std::hint::black_box;
 use std::time::Duration;

@@ -1,115 +1,20 @@
-//! The store's own names for the API's enums and ACL types it persists. The records keep the
-//! API's types in memory (the service works with those), but a record is written and read
-//! through the types here: their serde names are the ones every existing database holds, so
-//! a rename in `foresight-api` no longer changes what is on disk, and a variant the API adds
-//! fails to compile here (every conversion is an exhaustive `match`) until the store decides
-//! how to write it.
+//! The enums and ACL types the store persists, its own: their serde names are the ones every
+//! existing database holds, so nothing outside the store (the API least of all) changes what
+//! is on disk. The service converts them to and from the API's types on its side.
 //!
 //! **The serde names below are an on-disk format: never change one.** A new variant is a new
 //! name; an old name stays readable for as long as databases may hold it.
 
-use foresight_api::{
-    AclSpec, DependencyKind, FailurePolicy, JobState, MapperName, ReservationState, UserCredentials,
-};
-use serde::{de::DeserializeOwned, Deserialize, Deserializer, Serialize, Serializer};
-
-/// An API type that the store writes in a form of its own.
-pub trait Persisted: Clone {
-    /// The store's form: what is serialized into the record.
-    type Stored: Serialize + DeserializeOwned + From<Self> + Into<Self>;
-}
-
-/// `#[serde(with = "crate::format::stored")]`: a field of a [`Persisted`] type, written in
-/// its store form.
-pub(crate) mod stored {
-    use super::*;
-
-    pub(crate) fn serialize<T: Persisted, S: Serializer>(
-        value: &T,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        T::Stored::from(value.clone()).serialize(s)
-    }
-
-    pub(crate) fn deserialize<'de, T: Persisted, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<T, D::Error> {
-        T::Stored::deserialize(d).map(Into::into)
-    }
-}
-
-/// `#[serde(with = "crate::format::stored_option")]`: as [`stored`], for an optional field.
-pub(crate) mod stored_option {
-    use super::*;
-
-    pub(crate) fn serialize<T: Persisted, S: Serializer>(
-        value: &Option<T>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        value.clone().map(T::Stored::from).serialize(s)
-    }
-
-    pub(crate) fn deserialize<'de, T: Persisted, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<T>, D::Error> {
-        Ok(Option::<T::Stored>::deserialize(d)?.map(Into::into))
-    }
-}
-
-/// Writes the conversions both ways between an API enum and the store's, variant by variant.
-macro_rules! same_variants {
-    ($api:ident <-> $stored:ident { $($variant:ident),* $(,)? }) => {
-        impl From<$api> for $stored {
-            fn from(v: $api) -> Self {
-                match v {
-                    $($api::$variant => $stored::$variant,)*
-                }
-            }
-        }
-
-        impl From<$stored> for $api {
-            fn from(v: $stored) -> Self {
-                match v {
-                    $($stored::$variant => $api::$variant,)*
-                }
-            }
-        }
-
-        impl Persisted for $api {
-            type Stored = $stored;
-        }
-    };
-}
-
-/// Writes the conversions both ways between an API struct and the store's, field by field
-/// (destructured, so that a field the API adds fails to compile here).
-macro_rules! same_fields {
-    ($api:ident <-> $stored:ident { $($field:ident),* $(,)? }) => {
-        impl From<$api> for $stored {
-            fn from(v: $api) -> Self {
-                let $api { $($field),* } = v;
-                $stored { $($field),* }
-            }
-        }
-
-        impl From<$stored> for $api {
-            fn from(v: $stored) -> Self {
-                let $stored { $($field),* } = v;
-                $api { $($field),* }
-            }
-        }
-
-        impl Persisted for $api {
-            type Stored = $stored;
-        }
-    };
-}
+use serde::{Deserialize, Serialize};
 
 /// A job's state as stored, in its record and in the `state` column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
-pub enum StoredJobState {
+pub enum JobState {
     /// `pending`.
+    #[default]
     Pending,
     /// `planned`.
     Planned,
@@ -127,31 +32,61 @@ pub enum StoredJobState {
     Timeout,
 }
 
-impl StoredJobState {
+impl JobState {
+    /// Final states never change again: the store loads only the jobs not in one.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Timeout
+        )
+    }
+
     /// The name in the `state` column (the one in the record, too): the load of unfinished
     /// jobs and the global queue filter on it.
     pub fn as_str(self) -> &'static str {
         match self {
-            StoredJobState::Pending => "pending",
-            StoredJobState::Planned => "planned",
-            StoredJobState::Reserved => "reserved",
-            StoredJobState::Running => "running",
-            StoredJobState::Completed => "completed",
-            StoredJobState::Failed => "failed",
-            StoredJobState::Cancelled => "cancelled",
-            StoredJobState::Timeout => "timeout",
+            JobState::Pending => "pending",
+            JobState::Planned => "planned",
+            JobState::Reserved => "reserved",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
         }
     }
 }
 
-same_variants!(JobState <-> StoredJobState {
-    Pending, Planned, Reserved, Running, Completed, Failed, Cancelled, Timeout,
-});
+impl std::str::FromStr for JobState {
+    type Err = String;
+    /// The state of a `state` column, as [`JobState::as_str`] names it.
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            JobState::Pending,
+            JobState::Planned,
+            JobState::Reserved,
+            JobState::Running,
+            JobState::Completed,
+            JobState::Failed,
+            JobState::Cancelled,
+            JobState::Timeout,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+        .ok_or_else(|| format!("unknown job state {s:?}"))
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A reservation's state as stored, in its record and in the `state` column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StoredReservationState {
+pub enum ReservationState {
     /// `tentative`.
     Tentative,
     /// `committed`.
@@ -166,28 +101,38 @@ pub enum StoredReservationState {
     Expired,
 }
 
-impl StoredReservationState {
+impl ReservationState {
+    /// Still holding processors?
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            ReservationState::Tentative | ReservationState::Committed | ReservationState::Active
+        )
+    }
+
     /// The name in the `state` column (the one in the record, too).
     pub fn as_str(self) -> &'static str {
         match self {
-            StoredReservationState::Tentative => "tentative",
-            StoredReservationState::Committed => "committed",
-            StoredReservationState::Active => "active",
-            StoredReservationState::Finished => "finished",
-            StoredReservationState::Released => "released",
-            StoredReservationState::Expired => "expired",
+            ReservationState::Tentative => "tentative",
+            ReservationState::Committed => "committed",
+            ReservationState::Active => "active",
+            ReservationState::Finished => "finished",
+            ReservationState::Released => "released",
+            ReservationState::Expired => "expired",
         }
     }
 }
 
-same_variants!(ReservationState <-> StoredReservationState {
-    Tentative, Committed, Active, Finished, Released, Expired,
-});
+impl std::fmt::Display for ReservationState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What a dependency waits for, as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StoredDependencyKind {
+pub enum DependencyKind {
     /// `after`.
     After,
     /// `afterany`.
@@ -198,14 +143,22 @@ pub enum StoredDependencyKind {
     AfterNotOk,
 }
 
-same_variants!(DependencyKind <-> StoredDependencyKind {
-    After, AfterAny, AfterOk, AfterNotOk,
-});
+impl DependencyKind {
+    /// The keyword, as sbatch spells it (and the record holds it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DependencyKind::After => "after",
+            DependencyKind::AfterAny => "afterany",
+            DependencyKind::AfterOk => "afterok",
+            DependencyKind::AfterNotOk => "afternotok",
+        }
+    }
+}
 
 /// A workflow's mapping algorithm, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StoredMapper {
+pub enum MapperName {
     /// `dsc`.
     Dsc,
     /// `heft`.
@@ -214,19 +167,17 @@ pub enum StoredMapper {
     Greedy,
 }
 
-same_variants!(MapperName <-> StoredMapper { Dsc, Heft, Greedy });
-
 /// What a workflow's failed task does, as stored: the word `"cancel"`, or `{"retry": N}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "PolicyForm", into = "PolicyForm")]
-pub enum StoredFailurePolicy {
+pub enum FailurePolicy {
     /// `"cancel"`.
     Cancel,
     /// `{"retry": N}`.
     Retry(u32),
 }
 
-/// The two JSON forms of [`StoredFailurePolicy`].
+/// The two JSON forms of [`FailurePolicy`].
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
 enum PolicyForm {
@@ -234,52 +185,30 @@ enum PolicyForm {
     Retry { retry: u32 },
 }
 
-impl TryFrom<PolicyForm> for StoredFailurePolicy {
+impl TryFrom<PolicyForm> for FailurePolicy {
     type Error = String;
     fn try_from(p: PolicyForm) -> Result<Self, String> {
         match p {
-            PolicyForm::Word(w) if w == "cancel" => Ok(StoredFailurePolicy::Cancel),
+            PolicyForm::Word(w) if w == "cancel" => Ok(FailurePolicy::Cancel),
             PolicyForm::Word(w) => Err(format!("unknown failure policy {w:?}")),
-            PolicyForm::Retry { retry } => Ok(StoredFailurePolicy::Retry(retry)),
+            PolicyForm::Retry { retry } => Ok(FailurePolicy::Retry(retry)),
         }
     }
 }
 
-impl From<StoredFailurePolicy> for PolicyForm {
-    fn from(p: StoredFailurePolicy) -> PolicyForm {
+impl From<FailurePolicy> for PolicyForm {
+    fn from(p: FailurePolicy) -> PolicyForm {
         match p {
-            StoredFailurePolicy::Cancel => PolicyForm::Word("cancel".into()),
-            StoredFailurePolicy::Retry(retry) => PolicyForm::Retry { retry },
+            FailurePolicy::Cancel => PolicyForm::Word("cancel".into()),
+            FailurePolicy::Retry(retry) => PolicyForm::Retry { retry },
         }
     }
-}
-
-impl From<FailurePolicy> for StoredFailurePolicy {
-    fn from(p: FailurePolicy) -> Self {
-        match p {
-            FailurePolicy::Cancel => StoredFailurePolicy::Cancel,
-            FailurePolicy::Retry(n) => StoredFailurePolicy::Retry(n),
-        }
-    }
-}
-
-impl From<StoredFailurePolicy> for FailurePolicy {
-    fn from(p: StoredFailurePolicy) -> Self {
-        match p {
-            StoredFailurePolicy::Cancel => FailurePolicy::Cancel,
-            StoredFailurePolicy::Retry(n) => FailurePolicy::Retry(n),
-        }
-    }
-}
-
-impl Persisted for FailurePolicy {
-    type Stored = StoredFailurePolicy;
 }
 
 /// Who may use a reservation, as stored. Unknown fields are refused, as they always were.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoredAcl {
+pub struct AclSpec {
     /// Users admitted.
     #[serde(default)]
     pub users: Vec<String>,
@@ -300,11 +229,9 @@ pub struct StoredAcl {
     pub job: Option<u64>,
 }
 
-same_fields!(AclSpec <-> StoredAcl { users, groups, accounts, classes, qos, job });
-
 /// What a user may name in a job, as stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredCredentials {
+pub struct UserCredentials {
     /// Groups.
     #[serde(default)]
     pub groups: Vec<String>,
@@ -319,15 +246,13 @@ pub struct StoredCredentials {
     pub qos: Vec<String>,
 }
 
-same_fields!(UserCredentials <-> StoredCredentials { groups, accounts, classes, qos });
-
 #[cfg(test)]
 mod tests {
-    use crate::{JobRecord, ReservationRecord, UserRecord, WorkflowRecord};
-    use foresight_api::{
+    use super::{
         AclSpec, DependencyKind, FailurePolicy, JobState, MapperName, ReservationState,
         UserCredentials,
     };
+    use crate::{JobRecord, ReservationRecord, UserRecord, WorkflowRecord};
     use serde_json::{json, Value};
 
     /// Decodes `stored` as a `T`, checks it with `check`, and writes it back: the same JSON.

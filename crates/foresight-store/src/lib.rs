@@ -7,8 +7,9 @@
 //! - [`SqliteStore`]: the embedded default (WAL, `synchronous = FULL`), with versioned
 //!   migrations under `migrations/sqlite/`.
 //! - [`PgStore`]: PostgreSQL, the same schema under `migrations/postgres/`.
-//! - [`Persisted`] and the `Stored*` types: the store's own form of the API's enums and ACL
-//!   types in its records, so that the API's names are not the on-disk format.
+//! - [`JobState`], [`ReservationState`], [`AclSpec`] and the other types of `format`: the
+//!   store's own enums and ACL types in its records, so that nothing outside the store sets
+//!   the on-disk format (the service converts them to and from the API's).
 //! - `tables`: the statements the two run alike, written once over both drivers; each
 //!   backend's file keeps only what differs (PostgreSQL's dispatcher sites, budgets and
 //!   notifications, SQLite's single-service tables).
@@ -31,11 +32,9 @@ mod shared_view;
 mod sqlite;
 mod sqlite_lock;
 mod tables;
-mod views;
 
 pub use format::{
-    Persisted, StoredAcl, StoredCredentials, StoredDependencyKind, StoredFailurePolicy,
-    StoredJobState, StoredMapper, StoredReservationState,
+    AclSpec, DependencyKind, FailurePolicy, JobState, MapperName, ReservationState, UserCredentials,
 };
 pub use holder::Holder;
 pub use location::StoreLocation;
@@ -45,10 +44,9 @@ pub use shared_queue::{
     is_global, Claim, Closed, DueAuction, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
     SharedJob, SharedQueue, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
 };
-pub use shared_view::{AuctionCounts, AuctionRecord, SiteRecord};
+pub use shared_view::{AuctionCounts, AuctionRecord, AuctionStage, SiteRecord};
 pub use sqlite::SqliteStore;
 
-use foresight_api::{JobState, ReservationState};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -257,11 +255,10 @@ pub struct JobRecord {
     #[serde(default)]
     pub cred: CredentialNames,
     /// State.
-    #[serde(with = "format::stored")]
     pub state: JobState,
     /// The final state already decided while parts are still stopping (cancel, timeout, a
     /// failed part).
-    #[serde(default, with = "format::stored_option")]
+    #[serde(default)]
     pub state_after: Option<JobState>,
     /// Held.
     pub held: bool,
@@ -381,7 +378,7 @@ pub struct JobRecord {
 impl JobRecord {
     /// Its state as the `state` column holds it: the store's name, not the API's.
     pub(crate) fn state_column(&self) -> &'static str {
-        StoredJobState::from(self.state).as_str()
+        self.state.as_str()
     }
 }
 
@@ -512,8 +509,7 @@ pub struct DependencyRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConditionRecord {
     /// What is waited for.
-    #[serde(with = "format::stored")]
-    pub kind: foresight_api::DependencyKind,
+    pub kind: DependencyKind,
     /// The job as named (`12`, `12_3`).
     pub target: String,
     /// The jobs it resolved to.
@@ -557,10 +553,8 @@ pub struct ReservationRecord {
     /// End.
     pub end: i64,
     /// Who may use it.
-    #[serde(with = "format::stored")]
-    pub acl: foresight_api::AclSpec,
+    pub acl: AclSpec,
     /// State.
-    #[serde(with = "format::stored")]
     pub state: ReservationState,
     /// Expiry of a tentative reservation.
     pub expires_at: Option<i64>,
@@ -571,7 +565,7 @@ pub struct ReservationRecord {
 impl ReservationRecord {
     /// Its state as the `state` column holds it: the store's name, not the API's.
     pub(crate) fn state_column(&self) -> &'static str {
-        StoredReservationState::from(self.state).as_str()
+        self.state.as_str()
     }
 }
 
@@ -596,8 +590,8 @@ pub struct UserRecord {
     pub unix_user: Option<String>,
     /// What the user may name in a job (groups, accounts, classes, QoS), set by an
     /// administrator: reservation ACLs read these, never a job's own claims.
-    #[serde(default, with = "format::stored")]
-    pub credentials: foresight_api::UserCredentials,
+    #[serde(default)]
+    pub credentials: UserCredentials,
     /// A disabled user's token is refused.
     #[serde(default)]
     pub disabled: bool,
@@ -714,11 +708,9 @@ pub struct WorkflowRecord {
     /// Name.
     pub name: String,
     /// The mapping algorithm that placed the tasks.
-    #[serde(with = "format::stored")]
-    pub mapper: foresight_api::MapperName,
+    pub mapper: MapperName,
     /// What a failed task does.
-    #[serde(with = "format::stored")]
-    pub on_failure: foresight_api::FailurePolicy,
+    pub on_failure: FailurePolicy,
     /// Submitted.
     pub submitted_at: i64,
     /// The tasks, in submission order.

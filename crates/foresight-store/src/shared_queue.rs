@@ -639,7 +639,7 @@ impl SharedQueue {
             return Ok(false);
         };
         let mut record: JobRecord = decode("jobs", job.to_string(), &data)?;
-        record.state = foresight_api::JobState::Cancelled;
+        record.state = crate::JobState::Cancelled;
         record.ended_at = Some(now);
         record.reason = Some(reason.to_string());
         sqlx::query(
@@ -1244,7 +1244,7 @@ impl SharedQueue {
         }
         match new_state {
             "cancelled" => {
-                record.state = foresight_api::JobState::Cancelled;
+                record.state = crate::JobState::Cancelled;
                 record.held = false;
                 record.ended_at = Some(now);
                 record.reason = Some(why.to_string());

@@ -5,12 +5,11 @@
 //! Read only, and timed by the database's clock (`now()`), the one the leases and auctions
 //! are decided by: a site is shown down exactly when the queue treats it as down.
 //!
-//! The records become the API's views by `From` (here, beside the records: the API's crate
-//! does not depend on the store, and the orphan rule allows the conversions nowhere else).
+//! The service turns the records into the API's views; the store names the stages itself.
 
 use crate::shared_queue::ALIVE;
 use crate::{Result, SharedQueue, StoreError};
-use foresight_api::{AuctionStage, AuctionView, SiteView};
+use serde::Deserialize;
 use sqlx::Row;
 
 /// A site that has run a dispatcher, with its lease.
@@ -79,6 +78,32 @@ pub struct AuctionRecord {
     pub unsold: u32,
     /// Until when it waits before its auction reopens (Unix seconds), while `reopening`.
     pub back_off_until: Option<i64>,
+}
+
+/// Where a global job on offer stands in its auctions, as [`STAGE`] names it from its row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuctionStage {
+    /// Not auctioned yet: no site has been able to run it.
+    Queued,
+    /// In an auction whose bids count until `closes_at`.
+    Open,
+    /// In an auction that is due, being closed.
+    Closing,
+    /// Closed unsold; its auction reopens at `back_off_until`.
+    Reopening,
+    /// Closed unsold; queued until a site can bid.
+    Unsold,
+}
+
+impl AuctionStage {
+    /// Whether an auction is under way or pending its reopening (its times mean something).
+    pub fn in_auction(self) -> bool {
+        matches!(
+            self,
+            AuctionStage::Open | AuctionStage::Closing | AuctionStage::Reopening
+        )
+    }
 }
 
 /// How many global jobs on offer are at each stage, for `/metrics`.
@@ -229,48 +254,5 @@ impl SharedQueue {
             }
         }
         Ok(c)
-    }
-}
-
-/// A job on offer as the API shows it: the same row.
-impl From<AuctionRecord> for AuctionView {
-    fn from(r: AuctionRecord) -> AuctionView {
-        AuctionView {
-            job: r.job,
-            user: r.user,
-            procs: r.procs,
-            priority: r.priority,
-            stage: r.stage,
-            opened_by: r.opened_by,
-            opened_at: r.opened_at,
-            closes_at: r.closes_at,
-            bids: r.bids,
-            best_bid: r.best_bid,
-            best_bidder: r.best_bidder,
-            rounds: r.rounds,
-            unsold: r.unsold,
-            back_off_until: r.back_off_until,
-        }
-    }
-}
-
-/// A site as the API shows it: its lease holding is `up`, else `down`.
-impl From<&SiteRecord> for SiteView {
-    fn from(r: &SiteRecord) -> SiteView {
-        SiteView {
-            name: r.site.clone(),
-            id: r.id,
-            state: if r.alive { "up" } else { "down" }.into(),
-            url: r.url.clone(),
-            started_at: r.started_at,
-            heartbeat_at: r.heartbeat_at,
-            lease_ms: r.lease_ms,
-            lease_left_ms: r.lease_left_ms,
-            max_procs: r.max_procs,
-            max_tariff: r.max_tariff,
-            claimed: r.claimed,
-            running: r.running,
-            bids: r.bids,
-        }
     }
 }

@@ -2,11 +2,11 @@
 //! fresh database on this test binary's throwaway PostgreSQL server.
 #![allow(clippy::unwrap_used)]
 
-use foresight_api::{JobState, ReservationState};
 use foresight_store::{
     JobRecord, PartRecord, ReservationRecord, RunRecord, Store, StoreError, StoreLocation,
     UserRecord,
 };
+use foresight_store::{JobState, ReservationState};
 use std::sync::Arc;
 
 /// One backend's database, reopened as often as a test likes.
@@ -141,7 +141,7 @@ async fn rows_written_in_the_format_databases_hold_load(b: Backend) {
         .as_ref()
         .unwrap()
         .on;
-    assert_eq!(on[0].kind, foresight_api::DependencyKind::AfterNotOk);
+    assert_eq!(on[0].kind, foresight_store::DependencyKind::AfterNotOk);
     let rs = store.load_reservations().await.unwrap();
     assert_eq!(rs[0].state, ReservationState::Tentative);
     assert_eq!(rs[0].acl.users, vec!["ann".to_string()]);
@@ -149,8 +149,8 @@ async fn rows_written_in_the_format_databases_hold_load(b: Backend) {
     assert_eq!(users[0].credentials.groups, vec!["g".to_string()]);
     assert_eq!(users[0].credentials.qos, vec!["high".to_string()]);
     let wfs = store.load_workflows().await.unwrap();
-    assert_eq!(wfs[0].mapper, foresight_api::MapperName::Greedy);
-    assert_eq!(wfs[0].on_failure, foresight_api::FailurePolicy::Retry(3));
+    assert_eq!(wfs[0].mapper, foresight_store::MapperName::Greedy);
+    assert_eq!(wfs[0].on_failure, foresight_store::FailurePolicy::Retry(3));
 
     // Written back, a final job leaves the unfinished ones by its `state` column.
     let mut done = jobs[0].clone();
@@ -289,8 +289,8 @@ fn workflow(user: &str) -> foresight_store::WorkflowRecord {
         id: 0,
         user: user.into(),
         name: "pair".into(),
-        mapper: foresight_api::MapperName::Heft,
-        on_failure: foresight_api::FailurePolicy::Retry(2),
+        mapper: foresight_store::MapperName::Heft,
+        on_failure: foresight_store::FailurePolicy::Retry(2),
         submitted_at: 1_000,
         tasks: vec![task("mesh", 1_000), task("solve \u{e9}", 1_060)],
         edges: vec![WorkflowEdgeRecord {
@@ -361,7 +361,7 @@ async fn dependencies_and_array_membership_survive_reopening(b: Backend) {
             any: false,
             singleton: true,
             on: vec![ConditionRecord {
-                kind: foresight_api::DependencyKind::AfterOk,
+                kind: foresight_store::DependencyKind::AfterOk,
                 target: "7_1".into(),
                 jobs: vec![8],
             }],

@@ -3,8 +3,8 @@
 //! cannot start, and the database's locks keep modes and sites apart.
 #![allow(clippy::unwrap_used)]
 
-use foresight_api::JobState;
 use foresight_core::auction::{close, AuctionConfig, Unsold};
+use foresight_store::JobState;
 use foresight_store::{
     Claim, Closed, JobRecord, OpOutcome, PgStore, QueueOp, SharedQueue, Start, Store, StoreError,
 };

@@ -113,11 +113,12 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
         return;
     }
     let s = scratch();
+    let ticks = s.work.join("ticks");
     let first = tokio::runtime::Runtime::new().unwrap();
     let child = first.block_on(async {
         let (executor, _events) = executor(&s.jobs);
         executor
-            .launch(&escaping_job(3, &s.work, "child.pid", "exec sleep 1000"))
+            .launch(&escaping_job(3, &s.work, "child.pid", &ticking(&ticks)))
             .await
             .unwrap();
         wait_for_line(&s.work.join("child.pid")).await
@@ -125,13 +126,18 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
     drop(first);
     let _leftovers = Leftovers(vec![child.clone()]);
     let supervisor = fs::read_to_string(s.jobs.join("3.0/supervisor.pid")).unwrap();
+    let supervisor = supervisor.trim();
     let killed = std::process::Command::new("kill")
-        .args(["-KILL", supervisor.trim()])
+        .args(["-KILL", supervisor])
         .status()
         .unwrap();
     assert!(killed.success());
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!is_dead(&child), "the child runs on without a supervisor");
+    poll("the supervisor is dead", || is_dead(supervisor));
+    // Ticks written after the supervisor died: the child runs on without it.
+    let at_death = line_count(&ticks);
+    poll("the child ticks on without a supervisor", || {
+        line_count(&ticks) > at_death
+    });
     let second = tokio::runtime::Runtime::new().unwrap();
     second.block_on(async {
         let (executor, _events) = executor(&s.jobs);
@@ -141,6 +147,61 @@ fn an_unsupervised_jobs_setsid_child_dies_before_the_attempt_is_lost() {
             "the setsid child survived its job's adoption"
         );
     });
+}
+
+/// The rest of an escaping job's child that appends a line to `ticks` every 50 ms while it
+/// runs: fresh lines prove it alive (and none while it is frozen).
+fn ticking(ticks: &Path) -> String {
+    format!(
+        "while :; do echo tick >> {}; sleep 0.05; done",
+        ticks.display()
+    )
+}
+
+/// Polls `condition` until it holds (10 s at most): the tests wait for what they assert,
+/// never a fixed time.
+fn poll(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if condition() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// [`poll`] inside a runtime: the executor's tasks run while it waits.
+async fn poll_async(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+/// Whether the kernel reports the cgroup of process `pid` frozen (`frozen 1` in its
+/// `cgroup.events`): every process in it is held, whatever it was doing.
+fn cgroup_frozen(pid: &str) -> bool {
+    let Ok(membership) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    let Some(path) = membership.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let Some(mount) = fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.contains(" - cgroup2 "))
+                .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+        })
+    else {
+        return false;
+    };
+    fs::read_to_string(format!("{mount}{path}/cgroup.events"))
+        .is_ok_and(|events| events.lines().any(|l| l.trim() == "frozen 1"))
 }
 
 /// How many lines a file has now (0 while it does not exist).
@@ -158,12 +219,8 @@ async fn a_suspended_jobs_setsid_child_is_held_until_resume() {
     let s = scratch();
     let (executor, mut events) = executor(&s.jobs);
     let ticks = s.work.join("ticks");
-    let rest = format!(
-        "while :; do echo tick >> {}; sleep 0.05; done",
-        ticks.display()
-    );
     executor
-        .launch(&escaping_job(4, &s.work, "child.pid", &rest))
+        .launch(&escaping_job(4, &s.work, "child.pid", &ticking(&ticks)))
         .await
         .unwrap();
     let child = wait_for_line(&s.work.join("child.pid")).await;
@@ -175,32 +232,34 @@ async fn a_suspended_jobs_setsid_child_is_held_until_resume() {
             Some(v["job"]["pgid"].to_string())
         })
         .expect("the supervisor records the job process");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        line_count(&ticks) > 0,
-        "the child writes while the job runs"
-    );
+    poll_async("the child writes while the job runs", || {
+        line_count(&ticks) > 0
+    })
+    .await;
 
     executor.suspend(4, 0).unwrap();
-    // The supervisor freezes the cgroup once the group has stopped (SIGUSR2 wakes it).
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(
-        proc_stat(&leader).map(|p| p.state),
-        Some('T'),
-        "the job's own process reads as stopped"
-    );
+    // The supervisor freezes the cgroup once the group has stopped (SIGUSR2 wakes it): the
+    // kernel then reports the setsid child's cgroup frozen, which holds it whatever it does.
+    poll_async("the job's own process reads as stopped", || {
+        proc_stat(&leader).is_some_and(|p| p.state == 'T')
+    })
+    .await;
+    poll_async("the setsid child's cgroup is frozen", || {
+        cgroup_frozen(&child)
+    })
+    .await;
     let held = line_count(&ticks);
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(
-        line_count(&ticks),
-        held,
-        "the setsid child kept writing while its job was suspended"
-    );
 
     executor.resume(4, 0).unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(line_count(&ticks) > held, "the child goes on after resume");
-    assert_ne!(proc_stat(&leader).map(|p| p.state), Some('T'));
+    poll_async("the child goes on after resume", || {
+        line_count(&ticks) > held
+    })
+    .await;
+    poll_async("the job's own process runs again", || {
+        proc_stat(&leader).is_some_and(|p| p.state != 'T')
+    })
+    .await;
+    assert!(!cgroup_frozen(&child), "the child's cgroup thawed");
     executor.cancel(4, 0).unwrap();
     let finished = next(&mut events).await;
     assert!(finished.outcome.cancelled, "{:?}", finished.outcome);

@@ -535,7 +535,9 @@ fn an_orphaned_job_is_killed_before_it_is_lost() {
     let first = tokio::runtime::Runtime::new().unwrap();
     first.block_on(async {
         let (executor, _events) = executor(&s.jobs);
-        let script = "echo $PPID > sup.pid; echo $$ > job.pid; exec sleep 100";
+        // The job ticks into a file while it runs: fresh ticks prove it alive.
+        let script = "echo $PPID > sup.pid; echo $$ > job.pid; \
+                      while :; do echo tick >> ticks; sleep 0.05; done";
         executor
             .launch(&spec(62, &s.work, &["sh", "-c", script]))
             .await
@@ -549,14 +551,35 @@ fn an_orphaned_job_is_killed_before_it_is_lost() {
         .status()
         .unwrap();
     assert!(killed.success());
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!is_dead(&job), "the job runs on without its supervisor");
+    let ticks = s.work.join("ticks");
+    wait_until_blocking("the supervisor is dead", || is_dead(&supervisor));
+    // Ticks written after the supervisor died: the job runs on without it.
+    let at_death = tick_count(&ticks);
+    wait_until_blocking("the job ticks on without its supervisor", || {
+        tick_count(&ticks) > at_death
+    });
     let second = tokio::runtime::Runtime::new().unwrap();
     second.block_on(async {
         let (executor, _events) = executor(&s.jobs);
         assert_eq!(executor.adopt(62, 0).unwrap(), Adoption::Lost);
         wait_until("the orphaned job is dead", || is_dead(&job)).await;
     });
+}
+
+/// How many lines a file has now (0 while it does not exist).
+fn tick_count(path: &Path) -> usize {
+    fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+/// Polls `condition` from outside a runtime until it holds (10 s at most).
+fn wait_until_blocking(what: &str, mut condition: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if condition() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("timed out waiting until {what}");
 }
 
 /// The first line of a file a job writes, waiting for it.

@@ -56,7 +56,7 @@ fn starts(actions: &[BrokerAction]) -> Vec<(JobId, usize)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            BrokerAction::Start { job, cluster, .. } => Some((*job, cluster.index())),
+            BrokerAction::Start { job, cluster, .. } => Some((*job, cluster.as_num())),
             _ => None,
         })
         .collect()

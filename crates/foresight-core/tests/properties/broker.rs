@@ -112,13 +112,13 @@ impl Driver {
                         "{job} started at {} before its begin {begin:?}",
                         self.now
                     );
-                    self.procs_of.insert((cluster.index(), job), procs);
+                    self.procs_of.insert((cluster.as_num(), job), procs);
                     let run = self.runtime[&job].max(1.0) as i64;
                     self.running
-                        .insert((self.now + Dur(run), cluster.index(), job));
+                        .insert((self.now + Dur(run), cluster.as_num(), job));
                 }
                 BrokerAction::Wake { cluster, at } => {
-                    self.wakes.insert((at, cluster.index()));
+                    self.wakes.insert((at, cluster.as_num()));
                 }
                 BrokerAction::Reserved {
                     job, start, end, ..
@@ -180,7 +180,10 @@ impl Driver {
                 {
                     Some((
                         e.job.id,
-                        parts.iter().map(|p| (p.cluster.index(), p.procs)).collect(),
+                        parts
+                            .iter()
+                            .map(|p| (p.cluster.as_num(), p.procs))
+                            .collect(),
                     ))
                 }
                 _ => None,

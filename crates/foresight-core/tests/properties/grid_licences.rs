@@ -130,10 +130,10 @@ impl Driver {
                     }
                     let run = self.runtime[&job];
                     self.running
-                        .insert((self.now + Dur(run), cluster.index(), job));
+                        .insert((self.now + Dur(run), cluster.as_num(), job));
                 }
                 BrokerAction::Wake { cluster, at } => {
-                    self.wakes.insert((at, cluster.index()));
+                    self.wakes.insert((at, cluster.as_num()));
                 }
                 BrokerAction::Reserved { job, start, .. }
                 | BrokerAction::Moved { job, start, .. }

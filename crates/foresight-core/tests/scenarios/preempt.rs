@@ -445,7 +445,7 @@ fn starts(out: &[BrokerAction]) -> Vec<(u64, usize, u32)> {
                 cluster,
                 procs,
                 ..
-            } => Some((job.0, cluster.index(), *procs)),
+            } => Some((job.0, cluster.as_num(), *procs)),
             _ => None,
         })
         .collect();
@@ -462,7 +462,7 @@ fn resumed_parts(out: &[BrokerAction], id: u64) -> Vec<(usize, u32, i64)> {
             _ => None,
         })
         .flatten()
-        .map(|p| (p.cluster.index(), p.procs, p.window.end.secs()))
+        .map(|p| (p.cluster.as_num(), p.procs, p.window.end.secs()))
         .collect();
     v.sort();
     v

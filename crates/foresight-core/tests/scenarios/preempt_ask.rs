@@ -67,7 +67,7 @@ fn asked(out: &[BrokerAction]) -> Vec<Asked> {
                 victims,
             } => Some((
                 by.0,
-                cluster.index(),
+                cluster.as_num(),
                 victims.iter().map(|(v, h)| (v.0, *h)).collect(),
             )),
             _ => None,
@@ -378,7 +378,7 @@ fn reserve_and_start_anywhere(
                         .restore_running(Time(t), run, Time(t), Domain::Reservation(p.reservation))
                         .unwrap();
                 }
-                started.push((job.0, p.cluster.index(), p.procs));
+                started.push((job.0, p.cluster.as_num(), p.procs));
             }
         }
     }
@@ -422,7 +422,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
     assert_eq!(preempted(&out), vec![(1, 2, Preemption::Suspend)]);
     match &b.entry(JobId(1)).unwrap().phase {
         Phase::Suspended { parts: p, .. } => {
-            let held: Vec<(usize, u32)> = p.iter().map(|p| (p.cluster.index(), p.procs)).collect();
+            let held: Vec<(usize, u32)> = p.iter().map(|p| (p.cluster.as_num(), p.procs)).collect();
             assert_eq!(held, parts, "every part suspended");
         }
         p => panic!("{p:?}"),
@@ -430,7 +430,7 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
     let reserved: Vec<(u64, usize)> = out
         .iter()
         .filter_map(|a| match a {
-            BrokerAction::Ask { job, part } => Some((job.0, part.cluster.index())),
+            BrokerAction::Ask { job, part } => Some((job.0, part.cluster.as_num())),
             _ => None,
         })
         .collect();
@@ -456,9 +456,12 @@ fn a_job_co_allocated_over_two_slurm_clusters_is_preempted_whole_and_resumes_who
     let resumed: Vec<Vec<(usize, u32)>> = out
         .iter()
         .filter_map(|a| match a {
-            BrokerAction::Resumed { parts, .. } => {
-                Some(parts.iter().map(|p| (p.cluster.index(), p.procs)).collect())
-            }
+            BrokerAction::Resumed { parts, .. } => Some(
+                parts
+                    .iter()
+                    .map(|p| (p.cluster.as_num(), p.procs))
+                    .collect(),
+            ),
             _ => None,
         })
         .collect();
@@ -482,7 +485,7 @@ fn a_job_co_allocated_over_slurm_and_a_local_cluster_is_preempted_whole() {
         .iter()
         .filter_map(|a| match a {
             BrokerAction::Preempted { parts, .. } => {
-                Some(parts.iter().map(|p| p.cluster.index()).collect())
+                Some(parts.iter().map(|p| p.cluster.as_num()).collect())
             }
             _ => None,
         })

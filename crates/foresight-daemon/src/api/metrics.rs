@@ -2,7 +2,8 @@
 //! decentralized grid as the shared store has it ([`grid`]).
 
 use crate::runtime::Service;
-use foresight_api::{AuctionStage, JobState};
+use foresight_api::AuctionStage;
+use foresight_store::JobState;
 use foresight_store::{AuctionCounts, SiteRecord};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;

@@ -2,6 +2,7 @@
 
 use crate::api::{AppState, Body, Caller, Id};
 use crate::state::refusal::Refusal;
+use crate::state::stored::{ToApi, ToStored};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -55,9 +56,17 @@ pub(super) async fn create_reservation(
             } else {
                 crate::state::world::Held::These(r.processors)
             };
-            let id =
-                w.create_reservation(now, &owner, &r.cluster, held, start, end, r.acl, r.ttl)?;
-            Ok(ReservationView::from(&w.reservations[&id]))
+            let id = w.create_reservation(
+                now,
+                &owner,
+                &r.cluster,
+                held,
+                start,
+                end,
+                r.acl.to_stored(),
+                r.ttl,
+            )?;
+            Ok(w.reservations[&id].to_api())
         })
         .await?;
     Ok((StatusCode::CREATED, Json(view)))
@@ -99,7 +108,7 @@ pub(super) async fn commit_reservation(
     s.mutate(move |w, _| {
         let id = ReservationId(id);
         w.commit_reservation(id)?;
-        Ok(ReservationView::from(&w.reservations[&id]))
+        Ok(w.reservations[&id].to_api())
     })
     .await
     .map(Json)
@@ -117,7 +126,7 @@ pub(super) async fn release_reservation(
     s.mutate(move |w, now| {
         let id = ReservationId(id);
         w.release_reservation(now, id)?;
-        Ok(ReservationView::from(&w.reservations[&id]))
+        Ok(w.reservations[&id].to_api())
     })
     .await
     .map(Json)

@@ -144,7 +144,7 @@ pub fn router(service: Arc<Service>) -> Router {
         foresight_api::PredictionView, foresight_api::InputSpec, foresight_api::InputView,
         foresight_api::StagingView, foresight_api::OutputSpec,
         crate::api::dashboard::grid::GridView, crate::api::dashboard::grid::QueueCounts,
-        crate::api::dashboard::grid::ClusterLoad, SiteView, AuctionView, AuctionStage
+        crate::api::dashboard::grid::ClusterLoad, SiteView, SiteState, AuctionView, AuctionStage
     )),
     modifiers(&BearerAuth, &CommonResponses),
     security(("bearer" = []))

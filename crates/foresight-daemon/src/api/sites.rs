@@ -7,6 +7,7 @@
 use crate::api::{Caller, Params};
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
+use crate::state::stored::ToApi;
 use axum::extract::State;
 use axum::Json;
 use foresight_api::{AuctionView, SiteView};
@@ -33,7 +34,7 @@ pub(crate) async fn list_sites(
 ) -> Result<Json<Vec<SiteView>>, Refusal> {
     caller.admin()?;
     let sites = s.global_queue.sites().await?.ok_or_else(alone)?;
-    Ok(Json(sites.iter().map(SiteView::from).collect()))
+    Ok(Json(sites.iter().map(ToApi::to_api).collect()))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -57,5 +58,5 @@ pub(crate) async fn list_auctions(
     caller.admin()?;
     let limit = f.limit.unwrap_or(1000);
     let auctions = s.global_queue.auctions(limit).await?.ok_or_else(alone)?;
-    Ok(Json(auctions.into_iter().map(AuctionView::from).collect()))
+    Ok(Json(auctions.into_iter().map(ToApi::to_api).collect()))
 }

@@ -338,7 +338,7 @@ impl Dispatcher {
         let named: Vec<u64> = named.into_iter().collect();
         let mut states = BTreeMap::new();
         for j in self.queue.job_states(&named).await? {
-            if let Ok(s) = j.state.parse::<foresight_api::JobState>() {
+            if let Ok(s) = j.state.parse::<foresight_store::JobState>() {
                 states.insert(j.id, (s, j.started, j.output_staging));
             }
         }
@@ -806,7 +806,7 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
             continue;
         }
         if !foresight_store::is_global(j) {
-            if j.state == foresight_api::JobState::Pending {
+            if j.state == foresight_store::JobState::Pending {
                 if let Some(k) = j.cluster.as_deref().and_then(|c| w.cluster_index(c)) {
                     load[k].idle = load[k].idle.saturating_sub(j.procs);
                 }
@@ -814,7 +814,7 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
             continue;
         }
         let live: Vec<&foresight_store::PartRecord> = j.parts.iter().filter(|p| !p.ended).collect();
-        let running = j.state == foresight_api::JobState::Running;
+        let running = j.state == foresight_store::JobState::Running;
         match live.first().and_then(|p| w.cluster_index(&p.cluster)) {
             // Stopped where it ran: it resumes there.
             Some(k) if running && j.suspended => load[k].waiting.push((j.priority, j.procs)),
@@ -830,7 +830,7 @@ fn site_load(w: &crate::state::world::World, now: i64) -> Vec<ClusterLoad> {
                 });
             }
             Some(_) => {}
-            None if j.state == foresight_api::JobState::Pending => {
+            None if j.state == foresight_store::JobState::Pending => {
                 for c in load.iter_mut().filter(|c| c.procs >= j.procs) {
                     c.waiting.push((j.priority, j.procs));
                 }

@@ -6,10 +6,10 @@ use crate::runtime::Service;
 use crate::state::staging::{Copy, OutputFetch};
 use crate::state::world::Effect;
 use crate::state::world::MoveStep;
-use foresight_api::JobState;
 use foresight_core::broker::Preemption;
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{LaunchSpec, PartHandle, ReserveRequest, ResourceManager, Submission};
+use foresight_store::JobState;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,7 +159,7 @@ impl Service {
                 }
             };
             if let Err(e) = &result {
-                tracing::warn!(job, cluster = cluster.index(), "staging input failed: {e}");
+                tracing::warn!(job, cluster = cluster.as_num(), "staging input failed: {e}");
             }
             let go = s
                 .world()
@@ -202,13 +202,13 @@ impl Service {
                 if again {
                     tracing::warn!(
                         job,
-                        cluster = cluster.index(),
+                        cluster = cluster.as_num(),
                         "start failed, requeued: {err}"
                     );
                 } else {
                     tracing::warn!(
                         job,
-                        cluster = cluster.index(),
+                        cluster = cluster.as_num(),
                         "start failed, the job failed: {err}"
                     );
                 }
@@ -319,7 +319,7 @@ impl Service {
         if let Err(e) = &result {
             tracing::warn!(
                 job,
-                cluster = cluster.index(),
+                cluster = cluster.as_num(),
                 "staging input ahead failed: {e}"
             );
         }
@@ -413,7 +413,7 @@ impl Service {
                 crate::runtime::staging::make_dir(cwd, account, self.copy_timeout()).await
             {
                 tracing::warn!(
-                    cluster = cluster.index(),
+                    cluster = cluster.as_num(),
                     "making the working directory: {e}"
                 );
             }

@@ -9,6 +9,7 @@ use crate::config::dispatcher::Mode;
 use crate::runtime::dispatcher::Dispatcher;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
+use crate::state::stored::ToStored;
 use crate::state::world::World;
 use foresight_store::{
     AuctionCounts, AuctionRecord, DependencyRecord, InputRecord, JobRecord, OpOutcome, QueueOp,
@@ -521,7 +522,7 @@ async fn resolve_dependency(
             ));
         }
         on.push(foresight_store::ConditionRecord {
-            kind: *kind,
+            kind: kind.to_stored(),
             target: r.to_string(),
             jobs,
         });

@@ -12,6 +12,7 @@ pub(crate) mod jobs;
 pub(crate) mod loops;
 pub(crate) mod managers;
 pub(crate) mod plan_input;
+pub(crate) mod record_views;
 pub(crate) mod staging;
 pub(crate) mod starts;
 pub(crate) mod submit;

@@ -5,10 +5,11 @@
 use crate::runtime::fake_rm::Call;
 use crate::runtime::paused::{Paused, T0};
 use crate::state::world::Held;
-use foresight_api::{AclSpec, JobState};
+use foresight_api::JobState;
 use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
+use foresight_store::AclSpec;
 use serde_json::json;
 
 const TWO: &str = "[[cluster]]\nname = \"a\"\nprocs = 2\n";

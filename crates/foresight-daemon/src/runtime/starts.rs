@@ -14,7 +14,6 @@
 use crate::runtime::plan_input::plan_input;
 use crate::state::plan_view;
 use crate::state::world::World;
-use foresight_api::JobState;
 use foresight_core::broker::Phase;
 use foresight_core::policy::BackfillChoice;
 use foresight_core::scheduler::JobStatus;
@@ -22,6 +21,7 @@ use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::JobRecord;
+use foresight_store::JobState;
 use std::cell::RefCell;
 use std::collections::HashMap;
 

@@ -6,10 +6,11 @@ use crate::runtime::starts::Starts;
 use crate::runtime::Service;
 use crate::state::plan_view::{self, Visible};
 use crate::state::refusal::Refusal;
+use crate::state::stored::ToApi;
 use crate::state::world::World;
 use foresight_api::{
-    ClusterInfo, ClusterPlan, Explanation, InputView, JobState, JobView, OutputSpec, PartView,
-    PredictionView, Reason, ReservationView, StagingView, UserView,
+    ClusterInfo, ClusterPlan, Explanation, JobState, JobView, PartView, Reason, ReservationView,
+    UserView,
 };
 use foresight_core::scheduler::JobStatus;
 use foresight_core::time::Time;
@@ -42,7 +43,7 @@ impl Service {
             .rev()
             .filter(|j| user.admin || j.user == user.name)
             .filter(|j| owner.is_none_or(|o| j.user == o))
-            .filter(|j| state.is_none_or(|s| j.state == s))
+            .filter(|j| state.is_none_or(|s| j.state.to_api() == s))
             .take(limit)
             .map(|j| view_with(j, now, &starts))
             .collect::<Vec<_>>()
@@ -62,7 +63,7 @@ impl Service {
         if j.held {
             reasons.push(Reason::new("held: released with `foresight job release`"));
         }
-        match j.state {
+        match j.state.to_api() {
             JobState::Pending | JobState::Planned | JobState::Reserved => {
                 waiting_reasons(&w, j, now, &mut reasons)
             }
@@ -90,7 +91,7 @@ impl Service {
         let start = Starts::new(&w, now).of(j);
         Ok(Explanation {
             id: id.0,
-            state: j.state,
+            state: j.state.to_api(),
             now: now.secs(),
             reasons,
             planned_start: start.at,
@@ -199,7 +200,7 @@ impl Service {
                         .job
                         .is_some_and(|j| w.jobs.get(&JobId(j)).is_some_and(|j| j.user == user.name))
             })
-            .map(ReservationView::from)
+            .map(ToApi::to_api)
             .collect()
     }
 }
@@ -345,7 +346,7 @@ fn view_with(j: &JobRecord, now: Time, starts: &Starts) -> JobView {
         name: j.name.clone(),
         user: j.user.clone(),
         account: j.cred.account.clone(),
-        state: j.state,
+        state: j.state.to_api(),
         held: j.held,
         suspended: j.suspended,
         priority: j.priority,
@@ -405,11 +406,11 @@ fn view_with(j: &JobRecord, now: Time, starts: &Starts) -> JobView {
         requires: j.requires.clone(),
         licences: j.licences.clone(),
         app: j.app.clone(),
-        prediction: j.prediction.as_ref().map(PredictionView::from),
-        inputs: j.inputs.iter().map(InputView::from).collect(),
-        staging: j.staging.iter().map(StagingView::from).collect(),
-        outputs: j.outputs.iter().map(OutputSpec::from).collect(),
-        output_staging: j.output_staging.as_ref().map(StagingView::from),
+        prediction: j.prediction.as_ref().map(ToApi::to_api),
+        inputs: j.inputs.iter().map(ToApi::to_api).collect(),
+        staging: j.staging.iter().map(ToApi::to_api).collect(),
+        outputs: j.outputs.iter().map(ToApi::to_api).collect(),
+        output_staging: j.output_staging.as_ref().map(ToApi::to_api),
     }
 }
 
@@ -440,7 +441,7 @@ pub fn user_view(w: &World, u: &UserRecord) -> UserView {
         unix_user: u.unix_user.clone(),
         runs_as: Some(runs_as),
         runs_as_from: Some(from.as_str().to_string()),
-        credentials: u.credentials.clone(),
+        credentials: u.credentials.clone().to_api(),
         disabled: u.disabled,
         warnings: Vec::new(),
     }

@@ -4,6 +4,7 @@
 
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
+use crate::state::stored::ToStored;
 use foresight_api::{MapperName, SubmittedWorkflow, WorkflowSpec, WorkflowView};
 use foresight_store::UserRecord;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ impl Service {
         let (mut record, mut jobs, remote, ticket) = {
             let mut w = self.world();
             w.recount_changed();
-            let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper)?;
+            let (mut record, mut jobs) = w.plan_workflow(now, user, &spec, mapper.to_stored())?;
             let remote = if spec.reserve {
                 // Phase one, under the same lock as the mapping: the slots it found are free.
                 w.hold_workflow(now, &mut record, &mut jobs, HOLD_SECONDS)?

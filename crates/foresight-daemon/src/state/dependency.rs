@@ -3,8 +3,10 @@
 //! this site's records) and for the dispatchers (their states are read from the shared queue),
 //! so that the two cannot word or decide it differently.
 
-use foresight_api::{combine, DependencyKind, DependencyVerdict, JobState};
+use crate::state::stored::ToApi;
+use foresight_api::{combine, DependencyVerdict};
 use foresight_store::DependencyRecord;
+use foresight_store::{DependencyKind, JobState};
 
 /// A job a dependency names, as the caller knows it.
 pub(crate) struct Named {
@@ -72,7 +74,7 @@ impl OutputCopy {
 fn on_job(kind: DependencyKind, n: &Named) -> (DependencyVerdict, String) {
     let plain = || {
         (
-            kind.verdict(n.state, n.started),
+            kind.to_api().verdict(n.state.to_api(), n.started),
             format!("job {} is {}", n.label, n.state),
         )
     };
@@ -86,7 +88,8 @@ fn on_job(kind: DependencyKind, n: &Named) -> (DependencyVerdict, String) {
             format!("job {} is copying {what}", n.label),
         ),
         OutputCopy::Failed(what) => (
-            kind.verdict(JobState::Failed, n.started),
+            kind.to_api()
+                .verdict(foresight_api::JobState::Failed, n.started),
             format!("job {} completed but copying {what}", n.label),
         ),
     }

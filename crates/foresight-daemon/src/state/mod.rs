@@ -13,6 +13,7 @@ pub(crate) mod moment;
 pub(crate) mod plan_view;
 pub mod refusal;
 pub(crate) mod staging;
+pub(crate) mod stored;
 pub mod table;
 #[doc(hidden)]
 pub mod world;

@@ -178,7 +178,7 @@ impl GridRun<'_> {
         let job = job.with_prediction(guess);
         let mut out = Vec::new();
         let r = self.broker.submit_local(now, cluster, job, &mut out);
-        r.map_err(self.core(cluster.index()))?;
+        r.map_err(self.core(cluster.as_num()))?;
         self.carry_out(now, &out);
         Ok(())
     }
@@ -437,7 +437,7 @@ impl GridRun<'_> {
                     job,
                     procs,
                     ..
-                } => self.started(now, cluster.index(), *job, *procs),
+                } => self.started(now, cluster.as_num(), *job, *procs),
                 BrokerAction::Wake { cluster, at } => self.wake(*cluster, *at),
                 BrokerAction::Reserved {
                     job,
@@ -560,12 +560,12 @@ impl GridRun<'_> {
             self.push(
                 now + left,
                 Ev::End {
-                    cluster: p.cluster.index(),
+                    cluster: p.cluster.as_num(),
                     job,
                     run,
                 },
             );
-            self.plan_correction(now, p.cluster.index());
+            self.plan_correction(now, p.cluster.as_num());
         }
     }
 

@@ -43,7 +43,7 @@ fn sites_table(sites: &[SiteView]) -> String {
             vec![
                 s.name.clone(),
                 s.id.to_string(),
-                s.state.clone(),
+                s.state.to_string(),
                 lease_text(s.lease_left_ms),
                 when(Some(s.heartbeat_at)),
                 s.max_procs.to_string(),
@@ -89,7 +89,7 @@ mod tests {
         let site = |name: &str, id, left: i64| SiteView {
             name: name.into(),
             id,
-            state: if left > 0 { "up" } else { "down" }.into(),
+            state: foresight_api::SiteState::of_lease(left > 0),
             url: format!("http://{name}:8080"),
             started_at: 0,
             heartbeat_at: 0,

@@ -7,7 +7,8 @@ use crate::api::Caller;
 use crate::runtime::Service;
 use axum::extract::State;
 use axum::Json;
-use foresight_api::{ClusterInfo, JobState};
+use foresight_api::ClusterInfo;
+use foresight_store::JobState;
 use serde::Serialize;
 use std::sync::Arc;
 

@@ -736,7 +736,9 @@ impl World {
             .jobs
             .values()
             .filter(|j| {
-                j.user == user && !j.state.is_final() && j.state != foresight_api::JobState::Running
+                j.user == user
+                    && !j.state.is_final()
+                    && j.state != foresight_store::JobState::Running
             })
             .map(|j| JobId(j.id))
             .collect();

@@ -4,7 +4,6 @@
 
 use crate::state::refusal::Refusal;
 use crate::state::world::World;
-use foresight_api::JobState;
 use foresight_core::broker::ClusterSpec;
 use foresight_core::broker::{Phase, ReservedPart};
 use foresight_core::grid::GlobalJob;
@@ -13,6 +12,7 @@ use foresight_core::select::Criterion;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{Job, JobId, ReservationId, UserId};
 use foresight_store::CredentialNames;
+use foresight_store::JobState;
 use foresight_store::{JobRecord, PartRecord};
 use std::collections::BTreeSet;
 

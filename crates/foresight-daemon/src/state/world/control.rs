@@ -4,11 +4,11 @@
 use crate::state::refusal::Refusal;
 use crate::state::world::effect::Effect;
 use crate::state::world::World;
-use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::Phase;
 use foresight_core::time::Time;
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::PartHandle;
+use foresight_store::{JobState, ReservationState};
 
 impl World {
     /// Cancels a job in any state but a final one.

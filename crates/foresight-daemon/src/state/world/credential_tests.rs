@@ -15,7 +15,7 @@ fn with_physicist(w: &mut World) {
         name: "cat".into(),
         token_hash: "hash-cat".into(),
         budget: None,
-        credentials: foresight_api::UserCredentials {
+        credentials: foresight_store::UserCredentials {
             groups: vec!["physics".into()],
             ..Default::default()
         },

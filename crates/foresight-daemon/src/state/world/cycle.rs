@@ -3,7 +3,6 @@
 
 use crate::state::world::effect::Effect;
 use crate::state::world::World;
-use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::broker::{
     BrokerAction, CyclePlan, GridCluster, Phase, Preemption, ReservationEnd, ReservedPart,
     WaitReason,
@@ -12,6 +11,7 @@ use foresight_core::grid::{ClusterView, Decision};
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::ReserveRequest;
+use foresight_store::{AclSpec, JobState, ReservationState};
 use foresight_store::{PartRecord, PreemptionRecord, ReservationRecord};
 
 impl World {

@@ -6,9 +6,11 @@
 use super::World;
 use crate::state::dependency::{dependency_verdict, Named, OutputCopy};
 use crate::state::refusal::Refusal;
-use foresight_api::{Dependency, DependencyVerdict, JobState};
+use crate::state::stored::ToStored;
+use foresight_api::{Dependency, DependencyVerdict};
 use foresight_core::time::Time;
 use foresight_core::JobId;
+use foresight_store::JobState;
 use foresight_store::{ConditionRecord, DependencyRecord, JobRecord, UserRecord};
 use std::collections::{BTreeSet, HashMap};
 
@@ -236,7 +238,7 @@ impl World {
                 ));
             }
             on.push(ConditionRecord {
-                kind: *kind,
+                kind: kind.to_stored(),
                 target: r.to_string(),
                 jobs: jobs.into_iter().map(u64::from).collect(),
             });

@@ -10,10 +10,10 @@
 use super::tests::{exit, job, restarted, wiki_cluster, world};
 use super::World;
 use crate::config::ClusterConfig;
-use foresight_api::JobState;
 use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
+use foresight_store::JobState;
 use foresight_store::{ArrayTask, JobRecord, Links};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,11 +3,11 @@
 
 use crate::state::world::effect::Effect;
 use crate::state::world::World;
-use foresight_api::{JobState, ReservationState};
 use foresight_core::time::Time;
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::Outcome;
 use foresight_store::{JobRecord, ReservationRecord};
+use foresight_store::{JobState, ReservationState};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Running jobs on their way somewhere: being stopped, to be requeued, or started while

@@ -6,7 +6,6 @@
 use crate::config::Config;
 use crate::state::refusal::Refusal;
 use crate::state::table::Table;
-use foresight_api::{AclSpec, JobState};
 use foresight_core::broker::{Broker, GridCluster};
 use foresight_core::grid::PlannerConfig;
 use foresight_core::licence::LicencePool;
@@ -17,6 +16,7 @@ use foresight_core::{
 };
 use foresight_rm::LaunchSpec;
 use foresight_store::CredentialNames;
+use foresight_store::{AclSpec, JobState};
 use foresight_store::{JobRecord, ReservationRecord, UserRecord};
 use std::collections::{BTreeMap, HashMap};
 

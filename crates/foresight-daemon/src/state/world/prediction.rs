@@ -13,12 +13,12 @@
 //! ([`reference_runtime`], the simulator's rule).
 
 use super::World;
-use foresight_api::JobState;
 use foresight_core::broker::ReservedPart;
 use foresight_core::predict::stats::KEPT;
 use foresight_core::predict::{reference_runtime, Predictor, RunKey, RuntimeStats};
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, JobId, UserId};
+use foresight_store::JobState;
 use foresight_store::{JobRecord, Prediction, RunRecord};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -124,7 +124,7 @@ impl World {
     /// The speed of the slowest processor the planner chose for a global job's part, which
     /// it runs at (the part's record keeps it); `None` when it named none.
     pub(super) fn chosen_speed(&self, p: &ReservedPart) -> Option<f64> {
-        let procs = &self.broker.clusters.get(p.cluster.index())?.processors;
+        let procs = &self.broker.clusters.get(p.cluster.as_num())?.processors;
         let slowest = p
             .processors
             .iter()
@@ -188,7 +188,7 @@ impl World {
         let predictor = self
             .prediction
             .predictors
-            .get(k.index())
+            .get(k.as_num())
             .copied()
             .unwrap_or_default();
         let cluster = self.clusters[k].cfg.name.clone();

@@ -19,12 +19,12 @@
 //! ([`World::stray_running`]), and the victim is resumed whole when there is room.
 
 use super::{Effect, World};
-use foresight_api::JobState;
 use foresight_core::broker::{Phase, Preemption};
 use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_rm::PartHandle;
+use foresight_store::JobState;
 
 impl World {
     /// The broker asks cluster `k` to stop `victims` so that job `by` can start there: every
@@ -208,7 +208,7 @@ impl World {
     /// too; reconciliation releases it once no part of ours is in it.
     pub(super) fn suspended_in_rm(&self, k: ClusterId, id: JobId) -> bool {
         self.clusters
-            .get(k.index())
+            .get(k.as_num())
             .is_some_and(|c| c.kind.schedules_itself())
             && matches!(
                 self.broker.entry(id).map(|e| &e.phase),

@@ -324,7 +324,7 @@ fn co_allocated_low_running(w: &mut World) -> LowParts {
     }
     let mut parts = Vec::new();
     for (k, rid, procs) in asks {
-        let ext = format!("5{}", k.index() + 1);
+        let ext = format!("5{}", k.as_num() + 1);
         w.part_submitted(
             Time(1_000),
             k,

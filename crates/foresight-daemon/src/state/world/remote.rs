@@ -9,11 +9,11 @@
 //! Nothing here does I/O: effects go to the caller, answers come back as calls.
 
 use super::{Effect, MoveStep, World};
-use foresight_api::JobState;
 use foresight_core::broker::{Phase, ReservedPart};
 use foresight_core::time::Time;
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{BookedPart, Outcome, PartHandle, ReserveRequest, Submission};
+use foresight_store::JobState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What was asked of clusters that schedule themselves and not yet seen answered in their

@@ -13,12 +13,12 @@
 
 use super::remote::failed_outcome;
 use super::{Effect, World};
-use foresight_api::{JobState, ReservationState};
 use foresight_core::broker::Phase;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::{ClusterState, Outcome, PartHandle, RmJobState};
 use foresight_store::JobRecord;
+use foresight_store::{JobState, ReservationState};
 use std::collections::{BTreeSet, HashMap};
 
 /// A part of ours on a remote cluster: (job, attempt, its id there, its reservation, the
@@ -273,9 +273,26 @@ impl World {
         theirs: &HashMap<(JobId, u32), &foresight_rm::RmJob>,
     ) {
         let name = self.clusters[k].cfg.name.clone();
-        // Our parts: follow them.
-        let parts: Vec<OurPart> = self
-            .jobs
+        let mut resubmit = BTreeSet::new();
+        for part in self.our_parts(&name) {
+            let (id, attempt, ..) = part;
+            match theirs.get(&(id, attempt)) {
+                Some(t) => self.follow_known_part(now, k, &name, state, part, t),
+                None => {
+                    if self.follow_unknown_part(now, k, &name, state, part) {
+                        resubmit.insert(id);
+                    }
+                }
+            }
+        }
+        for id in resubmit {
+            self.submit_remote_parts(id);
+        }
+    }
+
+    /// Our parts on cluster `name` that have not ended, of jobs still under way.
+    fn our_parts(&self, name: &str) -> Vec<OurPart> {
+        self.jobs
             .values()
             .filter(|j| {
                 matches!(
@@ -298,98 +315,113 @@ impl World {
                         )
                     })
             })
-            .collect();
-        let mut resubmit = BTreeSet::new();
-        for (id, attempt, external, reservation, job_state) in parts {
-            match theirs.get(&(id, attempt)) {
-                Some(t) => {
-                    if external.as_deref() != Some(t.external.as_str()) {
-                        // Adopted: submitted before a restart, or its answer was lost.
-                        self.set_part(id, &name, |p| p.external = Some(t.external.clone()));
-                    }
-                    match &t.state {
-                        RmJobState::Pending => {
-                            if job_state == JobState::Pending {
-                                self.set_reason(id, format!("queued in {name}"));
-                            }
-                        }
-                        RmJobState::Running | RmJobState::Suspended => {
-                            let start = t.start.map_or(now, Time);
-                            self.remote_part_started(now, id, &name, start);
-                            // A preemption, or a resumption, whose answer a restart lost:
-                            // the part is brought back to what the records say.
-                            let stop = match t.state {
-                                RmJobState::Suspended if self.stray_suspended(id) => Some(false),
-                                RmJobState::Running
-                                    if self.stray_running(id, Time(state.taken_at)) =>
-                                {
-                                    Some(true)
-                                }
-                                _ => None,
-                            };
-                            if let Some(stop) = stop {
-                                let verb = if stop { "suspend" } else { "resume" };
-                                let key = (k, format!("{verb} job {}", t.external));
-                                if self.asked.sent.insert(key) {
-                                    tracing::info!(
-                                        "cluster {name}: {verb} job {} (part of job {id}): its \
-                                         record says {}",
-                                        t.external,
-                                        if stop { "suspended" } else { "running" }
-                                    );
-                                    self.effects.push(Effect::Control {
-                                        cluster: k,
-                                        part: PartHandle {
-                                            job: id.0,
-                                            attempt,
-                                            external: Some(t.external.clone()),
-                                        },
-                                        stop,
-                                    });
-                                }
-                            }
-                        }
-                        RmJobState::Ended(outcome) => {
-                            if outcome.started_at > 0 && outcome.error.is_none() {
-                                self.remote_part_started(now, id, &name, Time(outcome.started_at));
-                            }
-                            self.finish_remote_part(now, k, id, attempt, outcome);
-                        }
-                    }
-                }
-                None if self.asked.submitting.contains(&(id, attempt, k)) => {}
-                None if external.is_some() => {
-                    let recent = self
-                        .asked
-                        .submitted_at
-                        .get(&(id, attempt, k))
-                        .is_some_and(|&at| Time(state.taken_at) <= at + Dur(1));
-                    if !recent {
-                        let outcome = failed_outcome(
-                            now,
-                            format!(
-                                "cluster {name} no longer knows its job {}",
-                                external.unwrap_or_default()
-                            ),
-                        );
-                        self.finish_remote_part(now, k, id, attempt, &outcome);
-                    }
-                }
-                None => {
-                    // Never submitted (the service stopped before it could): submit now,
-                    // if its reservation still stands.
-                    let ok = reservation.is_none_or(|r| {
-                        self.reservations.get(&r).is_some_and(|r| r.state.is_live())
-                    });
-                    if ok {
-                        resubmit.insert(id);
-                    }
+            .collect()
+    }
+
+    /// Follows one of our parts that cluster `k` (named `name`) knows as `t`: adopted if
+    /// its external id is new to us, then queued, started, brought back to what the records
+    /// say, or ended.
+    fn follow_known_part(
+        &mut self,
+        now: Time,
+        k: ClusterId,
+        name: &str,
+        state: &ClusterState,
+        (id, attempt, external, _, job_state): OurPart,
+        t: &foresight_rm::RmJob,
+    ) {
+        if external.as_deref() != Some(t.external.as_str()) {
+            // Adopted: submitted before a restart, or its answer was lost.
+            self.set_part(id, name, |p| p.external = Some(t.external.clone()));
+        }
+        match &t.state {
+            RmJobState::Pending => {
+                if job_state == JobState::Pending {
+                    self.set_reason(id, format!("queued in {name}"));
                 }
             }
+            RmJobState::Running | RmJobState::Suspended => {
+                let start = t.start.map_or(now, Time);
+                self.remote_part_started(now, id, name, start);
+                self.correct_stray_part(k, name, id, attempt, t, Time(state.taken_at));
+            }
+            RmJobState::Ended(outcome) => {
+                if outcome.started_at > 0 && outcome.error.is_none() {
+                    self.remote_part_started(now, id, name, Time(outcome.started_at));
+                }
+                self.finish_remote_part(now, k, id, attempt, outcome);
+            }
         }
-        for id in resubmit {
-            self.submit_remote_parts(id);
+    }
+
+    /// A preemption, or a resumption, whose answer a restart lost: the part `t` of job `id`
+    /// on cluster `k` is brought back to what the records say (asked once).
+    fn correct_stray_part(
+        &mut self,
+        k: ClusterId,
+        name: &str,
+        id: JobId,
+        attempt: u32,
+        t: &foresight_rm::RmJob,
+        taken_at: Time,
+    ) {
+        let stop = match t.state {
+            RmJobState::Suspended if self.stray_suspended(id) => false,
+            RmJobState::Running if self.stray_running(id, taken_at) => true,
+            _ => return,
+        };
+        let verb = if stop { "suspend" } else { "resume" };
+        let key = (k, format!("{verb} job {}", t.external));
+        if self.asked.sent.insert(key) {
+            tracing::info!(
+                "cluster {name}: {verb} job {} (part of job {id}): its record says {}",
+                t.external,
+                if stop { "suspended" } else { "running" }
+            );
+            self.effects.push(Effect::Control {
+                cluster: k,
+                part: PartHandle {
+                    job: id.0,
+                    attempt,
+                    external: Some(t.external.clone()),
+                },
+                stop,
+            });
         }
+    }
+
+    /// Follows one of our parts that cluster `k` does not know: still being submitted (left
+    /// alone), lost (failed, unless submitted too recently for the snapshot to show it), or
+    /// never submitted. True when it is to be submitted now (its reservation still stands).
+    fn follow_unknown_part(
+        &mut self,
+        now: Time,
+        k: ClusterId,
+        name: &str,
+        state: &ClusterState,
+        (id, attempt, external, reservation, _): OurPart,
+    ) -> bool {
+        if self.asked.submitting.contains(&(id, attempt, k)) {
+            return false;
+        }
+        if let Some(external) = external {
+            let recent = self
+                .asked
+                .submitted_at
+                .get(&(id, attempt, k))
+                .is_some_and(|&at| Time(state.taken_at) <= at + Dur(1));
+            if !recent {
+                let outcome = failed_outcome(
+                    now,
+                    format!("cluster {name} no longer knows its job {external}"),
+                );
+                self.finish_remote_part(now, k, id, attempt, &outcome);
+            }
+            return false;
+        }
+        // Never submitted (the service stopped before it could): submit now, if its
+        // reservation still stands.
+        reservation.is_none_or(|r| self.reservations.get(&r).is_some_and(|r| r.state.is_live()))
     }
 
     /// Plans again the reserved global jobs whose reservation vanished from cluster `k`.

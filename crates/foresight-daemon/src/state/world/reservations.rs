@@ -5,12 +5,12 @@ use crate::state::refusal::Refusal;
 use crate::state::world::cluster::Held;
 use crate::state::world::effect::Effect;
 use crate::state::world::World;
-use foresight_api::{AclSpec, JobState, ReservationState};
 use foresight_core::reservation::AdminReservation;
 use foresight_core::time::{Interval, Time};
 use foresight_core::ClusterId;
 use foresight_core::ReservationId;
 use foresight_store::ReservationRecord;
+use foresight_store::{AclSpec, JobState, ReservationState};
 use std::collections::BTreeSet;
 
 impl World {

@@ -2,12 +2,12 @@
 //! they were written, running parts re-adopted.
 
 use crate::state::world::World;
-use foresight_api::{JobState, ReservationState};
 use foresight_core::reservation::AdminReservation;
 use foresight_core::scheduler::Domain;
 use foresight_core::time::{Dur, Interval, Time};
 use foresight_core::{ClusterId, Job, JobId, ReservationId};
 use foresight_store::{JobRecord, ReservationRecord, UserRecord};
+use foresight_store::{JobState, ReservationState};
 
 impl World {
     /// Rebuilds the derived state (local schedulers, queue) from stored records after a

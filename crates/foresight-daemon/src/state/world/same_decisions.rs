@@ -70,7 +70,7 @@ seed = 11
 
 /// World ids: a cluster's local jobs below every global job, in the simulator's order.
 fn local_id(k: ClusterId, index: u64) -> u64 {
-    ((k.index() as u64 + 1) << 32) + index
+    ((k.as_num() as u64 + 1) << 32) + index
 }
 
 const GLOBAL: u64 = 1 << 40;

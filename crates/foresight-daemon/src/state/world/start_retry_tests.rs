@@ -5,11 +5,11 @@
 
 use super::lifecycle::START_RETRIES;
 use super::tests::{cluster, job, launches, world};
-use foresight_api::JobState;
 use foresight_core::time::Time;
 use foresight_core::ClusterId;
 use foresight_core::JobId;
 use foresight_store::JobRecord;
+use foresight_store::JobState;
 
 /// A local job on `a` (4 processors), launched at 1 000.
 fn launched() -> super::World {

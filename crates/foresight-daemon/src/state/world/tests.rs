@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::config::{ClusterConfig, Config};
-use foresight_api::ReservationState;
 use foresight_core::ClusterId;
 use foresight_rm::ClusterState;
 use foresight_rm::Outcome;
@@ -13,6 +12,7 @@ use foresight_rm::ReserveRequest;
 use foresight_rm::Submission;
 use foresight_rm::{RmJob, RmJobState};
 use foresight_store::PartRecord;
+use foresight_store::ReservationState;
 use std::collections::BTreeSet;
 
 pub(super) fn cluster(name: &str, procs: u32) -> ClusterConfig {

@@ -7,7 +7,6 @@
 //! broker's `<cluster>/p<index>`. Nothing here does I/O.
 
 use super::World;
-use foresight_api::JobState;
 use foresight_core::scheduler::Domain;
 use foresight_core::time::{Dur, Time};
 use foresight_core::{ClusterId, Job, JobId};
@@ -15,6 +14,7 @@ use foresight_rm::wiki::{
     check_tasklist, BackendError, JobRecord as WikiJob, JobState as WikiState, NodeRecord,
     NodeState,
 };
+use foresight_store::JobState;
 use foresight_store::{JobRecord, PartRecord};
 
 /// How the reason of a job waiting for its cluster's WIKI scheduler begins (`job list` shows

@@ -15,10 +15,8 @@
 
 use super::World;
 use crate::state::refusal::Refusal;
-use foresight_api::{
-    derive_state, DependencyKind, FailurePolicy, JobState, WorkflowSpec, WorkflowTaskView,
-    WorkflowView,
-};
+use crate::state::stored::{ToApi, ToStored};
+use foresight_api::{derive_state, WorkflowSpec, WorkflowTaskView, WorkflowView};
 use foresight_core::forecast::forecast;
 use foresight_core::profile::Profile;
 use foresight_core::time::{Dur, Time};
@@ -29,6 +27,7 @@ use foresight_store::{
     ConditionRecord, DependencyRecord, JobRecord, Links, WorkflowEdgeRecord, WorkflowRecord,
     WorkflowTaskRecord,
 };
+use foresight_store::{DependencyKind, FailurePolicy, JobState};
 use std::collections::{BTreeMap, HashMap};
 
 /// A workflow task's slot on a cluster that schedules itself (Slurm), recorded by phase
@@ -169,7 +168,7 @@ impl World {
         now: Time,
         user: &foresight_store::UserRecord,
         spec: &WorkflowSpec,
-        mapper: foresight_api::MapperName,
+        mapper: foresight_store::MapperName,
     ) -> Result<(WorkflowRecord, Vec<JobRecord>), Refusal> {
         let walltimes = spec
             .check()
@@ -223,9 +222,9 @@ impl World {
             return Err(Refusal::conflict("no cluster takes work now"));
         }
         let how = match mapper {
-            foresight_api::MapperName::Dsc => Mapper::Dsc(Default::default()),
-            foresight_api::MapperName::Heft => Mapper::Heft,
-            foresight_api::MapperName::Greedy => Mapper::Greedy,
+            foresight_store::MapperName::Dsc => Mapper::Dsc(Default::default()),
+            foresight_store::MapperName::Heft => Mapper::Heft,
+            foresight_store::MapperName::Greedy => Mapper::Greedy,
         };
         let mapping = workflow::map(&wf, &grid, &how).map_err(|e| {
             let field = match e {
@@ -315,7 +314,7 @@ impl World {
             user: user.name.clone(),
             name: spec.name.clone(),
             mapper,
-            on_failure: spec.on_failure,
+            on_failure: spec.on_failure.to_stored(),
             submitted_at: now.secs(),
             tasks,
             edges,
@@ -346,7 +345,7 @@ impl World {
         let mut held = Vec::new();
         let mut remote = Vec::new();
         for (i, (t, j)) in wf.tasks.iter_mut().zip(jobs.iter_mut()).enumerate() {
-            let acl = foresight_api::AclSpec {
+            let acl = foresight_store::AclSpec {
                 users: vec![wf.user.clone()],
                 ..Default::default()
             };
@@ -566,7 +565,7 @@ impl World {
                 WorkflowTaskView {
                     name: t.name.clone(),
                     job: t.job,
-                    state: j.map_or(JobState::Cancelled, |j| j.state),
+                    state: j.map_or(JobState::Cancelled, |j| j.state).to_api(),
                     cluster: t.cluster.clone(),
                     after: wf
                         .edges
@@ -585,16 +584,16 @@ impl World {
             })
             .collect();
         let state = derive_state(wf.tasks.iter().map(|t| match self.jobs.get(&JobId(t.job)) {
-            Some(j) => (j.state, j.started_at.is_some() || j.attempt > 0),
-            None => (JobState::Cancelled, false),
+            Some(j) => (j.state.to_api(), j.started_at.is_some() || j.attempt > 0),
+            None => (foresight_api::JobState::Cancelled, false),
         }));
         Some(WorkflowView {
             id,
             name: wf.name.clone(),
             user: wf.user.clone(),
             state,
-            mapper: wf.mapper,
-            on_failure: wf.on_failure,
+            mapper: wf.mapper.to_api(),
+            on_failure: wf.on_failure.to_api(),
             submitted_at: wf.submitted_at,
             planned_end: wf.tasks.iter().map(|t| t.planned_end).max().unwrap_or(0),
             tasks,

@@ -6,10 +6,11 @@ use super::tests::{cluster, exit, launches, world};
 use super::workflow::*;
 use super::*;
 use crate::state::staging::FetchFailure;
-use foresight_api::JobState;
-use foresight_api::{parse_workflow, MapperName, WorkflowState};
+use foresight_api::{parse_workflow, WorkflowState};
 use foresight_core::time::Time;
 use foresight_core::{ClusterId, JobId, ReservationId};
+use foresight_store::JobState;
+use foresight_store::MapperName;
 use foresight_store::{JobRecord, Links, WorkflowRecord};
 use std::collections::BTreeSet;
 
@@ -130,7 +131,7 @@ fn a_restart_links_tasks_stored_before_their_links() {
 /// slots already held; phase two commits them all.
 #[test]
 fn a_workflow_holds_every_slot_or_none() {
-    use foresight_api::{AclSpec, ReservationState};
+    use foresight_store::{AclSpec, ReservationState};
     let mut w = world(vec![cluster("a", 4)]);
     let ann = w.users["ann"].clone();
     let spec = parse_workflow(DIAMOND, false).unwrap();
@@ -189,7 +190,7 @@ fn a_workflow_holds_every_slot_or_none() {
 /// its end: the reservation is over and the cluster's scheduler no longer holds it.
 #[test]
 fn a_reserved_task_gives_back_the_rest_of_its_slot_when_it_ends() {
-    use foresight_api::ReservationState;
+    use foresight_store::ReservationState;
     let mut w = world(vec![cluster("a", 4)]);
     let ann = w.users["ann"].clone();
     let spec = parse_workflow(DIAMOND, false).unwrap();
@@ -277,7 +278,7 @@ fn mixed() -> World {
 /// asked of Slurm (not refused as an administrative reservation would be).
 #[test]
 fn a_reserved_workflow_holds_its_slurm_slots_too() {
-    use foresight_api::ReservationState;
+    use foresight_store::ReservationState;
     let mut w = mixed();
     let ann = w.users["ann"].clone();
     let spec = parse_workflow(MIXED, false).unwrap();
@@ -334,7 +335,7 @@ fn released(effects: &[Effect]) -> BTreeSet<u64> {
 /// are released in Slurm and A's leaves the local scheduler.
 #[test]
 fn one_slurm_refusal_releases_every_slot_of_the_workflow() {
-    use foresight_api::ReservationState;
+    use foresight_store::ReservationState;
     let mut w = mixed();
     let (wf, _, remote) = hold_mixed(&mut w);
     assert_eq!(
@@ -385,8 +386,8 @@ fn one_slurm_refusal_releases_every_slot_of_the_workflow() {
 #[test]
 fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
     use super::tests::{empty_state, ours};
-    use foresight_api::ReservationState;
     use foresight_rm::{PartHandle, RmJobState, RmReservation};
+    use foresight_store::ReservationState;
     let mut w = mixed();
     let (wf, jobs, remote) = hold_mixed(&mut w);
     let answers: Vec<_> = remote.iter().map(|s| (s.task, Ok(()))).collect();
@@ -466,9 +467,9 @@ fn a_slurm_task_runs_in_its_slot_and_gives_it_back() {
 #[test]
 fn a_restart_keeps_committed_slurm_slots_and_drops_tentative_ones() {
     use super::tests::empty_state;
-    use foresight_api::{AclSpec, ReservationState};
     use foresight_rm::RmReservation;
     use foresight_store::ReservationRecord;
+    use foresight_store::{AclSpec, ReservationState};
     let mut w = world(vec![super::tests::slurm("c1")]);
     let slot = |id: u64, state: ReservationState| ReservationRecord {
         id,
