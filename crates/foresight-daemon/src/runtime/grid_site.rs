@@ -9,7 +9,7 @@ use crate::config::grid::GridConfig;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::{Held, World};
-use foresight_api::{AclSpec, JobState};
+use foresight_store::{AclSpec, JobState};
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::grid::{
     Answer, CentreClient, Command, Hello, LentCluster, Op, Reply, SiteSnapshot, MAX_OUTPUT_CHUNK,
