@@ -187,25 +187,33 @@ impl crate::SharedQueue {
     /// up past [`FOLD_AFTER`] is folded into their row first (rarely: once per that many
     /// charges), so that reading budgets stays cheap.
     pub async fn users(&self) -> Result<Vec<UserRecord>> {
-        let piled: Vec<String> = sqlx::query_scalar(
-            "SELECT user_name FROM budget_ledger GROUP BY user_name HAVING count(*) > $1",
-        )
-        .bind(FOLD_AFTER)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.db())?;
-        for user in piled {
-            let mut tx = self.pool.begin().await.map_err(self.db())?;
-            fold(&mut tx, &user).await.map_err(|e| e.at(&self.name))?;
-            tx.commit().await.map_err(self.db())?;
+        let read = format!(
+            "SELECT u.name, u.token_hash, u.data, {LEDGER_SUM}, (SELECT count(*) \
+             FROM budget_ledger l WHERE l.user_name = u.name) FROM users u ORDER BY u.name"
+        );
+        let mut rows: Vec<(String, String, String, f64, i64)> = sqlx::query_as(&read)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db())?;
+        let piled: Vec<String> = rows
+            .iter()
+            .filter(|r| r.4 > FOLD_AFTER)
+            .map(|r| r.0.clone())
+            .collect();
+        if !piled.is_empty() {
+            for user in piled {
+                let mut tx = self.pool.begin().await.map_err(self.db())?;
+                fold(&mut tx, &user).await.map_err(|e| e.at(&self.name))?;
+                tx.commit().await.map_err(self.db())?;
+            }
+            rows = sqlx::query_as(&read)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(self.db())?;
         }
-        let rows: Vec<(String, String, String, f64)> = sqlx::query_as(&format!(
-            "SELECT u.name, u.token_hash, u.data, {LEDGER_SUM} FROM users u ORDER BY u.name"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.db())?;
-        rows.into_iter().map(user_of).collect()
+        rows.into_iter()
+            .map(|(name, token, data, moved, _)| user_of((name, token, data, moved)))
+            .collect()
     }
 
     /// The user whose token has this hash, as the database has them: a token a dispatcher
