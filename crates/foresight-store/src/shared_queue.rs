@@ -773,6 +773,17 @@ impl SharedQueue {
     /// bid can be placed in an auction once it is due), in a transaction the returned
     /// [`DueAuction`] holds until it is settled. `None`: nothing left to close.
     pub async fn due_auction(&self) -> Result<Option<DueAuction>> {
+        // Most looks find nothing due: one statement then, not a transaction of three.
+        let any: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM global_jobs WHERE state = 'auction' \
+             AND closes_at <= now())",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(self.db())?;
+        if !any {
+            return Ok(None);
+        }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         let rows = sqlx::query(&format!(
             "WITH due AS (SELECT job_id FROM global_jobs WHERE state = 'auction' \
