@@ -139,22 +139,29 @@ impl Store for PgStore {
             if self.site.is_some() {
                 // What the job was charged since its record was last written is taken from
                 // its user's budget in the database, in this transaction.
-                // The record's row with its queue row, if it is a global job: one statement.
-                let old: Option<(String, Option<f64>, Option<String>)> = sqlx::query_as(
-                    "SELECT j.data, g.budget_hold, g.state FROM jobs j \
-                     LEFT JOIN global_jobs g ON g.job_id = j.id \
-                     WHERE j.id = $1 AND j.site IS NOT DISTINCT FROM $2 FOR UPDATE OF j",
+                // The record's row first, locked; then its queue row, read after the lock is
+                // granted (one statement would see the queue row as it was before a
+                // `SharedQueue::finished` that held the lock ended the job).
+                let old: Option<String> = sqlx::query_scalar(
+                    "SELECT data FROM jobs WHERE id = $1 AND site IS NOT DISTINCT FROM $2 \
+                     FOR UPDATE",
                 )
                 .bind(j.id as i64)
                 .bind(self.site.as_deref())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(self.db())?;
-                if let Some((old, hold, state)) = old {
+                if let Some(old) = old {
                     let old: JobRecord = decode("jobs", j.id.to_string(), &old)?;
                     // An awarded job's charges are paid from the hold its start took, and
                     // settled against it when it ends (`SharedQueue::finished`).
-                    let hold = hold.zip(state);
+                    let hold: Option<(f64, String)> = sqlx::query_as(
+                        "SELECT budget_hold, state FROM global_jobs WHERE job_id = $1",
+                    )
+                    .bind(j.id as i64)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db())?;
                     let delta = match hold {
                         Some((hold, state)) => {
                             let ended = state == "done";
