@@ -139,6 +139,9 @@ impl Store for PgStore {
             if self.site.is_some() {
                 // What the job was charged since its record was last written is taken from
                 // its user's budget in the database, in this transaction.
+                // The record's row first, locked; then its queue row, read after the lock is
+                // granted (one statement would see the queue row as it was before a
+                // `SharedQueue::finished` that held the lock ended the job).
                 let old: Option<String> = sqlx::query_scalar(
                     "SELECT data FROM jobs WHERE id = $1 AND site IS NOT DISTINCT FROM $2 \
                      FOR UPDATE",
@@ -262,10 +265,18 @@ impl Store for PgStore {
     }
 
     async fn update_users(&self, changes: &[UserChange]) -> Result<()> {
+        // A dispatcher's copy of a budget may be stale: the database's stands (it changes
+        // only with the jobs' charges and the budget operations). So a change of nothing but
+        // the budget or spending (a charge seen here) writes nothing, and takes no lock.
+        let changes: Vec<&UserChange> = changes
+            .iter()
+            .filter(|c| self.site.is_none() || !only_budget_changed(c))
+            .collect();
         if changes.is_empty() {
             return Ok(());
         }
         let mut tx = self.begin().await?;
+        let mut wrote = false;
         for c in changes {
             // The row as it is now, locked until commit: a peer's write waits, then merges
             // onto this one's.
@@ -273,14 +284,17 @@ impl Store for PgStore {
                 continue;
             };
             if self.site.is_some() {
-                // A dispatcher's copy of a budget may be stale: the database's stands (it
-                // changes only with the jobs' charges and the budget operations).
                 u.budget = theirs.budget;
                 u.spent = theirs.spent;
             }
-            self.tables.write_user(&mut *tx, &u).await?;
+            if u == theirs {
+                continue;
+            }
+            let token = u.token_hash != theirs.token_hash;
+            self.tables.write_user(&mut *tx, &u, token).await?;
+            wrote = true;
         }
-        if self.site.is_some() {
+        if self.site.is_some() && wrote {
             // Peer dispatchers take in the change (a token, a credential, a user disabled).
             crate::shared_queue::notify_users(&mut tx)
                 .await
@@ -290,7 +304,17 @@ impl Store for PgStore {
     }
 
     async fn load_users(&self) -> Result<Vec<UserRecord>> {
-        self.tables.load_users(&self.pool).await
+        let mut users = self.tables.load_users(&self.pool).await?;
+        if self.site.is_some() {
+            // A dispatcher's users' budgets are their rows less their ledgers.
+            let moved = crate::shared_budget::ledger_sums(&self.pool)
+                .await
+                .map_err(self.db())?;
+            for u in &mut users {
+                crate::shared_budget::apply(u, moved.get(&u.name).copied().unwrap_or(0.0));
+            }
+        }
+        Ok(users)
     }
 
     async fn insert_workflow(
@@ -447,4 +471,16 @@ pub(crate) async fn insert_jobs_in(
             .await?;
     }
     Ok(ids)
+}
+
+/// Whether `c` changes nothing but the budget and spending of the record it was made from
+/// (a dispatcher's copy charged a job): such a change is the database's to make.
+fn only_budget_changed(c: &UserChange) -> bool {
+    let Some(base) = &c.base else {
+        return false;
+    };
+    let mut same = c.user.clone();
+    same.budget = base.budget;
+    same.spent = base.spent;
+    same == *base
 }

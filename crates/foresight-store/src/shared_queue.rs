@@ -347,8 +347,16 @@ impl SharedQueue {
     /// a new epoch, so that their old claims are void) and their standing bids; and to their
     /// users the budget holds of their unfinished local jobs. Returns the jobs queued again.
     pub async fn reclaim(&self) -> Result<Vec<u64>> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
         let dead = format!("SELECT d.site FROM dispatchers d WHERE NOT ({ALIVE})");
+        // Most rounds find every site alive: one look, and nothing to do.
+        let any: bool = sqlx::query_scalar(&format!("SELECT EXISTS ({dead})"))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.db())?;
+        if !any {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
         let jobs: Vec<i64> = sqlx::query_scalar(&format!(
             "UPDATE global_jobs SET state = 'queued', site = NULL, epoch = epoch + 1, \
              claimed_at = NULL WHERE state = 'claimed' AND site IN ({dead}) RETURNING job_id"
@@ -404,7 +412,7 @@ impl SharedQueue {
     /// unfinished local jobs at this site may still cost beyond their holds), plus the holds
     /// of its local jobs ([`JobRecord::budget_hold`], taken here as they are stored), must
     /// not exceed what the budget has left. The
-    /// check and the insert are one transaction holding the user's row `FOR UPDATE`, so two
+    /// check and the insert are one transaction holding the user's budget lock, so two
     /// sites cannot both admit the last of one budget.
     pub async fn submit(
         &self,
@@ -460,7 +468,7 @@ impl SharedQueue {
         Ok(Ok(stored))
     }
 
-    /// Inside `tx`, takes `user`'s row `FOR UPDATE` and says how `jobs` would overspend
+    /// Inside `tx`, takes `user`'s budget lock and says how `jobs` would overspend
     /// their budget (`None`: they fit, or it is unlimited); see [`SharedQueue::submit`].
     async fn over_budget_in(
         &self,
@@ -469,16 +477,13 @@ impl SharedQueue {
         jobs: &[JobRecord],
         committed_here: f64,
     ) -> Result<Option<OverBudget>> {
-        let data: Option<String> =
-            sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
-                .bind(user)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.db())?;
-        let budget = match data {
-            Some(d) => decode::<crate::UserRecord>("users", user.to_string(), &d)?.budget,
-            None => None,
-        };
+        crate::shared_budget::lock(&mut *tx, user)
+            .await
+            .map_err(self.db())?;
+        let budget = crate::shared_budget::current(&mut *tx, user)
+            .await
+            .map_err(|e| e.at(&self.name))?
+            .and_then(|u| u.budget);
         let Some(left) = budget else {
             return Ok(None);
         };
@@ -684,24 +689,20 @@ impl SharedQueue {
     /// Opens `job`'s auction, to close `duration_ms` from now, unless it is no longer queued
     /// (someone else opened it first: then bid in theirs). Returns whether this site opened it.
     pub async fn open(&self, job: u64, duration_ms: i64) -> Result<bool> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let opened = sqlx::query(
-            "UPDATE global_jobs SET state = 'auction', opened_by = $2, opened_at = now(), \
-             closes_at = now() + $3 * interval '1 millisecond', auctions = auctions + 1 \
-             WHERE job_id = $1 AND state = 'queued'",
-        )
+        // One statement: the opening and its announcement (made only if it opened).
+        let opened = sqlx::query(&format!(
+            "WITH opened AS (UPDATE global_jobs SET state = 'auction', opened_by = $2, \
+             opened_at = now(), closes_at = now() + $3 * interval '1 millisecond', \
+             auctions = auctions + 1 WHERE job_id = $1 AND state = 'queued' RETURNING job_id) \
+             SELECT pg_notify('{GLOBAL_CHANNEL}', 'opened') FROM opened"
+        ))
         .bind(job as i64)
         .bind(&self.site)
         .bind(duration_ms.max(0))
-        .execute(&mut *tx)
+        .fetch_optional(&self.pool)
         .await
         .map_err(self.db())?
-        .rows_affected()
-            == 1;
-        if opened {
-            notify(&mut tx, "opened").await.map_err(self.db())?;
-        }
-        tx.commit().await.map_err(self.db())?;
+        .is_some();
         Ok(opened)
     }
 
@@ -768,40 +769,51 @@ impl SharedQueue {
     }
 
     /// Takes one due auction, if any is due and not being closed by another dispatcher: its
-    /// row with `FOR UPDATE SKIP LOCKED` and its bids `FOR UPDATE`, in a transaction the
-    /// returned [`DueAuction`] holds until it is settled. `None`: nothing left to close.
+    /// row with `FOR UPDATE SKIP LOCKED`, read with its live bids in the same statement (no
+    /// bid can be placed in an auction once it is due), in a transaction the returned
+    /// [`DueAuction`] holds until it is settled. `None`: nothing left to close.
     pub async fn due_auction(&self) -> Result<Option<DueAuction>> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let due: Option<i64> = sqlx::query_scalar(
-            "SELECT job_id FROM global_jobs WHERE state = 'auction' AND closes_at <= now() \
-             ORDER BY closes_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED",
+        // Most looks find nothing due: one statement then, not a transaction of three.
+        let any: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM global_jobs WHERE state = 'auction' \
+             AND closes_at <= now())",
         )
-        .fetch_optional(&mut *tx)
+        .fetch_one(&self.pool)
         .await
         .map_err(self.db())?;
-        let Some(job) = due else {
+        if !any {
             return Ok(None);
-        };
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
         let rows = sqlx::query(&format!(
-            "SELECT b.site, d.id, b.price, \
-             (EXTRACT(EPOCH FROM b.bid_at) * 1000000)::bigint \
-             FROM bids b JOIN dispatchers d ON d.site = b.site \
-             WHERE b.job_id = $1 AND {ALIVE} ORDER BY d.id FOR UPDATE OF b"
+            "WITH due AS (SELECT job_id FROM global_jobs WHERE state = 'auction' \
+             AND closes_at <= now() ORDER BY closes_at, job_id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+             SELECT due.job_id, l.site, l.id, l.price, l.placed FROM due LEFT JOIN \
+             (SELECT b.job_id, b.site, d.id, b.price, \
+             (EXTRACT(EPOCH FROM b.bid_at) * 1000000)::bigint AS placed \
+             FROM bids b JOIN dispatchers d ON d.site = b.site WHERE {ALIVE}) l \
+             ON l.job_id = due.job_id ORDER BY l.id"
         ))
-        .bind(job)
         .fetch_all(&mut *tx)
         .await
         .map_err(self.db())?;
+        let Some(job) = rows.first().map(|r| r.get::<i64, _>(0)) else {
+            return Ok(None);
+        };
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.get::<Option<i32>, _>(2).is_some())
+            .collect();
         let mut bids = Vec::with_capacity(rows.len());
         let mut sites = BTreeMap::new();
         for r in &rows {
-            let site = SiteId(r.get::<i32, _>(1) as u32);
+            let site = SiteId(r.get::<i32, _>(2) as u32);
             bids.push(StandingBid {
                 site,
-                amount: r.get(2),
-                placed: r.get::<i64, _>(3).max(0) as u64,
+                amount: r.get(3),
+                placed: r.get::<i64, _>(4).max(0) as u64,
             });
-            sites.insert(site, r.get::<String, _>(0));
+            sites.insert(site, r.get::<String, _>(1));
         }
         Ok(Some(DueAuction {
             tx,
@@ -866,51 +878,67 @@ impl SharedQueue {
         record: &JobRecord,
         hold: f64,
     ) -> Result<Start> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let valid = sqlx::query(&format!(
+        let claimed = format!(
             "UPDATE global_jobs SET state = 'started', started_at = now() \
              WHERE job_id = $1 AND site = $2 AND epoch = $3 AND state = 'claimed' \
-             AND EXISTS (SELECT 1 FROM dispatchers d WHERE d.site = $2 AND {ALIVE})"
-        ))
-        .bind(claim.job as i64)
-        .bind(&self.site)
-        .bind(claim.epoch)
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db())?
-        .rows_affected()
-            == 1;
+             AND EXISTS (SELECT 1 FROM dispatchers d WHERE d.site = $2 AND {ALIVE}) \
+             RETURNING job_id"
+        );
+        let hold = if hold.is_finite() { hold.max(0.0) } else { 0.0 };
+        if hold <= 0.0 {
+            // Nothing to check: the claim, the hand-over and the bids dropped in one
+            // statement, one round trip.
+            let started: i64 = sqlx::query_scalar(&format!(
+                "WITH started AS ({claimed}), handed AS (UPDATE jobs SET site = $2, \
+                 state = $4, data = $5 WHERE id IN (SELECT job_id FROM started)), \
+                 dropped AS (DELETE FROM bids WHERE job_id IN (SELECT job_id FROM started)) \
+                 SELECT count(*) FROM started"
+            ))
+            .bind(claim.job as i64)
+            .bind(&self.site)
+            .bind(claim.epoch)
+            .bind(record.state_column())
+            .bind(encode(record))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.db())?;
+            return Ok(if started == 1 {
+                Start::Started
+            } else {
+                Start::Void
+            });
+        }
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let valid = sqlx::query(&claimed)
+            .bind(claim.job as i64)
+            .bind(&self.site)
+            .bind(claim.epoch)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.db())?
+            .is_some();
         if !valid {
             return Ok(Start::Void);
         }
-        let hold = if hold.is_finite() { hold.max(0.0) } else { 0.0 };
-        if hold > 0.0 {
-            let taken = crate::shared_budget::take(&mut tx, &record.user, hold, true)
-                .await
-                .map_err(|e| e.at(&self.name))?;
-            if let Err(left) = taken {
-                return Ok(Start::OverBudget { left });
-            }
-            sqlx::query("UPDATE global_jobs SET budget_hold = $2 WHERE job_id = $1")
-                .bind(claim.job as i64)
-                .bind(hold)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db())?;
+        let taken = crate::shared_budget::take(&mut tx, &record.user, hold, true)
+            .await
+            .map_err(|e| e.at(&self.name))?;
+        if let Err(left) = taken {
+            return Ok(Start::OverBudget { left });
         }
-        sqlx::query("UPDATE jobs SET site = $2, state = $3, data = $4 WHERE id = $1")
-            .bind(claim.job as i64)
-            .bind(&self.site)
-            .bind(record.state_column())
-            .bind(encode(record))
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
-        sqlx::query("DELETE FROM bids WHERE job_id = $1")
-            .bind(claim.job as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
+        sqlx::query(
+            "WITH held AS (UPDATE global_jobs SET budget_hold = $2 WHERE job_id = $1), \
+             handed AS (UPDATE jobs SET site = $3, state = $4, data = $5 WHERE id = $1) \
+             DELETE FROM bids WHERE job_id = $1",
+        )
+        .bind(claim.job as i64)
+        .bind(hold)
+        .bind(&self.site)
+        .bind(record.state_column())
+        .bind(encode(record))
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db())?;
         tx.commit().await.map_err(self.db())?;
         Ok(Start::Started)
     }
@@ -1002,77 +1030,6 @@ impl SharedQueue {
         }
         tx.commit().await.map_err(self.db())?;
         Ok(done)
-    }
-
-    /// Every user as the database has them (created, changed or charged by any site): a
-    /// dispatcher's copy is refreshed from these.
-    pub async fn users(&self) -> Result<Vec<crate::UserRecord>> {
-        let rows: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT name, token_hash, data FROM users ORDER BY name")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(self.db())?;
-        rows.into_iter().map(user_of).collect()
-    }
-
-    /// The user whose token has this hash, as the database has them: a token a dispatcher
-    /// has not seen may be a user another site created or gave a new token a moment ago.
-    pub async fn user_by_token(&self, token_hash: &str) -> Result<Option<crate::UserRecord>> {
-        let row: Option<(String, String, String)> =
-            sqlx::query_as("SELECT name, token_hash, data FROM users WHERE token_hash = $1")
-                .bind(token_hash)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(self.db())?;
-        row.map(user_of).transpose()
-    }
-
-    /// Sets (`set`; `Some(None)`: unlimited) and then tops up (`add`) `user`'s budget in the
-    /// database, in one transaction. Answers the budget and spending after, or `None` for
-    /// an unknown user; `Err` text when `add` meets an unlimited budget.
-    pub async fn change_budget(
-        &self,
-        user: &str,
-        set: Option<Option<f64>>,
-        add: Option<f64>,
-    ) -> Result<Option<std::result::Result<(Option<f64>, f64), String>>> {
-        let mut tx = self.pool.begin().await.map_err(self.db())?;
-        let data: Option<String> =
-            sqlx::query_scalar("SELECT data FROM users WHERE name = $1 FOR UPDATE")
-                .bind(user)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.db())?;
-        let Some(data) = data else {
-            return Ok(None);
-        };
-        let mut u: crate::UserRecord = decode("users", user.to_string(), &data)?;
-        if let Some(s) = set {
-            u.budget = s;
-        }
-        if let Some(a) = add {
-            match u.budget.as_mut() {
-                Some(b) => *b += a,
-                None => {
-                    return Ok(Some(Err(format!(
-                        "user {user:?}'s budget is unlimited: nothing to add to (set a number \
-                         with `set` first)"
-                    ))))
-                }
-            }
-        }
-        sqlx::query("UPDATE users SET data = $2 WHERE name = $1")
-            .bind(user)
-            .bind(encode(&u))
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db())?;
-        notify_users(&mut tx).await.map_err(self.db())?;
-        back_on_sale(&mut tx, user)
-            .await
-            .map_err(|e| e.at(&self.name))?;
-        tx.commit().await.map_err(self.db())?;
-        Ok(Some(Ok((u.budget, u.spent))))
     }
 
     /// Records that a job this site started has ended after `runtime_s` seconds (the
@@ -1400,10 +1357,10 @@ impl DueAuction {
                         site: site.0,
                     });
                 };
-                sqlx::query(
+                sqlx::query(&closing(
                     "UPDATE global_jobs SET state = 'claimed', site = $2, epoch = epoch + 1, \
                      claimed_at = now(), bidders = $3 WHERE job_id = $1",
-                )
+                ))
                 .bind(job)
                 .bind(&winner)
                 .bind(valid_bids as i32)
@@ -1417,22 +1374,25 @@ impl DueAuction {
                 }
             }
             Outcome::Unsold { reopen_after } => {
-                match reopen_after {
-                    None => sqlx::query(
+                let sql = closing(match reopen_after {
+                    None => {
                         "UPDATE global_jobs SET state = 'queued', closes_at = NULL, \
-                         unsold = unsold + 1 WHERE job_id = $1",
-                    )
-                    .bind(job),
-                    Some(delay) => sqlx::query(
+                         unsold = unsold + 1 WHERE job_id = $1"
+                    }
+                    Some(_) => {
                         "UPDATE global_jobs SET opened_by = $2, \
                          opened_at = now() + $3 * interval '1 millisecond', \
                          closes_at = now() + ($3 + $4) * interval '1 millisecond', \
-                         auctions = auctions + 1, unsold = unsold + 1 WHERE job_id = $1",
-                    )
-                    .bind(job)
-                    .bind(&self.closer)
-                    .bind(millis(delay))
-                    .bind(length_ms.max(1)),
+                         auctions = auctions + 1, unsold = unsold + 1 WHERE job_id = $1"
+                    }
+                });
+                let q = sqlx::query(&sql).bind(job);
+                match reopen_after {
+                    None => q,
+                    Some(delay) => q
+                        .bind(&self.closer)
+                        .bind(millis(delay))
+                        .bind(length_ms.max(1)),
                 }
                 .execute(&mut *self.tx)
                 .await
@@ -1440,20 +1400,23 @@ impl DueAuction {
                 Closed::Unsold { job: self.job }
             }
         };
-        sqlx::query("DELETE FROM bids WHERE job_id = $1")
-            .bind(job)
-            .execute(&mut *self.tx)
-            .await
-            .map_err(db.clone())?;
-        notify(&mut self.tx, "closed").await.map_err(db.clone())?;
         self.tx.commit().await.map_err(db)?;
         Ok(closed)
     }
 }
 
+/// `update` (of a due auction's row, `$1` its job) as the one statement that closes it: the
+/// row updated, its bids dropped and the close announced on [`GLOBAL_CHANNEL`] together.
+fn closing(update: &str) -> String {
+    format!(
+        "WITH closed AS ({update}), dropped AS (DELETE FROM bids WHERE job_id = $1) \
+         SELECT pg_notify('{GLOBAL_CHANNEL}', 'closed')"
+    )
+}
+
 /// Puts `user`'s jobs that wait for budget back on sale (their budget changed, or a hold
 /// came back), clearing the reason their records give; announced at commit.
-async fn back_on_sale(
+pub(crate) async fn back_on_sale(
     tx: &mut sqlx::PgConnection,
     user: &str,
 ) -> std::result::Result<(), crate::shared_budget::BudgetError> {
@@ -1508,13 +1471,6 @@ async fn write_job_row(
         .execute(tx)
         .await
         .map(|_| ())
-}
-
-fn user_of((name, token_hash, data): (String, String, String)) -> Result<crate::UserRecord> {
-    let mut u: crate::UserRecord = decode("users", name.clone(), &data)?;
-    u.name = name;
-    u.token_hash = token_hash;
-    Ok(u)
 }
 
 /// Announces on [`GLOBAL_CHANNEL`] that users changed (one created, a token, a credential, a

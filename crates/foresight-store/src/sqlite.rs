@@ -159,8 +159,9 @@ impl Store for SqliteStore {
         }
         let mut tx = self.pool.begin().await.map_err(self.db())?;
         for c in changes {
-            if let Some((_, u)) = self.tables.user_to_write(&mut *tx, c).await? {
-                self.tables.write_user(&mut *tx, &u).await?;
+            if let Some((theirs, u)) = self.tables.user_to_write(&mut *tx, c).await? {
+                let token = u.token_hash != theirs.token_hash;
+                self.tables.write_user(&mut *tx, &u, token).await?;
             }
         }
         tx.commit().await.map_err(self.db())

@@ -207,19 +207,24 @@ where
         row.map(|row| crate::user_to_write(c, row)).transpose()
     }
 
-    /// Writes a user's token and record.
+    /// Writes a user's record, and their token hash when `token` says it changed (a token
+    /// is written only when it is another).
     pub(crate) async fn write_user<'e>(
         &self,
         conn: impl Executor<'e, Database = DB>,
         u: &UserRecord,
+        token: bool,
     ) -> Result<()> {
-        sqlx::query("UPDATE users SET token_hash = $1, data = $2 WHERE name = $3")
-            .bind(&u.token_hash)
-            .bind(encode(u))
-            .bind(&u.name)
-            .execute(conn)
-            .await
-            .map_err(self.db())?;
+        let sql = if token {
+            "UPDATE users SET data = $2, token_hash = $3 WHERE name = $1"
+        } else {
+            "UPDATE users SET data = $2 WHERE name = $1"
+        };
+        let mut q = sqlx::query(sql).bind(&u.name).bind(encode(u));
+        if token {
+            q = q.bind(&u.token_hash);
+        }
+        q.execute(conn).await.map_err(self.db())?;
         Ok(())
     }
 

@@ -71,6 +71,12 @@ impl PgServer {
         self.port
     }
 
+    /// The server's log file: what it logs (with `log_statement = 'all'`, every statement
+    /// it is sent) lands here, so a benchmark can count what it really sent.
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log
+    }
+
     /// The URL of database `db` on this server.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{db}", self.port)

@@ -302,14 +302,23 @@ pub fn psql(url: &str, sql: &str) -> String {
     foresight_testkit::postgres::server().psql(url, sql)
 }
 
-/// A user's budget left and spending as the shared database has them.
+/// A user's budget left and spending as the shared database has them: their row less what
+/// their ledger moved since it was last folded in.
 pub fn shared_budget(store: &str, user: &str) -> (f64, f64) {
-    let data = psql(
+    let out = psql(
         store,
-        &format!("SELECT data FROM users WHERE name = '{user}'"),
+        &format!(
+            "SELECT data, COALESCE((SELECT sum(amount) FROM budget_ledger \
+             WHERE user_name = '{user}'), 0)::float8 FROM users WHERE name = '{user}'"
+        ),
     );
-    let u: Value = serde_json::from_str(&data).unwrap();
-    (u["budget"].as_f64().unwrap(), u["spent"].as_f64().unwrap())
+    let (data, moved) = out.rsplit_once('|').unwrap();
+    let moved: f64 = moved.parse().unwrap();
+    let u: Value = serde_json::from_str(data).unwrap();
+    (
+        u["budget"].as_f64().unwrap() - moved,
+        u["spent"].as_f64().unwrap() + moved,
+    )
 }
 
 /// A job that appends `ID CLUSTER` to `log`, then sleeps `secs`.

@@ -11,6 +11,7 @@ mod peer;
 mod budgets;
 mod dispatchers;
 mod grid_view;
+mod live_auctions;
 mod postgres_store;
 mod preempt;
 mod promise;

@@ -34,7 +34,7 @@ use foresight_core::broker::{ClusterSpec, Promise};
 use foresight_core::grid::staging_time;
 use foresight_core::time::{Dur, Time};
 use foresight_core::JobId;
-use foresight_store::{Claim, Closed, SharedQueue, Start};
+use foresight_store::{Claim, Closed, JobRecord, SharedQueue, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,9 +53,10 @@ pub struct Dispatcher {
     wake: Notify,
     /// Global jobs this site started and has not yet reported ended.
     started: Mutex<BTreeSet<u64>>,
-    /// Each job on offer's input: MB and the cluster holding it, read once from its
-    /// record (they never change), for the staging term of bids.
-    inputs: Mutex<HashMap<u64, (f64, Option<String>)>>,
+    /// Each job on offer's record as submitted, read once (what bids weigh of it never
+    /// changes while it is on offer: its input for the staging term, what the broker plays
+    /// to say whether it would start it at once), so that a round does not read it per bid.
+    offered: Mutex<HashMap<u64, Option<Arc<JobRecord>>>>,
     /// Auctions this dispatcher closed with a winner, for `/metrics`.
     awarded: AtomicU64,
     /// Auctions this dispatcher closed without a valid bid, for `/metrics`.
@@ -72,7 +73,7 @@ impl Dispatcher {
     /// The dispatcher of `queue`'s site.
     pub fn new(queue: SharedQueue, cfg: DispatcherConfig) -> Dispatcher {
         Dispatcher {
-            inputs: Mutex::new(HashMap::new()),
+            offered: Mutex::new(HashMap::new()),
             queue,
             cfg,
             wake: Notify::new(),
@@ -667,30 +668,35 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
-    /// A job's input size (MB) and data cluster, read from its record the first time.
-    async fn input_of(&self, job: u64) -> anyhow::Result<(f64, Option<String>)> {
-        if let Some(known) = self.lock_inputs().get(&job) {
+    /// A job on offer's record, read from the queue the first time (`None`: no such job).
+    async fn offered(&self, job: u64) -> anyhow::Result<Option<Arc<JobRecord>>> {
+        if let Some(known) = self.lock_offered().get(&job) {
             return Ok(known.clone());
         }
-        let input = match self.queue.record(job).await? {
+        let record = self.queue.record(job).await?.map(Arc::new);
+        let mut offered = self.lock_offered();
+        // Jobs long gone from the offer are forgotten now and then.
+        if offered.len() > 4 * OFFER_WINDOW as usize {
+            offered.clear();
+        }
+        offered.insert(job, record.clone());
+        Ok(record)
+    }
+
+    /// A job's input size (MB) and data cluster, from its record.
+    async fn input_of(&self, job: u64) -> anyhow::Result<(f64, Option<String>)> {
+        Ok(match self.offered(job).await? {
             Some(r) => (
                 crate::state::staging::input_mb(&r),
                 crate::state::staging::data_cluster(&r),
             ),
             None => (0.0, None),
-        };
-        let mut inputs = self.lock_inputs();
-        // Jobs long gone from the offer are forgotten now and then.
-        if inputs.len() > 4 * OFFER_WINDOW as usize {
-            inputs.clear();
-        }
-        inputs.insert(job, input.clone());
-        Ok(input)
+        })
     }
 
     /// Whether this site's broker would start job `job` at once if it won it now.
     async fn promised(&self, service: &Service, job: u64) -> anyhow::Result<bool> {
-        let Some(record) = self.queue.record(job).await? else {
+        let Some(record) = self.offered(job).await? else {
             return Ok(false);
         };
         let promise = service.world().promise(service.now(), &record);
@@ -701,8 +707,8 @@ impl Dispatcher {
         self.given_back.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock_inputs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (f64, Option<String>)>> {
-        self.inputs.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock_offered(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Option<Arc<JobRecord>>>> {
+        self.offered.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
