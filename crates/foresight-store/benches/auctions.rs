@@ -20,7 +20,7 @@
 //! `AUCTION_MS=D`, the auction length, default 20).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use foresight_api::JobState;
+use foresight_store::JobState;
 use foresight_core::auction::{close, AuctionConfig};
 use foresight_store::{JobRecord, PgStore, SharedQueue, Start, Store, UserChange, UserRecord};
 use std::sync::atomic::{AtomicU64, Ordering};
