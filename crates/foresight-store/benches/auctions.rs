@@ -20,8 +20,8 @@
 //! `AUCTION_MS=D`, the auction length, default 20).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-use foresight_store::JobState;
 use foresight_core::auction::{close, AuctionConfig};
+use foresight_store::JobState;
 use foresight_store::{JobRecord, PgStore, SharedQueue, Start, Store, UserChange, UserRecord};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

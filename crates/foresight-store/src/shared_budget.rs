@@ -184,7 +184,7 @@ pub(crate) async fn take_holds(
 impl crate::SharedQueue {
     /// Every user as the database has them (created, changed or charged by any site): a
     /// dispatcher's copy is refreshed from these. The ledger of a user whose rows have piled
-    /// up past [`FOLD_AFTER`] is folded into their row first (rarely: once per that many
+    /// up past `FOLD_AFTER` rows is folded into their row first (rarely: once per that many
     /// charges), so that reading budgets stays cheap.
     pub async fn users(&self) -> Result<Vec<UserRecord>> {
         let read = format!(

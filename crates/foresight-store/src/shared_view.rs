@@ -80,7 +80,7 @@ pub struct AuctionRecord {
     pub back_off_until: Option<i64>,
 }
 
-/// Where a global job on offer stands in its auctions, as [`STAGE`] names it from its row.
+/// Where a global job on offer stands in its auctions, as the `STAGE` expression names it from its row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuctionStage {

@@ -8,8 +8,8 @@
 //! new `xmin`: the tests read both around the work.
 #![allow(clippy::unwrap_used)]
 
-use foresight_store::JobState;
 use foresight_core::auction::{close, AuctionConfig};
+use foresight_store::JobState;
 use foresight_store::{
     Claim, Closed, JobRecord, PgStore, SharedQueue, Start, Store, UserChange, UserRecord,
 };

@@ -9,7 +9,6 @@ use crate::config::grid::GridConfig;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use crate::state::world::{Held, World};
-use foresight_store::{AclSpec, JobState};
 use foresight_core::{ClusterId, JobId, ReservationId};
 use foresight_rm::grid::{
     Answer, CentreClient, Command, Hello, LentCluster, Op, Reply, SiteSnapshot, MAX_OUTPUT_CHUNK,
@@ -19,6 +18,7 @@ use foresight_rm::slurm::Naming;
 use foresight_rm::{
     ClusterState, Outcome, PartHandle, ReserveRequest, RmJob, RmJobState, RmReservation, Submission,
 };
+use foresight_store::{AclSpec, JobState};
 use foresight_store::{JobRecord, ReservationRecord};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
