@@ -45,24 +45,7 @@ fn centre_and_site(setup: Setup) -> (Server, Server, tempfile::TempDir) {
     } else {
         (String::new(), String::new())
     };
-    let centre = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "umea-abisko"
-kind = "site"
-sync_ms = 200
-
-[cluster.site]
-site = "umea"
-cluster = "abisko"
-token_file = "{}"
-lease_seconds = {}
-
-{centre_tls}
-"#,
-        token_file.display(),
-        setup.lease
-    ));
+    let centre = centre(&[("umea", "abisko", &token_file)], setup.lease, &centre_tls);
     let site = site("umea", "abisko", &centre.url, &token_file, &site_tls);
     wait_for(
         "the site's cluster up at the centre",
@@ -299,6 +282,30 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
     assert_eq!(std::fs::read_to_string(&marks).unwrap(), "once\n");
 }
 
+/// A centre with one cluster `<site>-<cluster>` of kind `site` per `(site, cluster,
+/// token_file)`, leased for `lease` seconds; `more` is added to its configuration.
+fn centre(sites: &[(&str, &str, &std::path::Path)], lease: u64, more: &str) -> Server {
+    let mut toml = String::new();
+    for (site, cluster, token_file) in sites {
+        toml += &format!(
+            r#"
+[[cluster]]
+name = "{site}-{cluster}"
+kind = "site"
+sync_ms = 200
+
+[cluster.site]
+site = "{site}"
+cluster = "{cluster}"
+token_file = "{}"
+lease_seconds = {lease}
+"#,
+            token_file.display()
+        );
+    }
+    Server::with_config(&format!("{toml}\n{more}"))
+}
+
 /// Site `name` lending its cluster `cluster` of 4 processors to the centre at `centre`,
 /// with token `token_file`; `more` is added to its `[grid]`.
 fn site(
@@ -335,29 +342,11 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     let (umea, lund) = (dir.join("umea.token"), dir.join("lund.token"));
     std::fs::write(&umea, "umea-token-0123456789abcdef\n").unwrap();
     std::fs::write(&lund, "lund-token-0123456789abcdef\n").unwrap();
-    let centre = Server::with_config(&format!(
-        r#"
-[[cluster]]
-name = "umea-abisko"
-kind = "site"
-sync_ms = 200
-[cluster.site]
-site = "umea"
-cluster = "abisko"
-token_file = "{}"
-
-[[cluster]]
-name = "lund-aurora"
-kind = "site"
-sync_ms = 200
-[cluster.site]
-site = "lund"
-cluster = "aurora"
-token_file = "{}"
-"#,
-        umea.display(),
-        lund.display()
-    ));
+    let centre = centre(
+        &[("umea", "abisko", &umea), ("lund", "aurora", &lund)],
+        30,
+        "",
+    );
     let sites = [
         site("umea", "abisko", &centre.url, &umea, ""),
         site("lund", "aurora", &centre.url, &lund, ""),

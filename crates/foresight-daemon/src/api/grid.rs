@@ -111,10 +111,8 @@ async fn hello(State(s): State<AppState>, site: Signed) -> Result<Json<Welcome>,
         }
     }
     tracing::info!(site = %site.site, clusters = h.clusters.len(), "site connected");
-    let last_seq = link.mailbox.hello(h);
     Ok(Json(Welcome {
         instance: s.cfg.instance.clone(),
-        last_seq,
     }))
 }
 

@@ -67,9 +67,7 @@ impl CentreClient {
         let mut last = None;
         for base in &self.centres {
             let url = format!("{base}{path}");
-            let timestamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64);
+            let timestamp = crate::clock::unix_seconds();
             let nonce = sign::nonce();
             let signature = sign::signature(
                 &self.token,

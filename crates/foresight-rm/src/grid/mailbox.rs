@@ -1,7 +1,7 @@
 //! The centre's side of one site: the commands queued for it, which a call waits on until
 //! the site answers, and the site's latest snapshots.
 
-use super::{Answer, Command, Hello, Op, Reply, SiteSnapshot};
+use super::{Answer, Command, Op, Reply, SiteSnapshot};
 use crate::manager::{ClusterState, RmError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -23,7 +23,6 @@ struct Inner {
     next_seq: u64,
     pending: BTreeMap<u64, (Command, oneshot::Sender<Reply>)>,
     snapshots: HashMap<String, (Instant, ClusterState)>,
-    hello: Option<Hello>,
 }
 
 impl Mailbox {
@@ -111,18 +110,6 @@ impl Mailbox {
             }
         }
         awaited
-    }
-
-    /// Records the site's greeting; returns the last sequence number queued so far.
-    pub fn hello(&self, hello: Hello) -> u64 {
-        let mut inner = self.lock();
-        inner.hello = Some(hello);
-        inner.next_seq - 1
-    }
-
-    /// What the site said when it last connected.
-    pub fn greeting(&self) -> Option<Hello> {
-        self.lock().hello.clone()
     }
 
     /// Keeps the site's latest snapshot of each cluster in `snapshots`.

@@ -23,7 +23,7 @@ pub use client::CentreClient;
 pub use mailbox::Mailbox;
 pub use site::SiteCluster;
 
-use crate::manager::{ClusterState, PartHandle, ReserveRequest, RmError, Submission};
+use crate::manager::{ClusterState, PartHandle, ReserveRequest, Submission};
 use serde::{Deserialize, Serialize};
 
 /// The header naming the site a request comes from; its token must be that site's.
@@ -56,14 +56,11 @@ pub struct LentCluster {
 }
 
 /// The centre's answer to a [`Hello`]: how the site must name the centre's parts and
-/// reservations (the names the centre recognises in snapshots), and where its mailbox stands.
+/// reservations (the names the centre recognises in snapshots).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Welcome {
     /// The centre's instance name (its parts are `<instance>-<job>.<attempt>`).
     pub instance: String,
-    /// The sequence number of the last command the centre queued for the site; the site
-    /// fetches after what it last answered.
-    pub last_seq: u64,
 }
 
 /// One command the centre queued for a site.
@@ -195,16 +192,6 @@ pub enum Reply {
         /// The cluster itself was out of reach.
         unreachable: bool,
     },
-}
-
-impl Reply {
-    /// A refusal of `e`, keeping whether the cluster was unreachable.
-    pub fn refused(e: &RmError) -> Reply {
-        Reply::Refused {
-            message: e.to_string(),
-            unreachable: e.is_unreachable(),
-        }
-    }
 }
 
 /// A site's answer to one command.
