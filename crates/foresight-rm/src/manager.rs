@@ -251,6 +251,24 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
+    /// Brings a part's input files to the cluster's host before its submission, by
+    /// `timeout`: how a cluster on another host, which shares no file system with the
+    /// service, receives them. Only such managers support it.
+    async fn fetch_inputs(
+        &self,
+        part: &PartHandle,
+        files: &[crate::grid::FileOffer],
+        timeout: std::time::Duration,
+    ) -> Result<crate::grid::Received, RmError> {
+        let _ = (files, timeout);
+        Err(RmError::Invalid(format!(
+            "a {} cluster receives no files (job {}.{})",
+            self.kind(),
+            part.job,
+            part.attempt
+        )))
+    }
+
     /// Moves reservation `to.id` to `[to.start, to.end)` and, when it has been submitted,
     /// the part bound to it to begin at `to.start`: how a resource manager that schedules
     /// itself lets a reserved job start earlier when processors free up. Either both move or

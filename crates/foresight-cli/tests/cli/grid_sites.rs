@@ -111,24 +111,69 @@ fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centr
 }
 
 /// What was wrong: the centre copied a job's input into its own directory and reported the
-/// staging done, while the part ran at the site without it. Until files travel between
-/// hosts, the job fails, saying why, and nothing runs at the site.
+/// staging done, while the part ran at the site without it. Now the site fetches the input
+/// from the centre over the signed link, checks its SHA-256, and the part runs where it
+/// landed; the centre's outbox is emptied once the site holds it.
 #[test]
-fn an_input_the_site_cannot_receive_fails_the_job_instead_of_a_copy_reported_done() {
+fn an_input_at_the_centre_is_fetched_by_the_site_and_read_by_the_part_there() {
     let (centre, site, _keys) = centre_and_site(PLAIN);
     let input = centre.scratch().join("in.dat");
-    std::fs::write(&input, "data\n").unwrap();
+    let data: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&input, &data).unwrap();
     let id = centre.http().submit(json!({
-        "procs": 1, "walltime": 60, "command": ["cat", "in.dat"],
+        "procs": 1, "walltime": 60, "command": ["sh", "-c", "sha256sum < in.dat; pwd"],
         "inputs": [{ "path": input.display().to_string() }],
     }));
     let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    let out = centre.run(&["job", "cat", &id.to_string()]);
+    let mut lines = out.lines();
+    let want = std::process::Command::new("sha256sum")
+        .arg(&input)
+        .output()
+        .unwrap();
+    let want = String::from_utf8(want.stdout).unwrap();
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().next(),
+        want.split_whitespace().next(),
+        "{out}"
+    );
+    // It ran in the site's inbox, not in any directory of the centre.
+    let cwd = lines.next().unwrap();
+    assert!(
+        cwd.ends_with(&format!("grid-inbox/foresight-{id}.0")),
+        "{out}"
+    );
+    assert!(std::path::Path::new(cwd).starts_with(site.root()), "{out}");
+    let staged = j["staging"].as_array().unwrap();
+    assert_eq!(staged.len(), 1, "{j}");
+    assert!(staged[0]["ended_at"].is_i64(), "{j}");
+    // Nothing is left waiting at the centre.
+    let outbox = centre.root().join("data/grid-outbox/umea");
+    assert!(
+        std::fs::read_dir(&outbox).map_or(true, |mut d| d.next().is_none()),
+        "{}",
+        outbox.display()
+    );
+}
+
+/// An input gone before its transfer fails the job, naming the file (the centre reads it as
+/// the job's account when it sends it), and nothing runs at the site.
+#[test]
+fn an_input_that_vanished_before_its_transfer_fails_the_job_naming_it() {
+    let (centre, site, _keys) = centre_and_site(PLAIN);
+    let input = centre.scratch().join("gone.dat");
+    std::fs::write(&input, "data\n").unwrap();
+    let id = centre.http().submit(json!({
+        "procs": 1, "walltime": 60, "command": ["cat", "gone.dat"], "hold": true,
+        "inputs": [{ "path": input.display().to_string() }],
+    }));
+    std::fs::remove_file(&input).unwrap();
+    centre.run(&["job", "release", &id.to_string()]);
+    let j = centre.wait_final(id, Duration::from_secs(60));
     assert_eq!(j["state"], "failed", "{j}");
     let reason = j["reason"].as_str().unwrap_or_default();
-    assert!(
-        reason.contains("on another host") && reason.contains("not carried"),
-        "{j}"
-    );
+    assert!(reason.contains("gone.dat"), "{j}");
     let ran: Vec<Value> = site
         .http()
         .jobs()

@@ -1,6 +1,6 @@
 //! The routes a site on another host calls (`/grid/v1/...`): it connects out to the
 //! centre, says hello, fetches its commands with a long poll, answers them and pushes its
-//! clusters' state. Each request names its site and is signed with that site's token
+//! clusters' state, and fetches the input files the centre offers it. Each request names its site and is signed with that site's token
 //! (`foresight_rm::grid::sign`); a site reaches only its own mailbox and clusters.
 
 use crate::api::{AppState, Params};
@@ -22,6 +22,7 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/grid/v1/commands", get(commands)),
         ("/grid/v1/answers", post(answers)),
         ("/grid/v1/snapshots", post(snapshots)),
+        ("/grid/v1/files/{job}/{attempt}/{name}", get(file)),
     ]
 }
 
@@ -156,4 +157,80 @@ async fn snapshots(
     }
     link.mailbox.snapshots(snaps);
     Ok(Json(serde_json::json!({})))
+}
+
+/// An input file the centre offers this site for part `(job, attempt)`, from the byte a
+/// `Range: bytes=N-` names (206), or whole (200). Another site's files are not found: each
+/// site's outbox is its own.
+async fn file(
+    State(s): State<AppState>,
+    axum::extract::Path((job, attempt, name)): axum::extract::Path<(u64, u32, String)>,
+    headers: axum::http::HeaderMap,
+    site: Signed,
+) -> Result<axum::response::Response, Refusal> {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    foresight_rm::grid::FileOffer::check_name(&name)
+        .map_err(|e| Refusal::invalid("name", e.to_string()))?;
+    let path = s.outbox_of(&site.site, job, attempt).join(&name);
+    let not_offered = || {
+        Refusal::not_found(format!(
+            "no input {name} of job {job}.{attempt} for this site"
+        ))
+    };
+    let mut f = tokio::fs::File::open(&path)
+        .await
+        .map_err(|_| not_offered())?;
+    let len = f.metadata().await.map_err(|_| not_offered())?.len();
+    let from = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        None => None,
+        Some(r) => Some(
+            r.strip_prefix("bytes=")
+                .and_then(|r| r.strip_suffix('-'))
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Refusal::invalid("range", format!("only bytes=N- is served, got {r:?}"))
+                })?,
+        ),
+    };
+    let start = from.unwrap_or(0);
+    if start > len {
+        return Ok((
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            [(header::CONTENT_RANGE, format!("bytes */{len}"))],
+        )
+            .into_response());
+    }
+    f.seek(std::io::SeekFrom::Start(start))
+        .await
+        .map_err(|e| Refusal::conflict(format!("{}: {e}", path.display())))?;
+    let chunks = futures::stream::unfold(f.take(len - start), |mut f| async move {
+        let mut buf = vec![0u8; 1 << 16];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    let body = axum::body::Body::from_stream(chunks);
+    let length = (header::CONTENT_LENGTH, (len - start).to_string());
+    Ok(match from {
+        Some(_) => (
+            StatusCode::PARTIAL_CONTENT,
+            [
+                length,
+                (
+                    header::CONTENT_RANGE,
+                    format!("bytes {start}-{}/{len}", len.saturating_sub(1)),
+                ),
+            ],
+            body,
+        )
+            .into_response(),
+        None => (StatusCode::OK, [length], body).into_response(),
+    })
 }

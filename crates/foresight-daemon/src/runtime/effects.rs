@@ -356,12 +356,15 @@ impl Service {
                 )
                 .await
             } else {
-                // A copy made here would report success for a file the part never sees.
-                Err(format!(
-                    "cluster {} is on another host, and input files are not carried between \
-                     hosts yet",
-                    s.cfg.cluster[cluster].name
-                ))
+                // A copy made here would report success for a file the part never sees: the
+                // cluster's host fetches them.
+                s.send_inputs(
+                    cluster,
+                    (job, attempt),
+                    &stage,
+                    submission.spec.unix_user.as_deref(),
+                )
+                .await
             };
             let go = s
                 .world()

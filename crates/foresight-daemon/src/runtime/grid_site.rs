@@ -28,9 +28,9 @@ const ENDED_KEPT_SECS: i64 = 3_600;
 
 /// A site's link to its centre.
 pub(crate) struct GridAgent {
-    service: Arc<Service>,
-    client: CentreClient,
-    cfg: GridConfig,
+    pub(crate) service: Arc<Service>,
+    pub(crate) client: CentreClient,
+    pub(crate) cfg: GridConfig,
     /// How the centre names its parts and reservations; known once it welcomed us.
     naming: Mutex<Option<(String, Naming)>>,
 }
@@ -138,6 +138,17 @@ impl GridAgent {
             for c in commands {
                 last = last.max(c.seq);
                 let seq = c.seq;
+                if matches!(c.op, Op::Fetch { .. }) {
+                    // A transfer may take long: it must not hold the site's other commands.
+                    let agent = self.clone();
+                    self.service.spawn_task(async move {
+                        let reply = agent.carry_out(c).await;
+                        if let Err(e) = agent.client.answer(&[Answer { seq, reply }]).await {
+                            tracing::warn!("answering the centre: {e}");
+                        }
+                    });
+                    continue;
+                }
                 let reply = self.carry_out(c).await;
                 answers.push(Answer { seq, reply });
             }
@@ -268,6 +279,10 @@ impl GridAgent {
                 };
                 Ok(Reply::Output { bytes })
             }
+            Op::Fetch { part, files } => {
+                let name = naming.part(part.job, part.attempt);
+                self.fetch(&part, &files, &name).await
+            }
             Op::Estimate { .. } => Ok(Reply::Estimate { start: None }),
         }
     }
@@ -351,7 +366,11 @@ impl GridAgent {
         } else {
             3_600
         };
+        // Its inputs, when the centre sent some, are in its inbox, where it runs.
+        let inbox = self.inbox_of(&name);
+        let cwd = inbox.is_dir().then(|| inbox.display().to_string());
         let request = serde_json::json!({
+            "cwd": cwd,
             "name": name,
             "procs": spec.processors.len().max(1),
             "walltime": walltime,

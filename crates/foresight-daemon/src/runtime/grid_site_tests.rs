@@ -28,6 +28,7 @@ fn agent(p: &Paused, lend: u32) -> GridAgent {
         lend: [("abisko".to_string(), lend)].into(),
         snapshot_ms: 1000,
         ca_cert: None,
+        inbox_dir: None,
     };
     GridAgent {
         service: p.s.clone(),

@@ -7,6 +7,8 @@ pub(crate) mod effects;
 pub(crate) mod estimate;
 pub(crate) mod global_queue;
 pub(crate) mod grid_centre;
+pub(crate) mod grid_inbox;
+pub(crate) mod grid_outbox;
 pub(crate) mod grid_site;
 pub(crate) mod jobs;
 pub(crate) mod loops;

@@ -335,7 +335,7 @@ fn program<'a>(a: Option<&foresight_rm::account::Account>, command: &[&'a str]) 
 /// `command` with `paths`, as account `a` when there is one: under `setpriv` (util-linux)
 /// with its uid, its gid and its groups from the group database, as the job's launcher
 /// takes them. Its input is empty; dropped, it is killed.
-fn command_as(
+pub(crate) fn command_as(
     a: Option<&foresight_rm::account::Account>,
     command: &[&str],
     paths: &[&Path],
@@ -442,7 +442,7 @@ pub async fn readable_by(inputs: &[InputSpec], account: &str) -> Result<(), Refu
 
 /// The account copies are made as: `None` when the service is not root (jobs then run as
 /// the service's own user) or the account is root itself.
-fn as_account(name: &str) -> Result<Option<foresight_rm::account::Account>, String> {
+pub(crate) fn as_account(name: &str) -> Result<Option<foresight_rm::account::Account>, String> {
     if !foresight_rm::account::running_as_root() {
         return Ok(None);
     }

@@ -67,24 +67,8 @@ impl CentreClient {
         let mut last = None;
         for base in &self.centres {
             let url = format!("{base}{path}");
-            let timestamp = crate::clock::unix_seconds();
-            let nonce = sign::nonce();
-            let signature = sign::signature(
-                &self.token,
-                &self.site,
-                timestamp,
-                &nonce,
-                method.as_str(),
-                path,
-                &bytes,
-            );
             let mut req = self
-                .http
-                .request(method.clone(), &url)
-                .header(SITE_HEADER, &self.site)
-                .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
-                .header(sign::NONCE_HEADER, &nonce)
-                .header(sign::SIGNATURE_HEADER, signature)
+                .signed(method.clone(), base, path, &bytes)
                 .timeout(Self::TIMEOUT + wait);
             if body.is_some() {
                 req = req
@@ -113,6 +97,96 @@ impl CentreClient {
             return resp.json().await.map_err(|e| {
                 RmError::Unreachable(format!("centre {url}: unreadable answer: {e}"))
             });
+        }
+        Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
+    }
+
+    /// A request to `path` at centre `base`, signed over `body` (see [`super::sign`]).
+    fn signed(
+        &self,
+        method: reqwest::Method,
+        base: &str,
+        path: &str,
+        body: &[u8],
+    ) -> reqwest::RequestBuilder {
+        let timestamp = crate::clock::unix_seconds();
+        let nonce = sign::nonce();
+        let signature = sign::signature(
+            &self.token,
+            &self.site,
+            timestamp,
+            &nonce,
+            method.as_str(),
+            path,
+            body,
+        );
+        self.http
+            .request(method, format!("{base}{path}"))
+            .header(SITE_HEADER, &self.site)
+            .header(sign::TIMESTAMP_HEADER, timestamp.to_string())
+            .header(sign::NONCE_HEADER, &nonce)
+            .header(sign::SIGNATURE_HEADER, signature)
+    }
+
+    /// Appends the bytes of the file at `path` from byte `from` on (of `total`) to `out`, from
+    /// the first centre that serves it; how many came.
+    pub async fn fetch(
+        &self,
+        path: &str,
+        from: u64,
+        total: u64,
+        out: &mut tokio::fs::File,
+    ) -> Result<u64, RmError> {
+        use tokio::io::AsyncWriteExt;
+        if from >= total {
+            return Ok(0);
+        }
+        let mut last = None;
+        for base in &self.centres {
+            let url = format!("{base}{path}");
+            let resp = match self
+                .signed(reqwest::Method::GET, base, path, &[])
+                .header(reqwest::header::RANGE, format!("bytes={from}-"))
+                .send()
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    last = Some(RmError::Unreachable(format!("centre {url}: {e}")));
+                    continue;
+                }
+            };
+            let status = resp.status();
+            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                last = Some(RmError::Unreachable(format!("centre {url}: not active")));
+                continue;
+            }
+            let ranged = status == reqwest::StatusCode::PARTIAL_CONTENT;
+            if !(ranged || (status.is_success() && from == 0)) {
+                let text = resp.text().await.unwrap_or_default();
+                return Err(RmError::Invalid(format!(
+                    "centre {url} answered {status}: {}",
+                    text.chars().take(300).collect::<String>()
+                )));
+            }
+            let mut resp = resp;
+            let mut got = 0;
+            loop {
+                let chunk = resp.chunk().await.map_err(|e| {
+                    RmError::Unreachable(format!("centre {url}: cut off after {got} bytes: {e}"))
+                })?;
+                let Some(chunk) = chunk else { break };
+                got += chunk.len() as u64;
+                if from + got > total {
+                    return Err(RmError::Invalid(format!(
+                        "centre {url}: more than the {total} bytes it offered"
+                    )));
+                }
+                out.write_all(&chunk)
+                    .await
+                    .map_err(|e| RmError::Invalid(format!("writing {path}: {e}")))?;
+            }
+            return Ok(got);
         }
         Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
     }

@@ -12,14 +12,18 @@
 //!   the site's latest snapshots.
 //! - `site`: [`SiteCluster`], a site's cluster as the centre drives it.
 //! - `client`: [`CentreClient`], the site's side of the HTTP exchange.
+//! - `files`: [`FileOffer`], input files a site fetches from its centre, ranged and
+//!   sha256-checked.
 //! - [`sign`]: the requests' signatures and the centre's check of them.
 
 mod client;
+mod files;
 mod mailbox;
 pub mod sign;
 mod site;
 
 pub use client::CentreClient;
+pub use files::{file_path, receive, FileOffer, Received};
 pub use mailbox::Mailbox;
 pub use site::SiteCluster;
 
@@ -133,6 +137,15 @@ pub enum Op {
         /// From this byte.
         offset: u64,
     },
+    /// Fetch a part's input files from the centre (`GET /grid/v1/files/...`) before its
+    /// submission; the part then runs in the directory they land in. Repeated, it fetches
+    /// only what is missing (a partial file resumes where it stopped).
+    Fetch {
+        /// The part they are for.
+        part: PartHandle,
+        /// The files.
+        files: Vec<FileOffer>,
+    },
     /// When the site would start a job submitted now.
     Estimate {
         /// Processors.
@@ -158,6 +171,12 @@ impl Op {
             Op::Requeue { part } => format!("requeue job {}.{}", part.job, part.attempt),
             Op::Move { to, .. } => format!("move reservation {}", to.id),
             Op::Output { part, .. } => format!("output of job {}.{}", part.job, part.attempt),
+            Op::Fetch { part, files } => format!(
+                "fetch {} input files of job {}.{}",
+                files.len(),
+                part.job,
+                part.attempt
+            ),
             Op::Estimate { procs, walltime } => format!("estimate {procs} x {walltime} s"),
         }
     }
@@ -178,6 +197,14 @@ pub enum Reply {
     Output {
         /// The bytes.
         bytes: Option<Vec<u8>>,
+    },
+    /// A part's inputs are at the site: `bytes` came over the network in `millis` (what
+    /// was there already did not), which measures the link.
+    Fetched {
+        /// Bytes transferred.
+        bytes: u64,
+        /// Milliseconds the transfers took.
+        millis: u64,
     },
     /// The site's estimate of a start, Unix seconds.
     Estimate {

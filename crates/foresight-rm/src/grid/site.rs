@@ -1,7 +1,7 @@
 //! A site's cluster as the centre drives it: every call becomes a command in the site's
 //! mailbox, and the cluster's state is the snapshot the site last pushed.
 
-use super::{Mailbox, Op, Reply, MAX_OUTPUT_CHUNK};
+use super::{FileOffer, Mailbox, Op, Received, Reply, MAX_OUTPUT_CHUNK};
 use crate::manager::{
     ClusterState, PartHandle, ReserveRequest, ResourceManager, RmError, Submission,
 };
@@ -174,6 +174,30 @@ impl ResourceManager for SiteCluster {
             if !full {
                 return Ok(all);
             }
+        }
+    }
+
+    async fn fetch_inputs(
+        &self,
+        part: &PartHandle,
+        files: &[FileOffer],
+        timeout: Duration,
+    ) -> Result<Received, RmError> {
+        let op = Op::Fetch {
+            part: part.clone(),
+            files: files.to_vec(),
+        };
+        match self.mailbox.call(&self.cluster, op, timeout).await? {
+            Reply::Fetched { bytes, millis } => Ok(Received { bytes, millis }),
+            Reply::Refused {
+                message,
+                unreachable,
+            } => Err(if unreachable {
+                RmError::Unreachable(message)
+            } else {
+                RmError::Invalid(format!("site {} refused: {message}", self.mailbox.site()))
+            }),
+            other => Err(self.unexpected(&other)),
         }
     }
 

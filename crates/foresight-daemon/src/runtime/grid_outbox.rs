@@ -1,0 +1,155 @@
+//! The centre's outbox of input files for sites on other hosts: before a part is submitted
+//! to a site's cluster, each of its inputs is read as the job's Unix account (the centre
+//! never serves a file the job's account could not read) into a directory of the part,
+//! hashed on the way, and offered to the site, which fetches it
+//! (`GET /grid/v1/files/{job}/{attempt}/{name}`, ranged). The outbox of a part is removed
+//! once the site holds every file.
+
+use crate::runtime::Service;
+use crate::state::staging::Copy;
+use foresight_core::ClusterId;
+use foresight_rm::grid::FileOffer;
+use foresight_rm::PartHandle;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+impl Service {
+    /// Where the inputs of part `(job, attempt)` wait for `site`.
+    pub(crate) fn outbox_of(&self, site: &str, job: u64, attempt: u32) -> PathBuf {
+        self.cfg
+            .data_dir
+            .join("grid-outbox")
+            .join(site)
+            .join(format!("{job}.{attempt}"))
+    }
+
+    /// Sends the inputs `stage` names to the site of `cluster` for part `(job, attempt)`,
+    /// within `copy_timeout_seconds` for the reading and the transfer together.
+    pub(crate) async fn send_inputs(
+        &self,
+        cluster: ClusterId,
+        (job, attempt): (u64, u32),
+        stage: &[Copy],
+        account: Option<&str>,
+    ) -> Result<(), String> {
+        let c = &self.cfg.cluster[cluster];
+        let Some(site) = c.site.as_ref().map(|s| s.site.clone()) else {
+            return Err(format!(
+                "cluster {} is on another host, and input files reach only a site's \
+                 clusters",
+                c.name
+            ));
+        };
+        let deadline = tokio::time::Instant::now() + self.copy_timeout();
+        let dir = self.outbox_of(&site, job, attempt);
+        let offers = offer(stage, &dir, account, deadline)
+            .await
+            .map_err(|e| format!("{e} (copy_timeout_seconds)"))?;
+        let part = PartHandle {
+            job,
+            attempt,
+            external: None,
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let got = self.managers[cluster]
+            .fetch_inputs(&part, &offers, left)
+            .await
+            .map_err(|e| format!("sending inputs to cluster {}: {e}", c.name))?;
+        tracing::info!(
+            job,
+            cluster = cluster.as_num(),
+            bytes = got.bytes,
+            millis = got.millis,
+            "inputs fetched by site {site}"
+        );
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        Ok(())
+    }
+}
+
+/// Reads every input of `stage` into `dir` as `account` (the service's own when `None`),
+/// hashing each; the offers a site fetches.
+async fn offer(
+    stage: &[Copy],
+    dir: &Path,
+    account: Option<&str>,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<FileOffer>, String> {
+    let a = account
+        .map(crate::runtime::staging::as_account)
+        .transpose()?
+        .flatten();
+    let _ = tokio::fs::remove_dir_all(dir).await;
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|e| format!("making {}: {e}", dir.display()))?;
+    let mut offers = Vec::with_capacity(stage.len());
+    for c in stage {
+        let name =
+            c.to.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or_else(|| format!("input {} has no file name", c.from.display()))?;
+        let to = dir.join(&name);
+        let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref()))
+            .await
+            .map_err(|_| format!("reading input {}: not done in time", c.from.display()))??;
+        offers.push(FileOffer {
+            name,
+            bytes: read.0,
+            sha256: read.1,
+        });
+    }
+    Ok(offers)
+}
+
+/// Copies `from`, read by `cat` as account `a`, to `to` (the service's own file); its size
+/// and SHA-256.
+async fn read_as(
+    from: &Path,
+    to: &Path,
+    a: Option<&foresight_rm::account::Account>,
+) -> Result<(u64, String), String> {
+    let mut child = crate::runtime::staging::command_as(a, &["cat", "--"], &[from])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+    let mut stdout = child.stdout.take().expect("invariant: stdout is piped");
+    let mut out = tokio::fs::File::create(to)
+        .await
+        .map_err(|e| format!("{}: {e}", to.display()))?;
+    let mut hash = Sha256::new();
+    let mut bytes = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = stdout
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        bytes += n as u64;
+        out.write_all(&buf[..n])
+            .await
+            .map_err(|e| format!("{}: {e}", to.display()))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| format!("{}: {e}", to.display()))?;
+    let done = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+    if !done.status.success() {
+        let who = a.map_or(String::new(), |a| format!(" as {:?}", a.name));
+        return Err(format!(
+            "reading input {}{who}: {}",
+            from.display(),
+            String::from_utf8_lossy(&done.stderr).trim()
+        ));
+    }
+    Ok((bytes, hex::encode(hash.finalize())))
+}
