@@ -380,8 +380,14 @@ snapshot_ms = 200
     s
 }
 
-#[test]
-fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
+/// A centre with two sites of 4 processors each, `umea` (cluster `abisko`) and `lund`
+/// (`aurora`), both up; the sites in that order.
+fn two_sites() -> (Server, [Server; 2], tempfile::TempDir) {
+    two_sites_leased(30)
+}
+
+/// [`two_sites`], the centre's lease of each site `lease` seconds.
+fn two_sites_leased(lease: u64) -> (Server, [Server; 2], tempfile::TempDir) {
     let keys = tempfile::tempdir().unwrap();
     let dir = std::fs::canonicalize(keys.path()).unwrap();
     let (umea, lund) = (dir.join("umea.token"), dir.join("lund.token"));
@@ -389,7 +395,7 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     std::fs::write(&lund, "lund-token-0123456789abcdef\n").unwrap();
     let centre = centre(
         &[("umea", "abisko", &umea), ("lund", "aurora", &lund)],
-        30,
+        lease,
         "",
     );
     let sites = [
@@ -409,6 +415,34 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
                 .then_some(())
         },
     );
+    (centre, sites, keys)
+}
+
+/// The reservations the grid holds or held at `site`.
+fn grid_reservations(site: &Server) -> Vec<Value> {
+    let (status, rs) = site.http().get("/reservations");
+    assert_eq!(status, 200, "{rs}");
+    rs.as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["owner"].as_str().unwrap_or("").starts_with("grid:"))
+        .cloned()
+        .collect()
+}
+
+/// The parts of centre job `id` at `site`, of any attempt.
+fn parts_at(site: &Server, id: u64) -> Vec<Value> {
+    let prefix = format!("foresight-{id}.");
+    site.http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+        .collect()
+}
+
+#[test]
+fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
+    let (centre, sites, _keys) = two_sites();
     let id = centre.http().submit(json!({
         "procs": 6, "walltime": 60, "co_allocate": true,
         "command": ["sh", "-c", "echo $FORESIGHT_CLUSTER $FORESIGHT_PROCS"],
@@ -420,12 +454,7 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     let mut starts = Vec::new();
     let mut procs = 0;
     for s in &sites {
-        let parts: Vec<Value> = s
-            .http()
-            .jobs()
-            .into_iter()
-            .filter(|p| p["name"] == format!("foresight-{id}.0"))
-            .collect();
+        let parts = parts_at(s, id);
         assert_eq!(parts.len(), 1, "{parts:?}");
         assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
         procs += parts[0]["procs"].as_u64().unwrap();
@@ -433,4 +462,110 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     }
     assert_eq!(procs, 6);
     assert!((starts[0] - starts[1]).abs() <= 2, "{starts:?}");
+}
+
+/// Co-allocation is two-phase across sites as across clusters: when one site refuses its
+/// reservation, the other site's is released, and no part starts anywhere until both hold.
+#[test]
+fn when_one_site_refuses_a_co_allocated_job_the_other_sites_reservation_is_released() {
+    let (centre, sites, _keys) = two_sites();
+    // Lund takes no grid work for now.
+    sites[1].run(&["user", "disable", "grid"]);
+    let id = centre.http().submit(json!({
+        "procs": 6, "walltime": 60, "co_allocate": true,
+        "command": ["sh", "-c", "echo $FORESIGHT_CLUSTER $FORESIGHT_PROCS"],
+    }));
+    // Umea is asked again and again; each of its reservations is given back.
+    wait_for(
+        "two of umea's reservations released",
+        Duration::from_secs(60),
+        || {
+            let released = grid_reservations(&sites[0])
+                .iter()
+                .filter(|r| r["state"] == "released")
+                .count();
+            (released >= 2).then_some(())
+        },
+    );
+    let live: Vec<Value> = grid_reservations(&sites[0])
+        .into_iter()
+        .filter(|r| r["state"] != "released")
+        .collect();
+    assert!(live.len() <= 1, "{live:?}");
+    assert!(grid_reservations(&sites[1]).is_empty());
+    for s in &sites {
+        assert!(parts_at(s, id).is_empty(), "a part started alone");
+    }
+    assert_ne!(centre_job(&centre, id)["state"], "running");
+    // Lund takes grid work again: the job runs over both, at one start.
+    sites[1].run(&["user", "enable", "grid"]);
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    for s in &sites {
+        assert_eq!(parts_at(s, id).len(), 1);
+    }
+    // Every reservation umea held but the one its part ran in was given back.
+    let ran_in = parts_at(&sites[0], id)[0]["reservation"].clone();
+    for r in grid_reservations(&sites[0]) {
+        if r["id"] != ran_in {
+            assert_eq!(r["state"], "released", "{r}");
+        }
+    }
+}
+
+/// What was wrong: a site that went silent after a part was submitted to it, before its
+/// reserved start, ran it on its return although the centre had planned it on another site
+/// meanwhile: the job ran twice. Now the site holds its grid parts that have not started
+/// while the centre is out of reach (and at once when it restarts), and on reconnection
+/// cancels those the centre no longer wants; its reservation is released.
+#[test]
+fn a_part_not_started_on_a_site_gone_silent_is_planned_on_another_site() {
+    let (centre, mut sites, _keys) = two_sites_leased(2);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let id = centre.http().submit(json!({
+        "procs": 2, "walltime": 60, "begin": now + 12,
+        "command": ["sh", "-c", "echo $FORESIGHT_CLUSTER"],
+    }));
+    // Submitted there, waiting for its reserved start.
+    let k = wait_for(
+        "the part submitted to a site",
+        Duration::from_secs(20),
+        || (0..2).find(|&k| !parts_at(&sites[k], id).is_empty()),
+    );
+    let (gone, other) = (k, 1 - k);
+    sites[gone].sigkill();
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    let cluster = ["umea-abisko", "lund-aurora"][other];
+    assert_eq!(j["parts"][0]["cluster"], cluster, "{j}");
+    assert_eq!(parts_at(&sites[other], id).len(), 1);
+    // Back, the silent site gives up what it held for the part.
+    sites[gone].launch();
+    wait_for(
+        "the silent site's reservation released",
+        Duration::from_secs(30),
+        || {
+            grid_reservations(&sites[gone])
+                .iter()
+                .all(|r| r["state"] == "released")
+                .then_some(())
+        },
+    );
+    // Its part there, submitted before it went silent, was cancelled without starting.
+    wait_for(
+        "the stale part cancelled at the silent site",
+        Duration::from_secs(30),
+        || {
+            parts_at(&sites[gone], id)
+                .iter()
+                .all(|p| p["state"] == "cancelled")
+                .then_some(())
+        },
+    );
+    for p in parts_at(&sites[gone], id) {
+        assert!(p["started_at"].is_null(), "it ran: {p}");
+    }
 }

@@ -24,6 +24,11 @@ pub struct SiteLink {
 /// same token file's token.
 pub(crate) fn sites(cfg: &Config) -> anyhow::Result<BTreeMap<String, SiteLink>> {
     let mut out: BTreeMap<String, SiteLink> = BTreeMap::new();
+    let mut leases: BTreeMap<&str, std::time::Duration> = BTreeMap::new();
+    for s in cfg.cluster.iter().filter_map(|c| c.site.as_ref()) {
+        let l = leases.entry(&s.site).or_insert(s.lease());
+        *l = (*l).min(s.lease());
+    }
     for c in cfg.cluster.iter().filter(|c| c.kind == "site") {
         let Some(s) = &c.site else { continue };
         let token = crate::config::read_text(&s.token_file).map_err(|e| {
@@ -42,7 +47,7 @@ pub(crate) fn sites(cfg: &Config) -> anyhow::Result<BTreeMap<String, SiteLink>> 
             );
         }
         let link = out.entry(s.site.clone()).or_insert_with(|| SiteLink {
-            mailbox: Arc::new(Mailbox::new(&s.site)),
+            mailbox: Arc::new(Mailbox::new(&s.site, leases[s.site.as_str()])),
             token: token.to_owned(),
             verifier: Verifier::default(),
             clusters: BTreeSet::new(),
@@ -81,4 +86,38 @@ pub(crate) fn site_cluster(
         s.lease(),
         s.timeout(),
     ))
+}
+
+impl crate::runtime::Service {
+    /// The parts the centre still wants from `site` (of jobs not ended, their current
+    /// attempt, on the site's clusters), by their names there, and the shortest lease of the
+    /// site's clusters, seconds.
+    pub(crate) fn wanted_from(&self, site: &str) -> (Vec<String>, u64) {
+        let ours: BTreeMap<&str, u64> = self
+            .cfg
+            .cluster
+            .iter()
+            .filter_map(|c| {
+                let s = c.site.as_ref().filter(|s| s.site == site)?;
+                Some((c.name.as_str(), s.lease_seconds))
+            })
+            .collect();
+        let lease = ours.values().copied().min().unwrap_or(30);
+        let Ok(naming) = foresight_rm::slurm::Naming::instance(&self.cfg.instance) else {
+            return (Vec::new(), lease);
+        };
+        let w = self.world();
+        let parts = w
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_final() && j.state_after.is_none())
+            .filter(|j| {
+                j.parts
+                    .iter()
+                    .any(|p| !p.ended && ours.contains_key(p.cluster.as_str()))
+            })
+            .map(|j| naming.part(j.id, j.attempt))
+            .collect();
+        (parts, lease)
+    }
 }

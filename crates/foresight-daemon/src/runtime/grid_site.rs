@@ -33,6 +33,26 @@ pub(crate) struct GridAgent {
     pub(crate) cfg: GridConfig,
     /// How the centre names its parts and reservations; known once it welcomed us.
     naming: Mutex<Option<(String, Naming)>>,
+    /// When the centre last answered, and its lease of this site.
+    contact: Mutex<Contact>,
+}
+
+/// The site's view of its contact with the centre.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contact {
+    /// When the centre last answered.
+    pub(crate) last: tokio::time::Instant,
+    /// The centre's lease of this site (its welcome says it).
+    pub(crate) lease: Duration,
+}
+
+impl Contact {
+    pub(crate) fn new() -> Contact {
+        Contact {
+            last: tokio::time::Instant::now(),
+            lease: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Service {
@@ -58,6 +78,7 @@ impl Service {
             client,
             cfg,
             naming: Mutex::new(None),
+            contact: Mutex::new(Contact::new()),
         });
         let a = agent.clone();
         self.spawn_task(async move { a.command_loop().await });
@@ -94,7 +115,23 @@ impl GridAgent {
         }
     }
 
-    /// Says hello until the centre answers.
+    fn contact(&self) -> std::sync::MutexGuard<'_, Contact> {
+        self.contact.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The centre answered.
+    fn touch(&self) {
+        self.contact().last = tokio::time::Instant::now();
+    }
+
+    /// Silent for half the centre's lease or more: past the lease it may plan this site's
+    /// parts elsewhere.
+    fn out_of_contact(&self) -> bool {
+        let c = *self.contact();
+        c.last.elapsed() >= c.lease / 2
+    }
+
+    /// Says hello until the centre answers, then settles the parts it no longer wants.
     async fn connect(&self) {
         let mut pause = Duration::from_millis(200);
         loop {
@@ -102,6 +139,13 @@ impl GridAgent {
                 Ok(w) => match Naming::instance(&w.instance) {
                     Ok(n) => {
                         tracing::info!(centre = %w.instance, "connected to the centre");
+                        *self.contact() = Contact {
+                            last: tokio::time::Instant::now(),
+                            lease: Duration::from_secs(w.lease_seconds.max(1)),
+                        };
+                        if let Err(e) = self.settle(&w.instance, &w.parts).await {
+                            tracing::warn!("settling the centre's parts: {e}");
+                        }
                         *self.naming.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some((w.instance, n));
                         return;
@@ -126,7 +170,10 @@ impl GridAgent {
             }
             let wait = Duration::from_secs(MAX_WAIT_SECS);
             let commands = match self.client.commands(after, wait).await {
-                Ok(c) => c,
+                Ok(c) => {
+                    self.touch();
+                    c
+                }
                 Err(e) => {
                     tracing::warn!("fetching the centre's commands: {e}");
                     *self.naming.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -166,10 +213,29 @@ impl GridAgent {
             if self.service.is_closing() {
                 return;
             }
-            if let Some((instance, naming)) = self.naming() {
-                let snaps = self.snapshots(&instance, &naming);
-                if let Err(e) = self.client.snapshots(&snaps).await {
-                    tracing::warn!("sending the lent clusters' state: {e}");
+            let sent = match self.naming() {
+                None => false,
+                Some((instance, naming)) => {
+                    let snaps = self.snapshots(&instance, &naming);
+                    match self.client.snapshots(&snaps).await {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!("sending the lent clusters' state: {e}");
+                            false
+                        }
+                    }
+                }
+            };
+            if sent {
+                self.touch();
+            } else if self.out_of_contact() {
+                let held = self.service.hold_grid_parts(&self.cfg.user);
+                if held > 0 {
+                    tracing::warn!(
+                        held,
+                        "the centre is out of reach: grid parts not started are held"
+                    );
+                    self.service.flush().await;
                 }
             }
             tokio::time::sleep(every).await;

@@ -34,6 +34,7 @@ fn agent(p: &Paused, lend: u32) -> GridAgent {
         service: p.s.clone(),
         client: CentreClient::new(&cfg.centres, "umea", "t", None).unwrap(),
         cfg,
+        contact: Mutex::new(crate::runtime::grid_site::Contact::new()),
         naming: Mutex::new(Some(("foresight".into(), Naming::default()))),
     }
 }

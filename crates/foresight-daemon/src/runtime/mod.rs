@@ -7,6 +7,7 @@ pub(crate) mod effects;
 pub(crate) mod estimate;
 pub(crate) mod global_queue;
 pub(crate) mod grid_centre;
+pub(crate) mod grid_hold;
 pub(crate) mod grid_inbox;
 pub(crate) mod grid_outbox;
 pub(crate) mod grid_site;
@@ -201,7 +202,11 @@ impl Service {
         for wf in &workflows {
             crate::state::world::link_tasks(&mut jobs, wf);
         }
-        let jobs: Vec<JobRecord> = jobs.into_values().collect();
+        let mut jobs: Vec<JobRecord> = jobs.into_values().collect();
+        if let Some(g) = &cfg.grid {
+            // Away for an unknown time: the centre may have planned them elsewhere.
+            crate::runtime::grid_hold::hold_records(&mut jobs, &g.user);
+        }
         let reservations = store.load_reservations().await?;
         // The statistics of runtime prediction first: jobs queued again at restore are
         // predicted from them.

@@ -10,26 +10,34 @@ use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 
 /// One site's mailbox at the centre. Commands stay queued until answered (or their caller
-/// gives up), so a site that reconnects fetches again whatever it had not answered.
+/// gives up), so a site that reconnects fetches again whatever it had not answered. A
+/// command the site has not fetched within the lease is never delivered: past the lease the
+/// centre takes the site as down and plans elsewhere, so a part submitted then would run
+/// twice.
 #[derive(Debug)]
 pub struct Mailbox {
     site: String,
+    lease: Duration,
     inner: Mutex<Inner>,
     queued: Notify,
 }
 
+/// A command waiting for its answer: the command, its caller, when it was queued.
+type Pending = (Command, oneshot::Sender<Reply>, Instant);
+
 #[derive(Debug, Default)]
 struct Inner {
     next_seq: u64,
-    pending: BTreeMap<u64, (Command, oneshot::Sender<Reply>)>,
+    pending: BTreeMap<u64, Pending>,
     snapshots: HashMap<String, (Instant, ClusterState)>,
 }
 
 impl Mailbox {
-    /// An empty mailbox for site `site`.
-    pub fn new(site: &str) -> Mailbox {
+    /// An empty mailbox for site `site`, taken as down after `lease` of silence.
+    pub fn new(site: &str, lease: Duration) -> Mailbox {
         Mailbox {
             site: site.to_owned(),
+            lease,
             inner: Mutex::new(Inner {
                 next_seq: 1,
                 ..Inner::default()
@@ -61,7 +69,7 @@ impl Mailbox {
                 cluster: cluster.to_owned(),
                 op,
             };
-            inner.pending.insert(seq, (command, tx));
+            inner.pending.insert(seq, (command, tx, Instant::now()));
             seq
         };
         self.queued.notify_waiters();
@@ -84,17 +92,44 @@ impl Mailbox {
         loop {
             // Registered before looking, so that a command queued in between wakes us.
             let queued = self.queued.notified();
-            let found: Vec<Command> = self
-                .lock()
-                .pending
-                .range(after + 1..)
-                .map(|(_, (c, _))| c.clone())
-                .collect();
+            let found: Vec<Command> = {
+                let mut inner = self.lock();
+                self.drop_stale(&mut inner);
+                inner
+                    .pending
+                    .range(after + 1..)
+                    .map(|(_, (c, _, _))| c.clone())
+                    .collect()
+            };
             if !found.is_empty() {
                 return found;
             }
             if tokio::time::timeout_at(deadline, queued).await.is_err() {
                 return Vec::new();
+            }
+        }
+    }
+
+    /// Answers as unreachable every command queued longer ago than the lease: the site was
+    /// not there to fetch it.
+    fn drop_stale(&self, inner: &mut Inner) {
+        let stale: Vec<u64> = inner
+            .pending
+            .iter()
+            .filter(|(_, (_, _, at))| at.elapsed() > self.lease)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in stale {
+            if let Some((c, tx, _)) = inner.pending.remove(&seq) {
+                let _ = tx.send(Reply::Refused {
+                    message: format!(
+                        "site {} did not fetch command {seq} ({}) within its lease of {} s",
+                        self.site,
+                        c.op.describe(),
+                        self.lease.as_secs_f64()
+                    ),
+                    unreachable: true,
+                });
             }
         }
     }
@@ -105,7 +140,7 @@ impl Mailbox {
         let mut inner = self.lock();
         let mut awaited = 0;
         for a in answers {
-            if let Some((_, tx)) = inner.pending.remove(&a.seq) {
+            if let Some((_, tx, _)) = inner.pending.remove(&a.seq) {
                 awaited += usize::from(tx.send(a.reply).is_ok());
             }
         }
@@ -136,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_returns_the_answer_the_site_gives_to_its_command() {
-        let m = Arc::new(Mailbox::new("umea"));
+        let m = Arc::new(Mailbox::new("umea", Duration::from_secs(30)));
         let caller = {
             let m = m.clone();
             tokio::spawn(async move {
@@ -173,7 +208,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_site_that_never_answers_makes_the_call_unreachable_and_forgets_it() {
-        let m = Mailbox::new("umea");
+        let m = Mailbox::new("umea", Duration::from_secs(30));
         let e = m
             .call(
                 "abisko",
@@ -185,5 +220,35 @@ mod tests {
         assert!(e.is_unreachable(), "{e}");
         assert!(e.to_string().contains("site umea did not answer"), "{e}");
         assert!(m.commands(0, Duration::ZERO).await.is_empty());
+    }
+
+    /// What was wrong: a site away past its lease fetched, on its return, a submission the
+    /// centre had queued before taking it as down, and ran a part the centre had meanwhile
+    /// planned elsewhere.
+    #[tokio::test]
+    async fn a_command_not_fetched_within_the_lease_is_never_delivered() {
+        let m = Arc::new(Mailbox::new("umea", Duration::from_millis(50)));
+        let caller = {
+            let m = m.clone();
+            tokio::spawn(async move {
+                m.call(
+                    "abisko",
+                    Op::Release { reservation: 7 },
+                    Duration::from_secs(30),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(m.commands(0, Duration::ZERO).await.is_empty());
+        let reply = caller.await.unwrap().unwrap();
+        let Reply::Refused {
+            message,
+            unreachable: true,
+        } = reply
+        else {
+            panic!("{reply:?}")
+        };
+        assert!(message.contains("within its lease of 0.05 s"), "{message}");
     }
 }

@@ -65,6 +65,20 @@ pub struct LentCluster {
 pub struct Welcome {
     /// The centre's instance name (its parts are `<instance>-<job>.<attempt>`).
     pub instance: String,
+    /// The parts the centre still wants from this site, by name: the site cancels every
+    /// other grid part that has not started (the centre planned it elsewhere while the site
+    /// was out of reach) and lets these start.
+    #[serde(default)]
+    pub parts: Vec<String>,
+    /// The centre's lease of this site, seconds (the shortest of its clusters'): a site out
+    /// of contact for half of it holds its grid parts that have not started, since past it
+    /// the centre may plan them elsewhere.
+    #[serde(default = "default_lease_seconds")]
+    pub lease_seconds: u64,
+}
+
+fn default_lease_seconds() -> u64 {
+    30
 }
 
 /// One command the centre queued for a site.
