@@ -124,6 +124,12 @@ impl Queue {
         self.shortest = Some(index);
     }
 
+    /// Stops keeping the index: the backfill then sorts the queue, as a reference.
+    #[cfg(test)]
+    pub fn drop_shortest_index(&mut self) {
+        self.shortest = None;
+    }
+
     /// The index of live, unreserved jobs by plan, if kept.
     pub fn shortest(&self) -> Option<&ShortestIndex> {
         self.shortest.as_ref()

@@ -34,6 +34,8 @@ mod metric;
 mod pass;
 mod placement;
 #[cfg(test)]
+mod spf_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::error::{CoreError, Result};
