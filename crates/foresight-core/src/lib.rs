@@ -46,6 +46,7 @@ mod queue;
 pub mod reservation;
 pub mod scheduler;
 pub mod select;
+mod shortest;
 pub mod time;
 pub mod workflow;
 

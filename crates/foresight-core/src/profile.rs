@@ -75,6 +75,24 @@ impl Horizons {
         let k = self.levels.partition_point(|&(low, _)| low >= p);
         self.levels.get(k).map_or(Time::MAX, |&(_, at)| at)
     }
+
+    /// The staircase as bands `(lo, hi, until)`: every count in `lo < p <= hi` (from 0 to
+    /// the processors free now) gets `until` from [`Horizons::get`]. Lets an index look for
+    /// fitting jobs band by band instead of job by job.
+    pub fn bands(&self) -> impl Iterator<Item = (i64, i64, Time)> + '_ {
+        let mut prev = self.free_now;
+        self.levels
+            .iter()
+            .map(move |&(low, at)| {
+                let band = (low, prev, at);
+                prev = low;
+                band
+            })
+            .chain(std::iter::once(Time::MAX).map(move |at| {
+                let last = self.levels.last().map_or(self.free_now, |&(low, _)| low);
+                (-1, last, at)
+            }))
+    }
 }
 
 /// For every processor count `p`, the first instant at or after a given `now` at which at

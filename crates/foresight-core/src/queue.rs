@@ -4,6 +4,7 @@
 
 use crate::ids::JobId;
 use crate::policy::QueueOrder;
+use crate::shortest::{Candidate, ShortestIndex};
 use crate::time::{Dur, Time};
 
 /// What a pass needs to know of a waiting job without a map lookup.
@@ -38,6 +39,9 @@ pub(crate) struct Queue {
     /// Per block: bounds over its live reserved slots, which let compression pass over a
     /// whole block whose jobs cannot move; `None` when they must be recomputed.
     reserved: Vec<Option<ReservedBlock>>,
+    /// The live, unreserved slots by plan, for shortest-first backfill; kept only when the
+    /// policy asks for it ([`Queue::index_shortest`]).
+    shortest: Option<ShortestIndex>,
 }
 
 /// Bounds over the reserved jobs of one block, kept by compression: every one of them asks
@@ -74,6 +78,15 @@ pub(crate) const BLOCK: usize = 32;
 /// A summary that admits nothing (an empty block).
 pub(crate) const EMPTY: (u32, i64) = (u32::MAX, i64::MAX);
 
+fn candidate(s: &QueueSlot) -> Candidate {
+    Candidate {
+        estimate: s.estimate.as_secs(),
+        seq: s.seq,
+        key: s.key,
+        procs: s.procs,
+    }
+}
+
 fn summary(s: &QueueSlot) -> (u32, i64) {
     if s.alive && !s.reserved {
         (s.procs, s.estimate.as_secs())
@@ -100,8 +113,63 @@ impl Queue {
         &self.slots[i]
     }
 
+    /// Keeps an index of the live, unreserved jobs by plan from now on (see
+    /// [`Queue::shortest`]), for a machine of `capacity` processors. Only for a queue in
+    /// static order, where [`Queue::position_of`] finds a job by its key.
+    pub fn index_shortest(&mut self, capacity: u32) {
+        let mut index = ShortestIndex::new(capacity);
+        for s in self.iter_alive().filter(|s| !s.reserved) {
+            index.insert(candidate(s));
+        }
+        self.shortest = Some(index);
+    }
+
+    /// Stops keeping the index: the backfill then sorts the queue, as a reference.
+    #[cfg(test)]
+    pub fn drop_shortest_index(&mut self) {
+        self.shortest = None;
+    }
+
+    /// The index of live, unreserved jobs by plan, if kept.
+    pub fn shortest(&self) -> Option<&ShortestIndex> {
+        self.shortest.as_ref()
+    }
+
+    /// Takes a job out of the index or puts it back, without changing the queue: a pass
+    /// hides the candidates it refused so that the next lookup passes them over.
+    pub fn set_hidden(&mut self, c: Candidate, hidden: bool) {
+        if let Some(index) = &mut self.shortest {
+            if hidden {
+                index.remove(c);
+            } else {
+                index.insert(c);
+            }
+        }
+    }
+
+    /// The position of the live job with static key `key` and submission order `seq`, by
+    /// binary search (the queue is sorted by `(key, seq)` unless ordered by priority).
+    pub fn position_of(&self, key: i64, seq: u64) -> Option<usize> {
+        let i =
+            self.head + self.slots[self.head..].partition_point(|s| (s.key, s.seq) < (key, seq));
+        self.slots
+            .get(i)
+            .is_some_and(|s| s.alive && s.seq == seq)
+            .then_some(i)
+    }
+
     /// Marks whether the job at `i` holds a reservation.
     pub fn set_reserved(&mut self, i: usize, reserved: bool) {
+        let s = self.slots[i];
+        if let Some(index) = &mut self.shortest {
+            if s.alive && s.reserved != reserved {
+                if reserved {
+                    index.remove(candidate(&s));
+                } else {
+                    index.insert(candidate(&s));
+                }
+            }
+        }
         self.slots[i].reserved = reserved;
         self.blocks[i / BLOCK] = None;
         self.reserved[i / BLOCK] = None;
@@ -149,6 +217,11 @@ impl Queue {
     /// Inserts in static order: after every slot with a smaller or equal `(key, seq)`.
     pub fn insert(&mut self, slot: QueueSlot, order: QueueOrder) {
         let sorted_by_key = order != QueueOrder::Priority;
+        if let Some(index) = &mut self.shortest {
+            if slot.alive && !slot.reserved {
+                index.insert(candidate(&slot));
+            }
+        }
         if !sorted_by_key
             || self
                 .slots
@@ -176,6 +249,11 @@ impl Queue {
     /// Marks position `i` as gone.
     pub fn remove_at(&mut self, i: usize) {
         debug_assert!(self.slots[i].alive);
+        if let Some(index) = &mut self.shortest {
+            if !self.slots[i].reserved {
+                index.remove(candidate(&self.slots[i]));
+            }
+        }
         self.slots[i].alive = false;
         // The reserved bounds stay true of the jobs left.
         self.blocks[i / BLOCK] = None;

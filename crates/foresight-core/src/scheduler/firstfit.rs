@@ -5,6 +5,7 @@
 use super::guard::Guard;
 use super::{Action, Entry, LocalScheduler, State};
 use crate::ids::JobId;
+use crate::shortest::Candidate;
 use crate::time::{Dur, Time};
 
 impl LocalScheduler {
@@ -62,6 +63,58 @@ impl LocalScheduler {
                 free_any = self.free_anywhere(now);
             }
         }
+    }
+
+    /// [`LocalScheduler::backfill_shortest`] with the candidates taken from the queue's
+    /// ordered index, when every waiting job without a reservation lies at or after `from`:
+    /// each start costs a lookup per step of the pool's horizon staircase instead of a sort
+    /// of the queue. The same jobs start in the same order: a job that does not fit at some
+    /// point of the pass never fits later in it (starts only take processors), so taking the
+    /// shortest that fits, again and again, is the sorted walk.
+    pub(super) fn backfill_shortest_indexed(
+        &mut self,
+        from: usize,
+        now: Time,
+        mut guard: Guard,
+        out: &mut Vec<Action>,
+    ) {
+        let indexed = self.queue.shortest().is_some();
+        if !indexed || !self.admin.is_empty() || !self.licences.is_empty() {
+            return self.backfill_shortest(from, now, guard, out);
+        }
+        let mut horizon = std::mem::take(&mut self.horizon);
+        // Candidates the pass refused (the guard, or a licence the job asks for): hidden
+        // from the index until the pass ends.
+        let mut refused: Vec<Candidate> = Vec::new();
+        while self.pool.free_at(now) > 0 {
+            self.pool.horizons(now, &mut horizon);
+            let Some(c) = self
+                .queue
+                .shortest()
+                .and_then(|index| index.shortest_fitting(now, &horizon))
+            else {
+                break;
+            };
+            let i = self
+                .queue
+                .position_of(c.key, c.seq)
+                .expect("invariant: an indexed job is in the queue");
+            let id = self.queue.get(i).id;
+            let domain = self
+                .fits_now(id, now)
+                .filter(|_| self.guard_allows(&mut guard, id, now));
+            if let Some(domain) = domain {
+                self.start_now(i, domain, now, out);
+                self.guard_started(&mut guard, id, now);
+            } else {
+                self.queue.set_hidden(c, true);
+                refused.push(c);
+            }
+        }
+        for c in refused {
+            self.queue.set_hidden(c, false);
+        }
+        self.horizon = horizon;
     }
 
     pub(super) fn overtaken(&self, id: JobId) -> u32 {

@@ -34,13 +34,15 @@ mod metric;
 mod pass;
 mod placement;
 #[cfg(test)]
+mod spf_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::error::{CoreError, Result};
 use crate::ids::{JobId, ReservationId};
 use crate::job::Job;
 use crate::licence::LicenceBook;
-use crate::policy::{PassOnSubmit, Policy, QueueOrder};
+use crate::policy::{BackfillChoice, BackfillOrder, PassOnSubmit, Policy, QueueOrder};
 use crate::priority::FairshareUsage;
 use crate::profile::{FirstFree, Horizons, Profile};
 use crate::queue::{Queue, QueueSlot};
@@ -209,13 +211,23 @@ pub struct LocalScheduler {
 impl LocalScheduler {
     /// A cluster of `capacity` processors run by `policy`.
     pub fn new(capacity: u32, policy: Policy) -> LocalScheduler {
+        let mut queue = Queue::default();
+        // Shortest-first backfill takes its candidates from an ordered index, which finds a
+        // job's position by its static key.
+        if policy.backfill == BackfillChoice::FirstFit
+            && policy.backfill_order == BackfillOrder::Spf
+            && policy.order != QueueOrder::Priority
+            && capacity <= crate::shortest::MAX_INDEXED_PROCS
+        {
+            queue.index_shortest(capacity);
+        }
         LocalScheduler {
             capacity,
             policy,
             pool: Profile::new(capacity),
             admin: BTreeMap::new(),
             jobs: FxHashMap::default(),
-            queue: Queue::default(),
+            queue,
             reserved: Vec::new(),
             next_seq: 0,
             released: false,

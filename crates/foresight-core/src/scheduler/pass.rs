@@ -466,6 +466,9 @@ impl LocalScheduler {
         self.skipped.clear();
         let mut collect_from = None;
         let mut shortest_from = None;
+        // A job the walk passed over without starting or reserving it (it could not be
+        // reserved): the backfill then cannot take every unreserved job as a candidate.
+        let mut left_behind = false;
         let spf = backfill == BackfillChoice::FirstFit
             && self.policy.backfill_order == BackfillOrder::Spf;
         let mut smallest = self.smallest_unreserved();
@@ -561,6 +564,7 @@ impl LocalScheduler {
                     break;
                 }
                 BackfillChoice::FirstFit => {
+                    left_behind = true;
                     if let Some(cap) = cap {
                         if self.overtaken(slot.id) >= cap {
                             blocked_at = Some(i + 1);
@@ -583,7 +587,11 @@ impl LocalScheduler {
             self.backfill_by_metric(from, now, out);
         }
         if let Some(from) = shortest_from {
-            self.backfill_shortest(from, now, guard, out);
+            if left_behind {
+                self.backfill_shortest(from, now, guard, out);
+            } else {
+                self.backfill_shortest_indexed(from, now, guard, out);
+            }
         }
     }
 
