@@ -118,7 +118,7 @@ fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centr
 fn an_input_at_the_centre_is_fetched_by_the_site_and_read_by_the_part_there() {
     let (centre, site, _keys) = centre_and_site(PLAIN);
     let input = centre.scratch().join("in.dat");
-    let data: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    let data: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
     std::fs::write(&input, &data).unwrap();
     let id = centre.http().submit(json!({
         "procs": 1, "walltime": 60, "command": ["sh", "-c", "sha256sum < in.dat; pwd"],

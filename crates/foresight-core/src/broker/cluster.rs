@@ -127,3 +127,60 @@ impl GridCluster {
         }
     }
 }
+
+/// How much a new measurement of a link moves its estimate (the rest is the old estimate):
+/// one slow transfer does not halve the planner's view of a link, a few in a row do.
+pub const LINK_WEIGHT: f64 = 0.5;
+
+impl crate::broker::Broker {
+    /// A transfer to cluster `k` ran at `mb_s`: the link's estimate, which sets aside the
+    /// staging time before that cluster's slots, moves toward it. Refused (false) for a
+    /// measurement that is not a positive finite rate.
+    pub fn measured_link(&mut self, k: crate::ClusterId, mb_s: f64) -> bool {
+        let Some(c) = self.clusters.get_mut(k.as_num()) else {
+            return false;
+        };
+        if !(mb_s.is_finite() && mb_s > 0.0) {
+            return false;
+        }
+        c.bandwidth_mb_s = (1.0 - LINK_WEIGHT) * c.bandwidth_mb_s + LINK_WEIGHT * mb_s;
+        true
+    }
+
+    /// The planner's estimate of the link to cluster `k`, MB/s.
+    pub fn link_estimate(&self, k: crate::ClusterId) -> Option<f64> {
+        self.clusters.get(k.as_num()).map(|c| c.bandwidth_mb_s)
+    }
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::GridCluster;
+    use crate::broker::{Broker, PlannerConfig};
+    use crate::policy::Policy;
+    use crate::scheduler::LocalScheduler;
+    use crate::time::Dur;
+    use crate::ClusterId;
+
+    #[test]
+    fn a_measured_transfer_moves_the_links_estimate_halfway() {
+        let clusters = ["a", "b"]
+            .map(|n| GridCluster::new(n, Vec::new(), LocalScheduler::new(4, Policy::easy())));
+        let planner = PlannerConfig {
+            horizon: Dur(86_400),
+            lead_time: Dur(0),
+            plan_depth: 8,
+        };
+        let mut b = Broker::new(clusters.to_vec(), planner, 1);
+        let k = ClusterId(1);
+        let before = b.link_estimate(k).unwrap();
+        assert!(b.measured_link(k, 10.0));
+        assert_eq!(b.link_estimate(k), Some(0.5 * before + 5.0));
+        // The other cluster's link is its own.
+        assert_eq!(b.link_estimate(ClusterId(0)), Some(before));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(!b.measured_link(k, bad));
+        }
+        assert!(!b.measured_link(ClusterId(7), 1.0));
+    }
+}

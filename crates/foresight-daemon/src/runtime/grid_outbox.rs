@@ -63,9 +63,29 @@ impl Service {
             millis = got.millis,
             "inputs fetched by site {site}"
         );
+        if let Some(mb_s) = measured_rate(got.bytes, got.millis) {
+            let mut w = self.world();
+            w.broker.measured_link(cluster, mb_s);
+            tracing::info!(
+                cluster = cluster.as_num(),
+                estimate_mb_s = w.broker.link_estimate(cluster),
+                "the link's estimate follows a transfer at {mb_s:.1} MB/s"
+            );
+        }
         let _ = tokio::fs::remove_dir_all(&dir).await;
         Ok(())
     }
+}
+
+/// The fewest bytes a transfer must carry to measure its link: a smaller one measures the
+/// round trips more than the bandwidth.
+const MEASURES_FROM_BYTES: u64 = 1 << 20;
+
+/// The rate of a transfer of `bytes` in `millis`, MB/s, when it is large enough to say.
+fn measured_rate(bytes: u64, millis: u64) -> Option<f64> {
+    (bytes >= MEASURES_FROM_BYTES).then(|| {
+        bytes as f64 / crate::state::staging::BYTES_PER_MB / (millis.max(1) as f64 / 1000.0)
+    })
 }
 
 /// Reads every input of `stage` into `dir` as `account` (the service's own when `None`),
@@ -152,4 +172,17 @@ async fn read_as(
         ));
     }
     Ok((bytes, hex::encode(hash.finalize())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_transfer_of_a_mebibyte_or_more_measures_its_link() {
+        assert_eq!(measured_rate(1_000, 1), None);
+        assert_eq!(measured_rate(4_000_000, 2_000), Some(2.0));
+        // A transfer reported as taking no time is taken as one millisecond.
+        assert_eq!(measured_rate(2_000_000, 0), Some(2_000.0));
+    }
 }
