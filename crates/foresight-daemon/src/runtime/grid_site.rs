@@ -139,6 +139,15 @@ impl GridAgent {
                 Ok(w) => match Naming::instance(&w.instance) {
                     Ok(n) => {
                         tracing::info!(centre = %w.instance, "connected to the centre");
+                        if self.cfg.snapshot_ms.saturating_mul(4) > w.lease_seconds * 1_000 {
+                            tracing::warn!(
+                                "[grid] snapshot_ms = {} is more than a quarter of the centre's \
+                                 lease of {} s: the centre may take this site as down between \
+                                 two reports",
+                                self.cfg.snapshot_ms,
+                                w.lease_seconds
+                            );
+                        }
                         *self.contact() = Contact {
                             last: tokio::time::Instant::now(),
                             lease: Duration::from_secs(w.lease_seconds.max(1)),
