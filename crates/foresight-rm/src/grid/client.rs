@@ -75,18 +75,14 @@ impl CentreClient {
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(bytes.clone());
             }
-            let resp = match req.send().await {
+            let resp = match reach(req, &url).await {
                 Ok(r) => r,
                 Err(e) => {
-                    last = Some(RmError::Unreachable(format!("centre {url}: {e}")));
+                    last = Some(e);
                     continue;
                 }
             };
             let status = resp.status();
-            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
-                last = Some(RmError::Unreachable(format!("centre {url}: not active")));
-                continue;
-            }
             if !status.is_success() {
                 let text = resp.text().await.unwrap_or_default();
                 return Err(RmError::Invalid(format!(
@@ -144,23 +140,17 @@ impl CentreClient {
         let mut last = None;
         for base in &self.centres {
             let url = format!("{base}{path}");
-            let resp = match self
+            let req = self
                 .signed(reqwest::Method::GET, base, path, &[])
-                .header(reqwest::header::RANGE, format!("bytes={from}-"))
-                .send()
-                .await
-            {
+                .header(reqwest::header::RANGE, format!("bytes={from}-"));
+            let resp = match reach(req, &url).await {
                 Ok(r) => r,
                 Err(e) => {
-                    last = Some(RmError::Unreachable(format!("centre {url}: {e}")));
+                    last = Some(e);
                     continue;
                 }
             };
             let status = resp.status();
-            if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
-                last = Some(RmError::Unreachable(format!("centre {url}: not active")));
-                continue;
-            }
             let ranged = status == reqwest::StatusCode::PARTIAL_CONTENT;
             if !(ranged || (status.is_success() && from == 0)) {
                 let text = resp.text().await.unwrap_or_default();
@@ -234,4 +224,17 @@ impl CentreClient {
             .await?;
         Ok(())
     }
+}
+
+/// Sends `req` to the centre at `url`; unreachable (try the next centre) when it cannot be
+/// reached or says it is not the active one.
+async fn reach(req: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, RmError> {
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| RmError::Unreachable(format!("centre {url}: {e}")))?;
+    if resp.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+        return Err(RmError::Unreachable(format!("centre {url}: not active")));
+    }
+    Ok(resp)
 }

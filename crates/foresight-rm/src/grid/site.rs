@@ -37,7 +37,12 @@ impl SiteCluster {
     }
 
     async fn call(&self, op: Op) -> Result<Reply, RmError> {
-        match self.mailbox.call(&self.cluster, op, self.timeout).await? {
+        self.call_within(op, self.timeout).await
+    }
+
+    /// [`call`](Self::call), waiting `timeout` for the answer.
+    async fn call_within(&self, op: Op, timeout: Duration) -> Result<Reply, RmError> {
+        match self.mailbox.call(&self.cluster, op, timeout).await? {
             Reply::Refused {
                 message,
                 unreachable,
@@ -187,16 +192,8 @@ impl ResourceManager for SiteCluster {
             part: part.clone(),
             files: files.to_vec(),
         };
-        match self.mailbox.call(&self.cluster, op, timeout).await? {
+        match self.call_within(op, timeout).await? {
             Reply::Fetched { bytes, millis } => Ok(Received { bytes, millis }),
-            Reply::Refused {
-                message,
-                unreachable,
-            } => Err(if unreachable {
-                RmError::Unreachable(message)
-            } else {
-                RmError::Invalid(format!("site {} refused: {message}", self.mailbox.site()))
-            }),
             other => Err(self.unexpected(&other)),
         }
     }
