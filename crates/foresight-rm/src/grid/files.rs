@@ -85,6 +85,14 @@ pub async fn receive(
             .open(&partial)
             .await
             .map_err(|e| local(&partial, e))?;
+        // Swapped between the look and the open (a hard link to another file): not written.
+        let opened = out.metadata().await.map_err(|e| local(&partial, e))?;
+        if !own_single(&opened) {
+            return Err(RmError::Invalid(format!(
+                "{}: replaced while it was opened; not written",
+                partial.display()
+            )));
+        }
         let path = format!("/grid/v1/files/{job}/{attempt}/{}", escaped(&offer.name));
         let fetched =
             tokio::time::timeout_at(deadline, client.fetch(&path, have, offer.bytes, &mut out))
@@ -135,20 +143,21 @@ fn escaped(name: &str) -> String {
 /// the job account's, which could have put a link there); such an entry is removed, which
 /// never touches what it points to.
 async fn resumable(partial: &Path, total: u64) -> u64 {
-    use std::os::unix::fs::MetadataExt;
     let Ok(m) = tokio::fs::symlink_metadata(partial).await else {
         return 0;
     };
-    let ours = m.file_type().is_file()
-        && m.nlink() == 1
-        && m.uid() == nix::unistd::geteuid().as_raw()
-        && m.len() <= total;
-    if ours {
+    if own_single(&m) && m.len() <= total {
         m.len()
     } else {
         let _ = tokio::fs::remove_file(partial).await;
         0
     }
+}
+
+/// A plain file of this process's own with one name.
+fn own_single(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    m.file_type().is_file() && m.nlink() == 1 && m.uid() == nix::unistd::geteuid().as_raw()
 }
 
 fn local(path: &Path, e: std::io::Error) -> RmError {

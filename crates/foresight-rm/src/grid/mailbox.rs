@@ -22,8 +22,9 @@ pub struct Mailbox {
     queued: Notify,
 }
 
-/// A command waiting for its answer: the command, its caller, when it was queued.
-type Pending = (Command, oneshot::Sender<Reply>, Instant);
+/// A command waiting for its answer: the command, its caller, and when it was queued until
+/// the site fetches it (`None` after: a long transfer may take longer than the lease).
+type Pending = (Command, oneshot::Sender<Reply>, Option<Instant>);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -69,7 +70,9 @@ impl Mailbox {
                 cluster: cluster.to_owned(),
                 op,
             };
-            inner.pending.insert(seq, (command, tx, Instant::now()));
+            inner
+                .pending
+                .insert(seq, (command, tx, Some(Instant::now())));
             seq
         };
         self.queued.notify_waiters();
@@ -97,8 +100,11 @@ impl Mailbox {
                 self.drop_stale(&mut inner);
                 inner
                     .pending
-                    .range(after + 1..)
-                    .map(|(_, (c, _, _))| c.clone())
+                    .range_mut(after + 1..)
+                    .map(|(_, (c, _, queued))| {
+                        *queued = None;
+                        c.clone()
+                    })
                     .collect()
             };
             if !found.is_empty() {
@@ -110,13 +116,14 @@ impl Mailbox {
         }
     }
 
-    /// Answers as unreachable every command queued longer ago than the lease: the site was
-    /// not there to fetch it.
+    /// Answers as unreachable every command queued longer ago than the lease and not fetched:
+    /// the site was not there to fetch it. A fetched command waits for its answer (or its
+    /// caller's timeout) however long it takes.
     fn drop_stale(&self, inner: &mut Inner) {
         let stale: Vec<u64> = inner
             .pending
             .iter()
-            .filter(|(_, (_, _, at))| at.elapsed() > self.lease)
+            .filter(|(_, (_, _, queued))| queued.is_some_and(|at| at.elapsed() > self.lease))
             .map(|(seq, _)| *seq)
             .collect();
         for seq in stale {
@@ -169,20 +176,23 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// A caller asking site `m` to release reservation 7 of `abisko`, waiting up to 30 s.
+    fn release_call(m: &Arc<Mailbox>) -> tokio::task::JoinHandle<Result<Reply, RmError>> {
+        let m = m.clone();
+        tokio::spawn(async move {
+            m.call(
+                "abisko",
+                Op::Release { reservation: 7 },
+                Duration::from_secs(30),
+            )
+            .await
+        })
+    }
+
     #[tokio::test]
     async fn a_call_returns_the_answer_the_site_gives_to_its_command() {
         let m = Arc::new(Mailbox::new("umea", Duration::from_secs(30)));
-        let caller = {
-            let m = m.clone();
-            tokio::spawn(async move {
-                m.call(
-                    "abisko",
-                    Op::Release { reservation: 7 },
-                    Duration::from_secs(30),
-                )
-                .await
-            })
-        };
+        let caller = release_call(&m);
         let got = m.commands(0, Duration::from_secs(30)).await;
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].cluster, "abisko");
@@ -228,17 +238,7 @@ mod tests {
     #[tokio::test]
     async fn a_command_not_fetched_within_the_lease_is_never_delivered() {
         let m = Arc::new(Mailbox::new("umea", Duration::from_millis(50)));
-        let caller = {
-            let m = m.clone();
-            tokio::spawn(async move {
-                m.call(
-                    "abisko",
-                    Op::Release { reservation: 7 },
-                    Duration::from_secs(30),
-                )
-                .await
-            })
-        };
+        let caller = release_call(&m);
         tokio::time::sleep(Duration::from_millis(120)).await;
         assert!(m.commands(0, Duration::ZERO).await.is_empty());
         let reply = caller.await.unwrap().unwrap();
@@ -250,5 +250,20 @@ mod tests {
             panic!("{reply:?}")
         };
         assert!(message.contains("within its lease of 0.05 s"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_command_fetched_in_time_waits_for_its_answer_past_the_lease() {
+        let m = Arc::new(Mailbox::new("umea", Duration::from_millis(50)));
+        let caller = release_call(&m);
+        let fetched = m.commands(0, Duration::from_secs(30)).await[0].seq;
+        // A long transfer: answered after the lease has passed.
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(m.commands(fetched, Duration::ZERO).await.is_empty());
+        m.answer(vec![Answer {
+            seq: fetched,
+            reply: Reply::Done,
+        }]);
+        assert_eq!(caller.await.unwrap().unwrap(), Reply::Done);
     }
 }
