@@ -49,7 +49,7 @@ pub struct Received {
 }
 
 /// The suffix of a file still arriving.
-const PARTIAL: &str = ".partial";
+const PARTIAL: &str = ".foresight-partial";
 
 /// Where file `name` of a part lands in its directory `dir`.
 pub fn file_path(dir: &Path, name: &str) -> PathBuf {
@@ -237,7 +237,7 @@ mod tests {
     async fn a_partial_file_resumes_from_where_it_stopped() {
         let data: Vec<u8> = (0..50_000u32).flat_map(|i| i.to_le_bytes()).collect();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("in.dat.partial"), &data[..1_000]).unwrap();
+        std::fs::write(dir.path().join("in.dat.foresight-partial"), &data[..1_000]).unwrap();
         let (url, served) = serve_once(data.clone()).await;
         let got = receive(
             &client(&url),
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(served.await.unwrap().as_deref(), Some("1000-"));
         assert_eq!(got.bytes, data.len() as u64 - 1_000);
         assert_eq!(std::fs::read(dir.path().join("in.dat")).unwrap(), data);
-        assert!(!dir.path().join("in.dat.partial").exists());
+        assert!(!dir.path().join("in.dat.foresight-partial").exists());
     }
 
     #[tokio::test]
@@ -292,7 +292,7 @@ mod tests {
         // A link planted as the partial file is removed, never written through.
         let target = dir.path().join("target");
         std::fs::write(&target, "not to be touched").unwrap();
-        std::os::unix::fs::symlink(&target, dir.path().join("new.dat.partial")).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("new.dat.foresight-partial")).unwrap();
         let (url, _served) = serve_once(b"new".to_vec()).await;
         receive(
             &client(&url),
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn only_plain_file_names_are_received() {
-        for ok in ["in.dat", "a b", ".hidden"] {
+        for ok in ["in.dat", "a b", ".hidden", "x.partial"] {
             assert!(FileOffer::check_name(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -322,7 +322,7 @@ mod tests {
             "../x",
             "a/b",
             "/etc/passwd",
-            "x.partial",
+            "x.foresight-partial",
             "a\0b",
         ] {
             assert!(FileOffer::check_name(bad).is_err(), "{bad:?}");
