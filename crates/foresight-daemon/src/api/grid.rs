@@ -1,7 +1,8 @@
 //! The routes a site on another host calls (`/grid/v1/...`): it connects out to the
-//! centre, says hello, fetches its commands with a long poll, answers them and pushes its
-//! clusters' state, and fetches the input files the centre offers it. Each request names its site and is signed with that site's token
-//! (`foresight_rm::grid::sign`); a site reaches only its own mailbox and clusters.
+//! centre, says hello, fetches its commands with a long poll, answers them, pushes its
+//! clusters' state, and fetches the input files the centre offers it. Each request names
+//! its site and is signed with that site's token (`foresight_rm::grid::sign`); a site
+//! reaches only its own mailbox, clusters and files.
 
 use crate::api::{AppState, Params};
 use crate::runtime::grid_centre::SiteLink;
@@ -22,7 +23,7 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/grid/v1/commands", get(commands)),
         ("/grid/v1/answers", post(answers)),
         ("/grid/v1/snapshots", post(snapshots)),
-        ("/grid/v1/files/{job}/{attempt}/{name}", get(file)),
+        ("/grid/v1/files/{job}/{attempt}/{cluster}/{name}", get(file)),
     ]
 }
 
@@ -162,12 +163,17 @@ async fn snapshots(
     Ok(Json(serde_json::json!({})))
 }
 
-/// An input file the centre offers this site for part `(job, attempt)`, from the byte a
-/// `Range: bytes=N-` names (206), or whole (200). Another site's files are not found: each
-/// site's outbox is its own.
+/// An input file the centre offers this site for part `(job, attempt)` on its cluster
+/// `cluster`, from the byte a `Range: bytes=N-` names (206), or whole (200). Another site's
+/// files are not found: each site's outbox is its own.
 async fn file(
     State(s): State<AppState>,
-    axum::extract::Path((job, attempt, name)): axum::extract::Path<(u64, u32, String)>,
+    axum::extract::Path((job, attempt, cluster, name)): axum::extract::Path<(
+        u64,
+        u32,
+        String,
+        String,
+    )>,
     headers: axum::http::HeaderMap,
     site: Signed,
 ) -> Result<axum::response::Response, Refusal> {
@@ -176,7 +182,13 @@ async fn file(
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     foresight_rm::grid::FileOffer::check_name(&name)
         .map_err(|e| Refusal::invalid("name", e.to_string()))?;
-    let path = s.outbox_of(&site.site, job, attempt).join(&name);
+    if !site.link(&s).clusters.contains(&cluster) {
+        return Err(Refusal::forbidden(
+            "cluster",
+            format!("site {} lends no cluster {cluster} here", site.site),
+        ));
+    }
+    let path = s.outbox_of(&site.site, &cluster, job, attempt).join(&name);
     let not_offered = || {
         Refusal::not_found(format!(
             "no input {name} of job {job}.{attempt} for this site"

@@ -78,9 +78,10 @@ pub struct GridConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_cert: Option<PathBuf>,
     /// Where the grid's input files land here, one directory per part, which is the part's
-    /// working directory: a directory the lent clusters' nodes see, which the grid user's
-    /// Unix account can enter. Default: `grid-inbox` in the data directory (enough when
-    /// grid jobs run as the service's own account or as root).
+    /// working directory: a directory of this service's own account that no one else may
+    /// write in (refused otherwise), which grid jobs can enter and, for Slurm, the nodes
+    /// see. Default: `grid-inbox` in the data directory (enough when grid jobs run as the
+    /// service's own account or as root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_dir: Option<PathBuf>,
 }

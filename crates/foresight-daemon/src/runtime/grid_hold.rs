@@ -39,7 +39,8 @@ pub(crate) fn hold_records(jobs: &mut [foresight_store::JobRecord], user: &str) 
 }
 
 impl Service {
-    /// Holds every job of the grid's user `user` that has not started; how many.
+    /// Holds every job of the grid's user `user` that has not started (the centre may plan
+    /// them elsewhere); how many.
     pub(crate) fn hold_grid_parts(&self, user: &str) -> usize {
         let now = self.now();
         let mut w = self.world();
@@ -88,11 +89,18 @@ impl GridAgent {
                         release.push(JobId(j.id));
                     }
                 }
+                // One refused does not stop the others.
                 for id in &cancel {
-                    w.cancel(now, *id)?;
+                    if let Err(e) = w.cancel(now, *id) {
+                        tracing::warn!(
+                            "cancelling job {id}, which the centre no longer wants: {e}"
+                        );
+                    }
                 }
                 for id in &release {
-                    w.release(now, *id)?;
+                    if let Err(e) = w.release(now, *id) {
+                        tracing::warn!("releasing job {id}, which the centre still wants: {e}");
+                    }
                 }
                 Ok((cancel.len(), release.len()))
             })

@@ -1,12 +1,16 @@
 //! The site's inbox of the grid's input files: one directory per part (named as the centre
 //! names the part), which becomes the part's working directory. The files are fetched from
-//! the centre (`foresight_rm::grid::receive`), and the directory is handed to the Unix
-//! account grid jobs run as, when the service is root and that account is another.
+//! the centre (`foresight_rm::grid::receive`) into a directory of the service's own,
+//! `.incoming/<part>`, where a cut-off transfer resumes; once every file is checked they move
+//! into a fresh directory of the part, which is handed to the Unix account grid jobs run as
+//! when the service is root and that account is another. The service never writes in a
+//! directory that account owns, so no link it plants there is followed.
 
 use crate::runtime::grid_site::GridAgent;
 use crate::state::refusal::Refusal;
 use foresight_rm::grid::{receive, FileOffer, Reply};
 use foresight_rm::PartHandle;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,36 +18,45 @@ use std::time::Duration;
 /// `copy_timeout_seconds` (the command is unanswered past it).
 const MOST_FETCH: Duration = Duration::from_secs(24 * 3_600);
 
+/// Where transfers in progress are kept, in the inbox (no part's name starts with a dot).
+const INCOMING: &str = ".incoming";
+
 impl GridAgent {
-    /// The directory of part `name`'s inputs.
-    pub(crate) fn inbox_of(&self, name: &str) -> PathBuf {
+    /// The inbox: `[grid] inbox_dir`, or `grid-inbox` in the data directory.
+    fn inbox(&self) -> PathBuf {
         self.cfg
             .inbox_dir
             .clone()
             .unwrap_or_else(|| self.service.cfg.data_dir.join("grid-inbox"))
-            .join(name)
+    }
+
+    /// Where part `name` runs when the centre sent it files: its submission names it.
+    pub(crate) fn inbox_of(&self, name: &str) -> PathBuf {
+        self.inbox().join(name)
     }
 
     /// [`foresight_rm::grid::Op::Fetch`]: brings the part's files into its directory.
     pub(crate) async fn fetch(
         &self,
+        cluster: &str,
         part: &PartHandle,
         files: &[FileOffer],
         name: &str,
     ) -> Result<Reply, Refusal> {
-        let dir = self.inbox_of(name);
-        tokio::fs::create_dir_all(&dir).await.map_err(|e| {
-            Refusal::conflict(format!(
-                "making the grid's inbox {}: {e} ([grid] inbox_dir)",
-                dir.display()
-            ))
-        })?;
+        let inbox = self.inbox();
+        let incoming = inbox.join(INCOMING);
+        for d in [&inbox, &incoming] {
+            private_dir(d).map_err(Refusal::conflict)?;
+        }
+        let partial = incoming.join(name);
+        private_dir(&partial).map_err(Refusal::conflict)?;
         let deadline = tokio::time::Instant::now() + MOST_FETCH;
         let got = receive(
             &self.client,
+            cluster,
             (part.job, part.attempt),
             files,
-            &dir,
+            &partial,
             deadline,
         )
         .await
@@ -52,7 +65,9 @@ impl GridAgent {
             let w = self.service.world();
             w.unix_account(&self.cfg.user).0
         };
-        hand_over(&dir, &account).map_err(Refusal::conflict)?;
+        let dir = inbox.join(name);
+        move_in(&partial, &dir, files).map_err(Refusal::conflict)?;
+        hand_over(&dir, files, &account).map_err(Refusal::conflict)?;
         Ok(Reply::Fetched {
             bytes: got.bytes,
             millis: got.millis,
@@ -60,10 +75,53 @@ impl GridAgent {
     }
 }
 
-/// Gives `dir` and its files to Unix account `account` when the service is root and the
+/// Makes `dir` when missing, and refuses it unless it is a real directory of this service's
+/// own account that no one else may write in: the service writes there as itself.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    let said = |e: std::io::Error| format!("the grid's inbox {}: {e}", dir.display());
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::create_dir_all(dir).map_err(said)?;
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(said)?;
+    let ours = m.file_type().is_dir()
+        && m.uid() == nix::unistd::geteuid().as_raw()
+        && m.mode() & 0o022 == 0;
+    if ours {
+        Ok(())
+    } else {
+        Err(format!(
+            "the grid's inbox {} must be a directory of the service's own account that no one \
+             else may write in ([grid] inbox_dir)",
+            dir.display()
+        ))
+    }
+}
+
+/// Moves the checked `files` from `partial` into a fresh directory `dir` (whatever was
+/// there, a part of an earlier centre of the same name, is removed, never followed).
+fn move_in(partial: &Path, dir: &Path, files: &[FileOffer]) -> Result<(), String> {
+    let said = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    if let Ok(m) = std::fs::symlink_metadata(dir) {
+        let gone = if m.file_type().is_dir() {
+            std::fs::remove_dir_all(dir)
+        } else {
+            std::fs::remove_file(dir)
+        };
+        gone.map_err(|e| said(dir, e))?;
+    }
+    std::fs::create_dir(dir).map_err(|e| said(dir, e))?;
+    for f in files {
+        let to = dir.join(&f.name);
+        std::fs::rename(partial.join(&f.name), &to).map_err(|e| said(&to, e))?;
+    }
+    let _ = std::fs::remove_dir_all(partial);
+    Ok(())
+}
+
+/// Gives `dir` and its `files` to Unix account `account` when the service is root and the
 /// account is another, so that the part, which runs as it, reads and writes there. The
-/// service made every entry itself, so no link planted by someone else is followed.
-fn hand_over(dir: &Path, account: &str) -> Result<(), String> {
+/// files first: until the directory is the account's, nothing in it can be swapped.
+fn hand_over(dir: &Path, files: &[FileOffer], account: &str) -> Result<(), String> {
     if !foresight_rm::account::running_as_root() {
         return Ok(());
     }
@@ -75,9 +133,54 @@ fn hand_over(dir: &Path, account: &str) -> Result<(), String> {
         std::os::unix::fs::lchown(p, Some(a.uid), Some(a.gid))
             .map_err(|e| format!("giving {} to {:?}: {e}", p.display(), a.name))
     };
-    for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
-        give(&entry.path())?;
+    for f in files {
+        give(&dir.join(&f.name))?;
     }
     give(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inbox_anyone_may_write_in_or_a_link_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let mine = t.path().join("mine");
+        private_dir(&mine).unwrap();
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(private_dir(&open).unwrap_err().contains("no one else"));
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        assert!(private_dir(&link).is_err());
+    }
+
+    #[test]
+    fn a_part_moves_into_a_fresh_directory_and_a_planted_link_is_removed_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let partial = t.path().join(".incoming/p");
+        std::fs::create_dir_all(&partial).unwrap();
+        std::fs::write(partial.join("in.dat"), "data").unwrap();
+        let target = t.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("kept"), "kept").unwrap();
+        let dir = t.path().join("p");
+        std::os::unix::fs::symlink(&target, &dir).unwrap();
+        let files = [FileOffer {
+            name: "in.dat".into(),
+            bytes: 4,
+            sha256: String::new(),
+        }];
+        move_in(&partial, &dir, &files).unwrap();
+        assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+        assert_eq!(std::fs::read_to_string(dir.join("in.dat")).unwrap(), "data");
+        assert_eq!(
+            std::fs::read_to_string(target.join("kept")).unwrap(),
+            "kept"
+        );
+        assert!(!partial.exists());
+    }
 }

@@ -15,12 +15,15 @@ use std::path::{Path, PathBuf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 impl Service {
-    /// Where the inputs of part `(job, attempt)` wait for `site`.
-    pub(crate) fn outbox_of(&self, site: &str, job: u64, attempt: u32) -> PathBuf {
+    /// Where the inputs of part `(job, attempt)` on `site`'s cluster `cluster` (its name
+    /// there) wait for the site: a directory per part, so that two parts of one job at one
+    /// site never share one.
+    pub(crate) fn outbox_of(&self, site: &str, cluster: &str, job: u64, attempt: u32) -> PathBuf {
         self.cfg
             .data_dir
             .join("grid-outbox")
             .join(site)
+            .join(cluster)
             .join(format!("{job}.{attempt}"))
     }
 
@@ -34,7 +37,11 @@ impl Service {
         account: Option<&str>,
     ) -> Result<(), String> {
         let c = &self.cfg.cluster[cluster];
-        let Some(site) = c.site.as_ref().map(|s| s.site.clone()) else {
+        let Some((site, there)) = c
+            .site
+            .as_ref()
+            .map(|s| (s.site.clone(), s.remote_cluster(c).to_owned()))
+        else {
             return Err(format!(
                 "cluster {} is on another host, and input files reach only a site's \
                  clusters",
@@ -42,20 +49,13 @@ impl Service {
             ));
         };
         let deadline = tokio::time::Instant::now() + self.copy_timeout();
-        let dir = self.outbox_of(&site, job, attempt);
-        let offers = offer(stage, &dir, account, deadline)
-            .await
-            .map_err(|e| format!("{e} (copy_timeout_seconds)"))?;
-        let part = PartHandle {
-            job,
-            attempt,
-            external: None,
-        };
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let got = self.managers[cluster]
-            .fetch_inputs(&part, &offers, left)
-            .await
-            .map_err(|e| format!("sending inputs to cluster {}: {e}", c.name))?;
+        let dir = self.outbox_of(&site, &there, job, attempt);
+        let sent = self
+            .offer_and_send(cluster, (job, attempt), stage, account, &dir, deadline)
+            .await;
+        // Emptied however it went: a failed staging is planned again, and copies anew.
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        let got = sent?;
         tracing::info!(
             job,
             cluster = cluster.as_num(),
@@ -72,8 +72,33 @@ impl Service {
                 "the link's estimate follows a transfer at {mb_s:.1} MB/s"
             );
         }
-        let _ = tokio::fs::remove_dir_all(&dir).await;
         Ok(())
+    }
+
+    /// Reads the inputs into the outbox `dir` and has the site of `cluster` fetch them.
+    async fn offer_and_send(
+        &self,
+        cluster: ClusterId,
+        (job, attempt): (u64, u32),
+        stage: &[Copy],
+        account: Option<&str>,
+        dir: &Path,
+        deadline: tokio::time::Instant,
+    ) -> Result<foresight_rm::grid::Received, String> {
+        let name = &self.cfg.cluster[cluster].name;
+        let offers = offer(stage, dir, account, deadline)
+            .await
+            .map_err(|e| format!("{e} (copy_timeout_seconds)"))?;
+        let part = PartHandle {
+            job,
+            attempt,
+            external: None,
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.managers[cluster]
+            .fetch_inputs(&part, &offers, left)
+            .await
+            .map_err(|e| format!("sending inputs to cluster {name}: {e}"))
     }
 }
 

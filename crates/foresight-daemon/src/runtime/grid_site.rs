@@ -35,6 +35,11 @@ pub(crate) struct GridAgent {
     naming: Mutex<Option<(String, Naming)>>,
     /// When the centre last answered, and its lease of this site.
     contact: Mutex<Contact>,
+    /// The fetches being carried out, by command: one delivered again meanwhile is not
+    /// started twice (two transfers into one file).
+    fetching: Mutex<std::collections::BTreeSet<u64>>,
+    /// Answers of fetches whose own sending failed: sent with the next batch.
+    late: Mutex<Vec<Answer>>,
 }
 
 /// The site's view of its contact with the centre.
@@ -79,6 +84,8 @@ impl Service {
             cfg,
             naming: Mutex::new(None),
             contact: Mutex::new(Contact::new()),
+            fetching: Mutex::default(),
+            late: Mutex::default(),
         });
         let a = agent.clone();
         self.spawn_task(async move { a.command_loop().await });
@@ -196,24 +203,36 @@ impl GridAgent {
                 let seq = c.seq;
                 if matches!(c.op, Op::Fetch { .. }) {
                     // A transfer may take long: it must not hold the site's other commands.
-                    let agent = self.clone();
-                    self.service.spawn_task(async move {
-                        let reply = agent.carry_out(c).await;
-                        if let Err(e) = agent.client.answer(&[Answer { seq, reply }]).await {
-                            tracing::warn!("answering the centre: {e}");
-                        }
-                    });
+                    if lock(&self.fetching).insert(seq) {
+                        let agent = self.clone();
+                        self.service
+                            .spawn_task(async move { agent.fetch_and_answer(c).await });
+                    }
                     continue;
                 }
                 let reply = self.carry_out(c).await;
                 answers.push(Answer { seq, reply });
             }
+            answers.append(&mut lock(&self.late));
             // Fetched again until answered: carrying a command out twice does it once.
             match self.client.answer(&answers).await {
                 Ok(()) => after = last,
                 Err(e) => tracing::warn!("answering the centre: {e}"),
             }
         }
+    }
+
+    /// Carries out fetch `c` and answers it; an answer that cannot be sent goes with the
+    /// command loop's next batch.
+    async fn fetch_and_answer(&self, c: Command) {
+        let seq = c.seq;
+        let reply = self.carry_out(c).await;
+        let answer = Answer { seq, reply };
+        if let Err(e) = self.client.answer(std::slice::from_ref(&answer)).await {
+            tracing::warn!("answering the centre: {e}");
+            lock(&self.late).push(answer);
+        }
+        lock(&self.fetching).remove(&seq);
     }
 
     async fn snapshot_loop(self: Arc<Self>) {
@@ -226,10 +245,16 @@ impl GridAgent {
                 None => false,
                 Some((instance, naming)) => {
                     let snaps = self.snapshots(&instance, &naming);
-                    match self.client.snapshots(&snaps).await {
-                        Ok(()) => true,
-                        Err(e) => {
+                    // Bounded, so that a link dropping packets is noticed within the lease.
+                    let within = self.contact().lease / 4;
+                    match tokio::time::timeout(within, self.client.snapshots(&snaps)).await {
+                        Ok(Ok(())) => true,
+                        Ok(Err(e)) => {
                             tracing::warn!("sending the lent clusters' state: {e}");
+                            false
+                        }
+                        Err(_) => {
+                            tracing::warn!("sending the lent clusters' state: no answer in time");
                             false
                         }
                     }
@@ -245,6 +270,8 @@ impl GridAgent {
                         "the centre is out of reach: grid parts not started are held"
                     );
                     self.service.flush().await;
+                    // Lifted by the centre's next welcome: say hello again.
+                    *lock(&self.naming) = None;
                 }
             }
             tokio::time::sleep(every).await;
@@ -356,7 +383,7 @@ impl GridAgent {
             }
             Op::Fetch { part, files } => {
                 let name = naming.part(part.job, part.attempt);
-                self.fetch(&part, &files, &name).await
+                self.fetch(cluster, &part, &files, &name).await
             }
             Op::Estimate { .. } => Ok(Reply::Estimate { start: None }),
         }
@@ -697,3 +724,8 @@ async fn read_chunk(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
 #[cfg(test)]
 #[path = "grid_site_tests.rs"]
 mod tests;
+
+/// `m` locked, whatever a panicking holder left.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

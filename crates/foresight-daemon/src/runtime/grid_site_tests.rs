@@ -35,6 +35,8 @@ fn agent(p: &Paused, lend: u32) -> GridAgent {
         client: CentreClient::new(&cfg.centres, "umea", "t", None).unwrap(),
         cfg,
         contact: Mutex::new(crate::runtime::grid_site::Contact::new()),
+        fetching: Mutex::default(),
+        late: Mutex::default(),
         naming: Mutex::new(Some(("foresight".into(), Naming::default()))),
     }
 }

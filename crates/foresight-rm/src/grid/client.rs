@@ -151,14 +151,34 @@ impl CentreClient {
                 }
             };
             let status = resp.status();
-            let ranged = status == reqwest::StatusCode::PARTIAL_CONTENT;
-            if !(ranged || (status.is_success() && from == 0)) {
+            if !status.is_success() {
                 let text = resp.text().await.unwrap_or_default();
                 return Err(RmError::Invalid(format!(
                     "centre {url} answered {status}: {}",
                     text.chars().take(300).collect::<String>()
                 )));
             }
+            // A whole file (a proxy that ignores ranges): it replaces what was there.
+            let from = if status == reqwest::StatusCode::PARTIAL_CONTENT {
+                let starts = resp
+                    .headers()
+                    .get(reqwest::header::CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("bytes "))
+                    .and_then(|v| v.split('-').next())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if starts != Some(from) {
+                    return Err(RmError::Invalid(format!(
+                        "centre {url}: a range that does not start at byte {from}"
+                    )));
+                }
+                from
+            } else {
+                out.set_len(0)
+                    .await
+                    .map_err(|e| RmError::Invalid(format!("writing {path}: {e}")))?;
+                0
+            };
             let mut resp = resp;
             let mut got = 0;
             loop {

@@ -56,11 +56,13 @@ pub fn file_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// Brings every file of `offers` for part `(job, attempt)` into `dir` by `deadline`: a file
-/// already there with its size and hash is kept, a partial one is resumed, and one whose
-/// hash does not match is deleted and named in the error.
+/// Brings every file of `offers` for part `(job, attempt)` on the site's cluster `cluster`
+/// into `dir` by `deadline`: a file already there with its hash is kept, a partial one is
+/// resumed, and one whose hash does not match is deleted and named in the error (a fetch
+/// asked again starts it over). `dir` must be the service's own, open to no one else.
 pub async fn receive(
     client: &CentreClient,
+    cluster: &str,
     (job, attempt): (u64, u32),
     offers: &[FileOffer],
     dir: &Path,
@@ -77,30 +79,23 @@ pub async fn receive(
         let partial = dir.join(format!("{}{PARTIAL}", offer.name));
         let have = resumable(&partial, offer.bytes).await;
         let mut out = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(have > 0)
-            .write(true)
-            .truncate(have == 0)
+            .append(true)
+            .create_new(have == 0)
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(&partial)
             .await
             .map_err(|e| local(&partial, e))?;
-        // Swapped between the look and the open (a hard link to another file): not written.
-        let opened = out.metadata().await.map_err(|e| local(&partial, e))?;
-        if !own_single(&opened) {
-            return Err(RmError::Invalid(format!(
-                "{}: replaced while it was opened; not written",
-                partial.display()
-            )));
-        }
-        let path = format!("/grid/v1/files/{job}/{attempt}/{}", escaped(&offer.name));
+        let path = format!(
+            "/grid/v1/files/{job}/{attempt}/{}/{}",
+            escaped(cluster),
+            escaped(&offer.name)
+        );
         let fetched =
             tokio::time::timeout_at(deadline, client.fetch(&path, have, offer.bytes, &mut out))
                 .await
                 .map_err(|_| {
                     RmError::Unreachable(format!(
-                        "fetching {} from the centre: not done by its deadline \
-                 (copy_timeout_seconds at the centre)",
+                        "fetching {} from the centre: not done by the site's deadline",
                         offer.name
                     ))
                 })??;
@@ -114,8 +109,7 @@ pub async fn receive(
             other => {
                 let _ = tokio::fs::remove_file(&partial).await;
                 return Err(RmError::Invalid(format!(
-                    "input {} arrived with SHA-256 {} but the centre sent {}: deleted, \
-                     fetched again on the next try",
+                    "input {} arrived with SHA-256 {} but the centre sent {}: deleted",
                     offer.name,
                     other.as_deref().unwrap_or("(unreadable)"),
                     offer.sha256
@@ -186,6 +180,15 @@ mod tests {
     /// A centre that serves `body` once, from the byte its request's range names, and tells
     /// the range it was asked for.
     async fn serve_once(body: Vec<u8>) -> (String, tokio::task::JoinHandle<Option<String>>) {
+        serve(body, true).await
+    }
+
+    /// [`serve_once`], or when `ranges` is false a proxy that ignores ranges and answers the
+    /// whole body.
+    async fn serve(
+        body: Vec<u8>,
+        ranges: bool,
+    ) -> (String, tokio::task::JoinHandle<Option<String>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let served = tokio::spawn(async move {
@@ -203,13 +206,24 @@ mod tests {
                 .map(|r| r.trim().to_owned());
             let from: usize = range
                 .as_deref()
+                .filter(|_| ranges)
                 .and_then(|r| r.trim_end_matches('-').parse().ok())
                 .unwrap_or(0);
             let rest = &body[from..];
-            let head = format!(
-                "HTTP/1.1 206 Partial Content\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                rest.len()
-            );
+            let head = if ranges {
+                format!(
+                    "HTTP/1.1 206 Partial Content\r\ncontent-range: bytes {from}-{}/{}\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len().saturating_sub(1),
+                    body.len(),
+                    rest.len()
+                )
+            } else {
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    rest.len()
+                )
+            };
             conn.write_all(head.as_bytes()).await.unwrap();
             conn.write_all(rest).await.unwrap();
             range
@@ -241,6 +255,7 @@ mod tests {
         let (url, served) = serve_once(data.clone()).await;
         let got = receive(
             &client(&url),
+            "abisko",
             (7, 0),
             &[offer("in.dat", &data)],
             dir.path(),
@@ -255,12 +270,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_whole_file_answered_to_a_resumed_fetch_replaces_the_partial_one() {
+        let data = b"the whole file, from its first byte".to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("in.dat.foresight-partial"), &data[..8]).unwrap();
+        let (url, served) = serve(data.clone(), false).await;
+        let got = receive(
+            &client(&url),
+            "abisko",
+            (7, 0),
+            &[offer("in.dat", &data)],
+            dir.path(),
+            soon(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(served.await.unwrap().as_deref(), Some("8-"));
+        assert_eq!(got.bytes, data.len() as u64);
+        assert_eq!(std::fs::read(dir.path().join("in.dat")).unwrap(), data);
+    }
+
+    #[tokio::test]
     async fn a_file_that_arrives_altered_is_deleted_and_named() {
         let data = b"the data the centre hashed".to_vec();
         let dir = tempfile::tempdir().unwrap();
         let (url, _served) = serve_once(b"the data a relay altered!!".to_vec()).await;
         let e = receive(
             &client(&url),
+            "abisko",
             (7, 0),
             &[offer("in.dat", &data)],
             dir.path(),
@@ -281,6 +318,7 @@ mod tests {
         // Nothing listens there: a fetch would fail.
         let got = receive(
             &client("http://127.0.0.1:9"),
+            "abisko",
             (7, 0),
             &[offer("in.dat", &data)],
             dir.path(),
@@ -296,6 +334,7 @@ mod tests {
         let (url, _served) = serve_once(b"new".to_vec()).await;
         receive(
             &client(&url),
+            "abisko",
             (7, 0),
             &[offer("new.dat", b"new")],
             dir.path(),
