@@ -75,21 +75,13 @@ impl CentreClient {
                     .header(reqwest::header::CONTENT_TYPE, "application/json")
                     .body(bytes.clone());
             }
-            let resp = match reach(req, &url).await {
+            let resp = match reach(req, &url).await? {
                 Ok(r) => r,
                 Err(e) => {
                     last = Some(e);
                     continue;
                 }
             };
-            let status = resp.status();
-            if !status.is_success() {
-                let text = resp.text().await.unwrap_or_default();
-                return Err(RmError::Invalid(format!(
-                    "centre {url} answered {status}: {}",
-                    text.chars().take(300).collect::<String>()
-                )));
-            }
             return resp.json().await.map_err(|e| {
                 RmError::Unreachable(format!("centre {url}: unreadable answer: {e}"))
             });
@@ -143,7 +135,7 @@ impl CentreClient {
             let req = self
                 .signed(reqwest::Method::GET, base, path, &[])
                 .header(reqwest::header::RANGE, format!("bytes={from}-"));
-            let resp = match reach(req, &url).await {
+            let resp = match reach(req, &url).await? {
                 Ok(r) => r,
                 Err(e) => {
                     last = Some(e);
@@ -151,13 +143,6 @@ impl CentreClient {
                 }
             };
             let status = resp.status();
-            if !status.is_success() {
-                let text = resp.text().await.unwrap_or_default();
-                return Err(RmError::Invalid(format!(
-                    "centre {url} answered {status}: {}",
-                    text.chars().take(300).collect::<String>()
-                )));
-            }
             // A whole file (a proxy that ignores ranges): it replaces what was there.
             let from = if status == reqwest::StatusCode::PARTIAL_CONTENT {
                 let starts = resp
@@ -246,15 +231,28 @@ impl CentreClient {
     }
 }
 
-/// Sends `req` to the centre at `url`; unreachable (try the next centre) when it cannot be
-/// reached or says it is not the active one.
-async fn reach(req: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, RmError> {
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| RmError::Unreachable(format!("centre {url}: {e}")))?;
-    if resp.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE {
-        return Err(RmError::Unreachable(format!("centre {url}: not active")));
+/// Sends `req` to the centre at `url`: its answer; `Ok(Err(_))` when the next centre is to
+/// be tried (this one cannot be reached or is not the active one), `Err` when it refused.
+async fn reach(
+    req: reqwest::RequestBuilder,
+    url: &str,
+) -> Result<Result<reqwest::Response, RmError>, RmError> {
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(RmError::Unreachable(format!("centre {url}: {e}")))),
+    };
+    let status = resp.status();
+    if status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+        return Ok(Err(RmError::Unreachable(format!(
+            "centre {url}: not active"
+        ))));
     }
-    Ok(resp)
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        return Err(RmError::Invalid(format!(
+            "centre {url} answered {status}: {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
+    Ok(Ok(resp))
 }

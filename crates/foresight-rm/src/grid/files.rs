@@ -243,6 +243,24 @@ mod tests {
         CentreClient::new(&[url.to_owned()], "umea", "a-token-of-the-site", None).unwrap()
     }
 
+    /// Receives file `name` of content `data` from the centre at `url` into `dir`.
+    async fn receive_from(
+        url: &str,
+        name: &str,
+        data: &[u8],
+        dir: &Path,
+    ) -> Result<Received, RmError> {
+        receive(
+            &client(url),
+            "abisko",
+            (7, 0),
+            &[offer(name, data)],
+            dir,
+            soon(),
+        )
+        .await
+    }
+
     fn soon() -> tokio::time::Instant {
         tokio::time::Instant::now() + std::time::Duration::from_secs(20)
     }
@@ -253,16 +271,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("in.dat.foresight-partial"), &data[..1_000]).unwrap();
         let (url, served) = serve_once(data.clone()).await;
-        let got = receive(
-            &client(&url),
-            "abisko",
-            (7, 0),
-            &[offer("in.dat", &data)],
-            dir.path(),
-            soon(),
-        )
-        .await
-        .unwrap();
+        let got = receive_from(&url, "in.dat", &data, dir.path())
+            .await
+            .unwrap();
         assert_eq!(served.await.unwrap().as_deref(), Some("1000-"));
         assert_eq!(got.bytes, data.len() as u64 - 1_000);
         assert_eq!(std::fs::read(dir.path().join("in.dat")).unwrap(), data);
@@ -275,16 +286,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("in.dat.foresight-partial"), &data[..8]).unwrap();
         let (url, served) = serve(data.clone(), false).await;
-        let got = receive(
-            &client(&url),
-            "abisko",
-            (7, 0),
-            &[offer("in.dat", &data)],
-            dir.path(),
-            soon(),
-        )
-        .await
-        .unwrap();
+        let got = receive_from(&url, "in.dat", &data, dir.path())
+            .await
+            .unwrap();
         assert_eq!(served.await.unwrap().as_deref(), Some("8-"));
         assert_eq!(got.bytes, data.len() as u64);
         assert_eq!(std::fs::read(dir.path().join("in.dat")).unwrap(), data);
@@ -295,17 +299,10 @@ mod tests {
         let data = b"the data the centre hashed".to_vec();
         let dir = tempfile::tempdir().unwrap();
         let (url, _served) = serve_once(b"the data a relay altered!!".to_vec()).await;
-        let e = receive(
-            &client(&url),
-            "abisko",
-            (7, 0),
-            &[offer("in.dat", &data)],
-            dir.path(),
-            soon(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
+        let e = receive_from(&url, "in.dat", &data, dir.path())
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("in.dat") && e.contains("SHA-256"), "{e}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
@@ -332,16 +329,9 @@ mod tests {
         std::fs::write(&target, "not to be touched").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("new.dat.foresight-partial")).unwrap();
         let (url, _served) = serve_once(b"new".to_vec()).await;
-        receive(
-            &client(&url),
-            "abisko",
-            (7, 0),
-            &[offer("new.dat", b"new")],
-            dir.path(),
-            soon(),
-        )
-        .await
-        .unwrap();
+        receive_from(&url, "new.dat", b"new", dir.path())
+            .await
+            .unwrap();
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "not to be touched"
