@@ -113,11 +113,10 @@ async fn hello(State(s): State<AppState>, site: Signed) -> Result<Json<Welcome>,
         }
     }
     tracing::info!(site = %site.site, clusters = h.clusters.len(), "site connected");
-    let (parts, lease_seconds) = s.wanted_from(&site.site);
     Ok(Json(Welcome {
         instance: s.cfg.instance.clone(),
-        parts,
-        lease_seconds,
+        parts: s.wanted_from(&site.site),
+        lease_seconds: link.mailbox.lease().as_secs(),
     }))
 }
 

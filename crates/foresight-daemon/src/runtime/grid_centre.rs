@@ -90,21 +90,17 @@ pub(crate) fn site_cluster(
 
 impl crate::runtime::Service {
     /// The parts the centre still wants from `site` (of jobs not ended, their current
-    /// attempt, on the site's clusters), by their names there, and the shortest lease of the
-    /// site's clusters, seconds.
-    pub(crate) fn wanted_from(&self, site: &str) -> (Vec<String>, u64) {
-        let ours: BTreeMap<&str, u64> = self
+    /// attempt, on the site's clusters), by their names there.
+    pub(crate) fn wanted_from(&self, site: &str) -> Vec<String> {
+        let ours: BTreeSet<&str> = self
             .cfg
             .cluster
             .iter()
-            .filter_map(|c| {
-                let s = c.site.as_ref().filter(|s| s.site == site)?;
-                Some((c.name.as_str(), s.lease_seconds))
-            })
+            .filter(|c| c.site.as_ref().is_some_and(|s| s.site == site))
+            .map(|c| c.name.as_str())
             .collect();
-        let lease = ours.values().copied().min().unwrap_or(30);
         let Ok(naming) = foresight_rm::slurm::Naming::instance(&self.cfg.instance) else {
-            return (Vec::new(), lease);
+            return Vec::new();
         };
         let w = self.world();
         let parts = w
@@ -114,10 +110,10 @@ impl crate::runtime::Service {
             .filter(|j| {
                 j.parts
                     .iter()
-                    .any(|p| !p.ended && ours.contains_key(p.cluster.as_str()))
+                    .any(|p| !p.ended && ours.contains(p.cluster.as_str()))
             })
             .map(|j| naming.part(j.id, j.attempt))
             .collect();
-        (parts, lease)
+        parts
     }
 }

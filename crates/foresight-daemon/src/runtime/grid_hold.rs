@@ -8,7 +8,7 @@ use crate::runtime::grid_site::GridAgent;
 use crate::runtime::Service;
 use crate::state::refusal::Refusal;
 use foresight_core::JobId;
-use foresight_store::JobState;
+use foresight_store::{JobRecord, JobState};
 
 /// The reason of a part held while the centre is out of reach; the hold the site lifts by
 /// itself (an administrator's own hold on a grid job stays).
@@ -21,14 +21,17 @@ fn unstarted(state: JobState) -> bool {
     )
 }
 
+/// A job of the grid's user `user` that the site holds while out of reach: not started,
+/// not held already.
+fn holdable(j: &JobRecord, user: &str) -> bool {
+    j.user == user && !j.held && unstarted(j.state)
+}
+
 /// Holds, in the records of a restarting site, every job of the grid's user `user` that
 /// has not started, before any is scheduled; how many.
-pub(crate) fn hold_records(jobs: &mut [foresight_store::JobRecord], user: &str) -> usize {
+pub(crate) fn hold_records(jobs: &mut [JobRecord], user: &str) -> usize {
     let mut held = 0;
-    for j in jobs
-        .iter_mut()
-        .filter(|j| j.user == user && !j.held && unstarted(j.state))
-    {
+    for j in jobs.iter_mut().filter(|j| holdable(j, user)) {
         j.held = true;
         j.state = JobState::Pending;
         j.planned_start = None;
@@ -47,7 +50,7 @@ impl Service {
         let ids: Vec<JobId> = w
             .jobs
             .values()
-            .filter(|j| j.user == user && !j.held && unstarted(j.state))
+            .filter(|j| holdable(j, user))
             .map(|j| JobId(j.id))
             .collect();
         let mut held = 0;

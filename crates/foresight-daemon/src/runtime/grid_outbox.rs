@@ -2,8 +2,8 @@
 //! to a site's cluster, each of its inputs is read as the job's Unix account (the centre
 //! never serves a file the job's account could not read) into a directory of the part,
 //! hashed on the way, and offered to the site, which fetches it
-//! (`GET /grid/v1/files/{job}/{attempt}/{name}`, ranged). The outbox of a part is removed
-//! once the site holds every file.
+//! (`GET /grid/v1/files/{job}/{attempt}/{cluster}/{name}`, ranged). The outbox of a part
+//! is removed however its staging ended.
 
 use crate::runtime::Service;
 use crate::state::staging::Copy;

@@ -96,10 +96,7 @@ impl Service {
 
 impl GridAgent {
     fn naming(&self) -> Option<(String, Naming)> {
-        self.naming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.naming).clone()
     }
 
     fn hello(&self) -> Hello {
@@ -123,7 +120,7 @@ impl GridAgent {
     }
 
     fn contact(&self) -> std::sync::MutexGuard<'_, Contact> {
-        self.contact.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.contact)
     }
 
     /// The centre answered.
@@ -162,8 +159,7 @@ impl GridAgent {
                         if let Err(e) = self.settle(&w.instance, &w.parts).await {
                             tracing::warn!("settling the centre's parts: {e}");
                         }
-                        *self.naming.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some((w.instance, n));
+                        *lock(&self.naming) = Some((w.instance, n));
                         return;
                     }
                     Err(e) => tracing::warn!("the centre's instance name: {e}"),
@@ -192,7 +188,7 @@ impl GridAgent {
                 }
                 Err(e) => {
                     tracing::warn!("fetching the centre's commands: {e}");
-                    *self.naming.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    *lock(&self.naming) = None;
                     continue;
                 }
             };

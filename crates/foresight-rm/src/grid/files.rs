@@ -6,7 +6,7 @@ use super::CentreClient;
 use crate::manager::RmError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tokio::io::AsyncWriteExt;
 
 /// One input file the centre holds for a part, as a site must receive it.
@@ -51,11 +51,6 @@ pub struct Received {
 /// The suffix of a file still arriving.
 const PARTIAL: &str = ".foresight-partial";
 
-/// Where file `name` of a part lands in its directory `dir`.
-pub fn file_path(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
-}
-
 /// Brings every file of `offers` for part `(job, attempt)` on the site's cluster `cluster`
 /// into `dir` by `deadline`: a file already there with its hash is kept, a partial one is
 /// resumed, and one whose hash does not match is deleted and named in the error (a fetch
@@ -72,7 +67,7 @@ pub async fn receive(
     let began = tokio::time::Instant::now();
     for offer in offers {
         FileOffer::check_name(&offer.name)?;
-        let done = file_path(dir, &offer.name);
+        let done = dir.join(&offer.name);
         if hash_of(&done).await.as_deref() == Some(offer.sha256.as_str()) {
             continue;
         }

@@ -52,6 +52,11 @@ impl Mailbox {
         &self.site
     }
 
+    /// How long the site may stay silent before it is taken as down.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }

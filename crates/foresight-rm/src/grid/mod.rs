@@ -23,7 +23,7 @@ pub mod sign;
 mod site;
 
 pub use client::CentreClient;
-pub use files::{file_path, receive, FileOffer, Received};
+pub use files::{receive, FileOffer, Received};
 pub use mailbox::Mailbox;
 pub use site::SiteCluster;
 
