@@ -579,3 +579,40 @@ fn a_part_not_started_on_a_site_gone_silent_is_planned_on_another_site() {
         assert!(p["started_at"].is_null(), "it ran: {p}");
     }
 }
+
+/// What was wrong: the site went on fetching commands after the last one it had answered
+/// before the centre restarted, while the restarted centre numbered its commands from 1
+/// again: the site never saw them, and every call to it timed out until the numbers caught
+/// up. A site now says hello again when the centre's mailbox changes, and fetches it whole.
+#[test]
+fn a_restarted_centre_reaches_its_site_at_once() {
+    let (mut centre, site, _keys) = centre_and_site(PLAIN);
+    let job = || {
+        json!({
+            "procs": 1, "walltime": 60, "command": ["true"],
+        })
+    };
+    for _ in 0..3 {
+        let id = centre.http().submit(job());
+        let j = centre.wait_final(id, Duration::from_secs(60));
+        assert_eq!(j["state"], "completed", "{j}");
+    }
+    centre.listen = Some(centre.url.trim_start_matches("http://").to_string());
+    centre
+        .sigterm(Duration::from_secs(20))
+        .expect("the centre stops");
+    centre.launch();
+    wait_for(
+        "the site's cluster up at the restarted centre",
+        Duration::from_secs(20),
+        || (cluster_state(&centre) == "up").then_some(()),
+    );
+    let id = centre.http().submit(job());
+    // Its reservation and part are the restarted centre's commands 1, 2, ...: the site
+    // must fetch them (the old site kept fetching after the first centre's last one).
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    let logs = centre.logs();
+    assert!(!logs.contains("did not answer command"), "{logs}");
+    assert_eq!(parts_at(&site, id).len(), 1);
+}

@@ -117,15 +117,39 @@ async fn hello(State(s): State<AppState>, site: Signed) -> Result<Json<Welcome>,
         instance: s.cfg.instance.clone(),
         parts: s.wanted_from(&site.site),
         lease_seconds: link.mailbox.lease().as_secs(),
+        mailbox: link.mailbox.epoch(),
     }))
 }
 
 #[derive(Deserialize)]
 struct Fetch {
+    /// The mailbox the site was welcomed to (none from an older site).
+    mailbox: Option<u64>,
     #[serde(default)]
     after: u64,
     #[serde(default)]
     wait: u64,
+}
+
+#[derive(Deserialize)]
+struct Named {
+    mailbox: Option<u64>,
+}
+
+impl Signed {
+    /// Refuses a request naming a mailbox other than the one this centre keeps for the
+    /// site: its numbers are another mailbox's (this centre restarted, or took over).
+    fn in_mailbox(&self, s: &AppState, named: Option<u64>) -> Result<(), Refusal> {
+        if self.link(s).mailbox.is_named(named) {
+            return Ok(());
+        }
+        Err(Refusal::conflict(format!(
+            "mailbox {} of site {} is not this centre's (it restarted, or took over from \
+             another): say hello again",
+            named.unwrap_or_default(),
+            self.site
+        )))
+    }
 }
 
 async fn commands(
@@ -133,14 +157,17 @@ async fn commands(
     Params(f): Params<Fetch>,
     site: Signed,
 ) -> Result<Json<Vec<Command>>, Refusal> {
+    site.in_mailbox(&s, f.mailbox)?;
     let wait = Duration::from_secs(f.wait.min(MAX_WAIT_SECS));
     Ok(Json(site.link(&s).mailbox.commands(f.after, wait).await))
 }
 
 async fn answers(
     State(s): State<AppState>,
+    Params(n): Params<Named>,
     site: Signed,
 ) -> Result<Json<serde_json::Value>, Refusal> {
+    site.in_mailbox(&s, n.mailbox)?;
     let a: Vec<Answer> = site.json()?;
     let awaited = site.link(&s).mailbox.answer(a);
     Ok(Json(serde_json::json!({ "awaited": awaited })))

@@ -20,6 +20,7 @@ use foresight_rm::{
 };
 use foresight_store::{AclSpec, JobState};
 use foresight_store::{JobRecord, ReservationRecord};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,13 +34,16 @@ pub(crate) struct GridAgent {
     pub(crate) cfg: GridConfig,
     /// How the centre names its parts and reservations; known once it welcomed us.
     naming: Mutex<Option<(String, Naming)>>,
+    /// The centre's mailbox this site was welcomed to (see `Welcome::mailbox`).
+    mailbox: AtomicU64,
     /// When the centre last answered, and its lease of this site.
     contact: Mutex<Contact>,
     /// The fetches being carried out, by command: one delivered again meanwhile is not
     /// started twice (two transfers into one file).
     fetching: Mutex<std::collections::BTreeSet<u64>>,
-    /// Answers of fetches whose own sending failed: sent with the next batch.
-    late: Mutex<Vec<Answer>>,
+    /// Answers of fetches whose own sending failed, by mailbox: sent with the next batch
+    /// to that mailbox (another mailbox numbers its commands anew).
+    late: Mutex<Vec<(u64, Answer)>>,
 }
 
 /// The site's view of its contact with the centre.
@@ -83,6 +87,7 @@ impl Service {
             client,
             cfg,
             naming: Mutex::new(None),
+            mailbox: AtomicU64::new(0),
             contact: Mutex::new(Contact::new()),
             fetching: Mutex::default(),
             late: Mutex::default(),
@@ -159,6 +164,7 @@ impl GridAgent {
                         if let Err(e) = self.settle(&w.instance, &w.parts).await {
                             tracing::warn!("settling the centre's parts: {e}");
                         }
+                        self.mailbox.store(w.mailbox, Ordering::SeqCst);
                         *lock(&self.naming) = Some((w.instance, n));
                         return;
                     }
@@ -167,7 +173,7 @@ impl GridAgent {
                 Err(e) => tracing::warn!("cannot reach the centre: {e}"),
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(5));
+            pause = (pause * 2).min(Duration::from_secs(2));
         }
     }
 
@@ -179,9 +185,13 @@ impl GridAgent {
             }
             if self.naming().is_none() {
                 self.connect().await;
+                // A new mailbox (the centre restarted, or another took over) numbers its
+                // commands from 1; the same one hands again what is not answered yet.
+                after = 0;
             }
+            let mailbox = self.mailbox.load(Ordering::SeqCst);
             let wait = Duration::from_secs(MAX_WAIT_SECS);
-            let commands = match self.client.commands(after, wait).await {
+            let commands = match self.client.commands(mailbox, after, wait).await {
                 Ok(c) => {
                     self.touch();
                     c
@@ -209,9 +219,14 @@ impl GridAgent {
                 let reply = self.carry_out(c).await;
                 answers.push(Answer { seq, reply });
             }
-            answers.append(&mut lock(&self.late));
+            lock(&self.late).retain(|(m, a)| {
+                if *m == mailbox {
+                    answers.push(a.clone());
+                }
+                false
+            });
             // Fetched again until answered: carrying a command out twice does it once.
-            match self.client.answer(&answers).await {
+            match self.client.answer(mailbox, &answers).await {
                 Ok(()) => after = last,
                 Err(e) => tracing::warn!("answering the centre: {e}"),
             }
@@ -222,11 +237,16 @@ impl GridAgent {
     /// command loop's next batch.
     async fn fetch_and_answer(&self, c: Command) {
         let seq = c.seq;
+        let mailbox = self.mailbox.load(Ordering::SeqCst);
         let reply = self.carry_out(c).await;
         let answer = Answer { seq, reply };
-        if let Err(e) = self.client.answer(std::slice::from_ref(&answer)).await {
+        if let Err(e) = self
+            .client
+            .answer(mailbox, std::slice::from_ref(&answer))
+            .await
+        {
             tracing::warn!("answering the centre: {e}");
-            lock(&self.late).push(answer);
+            lock(&self.late).push((mailbox, answer));
         }
         lock(&self.fetching).remove(&seq);
     }

@@ -38,6 +38,7 @@ fn agent(p: &Paused, lend: u32) -> GridAgent {
         fetching: Mutex::default(),
         late: Mutex::default(),
         naming: Mutex::new(Some(("foresight".into(), Naming::default()))),
+        mailbox: std::sync::atomic::AtomicU64::new(1),
     }
 }
 

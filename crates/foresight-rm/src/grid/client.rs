@@ -197,19 +197,28 @@ impl CentreClient {
         .await
     }
 
-    /// The commands queued after `after`, waiting up to `wait` for one.
-    pub async fn commands(&self, after: u64, wait: Duration) -> Result<Vec<Command>, RmError> {
-        let path = format!("/grid/v1/commands?after={after}&wait={}", wait.as_secs());
+    /// The commands queued in mailbox `mailbox` after `after`, waiting up to `wait` for
+    /// one.
+    pub async fn commands(
+        &self,
+        mailbox: u64,
+        after: u64,
+        wait: Duration,
+    ) -> Result<Vec<Command>, RmError> {
+        let path = format!(
+            "/grid/v1/commands?mailbox={mailbox}&after={after}&wait={}",
+            wait.as_secs()
+        );
         self.request(reqwest::Method::GET, &path, None::<&()>, wait)
             .await
     }
 
-    /// Answers commands.
-    pub async fn answer(&self, answers: &[Answer]) -> Result<(), RmError> {
+    /// Answers commands of mailbox `mailbox`.
+    pub async fn answer(&self, mailbox: u64, answers: &[Answer]) -> Result<(), RmError> {
         let _: serde_json::Value = self
             .request(
                 reqwest::Method::POST,
-                "/grid/v1/answers",
+                &format!("/grid/v1/answers?mailbox={mailbox}"),
                 Some(answers),
                 Duration::ZERO,
             )

@@ -18,6 +18,8 @@ use tokio::time::Instant;
 pub struct Mailbox {
     site: String,
     lease: Duration,
+    /// Drawn when the mailbox is made (never 0): names it to the site (`Welcome::mailbox`).
+    epoch: u64,
     inner: Mutex<Inner>,
     queued: Notify,
 }
@@ -39,6 +41,7 @@ impl Mailbox {
         Mailbox {
             site: site.to_owned(),
             lease,
+            epoch: rand::random::<u64>().max(1),
             inner: Mutex::new(Inner {
                 next_seq: 1,
                 ..Inner::default()
@@ -50,6 +53,17 @@ impl Mailbox {
     /// The site's name.
     pub fn site(&self) -> &str {
         &self.site
+    }
+
+    /// The number this mailbox is known by (see [`super::Welcome::mailbox`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether a site's request naming mailbox `named` (none from an older site) is for
+    /// this one.
+    pub fn is_named(&self, named: Option<u64>) -> bool {
+        named.is_none_or(|n| n == self.epoch)
     }
 
     /// How long the site may stay silent before it is taken as down.
@@ -270,5 +284,19 @@ mod tests {
             reply: Reply::Done,
         }]);
         assert_eq!(caller.await.unwrap().unwrap(), Reply::Done);
+    }
+
+    #[test]
+    fn each_mailbox_is_known_by_its_own_number() {
+        let (a, b) = (
+            Mailbox::new("umea", Duration::from_secs(30)),
+            Mailbox::new("umea", Duration::from_secs(30)),
+        );
+        assert_ne!(a.epoch(), b.epoch());
+        assert_ne!(a.epoch(), 0);
+        assert!(a.is_named(Some(a.epoch())));
+        assert!(!a.is_named(Some(b.epoch())));
+        // A site of an earlier version names none.
+        assert!(a.is_named(None));
     }
 }

@@ -75,6 +75,12 @@ pub struct Welcome {
     /// the centre may plan them elsewhere.
     #[serde(default = "default_lease_seconds")]
     pub lease_seconds: u64,
+    /// The mailbox the site talks to, by a number drawn when it was made: a site fetches
+    /// and answers commands naming it, and a centre that restarted (or a standby that took
+    /// over) refuses the old one, so that the site says hello again and fetches its new
+    /// mailbox from its first command rather than after the old one's last.
+    #[serde(default)]
+    pub mailbox: u64,
 }
 
 fn default_lease_seconds() -> u64 {
