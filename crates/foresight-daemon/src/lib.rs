@@ -50,7 +50,21 @@ pub async fn serve(mut cfg: Config) -> anyhow::Result<()> {
     // Held until the server exits; a second server on this directory refuses here, and one
     // on this store (from another directory) as the store opens.
     let _lock = runtime::data_dir::DataDirLock::acquire(&data_dir)?;
+    let listener = Arc::new(listener);
+    // A standby answers 503 on its address until it holds the store.
+    let (active_tx, active_rx) = tokio::sync::watch::channel(false);
+    if cfg.standby {
+        let (l, tls, http) = (listener.clone(), tls.clone(), http_cfg.clone());
+        tokio::spawn(async move {
+            let active = async move {
+                let mut rx = active_rx;
+                let _ = rx.wait_for(|active| *active).await;
+            };
+            api::acceptor::serve(l, api::standby::router(), tls, &http, active).await;
+        });
+    }
     let (service, token) = runtime::Service::open(cfg).await?;
+    let _ = active_tx.send(true);
     let wiki = api::wiki_server::WikiServers::start(&service, &data_dir).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let url = format!("{scheme}://{addr}");

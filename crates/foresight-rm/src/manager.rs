@@ -193,6 +193,14 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
     /// The cluster now.
     async fn snapshot(&self) -> Result<ClusterState, RmError>;
 
+    /// True while the cluster has not reported since this service started and may still
+    /// do so in time (a site reconnecting to a restarted centre, or to a standby that took
+    /// over, within its lease): its parts and reservations are left as recorded meanwhile,
+    /// rather than taken as lost and planned elsewhere at once.
+    fn first_report_pending(&self) -> bool {
+        false
+    }
+
     /// When the resource manager itself would start a job of `procs` processors for
     /// `walltime` seconds submitted now (`sbatch --test-only`, Maui's `showstart`); `None`
     /// when it has no opinion beyond the service's own forecast.

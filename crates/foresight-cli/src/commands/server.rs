@@ -37,6 +37,10 @@ pub struct ServerOpts {
     /// dispatcher.site].
     #[arg(long, value_name = "NAME")]
     site: Option<String>,
+    /// Stand by for the service that holds the PostgreSQL --store and take over when it
+    /// stops [config: standby].
+    #[arg(long)]
+    standby: bool,
     /// Address to listen on, e.g. 127.0.0.1:8642 (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
@@ -70,6 +74,9 @@ fn effective(o: &ServerOpts) -> Result<Config> {
     }
     if let Some(l) = &o.listen {
         cfg.listen = l.clone();
+    }
+    if o.standby {
+        cfg.standby = true;
     }
     if let Some(n) = o.procs {
         if o.config.is_some() {

@@ -91,6 +91,8 @@ pub struct Server {
     pub listen: Option<String>,
     /// Variables the daemon is started with, besides the test's own environment.
     pub env: Vec<(String, String)>,
+    /// Started with `--standby`: a launch returns once it stands by.
+    pub standby: bool,
 }
 
 impl Server {
@@ -123,7 +125,50 @@ impl Server {
         Server::build_on(toml, procs, level, None)
     }
 
+    /// A server with this configuration, on the store at `url`.
+    pub fn with_config_and_store(toml: &str, url: &str) -> Server {
+        Server::build_on(Some(toml), None, "warn", Some(url.to_string()))
+    }
+
+    /// A standby (`--standby`) with this configuration for the service holding the
+    /// PostgreSQL store `url`, listening on `listen`; the administrator's token is the
+    /// active one's, `admin_token` (the store keeps its hash). Returns once it stands by.
+    pub fn standby(toml: &str, url: &str, listen: &str, admin_token: &str) -> Server {
+        let mut s = Server::prepared(Some(toml), None, "warn", Some(url.to_string()));
+        s.standby = true;
+        s.listen = Some(listen.to_string());
+        std::fs::create_dir_all(&s.dir).unwrap();
+        std::fs::write(s.dir.join("admin.token"), format!("{admin_token}\n")).unwrap();
+        s.launch();
+        s
+    }
+
+    /// Waits until this standby has taken over (its `server.url` written); how long that
+    /// took.
+    pub fn wait_active(&mut self, timeout: Duration) -> Duration {
+        let t0 = Instant::now();
+        let url = wait_for("the standby active", timeout, || {
+            std::fs::read_to_string(self.dir.join("server.url"))
+                .ok()
+                .filter(|s| s.ends_with('\n'))
+        });
+        assert_eq!(url.trim(), self.url);
+        t0.elapsed()
+    }
+
     fn build_on(
+        toml: Option<&str>,
+        procs: Option<u32>,
+        level: &str,
+        store: Option<String>,
+    ) -> Server {
+        let mut s = Server::prepared(toml, procs, level, store);
+        s.launch();
+        s
+    }
+
+    /// A server not started yet.
+    fn prepared(
         toml: Option<&str>,
         procs: Option<u32>,
         level: &str,
@@ -136,7 +181,7 @@ impl Server {
             std::fs::write(&path, t).unwrap();
             path
         });
-        let mut s = Server {
+        Server {
             tmp,
             dir,
             config,
@@ -149,9 +194,8 @@ impl Server {
             log: level.to_string(),
             listen: None,
             env: Vec::new(),
-        };
-        s.launch();
-        s
+            standby: false,
+        }
     }
 
     /// The default single local cluster of `procs` processors, the daemon started with the
@@ -220,6 +264,25 @@ impl Server {
         }
         if let Some(url) = &self.store {
             cmd.arg("--store").arg(url);
+        }
+        if self.standby {
+            cmd.arg("--standby");
+            let mut child = cmd.spawn().unwrap();
+            let stdout = self.tmp.path().join(format!("stdout.{}.log", self.starts));
+            wait_for("standing by", Duration::from_secs(30), || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("the standby exited at start with {status}: {}", self.logs());
+                }
+                let out = std::fs::read_to_string(&stdout).unwrap_or_default();
+                out.contains("standing by").then_some(())
+            });
+            self.url = format!("http://{}", self.listen.as_deref().unwrap());
+            self.token = std::fs::read_to_string(self.dir.join("admin.token"))
+                .unwrap()
+                .trim()
+                .to_string();
+            self.child = Some(child);
+            return;
         }
         let mut child = cmd.spawn().unwrap();
         let url = wait_for("server.url", Duration::from_secs(30), || {

@@ -9,6 +9,7 @@ mod common;
 mod peer;
 
 mod budgets;
+mod centre_failover;
 mod dispatchers;
 mod grid_view;
 mod live_auctions;

@@ -60,6 +60,14 @@ impl Accept for TcpListener {
     }
 }
 
+/// One listener served in turn by two loops: a standby's, then the active service's.
+impl Accept for Arc<TcpListener> {
+    type Stream = tokio::net::TcpStream;
+    async fn accept_one(&self) -> io::Result<(Self::Stream, String, Option<LocalPeer>)> {
+        self.as_ref().accept_one().await
+    }
+}
+
 impl Accept for UnixListener {
     type Stream = tokio::net::UnixStream;
     async fn accept_one(&self) -> io::Result<(Self::Stream, String, Option<LocalPeer>)> {

@@ -23,6 +23,7 @@ mod routes;
 mod sites;
 #[cfg(test)]
 mod sites_tests;
+pub(crate) mod standby;
 mod user_admin;
 mod users;
 pub mod wiki_server;

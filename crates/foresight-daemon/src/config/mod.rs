@@ -41,6 +41,11 @@ pub struct Config {
     /// The `[dispatcher]` table: site, lease, auction (for `mode = "dispatcher"`).
     #[serde(default)]
     pub dispatcher: crate::config::dispatcher::DispatcherConfig,
+    /// Stand by for the service that holds the PostgreSQL store, and take over when it
+    /// stops or dies: no single machine's loss stops the grid. Until then every request is
+    /// answered 503 (`not_active`), which sends sites and clients to the next address.
+    #[serde(default)]
+    pub standby: bool,
     /// Scheduling cycle interval, milliseconds: arrivals wait at most this long for a cycle.
     #[serde(default = "default_cycle_ms")]
     pub cycle_ms: u64,
@@ -337,6 +342,7 @@ impl Default for Config {
             store: None,
             mode: Default::default(),
             dispatcher: Default::default(),
+            standby: false,
             cycle_ms: default_cycle_ms(),
             horizon_seconds: default_horizon(),
             lead_time_seconds: default_lead(),
@@ -400,7 +406,45 @@ impl Config {
     /// Refuses a dispatcher without its site or its shared store: checked once the command
     /// line has had its say (`--mode`, `--site`, `--store` complete a file).
     pub fn check_mode(&self) -> anyhow::Result<()> {
-        self.dispatcher.check(self.mode, self.store.as_deref())
+        self.dispatcher.check(self.mode, self.store.as_deref())?;
+        if self.standby {
+            self.check_standby()?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a standby that could not take over: it needs the active service's
+    /// PostgreSQL store, and clusters it reaches from its own host.
+    fn check_standby(&self) -> anyhow::Result<()> {
+        if self.mode != crate::config::dispatcher::Mode::Single {
+            anyhow::bail!(
+                "standby: a dispatcher needs no standby (its peers sell its jobs when it \
+                 stops); standby is for a service in mode single"
+            );
+        }
+        if !matches!(
+            self.store_location()?,
+            foresight_store::StoreLocation::Postgres(_)
+        ) {
+            anyhow::bail!(
+                "standby: a standby takes over the active service's store, which must be a \
+                 PostgreSQL database both reach (--store postgres://…)"
+            );
+        }
+        if let Some((i, c)) = self
+            .cluster
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.kind == "local")
+        {
+            anyhow::bail!(
+                "standby: cluster[{i}] ({}) is local: its jobs run on the active service's \
+                 host, which a standby cannot reach; lend it from a site (kind = \"site\") \
+                 or drive it through Slurm",
+                c.name
+            );
+        }
+        Ok(())
     }
 
     /// Refuses what cannot run, naming the field.
@@ -567,6 +611,30 @@ mod tests {
         let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check().map_err(|e| e.to_string())?;
         Ok(cfg)
+    }
+
+    #[test]
+    fn a_standby_needs_postgres_and_clusters_it_can_reach() {
+        let standby = |store: &str, kind: &str| {
+            let site = r#"
+[cluster.site]
+site = "umea"
+cluster = "abisko"
+token_file = "/etc/umea.token"
+"#;
+            let text = format!(
+                "standby = true\nstore = \"{store}\"\n[[cluster]]\nname = \"c\"\nkind = \"{kind}\"\nprocs = 4\n{}",
+                if kind == "site" { site } else { "" }
+            );
+            let cfg: Config = toml::from_str(&text).map_err(|e| e.to_string())?;
+            cfg.check().map_err(|e| e.to_string())?;
+            cfg.check_mode().map_err(|e| e.to_string())
+        };
+        assert_eq!(standby("postgres://fs@db/grid", "site"), Ok(()));
+        let e = standby("/var/lib/foresight.db", "site").unwrap_err();
+        assert!(e.contains("must be a PostgreSQL database"), "{e}");
+        let e = standby("postgres://fs@db/grid", "local").unwrap_err();
+        assert!(e.contains("cluster[0] (c) is local"), "{e}");
     }
 
     #[test]

@@ -188,7 +188,7 @@ pub(crate) async fn open_store(
     let holder = foresight_store::Holder::this_process(Some(&cfg.data_dir));
     match (cfg.mode, &location) {
         (Mode::Single, _) => Ok((
-            foresight_store::open_by(&location, &holder).await?,
+            crate::runtime::standby::take_store(&location, &holder, cfg.standby).await?,
             Arc::new(SingleSite),
         )),
         (Mode::Dispatcher, foresight_store::StoreLocation::Postgres(url)) => {

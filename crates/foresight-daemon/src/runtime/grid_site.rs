@@ -484,6 +484,30 @@ impl GridAgent {
         } else {
             3_600
         };
+        let reservation = match (reservation, sub.reservation) {
+            (Some(id), Some(centre)) => {
+                let (cluster, owner, grid_user) =
+                    (cluster.to_owned(), owner.to_owned(), user.name.clone());
+                let lend = self.cfg.lend.get(&cluster).copied().unwrap_or(0);
+                Some(
+                    self.service
+                        .mutate(move |w, now| {
+                            renew_if_late(
+                                w,
+                                now,
+                                &cluster,
+                                &grid_user,
+                                &owner,
+                                lend,
+                                (id, centre),
+                                walltime,
+                            )
+                        })
+                        .await?,
+                )
+            }
+            _ => None,
+        };
         // Its inputs, when the centre sent some, are in its inbox, where it runs.
         let inbox = self.inbox_of(&name);
         let cwd = inbox.is_dir().then(|| inbox.display().to_string());
@@ -569,12 +593,51 @@ fn centre_id(r: &ReservationRecord, owner: &str) -> Option<u64> {
     r.owner.strip_prefix(owner)?.parse().ok()
 }
 
-/// The reservation made here for the centre's reservation `id`.
+/// The reservation made here for the centre's reservation `id` (the newest: one made
+/// again for a late part replaces the first).
 fn ours(w: &World, owner: &str, id: u64) -> Option<ReservationId> {
     w.reservations
         .values()
-        .find(|r| centre_id(r, owner) == Some(id))
+        .filter(|r| centre_id(r, owner) == Some(id))
         .map(|r| ReservationId(r.id))
+        .max()
+}
+
+/// Makes reservation `id` (the centre's `centre`) again from `now` for a part of
+/// `walltime` that comes after it began: the centre reserves exactly a part's walltime,
+/// and a job starts in a reservation only if it ends within it, so a part late by even a
+/// second (a standby taking over, a slow link) would wait there for ever. Released first,
+/// so that its own processors count. When there is no room, it stays released: the centre
+/// sees it vanish and plans the part again.
+#[allow(clippy::too_many_arguments)]
+fn renew_if_late(
+    w: &mut World,
+    now: foresight_core::time::Time,
+    cluster: &str,
+    user: &str,
+    owner: &str,
+    lend: u32,
+    (id, centre): (ReservationId, u64),
+    walltime: i64,
+) -> Result<ReservationId, Refusal> {
+    let r = &w.reservations[&id];
+    if !r.state.is_live() || r.start >= now.secs() || now.secs() + walltime <= r.end {
+        return Ok(id);
+    }
+    let request = ReserveRequest {
+        id: centre,
+        start: now.secs(),
+        end: now.secs() + walltime,
+        procs: r.procs,
+    };
+    tracing::info!(
+        reservation = centre,
+        late = now.secs() - r.start,
+        "a part came after its reservation began: reserving it again from now"
+    );
+    w.release_reservation(now, id)?;
+    make_grid_reservation(w, now, cluster, user, owner, lend, &request)?;
+    ours(w, owner, centre).ok_or_else(|| Refusal::internal("a reservation just made is gone"))
 }
 
 /// Holds `req` on `cluster` for the grid's user, within what the site lends.
@@ -590,6 +653,19 @@ fn reserve(
     if ours(w, owner, req.id).is_some() {
         return Ok(());
     }
+    make_grid_reservation(w, now, cluster, user, owner, lend, req)
+}
+
+/// Makes `req` on `cluster` for the grid's user, within what the site lends.
+fn make_grid_reservation(
+    w: &mut World,
+    now: foresight_core::time::Time,
+    cluster: &str,
+    user: &str,
+    owner: &str,
+    lend: u32,
+    req: &ReserveRequest,
+) -> Result<(), Refusal> {
     let k = w
         .cluster_index(cluster)
         .ok_or_else(|| Refusal::not_found(format!("no cluster {cluster} here")))?;

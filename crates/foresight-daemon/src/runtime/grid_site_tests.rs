@@ -249,3 +249,35 @@ async fn a_site_whose_grid_user_is_disabled_takes_no_grid_work() {
     );
     assert!(grid_reservations(&p).is_empty());
 }
+
+/// What was wrong: a part submitted after its reservation had begun (the centre's
+/// reservation and submission took longer than the time to its start: a standby taking
+/// over, a slow link) no longer fitted the window the centre reserved for exactly its
+/// walltime, and waited there for ever.
+#[tokio::test]
+async fn a_part_submitted_after_its_reservation_began_starts_at_once() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 4);
+    let (start, end) = (T0 + 10, T0 + 130);
+    assert_eq!(run(&a, reserve(7, 1, start, end)).await, Reply::Done);
+    p.advance_to(start + 2).await;
+    let held = grid_reservations(&p);
+    assert_eq!(
+        held[0].state,
+        foresight_store::ReservationState::Active,
+        "{held:?}"
+    );
+    let mut op = submit(31, 7);
+    if let Op::Submit { submission } = &mut op {
+        submission.spec.processors = vec![0];
+        submission.spec.walltime_secs = (end - start) as u64;
+        submission.begin = Some(start);
+    }
+    let Reply::Submitted { part } = run(&a, op).await else {
+        panic!("not submitted")
+    };
+    p.cycle().await;
+    let id: u64 = part.external.unwrap().parse().unwrap();
+    let j = p.job(id);
+    assert_eq!(j.state, foresight_api::JobState::Running, "{j:?}");
+}

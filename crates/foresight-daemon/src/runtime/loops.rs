@@ -19,6 +19,10 @@ impl Service {
             if self.closing.load(Ordering::Relaxed) {
                 return;
             }
+            if manager.first_report_pending() {
+                tokio::time::sleep(every).await;
+                continue;
+            }
             let snapshot = manager.snapshot().await.map_err(|e| e.to_string());
             self.world().sync_remote(self.now(), k, snapshot);
             self.wake.notify_one();

@@ -17,6 +17,7 @@ pub(crate) mod managers;
 pub(crate) mod plan_input;
 pub(crate) mod record_views;
 pub(crate) mod staging;
+pub(crate) mod standby;
 pub(crate) mod starts;
 pub(crate) mod submit;
 pub(crate) mod users;

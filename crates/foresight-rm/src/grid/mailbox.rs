@@ -20,6 +20,8 @@ pub struct Mailbox {
     lease: Duration,
     /// Drawn when the mailbox is made (never 0): names it to the site (`Welcome::mailbox`).
     epoch: u64,
+    /// When it was made (this service's start).
+    made: Instant,
     inner: Mutex<Inner>,
     queued: Notify,
 }
@@ -42,6 +44,7 @@ impl Mailbox {
             site: site.to_owned(),
             lease,
             epoch: rand::random::<u64>().max(1),
+            made: Instant::now(),
             inner: Mutex::new(Inner {
                 next_seq: 1,
                 ..Inner::default()
@@ -64,6 +67,11 @@ impl Mailbox {
     /// this one.
     pub fn is_named(&self, named: Option<u64>) -> bool {
         named.is_none_or(|n| n == self.epoch)
+    }
+
+    /// How long ago the mailbox was made: a site has had that long to report.
+    pub fn age(&self) -> Duration {
+        self.made.elapsed()
     }
 
     /// How long the site may stay silent before it is taken as down.

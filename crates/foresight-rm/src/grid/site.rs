@@ -96,6 +96,10 @@ impl ResourceManager for SiteCluster {
         }
     }
 
+    fn first_report_pending(&self) -> bool {
+        self.mailbox.latest(&self.cluster).is_none() && self.mailbox.age() < self.lease
+    }
+
     async fn estimate_start(&self, procs: u32, walltime: i64) -> Result<Option<i64>, RmError> {
         match self.call(Op::Estimate { procs, walltime }).await? {
             Reply::Estimate { start } => Ok(start),

@@ -41,8 +41,9 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Clone, Debug, Default)]
 pub struct Connection {
     // Listed after every command's own options (display_order), whatever their number.
-    /// Server URL [default: the server on this machine: its local socket, else the
-    /// `server.url` of the data directory].
+    /// Server URL, or several separated by commas (an active service and its standbys:
+    /// each request goes to the first that is active) [default: the server on this machine:
+    /// its local socket, else the `server.url` of the data directory].
     #[arg(
         long,
         global = true,
@@ -99,6 +100,10 @@ pub struct Connection {
     pub insecure: bool,
 }
 
+/// How long a request goes round the server addresses while none is active: long enough
+/// for a standby to take over.
+const FAILOVER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A refusal from the server, carried as the command's error.
 #[derive(Debug, thiserror::Error)]
 #[error("{status}: {body}")]
@@ -113,6 +118,10 @@ pub struct ServerRefused {
 pub(crate) struct Client {
     pub(crate) http: reqwest::blocking::Client,
     base: String,
+    /// Every server address given, `base` first: an active service and its standbys.
+    bases: Vec<String>,
+    /// The address that answered last, tried first.
+    current: std::cell::Cell<usize>,
     /// Where the server is, for errors: its URL or its socket.
     at: String,
     /// None on the local socket without `--token`: the server knows us by our uid.
@@ -196,6 +205,8 @@ impl Client {
                 http,
                 // The host part is not used: every connection goes to the socket.
                 base: "http://localhost".into(),
+                bases: vec!["http://localhost".into()],
+                current: Default::default(),
                 at: format!("the local socket {}", path.display()),
                 token: conn.token.clone(),
             });
@@ -204,14 +215,26 @@ impl Client {
             Some(Local::DataDir(dir)) => dir,
             _ => data_dir,
         };
-        let base = match &conn.server {
-            Some(s) => s.trim_end_matches('/').to_string(),
+        let bases = match &conn.server {
+            Some(s) => s
+                .split(',')
+                .map(str::trim)
+                .filter(|b| !b.is_empty())
+                // As a request's URL spells it, so that its path is found after it.
+                .map(|b| match reqwest::Url::parse(b) {
+                    Ok(u) => u.as_str().trim_end_matches('/').to_string(),
+                    Err(_) => b.trim_end_matches('/').to_string(),
+                })
+                .collect::<Vec<_>>(),
             None => {
                 let path = data_dir.join("server.url");
                 let text = foresight_sim::input::read_text(&path)
                     .with_context(|| format!("reading {}", path.display()))?;
-                text.trim().to_string()
+                vec![text.trim().to_string()]
             }
+        };
+        let Some(base) = bases.first().cloned() else {
+            anyhow::bail!("--server names no server address");
         };
         let token = match &conn.token {
             Some(t) => t.clone(),
@@ -228,7 +251,9 @@ impl Client {
                     })?
             }
         };
-        check_transport(&base, conn.insecure)?;
+        for b in &bases {
+            check_transport(b, conn.insecure)?;
+        }
         let mut builder = reqwest::blocking::Client::builder()
             .use_rustls_tls()
             .https_only(!base.starts_with("http://"))
@@ -254,8 +279,10 @@ impl Client {
         let http = builder.build()?;
         Ok(Client {
             http,
-            at: base.clone(),
+            at: bases.join(", "),
             base,
+            bases,
+            current: Default::default(),
             token: Some(token),
         })
     }
@@ -270,9 +297,7 @@ impl Client {
             Some(t) => req.bearer_auth(t),
             None => req,
         };
-        let resp = req
-            .send()
-            .with_context(|| format!("cannot reach the server at {}", self.at))?;
+        let resp = self.execute(req.build()?)?;
         let status = resp.status();
         let bytes = resp.bytes()?.to_vec();
         if !status.is_success() {
@@ -291,6 +316,54 @@ impl Client {
             .into());
         }
         Ok(bytes)
+    }
+
+    /// Sends `req` to the first active server: with several addresses, one that cannot be
+    /// reached or stands by (503 `not_active`) passes it to the next, round after round
+    /// while a standby takes over (at most [`FAILOVER_WAIT`]). Only a request that never
+    /// reached an active server is sent again, so none is carried out twice.
+    fn execute(&self, req: reqwest::blocking::Request) -> Result<reqwest::blocking::Response> {
+        let unreachable = |e: reqwest::Error| {
+            anyhow::Error::new(e).context(format!("cannot reach the server at {}", self.at))
+        };
+        let suffix = req
+            .url()
+            .as_str()
+            .strip_prefix(&self.base)
+            .map(str::to_owned);
+        let (Some(suffix), true) = (suffix, self.bases.len() > 1) else {
+            return self.http.execute(req).map_err(unreachable);
+        };
+        let deadline = std::time::Instant::now() + FAILOVER_WAIT;
+        let mut last = String::new();
+        loop {
+            for k in 0..self.bases.len() {
+                let i = (self.current.get() + k) % self.bases.len();
+                let mut attempt = req
+                    .try_clone()
+                    .ok_or_else(|| anyhow::anyhow!("a request that cannot be sent again"))?;
+                *attempt.url_mut() = reqwest::Url::parse(&format!("{}{suffix}", self.bases[i]))?;
+                match self.http.execute(attempt) {
+                    Err(e) if e.is_connect() => last = format!("{}: {e}", self.bases[i]),
+                    Err(e) => return Err(unreachable(e)),
+                    Ok(r) if r.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
+                        last = format!("{}: {}", self.bases[i], r.text().unwrap_or_default());
+                    }
+                    Ok(r) => {
+                        self.current.set(i);
+                        return Ok(r);
+                    }
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "no active server among {} (waited {} s; last: {last})",
+                    self.at,
+                    FAILOVER_WAIT.as_secs()
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
     }
 
     fn send<T: DeserializeOwned>(&self, req: reqwest::blocking::RequestBuilder) -> Result<T> {
