@@ -27,6 +27,11 @@ use std::time::Duration;
 /// How long an ended grid part stays in the snapshots, so that the centre learns its end.
 const ENDED_KEPT_SECS: i64 = 3_600;
 
+/// What a reservation made again for a late part holds beyond its walltime: the part
+/// starts at a cycle after it is submitted, in a later second maybe, and must still end
+/// within the window.
+const RENEWED_SLACK_SECS: i64 = 5;
+
 /// A site's link to its centre.
 pub(crate) struct GridAgent {
     pub(crate) service: Arc<Service>,
@@ -212,7 +217,7 @@ impl GridAgent {
                     if lock(&self.fetching).insert(seq) {
                         let agent = self.clone();
                         self.service
-                            .spawn_task(async move { agent.fetch_and_answer(c).await });
+                            .spawn_task(async move { agent.fetch_and_answer(mailbox, c).await });
                     }
                     continue;
                 }
@@ -235,9 +240,9 @@ impl GridAgent {
 
     /// Carries out fetch `c` and answers it; an answer that cannot be sent goes with the
     /// command loop's next batch.
-    async fn fetch_and_answer(&self, c: Command) {
+    /// Carries out fetch `c` of mailbox `mailbox` and answers it there.
+    async fn fetch_and_answer(&self, mailbox: u64, c: Command) {
         let seq = c.seq;
-        let mailbox = self.mailbox.load(Ordering::SeqCst);
         let reply = self.carry_out(c).await;
         let answer = Answer { seq, reply };
         if let Err(e) = self
@@ -627,7 +632,7 @@ fn renew_if_late(
     let request = ReserveRequest {
         id: centre,
         start: now.secs(),
-        end: now.secs() + walltime,
+        end: now.secs() + walltime + RENEWED_SLACK_SECS,
         procs: r.procs,
     };
     tracing::info!(

@@ -273,9 +273,20 @@ async fn a_part_submitted_after_its_reservation_began_starts_at_once() {
         submission.spec.walltime_secs = (end - start) as u64;
         submission.begin = Some(start);
     }
-    let Reply::Submitted { part } = run(&a, op).await else {
-        panic!("not submitted")
+    let first = run(&a, op.clone()).await;
+    let Reply::Submitted { part } = first.clone() else {
+        panic!("not submitted: {first:?}")
     };
+    // Made again from now, under the centre's same id; a repeated submission finds the
+    // part it became.
+    let held = grid_reservations(&p);
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(
+        !held[0].state.is_live() && held[1].state.is_live(),
+        "{held:?}"
+    );
+    assert_eq!(held[1].start, p.now());
+    assert_eq!(run(&a, op).await, first);
     p.cycle().await;
     let id: u64 = part.external.unwrap().parse().unwrap();
     let j = p.job(id);

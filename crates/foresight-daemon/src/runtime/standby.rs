@@ -12,8 +12,12 @@ use std::time::Duration;
 /// the active service's end.
 const TRY_EVERY: Duration = Duration::from_millis(250);
 
+/// How long a standby waits between tries while the database cannot be reached.
+const UNREACHABLE_PAUSE: Duration = Duration::from_secs(2);
+
 /// The store at `location` for `holder`; when `standby`, waits while another service holds
-/// it (any other failure ends the wait: a standby that cannot reach the database says so).
+/// it, and while the database cannot be reached (it may be failing over itself). A bad
+/// location or a failed migration ends the wait: waiting would not mend them.
 pub(crate) async fn take_store(
     location: &StoreLocation,
     holder: &Holder,
@@ -29,6 +33,10 @@ pub(crate) async fn take_store(
                     waiting_for = Some(active);
                 }
                 tokio::time::sleep(TRY_EVERY).await;
+            }
+            Err(e @ (StoreError::Unreachable { .. } | StoreError::Database { .. })) if standby => {
+                tracing::warn!("standing by: {e}; trying again");
+                tokio::time::sleep(UNREACHABLE_PAUSE).await;
             }
             Err(e) => return Err(e),
             Ok(store) => {

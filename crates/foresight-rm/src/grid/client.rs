@@ -9,6 +9,9 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct CentreClient {
     centres: Vec<String>,
+    /// The centre that answered last, tried first: a vanished one listed before the active
+    /// one would otherwise cost every request its connect timeout.
+    current: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     site: String,
     token: String,
     http: reqwest::Client,
@@ -17,6 +20,10 @@ pub struct CentreClient {
 impl CentreClient {
     /// Time allowed for one request besides a long poll's wait.
     pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Time allowed to connect to one centre: a vanished host (packets dropped, not
+    /// refused) must not hold a request past the next centre's turn.
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
     /// Site `site` with `token`, to the centres at `centres` (`https://host:port`), tried in
     /// order; their certificates signed by the CA in `ca_pem` when given (or one the system
@@ -30,7 +37,7 @@ impl CentreClient {
         if centres.is_empty() {
             return Err(RmError::Invalid("[grid] centres is empty".into()));
         }
-        let mut builder = reqwest::Client::builder().connect_timeout(Self::TIMEOUT);
+        let mut builder = reqwest::Client::builder().connect_timeout(Self::CONNECT_TIMEOUT);
         if let Some(pem) = ca_pem {
             let ca = reqwest::Certificate::from_pem(pem)
                 .map_err(|e| RmError::Invalid(format!("[grid] ca_cert: {e}")))?;
@@ -44,6 +51,7 @@ impl CentreClient {
                 .iter()
                 .map(|c| c.trim_end_matches('/').to_owned())
                 .collect(),
+            current: Default::default(),
             site: site.to_owned(),
             token: token.trim().to_owned(),
             http,
@@ -65,7 +73,7 @@ impl CentreClient {
             None => Vec::new(),
         };
         let mut last = None;
-        for base in &self.centres {
+        for (i, base) in self.in_turn() {
             let url = format!("{base}{path}");
             let mut req = self
                 .signed(method.clone(), base, path, &bytes)
@@ -82,11 +90,27 @@ impl CentreClient {
                     continue;
                 }
             };
+            self.answered(i);
             return resp.json().await.map_err(|e| {
                 RmError::Unreachable(format!("centre {url}: unreadable answer: {e}"))
             });
         }
         Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
+    }
+
+    /// The centres by index, the one that answered last first.
+    fn in_turn(&self) -> impl Iterator<Item = (usize, &String)> {
+        let first = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        let n = self.centres.len();
+        (0..n).map(move |k| {
+            let i = (first + k) % n;
+            (i, &self.centres[i])
+        })
+    }
+
+    /// Centre `i` answered: it is tried first from now on.
+    fn answered(&self, i: usize) {
+        self.current.store(i, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A request to `path` at centre `base`, signed over `body` (see [`super::sign`]).
@@ -130,7 +154,7 @@ impl CentreClient {
             return Ok(0);
         }
         let mut last = None;
-        for base in &self.centres {
+        for (i, base) in self.in_turn() {
             let url = format!("{base}{path}");
             let req = self
                 .signed(reqwest::Method::GET, base, path, &[])
@@ -142,6 +166,7 @@ impl CentreClient {
                     continue;
                 }
             };
+            self.answered(i);
             let status = resp.status();
             // A whole file (a proxy that ignores ranges): it replaces what was there.
             let from = if status == reqwest::StatusCode::PARTIAL_CONTENT {

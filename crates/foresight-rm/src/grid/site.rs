@@ -214,3 +214,27 @@ impl ResourceManager for SiteCluster {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::ResourceManager;
+
+    /// A site not heard from since the centre started is left as recorded for its lease
+    /// (it may be reconnecting to a standby that took over), then taken as unreachable.
+    #[tokio::test]
+    async fn a_site_not_heard_from_is_awaited_for_its_lease_then_unreachable() {
+        let lease = Duration::from_millis(50);
+        let mailbox = Arc::new(Mailbox::new("umea", lease));
+        let cluster = SiteCluster::new(mailbox, "abisko", lease, Duration::from_secs(1));
+        assert!(cluster.first_report_pending());
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert!(!cluster.first_report_pending());
+        let e = cluster.snapshot().await.unwrap_err();
+        assert!(e.is_unreachable(), "{e}");
+        assert!(
+            e.to_string().contains("has not sent cluster abisko yet"),
+            "{e}"
+        );
+    }
+}

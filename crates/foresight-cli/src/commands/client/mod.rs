@@ -257,6 +257,9 @@ impl Client {
         let mut builder = reqwest::blocking::Client::builder()
             .use_rustls_tls()
             .https_only(!base.starts_with("http://"))
+            // A vanished server (packets dropped) must not hold the request past the next
+            // address's turn.
+            .connect_timeout(std::time::Duration::from_secs(3))
             .timeout(std::time::Duration::from_secs(60));
         if let Some(path) = &conn.cacert {
             let pem = foresight_sim::input::read_bytes(path, foresight_sim::input::MAX_TEXT_BYTES)
@@ -347,7 +350,15 @@ impl Client {
                     Err(e) if e.is_connect() => last = format!("{}: {e}", self.bases[i]),
                     Err(e) => return Err(unreachable(e)),
                     Ok(r) if r.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
-                        last = format!("{}: {}", self.bases[i], r.text().unwrap_or_default());
+                        // Only a standby's answer says the request was not carried out: a
+                        // proxy's 503 may come after it was.
+                        let text = r.text().unwrap_or_default();
+                        let standby = serde_json::from_str::<ApiError>(&text)
+                            .is_ok_and(|e| e.code == "not_active");
+                        if !standby {
+                            anyhow::bail!("{}: 503 Service Unavailable: {text}", self.bases[i]);
+                        }
+                        last = format!("{}: {text}", self.bases[i]);
                     }
                     Ok(r) => {
                         self.current.set(i);
