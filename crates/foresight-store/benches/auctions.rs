@@ -1,7 +1,8 @@
 //! Throughput of the shared global queue: 4 dispatchers (each its own connection pool, as
 //! 4 processes would have) on one throwaway PostgreSQL sell `N` one-processor jobs by
-//! auction, each running the dispatcher's round (reclaim, close what is due, start its
-//! awards, open and bid in everything on offer) as fast as it can. Every site bids in every
+//! auction, each running the dispatcher's round (one glance at the queue, reclaim if a site
+//! is dead, close what is due, start its awards, open and bid in everything on offer in one
+//! statement) as fast as it can. Every site bids in every
 //! auction, so each auction has up to 4 bidders.
 //!
 //! Each job is run as a dispatcher runs it: started with a hold on its user's budget (half
