@@ -125,7 +125,7 @@ fn four_dispatchers_sell_jobs_live() {
         }
     );
     let mut kinds: Vec<(String, u64)> = kinds.into_iter().collect();
-    kinds.sort_by(|a, b| b.1.cmp(&a.1));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
     for (sql, count) in kinds.iter().take(25) {
         println!("{:7.2} per auction  {sql}", *count as f64 / auctions as f64);
     }
