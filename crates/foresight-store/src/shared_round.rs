@@ -179,11 +179,32 @@ impl SharedQueue {
     }
 
     /// A round's bids in one statement: opens the auctions of the queued jobs among `bids`
-    /// (to close `duration_ms` from now; a job someone else opened meanwhile is not opened
-    /// again, and its bid waits for the next round), places or replaces each bid in an
-    /// auction still open (as [`SharedQueue::bid`] does, one at a time), and withdraws this
-    /// site's bids on `withdraw`. Returns the jobs whose bids stand. A job appears once.
+    /// (to close `duration_ms` from now), places or replaces each bid in an auction still
+    /// open (as [`SharedQueue::bid`] does, one at a time), and withdraws this site's bids on
+    /// `withdraw`. A job someone else opened while the statement ran is not opened again;
+    /// its bid is placed in their auction by a second statement, as [`SharedQueue::open`]
+    /// then [`SharedQueue::bid`] would. Returns the jobs whose bids stand. A job appears
+    /// once.
     pub async fn bid_all(
+        &self,
+        bids: &[NewBid],
+        withdraw: &[u64],
+        duration_ms: i64,
+    ) -> Result<BTreeSet<u64>> {
+        let mut placed = self.bid_once(bids, withdraw, duration_ms).await?;
+        let lost: Vec<NewBid> = bids
+            .iter()
+            .filter(|b| b.open && !placed.contains(&b.job))
+            .map(|b| NewBid { open: false, ..*b })
+            .collect();
+        if !lost.is_empty() {
+            placed.extend(self.bid_once(&lost, &[], duration_ms).await?);
+        }
+        Ok(placed)
+    }
+
+    /// [`SharedQueue::bid_all`]'s one statement.
+    async fn bid_once(
         &self,
         bids: &[NewBid],
         withdraw: &[u64],
