@@ -1,7 +1,8 @@
 //! Throughput of the shared global queue: 4 dispatchers (each its own connection pool, as
 //! 4 processes would have) on one throwaway PostgreSQL sell `N` one-processor jobs by
-//! auction, each running the dispatcher's round (reclaim, close what is due, start its
-//! awards, open and bid in everything on offer) as fast as it can. Every site bids in every
+//! auction, each running the dispatcher's round (one glance at the queue, reclaim if a site
+//! is dead, close what is due, start its awards, open and bid in everything on offer in one
+//! statement) as fast as it can. Every site bids in every
 //! auction, so each auction has up to 4 bidders.
 //!
 //! Each job is run as a dispatcher runs it: started with a hold on its user's budget (half
@@ -22,7 +23,9 @@
 
 use foresight_core::auction::{close, AuctionConfig};
 use foresight_store::JobState;
-use foresight_store::{JobRecord, PgStore, SharedQueue, Start, Store, UserChange, UserRecord};
+use foresight_store::{
+    Closed, JobRecord, NewBid, PgStore, SharedQueue, Start, Store, UserChange, UserRecord,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -82,7 +85,9 @@ async fn run(store: &PgStore, q: &SharedQueue, claim: foresight_store::Claim) ->
     true
 }
 
-/// One dispatcher's rounds until every job is started somewhere.
+/// One dispatcher's rounds until every job is started somewhere, as the dispatcher runs
+/// them: one glance at the queue, the due auctions closed, its claims started, and its bids
+/// (those whose price changed, and the openings) placed in one statement.
 async fn dispatcher(
     store: PgStore,
     q: SharedQueue,
@@ -95,26 +100,45 @@ async fn dispatcher(
         opening_bid: Some(0.0),
         ..AuctionConfig::default()
     };
+    let price = 1.0 + k as f64 * 0.1;
     while started.load(Ordering::Relaxed) < n {
         q.heartbeat().await.unwrap();
-        q.reclaim().await.unwrap();
+        let g = q.glance(50, 64).await.unwrap();
+        if g.dead_sites {
+            q.reclaim().await.unwrap();
+        }
         // As the dispatcher closes: the queue locks, the core picks the winner, the queue
         // records it.
-        while let Some(due) = q.due_auction().await.unwrap() {
-            let outcome = close(&cfg, 100.0, &due.bids);
-            due.settle(&outcome, ms).await.unwrap();
+        let mut won = false;
+        if g.due {
+            while let Some(due) = q.due_auction().await.unwrap() {
+                let outcome = close(&cfg, 100.0, &due.bids);
+                let closed = due.settle(&outcome, ms).await.unwrap();
+                won |= matches!(&closed, Closed::Awarded { site, .. } if site == q.site());
+            }
         }
-        for claim in q.claims().await.unwrap() {
+        let claims = if won {
+            q.claims().await.unwrap()
+        } else {
+            g.claims
+        };
+        for claim in claims {
             if run(&store, &q, claim).await {
                 started.fetch_add(1, Ordering::Relaxed);
             }
         }
-        for j in q.on_offer(64).await.unwrap() {
-            if !j.in_auction {
-                q.open(j.job, ms).await.unwrap();
-            }
-            q.bid(j.job, 1.0 + k as f64 * 0.1, 1).await.unwrap();
-        }
+        let bids: Vec<NewBid> = g
+            .on_offer
+            .iter()
+            .filter(|j| !(j.in_auction && g.standing.iter().any(|b| b.job == j.job)))
+            .map(|j| NewBid {
+                job: j.job,
+                price,
+                procs: 1,
+                open: !j.in_auction,
+            })
+            .collect();
+        q.bid_all(&bids, &[], ms).await.unwrap();
     }
 }
 

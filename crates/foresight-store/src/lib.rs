@@ -28,6 +28,7 @@ mod pg_lock;
 mod postgres;
 mod shared_budget;
 mod shared_queue;
+mod shared_round;
 mod shared_view;
 mod sqlite;
 mod sqlite_lock;
@@ -44,6 +45,7 @@ pub use shared_queue::{
     is_global, Claim, Closed, DueAuction, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
     SharedJob, SharedQueue, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
 };
+pub use shared_round::{Glance, NewBid, StandingOwn};
 pub use shared_view::{AuctionCounts, AuctionRecord, AuctionStage, SiteRecord};
 pub use sqlite::SqliteStore;
 
@@ -131,6 +133,9 @@ pub enum StoreError {
         /// The site id the outcome names.
         site: u32,
     },
+    /// A round asked to bid twice for one job in one statement (nothing was written).
+    #[error("job {0}: bid for twice in one round")]
+    BidTwice(u64),
 }
 
 /// Shorthand.

@@ -276,7 +276,9 @@ impl crate::SharedQueue {
 }
 
 /// A user row with the sum of its ledger, as the user it says.
-fn user_of((name, token_hash, data, moved): (String, String, String, f64)) -> Result<UserRecord> {
+pub(crate) fn user_of(
+    (name, token_hash, data, moved): (String, String, String, f64),
+) -> Result<UserRecord> {
     let mut u: UserRecord = decode("users", name.clone(), &data)?;
     apply(&mut u, moved);
     u.name = name;

@@ -6,6 +6,8 @@
 //! rewritten. A benchmark, not a check: it is ignored unless asked for.
 //!
 //! `cargo test -p foresight-cli --test peer live_auctions -- --ignored --nocapture`
+//! (`AUCTIONS=N`; `CLIENTS=4`: four clients submit at once, one per dispatcher; `ALPHA=A`, the auctions' length in mean runtimes, default 0.3; the mean
+//! runtime of `true` jobs counts as 1 s, the least the auctions take).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use crate::peer;
@@ -25,9 +27,15 @@ fn four_dispatchers_sell_jobs_live() {
     let db = store.rsplit('/').next().unwrap().to_string();
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
+    // The auctions' length is α × the mean runtime, which is at least 1 s: `ALPHA` (default
+    // 0.3, as the other peer tests) sets how much of the time auctions take.
+    let alpha: f64 = std::env::var("ALPHA")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.3);
     let peers: Vec<Peer> = ["a", "b", "c", "d"]
         .iter()
-        .map(|s| Peer::start(&root, s, &store, 16))
+        .map(|s| Peer::start_with(&root, s, &store, 16, 1500, 1, alpha))
         .collect();
     let token = admin_token(&peers[0]);
     for sql in [
@@ -39,11 +47,30 @@ fn four_dispatchers_sell_jobs_live() {
     }
     let log = foresight_testkit::postgres::server().log_path();
     let from = std::fs::metadata(log).unwrap().len() as usize;
+    // One client per dispatcher, made before the clock starts: a client made per job costs
+    // the benchmark more than the submission costs the service.
+    let clients: Vec<Http> = peers.iter().map(|p| Http::new(&p.url, &token)).collect();
+    // `CLIENTS=4`: each dispatcher's quarter submitted by a client of its own, all at once
+    // (default 1: one client submits through the dispatchers in turn).
+    let parallel = std::env::var("CLIENTS").is_ok_and(|v| v == "4");
     let t0 = Instant::now();
-    for i in 0..n as usize {
-        let http = Http::new(&peers[i % 4].url, &token);
-        http.submit(job_body(1, 60, &["true"]));
+    if parallel {
+        std::thread::scope(|s| {
+            for (k, c) in clients.iter().enumerate() {
+                let count = (n as usize + 3 - k) / 4;
+                s.spawn(move || {
+                    for _ in 0..count {
+                        c.submit(job_body(1, 60, &["true"]));
+                    }
+                });
+            }
+        });
+    } else {
+        for i in 0..n as usize {
+            clients[i % 4].submit(job_body(1, 60, &["true"]));
+        }
     }
+    let submitted = t0.elapsed().as_secs_f64();
     let done = || -> u64 {
         psql(
             &store,
@@ -63,11 +90,15 @@ fn four_dispatchers_sell_jobs_live() {
     let text = String::from_utf8_lossy(&text[from..]);
     let prefix = format!("{db}|LOG:  ");
     let (mut statements, mut row_locks, mut rewrites) = (0u64, 0u64, 0u64);
+    // Which statements they were: by their first words, the most frequent first.
+    let mut kinds: std::collections::BTreeMap<String, u64> = Default::default();
     for rest in text.lines().filter_map(|l| l.strip_prefix(&prefix)) {
         if !(rest.starts_with("statement:") || rest.starts_with("execute")) {
             continue;
         }
         statements += 1;
+        let sql = rest.split_once(": ").map_or(rest, |(_, s)| s);
+        *kinds.entry(sql.chars().take(90).collect()).or_default() += 1;
         row_locks +=
             u64::from(rest.contains("FROM users WHERE name") && rest.contains("FOR UPDATE"));
         rewrites += u64::from(rest.contains("UPDATE users SET"));
@@ -76,7 +107,7 @@ fn four_dispatchers_sell_jobs_live() {
         .parse()
         .unwrap();
     println!(
-        "{n} jobs, 4 dispatchers: {auctions} auctions in {elapsed:.2} s = {:.0} auctions/s; \
+        "{n} jobs, 4 dispatchers, alpha {alpha}: {auctions} auctions in {elapsed:.2} s = {:.0} auctions/s; \
          {:.1} round trips per auction; per job: {:.2} user rows taken FOR UPDATE, {:.2} \
          user rows rewritten",
         auctions as f64 / elapsed,
@@ -84,4 +115,18 @@ fn four_dispatchers_sell_jobs_live() {
         row_locks as f64 / n as f64,
         rewrites as f64 / n as f64,
     );
+    println!(
+        "submissions: {submitted:.2} s ({:.1} ms each, {})",
+        submitted * 1000.0 / n as f64,
+        if parallel {
+            "4 clients at once"
+        } else {
+            "one at a time"
+        }
+    );
+    let mut kinds: Vec<(String, u64)> = kinds.into_iter().collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    for (sql, count) in kinds.iter().take(25) {
+        println!("{:7.2} per auction  {sql}", *count as f64 / auctions as f64);
+    }
 }

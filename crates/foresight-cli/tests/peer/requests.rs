@@ -211,9 +211,12 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
     let store = foresight_testkit::postgres::database();
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
+    // Auctions of 1 s (α 1 × the prior mean runtime of 1 s): the cancels, one about every
+    // 0.1 s, land in auctions, awards and starts alike however fast the rounds are (with
+    // auctions of 0.3 s every job is started before its cancel comes).
     let peers: Vec<Peer> = ["a", "b", "c"]
         .iter()
-        .map(|s| Peer::start(&root, s, &store, 2))
+        .map(|s| Peer::start_with(&root, s, &store, 2, 1500, 1, 1.0))
         .collect();
     let token = admin_token(&peers[0]);
     let log = root.join("runs.log");
@@ -224,7 +227,7 @@ fn a_cancel_racing_the_award_and_start_ends_cancelled_and_never_run_or_run_and_k
         ids.push(Http::new(&peers[i % 3].url, &token).submit(ended_job(&log, &ends, 1, 3.0)));
     }
     // Cancelled through another dispatcher than the one it was sent to, at times spread over
-    // its auction (0.3 s), its award and its start; the last once it has surely started.
+    // its auction (1 s), its award and its start; the last once it has surely started.
     for (i, id) in ids.iter().enumerate() {
         if i == n - 1 {
             // Running for sure: its command has written its line, not only been handed over.

@@ -34,7 +34,7 @@ use foresight_core::broker::{ClusterSpec, Promise};
 use foresight_core::grid::staging_time;
 use foresight_core::time::{Dur, Time};
 use foresight_core::JobId;
-use foresight_store::{Claim, Closed, JobRecord, SharedQueue, Start};
+use foresight_store::{Claim, Closed, Glance, JobRecord, NewBid, SharedQueue, StandingOwn, Start};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -198,22 +198,67 @@ impl Dispatcher {
         }
     }
 
-    /// One round; answers how long until the next auction falls due.
+    /// One round; answers how long until the next auction falls due. What it reads of the
+    /// queue before it acts is one statement ([`SharedQueue::glance`]); a step the glance
+    /// shows nothing for (no dead site, no due auction, no job waiting for dependencies)
+    /// asks the database nothing.
     async fn round(&self, service: &Arc<Service>) -> anyhow::Result<Option<Duration>> {
-        self.refresh_users(service).await?;
-        self.report_finished(service).await?;
-        self.apply_cancels(service).await?;
-        self.decide_waiting(service).await?;
-        for job in self.queue.reclaim().await? {
-            tracing::info!(
-                site = self.queue.site(),
-                job,
-                "a dead dispatcher's claim is queued again"
-            );
+        let mut glance = self
+            .queue
+            .glance(self.cfg.runtime_window, OFFER_WINDOW)
+            .await?;
+        self.refresh_users(service, std::mem::take(&mut glance.users))
+            .await?;
+        let reported = self.report_finished(service, &glance.started_here).await?;
+        self.apply_cancels(service, &glance.cancel_requests).await?;
+        if glance.waiting {
+            self.decide_waiting(service).await?;
         }
-        // The winner is the one `sim auction` picks: the store locks and loads, the core decides.
-        let mean = self.mean_runtime().await?;
+        if glance.dead_sites {
+            for job in self.queue.reclaim().await? {
+                tracing::info!(
+                    site = self.queue.site(),
+                    job,
+                    "a dead dispatcher's claim is queued again"
+                );
+            }
+        }
+        // The runtimes this round reported count at once, as they did when each step read
+        // them for itself.
+        let mean = if reported {
+            self.mean_runtime().await?
+        } else {
+            self.mean_of(&glance.runtimes)
+        };
         let length_ms = (self.cfg.auction.alpha * mean * 1000.0).round() as i64;
+        let won = if glance.due {
+            self.close_due(mean, length_ms).await?
+        } else {
+            false
+        };
+        // An auction this round awarded to this site is started in this round too.
+        let claims = if won {
+            self.queue.claims().await?
+        } else {
+            glance.claims.clone()
+        };
+        for claim in claims {
+            self.start(service, claim).await?;
+        }
+        let opened = self.bid(service, &glance, mean).await?;
+        // The earliest close: of the auctions open when the round looked, or of those it
+        // opened.
+        let next = match (glance.next_close_ms, opened.then_some(length_ms.max(0))) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(next.map(|ms| Duration::from_millis(ms as u64)))
+    }
+
+    /// Closes the due auctions no other dispatcher is closing, each as `sim auction` would:
+    /// the store locks and loads, the core decides. Answers whether one went to this site.
+    async fn close_due(&self, mean: f64, length_ms: i64) -> anyhow::Result<bool> {
+        let mut won = false;
         while let Some(due) = self.queue.due_auction().await? {
             let outcome = close(&self.cfg.auction, mean, &due.bids);
             let closed = due.settle(&outcome, length_ms).await?;
@@ -223,6 +268,7 @@ impl Dispatcher {
             };
             match (closed, outcome) {
                 (Closed::Awarded { job, site, bidders }, _) => {
+                    won |= site == self.queue.site();
                     tracing::info!(site = self.queue.site(), job, winner = %site, bidders, "auction closed")
                 }
                 (
@@ -241,22 +287,18 @@ impl Dispatcher {
                 }
             }
         }
-        for claim in self.queue.claims().await? {
-            self.start(service, claim).await?;
-        }
-        self.bid(service).await?;
-        Ok(self
-            .queue
-            .next_close_ms()
-            .await?
-            .map(|ms| Duration::from_millis(ms as u64)))
+        Ok(won)
     }
 
-    /// Takes every user from the database, where other sites create and change users and
-    /// charge their jobs: this site's copy authenticates and admits its submissions (a
-    /// notification wakes a round as soon as another site changes a user).
-    async fn refresh_users(&self, service: &Arc<Service>) -> anyhow::Result<()> {
-        let users = self.queue.users().await?;
+    /// Takes every user as the database has them (`users`, read by the round's glance),
+    /// where other sites create and change users and charge their jobs: this site's copy
+    /// authenticates and admits its submissions (a notification wakes a round as soon as
+    /// another site changes a user).
+    async fn refresh_users(
+        &self,
+        service: &Arc<Service>,
+        users: Vec<foresight_store::UserRecord>,
+    ) -> anyhow::Result<()> {
         let disabled: Vec<String> = users
             .iter()
             .filter(|u| u.disabled)
@@ -282,8 +324,7 @@ impl Dispatcher {
     }
 
     /// adopts it).
-    async fn apply_cancels(&self, service: &Arc<Service>) -> anyhow::Result<()> {
-        let asked = self.queue.cancel_requests().await?;
+    async fn apply_cancels(&self, service: &Arc<Service>, asked: &[u64]) -> anyhow::Result<()> {
         if asked.is_empty() {
             return Ok(());
         }
@@ -291,7 +332,7 @@ impl Dispatcher {
         {
             let mut w = service.world();
             let now = service.now();
-            for id in asked {
+            for &id in asked {
                 let Some(j) = w.jobs.get(&JobId(id)) else {
                     continue;
                 };
@@ -386,27 +427,32 @@ impl Dispatcher {
 
     /// The mean runtime of recently finished global jobs, seconds (the prior until one has).
     async fn mean_runtime(&self) -> anyhow::Result<f64> {
+        let runtimes = self.queue.recent_runtimes(self.cfg.runtime_window).await?;
+        Ok(self.mean_of(&runtimes))
+    }
+
+    /// The mean of `runtimes` (latest first, seconds) as the auctions take it: over the
+    /// window, in whole seconds, the prior until one has finished.
+    fn mean_of(&self, runtimes: &[f64]) -> f64 {
         let mut tracker = RuntimeTracker::new(
             self.cfg.runtime_window as usize,
             Dur(self.cfg.prior_runtime_seconds as i64),
         );
-        for r in self
-            .queue
-            .recent_runtimes(self.cfg.runtime_window)
-            .await?
-            .into_iter()
-            .rev()
-        {
+        for r in runtimes.iter().rev() {
             tracker.record(Dur(r.round() as i64));
         }
-        Ok(tracker.mean())
+        tracker.mean()
     }
 
-    /// Takes in the jobs the queue says this site started but it does not hold (the answer
-    /// to a start was lost with the database connection after the commit), and reports the
-    /// ends of those it ran.
-    async fn report_finished(&self, service: &Service) -> anyhow::Result<()> {
-        for id in self.queue.started_here().await? {
+    /// Takes in the jobs the queue says this site started (`started_here`) but it does not
+    /// hold (the answer to a start was lost with the database connection after the commit),
+    /// and reports the ends of those it ran. Answers whether it reported any.
+    async fn report_finished(
+        &self,
+        service: &Service,
+        started_here: &[u64],
+    ) -> anyhow::Result<bool> {
+        for &id in started_here {
             if service.world().jobs.contains_key(&JobId(id)) {
                 self.started
                     .lock()
@@ -447,6 +493,7 @@ impl Dispatcher {
                 })
                 .collect()
         };
+        let reported = !ended.is_empty();
         for (id, runtime) in ended {
             self.queue.finished(id, runtime).await?;
             self.started
@@ -454,7 +501,7 @@ impl Dispatcher {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&id);
         }
-        Ok(())
+        Ok(reported)
     }
 
     /// Hands an awarded job to this site's broker as a global job of its level, if the
@@ -577,39 +624,47 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Bids for every job on offer this site can run now, opening the auctions of queued
-    /// ones; withdraws bids it can no longer honour.
-    async fn bid(&self, service: &Service) -> anyhow::Result<()> {
-        let on_offer = self.queue.on_offer(OFFER_WINDOW).await?;
+    /// Bids for every job on offer this site can run now (as `glance` saw the offer and this
+    /// site's standing bids), opening the auctions of queued ones; withdraws bids it can no
+    /// longer honour. All of it is one statement ([`SharedQueue::bid_all`]); a bid whose
+    /// price and processors have not changed is not placed again (it stands as it was).
+    /// Answers whether it opened an auction.
+    async fn bid(&self, service: &Service, glance: &Glance, mean: f64) -> anyhow::Result<bool> {
+        let on_offer = &glance.on_offer;
         if on_offer.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        let standing: BTreeMap<u64, u32> = self.queue.standing_bids().await?.into_iter().collect();
+        let standing: BTreeMap<u64, StandingOwn> =
+            glance.standing.iter().map(|b| (b.job, *b)).collect();
+        self.learn_offered(on_offer).await?;
         {
             let offered: BTreeSet<u64> = on_offer.iter().map(|j| j.job).collect();
             self.lock_given_back().retain(|j| offered.contains(j));
         }
-        let mean = self.mean_runtime().await?;
         let load = {
             let w = service.world();
             site_load(&w, service.now().secs())
         };
         // Processors promised by standing bids, which a new bid may not offer again
-        // (`overcommit = "reserve"`); bids in auctions that are no longer open lapse.
+        // (`overcommit = "reserve"`); bids in auctions that are no longer open lapse. A bid
+        // placed in this round holds its processors for the rest of the round (should its
+        // auction close before the statement places it, the next round, woken by the
+        // close, counts them free again).
         let reserve = self.cfg.auction.overcommit == Overcommit::Reserve;
         let mut held: u32 = if reserve {
             let offered: BTreeSet<u64> = on_offer.iter().map(|j| j.job).collect();
             standing
-                .iter()
-                .filter(|(j, _)| offered.contains(j))
-                .map(|(_, p)| *p)
+                .values()
+                .filter(|b| offered.contains(&b.job))
+                .map(|b| b.procs)
                 .sum()
         } else {
             0
         };
-        let duration_ms = (self.cfg.auction.alpha * mean * 1000.0).round() as i64;
+        let (mut bids, mut withdraw) = (Vec::new(), Vec::new());
         for job in on_offer {
-            let own = standing.get(&job.job).copied().unwrap_or(0);
+            let mine = standing.get(&job.job);
+            let own = mine.map_or(0, |b| b.procs);
             let lot = Lot {
                 job: JobId(job.job),
                 procs: job.procs,
@@ -647,15 +702,21 @@ impl Dispatcher {
             };
             match priced {
                 Some((offer, p)) => {
-                    if !job.in_auction {
-                        self.queue.open(job.job, duration_ms).await?;
+                    let same = mine.is_some_and(|b| b.price == p && b.offered == offer.procs);
+                    if !(same && job.in_auction) {
+                        bids.push(NewBid {
+                            job: job.job,
+                            price: p,
+                            procs: offer.procs,
+                            open: !job.in_auction,
+                        });
                     }
-                    if self.queue.bid(job.job, p, offer.procs).await? && reserve && own == 0 {
+                    if reserve && own == 0 {
                         held += job.procs;
                     }
                 }
                 None if own > 0 => {
-                    self.queue.withdraw(job.job).await?;
+                    withdraw.push(job.job);
                     if reserve {
                         held = held.saturating_sub(own);
                     }
@@ -663,11 +724,38 @@ impl Dispatcher {
                 None => {}
             }
         }
-        Ok(())
+        let duration_ms = (self.cfg.auction.alpha * mean * 1000.0).round() as i64;
+        self.queue.bid_all(&bids, &withdraw, duration_ms).await?;
+        Ok(bids.iter().any(|b| b.open))
     }
 }
 
 impl Dispatcher {
+    /// Reads the records of the jobs on offer this site has not read yet, in one statement.
+    async fn learn_offered(&self, on_offer: &[foresight_store::QueuedJob]) -> anyhow::Result<()> {
+        let new: Vec<u64> = {
+            let known = self.lock_offered();
+            on_offer
+                .iter()
+                .map(|j| j.job)
+                .filter(|j| !known.contains_key(j))
+                .collect()
+        };
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut found = self.queue.records(&new).await?;
+        let mut offered = self.lock_offered();
+        // Jobs long gone from the offer are forgotten now and then.
+        if offered.len() + new.len() > 4 * OFFER_WINDOW as usize {
+            offered.clear();
+        }
+        for job in new {
+            offered.insert(job, found.remove(&job).map(Arc::new));
+        }
+        Ok(())
+    }
+
     /// A job on offer's record, read from the queue the first time (`None`: no such job).
     async fn offered(&self, job: u64) -> anyhow::Result<Option<Arc<JobRecord>>> {
         if let Some(known) = self.lock_offered().get(&job) {
