@@ -20,6 +20,13 @@ use foresight_core::time::Dur;
 use sqlx::{PgPool, Row};
 use std::collections::BTreeMap;
 
+/// The job record stored in row `id` of `jobs`, under its row's id.
+pub(crate) fn job_row(id: i64, data: &str) -> Result<JobRecord> {
+    let mut r: JobRecord = decode("jobs", id.to_string(), data)?;
+    r.id = id as u64;
+    Ok(r)
+}
+
 /// The `LISTEN/NOTIFY` channel on which the queue announces changes (a job queued, an
 /// auction opened or closed, a claim given back): dispatchers wake on it to bid or close.
 pub const GLOBAL_CHANNEL: &str = "foresight_global";
@@ -568,11 +575,7 @@ impl SharedQueue {
         .await
         .map_err(self.db())?;
         rows.into_iter()
-            .map(|(id, data)| {
-                let mut r: JobRecord = decode("jobs", id.to_string(), &data)?;
-                r.id = id as u64;
-                Ok(r)
-            })
+            .map(|(id, data)| job_row(id, &data))
             .collect()
     }
 

@@ -10,8 +10,8 @@
 //! auction, starting a claim, reclaiming a dead site's jobs), each with its own `WHERE`.
 
 use crate::shared_budget::{user_of, FOLD_AFTER, LEDGER_SUM};
-use crate::shared_queue::{ALIVE, GLOBAL_CHANNEL};
-use crate::{decode, Claim, JobRecord, QueuedJob, Result, SharedQueue, StoreError, UserRecord};
+use crate::shared_queue::{job_row, ALIVE, GLOBAL_CHANNEL};
+use crate::{Claim, JobRecord, QueuedJob, Result, SharedQueue, StoreError, UserRecord};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -271,11 +271,7 @@ impl SharedQueue {
                 .await
                 .map_err(self.db())?;
         rows.into_iter()
-            .map(|(id, data)| {
-                let mut r: JobRecord = decode("jobs", id.to_string(), &data)?;
-                r.id = id as u64;
-                Ok((id as u64, r))
-            })
+            .map(|(id, data)| Ok((id as u64, job_row(id, &data)?)))
             .collect()
     }
 }

@@ -332,15 +332,19 @@ impl GridAgent {
             )
         })?;
         let s = &self.service;
-        let user = self.cfg.user.clone();
         let owner = owner_of(instance);
+        let lending = Lending {
+            cluster: cluster.to_owned(),
+            user: self.cfg.user.clone(),
+            owner: owner.clone(),
+            lend,
+        };
         match op {
             Op::Reserve { request, .. } => {
-                let cluster = cluster.to_owned();
                 let cfg = self.cfg.clone();
                 s.mutate(move |w, now| {
                     grid_user(w, &cfg)?;
-                    reserve(w, now, &cluster, &user, &owner, lend, &request).map(|_| Reply::Done)
+                    reserve(w, now, &lending, &request).map(|_| Reply::Done)
                 })
                 .await
             }
@@ -355,7 +359,7 @@ impl GridAgent {
                 })
                 .await
             }
-            Op::Submit { submission } => self.submit(cluster, &submission, &owner, naming).await,
+            Op::Submit { submission } => self.submit(&lending, &submission, naming).await,
             Op::Cancel { part } => {
                 let id = self.part(&part, naming)?;
                 s.mutate(move |w, now| {
@@ -458,11 +462,11 @@ impl GridAgent {
     /// submitted before is answered with the job it became.
     async fn submit(
         &self,
-        cluster: &str,
+        lending: &Lending,
         sub: &Submission,
-        owner: &str,
         naming: &Naming,
     ) -> Result<Reply, Refusal> {
+        let (cluster, owner) = (lending.cluster.as_str(), lending.owner.as_str());
         let spec = &sub.spec;
         let name = naming.part(spec.job, spec.attempt);
         let (user, reservation) = {
@@ -491,22 +495,11 @@ impl GridAgent {
         };
         let reservation = match (reservation, sub.reservation) {
             (Some(id), Some(centre)) => {
-                let (cluster, owner, grid_user) =
-                    (cluster.to_owned(), owner.to_owned(), user.name.clone());
-                let lend = self.cfg.lend.get(&cluster).copied().unwrap_or(0);
+                let lending = lending.clone();
                 Some(
                     self.service
                         .mutate(move |w, now| {
-                            renew_if_late(
-                                w,
-                                now,
-                                &cluster,
-                                &grid_user,
-                                &owner,
-                                lend,
-                                (id, centre),
-                                walltime,
-                            )
+                            renew_if_late(w, now, &lending, (id, centre), walltime)
                         })
                         .await?,
                 )
@@ -614,14 +607,10 @@ fn ours(w: &World, owner: &str, id: u64) -> Option<ReservationId> {
 /// second (a standby taking over, a slow link) would wait there for ever. Released first,
 /// so that its own processors count. When there is no room, it stays released: the centre
 /// sees it vanish and plans the part again.
-#[allow(clippy::too_many_arguments)]
 fn renew_if_late(
     w: &mut World,
     now: foresight_core::time::Time,
-    cluster: &str,
-    user: &str,
-    owner: &str,
-    lend: u32,
+    lending: &Lending,
     (id, centre): (ReservationId, u64),
     walltime: i64,
 ) -> Result<ReservationId, Refusal> {
@@ -641,36 +630,48 @@ fn renew_if_late(
         "a part came after its reservation began: reserving it again from now"
     );
     w.release_reservation(now, id)?;
-    make_grid_reservation(w, now, cluster, user, owner, lend, &request)?;
-    ours(w, owner, centre).ok_or_else(|| Refusal::internal("a reservation just made is gone"))
+    make_grid_reservation(w, now, lending, &request)?;
+    ours(w, &lending.owner, centre)
+        .ok_or_else(|| Refusal::internal("a reservation just made is gone"))
 }
 
-/// Holds `req` on `cluster` for the grid's user, within what the site lends.
+/// What the grid may hold on one lent cluster here: the centre's reservations (by their
+/// owner), for the grid's user, up to what the site lends.
+#[derive(Clone, Debug)]
+struct Lending {
+    cluster: String,
+    user: String,
+    owner: String,
+    lend: u32,
+}
+
+/// Holds `req` for the grid, once however often it is asked.
 fn reserve(
     w: &mut World,
     now: foresight_core::time::Time,
-    cluster: &str,
-    user: &str,
-    owner: &str,
-    lend: u32,
+    lending: &Lending,
     req: &ReserveRequest,
 ) -> Result<(), Refusal> {
-    if ours(w, owner, req.id).is_some() {
+    if ours(w, &lending.owner, req.id).is_some() {
         return Ok(());
     }
-    make_grid_reservation(w, now, cluster, user, owner, lend, req)
+    make_grid_reservation(w, now, lending, req)
 }
 
-/// Makes `req` on `cluster` for the grid's user, within what the site lends.
+/// Makes `req` for the grid, within what the site lends.
 fn make_grid_reservation(
     w: &mut World,
     now: foresight_core::time::Time,
-    cluster: &str,
-    user: &str,
-    owner: &str,
-    lend: u32,
+    lending: &Lending,
     req: &ReserveRequest,
 ) -> Result<(), Refusal> {
+    let Lending {
+        cluster,
+        user,
+        owner,
+        lend,
+    } = lending;
+    let (cluster, owner, lend) = (cluster.as_str(), owner.as_str(), *lend);
     let k = w
         .cluster_index(cluster)
         .ok_or_else(|| Refusal::not_found(format!("no cluster {cluster} here")))?;
