@@ -277,6 +277,24 @@ pub trait ResourceManager: Send + Sync + std::fmt::Debug {
         )))
     }
 
+    /// Has the cluster's host send a finished part's files `files` (relative to its working
+    /// directory) up to the service, by `timeout`: how a cluster on another host returns
+    /// outputs and workflow edges' files. Only such managers support it.
+    async fn send_files(
+        &self,
+        part: &PartHandle,
+        files: &[crate::grid::Wanted],
+        timeout: std::time::Duration,
+    ) -> Result<(Vec<crate::grid::SentFile>, crate::grid::Received), RmError> {
+        let _ = (files, timeout);
+        Err(RmError::Invalid(format!(
+            "a {} cluster sends no files (job {}.{})",
+            self.kind(),
+            part.job,
+            part.attempt
+        )))
+    }
+
     /// Moves reservation `to.id` to `[to.start, to.end)` and, when it has been submitted,
     /// the part bound to it to begin at `to.start`: how a resource manager that schedules
     /// itself lets a reserved job start earlier when processors free up. Either both move or

@@ -156,6 +156,61 @@ fn an_input_at_the_centre_is_fetched_by_the_site_and_read_by_the_part_there() {
     assert!(!outbox.exists(), "{}", outbox.display());
 }
 
+/// What was wrong: a job that ran at a site left its outputs there, and the centre, taking
+/// the part's working directory for one of its own, copied nothing and reported the copy
+/// done. Now the centre asks the site for them: the site reads each as the grid's account
+/// and puts it up in signed chunks, checked by SHA-256, and the centre copies it into the
+/// job's working directory; an output the job did not write is named in its reason.
+#[test]
+fn a_jobs_outputs_written_at_a_site_come_back_to_its_working_directory_at_the_centre() {
+    let (centre, _site, _keys) = centre_and_site(PLAIN);
+    let home = centre.scratch().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let id = centre.http().submit(json!({
+        "procs": 1, "walltime": 60, "cwd": home.display().to_string(),
+        "command": ["sh", "-c", "mkdir -p res && head -c 12000000 /dev/urandom > res/big.bin \
+            && sha256sum res/big.bin > sum.txt"],
+        "outputs": [{ "path": "res/big.bin" }, { "path": "sum.txt" }],
+    }));
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    let j = wait_for("the outputs copied", Duration::from_secs(60), || {
+        let j = centre_job(&centre, id);
+        j["output_staging"]["ended_at"].is_i64().then_some(j)
+    });
+    assert!(j["output_staging"]["error"].is_null(), "{j}");
+    assert!(j["reason"].is_null(), "{j}");
+    // The sum the part took at the site matches the file that came back.
+    let sum = std::fs::read_to_string(home.join("sum.txt")).unwrap();
+    let here = std::process::Command::new("sha256sum")
+        .arg("res/big.bin")
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(here.stdout).unwrap(), sum);
+    assert_eq!(
+        std::fs::metadata(home.join("res/big.bin")).unwrap().len(),
+        12_000_000
+    );
+
+    let id = centre.http().submit(json!({
+        "procs": 1, "walltime": 60, "cwd": home.display().to_string(),
+        "command": ["sh", "-c", "echo ok > written.txt"],
+        "outputs": [{ "path": "written.txt" }, { "path": "missing.txt" }],
+    }));
+    centre.wait_final(id, Duration::from_secs(60));
+    let j = wait_for("the outputs copied", Duration::from_secs(60), || {
+        let j = centre_job(&centre, id);
+        j["output_staging"]["ended_at"].is_i64().then_some(j)
+    });
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("missing.txt"), "{j}");
+    assert_eq!(
+        std::fs::read_to_string(home.join("written.txt")).unwrap(),
+        "ok\n"
+    );
+}
+
 /// An input gone before its transfer fails the job, naming the file (the centre reads it as
 /// the job's account when it sends it), and nothing runs at the site.
 #[test]

@@ -1,6 +1,7 @@
 //! The routes a site on another host calls (`/grid/v1/...`): it connects out to the
 //! centre, says hello, fetches its commands with a long poll, answers them, pushes its
-//! clusters' state, and fetches the input files the centre offers it. Each request names
+//! clusters' state, fetches the input files the centre offers it, and puts the files of
+//! its parts the centre asks for. Each request names
 //! its site and is signed with that site's token (`foresight_rm::grid::sign`); a site
 //! reaches only its own mailbox, clusters and files.
 
@@ -23,7 +24,10 @@ pub(crate) fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
         ("/grid/v1/commands", get(commands)),
         ("/grid/v1/answers", post(answers)),
         ("/grid/v1/snapshots", post(snapshots)),
-        ("/grid/v1/files/{job}/{attempt}/{cluster}/{name}", get(file)),
+        (
+            "/grid/v1/files/{job}/{attempt}/{cluster}/{name}",
+            get(file).put(put_file),
+        ),
     ]
 }
 
@@ -274,4 +278,44 @@ async fn file(
             .into_response(),
         None => (StatusCode::OK, [length], body).into_response(),
     })
+}
+
+/// Where a chunk of an upload goes in its file, and what the whole file is.
+#[derive(Deserialize)]
+struct ChunkAt {
+    offset: u64,
+    total: u64,
+    sha256: String,
+}
+
+/// A chunk of a file of part `(job, attempt)` on this site's cluster `cluster`, which the
+/// centre asked the site to send (`name`: its path under the part's working directory,
+/// percent-encoded as one segment): the bytes the centre holds of that file after it. A
+/// chunk beyond them is not written; the site goes on from there.
+async fn put_file(
+    State(s): State<AppState>,
+    axum::extract::Path((job, attempt, cluster, name)): axum::extract::Path<(
+        u64,
+        u32,
+        String,
+        String,
+    )>,
+    axum::extract::Query(at): axum::extract::Query<ChunkAt>,
+    site: Signed,
+) -> Result<Json<serde_json::Value>, Refusal> {
+    let Some(here) = s.site_cluster(&site.site, &cluster) else {
+        return Err(Refusal::forbidden(
+            "cluster",
+            format!("site {} lends no cluster {cluster} here", site.site),
+        ));
+    };
+    let chunk = crate::runtime::grid_uploads::Chunk {
+        path: &name,
+        offset: at.offset,
+        total: at.total,
+        sha256: &at.sha256,
+        bytes: &site.body,
+    };
+    let have = s.receive_chunk(here, (job, attempt), chunk).await?;
+    Ok(Json(serde_json::json!({ "have": have })))
 }

@@ -66,7 +66,8 @@ impl Service {
                 job,
                 stage,
                 unix_user,
-            } => self.spawn_task(Self::stage_outputs(s, job, stage, unix_user)),
+                uploads,
+            } => self.spawn_task(Self::stage_outputs(s, job, stage, unix_user, uploads)),
             Effect::Kill {
                 cluster,
                 job,
@@ -224,10 +225,29 @@ impl Service {
         job: u64,
         stage: Vec<OutputFetch>,
         unix_user: Option<String>,
+        uploads: Vec<crate::state::staging::Upload>,
     ) {
-        let result =
-            crate::runtime::staging::stage_within(&stage, unix_user.as_deref(), s.copy_timeout())
-                .await;
+        let mut came = Ok(());
+        for u in &uploads {
+            if let Err(error) = s.bring_up(job, u, unix_user.as_deref()).await {
+                came = Err(vec![crate::state::staging::FetchFailure {
+                    label: None,
+                    error,
+                }]);
+                break;
+            }
+        }
+        let result = match came {
+            Ok(()) => {
+                crate::runtime::staging::stage_within(
+                    &stage,
+                    unix_user.as_deref(),
+                    s.copy_timeout(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
         for f in result.as_ref().err().into_iter().flatten() {
             tracing::warn!(job, "copying outputs back failed: {}", f.error);
         }

@@ -23,7 +23,7 @@ const INCOMING: &str = ".incoming";
 
 impl GridAgent {
     /// The inbox: `[grid] inbox_dir`, or `grid-inbox` in the data directory.
-    fn inbox(&self) -> PathBuf {
+    pub(crate) fn inbox(&self) -> PathBuf {
         self.cfg
             .inbox_dir
             .clone()
@@ -33,6 +33,19 @@ impl GridAgent {
     /// Where part `name` runs when the centre sent it files: its submission names it.
     pub(crate) fn inbox_of(&self, name: &str) -> PathBuf {
         self.inbox().join(name)
+    }
+
+    /// The directory part `name` runs in, made (empty, the account's) when the centre sent
+    /// it no files.
+    pub(crate) fn workspace(&self, name: &str, account: &str) -> Result<PathBuf, String> {
+        let inbox = self.inbox();
+        private_dir(&inbox)?;
+        let dir = inbox.join(name);
+        if std::fs::symlink_metadata(&dir).is_err() {
+            std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            hand_over(&dir, &[], account)?;
+        }
+        Ok(dir)
     }
 
     /// [`foresight_rm::grid::Op::Fetch`]: brings the part's files into its directory.
@@ -77,7 +90,7 @@ impl GridAgent {
 
 /// Makes `dir` when missing, and refuses it unless it is a real directory of this service's
 /// own account that no one else may write in: the service writes there as itself.
-fn private_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
     let said = |e: std::io::Error| format!("the grid's inbox {}: {e}", dir.display());
     if std::fs::symlink_metadata(dir).is_err() {
         std::fs::create_dir_all(dir).map_err(said)?;

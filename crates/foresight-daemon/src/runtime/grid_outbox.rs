@@ -63,7 +63,14 @@ impl Service {
             millis = got.millis,
             "inputs fetched by site {site}"
         );
-        if let Some(mb_s) = measured_rate(got.bytes, got.millis) {
+        self.measured(cluster, got.bytes, got.millis);
+        Ok(())
+    }
+
+    /// A transfer to or from `cluster`'s site carried `bytes` in `millis`: the planner's
+    /// estimate of that link follows it, when it is large enough to say.
+    pub(crate) fn measured(&self, cluster: ClusterId, bytes: u64, millis: u64) {
+        if let Some(mb_s) = measured_rate(bytes, millis) {
             let mut w = self.world();
             w.broker.measured_link(cluster, mb_s);
             tracing::info!(
@@ -72,7 +79,6 @@ impl Service {
                 "the link's estimate follows a transfer at {mb_s:.1} MB/s"
             );
         }
-        Ok(())
     }
 
     /// Reads the inputs into the outbox `dir` and has the site of `cluster` fetch them.
@@ -149,8 +155,8 @@ async fn offer(
 }
 
 /// Copies `from`, read by `cat` as account `a`, to `to` (the service's own file); its size
-/// and SHA-256.
-async fn read_as(
+/// and SHA-256. The site reads a part's files to send up the same way.
+pub(crate) async fn read_as(
     from: &Path,
     to: &Path,
     a: Option<&foresight_rm::account::Account>,
@@ -159,7 +165,7 @@ async fn read_as(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+        .map_err(|e| format!("reading {}: {e}", from.display()))?;
     let mut stdout = child.stdout.take().expect("invariant: stdout is piped");
     let mut out = tokio::fs::File::create(to)
         .await
@@ -171,7 +177,7 @@ async fn read_as(
         let n = stdout
             .read(&mut buf)
             .await
-            .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+            .map_err(|e| format!("reading {}: {e}", from.display()))?;
         if n == 0 {
             break;
         }
@@ -187,11 +193,11 @@ async fn read_as(
     let done = child
         .wait_with_output()
         .await
-        .map_err(|e| format!("reading input {}: {e}", from.display()))?;
+        .map_err(|e| format!("reading {}: {e}", from.display()))?;
     if !done.status.success() {
         let who = a.map_or(String::new(), |a| format!(" as {:?}", a.name));
         return Err(format!(
-            "reading input {}{who}: {}",
+            "reading {}{who}: {}",
             from.display(),
             String::from_utf8_lossy(&done.stderr).trim()
         ));

@@ -212,7 +212,7 @@ impl GridAgent {
             for c in commands {
                 last = last.max(c.seq);
                 let seq = c.seq;
-                if matches!(c.op, Op::Fetch { .. }) {
+                if matches!(c.op, Op::Fetch { .. } | Op::Send { .. }) {
                     // A transfer may take long: it must not hold the site's other commands.
                     if lock(&self.fetching).insert(seq) {
                         let agent = self.clone();
@@ -410,6 +410,10 @@ impl GridAgent {
                 let name = naming.part(part.job, part.attempt);
                 self.fetch(cluster, &part, &files, &name).await
             }
+            Op::Send { part, files } => {
+                let name = naming.part(part.job, part.attempt);
+                self.send(cluster, &part, &files, &name).await
+            }
             Op::Estimate { .. } => Ok(Reply::Estimate { start: None }),
         }
     }
@@ -506,9 +510,11 @@ impl GridAgent {
             }
             _ => None,
         };
-        // Its inputs, when the centre sent some, are in its inbox, where it runs.
-        let inbox = self.inbox_of(&name);
-        let cwd = inbox.is_dir().then(|| inbox.display().to_string());
+        // It runs in its inbox, a directory of its own: with its inputs, when the centre
+        // sent some, and where its outputs are sent up from.
+        let account = self.service.world().unix_account(&user.name).0;
+        let inbox = self.workspace(&name, &account).map_err(Refusal::conflict)?;
+        let cwd = Some(inbox.display().to_string());
         let request = serde_json::json!({
             "cwd": cwd,
             "name": name,

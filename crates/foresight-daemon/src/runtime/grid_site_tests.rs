@@ -126,10 +126,11 @@ async fn a_repeated_reservation_or_submission_is_carried_out_once() {
     assert_eq!(part.external, Some(jobs[0].id.to_string()));
     assert_eq!(jobs[0].user, "grid");
     assert_eq!(jobs[0].reservation, Some(held[0].id));
-    assert_eq!(
-        jobs[0].cwd, None,
-        "the centre's directory does not exist here"
-    );
+    // A directory of its own at the site (the centre's does not exist here), where its
+    // outputs are sent up from.
+    let cwd = jobs[0].cwd.clone().unwrap();
+    assert!(cwd.ends_with("grid-inbox/foresight-31.0"), "{cwd}");
+    assert!(std::path::Path::new(&cwd).is_dir(), "{cwd}");
 
     // Released twice: the second finds it released.
     assert_eq!(run(&a, Op::Release { reservation: 7 }).await, Reply::Done);

@@ -108,6 +108,21 @@ pub struct OutputFetch {
     pub label: Option<String>,
 }
 
+/// Files a part that ran at a site on another host sends up to the centre before its
+/// job's outputs are copied: the part's cluster (its name here), its attempt, and the files'
+/// paths relative to its working directory there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upload {
+    /// The cluster, by its name at the centre.
+    pub cluster: String,
+    /// The part's attempt.
+    pub attempt: u32,
+    /// Where the files land at the centre: `World::uploads_of`.
+    pub dir: PathBuf,
+    /// The files, relative to the part's working directory at the site.
+    pub files: Vec<String>,
+}
+
 /// A failed part of an output copy: the label of the fetches that failed (`None`: the job's
 /// own outputs) and why, naming the label, the file and the cause.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -211,6 +211,34 @@ impl CentreClient {
         Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
     }
 
+    /// Puts `body` at `path` (an upload's chunk) at the first centre that answers: the
+    /// bytes the centre then holds of that file.
+    pub async fn put(&self, path: &str, body: Vec<u8>) -> Result<u64, RmError> {
+        #[derive(serde::Deserialize)]
+        struct Held {
+            have: u64,
+        }
+        let mut last = None;
+        for (i, base) in self.in_turn() {
+            let url = format!("{base}{path}");
+            let req = self
+                .signed(reqwest::Method::PUT, base, path, &body)
+                .timeout(Self::TIMEOUT + Duration::from_secs(body.len() as u64 >> 20))
+                .body(body.clone());
+            match reach(req, &url).await? {
+                Ok(resp) => {
+                    self.answered(i);
+                    let held: Held = resp.json().await.map_err(|e| {
+                        RmError::Unreachable(format!("centre {url}: reading its answer: {e}"))
+                    })?;
+                    return Ok(held.have);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| RmError::Unreachable("no centre".into())))
+    }
+
     /// Says who the site is and what it lends.
     pub async fn hello(&self, hello: &Hello) -> Result<Welcome, RmError> {
         self.request(

@@ -39,6 +39,115 @@ impl FileOffer {
     }
 }
 
+/// A file the centre wants from a part's working directory at the site.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wanted {
+    /// Its path relative to the part's working directory.
+    pub path: String,
+    /// The bytes the centre holds already (from an upload that was cut): the site sends
+    /// from there.
+    pub from: u64,
+}
+
+/// A file a site sent up to its centre.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentFile {
+    /// Its path relative to the part's working directory.
+    pub path: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// Its SHA-256, hex: the centre checked what arrived against it.
+    pub sha256: String,
+}
+
+/// Refuses a path that is not relative to a working directory and under it: empty,
+/// absolute, with `..`, `.` or empty components, a NUL, or a partial file's suffix.
+pub fn check_relative(path: &str) -> Result<(), RmError> {
+    let plain = !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && !path.ends_with(PARTIAL)
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if plain {
+        Ok(())
+    } else {
+        Err(RmError::Invalid(format!(
+            "file {path:?} is not a path under the working directory"
+        )))
+    }
+}
+
+/// Most bytes one upload request carries (each is signed over its body).
+pub const UPLOAD_CHUNK: usize = 8 << 20;
+
+/// Sends `file` (the site's own copy of a part's file `path`, of SHA-256 `sha256`) to the
+/// centre for part `(job, attempt)` on cluster `cluster`, from byte `from` on, in signed
+/// chunks, by `deadline`; how many bytes went over the network. The centre answers each
+/// chunk with the bytes it holds: when they are not where this upload stands (it lost a
+/// partial file, or holds more), the upload goes on from there.
+#[allow(clippy::too_many_arguments)]
+pub async fn upload(
+    client: &CentreClient,
+    cluster: &str,
+    (job, attempt): (u64, u32),
+    path: &str,
+    file: &Path,
+    sha256: &str,
+    from: u64,
+    deadline: tokio::time::Instant,
+) -> Result<u64, RmError> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    check_relative(path)?;
+    let mut f = tokio::fs::File::open(file)
+        .await
+        .map_err(|e| local(file, e))?;
+    let total = f.metadata().await.map_err(|e| local(file, e))?.len();
+    let mut at = if from > total { 0 } else { from };
+    let mut sent = 0u64;
+    // At least one request, so that an empty file arrives too.
+    let mut first = true;
+    while first || at < total {
+        first = false;
+        f.seek(std::io::SeekFrom::Start(at))
+            .await
+            .map_err(|e| local(file, e))?;
+        let mut chunk = Vec::with_capacity(UPLOAD_CHUNK.min((total - at) as usize));
+        (&mut f)
+            .take(UPLOAD_CHUNK as u64)
+            .read_to_end(&mut chunk)
+            .await
+            .map_err(|e| local(file, e))?;
+        let url = format!(
+            "/grid/v1/files/{job}/{attempt}/{}/{}?offset={at}&total={total}&sha256={sha256}",
+            escaped(cluster),
+            escaped(path)
+        );
+        let n = chunk.len() as u64;
+        let have = tokio::time::timeout_at(deadline, client.put(&url, chunk))
+            .await
+            .map_err(|_| {
+                RmError::Unreachable(format!(
+                    "sending {path} to the centre: not done by the deadline"
+                ))
+            })??;
+        sent += n;
+        if have == at + n {
+            at = have;
+        } else if have < at {
+            // The centre lost what it held (it restarted): from where it stands.
+            at = have;
+        } else {
+            return Err(RmError::Invalid(format!(
+                "sending {path}: the centre holds {have} of its {total} bytes after a chunk \
+                 from byte {at}"
+            )));
+        }
+    }
+    Ok(sent)
+}
+
 /// What a part's fetch transferred.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Received {
@@ -48,8 +157,8 @@ pub struct Received {
     pub millis: u64,
 }
 
-/// The suffix of a file still arriving.
-const PARTIAL: &str = ".foresight-partial";
+/// The suffix of a file still arriving (at a site, or at the centre).
+pub const PARTIAL: &str = ".foresight-partial";
 
 /// Brings every file of `offers` for part `(job, attempt)` on the site's cluster `cluster`
 /// into `dir` by `deadline`: a file already there with its hash is kept, a partial one is

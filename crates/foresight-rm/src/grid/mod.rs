@@ -12,8 +12,8 @@
 //!   the site's latest snapshots.
 //! - `site`: [`SiteCluster`], a site's cluster as the centre drives it.
 //! - `client`: [`CentreClient`], the site's side of the HTTP exchange.
-//! - `files`: [`FileOffer`], input files a site fetches from its centre, ranged and
-//!   sha256-checked.
+//! - `files`: [`FileOffer`], input files a site fetches from its centre, and [`Wanted`],
+//!   a part's files the site sends up to it; both ranged and sha256-checked.
 //! - [`sign`]: the requests' signatures and the centre's check of them.
 
 mod client;
@@ -23,7 +23,9 @@ pub mod sign;
 mod site;
 
 pub use client::CentreClient;
-pub use files::{receive, FileOffer, Received};
+pub use files::{
+    check_relative, hash_of, receive, upload, FileOffer, Received, SentFile, Wanted, PARTIAL,
+};
 pub use mailbox::Mailbox;
 pub use site::SiteCluster;
 
@@ -166,6 +168,15 @@ pub enum Op {
         /// The files.
         files: Vec<FileOffer>,
     },
+    /// Send files of a part's working directory up to the centre
+    /// (`PUT /grid/v1/files/...`, ranged): its outputs and its workflow edges' files, once
+    /// it ended. A file the part did not write is left out of the answer, not an error.
+    Send {
+        /// The part.
+        part: PartHandle,
+        /// The files, each from the byte the centre already holds.
+        files: Vec<Wanted>,
+    },
     /// When the site would start a job submitted now.
     Estimate {
         /// Processors.
@@ -197,6 +208,12 @@ impl Op {
                 part.job,
                 part.attempt
             ),
+            Op::Send { part, files } => format!(
+                "send {} files of job {}.{}",
+                files.len(),
+                part.job,
+                part.attempt
+            ),
             Op::Estimate { procs, walltime } => format!("estimate {procs} x {walltime} s"),
         }
     }
@@ -221,6 +238,16 @@ pub enum Reply {
     /// A part's inputs are at the site: `bytes` came over the network in `millis` (what
     /// was there already did not), which measures the link.
     Fetched {
+        /// Bytes transferred.
+        bytes: u64,
+        /// Milliseconds the transfers took.
+        millis: u64,
+    },
+    /// A part's files are at the centre: those the part wrote, each whole and checked;
+    /// `bytes` went over the network in `millis`.
+    Sent {
+        /// The files sent.
+        files: Vec<SentFile>,
         /// Bytes transferred.
         bytes: u64,
         /// Milliseconds the transfers took.

@@ -202,6 +202,26 @@ impl ResourceManager for SiteCluster {
         }
     }
 
+    async fn send_files(
+        &self,
+        part: &PartHandle,
+        files: &[super::Wanted],
+        timeout: Duration,
+    ) -> Result<(Vec<super::SentFile>, Received), RmError> {
+        let op = Op::Send {
+            part: part.clone(),
+            files: files.to_vec(),
+        };
+        match self.call_within(op, timeout).await? {
+            Reply::Sent {
+                files,
+                bytes,
+                millis,
+            } => Ok((files, Received { bytes, millis })),
+            other => Err(self.unexpected(&other)),
+        }
+    }
+
     async fn move_reservation(
         &self,
         to: &ReserveRequest,

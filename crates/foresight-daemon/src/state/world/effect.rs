@@ -41,6 +41,9 @@ pub enum Effect {
         stage: Vec<crate::state::staging::OutputFetch>,
         /// The Unix account the copy is made as (when the service is root).
         unix_user: Option<String>,
+        /// The parts that ran at sites on other hosts, which first send these files up
+        /// (into `World::uploads_of` their cluster, where `stage` reads them).
+        uploads: Vec<crate::state::staging::Upload>,
     },
     /// Stop a running part (cancel, requeue, or a sibling part failed).
     Kill {

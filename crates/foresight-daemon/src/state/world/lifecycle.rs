@@ -46,6 +46,9 @@ pub(crate) struct LaunchSettings {
     pub(super) grace: u64,
     /// Where local jobs' output files are written.
     pub(super) output_dir: std::path::PathBuf,
+    /// Where the files of parts that ran at sites on other hosts arrive (see
+    /// `World::uploads_of`).
+    pub(crate) uploads_dir: std::path::PathBuf,
     /// The `[unix_user]` table (see `accounts`).
     pub(crate) unix_users: std::collections::BTreeMap<String, String>,
     /// Cap of each output file of a local job.

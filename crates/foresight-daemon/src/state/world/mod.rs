@@ -145,6 +145,7 @@ impl World {
             launch: lifecycle::LaunchSettings {
                 grace: cfg.grace_seconds,
                 output_dir: cfg.data_dir.join("output"),
+                uploads_dir: cfg.data_dir.join("grid-uploads"),
                 unix_users: cfg.unix_user.clone(),
                 max_output_bytes: cfg.max_output_bytes,
                 root_jobs: cfg.identity.root_jobs,
@@ -393,6 +394,7 @@ mod workflow;
 pub use cluster::{Cluster, Held};
 pub use effect::{Effect, MoveStep};
 pub use gate::display_id;
+pub(crate) use outputs::UPLOADED;
 pub use wiki::WAITING_FOR_WIKI;
 pub use workflow::link_tasks;
 

@@ -11,7 +11,7 @@
 //! again what it cut.
 
 use super::{Effect, World};
-use crate::state::staging::{FetchFailure, OutputFetch};
+use crate::state::staging::{FetchFailure, OutputFetch, Upload};
 use foresight_core::time::Time;
 use foresight_core::JobId;
 use foresight_store::{EdgeCopyRecord, JobRecord, OutputRecord, StagingRecord};
@@ -21,6 +21,9 @@ use std::path::PathBuf;
 /// they go to, and the workflow edges whose files are among them.
 type OutputPlan = (Vec<OutputFetch>, Vec<String>, Vec<EdgeCopyRecord>);
 
+/// The directory under [`World::uploads_of`] that holds a part's files once they arrived.
+pub(crate) const UPLOADED: &str = "files";
+
 impl World {
     /// Job `j`'s working directory on `cluster` (`None`: the service's own host): a
     /// cluster with its own `work_dir` runs a job not submitted to it in `WORK_DIR/job-ID`,
@@ -29,6 +32,9 @@ impl World {
     /// their owner's directory elsewhere; everywhere else the job runs in the directory it
     /// names (by default the output directory, or its account's home directory).
     pub(super) fn work_dir_on(&self, j: &JobRecord, cluster: Option<&str>) -> PathBuf {
+        if let Some(c) = cluster.filter(|c| self.is_site(c)) {
+            return self.uploads_of(c, j.id, j.attempt).join(UPLOADED);
+        }
         if let Some(&(wf, _)) = self.task_of.get(&j.id) {
             let root = cluster
                 .and_then(|c| self.cluster_index(c))
@@ -53,6 +59,55 @@ impl World {
             },
             PathBuf::from,
         )
+    }
+
+    /// Whether `cluster` is a site's on another host (`kind = "site"`): a part there runs
+    /// in a directory of the site's, and its files come up to the centre before they are
+    /// copied anywhere.
+    fn is_site(&self, cluster: &str) -> bool {
+        self.cluster_index(cluster)
+            .is_some_and(|k| self.clusters[k].cfg.site.is_some())
+    }
+
+    /// The root of [`World::uploads_of`].
+    pub(crate) fn uploads_dir(&self) -> &std::path::Path {
+        &self.launch.uploads_dir
+    }
+
+    /// Where the files part `(job, attempt)` on site cluster `cluster` sends up arrive: the
+    /// centre's own directory, whose `files` holds them once each arrived whole and checked
+    /// (and is then the job's account's), and where copies to the job's other places read
+    /// them as from the part's working directory.
+    pub(crate) fn uploads_of(&self, cluster: &str, job: u64, attempt: u32) -> PathBuf {
+        self.launch
+            .uploads_dir
+            .join(cluster)
+            .join(format!("{job}.{attempt}"))
+    }
+
+    /// The uploads the parts of `j` at sites must make before `stage` is copied: every
+    /// file `stage` reads, asked of every such part (a co-allocated job's file is at one of
+    /// them; the others leave it out).
+    fn uploads(&self, j: &JobRecord, stage: &[OutputFetch]) -> Vec<Upload> {
+        let mut files: Vec<String> = Vec::new();
+        for f in stage {
+            if !files.contains(&f.path) {
+                files.push(f.path.clone());
+            }
+        }
+        let mut out: Vec<Upload> = Vec::new();
+        for p in j.parts.iter().filter(|p| self.is_site(&p.cluster)) {
+            if files.is_empty() || out.iter().any(|u| u.cluster == p.cluster) {
+                continue;
+            }
+            out.push(Upload {
+                cluster: p.cluster.clone(),
+                attempt: j.attempt,
+                dir: self.uploads_of(&p.cluster, j.id, j.attempt),
+                files: files.clone(),
+            });
+        }
+        out
     }
 
     /// The fetches that bring `j`'s outputs back from the working directories its parts
@@ -157,10 +212,12 @@ impl World {
         let j = self.jobs.get(&id)?;
         let (stage, places, edges) = self.output_plan(j);
         let unix_user = Some(self.unix_account(&j.user).0);
+        let uploads = self.uploads(j, &stage);
         let copy = Effect::StageOutputs {
             job: id.0,
             stage,
             unix_user,
+            uploads,
         };
         Some((copy, places, edges))
     }
