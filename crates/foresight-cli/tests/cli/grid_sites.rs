@@ -321,17 +321,39 @@ fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
         Some(&snap),
     );
     assert_eq!(status(other), 403);
-    // Files: only a lent cluster's, only those offered, only plain names.
+    // Files: only a lent cluster's, only those offered, only paths under a directory.
     for (path, want) in [
         ("/grid/v1/files/1/0/other/in.dat", 403),
         ("/grid/v1/files/1/0/abisko/in.dat", 404),
-        ("/grid/v1/files/1/0/abisko/a%2Fb", 400),
+        ("/grid/v1/files/1/0/abisko/a%2Fb", 404),
+        ("/grid/v1/files/1/0/abisko/a%2F..%2Fb", 400),
+        ("/grid/v1/files/1/0/abisko/%2Fetc%2Fpasswd", 400),
     ] {
         assert_eq!(
             status(signed(&centre.url, "umea", TOKEN, now, path, None)),
             want,
             "{path}"
         );
+    }
+    // Uploads: only to a lent cluster, only of a part whose files the centre asked for,
+    // only paths under its directory.
+    let q = "?offset=0&total=1&sha256=00";
+    for (path, want) in [
+        (format!("/grid/v1/files/1/0/other/out.txt{q}"), 403),
+        (format!("/grid/v1/files/1/0/abisko/out.txt{q}"), 404),
+        (format!("/grid/v1/files/1/0/abisko/..%2Fout.txt{q}"), 400),
+    ] {
+        let nonce = foresight_rm::grid::sign::nonce();
+        let sig =
+            foresight_rm::grid::sign::signature(TOKEN, "umea", now, &nonce, "PUT", &path, b"x");
+        let put = reqwest::blocking::Client::new()
+            .put(format!("{}{path}", centre.url))
+            .body("x")
+            .header("x-foresight-site", "umea")
+            .header(foresight_rm::grid::sign::TIMESTAMP_HEADER, now.to_string())
+            .header(foresight_rm::grid::sign::NONCE_HEADER, nonce)
+            .header(foresight_rm::grid::sign::SIGNATURE_HEADER, sig);
+        assert_eq!(status(put), want, "{path}");
     }
 }
 
@@ -394,7 +416,8 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
 }
 
 /// A centre with one cluster `<site>-<cluster>` of kind `site` per `(site, cluster,
-/// token_file)`, leased for `lease` seconds; `more` is added to its configuration.
+/// token_file)`, with the site's name as its feature, leased for `lease` seconds; `more` is
+/// added to its configuration.
 fn centre(sites: &[(&str, &str, &std::path::Path)], lease: u64, more: &str) -> Server {
     let mut toml = String::new();
     for (site, cluster, token_file) in sites {
@@ -404,6 +427,7 @@ fn centre(sites: &[(&str, &str, &std::path::Path)], lease: u64, more: &str) -> S
 name = "{site}-{cluster}"
 kind = "site"
 sync_ms = 200
+features = ["{site}"]
 
 [cluster.site]
 site = "{site}"
@@ -670,4 +694,74 @@ fn a_restarted_centre_reaches_its_site_at_once() {
     let logs = centre.logs();
     assert!(!logs.contains("did not answer command"), "{logs}");
     assert_eq!(parts_at(&site, id).len(), 1);
+}
+
+/// A workflow's edge file crosses sites: A runs at umea and writes `out/mesh.dat`; the
+/// centre brings it up from umea, holds it for B, and lund fetches it with B's inputs, at
+/// the same path under B's directory there. Nothing is shared between the sites.
+#[test]
+fn a_workflow_edge_file_written_at_one_site_is_read_by_the_successor_at_another() {
+    let (centre, sites, _keys) = two_sites();
+    let wf = centre.scratch().join("wf.yaml");
+    std::fs::write(
+        &wf,
+        r#"name: cae
+tasks:
+  - name: A
+    command: [sh, -c, 'mkdir -p out && echo "mesh from $PWD" > out/mesh.dat']
+    walltime: 1
+    requires: [umea]
+  - name: B
+    command: [sh, -c, 'cat out/mesh.dat && echo solved']
+    walltime: 1
+    requires: [lund]
+edges:
+  - {from: A, to: B, data_mb: 1, files: [out/mesh.dat]}
+"#,
+    )
+    .unwrap();
+    let id: u64 = centre
+        .run(&["workflow", "submit", wf.to_str().unwrap()])
+        .trim()
+        .parse()
+        .unwrap();
+    let w = wait_for("the workflow over", Duration::from_secs(90), || {
+        let w: Value =
+            serde_json::from_str(&centre.run(&["workflow", "show", &id.to_string(), "-o", "json"]))
+                .unwrap();
+        let over = w["tasks"].as_array().unwrap().iter().all(|t| {
+            !matches!(
+                t["state"].as_str(),
+                Some("pending" | "running" | "reserved")
+            )
+        });
+        over.then_some(w)
+    });
+    assert_eq!(w["state"], "completed", "{w}");
+    let job = |name: &str| {
+        w["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["job"]
+            .as_u64()
+            .unwrap()
+    };
+    let (a, b) = (job("A"), job("B"));
+    let a_dir = sites[0]
+        .root()
+        .join(format!("data/grid-inbox/foresight-{a}.0"));
+    let a_dir = std::fs::canonicalize(a_dir).unwrap();
+    assert_eq!(
+        centre.run(&["job", "cat", &b.to_string()]),
+        format!("mesh from {}\nsolved\n", a_dir.display())
+    );
+    // B's part at lund found it at the same relative path in its own directory.
+    let b_dir = sites[1]
+        .root()
+        .join(format!("data/grid-inbox/foresight-{b}.0"));
+    assert!(b_dir.join("out/mesh.dat").is_file(), "{}", b_dir.display());
+    let ja = centre_job(&centre, a);
+    assert!(ja["output_staging"]["error"].is_null(), "{ja}");
 }

@@ -227,16 +227,15 @@ impl Service {
         unix_user: Option<String>,
         uploads: Vec<crate::state::staging::Upload>,
     ) {
-        let mut came = Ok(());
+        let mut came = s.prepare_edge_dirs(&stage, unix_user.as_deref());
         for u in &uploads {
-            if let Err(error) = s.bring_up(job, u, unix_user.as_deref()).await {
-                came = Err(vec![crate::state::staging::FetchFailure {
-                    label: None,
-                    error,
-                }]);
+            if came.is_err() {
                 break;
             }
+            came = s.bring_up(job, u, unix_user.as_deref()).await;
         }
+        let came =
+            came.map_err(|error| vec![crate::state::staging::FetchFailure { label: None, error }]);
         let result = match came {
             Ok(()) => {
                 crate::runtime::staging::stage_within(
@@ -381,7 +380,7 @@ impl Service {
                 s.send_inputs(
                     cluster,
                     (job, attempt),
-                    &stage,
+                    (&stage, &submission.spec.cwd),
                     submission.spec.unix_user.as_deref(),
                 )
                 .await

@@ -43,7 +43,7 @@ impl GridAgent {
         let dir = inbox.join(name);
         if std::fs::symlink_metadata(&dir).is_err() {
             std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            hand_over(&dir, &[], account)?;
+            hand_over(&dir, account)?;
         }
         Ok(dir)
     }
@@ -80,7 +80,7 @@ impl GridAgent {
         };
         let dir = inbox.join(name);
         move_in(&partial, &dir, files).map_err(Refusal::conflict)?;
-        hand_over(&dir, files, &account).map_err(Refusal::conflict)?;
+        hand_over(&dir, &account).map_err(Refusal::conflict)?;
         Ok(Reply::Fetched {
             bytes: got.bytes,
             millis: got.millis,
@@ -125,16 +125,20 @@ fn move_in(partial: &Path, dir: &Path, files: &[FileOffer]) -> Result<(), String
     std::fs::create_dir(dir).map_err(|e| said(dir, e))?;
     for f in files {
         let to = dir.join(&f.name);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| said(parent, e))?;
+        }
         std::fs::rename(partial.join(&f.name), &to).map_err(|e| said(&to, e))?;
     }
     let _ = std::fs::remove_dir_all(partial);
     Ok(())
 }
 
-/// Gives `dir` and its `files` to Unix account `account` when the service is root and the
-/// account is another, so that the part, which runs as it, reads and writes there. The
-/// files first: until the directory is the account's, nothing in it can be swapped.
-fn hand_over(dir: &Path, files: &[FileOffer], account: &str) -> Result<(), String> {
+/// Gives the tree at `dir` (the service's own, fresh) to Unix account `account` when the
+/// service is root and the account is another, so that a part or a copy, which runs as it,
+/// reads and writes there. What is inside first: until the directory is the account's,
+/// nothing in it can be swapped; links are given, never followed.
+pub(crate) fn hand_over(dir: &Path, account: &str) -> Result<(), String> {
     if !foresight_rm::account::running_as_root() {
         return Ok(());
     }
@@ -142,14 +146,21 @@ fn hand_over(dir: &Path, files: &[FileOffer], account: &str) -> Result<(), Strin
         Some(a) if a.uid != 0 => a,
         _ => return Ok(()),
     };
-    let give = |p: &Path| {
-        std::os::unix::fs::lchown(p, Some(a.uid), Some(a.gid))
-            .map_err(|e| format!("giving {} to {:?}: {e}", p.display(), a.name))
-    };
-    for f in files {
-        give(&dir.join(&f.name))?;
+    let said = |p: &Path, e: std::io::Error| format!("giving {} to {:?}: {e}", p.display(), a.name);
+    // Depth first, each directory after what it holds.
+    let mut todo = vec![(dir.to_path_buf(), false)];
+    while let Some((d, seen)) = todo.pop() {
+        let m = std::fs::symlink_metadata(&d).map_err(|e| said(&d, e))?;
+        if m.is_dir() && !seen {
+            todo.push((d.clone(), true));
+            for e in std::fs::read_dir(&d).map_err(|e| said(&d, e))? {
+                todo.push((e.map_err(|e| said(&d, e))?.path(), false));
+            }
+            continue;
+        }
+        std::os::unix::fs::lchown(&d, Some(a.uid), Some(a.gid)).map_err(|e| said(&d, e))?;
     }
-    give(dir)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -28,12 +28,13 @@ impl Service {
     }
 
     /// Sends the inputs `stage` names to the site of `cluster` for part `(job, attempt)`,
+    /// whose working directory is `cwd` here (each lands at its path under it there),
     /// within `copy_timeout_seconds` for the reading and the transfer together.
     pub(crate) async fn send_inputs(
         &self,
         cluster: ClusterId,
         (job, attempt): (u64, u32),
-        stage: &[Copy],
+        (stage, cwd): (&[Copy], &Path),
         account: Option<&str>,
     ) -> Result<(), String> {
         let c = &self.cfg.cluster[cluster];
@@ -51,7 +52,14 @@ impl Service {
         let deadline = tokio::time::Instant::now() + self.copy_timeout();
         let dir = self.outbox_of(&site, &there, job, attempt);
         let sent = self
-            .offer_and_send(cluster, (job, attempt), stage, account, &dir, deadline)
+            .offer_and_send(
+                cluster,
+                (job, attempt),
+                (stage, cwd),
+                account,
+                &dir,
+                deadline,
+            )
             .await;
         // Emptied however it went: a failed staging is planned again, and copies anew.
         let _ = tokio::fs::remove_dir_all(&dir).await;
@@ -86,13 +94,13 @@ impl Service {
         &self,
         cluster: ClusterId,
         (job, attempt): (u64, u32),
-        stage: &[Copy],
+        (stage, cwd): (&[Copy], &Path),
         account: Option<&str>,
         dir: &Path,
         deadline: tokio::time::Instant,
     ) -> Result<foresight_rm::grid::Received, String> {
         let name = &self.cfg.cluster[cluster].name;
-        let offers = offer(stage, dir, account, deadline)
+        let offers = offer(stage, cwd, dir, account, deadline)
             .await
             .map_err(|e| format!("{e} (copy_timeout_seconds)"))?;
         let part = PartHandle {
@@ -120,9 +128,10 @@ fn measured_rate(bytes: u64, millis: u64) -> Option<f64> {
 }
 
 /// Reads every input of `stage` into `dir` as `account` (the service's own when `None`),
-/// hashing each; the offers a site fetches.
+/// hashing each; the offers a site fetches, each named by its path under `cwd`.
 async fn offer(
     stage: &[Copy],
+    cwd: &Path,
     dir: &Path,
     account: Option<&str>,
     deadline: tokio::time::Instant,
@@ -138,10 +147,18 @@ async fn offer(
     let mut offers = Vec::with_capacity(stage.len());
     for c in stage {
         let name =
-            c.to.file_name()
+            c.to.strip_prefix(cwd)
+                .ok()
+                .filter(|n| !n.as_os_str().is_empty())
+                .or_else(|| c.to.file_name().map(Path::new))
                 .map(|n| n.to_string_lossy().into_owned())
                 .ok_or_else(|| format!("input {} has no file name", c.from.display()))?;
         let to = dir.join(&name);
+        if let Some(parent) = to.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| format!("making {}: {e}", parent.display()))?;
+        }
         let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref()))
             .await
             .map_err(|_| format!("reading input {}: not done in time", c.from.display()))??;

@@ -96,7 +96,7 @@ impl Service {
         let files = upload.dir.join(crate::state::world::UPLOADED);
         move_in(&incoming, &files)?;
         if let Some(a) = account {
-            hand_over(&files, a)?;
+            crate::runtime::grid_inbox::hand_over(&files, a)?;
         }
         tracing::info!(
             job,
@@ -107,6 +107,35 @@ impl Service {
             "a part's files came up from its site"
         );
         self.measured(ClusterId(cluster), got.bytes, got.millis);
+        Ok(())
+    }
+
+    /// Makes the directories under the uploads where `stage` puts workflow edges' files for
+    /// successors at sites ([`World::edge_dir`](crate::state::world::World)), each the
+    /// account's, so that the copy, made as that account, writes there.
+    pub(crate) fn prepare_edge_dirs(
+        &self,
+        stage: &[crate::state::staging::OutputFetch],
+        account: Option<&str>,
+    ) -> Result<(), String> {
+        let root = self.world().uploads_dir().to_path_buf();
+        for f in stage {
+            let Ok(below) = f.to.strip_prefix(&root) else {
+                continue;
+            };
+            let mut c = below.components();
+            let (Some(cluster), Some(held)) = (c.next(), c.next()) else {
+                continue;
+            };
+            let dir = root.join(cluster).join(held);
+            open_dirs(&root, &root.join(cluster))?;
+            if std::fs::symlink_metadata(&dir).is_err() {
+                std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                if let Some(a) = account {
+                    crate::runtime::grid_inbox::hand_over(&dir, a)?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -266,30 +295,6 @@ fn move_in(incoming: &Path, files: &Path) -> Result<(), String> {
         gone.map_err(|e| said(files, e))?;
     }
     std::fs::rename(incoming, files).map_err(|e| said(files, e))
-}
-
-/// Gives the tree at `dir` to Unix account `account` when the service is root and the
-/// account is another, so that the copy, made as that account, reads it.
-fn hand_over(dir: &Path, account: &str) -> Result<(), String> {
-    if !foresight_rm::account::running_as_root() {
-        return Ok(());
-    }
-    let a = match foresight_rm::account::lookup(account)? {
-        Some(a) if a.uid != 0 => a,
-        _ => return Ok(()),
-    };
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        let m = std::fs::symlink_metadata(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-        if m.is_dir() {
-            for e in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
-                todo.push(e.map_err(|e| format!("{}: {e}", d.display()))?.path());
-            }
-        }
-        std::os::unix::fs::lchown(&d, Some(a.uid), Some(a.gid))
-            .map_err(|e| format!("giving {} to {:?}: {e}", d.display(), a.name))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

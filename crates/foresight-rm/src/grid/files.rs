@@ -12,7 +12,8 @@ use tokio::io::AsyncWriteExt;
 /// One input file the centre holds for a part, as a site must receive it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileOffer {
-    /// Its file name in the part's working directory.
+    /// Its path relative to the part's working directory: an input's file name, or a
+    /// workflow edge's file as the edge names it (`out/mesh.dat`).
     pub name: String,
     /// Its size, bytes.
     pub bytes: u64,
@@ -21,21 +22,10 @@ pub struct FileOffer {
 }
 
 impl FileOffer {
-    /// Refuses a name that is not one plain file name (it is joined to a directory).
+    /// Refuses a name that is not a path under the working directory (it is joined to a
+    /// directory): see [`check_relative`].
     pub fn check_name(name: &str) -> Result<(), RmError> {
-        let plain = !name.is_empty()
-            && name != "."
-            && name != ".."
-            && !name.contains('/')
-            && !name.contains('\0')
-            && !name.ends_with(PARTIAL);
-        if plain {
-            Ok(())
-        } else {
-            Err(RmError::Invalid(format!(
-                "input file name {name:?} is not a plain file name"
-            )))
-        }
+        check_relative(name)
     }
 }
 
@@ -181,6 +171,11 @@ pub async fn receive(
             continue;
         }
         let partial = dir.join(format!("{}{PARTIAL}", offer.name));
+        if let Some(parent) = partial.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| local(parent, e))?;
+        }
         let have = resumable(&partial, offer.bytes).await;
         let mut out = tokio::fs::OpenOptions::new()
             .append(true)
@@ -444,8 +439,15 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_file_names_are_received() {
-        for ok in ["in.dat", "a b", ".hidden", "x.partial"] {
+    fn only_paths_under_the_working_directory_are_received() {
+        for ok in [
+            "in.dat",
+            "a b",
+            ".hidden",
+            "x.partial",
+            "a/b",
+            "out/mesh.dat",
+        ] {
             assert!(FileOffer::check_name(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -453,7 +455,10 @@ mod tests {
             ".",
             "..",
             "../x",
-            "a/b",
+            "a/../b",
+            "a//b",
+            "a/",
+            "./a",
             "/etc/passwd",
             "x.foresight-partial",
             "a\0b",

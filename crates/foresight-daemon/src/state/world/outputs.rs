@@ -85,6 +85,47 @@ impl World {
             .join(format!("{job}.{attempt}"))
     }
 
+    /// Where the workflow edges' files for task `job` on site cluster `cluster` wait at the
+    /// centre until its part is sent them as inputs (whatever its attempt then).
+    pub(crate) fn edge_dir(&self, cluster: &str, job: u64) -> PathBuf {
+        self.launch
+            .uploads_dir
+            .join(cluster)
+            .join(format!("{job}.edges"))
+    }
+
+    /// The files of the workflow edges into task `id` that its part on site cluster
+    /// `cluster` receives with its inputs, into its working directory `cwd` there: from
+    /// [`World::edge_dir`], where its predecessors' copies put them. None elsewhere: there
+    /// the copies put them in its working directory itself.
+    pub(crate) fn edge_inputs(
+        &self,
+        id: JobId,
+        cluster: &str,
+        cwd: &std::path::Path,
+    ) -> Vec<crate::state::staging::Copy> {
+        let mut out = Vec::new();
+        if !self.is_site(cluster) {
+            return out;
+        }
+        let Some(&(w, i)) = self.task_of.get(&id.0) else {
+            return out;
+        };
+        let Some(wf) = self.workflows.get(&w) else {
+            return out;
+        };
+        let held = self.edge_dir(cluster, id.0);
+        for e in wf.edges.iter().filter(|e| e.to == i) {
+            for file in &e.files {
+                out.push(crate::state::staging::Copy {
+                    from: held.join(file),
+                    to: cwd.join(file),
+                });
+            }
+        }
+        out
+    }
+
     /// The uploads the parts of `j` at sites must make before `stage` is copied: every
     /// file `stage` reads, asked of every such part (a co-allocated job's file is at one of
     /// them; the others leave it out).
@@ -178,7 +219,12 @@ impl World {
             let Some(next) = self.jobs.get(&JobId(t.job)).filter(|n| !n.state.is_final()) else {
                 continue;
             };
-            let to = self.work_dir_on(next, Some(&t.cluster));
+            // A successor at a site receives them with its inputs, from where they wait.
+            let to = if self.is_site(&t.cluster) {
+                self.edge_dir(&t.cluster, t.job)
+            } else {
+                self.work_dir_on(next, Some(&t.cluster))
+            };
             let label = format!("edge {} -> {}", wf.tasks[i].name, t.name);
             for file in &e.files {
                 let o = OutputRecord {

@@ -242,7 +242,9 @@ impl World {
         for (k, submission) in subs {
             self.asked.submitting.insert((id, attempt, k));
             let name = self.clusters[k].cfg.name.clone();
-            let stage = crate::state::staging::copies(&self.jobs[&id], &name, &submission.spec.cwd);
+            let cwd = &submission.spec.cwd;
+            let mut stage = crate::state::staging::copies(&self.jobs[&id], &name, cwd);
+            stage.extend(self.edge_inputs(id, &name, cwd));
             self.effects.push(Effect::Submit {
                 cluster: k,
                 submission,
