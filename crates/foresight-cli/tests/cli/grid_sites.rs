@@ -192,6 +192,12 @@ fn a_jobs_outputs_written_at_a_site_come_back_to_its_working_directory_at_the_ce
         std::fs::metadata(home.join("res/big.bin")).unwrap().len(),
         12_000_000
     );
+    // What came up is not kept at the centre once copied.
+    let up = centre
+        .root()
+        .join(format!("data/grid-uploads/umea-abisko/{id}.0"));
+    assert!(up.parent().unwrap().is_dir(), "{}", up.display());
+    assert!(!up.exists(), "{}", up.display());
 
     let id = centre.http().submit(json!({
         "procs": 1, "walltime": 60, "cwd": home.display().to_string(),

@@ -247,6 +247,10 @@ impl Service {
             }
             Err(e) => Err(e),
         };
+        // What came up is copied (or failed): a copy made again asks the site anew.
+        for u in &uploads {
+            let _ = tokio::fs::remove_dir_all(&u.dir).await;
+        }
         for f in result.as_ref().err().into_iter().flatten() {
             tracing::warn!(job, "copying outputs back failed: {}", f.error);
         }
