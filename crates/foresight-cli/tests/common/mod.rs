@@ -93,6 +93,8 @@ pub struct Server {
     pub env: Vec<(String, String)>,
     /// Started with `--standby`: a launch returns once it stands by.
     pub standby: bool,
+    /// The command the daemon is started under (e.g. `ip netns exec NS`), empty for none.
+    pub wrap: Vec<String>,
 }
 
 impl Server {
@@ -128,6 +130,16 @@ impl Server {
     /// A server with this configuration, on the store at `url`.
     pub fn with_config_and_store(toml: &str, url: &str) -> Server {
         Server::build_on(Some(toml), None, "warn", Some(url.to_string()))
+    }
+
+    /// A server with this configuration logging at `level`, started under `wrap` (e.g. `ip
+    /// netns exec NS`, so it runs in another network namespace) and listening on `listen`.
+    pub fn wrapped(toml: &str, level: &str, wrap: &[String], listen: &str) -> Server {
+        let mut s = Server::prepared(Some(toml), None, level, None);
+        s.wrap = wrap.to_vec();
+        s.listen = Some(listen.to_string());
+        s.launch();
+        s
     }
 
     /// A standby (`--standby`) with this configuration for the service holding the
@@ -195,6 +207,7 @@ impl Server {
             listen: None,
             env: Vec::new(),
             standby: false,
+            wrap: Vec::new(),
         }
     }
 
@@ -242,7 +255,14 @@ impl Server {
             std::fs::File::create(self.tmp.path().join(format!("{name}.{}.log", self.starts)))
                 .unwrap()
         };
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match self.wrap.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         let listen = self.listen.as_deref().unwrap_or("127.0.0.1:0");
         cmd.args(["server", "start", "--listen", listen, "--data-dir"])
             .arg(&self.dir)

@@ -1,0 +1,186 @@
+//! A grid across hosts on this machine: the centre in a namespace of its own, each site in
+//! another, each site's only path to the centre a delaying relay in the root namespace.
+//! The real `foresight` binary runs in each namespace with its own data directory, and its
+//! own copy of the site's token; the test reads both sides from the root namespace.
+
+use crate::common::{wait_for, Server};
+use crate::netns::{Host, Shape, WAN};
+use crate::relay::Relay;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The port every service listens on, each at its own namespace's address.
+pub const API_PORT: u16 = 8080;
+
+/// The relay's one-way delay: 50 ms of round trip between a site and the centre.
+pub const ONE_WAY: Duration = Duration::from_millis(25);
+
+/// A site: its service, the relay it reaches the centre through, and its host.
+pub struct Site {
+    /// The site's service (in its namespace).
+    pub server: Server,
+    /// The site's only path to the centre.
+    pub relay: Relay,
+    /// The site's namespace and link (dropped last).
+    pub host: Host,
+    /// The site's name (`umea`).
+    pub name: String,
+    /// Its lent cluster's name at the site (`abisko`).
+    pub cluster: String,
+}
+
+/// A centre and its sites, each on a host of its own. Dropped in field order: the
+/// services stop before their links go.
+pub struct Grid {
+    /// The centre's service.
+    pub centre: Server,
+    /// The sites, in the order asked for.
+    pub sites: Vec<Site>,
+    /// The centre's namespace and link.
+    pub centre_host: Host,
+    /// The directories of the token files (the centre's and each site's copy).
+    _keys: Vec<tempfile::TempDir>,
+}
+
+/// How a grid is made.
+#[derive(Clone, Copy)]
+pub struct Options {
+    /// The centre's lease of each site, seconds.
+    pub lease: u64,
+    /// Processors of each site's lent cluster.
+    pub procs: u32,
+    /// Each site's link.
+    pub shape: Shape,
+    /// The services' `FORESIGHT_LOG`.
+    pub log: &'static str,
+}
+
+/// Sites of 4 processors, leased for 30 s, on the issue's links.
+pub const DEFAULT: Options = Options {
+    lease: 30,
+    procs: 4,
+    shape: Shape {
+        only_inbound_port: Some(API_PORT),
+        ..WAN
+    },
+    log: "warn",
+};
+
+/// The sites' names and their clusters' names.
+const NAMES: [(&str, &str); 2] = [("umea", "abisko"), ("lund", "aurora")];
+
+impl Grid {
+    /// A centre and `n` (1 or 2) sites, every site's cluster up at the centre.
+    pub fn new(n: usize, opt: Options) -> Grid {
+        let centre_host = Host::new(Shape {
+            only_inbound_port: None,
+            ..opt.shape
+        });
+        let centre_addr = SocketAddr::from((centre_host.ip, API_PORT));
+        let sites: Vec<(&str, &str, Host)> = NAMES[..n]
+            .iter()
+            .map(|&(s, c)| (s, c, Host::new(opt.shape)))
+            .collect();
+        let token = |site: &str| format!("{site}-token-0123456789abcdef\n");
+        let mut keys = vec![tempfile::tempdir().unwrap()];
+        let centre = {
+            let mut toml = String::new();
+            let tokens = keys[0].path();
+            for (site, cluster, _) in &sites {
+                let file = tokens.join(format!("{site}.token"));
+                std::fs::write(&file, token(site)).unwrap();
+                toml += &format!(
+                    "[[cluster]]\nname = \"{site}-{cluster}\"\nkind = \"site\"\nsync_ms = 200\n\
+                     [cluster.site]\nsite = \"{site}\"\ncluster = \"{cluster}\"\n\
+                     token_file = \"{}\"\nlease_seconds = {}\n\n",
+                    file.display(),
+                    opt.lease
+                );
+            }
+            Server::wrapped(
+                &toml,
+                opt.log,
+                &centre_host.exec(),
+                &centre_addr.to_string(),
+            )
+        };
+        let sites = sites
+            .into_iter()
+            .map(|(name, cluster, host)| {
+                let relay = Relay::start((host.peer, 0).into(), centre_addr, ONE_WAY);
+                let dir = tempfile::tempdir().unwrap();
+                let server = site_server(name, cluster, &token(name), &host, &relay, opt, &dir);
+                keys.push(dir);
+                Site {
+                    server,
+                    relay,
+                    host,
+                    name: name.to_string(),
+                    cluster: cluster.to_string(),
+                }
+            })
+            .collect();
+        let grid = Grid {
+            centre,
+            sites,
+            centre_host,
+            _keys: keys,
+        };
+        wait_for(
+            "every site's cluster up at the centre",
+            Duration::from_secs(30),
+            || {
+                grid.clusters()
+                    .iter()
+                    .all(|c| c["state"] == "up")
+                    .then_some(())
+            },
+        );
+        grid
+    }
+
+    /// The centre's clusters, as `cluster list -o json` shows them.
+    pub fn clusters(&self) -> Vec<Value> {
+        let c: Value =
+            serde_json::from_str(&self.centre.run(&["cluster", "list", "-o", "json"])).unwrap();
+        c.as_array().unwrap().clone()
+    }
+}
+
+/// Site `name`'s service in its namespace `host`, lending `cluster` to the centre reached
+/// through `relay`, with its own copy of its token (in `dir`).
+fn site_server(
+    name: &str,
+    cluster: &str,
+    token: &str,
+    host: &Host,
+    relay: &Relay,
+    opt: Options,
+    dir: &tempfile::TempDir,
+) -> Server {
+    let file = dir.path().join("grid.token");
+    std::fs::write(&file, token).unwrap();
+    let toml = format!(
+        "[[cluster]]\nname = \"{cluster}\"\nprocs = {procs}\n\n[grid]\n\
+         centres = [\"http://{relay}\"]\nsite = \"{name}\"\ntoken_file = \"{}\"\n\
+         lend = {{ {cluster} = {procs} }}\nsnapshot_ms = 200\n",
+        file.display(),
+        relay = relay.addr,
+        procs = opt.procs,
+    );
+    let listen = SocketAddr::from((host.ip, API_PORT)).to_string();
+    let s = Server::wrapped(&toml, opt.log, &host.exec(), &listen);
+    s.add_user("grid", None);
+    s
+}
+
+/// The parts of centre job `id` at `site`, of any attempt.
+pub fn parts_at(site: &Server, id: u64) -> Vec<Value> {
+    let prefix = format!("foresight-{id}.");
+    site.http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+        .collect()
+}
