@@ -17,6 +17,7 @@ mod relay;
 
 mod coalloc;
 mod inputs;
+mod links;
 mod numbers;
 mod partition;
 mod trust;
