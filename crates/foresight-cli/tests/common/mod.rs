@@ -135,7 +135,18 @@ impl Server {
     /// A server with this configuration logging at `level`, started under `wrap` (e.g. `ip
     /// netns exec NS`, so it runs in another network namespace) and listening on `listen`.
     pub fn wrapped(toml: &str, level: &str, wrap: &[String], listen: &str) -> Server {
-        let mut s = Server::prepared(Some(toml), None, level, None);
+        Server::wrapped_on(toml, level, wrap, listen, None)
+    }
+
+    /// [`Server::wrapped`] on the store `store` (None: the data directory's SQLite file).
+    pub fn wrapped_on(
+        toml: &str,
+        level: &str,
+        wrap: &[String],
+        listen: &str,
+        store: Option<&str>,
+    ) -> Server {
+        let mut s = Server::prepared(Some(toml), None, level, store.map(str::to_string));
         s.wrap = wrap.to_vec();
         s.listen = Some(listen.to_string());
         s.launch();
@@ -146,7 +157,19 @@ impl Server {
     /// PostgreSQL store `url`, listening on `listen`; the administrator's token is the
     /// active one's, `admin_token` (the store keeps its hash). Returns once it stands by.
     pub fn standby(toml: &str, url: &str, listen: &str, admin_token: &str) -> Server {
+        Server::standby_under(toml, url, listen, admin_token, &[])
+    }
+
+    /// [`Server::standby`] started under `wrap` (e.g. `ip netns exec NS`).
+    pub fn standby_under(
+        toml: &str,
+        url: &str,
+        listen: &str,
+        admin_token: &str,
+        wrap: &[String],
+    ) -> Server {
         let mut s = Server::prepared(Some(toml), None, "warn", Some(url.to_string()));
+        s.wrap = wrap.to_vec();
         s.standby = true;
         s.listen = Some(listen.to_string());
         std::fs::create_dir_all(&s.dir).unwrap();

@@ -68,7 +68,7 @@ pub const DEFAULT: Options = Options {
 };
 
 /// The sites' names and their clusters' names.
-const NAMES: [(&str, &str); 2] = [("umea", "abisko"), ("lund", "aurora")];
+pub const NAMES: [(&str, &str); 2] = [("umea", "abisko"), ("lund", "aurora")];
 
 impl Grid {
     /// A centre and `n` (1 or 2) sites, every site's cluster up at the centre.
@@ -82,35 +82,30 @@ impl Grid {
             .iter()
             .map(|&(s, c)| (s, c, Host::new(opt.shape)))
             .collect();
-        let token = |site: &str| format!("{site}-token-0123456789abcdef\n");
-        let mut keys = vec![tempfile::tempdir().unwrap()];
-        let centre = {
-            let mut toml = String::new();
-            let tokens = keys[0].path();
-            for (site, cluster, _) in &sites {
-                let file = tokens.join(format!("{site}.token"));
-                std::fs::write(&file, token(site)).unwrap();
-                toml += &format!(
-                    "[[cluster]]\nname = \"{site}-{cluster}\"\nkind = \"site\"\nsync_ms = 200\n\
-                     [cluster.site]\nsite = \"{site}\"\ncluster = \"{cluster}\"\n\
-                     token_file = \"{}\"\nlease_seconds = {}\n\n",
-                    file.display(),
-                    opt.lease
-                );
-            }
-            Server::wrapped(
-                &toml,
-                opt.log,
-                &centre_host.exec(),
-                &centre_addr.to_string(),
-            )
-        };
+        let keys = vec![tempfile::tempdir().unwrap()];
+        let names: Vec<(&str, &str)> = NAMES[..n].to_vec();
+        let toml = centre_toml(&names, keys[0].path(), opt.lease);
+        let centre = Server::wrapped(
+            &toml,
+            opt.log,
+            &centre_host.exec(),
+            &centre_addr.to_string(),
+        );
+        let mut keys = keys;
         let sites = sites
             .into_iter()
             .map(|(name, cluster, host)| {
                 let relay = Relay::start((host.peer, 0).into(), centre_addr, ONE_WAY);
                 let dir = tempfile::tempdir().unwrap();
-                let server = site_server(name, cluster, &token(name), &host, &relay, opt, &dir);
+                let server = site_server(
+                    name,
+                    cluster,
+                    &token_of(name),
+                    &host,
+                    &[relay.addr],
+                    opt,
+                    &dir,
+                );
                 keys.push(dir);
                 Site {
                     server,
@@ -148,14 +143,14 @@ impl Grid {
     }
 }
 
-/// Site `name`'s service in its namespace `host`, lending `cluster` to the centre reached
-/// through `relay`, with its own copy of its token (in `dir`).
-fn site_server(
+/// Site `name`'s service in its namespace `host`, lending `cluster` to the centres reached
+/// at `centres` (its relays), with its own copy of its token (in `dir`).
+pub fn site_server(
     name: &str,
     cluster: &str,
     token: &str,
     host: &Host,
-    relay: &Relay,
+    centres: &[SocketAddr],
     opt: Options,
     dir: &tempfile::TempDir,
 ) -> Server {
@@ -163,16 +158,42 @@ fn site_server(
     std::fs::write(&file, token).unwrap();
     let toml = format!(
         "[[cluster]]\nname = \"{cluster}\"\nprocs = {procs}\n\n[grid]\n\
-         centres = [\"http://{relay}\"]\nsite = \"{name}\"\ntoken_file = \"{}\"\n\
+         centres = [{centres}]\nsite = \"{name}\"\ntoken_file = \"{}\"\n\
          lend = {{ {cluster} = {procs} }}\nsnapshot_ms = 200\n",
         file.display(),
-        relay = relay.addr,
+        centres = centres
+            .iter()
+            .map(|a| format!("\"http://{a}\""))
+            .collect::<Vec<_>>()
+            .join(", "),
         procs = opt.procs,
     );
     let listen = SocketAddr::from((host.ip, API_PORT)).to_string();
     let s = Server::wrapped(&toml, opt.log, &host.exec(), &listen);
     s.add_user("grid", None);
     s
+}
+
+/// The centre's configuration: a cluster of kind `site` for each `(site, cluster)` of
+/// `sites`, leased for `lease` seconds, their tokens written into `keys`.
+pub fn centre_toml(sites: &[(&str, &str)], keys: &std::path::Path, lease: u64) -> String {
+    let mut toml = String::new();
+    for (site, cluster) in sites {
+        let file = keys.join(format!("{site}.token"));
+        std::fs::write(&file, token_of(site)).unwrap();
+        toml += &format!(
+            "[[cluster]]\nname = \"{site}-{cluster}\"\nkind = \"site\"\nsync_ms = 200\n\
+             [cluster.site]\nsite = \"{site}\"\ncluster = \"{cluster}\"\n\
+             token_file = \"{}\"\nlease_seconds = {lease}\n\n",
+            file.display(),
+        );
+    }
+    toml
+}
+
+/// Site `site`'s token.
+pub fn token_of(site: &str) -> String {
+    format!("{site}-token-0123456789abcdef\n")
 }
 
 /// The parts of centre job `id` at `site`, of any attempt.

@@ -16,6 +16,7 @@ mod netns;
 mod relay;
 
 mod coalloc;
+mod failover;
 mod inputs;
 mod links;
 mod numbers;

@@ -1,6 +1,6 @@
 //! The numbers of issue 39, measured through the harness and printed (not asserted: they
-//! describe this machine). Run them with
-//! `cargo test --release -p foresight-cli --test hosts -- --ignored --nocapture numbers`.
+//! describe this machine); the failover time is in `failover.rs`. Run them all with
+//! `cargo test -p foresight-cli --test hosts -- --ignored --nocapture numbers`.
 
 use crate::coalloc::{stamp_start, starts};
 use crate::grid::{Grid, Options, DEFAULT, ONE_WAY};
