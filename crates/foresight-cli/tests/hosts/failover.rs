@@ -5,7 +5,9 @@
 //! themselves, and every accepted job runs once.
 
 use crate::common::{lines, wait_for, Server};
-use crate::grid::{centre_toml, site_server, token_of, Options, API_PORT, DEFAULT, NAMES, ONE_WAY};
+use crate::grid::{
+    centre_toml, site_server, token_of, Options, SiteAt, API_PORT, DEFAULT, NAMES, ONE_WAY,
+};
 use crate::netns::{Host, Shape};
 use crate::relay::Relay;
 use serde_json::{json, Value};
@@ -69,9 +71,14 @@ fn centres(opt: Options) -> Centres {
         let dir = tempfile::tempdir().unwrap();
         let token = token_of(name);
         let centres = [a.addr, b.addr];
-        sites.push(site_server(
-            name, cluster, &token, &host, &centres, opt, &dir,
-        ));
+        let kind = format!("procs = {}\n", opt.procs);
+        let at = SiteAt {
+            name,
+            cluster,
+            kind: &kind,
+            host: &host,
+        };
+        sites.push(site_server(&at, &token, &centres, opt, &dir));
         relays.extend([a, b]);
         hosts.push(host);
         keys.push(dir);

@@ -6,6 +6,7 @@
 use crate::common::{wait_for, Server};
 use crate::netns::{Host, Shape, WAN};
 use crate::relay::Relay;
+use crate::slurm::SlurmCluster;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -20,6 +21,8 @@ pub const ONE_WAY: Duration = Duration::from_millis(25);
 pub struct Site {
     /// The site's service (in its namespace).
     pub server: Server,
+    /// Its Slurm cluster, when it lends one (stopped after the service, before the link).
+    pub _slurm: Option<SlurmCluster>,
     /// The site's only path to the centre.
     pub relay: Relay,
     /// The site's namespace and link (dropped last).
@@ -54,6 +57,8 @@ pub struct Options {
     pub shape: Shape,
     /// The services' `FORESIGHT_LOG`.
     pub log: &'static str,
+    /// The first site lends a real Slurm cluster (in its namespace, 4 CPUs), not a local one.
+    pub slurm_first: bool,
 }
 
 /// Sites of 4 processors, leased for 30 s, on the issue's links.
@@ -65,6 +70,7 @@ pub const DEFAULT: Options = Options {
         ..WAN
     },
     log: "warn",
+    slurm_first: false,
 };
 
 /// The sites' names and their clusters' names.
@@ -94,21 +100,28 @@ impl Grid {
         let mut keys = keys;
         let sites = sites
             .into_iter()
-            .map(|(name, cluster, host)| {
+            .enumerate()
+            .map(|(k, (name, cluster, host))| {
                 let relay = Relay::start((host.peer, 0).into(), centre_addr, ONE_WAY);
                 let dir = tempfile::tempdir().unwrap();
-                let server = site_server(
+                let slurm = (k == 0 && opt.slurm_first).then(|| SlurmCluster::start(&host));
+                let kind = match &slurm {
+                    Some(s) => s.toml(),
+                    None => format!("procs = {}\n", opt.procs),
+                };
+                let token = token_of(name);
+                let centres = [relay.addr];
+                let at = SiteAt {
                     name,
                     cluster,
-                    &token_of(name),
-                    &host,
-                    &[relay.addr],
-                    opt,
-                    &dir,
-                );
+                    kind: &kind,
+                    host: &host,
+                };
+                let server = site_server(&at, &token, &centres, opt, &dir);
                 keys.push(dir);
                 Site {
                     server,
+                    _slurm: slurm,
                     relay,
                     host,
                     name: name.to_string(),
@@ -143,21 +156,37 @@ impl Grid {
     }
 }
 
-/// Site `name`'s service in its namespace `host`, lending `cluster` to the centres reached
-/// at `centres` (its relays), with its own copy of its token (in `dir`).
+/// Where a site runs and what it lends.
+pub struct SiteAt<'a> {
+    /// The site's name.
+    pub name: &'a str,
+    /// The lent cluster's name at the site.
+    pub cluster: &'a str,
+    /// The cluster's configuration after its name (`procs = 4`, or a Slurm cluster's).
+    pub kind: &'a str,
+    /// The site's namespace.
+    pub host: &'a Host,
+}
+
+/// The service of the site `at`, lending its cluster to the centres reached at `centres`
+/// (its relays), with its own copy of its token (in `dir`).
 pub fn site_server(
-    name: &str,
-    cluster: &str,
+    at: &SiteAt,
     token: &str,
-    host: &Host,
     centres: &[SocketAddr],
     opt: Options,
     dir: &tempfile::TempDir,
 ) -> Server {
+    let SiteAt {
+        name,
+        cluster,
+        kind,
+        host,
+    } = *at;
     let file = dir.path().join("grid.token");
     std::fs::write(&file, token).unwrap();
     let toml = format!(
-        "[[cluster]]\nname = \"{cluster}\"\nprocs = {procs}\n\n[grid]\n\
+        "[[cluster]]\nname = \"{cluster}\"\n{kind}\n[grid]\n\
          centres = [{centres}]\nsite = \"{name}\"\ntoken_file = \"{}\"\n\
          lend = {{ {cluster} = {procs} }}\nsnapshot_ms = 200\n",
         file.display(),

@@ -14,6 +14,7 @@ mod common;
 mod grid;
 mod netns;
 mod relay;
+mod slurm;
 
 mod coalloc;
 mod failover;
