@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command: installs what a fresh Debian machine lacks (as root, with
 # apt-get: Slurm and munge, Chromium and chromedriver, PostgreSQL's server binaries, gcc,
-# passwd, openssl and man-db; with pip: openapi-spec-validator and, in a venv, MkDocs), then
-# checks formatting, lints, doc links and the documentation site's links, and runs every
-# test. CI runs it too (.ci/run). It sets CI, so a test whose service is missing fails
-# instead of skipping: without root the services cannot be installed, and their tests fail
-# saying what is missing.
+# passwd, openssl, man-db, nftables, iproute2, curl and iperf3; with pip:
+# openapi-spec-validator and, in a venv, MkDocs), then checks formatting, lints, doc links
+# and the documentation site's links, and runs every test. CI runs it too (.ci/run). It sets
+# CI, so a test whose service is missing fails instead of skipping: without root the
+# services cannot be installed, and their tests fail saying what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI="${CI:-true}"
@@ -45,6 +45,15 @@ fi
 if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq man-db >/dev/null
+fi
+
+# The grid across hosts (crates/foresight-cli/tests/hosts): network namespaces joined by
+# links shaped with tc and nftables, requests sent from a site's namespace with curl, and
+# iperf3 for the throughput it measures (its #[ignore]d numbers).
+if ! { command -v nft && command -v tc && command -v ip && command -v curl && command -v iperf3; } \
+  >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables iproute2 curl iperf3 >/dev/null
 fi
 
 # The independent OpenAPI validator run by crates/foresight-cli/tests/cli/openapi.rs.

@@ -93,6 +93,8 @@ pub struct Server {
     pub env: Vec<(String, String)>,
     /// Started with `--standby`: a launch returns once it stands by.
     pub standby: bool,
+    /// The command the daemon is started under (e.g. `ip netns exec NS`), empty for none.
+    pub wrap: Vec<String>,
 }
 
 impl Server {
@@ -130,11 +132,44 @@ impl Server {
         Server::build_on(Some(toml), None, "warn", Some(url.to_string()))
     }
 
+    /// A server with this configuration logging at `level`, started under `wrap` (e.g. `ip
+    /// netns exec NS`, so it runs in another network namespace) and listening on `listen`.
+    pub fn wrapped(toml: &str, level: &str, wrap: &[String], listen: &str) -> Server {
+        Server::wrapped_on(toml, level, wrap, listen, None)
+    }
+
+    /// [`Server::wrapped`] on the store `store` (None: the data directory's SQLite file).
+    pub fn wrapped_on(
+        toml: &str,
+        level: &str,
+        wrap: &[String],
+        listen: &str,
+        store: Option<&str>,
+    ) -> Server {
+        let mut s = Server::prepared(Some(toml), None, level, store.map(str::to_string));
+        s.wrap = wrap.to_vec();
+        s.listen = Some(listen.to_string());
+        s.launch();
+        s
+    }
+
     /// A standby (`--standby`) with this configuration for the service holding the
     /// PostgreSQL store `url`, listening on `listen`; the administrator's token is the
     /// active one's, `admin_token` (the store keeps its hash). Returns once it stands by.
     pub fn standby(toml: &str, url: &str, listen: &str, admin_token: &str) -> Server {
+        Server::standby_under(toml, url, listen, admin_token, &[])
+    }
+
+    /// [`Server::standby`] started under `wrap` (e.g. `ip netns exec NS`).
+    pub fn standby_under(
+        toml: &str,
+        url: &str,
+        listen: &str,
+        admin_token: &str,
+        wrap: &[String],
+    ) -> Server {
         let mut s = Server::prepared(Some(toml), None, "warn", Some(url.to_string()));
+        s.wrap = wrap.to_vec();
         s.standby = true;
         s.listen = Some(listen.to_string());
         std::fs::create_dir_all(&s.dir).unwrap();
@@ -195,6 +230,7 @@ impl Server {
             listen: None,
             env: Vec::new(),
             standby: false,
+            wrap: Vec::new(),
         }
     }
 
@@ -242,7 +278,14 @@ impl Server {
             std::fs::File::create(self.tmp.path().join(format!("{name}.{}.log", self.starts)))
                 .unwrap()
         };
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match self.wrap.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
         let listen = self.listen.as_deref().unwrap_or("127.0.0.1:0");
         cmd.args(["server", "start", "--listen", listen, "--data-dir"])
             .arg(&self.dir)
