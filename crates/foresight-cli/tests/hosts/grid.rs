@@ -204,7 +204,8 @@ pub fn site_server(
 }
 
 /// The centre's configuration: a cluster of kind `site` for each `(site, cluster)` of
-/// `sites`, leased for `lease` seconds, their tokens written into `keys`.
+/// `sites`, with the site's name as its feature, leased for `lease` seconds, their tokens
+/// written into `keys`.
 pub fn centre_toml(sites: &[(&str, &str)], keys: &std::path::Path, lease: u64) -> String {
     let mut toml = String::new();
     for (site, cluster) in sites {
@@ -212,6 +213,7 @@ pub fn centre_toml(sites: &[(&str, &str)], keys: &std::path::Path, lease: u64) -
         std::fs::write(&file, token_of(site)).unwrap();
         toml += &format!(
             "[[cluster]]\nname = \"{site}-{cluster}\"\nkind = \"site\"\nsync_ms = 200\n\
+             features = [\"{site}\"]\n\
              [cluster.site]\nsite = \"{site}\"\ncluster = \"{cluster}\"\n\
              token_file = \"{}\"\nlease_seconds = {lease}\n\n",
             file.display(),

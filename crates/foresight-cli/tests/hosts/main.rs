@@ -17,6 +17,7 @@ mod relay;
 mod slurm;
 
 mod coalloc;
+mod data;
 mod failover;
 mod inputs;
 mod links;
