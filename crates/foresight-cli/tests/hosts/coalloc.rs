@@ -63,11 +63,13 @@ fn a_job_co_allocated_over_two_sites_on_other_hosts_starts_within_2_s_on_both() 
 }
 
 /// One of the two sites lends a real Slurm cluster, run in its namespace with a munge key
-/// and socket of its own. Ignored until a site may lend a Slurm cluster: today the site
-/// refuses to start (`[grid] lend: cluster "abisko" is of kind "slurm"; a site lends
-/// clusters its own policy schedules`); the Slurm cluster itself comes up in the namespace.
+/// and socket of its own: the grid's reservation there is Slurm's own, and the part is
+/// submitted into it with `sbatch --reservation`.
+///
+/// What was wrong: a site refused to lend a Slurm cluster at all; let through, its
+/// reservations were only in its records, and `sbatch` refused the part ("Requested
+/// reservation is invalid"), failing the job.
 #[test]
-#[ignore = "a site lends only local clusters today: [grid] lend refuses a Slurm cluster"]
 fn a_job_co_allocated_over_a_slurm_site_and_a_local_one_starts_within_2_s_on_both() {
     let Some(_serial) = crate::harness("co-allocation with a Slurm site") else {
         return;

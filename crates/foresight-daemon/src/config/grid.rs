@@ -142,10 +142,11 @@ pub fn check_grid(g: &GridConfig, clusters: &[ClusterConfig]) -> anyhow::Result<
         let Some(c) = clusters.iter().find(|c| &c.name == name) else {
             anyhow::bail!("[grid] lend: no cluster {name:?} here");
         };
-        if c.kind != "local" || c.scheduler != "local" {
+        if !(c.kind == "local" && c.scheduler == "local" || c.kind == "slurm") {
             anyhow::bail!(
                 "[grid] lend: cluster {name:?} is of kind {:?}; a site lends clusters its own \
-                 policy schedules (kind = \"local\")",
+                 policy schedules (kind = \"local\") or Slurm's (kind = \"slurm\"), whose \
+                 reservations it holds",
                 c.kind
             );
         }

@@ -683,6 +683,11 @@ token_file = "/etc/umea.token"
                 "[[cluster]]\nname = \"a\"\nprocs = 2\n[grid]\ncentres = [\"https://c\"]\nsite = \"u u\"\ntoken_file = \"/t\"\nlend = { a = 2 }\n",
                 "[grid] site \"u u\"",
             ),
+            // A cluster Maui schedules through WIKI holds no reservation for the grid.
+            (
+                "[[cluster]]\nname = \"a\"\nprocs = 2\nscheduler = \"wiki\"\n[cluster.wiki]\nlisten = \"127.0.0.1:0\"\nkey_file = \"/k\"\n[grid]\ncentres = [\"https://c\"]\nsite = \"u\"\ntoken_file = \"/t\"\nlend = { a = 2 }\n",
+                "[grid] lend: cluster \"a\" is of kind \"local\"",
+            ),
         ];
         for (text, want) in bad {
             let e = check(text).unwrap_err();

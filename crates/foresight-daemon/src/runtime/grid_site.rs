@@ -342,22 +342,34 @@ impl GridAgent {
         match op {
             Op::Reserve { request, .. } => {
                 let cfg = self.cfg.clone();
-                s.mutate(move |w, now| {
-                    grid_user(w, &cfg)?;
-                    reserve(w, now, &lending, &request).map(|_| Reply::Done)
-                })
-                .await
+                let made = s
+                    .mutate(move |w, now| {
+                        grid_user(w, &cfg)?;
+                        reserve(w, now, &lending, &request)
+                    })
+                    .await?;
+                if let Some(id) = made {
+                    self.hold_in_slurm(cluster, id).await?;
+                }
+                Ok(Reply::Done)
             }
             Op::Release { reservation } => {
-                s.mutate(move |w, now| {
-                    if let Some(id) = ours(w, &owner, reservation) {
-                        if w.reservations[&id].state.is_live() {
-                            w.release_reservation(now, id)?;
+                let released = s
+                    .mutate(move |w, now| {
+                        let Some(id) = ours(w, &owner, reservation) else {
+                            return Ok(None);
+                        };
+                        if !w.reservations[&id].state.is_live() {
+                            return Ok(None);
                         }
-                    }
-                    Ok(Reply::Done)
-                })
-                .await
+                        w.release_reservation(now, id)?;
+                        Ok(Some(id))
+                    })
+                    .await?;
+                if let Some(id) = released {
+                    self.release_in_slurm(cluster, id).await;
+                }
+                Ok(Reply::Done)
             }
             Op::Submit { submission } => self.submit(&lending, &submission, naming).await,
             Op::Cancel { part } => {
@@ -500,13 +512,15 @@ impl GridAgent {
         let reservation = match (reservation, sub.reservation) {
             (Some(id), Some(centre)) => {
                 let lending = lending.clone();
-                Some(
-                    self.service
-                        .mutate(move |w, now| {
-                            renew_if_late(w, now, &lending, (id, centre), walltime)
-                        })
-                        .await?,
-                )
+                let renewed = self
+                    .service
+                    .mutate(move |w, now| renew_if_late(w, now, &lending, (id, centre), walltime))
+                    .await?;
+                if renewed != id {
+                    self.release_in_slurm(cluster, id).await;
+                    self.hold_in_slurm(cluster, renewed).await?;
+                }
+                Some(renewed)
             }
             _ => None,
         };
@@ -651,17 +665,19 @@ struct Lending {
     lend: u32,
 }
 
-/// Holds `req` for the grid, once however often it is asked.
+/// Holds `req` for the grid, once however often it is asked: the reservation made now
+/// (`None`: it was made before).
 fn reserve(
     w: &mut World,
     now: foresight_core::time::Time,
     lending: &Lending,
     req: &ReserveRequest,
-) -> Result<(), Refusal> {
+) -> Result<Option<ReservationId>, Refusal> {
     if ours(w, &lending.owner, req.id).is_some() {
-        return Ok(());
+        return Ok(None);
     }
-    make_grid_reservation(w, now, lending, req)
+    make_grid_reservation(w, now, lending, req)?;
+    Ok(ours(w, &lending.owner, req.id))
 }
 
 /// Makes `req` for the grid, within what the site lends.

@@ -12,6 +12,7 @@ pub(crate) mod grid_inbox;
 pub(crate) mod grid_outbox;
 mod grid_send;
 pub(crate) mod grid_site;
+mod grid_site_slurm;
 pub(crate) mod grid_uploads;
 pub(crate) mod jobs;
 pub(crate) mod loops;

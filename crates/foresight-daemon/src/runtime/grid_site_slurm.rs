@@ -1,0 +1,63 @@
+//! A lent cluster that Slurm schedules: the grid's reservations there are Slurm's own. The
+//! site's records hold each one's window, as for a local cluster; Slurm must hold it too,
+//! since a part is submitted with `--reservation` and Slurm alone starts it. So each
+//! reservation the centre makes, moves or gives back at the site is made, made again or
+//! deleted in Slurm by the cluster's resource manager, after the records and outside
+//! their lock.
+
+use crate::runtime::grid_site::GridAgent;
+use crate::state::refusal::Refusal;
+use foresight_core::ReservationId;
+use foresight_rm::ReserveRequest;
+
+impl GridAgent {
+    /// The index of lent cluster `cluster` when Slurm schedules it.
+    fn slurm_cluster(&self, cluster: &str) -> Option<usize> {
+        let w = self.service.world();
+        let k = w.cluster_index(cluster)?;
+        w.clusters[k].kind.schedules_itself().then_some(k.0)
+    }
+
+    /// Has Slurm hold reservation `id` of the site's records on `cluster`, when Slurm
+    /// schedules it; when Slurm refuses, the record is given back and the refusal is the
+    /// command's answer.
+    pub(crate) async fn hold_in_slurm(
+        &self,
+        cluster: &str,
+        id: ReservationId,
+    ) -> Result<(), Refusal> {
+        let Some(k) = self.slurm_cluster(cluster) else {
+            return Ok(());
+        };
+        let request = {
+            let w = self.service.world();
+            let r = &w.reservations[&id];
+            ReserveRequest {
+                id: id.0,
+                start: r.start,
+                end: r.end,
+                procs: r.procs,
+            }
+        };
+        if let Err(e) = self.service.managers[k].reserve(&request).await {
+            let _ = self
+                .service
+                .mutate(move |w, now| w.release_reservation(now, id))
+                .await;
+            return Err(Refusal::conflict(format!(
+                "cluster {cluster} refused the reservation: {e}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Deletes reservation `id` in Slurm, when Slurm schedules `cluster`.
+    pub(crate) async fn release_in_slurm(&self, cluster: &str, id: ReservationId) {
+        let Some(k) = self.slurm_cluster(cluster) else {
+            return;
+        };
+        if let Err(e) = self.service.managers[k].release(id.0).await {
+            tracing::warn!(reservation = id.0, "releasing it in Slurm: {e}");
+        }
+    }
+}
