@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 /// The processors' clusters, numbered in order of first appearance.
 struct ProcessorIndex<'a> {
-    /// Processor index by name.
-    by_name: std::collections::HashMap<&'a str, u32>,
+    /// Processor index by name (hashed with Fx: a grid's cycle indexes every processor).
+    by_name: rustc_hash::FxHashMap<&'a str, u32>,
     clusters: Vec<String>,
     /// Cluster of each processor.
     cluster_of: Vec<u32>,
@@ -24,7 +24,8 @@ struct ProcessorIndex<'a> {
 
 /// Checks the processors (unique names, positive speeds) and indexes them.
 fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, PlanError> {
-    let mut by_name = std::collections::HashMap::with_capacity(processors.len());
+    let mut by_name = rustc_hash::FxHashMap::default();
+    by_name.reserve(processors.len());
     let mut clusters: Vec<String> = Vec::new();
     let mut cluster_of = Vec::with_capacity(processors.len());
     for (i, p) in processors.iter().enumerate() {
@@ -37,7 +38,13 @@ fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, Plan
                 speed: p.speed,
             });
         }
-        let c = match clusters.iter().position(|c| *c == p.cluster) {
+        // A cluster's processors come together: its name is most often the last one seen.
+        let c = match clusters
+            .last()
+            .filter(|c| **c == p.cluster)
+            .map(|_| clusters.len() - 1)
+            .or_else(|| clusters.iter().position(|c| *c == p.cluster))
+        {
             Some(c) => c,
             None => {
                 clusters.push(p.cluster.clone());
