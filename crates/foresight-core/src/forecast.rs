@@ -13,6 +13,7 @@ use crate::scheduler::{Domain, LocalScheduler};
 use crate::select::{Processor, Slot};
 use crate::time::{Dur, Interval, Time};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 /// What a cluster charges global jobs, per processor-second.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -159,8 +160,10 @@ pub fn slots_from_forecast(
 ) -> Vec<Slot> {
     let n = processors.len();
     // Per processor: the occupancies assigned to it, in time order.
-    let mut busy_until = vec![now; n];
     let mut lanes: Vec<Vec<(Interval, Option<f64>)>> = vec![Vec::new(); n];
+    // Every processor by (busy until, index): those free at an occupancy's start are a
+    // prefix, so an occupancy costs the processors it takes, not a scan of the cluster.
+    let mut by_free: BTreeSet<(Time, u32)> = (0..n as u32).map(|p| (now, p)).collect();
     let mut order: Vec<&Occupancy> = occupancies.iter().collect();
     order.sort_by_key(|o| (o.window.start, o.window.end));
     for o in order {
@@ -169,8 +172,12 @@ pub fn slots_from_forecast(
             continue;
         }
         // Prefer the processor freed longest ago, then the lowest index: deterministic.
-        let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
-        free.sort_by_key(|&p| (busy_until[p], p));
+        let free: Vec<(Time, u32)> = by_free
+            .iter()
+            .take_while(|&&(busy, _)| busy <= start)
+            .take(o.procs as usize)
+            .copied()
+            .collect();
         let cost = match o.kind {
             OccupancyKind::Planned { priority, .. } => Some(
                 (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0)))
@@ -178,9 +185,10 @@ pub fn slots_from_forecast(
             ),
             OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
         };
-        for &p in free.iter().take(o.procs as usize) {
-            busy_until[p] = o.window.end;
-            lanes[p].push((Interval::new(start, o.window.end.min(horizon)), cost));
+        for key in free {
+            by_free.remove(&key);
+            by_free.insert((o.window.end, key.1));
+            lanes[key.1 as usize].push((Interval::new(start, o.window.end.min(horizon)), cost));
         }
     }
     let mut out = Vec::new();
@@ -332,5 +340,103 @@ mod tests {
             slots_from_forecast(&cluster(4), &f, Time(0), Time(200), &Tariff::default(), 0.0);
         let free_now = slots.iter().filter(|s| s.start == Time(0)).count();
         assert_eq!(free_now, 2);
+    }
+
+    /// The assignment [`slots_from_forecast`] made before it kept processors ordered by
+    /// when they free up: every occupancy scanned and sorted the whole cluster.
+    fn slots_by_scan(
+        n: usize,
+        occupancies: &[Occupancy],
+        now: Time,
+        horizon: Time,
+        tariff: &Tariff,
+        floor: f64,
+    ) -> Vec<Slot> {
+        let mut busy_until = vec![now; n];
+        let mut lanes: Vec<Vec<(Interval, Option<f64>)>> = vec![Vec::new(); n];
+        let mut order: Vec<&Occupancy> = occupancies.iter().collect();
+        order.sort_by_key(|o| (o.window.start, o.window.end));
+        for o in order {
+            let start = o.window.start.max(now);
+            if start >= o.window.end || start >= horizon {
+                continue;
+            }
+            let mut free: Vec<usize> = (0..n).filter(|&p| busy_until[p] <= start).collect();
+            free.sort_by_key(|&p| (busy_until[p], p));
+            let cost = match o.kind {
+                OccupancyKind::Planned { priority, .. } => Some(
+                    (tariff.base * (1.0 + tariff.local_premium * priority.max(0.0))).max(floor),
+                ),
+                OccupancyKind::Running(_) | OccupancyKind::Held(_) => None,
+            };
+            for &p in free.iter().take(o.procs as usize) {
+                busy_until[p] = o.window.end;
+                lanes[p].push((Interval::new(start, o.window.end.min(horizon)), cost));
+            }
+        }
+        let mut out = Vec::new();
+        for (p, lane) in lanes.iter().enumerate() {
+            let slot = |start, end, cost| Slot {
+                processor: p as u32,
+                start,
+                end,
+                cost,
+            };
+            let mut t = now;
+            for (w, cost) in lane {
+                if w.start > t {
+                    out.push(slot(t, w.start, tariff.base));
+                }
+                if let Some(c) = cost {
+                    out.push(slot(w.start, w.end, *c));
+                }
+                t = t.max(w.end);
+            }
+            if t < horizon {
+                out.push(slot(t, horizon, tariff.base));
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Processors kept ordered by when they free up give every occupancy the processors
+        /// the scan of the whole cluster gave it: the same slots, whatever the forecast
+        /// (over-booked ones included).
+        #[test]
+        fn ordered_assignment_gives_the_slots_of_the_scan(
+            n in 1usize..24,
+            now in 0i64..200,
+            span in 1i64..2_000,
+            occ in proptest::collection::vec(
+                (1u32..30, 0i64..1_500, 1i64..600, 0u8..3, 0u8..4),
+                0..40,
+            ),
+        ) {
+            let tariff = Tariff {
+                base: 1.0,
+                local_premium: 0.5,
+            };
+            let occupancies: Vec<Occupancy> = occ
+                .iter()
+                .enumerate()
+                .map(|(i, &(procs, start, len, kind, priority))| Occupancy {
+                    procs,
+                    window: Interval::new(Time(start), Time(start + len)),
+                    kind: match kind {
+                        0 => OccupancyKind::Running(JobId(i as u64)),
+                        1 => OccupancyKind::Held(ReservationId(i as u64)),
+                        _ => OccupancyKind::Planned {
+                            job: JobId(i as u64),
+                            priority: f64::from(priority),
+                        },
+                    },
+                })
+                .collect();
+            let (now, horizon) = (Time(now), Time(now + span));
+            let got = slots_from_forecast(&cluster(n), &occupancies, now, horizon, &tariff, 1.2);
+            let want = slots_by_scan(n, &occupancies, now, horizon, &tariff, 1.2);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 }

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 /// The processors' clusters, numbered in order of first appearance.
 struct ProcessorIndex<'a> {
-    /// Processor index by name.
-    by_name: std::collections::HashMap<&'a str, u32>,
+    /// Processor index by name (hashed with Fx: a grid's cycle indexes every processor).
+    by_name: rustc_hash::FxHashMap<&'a str, u32>,
     clusters: Vec<String>,
     /// Cluster of each processor.
     cluster_of: Vec<u32>,
@@ -24,7 +24,8 @@ struct ProcessorIndex<'a> {
 
 /// Checks the processors (unique names, positive speeds) and indexes them.
 fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, PlanError> {
-    let mut by_name = std::collections::HashMap::with_capacity(processors.len());
+    let mut by_name = rustc_hash::FxHashMap::default();
+    by_name.reserve(processors.len());
     let mut clusters: Vec<String> = Vec::new();
     let mut cluster_of = Vec::with_capacity(processors.len());
     for (i, p) in processors.iter().enumerate() {
@@ -37,7 +38,13 @@ fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, Plan
                 speed: p.speed,
             });
         }
-        let c = match clusters.iter().position(|c| *c == p.cluster) {
+        // A cluster's processors come together: its name is most often the last one seen.
+        let c = match clusters
+            .last()
+            .filter(|c| **c == p.cluster)
+            .map(|_| clusters.len() - 1)
+            .or_else(|| clusters.iter().position(|c| *c == p.cluster))
+        {
             Some(c) => c,
             None => {
                 clusters.push(p.cluster.clone());
@@ -51,6 +58,26 @@ fn index_processors(processors: &[Processor]) -> Result<ProcessorIndex<'_>, Plan
         clusters,
         cluster_of,
     })
+}
+
+/// Slot numbers `0..hot.len()` sorted by tier, stably: a counting sort over `tiers` tiers
+/// (`tier_of` maps a slot's cost rank to its tier, below `tiers`).
+fn order_by_tier(hot: &[Hot], tier_of: &[u32], tiers: usize) -> Vec<u32> {
+    let tier = |h: &Hot| tier_of[h.rank as usize] as usize;
+    let mut at = vec![0usize; tiers + 1];
+    for h in hot {
+        at[tier(h) + 1] += 1;
+    }
+    for t in 0..tiers {
+        at[t + 1] += at[t];
+    }
+    let mut order = vec![0u32; hot.len()];
+    for (i, h) in hot.iter().enumerate() {
+        let t = tier(h);
+        order[at[t]] = i as u32;
+        at[t] += 1;
+    }
+    order
 }
 
 /// Checks slot `k` of the input on its own: a known processor, not empty, a usable cost.
@@ -256,10 +283,10 @@ impl SlotPlan {
         }
         let tier_of = tiers(&per_rank);
         // Slot numbers follow start (then end): a stable sort by tier keeps that order in
-        // each tier.
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&i| tier_of[hot[i as usize].rank as usize]);
+        // each tier. Tiers are few, so the sort counts (linear, not n log n: a grid's plan
+        // is rebuilt every cycle).
         let tiers = tier_of.last().map_or(1, |&t| t as usize + 1);
+        let order = order_by_tier(&hot, &tier_of, tiers);
         let tier_at = tier_bounds(&order, tiers, |i| tier_of[hot[i as usize].rank as usize]);
         let mut position = vec![0u32; n];
         for (at, &i) in order.iter().enumerate() {
@@ -393,6 +420,41 @@ impl SlotPlan {
 mod tests {
     use super::*;
     use crate::select::fixture::{procs, slot};
+
+    proptest::proptest! {
+        /// The counting sort by tier orders slots as a stable comparison sort does.
+        #[test]
+        fn counting_by_tier_is_the_stable_sort(
+            ranks in proptest::collection::vec(0u32..12, 0..200),
+            cuts in proptest::collection::vec(0u32..3, 12),
+        ) {
+            // A non-decreasing map of the 12 ranks to tiers, as `tiers` makes.
+            let tier_of: Vec<u32> = cuts
+                .iter()
+                .scan(0u32, |t, &c| {
+                    *t += u32::from(c == 0);
+                    Some(*t)
+                })
+                .collect();
+            let tiers = tier_of.last().map_or(1, |&t| t as usize + 1);
+            let hot: Vec<Hot> = ranks
+                .iter()
+                .map(|&rank| Hot {
+                    start: Time(0),
+                    end: Time(1),
+                    chain_end: Time(1),
+                    chain_max: 0,
+                    processor: 0,
+                    rank,
+                    prev_rank: NEVER,
+                    next_rank: NEVER,
+                })
+                .collect();
+            let mut want: Vec<u32> = (0..hot.len() as u32).collect();
+            want.sort_by_key(|&i| tier_of[hot[i as usize].rank as usize]);
+            proptest::prop_assert_eq!(order_by_tier(&hot, &tier_of, tiers), want);
+        }
+    }
 
     #[test]
     fn bad_plans_are_refused() {
