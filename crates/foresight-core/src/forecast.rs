@@ -191,6 +191,17 @@ pub fn slots_from_forecast(
             lanes[key.1 as usize].push((Interval::new(start, o.window.end.min(horizon)), cost));
         }
     }
+    lanes_to_slots(&lanes, now, horizon, tariff)
+}
+
+/// Each processor's lane of occupied windows (in order, with their cost; `None`: held
+/// apart, no slot) as slots over `[now, horizon)`, the gaps at the base tariff.
+fn lanes_to_slots(
+    lanes: &[Vec<(Interval, Option<f64>)>],
+    now: Time,
+    horizon: Time,
+    tariff: &Tariff,
+) -> Vec<Slot> {
     let mut out = Vec::new();
     for (p, lane) in lanes.iter().enumerate() {
         let slot = |start, end, cost| Slot {
@@ -374,29 +385,7 @@ mod tests {
                 lanes[p].push((Interval::new(start, o.window.end.min(horizon)), cost));
             }
         }
-        let mut out = Vec::new();
-        for (p, lane) in lanes.iter().enumerate() {
-            let slot = |start, end, cost| Slot {
-                processor: p as u32,
-                start,
-                end,
-                cost,
-            };
-            let mut t = now;
-            for (w, cost) in lane {
-                if w.start > t {
-                    out.push(slot(t, w.start, tariff.base));
-                }
-                if let Some(c) = cost {
-                    out.push(slot(w.start, w.end, *c));
-                }
-                t = t.max(w.end);
-            }
-            if t < horizon {
-                out.push(slot(t, horizon, tariff.base));
-            }
-        }
-        out
+        lanes_to_slots(&lanes, now, horizon, tariff)
     }
 
     proptest::proptest! {

@@ -141,7 +141,7 @@ fn an_input_at_the_centre_is_fetched_by_the_site_and_read_by_the_part_there() {
     // It ran in the site's inbox, not in any directory of the centre.
     let cwd = lines.next().unwrap();
     assert!(
-        cwd.ends_with(&format!("grid-inbox/foresight-{id}.0")),
+        cwd.ends_with(&format!("grid-inbox/abisko/foresight-{id}.0")),
         "{out}"
     );
     assert!(std::path::Path::new(cwd).starts_with(site.root()), "{out}");
@@ -215,6 +215,21 @@ fn a_jobs_outputs_written_at_a_site_come_back_to_its_working_directory_at_the_ce
         std::fs::read_to_string(home.join("written.txt")).unwrap(),
         "ok\n"
     );
+
+    // A link the job left is not followed: refused, naming it.
+    let id = centre.http().submit(json!({
+        "procs": 1, "walltime": 60, "cwd": home.display().to_string(),
+        "command": ["ln", "-s", "/etc/hostname", "link.txt"],
+        "outputs": [{ "path": "link.txt" }],
+    }));
+    centre.wait_final(id, Duration::from_secs(60));
+    let j = wait_for("the outputs copied", Duration::from_secs(60), || {
+        let j = centre_job(&centre, id);
+        j["output_staging"]["ended_at"].is_i64().then_some(j)
+    });
+    let reason = j["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("link.txt is not a regular file"), "{j}");
+    assert!(!home.join("link.txt").exists());
 }
 
 /// An input gone before its transfer fails the job, naming the file (the centre reads it as
@@ -757,7 +772,7 @@ edges:
     let (a, b) = (job("A"), job("B"));
     let a_dir = sites[0]
         .root()
-        .join(format!("data/grid-inbox/foresight-{a}.0"));
+        .join(format!("data/grid-inbox/abisko/foresight-{a}.0"));
     let a_dir = std::fs::canonicalize(a_dir).unwrap();
     assert_eq!(
         centre.run(&["job", "cat", &b.to_string()]),
@@ -766,7 +781,7 @@ edges:
     // B's part at lund found it at the same relative path in its own directory.
     let b_dir = sites[1]
         .root()
-        .join(format!("data/grid-inbox/foresight-{b}.0"));
+        .join(format!("data/grid-inbox/aurora/foresight-{b}.0"));
     assert!(b_dir.join("out/mesh.dat").is_file(), "{}", b_dir.display());
     let ja = centre_job(&centre, a);
     assert!(ja["output_staging"]["error"].is_null(), "{ja}");

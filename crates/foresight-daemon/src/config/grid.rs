@@ -144,10 +144,11 @@ pub fn check_grid(g: &GridConfig, clusters: &[ClusterConfig]) -> anyhow::Result<
         };
         if !(c.kind == "local" && c.scheduler == "local" || c.kind == "slurm") {
             anyhow::bail!(
-                "[grid] lend: cluster {name:?} is of kind {:?}; a site lends clusters its own \
-                 policy schedules (kind = \"local\") or Slurm's (kind = \"slurm\"), whose \
-                 reservations it holds",
-                c.kind
+                "[grid] lend: cluster {name:?} is of kind {:?} with scheduler {:?}; a site \
+                 lends clusters its own policy schedules (kind = \"local\", scheduler = \
+                 \"local\") or Slurm's (kind = \"slurm\"), whose reservations it holds",
+                c.kind,
+                c.scheduler
             );
         }
         if n == 0 {

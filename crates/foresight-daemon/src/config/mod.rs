@@ -686,7 +686,7 @@ token_file = "/etc/umea.token"
             // A cluster Maui schedules through WIKI holds no reservation for the grid.
             (
                 "[[cluster]]\nname = \"a\"\nprocs = 2\nscheduler = \"wiki\"\n[cluster.wiki]\nlisten = \"127.0.0.1:0\"\nkey_file = \"/k\"\n[grid]\ncentres = [\"https://c\"]\nsite = \"u\"\ntoken_file = \"/t\"\nlend = { a = 2 }\n",
-                "[grid] lend: cluster \"a\" is of kind \"local\"",
+                "[grid] lend: cluster \"a\" is of kind \"local\" with scheduler \"wiki\"",
             ),
         ];
         for (text, want) in bad {

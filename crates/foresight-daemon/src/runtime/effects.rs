@@ -247,9 +247,12 @@ impl Service {
             }
             Err(e) => Err(e),
         };
-        // What came up is copied (or failed): a copy made again asks the site anew.
-        for u in &uploads {
-            let _ = tokio::fs::remove_dir_all(&u.dir).await;
+        // What came up is copied: gone. After a failure it stays, so that a copy made
+        // again (after a restart) resumes what was cut.
+        if result.is_ok() {
+            for u in &uploads {
+                let _ = tokio::fs::remove_dir_all(&u.dir).await;
+            }
         }
         for f in result.as_ref().err().into_iter().flatten() {
             tracing::warn!(job, "copying outputs back failed: {}", f.error);

@@ -1,7 +1,7 @@
 //! The site's inbox of the grid's input files: one directory per part (named as the centre
 //! names the part), which becomes the part's working directory. The files are fetched from
 //! the centre (`foresight_rm::grid::receive`) into a directory of the service's own,
-//! `.incoming/<part>`, where a cut-off transfer resumes; once every file is checked they move
+//! `.incoming/<cluster>/<part>`, where a cut-off transfer resumes; once every file is checked they move
 //! into a fresh directory of the part, which is handed to the Unix account grid jobs run as
 //! when the service is root and that account is another. The service never writes in a
 //! directory that account owns, so no link it plants there is followed.
@@ -30,17 +30,39 @@ impl GridAgent {
             .unwrap_or_else(|| self.service.cfg.data_dir.join("grid-inbox"))
     }
 
-    /// Where part `name` runs when the centre sent it files: its submission names it.
-    pub(crate) fn inbox_of(&self, name: &str) -> PathBuf {
-        self.inbox().join(name)
+    /// Where part `name` on lent cluster `cluster` runs (`<inbox>/<cluster>/<part>`): two
+    /// parts of one job on two clusters of this site have one each.
+    pub(crate) fn inbox_of(&self, cluster: &str, name: &str) -> PathBuf {
+        self.inbox().join(cluster).join(name)
     }
 
-    /// The directory part `name` runs in, made (empty, the account's) when the centre sent
-    /// it no files.
-    pub(crate) fn workspace(&self, name: &str, account: &str) -> Result<PathBuf, String> {
+    /// Makes the inbox and its directory for `cluster`, which grid jobs enter as they may
+    /// enter the inbox (its mode, without write for others).
+    fn cluster_inbox(&self, cluster: &str) -> Result<PathBuf, String> {
+        use std::os::unix::fs::PermissionsExt;
         let inbox = self.inbox();
         private_dir(&inbox)?;
-        let dir = inbox.join(name);
+        let dir = inbox.join(cluster);
+        private_dir(&dir)?;
+        let mode = std::fs::metadata(&inbox)
+            .map_err(|e| format!("{}: {e}", inbox.display()))?
+            .permissions()
+            .mode()
+            & 0o755;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// The directory part `name` on `cluster` runs in, made (empty, the account's) when the
+    /// centre sent it no files.
+    pub(crate) fn workspace(
+        &self,
+        cluster: &str,
+        name: &str,
+        account: &str,
+    ) -> Result<PathBuf, String> {
+        let dir = self.cluster_inbox(cluster)?.join(name);
         if std::fs::symlink_metadata(&dir).is_err() {
             std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             hand_over(&dir, account)?;
@@ -58,10 +80,11 @@ impl GridAgent {
     ) -> Result<Reply, Refusal> {
         let inbox = self.inbox();
         let incoming = inbox.join(INCOMING);
-        for d in [&inbox, &incoming] {
+        let cluster_dir = self.cluster_inbox(cluster).map_err(Refusal::conflict)?;
+        for d in [&incoming, &incoming.join(cluster)] {
             private_dir(d).map_err(Refusal::conflict)?;
         }
-        let partial = incoming.join(name);
+        let partial = incoming.join(cluster).join(name);
         private_dir(&partial).map_err(Refusal::conflict)?;
         let deadline = tokio::time::Instant::now() + MOST_FETCH;
         let got = receive(
@@ -78,7 +101,7 @@ impl GridAgent {
             let w = self.service.world();
             w.unix_account(&self.cfg.user).0
         };
-        let dir = inbox.join(name);
+        let dir = cluster_dir.join(name);
         move_in(&partial, &dir, files).map_err(Refusal::conflict)?;
         hand_over(&dir, &account).map_err(Refusal::conflict)?;
         Ok(Reply::Fetched {

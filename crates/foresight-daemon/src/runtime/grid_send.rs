@@ -1,9 +1,10 @@
 //! The site's side of a part's files going up to the centre: once the part ended, the
-//! centre asks for its outputs and workflow edges' files ([`Op::Send`]). Each is read as the
-//! grid's Unix account (the site never sends a file that account could not read, nor follows
-//! a link the part planted) into a spool of the service's own, `.outgoing/<part>` in the
-//! inbox, hashed on the way, then put to the centre in signed chunks from the byte the
-//! centre already holds ([`foresight_rm::grid::upload`]).
+//! centre asks for its outputs and workflow edges' files ([`Op::Send`]). Each must be a
+//! regular file (not a link, a pipe or a device the part left there), and is read as the
+//! grid's Unix account (the site never sends a file that account could not read) into a
+//! spool of the service's own, `.outgoing/<part>.<n>` in the inbox (one per command), hashed
+//! on the way, then put to the centre in signed chunks from the byte the centre already
+//! holds ([`foresight_rm::grid::upload`]).
 //!
 //! [`Op::Send`]: foresight_rm::grid::Op::Send
 
@@ -21,6 +22,9 @@ const MOST_SEND: Duration = Duration::from_secs(24 * 3_600);
 /// Where files on their way up are kept, in the inbox.
 const OUTGOING: &str = ".outgoing";
 
+/// Numbers each command's spool: a Send asked again while the first still runs has its own.
+static SPOOLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl GridAgent {
     /// [`foresight_rm::grid::Op::Send`]: sends the part's files `files` that it wrote.
     pub(crate) async fn send(
@@ -30,7 +34,7 @@ impl GridAgent {
         files: &[Wanted],
         name: &str,
     ) -> Result<Reply, Refusal> {
-        let dir = self.inbox_of(name);
+        let dir = self.inbox_of(cluster, name);
         if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
             return Err(Refusal::not_found(format!(
                 "part {name} has no working directory here"
@@ -43,7 +47,10 @@ impl GridAgent {
         let a = crate::runtime::staging::as_account(&account).map_err(Refusal::conflict)?;
         let outgoing = self.inbox().join(OUTGOING);
         private_dir(&outgoing).map_err(Refusal::conflict)?;
-        let spool = outgoing.join(name);
+        let spool = outgoing.join(format!(
+            "{name}.{}",
+            SPOOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&spool);
         private_dir(&spool).map_err(Refusal::conflict)?;
         let deadline = tokio::time::Instant::now() + MOST_SEND;
@@ -76,10 +83,18 @@ impl GridAgent {
         for (i, w) in files.iter().enumerate() {
             check_relative(&w.path).map_err(|e| Refusal::invalid("path", e.to_string()))?;
             let from = dir.join(&w.path);
-            if std::fs::symlink_metadata(&from)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-            {
-                continue;
+            match std::fs::symlink_metadata(&from) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Refusal::conflict(format!("{}: {e}", w.path))),
+                // A link, a pipe or a device is not sent: `cat` would follow or read it
+                // for ever.
+                Ok(m) if !m.is_file() => {
+                    return Err(Refusal::conflict(format!(
+                        "{} is not a regular file: not sent",
+                        w.path
+                    )))
+                }
+                Ok(_) => {}
             }
             let copy = spool.join(i.to_string());
             let (len, sha256) = tokio::time::timeout_at(

@@ -45,7 +45,7 @@ pub(crate) struct GridAgent {
     contact: Mutex<Contact>,
     /// The fetches being carried out, by command: one delivered again meanwhile is not
     /// started twice (two transfers into one file).
-    fetching: Mutex<std::collections::BTreeSet<u64>>,
+    fetching: Mutex<std::collections::BTreeSet<(u64, u64)>>,
     /// Answers of fetches whose own sending failed, by mailbox: sent with the next batch
     /// to that mailbox (another mailbox numbers its commands anew).
     late: Mutex<Vec<(u64, Answer)>>,
@@ -214,7 +214,7 @@ impl GridAgent {
                 let seq = c.seq;
                 if matches!(c.op, Op::Fetch { .. } | Op::Send { .. }) {
                     // A transfer may take long: it must not hold the site's other commands.
-                    if lock(&self.fetching).insert(seq) {
+                    if lock(&self.fetching).insert((mailbox, seq)) {
                         let agent = self.clone();
                         self.service
                             .spawn_task(async move { agent.fetch_and_answer(mailbox, c).await });
@@ -253,7 +253,7 @@ impl GridAgent {
             tracing::warn!("answering the centre: {e}");
             lock(&self.late).push((mailbox, answer));
         }
-        lock(&self.fetching).remove(&seq);
+        lock(&self.fetching).remove(&(mailbox, seq));
     }
 
     async fn snapshot_loop(self: Arc<Self>) {
@@ -353,23 +353,18 @@ impl GridAgent {
                 }
                 Ok(Reply::Done)
             }
+            // Released in Slurm too, when Slurm schedules the cluster: the records' release
+            // asks its resource manager to.
             Op::Release { reservation } => {
-                let released = s
-                    .mutate(move |w, now| {
-                        let Some(id) = ours(w, &owner, reservation) else {
-                            return Ok(None);
-                        };
-                        if !w.reservations[&id].state.is_live() {
-                            return Ok(None);
+                s.mutate(move |w, now| {
+                    if let Some(id) = ours(w, &owner, reservation) {
+                        if w.reservations[&id].state.is_live() {
+                            w.release_reservation(now, id)?;
                         }
-                        w.release_reservation(now, id)?;
-                        Ok(Some(id))
-                    })
-                    .await?;
-                if let Some(id) = released {
-                    self.release_in_slurm(cluster, id).await;
-                }
-                Ok(Reply::Done)
+                    }
+                    Ok(Reply::Done)
+                })
+                .await
             }
             Op::Submit { submission } => self.submit(&lending, &submission, naming).await,
             Op::Cancel { part } => {
@@ -517,7 +512,6 @@ impl GridAgent {
                     .mutate(move |w, now| renew_if_late(w, now, &lending, (id, centre), walltime))
                     .await?;
                 if renewed != id {
-                    self.release_in_slurm(cluster, id).await;
                     self.hold_in_slurm(cluster, renewed).await?;
                 }
                 Some(renewed)
@@ -527,7 +521,9 @@ impl GridAgent {
         // It runs in its inbox, a directory of its own: with its inputs, when the centre
         // sent some, and where its outputs are sent up from.
         let account = self.service.world().unix_account(&user.name).0;
-        let inbox = self.workspace(&name, &account).map_err(Refusal::conflict)?;
+        let inbox = self
+            .workspace(cluster, &name, &account)
+            .map_err(Refusal::conflict)?;
         let cwd = Some(inbox.display().to_string());
         let request = serde_json::json!({
             "cwd": cwd,
@@ -665,16 +661,18 @@ struct Lending {
     lend: u32,
 }
 
-/// Holds `req` for the grid, once however often it is asked: the reservation made now
-/// (`None`: it was made before).
+/// Holds `req` for the grid, once however often it is asked: the reservation, when it is
+/// live (`None`: it was made before and has ended or been given back). A repeated command
+/// finds the live one again, which its cluster's Slurm is then asked to hold again too (the
+/// site may have stopped between its record and Slurm's).
 fn reserve(
     w: &mut World,
     now: foresight_core::time::Time,
     lending: &Lending,
     req: &ReserveRequest,
 ) -> Result<Option<ReservationId>, Refusal> {
-    if ours(w, &lending.owner, req.id).is_some() {
-        return Ok(None);
+    if let Some(id) = ours(w, &lending.owner, req.id) {
+        return Ok(w.reservations[&id].state.is_live().then_some(id));
     }
     make_grid_reservation(w, now, lending, req)?;
     Ok(ours(w, &lending.owner, req.id))

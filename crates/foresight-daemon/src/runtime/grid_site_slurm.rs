@@ -1,9 +1,10 @@
 //! A lent cluster that Slurm schedules: the grid's reservations there are Slurm's own. The
 //! site's records hold each one's window, as for a local cluster; Slurm must hold it too,
 //! since a part is submitted with `--reservation` and Slurm alone starts it. So each
-//! reservation the centre makes, moves or gives back at the site is made, made again or
-//! deleted in Slurm by the cluster's resource manager, after the records and outside
-//! their lock.
+//! reservation the centre makes at the site (or the site makes again for a late part) is
+//! made in Slurm by the cluster's resource manager, after the record and outside the
+//! records' lock; giving one back releases it in Slurm through the records, as any
+//! reservation on a cluster that schedules itself.
 
 use crate::runtime::grid_site::GridAgent;
 use crate::state::refusal::Refusal;
@@ -49,15 +50,5 @@ impl GridAgent {
             )));
         }
         Ok(())
-    }
-
-    /// Deletes reservation `id` in Slurm, when Slurm schedules `cluster`.
-    pub(crate) async fn release_in_slurm(&self, cluster: &str, id: ReservationId) {
-        let Some(k) = self.slurm_cluster(cluster) else {
-            return;
-        };
-        if let Err(e) = self.service.managers[k].release(id.0).await {
-            tracing::warn!(reservation = id.0, "releasing it in Slurm: {e}");
-        }
     }
 }

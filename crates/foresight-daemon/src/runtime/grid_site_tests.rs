@@ -129,7 +129,7 @@ async fn a_repeated_reservation_or_submission_is_carried_out_once() {
     // A directory of its own at the site (the centre's does not exist here), where its
     // outputs are sent up from.
     let cwd = jobs[0].cwd.clone().unwrap();
-    assert!(cwd.ends_with("grid-inbox/foresight-31.0"), "{cwd}");
+    assert!(cwd.ends_with("grid-inbox/abisko/foresight-31.0"), "{cwd}");
     assert!(std::path::Path::new(&cwd).is_dir(), "{cwd}");
 
     // Released twice: the second finds it released.

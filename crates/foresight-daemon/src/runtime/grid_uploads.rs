@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 /// Where a part's files arrive, under its uploads directory.
 const INCOMING: &str = ".incoming";
 
+/// Held while a chunk is written: chunks are written one at a time.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// One chunk of an upload, as a site put it.
 pub(crate) struct Chunk<'a> {
     /// The file's path relative to the part's working directory.
@@ -127,10 +130,13 @@ impl Service {
             let (Some(cluster), Some(held)) = (c.next(), c.next()) else {
                 continue;
             };
+            if !held.as_os_str().to_string_lossy().ends_with(".edges") {
+                continue;
+            }
             let dir = root.join(cluster).join(held);
             open_dirs(&root, &root.join(cluster))?;
             if std::fs::symlink_metadata(&dir).is_err() {
-                std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                private_dir(&dir)?;
                 if let Some(a) = account {
                     crate::runtime::grid_inbox::hand_over(&dir, a)?;
                 }
@@ -157,7 +163,28 @@ impl Service {
                 "no files of job {job}.{attempt} were asked of this site"
             )));
         }
-        write_chunk(&incoming, &chunk).map_err(Refusal::conflict)
+        // Off the async workers (a last chunk hashes the whole file), and one at a time:
+        // two uploads of one file (a Send asked again) must not interleave their writes.
+        let (path, bytes, sha256) = (
+            chunk.path.to_owned(),
+            chunk.bytes.to_vec(),
+            chunk.sha256.to_owned(),
+        );
+        let (offset, total) = (chunk.offset, chunk.total);
+        tokio::task::spawn_blocking(move || {
+            let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+            let chunk = Chunk {
+                path: &path,
+                offset,
+                total,
+                sha256: &sha256,
+                bytes: &bytes,
+            };
+            write_chunk(&incoming, &chunk)
+        })
+        .await
+        .map_err(|e| Refusal::internal(format!("writing an upload: {e}")))?
+        .map_err(Refusal::conflict)
     }
 }
 
