@@ -78,6 +78,14 @@ pub enum CoreError {
         /// Which pool, how many asked and how many free.
         reason: String,
     },
+    /// A job runs in the reservation, so its window cannot move.
+    #[error("reservation {reservation} cannot move: job {job} runs in it")]
+    ReservationInUse {
+        /// The reservation.
+        reservation: ReservationId,
+        /// The job running in it.
+        job: JobId,
+    },
     /// The reservation id is taken.
     #[error("reservation {0} already exists")]
     DuplicateReservation(ReservationId),

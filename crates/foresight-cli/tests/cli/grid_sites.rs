@@ -18,11 +18,14 @@ struct Setup {
     tls: bool,
     /// The centre's lease of the site, seconds.
     lease: u64,
+    /// Added to the top of the centre's configuration.
+    centre: &'static str,
 }
 
 const PLAIN: Setup = Setup {
     tls: false,
     lease: 10,
+    centre: "",
 };
 
 /// A centre with cluster `umea-abisko` lent by site `umea` (its `abisko`, 4 processors),
@@ -45,7 +48,8 @@ fn centre_and_site(setup: Setup) -> (Server, Server, tempfile::TempDir) {
     } else {
         (String::new(), String::new())
     };
-    let centre = centre(&[("umea", "abisko", &token_file)], setup.lease, &centre_tls);
+    let more = format!("{}\n{centre_tls}", setup.centre);
+    let centre = centre(&[("umea", "abisko", &token_file)], setup.lease, &more);
     let site = site("umea", "abisko", &centre.url, &token_file, &site_tls);
     wait_for(
         "the site's cluster up at the centre",
@@ -380,10 +384,7 @@ fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
 
 #[test]
 fn a_site_reaches_a_centre_over_https_through_the_ca_it_pins() {
-    let (centre, site, _keys) = centre_and_site(Setup {
-        tls: true,
-        lease: 10,
-    });
+    let (centre, site, _keys) = centre_and_site(Setup { tls: true, ..PLAIN });
     assert!(centre.url.starts_with("https://"), "{}", centre.url);
     let id = centre.submit(&["-n", "1", "-t", "1m", "--", "echo", "over", "tls"]);
     wait_for("the job completed", Duration::from_secs(60), || {
@@ -401,10 +402,7 @@ fn a_site_reaches_a_centre_over_https_through_the_ca_it_pins() {
 
 #[test]
 fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconnection() {
-    let (centre, mut site, _keys) = centre_and_site(Setup {
-        tls: false,
-        lease: 2,
-    });
+    let (centre, mut site, _keys) = centre_and_site(Setup { lease: 2, ..PLAIN });
     let marks = site.scratch().join("runs");
     let script = format!("echo once >> {}; sleep 4; echo finished", marks.display());
     let id = centre.http().submit(json!({
@@ -437,8 +435,8 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
 }
 
 /// A centre with one cluster `<site>-<cluster>` of kind `site` per `(site, cluster,
-/// token_file)`, with the site's name as its feature, leased for `lease` seconds; `more` is
-/// added to its configuration.
+/// token_file)`, with the site's name as its feature, leased for `lease` seconds; `more`
+/// comes first in its configuration.
 fn centre(sites: &[(&str, &str, &std::path::Path)], lease: u64, more: &str) -> Server {
     let mut toml = String::new();
     for (site, cluster, token_file) in sites {
@@ -459,7 +457,7 @@ lease_seconds = {lease}
             token_file.display()
         );
     }
-    Server::with_config(&format!("{toml}\n{more}"))
+    Server::with_config(&format!("{more}\n{toml}"))
 }
 
 /// Site `name` lending its cluster `cluster` of 4 processors to the centre at `centre`,
@@ -785,4 +783,61 @@ edges:
     assert!(b_dir.join("out/mesh.dat").is_file(), "{}", b_dir.display());
     let ja = centre_job(&centre, a);
     assert!(ja["output_staging"]["error"].is_null(), "{ja}");
+}
+
+/// What was wrong: a part reserved at a site behind a job that ended early waited for its
+/// reserved start, because a site refused to move a reservation: the centre's work
+/// conservation, which moves a reserved job earlier when processors free up, stopped at
+/// the site. Now the site moves the reservation (and the part bound to it) earlier when its
+/// processors are free for the whole new window, and the part starts there.
+#[test]
+fn a_part_reserved_behind_a_job_that_ended_early_starts_when_the_site_frees_up() {
+    // Reserved as soon as planned, however far ahead.
+    let (centre, site, _keys) = centre_and_site(Setup {
+        centre: "lead_time_seconds = 3600",
+        ..PLAIN
+    });
+    // Holds the whole site for 12 of its 300 s walltime.
+    let blocker = centre.http().submit(json!({
+        "procs": 4, "walltime": 300, "command": ["sleep", "12"],
+    }));
+    wait_for("the blocker running", Duration::from_secs(20), || {
+        (centre_job(&centre, blocker)["state"] == "running").then_some(())
+    });
+    let id = centre.http().submit(json!({
+        "procs": 4, "walltime": 60, "command": ["true"],
+    }));
+    // Reserved at the site for the blocker's walltime's end.
+    let reserved = wait_for(
+        "the job reserved at the site",
+        Duration::from_secs(20),
+        || {
+            let j = centre_job(&centre, id);
+            (j["state"] == "reserved").then_some(j)
+        },
+    );
+    let planned = reserved["planned_start"].as_i64().unwrap();
+    let b = centre.wait_final(blocker, Duration::from_secs(30));
+    assert_eq!(b["state"], "completed", "{b}");
+    let ended = b["ended_at"].as_i64().unwrap();
+    assert!(
+        planned >= ended + 200,
+        "planned at {planned}, blocker ended {ended}"
+    );
+    let j = centre.wait_final(id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    let started = j["started_at"].as_i64().unwrap();
+    assert!(
+        started <= ended + 30,
+        "started {started}, the site free from {ended}"
+    );
+    // It ran at the site once, in its reservation, which moved (it is the same one).
+    let parts = parts_at(&site, id);
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let held: Vec<Value> = grid_reservations(&site)
+        .into_iter()
+        .filter(|r| r["id"] == parts[0]["reservation"])
+        .collect();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0]["start"].as_i64().unwrap() < planned, "{}", held[0]);
 }

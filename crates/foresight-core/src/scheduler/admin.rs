@@ -170,6 +170,66 @@ impl LocalScheduler {
         }
     }
 
+    /// Moves administrative reservation `id` to `window`, the jobs bound to it still bound
+    /// and placed again in it at the next pass: how a site follows the centre that moves a
+    /// grid part earlier when processors free up. A bound job's begin time that was not
+    /// after the old start is brought to the new one (it waited for the window, not for a
+    /// time of its own). All or nothing: refused, changing nothing, when a job runs in it or
+    /// the processors (and the licences it holds) are not free for the whole new window
+    /// beside every other reservation, the queue's included (a move takes no time planned
+    /// for anyone).
+    pub fn move_reservation(
+        &mut self,
+        now: Time,
+        id: ReservationId,
+        window: Interval,
+    ) -> Result<()> {
+        let slot = self
+            .admin
+            .get(&id)
+            .ok_or(CoreError::UnknownReservation(id))?;
+        if let Some(e) = self
+            .jobs
+            .values()
+            .find(|e| matches!(e.state, State::Running(p) if p.domain == Domain::Reservation(id)))
+        {
+            return Err(CoreError::ReservationInUse {
+                reservation: id,
+                job: e.job.id,
+            });
+        }
+        let old = slot.res.window.start;
+        let res = AdminReservation {
+            window,
+            ..slot.res.clone()
+        };
+        let licences = slot.licences.clone();
+        let mut bound: Vec<crate::job::Job> = self
+            .jobs
+            .values()
+            .filter(|e| e.job.reservation == Some(id))
+            .map(|e| e.job.clone())
+            .collect();
+        bound.sort_by_key(|j| j.id);
+        let mut s = self.clone();
+        for j in &bound {
+            s.cancel(now, j.id)?;
+        }
+        s.remove_reservation(now, id)?;
+        s.add_reservation(res)?;
+        if !licences.is_empty() {
+            s.hold_licences_in_reservation(id, &licences)?;
+        }
+        for mut j in bound {
+            j.begin = j
+                .begin
+                .map(|b| if b <= old { b.min(window.start) } else { b });
+            s.submit(j)?;
+        }
+        *self = s;
+        Ok(())
+    }
+
     /// Releases an administrative reservation. Jobs running inside it keep running (their
     /// processors move to the pool); jobs bound to it fall back to the pool.
     pub fn remove_reservation(&mut self, now: Time, id: ReservationId) -> Result<()> {

@@ -126,3 +126,73 @@ fn a_bound_job_starts_in_its_reservation_behind_a_blocked_head() {
         assert!(s.pool().is_consistent());
     }
 }
+
+/// A reservation moved earlier takes its bound job with it (its begin time too), and the
+/// job starts there; a move into time that is not free, or of a reservation a job runs in,
+/// changes nothing.
+#[test]
+fn a_moved_reservation_takes_its_bound_job_earlier_or_changes_nothing() {
+    let mut s = LocalScheduler::new(4, Policy::easy());
+    let mut out = Vec::new();
+    // Job 1 holds all four processors until 100 at most.
+    s.handle(
+        Time(0),
+        Event::Submit(Job::new(JobId(1), Time(0), 4, Dur(100))),
+        &mut out,
+    )
+    .unwrap();
+    s.add_reservation_displacing(AdminReservation {
+        id: ReservationId(9),
+        procs: 4,
+        window: Interval::new(Time(100), Time(160)),
+        acl: Acl {
+            job: Some(JobId(2)),
+            ..Acl::nobody()
+        },
+    })
+    .unwrap();
+    let part = Job::new(JobId(2), Time(0), 4, Dur(60))
+        .in_reservation(ReservationId(9), false)
+        .with_begin(Some(Time(100)));
+    s.handle(Time(0), Event::Submit(part), &mut out).unwrap();
+    let window = |from, to| Interval::new(Time(from), Time(to));
+    // Job 1 still runs: no room earlier, and nothing changed.
+    let before = format!("{:?}", s.reservations().collect::<Vec<_>>());
+    assert!(matches!(
+        s.move_reservation(Time(10), ReservationId(9), window(10, 70)),
+        Err(CoreError::ReservationConflict { .. })
+    ));
+    assert_eq!(
+        before,
+        format!("{:?}", s.reservations().collect::<Vec<_>>())
+    );
+    // It ends early: the reservation moves to now and the part starts in it.
+    s.handle(Time(20), Event::Finish(JobId(1)), &mut out)
+        .unwrap();
+    assert!(!s.is_running(JobId(2)));
+    s.move_reservation(Time(20), ReservationId(9), window(20, 80))
+        .unwrap();
+    out.clear();
+    s.handle(Time(20), Event::Tick, &mut out).unwrap();
+    assert!(
+        out.contains(&Action::Start {
+            job: JobId(2),
+            procs: 4,
+            domain: Domain::Reservation(ReservationId(9)),
+        }),
+        "{out:?}"
+    );
+    assert!(s.pool().is_consistent());
+    // Running in it, it stays.
+    assert_eq!(
+        s.move_reservation(Time(30), ReservationId(9), window(30, 90)),
+        Err(CoreError::ReservationInUse {
+            reservation: ReservationId(9),
+            job: JobId(2)
+        })
+    );
+    assert_eq!(
+        s.move_reservation(Time(30), ReservationId(7), window(30, 90)),
+        Err(CoreError::UnknownReservation(ReservationId(7)))
+    );
+}

@@ -9,7 +9,7 @@
 use crate::runtime::grid_site::GridAgent;
 use crate::state::refusal::Refusal;
 use foresight_core::ReservationId;
-use foresight_rm::ReserveRequest;
+use foresight_rm::{PartHandle, ReserveRequest};
 
 impl GridAgent {
     /// The index of lent cluster `cluster` when Slurm schedules it.
@@ -50,5 +50,58 @@ impl GridAgent {
             )));
         }
         Ok(())
+    }
+
+    /// Has Slurm move reservation `id`, which the site's records just moved earlier, and
+    /// the part bound to it, when Slurm schedules `cluster`; when Slurm refuses, the record
+    /// goes back to `back` and the refusal is the command's answer.
+    pub(crate) async fn move_in_slurm(
+        &self,
+        cluster: &str,
+        id: ReservationId,
+        back: ReserveRequest,
+    ) -> Result<(), Refusal> {
+        let Some(k) = self.slurm_cluster(cluster) else {
+            return Ok(());
+        };
+        let (to, part) = {
+            let w = self.service.world();
+            let r = &w.reservations[&id];
+            let part = w
+                .jobs
+                .values()
+                .find(|j| j.reservation == Some(id.0) && !j.state.is_final())
+                .and_then(|j| {
+                    let external = j.parts.first()?.external.clone()?;
+                    Some(PartHandle {
+                        job: j.id,
+                        attempt: j.attempt,
+                        external: Some(external),
+                    })
+                });
+            let to = ReserveRequest {
+                id: id.0,
+                start: r.start,
+                end: r.end,
+                procs: r.procs,
+            };
+            (to, part)
+        };
+        let Err(e) = self.service.managers[k]
+            .move_reservation(&to, part.as_ref())
+            .await
+        else {
+            return Ok(());
+        };
+        let put_back = self
+            .service
+            .mutate(move |w, now| w.move_reservation(now, id, back.start, back.end))
+            .await;
+        if let Err(undo) = put_back {
+            tracing::warn!("putting back reservation {id} after Slurm refused its move: {undo}");
+        }
+        Err(Refusal::conflict(format!(
+            "cluster {cluster} refused to move the reservation: {e}"
+        )))
     }
 }

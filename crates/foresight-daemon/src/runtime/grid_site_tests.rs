@@ -293,3 +293,98 @@ async fn a_part_submitted_after_its_reservation_began_starts_at_once() {
     let j = p.job(id);
     assert_eq!(j.state, foresight_api::JobState::Running, "{j:?}");
 }
+
+fn moved(id: u64, procs: u32, start: i64, end: i64) -> Op {
+    Op::Move {
+        to: ReserveRequest {
+            id,
+            start,
+            end,
+            procs,
+        },
+        part: None,
+    }
+}
+
+#[track_caller]
+fn refusal(reply: &Reply) -> &str {
+    match reply {
+        Reply::Refused { message, .. } => message,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+/// What was wrong: a site refused every move, so a part reserved behind a job that ended
+/// early waited for its reserved start. Now the reservation moves earlier with the part
+/// bound to it, once however often asked, never later, within what the site lends and
+/// only into free time; a refused move changes nothing.
+#[tokio::test]
+async fn a_reservation_moves_earlier_with_its_part_within_what_the_site_lends() {
+    let p = Paused::open(SITE).await;
+    let a = agent(&p, 3);
+    // A local job holds three processors until T0 + 100.
+    let local = p
+        .submit(serde_json::json!({
+            "procs": 3, "walltime": 100, "cluster": "abisko", "command": ["sleep", "1000"],
+        }))
+        .await;
+    p.cycle().await;
+    assert_eq!(p.job(local).state, foresight_api::JobState::Running);
+    let (start, end) = (T0 + 600, T0 + 660);
+    assert_eq!(run(&a, reserve(7, 2, start, end)).await, Reply::Done);
+    let mut op = submit(31, 7);
+    if let Op::Submit { submission } = &mut op {
+        submission.begin = Some(start);
+    }
+    let Reply::Submitted { part } = run(&a, op).await else {
+        panic!("not submitted")
+    };
+    let id: u64 = part.external.unwrap().parse().unwrap();
+    let window = |r: u64| {
+        let held = grid_reservations(&p);
+        let r = held
+            .iter()
+            .find(|x| x.owner == format!("grid:foresight:{r}"))
+            .unwrap();
+        (r.start, r.end)
+    };
+    // Three of the four processors are the local job's until T0 + 100: no room before.
+    let busy = run(&a, moved(7, 2, T0 + 20, T0 + 80)).await;
+    assert!(refusal(&busy).contains("cannot move"), "{busy:?}");
+    assert_eq!(window(7), (start, end));
+    // Room from T0 + 100, but reservation 8 holds two of the three processors lent.
+    assert_eq!(
+        run(&a, reserve(8, 2, T0 + 100, T0 + 300)).await,
+        Reply::Done
+    );
+    let lent = run(&a, moved(7, 2, T0 + 100, T0 + 160)).await;
+    assert!(refusal(&lent).contains("lends at most 3"), "{lent:?}");
+    assert_eq!(window(7), (start, end));
+    assert_eq!(run(&a, Op::Release { reservation: 8 }).await, Reply::Done);
+    assert_eq!(run(&a, moved(7, 2, T0 + 100, T0 + 160)).await, Reply::Done);
+    assert_eq!(window(7), (T0 + 100, T0 + 160));
+    assert_eq!(p.job(id).begin, Some(T0 + 100));
+    // Asked again, or asked later: it stays.
+    assert_eq!(run(&a, moved(7, 2, T0 + 100, T0 + 160)).await, Reply::Done);
+    assert_eq!(run(&a, moved(7, 2, T0 + 300, T0 + 360)).await, Reply::Done);
+    assert_eq!(window(7), (T0 + 100, T0 + 160));
+    // The local job ends early; moved to now, the part starts.
+    p.s.mutate(move |w, now| w.cancel(now, foresight_core::JobId(local)))
+        .await
+        .unwrap();
+    p.advance_to(T0 + 30).await;
+    assert_eq!(run(&a, moved(7, 2, T0 + 30, T0 + 90)).await, Reply::Done);
+    p.cycle().await;
+    assert_eq!(p.job(id).state, foresight_api::JobState::Running);
+    // Running in it, it moves no more.
+    let running = run(&a, moved(7, 2, T0 + 29, T0 + 89)).await;
+    assert_eq!(
+        running,
+        Reply::Done,
+        "not earlier than where it is: nothing to do"
+    );
+    assert_eq!(
+        refusal(&run(&a, moved(9, 1, T0 + 40, T0 + 50)).await),
+        "no reservation 9 of the grid here"
+    );
+}
