@@ -404,7 +404,12 @@ fn a_site_reaches_a_centre_over_https_through_the_ca_it_pins() {
 fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconnection() {
     let (centre, mut site, _keys) = centre_and_site(Setup { lease: 2, ..PLAIN });
     let marks = site.scratch().join("runs");
-    let script = format!("echo once >> {}; sleep 4; echo finished", marks.display());
+    let done = site.scratch().join("done");
+    let script = format!(
+        "echo once >> {}; sleep 4; echo finished; touch {}",
+        marks.display(),
+        done.display()
+    );
     let id = centre.http().submit(json!({
         "procs": 2, "walltime": 120, "command": ["sh", "-c", script],
     }));
@@ -421,6 +426,12 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
     let c: Value = serde_json::from_str(&centre.run(&["cluster", "list", "-o", "json"])).unwrap();
     let reason = c[0]["reason"].to_string();
     assert!(reason.contains("silent"), "{c}");
+    // The part ends while the site's service is down, and the centre learns of it only
+    // seconds later.
+    wait_for("the part's end", Duration::from_secs(20), || {
+        done.exists().then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(3));
     site.launch();
     wait_for(
         "the site's cluster up again",
@@ -432,6 +443,21 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
     assert_eq!(centre.run(&["job", "cat", &id.to_string()]), "finished\n");
     // It ran once: neither restarted at the site nor planned again elsewhere.
     assert_eq!(std::fs::read_to_string(&marks).unwrap(), "once\n");
+    // Its times and its charge are the site's records, not when the centre learnt of
+    // them: the part ended while the site's service was down.
+    let parts: Vec<Value> = site
+        .http()
+        .jobs()
+        .into_iter()
+        .filter(|p| p["name"] == format!("foresight-{id}.0"))
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    for at in ["started_at", "ended_at"] {
+        assert_eq!(j[at], parts[0][at], "{at}: centre {j}, site {}", parts[0]);
+    }
+    let ran = j["ended_at"].as_i64().unwrap() - j["started_at"].as_i64().unwrap();
+    assert!((4..=6).contains(&ran), "{j}");
+    assert_eq!(j["charged"].as_f64().unwrap(), 2.0 * ran as f64, "{j}");
 }
 
 /// A centre with one cluster `<site>-<cluster>` of kind `site` per `(site, cluster,
