@@ -681,6 +681,12 @@ impl GridPlan {
         self.select(job, only, job.walltime)
     }
 
+    /// Whether the plan's selections bound their walks by past results and marks (the
+    /// default; see [`SlotPlan::bound_searches`]): the same decisions either way.
+    pub fn bound_searches(&mut self, on: bool) {
+        self.plan.bound_searches(on);
+    }
+
     /// The view index of the plan's processor `p`.
     pub fn cluster_of(&self, p: u32) -> ClusterId {
         self.cluster_of[p as usize]

@@ -178,17 +178,30 @@ impl SlotPlan {
             self.bounds
                 .lower(k, req.procs, dur.as_secs(), req.max_price)
         });
-        let lower = self.lower_by_marks(lower, dur, req.procs, speed);
+        let bounded = self.bounds.kept();
+        let lower = if bounded {
+            self.lower_by_marks(lower, dur, req.procs, speed)
+        } else {
+            lower
+        };
         if lower > limit || lower == Time::MAX {
             return None;
         }
+        // No window starts after the last mark where enough processors reach far enough:
+        // a walk that finds none by then has found that there is none.
+        let upper = if bounded {
+            self.upper_by_marks(dur, req.procs, speed)
+        } else {
+            Time::MAX
+        };
         let proc_ok = self.usable_processors(level.suitable_proc, level.avail, only, speed);
         let mut state = self.walk_states.0.lock().pop().unwrap_or_default();
-        let found = self.earliest(req, dur, &proc_ok, level.avail, (lower, limit), &mut state);
+        let within = (lower, limit.min(upper));
+        let found = self.earliest(req, dur, &proc_ok, level.avail, within, &mut state);
         self.walk_states.0.lock().push(state);
         let start = match &found {
             Some(sel) => sel.start,
-            None if limit == Time::MAX => Time::MAX,
+            None if limit == Time::MAX || upper <= limit => Time::MAX,
             None => limit + Dur(1),
         };
         if let Some(k) = key.filter(|_| start > lower) {

@@ -41,9 +41,7 @@ impl SlotPlan {
         if self.n_marks == 0 || dur.as_secs() < step {
             return lower;
         }
-        let bands = self.n_marks + 1;
-        let least = ((dur.as_secs() - step + 1) / step) as usize;
-        let classes = self.speeds.iter().take_while(|&&v| v >= min_speed).count();
+        let able = self.able_at_marks(dur, min_speed);
         // The first mark at or after `lower`.
         let first = if lower.secs() <= self.mark_base.secs() {
             0
@@ -51,16 +49,7 @@ impl SlotPlan {
             ((lower.secs() - self.mark_base.secs() + step - 1) / step) as usize
         };
         for c in first..self.n_marks {
-            let row = c * self.speeds.len() * bands;
-            let able: u32 = (0..classes)
-                .map(|k| {
-                    let at = row + k * bands;
-                    self.mark_bands[at + least.min(bands - 1)..at + bands]
-                        .iter()
-                        .sum::<u32>()
-                })
-                .sum();
-            if able >= procs {
+            if able(c) >= procs {
                 if c == first {
                     return lower;
                 }
@@ -68,5 +57,42 @@ impl SlotPlan {
             }
         }
         Time::MAX
+    }
+
+    /// An upper bound on the start of any window of `dur` on `procs` processors at least
+    /// `min_speed` fast, by the same reasoning as [`SlotPlan::lower_by_marks`]: a window
+    /// starts no later than its first mark, where `procs` processors must reach far
+    /// enough, so none starts after the last such mark. A walk that passes it has seen
+    /// every window there is. `Time::MAX` when marks say nothing.
+    pub(super) fn upper_by_marks(&self, dur: Dur, procs: u32, min_speed: f64) -> Time {
+        if self.n_marks == 0 || dur.as_secs() < self.mark_step {
+            return Time::MAX;
+        }
+        let able = self.able_at_marks(dur, min_speed);
+        (0..self.n_marks)
+            .rev()
+            .find(|&c| able(c) >= procs)
+            .map_or(Time::MAX, |c| self.mark_time(c))
+    }
+
+    /// Per mark, how many processors at least `min_speed` fast have a chain through it
+    /// reaching `dur - mark_step + 1` seconds past it (all a window of `dur` that holds
+    /// the mark as its first needs). Only for `dur` of at least `mark_step`.
+    fn able_at_marks(&self, dur: Dur, min_speed: f64) -> impl Fn(usize) -> u32 + '_ {
+        let step = self.mark_step;
+        let bands = self.n_marks + 1;
+        let least = ((dur.as_secs() - step + 1) / step) as usize;
+        let classes = self.speeds.iter().take_while(|&&v| v >= min_speed).count();
+        move |c| {
+            let row = c * self.speeds.len() * bands;
+            (0..classes)
+                .map(|k| {
+                    let at = row + k * bands;
+                    self.mark_bands[at + least.min(bands - 1)..at + bands]
+                        .iter()
+                        .sum::<u32>()
+                })
+                .sum()
+        }
     }
 }

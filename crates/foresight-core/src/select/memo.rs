@@ -1,6 +1,7 @@
 //! Memos kept between selections: lower bounds on earliest starts from past ones, sets of
 //! usable processors, and the walks' per-processor state.
 
+use super::failed::Failed;
 use crate::time::Time;
 use std::sync::Arc;
 
@@ -92,32 +93,64 @@ pub(super) struct BoundEntry {
     pub(super) start: Time,
 }
 
+/// What is known of one key: past results (newest last), and the requests that found no
+/// window at all.
+#[derive(Clone, Debug, Default)]
+struct KeyMemo {
+    past: std::collections::VecDeque<BoundEntry>,
+    failed: Failed,
+}
+
 /// Earliest starts of past selections. Commits only take time out of the plan, and a
 /// window for more processors, a longer time or a lower price is also a window for fewer,
 /// shorter or dearer, so a past earliest start of a job that asked no more than this one
-/// bounds this one's from below.
+/// bounds this one's from below. Results of "no window at all" are kept apart, for the
+/// plan's life (see [`Failed`]): on a full horizon they are most of the results, and kept
+/// among the others the successes that follow would push them out.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Bounds(Memo<Vec<(BoundKey, std::collections::VecDeque<BoundEntry>)>>);
+pub(super) struct Bounds {
+    memo: Memo<Vec<(BoundKey, KeyMemo)>>,
+    /// Past results are neither kept nor used, nor the marks' bounds: every selection
+    /// walks the plan from its start (to check that the bounds change no answer).
+    off: bool,
+}
 
 /// Past results kept per key, and keys kept.
 const BOUND_ENTRIES: usize = 512;
 const BOUND_KEYS: usize = 64;
 
 impl Bounds {
+    /// Keeps and uses past results, or not.
+    pub(super) fn set_kept(&mut self, kept: bool) {
+        self.off = !kept;
+        self.memo.get_mut().clear();
+    }
+
+    /// Are past results kept and used?
+    pub(super) fn kept(&self) -> bool {
+        !self.off
+    }
+
     /// The latest start known to come no later than the earliest window of this request.
     pub(super) fn lower(&self, key: &BoundKey, procs: u32, dur: i64, max_price: f64) -> Time {
-        let all = self.0.lock();
-        let Some((_, list)) = all.iter().find(|(k, _)| k == key) else {
+        if self.off {
             return Time::MIN;
-        };
-        // Newest first: on a full horizon the latest results are most often "no window at
-        // all", which no other result can beat.
+        }
+        let all = self.memo.lock();
+        // A window on processors at least as fast is a window on the slower level's
+        // processors too (a superset), for the same seconds: the results of slower levels
+        // with the same usable clusters bound this one's as well.
+        let speed = f64::from_bits(key.speed);
         let mut lower = Time::MIN;
-        for e in list.iter().rev() {
-            if e.procs <= procs && e.dur <= dur && e.max_price >= max_price {
-                lower = lower.max(e.start);
-                if lower == Time::MAX {
-                    break;
+        for (_, memo) in all.iter().filter(|(k, _)| {
+            k.only == key.only && f64::from_bits(k.speed) <= speed && k.avail == key.avail
+        }) {
+            if memo.failed.covers(procs, dur, max_price) {
+                return Time::MAX;
+            }
+            for e in &memo.past {
+                if e.procs <= procs && e.dur <= dur && e.max_price >= max_price {
+                    lower = lower.max(e.start);
                 }
             }
         }
@@ -125,24 +158,28 @@ impl Bounds {
     }
 
     pub(super) fn record(&self, key: &BoundKey, entry: BoundEntry) {
-        let mut all = self.0.lock();
+        if self.off {
+            return;
+        }
+        let mut all = self.memo.lock();
         let at = match all.iter().position(|(k, _)| k == key) {
             Some(at) => at,
             None => {
                 if all.len() >= BOUND_KEYS {
                     all.remove(0);
                 }
-                all.push((
-                    key.clone(),
-                    std::collections::VecDeque::with_capacity(BOUND_ENTRIES),
-                ));
+                all.push((key.clone(), KeyMemo::default()));
                 all.len() - 1
             }
         };
-        let list = &mut all[at].1;
-        if list.len() >= BOUND_ENTRIES {
-            list.pop_front();
+        let memo = &mut all[at].1;
+        if entry.start == Time::MAX {
+            memo.failed.record(entry.procs, entry.dur, entry.max_price);
+            return;
         }
-        list.push_back(entry);
+        if memo.past.len() >= BOUND_ENTRIES {
+            memo.past.pop_front();
+        }
+        memo.past.push_back(entry);
     }
 }

@@ -26,7 +26,13 @@
 //!   mark and the reach of its chain, and per speed class a histogram of those reaches:
 //!   a walk starts at the last mark before a lower bound on its answer (from past answers
 //!   of requests asking no more, and from marks where too few processors reach far
-//!   enough), with the runs through the mark counted at once;
+//!   enough), with the runs through the mark counted at once; past answers of slower
+//!   speed levels count too (their processors are a superset), and a walk stops after
+//!   the last mark where enough processors reach far enough (no window starts later);
+//! - requests that found no window at all are kept apart per price, as a staircase of
+//!   (processors, seconds), so every later request asking at least as much fails in
+//!   logarithmic time, without a walk (`SlotPlan::bound_searches(false)` turns every
+//!   bound off, to check that none changes an answer);
 //! - a skip index over blocks of 256 slots passes over blocks of chains too short for the
 //!   job;
 //! - list A is kept in up to four tiers of price (each in order of start, merged by the
@@ -52,7 +58,7 @@
 //! - `tier`: list A in tiers of price, its skip index over blocks, and the search for heads.
 //! - `mark`: marks in time, and the lower bound on a window's start they give.
 //! - `memo`: what selections learn and later ones reuse (lower bounds, usable processors,
-//!   walk state).
+//!   walk state); `failed`: the requests that found no window, and those they dominate.
 //! - `level`: [`SlotPlan::select`]: requirements, cluster masks and speed levels, and the
 //!   best window over them by the criterion.
 //! - `earliest`: the earliest-window walk.
@@ -67,6 +73,7 @@ mod choice;
 mod commit;
 mod earliest;
 mod error;
+mod failed;
 #[cfg(test)]
 mod fixture;
 mod hot;
@@ -235,6 +242,13 @@ impl SlotPlan {
     /// The cluster index of a cluster name.
     pub fn cluster_index(&self, name: &str) -> Option<usize> {
         self.clusters.iter().position(|c| c == name)
+    }
+
+    /// Whether selections bound their walks by what is known without walking (the
+    /// default): past selections' results and the marks. The answers are the same, only
+    /// slower without; the switch is there to check that.
+    pub fn bound_searches(&mut self, on: bool) {
+        self.bounds.set_kept(on);
     }
 
     /// Every slot ever held, including those replaced by [`SlotPlan::commit`] (see

@@ -16,6 +16,7 @@ mod grid_licences;
 mod licences;
 mod no_price;
 mod offer;
+mod past_results;
 mod policies;
 mod preempt;
 mod profile;
