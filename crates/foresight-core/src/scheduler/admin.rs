@@ -174,8 +174,8 @@ impl LocalScheduler {
     /// and placed again in it at the next pass: how a site follows the centre that moves a
     /// grid part earlier when processors free up. A bound job's begin time that was not
     /// after the old start is brought to the new one (it waited for the window, not for a
-    /// time of its own). All or nothing: refused, changing nothing, when a job runs in it or
-    /// the processors (and the licences it holds) are not free for the whole new window
+    /// time of its own). All or nothing: refused, changing nothing, when a job runs in it (or,
+    /// bound to it, started early in the pool) or the processors (and the licences it holds) are not free for the whole new window
     /// beside every other reservation, the queue's included (a move takes no time planned
     /// for anyone).
     pub fn move_reservation(
@@ -188,11 +188,11 @@ impl LocalScheduler {
             .admin
             .get(&id)
             .ok_or(CoreError::UnknownReservation(id))?;
-        if let Some(e) = self
-            .jobs
-            .values()
-            .find(|e| matches!(e.state, State::Running(p) if p.domain == Domain::Reservation(id)))
-        {
+        // Running in it, or bound to it and started early in the pool.
+        if let Some(e) = self.jobs.values().find(|e| {
+            matches!(e.state, State::Running(p) if p.domain == Domain::Reservation(id))
+                || (e.job.reservation == Some(id) && matches!(e.state, State::Running(_)))
+        }) {
             return Err(CoreError::ReservationInUse {
                 reservation: id,
                 job: e.job.id,

@@ -196,3 +196,37 @@ fn a_moved_reservation_takes_its_bound_job_earlier_or_changes_nothing() {
         Err(CoreError::UnknownReservation(ReservationId(7)))
     );
 }
+
+/// A job bound to a reservation but allowed to start early, running in the pool, keeps the
+/// reservation where it is: moving it would cancel and queue the running job again.
+#[test]
+fn a_reservation_whose_job_started_early_does_not_move() {
+    let mut s = LocalScheduler::new(4, Policy::easy());
+    let mut out = Vec::new();
+    s.add_reservation(AdminReservation {
+        id: ReservationId(9),
+        procs: 2,
+        window: Interval::new(Time(100), Time(200)),
+        acl: Acl {
+            job: Some(JobId(2)),
+            ..Acl::nobody()
+        },
+    })
+    .unwrap();
+    let early = Job::new(JobId(2), Time(0), 2, Dur(60)).in_reservation(ReservationId(9), true);
+    s.handle(Time(0), Event::Submit(early), &mut out).unwrap();
+    assert!(s.is_running(JobId(2)), "{out:?}");
+    assert_eq!(
+        s.move_reservation(
+            Time(10),
+            ReservationId(9),
+            Interval::new(Time(10), Time(110))
+        ),
+        Err(CoreError::ReservationInUse {
+            reservation: ReservationId(9),
+            job: JobId(2)
+        })
+    );
+    assert!(s.is_running(JobId(2)));
+    assert!(s.pool().is_consistent());
+}

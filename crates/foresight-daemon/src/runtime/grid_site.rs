@@ -387,11 +387,9 @@ impl GridAgent {
             }
             Op::Move { to, .. } => {
                 let moved = s
-                    .mutate(move |w, now| move_earlier(w, now, &lending, &to))
+                    .mutate(move |w, now| moves::move_to(w, now, &lending, &to))
                     .await?;
-                if let Some((id, back)) = moved {
-                    self.move_in_slurm(cluster, id, back).await?;
-                }
+                self.move_in_slurm(cluster, moved).await?;
                 Ok(Reply::Done)
             }
             Op::Output {
@@ -542,23 +540,6 @@ impl GridAgent {
             .map_err(|e| Refusal::invalid("submission", e.to_string()))?;
         let ids = self.service.submit(&user, vec![request], false).await?;
         Ok(submitted(spec.job, spec.attempt, ids[0]))
-    }
-
-    /// Ends the grid's reservations of centre `instance` whose part has ended here, so
-    /// that their processors serve the site's own jobs and the grid's next parts at once,
-    /// not only when the centre's release comes.
-    async fn give_back_spent(&self, instance: &str) {
-        let owner = owner_of(instance);
-        if spent(&self.service.world(), &owner).is_empty() {
-            return;
-        }
-        let _ = self
-            .service
-            .mutate(move |w, now| {
-                give_back_spent(w, now, &owner);
-                Ok(())
-            })
-            .await;
     }
 
     /// The lent clusters as they are here, named as the centre names its parts and
@@ -714,7 +695,7 @@ fn make_grid_reservation(
     let k = w
         .cluster_index(cluster)
         .ok_or_else(|| Refusal::not_found(format!("no cluster {cluster} here")))?;
-    give_back_spent(w, now, owner);
+    moves::give_back_spent(w, now, owner);
     check_lent(w, lending, req, None)?;
     let acl = AclSpec {
         users: vec![user.to_owned()],
@@ -732,45 +713,6 @@ fn make_grid_reservation(
         None,
     )
     .map(|_| ())
-}
-
-/// The live reservations of the grid (of `owner`) made for a part that has ended here:
-/// one is made for exactly one part, and the centre releases it once it learns of the end.
-fn spent(w: &World, owner: &str) -> Vec<ReservationId> {
-    let mut ended: std::collections::BTreeMap<u64, bool> = std::collections::BTreeMap::new();
-    for j in w.jobs.values() {
-        if let Some(r) = j.reservation {
-            *ended.entry(r).or_insert(true) &= j.state.is_final();
-        }
-    }
-    ended
-        .into_iter()
-        .filter(|&(r, all)| {
-            all && w
-                .reservations
-                .get(&ReservationId(r))
-                .is_some_and(|x| x.state.is_live() && centre_id(x, owner).is_some())
-        })
-        .map(|(r, _)| ReservationId(r))
-        .collect()
-}
-
-/// Ends the [`spent`] reservations: finished when their part ran, released when it was
-/// cancelled before it started.
-fn give_back_spent(w: &mut World, now: foresight_core::time::Time, owner: &str) {
-    use foresight_store::ReservationState;
-    for id in spent(w, owner) {
-        let ran = w
-            .jobs
-            .values()
-            .any(|j| j.reservation == Some(id.0) && j.started_at.is_some());
-        let state = if ran {
-            ReservationState::Finished
-        } else {
-            ReservationState::Released
-        };
-        w.end_reservation(now, id, state);
-    }
 }
 
 /// Refuses `req` when the grid's other live reservations on the lent cluster (all but
@@ -806,49 +748,6 @@ fn check_lent(
         ));
     }
     Ok(())
-}
-
-/// Moves the reservation made here for the centre's `to.id` earlier, to `to`'s window (from
-/// `now` when that has begun, as long as asked): its old window, to put back should its
-/// cluster's Slurm refuse, or `None` when it is there already (a repeated command) or
-/// later. Refused when it is gone, or the processors or what the site lends do not allow
-/// the new window.
-fn move_earlier(
-    w: &mut World,
-    now: foresight_core::time::Time,
-    lending: &Lending,
-    to: &ReserveRequest,
-) -> Result<Option<(ReservationId, ReserveRequest)>, Refusal> {
-    let id = ours(w, &lending.owner, to.id)
-        .ok_or_else(|| Refusal::not_found(format!("no reservation {} of the grid here", to.id)))?;
-    let r = &w.reservations[&id];
-    let back = ReserveRequest {
-        id: id.0,
-        start: r.start,
-        end: r.end,
-        procs: r.procs,
-    };
-    if !r.state.is_live() {
-        return Err(Refusal::conflict(format!(
-            "reservation {} of the grid is {} here",
-            to.id,
-            r.state.as_str()
-        )));
-    }
-    let start = to.start.max(now.secs());
-    if start >= r.start {
-        return Ok(None);
-    }
-    let window = ReserveRequest {
-        id: id.0,
-        start,
-        end: start + (to.end - to.start),
-        procs: r.procs,
-    };
-    give_back_spent(w, now, &lending.owner);
-    check_lent(w, lending, &window, Some(id))?;
-    w.move_reservation(now, id, window.start, window.end)?;
-    Ok(Some((id, back)))
 }
 
 /// Cluster `k` as a resource manager would report it to the centre: every job on it (ended
@@ -954,6 +853,10 @@ async fn read_chunk(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
         .ok()?;
     Some(bytes)
 }
+
+#[path = "grid_site_move.rs"]
+mod moves;
+pub(crate) use moves::Moved;
 
 #[cfg(test)]
 #[path = "grid_site_tests.rs"]

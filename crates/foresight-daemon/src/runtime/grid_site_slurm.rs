@@ -6,7 +6,7 @@
 //! records' lock; giving one back releases it in Slurm through the records, as any
 //! reservation on a cluster that schedules itself.
 
-use crate::runtime::grid_site::GridAgent;
+use crate::runtime::grid_site::{GridAgent, Moved};
 use crate::state::refusal::Refusal;
 use foresight_core::ReservationId;
 use foresight_rm::{PartHandle, ReserveRequest};
@@ -52,18 +52,16 @@ impl GridAgent {
         Ok(())
     }
 
-    /// Has Slurm move reservation `id`, which the site's records just moved earlier, and
-    /// the part bound to it, when Slurm schedules `cluster`; when Slurm refuses, the record
-    /// goes back to `back` and the refusal is the command's answer.
-    pub(crate) async fn move_in_slurm(
-        &self,
-        cluster: &str,
-        id: ReservationId,
-        back: ReserveRequest,
-    ) -> Result<(), Refusal> {
+    /// Has Slurm hold `moved`'s reservation at the window the site's records now give it,
+    /// with the part bound to it, when Slurm schedules `cluster`: asked again for a repeated
+    /// command too (the site may have stopped between its records and Slurm, or the answer
+    /// was lost). When Slurm refuses, the records go back to where they were and the
+    /// refusal is the command's answer.
+    pub(crate) async fn move_in_slurm(&self, cluster: &str, moved: Moved) -> Result<(), Refusal> {
         let Some(k) = self.slurm_cluster(cluster) else {
             return Ok(());
         };
+        let Moved { id, back } = moved;
         let (to, part) = {
             let w = self.service.world();
             let r = &w.reservations[&id];
@@ -93,12 +91,14 @@ impl GridAgent {
         else {
             return Ok(());
         };
-        let put_back = self
-            .service
-            .mutate(move |w, now| w.move_reservation(now, id, back.start, back.end))
-            .await;
-        if let Err(undo) = put_back {
-            tracing::warn!("putting back reservation {id} after Slurm refused its move: {undo}");
+        if let Some(back) = back {
+            let _ = self
+                .service
+                .mutate(move |w, now| {
+                    w.restore_reservation(now, id, back);
+                    Ok(())
+                })
+                .await;
         }
         Err(Refusal::conflict(format!(
             "cluster {cluster} refused to move the reservation: {e}"

@@ -316,8 +316,9 @@ fn refusal(reply: &Reply) -> &str {
 
 /// What was wrong: a site refused every move, so a part reserved behind a job that ended
 /// early waited for its reserved start. Now the reservation moves earlier with the part
-/// bound to it, once however often asked, never later, within what the site lends and
-/// only into free time; a refused move changes nothing.
+/// bound to it (and back, as the centre undoes a co-allocated move), once however often
+/// asked, within what the site lends and only into free time; a refused move, or one of a
+/// part that has started, changes nothing.
 #[tokio::test]
 async fn a_reservation_moves_earlier_with_its_part_within_what_the_site_lends() {
     let p = Paused::open(SITE).await;
@@ -352,6 +353,7 @@ async fn a_reservation_moves_earlier_with_its_part_within_what_the_site_lends() 
     let busy = run(&a, moved(7, 2, T0 + 20, T0 + 80)).await;
     assert!(refusal(&busy).contains("cannot move"), "{busy:?}");
     assert_eq!(window(7), (start, end));
+    assert_eq!(p.job(id).begin, Some(start));
     // Room from T0 + 100, but reservation 8 holds two of the three processors lent.
     assert_eq!(
         run(&a, reserve(8, 2, T0 + 100, T0 + 300)).await,
@@ -360,29 +362,36 @@ async fn a_reservation_moves_earlier_with_its_part_within_what_the_site_lends() 
     let lent = run(&a, moved(7, 2, T0 + 100, T0 + 160)).await;
     assert!(refusal(&lent).contains("lends at most 3"), "{lent:?}");
     assert_eq!(window(7), (start, end));
+    assert_eq!(p.job(id).begin, Some(start));
     assert_eq!(run(&a, Op::Release { reservation: 8 }).await, Reply::Done);
     assert_eq!(run(&a, moved(7, 2, T0 + 100, T0 + 160)).await, Reply::Done);
     assert_eq!(window(7), (T0 + 100, T0 + 160));
     assert_eq!(p.job(id).begin, Some(T0 + 100));
-    // Asked again, or asked later: it stays.
+    // Asked again: it stays. Moved back (another cluster of the job refused): it goes
+    // back; and forth again.
     assert_eq!(run(&a, moved(7, 2, T0 + 100, T0 + 160)).await, Reply::Done);
-    assert_eq!(run(&a, moved(7, 2, T0 + 300, T0 + 360)).await, Reply::Done);
     assert_eq!(window(7), (T0 + 100, T0 + 160));
-    // The local job ends early; moved to now, the part starts.
+    assert_eq!(run(&a, moved(7, 2, start, end)).await, Reply::Done);
+    assert_eq!(window(7), (start, end));
+    assert_eq!(run(&a, moved(7, 2, T0 + 100, T0 + 160)).await, Reply::Done);
+    // The local job ends early. Asked for a start already past, it moves to now, and
+    // the same command carried out again later leaves it there.
     p.s.mutate(move |w, now| w.cancel(now, foresight_core::JobId(local)))
         .await
         .unwrap();
     p.advance_to(T0 + 30).await;
-    assert_eq!(run(&a, moved(7, 2, T0 + 30, T0 + 90)).await, Reply::Done);
+    assert_eq!(run(&a, moved(7, 2, T0 + 25, T0 + 85)).await, Reply::Done);
+    assert_eq!(window(7), (T0 + 30, T0 + 90));
+    assert_eq!(p.job(id).begin, Some(T0 + 30));
+    p.advance_to(T0 + 31).await;
+    assert_eq!(run(&a, moved(7, 2, T0 + 25, T0 + 85)).await, Reply::Done);
+    assert_eq!(window(7), (T0 + 30, T0 + 90));
     p.cycle().await;
     assert_eq!(p.job(id).state, foresight_api::JobState::Running);
-    // Running in it, it moves no more.
-    let running = run(&a, moved(7, 2, T0 + 29, T0 + 89)).await;
-    assert_eq!(
-        running,
-        Reply::Done,
-        "not earlier than where it is: nothing to do"
-    );
+    // Its part started: it moves no more.
+    let running = run(&a, moved(7, 2, T0 + 100, T0 + 160)).await;
+    assert!(refusal(&running).contains("has started"), "{running:?}");
+    assert_eq!(window(7), (T0 + 30, T0 + 90));
     assert_eq!(
         refusal(&run(&a, moved(9, 1, T0 + 40, T0 + 50)).await),
         "no reservation 9 of the grid here"

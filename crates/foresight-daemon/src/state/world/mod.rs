@@ -395,6 +395,7 @@ pub use cluster::{Cluster, Held};
 pub use effect::{Effect, MoveStep};
 pub use gate::display_id;
 pub(crate) use outputs::UPLOADED;
+pub use reservations::SavedWindow;
 pub use wiki::WAITING_FOR_WIKI;
 pub use workflow::link_tasks;
 

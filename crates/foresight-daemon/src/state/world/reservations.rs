@@ -243,20 +243,21 @@ impl World {
         Ok(())
     }
 
-    /// Moves live reservation `id` earlier, to `[start, end)`, with the jobs bound to it
-    /// that have not started (a begin time that only waited for the window comes with
-    /// it): how a site follows the centre that moves a grid part earlier when processors
-    /// free up. Refused, changing nothing, when a job runs in it or its processors are not
-    /// free for the whole new window: a move takes no time planned for anyone. On a cluster
-    /// that schedules itself only the record and the mirror move; the caller asks the
-    /// cluster.
+    /// Moves live reservation `id` to `[start, end)` with the jobs bound to it that have
+    /// not started (a begin time that only waited for the window comes earlier with it):
+    /// how a site follows the centre that moves a grid part earlier when processors free
+    /// up. Refused, changing nothing, when a job bound to it runs, it holds named
+    /// processors, or its processors are not free for the whole new window: a move takes no
+    /// time planned for anyone. On a cluster that schedules itself only the record and the
+    /// mirror move; the caller asks the cluster, and [`World::restore_reservation`] puts
+    /// back what is returned should it refuse.
     pub(crate) fn move_reservation(
         &mut self,
         now: Time,
         id: ReservationId,
         start: i64,
         end: i64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<SavedWindow, Refusal> {
         let r = self
             .reservations
             .get(&id)
@@ -267,6 +268,12 @@ impl World {
                 r.state.as_str()
             )));
         }
+        if !r.processors.is_empty() {
+            return Err(Refusal::invalid(
+                "id",
+                format!("reservation {id} holds named processors: it does not move"),
+            ));
+        }
         crate::state::limits::instant("start", start)?;
         crate::state::limits::instant("end", end)?;
         if end <= start || end <= now.secs() {
@@ -275,10 +282,21 @@ impl World {
                 format!("[{start}, {end}) is no window ahead of {}", now.secs()),
             ));
         }
-        let old = r.start;
+        let cluster = r.cluster.clone();
         let k = self
-            .cluster_index(&r.cluster)
-            .ok_or_else(|| self.unknown_cluster(&r.cluster.clone()))?;
+            .cluster_index(&cluster)
+            .ok_or_else(|| self.unknown_cluster(&cluster))?;
+        let bound: Vec<(u64, Option<i64>)> = self
+            .jobs
+            .values()
+            .filter(|j| j.reservation == Some(id.0) && !j.state.is_final())
+            .map(|j| (j.id, j.begin))
+            .collect();
+        let saved = SavedWindow {
+            start: r.start,
+            end: r.end,
+            begins: bound.clone(),
+        };
         self.broker.clusters[k]
             .sched
             .move_reservation(now, id, Interval::new(Time(start), Time(end)))
@@ -292,23 +310,35 @@ impl World {
             r.start = start;
             r.end = end;
         }
-        let bound: Vec<u64> = self
-            .jobs
-            .values()
-            .filter(|j| j.reservation == Some(id.0) && !j.state.is_final())
-            .map(|j| j.id)
-            .collect();
-        for job in bound {
-            if let Some(j) = self.jobs.get_mut_if(&JobId(job), |j| {
-                j.begin.is_some_and(|b| b <= old && b > start)
-            }) {
-                j.begin = Some(start);
+        for (job, begin) in bound {
+            if let Some(b) = begin.filter(|&b| b <= saved.start && b > start) {
+                if let Some(j) = self.jobs.get_mut_if(&JobId(job), |j| j.begin == Some(b)) {
+                    j.begin = Some(start);
+                }
             }
         }
         if !self.clusters[k].kind.schedules_itself() {
             self.tick_cluster(now, k);
         }
-        Ok(())
+        Ok(saved)
+    }
+
+    /// Puts reservation `id` on a cluster that schedules itself back as `saved` after the
+    /// cluster refused its move: the mirror when it still fits (the next snapshot rebuilds
+    /// it otherwise), the record and its jobs' begin times in any case.
+    pub(crate) fn restore_reservation(&mut self, now: Time, id: ReservationId, saved: SavedWindow) {
+        if let Err(e) = self.move_reservation(now, id, saved.start, saved.end) {
+            tracing::warn!("putting back reservation {id}: {e}");
+            if let Some(r) = self.reservations.get_mut(&id) {
+                r.start = saved.start;
+                r.end = saved.end;
+            }
+        }
+        for (job, begin) in saved.begins {
+            if let Some(j) = self.jobs.get_mut_if(&JobId(job), |j| j.begin != begin) {
+                j.begin = begin;
+            }
+        }
     }
 
     /// Releases a live reservation.
@@ -378,4 +408,15 @@ impl World {
         self.asked.confirmed_at.remove(&id);
         self.cluster_index(&cluster)
     }
+}
+
+/// A reservation's window and its bound jobs' begin times before a move, to put back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedWindow {
+    /// Its start.
+    pub start: i64,
+    /// Its end.
+    pub end: i64,
+    /// Each bound job not ended, with its begin time.
+    pub begins: Vec<(u64, Option<i64>)>,
 }
