@@ -565,16 +565,6 @@ fn grid_reservations(site: &Server) -> Vec<Value> {
         .collect()
 }
 
-/// The parts of centre job `id` at `site`, of any attempt.
-fn parts_at(site: &Server, id: u64) -> Vec<Value> {
-    let prefix = format!("foresight-{id}.");
-    site.http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
-        .collect()
-}
-
 #[test]
 fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     let (centre, sites, _keys) = two_sites();
@@ -589,7 +579,7 @@ fn a_job_larger_than_any_site_runs_in_parts_on_two_sites_at_one_start() {
     let mut starts = Vec::new();
     let mut procs = 0;
     for s in &sites {
-        let parts = parts_at(s, id);
+        let parts = s.http().grid_parts(id);
         assert_eq!(parts.len(), 1, "{parts:?}");
         assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
         procs += parts[0]["procs"].as_u64().unwrap();
@@ -629,7 +619,7 @@ fn when_one_site_refuses_a_co_allocated_job_the_other_sites_reservation_is_relea
     assert!(live.len() <= 1, "{live:?}");
     assert!(grid_reservations(&sites[1]).is_empty());
     for s in &sites {
-        assert!(parts_at(s, id).is_empty(), "a part started alone");
+        assert!(s.http().grid_parts(id).is_empty(), "a part started alone");
     }
     assert_ne!(centre_job(&centre, id)["state"], "running");
     // Lund takes grid work again: the job runs over both, at one start.
@@ -637,10 +627,10 @@ fn when_one_site_refuses_a_co_allocated_job_the_other_sites_reservation_is_relea
     let j = centre.wait_final(id, Duration::from_secs(60));
     assert_eq!(j["state"], "completed", "{j}");
     for s in &sites {
-        assert_eq!(parts_at(s, id).len(), 1);
+        assert_eq!(s.http().grid_parts(id).len(), 1);
     }
     // Every reservation umea held but the one its part ran in was given back.
-    let ran_in = parts_at(&sites[0], id)[0]["reservation"].clone();
+    let ran_in = sites[0].http().grid_parts(id)[0]["reservation"].clone();
     for r in grid_reservations(&sites[0]) {
         if r["id"] != ran_in {
             assert_eq!(r["state"], "released", "{r}");
@@ -668,7 +658,7 @@ fn a_part_not_started_on_a_site_gone_silent_is_planned_on_another_site() {
     let k = wait_for(
         "the part submitted to a site",
         Duration::from_secs(20),
-        || (0..2).find(|&k| !parts_at(&sites[k], id).is_empty()),
+        || (0..2).find(|&k| !sites[k].http().grid_parts(id).is_empty()),
     );
     let (gone, other) = (k, 1 - k);
     sites[gone].sigkill();
@@ -676,7 +666,7 @@ fn a_part_not_started_on_a_site_gone_silent_is_planned_on_another_site() {
     assert_eq!(j["state"], "completed", "{j}");
     let cluster = ["umea-abisko", "lund-aurora"][other];
     assert_eq!(j["parts"][0]["cluster"], cluster, "{j}");
-    assert_eq!(parts_at(&sites[other], id).len(), 1);
+    assert_eq!(sites[other].http().grid_parts(id).len(), 1);
     // Back, the silent site gives up what it held for the part.
     sites[gone].launch();
     wait_for(
@@ -688,18 +678,20 @@ fn a_part_not_started_on_a_site_gone_silent_is_planned_on_another_site() {
         },
     );
     // Its part there, submitted before it went silent, was cancelled without starting.
-    assert!(!parts_at(&sites[gone], id).is_empty());
+    assert!(!sites[gone].http().grid_parts(id).is_empty());
     wait_for(
         "the stale part cancelled at the silent site",
         Duration::from_secs(30),
         || {
-            parts_at(&sites[gone], id)
+            sites[gone]
+                .http()
+                .grid_parts(id)
                 .iter()
                 .all(|p| p["state"] == "cancelled")
                 .then_some(())
         },
     );
-    for p in parts_at(&sites[gone], id) {
+    for p in sites[gone].http().grid_parts(id) {
         assert!(p["started_at"].is_null(), "it ran: {p}");
     }
 }
@@ -738,7 +730,7 @@ fn a_restarted_centre_reaches_its_site_at_once() {
     assert_eq!(j["state"], "completed", "{j}");
     let logs = centre.logs();
     assert!(!logs.contains("did not answer command"), "{logs}");
-    assert_eq!(parts_at(&site, id).len(), 1);
+    assert_eq!(site.http().grid_parts(id).len(), 1);
 }
 
 /// A workflow's edge file crosses sites: A runs at umea and writes `out/mesh.dat`; the
@@ -858,7 +850,7 @@ fn a_part_reserved_behind_a_job_that_ended_early_starts_when_the_site_frees_up()
         "started {started}, the site free from {ended}"
     );
     // It ran at the site once, in its reservation, which moved (it is the same one).
-    let parts = parts_at(&site, id);
+    let parts = site.http().grid_parts(id);
     assert_eq!(parts.len(), 1, "{parts:?}");
     let held: Vec<Value> = grid_reservations(&site)
         .into_iter()

@@ -659,6 +659,16 @@ impl Http {
         v.as_array().unwrap().clone()
     }
 
+    /// The parts of a centre's job `id` that a site holds (this service is the site), of
+    /// any attempt: its jobs named `foresight-<id>.<attempt>`.
+    pub fn grid_parts(&self, id: u64) -> Vec<Value> {
+        let prefix = format!("foresight-{id}.");
+        self.jobs()
+            .into_iter()
+            .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+            .collect()
+    }
+
     /// Submits one job; the id (panics unless 201).
     pub fn submit(&self, job: Value) -> u64 {
         let (status, v) = self.post("/jobs", &job);

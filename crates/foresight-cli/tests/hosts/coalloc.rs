@@ -2,7 +2,7 @@
 //! a delayed, lossy, capped link, with one synchronous start: the parts' real start times,
 //! as each part wrote them at its site, are within 2 s of each other.
 
-use crate::grid::{parts_at, Grid, Options, DEFAULT};
+use crate::grid::{Grid, Options, DEFAULT};
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -42,7 +42,7 @@ fn co_allocated(opt: Options) {
     assert_eq!(j["parts"].as_array().unwrap().len(), 2, "{j}");
     let mut procs = 0;
     for s in &grid.sites {
-        let parts = parts_at(&s.server, id);
+        let parts = s.server.http().grid_parts(id);
         assert_eq!(parts.len(), 1, "at {}: {parts:?}", s.name);
         assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
         procs += parts[0]["procs"].as_u64().unwrap();

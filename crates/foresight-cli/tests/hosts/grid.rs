@@ -226,13 +226,3 @@ pub fn centre_toml(sites: &[(&str, &str)], keys: &std::path::Path, lease: u64) -
 pub fn token_of(site: &str) -> String {
     format!("{site}-token-0123456789abcdef\n")
 }
-
-/// The parts of centre job `id` at `site`, of any attempt.
-pub fn parts_at(site: &Server, id: u64) -> Vec<Value> {
-    let prefix = format!("foresight-{id}.");
-    site.http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
-        .collect()
-}

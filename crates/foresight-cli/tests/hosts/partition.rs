@@ -3,7 +3,7 @@
 //! job has run exactly once, at the site (each job appends its tag to a file at the site).
 
 use crate::common::wait_for;
-use crate::grid::{parts_at, Grid, Options, DEFAULT};
+use crate::grid::{Grid, Options, DEFAULT};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ fn a_site_cut_off_during_a_run_and_restored_runs_every_job_there_once() {
     let want: Vec<String> = (0..JOBS).map(|k| format!("job-{k}")).collect();
     assert_eq!(seen, want, "the runs the site recorded");
     for &id in &ids {
-        let parts: Vec<Value> = parts_at(&site.server, id);
+        let parts: Vec<Value> = site.server.http().grid_parts(id);
         let started: Vec<&Value> = parts.iter().filter(|p| p["started_at"].is_i64()).collect();
         assert_eq!(started.len(), 1, "job {id} at the site: {parts:?}");
         assert_eq!(started[0]["state"], "completed", "{}", started[0]);

@@ -11,6 +11,7 @@ use crate::state::refusal::Refusal;
 use axum::extract::{FromRequest, Request, State};
 use axum::routing::{get, post, MethodRouter};
 use axum::Json;
+use foresight_core::ClusterId;
 use foresight_rm::grid::{
     sign, Answer, Command, Hello, SiteSnapshot, Welcome, MAX_WAIT_SECS, SITE_HEADER,
 };
@@ -193,6 +194,17 @@ async fn snapshots(
     Ok(Json(serde_json::json!({})))
 }
 
+/// The cluster here that is the signing site's cluster `cluster`: a site reaches the
+/// files of no other site's clusters (403).
+fn lent_cluster(s: &AppState, site: &Signed, cluster: &str) -> Result<ClusterId, Refusal> {
+    s.site_cluster(&site.site, cluster).ok_or_else(|| {
+        Refusal::forbidden(
+            "cluster",
+            format!("site {} lends no cluster {cluster} here", site.site),
+        )
+    })
+}
+
 /// An input file the centre offers this site for part `(job, attempt)` on its cluster
 /// `cluster`, from the byte a `Range: bytes=N-` names (206), or whole (200). Another site's
 /// files are not found: each site's outbox is its own.
@@ -212,12 +224,7 @@ async fn file(
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     foresight_rm::grid::FileOffer::check_name(&name)
         .map_err(|e| Refusal::invalid("name", e.to_string()))?;
-    if !site.link(&s).clusters.contains(&cluster) {
-        return Err(Refusal::forbidden(
-            "cluster",
-            format!("site {} lends no cluster {cluster} here", site.site),
-        ));
-    }
+    lent_cluster(&s, &site, &cluster)?;
     let path = s.outbox_of(&site.site, &cluster, job, attempt).join(&name);
     let not_offered = || {
         Refusal::not_found(format!(
@@ -303,12 +310,7 @@ async fn put_file(
     axum::extract::Query(at): axum::extract::Query<ChunkAt>,
     site: Signed,
 ) -> Result<Json<serde_json::Value>, Refusal> {
-    let Some(here) = s.site_cluster(&site.site, &cluster) else {
-        return Err(Refusal::forbidden(
-            "cluster",
-            format!("site {} lends no cluster {cluster} here", site.site),
-        ));
-    };
+    let here = lent_cluster(&s, &site, &cluster)?;
     let chunk = crate::runtime::grid_uploads::Chunk {
         path: &name,
         offset: at.offset,
