@@ -32,6 +32,9 @@ const ENDED_KEPT_SECS: i64 = 3_600;
 /// within the window.
 const RENEWED_SLACK_SECS: i64 = 5;
 
+/// How often a batch of answers is sent before it waits for the next batch.
+const ANSWER_TRIES: u32 = 3;
+
 /// A site's link to its centre.
 pub(crate) struct GridAgent {
     pub(crate) service: Arc<Service>,
@@ -230,12 +233,30 @@ impl GridAgent {
                 }
                 false
             });
-            // Fetched again until answered: carrying a command out twice does it once.
-            match self.client.answer(mailbox, &answers).await {
-                Ok(()) => after = last,
-                Err(e) => tracing::warn!("answering the centre: {e}"),
+            // Answered beside the next long poll, which opens at once: back to back, a
+            // command takes one round trip of the link, not two.
+            after = last;
+            if !answers.is_empty() {
+                let agent = self.clone();
+                self.service
+                    .spawn_task(async move { agent.send_answers(mailbox, answers).await });
             }
         }
+    }
+
+    /// Sends `answers` to mailbox `mailbox`, tried again a few times; those that still
+    /// cannot be sent go with the command loop's next batch.
+    async fn send_answers(&self, mailbox: u64, answers: Vec<Answer>) {
+        let mut pause = Duration::from_millis(200);
+        for _ in 0..ANSWER_TRIES {
+            match self.client.answer(mailbox, &answers).await {
+                Ok(()) => return,
+                Err(e) => tracing::warn!("answering the centre: {e}"),
+            }
+            tokio::time::sleep(pause).await;
+            pause *= 2;
+        }
+        lock(&self.late).extend(answers.into_iter().map(|a| (mailbox, a)));
     }
 
     /// Carries out fetch `c` and answers it; an answer that cannot be sent goes with the
