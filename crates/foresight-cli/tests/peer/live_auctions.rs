@@ -9,7 +9,8 @@
 //! (`AUCTIONS=N`; `CLIENTS=4`: four clients submit at once, one per dispatcher; `ALPHA=A`, the auctions' length in mean runtimes, default 0.3; the mean
 //! runtime of `true` jobs counts as 1 s, the least the auctions take; `BATCH=N`: the jobs
 //! submitted N to a request through `POST /jobs/batch`, which measures the auctions rather
-//! than the submissions, from the first submission's answer to the last job's end).
+//! than the submissions, from the first submission's answer to the last job's end;
+//! `OVERCOMMIT=lapse_on_award`: the sites' `[dispatcher.auction] overcommit`, default `reserve`).
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use crate::peer;
@@ -35,9 +36,13 @@ fn four_dispatchers_sell_jobs_live() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.3);
+    // `OVERCOMMIT=lapse_on_award`: a site offers the same processors in every auction
+    // (default `reserve`: a standing bid holds them).
+    let overcommit = std::env::var("OVERCOMMIT").unwrap_or_else(|_| "reserve".to_string());
+    let auction = format!("alpha = {alpha}\novercommit = \"{overcommit}\"");
     let peers: Vec<Peer> = ["a", "b", "c", "d"]
         .iter()
-        .map(|s| Peer::start_with(&root, s, &store, 16, 1500, 1, alpha))
+        .map(|s| Peer::start_auction(&root, s, &store, 16, 1500, 1, &auction))
         .collect();
     let token = admin_token(&peers[0]);
     for sql in [
@@ -148,7 +153,7 @@ fn four_dispatchers_sell_jobs_live() {
         .parse()
         .unwrap();
     println!(
-        "{n} jobs, 4 dispatchers, alpha {alpha}: {auctions} auctions in {elapsed:.2} s = {:.0} auctions/s; \
+        "{n} jobs, 4 dispatchers, alpha {alpha}, overcommit {overcommit}: {auctions} auctions in {elapsed:.2} s = {:.0} auctions/s; \
          {:.1} round trips per auction; per job: {:.2} user rows taken FOR UPDATE, {:.2} \
          user rows rewritten",
         auctions as f64 / elapsed,
@@ -170,18 +175,20 @@ fn four_dispatchers_sell_jobs_live() {
         auctions as f64 / (elapsed - answered),
     );
     // Where a job's life goes, mean seconds per job: its auction (opened to closed), the
-    // close to the award, the award to the start, the start to the end reported.
+    // close to the award, the award to the start, the start to the end reported; and the
+    // sites that bid in it.
     let phases = psql(
         &store,
         "SELECT round(avg(extract(epoch FROM closes_at - opened_at))::numeric, 3) || ' ' || \
          round(avg(extract(epoch FROM claimed_at - closes_at))::numeric, 3) || ' ' || \
          round(avg(extract(epoch FROM started_at - claimed_at))::numeric, 3) || ' ' || \
          round(avg(extract(epoch FROM ended_at - started_at))::numeric, 3) || ' ' || \
-         round(avg(runtime_s)::numeric, 3) FROM global_jobs WHERE state = 'done'",
+         round(avg(runtime_s)::numeric, 3) || '; bidders ' || \
+         round(avg(bidders)::numeric, 2) FROM global_jobs WHERE state = 'done'",
     );
     println!(
         "per job, mean s: auction, close to award, award to start, start to end reported, \
-         runtime: {phases}"
+         runtime: {phases} per auction"
     );
     let mut kinds: Vec<(String, u64)> = kinds.into_iter().collect();
     kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
