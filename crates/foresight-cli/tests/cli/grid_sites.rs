@@ -803,8 +803,8 @@ edges:
     assert!(ja["output_staging"]["error"].is_null(), "{ja}");
 }
 
-/// What was wrong: a part reserved at a site behind a job that ended early waited for its
-/// reserved start, because a site refused to move a reservation: the centre's work
+/// What was wrong: a part reserved at a site behind a job that ended early (here a local
+/// user's) waited for its reserved start, because a site refused to move a reservation: the centre's work
 /// conservation, which moves a reserved job earlier when processors free up, stopped at
 /// the site. Now the site moves the reservation (and the part bound to it) earlier when its
 /// processors are free for the whole new window, and the part starts there.
@@ -815,17 +815,25 @@ fn a_part_reserved_behind_a_job_that_ended_early_starts_when_the_site_frees_up()
         centre: "lead_time_seconds = 3600",
         ..PLAIN
     });
-    // Holds the whole site for 12 of its 300 s walltime.
-    let blocker = centre.http().submit(json!({
-        "procs": 4, "walltime": 300, "command": ["sleep", "12"],
-    }));
-    wait_for("the blocker running", Duration::from_secs(20), || {
-        (centre_job(&centre, blocker)["state"] == "running").then_some(())
-    });
+    // A local user of the site holds all its processors for 12 of its 300 s walltime.
+    let alice = site.add_user("alice", None);
+    let (status, v) = site.http_as(&alice).post(
+        "/jobs",
+        &json!({
+            "procs": 4, "walltime": 300, "cluster": "abisko", "command": ["sleep", "12"],
+        }),
+    );
+    assert_eq!(status, 201, "{v}");
+    let blocker = v["id"].as_u64().unwrap();
+    wait_for(
+        "the site's own job running",
+        Duration::from_secs(20),
+        || (site.http().get(&format!("/jobs/{blocker}")).1["state"] == "running").then_some(()),
+    );
     let id = centre.http().submit(json!({
         "procs": 4, "walltime": 60, "command": ["true"],
     }));
-    // Reserved at the site for the blocker's walltime's end.
+    // Reserved at the site for the local job's walltime's end.
     let reserved = wait_for(
         "the job reserved at the site",
         Duration::from_secs(20),
@@ -835,7 +843,7 @@ fn a_part_reserved_behind_a_job_that_ended_early_starts_when_the_site_frees_up()
         },
     );
     let planned = reserved["planned_start"].as_i64().unwrap();
-    let b = centre.wait_final(blocker, Duration::from_secs(30));
+    let b = site.wait_final(blocker, Duration::from_secs(30));
     assert_eq!(b["state"], "completed", "{b}");
     let ended = b["ended_at"].as_i64().unwrap();
     assert!(

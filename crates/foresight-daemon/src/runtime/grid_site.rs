@@ -286,7 +286,6 @@ impl GridAgent {
             let sent = match self.naming() {
                 None => false,
                 Some((instance, naming)) => {
-                    self.give_back_spent(&instance).await;
                     let snaps = self.snapshots(&instance, &naming);
                     // Bounded, so that a link dropping packets is noticed within the lease.
                     let within = self.contact().lease / 4;
@@ -716,7 +715,6 @@ fn make_grid_reservation(
     let k = w
         .cluster_index(cluster)
         .ok_or_else(|| Refusal::not_found(format!("no cluster {cluster} here")))?;
-    moves::give_back_spent(w, now, owner);
     check_lent(w, lending, req, None)?;
     let acl = AclSpec {
         users: vec![user.to_owned()],

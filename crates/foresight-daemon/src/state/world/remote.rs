@@ -136,6 +136,20 @@ impl World {
                 }),
             });
         }
+        // A site starts a part whose window moved to now at once, before the job's other
+        // clusters have answered: parts on several sites would start apart should one
+        // refuse.
+        let sites = steps
+            .iter()
+            .filter(|s| self.clusters[s.cluster].cfg.site.is_some())
+            .count();
+        if sites > 0 && steps.len() > 1 {
+            return self.move_answered(
+                now,
+                id,
+                Err("a job in parts on several clusters of other hosts does not move".into()),
+            );
+        }
         self.effects.push(Effect::Move { job: id, steps });
     }
 
