@@ -81,12 +81,7 @@ fn a_global_job_planned_on_a_site_runs_there_and_its_output_is_read_at_the_centr
     assert_eq!(j["state"], "completed", "{j}");
     assert_eq!(j["exit_code"], 0, "{j}");
     // The part ran at the site once, as the grid's user, in the reservation made for it.
-    let parts: Vec<Value> = site
-        .http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"] == format!("foresight-{id}.0"))
-        .collect();
+    let parts: Vec<Value> = site.http().grid_parts(id);
     assert_eq!(parts.len(), 1, "{parts:?}");
     assert_eq!(parts[0]["user"], "grid", "{}", parts[0]);
     assert_eq!(parts[0]["state"], "completed", "{}", parts[0]);
@@ -253,12 +248,7 @@ fn an_input_that_vanished_before_its_transfer_fails_the_job_naming_it() {
     assert_eq!(j["state"], "failed", "{j}");
     let reason = j["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("gone.dat"), "{j}");
-    let ran: Vec<Value> = site
-        .http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"] == format!("foresight-{id}.0"))
-        .collect();
+    let ran: Vec<Value> = site.http().grid_parts(id);
     assert!(ran.is_empty(), "{ran:?}");
 }
 
@@ -391,12 +381,7 @@ fn a_site_reaches_a_centre_over_https_through_the_ca_it_pins() {
         (centre_job(&centre, id)["state"] == "completed").then_some(())
     });
     assert_eq!(centre.run(&["job", "cat", &id.to_string()]), "over tls\n");
-    let ran: Vec<Value> = site
-        .http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"] == format!("foresight-{id}.0"))
-        .collect();
+    let ran: Vec<Value> = site.http().grid_parts(id);
     assert_eq!(ran.len(), 1, "{ran:?}");
 }
 
@@ -445,12 +430,7 @@ fn a_site_cut_off_keeps_running_its_part_and_the_centre_learns_its_end_on_reconn
     assert_eq!(std::fs::read_to_string(&marks).unwrap(), "once\n");
     // Its times and its charge are the site's records, not when the centre learnt of
     // them: the part ended while the site's service was down.
-    let parts: Vec<Value> = site
-        .http()
-        .jobs()
-        .into_iter()
-        .filter(|p| p["name"] == format!("foresight-{id}.0"))
-        .collect();
+    let parts: Vec<Value> = site.http().grid_parts(id);
     assert_eq!(parts.len(), 1, "{parts:?}");
     for at in ["started_at", "ended_at"] {
         assert_eq!(j[at], parts[0][at], "{at}: centre {j}, site {}", parts[0]);

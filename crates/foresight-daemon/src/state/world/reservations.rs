@@ -258,16 +258,7 @@ impl World {
         start: i64,
         end: i64,
     ) -> Result<SavedWindow, Refusal> {
-        let r = self
-            .reservations
-            .get(&id)
-            .ok_or_else(|| Refusal::not_found_at("id", format!("no reservation {id}")))?;
-        if !r.state.is_live() {
-            return Err(Refusal::conflict(format!(
-                "reservation {id} is {}, not live",
-                r.state.as_str()
-            )));
-        }
+        let r = self.live_reservation(id)?;
         if !r.processors.is_empty() {
             return Err(Refusal::invalid(
                 "id",
@@ -341,8 +332,8 @@ impl World {
         }
     }
 
-    /// Releases a live reservation.
-    pub fn release_reservation(&mut self, now: Time, id: ReservationId) -> Result<(), Refusal> {
+    /// Reservation `id`, refused when there is none or it has ended.
+    fn live_reservation(&self, id: ReservationId) -> Result<&ReservationRecord, Refusal> {
         let r = self
             .reservations
             .get(&id)
@@ -353,6 +344,12 @@ impl World {
                 r.state.as_str()
             )));
         }
+        Ok(r)
+    }
+
+    /// Releases a live reservation.
+    pub fn release_reservation(&mut self, now: Time, id: ReservationId) -> Result<(), Refusal> {
+        self.live_reservation(id)?;
         self.end_reservation(now, id, ReservationState::Released);
         Ok(())
     }
