@@ -94,6 +94,15 @@ fn part_spec(cluster: &str, job: u64, jobs_dir: &Path, command: &str) -> LaunchS
     }
 }
 
+/// Reservation `id` as the cluster's snapshot shows it.
+async fn reservation_of(sc: &SlurmCluster, id: u64) -> foresight_rm::RmReservation {
+    let snap = sc.snapshot().await.unwrap();
+    snap.reservations
+        .into_iter()
+        .find(|r| r.foresight == Some(id))
+        .unwrap()
+}
+
 fn ended(j: &RmJob) -> bool {
     matches!(j.state, RmJobState::Ended(_))
 }
@@ -375,12 +384,7 @@ async fn exercise(index: usize, name: String, conf: String) {
         .unwrap_err()
         .to_string();
     eprintln!("{name}: refused move: {e}");
-    let snap = sc.snapshot().await.unwrap();
-    let r = snap
-        .reservations
-        .iter()
-        .find(|r| r.foresight == Some(resv_moved))
-        .unwrap();
+    let r = reservation_of(&sc, resv_moved).await;
     assert_eq!(r.start, later, "{name}: half a move stayed: {r:?}");
     let soon = now() + 3;
     let earlier = ReserveRequest {
@@ -389,12 +393,7 @@ async fn exercise(index: usize, name: String, conf: String) {
         ..req3.clone()
     };
     sc.move_reservation(&earlier, Some(&hm)).await.unwrap();
-    let snap = sc.snapshot().await.unwrap();
-    let r = snap
-        .reservations
-        .iter()
-        .find(|r| r.foresight == Some(resv_moved))
-        .unwrap();
+    let r = reservation_of(&sc, resv_moved).await;
     assert_eq!(r.start, soon, "{name}: {r:?}");
     let done = wait_part(&sc, &extm, "ended after the move", 30, |_| {}, ended).await;
     let started = done.start.unwrap();
@@ -406,6 +405,28 @@ async fn exercise(index: usize, name: String, conf: String) {
         (soon..=soon + START_SLACK_SECS).contains(&started),
         "{name}: started {started}, moved to {soon} from {later}"
     );
+    // It has begun: Slurm refuses any `StartTime=` for it, even its own start. Stretched for
+    // a part that came late (asked from now), it keeps its start and only its end moves;
+    // a move to begin in the future is refused.
+    let stretched = ReserveRequest {
+        start: now(),
+        end: soon + 600,
+        ..req3.clone()
+    };
+    sc.move_reservation(&stretched, None).await.unwrap();
+    let r = reservation_of(&sc, resv_moved).await;
+    assert_eq!((r.start, r.end), (soon, soon + 600), "{name}: {r:?}");
+    let after = ReserveRequest {
+        start: now() + 600,
+        end: now() + 900,
+        ..req3.clone()
+    };
+    let e = sc
+        .move_reservation(&after, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot move to begin later"), "{name}: {e}");
     sc.release(resv_moved).await.unwrap();
     let _ = std::fs::remove_file(jobs_dir.join(format!("foresight-live-{job_moved}.out")));
     eprintln!("{name}: ok ({conf})");

@@ -434,6 +434,17 @@ fn key_values_of_a_job_record() {
 
 // ------------------------------------------------------------------------------ errors --
 
+/// What Slurm 22.05 printed for `StartTime=` on a reservation that had begun (CI's log).
+#[test]
+fn a_new_start_for_a_begun_reservation_is_classified() {
+    let printed = "Error updating the reservation: Reservation already started\n\
+                   slurm_update error: Reservation already started";
+    assert_eq!(
+        FailureKind::classify(printed),
+        FailureKind::ReservationStarted
+    );
+}
+
 /// Every captured case: a non-zero exit is an error of the expected kind, a zero exit is not.
 #[test]
 fn failures_are_classified() {

@@ -27,6 +27,7 @@ mod location;
 mod pg_lock;
 mod postgres;
 mod shared_budget;
+mod shared_peers;
 mod shared_queue;
 mod shared_round;
 mod shared_view;
@@ -41,6 +42,7 @@ pub use holder::Holder;
 pub use location::StoreLocation;
 pub use postgres::PgStore;
 pub use shared_budget::{budget_taken, local_taken};
+pub use shared_peers::{Awarded, Peer};
 pub use shared_queue::{
     is_global, Claim, Closed, DueAuction, JobStanding, OpOutcome, OverBudget, QueueOp, QueuedJob,
     SharedJob, SharedQueue, Start, Submitted, GLOBAL_CHANNEL, USERS_CHANGED,
@@ -405,6 +407,10 @@ pub struct InputRecord {
     /// The cluster holding it; `None`: where the job was submitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// The site holding it, for a global job's input among peer dispatchers: a winner at
+    /// another site fetches it from there over the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
     /// Size at submission, bytes.
     pub bytes: u64,
 }
@@ -832,6 +838,18 @@ pub trait Store: Send + Sync {
     /// (application, parameters, cluster), oldest first. Replayed in this order they leave
     /// each user's and each application's last `per_key` runs in place.
     async fn load_runs(&self, per_key: usize) -> Result<Vec<RunRecord>>;
+    /// Records the `nonce` of a signed request by `signer` (`site NAME`, `peer NAME`) seen
+    /// at `now`, first forgetting those seen more than `window` seconds before: true the
+    /// first time, false for a replay. Kept in the store, so that a request captured on the
+    /// wire is refused after a restart and by a standby that took over, within the window
+    /// its timestamp stays valid.
+    async fn first_use_of_nonce(
+        &self,
+        signer: &str,
+        nonce: &str,
+        now: i64,
+        window: i64,
+    ) -> Result<bool>;
     /// Finishes writing and closes (graceful shutdown).
     async fn close(&self);
     /// Returns once another service has taken the store from this one ([`StoreError::InUse`]

@@ -371,6 +371,22 @@ impl Store for PgStore {
         self.tables.load_runs(&self.pool, per_key).await
     }
 
+    async fn first_use_of_nonce(
+        &self,
+        signer: &str,
+        nonce: &str,
+        now: i64,
+        window: i64,
+    ) -> Result<bool> {
+        let mut tx = self.begin().await?;
+        let new = self
+            .tables
+            .first_use_of_nonce(&mut tx, signer, nonce, now, window)
+            .await?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(new)
+    }
+
     async fn close(&self) {
         self.pool.close().await;
         self.lock.release().await;

@@ -214,6 +214,22 @@ impl Store for SqliteStore {
         self.tables.load_runs(&self.pool, per_key).await
     }
 
+    async fn first_use_of_nonce(
+        &self,
+        signer: &str,
+        nonce: &str,
+        now: i64,
+        window: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.db())?;
+        let new = self
+            .tables
+            .first_use_of_nonce(&mut tx, signer, nonce, now, window)
+            .await?;
+        tx.commit().await.map_err(self.db())?;
+        Ok(new)
+    }
+
     async fn close(&self) {
         self.pool.close().await;
         // After the pool: closing the lock's descriptor would drop SQLite's own locks.

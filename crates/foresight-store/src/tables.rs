@@ -13,6 +13,8 @@ use sqlx::{
     ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Postgres, Row, Sqlite, Type,
 };
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 /// The runs [`crate::Store::load_runs`] returns: the last `$1` of every user on every
 /// processor type, and of every (application, parameters, cluster).
@@ -43,6 +45,8 @@ impl Dialect for Postgres {
 pub(crate) struct Tables<DB> {
     /// The database file, or the URL without its password.
     name: String,
+    /// When the nonces older than their window were last forgotten, Unix seconds.
+    nonces_purged_at: Arc<AtomicI64>,
     _db: PhantomData<fn() -> DB>,
 }
 
@@ -50,16 +54,22 @@ impl<DB> Clone for Tables<DB> {
     fn clone(&self) -> Self {
         Tables {
             name: self.name.clone(),
+            nonces_purged_at: Arc::clone(&self.nonces_purged_at),
             _db: PhantomData,
         }
     }
 }
+
+/// How often the nonces older than their window are forgotten, seconds: a request whose
+/// nonce is that old is refused for its timestamp anyway, so they may stay a little longer.
+const NONCE_PURGE_SECS: i64 = 60;
 
 impl<DB> Tables<DB> {
     /// The statements on the database `name` (a path, or a URL without its password).
     pub(crate) fn new(name: String) -> Tables<DB> {
         Tables {
             name,
+            nonces_purged_at: Arc::new(AtomicI64::new(i64::MIN)),
             _db: PhantomData,
         }
     }
@@ -272,6 +282,37 @@ where
             .map_err(self.db())?;
         }
         Ok(())
+    }
+
+    /// See [`crate::Store::first_use_of_nonce`].
+    pub(crate) async fn first_use_of_nonce(
+        &self,
+        conn: &mut DB::Connection,
+        signer: &str,
+        nonce: &str,
+        now: i64,
+        window: i64,
+    ) -> Result<bool> {
+        let purged = self.nonces_purged_at.load(Ordering::Relaxed);
+        if now.saturating_sub(purged) >= NONCE_PURGE_SECS || now < purged {
+            sqlx::query("DELETE FROM signed_nonces WHERE seen_at < $1")
+                .bind(now.saturating_sub(window))
+                .execute(&mut *conn)
+                .await
+                .map_err(self.db())?;
+            self.nonces_purged_at.store(now, Ordering::Relaxed);
+        }
+        let new = sqlx::query(
+            "INSERT INTO signed_nonces (signer, nonce, seen_at) VALUES ($1, $2, $3) \
+             ON CONFLICT DO NOTHING RETURNING seen_at",
+        )
+        .bind(signer)
+        .bind(nonce)
+        .bind(now)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(self.db())?;
+        Ok(new.is_some())
     }
 
     /// The runs [`crate::Store::load_runs`] returns.

@@ -88,6 +88,7 @@ on_both_backends!(
     runs_come_back_as_the_last_per_user_and_per_application,
     a_user_change_writes_only_what_its_writer_changed,
     rows_written_in_the_format_databases_hold_load,
+    a_nonce_is_new_once_per_signer_until_forgotten_and_after_reopening_too,
 );
 
 /// Rows as existing databases hold them (the `state` columns and the records' text, written
@@ -420,6 +421,35 @@ fn user(name: &str, hash: &str) -> UserRecord {
         budget: Some(5.0),
         ..Default::default()
     }
+}
+
+/// A signed request's nonce is taken once per signer for at least the window its timestamp
+/// stays valid, after the store is closed and opened again too (a restarted centre, a
+/// standby); it is forgotten within a minute after that.
+async fn a_nonce_is_new_once_per_signer_until_forgotten_and_after_reopening_too(b: Backend) {
+    const T: i64 = 1_800_000_000;
+    const WINDOW: i64 = 600;
+    async fn first(store: &Arc<dyn Store>, signer: &str, at: i64) -> bool {
+        store
+            .first_use_of_nonce(signer, "n1", T + at, WINDOW)
+            .await
+            .unwrap()
+    }
+    let store = b.open().await;
+    assert!(first(&store, "site a", 0).await);
+    assert!(!first(&store, "site a", 1).await);
+    // Another signer's nonce is its own.
+    assert!(first(&store, "site b", 1).await);
+    store.close().await;
+
+    let store = b.open().await;
+    assert!(!first(&store, "site a", 2).await);
+    assert!(!first(&store, "site a", WINDOW).await);
+    assert!(!first(&store, "site b", WINDOW + 1).await);
+    // A minute past the window both are forgotten (their timestamps are refused long before).
+    assert!(first(&store, "site a", WINDOW + 61).await);
+    assert!(first(&store, "site b", WINDOW + 61).await);
+    store.close().await;
 }
 
 async fn records_survive_reopening_and_updates_replace_them(b: Backend) {

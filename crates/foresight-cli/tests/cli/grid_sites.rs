@@ -286,6 +286,28 @@ fn status(req: reqwest::blocking::RequestBuilder) -> u16 {
     req.send().unwrap().status().as_u16()
 }
 
+/// The nonces a centre had seen lived in its memory alone: a site's request captured on the
+/// wire was taken again by the centre restarted (or by a standby that took over) within the
+/// 300 s its timestamp stays valid. They are kept in the store now.
+#[test]
+fn a_request_replayed_to_a_restarted_centre_is_refused() {
+    let (mut centre, _site, _keys) = centre_and_site(PLAIN);
+    let now = crate::common::now();
+    let path = "/grid/v1/commands?after=0&wait=0";
+    let good = signed(&centre.url, "umea", TOKEN, now, path, None);
+    let again = good.try_clone().unwrap();
+    assert_eq!(status(good), 200);
+    centre.listen = Some(centre.url.trim_start_matches("http://").to_string());
+    centre.sigkill();
+    centre.launch();
+    wait_for("the restarted centre", Duration::from_secs(20), || {
+        (cluster_state(&centre) == "up").then_some(())
+    });
+    assert_eq!(status(again), 401, "a request replayed after the restart");
+    let fresh = signed(&centre.url, "umea", TOKEN, now, path, None);
+    assert_eq!(status(fresh), 200, "a fresh request");
+}
+
 #[test]
 fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
     let (centre, _site, _keys) = centre_and_site(PLAIN);
@@ -353,14 +375,10 @@ fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
     // Uploads: only to a lent cluster, only of a part whose files the centre asked for,
     // only paths under its directory.
     let q = "?offset=0&total=1&sha256=00";
-    for (path, want) in [
-        (format!("/grid/v1/files/1/0/other/out.txt{q}"), 403),
-        (format!("/grid/v1/files/1/0/abisko/out.txt{q}"), 404),
-        (format!("/grid/v1/files/1/0/abisko/..%2Fout.txt{q}"), 400),
-    ] {
+    let put = |path: &str| {
         let nonce = foresight_rm::grid::sign::nonce();
         let sig =
-            foresight_rm::grid::sign::signature(TOKEN, "umea", now, &nonce, "PUT", &path, b"x");
+            foresight_rm::grid::sign::signature(TOKEN, "umea", now, &nonce, "PUT", path, b"x");
         let put = reqwest::blocking::Client::new()
             .put(format!("{}{path}", centre.url))
             .body("x")
@@ -368,8 +386,31 @@ fn a_forged_replayed_stale_or_cross_site_request_is_refused() {
             .header(foresight_rm::grid::sign::TIMESTAMP_HEADER, now.to_string())
             .header(foresight_rm::grid::sign::NONCE_HEADER, nonce)
             .header(foresight_rm::grid::sign::SIGNATURE_HEADER, sig);
-        assert_eq!(status(put), want, "{path}");
+        status(put)
+    };
+    for (path, want) in [
+        (format!("/grid/v1/files/1/0/other/out.txt{q}"), 403),
+        (format!("/grid/v1/files/1/0/abisko/out.txt{q}"), 404),
+        (format!("/grid/v1/files/1/0/abisko/..%2Fout.txt{q}"), 400),
+    ] {
+        assert_eq!(put(&path), want, "{path}");
     }
+    // While the centre asks part 2.0 for `out.txt` (as it does once the part ended), the
+    // site may put that file, and no other, and no file larger than the centre's disk.
+    let part = centre.root().join("data/grid-uploads/umea-abisko/2.0");
+    std::fs::create_dir_all(part.join(".incoming")).unwrap();
+    std::fs::write(part.join(".asked"), "out.txt\n").unwrap();
+    let big = format!("?offset=0&total={}&sha256=00", 1u64 << 60);
+    for (path, want) in [
+        (format!("/grid/v1/files/2/0/abisko/other.txt{q}"), 403),
+        (format!("/grid/v1/files/2/0/abisko/out.txt{big}"), 409),
+        // Asked, but not the SHA-256 announced: written, checked, deleted.
+        (format!("/grid/v1/files/2/0/abisko/out.txt{q}"), 409),
+    ] {
+        assert_eq!(put(&path), want, "{path}");
+    }
+    assert!(!part.join(".incoming/other.txt").exists());
+    assert!(!part.join(".incoming/other.txt.part").exists());
 }
 
 #[test]

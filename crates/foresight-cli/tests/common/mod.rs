@@ -226,7 +226,8 @@ impl Server {
             url: String::new(),
             token: String::new(),
             starts: 0,
-            log: level.to_string(),
+            // FORESIGHT_TEST_LOG overrides every server's level: a flaky failure's logs.
+            log: std::env::var("FORESIGHT_TEST_LOG").unwrap_or_else(|_| level.to_string()),
             listen: None,
             env: Vec::new(),
             standby: false,

@@ -17,6 +17,9 @@ pub struct Peer {
     child: Option<Child>,
     pub url: String,
     starts: u32,
+    /// A directory this dispatcher must not see: it runs in a mount namespace of its own
+    /// with an empty file system mounted there (as a site on another host would see it).
+    hide: Option<PathBuf>,
 }
 
 impl Peer {
@@ -72,6 +75,23 @@ impl Peer {
         auction: &str,
         cluster: &str,
     ) -> Peer {
+        let mut p = Peer::unlaunched(root, site, store, procs, lease_ms, prior, auction, cluster);
+        p.launch();
+        p
+    }
+
+    /// A dispatcher as [`Peer::start_full`] makes it, not started yet.
+    #[allow(clippy::too_many_arguments)]
+    fn unlaunched(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        lease_ms: u64,
+        prior: u64,
+        auction: &str,
+        cluster: &str,
+    ) -> Peer {
         let dir = root.join(site);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("foresight.toml");
@@ -98,14 +118,22 @@ prior_runtime_seconds = {prior}
             ),
         )
         .unwrap();
-        let mut p = Peer {
+        Peer {
             site: site.to_string(),
             dir,
             config,
             child: None,
             url: String::new(),
             starts: 0,
-        };
+            hide: None,
+        }
+    }
+
+    /// A dispatcher as [`Peer::start`] makes it that does not see directory `hidden` (see
+    /// [`can_hide`]): an empty file system is mounted over it in its own mount namespace.
+    pub fn start_hiding(root: &Path, site: &str, store: &str, procs: u32, hidden: &Path) -> Peer {
+        let mut p = Peer::unlaunched(root, site, store, procs, 1500, 1, "alpha = 0.3", "");
+        p.hide = Some(hidden.to_path_buf());
         p.launch();
         p
     }
@@ -120,7 +148,18 @@ prior_runtime_seconds = {prior}
         self.starts += 1;
         let log =
             std::fs::File::create(self.dir.join(format!("stderr.{}.log", self.starts))).unwrap();
-        let mut child = Command::new(BIN)
+        let mut command = match &self.hide {
+            None => Command::new(BIN),
+            Some(hidden) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "sh", "-c"])
+                    .arg("mount -t tmpfs tmpfs \"$0\" && exec \"$@\"")
+                    .arg(hidden)
+                    .arg(BIN);
+                c
+            }
+        };
+        let mut child = command
             .args(["server", "start", "--listen", "127.0.0.1:0", "--config"])
             .arg(&self.config)
             .arg("--data-dir")
@@ -335,6 +374,32 @@ pub fn counted_job(log: &Path, secs: f64) -> Value {
             ),
         ],
     )
+}
+
+/// Whether a dispatcher can be started not seeing a directory (root, with `unshare` and
+/// `mount`). Outside CI a missing one skips the test calling this, printing why; under CI it
+/// fails it.
+pub fn can_hide(test: &str) -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let tools = ["unshare", "mount"].iter().all(|t| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {t}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if root && tools {
+        return true;
+    }
+    let why = format!("{test}: needs root, `unshare` and `mount`");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{why} (under CI this is a failure)"
+    );
+    eprintln!("skipped: {why}");
+    false
 }
 
 pub fn admin_token(p: &Peer) -> String {

@@ -162,9 +162,10 @@ fn a_standby_takes_over_from_a_killed_centre_and_no_job_is_lost_or_run_twice() {
         assert_eq!(
             j["state"],
             "completed",
-            "job {id} ({n}): {j}\n{}\nthe sites' parts: {:#?}",
+            "job {id} ({n}): {j}\n{}\nthe sites' parts: {:#?}\nthe sites' logs:\n{}",
             standby.logs(),
-            sites.iter().map(|s| s.http().jobs()).collect::<Vec<_>>()
+            sites.iter().map(|s| s.http().jobs()).collect::<Vec<_>>(),
+            sites.iter().map(Server::logs).collect::<String>()
         );
     }
     // Each ran once, at one site.

@@ -13,6 +13,7 @@ mod centre_failover;
 mod dispatchers;
 mod grid_view;
 mod live_auctions;
+mod peer_inputs;
 mod postgres_store;
 mod preempt;
 mod promise;

@@ -66,8 +66,8 @@ impl Broker {
         self.move_not_before.retain(|_, t| *t > now);
         let movable: Vec<JobId> = self
             .jobs
-            .iter()
-            .filter(|(id, e)| match &e.phase {
+            .active()
+            .filter(|e| match &e.phase {
                 // A job holding licences moves with them only among clusters the broker
                 // schedules (a mirror's reservation holds none, nor does a held window).
                 Phase::Reserved { start, parts, .. } => {
@@ -77,12 +77,15 @@ impl Broker {
                                 .iter()
                                 .all(|p| !self.clusters[p.cluster].self_scheduled))
                         && parts.iter().all(|p| self.clusters[p.cluster].available)
-                        && !self.moving.contains_key(id)
-                        && self.move_not_before.get(id).is_none_or(|&t| t <= now)
+                        && !self.moving.contains_key(&e.job.id)
+                        && self
+                            .move_not_before
+                            .get(&e.job.id)
+                            .is_none_or(|&t| t <= now)
                 }
                 _ => false,
             })
-            .map(|(id, _)| *id)
+            .map(|e| e.job.id)
             .collect();
         for id in movable {
             self.move_earlier(now, id, out);
@@ -183,7 +186,7 @@ impl Broker {
                 });
                 return true;
             }
-            if let Some(e) = self.jobs.get_mut(&id) {
+            if let Some(mut e) = self.jobs.get_mut(&id) {
                 e.phase = Phase::Reserved {
                     start,
                     end,

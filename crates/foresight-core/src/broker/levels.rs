@@ -81,7 +81,7 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         let end = parts.iter().map(|p| p.window.end).max().unwrap_or(start);
-        if let Some(e) = self.jobs.get_mut(&id) {
+        if let Some(mut e) = self.jobs.get_mut(&id) {
             e.phase = Phase::Running {
                 start,
                 end,
@@ -120,7 +120,7 @@ impl Broker {
     fn serve_levels_once(&mut self, now: Time, stage: Stage, out: &mut Vec<BrokerAction>) {
         let any_suspended = self
             .jobs
-            .values()
+            .active()
             .any(|e| matches!(e.phase, Phase::Suspended { .. }));
         if !any_suspended && self.lowest_running_level().is_none() {
             return;
@@ -134,7 +134,7 @@ impl Broker {
                 )
             })
             .collect();
-        for e in self.jobs.values() {
+        for e in self.jobs.active() {
             if let Phase::Suspended { since, .. } = e.phase {
                 let key = preempt::service_order(e.job.priority, Some(since), e.job.id);
                 waiting.push((key, e.job.id));
@@ -227,7 +227,7 @@ impl Broker {
         // run time left).
         let stopped: Vec<(ClusterId, u32, u32, Dur)> = self
             .jobs
-            .values()
+            .active()
             .filter(|e| e.job.priority > level)
             .filter_map(|e| match &e.phase {
                 Phase::Suspended { parts, left, .. } => match parts.as_slice() {
@@ -366,7 +366,7 @@ impl Broker {
             })
             .collect();
         let mut running: Vec<Vec<(u32, i64)>> = vec![Vec::new(); self.clusters.len()];
-        for e in self.jobs.values() {
+        for e in self.jobs.active() {
             if let Phase::Running { parts, ended, .. } = &e.phase {
                 for p in parts.iter().filter(|p| !ended.contains(&p.cluster)) {
                     running[p.cluster].push((e.job.priority, i64::from(p.procs)));
@@ -461,7 +461,7 @@ impl Broker {
     /// The lowest level among running global jobs that could be preempted.
     fn lowest_running_level(&self) -> Option<u32> {
         self.jobs
-            .values()
+            .active()
             .filter(|e| self.preemptible(e.job.id, &e.phase))
             .map(|e| e.job.priority)
             .min()
@@ -541,7 +541,7 @@ impl Broker {
     /// The running global jobs holding processors of cluster `k` that could be preempted.
     fn holders(&self, k: ClusterId) -> Vec<Holder> {
         self.jobs
-            .values()
+            .active()
             .filter(|e| self.preemptible(e.job.id, &e.phase))
             .filter_map(|e| match &e.phase {
                 Phase::Running { start, parts, .. } => {
@@ -885,7 +885,7 @@ impl Broker {
         }
         match how {
             Preemption::Suspend => {
-                let e = self.jobs.get_mut(&v).expect("invariant: read above");
+                let mut e = self.jobs.get_mut(&v).expect("invariant: read above");
                 e.phase = Phase::Suspended {
                     start,
                     cost,

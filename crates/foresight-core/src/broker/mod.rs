@@ -30,6 +30,7 @@
 mod action;
 mod cluster;
 mod compress;
+mod entries;
 mod levels;
 pub mod preempt;
 mod preempt_ask;
@@ -220,7 +221,7 @@ pub struct Broker {
     /// The clusters, in the caller's order (indices name them everywhere).
     pub clusters: Vec<GridCluster>,
     planner: PlannerConfig,
-    jobs: BTreeMap<JobId, Entry>,
+    jobs: entries::Entries,
     /// Jobs to plan, in priority order.
     queue: queue::BrokerQueue,
     /// Running jobs preempted to be requeued: queued again once their parts have ended.
@@ -261,7 +262,7 @@ impl Broker {
         Broker {
             clusters,
             planner,
-            jobs: BTreeMap::new(),
+            jobs: entries::Entries::default(),
             queue: queue::BrokerQueue::default(),
             requeueing: BTreeSet::new(),
             arrivals: Vec::new(),
@@ -341,7 +342,7 @@ impl Broker {
     /// record shows what it used) leave its user's budget here alone: `set_budget` gives
     /// the broker what is left after the hold. Forgotten when the job leaves the broker.
     pub fn set_prepaid(&mut self, job: JobId) {
-        if let Some(e) = self.jobs.get_mut(&job) {
+        if let Some(mut e) = self.jobs.get_mut(&job) {
             e.prepaid = true;
         }
     }
@@ -363,6 +364,12 @@ impl Broker {
     /// A global job the broker knows.
     pub fn entry(&self, id: JobId) -> Option<&Entry> {
         self.jobs.get(&id)
+    }
+
+    /// Whether the broker's index of the jobs reserving, reserved, running or suspended
+    /// holds exactly those: a full walk, for tests that drive it through every change.
+    pub fn index_holds(&self) -> bool {
+        self.jobs.index_holds()
     }
 
     /// Every global job the broker knows, by id.
@@ -596,7 +603,7 @@ impl Broker {
             let at = now.min(*start);
             self.started(at, id);
         }
-        let Some(entry) = self.jobs.get_mut(&id) else {
+        let Some(mut entry) = self.jobs.get_mut(&id) else {
             return false;
         };
         let user = entry.job.user;
@@ -612,6 +619,7 @@ impl Broker {
             // Killed while suspended (cancelled): every part goes, and it ran until stopped.
             let reserved = (since + left - first).as_secs() - suspended.as_secs();
             let used = (since - first).as_secs() - suspended.as_secs();
+            drop(entry);
             self.charge(id, user, -refund(cost, used, reserved), out);
             self.jobs.remove(&id);
             out.push(BrokerAction::Ended {
@@ -638,6 +646,7 @@ impl Broker {
             return false;
         }
         let all_ended = parts.iter().all(|p| ended.contains(&p.cluster));
+        drop(entry);
         let requeueing = self.requeueing.contains(&id);
         // A job preempted to be requeued gave its reservations back when preempted.
         let released = !self.clusters[k].self_scheduled && !requeueing;
@@ -686,7 +695,7 @@ impl Broker {
     }
 
     fn started(&mut self, now: Time, id: JobId) {
-        let Some(entry) = self.jobs.get_mut(&id) else {
+        let Some(mut entry) = self.jobs.get_mut(&id) else {
             return;
         };
         if let Phase::Reserved {
@@ -714,7 +723,7 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         self.observe(now);
-        let found = self.jobs.iter_mut().find_map(|(id, e)| match &mut e.phase {
+        let found = self.jobs.find_active_mut(|id, e| match &mut e.phase {
             Phase::Reserving {
                 awaiting,
                 refusal,
@@ -729,7 +738,7 @@ impl Broker {
                         .map_or(ClusterId(0), |p| p.cluster);
                     refusal.get_or_insert((cluster, why.clone()));
                 }
-                Some((*id, awaiting.is_empty()))
+                Some((id, awaiting.is_empty()))
             }
             _ => None,
         });
@@ -737,7 +746,7 @@ impl Broker {
             self.settle(now);
             return;
         };
-        let entry = self.jobs.get_mut(&id).expect("invariant: found above");
+        let mut entry = self.jobs.get_mut(&id).expect("invariant: found above");
         let Phase::Reserving {
             start,
             end,
@@ -749,6 +758,7 @@ impl Broker {
         else {
             unreachable!("matched above")
         };
+        drop(entry);
         match refusal {
             None => self.commit(now, id, start, end, cost, parts, out),
             Some((cluster, why)) => {
@@ -818,7 +828,7 @@ impl Broker {
         }
         match (answer, current) {
             (Ok(()), Some(cost)) => {
-                if let Some(e) = self.jobs.get_mut(&job) {
+                if let Some(mut e) = self.jobs.get_mut(&job) {
                     e.phase = Phase::Reserved {
                         start: m.start,
                         end: m.end,
@@ -864,20 +874,20 @@ impl Broker {
         self.clusters[k].available = false;
         let hit: Vec<JobId> = self
             .jobs
-            .iter()
-            .filter(|(_, e)| match &e.phase {
+            .active()
+            .filter(|e| match &e.phase {
                 Phase::Reserving { parts, .. } | Phase::Reserved { parts, .. } => {
                     parts.iter().any(|p| p.cluster == k)
                 }
                 _ => false,
             })
-            .map(|(id, _)| *id)
+            .map(|e| e.job.id)
             .collect();
         for id in hit {
             self.unreserve(now, id, out);
             self.requeue_entry(id);
             let reason = WaitReason::LostCluster(k);
-            if let Some(e) = self.jobs.get_mut(&id) {
+            if let Some(mut e) = self.jobs.get_mut(&id) {
                 e.reason = Some(reason.clone());
             }
             out.push(BrokerAction::Waiting { job: id, reason });
@@ -947,6 +957,7 @@ impl Broker {
         self.serve_levels(now, levels::Stage::AfterPlanning, out);
         self.serve_remote_levels(now, out);
         self.settle(now);
+        debug_assert!(self.jobs.index_holds(), "the index of active jobs is off");
     }
 
     /// The first half of [`Broker::on_cycle`]: everything up to the planning itself, which
@@ -1152,7 +1163,7 @@ impl Broker {
                             })
                         })
                         .collect();
-                    let e = self.jobs.get_mut(&job).expect("invariant: plannable");
+                    let mut e = self.jobs.get_mut(&job).expect("invariant: plannable");
                     e.reason = None;
                     let moved = !matches!(e.phase, Phase::Planned { start: s, .. } if s == start);
                     e.phase = Phase::Planned { start, end, parts };
@@ -1287,7 +1298,7 @@ impl Broker {
             });
         }
         self.queue.remove(&id);
-        let e = self
+        let mut e = self
             .jobs
             .get_mut(&id)
             .expect("invariant: planned jobs exist");
@@ -1316,7 +1327,7 @@ impl Broker {
         out: &mut Vec<BrokerAction>,
     ) {
         self.queue.remove(&id);
-        let e = self
+        let mut e = self
             .jobs
             .get_mut(&id)
             .expect("invariant: reserved jobs exist");
@@ -1330,6 +1341,7 @@ impl Broker {
             parts: parts.clone(),
         };
         let user = e.job.user;
+        drop(e);
         self.charge(id, user, cost, out);
         out.push(BrokerAction::Reserved {
             job: id,
@@ -1370,7 +1382,7 @@ impl Broker {
         pause: bool,
         out: &mut Vec<BrokerAction>,
     ) {
-        let e = self
+        let mut e = self
             .jobs
             .get_mut(&id)
             .expect("invariant: refused jobs exist");
@@ -1383,6 +1395,7 @@ impl Broker {
         e.not_before = until;
         e.phase = Phase::Queued;
         let level = e.job.priority;
+        drop(e);
         self.queue.insert(id, level);
         self.wait(
             id,
@@ -1410,7 +1423,7 @@ impl Broker {
     }
 
     fn wait(&mut self, id: JobId, reason: WaitReason, out: &mut Vec<BrokerAction>) {
-        let e = self
+        let mut e = self
             .jobs
             .get_mut(&id)
             .expect("invariant: waiting jobs exist");
@@ -1437,7 +1450,7 @@ impl Broker {
         }
         self.release_parts(now, id, &parts, out);
         self.charge(id, user, -cost, out);
-        if let Some(e) = self.jobs.get_mut(&id) {
+        if let Some(mut e) = self.jobs.get_mut(&id) {
             e.phase = Phase::Queued;
         }
     }
@@ -1477,7 +1490,7 @@ impl Broker {
     }
 
     fn requeue_entry(&mut self, id: JobId) {
-        if let Some(e) = self.jobs.get_mut(&id) {
+        if let Some(mut e) = self.jobs.get_mut(&id) {
             e.phase = Phase::Queued;
             self.queue.insert(id, e.job.priority);
         }
@@ -1592,7 +1605,7 @@ impl Broker {
         if total > 0 {
             let waiting = self
                 .queued()
-                .chain(self.jobs.values().filter(|e| {
+                .chain(self.jobs.active().filter(|e| {
                     matches!(e.phase, Phase::Reserved { .. } | Phase::Reserving { .. })
                 }))
                 .take(self.planner.plan_depth.max(1) * 2);

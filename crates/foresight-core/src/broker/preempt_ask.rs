@@ -84,7 +84,7 @@ impl Broker {
         // The lowest level running on such a cluster: only jobs above it may preempt.
         let Some(lowest) = self
             .jobs
-            .values()
+            .active()
             .filter(|e| self.stoppable_by_ask(&e.phase))
             .map(|e| e.job.priority)
             .min()
@@ -162,7 +162,7 @@ impl Broker {
     /// (counted by what they hold on `k`).
     fn remote_holders(&self, k: ClusterId) -> Vec<Holder> {
         self.jobs
-            .values()
+            .active()
             .filter(|e| !self.requeueing.contains(&e.job.id) && !self.asked_about(e.job.id))
             .filter(|e| self.stoppable_by_ask(&e.phase))
             .filter_map(|e| match &e.phase {
@@ -334,7 +334,7 @@ impl Broker {
                 } else if !self.clusters[k].available {
                     self.requeue_entry(by);
                     let reason = WaitReason::LostCluster(k);
-                    if let Some(e) = self.jobs.get_mut(&by) {
+                    if let Some(mut e) = self.jobs.get_mut(&by) {
                         e.reason = Some(reason.clone());
                     }
                     out.push(BrokerAction::Waiting { job: by, reason });
@@ -390,7 +390,7 @@ impl Broker {
         detail: String,
         out: &mut Vec<BrokerAction>,
     ) {
-        let Some(e) = self.jobs.get_mut(&id) else {
+        let Some(mut e) = self.jobs.get_mut(&id) else {
             return;
         };
         e.refusals += 1;
@@ -416,7 +416,7 @@ impl Broker {
     fn ask_resumes(&mut self, now: Time, out: &mut Vec<BrokerAction>) {
         let mut stopped: Vec<_> = self
             .jobs
-            .values()
+            .active()
             .filter(|e| !self.resume_asks.contains_key(&e.job.id) && e.not_before <= now)
             .filter_map(|e| match &e.phase {
                 Phase::Suspended {
@@ -561,7 +561,7 @@ impl Broker {
                     .remove_reservation(now, h.reservation);
             }
             if answer.is_err() {
-                if let Some(e) = self.jobs.get_mut(&id) {
+                if let Some(mut e) = self.jobs.get_mut(&id) {
                     e.refusals += 1;
                     e.not_before = now + Dur(1 << (e.refusals - 1).min(MAX_BACKOFF_DOUBLINGS));
                 }
@@ -617,7 +617,7 @@ impl Broker {
             actions.retain(|a| !matches!(a, Action::Start { job, .. } if *job == id));
             self.carry_out(now, p.cluster, actions, out);
         }
-        if let Some(e) = self.jobs.get_mut(&id) {
+        if let Some(mut e) = self.jobs.get_mut(&id) {
             e.refusals = 0;
             e.not_before = Time::MIN;
         }

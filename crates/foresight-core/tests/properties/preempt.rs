@@ -206,6 +206,11 @@ impl Driver {
         let mut out = Vec::new();
         self.broker.on_cycle(self.now, &mut out);
         self.carry_out(out)?;
+        // Preemption and resumption move jobs between running and suspended.
+        prop_assert!(
+            self.broker.index_holds(),
+            "the broker's index of active jobs is off"
+        );
         if !self.strict {
             return Ok(());
         }

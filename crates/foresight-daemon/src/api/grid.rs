@@ -88,6 +88,9 @@ impl FromRequest<AppState> for Signed {
                 &body,
             )
             .map_err(|e| refused(e.to_string()))?;
+        state
+            .first_use_of_nonce(&format!("site {site}"), &nonce)
+            .await?;
         Ok(Signed { site, body })
     }
 }
@@ -219,9 +222,6 @@ async fn file(
     headers: axum::http::HeaderMap,
     site: Signed,
 ) -> Result<axum::response::Response, Refusal> {
-    use axum::http::{header, StatusCode};
-    use axum::response::IntoResponse;
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
     foresight_rm::grid::FileOffer::check_name(&name)
         .map_err(|e| Refusal::invalid("name", e.to_string()))?;
     lent_cluster(&s, &site, &cluster)?;
@@ -231,7 +231,21 @@ async fn file(
             "no input {name} of job {job}.{attempt} for this site"
         ))
     };
-    let mut f = tokio::fs::File::open(&path)
+    serve_ranged(&path, &headers, not_offered).await
+}
+
+/// The file at `path`, from the byte a `Range: bytes=N-` in `headers` names (206), or whole
+/// (200); `not_offered` when it is not there. Sites fetching from their centre and peer
+/// sites fetching a job's input from its holder are served by this one function.
+pub(crate) async fn serve_ranged(
+    path: &std::path::Path,
+    headers: &axum::http::HeaderMap,
+    not_offered: impl Fn() -> Refusal,
+) -> Result<axum::response::Response, Refusal> {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut f = tokio::fs::File::open(path)
         .await
         .map_err(|_| not_offered())?;
     let len = f.metadata().await.map_err(|_| not_offered())?.len();

@@ -16,6 +16,7 @@ mod jobs;
 pub mod local_socket;
 mod metrics;
 mod output;
+mod peer_files;
 #[cfg(test)]
 mod plan_tests;
 mod reservations;

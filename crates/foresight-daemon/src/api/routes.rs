@@ -93,6 +93,7 @@ pub fn route_paths() -> Vec<(String, bool)> {
         .chain(
             crate::api::grid::routes()
                 .into_iter()
+                .chain(crate::api::peer_files::routes())
                 .map(|(p, _)| (p.to_string(), false)),
         )
         .collect()
@@ -108,7 +109,10 @@ pub fn router(service: Arc<Service>) -> Router {
         API_PREFIX,
         api.method_not_allowed_fallback(method_not_allowed),
     );
-    for (path, methods) in top_routes().into_iter().chain(crate::api::grid::routes()) {
+    let between_services = crate::api::grid::routes()
+        .into_iter()
+        .chain(crate::api::peer_files::routes());
+    for (path, methods) in top_routes().into_iter().chain(between_services) {
         top = top.route(path, methods);
     }
     top.method_not_allowed_fallback(method_not_allowed)

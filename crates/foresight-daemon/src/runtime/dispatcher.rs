@@ -67,6 +67,8 @@ pub struct Dispatcher {
     /// Jobs on offer this site gave back because it could not start them at once: it bids
     /// for them again only when its broker would start them at once.
     given_back: Mutex<BTreeSet<u64>>,
+    /// Its side of the transfers of inputs between sites (its key, the nonces it took).
+    pub(crate) peer: crate::runtime::peer_inputs::PeerLink,
 }
 
 impl Dispatcher {
@@ -74,6 +76,7 @@ impl Dispatcher {
     pub fn new(queue: SharedQueue, cfg: DispatcherConfig) -> Dispatcher {
         Dispatcher {
             offered: Mutex::new(HashMap::new()),
+            peer: crate::runtime::peer_inputs::PeerLink::new(queue.clone()),
             queue,
             cfg,
             wake: Notify::new(),
@@ -120,6 +123,7 @@ impl Dispatcher {
         self.queue
             .register(std::process::id(), url, largest, dearest)
             .await?;
+        self.peer.enter().await?;
         let started = self.queue.started_here().await?;
         self.started
             .lock()

@@ -151,12 +151,8 @@ impl Service {
                 Some(Ok(())) => Ok(()),
                 // Failed ahead, or lost to a restart: copied now.
                 _ => {
-                    crate::runtime::staging::stage(
-                        &stage,
-                        spec.unix_user.as_deref(),
-                        s.copy_timeout(),
-                    )
-                    .await
+                    s.stage_inputs(cluster, (job, attempt), &stage, spec.unix_user.as_deref())
+                        .await
                 }
             };
             if let Err(e) = &result {
@@ -340,8 +336,9 @@ impl Service {
         unix_user: Option<String>,
         tell: tokio::sync::watch::Sender<Option<Result<(), String>>>,
     ) {
-        let result =
-            crate::runtime::staging::stage(&stage, unix_user.as_deref(), s.copy_timeout()).await;
+        let result = s
+            .stage_inputs(cluster, (job, attempt), &stage, unix_user.as_deref())
+            .await;
         if let Err(e) = &result {
             tracing::warn!(
                 job,
@@ -375,12 +372,15 @@ impl Service {
             s.world()
                 .staging_began(s.now(), cluster, JobId(job), attempt);
             let result = if s.cfg.cluster[cluster].cluster_kind().shares_files() {
-                crate::runtime::staging::stage(
+                s.stage_inputs(
+                    cluster,
+                    (job, attempt),
                     &stage,
                     submission.spec.unix_user.as_deref(),
-                    s.copy_timeout(),
                 )
                 .await
+            } else if let Err(e) = s.refuse_remote_inputs(job, &stage) {
+                Err(e)
             } else {
                 // A copy made here would report success for a file the part never sees: the
                 // cluster's host fetches them.

@@ -115,6 +115,11 @@ pub(crate) trait GlobalQueue: Send + Sync {
 
     /// The dispatcher rounds this service completed since it started (zero alone).
     fn rounds(&self) -> u64;
+
+    /// This site's side of the transfers of inputs between sites; `None` alone.
+    fn peer_link(&self) -> Option<&crate::runtime::peer_inputs::PeerLink> {
+        None
+    }
 }
 
 /// What a submission's global jobs are admitted against: this site's clusters, or every
@@ -155,6 +160,25 @@ impl Admission {
                 })
                 .collect(),
             _ => inputs,
+        }
+    }
+
+    /// Names `site` (this one) as the holder of each input of a global job `rec` on one of
+    /// this site's clusters, with several sites: a winner elsewhere fetches it from here.
+    pub(crate) fn mark_holder(self, w: &World, site: Option<&str>, rec: &mut JobRecord) {
+        let (Admission::Sites { .. }, Some(site)) = (self, site) else {
+            return;
+        };
+        if !foresight_store::is_global(rec) {
+            return;
+        }
+        for i in &mut rec.inputs {
+            if i.cluster
+                .as_deref()
+                .is_some_and(|c| w.cluster_index(c).is_some())
+            {
+                i.site = Some(site.to_owned());
+            }
         }
     }
 
@@ -334,6 +358,10 @@ impl GlobalQueue for SingleSite {
 /// transaction; its auction rounds sell them (`dispatcher.rs`).
 #[async_trait::async_trait]
 impl GlobalQueue for Dispatcher {
+    fn peer_link(&self) -> Option<&crate::runtime::peer_inputs::PeerLink> {
+        Some(&self.peer)
+    }
+
     async fn start(self: Arc<Self>, service: Arc<Service>, url: &str) -> anyhow::Result<()> {
         self.run(service, url).await
     }

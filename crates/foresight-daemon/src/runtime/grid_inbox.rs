@@ -12,11 +12,6 @@ use foresight_rm::grid::{receive, FileOffer, Reply};
 use foresight_rm::PartHandle;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// The longest a site spends fetching one part's inputs; the centre bounds it with its own
-/// `copy_timeout_seconds` (the command is unanswered past it).
-const MOST_FETCH: Duration = Duration::from_secs(24 * 3_600);
 
 /// Where transfers in progress are kept, in the inbox (no part's name starts with a dot).
 const INCOMING: &str = ".incoming";
@@ -77,6 +72,7 @@ impl GridAgent {
         part: &PartHandle,
         files: &[FileOffer],
         name: &str,
+        deadline: tokio::time::Instant,
     ) -> Result<Reply, Refusal> {
         let inbox = self.inbox();
         let incoming = inbox.join(INCOMING);
@@ -86,7 +82,6 @@ impl GridAgent {
         }
         let partial = incoming.join(cluster).join(name);
         private_dir(&partial).map_err(Refusal::conflict)?;
-        let deadline = tokio::time::Instant::now() + MOST_FETCH;
         let got = receive(
             &self.client,
             cluster,

@@ -159,7 +159,7 @@ async fn offer(
                 .await
                 .map_err(|e| format!("making {}: {e}", parent.display()))?;
         }
-        let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref()))
+        let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref(), None))
             .await
             .map_err(|_| format!("reading input {}: not done in time", c.from.display()))??;
         offers.push(FileOffer {
@@ -172,11 +172,14 @@ async fn offer(
 }
 
 /// Copies `from`, read by `cat` as account `a`, to `to` (the service's own file); its size
-/// and SHA-256. The site reads a part's files to send up the same way.
+/// and SHA-256. The site reads a part's files to send up the same way. With `most`, a file
+/// longer than that many bytes is refused as soon as it is: a FIFO or a link to
+/// `/dev/zero` put in an input's place would otherwise fill the service's disk.
 pub(crate) async fn read_as(
     from: &Path,
     to: &Path,
     a: Option<&foresight_rm::account::Account>,
+    most: Option<u64>,
 ) -> Result<(u64, String), String> {
     let mut child = crate::runtime::staging::command_as(a, &["cat", "--"], &[from])
         .stdout(std::process::Stdio::piped())
@@ -200,6 +203,14 @@ pub(crate) async fn read_as(
         }
         hash.update(&buf[..n]);
         bytes += n as u64;
+        if let Some(most) = most.filter(|&m| bytes > m) {
+            let _ = child.kill().await;
+            let _ = tokio::fs::remove_file(to).await;
+            return Err(format!(
+                "reading {}: longer than its {most} bytes at submission",
+                from.display()
+            ));
+        }
         out.write_all(&buf[..n])
             .await
             .map_err(|e| format!("{}: {e}", to.display()))?;
@@ -225,6 +236,27 @@ pub(crate) async fn read_as(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What was wrong: an input replaced after submission by an endless file was read
+    /// into the service's data directory until the copy's time ran out.
+    #[tokio::test]
+    async fn a_file_longer_than_its_bound_is_refused_and_its_copy_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("in.dat"), dir.path().join("copy"));
+        std::fs::write(&from, b"0123456789").unwrap();
+        let (bytes, _) = read_as(&from, &to, None, Some(10)).await.unwrap();
+        assert_eq!(bytes, 10);
+        let e = read_as(&from, &to, None, Some(9)).await.unwrap_err();
+        assert!(e.contains("longer than its 9 bytes at submission"), "{e}");
+        assert!(!to.exists());
+        let endless = dir.path().join("endless");
+        std::os::unix::fs::symlink("/dev/zero", &endless).unwrap();
+        let e = read_as(&endless, &to, None, Some(1 << 20))
+            .await
+            .unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        assert!(!to.exists());
+    }
 
     #[test]
     fn only_a_transfer_of_a_mebibyte_or_more_measures_its_link() {

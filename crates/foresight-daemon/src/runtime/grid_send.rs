@@ -13,11 +13,6 @@ use crate::runtime::grid_site::GridAgent;
 use crate::state::refusal::Refusal;
 use foresight_rm::grid::{check_relative, upload, Reply, SentFile, Wanted};
 use foresight_rm::PartHandle;
-use std::time::Duration;
-
-/// The longest a site spends sending one part's files; the centre bounds it with its own
-/// `copy_timeout_seconds` (the command is unanswered past it).
-const MOST_SEND: Duration = Duration::from_secs(24 * 3_600);
 
 /// Where files on their way up are kept, in the inbox.
 const OUTGOING: &str = ".outgoing";
@@ -33,6 +28,7 @@ impl GridAgent {
         part: &PartHandle,
         files: &[Wanted],
         name: &str,
+        deadline: tokio::time::Instant,
     ) -> Result<Reply, Refusal> {
         let dir = self.inbox_of(cluster, name);
         if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
@@ -53,7 +49,6 @@ impl GridAgent {
         ));
         let _ = std::fs::remove_dir_all(&spool);
         private_dir(&spool).map_err(Refusal::conflict)?;
-        let deadline = tokio::time::Instant::now() + MOST_SEND;
         let began = tokio::time::Instant::now();
         let sent = self
             .send_each(cluster, part, files, (&dir, &spool), a.as_ref(), deadline)
@@ -99,7 +94,7 @@ impl GridAgent {
             let copy = spool.join(i.to_string());
             let (len, sha256) = tokio::time::timeout_at(
                 deadline,
-                crate::runtime::grid_outbox::read_as(&from, &copy, a),
+                crate::runtime::grid_outbox::read_as(&from, &copy, a, None),
             )
             .await
             .map_err(|_| Refusal::conflict(format!("reading {}: not done in time", w.path)))?

@@ -27,11 +27,6 @@ use std::time::Duration;
 /// How long an ended grid part stays in the snapshots, so that the centre learns its end.
 const ENDED_KEPT_SECS: i64 = 3_600;
 
-/// What a reservation made again for a late part holds beyond its walltime: the part
-/// starts at a cycle after it is submitted, in a later second maybe, and must still end
-/// within the window.
-const RENEWED_SLACK_SECS: i64 = 5;
-
 /// How often a batch of answers is sent before it waits for the next batch.
 const ANSWER_TRIES: u32 = 3;
 
@@ -286,6 +281,7 @@ impl GridAgent {
             let sent = match self.naming() {
                 None => false,
                 Some((instance, naming)) => {
+                    self.stretch_late_parts(&instance).await;
                     let snaps = self.snapshots(&instance, &naming);
                     // Bounded, so that a link dropping packets is noticed within the lease.
                     let within = self.contact().lease / 4;
@@ -433,13 +429,23 @@ impl GridAgent {
                 };
                 Ok(Reply::Output { bytes })
             }
-            Op::Fetch { part, files } => {
+            Op::Fetch {
+                part,
+                files,
+                within_ms,
+            } => {
                 let name = naming.part(part.job, part.attempt);
-                self.fetch(cluster, &part, &files, &name).await
+                let deadline = transfer_deadline(within_ms);
+                self.fetch(cluster, &part, &files, &name, deadline).await
             }
-            Op::Send { part, files } => {
+            Op::Send {
+                part,
+                files,
+                within_ms,
+            } => {
                 let name = naming.part(part.job, part.attempt);
-                self.send(cluster, &part, &files, &name).await
+                let deadline = transfer_deadline(within_ms);
+                self.send(cluster, &part, &files, &name, deadline).await
             }
             Op::Estimate { .. } => Ok(Reply::Estimate { start: None }),
         }
@@ -529,12 +535,26 @@ impl GridAgent {
                 let lending = lending.clone();
                 let renewed = self
                     .service
-                    .mutate(move |w, now| renew_if_late(w, now, &lending, (id, centre), walltime))
-                    .await?;
-                if renewed != id {
-                    self.hold_in_slurm(cluster, renewed).await?;
+                    .mutate(move |w, now| {
+                        Ok(renew_if_late(w, now, &lending, (id, centre), walltime))
+                    })
+                    .await??;
+                if let Some(back) = renewed {
+                    let moved = Moved {
+                        id,
+                        back: Some(back),
+                    };
+                    if let Err(e) = self.move_in_slurm(cluster, moved).await {
+                        // Its old window the part can never use: released, as when there
+                        // is no room, so that the centre plans the part again.
+                        let _ = self
+                            .service
+                            .mutate(move |w, now| w.release_reservation(now, id))
+                            .await;
+                        return Err(e);
+                    }
                 }
-                Some(renewed)
+                Some(id)
             }
             _ => None,
         };
@@ -635,40 +655,6 @@ fn ours(w: &World, owner: &str, id: u64) -> Option<ReservationId> {
         .filter(|r| centre_id(r, owner) == Some(id))
         .map(|r| ReservationId(r.id))
         .max()
-}
-
-/// Makes reservation `id` (the centre's `centre`) again from `now` for a part of
-/// `walltime` that comes after it began: the centre reserves exactly a part's walltime,
-/// and a job starts in a reservation only if it ends within it, so a part late by even a
-/// second (a standby taking over, a slow link) would wait there for ever. Released first,
-/// so that its own processors count. When there is no room, it stays released: the centre
-/// sees it vanish and plans the part again.
-fn renew_if_late(
-    w: &mut World,
-    now: foresight_core::time::Time,
-    lending: &Lending,
-    (id, centre): (ReservationId, u64),
-    walltime: i64,
-) -> Result<ReservationId, Refusal> {
-    let r = &w.reservations[&id];
-    if !r.state.is_live() || r.start >= now.secs() || now.secs() + walltime <= r.end {
-        return Ok(id);
-    }
-    let request = ReserveRequest {
-        id: centre,
-        start: now.secs(),
-        end: now.secs() + walltime + RENEWED_SLACK_SECS,
-        procs: r.procs,
-    };
-    tracing::info!(
-        reservation = centre,
-        late = now.secs() - r.start,
-        "a part came after its reservation began: reserving it again from now"
-    );
-    w.release_reservation(now, id)?;
-    make_grid_reservation(w, now, lending, &request)?;
-    ours(w, &lending.owner, centre)
-        .ok_or_else(|| Refusal::internal("a reservation just made is gone"))
 }
 
 /// What the grid may hold on one lent cluster here: the centre's reservations (by their
@@ -873,9 +859,25 @@ async fn read_chunk(path: &std::path::Path, offset: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+/// The longest a site spends on one transfer when the centre did not say how long it waits.
+const MOST_TRANSFER: Duration = Duration::from_secs(24 * 3_600);
+
+/// When a transfer the centre waits `within_ms` for is given up: then, or after
+/// [`MOST_TRANSFER`] for a centre that did not say.
+fn transfer_deadline(within_ms: Option<u64>) -> tokio::time::Instant {
+    let within = within_ms.map_or(MOST_TRANSFER, Duration::from_millis);
+    tokio::time::Instant::now() + within.min(MOST_TRANSFER)
+}
+
 #[path = "grid_site_move.rs"]
 mod moves;
 pub(crate) use moves::Moved;
+
+#[path = "grid_site_late.rs"]
+mod late;
+use late::renew_if_late;
+#[cfg(test)]
+use late::{late_parts, RENEWED_SLACK_SECS};
 
 #[cfg(test)]
 #[path = "grid_site_tests.rs"]

@@ -20,6 +20,15 @@ use std::path::{Path, PathBuf};
 /// Where a part's files arrive, under its uploads directory.
 const INCOMING: &str = ".incoming";
 
+/// The paths the centre asked of the site for a part, one per line, beside
+/// [`INCOMING`]: a chunk of any other path is refused, so that a site writes only what was
+/// asked of it.
+const ASKED: &str = ".asked";
+
+/// What an upload must leave free on the file system of the uploads (which also holds the
+/// service's data): a file that would take more is refused before a byte of it is written.
+const KEEP_FREE: u64 = 256 << 20;
+
 /// Held while a chunk is written: chunks are written one at a time.
 static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -81,6 +90,7 @@ impl Service {
                 from,
             });
         }
+        ask(&upload.dir, &upload.files)?;
         let part = PartHandle {
             job,
             attempt: upload.attempt,
@@ -157,8 +167,8 @@ impl Service {
     ) -> Result<u64, Refusal> {
         check_relative(chunk.path).map_err(|e| Refusal::invalid("path", e.to_string()))?;
         let name = &self.cfg.cluster[cluster].name;
-        let incoming = self.world().uploads_of(name, job, attempt).join(INCOMING);
-        if !std::fs::symlink_metadata(&incoming).is_ok_and(|m| m.is_dir()) {
+        let dir = self.world().uploads_of(name, job, attempt);
+        if !std::fs::symlink_metadata(dir.join(INCOMING)).is_ok_and(|m| m.is_dir()) {
             return Err(Refusal::not_found(format!(
                 "no files of job {job}.{attempt} were asked of this site"
             )));
@@ -180,12 +190,73 @@ impl Service {
                 sha256: &sha256,
                 bytes: &bytes,
             };
-            write_chunk(&incoming, &chunk)
+            write_asked(&dir, &chunk)
         })
         .await
         .map_err(|e| Refusal::internal(format!("writing an upload: {e}")))?
-        .map_err(Refusal::conflict)
     }
+}
+
+/// Adds `files` to the paths asked of the site for the part whose uploads are `dir` (a
+/// Send asked again, or another for the same part, asks at least as much).
+fn ask(dir: &Path, files: &[String]) -> Result<(), String> {
+    // Two copies of one part's files (its outputs, its edges') may ask at once; a chunk
+    // reads the list whole (it is renamed into place), so only askers wait for each other.
+    static ASKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ASKING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut all = asked(dir);
+    all.extend(files.iter().cloned());
+    let list: String = all.iter().map(|f| format!("{f}\n")).collect();
+    let fresh = dir.join(format!("{ASKED}{PARTIAL}"));
+    let said = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let _ = std::fs::remove_file(&fresh);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&fresh)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, list.as_bytes()))
+        .map_err(|e| said(&fresh, e))?;
+    std::fs::rename(&fresh, dir.join(ASKED)).map_err(|e| said(dir, e))
+}
+
+/// The paths asked of the site for the part whose uploads are `dir`.
+fn asked(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string(dir.join(ASKED))
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Writes `chunk` into the part's `.incoming` under `dir` when its path was asked and its
+/// file fits on the uploads' file system; the bytes then held of that file.
+fn write_asked(dir: &Path, chunk: &Chunk<'_>) -> Result<u64, Refusal> {
+    if !asked(dir).contains(chunk.path) {
+        return Err(Refusal::forbidden(
+            "path",
+            format!("{} was not asked of this site", chunk.path),
+        ));
+    }
+    let incoming = dir.join(INCOMING);
+    let held = own_len(&incoming.join(format!("{}{PARTIAL}", chunk.path)));
+    let to_come = chunk.total.saturating_sub(held.min(chunk.offset));
+    let free = nix::sys::statvfs::statvfs(&incoming)
+        .map(|v| v.blocks_available().saturating_mul(v.fragment_size()))
+        .map_err(|e| Refusal::internal(format!("{}: {e}", incoming.display())))?;
+    if to_come.saturating_add(KEEP_FREE) > free {
+        return Err(Refusal::conflict_at(
+            "total",
+            format!(
+                "{} of {} bytes would leave less than {} MiB free where uploads are kept \
+                 ({} bytes free in {})",
+                chunk.path,
+                chunk.total,
+                KEEP_FREE >> 20,
+                free,
+                incoming.display()
+            ),
+        ));
+    }
+    write_chunk(&incoming, chunk).map_err(Refusal::conflict)
 }
 
 /// Makes the uploads directories down to `dir`, each the service's own and open to pass
@@ -382,6 +453,42 @@ mod tests {
         // More than announced is refused.
         let e = write_chunk(t.path(), &chunk("big", 0, 2, &sha, b"abc")).unwrap_err();
         assert!(e.contains("past the 2 bytes"), "{e}");
+    }
+
+    /// A site writes only the paths asked of it, and never a file larger than the room
+    /// left where uploads are kept.
+    #[test]
+    fn a_path_not_asked_or_a_file_too_large_for_the_disk_is_refused_before_a_byte_is_written() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join(INCOMING)).unwrap();
+        let data = b"out";
+        let sha = hex::encode(Sha256::digest(data));
+        // Nothing asked yet: refused.
+        let e = write_asked(t.path(), &chunk("out", 0, 3, &sha, data)).unwrap_err();
+        assert!(e.reason().contains("was not asked"), "{}", e.reason());
+        ask(t.path(), &["out".into()]).unwrap();
+        ask(t.path(), &["d/edge".into()]).unwrap();
+        assert_eq!(
+            asked(t.path()),
+            ["d/edge".to_string(), "out".to_string()].into()
+        );
+        for planted in ["other", "../out", "d", "out.part"] {
+            let e = write_asked(t.path(), &chunk(planted, 0, 3, &sha, data)).unwrap_err();
+            assert!(
+                e.reason().contains("was not asked"),
+                "{planted}: {}",
+                e.reason()
+            );
+        }
+        assert_eq!(
+            write_asked(t.path(), &chunk("out", 0, 3, &sha, data)).unwrap(),
+            3
+        );
+        // An exabyte announced: refused, nothing written.
+        let e = write_asked(t.path(), &chunk("d/edge", 0, 1 << 60, &sha, data)).unwrap_err();
+        assert_eq!(e.field(), Some("total"));
+        assert!(e.reason().contains("MiB free"), "{}", e.reason());
+        assert!(!t.path().join(INCOMING).join("d").exists());
     }
 
     /// A partial file that is a link (planted by anyone) is not written through.

@@ -17,6 +17,7 @@ pub(crate) mod grid_uploads;
 pub(crate) mod jobs;
 pub(crate) mod loops;
 pub(crate) mod managers;
+pub(crate) mod peer_inputs;
 pub(crate) mod plan_input;
 pub(crate) mod record_views;
 pub(crate) mod staging;
@@ -323,6 +324,41 @@ impl Service {
     /// Now, by the service's clock.
     pub fn now(&self) -> Time {
         self.clock.now()
+    }
+
+    /// Records the nonce of a signed request by `signer` (`site NAME`, `peer NAME`), its
+    /// signature already checked: refused as a replay when the store has seen it within
+    /// twice the allowed clock skew. The memory of a signature's verifier is lost with a
+    /// restart and not shared with a standby; the store is both. A store error refuses the
+    /// request, naming the signer.
+    pub(crate) async fn first_use_of_nonce(
+        &self,
+        signer: &str,
+        nonce: &str,
+    ) -> Result<(), crate::state::refusal::Refusal> {
+        use crate::state::refusal::Refusal;
+        let window = 2 * foresight_rm::grid::sign::MAX_SKEW_SECS;
+        let new = self
+            .store
+            .first_use_of_nonce(signer, nonce, self.now().secs(), window)
+            .await
+            .map_err(|e| {
+                // The store's error may name another holder's host: logged, not sent.
+                tracing::error!(signer, "recording a signed request's nonce: {e}");
+                Refusal::internal(format!(
+                    "a request of {signer} could not be recorded; see the service's log"
+                ))
+            })?;
+        if new {
+            return Ok(());
+        }
+        tracing::warn!(
+            signer,
+            "a signed request refused: its nonce was used before"
+        );
+        Err(Refusal::unauthenticated(
+            "unknown site, or a request not signed by it",
+        ))
     }
 
     // ------------------------------------------------------------------ operations

@@ -62,6 +62,7 @@ pub fn measure(
         out.push(InputRecord {
             path: i.path,
             cluster: i.cluster,
+            site: None,
             bytes: meta.len(),
         });
     }

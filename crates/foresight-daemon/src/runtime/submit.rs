@@ -40,8 +40,9 @@ impl Service {
             for (i, r) in requests.into_iter().enumerate() {
                 let at = |e: Refusal| if batch { e.at(i) } else { e };
                 let dependency = shared_deps.get_mut(i).and_then(Option::take);
-                let (rec, array) =
+                let (mut rec, array) =
                     job_record(&w, user, r, now, admission, dependency).map_err(at)?;
+                admission.mark_holder(&w, self.cfg.dispatcher.site.as_deref(), &mut rec);
                 firsts.push(records.len());
                 records.extend(array_tasks(rec, array));
             }

@@ -203,6 +203,7 @@ mod tests {
         InputRecord {
             path: path.into(),
             cluster: cluster.map(Into::into),
+            site: None,
             bytes,
         }
     }

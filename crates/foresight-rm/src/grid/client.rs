@@ -140,6 +140,20 @@ impl CentreClient {
             .header(sign::SIGNATURE_HEADER, signature)
     }
 
+    /// Sends `method` to `path` with an empty body, signed, allowing the server `wait`
+    /// besides the usual time to answer; its JSON answer (a peer site offering an input it
+    /// reads first, or dropping one fetched).
+    pub async fn call_empty<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        wait: Duration,
+    ) -> Result<T, RmError> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|e| RmError::Invalid(format!("method {method:?}: {e}")))?;
+        self.request(method, path, None::<&()>, wait).await
+    }
+
     /// Appends the bytes of the file at `path` from byte `from` on (of `total`) to `out`, from
     /// the first centre that serves it; how many came.
     pub async fn fetch(

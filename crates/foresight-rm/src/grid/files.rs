@@ -162,6 +162,20 @@ pub async fn receive(
     dir: &Path,
     deadline: tokio::time::Instant,
 ) -> Result<Received, RmError> {
+    let prefix = format!("/grid/v1/files/{job}/{attempt}/{}", escaped(cluster));
+    receive_at(client, &prefix, offers, dir, deadline).await
+}
+
+/// [`receive`] from any server that serves each offered file at `prefix/{name}` (`name`
+/// escaped as one segment) to a signed, ranged `GET`: a peer dispatcher fetching a job's
+/// input from the site that holds it uses the same transfer as a site from its centre.
+pub async fn receive_at(
+    client: &CentreClient,
+    prefix: &str,
+    offers: &[FileOffer],
+    dir: &Path,
+    deadline: tokio::time::Instant,
+) -> Result<Received, RmError> {
     let mut got = Received::default();
     let began = tokio::time::Instant::now();
     for offer in offers {
@@ -184,17 +198,13 @@ pub async fn receive(
             .open(&partial)
             .await
             .map_err(|e| local(&partial, e))?;
-        let path = format!(
-            "/grid/v1/files/{job}/{attempt}/{}/{}",
-            escaped(cluster),
-            escaped(&offer.name)
-        );
+        let path = format!("{prefix}/{}", escaped(&offer.name));
         let fetched =
             tokio::time::timeout_at(deadline, client.fetch(&path, have, offer.bytes, &mut out))
                 .await
                 .map_err(|_| {
                     RmError::Unreachable(format!(
-                        "fetching {} from the centre: not done by the site's deadline",
+                        "fetching {}: not done by the deadline (copy_timeout_seconds)",
                         offer.name
                     ))
                 })??;
@@ -208,7 +218,7 @@ pub async fn receive(
             other => {
                 let _ = tokio::fs::remove_file(&partial).await;
                 return Err(RmError::Invalid(format!(
-                    "input {} arrived with SHA-256 {} but the centre sent {}: deleted",
+                    "input {} arrived with SHA-256 {} but its holder sent {}: deleted",
                     offer.name,
                     other.as_deref().unwrap_or("(unreadable)"),
                     offer.sha256
@@ -222,7 +232,7 @@ pub async fn receive(
 
 /// `name` as one segment of a URL's path: every byte but letters, digits, `.`, `_` and `-`
 /// percent-encoded, so that the path signed is the path sent.
-fn escaped(name: &str) -> String {
+pub fn escaped(name: &str) -> String {
     name.bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => (b as char).to_string(),

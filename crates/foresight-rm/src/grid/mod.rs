@@ -24,7 +24,8 @@ mod site;
 
 pub use client::CentreClient;
 pub use files::{
-    check_relative, hash_of, receive, upload, FileOffer, Received, SentFile, Wanted, PARTIAL,
+    check_relative, escaped, hash_of, receive, receive_at, upload, FileOffer, Received, SentFile,
+    Wanted, PARTIAL,
 };
 pub use mailbox::Mailbox;
 pub use site::SiteCluster;
@@ -167,6 +168,10 @@ pub enum Op {
         part: PartHandle,
         /// The files.
         files: Vec<FileOffer>,
+        /// How long the centre waits for them, milliseconds (its `copy_timeout_seconds`):
+        /// the site gives up then rather than go on fetching what no one waits for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within_ms: Option<u64>,
     },
     /// Send files of a part's working directory up to the centre
     /// (`PUT /grid/v1/files/...`, ranged): its outputs and its workflow edges' files, once
@@ -176,6 +181,9 @@ pub enum Op {
         part: PartHandle,
         /// The files, each from the byte the centre already holds.
         files: Vec<Wanted>,
+        /// How long the centre waits for them, milliseconds: the site gives up then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        within_ms: Option<u64>,
     },
     /// When the site would start a job submitted now.
     Estimate {
@@ -202,13 +210,13 @@ impl Op {
             Op::Requeue { part } => format!("requeue job {}.{}", part.job, part.attempt),
             Op::Move { to, .. } => format!("move reservation {}", to.id),
             Op::Output { part, .. } => format!("output of job {}.{}", part.job, part.attempt),
-            Op::Fetch { part, files } => format!(
+            Op::Fetch { part, files, .. } => format!(
                 "fetch {} input files of job {}.{}",
                 files.len(),
                 part.job,
                 part.attempt
             ),
-            Op::Send { part, files } => format!(
+            Op::Send { part, files, .. } => format!(
                 "send {} files of job {}.{}",
                 files.len(),
                 part.job,

@@ -195,6 +195,7 @@ impl ResourceManager for SiteCluster {
         let op = Op::Fetch {
             part: part.clone(),
             files: files.to_vec(),
+            within_ms: Some(timeout.as_millis() as u64),
         };
         match self.call_within(op, timeout).await? {
             Reply::Fetched { bytes, millis } => Ok(Received { bytes, millis }),
@@ -211,6 +212,7 @@ impl ResourceManager for SiteCluster {
         let op = Op::Send {
             part: part.clone(),
             files: files.to_vec(),
+            within_ms: Some(timeout.as_millis() as u64),
         };
         match self.call_within(op, timeout).await? {
             Reply::Sent {

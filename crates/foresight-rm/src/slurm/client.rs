@@ -2,9 +2,9 @@
 //! [`CommandRunner`]: queries that return typed data, and the commands that change Slurm.
 
 use super::commands::{
-    delete_reservation_args, scancel_args, update_begin_args, update_reservation_args, JobControl,
-    ReservationRequest, SbatchRequest, StartTime, PING, SHOW_PARTITIONS, SHOW_RESERVATIONS,
-    SINFO_JSON, SQUEUE_JSON,
+    delete_reservation_args, extend_reservation_args, scancel_args, update_begin_args,
+    update_reservation_args, JobControl, ReservationRequest, SbatchRequest, StartTime, PING,
+    SHOW_PARTITIONS, SHOW_RESERVATIONS, SINFO_JSON, SQUEUE_JSON,
 };
 use super::error::SlurmError;
 use super::model::{Job, Node, Partition, Reservation, SlurmJobId, Snapshot, Submitted, TestOnly};
@@ -209,6 +209,13 @@ impl SlurmClient {
         duration_minutes: u32,
     ) -> Result<(), SlurmError> {
         let args = update_reservation_args(name, start, duration_minutes)?;
+        self.run_ok(&self.invocation("scontrol", args)).await?;
+        Ok(())
+    }
+
+    /// `scontrol update ReservationName=NAME EndTime=T`: a begun reservation's new end.
+    pub async fn extend_reservation(&self, name: &str, end: i64) -> Result<(), SlurmError> {
+        let args = extend_reservation_args(name, end)?;
         self.run_ok(&self.invocation("scontrol", args)).await?;
         Ok(())
     }

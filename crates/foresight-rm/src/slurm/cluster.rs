@@ -185,6 +185,21 @@ impl SlurmCluster {
         ))
     }
 
+    /// Stretches reservation `b`, which has begun, to end at `to.end`: its start stays
+    /// (Slurm refuses any `StartTime=` for it; a window asked from now is held from its
+    /// start, which covers it), and a move to begin in the future is refused, naming why.
+    async fn stretch_begun(&self, b: &Reservation, to: &ReserveRequest) -> Result<(), RmError> {
+        if to.start > b.start && to.start > crate::clock::unix_seconds() {
+            return Err(RmError::Invalid(format!(
+                "reservation {} began at {}: it cannot move to begin later, at {}",
+                b.name,
+                super::time::format_timestamp(b.start),
+                super::time::format_timestamp(to.start)
+            )));
+        }
+        Ok(self.client.extend_reservation(&b.name, to.end).await?)
+    }
+
     /// The request of [`ResourceManager::reserve`].
     pub fn reservation_request(&self, req: &ReserveRequest) -> Result<ReservationRequest, RmError> {
         if req.end <= req.start {
@@ -446,42 +461,79 @@ impl ResourceManager for SlurmCluster {
 
     /// `scontrol update ReservationName=foresight-<id> StartTime=<start> Duration=<minutes,
     /// rounded up>`, then, for a submitted part, `scontrol update JobId=<id>
-    /// StartTime=<start>`. When the part cannot be moved, the reservation is put back where
-    /// it was (as read from Slurm before the move), so that both move or neither does.
+    /// StartTime=<start>`. A reservation that has begun (Slurm refuses any `StartTime=` for
+    /// it, even its own) keeps its start and only its end moves (`EndTime=`); moving it to
+    /// begin in the future is refused. When the part cannot be moved, the reservation is put back
+    /// where it was (as read from Slurm before the move), so that both move or neither does.
     async fn move_reservation(
         &self,
         to: &ReserveRequest,
         part: Option<&PartHandle>,
     ) -> Result<(), RmError> {
         let r = self.reservation_request(to)?;
-        let before = match part {
-            Some(_) => self
-                .client
-                .reservations()
-                .await?
-                .into_iter()
-                .find(|x| x.name == r.name),
-            None => None,
+        let read = || async {
+            Ok::<_, RmError>(
+                self.client
+                    .reservations()
+                    .await?
+                    .into_iter()
+                    .find(|x| x.name == r.name),
+            )
         };
-        self.client
-            .update_reservation(&r.name, r.start, r.duration_minutes)
-            .await?;
+        let before = read().await?;
+        let mut begun = before
+            .clone()
+            .filter(|b| b.is_active() || b.start <= crate::clock::unix_seconds());
+        if let Some(b) = &begun {
+            self.stretch_begun(b, to).await?;
+        } else {
+            match self
+                .client
+                .update_reservation(&r.name, r.start, r.duration_minutes)
+                .await
+            {
+                Ok(()) => {}
+                // It began between the read and the update (a move near its start).
+                Err(e) if e.kind() == Some(FailureKind::ReservationStarted) => {
+                    let Some(b) = read().await? else {
+                        return Err(e.into());
+                    };
+                    self.stretch_begun(&b, to).await?;
+                    begun = Some(b);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let Some(part) = part else { return Ok(()) };
         let moved = match Self::slurm_id(part) {
             Ok(id) => self
                 .client
-                .update_begin(id, StartTime::At(to.start))
+                .update_begin(
+                    id,
+                    StartTime::At(to.start.max(crate::clock::unix_seconds())),
+                )
                 .await
                 .map_err(RmError::from),
             Err(e) => Err(e),
         };
-        if let (Err(e), Some(b)) = (&moved, before) {
-            let minutes = minutes_ceil(u64::try_from(b.end - b.start).unwrap_or(0).max(1));
-            if let Err(undo) = self
-                .client
-                .update_reservation(&r.name, StartTime::At(b.start), minutes)
-                .await
-            {
+        if let (Err(e), Some(b)) = (&moved, &before) {
+            let undo = if begun.is_some() {
+                self.client.extend_reservation(&r.name, b.end).await
+            } else {
+                let minutes = minutes_ceil(u64::try_from(b.end - b.start).unwrap_or(0).max(1));
+                match self
+                    .client
+                    .update_reservation(&r.name, StartTime::At(b.start), minutes)
+                    .await
+                {
+                    // Moved to begin now, it has begun since: its end alone goes back.
+                    Err(u) if u.kind() == Some(FailureKind::ReservationStarted) => {
+                        self.client.extend_reservation(&r.name, b.end).await
+                    }
+                    other => other,
+                }
+            };
+            if let Err(undo) = undo {
                 tracing::warn!("putting back reservation {} after {e}: {undo}", r.name);
             }
         }

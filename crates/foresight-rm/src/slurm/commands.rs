@@ -559,6 +559,18 @@ pub fn update_reservation_args(
     ])
 }
 
+/// The arguments of `scontrol update ReservationName=NAME EndTime=T`: a reservation that has
+/// begun stretched or shortened in place. Slurm refuses any `StartTime=` for a begun
+/// reservation, even its own start, so only its end can move.
+pub fn extend_reservation_args(name: &str, end: i64) -> Result<Vec<String>, SlurmError> {
+    check_name("reservation name", name)?;
+    Ok(vec![
+        "update".to_owned(),
+        format!("ReservationName={name}"),
+        format!("EndTime={}", format_timestamp(end)),
+    ])
+}
+
 /// The arguments of `scontrol update JobId=ID StartTime=T`: a pending job's earliest start
 /// (`--begin`), e.g. after a requeue or a re-plan.
 pub fn update_begin_args(job: SlurmJobId, begin: StartTime) -> Vec<String> {
@@ -587,6 +599,21 @@ pub const PING: (&str, &[&str]) = ("scontrol", &["ping"]);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A begun reservation moves only its end: Slurm refuses any `StartTime=` for it.
+    #[test]
+    fn a_begun_reservation_is_stretched_by_its_end_alone() {
+        let args = extend_reservation_args("foresight-1", 1_796_086_970).unwrap();
+        assert_eq!(
+            args,
+            [
+                "update",
+                "ReservationName=foresight-1",
+                "EndTime=2026-12-01T01:02:50"
+            ]
+        );
+        assert!(extend_reservation_args("a b", 0).is_err());
+    }
 
     /// Two instances on one cluster never read each other's names as their own.
     #[test]

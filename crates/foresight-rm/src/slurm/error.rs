@@ -118,6 +118,9 @@ pub enum FailureKind {
     ReservationBusy,
     /// `Duplicate reservation name`.
     DuplicateReservation,
+    /// `Reservation already started`: any `StartTime=` for a reservation that has begun,
+    /// even its own start.
+    ReservationStarted,
     /// `Invalid user id`: an unknown user in `Users=`, or a user that may not create reservations
     /// (only root and SlurmUser may, without slurmdbd operators).
     InvalidUser,
@@ -159,6 +162,8 @@ impl FailureKind {
             FailureKind::ReservationBusy
         } else if has("duplicate reservation name") {
             FailureKind::DuplicateReservation
+        } else if has("reservation already started") {
+            FailureKind::ReservationStarted
         } else if has("invalid user id") {
             FailureKind::InvalidUser
         } else if has("invalid time") || has("invalid start time") || has("invalid end time") {
@@ -207,6 +212,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::ReservationInUse => "reservation in use",
             FailureKind::ReservationBusy => "nodes busy",
             FailureKind::DuplicateReservation => "duplicate reservation",
+            FailureKind::ReservationStarted => "reservation already started",
             FailureKind::InvalidUser => "invalid user",
             FailureKind::InvalidTime => "invalid time",
             FailureKind::InvalidJobId => "invalid job id",

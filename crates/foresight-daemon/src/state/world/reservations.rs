@@ -250,7 +250,8 @@ impl World {
     /// processors, or its processors are not free for the whole new window: a move takes no
     /// time planned for anyone. On a cluster that schedules itself only the record and the
     /// mirror move; the caller asks the cluster, and [`World::restore_reservation`] puts
-    /// back what is returned should it refuse.
+    /// back what is returned should it refuse. A window that began before `now` (a late
+    /// part's reservation stretched in place) holds its processors in the plan from `now`.
     pub(crate) fn move_reservation(
         &mut self,
         now: Time,
@@ -290,7 +291,11 @@ impl World {
         };
         self.broker.clusters[k]
             .sched
-            .move_reservation(now, id, Interval::new(Time(start), Time(end)))
+            .move_reservation(
+                now,
+                id,
+                Interval::new(Time(start.max(now.secs())), Time(end)),
+            )
             .map_err(|e| {
                 Refusal::conflict_at(
                     "start",
