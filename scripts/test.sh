@@ -81,7 +81,7 @@ scripts/docs.sh
 # one that failed).
 log="$(mktemp)"
 set +e
-cargo test --workspace --release --locked 2>&1 | tee "$log"
+cargo test --workspace --profile ci --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 awk '/^ *(Running|Doc-tests) /{bin=$NF; gsub(/[()]/, "", bin); sub(/.*\//, "", bin)}

@@ -36,7 +36,7 @@ fn centre_and_site(setup: Setup) -> (Server, Server, tempfile::TempDir) {
     let token_file = dir.join("umea.token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let (centre_tls, site_tls) = if setup.tls {
-        let (ca, cert, key) = crate::tls::private_ca(&dir);
+        let (ca, cert, key) = crate::common::private_ca(&dir);
         (
             format!(
                 "[http]\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",

@@ -11,32 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files in `dir`:
-/// (ca.pem, cert.pem, key.pem).
-pub(crate) fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "Foresight test CA");
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let mut leaf =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()]).unwrap();
-    leaf.distinguished_name
-        .push(DnType::CommonName, "localhost");
-    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
-    let paths = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(&paths.0, ca_cert.pem()).unwrap();
-    std::fs::write(&paths.1, cert.pem()).unwrap();
-    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
-    paths
-}
+use crate::common::private_ca;
 
 /// `foresight server start --tls-cert --tls-key` on a free loopback port.
 pub(crate) struct TlsServer {

@@ -589,6 +589,43 @@ pub fn int(j: &Value, field: &str) -> i64 {
         .unwrap_or_else(|| panic!("job field {field} is not a number: {j}"))
 }
 
+/// A CA and a server certificate it signed for 127.0.0.1 and localhost, as PEM files in `dir`:
+/// (ca.pem, cert.pem, key.pem).
+pub fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "Foresight test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".into()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "localhost");
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca_cert.pem()).unwrap();
+    std::fs::write(&paths.1, cert.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// A blocking client trusting the CA in PEM file `ca` (see [`private_ca`]).
+pub fn https_client(ca: &Path) -> reqwest::blocking::Client {
+    let pem = std::fs::read(ca).unwrap();
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap()
+}
+
 /// A minimal blocking JSON client of the REST API.
 pub struct Http {
     client: reqwest::blocking::Client,
@@ -604,6 +641,16 @@ impl Http {
                 .timeout(Duration::from_secs(30))
                 .build()
                 .unwrap(),
+            base: base.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    /// A client of `base` over HTTPS with this bearer token, trusting the CA in PEM file
+    /// `ca` (see [`private_ca`]).
+    pub fn with_ca(base: &str, token: &str, ca: &Path) -> Http {
+        Http {
+            client: https_client(ca),
             base: base.to_string(),
             token: token.to_string(),
         }

@@ -138,6 +138,37 @@ prior_runtime_seconds = {prior}
         p
     }
 
+    /// A dispatcher as [`Peer::start`] makes it serving HTTPS with `cert` and `key`, and
+    /// trusting the other sites through `ca` alone (`dispatcher.ca_cert`), that does not see
+    /// `hidden` when given (see [`Peer::start_hiding`]).
+    pub fn start_tls(
+        root: &Path,
+        site: &str,
+        store: &str,
+        procs: u32,
+        hidden: Option<&Path>,
+        (ca, cert, key): (&Path, &Path, &Path),
+    ) -> Peer {
+        let mut p = Peer::unlaunched(root, site, store, procs, 1500, 1, "alpha = 0.3", "");
+        let config = std::fs::read_to_string(&p.config).unwrap().replacen(
+            "[dispatcher]\n",
+            &format!("[dispatcher]\nca_cert = {:?}\n", ca.display().to_string()),
+            1,
+        );
+        std::fs::write(
+            &p.config,
+            format!(
+                "{config}\n[http]\ntls_cert = {:?}\ntls_key = {:?}\n",
+                cert.display().to_string(),
+                key.display().to_string()
+            ),
+        )
+        .unwrap();
+        p.hide = hidden.map(Path::to_path_buf);
+        p.launch();
+        p
+    }
+
     pub fn data(&self) -> PathBuf {
         self.dir.join("data")
     }

@@ -1,7 +1,8 @@
 //! A global job's input fetched by the winning dispatcher from the site that holds it, over
 //! the network: the winner runs in a mount namespace of its own where the holder's scratch
 //! directory is an empty file system, so that a copy from the path (which worked only on a
-//! shared file system) cannot reach it.
+//! shared file system) cannot reach it. The sites serve HTTPS with certificates of a private
+//! CA that each trusts through `dispatcher.ca_cert` alone, as sites on separate hosts would.
 #![allow(clippy::unwrap_used)]
 
 use crate::peer;
@@ -9,6 +10,7 @@ use crate::peer;
 use crate::common::*;
 use peer::*;
 use serde_json::json;
+use std::path::Path;
 use std::time::Duration;
 
 /// `data`'s SHA-256 as `sha256sum` prints it.
@@ -27,7 +29,7 @@ fn sha256_hex(path: &std::path::Path) -> String {
 }
 
 #[test]
-fn a_winner_that_cannot_see_the_holders_files_fetches_the_input_over_the_network() {
+fn a_winner_that_cannot_see_the_holders_files_fetches_the_input_over_https() {
     if !can_hide("an input fetched from another site") {
         return;
     }
@@ -43,19 +45,24 @@ fn a_winner_that_cannot_see_the_holders_files_fetches_the_input_over_the_network
         .collect();
     std::fs::write(&input, &data).unwrap();
     let want = sha256_hex(&input);
+    let tls = root.join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    let (ca, cert, key) = private_ca(&tls);
+    let pems = (ca.as_path(), cert.as_path(), key.as_path());
     // Site a has one processor, b two: a job of two can only be b's.
-    let a = Peer::start(&root, "a", &store, 1);
-    let b = Peer::start_hiding(&root, "b", &store, 2, &scratch);
+    let a = Peer::start_tls(&root, "a", &store, 1, None, pems);
+    let b = Peer::start_tls(&root, "b", &store, 2, Some(&scratch), pems);
+    assert!(a.url.starts_with("https://"), "{}", a.url);
     let token = admin_token(&a);
     let result = root.join("result.txt");
-    let id = Http::new(&a.url, &token).submit(json!({
+    let id = Http::with_ca(&a.url, &token, &ca).submit(json!({
         "procs": 2, "walltime": 60,
         // It stays running a while, for the requests below to find it awarded to b.
         "command": ["sh", "-c", format!("sha256sum < in.dat > {}; sleep 30", result.display())],
         "inputs": [{ "path": input.display().to_string() }],
     }));
     let job = || {
-        let (status, j) = Http::new(&b.url, &token).get(&format!("/jobs/{id}"));
+        let (status, j) = Http::with_ca(&b.url, &token, &ca).get(&format!("/jobs/{id}"));
         assert_eq!(status, 200, "{j}");
         j
     };
@@ -81,7 +88,7 @@ fn a_winner_that_cannot_see_the_holders_files_fetches_the_input_over_the_network
         !outbox.exists(),
         "the holder's copy is removed once fetched"
     );
-    requests_between_sites(&store, &a.url, id, &want);
+    requests_between_sites(&store, (&a.url, &ca), id, &want);
     let j = wait_for("the job to end", Duration::from_secs(90), || {
         Some(job()).filter(ended)
     });
@@ -121,15 +128,17 @@ fn key_of(store: &str, site: &str) -> String {
     )
 }
 
-/// `GET path` at `url` signed as `site` with `key` with `nonce`: its status and body.
-fn signed_get(url: &str, path: &str, by: (&str, &str), nonce: &str) -> (u16, Vec<u8>) {
+/// `GET path` at `url` (HTTPS, of a site certified by `ca`) signed as `site` with `key`
+/// with `nonce`: its status and body.
+fn signed_get(url: (&str, &Path), path: &str, by: (&str, &str), nonce: &str) -> (u16, Vec<u8>) {
     signed("GET", url, path, by, nonce)
 }
 
-/// `method path` at `url` signed as `site` with `key` with `nonce`: its status and body.
+/// `method path` at `url` (HTTPS, of a site certified by `ca`) signed as `site` with `key`
+/// with `nonce`: its status and body.
 fn signed(
     method: &str,
-    url: &str,
+    (url, ca): (&str, &Path),
     path: &str,
     (site, key): (&str, &str),
     nonce: &str,
@@ -141,7 +150,7 @@ fn signed(
         .as_secs() as i64;
     let sig = sign::signature(key, site, now, nonce, method, path, &[]);
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let resp = reqwest::blocking::Client::new()
+    let resp = https_client(ca)
         .request(method, format!("{url}{path}"))
         .header(SITE_HEADER, site)
         .header(sign::TIMESTAMP_HEADER, now.to_string())
@@ -152,8 +161,9 @@ fn signed(
     (resp.status().as_u16(), resp.bytes().unwrap().to_vec())
 }
 
-/// While job `id` runs at b, holder a serves its input to b alone, once per request.
-fn requests_between_sites(store: &str, a_url: &str, id: u64, want: &str) {
+/// While job `id` runs at b, holder a (at `a_url`: its address and the CA that certifies it)
+/// serves its input to b alone, once per request.
+fn requests_between_sites(store: &str, a_url: (&str, &Path), id: u64, want: &str) {
     use foresight_rm::grid::sign;
     let path = format!("/peer/v1/inputs/{id}/0/in.dat");
     let b = ("b", key_of(store, "b"));
@@ -189,7 +199,10 @@ fn requests_between_sites(store: &str, a_url: &str, id: u64, want: &str) {
         "a site the job is not awarded to is refused: {}",
         String::from_utf8_lossy(&body)
     );
-    let unsigned = reqwest::blocking::get(format!("{a_url}{path}")).unwrap();
+    let unsigned = https_client(a_url.1)
+        .get(format!("{}{path}", a_url.0))
+        .send()
+        .unwrap();
     assert_eq!(
         unsigned.status().as_u16(),
         401,

@@ -98,6 +98,13 @@ impl GridCluster {
         }
     }
 
+    /// `len` (at least a second) rounded up to whole multiples of the granularity: what a
+    /// reservation of that length holds there (Slurm limits in whole minutes).
+    pub fn granular(&self, len: Dur) -> Dur {
+        let g = self.granularity.as_secs().max(1);
+        Dur(g * ((len.as_secs().max(1) + g - 1) / g))
+    }
+
     /// What the planner reads of it; an unavailable cluster offers no processors.
     pub fn view(&self) -> ClusterView<'_> {
         ClusterView {

@@ -269,7 +269,7 @@ impl Broker {
             };
             if self.clusters[k].self_scheduled
                 || !self.clusters[k].available
-                || self.fits_beside(now, k, parts, len, procs, rounded(left, self, k))
+                || self.fits_beside(now, k, parts, len, procs, self.clusters[k].granular(left))
             {
                 return false;
             }
@@ -325,7 +325,7 @@ impl Broker {
                 reservation: ReservationId(0),
                 procs,
                 processors: Vec::new(),
-                window: Interval::new(now, now + rounded(len, self, k)),
+                window: Interval::new(now, now + self.clusters[k].granular(len)),
             })
             .collect();
         with.reserve(now, id, now, now + len, 0.0, reserved, &mut scratch);
@@ -402,7 +402,12 @@ impl Broker {
         let mut sched = c.sched.clone();
         if mine > 0
             && sched
-                .add_reservation_displacing(probe(1, mine, now, rounded(parts_len, self, k)))
+                .add_reservation_displacing(probe(
+                    1,
+                    mine,
+                    now,
+                    self.clusters[k].granular(parts_len),
+                ))
                 .is_err()
         {
             return false;
@@ -495,8 +500,7 @@ impl Broker {
             return None;
         }
         let secs = (e.job.walltime.as_secs() as f64 / c.slowest_speed()).ceil() as i64;
-        let g = c.granularity.as_secs().max(1);
-        let len = Dur(g * ((secs.max(1) + g - 1) / g));
+        let len = c.granular(Dur(secs));
         let cost = c.tariff.base * f64::from(e.job.procs) * len.as_secs() as f64;
         Some((len, cost))
     }
@@ -580,7 +584,12 @@ impl Broker {
                 [p] if self.clusters[p.cluster].available
                     && !self.clusters[p.cluster].self_scheduled =>
                 {
-                    vec![(p.cluster, p.procs, rounded(*left, self, p.cluster), 0.0)]
+                    vec![(
+                        p.cluster,
+                        p.procs,
+                        self.clusters[p.cluster].granular(*left),
+                        0.0,
+                    )]
                 }
                 _ => return self.preempt_across(now, id, claims, fitting, stage, out),
             },
@@ -708,7 +717,7 @@ impl Broker {
                     }
                     let parts = parts
                         .iter()
-                        .map(|p| (p.cluster, p.procs, rounded(*left, self, p.cluster)))
+                        .map(|p| (p.cluster, p.procs, self.clusters[p.cluster].granular(*left)))
                         .collect();
                     (parts, victims, 0.0)
                 }
@@ -766,7 +775,7 @@ impl Broker {
                         if take <= 0 {
                             continue;
                         }
-                        let len = rounded(Dur(secs.max(1)), self, k);
+                        let len = self.clusters[k].granular(Dur(secs.max(1)));
                         cost += self.clusters[k].tariff.base * take as f64 * len.as_secs() as f64;
                         parts.push((k, take as u32, len));
                         need -= take;
@@ -940,7 +949,7 @@ impl Broker {
         }
         let windows: Vec<Interval> = parts
             .iter()
-            .map(|p| Interval::new(now, now + rounded(left, self, p.cluster)))
+            .map(|p| Interval::new(now, now + self.clusters[p.cluster].granular(left)))
             .collect();
         for (p, w) in parts.iter().zip(&windows) {
             let free = claims.idle(&self.clusters[p.cluster].sched, now, p.cluster);
@@ -1110,12 +1119,6 @@ impl Claims {
     fn idle(&self, sched: &LocalScheduler, now: Time, k: ClusterId) -> i64 {
         (sched.idle_at(now) - self.procs[k]).max(0)
     }
-}
-
-/// `len` in cluster `k`'s granularity.
-fn rounded(len: Dur, b: &Broker, k: ClusterId) -> Dur {
-    let g = b.clusters[k].granularity.as_secs().max(1);
-    Dur(g * ((len.as_secs().max(1) + g - 1) / g))
 }
 
 /// A reservation to try on a copy of a scheduler.

@@ -613,11 +613,12 @@ impl Broker {
             since,
             left,
             suspended,
-            ..
+            ref parts,
         } = entry.phase
         {
             // Killed while suspended (cancelled): every part goes, and it ran until stopped.
-            let reserved = (since + left - first).as_secs() - suspended.as_secs();
+            let reserved =
+                (since + left - reserved_from(first, parts)).as_secs() - suspended.as_secs();
             let used = (since - first).as_secs() - suspended.as_secs();
             drop(entry);
             self.charge(id, user, -refund(cost, used, reserved), out);
@@ -642,6 +643,7 @@ impl Broker {
         };
         let (first, reserved_end, cost, parts, suspended) =
             (*first, *reserved_end, *cost, parts.clone(), *suspended);
+        let reserved_start = reserved_from(first, &parts);
         if !ended.insert(k) {
             return false;
         }
@@ -669,7 +671,7 @@ impl Broker {
         // Charge what was used of what was reserved; give back the rest. Suspended time is
         // neither.
         let end = ended_at.max(first);
-        let reserved = (reserved_end - first).as_secs() - suspended.as_secs();
+        let reserved = (reserved_end - reserved_start).as_secs() - suspended.as_secs();
         let used = (end - first).as_secs() - suspended.as_secs();
         self.charge(id, user, -refund(cost, used, reserved), out);
         if requeueing {
@@ -1126,8 +1128,7 @@ impl Broker {
                     for p in parts {
                         let lo = offsets[p.cluster];
                         let hi = lo + self.clusters[p.cluster].processors.len() as u32;
-                        let g = self.clusters[p.cluster].granularity.as_secs().max(1);
-                        let len = (end - start).as_secs();
+                        let len = self.clusters[p.cluster].granular(end - start);
                         chosen.push(ReservedPart {
                             cluster: p.cluster,
                             reservation: ReservationId(0),
@@ -1137,7 +1138,7 @@ impl Broker {
                                 .filter(|&&q| lo <= q && q < hi)
                                 .map(|q| q - lo)
                                 .collect(),
-                            window: Interval::new(start, start + Dur(g * ((len + g - 1) / g))),
+                            window: Interval::new(start, start + len),
                         });
                     }
                     self.reserve(now, job, start, end, cost, chosen, out);
@@ -1624,6 +1625,18 @@ impl Broker {
 }
 
 /// The share of `cost` given back when `used` of `reserved` seconds were used.
+/// Where the charged window of a started job begins: its parts' reserved start, or its
+/// first part's start if that came earlier (a job resumed after preemption holds windows from
+/// its resumption). A part that started late (its site took the command after the window
+/// opened) is charged on the window it reserved, not on a window shortened by the delay.
+fn reserved_from(first: Time, parts: &[ReservedPart]) -> Time {
+    parts
+        .iter()
+        .map(|p| p.window.start)
+        .min()
+        .map_or(first, |start| start.min(first))
+}
+
 fn refund(cost: f64, used: i64, reserved: i64) -> f64 {
     let reserved = reserved.max(1) as f64;
     let used = used.max(0) as f64;

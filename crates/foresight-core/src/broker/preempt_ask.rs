@@ -134,7 +134,7 @@ impl Broker {
             return None;
         }
         let secs = (e.job.walltime.as_secs() as f64 / c.slowest_speed()).ceil() as i64;
-        let len = granular(Dur(secs), c.granularity);
+        let len = c.granular(Dur(secs));
         let cost = c.tariff.base * f64::from(e.job.procs) * len.as_secs() as f64;
         Some((len, cost))
     }
@@ -471,7 +471,7 @@ impl Broker {
             let mut probes = Vec::with_capacity(parts.len());
             let room = parts.iter().all(|p| {
                 let c = &self.clusters[p.cluster];
-                let len = granular(left, c.granularity);
+                let len = c.granular(left);
                 let mut sched = c.sched.clone();
                 for r in &asked[p.cluster] {
                     let _ = sched.add_reservation_displacing(r.clone());
@@ -575,10 +575,7 @@ impl Broker {
                 new_parts.push(h.clone()); // held for it since the ask
                 continue;
             }
-            let window = Interval::new(
-                now,
-                now + granular(left, self.clusters[p.cluster].granularity),
-            );
+            let window = Interval::new(now, now + self.clusters[p.cluster].granular(left));
             let rid = self.allocate_reservation();
             // It runs whatever the mirror says: the mirror catches up at its next rebuild.
             let _ = self.clusters[p.cluster]
@@ -623,12 +620,6 @@ impl Broker {
         }
         self.settle(now);
     }
-}
-
-/// `len` (at least a second) in multiples of `granularity`.
-fn granular(len: Dur, granularity: Dur) -> Dur {
-    let g = granularity.as_secs().max(1);
-    Dur(g * ((len.as_secs().max(1) + g - 1) / g))
 }
 
 /// A reservation to try on a copy of a scheduler.

@@ -339,6 +339,39 @@ fn two_phase_waits_for_every_answer_and_backs_off_on_refusal() {
         .any(|a| matches!(a, BrokerAction::Reserved { .. })));
 }
 
+/// A part that a cluster scheduling itself started a second late (its site took the command
+/// after the window opened) is charged on the window reserved: 30 s used of 60 reserved is
+/// half the cost, not 30 of the 59 left after the delay.
+#[test]
+fn a_part_started_late_is_charged_on_the_window_it_reserved() {
+    let mut remote = cluster("r", 2);
+    remote.self_scheduled = true;
+    remote.granularity = Dur(60);
+    let mut b = Broker::new(vec![remote], planner(600), 1);
+    b.submit(Time(0), global(1, 2, 60));
+    let mut out = Vec::new();
+    b.on_cycle(Time(0), &mut out);
+    let asked = asks(&out);
+    assert_eq!(asked.len(), 1, "{out:?}");
+    let window = asked[0].window;
+    assert_eq!(window.len(), Dur(60));
+    b.on_reservation_answered(Time(0), asked[0].reservation, Ok(()), &mut out);
+    let charged = |out: &[BrokerAction]| -> f64 {
+        out.iter()
+            .filter_map(|a| match a {
+                BrokerAction::Charge { amount, .. } => Some(*amount),
+                _ => None,
+            })
+            .sum()
+    };
+    let cost = charged(&out);
+    assert!(cost > 0.0, "{out:?}");
+    b.on_part_started(window.start + Dur(1), JobId(1));
+    let mut ended = Vec::new();
+    b.on_part_ended(window.start + Dur(31), ClusterId(0), JobId(1), &mut ended);
+    assert_eq!(cost + charged(&ended), cost / 2.0, "{ended:?}");
+}
+
 /// The broker as the same submissions leave it: two clusters, jobs that fit at once, jobs
 /// that are reserved later and one planned beyond the lead time.
 fn busy_broker() -> Broker {

@@ -3,6 +3,7 @@
 
 use foresight_core::auction::AuctionConfig;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// How the service runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +54,11 @@ pub struct DispatcherConfig {
     /// documentation's page on peer dispatchers, docs/src/operator/dispatchers.md, for which
     /// options apply here).
     pub auction: AuctionConfig,
+    /// A PEM file of the CA that signed the other sites' certificates: a winner fetching a
+    /// job's input from the site that holds it over HTTPS trusts that site only through this
+    /// CA (besides the system's), so sites on a private CA need not be trusted system-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
 }
 
 impl Default for DispatcherConfig {
@@ -65,6 +71,7 @@ impl Default for DispatcherConfig {
             prior_runtime_seconds: 60.0,
             runtime_window: 50,
             auction: AuctionConfig::default(),
+            ca_cert: None,
         }
     }
 }

@@ -72,11 +72,12 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// The dispatcher of `queue`'s site.
-    pub fn new(queue: SharedQueue, cfg: DispatcherConfig) -> Dispatcher {
+    /// The dispatcher of `queue`'s site, trusting the other sites' certificates signed by
+    /// the CA in `ca` (PEM, read from `cfg.ca_cert`) besides the system's.
+    pub fn new(queue: SharedQueue, cfg: DispatcherConfig, ca: Option<Vec<u8>>) -> Dispatcher {
         Dispatcher {
             offered: Mutex::new(HashMap::new()),
-            peer: crate::runtime::peer_inputs::PeerLink::new(queue.clone()),
+            peer: crate::runtime::peer_inputs::PeerLink::new(queue.clone(), ca),
             queue,
             cfg,
             wake: Notify::new(),

@@ -219,9 +219,10 @@ pub(crate) async fn open_store(
             let site = cfg.dispatcher.site.clone().ok_or_else(|| {
                 anyhow::anyhow!("mode = \"dispatcher\" needs a site (--site NAME)")
             })?;
+            let ca = peer_ca(cfg.dispatcher.ca_cert.as_deref())?;
             let store = foresight_store::PgStore::open_by(url, Some(&site), &holder).await?;
             let queue = SharedQueue::new(&store, &site, cfg.dispatcher.lease_ms);
-            let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone()));
+            let dispatcher = Arc::new(Dispatcher::new(queue, cfg.dispatcher.clone(), ca));
             Ok((Arc::new(store), dispatcher))
         }
         (Mode::Dispatcher, _) => anyhow::bail!(
@@ -229,6 +230,19 @@ pub(crate) async fn open_store(
              (--store postgres://…)"
         ),
     }
+}
+
+/// The CA of `dispatcher.ca_cert`, read and checked at start: a file that is missing or
+/// not a certificate stops the start naming it, not the first transfer.
+fn peer_ca(path: Option<&std::path::Path>) -> anyhow::Result<Option<Vec<u8>>> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    let pem =
+        std::fs::read(p).map_err(|e| anyhow::anyhow!("dispatcher.ca_cert {}: {e}", p.display()))?;
+    foresight_rm::grid::CentreClient::new(&["https://localhost".into()], "-", "-", Some(&pem))
+        .map_err(|e| anyhow::anyhow!("dispatcher.ca_cert {}: {e}", p.display()))?;
+    Ok(Some(pem))
 }
 
 /// Writes `jobs` to this service's own store (through its writer, which batches
@@ -649,4 +663,30 @@ fn over_budget(user: &str, o: &foresight_store::OverBudget) -> Refusal {
         parts.join(", plus "),
         o.left
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peer_ca;
+
+    /// `dispatcher.ca_cert` that cannot be a CA stops the start naming the key and the file:
+    /// missing, or holding no certificate (which would otherwise add none, silently).
+    #[test]
+    fn a_peer_ca_that_is_no_certificate_is_refused_naming_it() {
+        assert_eq!(peer_ca(None).unwrap(), None);
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let e = peer_ca(Some(&missing)).unwrap_err().to_string();
+        assert!(
+            e.contains("dispatcher.ca_cert") && e.contains("missing.pem"),
+            "{e}"
+        );
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate\n").unwrap();
+        let e = peer_ca(Some(&garbage)).unwrap_err().to_string();
+        assert!(
+            e.contains("dispatcher.ca_cert") && e.contains("garbage.pem") && e.contains("no PEM"),
+            "{e}"
+        );
+    }
 }

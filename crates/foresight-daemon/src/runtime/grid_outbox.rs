@@ -128,7 +128,8 @@ fn measured_rate(bytes: u64, millis: u64) -> Option<f64> {
 }
 
 /// Reads every input of `stage` into `dir` as `account` (the service's own when `None`),
-/// hashing each; the offers a site fetches, each named by its path under `cwd`.
+/// hashing each, no more of it than its bound ([`Copy::most`]); the offers a site fetches,
+/// each named by its path under `cwd`.
 async fn offer(
     stage: &[Copy],
     cwd: &Path,
@@ -159,7 +160,7 @@ async fn offer(
                 .await
                 .map_err(|e| format!("making {}: {e}", parent.display()))?;
         }
-        let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref(), None))
+        let read = tokio::time::timeout_at(deadline, read_as(&c.from, &to, a.as_ref(), c.most))
             .await
             .map_err(|_| format!("reading input {}: not done in time", c.from.display()))??;
         offers.push(FileOffer {
@@ -256,6 +257,40 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("longer than"), "{e}");
         assert!(!to.exists());
+    }
+
+    /// What was wrong: the centre read a site's inputs into its outbox without a bound, so
+    /// an input replaced after submission by a link to `/dev/zero` filled the centre's
+    /// disk until `copy_timeout_seconds`. Each is read no longer than its size at
+    /// submission; the outbox keeps no partial copy.
+    #[tokio::test]
+    async fn the_centre_offers_no_input_longer_than_at_submission() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, outbox) = (dir.path().join("w"), dir.path().join("outbox"));
+        let (small, endless) = (dir.path().join("in.dat"), dir.path().join("endless"));
+        std::fs::write(&small, b"0123456789").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &endless).unwrap();
+        let input = |from: &Path, most| Copy {
+            from: from.to_path_buf(),
+            to: cwd.join(from.file_name().unwrap()),
+            most,
+        };
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let offers = offer(&[input(&small, Some(10))], &cwd, &outbox, None, deadline)
+            .await
+            .unwrap();
+        assert_eq!((offers[0].name.as_str(), offers[0].bytes), ("in.dat", 10));
+        let e = offer(
+            &[input(&small, Some(10)), input(&endless, Some(1 << 20))],
+            &cwd,
+            &outbox,
+            None,
+            deadline,
+        )
+        .await
+        .unwrap_err();
+        assert!(e.contains("endless") && e.contains("longer than"), "{e}");
+        assert!(!outbox.join("endless").exists());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use super::{centre_id, check_lent, owner_of, GridAgent, Lending};
 use crate::state::refusal::Refusal;
 use crate::state::world::{SavedWindow, World};
-use foresight_core::time::Time;
+use foresight_core::time::{Dur, Time};
 use foresight_core::ReservationId;
 use foresight_rm::ReserveRequest;
 use std::collections::BTreeMap;
@@ -65,8 +65,9 @@ fn stretched_window(w: &World, now: Time, id: ReservationId, walltime: i64) -> R
     let r = &w.reservations[&id];
     let k = w.cluster_index(&r.cluster);
     let in_place = k.is_some_and(|k| w.clusters[k].kind.schedules_itself());
-    let g = k.map_or(1, |k| w.broker.clusters[k].granularity.as_secs().max(1));
-    let held = (walltime + g - 1) / g * g;
+    let held = k.map_or(walltime, |k| {
+        w.broker.clusters[k].granular(Dur(walltime)).as_secs()
+    });
     ReserveRequest {
         id: id.0,
         start: if in_place { r.start } else { now.secs() },

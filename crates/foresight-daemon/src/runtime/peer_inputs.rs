@@ -35,6 +35,9 @@ pub(crate) const PEER_INPUTS: &str = "/peer/v1/inputs";
 /// requests it took.
 pub(crate) struct PeerLink {
     queue: SharedQueue,
+    /// The CA the other sites' certificates are checked against (`dispatcher.ca_cert`),
+    /// PEM, besides the system's.
+    ca: Option<Vec<u8>>,
     key: OnceLock<String>,
     verifier: sign::Verifier,
 }
@@ -56,10 +59,12 @@ pub(crate) struct PeerRequest<'a> {
 }
 
 impl PeerLink {
-    /// The link of `queue`'s site, keyless until [`PeerLink::enter`].
-    pub(crate) fn new(queue: SharedQueue) -> PeerLink {
+    /// The link of `queue`'s site, keyless until [`PeerLink::enter`], trusting the sites'
+    /// certificates signed by the CA in `ca` (PEM) besides the system's.
+    pub(crate) fn new(queue: SharedQueue, ca: Option<Vec<u8>>) -> PeerLink {
         PeerLink {
             queue,
+            ca,
             key: OnceLock::new(),
             verifier: sign::Verifier::default(),
         }
@@ -337,8 +342,13 @@ impl Service {
                         r.copy.from.display()
                     )
                 })?;
-            let client = CentreClient::new(std::slice::from_ref(&peer.url), link.site(), key, None)
-                .map_err(|e| e.to_string())?;
+            let client = CentreClient::new(
+                std::slice::from_ref(&peer.url),
+                link.site(),
+                key,
+                link.ca.as_deref(),
+            )
+            .map_err(|e| e.to_string())?;
             let prefix = format!("{PEER_INPUTS}/{job}/{}", r.index);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let offer: FileOffer =

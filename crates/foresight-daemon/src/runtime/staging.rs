@@ -214,6 +214,7 @@ async fn fetch_all(
             copies.push(Copy {
                 from,
                 to: f.to.clone(),
+                most: None,
             });
             of.push(f);
         }
@@ -559,10 +560,12 @@ mod tests {
             Copy {
                 from: good.clone(),
                 to: to.join("good.dat"),
+                most: None,
             },
             Copy {
                 from: fifo.clone(),
                 to: to.join("stuck.fifo"),
+                most: None,
             },
         ];
         let e = stage(&copies, None, std::time::Duration::from_secs(1))
@@ -598,6 +601,7 @@ mod tests {
         let copies = [Copy {
             from: fifo.clone(),
             to: d.path().join("w/held.fifo"),
+            most: None,
         }];
         let copy = stage(&copies, None, std::time::Duration::from_secs(2));
         let look = async {
@@ -632,10 +636,12 @@ mod tests {
             Copy {
                 from: missing.clone(),
                 to: d.path().join("w/no-such.dat"),
+                most: None,
             },
             Copy {
                 from: after,
                 to: d.path().join("w/after.dat"),
+                most: None,
             },
         ];
         let e = stage(&copies, None, std::time::Duration::from_secs(60))
@@ -854,6 +860,7 @@ mod tests {
         let copy = |from: &Path, to: &Path| Copy {
             from: from.to_path_buf(),
             to: to.to_path_buf(),
+            most: None,
         };
         let timeout = std::time::Duration::from_secs(60);
         stage(&[copy(&open, &to)], Some("nobody"), timeout)

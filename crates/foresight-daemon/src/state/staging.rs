@@ -24,6 +24,11 @@ pub struct Copy {
     pub from: PathBuf,
     /// Its place in the job's working directory on the cluster the part runs on.
     pub to: PathBuf,
+    /// The most bytes this service reads of it into a directory of its own (a site's
+    /// outbox): an input's size at submission, which the planner set the transfer's time
+    /// by, so that a FIFO or a link to `/dev/zero` put in its place cannot fill the
+    /// service's disk. `None` for a file this service made itself (a workflow edge's copy).
+    pub most: Option<u64>,
 }
 
 /// Checks the output files a submission names: each path must be relative to the working
@@ -190,7 +195,11 @@ pub fn copies(j: &JobRecord, cluster: &str, cwd: &Path) -> Vec<Copy> {
         .filter_map(|i| {
             let from = PathBuf::from(&i.path);
             let to = cwd.join(file_name(&from)?);
-            (to != from).then_some(Copy { from, to })
+            (to != from).then_some(Copy {
+                from,
+                to,
+                most: Some(i.bytes),
+            })
         })
         .collect()
 }
@@ -229,7 +238,8 @@ mod tests {
             on_a,
             vec![Copy {
                 from: "/b/y".into(),
-                to: "/w/y".into()
+                to: "/w/y".into(),
+                most: Some(20),
             }]
         );
         assert_eq!(copies(&j, "c", cwd).len(), 3);

@@ -39,9 +39,15 @@ impl CentreClient {
         }
         let mut builder = reqwest::Client::builder().connect_timeout(Self::CONNECT_TIMEOUT);
         if let Some(pem) = ca_pem {
-            let ca = reqwest::Certificate::from_pem(pem)
-                .map_err(|e| RmError::Invalid(format!("[grid] ca_cert: {e}")))?;
-            builder = builder.add_root_certificate(ca);
+            // A file with no certificate in it would otherwise add none, silently.
+            let cas = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| RmError::Invalid(format!("ca_cert: {e}")))?;
+            if cas.is_empty() {
+                return Err(RmError::Invalid("ca_cert: no PEM certificate in it".into()));
+            }
+            for ca in cas {
+                builder = builder.add_root_certificate(ca);
+            }
         }
         let http = builder
             .build()

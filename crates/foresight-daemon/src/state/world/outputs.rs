@@ -120,6 +120,7 @@ impl World {
                 out.push(crate::state::staging::Copy {
                     from: held.join(file),
                     to: cwd.join(file),
+                    most: None,
                 });
             }
         }

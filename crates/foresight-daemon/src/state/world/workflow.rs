@@ -354,9 +354,8 @@ impl World {
                 .ok_or_else(|| self.unknown_cluster(&t.cluster));
             let made = k.and_then(|k| {
                 let end = if self.clusters[k].kind.schedules_itself() {
-                    let g = self.broker.clusters[k].granularity.as_secs().max(1);
-                    let len = (t.planned_end - t.planned_start).max(1);
-                    t.planned_start + (len + g - 1) / g * g
+                    let len = Dur(t.planned_end - t.planned_start);
+                    t.planned_start + self.broker.clusters[k].granular(len).as_secs()
                 } else {
                     t.planned_end
                 };
